@@ -1,0 +1,69 @@
+package aggregator
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	DefaultWindow        = 30 * time.Minute
+	DefaultSpanCacheSize = 100_000
+	DefaultLinkQueueSize = 10_000
+	DefaultLinkWorkers   = 4
+	DefaultLinkDepth     = 8
+	DefaultLinkTimeout   = 10 * time.Second
+)
+
+// Config configures the aggregator. The zero value means defaults.
+type Config struct {
+	// Window is the length of one trace's time window, aligned to the Unix epoch (default 30m).
+	Window time.Duration `yaml:"window"`
+	// SpanCacheSize bounds the LRU of objects whose root span was emitted in a window.
+	SpanCacheSize int `yaml:"spanCacheSize"`
+	// LinkQueueSize bounds the queue of pending link jobs; a job that does not fit is dropped
+	// (and counted) and retried on the object's next event.
+	LinkQueueSize int `yaml:"linkQueueSize"`
+	// LinkWorkers is the number of goroutines running linkers.
+	LinkWorkers int `yaml:"linkWorkers"`
+	// LinkDepth limits how far linking follows linked objects transitively (1 = only the
+	// objects that have events).
+	LinkDepth int `yaml:"linkDepth"`
+	// LinkTimeout bounds one link job (all linkers of one object).
+	LinkTimeout time.Duration `yaml:"linkTimeout"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.SpanCacheSize == 0 {
+		c.SpanCacheSize = DefaultSpanCacheSize
+	}
+	if c.LinkQueueSize == 0 {
+		c.LinkQueueSize = DefaultLinkQueueSize
+	}
+	if c.LinkWorkers == 0 {
+		c.LinkWorkers = DefaultLinkWorkers
+	}
+	if c.LinkDepth == 0 {
+		c.LinkDepth = DefaultLinkDepth
+	}
+	if c.LinkTimeout == 0 {
+		c.LinkTimeout = DefaultLinkTimeout
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.Window < time.Second:
+		return fmt.Errorf("aggregator: window %s is shorter than 1s", c.Window)
+	case c.SpanCacheSize < 0, c.LinkQueueSize < 0, c.LinkWorkers < 0, c.LinkDepth < 0, c.LinkTimeout < 0:
+		return fmt.Errorf("aggregator: sizes, counts and timeouts must not be negative")
+	}
+	return nil
+}
