@@ -1,0 +1,505 @@
+package aggregator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Engine is the Aggregator implementation.
+type Engine struct {
+	cfg        Config
+	logger     *slog.Logger
+	sinks      []Sink
+	linkers    []Linker
+	decorators []Decorator
+
+	// objects remembers, per (object, window), that the object span was emitted and whether
+	// the object's links were looked up with its body.
+	objects *lru.Cache[windowKey, objectState]
+	objMu   sync.Mutex // serialises the check-and-set on objects
+
+	jobsMu   sync.RWMutex // guards closed and the send on jobs against close
+	jobs     chan linkJob
+	stopping bool // no new jobs from Send; transitive jobs still run
+	closed   bool // jobs is closed
+	started  bool
+	pending  sync.WaitGroup // queued or running jobs
+	workers  sync.WaitGroup
+	inflight map[windowKey]*linkJob // key -> pending rerun (nil when none)
+	flightMu sync.Mutex
+	stopCtx  context.Context
+	stopFn   context.CancelFunc
+
+	m engineMetrics
+}
+
+type windowKey struct {
+	key    ObjectKey
+	window int64
+}
+
+type objectState struct {
+	// linkedWithBody is set once a link job ran (or was queued) with the object's body.
+	linkedWithBody bool
+}
+
+type linkJob struct {
+	obj    Object
+	window time.Time
+	at     time.Time
+	depth  int
+}
+
+type engineMetrics struct {
+	events       metric.Int64Counter
+	spans        metric.Int64Counter
+	exportErrors metric.Int64Counter
+	linkJobs     metric.Int64Counter
+	linkErrors   metric.Int64Counter
+	links        metric.Int64Counter
+	evictions    metric.Int64Counter
+}
+
+// Deps are the collaborators of an Engine. Nil Logger and MeterProvider mean slog.Default and no
+// metrics.
+type Deps struct {
+	Logger        *slog.Logger
+	MeterProvider metric.MeterProvider
+	Sinks         []Sink
+	Linkers       []Linker
+	Decorators    []Decorator
+}
+
+// New builds an Engine. Call Start before Send for linking to run; Send works without Start, but
+// link jobs then wait in the queue.
+func New(cfg Config, deps Deps) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	mp := deps.MeterProvider
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	decorators := slices.Clone(deps.Decorators)
+	slices.SortStableFunc(decorators, func(a, b Decorator) int { return cmp.Compare(a.Name(), b.Name()) })
+	linkers := slices.Clone(deps.Linkers)
+	slices.SortStableFunc(linkers, func(a, b Linker) int { return cmp.Compare(a.Name(), b.Name()) })
+
+	e := &Engine{
+		cfg:        cfg,
+		logger:     logger.With("component", "aggregator"),
+		sinks:      slices.Clone(deps.Sinks),
+		linkers:    linkers,
+		decorators: decorators,
+		jobs:       make(chan linkJob, cfg.LinkQueueSize),
+		inflight:   map[windowKey]*linkJob{},
+	}
+	e.stopCtx, e.stopFn = context.WithCancel(context.Background())
+	if err := e.initMetrics(mp); err != nil {
+		return nil, err
+	}
+	objects, err := lru.NewWithEvict(cfg.SpanCacheSize, func(windowKey, objectState) {
+		e.m.evictions.Add(context.Background(), 1)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: span cache: %w", err)
+	}
+	e.objects = objects
+	return e, nil
+}
+
+func (e *Engine) initMetrics(mp metric.MeterProvider) error {
+	meter := mp.Meter("github.com/kelemetry/kelemetry/aggregator")
+	var errs []error
+	counter := func(name, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	e.m = engineMetrics{
+		events:       counter("kelemetry.aggregator.events", "Events received, by result."),
+		spans:        counter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind."),
+		exportErrors: counter("kelemetry.aggregator.export.errors", "Sink exports that failed."),
+		linkJobs:     counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, coalesced, done, depth_limit)."),
+		linkErrors:   counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker."),
+		links:        counter("kelemetry.aggregator.links", "Links found, by linker."),
+		evictions:    counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache."),
+	}
+	_, err := meter.Int64ObservableGauge("kelemetry.aggregator.link.queue.depth",
+		metric.WithDescription("Link jobs waiting."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(len(e.jobs)))
+			return nil
+		}))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("aggregator: metrics: %w", err)
+	}
+	return nil
+}
+
+// Config returns the effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Start launches the link workers. It does not block.
+func (e *Engine) Start(context.Context) error {
+	e.jobsMu.Lock()
+	defer e.jobsMu.Unlock()
+	if e.started || e.closed {
+		return nil
+	}
+	e.started = true
+	for range e.cfg.LinkWorkers {
+		e.workers.Add(1)
+		go e.worker()
+	}
+	return nil
+}
+
+// Stop stops taking link jobs from Send, lets the workers finish the queued ones (and the jobs
+// they spawn for linked objects), and waits for them. If ctx ends first, running lookups are
+// cancelled, the rest of the queue is dropped, and Stop returns ctx's error after the workers
+// exit. Safe to call without Start and more than once.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.jobsMu.Lock()
+	e.stopping = true
+	started := e.started
+	e.jobsMu.Unlock()
+
+	var err error
+	if started {
+		drained := make(chan struct{})
+		go func() {
+			e.pending.Wait()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			e.stopFn()
+			err = fmt.Errorf("aggregator: stop: %w", ctx.Err())
+		}
+	}
+	e.jobsMu.Lock()
+	if !e.closed {
+		e.closed = true
+		close(e.jobs)
+	}
+	e.jobsMu.Unlock()
+	e.workers.Wait()
+	if !started {
+		// Nobody will run what is queued: account for it.
+		for range e.jobs {
+			e.pending.Done()
+		}
+	}
+	return err
+}
+
+// Send places ev in its object's trace and exports the resulting spans.
+func (e *Engine) Send(ctx context.Context, ev *Event) error {
+	if err := validateEvent(ev); err != nil {
+		e.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "invalid")))
+		return err
+	}
+	start, end := ev.Start.UTC(), ev.End.UTC()
+	if end.Before(start) {
+		end = start
+	}
+	window := WindowStart(start, e.cfg.Window)
+	key := ev.Object.Key()
+	tid := TraceIDFor(key, window)
+	objSID := ObjectSpanID(tid)
+
+	spans := make([]*Span, 0, 2)
+	newObject, wantLinks := e.markObject(key, window, ev.Object.Body != nil)
+	if newObject {
+		spans = append(spans, e.objectSpan(ev.Object.ObjectRef, window, tid, objSID))
+	}
+	spans = append(spans, &Span{
+		TraceID:    tid,
+		SpanID:     EventSpanID(tid, ev.Source, ev.ID),
+		ParentID:   objSID,
+		Kind:       KindEvent,
+		Source:     ev.Source,
+		Name:       ev.Title,
+		Object:     ev.Object.ObjectRef,
+		Window:     window,
+		Start:      start,
+		End:        end,
+		Attributes: ev.Attributes,
+		Logs:       ev.Logs,
+		Error:      ev.Error,
+	})
+	err := e.export(ctx, spans)
+	if wantLinks {
+		e.enqueueLink(ctx, linkJob{obj: ev.Object, window: window, at: start, depth: 0})
+	}
+	if err != nil {
+		e.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "export_error")))
+		return err
+	}
+	e.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "ok")))
+	return nil
+}
+
+func validateEvent(ev *Event) error {
+	switch {
+	case ev == nil:
+		return fmt.Errorf("%w: nil event", ErrInvalidEvent)
+	case ev.Object.Resource == "" || ev.Object.Name == "":
+		return fmt.Errorf("%w: object needs a resource and a name, got %q", ErrInvalidEvent, ev.Object.String())
+	case ev.Start.IsZero():
+		return fmt.Errorf("%w: %s: no start time", ErrInvalidEvent, ev.Object.String())
+	case ev.Source == "" || ev.ID == "":
+		return fmt.Errorf("%w: %s: source and ID are required", ErrInvalidEvent, ev.Object.String())
+	}
+	return nil
+}
+
+// markObject records that key has an event in window. newObject says the object span must be
+// emitted; wantLinks says a link job should run (first sight, or first sight of the body after a
+// job that had none).
+func (e *Engine) markObject(key ObjectKey, window time.Time, hasBody bool) (newObject, wantLinks bool) {
+	wk := windowKey{key: key, window: window.UnixNano()}
+	e.objMu.Lock()
+	defer e.objMu.Unlock()
+	st, ok := e.objects.Get(wk)
+	if !ok {
+		e.objects.Add(wk, objectState{linkedWithBody: hasBody})
+		return true, len(e.linkers) > 0
+	}
+	if hasBody && !st.linkedWithBody {
+		st.linkedWithBody = true
+		e.objects.Add(wk, st)
+		return false, len(e.linkers) > 0
+	}
+	return false, false
+}
+
+// ensureObject is markObject for objects reached through links (no body).
+func (e *Engine) ensureObject(key ObjectKey, window time.Time) bool {
+	n, _ := e.markObject(key, window, false)
+	return n
+}
+
+// forget undoes the link part of markObject so that a later event retries a dropped job.
+func (e *Engine) forgetLinks(key ObjectKey, window time.Time) {
+	wk := windowKey{key: key, window: window.UnixNano()}
+	e.objMu.Lock()
+	defer e.objMu.Unlock()
+	if st, ok := e.objects.Peek(wk); ok && st.linkedWithBody {
+		st.linkedWithBody = false
+		e.objects.Add(wk, st)
+	}
+}
+
+func (e *Engine) objectSpan(ref ObjectRef, window time.Time, tid trace.TraceID, sid trace.SpanID) *Span {
+	return &Span{
+		TraceID: tid,
+		SpanID:  sid,
+		Kind:    KindObject,
+		Source:  string(KindObject),
+		Name:    ref.Resource + "/" + ref.Name,
+		Object:  ref,
+		Window:  window,
+		Start:   window,
+		End:     window.Add(e.cfg.Window),
+	}
+}
+
+func (e *Engine) export(ctx context.Context, spans []*Span) error {
+	for _, d := range e.decorators {
+		for _, sp := range spans {
+			d.Decorate(ctx, sp)
+		}
+	}
+	var errs []error
+	for _, s := range e.sinks {
+		if err := s.Export(ctx, spans); err != nil {
+			e.m.exportErrors.Add(ctx, 1)
+			errs = append(errs, err)
+		}
+	}
+	for _, sp := range spans {
+		e.m.spans.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", string(sp.Kind))))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("aggregator: export: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
+	e.jobsMu.RLock()
+	defer e.jobsMu.RUnlock()
+	if e.closed || (e.stopping && job.depth == 0) {
+		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "dropped")))
+		return
+	}
+	e.pending.Add(1)
+	select {
+	case e.jobs <- job:
+		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "queued")))
+	default:
+		e.pending.Done()
+		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "dropped")))
+		e.forgetLinks(job.obj.Key(), job.window)
+		e.logger.Debug("link queue full, job dropped", "object", job.obj.String())
+	}
+}
+
+func (e *Engine) worker() {
+	defer e.workers.Done()
+	for job := range e.jobs {
+		if e.stopCtx.Err() == nil {
+			e.runExclusive(job)
+		}
+		e.pending.Done()
+	}
+}
+
+// runExclusive runs job unless a job for the same object and window is running; then the newest
+// such job runs right after it, on the same worker (one job per object at a time).
+func (e *Engine) runExclusive(job linkJob) {
+	wk := windowKey{key: job.obj.Key(), window: job.window.UnixNano()}
+	e.flightMu.Lock()
+	if prev, busy := e.inflight[wk]; busy {
+		if prev == nil {
+			e.pending.Add(1) // the rerun is pending until it ran
+		}
+		j := job
+		e.inflight[wk] = &j
+		e.flightMu.Unlock()
+		e.m.linkJobs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "coalesced")))
+		return
+	}
+	e.inflight[wk] = nil
+	e.flightMu.Unlock()
+	e.runLinkJob(job)
+	for {
+		e.flightMu.Lock()
+		next := e.inflight[wk]
+		if next == nil {
+			delete(e.inflight, wk)
+			e.flightMu.Unlock()
+			return
+		}
+		e.inflight[wk] = nil
+		e.flightMu.Unlock()
+		if e.stopCtx.Err() == nil {
+			e.runLinkJob(*next)
+		}
+		e.pending.Done()
+	}
+}
+
+func (e *Engine) runLinkJob(job linkJob) {
+	ctx, cancel := context.WithTimeout(e.stopCtx, e.cfg.LinkTimeout)
+	defer cancel()
+	for _, l := range e.linkers {
+		links, err := l.Lookup(ctx, job.obj)
+		if err != nil {
+			e.m.linkErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("linker", l.Name())))
+			e.logger.Debug("linker failed", "linker", l.Name(), "object", job.obj.String(), "error", err)
+			continue
+		}
+		for _, link := range links {
+			if err := e.emitLink(ctx, job, link); err != nil {
+				e.logger.Warn("emit link", "linker", l.Name(), "object", job.obj.String(), "error", err)
+				continue
+			}
+			e.m.links.Add(ctx, 1, metric.WithAttributes(attribute.String("linker", l.Name())))
+		}
+	}
+	e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "done")))
+}
+
+// emitLink writes the forward link span in the source trace, the backward one in the target
+// trace, and the target's object span when the target has none yet in this window; a new target
+// gets its own link job, up to the depth limit.
+func (e *Engine) emitLink(ctx context.Context, job linkJob, link Link) error {
+	if !link.Role.Valid() {
+		return fmt.Errorf("link to %s: unknown role %q", link.Target.String(), link.Role)
+	}
+	target := link.Target
+	if target.Cluster == "" {
+		target.Cluster = job.obj.Cluster
+	}
+	if target.Resource == "" || target.Name == "" {
+		return fmt.Errorf("link target %q needs a resource and a name", target.String())
+	}
+	src := job.obj.ObjectRef
+	srcKey, tgtKey := src.Key(), target.Key()
+	if srcKey == tgtKey {
+		return fmt.Errorf("link from %s to itself", src.String())
+	}
+	srcTID := TraceIDFor(srcKey, job.window)
+	tgtTID := TraceIDFor(tgtKey, job.window)
+
+	spans := make([]*Span, 0, 3)
+	spans = append(spans,
+		e.linkSpan(src, job, srcTID, target, link.Role, link.Class),
+		e.linkSpan(target, job, tgtTID, src, link.Role.Reverse(), link.Class),
+	)
+	newTarget := e.ensureObject(tgtKey, job.window)
+	if newTarget {
+		spans = append(spans, e.objectSpan(target, job.window, tgtTID, ObjectSpanID(tgtTID)))
+	}
+	if err := e.export(ctx, spans); err != nil {
+		return err
+	}
+	if newTarget {
+		if job.depth+1 < e.cfg.LinkDepth {
+			e.enqueueLink(ctx, linkJob{obj: Object{ObjectRef: target}, window: job.window, at: job.at, depth: job.depth + 1})
+		} else {
+			e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "depth_limit")))
+		}
+	}
+	return nil
+}
+
+func (e *Engine) linkSpan(holder ObjectRef, job linkJob, tid trace.TraceID, target ObjectRef, role Role, class string) *Span {
+	attrs := Attrs{
+		{AttrLinkCluster, target.Cluster},
+		{AttrLinkGroup, target.Group},
+		{AttrLinkResource, target.Resource},
+		{AttrLinkNamespace, target.Namespace},
+		{AttrLinkName, target.Name},
+		{AttrLinkRole, string(role)},
+	}
+	if class != "" {
+		attrs = append(attrs, Attr{AttrLinkClass, class})
+	}
+	return &Span{
+		TraceID:    tid,
+		SpanID:     LinkSpanID(tid, target.Key(), role),
+		ParentID:   ObjectSpanID(tid),
+		Kind:       KindLink,
+		Source:     string(KindLink),
+		Name:       holder.Resource + "/" + holder.Name,
+		Object:     holder,
+		Window:     job.window,
+		Start:      job.at,
+		End:        job.at,
+		Attributes: attrs,
+		Link:       &Link{Target: target, Role: role, Class: class},
+	}
+}
