@@ -53,6 +53,8 @@ type windowKey struct {
 type objectState struct {
 	// linkedWithBody is set once a link job ran (or was queued) with the object's body.
 	linkedWithBody bool
+	// metaHash is the Object.MetaHash of the body that job had.
+	metaHash uint64
 }
 
 type linkJob struct {
@@ -229,7 +231,7 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 	objSID := ObjectSpanID(tid)
 
 	spans := make([]*Span, 0, 2)
-	newObject, wantLinks := e.markObject(key, window, ev.Object.Body != nil)
+	newObject, wantLinks := e.markObject(key, window, ev.Object.Body != nil, ev.Object.MetaHash)
 	if newObject {
 		spans = append(spans, e.objectSpan(ev.Object.ObjectRef, window, tid, objSID))
 	}
@@ -275,19 +277,19 @@ func validateEvent(ev *Event) error {
 }
 
 // markObject records that key has an event in window. newObject says the object span must be
-// emitted; wantLinks says a link job should run (first sight, or first sight of the body after a
-// job that had none).
-func (e *Engine) markObject(key ObjectKey, window time.Time, hasBody bool) (newObject, wantLinks bool) {
+// emitted; wantLinks says a link job should run: first sight, first sight of a body after a job
+// that had none, or a body whose metaHash differs from the last linked one.
+func (e *Engine) markObject(key ObjectKey, window time.Time, hasBody bool, metaHash uint64) (newObject, wantLinks bool) {
 	wk := windowKey{key: key, window: window.UnixNano()}
 	e.objMu.Lock()
 	defer e.objMu.Unlock()
 	st, ok := e.objects.Get(wk)
 	if !ok {
-		e.objects.Add(wk, objectState{linkedWithBody: hasBody})
+		e.objects.Add(wk, objectState{linkedWithBody: hasBody, metaHash: metaHash})
 		return true, len(e.linkers) > 0
 	}
-	if hasBody && !st.linkedWithBody {
-		st.linkedWithBody = true
+	if hasBody && (!st.linkedWithBody || (metaHash != 0 && metaHash != st.metaHash)) {
+		st.linkedWithBody, st.metaHash = true, metaHash
 		e.objects.Add(wk, st)
 		return false, len(e.linkers) > 0
 	}
@@ -296,7 +298,7 @@ func (e *Engine) markObject(key ObjectKey, window time.Time, hasBody bool) (newO
 
 // ensureObject is markObject for objects reached through links (no body).
 func (e *Engine) ensureObject(key ObjectKey, window time.Time) bool {
-	n, _ := e.markObject(key, window, false)
+	n, _ := e.markObject(key, window, false, 0)
 	return n
 }
 
@@ -306,7 +308,7 @@ func (e *Engine) forgetLinks(key ObjectKey, window time.Time) {
 	e.objMu.Lock()
 	defer e.objMu.Unlock()
 	if st, ok := e.objects.Peek(wk); ok && st.linkedWithBody {
-		st.linkedWithBody = false
+		st.linkedWithBody, st.metaHash = false, 0
 		e.objects.Add(wk, st)
 	}
 }

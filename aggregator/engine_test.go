@@ -349,3 +349,20 @@ func TestModuleCollectsLinkersAndSinks(t *testing.T) {
 	app.RequireStop()
 	assert.Len(t, linkSpans(sink.Spans()), 2)
 }
+
+func TestLinkersRunAgainWhenMetadataChanges(t *testing.T) {
+	linker := ownerChain()
+	e := newEngine(t, aggregator.Config{LinkDepth: 1}, aggregator.Deps{Linkers: []aggregator.Linker{linker}})
+	ctx := context.Background()
+	send := func(id string, hash uint64) {
+		ev := event(pod, id, base)
+		ev.Object.Body, ev.Object.MetaHash = []byte(`{}`), hash
+		require.NoError(t, e.Send(ctx, ev))
+	}
+	send("a", 1)
+	send("b", 1) // same metadata: nothing to do
+	send("c", 2) // an owner or annotation changed
+	send("d", 0) // unknown: treated as unchanged
+	require.NoError(t, e.Stop(ctx))
+	assert.Len(t, linker.Calls(), 2)
+}

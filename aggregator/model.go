@@ -59,6 +59,11 @@ type Object struct {
 	// Body is the object as JSON, or nil when the source did not see it. Linkers that need the
 	// body and find it nil fetch it themselves (see linker.ObjectCache).
 	Body json.RawMessage `json:"-"`
+	// MetaHash fingerprints the parts of Body that relations are usually made of (labels,
+	// annotations, owner references); 0 means unknown. Linkers run on an object's first event
+	// in a window, again on its first event with a body, and again whenever MetaHash changes,
+	// so an owner or annotation added later in the window is still linked.
+	MetaHash uint64 `json:"-"`
 }
 
 // Attr is one span or log attribute.
