@@ -1,0 +1,1110 @@
+package audit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Kinds and API version of the audit.k8s.io/v1 objects this package decodes.
+const (
+	eventKind       = "Event"
+	eventListKind   = "EventList"
+	auditAPIVersion = "audit.k8s.io/v1"
+)
+
+// DecodeEvent decodes one audit.k8s.io/v1 Event JSON object, such as one line of a file written by
+// kube-apiserver's --audit-log-path with --audit-log-format=json. If the object has a kind or an
+// apiVersion, they must be Event and audit.k8s.io/v1.
+//
+// Only the fields of Event are decoded; the rest of the input is checked for JSON syntax and
+// skipped. Unknown members are ignored, a repeated member replaces the earlier one (last wins),
+// null leaves a field at its zero value, member names are case-sensitive (as in Kubernetes), and a
+// JSON value of the wrong type for a known field is an error that names the field. Strings may
+// hold invalid UTF-8, which becomes U+FFFD as with encoding/json. Whatever DecodeEvent accepts,
+// encoding/json accepts too, with the same result (a fuzz test checks this).
+//
+// The RequestObject and ResponseObject of the returned event alias data (no copy is made, which
+// keeps decoding fast): the caller must neither modify nor reuse data while the event is in use.
+// Strings are copies and never alias data.
+func DecodeEvent(data []byte) (*Event, error) {
+	d := getDecoder(data)
+	defer putDecoder(d)
+	ev, err := d.decodeTopEvent()
+	if err != nil {
+		return nil, fmt.Errorf("decode audit event: %w", err)
+	}
+	return ev, nil
+}
+
+// DecodeEventList decodes an audit.k8s.io/v1 EventList, the body kube-apiserver's audit webhook
+// backend posts. The list's kind and apiVersion must be EventList and audit.k8s.io/v1; an item's
+// kind and apiVersion, if present, must be Event and audit.k8s.io/v1. A null item is an error.
+//
+// Events are decoded as by DecodeEvent and alias data in the same way: the caller must neither
+// modify nor reuse data while the events are in use. Errors name the item index and the field,
+// such as "items[3].user.groups[1]: want string, got number".
+func DecodeEventList(data []byte) ([]*Event, error) {
+	d := getDecoder(data)
+	defer putDecoder(d)
+	events, err := d.decodeTopList()
+	if err != nil {
+		return nil, fmt.Errorf("decode audit event list: %w", err)
+	}
+	return events, nil
+}
+
+// decodeError is a decoding error at a path inside the document, such as items[3].user.groups[1].
+type decodeError struct {
+	path string
+	err  error
+}
+
+func (e *decodeError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// atField prefixes the path of err with an object member name.
+func atField(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return atPath(name, err)
+}
+
+// atIndex prefixes the path of err with an array index.
+func atIndex(i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return atPath("["+strconv.Itoa(i)+"]", err)
+}
+
+func atPath(prefix string, err error) error {
+	if de, ok := err.(*decodeError); ok {
+		if len(de.path) > 0 && de.path[0] == '[' {
+			return &decodeError{path: prefix + de.path, err: de.err}
+		}
+		return &decodeError{path: prefix + "." + de.path, err: de.err}
+	}
+	return &decodeError{path: prefix, err: err}
+}
+
+// syntaxError is malformed JSON at a byte offset of the input.
+type syntaxError struct {
+	offset int
+	msg    string
+	eof    bool
+}
+
+func (e *syntaxError) Error() string {
+	return e.msg + " at offset " + strconv.Itoa(e.offset)
+}
+
+// Unwrap makes a truncated input match io.ErrUnexpectedEOF.
+func (e *syntaxError) Unwrap() error {
+	if e.eof {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+
+// eventBlock holds an event and the structs its pointers usually point to, so that one allocation
+// serves the common event.
+type eventBlock struct {
+	ev     Event
+	ref    ObjectReference
+	status Status
+}
+
+const (
+	// blockChunk is how many event blocks a list decode allocates at once.
+	blockChunk = 32
+	// maxInterned bounds the intern table of a pooled decoder.
+	maxInterned = 4096
+	// maxInternLen is the longest string that is interned.
+	maxInternLen = 128
+	// maxSkipDepth bounds the nesting of a skipped or raw value. With the few levels above such a
+	// value it stays within encoding/json's limit of 10000.
+	maxSkipDepth = 10000 - 16
+)
+
+// eventDecoder decodes audit events straight from the caller's buffer: a small hand-written JSON
+// scanner that reads only the fields of Event and checks, then skips, everything else.
+type eventDecoder struct {
+	data []byte
+	pos  int
+
+	scratch []byte // unquoted string values
+	nameBuf []byte // unquoted member names
+	stack   []byte // open containers of skipValue
+	blocks  []eventBlock
+	// intern holds strings of low-cardinality fields (verbs, stages, users, resources, groups, ...)
+	// so that repeated values share one allocation across the events of a batch and across calls.
+	intern map[string]string
+}
+
+var decoderPool = sync.Pool{New: func() any {
+	return &eventDecoder{intern: make(map[string]string, 256)}
+}}
+
+func getDecoder(data []byte) *eventDecoder {
+	d := decoderPool.Get().(*eventDecoder)
+	d.data = data
+	d.pos = 0
+	return d
+}
+
+func putDecoder(d *eventDecoder) {
+	// Drop every reference to the caller's data and events before pooling.
+	d.data = nil
+	d.blocks = nil
+	if cap(d.scratch) > 64<<10 {
+		d.scratch = nil
+	}
+	if cap(d.nameBuf) > 64<<10 {
+		d.nameBuf = nil
+	}
+	if cap(d.stack) > 4<<10 {
+		d.stack = nil
+	}
+	if len(d.intern) >= maxInterned {
+		clear(d.intern)
+	}
+	decoderPool.Put(d)
+}
+
+// newBlock returns a zeroed event block, allocated in chunks when chunked is true.
+func (d *eventDecoder) newBlock(chunked bool) *eventBlock {
+	if !chunked {
+		return new(eventBlock)
+	}
+	if len(d.blocks) == cap(d.blocks) {
+		d.blocks = make([]eventBlock, 0, blockChunk)
+	}
+	d.blocks = d.blocks[:len(d.blocks)+1]
+	return &d.blocks[len(d.blocks)-1]
+}
+
+func (d *eventDecoder) decodeTopEvent() (*Event, error) {
+	if d.ws() != '{' {
+		return nil, d.unexpected("object")
+	}
+	b := d.newBlock(false)
+	if err := d.decodeEvent(b); err != nil {
+		return nil, err
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return &b.ev, nil
+}
+
+func (d *eventDecoder) decodeTopList() ([]*Event, error) {
+	if null, err := d.beginObject(); null || err != nil {
+		if err == nil {
+			err = errors.New("want object, got null")
+		}
+		return nil, err
+	}
+	var kind, apiVersion string
+	var events []*Event
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+		switch string(name) {
+		case "kind":
+			kind, err = d.readInterned()
+		case "apiVersion":
+			apiVersion, err = d.readInterned()
+		case "items":
+			events, err = d.decodeItems()
+			if err != nil {
+				return nil, atField("items", err)
+			}
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return nil, atField(string(name), err)
+		}
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	if err := checkType(kind, apiVersion, eventListKind, true); err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// finish checks that nothing but whitespace follows the top-level value.
+func (d *eventDecoder) finish() error {
+	if d.ws() != 0 || d.pos < len(d.data) {
+		return d.syntaxErr("after top-level value")
+	}
+	return nil
+}
+
+// checkType checks the kind and apiVersion of an object. When required is false, empty values pass.
+func checkType(kind, apiVersion, wantKind string, required bool) error {
+	if kind != wantKind && (required || kind != "") {
+		return fmt.Errorf("wrong kind %q, want %s", kind, wantKind)
+	}
+	if apiVersion != auditAPIVersion && (required || apiVersion != "") {
+		return fmt.Errorf("wrong apiVersion %q, want %s", apiVersion, auditAPIVersion)
+	}
+	return nil
+}
+
+func (d *eventDecoder) decodeItems() ([]*Event, error) {
+	if null, err := d.beginArray(); null || err != nil {
+		return nil, err
+	}
+	// An event takes about 3 KB on the wire: size the result for that, within limits.
+	events := make([]*Event, 0, min(len(d.data)/2048+1, 4096))
+	for i := 0; ; i++ {
+		more, err := d.nextElement(i == 0)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return events, nil
+		}
+		switch d.ws() {
+		case '{':
+			b := d.newBlock(true)
+			if err := d.decodeEvent(b); err != nil {
+				return nil, atIndex(i, err)
+			}
+			events = append(events, &b.ev)
+		case 'n':
+			return nil, atIndex(i, errors.New("null event"))
+		default:
+			return nil, atIndex(i, d.unexpected("object"))
+		}
+	}
+}
+
+// decodeEvent decodes the event object that comes next (its '{' is the next byte) into b.ev.
+func (d *eventDecoder) decodeEvent(b *eventBlock) error {
+	d.pos++ // '{'
+	ev := &b.ev
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		switch string(name) {
+		case "kind":
+			ev.Kind, err = d.readInterned()
+		case "apiVersion":
+			ev.APIVersion, err = d.readInterned()
+		case "level":
+			ev.Level, err = d.readInterned()
+		case "auditID":
+			ev.AuditID, err = d.readString()
+		case "stage":
+			ev.Stage, err = d.readInterned()
+		case "requestURI":
+			ev.RequestURI, err = d.readString()
+		case "verb":
+			ev.Verb, err = d.readInterned()
+		case "user":
+			ev.User = UserInfo{}
+			_, err = d.decodeUser(&ev.User) // null leaves the zero UserInfo
+		case "impersonatedUser":
+			u := new(UserInfo)
+			var null bool
+			null, err = d.decodeUser(u)
+			ev.ImpersonatedUser = u
+			if null {
+				ev.ImpersonatedUser = nil
+			}
+		case "sourceIPs":
+			ev.SourceIPs, err = d.readStrings()
+		case "userAgent":
+			ev.UserAgent, err = d.readInterned()
+		case "objectRef":
+			ref := &b.ref
+			if ev.ObjectRef != nil { // repeated: never overwrite what was handed out
+				ref = new(ObjectReference)
+			}
+			*ref = ObjectReference{}
+			var null bool
+			null, err = d.decodeObjectRef(ref)
+			ev.ObjectRef = ref
+			if null {
+				ev.ObjectRef = nil
+			}
+		case "responseStatus":
+			st := &b.status
+			if ev.ResponseStatus != nil {
+				st = new(Status)
+			}
+			*st = Status{}
+			var null bool
+			null, err = d.decodeStatus(st)
+			ev.ResponseStatus = st
+			if null {
+				ev.ResponseStatus = nil
+			}
+		case "requestObject":
+			ev.RequestObject, err = d.readRaw()
+		case "responseObject":
+			ev.ResponseObject, err = d.readRaw()
+		case "requestReceivedTimestamp":
+			ev.RequestReceivedTimestamp, err = d.readTime()
+		case "stageTimestamp":
+			ev.StageTimestamp, err = d.readTime()
+		case "annotations":
+			ev.Annotations, err = d.readStringMap()
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return atField(string(name), err)
+		}
+	}
+	return checkType(ev.Kind, ev.APIVersion, eventKind, false)
+}
+
+func (d *eventDecoder) decodeUser(u *UserInfo) (null bool, err error) {
+	if null, err := d.beginObject(); null || err != nil {
+		return null, err
+	}
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil || !more {
+			return false, err
+		}
+		switch string(name) {
+		case "username":
+			u.Username, err = d.readInterned()
+		case "uid":
+			u.UID, err = d.readInterned()
+		case "groups":
+			u.Groups, err = d.readStrings()
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return false, atField(string(name), err)
+		}
+	}
+}
+
+func (d *eventDecoder) decodeObjectRef(r *ObjectReference) (null bool, err error) {
+	if null, err := d.beginObject(); null || err != nil {
+		return null, err
+	}
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil || !more {
+			return false, err
+		}
+		switch string(name) {
+		case "resource":
+			r.Resource, err = d.readInterned()
+		case "namespace":
+			r.Namespace, err = d.readInterned()
+		case "name":
+			r.Name, err = d.readString()
+		case "uid":
+			r.UID, err = d.readString()
+		case "apiGroup":
+			r.APIGroup, err = d.readInterned()
+		case "apiVersion":
+			r.APIVersion, err = d.readInterned()
+		case "resourceVersion":
+			r.ResourceVersion, err = d.readString()
+		case "subresource":
+			r.Subresource, err = d.readInterned()
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return false, atField(string(name), err)
+		}
+	}
+}
+
+func (d *eventDecoder) decodeStatus(s *Status) (null bool, err error) {
+	if null, err := d.beginObject(); null || err != nil {
+		return null, err
+	}
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil || !more {
+			return false, err
+		}
+		switch string(name) {
+		case "status":
+			s.Status, err = d.readInterned()
+		case "message":
+			s.Message, err = d.readString()
+		case "reason":
+			s.Reason, err = d.readInterned()
+		case "details":
+			det := new(StatusDetails)
+			var null bool
+			null, err = d.decodeDetails(det)
+			s.Details = det
+			if null {
+				s.Details = nil
+			}
+		case "code":
+			s.Code, err = d.readInt32()
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return false, atField(string(name), err)
+		}
+	}
+}
+
+func (d *eventDecoder) decodeDetails(det *StatusDetails) (null bool, err error) {
+	if null, err := d.beginObject(); null || err != nil {
+		return null, err
+	}
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil || !more {
+			return false, err
+		}
+		switch string(name) {
+		case "causes":
+			det.Causes, err = d.decodeCauses()
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return false, atField(string(name), err)
+		}
+	}
+}
+
+func (d *eventDecoder) decodeCauses() ([]StatusCause, error) {
+	if null, err := d.beginArray(); null || err != nil {
+		return nil, err
+	}
+	causes := []StatusCause{}
+	for i := 0; ; i++ {
+		more, err := d.nextElement(i == 0)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return causes, nil
+		}
+		var c StatusCause
+		if err := d.decodeCause(&c); err != nil {
+			return nil, atIndex(i, err)
+		}
+		causes = append(causes, c)
+	}
+}
+
+// decodeCause decodes one cause; a null cause is the zero cause.
+func (d *eventDecoder) decodeCause(c *StatusCause) error {
+	if null, err := d.beginObject(); null || err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil || !more {
+			return err
+		}
+		switch string(name) {
+		case "reason":
+			c.Type, err = d.readInterned()
+		case "message":
+			c.Message, err = d.readString()
+		case "field":
+			c.Field, err = d.readString()
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return atField(string(name), err)
+		}
+	}
+}
+
+// Scanning.
+
+// ws skips whitespace and returns the next byte, or 0 at the end of the input.
+func (d *eventDecoder) ws() byte {
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		if c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c
+		}
+		d.pos++
+	}
+	return 0
+}
+
+// syntaxErr reports the byte at the current position as unexpected (or the end of the input).
+func (d *eventDecoder) syntaxErr(context string) error {
+	if d.pos >= len(d.data) {
+		return &syntaxError{offset: d.pos, msg: "unexpected EOF", eof: true}
+	}
+	c := d.data[d.pos]
+	var char string
+	if c >= ' ' && c < utf8.RuneSelf {
+		char = "'" + string(rune(c)) + "'"
+	} else {
+		char = fmt.Sprintf("byte 0x%02x", c)
+	}
+	return &syntaxError{offset: d.pos, msg: "invalid character " + char + " " + context}
+}
+
+// unexpected reports the value that comes next as not of the wanted type, or as invalid JSON.
+func (d *eventDecoder) unexpected(want string) error {
+	var got string
+	switch c := d.ws(); c {
+	case '{':
+		got = "object"
+	case '[':
+		got = "array"
+	case '"':
+		got = "string"
+	case 't', 'f':
+		got = "boolean"
+	case 'n':
+		got = "null"
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		got = "number"
+	default:
+		return d.syntaxErr("at start of value")
+	}
+	return fmt.Errorf("want %s, got %s", want, got)
+}
+
+// beginObject reads the '{' of an object, or a null (then null is true).
+func (d *eventDecoder) beginObject() (null bool, err error) {
+	switch d.ws() {
+	case '{':
+		d.pos++
+		return false, nil
+	case 'n':
+		return true, d.literal("null")
+	default:
+		return false, d.unexpected("object")
+	}
+}
+
+// nextMember moves to the next member of the object being read and returns its name (valid until
+// the next member), or more == false after the object's closing '}'. first is true for the first
+// call on an object.
+func (d *eventDecoder) nextMember(first bool) (name []byte, more bool, err error) {
+	c := d.ws()
+	if c == '}' {
+		d.pos++
+		return nil, false, nil
+	}
+	if !first {
+		if c != ',' {
+			return nil, false, d.syntaxErr("after object member (want ',' or '}')")
+		}
+		d.pos++
+		c = d.ws()
+	}
+	if c != '"' {
+		return nil, false, d.syntaxErr("at start of object member name")
+	}
+	name, plain, err := d.scanString()
+	if err != nil {
+		return nil, false, err
+	}
+	if !plain {
+		name = d.unquote(name, &d.nameBuf)
+	}
+	if d.ws() != ':' {
+		return nil, false, d.syntaxErr("after object member name (want ':')")
+	}
+	d.pos++
+	return name, true, nil
+}
+
+// beginArray reads the '[' of an array, or a null (then null is true).
+func (d *eventDecoder) beginArray() (null bool, err error) {
+	switch d.ws() {
+	case '[':
+		d.pos++
+		return false, nil
+	case 'n':
+		return true, d.literal("null")
+	default:
+		return false, d.unexpected("array")
+	}
+}
+
+// nextElement moves to the next element of the array being read, or returns more == false after
+// the array's closing ']'. first is true for the first call on an array.
+func (d *eventDecoder) nextElement(first bool) (more bool, err error) {
+	c := d.ws()
+	if c == ']' {
+		d.pos++
+		return false, nil
+	}
+	if !first {
+		if c != ',' {
+			return false, d.syntaxErr("after array element (want ',' or ']')")
+		}
+		d.pos++
+	}
+	return true, nil
+}
+
+// literal reads the literal lit (true, false or null) that must come next.
+func (d *eventDecoder) literal(lit string) error {
+	if len(d.data)-d.pos >= len(lit) && string(d.data[d.pos:d.pos+len(lit)]) == lit {
+		d.pos += len(lit)
+		return nil
+	}
+	for i := 0; i < len(lit) && d.pos < len(d.data) && d.data[d.pos] == lit[i]; i++ {
+		d.pos++
+	}
+	return d.syntaxErr("in literal " + lit)
+}
+
+// strSafe marks the bytes that a JSON string holds as they are and that need no attention:
+// printable ASCII other than '"' and '\'.
+var strSafe = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+const (
+	swarLow  = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// hasStringSpecial reports whether any of the 8 bytes of w is '"', '\', a control character or
+// not ASCII.
+func hasStringSpecial(w uint64) bool {
+	quote := w ^ (swarLow * '"')
+	backslash := w ^ (swarLow * '\\')
+	return ((quote-swarLow)&^quote|(backslash-swarLow)&^backslash|(w-swarLow*0x20)&^w|w)&swarHigh != 0
+}
+
+// scanString scans the JSON string that starts at the current position (a '"') and returns its
+// bytes between the quotes. plain is false if they need unquoting: escapes or non-ASCII bytes.
+func (d *eventDecoder) scanString() (content []byte, plain bool, err error) {
+	data := d.data
+	start := d.pos + 1
+	i := start
+	plain = true
+	for {
+		for i+8 <= len(data) && !hasStringSpecial(binary.LittleEndian.Uint64(data[i:])) {
+			i += 8
+		}
+		for i < len(data) && strSafe[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			d.pos = i
+			return nil, false, d.syntaxErr("in string")
+		}
+		switch c := data[i]; {
+		case c == '"':
+			d.pos = i + 1
+			return data[start:i], plain, nil
+		case c == '\\':
+			plain = false
+			if i+1 >= len(data) {
+				d.pos = i + 1
+				return nil, false, d.syntaxErr("in string escape")
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				for j := i + 2; j < i+6; j++ {
+					if j >= len(data) || !isHex(data[j]) {
+						d.pos = j
+						return nil, false, d.syntaxErr(`in \u escape`)
+					}
+				}
+				i += 6
+			default:
+				d.pos = i + 1
+				return nil, false, d.syntaxErr("in string escape")
+			}
+		case c < ' ':
+			d.pos = i
+			return nil, false, d.syntaxErr("in string (control characters must be escaped)")
+		default: // not ASCII: kept as is here, checked when unquoted
+			plain = false
+			i++
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// unquote returns the value of a string whose content (between the quotes, as scanned just before)
+// has escapes or non-ASCII bytes. The result aliases content or *buf.
+func (d *eventDecoder) unquote(content []byte, buf *[]byte) []byte {
+	escaped := false
+	for _, c := range content {
+		if c == '\\' {
+			escaped = true
+			break
+		}
+	}
+	if !escaped && utf8.Valid(content) {
+		return content
+	}
+	// The string is syntactically valid: AppendUnquote can only complain about invalid UTF-8 or
+	// lone surrogates, which it replaces with U+FFFD as encoding/json does.
+	end := d.pos // just after the closing quote
+	quoted := d.data[end-len(content)-2 : end]
+	*buf, _ = jsontext.AppendUnquote((*buf)[:0], quoted)
+	return *buf
+}
+
+// scanNumber scans the JSON number at the current position.
+func (d *eventDecoder) scanNumber() error {
+	data := d.data
+	i := d.pos
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(data):
+		d.pos = i
+		return d.syntaxErr("in number")
+	case data[i] == '0':
+		i++
+	case isDigit(data[i]):
+		for i++; i < len(data) && isDigit(data[i]); i++ {
+		}
+	default:
+		d.pos = i
+		return d.syntaxErr("in number")
+	}
+	if i < len(data) && data[i] == '.' {
+		i++
+		if i >= len(data) || !isDigit(data[i]) {
+			d.pos = i
+			return d.syntaxErr("in number fraction")
+		}
+		for i++; i < len(data) && isDigit(data[i]); i++ {
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		if i >= len(data) || !isDigit(data[i]) {
+			d.pos = i
+			return d.syntaxErr("in number exponent")
+		}
+		for i++; i < len(data) && isDigit(data[i]); i++ {
+		}
+	}
+	d.pos = i
+	return nil
+}
+
+// skipValue checks and skips the JSON value that comes next, of any type.
+func (d *eventDecoder) skipValue() error {
+	const (
+		wantValue  = iota // a value, then what follows it
+		afterValue        // ',' or the end of the enclosing container
+		wantName          // an object member name and ':', then a value
+	)
+	stack := d.stack[:0]
+	defer func() { d.stack = stack[:0] }()
+	state := wantValue
+	for {
+		switch state {
+		case wantValue:
+			switch c := d.ws(); c {
+			case '{':
+				d.pos++
+				if d.ws() == '}' {
+					d.pos++
+					state = afterValue
+					continue
+				}
+				if len(stack) >= maxSkipDepth {
+					return &syntaxError{offset: d.pos, msg: "JSON nested too deeply"}
+				}
+				stack = append(stack, '{')
+				state = wantName
+				continue
+			case '[':
+				d.pos++
+				if d.ws() == ']' {
+					d.pos++
+					state = afterValue
+					continue
+				}
+				if len(stack) >= maxSkipDepth {
+					return &syntaxError{offset: d.pos, msg: "JSON nested too deeply"}
+				}
+				stack = append(stack, '[')
+				continue
+			case '"':
+				if _, _, err := d.scanString(); err != nil {
+					return err
+				}
+			case 't':
+				if err := d.literal("true"); err != nil {
+					return err
+				}
+			case 'f':
+				if err := d.literal("false"); err != nil {
+					return err
+				}
+			case 'n':
+				if err := d.literal("null"); err != nil {
+					return err
+				}
+			default:
+				if c != '-' && !isDigit(c) {
+					return d.syntaxErr("at start of value")
+				}
+				if err := d.scanNumber(); err != nil {
+					return err
+				}
+			}
+			state = afterValue
+		case afterValue:
+			if len(stack) == 0 {
+				return nil
+			}
+			top := stack[len(stack)-1]
+			switch c := d.ws(); {
+			case c == ',':
+				d.pos++
+				if top == '{' {
+					state = wantName
+				} else {
+					state = wantValue
+				}
+			case c == '}' && top == '{', c == ']' && top == '[':
+				d.pos++
+				stack = stack[:len(stack)-1]
+			case top == '{':
+				return d.syntaxErr("after object member (want ',' or '}')")
+			default:
+				return d.syntaxErr("after array element (want ',' or ']')")
+			}
+		case wantName:
+			if d.ws() != '"' {
+				return d.syntaxErr("at start of object member name")
+			}
+			if _, _, err := d.scanString(); err != nil {
+				return err
+			}
+			if d.ws() != ':' {
+				return d.syntaxErr("after object member name (want ':')")
+			}
+			d.pos++
+			state = wantValue
+		}
+	}
+}
+
+// Typed reads.
+
+// readStr reads a JSON string or null (as nil). The result is valid until the next read.
+func (d *eventDecoder) readStr() ([]byte, error) {
+	switch d.ws() {
+	case '"':
+		s, plain, err := d.scanString()
+		if err != nil {
+			return nil, err
+		}
+		if !plain {
+			s = d.unquote(s, &d.scratch)
+		}
+		return s, nil
+	case 'n':
+		return nil, d.literal("null")
+	default:
+		return nil, d.unexpected("string")
+	}
+}
+
+// readString reads a JSON string or null (as "") into a new string.
+func (d *eventDecoder) readString() (string, error) {
+	b, err := d.readStr()
+	return string(b), err
+}
+
+// readInterned reads a JSON string or null (as "") of a field with few distinct values.
+func (d *eventDecoder) readInterned() (string, error) {
+	b, err := d.readStr()
+	if err != nil || len(b) == 0 {
+		return "", err
+	}
+	return d.internBytes(b), nil
+}
+
+func (d *eventDecoder) internBytes(b []byte) string {
+	if len(b) > maxInternLen {
+		return string(b)
+	}
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(d.intern) < maxInterned {
+		d.intern[s] = s
+	}
+	return s
+}
+
+// readStrings reads an array of strings, or null. A null element becomes "". The strings are
+// interned: the arrays decoded are groups and source IPs, which repeat.
+func (d *eventDecoder) readStrings() ([]string, error) {
+	if null, err := d.beginArray(); null || err != nil {
+		return nil, err
+	}
+	list := []string{}
+	for i := 0; ; i++ {
+		more, err := d.nextElement(i == 0)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return list, nil
+		}
+		b, err := d.readStr()
+		if err != nil {
+			return nil, atIndex(i, err)
+		}
+		list = append(list, d.internBytes(b))
+	}
+}
+
+// readStringMap reads an object of strings or null. A null value becomes "".
+func (d *eventDecoder) readStringMap() (map[string]string, error) {
+	if null, err := d.beginObject(); null || err != nil {
+		return nil, err
+	}
+	m := make(map[string]string)
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return m, nil
+		}
+		key := d.internBytes(name)
+		v, err := d.readStr()
+		if err != nil {
+			return nil, atField(key, err)
+		}
+		m[key] = d.internBytes(v)
+	}
+}
+
+// readRaw checks and reads any JSON value and returns it as it is in the input, without a copy;
+// null is nil.
+func (d *eventDecoder) readRaw() ([]byte, error) {
+	if d.ws() == 'n' {
+		return nil, d.literal("null")
+	}
+	start := d.pos
+	if err := d.skipValue(); err != nil {
+		return nil, err
+	}
+	// Capped so that an append to the value cannot overwrite what follows it in data.
+	return d.data[start:d.pos:d.pos], nil
+}
+
+// readTime reads a timestamp string, decoded as time.Time decodes it from JSON (RFC 3339, any
+// fraction of a second), or null.
+func (d *eventDecoder) readTime() (time.Time, error) {
+	var t time.Time
+	switch d.ws() {
+	case '"':
+		start := d.pos
+		if _, _, err := d.scanString(); err != nil {
+			return t, err
+		}
+		if err := t.UnmarshalJSON(d.data[start:d.pos]); err != nil {
+			return t, fmt.Errorf("bad timestamp: %w", err)
+		}
+		return t, nil
+	case 'n':
+		return t, d.literal("null")
+	default:
+		return t, d.unexpected("timestamp string")
+	}
+}
+
+// readInt32 reads an integer that fits int32, or null (as 0).
+func (d *eventDecoder) readInt32() (int32, error) {
+	switch c := d.ws(); {
+	case c == '-' || isDigit(c):
+		start := d.pos
+		if err := d.scanNumber(); err != nil {
+			return 0, err
+		}
+		n, ok := parseInt32(d.data[start:d.pos])
+		if !ok {
+			return 0, fmt.Errorf("number %s is not a 32-bit integer", d.data[start:d.pos])
+		}
+		return n, nil
+	case c == 'n':
+		return 0, d.literal("null")
+	default:
+		return 0, d.unexpected("integer")
+	}
+}
+
+// parseInt32 parses a JSON number (already scanned) that must be an integer in int32's range.
+func parseInt32(b []byte) (int32, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 10 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if !isDigit(c) {
+			return 0, false // a fraction or an exponent
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	if n < -1<<31 || n > 1<<31-1 {
+		return 0, false
+	}
+	return int32(n), true
+}

@@ -1,0 +1,105 @@
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzDecodeEventList checks DecodeEventList against encoding/json decoding into the same struct:
+// it must not panic, it may reject more than encoding/json does (wrong kind, null items, stricter
+// names) but never less, and what it accepts must decode to the same fields.
+//
+// The seed corpus is in testdata/fuzz/FuzzDecodeEventList. Run with:
+//
+//	go test ./audit -run '^$' -fuzz FuzzDecodeEventList -fuzztime 60s
+func FuzzDecodeEventList(f *testing.F) {
+	f.Add([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","verb":"get",` +
+		`"user":{"username":"u","groups":["g"]},"objectRef":{"resource":"pods","name":"p"},"responseStatus":{"code":200},` +
+		`"requestObject":{"a":[1,"x",null,true,{"b":-1.5e3}]},"stageTimestamp":"2026-11-29T17:09:30.123456Z",` +
+		`"annotations":{"k":"v"}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		events, err := DecodeEventList(data)
+		if err != nil {
+			require.Nil(t, events)
+			return
+		}
+		var ref struct {
+			Kind       string   `json:"kind"`
+			APIVersion string   `json:"apiVersion"`
+			Items      []*Event `json:"items"`
+		}
+		require.NoError(t, json.Unmarshal(data, &ref), "DecodeEventList accepted what encoding/json rejects")
+		for _, ev := range events {
+			require.NotNil(t, ev)
+		}
+		if !comparableWithStdlib(data) {
+			// encoding/json merges repeated members and matches names case-insensitively: the
+			// fields may rightly differ.
+			return
+		}
+		require.Len(t, events, len(ref.Items))
+		for i, want := range ref.Items {
+			require.NotNil(t, want, "item %d", i)
+			assertSameEvent(t, want, events[i])
+		}
+	})
+}
+
+// assertSameEvent compares an event decoded by encoding/json (want) with one from this package.
+// encoding/json keeps a null body as the raw "null"; this package makes it nil.
+func assertSameEvent(t *testing.T, want, got *Event) {
+	t.Helper()
+	w, g := *want, *got
+	if string(w.RequestObject) == "null" {
+		w.RequestObject = nil
+	}
+	if string(w.ResponseObject) == "null" {
+		w.ResponseObject = nil
+	}
+	assert.True(t, w.RequestReceivedTimestamp.Equal(g.RequestReceivedTimestamp))
+	assert.True(t, w.StageTimestamp.Equal(g.StageTimestamp))
+	w.RequestReceivedTimestamp, g.RequestReceivedTimestamp = time.Time{}, time.Time{}
+	w.StageTimestamp, g.StageTimestamp = time.Time{}, time.Time{}
+	assert.Equal(t, w, g)
+}
+
+// knownJSONNames are the member names this package decodes.
+var knownJSONNames = []string{
+	"kind", "apiVersion", "items", "level", "auditID", "stage", "requestURI", "verb", "user",
+	"impersonatedUser", "sourceIPs", "userAgent", "objectRef", "responseStatus", "requestObject",
+	"responseObject", "requestReceivedTimestamp", "stageTimestamp", "annotations", "username", "uid",
+	"groups", "resource", "namespace", "name", "apiGroup", "resourceVersion", "subresource", "status",
+	"message", "reason", "details", "code", "causes", "field",
+}
+
+// comparableWithStdlib reports whether data has no repeated member names and no string that only
+// case-insensitively equals a known member name, so that encoding/json must decode it the same.
+func comparableWithStdlib(data []byte) bool {
+	dec := jsontext.NewDecoder(strings.NewReader(string(data)), jsontext.AllowInvalidUTF8(true))
+	for {
+		tok, err := dec.ReadToken()
+		if errors.Is(err, io.EOF) {
+			return true
+		}
+		if err != nil {
+			return false // a repeated name, or input encoding/json took and jsontext does not
+		}
+		if tok.Kind() != '"' {
+			continue
+		}
+		s := tok.String()
+		for _, name := range knownJSONNames {
+			if s != name && strings.EqualFold(s, name) {
+				return false
+			}
+		}
+	}
+}

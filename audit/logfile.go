@@ -1,0 +1,675 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+const (
+	// MaxLineSize is the longest audit log line read; a longer line is skipped and counted as bad.
+	MaxLineSize = 16 << 20
+	// DefaultPollInterval is how often a Follower looks for new lines, rotation and truncation.
+	DefaultPollInterval = 250 * time.Millisecond
+
+	replayBatchSize = 256
+	readBufferSize  = 64 << 10
+)
+
+// WaitEnqueuer takes batches of events, waiting for room instead of dropping. *Queue is one.
+type WaitEnqueuer interface {
+	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
+}
+
+// ReplayStats counts what a replay read.
+type ReplayStats struct {
+	// Lines is the number of non-empty lines read.
+	Lines int64
+	// Events is the number of events enqueued.
+	Events int64
+	// BadLines is the number of lines skipped: not JSON, not an audit event, or too long.
+	BadLines int64
+}
+
+// ReplayFile reads the audit log at path, as kube-apiserver writes it with --audit-log-path and
+// --audit-log-format=json (one audit.k8s.io/v1 Event per line; a line may also hold a whole
+// EventList, as the webhook receives them), and enqueues its events for cluster in batches. A
+// gzip-compressed file is decompressed. Bad lines are counted, logged (rate-limited) and skipped.
+// It returns when the file is read, or with an error when the file cannot be read or q refuses a
+// batch (e.g. because ctx expired).
+func ReplayFile(ctx context.Context, path, cluster string, q interface {
+	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
+}, logger *slog.Logger) (ReplayStats, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	b := newLineBatcher(path, cluster, q, logger.With("component", "audit.replay", "path", path))
+	f, err := os.Open(path)
+	if err != nil {
+		return b.stats, fmt.Errorf("replay audit log: %w", err)
+	}
+	defer f.Close()
+
+	br := bufio.NewReaderSize(f, readBufferSize)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return b.stats, fmt.Errorf("replay audit log %s: %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+
+	lr := newLineReader(r)
+	for {
+		line, tooLong, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return b.stats, fmt.Errorf("replay audit log %s: line %d: %w", path, b.lineNo+1, err)
+		}
+		if err := b.line(ctx, line, tooLong); err != nil {
+			return b.stats, err
+		}
+	}
+	// The last line may lack its newline.
+	if line, tooLong, ok := lr.rest(); ok {
+		if err := b.line(ctx, line, tooLong); err != nil {
+			return b.stats, err
+		}
+	}
+	if err := b.flush(ctx); err != nil {
+		return b.stats, err
+	}
+	b.logSuppressed()
+	return b.stats, nil
+}
+
+// FollowConfig configures a Follower.
+type FollowConfig struct {
+	// Path is the audit log kube-apiserver writes (--audit-log-path). Required.
+	Path string `yaml:"path"`
+	// Cluster is the name of the cluster the log comes from.
+	Cluster string `yaml:"cluster"`
+	// PollInterval is how often the file is checked for new lines, rotation and truncation
+	// (default 250ms).
+	PollInterval time.Duration `yaml:"pollInterval"`
+	// StartAtEnd skips what the file holds when the follower starts, if it exists then; files
+	// found later (after a rotation, or a file that did not exist yet) are read from their start.
+	StartAtEnd bool `yaml:"startAtEnd"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c FollowConfig) WithDefaults() FollowConfig {
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c FollowConfig) Validate() error {
+	if c.Path == "" {
+		return errors.New("audit log follower: no path")
+	}
+	if c.PollInterval < 0 {
+		return fmt.Errorf("audit log follower: negative poll interval %s", c.PollInterval)
+	}
+	return nil
+}
+
+// Follower follows an audit log like `tail -F`, enqueuing the events of new lines. It polls the
+// file (no inotify) and
+//   - waits for a file that does not exist yet;
+//   - holds a partial last line until its newline arrives;
+//   - survives rotation by rename (kube-apiserver's rotation renames audit.log to
+//     audit-<time>.log and creates a new audit.log): it reads the rest of the old file, then
+//     switches to the new one and reads it from its start;
+//   - survives truncation in place (copytruncate) by reading again from the start. Lines written
+//     between its last read and the truncation are lost, as with tail, and a truncation followed
+//     by rewriting past the old size within one poll interval goes unnoticed.
+//
+// It keeps no checkpoint: after a restart it reads the file again from its start (or its end with
+// StartAtEnd). Span IDs are deterministic, so replaying twice yields the same spans.
+type Follower struct {
+	cfg      FollowConfig
+	q        WaitEnqueuer
+	logger   *slog.Logger
+	lines    metric.Int64Counter
+	badLines metric.Int64Counter
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	quit     chan struct{} // closed by Stop: finish the current batch and exit
+	cancel   context.CancelFunc
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// NewFollower returns a follower that enqueues into q. logger and mp may be nil.
+func NewFollower(cfg FollowConfig, q interface {
+	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
+}, logger *slog.Logger, mp metric.MeterProvider) (*Follower, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if q == nil {
+		return nil, errors.New("audit log follower: nil queue")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	fl := &Follower{
+		cfg:    cfg.WithDefaults(),
+		q:      q,
+		logger: logger.With("component", "audit.follow", "path", cfg.Path),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	meter := mp.Meter(meterName)
+	var err error
+	if fl.lines, err = meter.Int64Counter("kelemetry.audit.file.lines",
+		metric.WithDescription("Non-empty audit log lines read."), metric.WithUnit("{line}")); err != nil {
+		return nil, fmt.Errorf("create follower metric: %w", err)
+	}
+	if fl.badLines, err = meter.Int64Counter("kelemetry.audit.file.bad_lines",
+		metric.WithDescription("Audit log lines skipped because they are not audit events or are too long."),
+		metric.WithUnit("{line}")); err != nil {
+		return nil, fmt.Errorf("create follower metric: %w", err)
+	}
+	return fl, nil
+}
+
+// Start starts following in a goroutine. It does not block.
+func (fl *Follower) Start(_ context.Context) error {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	switch {
+	case fl.stopped:
+		return errors.New("start audit log follower: stopped")
+	case fl.started:
+		return errors.New("start audit log follower: already started")
+	}
+	fl.started = true
+	runCtx, cancel := context.WithCancel(context.Background())
+	fl.cancel = cancel
+	go fl.run(runCtx)
+	return nil
+}
+
+// Stop asks the follower to hand over the batch it is reading and exit, and waits for it. If ctx
+// expires first, the batch is abandoned; Stop still waits for the goroutine, which then exits
+// promptly, and returns ctx's error. Stop is safe without Start and may be called more than once.
+func (fl *Follower) Stop(ctx context.Context) error {
+	fl.mu.Lock()
+	fl.stopped = true
+	started := fl.started
+	fl.mu.Unlock()
+	if !started {
+		return nil
+	}
+	fl.stopOnce.Do(func() { close(fl.quit) })
+	select {
+	case <-fl.done:
+		fl.cancel()
+		return nil
+	case <-ctx.Done():
+		fl.cancel()
+		<-fl.done
+		return fmt.Errorf("stop audit log follower: %w", ctx.Err())
+	}
+}
+
+// errQuit ends the follow loop after Stop.
+var errQuit = errors.New("follower stopped")
+
+// followed is the file being read.
+type followed struct {
+	f    *os.File
+	info os.FileInfo // of the handle when opened, compared with the path's to detect rotation
+	lr   *lineReader
+}
+
+func (fl *Follower) run(ctx context.Context) {
+	defer close(fl.done)
+	b := newLineBatcher(fl.cfg.Path, fl.cfg.Cluster, fl.q, fl.logger)
+	b.linesCounter, b.badCounter = fl.lines, fl.badLines
+	b.quit = fl.quit
+
+	var cur *followed
+	defer func() {
+		if cur != nil {
+			_ = cur.f.Close()
+		}
+	}()
+	openLimiter := logLimiter{burst: 1, every: time.Minute}
+	first := true
+	ticker := time.NewTicker(fl.cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		if cur == nil {
+			var err error
+			cur, err = fl.open(first)
+			first = false
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if ok, suppressed := openLimiter.allow(time.Now()); ok {
+					fl.logger.Warn("open audit log", "error", err, "suppressed", suppressed)
+				}
+			}
+			if cur != nil {
+				b.lineNo = 0
+			}
+		}
+		if cur != nil {
+			next, err := fl.poll(ctx, cur, b)
+			if err != nil {
+				if !errors.Is(err, errQuit) && ctx.Err() == nil {
+					fl.logger.Error("stop following audit log", "error", err)
+				}
+				b.logSuppressed()
+				return
+			}
+			if next != cur {
+				// Rotated: read the new file at once.
+				cur = next
+				if cur != nil {
+					b.lineNo = 0
+				}
+				continue
+			}
+		}
+		select {
+		case <-fl.quit:
+			b.logSuppressed()
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// open opens the path. At the first attempt with StartAtEnd it skips what the file holds, up to
+// and including a partial last line.
+func (fl *Follower) open(first bool) (*followed, error) {
+	f, err := os.Open(fl.cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	cur := &followed{f: f, info: info, lr: newLineReader(f)}
+	if first && fl.cfg.StartAtEnd && info.Size() > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], info.Size()-1); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		if _, err := f.Seek(info.Size(), io.SeekStart); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		cur.lr.discard = last[0] != '\n'
+	}
+	return cur, nil
+}
+
+// poll reads the complete lines available, then checks the path for rotation and truncation. It
+// returns the file to read next: cur, a new file after a rotation, or nil if the new file is not
+// there yet.
+func (fl *Follower) poll(ctx context.Context, cur *followed, b *lineBatcher) (*followed, error) {
+	if err := readAvailable(ctx, cur.lr, b); err != nil {
+		return cur, err
+	}
+	pathInfo, err := os.Stat(fl.cfg.Path)
+	if err != nil {
+		// Renamed away and not yet recreated: keep the old handle, which may still grow.
+		return cur, nil
+	}
+	if !os.SameFile(cur.info, pathInfo) {
+		// Rotated. Read what was written to the old file before the switch, then its last line
+		// even without a newline: nobody will complete it.
+		if err := readAvailable(ctx, cur.lr, b); err != nil {
+			return cur, err
+		}
+		if line, tooLong, ok := cur.lr.rest(); ok {
+			if err := b.line(ctx, line, tooLong); err != nil {
+				return cur, err
+			}
+		}
+		if err := b.flush(ctx); err != nil {
+			return cur, err
+		}
+		_ = cur.f.Close()
+		fl.logger.Info("audit log rotated: following the new file", "linesInOldFile", b.lineNo)
+		next, err := fl.open(false)
+		if err != nil {
+			return nil, nil //nolint:nilerr // the new file may not be there yet; run retries
+		}
+		return next, nil
+	}
+	info, err := cur.f.Stat()
+	if err != nil {
+		return cur, fmt.Errorf("stat audit log: %w", err)
+	}
+	pos, err := cur.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return cur, fmt.Errorf("seek audit log: %w", err)
+	}
+	if info.Size() < pos {
+		// Truncated in place (copytruncate): start again from the beginning. A partial line held
+		// from before belongs to the old content.
+		if _, err := cur.f.Seek(0, io.SeekStart); err != nil {
+			return cur, fmt.Errorf("seek audit log: %w", err)
+		}
+		if _, tooLong, ok := cur.lr.rest(); ok || tooLong {
+			b.bad(errors.New("partial line lost to truncation"))
+		}
+		cur.lr.reset(cur.f)
+		fl.logger.Info("audit log truncated: reading it from the start", "linesBefore", b.lineNo)
+		b.lineNo = 0
+		if err := readAvailable(ctx, cur.lr, b); err != nil {
+			return cur, err
+		}
+	}
+	return cur, nil
+}
+
+// readAvailable hands every complete line available to b, then flushes b so that nothing waits
+// for more input.
+func readAvailable(ctx context.Context, lr *lineReader, b *lineBatcher) error {
+	for {
+		line, tooLong, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return b.flush(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("read audit log: %w", err)
+		}
+		if err := b.line(ctx, line, tooLong); err != nil {
+			return err
+		}
+	}
+}
+
+// lineBatcher decodes lines and enqueues their events in batches.
+type lineBatcher struct {
+	path    string
+	cluster string
+	q       WaitEnqueuer
+	logger  *slog.Logger
+	batch   []*Event
+	lineNo  int64
+	stats   ReplayStats
+	badLog  logLimiter
+	quit    <-chan struct{} // when closed, flush returns errQuit after enqueuing
+
+	linesCounter, badCounter metric.Int64Counter // nil for ReplayFile
+}
+
+func newLineBatcher(path, cluster string, q WaitEnqueuer, logger *slog.Logger) *lineBatcher {
+	return &lineBatcher{
+		path:    path,
+		cluster: cluster,
+		q:       q,
+		logger:  logger,
+		batch:   make([]*Event, 0, replayBatchSize),
+		badLog:  logLimiter{burst: 10, every: 10 * time.Second},
+	}
+}
+
+// line handles one line (without its newline); tooLong says it was skipped for its length.
+func (b *lineBatcher) line(ctx context.Context, line []byte, tooLong bool) error {
+	b.lineNo++
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 && !tooLong {
+		return nil
+	}
+	b.stats.Lines++
+	if b.linesCounter != nil {
+		b.linesCounter.Add(ctx, 1)
+	}
+	if tooLong {
+		b.bad(fmt.Errorf("line longer than %d bytes", MaxLineSize))
+		return nil
+	}
+	// The decoded events alias the bytes they were decoded from, and line is only valid until the
+	// next read: decode a copy.
+	events, err := decodeLogLine(bytes.Clone(line))
+	if err != nil {
+		b.bad(err)
+		return nil
+	}
+	b.batch = append(b.batch, events...)
+	if len(b.batch) >= replayBatchSize {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+// decodeLogLine decodes one audit log line: an Event, or an EventList as webhook bodies are. The
+// events alias line, which must not be reused.
+func decodeLogLine(line []byte) ([]*Event, error) {
+	ev, err := DecodeEvent(line)
+	if err != nil {
+		// Rarely, a line holds a whole EventList (a saved webhook body).
+		if bytes.Contains(line, []byte(`"EventList"`)) {
+			if events, lerr := DecodeEventList(line); lerr == nil {
+				return events, nil
+			}
+		}
+		return nil, err
+	}
+	if ev.AuditID == "" {
+		return nil, errors.New("not an audit event: no auditID")
+	}
+	return []*Event{ev}, nil
+}
+
+func (b *lineBatcher) bad(err error) {
+	b.stats.BadLines++
+	if b.badCounter != nil {
+		b.badCounter.Add(context.Background(), 1)
+	}
+	if ok, suppressed := b.badLog.allow(time.Now()); ok {
+		b.logger.Warn("skip bad audit log line", "line", b.lineNo, "error", err, "suppressedSinceLastLog", suppressed)
+	}
+}
+
+// logSuppressed reports bad lines whose logs were suppressed since the last one.
+func (b *lineBatcher) logSuppressed() {
+	if n := b.badLog.takeSuppressed(); n > 0 {
+		b.logger.Warn("skipped more bad audit log lines", "count", n, "lastLine", b.lineNo)
+	}
+}
+
+// flush enqueues the batch. After the follower's Stop it returns errQuit once the batch is handed
+// over.
+func (b *lineBatcher) flush(ctx context.Context) error {
+	if len(b.batch) > 0 {
+		err := b.q.EnqueueWait(ctx, b.cluster, b.batch)
+		if errors.Is(err, ErrBatchTooLarge) {
+			// The queue is smaller than a batch: hand the events over one by one.
+			for i, ev := range b.batch {
+				if err = b.q.EnqueueWait(ctx, b.cluster, []*Event{ev}); err != nil {
+					b.stats.Events += int64(i)
+					break
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("enqueue events of audit log %s: %w", b.path, err)
+		}
+		b.stats.Events += int64(len(b.batch))
+		// A new slice: the queue may keep the one it was given.
+		b.batch = make([]*Event, 0, replayBatchSize)
+	}
+	if b.quit != nil {
+		select {
+		case <-b.quit:
+			return errQuit
+		default:
+		}
+	}
+	return nil
+}
+
+// lineReader splits input into lines of at most MaxLineSize bytes. After io.EOF it can be called
+// again when the input has grown: a partial last line is kept until its newline arrives.
+type lineReader struct {
+	r       *bufio.Reader
+	partial []byte
+	used    bool // partial was returned as a line: clear it on the next call
+	tooLong bool // the current line passed MaxLineSize: skip to its newline
+	discard bool // skip to the next newline silently (the tail of a line started before)
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, readBufferSize)}
+}
+
+// reset drops any state and reads from r.
+func (l *lineReader) reset(r io.Reader) {
+	l.r.Reset(r)
+	l.partial, l.used, l.tooLong, l.discard = l.partial[:0], false, false, false
+}
+
+// next returns the next complete line without its line ending, valid until the next call, or
+// tooLong for a line that was too long and skipped. It returns io.EOF when no complete line is
+// available.
+func (l *lineReader) next() (line []byte, tooLong bool, err error) {
+	if l.used {
+		l.clearPartial()
+	}
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if err == nil {
+			switch {
+			case l.discard:
+				l.discard = false
+				continue
+			case l.tooLong:
+				l.tooLong = false
+				l.clearPartial()
+				return nil, true, nil
+			case len(l.partial) == 0:
+				line = chunk
+			default:
+				l.partial = append(l.partial, chunk...)
+				l.used = true
+				line = l.partial
+			}
+			line = line[:len(line)-1]
+			if len(line) > MaxLineSize {
+				l.clearPartial()
+				return nil, true, nil
+			}
+			return line, false, nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) && !errors.Is(err, io.EOF) {
+			return nil, false, err
+		}
+		if !l.discard && !l.tooLong {
+			if len(l.partial)+len(chunk) > MaxLineSize {
+				l.tooLong = true
+				l.clearPartial()
+			} else {
+				l.partial = append(l.partial, chunk...)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, false, io.EOF
+		}
+	}
+}
+
+// rest returns the partial last line held at the end of the input, if any, and forgets it.
+func (l *lineReader) rest() (line []byte, tooLong bool, ok bool) {
+	if l.used {
+		l.clearPartial()
+	}
+	switch {
+	case l.discard:
+		l.discard = false
+		l.clearPartial()
+		return nil, false, false
+	case l.tooLong:
+		l.tooLong = false
+		l.clearPartial()
+		return nil, true, true
+	case len(l.partial) > 0:
+		l.used = true
+		return l.partial, false, true
+	}
+	return nil, false, false
+}
+
+func (l *lineReader) clearPartial() {
+	l.used = false
+	if cap(l.partial) > 1<<20 {
+		l.partial = nil // do not keep a huge buffer for one huge line
+		return
+	}
+	l.partial = l.partial[:0]
+}
+
+// logLimiter rate-limits logs: a token bucket of burst logs, refilled one per every.
+type logLimiter struct {
+	burst int
+	every time.Duration
+
+	mu         sync.Mutex
+	init       bool
+	tokens     float64
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now and how many logs were suppressed since the last allowed one.
+func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.init {
+		l.init, l.tokens, l.last = true, float64(l.burst), now
+	}
+	if l.every > 0 {
+		l.tokens += float64(now.Sub(l.last)) / float64(l.every)
+		l.tokens = min(l.tokens, float64(l.burst))
+	}
+	l.last = now
+	if l.tokens >= 1 {
+		l.tokens--
+		suppressed, l.suppressed = l.suppressed, 0
+		return true, suppressed
+	}
+	l.suppressed++
+	return false, 0
+}
+
+// takeSuppressed returns and forgets the number of suppressed logs.
+func (l *logLimiter) takeSuppressed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.suppressed
+	l.suppressed = 0
+	return n
+}

@@ -1,0 +1,535 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// DefaultQueueCapacity is the default total number of events a Queue holds.
+const DefaultQueueCapacity = 100_000
+
+// meterName is the instrumentation scope of the package's metrics.
+const meterName = "github.com/kelemetry/kelemetry/audit"
+
+// ErrBatchTooLarge means a batch holds more events than the queue's whole capacity, so it can never
+// be accepted, however long the caller waits. Errors that wrap it also wrap ErrQueueFull.
+var ErrBatchTooLarge = errors.New("audit batch larger than the queue capacity")
+
+// QueueConfig configures a Queue. The zero value means defaults.
+type QueueConfig struct {
+	// Capacity bounds the events accepted and not yet handled, over all partitions (default
+	// 100,000). A batch that does not fit is rejected whole.
+	Capacity int `yaml:"capacity"`
+	// Partitions is the number of partitions, each drained by one goroutine (default
+	// 2*GOMAXPROCS).
+	Partitions int `yaml:"partitions"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c QueueConfig) WithDefaults() QueueConfig {
+	if c.Capacity == 0 {
+		c.Capacity = DefaultQueueCapacity
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 2 * runtime.GOMAXPROCS(0)
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c QueueConfig) Validate() error {
+	if c.Capacity < 0 {
+		return fmt.Errorf("audit queue: capacity %d is negative", c.Capacity)
+	}
+	if c.Partitions < 0 {
+		return fmt.Errorf("audit queue: partitions %d is negative", c.Partitions)
+	}
+	return nil
+}
+
+// Handler processes one audit event from cluster. Calls for one object are sequential and in
+// enqueue order; calls for different objects may run in parallel. ctx is cancelled when Stop gives
+// up on draining, so a handler that blocks must honour it.
+type Handler func(ctx context.Context, cluster string, ev *Event)
+
+// Queue is a bounded in-process queue of audit events, partitioned by object: the events of one
+// object (cluster, group, resource, namespace and name; the API version and subresource left out)
+// always go to the same partition and are handled in order by that partition's goroutine, while
+// different partitions run in parallel. Events without an objectRef are spread by audit ID.
+//
+// A create with generateName names no object in its objectRef, so it is partitioned by its
+// collection (cluster, group, resource, namespace) and may be handled out of order with later
+// events on the object it created.
+//
+// Enqueue and EnqueueWait may be called before Start; the events wait for Start.
+type Queue struct {
+	capacity int64
+	handler  Handler
+	logger   *slog.Logger
+	parts    []*partition
+
+	// size counts events accepted and not yet handled or abandoned.
+	size atomic.Int64
+
+	// stateMu orders Enqueue (read lock while pushing) against Start and Stop (write lock), so
+	// that nothing is pushed once Stop has begun.
+	stateMu  sync.RWMutex
+	started  bool
+	stopped  bool
+	stopping chan struct{} // closed when Stop begins
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+	done     chan struct{} // closed when every worker exited
+
+	aborted   atomic.Bool
+	abortOnce sync.Once
+	stopOnce  sync.Once
+	abandoned atomic.Int64
+
+	// room wakes EnqueueWait callers: when capacity is released and somebody waits, roomCh is
+	// closed and replaced.
+	roomMu      sync.Mutex
+	roomCh      chan struct{}
+	roomWaiters atomic.Int32
+
+	accepted      metric.Int64Counter
+	dropped       metric.Int64Counter
+	droppedFull   metric.MeasurementOption
+	droppedStop   metric.MeasurementOption
+	depthCallback metric.Registration
+}
+
+type queued struct {
+	cluster string
+	ev      *Event
+}
+
+type partition struct {
+	mu       sync.Mutex
+	items    []queued
+	closed   bool          // no more items will come: the worker exits when items is empty
+	wake     chan struct{} // capacity 1: signalled when items becomes non-empty or closed is set
+	enqueued uint64        // items pushed so far
+	finished uint64        // items handled or abandoned so far
+	waiters  []flushWaiter
+}
+
+type flushWaiter struct {
+	target uint64
+	ch     chan struct{}
+}
+
+// NewQueue returns a queue that passes events to h. logger and mp may be nil.
+func NewQueue(cfg QueueConfig, h Handler, logger *slog.Logger, mp metric.MeterProvider) (*Queue, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("audit queue: nil handler")
+	}
+	cfg = cfg.WithDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	q := &Queue{
+		capacity: int64(cfg.Capacity),
+		handler:  h,
+		logger:   logger.With("component", "audit.queue"),
+		parts:    make([]*partition, cfg.Partitions),
+		stopping: make(chan struct{}),
+		done:     make(chan struct{}),
+		roomCh:   make(chan struct{}),
+	}
+	for i := range q.parts {
+		q.parts[i] = &partition{wake: make(chan struct{}, 1)}
+	}
+
+	meter := mp.Meter(meterName)
+	var err error
+	if q.accepted, err = meter.Int64Counter("kelemetry.audit.queue.accepted",
+		metric.WithDescription("Audit events accepted by the queue."), metric.WithUnit("{event}")); err != nil {
+		return nil, fmt.Errorf("create queue metric: %w", err)
+	}
+	if q.dropped, err = meter.Int64Counter("kelemetry.audit.queue.dropped",
+		metric.WithDescription("Audit events rejected by the queue or abandoned at shutdown, by reason."),
+		metric.WithUnit("{event}")); err != nil {
+		return nil, fmt.Errorf("create queue metric: %w", err)
+	}
+	q.droppedFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
+	q.droppedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
+	depth, err := meter.Int64ObservableGauge("kelemetry.audit.queue.depth",
+		metric.WithDescription("Audit events queued or being handled."), metric.WithUnit("{event}"))
+	if err != nil {
+		return nil, fmt.Errorf("create queue metric: %w", err)
+	}
+	if q.depthCallback, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(depth, q.size.Load())
+		return nil
+	}, depth); err != nil {
+		return nil, fmt.Errorf("register queue depth callback: %w", err)
+	}
+	return q, nil
+}
+
+// Len returns the number of events accepted and not yet handled (those being handled included).
+func (q *Queue) Len() int { return int(q.size.Load()) }
+
+// Enqueue adds a batch of events from cluster, all of them or none: if the batch does not fit in
+// the remaining capacity, it returns an error wrapping ErrQueueFull and queues nothing, so a retry
+// of the whole batch duplicates nothing. A batch larger than the whole capacity also wraps
+// ErrBatchTooLarge. Once Stop has begun, Enqueue returns ErrStopped. It never blocks.
+func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+	err := q.tryEnqueue(cluster, events)
+	q.record(ctx, len(events), err)
+	return err
+}
+
+// EnqueueWait is Enqueue that waits, honouring ctx, until the batch fits instead of rejecting it.
+// Use it where backpressure beats dropping, e.g. replaying a file. It still fails at once with
+// ErrBatchTooLarge or ErrStopped.
+func (q *Queue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+	err := q.tryEnqueue(cluster, events)
+	for errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrBatchTooLarge) {
+		// Take the signal channel before trying again, so that a release between the attempt and
+		// the wait is not missed.
+		q.roomWaiters.Add(1)
+		q.roomMu.Lock()
+		room := q.roomCh
+		q.roomMu.Unlock()
+		if err = q.tryEnqueue(cluster, events); !errors.Is(err, ErrQueueFull) {
+			q.roomWaiters.Add(-1)
+			break
+		}
+		select {
+		case <-room:
+		case <-q.stopping:
+		case <-ctx.Done():
+			q.roomWaiters.Add(-1)
+			return fmt.Errorf("wait for room in audit queue: %w", ctx.Err())
+		}
+		q.roomWaiters.Add(-1)
+		err = q.tryEnqueue(cluster, events)
+	}
+	q.record(ctx, len(events), err)
+	return err
+}
+
+func (q *Queue) record(ctx context.Context, n int, err error) {
+	switch {
+	case n == 0:
+	case err == nil:
+		q.accepted.Add(ctx, int64(n))
+	case errors.Is(err, ErrStopped):
+		q.dropped.Add(ctx, int64(n), q.droppedStop)
+	case errors.Is(err, ErrQueueFull):
+		q.dropped.Add(ctx, int64(n), q.droppedFull)
+	}
+}
+
+func (q *Queue) tryEnqueue(cluster string, events []*Event) error {
+	n := int64(len(events))
+	if n > q.capacity {
+		return fmt.Errorf("%w (%w): a batch of %d events can never fit the capacity of %d",
+			ErrBatchTooLarge, ErrQueueFull, n, q.capacity)
+	}
+	for i, ev := range events {
+		if ev == nil {
+			return fmt.Errorf("audit queue: event %d of the batch is nil", i)
+		}
+	}
+	q.stateMu.RLock()
+	defer q.stateMu.RUnlock()
+	if q.stopped {
+		return ErrStopped
+	}
+	if n == 0 {
+		return nil
+	}
+	for {
+		cur := q.size.Load()
+		if cur+n > q.capacity {
+			return fmt.Errorf("%w: %d of %d places taken, batch of %d", ErrQueueFull, cur, q.capacity, n)
+		}
+		if q.size.CompareAndSwap(cur, cur+n) {
+			break
+		}
+	}
+	for _, ev := range events {
+		p := q.parts[partitionIndex(cluster, ev, len(q.parts))]
+		p.mu.Lock()
+		p.items = append(p.items, queued{cluster: cluster, ev: ev})
+		p.enqueued++
+		wasEmpty := len(p.items) == 1
+		p.mu.Unlock()
+		if wasEmpty {
+			p.signal()
+		}
+	}
+	return nil
+}
+
+// FNV-1a, 64 bit, written out to hash strings without converting them to byte slices.
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime64
+	}
+	// A zero byte ends every field, so ("ab", "c") and ("a", "bc") differ.
+	h *= fnvPrime64
+	return h
+}
+
+// partitionIndex hashes the event's object key: cluster, group, resource, namespace and name. The
+// API version and subresource are left out, so that requests on a subresource stay in order with
+// those on the object. Events without an objectRef hash by audit ID.
+func partitionIndex(cluster string, ev *Event, n int) int {
+	h := fnvAdd(fnvOffset64, cluster)
+	if r := ev.ObjectRef; r != nil {
+		h = fnvAdd(h, r.APIGroup)
+		h = fnvAdd(h, r.Resource)
+		h = fnvAdd(h, r.Namespace)
+		h = fnvAdd(h, r.Name)
+	} else {
+		h = fnvAdd(h, "\x00auditID")
+		h = fnvAdd(h, ev.AuditID)
+	}
+	return int(h % uint64(n))
+}
+
+func (p *partition) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start starts one goroutine per partition. It does not block.
+func (q *Queue) Start(_ context.Context) error {
+	q.stateMu.Lock()
+	defer q.stateMu.Unlock()
+	switch {
+	case q.stopped:
+		return fmt.Errorf("start audit queue: %w", ErrStopped)
+	case q.started:
+		return errors.New("start audit queue: already started")
+	}
+	q.started = true
+	// The workers' context is not the caller's: it lives until Stop gives up on draining.
+	runCtx, cancel := context.WithCancel(context.Background())
+	q.cancel = cancel
+	q.workers.Add(len(q.parts))
+	for _, p := range q.parts {
+		go q.run(runCtx, p)
+	}
+	go func() {
+		q.workers.Wait()
+		close(q.done)
+	}()
+	return nil
+}
+
+// Stop stops accepting events, lets the workers handle everything already queued, and returns once
+// they have exited. If ctx expires first, Stop cancels the handlers' context, abandons what is left
+// (counted as dropped with reason=stopped), waits for the workers to exit and returns an error
+// wrapping ctx's. Stop without Start abandons whatever was enqueued. Stop may be called more than
+// once.
+func (q *Queue) Stop(ctx context.Context) error {
+	q.stateMu.Lock()
+	q.stopped = true
+	started := q.started
+	q.stateMu.Unlock()
+
+	q.stopOnce.Do(func() {
+		close(q.stopping)
+		if !started {
+			close(q.done)
+		}
+		for _, p := range q.parts {
+			p.mu.Lock()
+			p.closed = true
+			p.mu.Unlock()
+			p.signal()
+		}
+	})
+
+	var err error
+	select {
+	case <-q.done:
+	default:
+		select {
+		case <-q.done:
+		case <-ctx.Done():
+			q.abortOnce.Do(func() {
+				q.aborted.Store(true)
+				if q.cancel != nil {
+					q.cancel()
+				}
+				for _, p := range q.parts {
+					p.signal()
+				}
+			})
+			<-q.done
+			err = ctx.Err()
+		}
+	}
+	// Metrics recorded below must not be lost because ctx expired.
+	mctx := context.WithoutCancel(ctx)
+	// Whatever is still queued now has no worker: abandon it (only without Start, or after an
+	// abort).
+	for _, p := range q.parts {
+		p.mu.Lock()
+		n := len(p.items)
+		clear(p.items)
+		p.items = p.items[:0]
+		p.mu.Unlock()
+		if n > 0 {
+			q.finish(mctx, p, n, true)
+		}
+	}
+	if q.cancel != nil {
+		q.cancel()
+	}
+	if n := q.abandoned.Load(); n > 0 {
+		q.logger.Warn("audit queue stopped with events abandoned", "abandoned", n)
+		if err == nil {
+			err = ErrStopped
+		}
+		err = fmt.Errorf("stop audit queue: %d events abandoned: %w", n, err)
+	} else if err != nil {
+		err = fmt.Errorf("stop audit queue: %w", err)
+	}
+	if uerr := q.depthCallback.Unregister(); uerr != nil {
+		q.logger.Debug("unregister queue depth callback", "error", uerr)
+	}
+	return err
+}
+
+// Flush waits until every event enqueued before the call has been handled. It returns ctx's error
+// if ctx expires first, and an error wrapping ErrStopped if Stop abandoned events. Before Start it
+// waits for Start.
+func (q *Queue) Flush(ctx context.Context) error {
+	var waits []chan struct{}
+	for _, p := range q.parts {
+		p.mu.Lock()
+		if p.finished < p.enqueued {
+			ch := make(chan struct{})
+			p.waiters = append(p.waiters, flushWaiter{target: p.enqueued, ch: ch})
+			waits = append(waits, ch)
+		}
+		p.mu.Unlock()
+	}
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("flush audit queue: %w", ctx.Err())
+		}
+	}
+	if q.aborted.Load() || q.abandoned.Load() > 0 {
+		return fmt.Errorf("flush audit queue: events were abandoned: %w", ErrStopped)
+	}
+	return nil
+}
+
+// releaseEvery bounds how many handled events a worker accounts for at once.
+const releaseEvery = 64
+
+func (q *Queue) run(ctx context.Context, p *partition) {
+	defer q.workers.Done()
+	var batch []queued
+	for {
+		p.mu.Lock()
+		for len(p.items) == 0 {
+			if p.closed || q.aborted.Load() {
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Unlock()
+			<-p.wake
+			p.mu.Lock()
+		}
+		if q.aborted.Load() {
+			p.mu.Unlock()
+			return
+		}
+		// Swap buffers: the worker handles the taken items while enqueuers fill the other one.
+		batch, p.items = p.items, batch[:0]
+		p.mu.Unlock()
+
+		pending := 0
+		for i := range batch {
+			if q.aborted.Load() {
+				q.finish(ctx, p, pending, false)
+				q.finish(ctx, p, len(batch)-i, true)
+				clear(batch)
+				return
+			}
+			q.call(ctx, batch[i])
+			batch[i] = queued{}
+			if pending++; pending == releaseEvery {
+				q.finish(ctx, p, pending, false)
+				pending = 0
+			}
+		}
+		q.finish(ctx, p, pending, false)
+	}
+}
+
+func (q *Queue) call(ctx context.Context, it queued) {
+	defer func() {
+		if r := recover(); r != nil {
+			q.logger.Error("audit event handler panicked", "panic", r, "cluster", it.cluster, "auditID", it.ev.AuditID)
+		}
+	}()
+	q.handler(ctx, it.cluster, it.ev)
+}
+
+// finish accounts for n events of p that were handled or, if abandoned, dropped: it wakes Flush
+// and EnqueueWait callers.
+func (q *Queue) finish(ctx context.Context, p *partition, n int, abandoned bool) {
+	if n == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.finished += uint64(n)
+	kept := p.waiters[:0]
+	for _, w := range p.waiters {
+		if w.target <= p.finished {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(p.waiters[len(kept):])
+	p.waiters = kept
+	p.mu.Unlock()
+
+	if abandoned {
+		q.abandoned.Add(int64(n))
+		q.dropped.Add(ctx, int64(n), q.droppedStop)
+	}
+	q.size.Add(-int64(n))
+	if q.roomWaiters.Load() > 0 {
+		q.roomMu.Lock()
+		close(q.roomCh)
+		q.roomCh = make(chan struct{})
+		q.roomMu.Unlock()
+	}
+}

@@ -1,0 +1,471 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// queueEvent is an event on pod <name> in namespace ns with audit ID id.
+func queueEvent(ns, name, id string) *Event {
+	return &Event{
+		AuditID:   id,
+		Stage:     "ResponseComplete",
+		Verb:      "update",
+		ObjectRef: &ObjectReference{Resource: "pods", Namespace: ns, Name: name, APIVersion: "v1"},
+	}
+}
+
+// handledLog records the events a queue handler saw.
+type handledLog struct {
+	mu     sync.Mutex
+	byName map[string][]string // object name -> audit IDs in handling order
+	n      int
+}
+
+func (h *handledLog) handle(_ context.Context, _ string, ev *Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byName == nil {
+		h.byName = map[string][]string{}
+	}
+	key := ev.AuditID
+	if ev.ObjectRef != nil {
+		key = ev.ObjectRef.Name
+	}
+	h.byName[key] = append(h.byName[key], ev.AuditID)
+	h.n++
+}
+
+func (h *handledLog) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+func newTestQueue(t *testing.T, cfg QueueConfig, h Handler) (*Queue, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	q, err := NewQueue(cfg, h, nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = q.Stop(ctx)
+	})
+	return q, reader
+}
+
+// metricSums returns the int64 sums (and gauges) of the collected metrics, keyed by name and, if
+// attr is set on a data point, "name{attr=value}".
+func metricSums(t *testing.T, r *sdkmetric.ManualReader, attr string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			}
+			for _, p := range points {
+				key := m.Name
+				if v, ok := p.Attributes.Value(attribute.Key(attr)); ok {
+					key += "{" + attr + "=" + v.AsString() + "}"
+				}
+				out[key] += p.Value
+			}
+		}
+	}
+	return out
+}
+
+func TestQueueConfig(t *testing.T) {
+	cfg := QueueConfig{}.WithDefaults()
+	assert.Equal(t, DefaultQueueCapacity, cfg.Capacity)
+	assert.Positive(t, cfg.Partitions)
+	require.NoError(t, QueueConfig{}.Validate())
+	require.Error(t, QueueConfig{Capacity: -1}.Validate())
+	require.Error(t, QueueConfig{Partitions: -1}.Validate())
+	_, err := NewQueue(QueueConfig{}, nil, nil, nil)
+	require.Error(t, err)
+}
+
+func TestQueueKeepsOrderPerObject(t *testing.T) {
+	var h handledLog
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 10_000, Partitions: 4}, h.handle)
+	ctx := context.Background()
+
+	// Interleave the events of 20 objects over batches, some before Start, some after.
+	const objects, perObject = 20, 50
+	var batch []*Event
+	for i := range perObject {
+		for o := range objects {
+			batch = append(batch, queueEvent("default", "pod-"+strconv.Itoa(o), fmt.Sprintf("pod-%d/%03d", o, i)))
+			if len(batch) == 37 {
+				require.NoError(t, q.Enqueue(ctx, "c1", batch))
+				batch = nil
+			}
+		}
+		if i == perObject/2 {
+			require.NoError(t, q.Start(ctx))
+		}
+	}
+	require.NoError(t, q.EnqueueWait(ctx, "c1", batch))
+	require.NoError(t, q.Flush(ctx))
+
+	assert.Equal(t, objects*perObject, h.count())
+	assert.Equal(t, 0, q.Len())
+	for o := range objects {
+		ids := h.byName["pod-"+strconv.Itoa(o)]
+		require.Len(t, ids, perObject)
+		for i, id := range ids {
+			assert.Equal(t, fmt.Sprintf("pod-%d/%03d", o, i), id)
+		}
+	}
+	sums := metricSums(t, reader, "reason")
+	assert.Equal(t, int64(objects*perObject), sums["kelemetry.audit.queue.accepted"])
+	assert.Equal(t, int64(0), sums["kelemetry.audit.queue.depth"])
+	require.NoError(t, q.Stop(ctx))
+}
+
+func TestQueuePartitionKey(t *testing.T) {
+	const n = 1 << 20 // many partitions: distinct keys almost surely land apart
+	pod := queueEvent("ns", "web-0", "a1")
+	binding := queueEvent("ns", "web-0", "a2")
+	binding.ObjectRef.Subresource = "binding"
+	binding.ObjectRef.APIVersion = "v2"
+	binding.ObjectRef.ResourceVersion = "42"
+	assert.Equal(t, partitionIndex("c1", pod, n), partitionIndex("c1", binding, n),
+		"subresource and API version must not change the partition")
+	assert.NotEqual(t, partitionIndex("c1", pod, n), partitionIndex("c2", pod, n), "cluster is part of the key")
+	other := queueEvent("ns", "web-1", "a1")
+	assert.NotEqual(t, partitionIndex("c1", pod, n), partitionIndex("c1", other, n))
+	// Field boundaries count: ("ab","c") is not ("a","bc").
+	a := queueEvent("ab", "c", "x")
+	b := queueEvent("a", "bc", "x")
+	assert.NotEqual(t, partitionIndex("c1", a, n), partitionIndex("c1", b, n))
+
+	// Events without objectRef spread by audit ID.
+	seen := map[int]bool{}
+	for i := range 50 {
+		seen[partitionIndex("c1", &Event{AuditID: strconv.Itoa(i)}, 8)] = true
+	}
+	assert.Greater(t, len(seen), 4)
+}
+
+func TestQueueRunsObjectsInParallel(t *testing.T) {
+	// Find two objects on different partitions of a 2-partition queue.
+	first := queueEvent("ns", "a", "a")
+	var second *Event
+	for i := range 100 {
+		ev := queueEvent("ns", "b"+strconv.Itoa(i), "b")
+		if partitionIndex("c", ev, 2) != partitionIndex("c", first, 2) {
+			second = ev
+			break
+		}
+	}
+	require.NotNil(t, second)
+
+	secondRan := make(chan struct{})
+	firstDone := make(chan struct{})
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 2}, func(ctx context.Context, _ string, ev *Event) {
+		if ev == first {
+			// Blocks until the other partition has run: a sequential queue would deadlock.
+			select {
+			case <-secondRan:
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+			close(firstDone)
+			return
+		}
+		close(secondRan)
+	})
+	ctx := context.Background()
+	require.NoError(t, q.Start(ctx))
+	require.NoError(t, q.Enqueue(ctx, "c", []*Event{first, second}))
+	select {
+	case <-firstDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("first handler never finished")
+	}
+	select {
+	case <-secondRan:
+	default:
+		t.Fatal("the two partitions did not run in parallel")
+	}
+}
+
+func TestQueueAllOrNothing(t *testing.T) {
+	var h handledLog
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 3}, h.handle)
+	ctx := context.Background()
+	batch := func(n int) []*Event {
+		var evs []*Event
+		for i := range n {
+			evs = append(evs, queueEvent("ns", "p"+strconv.Itoa(i), strconv.Itoa(i)))
+		}
+		return evs
+	}
+
+	require.NoError(t, q.Enqueue(ctx, "c", batch(6)))
+	err := q.Enqueue(ctx, "c", batch(5))
+	require.ErrorIs(t, err, ErrQueueFull)
+	assert.NotErrorIs(t, err, ErrBatchTooLarge)
+	assert.Equal(t, 6, q.Len(), "a rejected batch queues nothing")
+	require.NoError(t, q.Enqueue(ctx, "c", batch(4)))
+	assert.Equal(t, 10, q.Len())
+	require.ErrorIs(t, q.Enqueue(ctx, "c", batch(1)), ErrQueueFull)
+
+	err = q.Enqueue(ctx, "c", batch(11))
+	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, ErrBatchTooLarge)
+	assert.Contains(t, err.Error(), "never fit")
+	err = q.EnqueueWait(ctx, "c", batch(11))
+	require.ErrorIs(t, err, ErrBatchTooLarge, "waiting cannot help a batch larger than the queue")
+
+	require.Error(t, q.Enqueue(ctx, "c", []*Event{nil}))
+	require.NoError(t, q.Enqueue(ctx, "c", nil))
+
+	sums := metricSums(t, reader, "reason")
+	assert.Equal(t, int64(10), sums["kelemetry.audit.queue.accepted"])
+	assert.Equal(t, int64(5+1+11+11), sums["kelemetry.audit.queue.dropped{reason=full}"])
+	assert.Equal(t, int64(10), sums["kelemetry.audit.queue.depth"])
+
+	require.NoError(t, q.Start(ctx))
+	require.NoError(t, q.Stop(ctx))
+	assert.Equal(t, 10, h.count(), "Stop drains the queue")
+	assert.Equal(t, 0, q.Len())
+}
+
+func TestQueueStopDrainsAndRejects(t *testing.T) {
+	var handled atomic.Int32
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 2}, func(context.Context, string, *Event) {
+		time.Sleep(time.Millisecond)
+		handled.Add(1)
+	})
+	ctx := context.Background()
+	var evs []*Event
+	for i := range 40 {
+		evs = append(evs, queueEvent("ns", "p"+strconv.Itoa(i%7), strconv.Itoa(i)))
+	}
+	require.NoError(t, q.Enqueue(ctx, "c", evs))
+	require.NoError(t, q.Start(ctx))
+	require.Error(t, q.Start(ctx), "second Start")
+	require.NoError(t, q.Stop(ctx))
+	assert.Equal(t, int32(40), handled.Load())
+	assert.Equal(t, 0, q.Len())
+
+	require.ErrorIs(t, q.Enqueue(ctx, "c", evs[:3]), ErrStopped)
+	require.ErrorIs(t, q.EnqueueWait(ctx, "c", evs[:2]), ErrStopped)
+	require.NoError(t, q.Stop(ctx), "second Stop")
+	require.ErrorIs(t, q.Start(ctx), ErrStopped, "Start after Stop")
+	require.NoError(t, q.Flush(ctx))
+
+	sums := metricSums(t, reader, "reason")
+	assert.Equal(t, int64(5), sums["kelemetry.audit.queue.dropped{reason=stopped}"])
+}
+
+func TestQueueStopTimeoutAbandons(t *testing.T) {
+	started := make(chan struct{}, 1)
+	var cancelled atomic.Bool
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 1}, func(ctx context.Context, _ string, _ *Event) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-ctx.Done() // blocks until Stop gives up
+		cancelled.Store(true)
+	})
+	ctx := context.Background()
+	var evs []*Event
+	for i := range 5 {
+		evs = append(evs, queueEvent("ns", "p", strconv.Itoa(i)))
+	}
+	require.NoError(t, q.Start(ctx))
+	require.NoError(t, q.Enqueue(ctx, "c", evs))
+	<-started
+
+	stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := q.Stop(stopCtx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "4 events abandoned")
+	assert.True(t, cancelled.Load(), "the handler's context is cancelled")
+	assert.Equal(t, 0, q.Len())
+	require.ErrorIs(t, q.Flush(ctx), ErrStopped)
+
+	sums := metricSums(t, reader, "reason")
+	assert.Equal(t, int64(4), sums["kelemetry.audit.queue.dropped{reason=stopped}"])
+}
+
+func TestQueueStopWithoutStart(t *testing.T) {
+	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *Event) {})
+	require.NoError(t, q.Stop(context.Background()))
+
+	q2, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *Event) {})
+	require.NoError(t, q2.Enqueue(context.Background(), "c", []*Event{queueEvent("ns", "p", "1")}))
+	err := q2.Stop(context.Background())
+	require.ErrorIs(t, err, ErrStopped, "events enqueued without Start are abandoned")
+	assert.Equal(t, 0, q2.Len())
+}
+
+func TestQueueEnqueueWaitBackpressure(t *testing.T) {
+	gate := make(chan struct{})
+	var h handledLog
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 4, Partitions: 2}, func(ctx context.Context, cluster string, ev *Event) {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		h.handle(ctx, cluster, ev)
+	})
+	ctx := context.Background()
+	var evs []*Event
+	for i := range 10 {
+		evs = append(evs, queueEvent("ns", "p"+strconv.Itoa(i), strconv.Itoa(i)))
+	}
+	require.NoError(t, q.Enqueue(ctx, "c", evs[:4]))
+
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, q.EnqueueWait(short, "c", evs[4:6]), context.DeadlineExceeded)
+	require.ErrorIs(t, q.EnqueueWait(ctx, "c", evs[4:]), ErrBatchTooLarge, "6 events never fit a capacity of 4")
+
+	require.NoError(t, q.Start(ctx))
+	waited := make(chan error, 1)
+	go func() { waited <- q.EnqueueWait(ctx, "c", evs[4:8]) }() // needs the whole queue empty
+	select {
+	case err := <-waited:
+		t.Fatalf("EnqueueWait returned %v while the queue was full", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case err := <-waited:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("EnqueueWait did not return")
+	}
+	require.NoError(t, q.EnqueueWait(ctx, "c", evs[8:]))
+	require.NoError(t, q.Flush(ctx))
+	assert.Equal(t, 10, h.count())
+}
+
+func TestQueueEnqueueWaitWakesOnRoom(t *testing.T) {
+	gate := make(chan struct{})
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 3, Partitions: 1}, func(ctx context.Context, _ string, _ *Event) {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+	})
+	ctx := context.Background()
+	require.NoError(t, q.Start(ctx))
+	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1"), queueEvent("n", "a", "2"), queueEvent("n", "a", "3")}))
+	var wg sync.WaitGroup
+	var errs [5]error
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = q.EnqueueWait(ctx, "c", []*Event{queueEvent("n", "a", "w"+strconv.Itoa(i))})
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(gate)
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, q.Flush(ctx))
+	assert.Equal(t, 0, q.Len())
+}
+
+func TestQueueStopWakesEnqueueWait(t *testing.T) {
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *Event) {})
+	ctx := context.Background()
+	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1")}))
+	waited := make(chan error, 1)
+	go func() { waited <- q.EnqueueWait(ctx, "c", []*Event{queueEvent("n", "a", "2")}) }()
+	time.Sleep(10 * time.Millisecond)
+	_ = q.Stop(ctx) // never started: abandons the queued event
+	select {
+	case err := <-waited:
+		require.ErrorIs(t, err, ErrStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("EnqueueWait did not return after Stop")
+	}
+}
+
+func TestQueueHandlerPanicIsContained(t *testing.T) {
+	var h handledLog
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 1}, func(ctx context.Context, cluster string, ev *Event) {
+		if ev.AuditID == "boom" {
+			panic(errors.New("boom"))
+		}
+		h.handle(ctx, cluster, ev)
+	})
+	ctx := context.Background()
+	require.NoError(t, q.Start(ctx))
+	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1"), queueEvent("n", "a", "boom"), queueEvent("n", "a", "3")}))
+	require.NoError(t, q.Flush(ctx))
+	assert.Equal(t, []string{"1", "3"}, h.byName["a"])
+}
+
+func TestQueueFlushHonoursContext(t *testing.T) {
+	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *Event) {})
+	ctx := context.Background()
+	require.NoError(t, q.Flush(ctx), "nothing to flush")
+	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1")}))
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, q.Flush(short), context.DeadlineExceeded, "not started: nothing is handled")
+	require.NoError(t, q.Start(ctx))
+	require.NoError(t, q.Flush(ctx))
+}
+
+func TestQueueConcurrentEnqueue(t *testing.T) {
+	var handled atomic.Int64
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 1000, Partitions: 4}, func(context.Context, string, *Event) { handled.Add(1) })
+	ctx := context.Background()
+	require.NoError(t, q.Start(ctx))
+	var wg sync.WaitGroup
+	var accepted atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				batch := []*Event{queueEvent("n", fmt.Sprintf("g%d-%d", g, i%5), "x"), queueEvent("n", "shared", "y")}
+				if i%2 == 0 {
+					if q.Enqueue(ctx, "c", batch) == nil {
+						accepted.Add(2)
+					}
+				} else if q.EnqueueWait(ctx, "c", batch) == nil {
+					accepted.Add(2)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, q.Stop(ctx))
+	assert.Equal(t, accepted.Load(), handled.Load())
+	assert.Equal(t, 0, q.Len())
+}

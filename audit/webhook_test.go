@@ -1,0 +1,479 @@
+package audit
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+)
+
+// webhookFakeQueue is an Enqueuer that records batches, or fails with err.
+type webhookFakeQueue struct {
+	mu      sync.Mutex
+	err     error
+	batches []webhookBatch
+	// entered, if set, receives a value when Enqueue is called; Enqueue then waits for release.
+	entered chan struct{}
+	release chan struct{}
+}
+
+type webhookBatch struct {
+	cluster string
+	events  []*Event
+}
+
+func (q *webhookFakeQueue) Enqueue(_ context.Context, cluster string, events []*Event) error {
+	if q.entered != nil {
+		q.entered <- struct{}{}
+		<-q.release
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return q.err
+	}
+	q.batches = append(q.batches, webhookBatch{cluster: cluster, events: events})
+	return nil
+}
+
+func (q *webhookFakeQueue) recorded() []webhookBatch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]webhookBatch(nil), q.batches...)
+}
+
+type webhookTest struct {
+	mux    *http.ServeMux
+	q      *webhookFakeQueue
+	reader *sdkmetric.ManualReader
+	logs   *bytes.Buffer
+	logMu  *sync.Mutex
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func newWebhookTest(t *testing.T, cfg WebhookConfig) *webhookTest {
+	t.Helper()
+	require.NoError(t, cfg.Validate())
+	wt := &webhookTest{mux: http.NewServeMux(), q: &webhookFakeQueue{}, reader: sdkmetric.NewManualReader(),
+		logs: new(bytes.Buffer), logMu: new(sync.Mutex)}
+	logger := slog.New(slog.NewTextHandler(lockedWriter{mu: wt.logMu, w: wt.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	NewWebhook(cfg, wt.q, logger, sdkmetric.NewMeterProvider(sdkmetric.WithReader(wt.reader))).Register(wt.mux)
+	return wt
+}
+
+func (wt *webhookTest) logText() string {
+	wt.logMu.Lock()
+	defer wt.logMu.Unlock()
+	return wt.logs.String()
+}
+
+// post sends body to path and returns the recorded response.
+func (wt *webhookTest) post(path string, body io.Reader, header http.Header) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, body)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	rec := httptest.NewRecorder()
+	wt.mux.ServeHTTP(rec, req)
+	return rec
+}
+
+// counters returns the sums of the webhook's counters by metric name and attribute value ("" if
+// the point has none).
+func (wt *webhookTest) counters(t *testing.T) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, wt.reader.Collect(context.Background(), &rm))
+	out := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				continue
+			}
+			out[m.Name] = map[string]int64{}
+			for _, dp := range sum.DataPoints {
+				key := ""
+				if iter := dp.Attributes.Iter(); iter.Next() {
+					key = iter.Attribute().Value.Emit()
+				}
+				out[m.Name][key] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+const testBatch = `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[` +
+	`{"level":"Metadata","auditID":"a1","stage":"ResponseComplete","verb":"create","user":{"username":"admin"},` +
+	`"objectRef":{"resource":"pods","namespace":"default","name":"p1","apiVersion":"v1"},"responseStatus":{"code":201},` +
+	`"stageTimestamp":"2026-11-29T17:09:30.123456Z"},` +
+	`{"level":"Metadata","auditID":"a2","stage":"ResponseStarted","verb":"watch","user":{"username":"admin"},` +
+	`"stageTimestamp":"2026-11-29T17:09:31.123456Z"}]}`
+
+func gzipBytes(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// onlyReader hides the concrete type of a reader so that the request has no Content-Length.
+type onlyReader struct{ io.Reader }
+
+func TestWebhookAcceptsBatch(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{})
+	rec := wt.post("/audit/prod-1", strings.NewReader(testBatch), nil)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	batches := wt.q.recorded()
+	require.Len(t, batches, 1)
+	assert.Equal(t, "prod-1", batches[0].cluster)
+	require.Len(t, batches[0].events, 2)
+	// Events of every stage and verb are enqueued: the consumer filters.
+	assert.Equal(t, "a1", batches[0].events[0].AuditID)
+	assert.Equal(t, "ResponseStarted", batches[0].events[1].Stage)
+	assert.Equal(t, "watch", batches[0].events[1].Verb)
+
+	c := wt.counters(t)
+	assert.Equal(t, map[string]int64{"200": 1}, c["kelemetry.audit.webhook.requests"])
+	assert.Equal(t, map[string]int64{"": 2}, c["kelemetry.audit.webhook.events"])
+	assert.Empty(t, c["kelemetry.audit.webhook.rejected"])
+	assert.NotContains(t, wt.logText(), "level=INFO")
+}
+
+func TestWebhookCluster(t *testing.T) {
+	tests := []struct {
+		name        string
+		cfg         WebhookConfig
+		path        string
+		header      http.Header
+		wantStatus  int
+		wantCluster string
+		wantBody    string
+	}{
+		{name: "from path", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit/east.prod_2", wantStatus: 200, wantCluster: "east.prod_2"},
+		{name: "default", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit", wantStatus: 200, wantCluster: "dflt"},
+		{
+			name: "never from headers", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit",
+			header:     http.Header{"X-Forwarded-For": {"10.1.2.3"}, "X-Cluster": {"evil"}, "X-Kelemetry-Cluster": {"evil"}},
+			wantStatus: 200, wantCluster: "dflt",
+		},
+		{name: "no default", path: "/audit", wantStatus: 400, wantBody: "no cluster"},
+		{name: "uppercase", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit/Prod", wantStatus: 400, wantBody: `invalid cluster name "Prod"`},
+		{name: "leading dash", path: "/audit/-prod", wantStatus: 400, wantBody: "invalid cluster name"},
+		{name: "escaped slash", path: "/audit/a%2Fb", wantStatus: 400, wantBody: `invalid cluster name "a/b"`},
+		{name: "too long", path: "/audit/" + strings.Repeat("a", 64), wantStatus: 400, wantBody: "invalid cluster name"},
+		{name: "bad characters", path: "/audit/a%20b%00", wantStatus: 400, wantBody: "invalid cluster name"},
+		{name: "more segments", path: "/audit/a/b", wantStatus: 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wt := newWebhookTest(t, tt.cfg)
+			rec := wt.post(tt.path, strings.NewReader(testBatch), tt.header)
+			require.Equal(t, tt.wantStatus, rec.Code, rec.Body.String())
+			batches := wt.q.recorded()
+			if tt.wantStatus != http.StatusOK {
+				assert.Empty(t, batches)
+				assert.Contains(t, rec.Body.String(), tt.wantBody)
+				return
+			}
+			require.Len(t, batches, 1)
+			assert.Equal(t, tt.wantCluster, batches[0].cluster)
+		})
+	}
+}
+
+func TestWebhookConfig(t *testing.T) {
+	assert.Equal(t, int64(32<<20), WebhookConfig{}.WithDefaults().MaxBodyBytes)
+	assert.Equal(t, int64(10), WebhookConfig{MaxBodyBytes: 10}.WithDefaults().MaxBodyBytes)
+	require.NoError(t, WebhookConfig{}.Validate())
+	require.NoError(t, WebhookConfig{DefaultCluster: "kind-kind", MaxBodyBytes: 1}.Validate())
+	require.ErrorContains(t, WebhookConfig{MaxBodyBytes: -1}.Validate(), "negative")
+	require.ErrorContains(t, WebhookConfig{DefaultCluster: "Kind Kind"}.Validate(), "not a valid cluster name")
+}
+
+func TestWebhookMethodNotAllowed(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	for _, path := range []string{"/audit", "/audit/c"} {
+		for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+			rec := httptest.NewRecorder()
+			wt.mux.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(testBatch)))
+			assert.Equal(t, http.StatusMethodNotAllowed, rec.Code, method+" "+path)
+		}
+	}
+	// Called directly, outside a mux, the handler refuses other methods too.
+	rec := httptest.NewRecorder()
+	NewWebhook(WebhookConfig{DefaultCluster: "c"}, wt.q, slog.New(slog.DiscardHandler), nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/audit", nil))
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	assert.Equal(t, "POST", rec.Header().Get("Allow"))
+	assert.Empty(t, wt.q.recorded())
+}
+
+func TestWebhookBadRequest(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		wantBody string
+	}{
+		{name: "malformed JSON", body: `{"kind":"EventList",`, wantBody: "unexpected EOF"},
+		{name: "not JSON", body: `hello`, wantBody: "invalid character 'h'"},
+		{name: "empty", body: ``, wantBody: "unexpected EOF"},
+		{name: "wrong kind", body: `{"kind":"Foo","apiVersion":"audit.k8s.io/v1","items":[]}`, wantBody: `wrong kind "Foo", want EventList`},
+		{name: "wrong apiVersion", body: `{"kind":"EventList","apiVersion":"audit.k8s.io/v1beta1","items":[]}`, wantBody: `wrong apiVersion "audit.k8s.io/v1beta1", want audit.k8s.io/v1`},
+		{name: "wrong field type", body: `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{},{"verb":1}]}`, wantBody: "items[1].verb: want string, got number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+			rec := wt.post("/audit", strings.NewReader(tt.body), nil)
+			require.Equal(t, http.StatusBadRequest, rec.Code)
+			assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
+			body := rec.Body.String()
+			assert.Contains(t, body, tt.wantBody)
+			assert.Equal(t, 1, strings.Count(body, "\n"), "one line")
+			assert.True(t, strings.HasSuffix(body, "\n"))
+			assert.Empty(t, wt.q.recorded())
+
+			assert.Equal(t, map[string]int64{"bad_request": 1}, wt.counters(t)["kelemetry.audit.webhook.rejected"])
+			assert.Equal(t, map[string]int64{"400": 1}, wt.counters(t)["kelemetry.audit.webhook.requests"])
+			logs := wt.logText()
+			assert.Contains(t, logs, "level=WARN")
+			assert.Contains(t, logs, "reason=bad_request")
+		})
+	}
+}
+
+func TestWebhookLogsNoBody(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	secret := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"requestObject":{"data":"s3cr3t"},"verb":1}]}`
+	rec := wt.post("/audit", strings.NewReader(secret), nil)
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	logs := wt.logText()
+	assert.Contains(t, logs, "items[0].verb")
+	assert.NotContains(t, logs, "s3cr3t")
+}
+
+func TestWebhookTooLarge(t *testing.T) {
+	const limit = 600
+	big := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"requestObject":"` + strings.Repeat("x", 2*limit) + `"}]}`
+	tests := []struct {
+		name   string
+		body   func(t *testing.T) io.Reader
+		header http.Header
+	}{
+		{name: "declared length", body: func(*testing.T) io.Reader { return strings.NewReader(big) }},
+		{name: "streamed", body: func(*testing.T) io.Reader { return onlyReader{strings.NewReader(big)} }},
+		{
+			// Compressed it fits the limit, decompressed it does not.
+			name:   "gzip bomb",
+			body:   func(t *testing.T) io.Reader { return bytes.NewReader(gzipBytes(t, []byte(big))) },
+			header: http.Header{"Content-Encoding": {"gzip"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c", MaxBodyBytes: limit})
+			body := tt.body(t)
+			rec := wt.post("/audit", body, tt.header)
+			require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+			assert.Contains(t, rec.Body.String(), "limit of 600 bytes")
+			assert.Empty(t, wt.q.recorded())
+			assert.Equal(t, map[string]int64{"too_large": 1}, wt.counters(t)["kelemetry.audit.webhook.rejected"])
+		})
+	}
+	// Exactly at the limit is fine.
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c", MaxBodyBytes: int64(len(testBatch))})
+	rec := wt.post("/audit", onlyReader{strings.NewReader(testBatch)}, nil)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	rec = wt.post("/audit", bytes.NewReader(gzipBytes(t, []byte(testBatch))), http.Header{"Content-Encoding": {"gzip"}})
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+}
+
+func TestWebhookGzip(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	rec := wt.post("/audit", bytes.NewReader(gzipBytes(t, []byte(testBatch))), http.Header{"Content-Encoding": {"gzip"}})
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Len(t, wt.q.recorded(), 1)
+	assert.Len(t, wt.q.recorded()[0].events, 2)
+
+	rec = wt.post("/audit", strings.NewReader(testBatch), http.Header{"Content-Encoding": {"gzip"}})
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), "gzip")
+
+	truncated := gzipBytes(t, []byte(testBatch))
+	rec = wt.post("/audit", bytes.NewReader(truncated[:len(truncated)-10]), http.Header{"Content-Encoding": {"gzip"}})
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+
+	rec = wt.post("/audit", strings.NewReader(testBatch), http.Header{"Content-Encoding": {"br"}})
+	assert.Equal(t, http.StatusUnsupportedMediaType, rec.Code)
+	assert.Contains(t, rec.Body.String(), `unsupported Content-Encoding "br"`)
+	assert.Len(t, wt.q.recorded(), 1)
+}
+
+func TestWebhookEnqueueErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantStatus int
+		wantReason string
+	}{
+		{name: "queue full", err: fmt.Errorf("partition 3: %w", ErrQueueFull), wantStatus: http.StatusTooManyRequests, wantReason: "queue_full"},
+		{name: "stopped", err: ErrStopped, wantStatus: http.StatusServiceUnavailable, wantReason: "stopped"},
+		{name: "other", err: errors.New("disk on fire"), wantStatus: http.StatusInternalServerError, wantReason: "error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+			wt.q.err = tt.err
+			rec := wt.post("/audit", strings.NewReader(testBatch), nil)
+			require.Equal(t, tt.wantStatus, rec.Code)
+			assert.Contains(t, rec.Body.String(), tt.err.Error())
+			if tt.wantStatus == http.StatusTooManyRequests {
+				assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+			} else {
+				assert.Empty(t, rec.Header().Get("Retry-After"))
+			}
+			c := wt.counters(t)
+			assert.Equal(t, map[string]int64{tt.wantReason: 1}, c["kelemetry.audit.webhook.rejected"])
+			assert.Empty(t, c["kelemetry.audit.webhook.events"])
+			assert.Contains(t, wt.logText(), "reason="+tt.wantReason)
+		})
+	}
+}
+
+func TestWebhookAnswersAfterEnqueue(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt.q.entered = make(chan struct{})
+	wt.q.release = make(chan struct{})
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- wt.post("/audit", strings.NewReader(testBatch), nil) }()
+	<-wt.q.entered
+	select {
+	case <-done:
+		t.Fatal("answered before the batch was enqueued")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(wt.q.release)
+	rec := <-done
+	assert.Equal(t, http.StatusOK, rec.Code)
+}
+
+func TestWebhookConcurrentBadAndGoodBatch(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{})
+	good := readFixtureLines(t, "rollout", "webhook-batches.jsonl")[0]
+	bad := append(append([]byte(nil), good[:len(good)/2]...), []byte(`,,,`)...)
+	want, err := DecodeEventList(good)
+	require.NoError(t, err)
+
+	const rounds = 20
+	var wg sync.WaitGroup
+	codes := make(chan [2]int, rounds)
+	for range rounds {
+		wg.Add(2)
+		var goodCode, badCode int
+		var inner sync.WaitGroup
+		inner.Add(2)
+		go func() {
+			defer wg.Done()
+			defer inner.Done()
+			goodCode = wt.post("/audit/good", bytes.NewReader(good), nil).Code
+		}()
+		go func() {
+			defer wg.Done()
+			defer inner.Done()
+			badCode = wt.post("/audit/bad", bytes.NewReader(bad), nil).Code
+		}()
+		go func() { inner.Wait(); codes <- [2]int{goodCode, badCode} }()
+	}
+	wg.Wait()
+	for range rounds {
+		c := <-codes
+		assert.Equal(t, http.StatusOK, c[0])
+		assert.Equal(t, http.StatusBadRequest, c[1])
+	}
+	batches := wt.q.recorded()
+	require.Len(t, batches, rounds)
+	for _, b := range batches {
+		assert.Equal(t, "good", b.cluster)
+		assert.Equal(t, want, b.events)
+	}
+}
+
+func TestWebhookReplaysRecordedBatches(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{})
+	lines := readFixtureLines(t, "rollout", "webhook-batches.jsonl")
+	wantEvents := 0
+	for i, line := range lines {
+		var list auditv1.EventList
+		require.NoError(t, json.Unmarshal(line, &list))
+		wantEvents += len(list.Items)
+		rec := wt.post("/audit/rollout", bytes.NewReader(line), http.Header{"Content-Type": {"application/json"}})
+		require.Equal(t, http.StatusOK, rec.Code, "line %d: %s", i+1, rec.Body.String())
+		require.Len(t, wt.q.recorded(), i+1)
+		batch := wt.q.recorded()[i]
+		require.Len(t, batch.events, len(list.Items), "line %d", i+1)
+		for j := range list.Items {
+			assert.Equal(t, string(list.Items[j].AuditID), batch.events[j].AuditID)
+		}
+	}
+	got := 0
+	for _, b := range wt.q.recorded() {
+		assert.Equal(t, "rollout", b.cluster)
+		got += len(b.events)
+	}
+	assert.Equal(t, wantEvents, got)
+	c := wt.counters(t)
+	assert.Equal(t, map[string]int64{"": int64(wantEvents)}, c["kelemetry.audit.webhook.events"])
+	assert.Equal(t, map[string]int64{"200": int64(len(lines))}, c["kelemetry.audit.webhook.requests"])
+	assert.Empty(t, wt.logText(), "no logs for accepted batches")
+}
+
+func TestWebhookMetricAttributes(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt.post("/audit", strings.NewReader(testBatch), nil)
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, wt.reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "kelemetry.audit.webhook.requests" {
+				continue
+			}
+			dp := m.Data.(metricdata.Sum[int64]).DataPoints[0]
+			v, ok := dp.Attributes.Value(attribute.Key("code"))
+			require.True(t, ok)
+			assert.Equal(t, int64(200), v.AsInt64())
+			return
+		}
+	}
+	t.Fatal("no requests metric")
+}

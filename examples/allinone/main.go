@@ -1,0 +1,152 @@
+// Command allinone runs all of Kelemetry in one process on embedded defaults: the audit webhook
+// (and optional audit log replay or follow), the aggregator with the built-in linkers, the
+// embedded trace store and the HTTP API. No external service is needed.
+//
+//	go run ./examples/allinone --replay testdata/rollout/audit.jsonl
+//
+// Then: curl 'localhost:16686/api/objects?resource=deployments'.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/internal/telemetry"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "allinone:", err)
+		os.Exit(1)
+	}
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// parseFlags builds the configuration: defaults, then the YAML file of --config, then the flags
+// given on the command line.
+func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, error) {
+	fs := flag.NewFlagSet("allinone", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configFile = fs.String("config", "", "YAML configuration file (flags given on the command line override it)")
+		cluster    = fs.String("cluster", kelemetry.DefaultCluster, "cluster name for input that does not name one (webhook /audit, log files)")
+		auditAddr  = fs.String("audit-addr", kelemetry.DefaultAuditAddr, "listen address of the audit webhook (POST /audit, /audit/{cluster})")
+		httpAddr   = fs.String("http-addr", kelemetry.DefaultHTTPAddr, "listen address of the API, /metrics and /healthz")
+		dataDir    = fs.String("data-dir", "./kelemetry-data", `directory of the embedded trace store; "" keeps traces in memory`)
+		window     = fs.Duration("window", 0, "trace window length (default 30m)")
+		kubeconfig = fs.String("kubeconfig", "", "kubeconfig of the cluster, for fetching objects the audit stream did not carry (optional)")
+		otlp       = fs.String("otlp-endpoint", "", "also export spans over OTLP to this endpoint (host:port for gRPC, http(s)://... for HTTP)")
+		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		replay     stringList
+		follow     stringList
+	)
+	fs.Var(&replay, "replay", "audit log file (JSON lines, .gz ok) to ingest at start-up, then keep serving; repeatable")
+	fs.Var(&follow, "follow", "audit log file to follow like tail -F (survives rotation); repeatable")
+	if err := fs.Parse(args); err != nil {
+		return kelemetry.Config{}, 0, err
+	}
+	if fs.NArg() > 0 {
+		return kelemetry.Config{}, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return kelemetry.Config{}, 0, fmt.Errorf("--log-level: %w", err)
+	}
+
+	cfg := kelemetry.Config{DataDir: "./kelemetry-data"}
+	if *configFile != "" {
+		var err error
+		if cfg, err = kelemetry.LoadConfig(*configFile); err != nil {
+			return kelemetry.Config{}, 0, err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	override := func(name string, apply func()) {
+		if set[name] || *configFile == "" {
+			apply()
+		}
+	}
+	override("cluster", func() { cfg.Cluster = *cluster })
+	override("audit-addr", func() { cfg.AuditAddr = *auditAddr })
+	override("http-addr", func() { cfg.HTTPAddr = *httpAddr })
+	override("data-dir", func() { cfg.DataDir = *dataDir })
+	override("window", func() {
+		if *window != 0 {
+			cfg.Aggregator.Window = *window
+		}
+	})
+	override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })
+	override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
+	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
+	cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
+	if err := cfg.Validate(); err != nil {
+		return kelemetry.Config{}, 0, err
+	}
+	return cfg, level, nil
+}
+
+// newApp builds the application; options are appended (tests use them to populate values).
+func newApp(cfg kelemetry.Config, logger *slog.Logger, opts ...fx.Option) *fx.App {
+	return fx.New(append([]fx.Option{
+		kelemetry.Module,
+		fx.Supply(cfg, logger),
+		fx.WithLogger(func() fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: logger.With("component", "fx")}
+			l.UseLogLevel(slog.LevelDebug) // fx's wiring steps; errors stay at error level
+			return l
+		}),
+		fx.StopTimeout(30 * time.Second),
+	}, opts...)...)
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, level, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+	telemetry.RouteKlog(logger)
+
+	app := newApp(cfg, logger)
+	if err := app.Err(); err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case sig := <-sigs:
+		logger.Info("shutting down: draining the audit queue and flushing sinks", "signal", sig.String())
+	case <-ctx.Done():
+	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelStop()
+	return app.Stop(stopCtx)
+}

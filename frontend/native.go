@@ -1,0 +1,170 @@
+package frontend
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/store"
+)
+
+// NativeAPI serves object lookup and stored traces.
+type NativeAPI struct {
+	reader store.Reader
+	logger *slog.Logger
+}
+
+// NewNativeAPI serves reader's data.
+func NewNativeAPI(reader store.Reader, logger *slog.Logger) *NativeAPI {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &NativeAPI{reader: reader, logger: logger.With("component", "frontend")}
+}
+
+// Register adds the routes to mux.
+func (a *NativeAPI) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/objects", a.objects)
+	mux.HandleFunc("GET /api/stored-traces/{traceID}", a.storedTrace)
+}
+
+// ObjectResult is one object in the answer of GET /api/objects.
+type ObjectResult struct {
+	Cluster   string         `json:"cluster"`
+	Group     string         `json:"group"`
+	Version   string         `json:"version,omitempty"`
+	Resource  string         `json:"resource"`
+	Namespace string         `json:"namespace,omitempty"`
+	Name      string         `json:"name"`
+	UID       string         `json:"uid,omitempty"`
+	Windows   []WindowResult `json:"windows"`
+}
+
+// WindowResult is one stored trace of an object.
+type WindowResult struct {
+	Start   time.Time `json:"start"`
+	TraceID string    `json:"traceID"`
+}
+
+// ObjectsResponse is the answer of GET /api/objects.
+type ObjectsResponse struct {
+	Objects []ObjectResult `json:"objects"`
+}
+
+func (a *NativeAPI) objects(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	query := store.ObjectQuery{
+		Cluster:   q.Get("cluster"),
+		Group:     q.Get("group"),
+		Resource:  q.Get("resource"),
+		Namespace: q.Get("namespace"),
+		Name:      q.Get("name"),
+	}
+	var err error
+	if query.From, err = parseTime(q.Get("from")); err != nil {
+		httpError(w, http.StatusBadRequest, "bad from: %v", err)
+		return
+	}
+	if query.To, err = parseTime(q.Get("to")); err != nil {
+		httpError(w, http.StatusBadRequest, "bad to: %v", err)
+		return
+	}
+	if !query.From.IsZero() && !query.To.IsZero() && query.To.Before(query.From) {
+		httpError(w, http.StatusBadRequest, "to is before from")
+		return
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10000 {
+			httpError(w, http.StatusBadRequest, "limit must be a number from 1 to 10000")
+			return
+		}
+		query.Limit = n
+	}
+	found, err := a.reader.FindObjects(r.Context(), query)
+	if err != nil {
+		a.logger.Error("find objects", "error", err)
+		httpError(w, http.StatusInternalServerError, "find objects: %v", err)
+		return
+	}
+	resp := ObjectsResponse{Objects: make([]ObjectResult, 0, len(found))}
+	for _, f := range found {
+		o := ObjectResult{
+			Cluster: f.Object.Cluster, Group: f.Object.Group, Version: f.Object.Version, Resource: f.Object.Resource,
+			Namespace: f.Object.Namespace, Name: f.Object.Name, UID: f.Object.UID,
+			Windows: make([]WindowResult, 0, len(f.Windows)),
+		}
+		for _, win := range f.Windows {
+			o.Windows = append(o.Windows, WindowResult{Start: win.Window, TraceID: win.TraceID.String()})
+		}
+		resp.Objects = append(resp.Objects, o)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *NativeAPI) storedTrace(w http.ResponseWriter, r *http.Request) {
+	id, err := ParseTraceID(r.PathValue("traceID"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, JaegerResponse{Errors: []JaegerError{{Code: http.StatusBadRequest, Msg: err.Error()}}})
+		return
+	}
+	spans, err := a.reader.GetTrace(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: "trace not found", TraceID: id.String()}}})
+		return
+	case err != nil:
+		a.logger.Error("get trace", "trace", id.String(), "error", err)
+		writeJSON(w, http.StatusInternalServerError, JaegerResponse{Errors: []JaegerError{{Code: http.StatusInternalServerError, Msg: err.Error()}}})
+		return
+	}
+	writeJSON(w, http.StatusOK, JaegerResponse{Data: []JaegerTrace{ToJaeger(id, spans)}})
+}
+
+// ParseTraceID accepts 1 to 32 hex digits, as Jaeger does.
+func ParseTraceID(s string) (trace.TraceID, error) {
+	var id trace.TraceID
+	if len(s) == 0 || len(s) > 32 {
+		return id, fmt.Errorf("trace ID %q: want 1 to 32 hex digits", s)
+	}
+	padded := strings.Repeat("0", 32-len(s)) + s
+	if _, err := hex.Decode(id[:], []byte(padded)); err != nil {
+		return id, fmt.Errorf("trace ID %q: want hex digits", s)
+	}
+	return id, nil
+}
+
+// parseTime accepts RFC 3339 or Unix microseconds (as Jaeger's API uses).
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMicro(n).UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want RFC 3339 or Unix microseconds: %w", err)
+	}
+	return t, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, format+"\n", args...)
+}

@@ -1,0 +1,394 @@
+package linker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Linker names, link class and annotation keys.
+const (
+	OwnerLinkerName      = "owner"
+	AnnotationLinkerName = "annotation"
+
+	// ClassChildren is the class of owner links.
+	ClassChildren = "children"
+
+	// AnnotationParentLink names an object's parent (see AnnotationLinker).
+	AnnotationParentLink = "kelemetry.io/parent-link"
+	// LegacyAnnotationParentLink is the predecessor's key, read when AnnotationParentLink is absent.
+	LegacyAnnotationParentLink = "kelemetry.kubewharf.io/parent-link"
+)
+
+// OwnerLinker links an object to its controlling owner: the ownerReference with controller: true.
+// An object whose ownerReferences have no controller gets no link, as the garbage collector's
+// other owners are not what made the object. The owner is in the object's cluster; it gets the
+// object's namespace when the Mapper says it is namespaced, and none when it is cluster-scoped
+// (a Node owning a mirror Pod, a ClusterRole owning a namespaced object).
+type OwnerLinker struct {
+	mapper  Mapper
+	getter  ObjectGetter
+	lookups metric.Int64Counter
+	sources sourceOptions
+}
+
+// NewOwnerLinker returns an OwnerLinker. A nil mapper means a StaticMapper. A nil getter means
+// that only the bodies that come with the events are used: an object without one gets no link.
+func NewOwnerLinker(mapper Mapper, getter ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *OwnerLinker {
+	if mapper == nil {
+		mapper = NewStaticMapper()
+	}
+	logger = loggerOrDiscard(logger).With("linker", OwnerLinkerName)
+	return &OwnerLinker{
+		mapper:  mapper,
+		getter:  getter,
+		lookups: counter(meterFrom(mp), logger, "kelemetry.linker.owner.lookups", "Owner linker lookups by where the object came from: body, getter, not_found, none."),
+		sources: newSourceOptions(),
+	}
+}
+
+// Name returns "owner".
+func (*OwnerLinker) Name() string { return OwnerLinkerName }
+
+type ownerReference struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Controller bool   `json:"controller"`
+}
+
+type ownerMetadata struct {
+	objectIdent
+	OwnerReferences []ownerReference `json:"ownerReferences"`
+}
+
+// Lookup returns the link to obj's controlling owner, or none.
+func (l *OwnerLinker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
+	meta, src, err := loadMetadata[ownerMetadata](ctx, l.getter, obj)
+	l.lookups.Add(ctx, 1, l.sources.of(src))
+	if err != nil {
+		return nil, fmt.Errorf("owner linker: %s: %w", obj.ObjectRef, err)
+	}
+	for _, ref := range meta.OwnerReferences {
+		if !ref.Controller {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil {
+			return nil, fmt.Errorf("owner linker: %s: owner apiVersion: %w", obj.ObjectRef, err)
+		}
+		gvr, namespaced, err := l.mapper.ResourceFor(ctx, obj.Cluster, gv.WithKind(ref.Kind))
+		if err != nil {
+			return nil, fmt.Errorf("owner linker: %s: %w", obj.ObjectRef, err)
+		}
+		target := aggregator.ObjectRef{
+			Cluster:  obj.Cluster,
+			Group:    gvr.Group,
+			Version:  gvr.Version,
+			Resource: gvr.Resource,
+			Name:     ref.Name,
+			UID:      ref.UID,
+		}
+		if namespaced {
+			target.Namespace = obj.Namespace
+		}
+		return []aggregator.Link{{Target: target, Role: aggregator.RoleParent, Class: ClassChildren}}, nil
+	}
+	return nil, nil
+}
+
+// AnnotationLinker links an object to the parent named in its kelemetry.io/parent-link
+// annotation (or, when that is absent, the predecessor's kelemetry.kubewharf.io/parent-link), a
+// JSON object:
+//
+//	{"cluster":"<default: the object's>","group":"apps","version":"v1","resource":"deployments","namespace":"<empty: cluster-scoped>","name":"web","uid":"<optional>"}
+//
+// resource and name are required. A value that is not such an object is counted
+// (kelemetry.linker.annotation.invalid) and logged at Warn, at most once a minute per object, and
+// gives no link and no error: the object itself is fine.
+type AnnotationLinker struct {
+	getter  ObjectGetter
+	logger  *slog.Logger
+	now     func() time.Time
+	lookups metric.Int64Counter
+	invalid metric.Int64Counter
+	sources sourceOptions
+	reasons map[string]metric.MeasurementOption
+
+	warnedMu sync.Mutex
+	warned   *lru.Cache[aggregator.ObjectKey, time.Time] // last Warn per object
+}
+
+// ParentLink is the value of the parent-link annotation.
+type ParentLink struct {
+	Cluster   string `json:"cluster,omitempty"`
+	Group     string `json:"group"`
+	Version   string `json:"version,omitempty"`
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+}
+
+const (
+	warnEvery      = time.Minute
+	warnMemorySize = 4096
+)
+
+// NewAnnotationLinker returns an AnnotationLinker. A nil getter means that only the bodies that
+// come with the events are used.
+func NewAnnotationLinker(getter ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *AnnotationLinker {
+	logger = loggerOrDiscard(logger).With("linker", AnnotationLinkerName)
+	meter := meterFrom(mp)
+	warned, _ := lru.New[aggregator.ObjectKey, time.Time](warnMemorySize) // fails only for size <= 0
+	reasons := map[string]metric.MeasurementOption{}
+	for _, r := range []string{"json", "missing_field", "self"} {
+		reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+	}
+	return &AnnotationLinker{
+		getter:  getter,
+		logger:  logger,
+		now:     time.Now,
+		lookups: counter(meter, logger, "kelemetry.linker.annotation.lookups", "Annotation linker lookups by where the object came from: body, getter, not_found, none."),
+		invalid: counter(meter, logger, "kelemetry.linker.annotation.invalid", "Parent-link annotations that could not be used, by reason: json, missing_field, self."),
+		sources: newSourceOptions(),
+		reasons: reasons,
+		warned:  warned,
+	}
+}
+
+// Name returns "annotation".
+func (*AnnotationLinker) Name() string { return AnnotationLinkerName }
+
+type annotationMetadata struct {
+	objectIdent
+	Annotations struct {
+		ParentLink       *string `json:"kelemetry.io/parent-link"`
+		LegacyParentLink *string `json:"kelemetry.kubewharf.io/parent-link"`
+	} `json:"annotations"`
+}
+
+// Lookup returns the link to the parent named by obj's annotation, or none.
+func (l *AnnotationLinker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
+	meta, src, err := loadMetadata[annotationMetadata](ctx, l.getter, obj)
+	l.lookups.Add(ctx, 1, l.sources.of(src))
+	if err != nil {
+		return nil, fmt.Errorf("annotation linker: %s: %w", obj.ObjectRef, err)
+	}
+	key, value := AnnotationParentLink, meta.Annotations.ParentLink
+	if value == nil {
+		key, value = LegacyAnnotationParentLink, meta.Annotations.LegacyParentLink
+	}
+	if value == nil {
+		return nil, nil
+	}
+	var link ParentLink
+	if err := jsonv2.Unmarshal([]byte(*value), &link, jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
+		l.reject(ctx, obj, key, "json", err)
+		return nil, nil
+	}
+	if link.Resource == "" || link.Name == "" {
+		l.reject(ctx, obj, key, "missing_field", errors.New("resource and name are required"))
+		return nil, nil
+	}
+	if link.Cluster == "" {
+		link.Cluster = obj.Cluster
+	}
+	target := aggregator.ObjectRef{
+		Cluster:   link.Cluster,
+		Group:     link.Group,
+		Version:   link.Version,
+		Resource:  link.Resource,
+		Namespace: link.Namespace,
+		Name:      link.Name,
+		UID:       link.UID,
+	}
+	if target.Key() == obj.Key() {
+		l.reject(ctx, obj, key, "self", errors.New("the annotation names the object itself"))
+		return nil, nil
+	}
+	return []aggregator.Link{{Target: target, Role: aggregator.RoleParent}}, nil
+}
+
+// reject counts an unusable annotation and logs it, at most once per warnEvery per object.
+func (l *AnnotationLinker) reject(ctx context.Context, obj aggregator.Object, key, reason string, err error) {
+	l.invalid.Add(ctx, 1, l.reasons[reason])
+	now := l.now()
+	okey := obj.Key()
+	l.warnedMu.Lock()
+	last, seen := l.warned.Get(okey)
+	quiet := seen && now.Sub(last) < warnEvery
+	if !quiet {
+		l.warned.Add(okey, now)
+	}
+	l.warnedMu.Unlock()
+	if quiet {
+		return
+	}
+	l.logger.LogAttrs(ctx, slog.LevelWarn, "ignoring invalid parent-link annotation",
+		slog.String("object", obj.String()), slog.String("annotation", key),
+		slog.String("reason", reason), slog.Any("error", err))
+}
+
+// objectIdent is the part of metadata that tells whether a body is the object's own.
+type objectIdent struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
+}
+
+func (o objectIdent) ident() objectIdent { return o }
+
+// bodySource says where a linker found the object.
+type bodySource int
+
+const (
+	sourceNone     bodySource = iota // no body and no getter
+	sourceBody                       // obj.Body
+	sourceGetter                     // ObjectGetter.Get
+	sourceNotFound                   // ObjectGetter.Get said the object does not exist
+)
+
+type sourceOptions [4]metric.MeasurementOption
+
+func newSourceOptions() sourceOptions {
+	var o sourceOptions
+	for i, s := range []string{"none", "body", "getter", "not_found"} {
+		o[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("source", s)))
+	}
+	return o
+}
+
+func (o *sourceOptions) of(s bodySource) metric.MeasurementOption { return o[s] }
+
+// foreignKinds are response kinds of subresources that carry the parent object's name but not
+// its metadata; such a body is not used.
+var foreignKinds = map[string]bool{"Status": true, "Scale": true, "Eviction": true, "Binding": true, "TokenRequest": true}
+
+// loadMetadata decodes the metadata of obj from obj.Body when that is the object's own body, or
+// else from getter. A missing object or a missing getter give a zero M and no error.
+func loadMetadata[M interface{ ident() objectIdent }](ctx context.Context, getter ObjectGetter, obj aggregator.Object) (M, bodySource, error) {
+	var m M
+	if len(obj.Body) > 0 && !bytes.Equal(bytes.TrimSpace(obj.Body), []byte("null")) {
+		kind, err := decodeMetadata(obj.Body, &m)
+		if err == nil && ownBody(kind, m.ident(), obj) {
+			return m, sourceBody, nil
+		}
+		if getter == nil {
+			var zero M
+			if err != nil {
+				return zero, sourceNone, fmt.Errorf("decode body: %w", err)
+			}
+			return zero, sourceNone, nil
+		}
+		m = *new(M)
+	}
+	if getter == nil {
+		return m, sourceNone, nil
+	}
+	body, err := getter.Get(ctx, obj.ObjectRef)
+	switch {
+	case errors.Is(err, ErrObjectNotFound):
+		return m, sourceNotFound, nil
+	case err != nil:
+		return m, sourceGetter, err
+	}
+	if _, err := decodeMetadata(body, &m); err != nil {
+		return *new(M), sourceGetter, fmt.Errorf("decode fetched body: %w", err)
+	}
+	return m, sourceGetter, nil
+}
+
+// ownBody tells whether a body with this kind and identity is obj's (and not, say, the Status
+// or Scale a subresource request answered with).
+func ownBody(kind string, id objectIdent, obj aggregator.Object) bool {
+	if foreignKinds[kind] {
+		return false
+	}
+	if id.Name != "" && obj.Name != "" && id.Name != obj.Name {
+		return false
+	}
+	return id.UID == "" || obj.UID == "" || id.UID == obj.UID
+}
+
+// metadataDecoder is a pooled decoder with the buffer it reads from.
+type metadataDecoder struct {
+	dec jsontext.Decoder
+	buf bytes.Buffer
+}
+
+var decoderPool = sync.Pool{New: func() any { return new(metadataDecoder) }}
+
+var errNotObject = errors.New("body is not a JSON object")
+
+// decodeMetadata decodes the top-level metadata member of body into out and returns the kind. It
+// stops reading once it has both, so the usually large spec and status after them are not
+// scanned.
+func decodeMetadata(body []byte, out any) (kind string, err error) {
+	d := decoderPool.Get().(*metadataDecoder)
+	d.buf = *bytes.NewBuffer(body) // the decoder reads a bytes.Buffer in place, without copying
+	d.dec.Reset(&d.buf)
+	defer func() {
+		d.buf = bytes.Buffer{} // drop the reference to body
+		decoderPool.Put(d)
+	}()
+	dec := &d.dec
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", err
+	}
+	if tok.Kind() != '{' {
+		return "", errNotObject
+	}
+	var haveKind, haveMeta bool
+	for !haveKind || !haveMeta {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return "", err
+		}
+		if tok.Kind() == '}' {
+			break
+		}
+		switch tok.String() {
+		case "kind":
+			if err := jsonv2.UnmarshalDecode(dec, &kind); err != nil {
+				return "", err
+			}
+			haveKind = true
+		case "metadata":
+			if err := jsonv2.UnmarshalDecode(dec, out); err != nil {
+				return "", err
+			}
+			haveMeta = true
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return "", err
+			}
+		}
+	}
+	return kind, nil
+}
+
+// counter creates a counter, or logs why it cannot and returns a no-op one.
+func counter(meter metric.Meter, logger *slog.Logger, name, desc string) metric.Int64Counter {
+	c, err := meter.Int64Counter(name, metric.WithDescription(desc))
+	if err != nil || c == nil {
+		logger.Error("cannot create metric", slog.String("metric", name), slog.Any("error", err))
+		return noop.Int64Counter{}
+	}
+	return c
+}

@@ -1,0 +1,91 @@
+package linker
+
+import (
+	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/fx"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// LinkerGroup is the fx value group the aggregator reads its linkers from.
+const LinkerGroup = "kelemetry.linkers"
+
+// Module provides the enabled built-in linkers into the "kelemetry.linkers" value group. Every
+// dependency is optional:
+//   - Config: zero value (both linkers, default cache and discovery settings) when absent;
+//   - *slog.Logger and metric.MeterProvider: discarded logs and no-op metrics when absent;
+//   - Clusters: without it there is no ObjectCache, and linkers read only the bodies that come with
+//     the events;
+//   - Mapper: when absent, a DiscoveryMapper if Clusters also implements DiscoveryClusters (as
+//     KubeClusters does), else a StaticMapper.
+//
+// Both linkers share one ObjectCache.
+var Module = fx.Module("linker", fx.Provide(provideLinkers))
+
+// params are the fx dependencies of Module.
+type params struct {
+	fx.In
+
+	Config   Config               `optional:"true"`
+	Logger   *slog.Logger         `optional:"true"`
+	Meter    metric.MeterProvider `optional:"true"`
+	Clusters Clusters             `optional:"true"`
+	Mapper   Mapper               `optional:"true"`
+}
+
+// result is what Module provides.
+type result struct {
+	fx.Out
+
+	Linkers []aggregator.Linker `group:"kelemetry.linkers,flatten"`
+}
+
+func provideLinkers(p params) (result, error) {
+	linkers, err := NewLinkers(p.Config, p.Clusters, p.Mapper, p.Logger, p.Meter)
+	if err != nil {
+		return result{}, err
+	}
+	return result{Linkers: linkers}, nil
+}
+
+// NewLinkers builds the linkers that cfg enables, as Module does, for use without fx. clusters
+// and mapper may be nil (see Module).
+func NewLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logger, mp metric.MeterProvider) ([]aggregator.Linker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.DisableOwner && cfg.DisableAnnotation {
+		return nil, nil
+	}
+	logger = loggerOrDiscard(logger)
+	var getter ObjectGetter
+	if clusters != nil {
+		cache, err := NewObjectCache(clusters, cfg.ObjectCache, logger, mp)
+		if err != nil {
+			return nil, fmt.Errorf("linker: %w", err)
+		}
+		getter = cache
+	}
+	var linkers []aggregator.Linker
+	if !cfg.DisableOwner {
+		if mapper == nil {
+			if dc, ok := clusters.(DiscoveryClusters); ok {
+				dm, err := NewDiscoveryMapper(dc, cfg.Discovery, logger, mp)
+				if err != nil {
+					return nil, fmt.Errorf("linker: %w", err)
+				}
+				mapper = dm
+			} else {
+				mapper = NewStaticMapper()
+			}
+		}
+		linkers = append(linkers, NewOwnerLinker(mapper, getter, logger, mp))
+	}
+	if !cfg.DisableAnnotation {
+		linkers = append(linkers, NewAnnotationLinker(getter, logger, mp))
+	}
+	return linkers, nil
+}

@@ -1,0 +1,270 @@
+package linker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// ObjectGetter returns the current body of an object, as JSON.
+type ObjectGetter interface {
+	// Get returns the object's JSON body, or an error wrapping ErrObjectNotFound when the object
+	// does not exist. The caller must not modify the returned bytes.
+	Get(ctx context.Context, ref aggregator.ObjectRef) (json.RawMessage, error)
+}
+
+// Clusters gives the dynamic client of each cluster by name. KubeClusters implements it.
+type Clusters interface {
+	// Dynamic returns the cluster's client, or an error wrapping ErrUnknownCluster.
+	Dynamic(cluster string) (dynamic.Interface, error)
+}
+
+var (
+	// ErrObjectNotFound says that the object does not exist (the API server answered 404).
+	ErrObjectNotFound = errors.New("object not found")
+	// ErrUnknownCluster says that no client is configured for the cluster.
+	ErrUnknownCluster = errors.New("unknown cluster")
+	// ErrIncompleteRef says that an object reference lacks its version, resource or name.
+	ErrIncompleteRef = errors.New("object reference needs version, resource and name")
+)
+
+// lastAppliedAnnotation holds a copy of the object that kubectl apply writes; linkers never read it.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// ObjectCache is an ObjectGetter that GETs objects from their cluster's API server and keeps them
+// in a bounded LRU for Config.TTL; an object that does not exist is remembered for
+// Config.NegativeTTL. Concurrent misses for one object share one GET, which reads from the API
+// server's watch cache (resourceVersion "0") and is bounded by Config.FetchTimeout. To save
+// memory, the cached body leaves out status, metadata.managedFields and the
+// kubectl.kubernetes.io/last-applied-configuration annotation. The key is the object's
+// aggregator.ObjectKey (cluster, group, resource, namespace, name): the version only chooses the
+// representation of the GET, and the UID is not checked, so a recreated object is served in its
+// new incarnation.
+type ObjectCache struct {
+	clusters Clusters
+	cfg      ObjectCacheConfig
+	logger   *slog.Logger
+	now      func() time.Time
+
+	lru *lru.Cache[aggregator.ObjectKey, cacheEntry]
+
+	mu       sync.Mutex
+	inflight map[aggregator.ObjectKey]*fetchCall
+
+	requests                                    metric.Int64Counter
+	evictions                                   metric.Int64Counter
+	hit, negativeHit, fetched, notFound, failed metric.MeasurementOption
+	evictExpired, evictSize                     metric.MeasurementOption
+}
+
+type cacheEntry struct {
+	body    json.RawMessage // nil for a negative entry
+	expires time.Time
+}
+
+// fetchCall is one GET shared by every caller that missed the same key.
+type fetchCall struct {
+	key     aggregator.ObjectKey
+	done    chan struct{} // closed when body and err are set
+	body    json.RawMessage
+	err     error
+	waiters int                // callers still waiting; the GET is cancelled when it drops to 0
+	cancel  context.CancelFunc // cancels the GET
+}
+
+// NewObjectCache returns an ObjectCache that reads objects through clusters.
+func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, logger *slog.Logger, mp metric.MeterProvider) (*ObjectCache, error) {
+	if clusters == nil {
+		return nil, errors.New("new object cache: clusters is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	meter := meterFrom(mp)
+	requests, err := meter.Int64Counter("kelemetry.objectcache.requests",
+		metric.WithDescription("Object cache lookups by result: hit, negative_hit, fetched, not_found, error."))
+	if err != nil {
+		return nil, fmt.Errorf("create object cache metric: %w", err)
+	}
+	evictions, err := meter.Int64Counter("kelemetry.objectcache.evictions",
+		metric.WithDescription("Objects dropped from the object cache, by reason: size or expired."))
+	if err != nil {
+		return nil, fmt.Errorf("create object cache metric: %w", err)
+	}
+	result := func(v string) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(attribute.String("result", v)))
+	}
+	reason := func(v string) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", v)))
+	}
+	c := &ObjectCache{
+		clusters:     clusters,
+		cfg:          cfg,
+		logger:       loggerOrDiscard(logger).With("component", "linker.objectcache"),
+		now:          time.Now,
+		inflight:     map[aggregator.ObjectKey]*fetchCall{},
+		requests:     requests,
+		evictions:    evictions,
+		hit:          result("hit"),
+		negativeHit:  result("negative_hit"),
+		fetched:      result("fetched"),
+		notFound:     result("not_found"),
+		failed:       result("error"),
+		evictExpired: reason("expired"),
+		evictSize:    reason("size"),
+	}
+	c.lru, err = lru.NewWithEvict(cfg.Size, c.onEvict)
+	if err != nil {
+		return nil, fmt.Errorf("new object cache: %w", err)
+	}
+	return c, nil
+}
+
+func (c *ObjectCache) onEvict(_ aggregator.ObjectKey, e cacheEntry) {
+	if c.now().Before(e.expires) {
+		c.evictions.Add(context.Background(), 1, c.evictSize)
+	} else {
+		c.evictions.Add(context.Background(), 1, c.evictExpired)
+	}
+}
+
+// Len returns the number of cached entries, found or not, including expired ones not yet dropped.
+func (c *ObjectCache) Len() int { return c.lru.Len() }
+
+// Get returns the object's body from the cache or its API server. A missing object gives an error
+// wrapping ErrObjectNotFound; a cluster without a client, one wrapping ErrUnknownCluster.
+func (c *ObjectCache) Get(ctx context.Context, ref aggregator.ObjectRef) (json.RawMessage, error) {
+	if ref.Version == "" || ref.Resource == "" || ref.Name == "" {
+		return nil, fmt.Errorf("get %s: %w", ref, ErrIncompleteRef)
+	}
+	key := ref.Key()
+	if e, ok := c.lru.Get(key); ok {
+		if c.now().Before(e.expires) {
+			if e.body == nil {
+				c.requests.Add(ctx, 1, c.negativeHit)
+				return nil, fmt.Errorf("get %s: %w", ref, ErrObjectNotFound)
+			}
+			c.requests.Add(ctx, 1, c.hit)
+			return e.body, nil
+		}
+		c.lru.Remove(key)
+	}
+
+	call := c.join(ctx, key, ref)
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		c.leave(call)
+		c.requests.Add(ctx, 1, c.failed)
+		return nil, fmt.Errorf("get %s: %w", ref, ctx.Err())
+	}
+	switch {
+	case call.err == nil:
+		c.requests.Add(ctx, 1, c.fetched)
+		return call.body, nil
+	case errors.Is(call.err, ErrObjectNotFound):
+		c.requests.Add(ctx, 1, c.notFound)
+	default:
+		c.requests.Add(ctx, 1, c.failed)
+	}
+	return nil, fmt.Errorf("get %s: %w", ref, call.err)
+}
+
+// join returns the running GET of key, or starts one. The GET runs in its own goroutine so that
+// every caller, the first included, can stop waiting when its context ends; it is cancelled when
+// no caller waits any more, and it ends within FetchTimeout in any case.
+func (c *ObjectCache) join(ctx context.Context, key aggregator.ObjectKey, ref aggregator.ObjectRef) *fetchCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call, ok := c.inflight[key]; ok {
+		call.waiters++
+		return call
+	}
+	fetchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FetchTimeout)
+	call := &fetchCall{key: key, done: make(chan struct{}), waiters: 1, cancel: cancel}
+	c.inflight[key] = call
+	go c.run(fetchCtx, key, ref, call)
+	return call
+}
+
+// leave records that a caller stopped waiting for call. When nobody waits any more, the GET is
+// cancelled and forgotten, so that a later caller starts a fresh one.
+func (c *ObjectCache) leave(call *fetchCall) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	call.waiters--
+	if call.waiters == 0 {
+		call.cancel()
+		if c.inflight[call.key] == call {
+			delete(c.inflight, call.key)
+		}
+	}
+}
+
+func (c *ObjectCache) run(ctx context.Context, key aggregator.ObjectKey, ref aggregator.ObjectRef, call *fetchCall) {
+	defer call.cancel()
+	body, err := c.fetch(ctx, ref)
+	now := c.now()
+	switch {
+	case err == nil:
+		c.lru.Add(key, cacheEntry{body: body, expires: now.Add(c.cfg.TTL)})
+	case errors.Is(err, ErrObjectNotFound):
+		c.lru.Add(key, cacheEntry{expires: now.Add(c.cfg.NegativeTTL)})
+	}
+	c.mu.Lock()
+	if c.inflight[key] == call {
+		delete(c.inflight, key)
+	}
+	call.body, call.err = body, err
+	close(call.done)
+	c.mu.Unlock()
+}
+
+// fetch GETs the object from the watch cache and strips what linkers do not need.
+func (c *ObjectCache) fetch(ctx context.Context, ref aggregator.ObjectRef) (json.RawMessage, error) {
+	client, err := c.clusters.Dynamic(ref.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("client for cluster %q: %w", ref.Cluster, err)
+	}
+	gvr := schema.GroupVersionResource{Group: ref.Group, Version: ref.Version, Resource: ref.Resource}
+	var ri dynamic.ResourceInterface = client.Resource(gvr)
+	if ref.Namespace != "" {
+		ri = client.Resource(gvr).Namespace(ref.Namespace)
+	}
+	u, err := ri.Get(ctx, ref.Name, metav1.GetOptions{ResourceVersion: "0"})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, ErrObjectNotFound
+	case err != nil:
+		return nil, err
+	case u == nil:
+		return nil, ErrObjectNotFound
+	}
+	delete(u.Object, "status")
+	if meta, ok := u.Object["metadata"].(map[string]any); ok {
+		delete(meta, "managedFields")
+		if ann, ok := meta["annotations"].(map[string]any); ok {
+			delete(ann, lastAppliedAnnotation)
+		}
+	}
+	body, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encode object: %w", err)
+	}
+	return body, nil
+}

@@ -1,0 +1,239 @@
+package kelemetry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/fx"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/httpserver"
+	"github.com/kelemetry/kelemetry/internal/telemetry"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/store"
+)
+
+// Module is the whole built-in application. It needs a Config (fx.Supply) and takes an optional
+// *slog.Logger. It provides the metric.MeterProvider (Prometheus, served at /metrics), the store
+// (store.Store and store.Reader), and *Servers.
+var Module = fx.Module("kelemetry",
+	fx.Provide(
+		subConfigs,
+		newMetrics,
+		newStore,
+		newOTLPSink,
+		newClusters,
+		newServers,
+	),
+	aggregator.Module,
+	audit.Module,
+	linker.Module,
+	fx.Invoke(func(*Servers) {}),
+)
+
+type subConfigsOut struct {
+	fx.Out
+
+	Aggregator aggregator.Config
+	Audit      audit.Config
+	Linker     linker.Config
+}
+
+func subConfigs(c Config) (subConfigsOut, error) {
+	if err := c.Validate(); err != nil {
+		return subConfigsOut{}, fmt.Errorf("kelemetry config: %w", err)
+	}
+	c = c.WithDefaults()
+	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Linker: c.Linker}, nil
+}
+
+func newMetrics(lc fx.Lifecycle) (*telemetry.Metrics, metric.MeterProvider, error) {
+	m, err := telemetry.NewMetrics()
+	if err != nil {
+		return nil, nil, err
+	}
+	lc.Append(fx.StopHook(m.Shutdown))
+	return m, m.Provider, nil
+}
+
+type storeOut struct {
+	fx.Out
+
+	Store  store.Store
+	Reader store.Reader
+	Sink   aggregator.Sink `group:"kelemetry.sinks"`
+}
+
+type optionalLogger struct {
+	fx.In
+
+	Logger *slog.Logger `optional:"true"`
+}
+
+func (o optionalLogger) get() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+func newStore(c Config, l optionalLogger, mp metric.MeterProvider, lc fx.Lifecycle) (storeOut, error) {
+	c = c.WithDefaults()
+	if c.DataDir == "" {
+		m := store.NewMemory(c.Memory)
+		return storeOut{Store: m, Reader: m, Sink: m}, nil
+	}
+	p, err := store.OpenPebble(context.Background(), c.Store, l.get(), mp)
+	if err != nil {
+		return storeOut{}, err
+	}
+	lc.Append(fx.StartStopHook(p.Start, func(ctx context.Context) error {
+		return joinErr(p.Stop(ctx), p.Close())
+	}))
+	return storeOut{Store: p, Reader: p, Sink: p}, nil
+}
+
+func joinErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+type sinksOut struct {
+	fx.Out
+
+	Sinks []aggregator.Sink `group:"kelemetry.sinks,flatten"`
+}
+
+func newOTLPSink(c Config, l optionalLogger, mp metric.MeterProvider, lc fx.Lifecycle) (sinksOut, error) {
+	if c.OTLP.Endpoint == "" {
+		return sinksOut{}, nil
+	}
+	s, err := otlpsink.New(context.Background(), c.OTLP, l.get(), mp)
+	if err != nil {
+		return sinksOut{}, err
+	}
+	lc.Append(fx.StartStopHook(s.Start, s.Stop))
+	return sinksOut{Sinks: []aggregator.Sink{s}}, nil
+}
+
+type clustersOut struct {
+	fx.Out
+
+	// Clusters is a nil interface without a kubeconfig.
+	Clusters linker.Clusters
+}
+
+// newClusters builds Kubernetes clients when a kubeconfig is configured; the linkers use them
+// to fetch objects the audit stream did not carry.
+func newClusters(c Config) (clustersOut, error) {
+	c = c.WithDefaults()
+	if c.Kubeconfig == "" {
+		return clustersOut{}, nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return clustersOut{}, fmt.Errorf("kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	rc.UserAgent = "kelemetry"
+	return clustersOut{Clusters: linker.NewKubeClusters(map[string]*rest.Config{c.Cluster: rc})}, nil
+}
+
+// Servers are the application's HTTP listeners.
+type Servers struct {
+	audit *httpserver.Server
+	api   *httpserver.Server
+}
+
+// AuditAddr is the bound address of the audit webhook server.
+func (s *Servers) AuditAddr() string { return s.audit.Addr() }
+
+// HTTPAddr is the bound address of the API server.
+func (s *Servers) HTTPAddr() string { return s.api.Addr() }
+
+type serversIn struct {
+	fx.In
+
+	Config   Config
+	Logger   *slog.Logger `optional:"true"`
+	Metrics  *telemetry.Metrics
+	Reader   store.Reader
+	Webhook  *audit.Webhook
+	Replayer *audit.Replayer
+	Queue    *audit.Queue
+	LC       fx.Lifecycle
+}
+
+func newServers(in serversIn) *Servers {
+	c := in.Config.WithDefaults()
+	logger := optionalLogger{Logger: in.Logger}.get()
+	health := healthHandler(in.Replayer, in.Queue)
+
+	auditMux := http.NewServeMux()
+	in.Webhook.Register(auditMux)
+	auditMux.Handle("GET /healthz", health)
+
+	apiMux := http.NewServeMux()
+	frontend.NewNativeAPI(in.Reader, logger).Register(apiMux)
+	apiMux.Handle("GET /metrics", in.Metrics.Handler)
+	apiMux.Handle("GET /healthz", health)
+
+	s := &Servers{
+		audit: httpserver.New("audit", c.AuditAddr, auditMux, logger),
+		api:   httpserver.New("api", c.HTTPAddr, apiMux, logger),
+	}
+	if c.AuditAddr == c.HTTPAddr {
+		// One listener serves both.
+		for pattern, h := range map[string]http.Handler{"POST /audit": auditMux, "POST /audit/{cluster}": auditMux} {
+			apiMux.Handle(pattern, h)
+		}
+		s.audit = s.api
+		in.LC.Append(fx.StartStopHook(s.api.Start, s.api.Stop))
+		return s
+	}
+	in.LC.Append(fx.StartStopHook(s.audit.Start, s.audit.Stop))
+	in.LC.Append(fx.StartStopHook(s.api.Start, s.api.Stop))
+	return s
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status     string       `json:"status"`
+	QueueDepth int          `json:"queueDepth"`
+	Replay     HealthReplay `json:"replay"`
+}
+
+// HealthReplay reports the start-up replay.
+type HealthReplay struct {
+	Done  bool                `json:"done"`
+	Files []audit.ReplayStats `json:"files"`
+	Error string              `json:"error,omitempty"`
+}
+
+func healthHandler(r *audit.Replayer, q *audit.Queue) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := Health{Status: "ok", QueueDepth: q.Len()}
+		select {
+		case <-r.Done():
+			h.Replay.Done = true
+		default:
+		}
+		stats, err := r.Status()
+		h.Replay.Files = stats
+		if err != nil {
+			h.Replay.Error = err.Error()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(h)
+	})
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"; CI runs it through .ci/run).
+# Formatting, vet, the unit, golden and fuzz-corpus tests, the race detector on the concurrent
+# packages, and one pass of every benchmark so they cannot rot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test"
+go test -count=1 ./...
+
+echo "== go test -race (concurrent packages)"
+go test -count=1 -race ./aggregator/... ./audit/... ./store/... ./otlpsink/... ./linker/...
+
+echo "== benchmarks compile and run once"
+go test -count=1 -run '^$' -bench . -benchtime 1x ./... > /dev/null
+echo "all tests passed"

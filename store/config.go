@@ -1,0 +1,112 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Defaults for the store configurations.
+const (
+	DefaultMaxSpans       = 1_000_000
+	DefaultMaxAge         = 7 * 24 * time.Hour
+	DefaultMaxBytes       = 10 << 30
+	DefaultCheckInterval  = time.Minute
+	DefaultIndexCacheSize = 100_000
+	DefaultCacheSize      = 64 << 20
+)
+
+// MemoryConfig configures the in-memory store. The zero value means defaults.
+type MemoryConfig struct {
+	// MaxSpans bounds the number of spans held (default 1,000,000). When full, the oldest
+	// windows are evicted entirely; a span for the oldest window is itself dropped.
+	MaxSpans int `yaml:"maxSpans"`
+	// Window is the aggregator's window length (default aggregator.DefaultWindow), used to
+	// decide whether a window overlaps a query's time range.
+	Window time.Duration `yaml:"window"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c MemoryConfig) WithDefaults() MemoryConfig {
+	if c.MaxSpans == 0 {
+		c.MaxSpans = DefaultMaxSpans
+	}
+	if c.Window == 0 {
+		c.Window = aggregator.DefaultWindow
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c MemoryConfig) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.MaxSpans < 0:
+		return fmt.Errorf("store: maxSpans %d is negative", c.MaxSpans)
+	case c.Window < 0:
+		return fmt.Errorf("store: window %s is negative", c.Window)
+	}
+	return nil
+}
+
+// PebbleConfig configures the persistent store. The zero value means defaults, except Dir,
+// which is required.
+type PebbleConfig struct {
+	// Dir is the database directory; it is created if missing.
+	Dir string `yaml:"dir"`
+	// MaxAge is how long a window is kept after it ends (default 7 days).
+	MaxAge time.Duration `yaml:"maxAge"`
+	// MaxBytes bounds the database size on disk (default 10 GiB). Above it, the oldest windows
+	// are deleted. The newest window is never deleted for size; when it alone is too large, an
+	// error is logged and counted on every check.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// CheckInterval is the period of the retention loop (default 1m).
+	CheckInterval time.Duration `yaml:"checkInterval"`
+	// Window is the aggregator's window length (default aggregator.DefaultWindow), used to
+	// decide whether a window overlaps a query's time range and when it is older than MaxAge.
+	Window time.Duration `yaml:"window"`
+	// IndexCacheSize bounds the in-process cache of (trace, window) pairs whose index entries
+	// were already written (default 100,000).
+	IndexCacheSize int `yaml:"indexCacheSize"`
+	// CacheSize is the Pebble block cache size in bytes (default 64 MiB).
+	CacheSize int64 `yaml:"cacheSize"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c PebbleConfig) WithDefaults() PebbleConfig {
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.CheckInterval == 0 {
+		c.CheckInterval = DefaultCheckInterval
+	}
+	if c.Window == 0 {
+		c.Window = aggregator.DefaultWindow
+	}
+	if c.IndexCacheSize == 0 {
+		c.IndexCacheSize = DefaultIndexCacheSize
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = DefaultCacheSize
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c PebbleConfig) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.Dir == "":
+		return errors.New("store: dir is required")
+	case c.MaxAge < 0, c.CheckInterval < 0, c.Window < 0:
+		return errors.New("store: maxAge, checkInterval and window must not be negative")
+	case c.MaxBytes < 0, c.IndexCacheSize < 0, c.CacheSize < 0:
+		return errors.New("store: maxBytes, indexCacheSize and cacheSize must not be negative")
+	}
+	return nil
+}

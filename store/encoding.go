@@ -1,0 +1,411 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Span encoding, version 1. All integers are varints; strings are a uvarint length and the bytes.
+//
+//	version(1) traceID(16) spanID(8) parentID(8) flags(1) kind(1) [kind string when kind=0]
+//	source name object(7 strings)
+//	[window: varint unix nanos] [start: varint, relative to window] [end: varint, relative to start]
+//	attrs: count, then key value ...
+//	logs: count, then for each: hasTime(1) [varint time relative to start] type message attrs
+//	[link: target(7 strings) role class]
+//
+// Times are decoded in UTC; a zero time stays zero (flags). Supported times are those
+// time.Time.UnixNano can represent (years 1678 to 2262).
+
+const spanEncodingVersion = 1
+
+const (
+	flagError = 1 << iota
+	flagLink
+	flagNoWindow
+	flagNoStart
+	flagNoEnd
+)
+
+var errCorrupt = errors.New("corrupt encoding")
+
+func kindCode(k aggregator.SpanKind) byte {
+	switch k {
+	case aggregator.KindObject:
+		return 1
+	case aggregator.KindLink:
+		return 2
+	case aggregator.KindEvent:
+		return 3
+	default:
+		return 0
+	}
+}
+
+var kindByCode = [...]aggregator.SpanKind{1: aggregator.KindObject, 2: aggregator.KindLink, 3: aggregator.KindEvent}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendRef(b []byte, r *aggregator.ObjectRef) []byte {
+	b = appendString(b, r.Cluster)
+	b = appendString(b, r.Group)
+	b = appendString(b, r.Version)
+	b = appendString(b, r.Resource)
+	b = appendString(b, r.Namespace)
+	b = appendString(b, r.Name)
+	return appendString(b, r.UID)
+}
+
+func appendAttrs(b []byte, attrs aggregator.Attrs) []byte {
+	b = binary.AppendUvarint(b, uint64(len(attrs)))
+	for i := range attrs {
+		b = appendString(b, attrs[i].Key)
+		b = appendString(b, attrs[i].Value)
+	}
+	return b
+}
+
+// appendSpan appends the encoding of sp to b.
+func appendSpan(b []byte, sp *aggregator.Span) []byte {
+	b = append(b, spanEncodingVersion)
+	b = append(b, sp.TraceID[:]...)
+	b = append(b, sp.SpanID[:]...)
+	b = append(b, sp.ParentID[:]...)
+	var flags byte
+	if sp.Error {
+		flags |= flagError
+	}
+	if sp.Link != nil {
+		flags |= flagLink
+	}
+	if sp.Window.IsZero() {
+		flags |= flagNoWindow
+	}
+	if sp.Start.IsZero() {
+		flags |= flagNoStart
+	}
+	if sp.End.IsZero() {
+		flags |= flagNoEnd
+	}
+	code := kindCode(sp.Kind)
+	b = append(b, flags, code)
+	if code == 0 {
+		b = appendString(b, string(sp.Kind))
+	}
+	b = appendString(b, sp.Source)
+	b = appendString(b, sp.Name)
+	b = appendRef(b, &sp.Object)
+
+	var base int64
+	if !sp.Window.IsZero() {
+		base = sp.Window.UnixNano()
+		b = binary.AppendVarint(b, base)
+	}
+	if !sp.Start.IsZero() {
+		start := sp.Start.UnixNano()
+		b = binary.AppendVarint(b, start-base)
+		base = start
+	}
+	if !sp.End.IsZero() {
+		b = binary.AppendVarint(b, sp.End.UnixNano()-base)
+	}
+	b = appendAttrs(b, sp.Attributes)
+	b = binary.AppendUvarint(b, uint64(len(sp.Logs)))
+	for i := range sp.Logs {
+		l := &sp.Logs[i]
+		if l.Time.IsZero() {
+			b = append(b, 0)
+		} else {
+			b = append(b, 1)
+			b = binary.AppendVarint(b, l.Time.UnixNano()-base)
+		}
+		b = appendString(b, l.Type)
+		b = appendString(b, l.Message)
+		b = appendAttrs(b, l.Attributes)
+	}
+	if sp.Link != nil {
+		b = appendRef(b, &sp.Link.Target)
+		b = appendString(b, string(sp.Link.Role))
+		b = appendString(b, sp.Link.Class)
+	}
+	return b
+}
+
+// decoder reads an encoding held in one string, so that decoded strings share its memory.
+type decoder struct {
+	s   string
+	off int
+	err bool
+}
+
+func (d *decoder) byte() byte {
+	if d.off >= len(d.s) {
+		d.err = true
+		return 0
+	}
+	c := d.s[d.off]
+	d.off++
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	var x uint64
+	var shift uint
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		if d.off >= len(d.s) {
+			break
+		}
+		c := d.s[d.off]
+		d.off++
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				break
+			}
+			return x | uint64(c)<<shift
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	d.err = true
+	return 0
+}
+
+func (d *decoder) varint() int64 {
+	u := d.uvarint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.s)-d.off) {
+		d.err = true
+		return ""
+	}
+	s := d.s[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s
+}
+
+func (d *decoder) bytes(dst []byte) {
+	if len(d.s)-d.off < len(dst) {
+		d.err = true
+		return
+	}
+	d.off += copy(dst, d.s[d.off:])
+}
+
+// count reads a collection length and rejects one that cannot fit in the remaining input
+// (every element takes at least min bytes).
+func (d *decoder) count(min int) int {
+	n := d.uvarint()
+	if d.err || n > uint64((len(d.s)-d.off)/min) {
+		d.err = true
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) ref(r *aggregator.ObjectRef) {
+	r.Cluster = d.string()
+	r.Group = d.string()
+	r.Version = d.string()
+	r.Resource = d.string()
+	r.Namespace = d.string()
+	r.Name = d.string()
+	r.UID = d.string()
+}
+
+func (d *decoder) attrs() aggregator.Attrs {
+	n := d.count(2)
+	if n == 0 {
+		return nil
+	}
+	attrs := make(aggregator.Attrs, n)
+	for i := range attrs {
+		attrs[i].Key = d.string()
+		attrs[i].Value = d.string()
+	}
+	return attrs
+}
+
+func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// decodeSpan decodes an encoding made by appendSpan.
+func decodeSpan(data []byte) (*aggregator.Span, error) {
+	d := decoder{s: string(data)}
+	if v := d.byte(); v != spanEncodingVersion {
+		return nil, fmt.Errorf("decode span: unknown encoding version %d: %w", v, errCorrupt)
+	}
+	sp := &aggregator.Span{}
+	d.bytes(sp.TraceID[:])
+	d.bytes(sp.SpanID[:])
+	d.bytes(sp.ParentID[:])
+	flags := d.byte()
+	code := d.byte()
+	switch {
+	case code == 0:
+		sp.Kind = aggregator.SpanKind(d.string())
+	case int(code) < len(kindByCode):
+		sp.Kind = kindByCode[code]
+	default:
+		d.err = true
+	}
+	sp.Source = d.string()
+	sp.Name = d.string()
+	d.ref(&sp.Object)
+
+	var base int64
+	if flags&flagNoWindow == 0 {
+		base = d.varint()
+		sp.Window = unixTime(base)
+	}
+	if flags&flagNoStart == 0 {
+		base += d.varint()
+		sp.Start = unixTime(base)
+	}
+	if flags&flagNoEnd == 0 {
+		sp.End = unixTime(base + d.varint())
+	}
+	sp.Attributes = d.attrs()
+	if n := d.count(4); n > 0 {
+		sp.Logs = make([]aggregator.Log, n)
+		for i := range sp.Logs {
+			l := &sp.Logs[i]
+			if d.byte() != 0 {
+				l.Time = unixTime(base + d.varint())
+			}
+			l.Type = d.string()
+			l.Message = d.string()
+			l.Attributes = d.attrs()
+		}
+	}
+	sp.Error = flags&flagError != 0
+	if flags&flagLink != 0 {
+		sp.Link = &aggregator.Link{}
+		d.ref(&sp.Link.Target)
+		sp.Link.Role = aggregator.Role(d.string())
+		sp.Link.Class = d.string()
+	}
+	if d.err || d.off != len(d.s) {
+		return nil, fmt.Errorf("decode span: %w", errCorrupt)
+	}
+	return sp, nil
+}
+
+// Object reference encoding: version(1) and the 7 strings of appendRef.
+
+func appendRefValue(b []byte, r *aggregator.ObjectRef) []byte {
+	return appendRef(append(b, spanEncodingVersion), r)
+}
+
+func decodeRefValue(data []byte) (aggregator.ObjectRef, error) {
+	var r aggregator.ObjectRef
+	d := decoder{s: string(data)}
+	if v := d.byte(); v != spanEncodingVersion {
+		return r, fmt.Errorf("decode object: unknown encoding version %d: %w", v, errCorrupt)
+	}
+	d.ref(&r)
+	if d.err || d.off != len(d.s) {
+		return r, fmt.Errorf("decode object: %w", errCorrupt)
+	}
+	return r, nil
+}
+
+// Keys. Windows are Unix nanoseconds with the sign bit flipped, big endian, so that byte order
+// is time order.
+//
+//	's' window(8) traceID(16) spanID(8)                 -> span
+//	'o' cluster/group/resource/namespace/name 0x00 window(8) traceID(16) -> object reference
+//	'w' window(8) traceID(16)                            -> cluster/group/resource/namespace/name
+//	't' traceID(16) window(8)                            -> empty
+//
+// The object part of 'o' keys is aggregator.ObjectKey.String, so key order is the order
+// FindObjects returns. The 0x00 separator sorts before every byte a name can hold.
+const (
+	prefixSpan   = 's'
+	prefixObject = 'o'
+	prefixWindow = 'w'
+	prefixTrace  = 't'
+)
+
+const (
+	windowLen   = 8
+	traceIDLen  = len(trace.TraceID{})
+	spanIDLen   = len(trace.SpanID{})
+	spanKeyLen  = 1 + windowLen + traceIDLen + spanIDLen
+	winKeyLen   = 1 + windowLen + traceIDLen
+	traceKeyLen = 1 + traceIDLen + windowLen
+	objSuffix   = 1 + windowLen + traceIDLen // after the object string
+)
+
+func appendWindow(b []byte, ns int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(ns)^(1<<63))
+}
+
+func readWindow(b []byte) int64 {
+	return int64(binary.BigEndian.Uint64(b) ^ (1 << 63))
+}
+
+func appendObjectString(b []byte, r *aggregator.ObjectRef) []byte {
+	b = append(b, r.Cluster...)
+	b = append(b, '/')
+	b = append(b, r.Group...)
+	b = append(b, '/')
+	b = append(b, r.Resource...)
+	b = append(b, '/')
+	b = append(b, r.Namespace...)
+	b = append(b, '/')
+	return append(b, r.Name...)
+}
+
+func appendSpanKey(b []byte, window int64, tid trace.TraceID, sid trace.SpanID) []byte {
+	b = append(b, prefixSpan)
+	b = appendWindow(b, window)
+	b = append(b, tid[:]...)
+	return append(b, sid[:]...)
+}
+
+func appendObjectKey(b []byte, object []byte, window int64, tid trace.TraceID) []byte {
+	b = append(b, prefixObject)
+	b = append(b, object...)
+	b = append(b, 0)
+	b = appendWindow(b, window)
+	return append(b, tid[:]...)
+}
+
+func appendWindowKey(b []byte, window int64, tid trace.TraceID) []byte {
+	b = append(b, prefixWindow)
+	b = appendWindow(b, window)
+	return append(b, tid[:]...)
+}
+
+func appendTraceKey(b []byte, tid trace.TraceID, window int64) []byte {
+	b = append(b, prefixTrace)
+	b = append(b, tid[:]...)
+	return appendWindow(b, window)
+}
+
+// prefixEnd returns the smallest key after every key that starts with prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil // every byte was 0xff: no upper bound
+}

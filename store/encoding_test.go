@@ -1,0 +1,114 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+func TestSpanEncodingRoundTrip(t *testing.T) {
+	full := &aggregator.Span{
+		TraceID:  trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		SpanID:   trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
+		ParentID: trace.SpanID{8, 7, 6, 5, 4, 3, 2, 1},
+		Kind:     aggregator.KindLink,
+		Source:   "link",
+		Name:     "parent deployments/web",
+		Object:   aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "ns", Name: "web-1", UID: "u-1"},
+		Window:   t0,
+		Start:    t0.Add(-time.Hour), // before the window: negative delta
+		End:      t0.Add(time.Hour + 7),
+		Attributes: aggregator.Attrs{
+			{Key: aggregator.AttrUser, Value: "alice"},
+			{Key: "empty", Value: ""},
+			{Key: "unicode", Value: "héllo \x00 wörld"},
+		},
+		Logs: []aggregator.Log{
+			{Time: t0.Add(time.Minute + 3), Type: aggregator.LogTypeError, Message: "conflict", Attributes: aggregator.Attrs{{Key: "code", Value: "409"}}},
+			{Type: aggregator.LogTypeDiff, Message: "no time"},
+			{Time: t0.Add(-2 * time.Hour), Type: "", Message: ""},
+		},
+		Link:  &aggregator.Link{Target: aggregator.ObjectRef{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "web"}, Role: aggregator.RoleParent, Class: "children"},
+		Error: true,
+	}
+	noWindow := *full
+	noWindow.Window = time.Time{}
+	for _, tc := range []struct {
+		name string
+		span *aggregator.Span
+	}{
+		{"full", full},
+		{"empty", &aggregator.Span{}},
+		{"zero parent, object kind", &aggregator.Span{TraceID: full.TraceID, SpanID: full.SpanID, Kind: aggregator.KindObject, Window: t0, Start: t0, End: t0.Add(win)}},
+		{"event without end", &aggregator.Span{Kind: aggregator.KindEvent, Window: t0, Start: t0.Add(time.Second)}},
+		{"without start", &aggregator.Span{Kind: aggregator.KindEvent, Window: t0, End: t0.Add(time.Second)}},
+		{"without window", &noWindow},
+		{"unknown kind", &aggregator.Span{Kind: "custom", Window: t0, Start: t0, End: t0}},
+		{"times before 1970", &aggregator.Span{Window: time.Unix(-100, 5).UTC(), Start: time.Unix(-50, 0).UTC(), End: time.Unix(10, 0).UTC()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enc := appendSpan(nil, tc.span)
+			got, err := decodeSpan(enc)
+			require.NoError(t, err)
+			assert.Equal(t, tc.span, got)
+
+			// Every truncation and a trailing byte are rejected, without a panic.
+			for i := range enc {
+				_, err := decodeSpan(enc[:i])
+				assert.ErrorIs(t, err, errCorrupt, "truncated at %d", i)
+			}
+			_, err = decodeSpan(append(enc, 0))
+			assert.ErrorIs(t, err, errCorrupt)
+		})
+	}
+}
+
+func TestSpanEncodingIsCompact(t *testing.T) {
+	sp := benchSpans(0)[2]
+	enc := appendSpan(nil, sp)
+	o := sp.Object
+	payload := len(sp.Source) + len(sp.Name) + len(o.Cluster) + len(o.Group) + len(o.Version) + len(o.Resource) +
+		len(o.Namespace) + len(o.Name) + len(o.UID)
+	for _, a := range sp.Attributes {
+		payload += len(a.Key) + len(a.Value)
+	}
+	for _, l := range sp.Logs {
+		payload += len(l.Type) + len(l.Message)
+	}
+	// 35 bytes of IDs, flags and kind, a few bytes per time, one length byte per string.
+	assert.Less(t, len(enc)-payload, 100, "encoded %d bytes for %d bytes of strings", len(enc), payload)
+}
+
+func TestRefEncodingRoundTrip(t *testing.T) {
+	r := aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "web", UID: "u"}
+	got, err := decodeRefValue(appendRefValue(nil, &r))
+	require.NoError(t, err)
+	assert.Equal(t, r, got)
+	_, err = decodeRefValue([]byte{9})
+	assert.ErrorIs(t, err, errCorrupt)
+}
+
+func TestKeyOrder(t *testing.T) {
+	// Window keys sort in time order, negative times included.
+	times := []int64{-5e18, -1, 0, 1, 5e18}
+	for i := 1; i < len(times); i++ {
+		a := appendWindow(nil, times[i-1])
+		b := appendWindow(nil, times[i])
+		assert.Less(t, string(a), string(b))
+		assert.Equal(t, times[i], readWindow(b))
+	}
+	// Object keys sort like ObjectKey.String, whatever the separators compare to.
+	x := aggregator.ObjectRef{Cluster: "a", Name: "n"}
+	y := aggregator.ObjectRef{Cluster: "a-b", Name: "n"}
+	kx := appendObjectKey(nil, appendObjectString(nil, &x), 0, trace.TraceID{})
+	ky := appendObjectKey(nil, appendObjectString(nil, &y), 0, trace.TraceID{})
+	assert.Equal(t, x.String() < y.String(), string(kx) < string(ky))
+	assert.Equal(t, []byte("b"), prefixEnd([]byte("a")))
+	assert.Equal(t, []byte("b"), prefixEnd([]byte("a\xff")))
+	assert.Nil(t, prefixEnd([]byte("\xff")))
+}

@@ -1,0 +1,217 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Memory is an in-memory Store bounded by a number of spans. It is meant for tests and for runs
+// without a data directory; everything is lost on exit.
+type Memory struct {
+	maxSpans int
+	length   time.Duration
+
+	mu      sync.RWMutex
+	traces  map[trace.TraceID]*memTrace
+	objects map[aggregator.ObjectKey]map[trace.TraceID]*memTrace
+	windows map[int64][]*memTrace
+	order   []int64 // keys of windows, ascending
+	spans   int
+	stats   MemoryStats
+}
+
+type memTrace struct {
+	id     trace.TraceID
+	window int64
+	key    aggregator.ObjectKey
+	ref    aggregator.ObjectRef // of the latest object span, or of the first span
+	spans  map[trace.SpanID]*aggregator.Span
+}
+
+// MemoryStats counts what a Memory store holds and what it dropped to stay within MaxSpans.
+type MemoryStats struct {
+	Spans   int
+	Windows int
+	// DroppedWindows and DroppedSpans count evicted windows and the spans they held, plus spans
+	// refused because their window was the oldest one.
+	DroppedWindows int64
+	DroppedSpans   int64
+}
+
+// NewMemory returns an empty in-memory store. Invalid values in cfg are replaced by defaults.
+func NewMemory(cfg MemoryConfig) *Memory {
+	if cfg.Validate() != nil {
+		cfg = MemoryConfig{}
+	}
+	cfg = cfg.WithDefaults()
+	return &Memory{
+		maxSpans: cfg.MaxSpans,
+		length:   cfg.Window,
+		traces:   map[trace.TraceID]*memTrace{},
+		objects:  map[aggregator.ObjectKey]map[trace.TraceID]*memTrace{},
+		windows:  map[int64][]*memTrace{},
+	}
+}
+
+// Export stores spans, replacing stored spans with the same trace and span ID.
+func (m *Memory) Export(_ context.Context, spans []*aggregator.Span) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sp := range spans {
+		m.put(sp)
+	}
+	return nil
+}
+
+func (m *Memory) put(sp *aggregator.Span) {
+	tr := m.traces[sp.TraceID]
+	if tr != nil {
+		if _, ok := tr.spans[sp.SpanID]; ok {
+			tr.spans[sp.SpanID] = sp
+			tr.noteRef(sp)
+			return
+		}
+	}
+	w := windowNanos(sp)
+	if tr != nil {
+		w = tr.window // a trace lives in one window
+	}
+	for m.spans >= m.maxSpans {
+		if len(m.order) == 0 || w <= m.order[0] {
+			m.stats.DroppedSpans++
+			return
+		}
+		m.evict(m.order[0])
+	}
+	if tr = m.traces[sp.TraceID]; tr == nil {
+		tr = &memTrace{id: sp.TraceID, window: w, key: sp.Object.Key(), ref: sp.Object, spans: map[trace.SpanID]*aggregator.Span{}}
+		m.traces[sp.TraceID] = tr
+		byTrace := m.objects[tr.key]
+		if byTrace == nil {
+			byTrace = map[trace.TraceID]*memTrace{}
+			m.objects[tr.key] = byTrace
+		}
+		byTrace[tr.id] = tr
+		if _, ok := m.windows[w]; !ok {
+			i, _ := slices.BinarySearch(m.order, w)
+			m.order = slices.Insert(m.order, i, w)
+		}
+		m.windows[w] = append(m.windows[w], tr)
+	}
+	tr.spans[sp.SpanID] = sp
+	tr.noteRef(sp)
+	m.spans++
+}
+
+func (t *memTrace) noteRef(sp *aggregator.Span) {
+	if sp.Kind == aggregator.KindObject {
+		t.ref = sp.Object
+	}
+}
+
+func (m *Memory) evict(w int64) {
+	for _, tr := range m.windows[w] {
+		delete(m.traces, tr.id)
+		byTrace := m.objects[tr.key]
+		delete(byTrace, tr.id)
+		if len(byTrace) == 0 {
+			delete(m.objects, tr.key)
+		}
+		m.spans -= len(tr.spans)
+		m.stats.DroppedSpans += int64(len(tr.spans))
+	}
+	delete(m.windows, w)
+	if i, ok := slices.BinarySearch(m.order, w); ok {
+		m.order = slices.Delete(m.order, i, i+1)
+	}
+	m.stats.DroppedWindows++
+}
+
+// Stats returns the current counts.
+func (m *Memory) Stats() MemoryStats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.stats
+	s.Spans, s.Windows = m.spans, len(m.order)
+	return s
+}
+
+// FindObjects implements Reader.
+func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("find objects: %w", err)
+	}
+	match := newMatcher(q, m.length)
+	type found struct {
+		key string
+		ow  ObjectWindows
+	}
+	var all []found
+
+	m.mu.RLock()
+	for key, byTrace := range m.objects {
+		if !match.object(key) {
+			continue
+		}
+		var newest *memTrace
+		var windows []ObjectWindow
+		for _, tr := range byTrace {
+			if !match.window(tr.window) {
+				continue
+			}
+			windows = append(windows, ObjectWindow{Window: unixTime(tr.window), TraceID: tr.id})
+			if newest == nil || tr.window > newest.window {
+				newest = tr
+			}
+		}
+		if newest != nil {
+			all = append(all, found{key: key.String(), ow: ObjectWindows{Object: newest.ref, Windows: windows}})
+		}
+	}
+	m.mu.RUnlock()
+
+	slices.SortFunc(all, func(a, b found) int { return strings.Compare(a.key, b.key) })
+	if len(all) > match.limit() {
+		all = all[:match.limit()]
+	}
+	out := make([]ObjectWindows, len(all))
+	for i := range all {
+		out[i] = all[i].ow
+		slices.SortFunc(out[i].Windows, func(a, b ObjectWindow) int { return a.Window.Compare(b.Window) })
+	}
+	return out, nil
+}
+
+// GetTrace implements Reader.
+func (m *Memory) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", id, err)
+	}
+	m.mu.RLock()
+	tr := m.traces[id]
+	var out []*aggregator.Span
+	if tr != nil {
+		out = make([]*aggregator.Span, 0, len(tr.spans))
+		for _, sp := range tr.spans {
+			cp := *sp
+			out = append(out, &cp)
+		}
+	}
+	m.mu.RUnlock()
+	if len(out) == 0 {
+		return nil, fmt.Errorf("get trace %s: %w", id, ErrNotFound)
+	}
+	slices.SortFunc(out, spanLess)
+	return out, nil
+}
+
+// Close implements Store; the data stays readable.
+func (m *Memory) Close() error { return nil }

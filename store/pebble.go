@@ -1,0 +1,559 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Pebble is the persistent Store, a Pebble database under PebbleConfig.Dir.
+//
+// Durability: every Export is one atomic batch written to the write-ahead log without an fsync
+// (pebble.NoSync). A process crash loses nothing that Export returned; a machine crash or power
+// loss may lose the most recent batches. Close flushes the memtable to disk and syncs.
+//
+// Start runs the retention loop, which deletes whole windows older than MaxAge and, while the
+// database is larger than MaxBytes, the oldest windows.
+type Pebble struct {
+	cfg    PebbleConfig
+	logger *slog.Logger
+	db     *pebble.DB
+	index  *lru.Cache[indexKey, aggregator.ObjectRef]
+	bufs   sync.Pool
+	now    func() time.Time
+	failed atomic.Pointer[string] // set when Pebble reports a fatal error
+
+	// mu is held shared by writes and reads, exclusively by retention deletes and Close.
+	mu     sync.RWMutex
+	closed bool
+
+	loopMu     sync.Mutex
+	loopCancel context.CancelFunc
+	loopDone   chan struct{}
+
+	written        metric.Int64Counter
+	writeErrors    metric.Int64Counter
+	deletedWindows metric.Int64Counter
+	deletedSpans   metric.Int64Counter
+	overLimit      metric.Int64Counter
+	sizeReg        metric.Registration
+	byAge, bySize  metric.MeasurementOption
+}
+
+// indexKey names the index entries of one trace; they are written once per process.
+type indexKey struct {
+	tid    trace.TraceID
+	window int64
+}
+
+type pendingRef struct {
+	key indexKey
+	ref aggregator.ObjectRef
+}
+
+// encoder holds the scratch buffers of one Export call.
+type encoder struct {
+	key, val, obj []byte
+	pend          []pendingRef
+}
+
+// Retention reasons, the value of the "reason" attribute of the retention counters.
+const (
+	ReasonAge  = "age"
+	ReasonSize = "size"
+)
+
+var versionKey = []byte("mversion")
+
+const schemaVersion = "1"
+
+const meterName = "github.com/kelemetry/kelemetry/store"
+
+// OpenPebble opens or creates the database in cfg.Dir. A nil logger means slog.Default(), a nil
+// mp a no-op meter provider. Call Start to run retention and Close when done.
+func OpenPebble(ctx context.Context, cfg PebbleConfig, logger *slog.Logger, mp metric.MeterProvider) (*Pebble, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	p := &Pebble{cfg: cfg, logger: logger.With("store", cfg.Dir), now: time.Now}
+	p.bufs.New = func() any { return &encoder{} }
+	index, err := lru.New[indexKey, aggregator.ObjectRef](max(cfg.IndexCacheSize, 1))
+	if err != nil {
+		return nil, fmt.Errorf("open store: index cache: %w", err)
+	}
+	p.index = index
+	if err := p.initMetrics(mp); err != nil {
+		return nil, fmt.Errorf("open store: metrics: %w", err)
+	}
+
+	cache := pebble.NewCache(cfg.CacheSize)
+	defer cache.Unref()
+	db, err := pebble.Open(cfg.Dir, &pebble.Options{
+		Cache:              cache,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{logger: p.logger, failed: &p.failed},
+	})
+	if err != nil {
+		_ = p.sizeReg.Unregister()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	p.db = db
+	if err := p.checkVersion(); err != nil {
+		_ = p.sizeReg.Unregister()
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	return p, nil
+}
+
+func (p *Pebble) checkVersion() error {
+	v, closer, err := p.db.Get(versionKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		if err := p.db.Set(versionKey, []byte(schemaVersion), pebble.Sync); err != nil {
+			return fmt.Errorf("write schema version: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	defer closer.Close()
+	if string(v) != schemaVersion {
+		return fmt.Errorf("schema version %q, want %q", v, schemaVersion)
+	}
+	return nil
+}
+
+func (p *Pebble) initMetrics(mp metric.MeterProvider) error {
+	m := mp.Meter(meterName)
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	p.written = counter("kelemetry.store.spans.written", "{span}", "Spans written to the store.")
+	p.writeErrors = counter("kelemetry.store.write.errors", "{error}", "Failed store writes (one per Export call).")
+	p.deletedWindows = counter("kelemetry.store.retention.deleted.windows", "{window}", "Windows deleted by retention, by reason.")
+	p.deletedSpans = counter("kelemetry.store.retention.deleted.spans", "{span}", "Spans deleted by retention, by reason.")
+	p.overLimit = counter("kelemetry.store.retention.over_limit", "{check}", "Retention checks that could not bring the store under maxBytes.")
+	size, err := m.Int64ObservableGauge("kelemetry.store.size", metric.WithUnit("By"), metric.WithDescription("Disk space used by the store."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.byAge = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonAge)))
+	p.bySize = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonSize)))
+	p.sizeReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		if !p.closed && p.db != nil {
+			o.ObserveInt64(size, int64(p.db.Metrics().DiskSpaceUsage()))
+		}
+		return nil
+	}, size)
+	return err
+}
+
+// usable reports why the store cannot be used; call with mu held.
+func (p *Pebble) usable() error {
+	if p.closed {
+		return ErrClosed
+	}
+	if msg := p.failed.Load(); msg != nil {
+		return fmt.Errorf("pebble failed: %s", *msg)
+	}
+	return nil
+}
+
+// Export writes spans in one batch, replacing stored spans with the same trace and span ID.
+func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store %d spans: %w", len(spans), err)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return fmt.Errorf("store %d spans: %w", len(spans), err)
+	}
+	if err := p.write(spans); err != nil {
+		p.writeErrors.Add(ctx, 1)
+		return fmt.Errorf("store %d spans: %w", len(spans), err)
+	}
+	p.written.Add(ctx, int64(len(spans)))
+	return nil
+}
+
+func (p *Pebble) write(spans []*aggregator.Span) error {
+	enc := p.bufs.Get().(*encoder)
+	defer func() {
+		clear(enc.pend) // drop references to span strings
+		enc.pend = enc.pend[:0]
+		p.bufs.Put(enc)
+	}()
+	b := p.db.NewBatch()
+	defer b.Close()
+	for _, sp := range spans {
+		w := windowNanos(sp)
+		enc.key = appendSpanKey(enc.key[:0], w, sp.TraceID, sp.SpanID)
+		enc.val = appendSpan(enc.val[:0], sp)
+		if err := b.Set(enc.key, enc.val, nil); err != nil {
+			return fmt.Errorf("batch span: %w", err)
+		}
+		if err := p.writeIndex(b, enc, sp, w); err != nil {
+			return err
+		}
+	}
+	if err := p.db.Apply(b, pebble.NoSync); err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	for _, pr := range enc.pend {
+		p.index.Add(pr.key, pr.ref)
+	}
+	return nil
+}
+
+// writeIndex adds the index entries of sp's trace to b unless they were written before. The
+// object reference of a window is the one of its latest object span, or of its first span
+// until an object span arrives.
+func (p *Pebble) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
+	ik := indexKey{tid: sp.TraceID, window: w}
+	isObject := sp.Kind == aggregator.KindObject
+	for i := range enc.pend {
+		if enc.pend[i].key == ik {
+			if !isObject || enc.pend[i].ref == sp.Object {
+				return nil
+			}
+			enc.pend[i].ref = sp.Object
+			return p.setObjectRef(b, enc, sp, w)
+		}
+	}
+	if ref, ok := p.index.Get(ik); ok {
+		if !isObject || ref == sp.Object {
+			return nil
+		}
+		enc.pend = append(enc.pend, pendingRef{key: ik, ref: sp.Object})
+		return p.setObjectRef(b, enc, sp, w)
+	}
+	if !isObject {
+		// Written by an earlier process, or evicted from the cache?
+		enc.obj = appendObjectString(enc.obj[:0], &sp.Object)
+		enc.key = appendObjectKey(enc.key[:0], enc.obj, w, sp.TraceID)
+		v, closer, err := p.db.Get(enc.key)
+		switch {
+		case err == nil:
+			ref, derr := decodeRefValue(v)
+			_ = closer.Close()
+			if derr == nil {
+				enc.pend = append(enc.pend, pendingRef{key: ik, ref: ref})
+				return nil
+			}
+			// A corrupt entry is rewritten below.
+		case !errors.Is(err, pebble.ErrNotFound):
+			return fmt.Errorf("read object index: %w", err)
+		}
+	}
+	enc.pend = append(enc.pend, pendingRef{key: ik, ref: sp.Object})
+	if err := p.setObjectRef(b, enc, sp, w); err != nil {
+		return err
+	}
+	enc.key = appendWindowKey(enc.key[:0], w, sp.TraceID)
+	if err := b.Set(enc.key, enc.obj, nil); err != nil {
+		return fmt.Errorf("batch window index: %w", err)
+	}
+	enc.key = appendTraceKey(enc.key[:0], sp.TraceID, w)
+	if err := b.Set(enc.key, nil, nil); err != nil {
+		return fmt.Errorf("batch trace index: %w", err)
+	}
+	return nil
+}
+
+// setObjectRef writes the 'o' entry of sp's trace; enc.obj holds the object string afterwards.
+func (p *Pebble) setObjectRef(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
+	enc.obj = appendObjectString(enc.obj[:0], &sp.Object)
+	enc.key = appendObjectKey(enc.key[:0], enc.obj, w, sp.TraceID)
+	enc.val = appendRefValue(enc.val[:0], &sp.Object)
+	if err := b.Set(enc.key, enc.val, nil); err != nil {
+		return fmt.Errorf("batch object index: %w", err)
+	}
+	return nil
+}
+
+// GetTrace implements Reader.
+func (p *Pebble) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", id, err)
+	}
+	var windows []int64
+	lower := append([]byte{prefixTrace}, id[:]...)
+	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+		if k := it.Key(); len(k) == traceKeyLen {
+			windows = append(windows, readWindow(k[1+traceIDLen:]))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", id, err)
+	}
+	var spans []*aggregator.Span
+	for _, w := range windows {
+		lower := appendWindowKey([]byte(nil), w, id)
+		lower[0] = prefixSpan
+		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return false, err
+			}
+			sp, err := decodeSpan(v)
+			if err != nil {
+				return false, fmt.Errorf("key %x: %w", it.Key(), err)
+			}
+			spans = append(spans, sp)
+			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("get trace %s: %w", id, err)
+		}
+	}
+	if len(spans) == 0 {
+		return nil, fmt.Errorf("get trace %s: %w", id, ErrNotFound)
+	}
+	slices.SortFunc(spans, spanLess)
+	return spans, nil
+}
+
+// FindObjects implements Reader.
+func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return nil, fmt.Errorf("find objects: %w", err)
+	}
+	out, err := p.findObjects(ctx, newMatcher(q, p.cfg.Window))
+	if err != nil {
+		return nil, fmt.Errorf("find objects: %w", err)
+	}
+	return out, nil
+}
+
+func (p *Pebble) findObjects(ctx context.Context, match matcher) ([]ObjectWindows, error) {
+	// Narrow the scan to the leading fields the query fixes.
+	lower := []byte{prefixObject}
+	for i, f := range [...]string{match.q.Cluster, match.q.Group, match.q.Resource, match.q.Namespace, match.q.Name} {
+		if f == "" {
+			break
+		}
+		lower = append(lower, f...)
+		if i < 4 {
+			lower = append(lower, '/')
+		} else {
+			lower = append(lower, 0)
+		}
+	}
+	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, fmt.Errorf("iterate: %w", err)
+	}
+	defer it.Close()
+
+	var (
+		out     []ObjectWindows
+		cur     []byte // object string of the object being read
+		haveCur bool
+		windows []ObjectWindow
+		lastVal []byte // index value of its newest matching window
+		seekBuf []byte
+		steps   int
+	)
+	finish := func() error {
+		if len(windows) == 0 {
+			return nil
+		}
+		ref, err := decodeRefValue(lastVal)
+		if err != nil {
+			return fmt.Errorf("object %s: %w", cur, err)
+		}
+		out = append(out, ObjectWindows{Object: ref, Windows: windows})
+		windows = nil
+		return nil
+	}
+	// skip returns the first key after every key of the current object.
+	skip := func() []byte {
+		seekBuf = append(append(append(seekBuf[:0], prefixObject), cur...), 1)
+		return seekBuf
+	}
+	valid := it.First()
+	for valid {
+		if steps++; steps%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		key := it.Key()
+		if len(key) < 1+objSuffix {
+			valid = it.Next()
+			continue
+		}
+		obj := key[1 : len(key)-objSuffix]
+		if !haveCur || !bytes.Equal(obj, cur) {
+			if err := finish(); err != nil {
+				return nil, err
+			}
+			if len(out) >= match.limit() {
+				break
+			}
+			cur, haveCur = append(cur[:0], obj...), true
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return nil, fmt.Errorf("read %x: %w", key, err)
+			}
+			ref, err := decodeRefValue(v)
+			if err != nil {
+				return nil, fmt.Errorf("object %s: %w", cur, err)
+			}
+			if !match.object(ref.Key()) {
+				valid = it.SeekGE(skip())
+				continue
+			}
+			if match.hasFrom {
+				// The first window that can end after From.
+				seekBuf = appendWindow(append(append(append(seekBuf[:0], prefixObject), cur...), 0), match.from-match.length+1)
+				if bytes.Compare(key, seekBuf) < 0 {
+					valid = it.SeekGE(seekBuf)
+					continue
+				}
+			}
+		}
+		w := readWindow(key[len(key)-objSuffix+1:])
+		if match.hasTo && w > match.to {
+			valid = it.SeekGE(skip())
+			continue
+		}
+		if match.window(w) {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return nil, fmt.Errorf("read %x: %w", key, err)
+			}
+			lastVal = append(lastVal[:0], v...)
+			var tid trace.TraceID
+			copy(tid[:], key[len(key)-traceIDLen:])
+			windows = append(windows, ObjectWindow{Window: unixTime(w), TraceID: tid})
+		}
+		valid = it.Next()
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("iterate: %w", err)
+	}
+	if len(out) < match.limit() {
+		if err := finish(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// scan calls fn for each key in [lower, upper) until fn returns false or an error.
+func (p *Pebble) scan(ctx context.Context, lower, upper []byte, fn func(*pebble.Iterator) (bool, error)) error {
+	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("iterate: %w", err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		more, err := fn(it)
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("iterate: %w", err)
+	}
+	return nil
+}
+
+// Close stops retention, flushes the memtable and closes the database. Later calls return nil;
+// other methods return ErrClosed afterwards.
+func (p *Pebble) Close() error {
+	stopErr := p.Stop(context.Background())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	var errs []error
+	if stopErr != nil {
+		errs = append(errs, stopErr)
+	}
+	if err := p.sizeReg.Unregister(); err != nil {
+		errs = append(errs, fmt.Errorf("unregister size gauge: %w", err))
+	}
+	if p.failed.Load() == nil {
+		if err := p.db.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("flush: %w", err))
+		}
+	}
+	if err := p.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close store %s: %w", p.cfg.Dir, err)
+	}
+	return nil
+}
+
+// pebbleLogger routes Pebble's log to slog. Pebble's informational messages go to Debug. A
+// fatal error is logged and makes the store refuse further use instead of exiting the process.
+type pebbleLogger struct {
+	logger *slog.Logger
+	failed *atomic.Pointer[string]
+}
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	if l.logger.Enabled(context.Background(), slog.LevelDebug) {
+		l.logger.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.logger.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.failed.CompareAndSwap(nil, &msg)
+	l.logger.Error(msg, "component", "pebble", "fatal", true)
+}

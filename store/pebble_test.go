@@ -1,0 +1,313 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+func openTestPebble(t testing.TB, cfg PebbleConfig, mp *sdkmetric.MeterProvider) *Pebble {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	var p *Pebble
+	var err error
+	if mp == nil {
+		p, err = OpenPebble(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	} else {
+		p, err = OpenPebble(context.Background(), cfg, slog.New(slog.DiscardHandler), mp)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	return p
+}
+
+// metricValue sums the data points of an int64 sum or gauge, restricted to reason if set.
+func metricValue(t *testing.T, r *sdkmetric.ManualReader, name, reason string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			default:
+				t.Fatalf("metric %s has data %T", name, m.Data)
+			}
+			for _, p := range points {
+				if v, _ := p.Attributes.Value(attribute.Key("reason")); reason == "" || v.AsString() == reason {
+					total += p.Value
+				}
+			}
+		}
+	}
+	return total
+}
+
+func TestPebbleReopenKeepsData(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	obj := ref("c", "apps", "deployments", "ns", "web")
+	withUID := obj
+	withUID.UID = "u1"
+	root := objectSpan(withUID, t0)
+	ev := eventSpan(obj, t0, "a", time.Minute)
+
+	p, err := OpenPebble(ctx, PebbleConfig{Dir: dir}, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{root, ev}))
+	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(), "second close")
+	_, err = p.GetTrace(ctx, root.TraceID)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, p.Export(ctx, []*aggregator.Span{ev}), ErrClosed)
+	require.ErrorIs(t, p.Start(ctx), ErrClosed)
+
+	p = openTestPebble(t, PebbleConfig{Dir: dir}, nil)
+	got, err := p.GetTrace(ctx, root.TraceID)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, root.SpanID, got[0].SpanID)
+	assert.Equal(t, ev.SpanID, got[1].SpanID)
+
+	// A new event after the restart must not replace the object from the object span.
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{eventSpan(obj, t0, "b", 2*time.Minute)}))
+	res, err := p.FindObjects(ctx, ObjectQuery{})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, withUID, res[0].Object)
+	require.Len(t, res[0].Windows, 1)
+	got, err = p.GetTrace(ctx, root.TraceID)
+	require.NoError(t, err)
+	assert.Len(t, got, 3)
+}
+
+func TestPebbleConfig(t *testing.T) {
+	assert.Error(t, PebbleConfig{}.Validate(), "dir is required")
+	assert.NoError(t, PebbleConfig{Dir: "x"}.Validate())
+	assert.Error(t, PebbleConfig{Dir: "x", MaxBytes: -1}.Validate())
+	assert.Error(t, PebbleConfig{Dir: "x", MaxAge: -time.Hour}.Validate())
+	c := PebbleConfig{Dir: "x"}.WithDefaults()
+	assert.Equal(t, DefaultMaxAge, c.MaxAge)
+	assert.Equal(t, int64(DefaultMaxBytes), c.MaxBytes)
+	assert.Equal(t, DefaultCheckInterval, c.CheckInterval)
+	_, err := OpenPebble(context.Background(), PebbleConfig{}, nil, nil)
+	assert.Error(t, err)
+}
+
+func TestPebbleStartStop(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{CheckInterval: time.Millisecond}, nil)
+	require.NoError(t, p.Stop(ctx), "stop without start")
+	require.NoError(t, p.Start(ctx))
+	require.NoError(t, p.Start(ctx), "second start")
+	require.NoError(t, p.Stop(ctx))
+	require.NoError(t, p.Stop(ctx), "second stop")
+	require.NoError(t, p.Start(ctx), "restart")
+	// Close stops the loop.
+}
+
+// windowSpans writes n event spans of about size bytes each (incompressible) into one object's
+// trace in window w.
+func windowSpans(obj aggregator.ObjectRef, w time.Time, n, size int) []*aggregator.Span {
+	spans := []*aggregator.Span{objectSpan(obj, w)}
+	for i := range n {
+		sp := eventSpan(obj, w, fmt.Sprint(i), time.Duration(i)*time.Second)
+		sp.Attributes = aggregator.Attrs{{Key: "payload"}}
+		payload := make([]byte, size)
+		_, _ = rand.Read(payload)
+		sp.Attributes[0].Value = string(payload)
+		spans = append(spans, sp)
+	}
+	return spans
+}
+
+func TestPebbleAgeRetention(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	p := openTestPebble(t, PebbleConfig{MaxAge: time.Hour}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	obj := ref("c", "", "pods", "ns", "p")
+	other := ref("c", "", "pods", "ns", "q")
+	var windows []time.Time
+	for i := range 5 {
+		w := t0.Add(time.Duration(i) * win)
+		windows = append(windows, w)
+		require.NoError(t, p.Export(ctx, []*aggregator.Span{objectSpan(obj, w), eventSpan(obj, w, "e", 0), objectSpan(other, w)}))
+	}
+
+	// Windows 0 and 1 end at or before now-MaxAge; window 2 ends a nanosecond after it.
+	now := windows[2].Add(time.Hour + time.Nanosecond)
+	require.NoError(t, p.retain(ctx, now))
+
+	for i, w := range windows {
+		_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), w))
+		if i < 2 {
+			assert.ErrorIs(t, err, ErrNotFound, "window %d", i)
+		} else {
+			assert.NoError(t, err, "window %d", i)
+		}
+	}
+	res, err := p.FindObjects(ctx, ObjectQuery{})
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	assert.Len(t, res[0].Windows, 3)
+	assert.Equal(t, windows[2], res[0].Windows[0].Window)
+	assert.Equal(t, int64(2), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonAge))
+	assert.Equal(t, int64(6), metricValue(t, reader, "kelemetry.store.retention.deleted.spans", ReasonAge))
+	assert.Equal(t, int64(0), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
+	assert.Equal(t, int64(15), metricValue(t, reader, "kelemetry.store.spans.written", ""))
+	assert.Positive(t, metricValue(t, reader, "kelemetry.store.size", ""))
+
+	// A late span for a deleted window gets its index back, so retention finds it again.
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{eventSpan(obj, windows[0], "late", 0)}))
+	res, err = p.FindObjects(ctx, ObjectQuery{Name: "p", To: windows[0]})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.NoError(t, p.retain(ctx, now))
+	res, err = p.FindObjects(ctx, ObjectQuery{Name: "p", To: windows[0]})
+	require.NoError(t, err)
+	assert.Empty(t, res)
+	assert.Equal(t, int64(3), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonAge))
+}
+
+func TestPebbleSizeRetention(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	p := openTestPebble(t, PebbleConfig{MaxBytes: 1 << 40}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	obj := ref("c", "", "pods", "ns", "p")
+	const perWindow = 40 * 4096
+	var windows []time.Time
+	for i := range 6 {
+		w := t0.Add(time.Duration(i) * win)
+		windows = append(windows, w)
+		require.NoError(t, p.Export(ctx, windowSpans(obj, w, 40, 4096)))
+	}
+	usage, err := p.diskUsage(true)
+	require.NoError(t, err)
+	require.Greater(t, usage, uint64(6*perWindow))
+
+	present := func() []bool {
+		var out []bool
+		for _, w := range windows {
+			_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), w))
+			if err != nil {
+				require.ErrorIs(t, err, ErrNotFound)
+			}
+			out = append(out, err == nil)
+		}
+		return out
+	}
+
+	// Room for a little more than four windows: the oldest ones go, the newest stay.
+	p.cfg.MaxBytes = int64(usage) - 3*perWindow/2
+	now := windows[5].Add(time.Hour) // nothing is too old
+	require.NoError(t, p.retain(ctx, now))
+	got := present()
+	deleted := 0
+	for deleted < len(got) && !got[deleted] {
+		deleted++
+	}
+	assert.GreaterOrEqual(t, deleted, 2, "at least two windows deleted: %v", got)
+	assert.LessOrEqual(t, deleted, 3, "at most three windows deleted: %v", got)
+	for i := deleted; i < len(got); i++ {
+		assert.True(t, got[i], "oldest first: window %d kept: %v", i, got)
+	}
+	assert.Equal(t, int64(deleted), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
+	assert.Equal(t, int64(deleted*41), metricValue(t, reader, "kelemetry.store.retention.deleted.spans", ReasonSize))
+	assert.Equal(t, int64(0), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""))
+
+	// A limit nothing can meet: everything but the newest window goes, and it is reported.
+	p.cfg.MaxBytes = 1
+	require.NoError(t, p.retain(ctx, now))
+	assert.Equal(t, []bool{false, false, false, false, false, true}, present())
+	assert.Equal(t, int64(1), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""))
+	assert.Equal(t, int64(5), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
+	require.NoError(t, p.retain(ctx, now))
+	assert.Equal(t, int64(2), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""), "reported on every check")
+}
+
+func TestPebbleFatal(t *testing.T) {
+	p := openTestPebble(t, PebbleConfig{}, nil)
+	pebbleLogger{logger: p.logger, failed: &p.failed}.Fatalf("disk on fire: %d", 1)
+	err := p.Export(context.Background(), []*aggregator.Span{objectSpan(ref("c", "", "pods", "ns", "p"), t0)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "disk on fire: 1")
+	assert.False(t, errors.Is(err, ErrClosed))
+}
+
+func TestPebbleConcurrentWritesReadsAndRetention(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{MaxAge: time.Hour}, nil)
+	obj := ref("c", "", "pods", "ns", "p")
+	const windows = 20
+	done := make(chan struct{})
+	errs := make(chan error, 3)
+	go func() {
+		defer close(done)
+		for i := range windows {
+			w := t0.Add(time.Duration(i) * win)
+			if err := p.Export(ctx, windowSpans(obj, w, 5, 64)); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	go func() {
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+			}
+			if _, err := p.FindObjects(ctx, ObjectQuery{}); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for {
+		// Windows before the last two are older than MaxAge.
+		now := t0.Add((windows-2)*win + time.Hour)
+		require.NoError(t, p.retain(ctx, now))
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		break
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, p.retain(ctx, t0.Add((windows-2)*win+time.Hour)))
+	res, err := p.FindObjects(ctx, ObjectQuery{})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Len(t, res[0].Windows, 2)
+	for _, w := range res[0].Windows {
+		got, err := p.GetTrace(ctx, w.TraceID)
+		require.NoError(t, err)
+		assert.Len(t, got, 6)
+	}
+}

@@ -1,0 +1,312 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Start runs the retention loop in the background: one check at once, then one per
+// CheckInterval. It does not block; calling it again while running does nothing.
+func (p *Pebble) Start(_ context.Context) error {
+	p.loopMu.Lock()
+	defer p.loopMu.Unlock()
+	if p.loopDone != nil {
+		return nil
+	}
+	p.mu.RLock()
+	closed := p.closed
+	p.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("start store retention: %w", ErrClosed)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	p.loopCancel, p.loopDone = cancel, done
+	go p.loop(ctx, done)
+	return nil
+}
+
+// Stop ends the retention loop and waits for it, or for ctx. It is safe without Start.
+func (p *Pebble) Stop(ctx context.Context) error {
+	p.loopMu.Lock()
+	cancel, done := p.loopCancel, p.loopDone
+	p.loopCancel, p.loopDone = nil, nil
+	p.loopMu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop store retention: %w", ctx.Err())
+	}
+}
+
+func (p *Pebble) loop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	ticker := time.NewTicker(p.cfg.CheckInterval)
+	defer ticker.Stop()
+	for {
+		if err := p.retain(ctx, p.now()); err != nil && ctx.Err() == nil {
+			p.logger.Error("store retention failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// retain runs one retention check as of now: age first, then size.
+func (p *Pebble) retain(ctx context.Context, now time.Time) error {
+	// A window [w, w+length) is older than MaxAge when w+length <= now-MaxAge.
+	below := now.Add(-p.cfg.MaxAge).UnixNano() - int64(p.cfg.Window) + 1
+	ageErr := p.retainAge(ctx, below)
+	sizeErr := p.retainSize(ctx)
+	return errors.Join(ageErr, sizeErr)
+}
+
+func (p *Pebble) retainAge(ctx context.Context, below int64) error {
+	var windows, spans int64
+	last := int64(0)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := p.deleteOldestWindow(ctx, below, false)
+		if err != nil {
+			return fmt.Errorf("age retention: %w", err)
+		}
+		if !d.deleted {
+			break
+		}
+		windows++
+		spans += d.spans
+		last = d.window
+	}
+	if windows == 0 {
+		return nil
+	}
+	p.deletedWindows.Add(ctx, windows, p.byAge)
+	p.deletedSpans.Add(ctx, spans, p.byAge)
+	p.logger.Info("store retention deleted old windows", "reason", ReasonAge, "windows", windows, "spans", spans,
+		"newestDeleted", unixTime(last))
+	return p.compactThrough(ctx, below-1)
+}
+
+func (p *Pebble) retainSize(ctx context.Context) error {
+	limit := uint64(p.cfg.MaxBytes)
+	usage, err := p.diskUsage(false)
+	if err != nil || usage <= limit {
+		return err
+	}
+	// Estimates per window only see flushed data.
+	if usage, err = p.diskUsage(true); err != nil || usage <= limit {
+		return err
+	}
+	var windows, spans int64
+	last := int64(0)
+	estimate := usage
+	exhausted := false
+	for estimate > limit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := p.deleteOldestWindow(ctx, 0, true)
+		if err != nil {
+			return fmt.Errorf("size retention: %w", err)
+		}
+		if !d.deleted {
+			exhausted = true
+			break
+		}
+		windows++
+		spans += d.spans
+		last = d.window
+		estimate -= min(estimate, d.bytes)
+	}
+	if windows > 0 {
+		p.deletedWindows.Add(ctx, windows, p.bySize)
+		p.deletedSpans.Add(ctx, spans, p.bySize)
+		p.logger.Info("store retention deleted oldest windows", "reason", ReasonSize, "windows", windows, "spans", spans,
+			"newestDeleted", unixTime(last), "sizeBytes", usage, "maxBytes", limit)
+		if err := p.compactThrough(ctx, last); err != nil {
+			return err
+		}
+	}
+	if !exhausted {
+		return nil
+	}
+	after, err := p.diskUsage(false)
+	if err != nil {
+		return err
+	}
+	if after > limit {
+		p.overLimit.Add(ctx, 1)
+		p.logger.Error("store is larger than maxBytes and only the newest window is left to delete",
+			"sizeBytes", after, "maxBytes", limit, "deletedWindows", windows, "dir", p.cfg.Dir)
+	}
+	return nil
+}
+
+// diskUsage returns the disk space used, after flushing the memtable if flush is set.
+func (p *Pebble) diskUsage(flush bool) (uint64, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return 0, err
+	}
+	if flush {
+		if err := p.db.Flush(); err != nil {
+			return 0, fmt.Errorf("flush: %w", err)
+		}
+	}
+	return p.db.Metrics().DiskSpaceUsage(), nil
+}
+
+type deletion struct {
+	deleted bool
+	window  int64
+	spans   int64
+	bytes   uint64 // estimated disk space of the window's spans
+}
+
+// deleteOldestWindow deletes the oldest window if it starts before below (age), or, with
+// keepNewest, if it is not the newest window (size). Spans of older windows without index
+// entries go too. Finding and measuring the window happens while writes go on; only the
+// deletion itself excludes them.
+func (p *Pebble) deleteOldestWindow(ctx context.Context, below int64, keepNewest bool) (deletion, error) {
+	d, err := p.oldestWindow(ctx, below, keepNewest)
+	if err != nil || !d.deleted {
+		return d, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usable(); err != nil {
+		return deletion{}, err
+	}
+	w := d.window
+
+	// Collect the window's traces and their object strings.
+	type entry struct {
+		tid trace.TraceID
+		obj []byte
+	}
+	var entries []entry
+	lower := appendWindow([]byte{prefixWindow}, w)
+	upper := appendWindow([]byte{prefixWindow}, w+1)
+	err = p.scan(ctx, lower, upper, func(it *pebble.Iterator) (bool, error) {
+		k := it.Key()
+		if len(k) != winKeyLen {
+			return true, nil
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return false, err
+		}
+		e := entry{obj: append([]byte(nil), v...)}
+		copy(e.tid[:], k[1+windowLen:])
+		entries = append(entries, e)
+		return true, nil
+	})
+	if err != nil {
+		return deletion{}, fmt.Errorf("read window index: %w", err)
+	}
+
+	b := p.db.NewBatch()
+	defer b.Close()
+	var key []byte
+	for _, e := range entries {
+		key = appendObjectKey(key[:0], e.obj, w, e.tid)
+		if err := b.Delete(key, nil); err != nil {
+			return deletion{}, fmt.Errorf("batch delete: %w", err)
+		}
+		key = appendTraceKey(key[:0], e.tid, w)
+		if err := b.Delete(key, nil); err != nil {
+			return deletion{}, fmt.Errorf("batch delete: %w", err)
+		}
+	}
+	if err := b.DeleteRange([]byte{prefixSpan}, appendWindow([]byte{prefixSpan}, w+1), nil); err != nil {
+		return deletion{}, fmt.Errorf("batch delete: %w", err)
+	}
+	if err := b.DeleteRange(lower, upper, nil); err != nil {
+		return deletion{}, fmt.Errorf("batch delete: %w", err)
+	}
+	if err := p.db.Apply(b, pebble.NoSync); err != nil {
+		return deletion{}, fmt.Errorf("delete window %s: %w", unixTime(w), err)
+	}
+	for _, e := range entries {
+		p.index.Remove(indexKey{tid: e.tid, window: w})
+	}
+	return d, nil
+}
+
+// oldestWindow finds the window deleteOldestWindow deletes, counts its spans and estimates
+// their size on disk. deleted is false when there is none.
+func (p *Pebble) oldestWindow(ctx context.Context, below int64, keepNewest bool) (deletion, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return deletion{}, err
+	}
+	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{
+		LowerBound: []byte{prefixWindow}, UpperBound: []byte{prefixWindow + 1},
+	})
+	if err != nil {
+		return deletion{}, fmt.Errorf("iterate windows: %w", err)
+	}
+	defer it.Close()
+	if !it.First() || len(it.Key()) != winKeyLen {
+		return deletion{}, it.Error()
+	}
+	w := readWindow(it.Key()[1:])
+	if keepNewest {
+		if !it.Last() {
+			return deletion{}, it.Error()
+		}
+		if readWindow(it.Key()[1:]) == w {
+			return deletion{}, nil
+		}
+	} else if w >= below {
+		return deletion{}, nil
+	}
+
+	d := deletion{deleted: true, window: w}
+	lower := appendWindow([]byte{prefixSpan}, w)
+	upper := appendWindow([]byte{prefixSpan}, w+1)
+	err = p.scan(ctx, lower, upper, func(*pebble.Iterator) (bool, error) {
+		d.spans++
+		return true, nil
+	})
+	if err != nil {
+		return deletion{}, fmt.Errorf("count spans: %w", err)
+	}
+	if d.bytes, err = p.db.EstimateDiskUsage(lower, upper); err != nil {
+		return deletion{}, fmt.Errorf("estimate window size: %w", err)
+	}
+	return d, nil
+}
+
+// compactThrough compacts the span and window keys of windows up to and including w, so that
+// deleted data leaves the disk.
+func (p *Pebble) compactThrough(ctx context.Context, w int64) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return err
+	}
+	for _, prefix := range []byte{prefixSpan, prefixWindow} {
+		if err := p.db.Compact(ctx, []byte{prefix}, appendWindow([]byte{prefix}, w+1), false); err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+	}
+	return nil
+}

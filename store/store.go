@@ -1,0 +1,132 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// ErrNotFound is returned by GetTrace for a trace without stored spans.
+var ErrNotFound = errors.New("not found")
+
+// ErrClosed is returned by a store used after Close.
+var ErrClosed = errors.New("store closed")
+
+// DefaultLimit is the number of objects FindObjects returns when ObjectQuery.Limit is 0.
+const DefaultLimit = 100
+
+// ObjectQuery selects objects and their windows.
+type ObjectQuery struct {
+	// Cluster, Group, Resource, Namespace and Name must equal the object's; empty matches any.
+	Cluster, Group, Resource, Namespace, Name string
+	// From and To bound the time range; a zero value is unbounded. A window [start, start+length)
+	// matches if it overlaps [From, To], bounds included: start <= To and From < start+length.
+	From, To time.Time
+	// Limit is the maximum number of objects (not windows) returned; 0 or less means DefaultLimit.
+	Limit int
+}
+
+// ObjectWindow is one window of an object and the trace that holds it.
+type ObjectWindow struct {
+	Window  time.Time
+	TraceID trace.TraceID
+}
+
+// ObjectWindows is one object and its matching windows.
+type ObjectWindows struct {
+	// Object is taken from the newest matching window: from its latest object span if one was
+	// stored, otherwise from the first span stored in that window. Version and UID may be set.
+	Object aggregator.ObjectRef
+	// Windows are sorted by Window, ascending.
+	Windows []ObjectWindow
+}
+
+// Reader reads stored traces.
+type Reader interface {
+	// FindObjects returns the objects matching q, sorted by the string of their key
+	// (aggregator.ObjectKey.String), at most q.Limit of them.
+	FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error)
+	// GetTrace returns the spans of one trace sorted by (Start, SpanID), or ErrNotFound. The
+	// returned spans are the caller's; the slices and pointers inside them may be shared with the
+	// store and must not be modified.
+	GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error)
+}
+
+// Store is a sink that can be read back.
+type Store interface {
+	aggregator.Sink
+	Reader
+	Close() error
+}
+
+var (
+	_ Store = (*Memory)(nil)
+	_ Store = (*Pebble)(nil)
+)
+
+// windowNanos is the window of a span in Unix nanoseconds. A span without a window (which the
+// aggregator never emits) is placed in the default-length window holding its start.
+func windowNanos(sp *aggregator.Span) int64 {
+	if !sp.Window.IsZero() {
+		return sp.Window.UnixNano()
+	}
+	return aggregator.WindowStart(sp.Start, aggregator.DefaultWindow).UnixNano()
+}
+
+// matcher holds a query's object filter and time bounds in comparable form.
+type matcher struct {
+	q              ObjectQuery
+	length         int64
+	from, to       int64
+	hasFrom, hasTo bool
+}
+
+func newMatcher(q ObjectQuery, length time.Duration) matcher {
+	m := matcher{q: q, length: int64(length)}
+	if !q.From.IsZero() {
+		m.hasFrom, m.from = true, q.From.UnixNano()
+	}
+	if !q.To.IsZero() {
+		m.hasTo, m.to = true, q.To.UnixNano()
+	}
+	return m
+}
+
+func (m *matcher) limit() int {
+	if m.q.Limit <= 0 {
+		return DefaultLimit
+	}
+	return m.q.Limit
+}
+
+func (m *matcher) object(k aggregator.ObjectKey) bool {
+	q := &m.q
+	return (q.Cluster == "" || q.Cluster == k.Cluster) &&
+		(q.Group == "" || q.Group == k.Group) &&
+		(q.Resource == "" || q.Resource == k.Resource) &&
+		(q.Namespace == "" || q.Namespace == k.Namespace) &&
+		(q.Name == "" || q.Name == k.Name)
+}
+
+func (m *matcher) window(start int64) bool {
+	if m.hasTo && start > m.to {
+		return false
+	}
+	if m.hasFrom && start+m.length <= m.from {
+		return false
+	}
+	return true
+}
+
+// spanLess orders spans by (Start, SpanID).
+func spanLess(a, b *aggregator.Span) int {
+	if c := a.Start.Compare(b.Start); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.SpanID[:], b.SpanID[:])
+}
