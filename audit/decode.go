@@ -832,104 +832,191 @@ func (d *eventDecoder) scanNumber() error {
 	return nil
 }
 
-// skipValue checks and skips the JSON value that comes next, of any type.
+// skipSafe marks the bytes that a skipped JSON string holds as they are: all but '"', '\' and
+// control characters. Invalid UTF-8 is not an error (encoding/json accepts it too).
+var skipSafe = func() (t [256]bool) {
+	for c := 0x20; c < 0x100; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// isSpace marks JSON whitespace.
+var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+// skipValue checks and skips the JSON value that comes next, of any type. This is the hot loop of
+// decoding (request and response bodies are most of the input): it works on local copies of the
+// buffer and position, and falls back to the general scanning functions only for errors, escapes
+// and numbers.
 func (d *eventDecoder) skipValue() error {
-	const (
-		wantValue  = iota // a value, then what follows it
-		afterValue        // ',' or the end of the enclosing container
-		wantName          // an object member name and ':', then a value
-	)
+	data := d.data
+	i := d.pos
 	stack := d.stack[:0]
 	defer func() { d.stack = stack[:0] }()
-	state := wantValue
 	for {
-		switch state {
-		case wantValue:
-			switch c := d.ws(); c {
-			case '{':
-				d.pos++
-				if d.ws() == '}' {
-					d.pos++
-					state = afterValue
-					continue
+		// A value.
+		for i < len(data) && isSpace[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			d.pos = i
+			return d.syntaxErr("at start of value")
+		}
+		switch c := data[i]; c {
+		case '"':
+			i++
+			for {
+				for i < len(data) && skipSafe[data[i]] {
+					i++
 				}
-				if len(stack) >= maxSkipDepth {
-					return &syntaxError{offset: d.pos, msg: "JSON nested too deeply"}
+				if i < len(data) && data[i] == '"' {
+					i++
+					break
 				}
-				stack = append(stack, '{')
-				state = wantName
-				continue
-			case '[':
-				d.pos++
-				if d.ws() == ']' {
-					d.pos++
-					state = afterValue
-					continue
-				}
-				if len(stack) >= maxSkipDepth {
-					return &syntaxError{offset: d.pos, msg: "JSON nested too deeply"}
-				}
-				stack = append(stack, '[')
-				continue
-			case '"':
-				if _, _, err := d.scanString(); err != nil {
+				// An escape, a control character or the end of the input.
+				d.pos = i
+				if err := d.skipEscape(); err != nil {
 					return err
 				}
-			case 't':
-				if err := d.literal("true"); err != nil {
-					return err
-				}
-			case 'f':
-				if err := d.literal("false"); err != nil {
-					return err
-				}
-			case 'n':
-				if err := d.literal("null"); err != nil {
-					return err
-				}
-			default:
-				if c != '-' && !isDigit(c) {
-					return d.syntaxErr("at start of value")
-				}
-				if err := d.scanNumber(); err != nil {
-					return err
-				}
+				i = d.pos
 			}
-			state = afterValue
-		case afterValue:
-			if len(stack) == 0 {
-				return nil
+		case '{', '[':
+			i++
+			for i < len(data) && isSpace[data[i]] {
+				i++
 			}
-			top := stack[len(stack)-1]
-			switch c := d.ws(); {
-			case c == ',':
-				d.pos++
-				if top == '{' {
-					state = wantName
-				} else {
-					state = wantValue
-				}
-			case c == '}' && top == '{', c == ']' && top == '[':
-				d.pos++
-				stack = stack[:len(stack)-1]
-			case top == '{':
-				return d.syntaxErr("after object member (want ',' or '}')")
-			default:
-				return d.syntaxErr("after array element (want ',' or ']')")
+			if i < len(data) && data[i] == c+2 { // '{'+2 == '}', '['+2 == ']'
+				i++
+				break
 			}
-		case wantName:
-			if d.ws() != '"' {
-				return d.syntaxErr("at start of object member name")
+			if len(stack) >= maxSkipDepth {
+				d.pos = i
+				return &syntaxError{offset: i, msg: "JSON nested too deeply"}
 			}
-			if _, _, err := d.scanString(); err != nil {
+			stack = append(stack, c)
+			if c == '[' {
+				continue // to the first element
+			}
+			d.pos = i
+			if err := d.skipName(); err != nil {
 				return err
 			}
-			if d.ws() != ':' {
-				return d.syntaxErr("after object member name (want ':')")
+			i = d.pos
+			continue // to the first member's value
+		case 't':
+			if len(data)-i < 4 || string(data[i:i+4]) != "true" {
+				d.pos = i
+				return d.literal("true")
 			}
-			d.pos++
-			state = wantValue
+			i += 4
+		case 'f':
+			if len(data)-i < 5 || string(data[i:i+5]) != "false" {
+				d.pos = i
+				return d.literal("false")
+			}
+			i += 5
+		case 'n':
+			if len(data)-i < 4 || string(data[i:i+4]) != "null" {
+				d.pos = i
+				return d.literal("null")
+			}
+			i += 4
+		default:
+			d.pos = i
+			if c != '-' && !isDigit(c) {
+				return d.syntaxErr("at start of value")
+			}
+			if err := d.scanNumber(); err != nil {
+				return err
+			}
+			i = d.pos
 		}
+
+		// After a value: close containers until a ',' leads to the next value.
+		for {
+			if len(stack) == 0 {
+				d.pos = i
+				return nil
+			}
+			for i < len(data) && isSpace[data[i]] {
+				i++
+			}
+			top := stack[len(stack)-1]
+			if i < len(data) {
+				switch data[i] {
+				case ',':
+					i++
+					if top == '{' {
+						d.pos = i
+						if err := d.skipName(); err != nil {
+							return err
+						}
+						i = d.pos
+					}
+				case top + 2:
+					i++
+					stack = stack[:len(stack)-1]
+					continue
+				default:
+					goto bad
+				}
+				break // to the next value
+			}
+		bad:
+			d.pos = i
+			if top == '{' {
+				return d.syntaxErr("after object member (want ',' or '}')")
+			}
+			return d.syntaxErr("after array element (want ',' or ']')")
+		}
+	}
+}
+
+// skipName skips an object member name and the ':' after it.
+func (d *eventDecoder) skipName() error {
+	if d.ws() != '"' {
+		return d.syntaxErr("at start of object member name")
+	}
+	if _, _, err := d.scanString(); err != nil {
+		return err
+	}
+	if d.ws() != ':' {
+		return d.syntaxErr("after object member name (want ':')")
+	}
+	d.pos++
+	return nil
+}
+
+// skipEscape checks and skips the escape sequence at the current position inside a string, or
+// reports a control character or the end of the input there.
+func (d *eventDecoder) skipEscape() error {
+	data := d.data
+	i := d.pos
+	switch {
+	case i >= len(data):
+		return d.syntaxErr("in string")
+	case data[i] != '\\':
+		return d.syntaxErr("in string (control characters must be escaped)")
+	case i+1 >= len(data):
+		d.pos = i + 1
+		return d.syntaxErr("in string escape")
+	}
+	switch data[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		d.pos = i + 2
+		return nil
+	case 'u':
+		for j := i + 2; j < i+6; j++ {
+			if j >= len(data) || !isHex(data[j]) {
+				d.pos = j
+				return d.syntaxErr(`in \u escape`)
+			}
+		}
+		d.pos = i + 6
+		return nil
+	default:
+		d.pos = i + 1
+		return d.syntaxErr("in string escape")
 	}
 }
 

@@ -77,13 +77,15 @@ func (p *Pebble) retain(ctx context.Context, now time.Time) error {
 func (p *Pebble) retainAge(ctx context.Context, below int64) error {
 	var windows, spans int64
 	last := int64(0)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+	var loopErr error
+	for loopErr == nil {
+		if loopErr = ctx.Err(); loopErr != nil {
+			break
 		}
 		d, err := p.deleteOldestWindow(ctx, below, false)
 		if err != nil {
-			return fmt.Errorf("age retention: %w", err)
+			loopErr = fmt.Errorf("age retention: %w", err)
+			break
 		}
 		if !d.deleted {
 			break
@@ -93,13 +95,17 @@ func (p *Pebble) retainAge(ctx context.Context, below int64) error {
 		last = d.window
 	}
 	if windows == 0 {
-		return nil
+		return loopErr
 	}
-	p.deletedWindows.Add(ctx, windows, p.byAge)
-	p.deletedSpans.Add(ctx, spans, p.byAge)
+	mctx := context.WithoutCancel(ctx)
+	p.deletedWindows.Add(mctx, windows, p.byAge)
+	p.deletedSpans.Add(mctx, spans, p.byAge)
 	p.logger.Info("store retention deleted old windows", "reason", ReasonAge, "windows", windows, "spans", spans,
 		"newestDeleted", unixTime(last))
-	return p.compactThrough(ctx, below-1)
+	if loopErr != nil {
+		return loopErr
+	}
+	return p.compactThrough(ctx, last)
 }
 
 func (p *Pebble) retainSize(ctx context.Context) error {
@@ -116,13 +122,15 @@ func (p *Pebble) retainSize(ctx context.Context) error {
 	last := int64(0)
 	estimate := usage
 	exhausted := false
+	var loopErr error
 	for estimate > limit {
-		if err := ctx.Err(); err != nil {
-			return err
+		if loopErr = ctx.Err(); loopErr != nil {
+			break
 		}
 		d, err := p.deleteOldestWindow(ctx, 0, true)
 		if err != nil {
-			return fmt.Errorf("size retention: %w", err)
+			loopErr = fmt.Errorf("size retention: %w", err)
+			break
 		}
 		if !d.deleted {
 			exhausted = true
@@ -134,10 +142,16 @@ func (p *Pebble) retainSize(ctx context.Context) error {
 		estimate -= min(estimate, d.bytes)
 	}
 	if windows > 0 {
-		p.deletedWindows.Add(ctx, windows, p.bySize)
-		p.deletedSpans.Add(ctx, spans, p.bySize)
+		mctx := context.WithoutCancel(ctx)
+		p.deletedWindows.Add(mctx, windows, p.bySize)
+		p.deletedSpans.Add(mctx, spans, p.bySize)
 		p.logger.Info("store retention deleted oldest windows", "reason", ReasonSize, "windows", windows, "spans", spans,
 			"newestDeleted", unixTime(last), "sizeBytes", usage, "maxBytes", limit)
+	}
+	if loopErr != nil {
+		return loopErr
+	}
+	if windows > 0 {
 		if err := p.compactThrough(ctx, last); err != nil {
 			return err
 		}
@@ -150,7 +164,7 @@ func (p *Pebble) retainSize(ctx context.Context) error {
 		return err
 	}
 	if after > limit {
-		p.overLimit.Add(ctx, 1)
+		p.overLimit.Add(context.WithoutCancel(ctx), 1)
 		p.logger.Error("store is larger than maxBytes and only the newest window is left to delete",
 			"sizeBytes", after, "maxBytes", limit, "deletedWindows", windows, "dir", p.cfg.Dir)
 	}
