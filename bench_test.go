@@ -1,0 +1,126 @@
+package kelemetry_test
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/store"
+)
+
+// bulkBatches reads the recorded webhook batches of the bulk fixture (about 10,000 audit events
+// from 20 Deployments of 10-25 replicas) and counts their events.
+func bulkBatches(tb testing.TB) ([][]byte, int) {
+	tb.Helper()
+	f, err := os.Open(filepath.Join("testdata", "bulk", "webhook-batches.jsonl.gz"))
+	require.NoError(tb, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(tb, err)
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
+	var batches [][]byte
+	events := 0
+	for sc.Scan() {
+		b := append([]byte(nil), sc.Bytes()...)
+		evs, err := audit.DecodeEventList(b)
+		require.NoError(tb, err)
+		events += len(evs)
+		batches = append(batches, b)
+	}
+	require.NoError(tb, sc.Err())
+	return batches, events
+}
+
+// pipeline is webhook -> queue -> consumer -> aggregator (with the built-in linkers) -> sink,
+// wired as the all-in-one wires it, without HTTP sockets.
+type pipeline struct {
+	handler http.Handler
+	queue   *audit.Queue
+	engine  *aggregator.Engine
+}
+
+func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
+	tb.Helper()
+	ctx := context.Background()
+	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
+		Sinks: []aggregator.Sink{sink},
+		Linkers: []aggregator.Linker{
+			linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil),
+			linker.NewAnnotationLinker(nil, nil, nil),
+		},
+	})
+	require.NoError(tb, err)
+	require.NoError(tb, engine.Start(ctx))
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	require.NoError(tb, err)
+	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, nil, nil)
+	require.NoError(tb, err)
+	require.NoError(tb, q.Start(ctx))
+	mux := http.NewServeMux()
+	audit.NewWebhook(audit.WebhookConfig{}, q, nil, nil).Register(mux)
+	p := &pipeline{handler: mux, queue: q, engine: engine}
+	tb.Cleanup(func() {
+		_ = q.Stop(ctx)
+		_ = engine.Stop(ctx)
+	})
+	return p
+}
+
+func (p *pipeline) post(tb testing.TB, batch []byte) {
+	req := httptest.NewRequest(http.MethodPost, "/audit/bench", bytes.NewReader(batch))
+	rec := httptest.NewRecorder()
+	p.handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		tb.Fatalf("webhook answered %d: %s", rec.Code, rec.Body.String())
+	}
+}
+
+func benchmarkEndToEnd(b *testing.B, sink aggregator.Sink) {
+	batches, events := bulkBatches(b)
+	p := newPipeline(b, sink)
+	ctx := context.Background()
+	var size int64
+	for _, batch := range batches {
+		size += int64(len(batch))
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		for _, batch := range batches {
+			p.post(b, batch)
+		}
+		require.NoError(b, p.queue.Flush(ctx))
+	}
+	b.StopTimer()
+	perSec := float64(events) * float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(perSec, "events/s")
+	b.ReportMetric(perSec/float64(runtime.GOMAXPROCS(0)), "events/s/core")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkEndToEndMemory: webhook -> queue -> aggregator -> in-memory store, bulk fixture.
+func BenchmarkEndToEndMemory(b *testing.B) {
+	benchmarkEndToEnd(b, store.NewMemory(store.MemoryConfig{}))
+}
+
+// BenchmarkEndToEndPebble: the same into the embedded Pebble store.
+func BenchmarkEndToEndPebble(b *testing.B) {
+	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, nil, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = st.Close() })
+	benchmarkEndToEnd(b, st)
+}
