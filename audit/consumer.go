@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -291,6 +292,7 @@ func (c *Consumer) convert(cluster string, ev *Event) (*aggregator.Event, outcom
 		// A copy: decoded events alias the whole input line or webhook body, request object
 		// included, which must not stay in memory for as long as the body is kept.
 		obj.Body = bytes.Clone(ev.ResponseObject)
+		obj.MetaHash = meta.metaHash
 	}
 	if obj.Name == "" {
 		return nil, outcomeInvalidNoName, fmt.Errorf("%w: audit event %s (%s %s) names no object",
@@ -475,7 +477,13 @@ type bodyMeta struct {
 	apiVersion, kind                       string
 	name, namespace, uid, resourceVersion  string
 	seenAPIVersion, seenKind, seenMetadata bool
+	// metaHash fingerprints metadata.labels, annotations and ownerReferences (non-zero once
+	// metadata was read): the aggregator runs linkers again when it changes.
+	metaHash uint64
 }
+
+// metaSeed seeds metaHash; fingerprints are compared within one process only.
+var metaSeed = maphash.MakeSeed()
 
 type metaDecoder struct {
 	buf bytes.Buffer
@@ -542,12 +550,21 @@ func readMetadata(d *jsontext.Decoder, m *bodyMeta) error {
 	if _, err := d.ReadToken(); err != nil {
 		return err
 	}
+	m.metaHash = 1
 	for d.PeekKind() != '}' {
 		name, err := d.ReadValue()
 		if err != nil {
 			return err
 		}
 		switch {
+		case isName(name, "labels"), isName(name, "annotations"), isName(name, "ownerReferences"):
+			var v jsontext.Value
+			if v, err = d.ReadValue(); err == nil {
+				m.metaHash = (m.metaHash*1099511628211^maphash.Bytes(metaSeed, name))*1099511628211 ^ maphash.Bytes(metaSeed, v)
+				if m.metaHash == 0 {
+					m.metaHash = 1
+				}
+			}
 		case isName(name, "name"):
 			m.name, err = readString(d)
 		case isName(name, "namespace"):

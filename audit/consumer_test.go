@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -709,4 +710,33 @@ func BenchmarkConvertBodyMeta(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestConvertFingerprintsLinkMetadata(t *testing.T) {
+	c, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, nil, nil)
+	require.NoError(t, err)
+	hash := func(meta string) uint64 {
+		t.Helper()
+		body := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"default","resourceVersion":"` +
+			fmt.Sprint(len(meta)) + `"` + meta + `},"data":{"k":"v"}}`
+		ev := &Event{
+			AuditID: "a", Stage: "ResponseComplete", Verb: "patch",
+			ObjectRef:                &ObjectReference{Resource: "configmaps", Namespace: "default", Name: "cm", APIVersion: "v1"},
+			ResponseStatus:           &Status{Code: 200},
+			ResponseObject:           []byte(body),
+			RequestReceivedTimestamp: time.Unix(1, 0), StageTimestamp: time.Unix(2, 0),
+		}
+		out, keep, err := c.Convert("c", ev)
+		require.NoError(t, err)
+		require.True(t, keep)
+		require.NotNil(t, out.Object.Body)
+		return out.Object.MetaHash
+	}
+	plain := hash(``)
+	labelled := hash(`,"labels":{"app":"web"}`)
+	annotated := hash(`,"labels":{"app":"web"},"annotations":{"kelemetry.io/parent-link":"{}"}`)
+	owned := hash(`,"ownerReferences":[{"kind":"Deployment","name":"web","uid":"u","controller":true,"apiVersion":"apps/v1"}]`)
+	assert.NotZero(t, plain)
+	assert.Equal(t, labelled, hash(`,"labels":{"app":"web"}`), "same metadata, same fingerprint (resourceVersion ignored)")
+	assert.Len(t, map[uint64]bool{plain: true, labelled: true, annotated: true, owned: true}, 4)
 }

@@ -145,6 +145,10 @@ type eventDecoder struct {
 	nameBuf []byte // unquoted member names
 	stack   []byte // open containers of skipValue
 	blocks  []eventBlock
+	// arena collects the bytes of the event's unique strings (audit ID, URI, object name, ...) and
+	// pending where they go, so that they take one allocation per event instead of one each.
+	arena   []byte
+	pending []pendingString
 	// intern holds strings of low-cardinality fields (verbs, stages, users, resources, groups, ...)
 	// so that repeated values share one allocation across the events of a batch and across calls.
 	intern map[string]string
@@ -174,10 +178,21 @@ func putDecoder(d *eventDecoder) {
 	if cap(d.stack) > 4<<10 {
 		d.stack = nil
 	}
+	if cap(d.arena) > 64<<10 {
+		d.arena = nil
+	}
+	clear(d.pending[:cap(d.pending)]) // drop the pointers into events
+	d.pending = d.pending[:0]
 	if len(d.intern) >= maxInterned {
 		clear(d.intern)
 	}
 	decoderPool.Put(d)
+}
+
+// pendingString is a string field of the event being decoded and its bytes in the arena.
+type pendingString struct {
+	dst        *string
+	start, end int
 }
 
 // newBlock returns a zeroed event block, allocated in chunks when chunked is true.
@@ -300,6 +315,8 @@ func (d *eventDecoder) decodeItems() ([]*Event, error) {
 // decodeEvent decodes the event object that comes next (its '{' is the next byte) into b.ev.
 func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 	d.pos++ // '{'
+	d.arena = d.arena[:0]
+	d.pending = d.pending[:0]
 	ev := &b.ev
 	for first := true; ; first = false {
 		name, more, err := d.nextMember(first)
@@ -317,11 +334,11 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 		case "level":
 			ev.Level, err = d.readInterned()
 		case "auditID":
-			ev.AuditID, err = d.readString()
+			err = d.readEventString(&ev.AuditID)
 		case "stage":
 			ev.Stage, err = d.readInterned()
 		case "requestURI":
-			ev.RequestURI, err = d.readString()
+			err = d.readEventString(&ev.RequestURI)
 		case "verb":
 			ev.Verb, err = d.readInterned()
 		case "user":
@@ -380,6 +397,7 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 			return atField(string(name), err)
 		}
 	}
+	d.flushEventStrings()
 	return checkType(ev.Kind, ev.APIVersion, eventKind, false)
 }
 
@@ -423,15 +441,15 @@ func (d *eventDecoder) decodeObjectRef(r *ObjectReference) (null bool, err error
 		case "namespace":
 			r.Namespace, err = d.readInterned()
 		case "name":
-			r.Name, err = d.readString()
+			err = d.readEventString(&r.Name)
 		case "uid":
-			r.UID, err = d.readString()
+			err = d.readEventString(&r.UID)
 		case "apiGroup":
 			r.APIGroup, err = d.readInterned()
 		case "apiVersion":
 			r.APIVersion, err = d.readInterned()
 		case "resourceVersion":
-			r.ResourceVersion, err = d.readString()
+			err = d.readEventString(&r.ResourceVersion)
 		case "subresource":
 			r.Subresource, err = d.readInterned()
 		default:
@@ -456,7 +474,7 @@ func (d *eventDecoder) decodeStatus(s *Status) (null bool, err error) {
 		case "status":
 			s.Status, err = d.readInterned()
 		case "message":
-			s.Message, err = d.readString()
+			err = d.readEventString(&s.Message)
 		case "reason":
 			s.Reason, err = d.readInterned()
 		case "details":
@@ -864,21 +882,9 @@ func (d *eventDecoder) skipValue() error {
 		}
 		switch c := data[i]; c {
 		case '"':
-			i++
-			for {
-				for i < len(data) && skipSafe[data[i]] {
-					i++
-				}
-				if i < len(data) && data[i] == '"' {
-					i++
-					break
-				}
-				// An escape, a control character or the end of the input.
-				d.pos = i
-				if err := d.skipEscape(); err != nil {
-					return err
-				}
-				i = d.pos
+			var err error
+			if i, err = d.skipString(i); err != nil {
+				return err
 			}
 		case '{', '[':
 			i++
@@ -897,11 +903,10 @@ func (d *eventDecoder) skipValue() error {
 			if c == '[' {
 				continue // to the first element
 			}
-			d.pos = i
-			if err := d.skipName(); err != nil {
+			var err error
+			if i, err = d.skipName(i); err != nil {
 				return err
 			}
-			i = d.pos
 			continue // to the first member's value
 		case 't':
 			if len(data)-i < 4 || string(data[i:i+4]) != "true" {
@@ -947,11 +952,10 @@ func (d *eventDecoder) skipValue() error {
 				case ',':
 					i++
 					if top == '{' {
-						d.pos = i
-						if err := d.skipName(); err != nil {
+						var err error
+						if i, err = d.skipName(i); err != nil {
 							return err
 						}
-						i = d.pos
 					}
 				case top + 2:
 					i++
@@ -972,19 +976,53 @@ func (d *eventDecoder) skipValue() error {
 	}
 }
 
-// skipName skips an object member name and the ':' after it.
-func (d *eventDecoder) skipName() error {
-	if d.ws() != '"' {
-		return d.syntaxErr("at start of object member name")
+// skipName skips the object member name at i (after any whitespace) and the ':' after it, and
+// returns the index after the ':'.
+func (d *eventDecoder) skipName(i int) (int, error) {
+	data := d.data
+	for i < len(data) && isSpace[data[i]] {
+		i++
 	}
-	if _, _, err := d.scanString(); err != nil {
-		return err
+	if i >= len(data) || data[i] != '"' {
+		d.pos = i
+		return 0, d.syntaxErr("at start of object member name")
 	}
-	if d.ws() != ':' {
-		return d.syntaxErr("after object member name (want ':')")
+	i, err := d.skipString(i)
+	if err != nil {
+		return 0, err
 	}
-	d.pos++
-	return nil
+	for i < len(data) && isSpace[data[i]] {
+		i++
+	}
+	if i >= len(data) || data[i] != ':' {
+		d.pos = i
+		return 0, d.syntaxErr("after object member name (want ':')")
+	}
+	return i + 1, nil
+}
+
+// skipString checks and skips the string whose opening quote is at i and returns the index after
+// its closing quote.
+func (d *eventDecoder) skipString(i int) (int, error) {
+	data := d.data
+	i++
+	for {
+		for i+4 <= len(data) && skipSafe[data[i]] && skipSafe[data[i+1]] && skipSafe[data[i+2]] && skipSafe[data[i+3]] {
+			i += 4
+		}
+		for i < len(data) && skipSafe[data[i]] {
+			i++
+		}
+		if i < len(data) && data[i] == '"' {
+			return i + 1, nil
+		}
+		// An escape, a control character or the end of the input.
+		d.pos = i
+		if err := d.skipEscape(); err != nil {
+			return 0, err
+		}
+		i = d.pos
+	}
 }
 
 // skipEscape checks and skips the escape sequence at the current position inside a string, or
@@ -1045,6 +1083,30 @@ func (d *eventDecoder) readStr() ([]byte, error) {
 func (d *eventDecoder) readString() (string, error) {
 	b, err := d.readStr()
 	return string(b), err
+}
+
+// readEventString reads a JSON string or null (as "") of a field of the event being decoded with
+// mostly unique values. *dst is set when the event is complete (see flushEventStrings).
+func (d *eventDecoder) readEventString(dst *string) error {
+	b, err := d.readStr()
+	if err != nil {
+		return err
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, b...)
+	// Appended even when empty: applied in order, the last value of a repeated member wins.
+	d.pending = append(d.pending, pendingString{dst: dst, start: start, end: len(d.arena)})
+	return nil
+}
+
+// flushEventStrings sets the fields read by readEventString, as substrings of one string.
+func (d *eventDecoder) flushEventStrings() {
+	all := string(d.arena)
+	for _, p := range d.pending {
+		*p.dst = all[p.start:p.end]
+	}
+	d.arena = d.arena[:0]
+	d.pending = d.pending[:0]
 }
 
 // readInterned reads a JSON string or null (as "") of a field with few distinct values.

@@ -303,7 +303,7 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	_, err = old.WriteString(logLine("5") + strings.TrimSuffix(logLine("6"), "\n"))
 	require.NoError(t, err)
 	require.NoError(t, old.Close())
-	time.Sleep(20 * time.Millisecond) // the follower sees no file at the path for a while
+	time.Sleep(20 * time.Millisecond)                               // the follower sees no file at the path for a while
 	appendFile(t, path, logLine("7")+strings.Repeat(" ", 400)+"\n") // padding, so that what follows the truncation is shorter
 	waitIDs(t, &c, "1", "2", "3", "4", "5", "6", "7")
 

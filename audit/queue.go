@@ -95,6 +95,8 @@ type Queue struct {
 	stopOnce  sync.Once
 	abandoned atomic.Int64
 
+	unregisterOnce sync.Once
+
 	// room wakes EnqueueWait callers: when capacity is released and somebody waits, roomCh is
 	// closed and replaced.
 	roomMu      sync.Mutex
@@ -407,7 +409,6 @@ func (q *Queue) Stop(ctx context.Context) error {
 		q.cancel()
 	}
 	if n := q.abandoned.Load(); n > 0 {
-		q.logger.Warn("audit queue stopped with events abandoned", "abandoned", n)
 		if err == nil {
 			err = ErrStopped
 		}
@@ -415,9 +416,11 @@ func (q *Queue) Stop(ctx context.Context) error {
 	} else if err != nil {
 		err = fmt.Errorf("stop audit queue: %w", err)
 	}
-	if uerr := q.depthCallback.Unregister(); uerr != nil {
-		q.logger.Debug("unregister queue depth callback", "error", uerr)
-	}
+	q.unregisterOnce.Do(func() {
+		if uerr := q.depthCallback.Unregister(); uerr != nil {
+			q.logger.Debug("unregister queue depth callback", "error", uerr)
+		}
+	})
 	return err
 }
 
@@ -507,6 +510,19 @@ func (q *Queue) finish(ctx context.Context, p *partition, n int, abandoned bool)
 	if n == 0 {
 		return
 	}
+	if abandoned {
+		q.abandoned.Add(int64(n))
+		q.dropped.Add(ctx, int64(n), q.droppedStop)
+	}
+	// Release the capacity before waking Flush, so that Len is 0 once Flush returns on an idle queue.
+	q.size.Add(-int64(n))
+	if q.roomWaiters.Load() > 0 {
+		q.roomMu.Lock()
+		close(q.roomCh)
+		q.roomCh = make(chan struct{})
+		q.roomMu.Unlock()
+	}
+
 	p.mu.Lock()
 	p.finished += uint64(n)
 	kept := p.waiters[:0]
@@ -520,16 +536,4 @@ func (q *Queue) finish(ctx context.Context, p *partition, n int, abandoned bool)
 	clear(p.waiters[len(kept):])
 	p.waiters = kept
 	p.mu.Unlock()
-
-	if abandoned {
-		q.abandoned.Add(int64(n))
-		q.dropped.Add(ctx, int64(n), q.droppedStop)
-	}
-	q.size.Add(-int64(n))
-	if q.roomWaiters.Load() > 0 {
-		q.roomMu.Lock()
-		close(q.roomCh)
-		q.roomCh = make(chan struct{})
-		q.roomMu.Unlock()
-	}
 }
