@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Peak RSS and throughput of the all-in-one while it replays the bulk fixture N times (default 10)
+# into the embedded store. Usage: scripts/measure-rss.sh [N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-10}
+bin=$(mktemp -d)/allinone
+data=$(mktemp -d)
+go build -o "$bin" ./examples/allinone
+args=()
+for _ in $(seq "$n"); do args+=(--replay testdata/bulk/audit.jsonl.gz); done
+port=$((20000 + RANDOM % 20000))
+start=$(date +%s.%N)
+"$bin" --data-dir "$data" --audit-addr 127.0.0.1:0 --http-addr "127.0.0.1:$port" --log-level warn "${args[@]}" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; rm -rf "$data" "$(dirname "$bin")"' EXIT
+until curl -sf "http://127.0.0.1:$port/healthz" | grep -q '"done":true'; do sleep 0.2; done
+end=$(date +%s.%N)
+hwm=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
+cpu=$(awk '{print ($14+$15)/100}' /proc/$pid/stat)
+events=$(curl -sf "http://127.0.0.1:$port/healthz" | python3 -c 'import json,sys; print(sum(f["Events"] for f in json.load(sys.stdin)["replay"]["files"]))')
+kill -TERM $pid; wait $pid || true
+python3 - "$n" "$events" "$start" "$end" "$hwm" "$cpu" <<'PY'
+import sys
+n, events, start, end, hwm, cpu = sys.argv[1:]
+wall = float(end) - float(start)
+print(f"replays={n} events={events} wall={wall:.1f}s cpu={float(cpu):.1f}s "
+      f"events/s(wall)={int(events)/wall:,.0f} events/cpu-second={int(events)/float(cpu):,.0f} peak_rss={int(hwm)/1024:.0f}MiB")
+PY
