@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store"
 )
 
@@ -38,14 +39,8 @@ func (a *NativeAPI) Register(mux *http.ServeMux) {
 
 // ObjectResult is one object in the answer of GET /api/objects.
 type ObjectResult struct {
-	Cluster   string         `json:"cluster"`
-	Group     string         `json:"group"`
-	Version   string         `json:"version,omitempty"`
-	Resource  string         `json:"resource"`
-	Namespace string         `json:"namespace,omitempty"`
-	Name      string         `json:"name"`
-	UID       string         `json:"uid,omitempty"`
-	Windows   []WindowResult `json:"windows"`
+	aggregator.ObjectRef
+	Windows []WindowResult `json:"windows"`
 }
 
 // WindowResult is one stored trace of an object.
@@ -97,11 +92,7 @@ func (a *NativeAPI) objects(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := ObjectsResponse{Objects: make([]ObjectResult, 0, len(found))}
 	for _, f := range found {
-		o := ObjectResult{
-			Cluster: f.Object.Cluster, Group: f.Object.Group, Version: f.Object.Version, Resource: f.Object.Resource,
-			Namespace: f.Object.Namespace, Name: f.Object.Name, UID: f.Object.UID,
-			Windows: make([]WindowResult, 0, len(f.Windows)),
-		}
+		o := ObjectResult{ObjectRef: f.Object, Windows: make([]WindowResult, 0, len(f.Windows))}
 		for _, win := range f.Windows {
 			o.Windows = append(o.Windows, WindowResult{Start: win.Window, TraceID: win.TraceID.String()})
 		}
