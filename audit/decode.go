@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,10 +27,11 @@ const (
 //
 // Only the fields of Event are decoded; the rest of the input is checked for JSON syntax and
 // skipped. Unknown members are ignored, a repeated member replaces the earlier one (last wins),
-// null leaves a field at its zero value, member names are case-sensitive (as in Kubernetes), and a
-// JSON value of the wrong type for a known field is an error that names the field. Strings may
-// hold invalid UTF-8, which becomes U+FFFD as with encoding/json. Whatever DecodeEvent accepts,
-// encoding/json accepts too, with the same result (a fuzz test checks this).
+// null leaves a field at its zero value (a null body is nil), member names are case-sensitive (as
+// in Kubernetes), and a JSON value of the wrong type for a known field is an error that names the
+// field. Strings may hold invalid UTF-8, which becomes U+FFFD as with encoding/json. Timestamps
+// are RFC 3339 with any fraction of a second (kube-apiserver writes microseconds). Whatever this
+// accepts, encoding/json accepts too and decodes to the same fields (a fuzz test checks this).
 //
 // The RequestObject and ResponseObject of the returned event alias data (no copy is made, which
 // keeps decoding fast): the caller must neither modify nor reuse data while the event is in use.
@@ -717,8 +719,9 @@ const (
 	swarHigh = 0x8080808080808080
 )
 
-// hasStringSpecial reports whether any of the 8 bytes of w is '"', '\', a control character or
-// not ASCII.
+// hasStringSpecial reports whether any of the 8 bytes of w is '"', '\', a control character or not
+// ASCII, testing them at once with the carry tricks of "Bit Twiddling Hacks" (has a zero byte,
+// has a byte less than n).
 func hasStringSpecial(w uint64) bool {
 	quote := w ^ (swarLow * '"')
 	backslash := w ^ (swarLow * '\\')
@@ -739,42 +742,23 @@ func (d *eventDecoder) scanString() (content []byte, plain bool, err error) {
 		for i < len(data) && strSafe[data[i]] {
 			i++
 		}
-		if i >= len(data) {
-			d.pos = i
-			return nil, false, d.syntaxErr("in string")
-		}
-		switch c := data[i]; {
-		case c == '"':
-			d.pos = i + 1
-			return data[start:i], plain, nil
-		case c == '\\':
-			plain = false
-			if i+1 >= len(data) {
+		if i < len(data) {
+			if c := data[i]; c == '"' {
 				d.pos = i + 1
-				return nil, false, d.syntaxErr("in string escape")
+				return data[start:i], plain, nil
+			} else if c >= utf8.RuneSelf { // kept as is here, checked when unquoted
+				plain = false
+				i++
+				continue
 			}
-			switch data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				for j := i + 2; j < i+6; j++ {
-					if j >= len(data) || !isHex(data[j]) {
-						d.pos = j
-						return nil, false, d.syntaxErr(`in \u escape`)
-					}
-				}
-				i += 6
-			default:
-				d.pos = i + 1
-				return nil, false, d.syntaxErr("in string escape")
-			}
-		case c < ' ':
-			d.pos = i
-			return nil, false, d.syntaxErr("in string (control characters must be escaped)")
-		default: // not ASCII: kept as is here, checked when unquoted
-			plain = false
-			i++
 		}
+		// An escape, a control character or the end of the input.
+		plain = false
+		d.pos = i
+		if err := d.skipEscape(); err != nil {
+			return nil, false, err
+		}
+		i = d.pos
 	}
 }
 
@@ -787,14 +771,7 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // unquote returns the value of a string whose content (between the quotes, as scanned just before)
 // has escapes or non-ASCII bytes. The result aliases content or *buf.
 func (d *eventDecoder) unquote(content []byte, buf *[]byte) []byte {
-	escaped := false
-	for _, c := range content {
-		if c == '\\' {
-			escaped = true
-			break
-		}
-	}
-	if !escaped && utf8.Valid(content) {
+	if bytes.IndexByte(content, '\\') < 0 && utf8.Valid(content) {
 		return content
 	}
 	// The string is syntactically valid: AppendUnquote can only complain about invalid UTF-8 or

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"encoding/json"
-	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -122,25 +121,4 @@ func BenchmarkDecodeEventStdlibAuditV1(b *testing.B) {
 		err := json.Unmarshal(data, &ev)
 		return 1, err
 	})
-}
-
-func ExampleDecodeEventList() {
-	body := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a1",` +
-		`"stage":"ResponseComplete","verb":"create","user":{"username":"admin"},` +
-		`"objectRef":{"resource":"deployments","namespace":"default","name":"demo","apiGroup":"apps"},` +
-		`"requestObject":{"kind":"Deployment"},"stageTimestamp":"2026-11-29T17:09:30.123456Z"}]}`)
-	events, err := DecodeEventList(body)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	// The bodies alias body: do not reuse it while the events are in use.
-	ev := events[0]
-	fmt.Println(ev.Verb, ev.ObjectRef.Resource, ev.ObjectRef.Name, string(ev.RequestObject), ev.StageTimestamp.UnixMicro())
-
-	_, err = DecodeEventList([]byte(`{"kind":"Foo","apiVersion":"audit.k8s.io/v1","items":[]}`))
-	fmt.Println(err)
-	// Output:
-	// create deployments demo {"kind":"Deployment"} 1795972170123456
-	// decode audit event list: wrong kind "Foo", want EventList
 }

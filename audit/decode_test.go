@@ -3,8 +3,11 @@ package audit
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -329,4 +332,51 @@ func TestDecodeEventListEmpty(t *testing.T) {
 		require.NoError(t, err, in)
 		assert.Empty(t, events, in)
 	}
+}
+
+func TestHasStringSpecial(t *testing.T) {
+	// Every byte value at every position of an otherwise plain word.
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(c)
+			assert.Equal(t, !strSafe[c], hasStringSpecial(binary.LittleEndian.Uint64(w)), "byte %#x at %d", c, pos)
+		}
+	}
+	// Random words of mostly plain bytes, against a byte by byte check.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		var w uint64
+		want := false
+		for i := range 8 {
+			c := byte(rng.UintN(256))
+			if rng.UintN(16) != 0 {
+				c = byte('a' + rng.UintN(26))
+			}
+			w |= uint64(c) << (8 * i)
+			want = want || !strSafe[c]
+		}
+		require.Equal(t, want, hasStringSpecial(w), "%#x", w)
+	}
+}
+
+func ExampleDecodeEventList() {
+	body := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a1",` +
+		`"stage":"ResponseComplete","verb":"create","user":{"username":"admin"},` +
+		`"objectRef":{"resource":"deployments","namespace":"default","name":"demo","apiGroup":"apps"},` +
+		`"requestObject":{"kind":"Deployment"},"stageTimestamp":"2026-11-29T17:09:30.123456Z"}]}`)
+	events, err := DecodeEventList(body)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The bodies alias body: do not reuse it while the events are in use.
+	ev := events[0]
+	fmt.Println(ev.Verb, ev.ObjectRef.Resource, ev.ObjectRef.Name, string(ev.RequestObject), ev.StageTimestamp.UnixMicro())
+
+	_, err = DecodeEventList([]byte(`{"kind":"Foo","apiVersion":"audit.k8s.io/v1","items":[]}`))
+	fmt.Println(err)
+	// Output:
+	// create deployments demo {"kind":"Deployment"} 1795972170123456
+	// decode audit event list: wrong kind "Foo", want EventList
 }

@@ -81,7 +81,9 @@ func validClusterName(s string) bool {
 // queue is stopped, 400 for a malformed batch and 413 for one over the size limit.
 //
 // The cluster comes from the path, else from DefaultCluster; never from the client's address or
-// headers. The handler does not filter events (the consumer does).
+// headers. The handler does not filter events (the consumer does). Each request body is read into
+// a buffer of its own that the enqueued events alias (see DecodeEventList) and that is never
+// reused.
 type Webhook struct {
 	cfg    WebhookConfig
 	q      Enqueuer

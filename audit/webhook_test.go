@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -294,6 +295,21 @@ func TestWebhookTooLarge(t *testing.T) {
 		{name: "declared length", body: func(*testing.T) io.Reader { return strings.NewReader(big) }},
 		{name: "streamed", body: func(*testing.T) io.Reader { return onlyReader{strings.NewReader(big)} }},
 		{
+			// Random bytes do not compress: the compressed body is over the limit already.
+			name: "gzip streamed",
+			body: func(t *testing.T) io.Reader {
+				rng := rand.New(rand.NewPCG(3, 4))
+				noise := make([]byte, 4*limit)
+				for i := range noise {
+					noise[i] = byte(rng.Uint32())
+				}
+				gz := gzipBytes(t, noise)
+				require.Greater(t, len(gz), 2*limit)
+				return onlyReader{bytes.NewReader(gz)}
+			},
+			header: http.Header{"Content-Encoding": {"gzip"}},
+		},
+		{
 			// Compressed it fits the limit, decompressed it does not.
 			name:   "gzip bomb",
 			body:   func(t *testing.T) io.Reader { return bytes.NewReader(gzipBytes(t, []byte(big))) },
@@ -476,4 +492,21 @@ func TestWebhookMetricAttributes(t *testing.T) {
 		}
 	}
 	t.Fatal("no requests metric")
+}
+
+func ExampleWebhook() {
+	var q Enqueuer = &webhookFakeQueue{} // in a program: the audit Queue
+	mux := http.NewServeMux()
+	// kube-apiserver's --audit-webhook-config-file points at http://<host>/audit/<cluster>.
+	NewWebhook(WebhookConfig{DefaultCluster: "main"}, q, slog.New(slog.DiscardHandler), nil).Register(mux)
+
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit/prod-eu", strings.NewReader(testBatch)))
+	fmt.Print(rec.Code, " ", rec.Body.String())
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"Foo"}`)))
+	fmt.Print(rec.Code, " ", rec.Body.String())
+	// Output:
+	// 200 accepted 2 events
+	// 400 decode audit event list: wrong kind "Foo", want EventList
 }

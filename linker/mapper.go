@@ -167,7 +167,7 @@ func normalizeGVK(gvk schema.GroupVersionKind) (schema.GroupVersionKind, error) 
 
 // ResourceDiscoverer is the part of a Kubernetes discovery client that DiscoveryMapper uses. It
 // has the signature of client-go's discovery.DiscoveryInterface method, so a client-go
-// discovery client can be used as is; KubeClusters has its own small implementation. As in
+// discovery client can be used as is (KubeClusters hands out one). As in
 // client-go, an error together with non-empty results means a partial failure: the group versions
 // listed in the groups but missing from the resources could not be discovered. Implementations
 // must bound the call with a timeout: DiscoveryMapper cannot cancel it.
