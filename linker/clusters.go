@@ -103,4 +103,3 @@ func (k *KubeClusters) clientsFor(cluster string) (*kubeClients, error) {
 	k.clients[cluster] = c
 	return c, nil
 }
-
