@@ -185,6 +185,10 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if len(events) > 0 {
 		if err := w.q.Enqueue(ctx, cluster, events); err != nil {
 			switch {
+			case errors.Is(err, ErrBatchTooLarge):
+				// Retrying cannot help: say so rather than asking for a retry.
+				w.reject(ctx, rw, http.StatusRequestEntityTooLarge, rejectTooLarge, cluster,
+					fmt.Sprintf("enqueue %d events: %v (raise audit.queue.capacity or lower --audit-webhook-batch-max-size)", len(events), err))
 			case errors.Is(err, ErrQueueFull):
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusTooManyRequests, rejectQueueFull, cluster,

@@ -364,6 +364,7 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 		wantReason string
 	}{
 		{name: "queue full", err: fmt.Errorf("partition 3: %w", ErrQueueFull), wantStatus: http.StatusTooManyRequests, wantReason: "queue_full"},
+		{name: "batch can never fit", err: fmt.Errorf("%w: %w", ErrQueueFull, ErrBatchTooLarge), wantStatus: http.StatusRequestEntityTooLarge, wantReason: "too_large"},
 		{name: "stopped", err: ErrStopped, wantStatus: http.StatusServiceUnavailable, wantReason: "stopped"},
 		{name: "other", err: errors.New("disk on fire"), wantStatus: http.StatusInternalServerError, wantReason: "error"},
 	}
