@@ -383,3 +383,25 @@ func TestMetricsEndpoint(t *testing.T) {
 		assert.Contains(t, text, name, fmt.Sprintf("metric %s", name))
 	}
 }
+
+// TestStopDrainsQueue: what the webhook accepted right before shutdown (SIGTERM takes the same
+// path: app.Stop) is in the store after a restart.
+func TestStopDrainsQueue(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	r := start(t, cfg)
+	batches := readBatches(t)
+	for _, b := range batches {
+		code, body := post(t, r.audit("/audit/drain"), b)
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	r.stop(t)
+
+	r2 := start(t, cfg)
+	dep := findObject(t, r2, "cluster=drain&resource=deployments&name=demo")
+	tr := storedTrace(t, r2, dep.Windows[0].TraceID)
+	var titles []string
+	for _, s := range spansOfKind(tr, "event") {
+		titles = append(titles, s.OperationName)
+	}
+	assert.Contains(t, titles, "admin delete", "the last batch's events were drained into the store")
+}
