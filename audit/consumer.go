@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
 )
 
 // SourceName is the aggregator.Event Source of audit events.
@@ -47,6 +48,9 @@ type ConsumerConfig struct {
 	ExcludeResources []string `yaml:"excludeResources"`
 	// ExcludeUserAgents drops events whose user agent contains one of these substrings.
 	ExcludeUserAgents []string `yaml:"excludeUserAgents"`
+	// Diff configures the audit-stream diff: the changes of each write, computed against the
+	// previous version of the object seen in the stream (see diff.Stream). On by default.
+	Diff diff.StreamConfig `yaml:"diff"`
 }
 
 // WithDefaults returns c with unset fields set to their defaults.
@@ -85,6 +89,9 @@ func (c ConsumerConfig) Validate() error {
 			return errors.New("audit consumer: empty excluded user agent (it would exclude everything)")
 		}
 	}
+	if err := c.Diff.Validate(); err != nil {
+		return fmt.Errorf("audit consumer: %w", err)
+	}
 	return nil
 }
 
@@ -120,6 +127,9 @@ type Consumer struct {
 	ignoreImpersonation bool
 	excludeResources    map[groupResource]struct{}
 	excludeUserAgents   []string
+	// differ redacts Secret bodies; stream is the audit-stream diff (nil when disabled).
+	differ *diff.Differ
+	stream *diff.Stream
 
 	counter  metric.Int64Counter
 	outcomes [numOutcomes]metric.MeasurementOption
@@ -191,6 +201,16 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, logger *slog.Log
 		c.excludeResources[gr] = struct{}{}
 	}
 	var err error
+	if cfg.Diff.Disabled {
+		if c.differ, err = diff.New(cfg.Diff.Compare); err != nil {
+			return nil, fmt.Errorf("audit consumer: %w", err)
+		}
+	} else {
+		if c.stream, err = diff.NewStream(cfg.Diff, logger, mp); err != nil {
+			return nil, fmt.Errorf("audit consumer: %w", err)
+		}
+		c.differ = c.stream.Differ()
+	}
 	if c.counter, err = mp.Meter(meterName).Int64Counter("kelemetry.audit.consumer.events",
 		metric.WithDescription("Audit events seen by the consumer, by result (sent, filtered, invalid, send_error) and reason."),
 		metric.WithUnit("{event}")); err != nil {
@@ -210,9 +230,13 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, logger *slog.Log
 // Dropped events and failures are counted, not returned: invalid events are logged at debug,
 // aggregator errors at warn (rate-limited).
 func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
-	out, oc, err := c.convert(cluster, ev)
+	var info convertInfo
+	out, oc, err := c.convert(cluster, ev, &info)
 	if err != nil {
 		c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
+	}
+	if out != nil && c.stream != nil && !out.Error {
+		c.addDiff(ctx, ev, out, &info)
 	}
 	if out != nil {
 		if err := c.agg.Send(ctx, out); err != nil {
@@ -230,11 +254,41 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 // is filtered out or invalid; err is set only for invalid events (wrapping
 // aggregator.ErrInvalidEvent). Convert has no side effects.
 func (c *Consumer) Convert(cluster string, ev *Event) (out *aggregator.Event, keep bool, err error) {
-	out, _, err = c.convert(cluster, ev)
+	out, _, err = c.convert(cluster, ev, nil)
 	return out, out != nil, err
 }
 
-func (c *Consumer) convert(cluster string, ev *Event) (*aggregator.Event, outcome, error) {
+// convertInfo is what convert learnt about the response, for the audit-stream diff.
+type convertInfo struct {
+	meta     bodyMeta
+	isObject bool
+}
+
+// addDiff adds the audit-stream diff of a successful write to out: diff or snapshot logs, see
+// diff.Stream. It never waits.
+func (c *Consumer) addDiff(ctx context.Context, ev *Event, out *aggregator.Event, info *convertInfo) {
+	ref := ev.ObjectRef
+	res := c.stream.Observe(ctx, diff.Write{
+		Object:                 out.Object.ObjectRef,
+		Verb:                   ev.Verb,
+		Subresource:            ref.Subresource,
+		RequestResourceVersion: ref.ResourceVersion,
+		Request:                ev.RequestObject,
+		Response:               ev.ResponseObject,
+		Snapshot:               out.Object.Body,
+		IsObject:               info.isObject,
+		ResourceVersion:        info.meta.resourceVersion,
+		Time:                   out.End,
+	})
+	if len(res.Logs) > 0 {
+		out.Logs = append(out.Logs, res.Logs...)
+	}
+	if len(res.Attributes) > 0 {
+		out.Attributes = append(out.Attributes, res.Attributes...)
+	}
+}
+
+func (c *Consumer) convert(cluster string, ev *Event, info *convertInfo) (*aggregator.Event, outcome, error) {
 	if ev == nil {
 		return nil, outcomeInvalidEvent, fmt.Errorf("%w: nil audit event", aggregator.ErrInvalidEvent)
 	}
@@ -290,9 +344,17 @@ func (c *Consumer) convert(cluster string, ev *Event) (*aggregator.Event, outcom
 			obj.UID = meta.uid
 		}
 		// A copy: decoded events alias the whole input line or webhook body, request object
-		// included, which must not stay in memory for as long as the body is kept.
-		obj.Body = bytes.Clone(ev.ResponseObject)
+		// included, which must not stay in memory for as long as the body is kept. The copy is
+		// the diff snapshot: no managedFields, Secrets' data and redacted fields hidden.
+		if snap, err := c.differ.Snapshot(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, ev.ResponseObject); err == nil {
+			obj.Body = snap
+		} else {
+			obj.Body = bytes.Clone(ev.ResponseObject)
+		}
 		obj.MetaHash = meta.metaHash
+	}
+	if info != nil {
+		info.meta, info.isObject = meta, isObject
 	}
 	if obj.Name == "" {
 		return nil, outcomeInvalidNoName, fmt.Errorf("%w: audit event %s (%s %s) names no object",

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -157,14 +158,21 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	var all []found
 
 	m.mu.RLock()
-	for key, byTrace := range m.objects {
+	objects := m.objects
+	if q.Exact {
+		objects = nil
+		if byTrace, ok := m.objects[q.key()]; ok {
+			objects = map[aggregator.ObjectKey]map[trace.TraceID]*memTrace{q.key(): byTrace}
+		}
+	}
+	for key, byTrace := range objects {
 		if !match.object(key) {
 			continue
 		}
 		var newest *memTrace
 		var windows []ObjectWindow
 		for _, tr := range byTrace {
-			if !match.window(tr.window) {
+			if !match.window(tr.window) || (len(q.Attributes) > 0 && !tr.hasEvent(&match)) {
 				continue
 			}
 			windows = append(windows, ObjectWindow{Window: unixTime(tr.window), TraceID: tr.id})
@@ -187,6 +195,81 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 		out[i] = all[i].ow
 		slices.SortFunc(out[i].Windows, func(a, b ObjectWindow) int { return a.Window.Compare(b.Window) })
 	}
+	return out, nil
+}
+
+func (t *memTrace) hasEvent(match *matcher) bool {
+	for _, sp := range t.spans {
+		if match.event(sp) {
+			return true
+		}
+	}
+	return false
+}
+
+// GetTraces implements Reader.
+func (m *Memory) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get traces: %w", err)
+	}
+	out := make([][]*aggregator.Span, len(ws))
+	m.mu.RLock()
+	for i, w := range ws {
+		tr := m.traces[w.TraceID]
+		if tr == nil || tr.window != w.Window.UnixNano() {
+			continue
+		}
+		spans := make([]*aggregator.Span, 0, len(tr.spans))
+		for _, sp := range tr.spans {
+			cp := *sp
+			spans = append(spans, &cp)
+		}
+		out[i] = spans
+	}
+	m.mu.RUnlock()
+	for _, spans := range out {
+		slices.SortFunc(spans, spanLess)
+	}
+	return out, nil
+}
+
+// FindTraces implements Reader.
+func (m *Memory) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
+	}
+	if err := validPrefix(q.IDPrefix); err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
+	}
+	match := newMatcher(ObjectQuery{From: q.From, To: q.To}, m.length)
+	var out []TraceRef
+	m.mu.RLock()
+	for id, tr := range m.traces {
+		if bytes.HasPrefix(id[:], q.IDPrefix) && match.window(tr.window) {
+			out = append(out, TraceRef{TraceID: id, Window: unixTime(tr.window), Object: tr.ref})
+		}
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, traceLess)
+	return out, nil
+}
+
+// Clusters implements Reader.
+func (m *Memory) Clusters(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
+	}
+	seen := map[string]bool{}
+	m.mu.RLock()
+	for k := range m.objects {
+		seen[k.Cluster] = true
+	}
+	m.mu.RUnlock()
+	out := make([]string, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	slices.Sort(out)
 	return out, nil
 }
 

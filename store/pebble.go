@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -352,6 +353,56 @@ func (p *Pebble) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.
 	return spans, nil
 }
 
+// GetTraces implements Reader. One iterator reads every window, in key order.
+func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return nil, fmt.Errorf("get traces: %w", err)
+	}
+	out := make([][]*aggregator.Span, len(ws))
+	if len(ws) == 0 {
+		return out, nil
+	}
+	keys := make([][]byte, len(ws))
+	order := make([]int, len(ws))
+	for i, w := range ws {
+		keys[i] = appendWindowKey(make([]byte, 0, winKeyLen), w.Window.UnixNano(), w.TraceID)
+		keys[i][0] = prefixSpan
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
+	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte{prefixSpan}, UpperBound: []byte{prefixSpan + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("get traces: iterate: %w", err)
+	}
+	defer it.Close()
+	for n, i := range order {
+		if n%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("get traces: %w", err)
+			}
+		}
+		prefix := keys[i]
+		for valid := it.SeekGE(prefix); valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return nil, fmt.Errorf("get traces: read %x: %w", it.Key(), err)
+			}
+			sp, err := decodeSpan(v)
+			if err != nil {
+				return nil, fmt.Errorf("get traces: key %x: %w", it.Key(), err)
+			}
+			out[i] = append(out[i], sp)
+		}
+		slices.SortFunc(out[i], spanLess)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("get traces: iterate: %w", err)
+	}
+	return out, nil
+}
+
 // FindObjects implements Reader.
 func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
 	p.mu.RLock()
@@ -359,9 +410,149 @@ func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	if err := p.usable(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
-	out, err := p.findObjects(ctx, newMatcher(q, p.cfg.Window))
+	match := newMatcher(q, p.cfg.Window)
+	scan := match
+	if len(q.Attributes) > 0 {
+		scan.q.Limit = math.MaxInt // the limit counts objects that pass the event filter
+	}
+	out, err := p.findObjects(ctx, scan)
 	if err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
+	}
+	if len(q.Attributes) == 0 {
+		return out, nil
+	}
+	kept := out[:0]
+	for _, ow := range out {
+		if len(kept) >= match.limit() {
+			break
+		}
+		windows := ow.Windows[:0]
+		for _, w := range ow.Windows {
+			ok, err := p.windowHasEvent(ctx, w.Window.UnixNano(), w.TraceID, &match)
+			if err != nil {
+				return nil, fmt.Errorf("find objects: %w", err)
+			}
+			if ok {
+				windows = append(windows, w)
+			}
+		}
+		if len(windows) > 0 {
+			ow.Windows = windows
+			kept = append(kept, ow)
+		}
+	}
+	return kept, nil
+}
+
+// windowHasEvent reports whether the trace tid of window w holds an event span match accepts.
+func (p *Pebble) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID, match *matcher) (bool, error) {
+	lower := appendWindowKey([]byte(nil), w, tid)
+	lower[0] = prefixSpan
+	found := false
+	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return false, err
+		}
+		sp, err := decodeSpan(v)
+		if err != nil {
+			return false, fmt.Errorf("key %x: %w", it.Key(), err)
+		}
+		found = match.event(sp)
+		return !found, nil
+	})
+	return found, err
+}
+
+// FindTraces implements Reader.
+func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, error) {
+	if err := validPrefix(q.IDPrefix); err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
+	}
+	match := newMatcher(ObjectQuery{From: q.From, To: q.To}, p.cfg.Window)
+	var out []TraceRef
+	lower := append([]byte{prefixTrace}, q.IDPrefix...)
+	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+		k := it.Key()
+		if len(k) != traceKeyLen {
+			return true, nil
+		}
+		w := readWindow(k[1+traceIDLen:])
+		if !match.window(w) {
+			return true, nil
+		}
+		var tid trace.TraceID
+		copy(tid[:], k[1:1+traceIDLen])
+		out = append(out, TraceRef{TraceID: tid, Window: unixTime(w)})
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
+	}
+	for i := range out {
+		ref, err := p.traceObject(out[i].Window.UnixNano(), out[i].TraceID)
+		if err != nil {
+			return nil, fmt.Errorf("find traces: %w", err)
+		}
+		out[i].Object = ref
+	}
+	slices.SortFunc(out, traceLess)
+	return out, nil
+}
+
+// traceObject reads the object reference of one trace through the window and object indexes.
+func (p *Pebble) traceObject(w int64, tid trace.TraceID) (aggregator.ObjectRef, error) {
+	obj, closer, err := p.db.Get(appendWindowKey(nil, w, tid))
+	if err != nil {
+		return aggregator.ObjectRef{}, fmt.Errorf("window index of %s: %w", tid, err)
+	}
+	key := appendObjectKey(nil, obj, w, tid)
+	_ = closer.Close()
+	v, closer, err := p.db.Get(key)
+	if err != nil {
+		return aggregator.ObjectRef{}, fmt.Errorf("object index of %s: %w", tid, err)
+	}
+	defer closer.Close()
+	return decodeRefValue(v)
+}
+
+// Clusters implements Reader. It skips from one cluster to the next in the object index.
+func (p *Pebble) Clusters(ctx context.Context) ([]string, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
+	}
+	lower := []byte{prefixObject}
+	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
+	}
+	defer it.Close()
+	out := []string{}
+	var seek []byte
+	for valid := it.First(); valid; {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("list clusters: %w", err)
+		}
+		rest := it.Key()[1:]
+		i := bytes.IndexByte(rest, '/')
+		if i < 0 {
+			valid = it.Next()
+			continue
+		}
+		out = append(out, string(rest[:i]))
+		seek = append(append(append(seek[:0], prefixObject), rest[:i]...), '/'+1)
+		valid = it.SeekGE(seek)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
 	}
 	return out, nil
 }
@@ -370,7 +561,7 @@ func (p *Pebble) findObjects(ctx context.Context, match matcher) ([]ObjectWindow
 	// Narrow the scan to the leading fields the query fixes.
 	lower := []byte{prefixObject}
 	for i, f := range [...]string{match.q.Cluster, match.q.Group, match.q.Resource, match.q.Namespace, match.q.Name} {
-		if f == "" {
+		if f == "" && !match.q.Exact {
 			break
 		}
 		lower = append(lower, f...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -22,13 +23,36 @@ const DefaultLimit = 100
 
 // ObjectQuery selects objects and their windows.
 type ObjectQuery struct {
-	// Cluster, Group, Resource, Namespace and Name must equal the object's; empty matches any.
+	// Cluster, Group, Resource, Namespace and Name must equal the object's; empty matches any
+	// unless Exact is set.
 	Cluster, Group, Resource, Namespace, Name string
+	// Exact makes empty fields match only empty values: the query names one object's key.
+	Exact bool
 	// From and To bound the time range; a zero value is unbounded. A window [start, start+length)
 	// matches if it overlaps [From, To], bounds included: start <= To and From < start+length.
 	From, To time.Time
 	// Limit is the maximum number of objects (not windows) returned; 0 or less means DefaultLimit.
 	Limit int
+	// Attributes, when set, keep only windows holding an event span that has every one of these
+	// attributes (exact values) and starts within [From, To], bounds included. Objects without
+	// such a window are left out, and the limit counts the objects that remain.
+	Attributes aggregator.Attrs
+}
+
+// TraceQuery selects stored traces by the leading bytes of their trace ID.
+type TraceQuery struct {
+	// IDPrefix is the first bytes of the trace ID (1 to 16 of them).
+	IDPrefix []byte
+	// From and To bound the windows as in ObjectQuery; a zero value is unbounded.
+	From, To time.Time
+}
+
+// TraceRef is one stored trace: one object in one window.
+type TraceRef struct {
+	TraceID trace.TraceID
+	Window  time.Time
+	// Object is the reference the object index holds for the trace (see ObjectWindows.Object).
+	Object aggregator.ObjectRef
 }
 
 // ObjectWindow is one window of an object and the trace that holds it.
@@ -55,6 +79,16 @@ type Reader interface {
 	// returned spans are the caller's; the slices and pointers inside them may be shared with the
 	// store and must not be modified.
 	GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error)
+	// GetTraces reads several traces at once, each in its known window (as FindObjects returns
+	// them): out[i] holds the spans of ws[i] sorted by (Start, SpanID), nil when none are
+	// stored. The same sharing rules as GetTrace apply.
+	GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error)
+	// FindTraces returns the traces whose ID starts with q.IDPrefix and whose window overlaps
+	// [q.From, q.To], sorted by (Window, TraceID). It resolves short trace references, such as
+	// the frontend's display IDs, without any other state.
+	FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, error)
+	// Clusters returns the names of the clusters that have stored objects, sorted.
+	Clusters(ctx context.Context) ([]string, error)
 }
 
 // Store is a sink that can be read back.
@@ -97,6 +131,10 @@ func newMatcher(q ObjectQuery, length time.Duration) matcher {
 	return m
 }
 
+func (q *ObjectQuery) key() aggregator.ObjectKey {
+	return aggregator.ObjectKey{Cluster: q.Cluster, Group: q.Group, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name}
+}
+
 func (m *matcher) limit() int {
 	if m.q.Limit <= 0 {
 		return DefaultLimit
@@ -106,6 +144,10 @@ func (m *matcher) limit() int {
 
 func (m *matcher) object(k aggregator.ObjectKey) bool {
 	q := &m.q
+	if q.Exact {
+		return q.Cluster == k.Cluster && q.Group == k.Group && q.Resource == k.Resource &&
+			q.Namespace == k.Namespace && q.Name == k.Name
+	}
 	return (q.Cluster == "" || q.Cluster == k.Cluster) &&
 		(q.Group == "" || q.Group == k.Group) &&
 		(q.Resource == "" || q.Resource == k.Resource) &&
@@ -121,6 +163,38 @@ func (m *matcher) window(start int64) bool {
 		return false
 	}
 	return true
+}
+
+// event reports whether sp is an event span starting within the bounds of m that has every
+// attribute of want.
+func (m *matcher) event(sp *aggregator.Span) bool {
+	if sp.Kind != aggregator.KindEvent {
+		return false
+	}
+	t := sp.Start.UnixNano()
+	if (m.hasFrom && t < m.from) || (m.hasTo && t > m.to) {
+		return false
+	}
+	for _, a := range m.q.Attributes {
+		if v, ok := sp.Attributes.Get(a.Key); !ok || v != a.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func validPrefix(p []byte) error {
+	if len(p) == 0 || len(p) > len(trace.TraceID{}) {
+		return fmt.Errorf("trace ID prefix of %d bytes: want 1 to 16", len(p))
+	}
+	return nil
+}
+
+func traceLess(a, b TraceRef) int {
+	if c := a.Window.Compare(b.Window); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.TraceID[:], b.TraceID[:])
 }
 
 // spanLess orders spans by (Start, SpanID).

@@ -1,0 +1,15 @@
+// Package diff compares two versions of a Kubernetes object (JSON) and reports what changed, as
+// readable lines ("spec.template.spec.containers[name=app].image alpine:3.16 -> alpine:3.17") and
+// as machine-readable Changes.
+//
+// The comparison works on raw JSON: equal subtrees are recognised by their bytes and never
+// decoded, so the cost is about one scan of each input plus the work on what differs. Lists are
+// matched by merge key (name, containerPort, type, uid, ... as strategic merge patch does) before
+// falling back to a longest-common-subsequence alignment, numbers compare by value, and
+// bookkeeping fields (metadata.managedFields, resourceVersion, generation) are ignored by default.
+// Secrets' data and stringData, and any field matched by a redaction rule, are replaced by a keyed
+// hash marker in every output (changes, snapshots, stored versions).
+//
+// Stream keeps the previous version of each object seen in the audit stream (bounded LRU) and turns
+// each write into diff or snapshot logs for the aggregator.
+package diff

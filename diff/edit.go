@@ -1,0 +1,88 @@
+package diff
+
+import "fmt"
+
+// memberRange returns the extent [start, end) of the value of the top-level member key of obj,
+// scanning no further; when key is missing, it returns the position of obj's closing brace.
+func memberRange(obj []byte, key string) (start, end, closing int, found bool, err error) {
+	if len(obj) < 2 || obj[0] != '{' {
+		return 0, 0, 0, false, fmt.Errorf("%w: not an object", errSyntax)
+	}
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		ke, err := stringEnd(obj, i)
+		if err != nil {
+			return 0, 0, 0, false, err
+		}
+		k := obj[i:ke]
+		i = skipSpace(obj, ke)
+		if i >= len(obj) || obj[i] != ':' {
+			return 0, 0, 0, false, fmt.Errorf("%w: missing colon", errSyntax)
+		}
+		i = skipSpace(obj, i+1)
+		ve, err := valueEnd(obj, i, nil)
+		if err != nil {
+			return 0, 0, 0, false, err
+		}
+		if keyIs(k, key) {
+			return i, ve, -1, true, nil
+		}
+		i = skipSpace(obj, ve)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	if i >= len(obj) || obj[i] != '}' {
+		return 0, 0, 0, false, fmt.Errorf("%w: unterminated object", errSyntax)
+	}
+	return start, end, i, found, nil
+}
+
+// getPath returns the raw value at a path of plain member names.
+func getPath(obj []byte, keys ...string) ([]byte, bool) {
+	v := trim(obj)
+	for _, k := range keys {
+		var ok bool
+		if v, ok = lookupMember(v, k, nil); !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// setPath returns a copy of obj with the value at a path of plain member names set to val,
+// creating missing objects on the way.
+func setPath(obj []byte, val []byte, keys ...string) ([]byte, error) {
+	if len(keys) == 0 {
+		return val, nil
+	}
+	obj = trim(obj)
+	start, end, closing, found, err := memberRange(obj, keys[0])
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) > 1 {
+		child := []byte("{}")
+		if found && kindOf(obj[start:end]) == '{' {
+			child = obj[start:end]
+		}
+		if val, err = setPath(child, val, keys[1:]...); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]byte, 0, len(obj)+len(keys[0])+len(val)+4)
+	if found {
+		out = append(out, obj[:start]...)
+		out = append(out, val...)
+		return append(out, obj[end:]...), nil
+	}
+	out = append(out, obj[:closing]...)
+	if len(trim(obj[1:closing])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, '"')
+	out = append(out, keys[0]...) // keys set here are plain identifiers
+	out = append(out, '"', ':')
+	out = append(out, val...)
+	return append(out, obj[closing:]...), nil
+}

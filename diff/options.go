@@ -1,0 +1,265 @@
+package diff
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// DefaultIgnore are the field paths left out of comparisons when Options.Ignore is nil: fields
+// the API server rewrites on every write.
+var DefaultIgnore = []string{"metadata.managedFields", "metadata.resourceVersion", "metadata.generation"}
+
+// DefaultMaxLCS bounds the cells of the table that aligns unkeyed lists (old length times new
+// length); longer lists are aligned by index after their common head and tail.
+const DefaultMaxLCS = 1 << 16
+
+// defaultMergeKeys are the merge keys of well-known list fields, by field name, in order of
+// preference: the first key that every item has, with unique values, is used. They follow the
+// patchMergeKey tags of the Kubernetes API types.
+var defaultMergeKeys = map[string][]string{
+	"containers":                 {"name"},
+	"initContainers":             {"name"},
+	"ephemeralContainers":        {"name"},
+	"containerStatuses":          {"name"},
+	"initContainerStatuses":      {"name"},
+	"ephemeralContainerStatuses": {"name"},
+	"env":                        {"name"},
+	"volumes":                    {"name"},
+	"imagePullSecrets":           {"name"},
+	"resourceClaims":             {"name"},
+	"resourceClaimStatuses":      {"name"},
+	"webhooks":                   {"name"},
+	"ports":                      {"containerPort", "port", "name"},
+	"volumeMounts":               {"mountPath", "name"},
+	"volumeDevices":              {"devicePath"},
+	"conditions":                 {"type"},
+	"ownerReferences":            {"uid"},
+	"taints":                     {"key"},
+	"addresses":                  {"type", "ip"},
+	"hostAliases":                {"ip"},
+	"podIPs":                     {"ip"},
+	"hostIPs":                    {"ip"},
+	"readinessGates":             {"conditionType"},
+	"topologySpreadConstraints":  {"topologyKey"},
+}
+
+// genericMergeKeys are tried on any list of objects without a known merge key.
+var genericMergeKeys = []string{"name"}
+
+// Options configure comparisons. The zero value means defaults.
+//
+// Paths are written as in Change.Path with every list item written "[]" (or "[*]"), e.g.
+// "spec.template.spec.containers[].env" or `metadata.annotations["example.com/token"]`. A path
+// covers everything below it.
+type Options struct {
+	// Ignore lists paths never reported. Nil means DefaultIgnore; an empty non-nil list ignores
+	// nothing.
+	Ignore []string `yaml:"ignore"`
+	// MergeKeys adds or overrides list merge keys. A key is a list's path
+	// ("spec.template.spec.containers") or a bare field name ("containers"); the value lists the
+	// candidate keys in order of preference. An empty value makes the list positional.
+	MergeKeys map[string][]string `yaml:"mergeKeys"`
+	// Redact lists redaction rules, on top of the built-in one for Secrets' data and stringData.
+	Redact []RedactRule `yaml:"redact"`
+	// MaxLCS bounds the alignment table of unkeyed lists (default DefaultMaxLCS cells).
+	MaxLCS int `yaml:"maxLCS"`
+}
+
+// RedactRule hides the values of matching fields of matching resources: they are replaced by
+// "<redacted:HASH>", where HASH is a keyed hash (the key is random per process) that only tells
+// whether two values are equal.
+type RedactRule struct {
+	// Resource is "resource" (core group) or "group/resource"; empty means every resource.
+	Resource string `yaml:"resource"`
+	// Paths are hidden with everything below them.
+	Paths []string `yaml:"paths"`
+	// PathRegex hides fields whose full path (as in Change.Path) matches.
+	PathRegex string `yaml:"pathRegex"`
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	for _, p := range o.Ignore {
+		if p == "" {
+			errs = append(errs, errors.New("diff: empty ignore path"))
+		}
+	}
+	for _, r := range o.Redact {
+		if _, err := parseResource(r.Resource); err != nil {
+			errs = append(errs, err)
+		}
+		if len(r.Paths) == 0 && r.PathRegex == "" {
+			errs = append(errs, fmt.Errorf("diff: redaction rule for %q has neither paths nor pathRegex", r.Resource))
+		}
+		if r.PathRegex != "" {
+			if _, err := regexp.Compile(r.PathRegex); err != nil {
+				errs = append(errs, fmt.Errorf("diff: redaction rule for %q: %w", r.Resource, err))
+			}
+		}
+	}
+	if o.MaxLCS < 0 {
+		errs = append(errs, errors.New("diff: maxLCS is negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Resource names the resource an object belongs to; it selects redaction rules. The zero value
+// means unknown: Secrets are then recognised by their kind.
+type Resource struct {
+	Group    string
+	Resource string
+}
+
+var secrets = Resource{Resource: "secrets"}
+
+func parseResource(s string) (Resource, error) {
+	if s == "" {
+		return Resource{}, nil
+	}
+	group, res, found := strings.Cut(s, "/")
+	if !found {
+		group, res = "", s
+	}
+	if res == "" || strings.Contains(res, "/") || (found && group == "") {
+		return Resource{}, fmt.Errorf("diff: resource %q is not \"resource\" or \"group/resource\"", s)
+	}
+	return Resource{Group: group, Resource: res}, nil
+}
+
+// Differ compares objects with fixed options. It is safe for concurrent use.
+type Differ struct {
+	ignore       map[string]struct{}
+	mergeByPath  map[string][]string
+	mergeByField map[string][]string
+	rules        []compiledRule
+	maxLCS       int
+	hmacKey      []byte
+	plans        sync.Map // Resource -> *plan
+}
+
+type compiledRule struct {
+	res   Resource
+	all   bool
+	paths []string
+	re    *regexp.Regexp
+}
+
+// normPath writes list items as "[]".
+func normPath(p string) string { return strings.ReplaceAll(p, "[*]", "[]") }
+
+// New compiles opts.
+func New(opts Options) (*Differ, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Differ{
+		ignore:       map[string]struct{}{},
+		mergeByPath:  map[string][]string{},
+		mergeByField: map[string][]string{},
+		maxLCS:       opts.MaxLCS,
+		hmacKey:      make([]byte, 32),
+	}
+	if d.maxLCS == 0 {
+		d.maxLCS = DefaultMaxLCS
+	}
+	if _, err := rand.Read(d.hmacKey); err != nil {
+		return nil, fmt.Errorf("diff: redaction key: %w", err)
+	}
+	ignore := opts.Ignore
+	if ignore == nil {
+		ignore = DefaultIgnore
+	}
+	for _, p := range ignore {
+		d.ignore[normPath(p)] = struct{}{}
+	}
+	for k, v := range defaultMergeKeys {
+		d.mergeByField[k] = v
+	}
+	for k, v := range opts.MergeKeys {
+		if strings.ContainsAny(k, ".[") {
+			d.mergeByPath[normPath(k)] = v
+		} else {
+			d.mergeByField[k] = v
+		}
+	}
+	for _, r := range opts.Redact {
+		res, _ := parseResource(r.Resource) // validated
+		cr := compiledRule{res: res, all: r.Resource == ""}
+		for _, p := range r.Paths {
+			cr.paths = append(cr.paths, normPath(p))
+		}
+		if r.PathRegex != "" {
+			cr.re = regexp.MustCompile(r.PathRegex) // validated
+		}
+		d.rules = append(d.rules, cr)
+	}
+	return d, nil
+}
+
+// plan is what applies to one resource: the paths whose values are hidden, the regexes matched
+// against full paths, and the prefixes under which rewriting must descend.
+type plan struct {
+	redact   map[string]struct{}
+	regexes  []*regexp.Regexp
+	descend  map[string]struct{} // proper prefixes of redact and strip paths
+	anyRegex bool
+	// stripOnly: nothing is redacted, so a snapshot only drops metadata.managedFields.
+	stripOnly bool
+}
+
+// stripPaths are removed from snapshots.
+var stripPaths = []string{"metadata.managedFields"}
+
+func (d *Differ) planFor(res Resource) *plan {
+	if p, ok := d.plans.Load(res); ok {
+		return p.(*plan)
+	}
+	p := &plan{redact: map[string]struct{}{}, descend: map[string]struct{}{}}
+	if res == secrets {
+		p.redact["data"] = struct{}{}
+		p.redact["stringData"] = struct{}{}
+	}
+	for _, r := range d.rules {
+		if !r.all && r.res != res {
+			continue
+		}
+		for _, path := range r.paths {
+			p.redact[path] = struct{}{}
+		}
+		if r.re != nil {
+			p.regexes = append(p.regexes, r.re)
+		}
+	}
+	p.anyRegex = len(p.regexes) > 0
+	p.stripOnly = !p.anyRegex && len(p.redact) == 0
+	addPrefixes := func(path string) {
+		for i := 0; i < len(path); i++ {
+			if path[i] == '.' || path[i] == '[' {
+				p.descend[path[:i]] = struct{}{}
+			}
+		}
+		p.descend[""] = struct{}{}
+	}
+	for path := range p.redact {
+		addPrefixes(path)
+	}
+	for _, path := range stripPaths {
+		addPrefixes(path)
+	}
+	// Bound the cache: resources are few, but guard against unbounded distinct inputs.
+	if n := d.planCount(); n < 4096 {
+		d.plans.Store(res, p)
+	}
+	return p
+}
+
+func (d *Differ) planCount() int {
+	n := 0
+	d.plans.Range(func(any, any) bool { n++; return n < 4096 })
+	return n
+}

@@ -1,0 +1,105 @@
+package diff
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// None is how an absent value is written in lines.
+const None = "<none>"
+
+// String renders the change as "<path> <old> -> <new>", values in full.
+func (c Change) String() string { return c.Line(0) }
+
+// Line renders the change as "<path> <old> -> <new>" with each value cut to max bytes (0: no
+// limit). Absent values are written <none>; plain strings without quotes (see FormatValue).
+func (c Change) Line(max int) string {
+	path := c.Path
+	if path == "" {
+		path = "."
+	}
+	b := make([]byte, 0, len(path)+len(c.Old)+len(c.New)+8)
+	b = append(b, path...)
+	b = append(b, ' ')
+	b = appendValue(b, c.Old, max)
+	b = append(b, " -> "...)
+	b = appendValue(b, c.New, max)
+	return string(b)
+}
+
+// FormatValue renders a JSON value for a line: <none> when absent, a string without its quotes
+// when that cannot be mistaken for another value (non-empty, no spaces, quotes or control
+// characters, not starting with '<', '{' or '[', not a number, true, false or null; redaction
+// markers are shown bare too), anything else as compact JSON. Longer results are cut to max
+// bytes (0: no limit) and end with "…".
+func FormatValue(v json.RawMessage, max int) string {
+	return string(appendValue(nil, v, max))
+}
+
+func appendValue(dst []byte, v []byte, max int) []byte {
+	v = trim(v)
+	if len(v) == 0 {
+		return append(dst, None...)
+	}
+	start := len(dst)
+	done := false
+	if v[0] == '"' {
+		if bytes.IndexByte(v, '\\') < 0 {
+			if u := v[1 : len(v)-1]; plainString(string(u)) || isMarker(u) {
+				dst = append(dst, u...)
+				done = true
+			}
+		} else if u := unquote(v); plainString(u) || isMarker([]byte(u)) {
+			dst = append(dst, u...)
+			done = true
+		}
+	}
+	if !done {
+		if bytes.ContainsAny(v, "\n\r\t") {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, v); err == nil {
+				v = buf.Bytes()
+			}
+		}
+		dst = append(dst, v...)
+	}
+	if max > 0 && len(dst)-start > max {
+		cut := start + max
+		for cut > start && (dst[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
+			cut--
+		}
+		dst = append(dst[:cut], "…"...)
+	}
+	return dst
+}
+
+func isMarker(u []byte) bool {
+	return bytes.HasPrefix(u, []byte("<redacted:")) && bytes.HasSuffix(u, []byte(">"))
+}
+
+func plainString(s string) bool {
+	if s == "" || s == "true" || s == "false" || s == "null" {
+		return false
+	}
+	switch s[0] {
+	case '<', '{', '[', '"', '-':
+		if s[0] != '-' || isNumber(s) {
+			return false
+		}
+	}
+	if isNumber(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == '"' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}

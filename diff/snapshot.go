@@ -1,0 +1,214 @@
+package diff
+
+import "bytes"
+
+var stripSet = func() map[string]struct{} {
+	m := make(map[string]struct{}, len(stripPaths))
+	for _, p := range stripPaths {
+		m[p] = struct{}{}
+	}
+	return m
+}()
+
+// Snapshot returns body, a JSON object of resource res (the zero Resource when unknown), as it is
+// shown and stored: without metadata.managedFields and with redacted values replaced by markers.
+// Snapshots of one object compare with Compare like the original bodies (a redacted value keeps
+// its marker as long as it does not change). The result never aliases body.
+func (d *Differ) Snapshot(res Resource, body []byte) ([]byte, error) {
+	body = trim(body)
+	if len(body) == 0 {
+		return nil, errSyntax
+	}
+	w := d.walker(res, body)
+	defer w.release()
+	if w.p.stripOnly {
+		if out, ok := stripManagedFields(body); ok {
+			return out, nil
+		}
+	}
+	w.strip = true
+	out := w.rewrite(make([]byte, 0, len(body)), body, false)
+	if w.err != nil {
+		return nil, w.err
+	}
+	return out, nil
+}
+
+// rewrite appends v to dst, dropping stripped fields (in snapshot mode) and replacing redacted
+// values by markers. Objects under redaction keep their keys.
+func (w *walker) rewrite(dst, v []byte, red bool) []byte {
+	if w.err != nil {
+		return dst
+	}
+	if !red && w.p.anyRegex && w.regexHere() {
+		red = true
+	}
+	k := kindOf(v)
+	if red && k != '{' {
+		return w.marker(dst, v)
+	}
+	if !red && !w.mayDescend() {
+		return append(dst, v...)
+	}
+	switch k {
+	case '{':
+		ms, err := parseObject(nil, v, nil)
+		if err != nil {
+			w.err = err
+			return dst
+		}
+		dst = append(dst, '{')
+		first := true
+		for _, m := range ms {
+			pl, ql := w.pushKey(m.key)
+			if w.strip {
+				if _, drop := stripSet[string(w.pat)]; drop {
+					w.pop(pl, ql)
+					continue
+				}
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, m.key...)
+			dst = append(dst, ':')
+			if red {
+				dst = w.marker(dst, m.val)
+			} else {
+				dst = w.rewrite(dst, m.val, w.redactedHere())
+			}
+			w.pop(pl, ql)
+		}
+		return append(dst, '}')
+	case '[':
+		items, err := parseArray(nil, v, nil)
+		if err != nil {
+			w.err = err
+			return dst
+		}
+		var key string
+		var vals [][][]byte
+		if w.p.anyRegex {
+			key, vals = w.mergeKey([][][]byte{items}, []*index{nil})
+		}
+		dst = append(dst, '[')
+		for i, item := range items {
+			var pl, ql int
+			if key != "" {
+				pl, ql = w.pushItem(key, vals[0][i])
+			} else {
+				pl, ql = w.pushIndex(i)
+			}
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = w.rewrite(dst, item, w.redactedHere())
+			w.pop(pl, ql)
+		}
+		return append(dst, ']')
+	default:
+		return append(dst, v...)
+	}
+}
+
+// stripManagedFields copies body without metadata.managedFields, scanning only up to the end of
+// metadata (the API server writes it before spec and status). ok is false when body is not an
+// object with a metadata object.
+func stripManagedFields(body []byte) ([]byte, bool) {
+	ms, ok := memberStart(body, "metadata")
+	if !ok || body[ms] != '{' {
+		return nil, false
+	}
+	// The metadata value runs to the end of body as far as the search is concerned: the search
+	// stops at managedFields, or fails at metadata's closing brace.
+	meta := body[ms:]
+	fs, fe, ok := memberExtent(meta, "managedFields")
+	if !ok {
+		return bytes.Clone(body), true
+	}
+	// Extend the cut to the member's key and one adjacent comma.
+	ks := fs
+	for ks > 0 && meta[ks-1] != ',' && meta[ks-1] != '{' {
+		ks--
+	}
+	cutStart, cutEnd := ks, skipSpace(meta, fe)
+	if cutEnd < len(meta) && meta[cutEnd] == ',' {
+		cutEnd = skipSpace(meta, cutEnd+1) // drop the comma after
+	} else if cutStart > 0 && meta[cutStart-1] == ',' {
+		cutStart-- // last member: drop the comma before
+	}
+	out := make([]byte, 0, len(body)-(cutEnd-cutStart))
+	out = append(out, body[:ms+cutStart]...)
+	out = append(out, body[ms+cutEnd:]...)
+	return out, true
+}
+
+// memberStart returns where the value of the top-level member key of obj starts, scanning only
+// the members before it.
+func memberStart(obj []byte, key string) (int, bool) {
+	if len(obj) < 2 || obj[0] != '{' {
+		return 0, false
+	}
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		ke, err := stringEnd(obj, i)
+		if err != nil {
+			return 0, false
+		}
+		k := obj[i:ke]
+		i = skipSpace(obj, ke)
+		if i >= len(obj) || obj[i] != ':' {
+			return 0, false
+		}
+		i = skipSpace(obj, i+1)
+		if i >= len(obj) {
+			return 0, false
+		}
+		if keyIs(k, key) {
+			return i, true
+		}
+		ve, err := valueEnd(obj, i, nil)
+		if err != nil {
+			return 0, false
+		}
+		i = skipSpace(obj, ve)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	return 0, false
+}
+
+// memberExtent returns the extent of the value of the top-level member key of obj, scanning no
+// further than that member.
+func memberExtent(obj []byte, key string) (start, end int, ok bool) {
+	if len(obj) < 2 || obj[0] != '{' {
+		return 0, 0, false
+	}
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		ke, err := stringEnd(obj, i)
+		if err != nil {
+			return 0, 0, false
+		}
+		k := obj[i:ke]
+		i = skipSpace(obj, ke)
+		if i >= len(obj) || obj[i] != ':' {
+			return 0, 0, false
+		}
+		i = skipSpace(obj, i+1)
+		ve, err := valueEnd(obj, i, nil)
+		if err != nil {
+			return 0, 0, false
+		}
+		if keyIs(k, key) {
+			return i, ve, true
+		}
+		i = skipSpace(obj, ve)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	return 0, 0, false
+}

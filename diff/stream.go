@@ -1,0 +1,499 @@
+package diff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Defaults for StreamConfig.
+const (
+	DefaultCacheSize        = 20_000
+	DefaultMaxBodyBytes     = 256 << 10
+	DefaultMaxChanges       = 100
+	DefaultMaxValueBytes    = 512
+	DefaultMaxSnapshotBytes = 64 << 10
+)
+
+// Attribute keys of the logs a Stream writes.
+const (
+	// AttrPath, AttrOp, AttrOld and AttrNew describe one change (AttrOld and AttrNew hold JSON,
+	// left out when absent or longer than 4*MaxValueBytes; then AttrTruncated is "true").
+	AttrPath      = "kelemetry.diff.path"
+	AttrOp        = "kelemetry.diff.op"
+	AttrOld       = "kelemetry.diff.old"
+	AttrNew       = "kelemetry.diff.new"
+	AttrRedacted  = "kelemetry.diff.redacted"
+	AttrTruncated = "kelemetry.diff.truncated"
+	// AttrBaseRV is the resourceVersion the diff was computed against (an event attribute).
+	AttrBaseRV = "kelemetry.diff.base_resource_version"
+	// AttrSnapshotKind is "creation" or "deletion"; AttrSnapshotRV the snapshot's
+	// resourceVersion; AttrSnapshotSource "response" (the request's response) or "last_seen"
+	// (the last version seen before a delete that did not return the object).
+	AttrSnapshotKind   = "kelemetry.snapshot.kind"
+	AttrSnapshotRV     = "kelemetry.snapshot.resource_version"
+	AttrSnapshotSource = "kelemetry.snapshot.source"
+)
+
+// Values of AttrOp besides the Op values, on notes that carry no change.
+const (
+	OpNone        = "none"        // the write changed nothing (no-op) or only bookkeeping fields
+	OpUnavailable = "unavailable" // no diff could be computed; the message says why
+	OpTruncated   = "truncated"   // more changes than MaxChanges; the message says how many
+)
+
+// StreamConfig configures a Stream. The zero value means defaults.
+type StreamConfig struct {
+	// Disabled turns the audit-stream diff off.
+	Disabled bool `yaml:"disabled"`
+	// CacheSize bounds the objects whose last version is kept (LRU, default 20,000). Memory is
+	// about CacheSize times the average object size without managedFields.
+	CacheSize int `yaml:"cacheSize"`
+	// MaxBodyBytes: larger objects are not kept (default 256 KiB); their writes get no diff.
+	MaxBodyBytes int `yaml:"maxBodyBytes"`
+	// MaxChanges bounds the diff logs of one write (default 100); one more log counts the rest.
+	MaxChanges int `yaml:"maxChanges"`
+	// MaxValueBytes cuts each value in a diff line (default 512).
+	MaxValueBytes int `yaml:"maxValueBytes"`
+	// MaxSnapshotBytes: larger snapshots are replaced by a note (default 64 KiB).
+	MaxSnapshotBytes int `yaml:"maxSnapshotBytes"`
+	// Compare configures the comparison (ignored fields, merge keys, redaction).
+	Compare Options `yaml:"compare"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c StreamConfig) WithDefaults() StreamConfig {
+	if c.CacheSize == 0 {
+		c.CacheSize = DefaultCacheSize
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxChanges == 0 {
+		c.MaxChanges = DefaultMaxChanges
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if c.MaxSnapshotBytes == 0 {
+		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c StreamConfig) Validate() error {
+	if c.CacheSize < 0 || c.MaxBodyBytes < 0 || c.MaxChanges < 0 || c.MaxValueBytes < 0 || c.MaxSnapshotBytes < 0 {
+		return errors.New("diff stream: sizes must not be negative")
+	}
+	return c.Compare.Validate()
+}
+
+// Write is one successful write seen in the audit stream.
+type Write struct {
+	// Object names the object (the parent object for a subresource).
+	Object aggregator.ObjectRef
+	// Verb is the request verb: create, update, patch, delete or deletecollection.
+	Verb        string
+	Subresource string
+	// RequestResourceVersion is the objectRef's resourceVersion: for an update, the version it
+	// was based on.
+	RequestResourceVersion string
+	// Request is the request body (used for pods/binding, whose response is a Status).
+	Request []byte
+	// Response is the response body; IsObject says it is the object itself (not a Status, a
+	// Scale, ...), and ResourceVersion is then its resourceVersion.
+	Response []byte
+	// Snapshot is Differ.Snapshot of Response (the Stream's Differ, with Object's resource),
+	// when the caller already has it; it must not be modified afterwards.
+	Snapshot        []byte
+	IsObject        bool
+	ResourceVersion string
+	// Time stamps the logs (the end of the request).
+	Time time.Time
+}
+
+// Result is what a Stream adds to a write's span.
+type Result struct {
+	Logs       []aggregator.Log
+	Attributes aggregator.Attrs
+}
+
+// Stream diffs consecutive versions of objects as the audit stream carries them: with
+// RequestResponse-level auditing, each write's response is the new object. It keeps the last
+// version of each object (stripped of managedFields, redacted) in a bounded LRU; it never waits.
+//
+// What a write gets (all logs have type aggregator.LogTypeDiff or LogTypeSnapshot):
+//   - create: a creation snapshot (LogTypeSnapshot, the object as JSON without managedFields);
+//   - update, patch (the object, or the status subresource): one LogTypeDiff log per change,
+//     message "<path> <old> -> <new>" and attributes AttrPath, AttrOp, AttrOld, AttrNew; or one
+//     note (AttrOp OpNone) for a no-op or a bookkeeping-only write; or one note (OpUnavailable)
+//     when no previous version is known ("diff unavailable: no previous version seen");
+//   - patch or update of the scale subresource: the spec.replicas change, from the Scale
+//     response and the last version seen;
+//   - create of a pod's binding subresource: the spec.nodeName change, from the request;
+//   - delete: a deletion snapshot: the response when it is the object (deletion pending on
+//     finalizers), else the last version seen.
+//
+// Writes of one object must be observed in order (the audit queue guarantees it); a version
+// older than the one kept gets an OpUnavailable note. Safe for concurrent use.
+type Stream struct {
+	cfg    StreamConfig
+	differ *Differ
+	cache  *lru.Cache[aggregator.ObjectKey, *version]
+	logger *slog.Logger
+
+	results   metric.Int64Counter
+	evictions metric.Int64Counter
+	resultOpt map[string]metric.MeasurementOption
+}
+
+type version struct {
+	rv   string
+	body []byte // snapshot
+	idx  *index // structural index of body, or nil
+}
+
+// Stream results, the result attribute of kelemetry.diff.stream.writes.
+const (
+	resultDiff        = "diff"
+	resultNoop        = "noop"
+	resultUnavailable = "unavailable"
+	resultSnapshot    = "snapshot"
+	resultSkipped     = "skipped"
+	resultError       = "error"
+)
+
+// NewStream builds a Stream. logger and mp may be nil.
+func NewStream(cfg StreamConfig, logger *slog.Logger, mp metric.MeterProvider) (*Stream, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	d, err := New(cfg.Compare)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stream{cfg: cfg, differ: d, logger: logger.With("component", "diff.stream"), resultOpt: map[string]metric.MeasurementOption{}}
+	meter := mp.Meter("github.com/kelemetry/kelemetry/diff")
+	if s.results, err = meter.Int64Counter("kelemetry.diff.stream.writes",
+		metric.WithDescription("Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error)."),
+		metric.WithUnit("{write}")); err != nil {
+		return nil, fmt.Errorf("diff stream metrics: %w", err)
+	}
+	if s.evictions, err = meter.Int64Counter("kelemetry.diff.stream.evictions",
+		metric.WithDescription("Object versions evicted from the audit-stream diff cache."),
+		metric.WithUnit("{object}")); err != nil {
+		return nil, fmt.Errorf("diff stream metrics: %w", err)
+	}
+	for _, r := range []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError} {
+		s.resultOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+	}
+	if s.cache, err = lru.NewWithEvict(cfg.CacheSize, func(aggregator.ObjectKey, *version) {
+		s.evictions.Add(context.Background(), 1)
+	}); err != nil {
+		return nil, fmt.Errorf("diff stream cache: %w", err)
+	}
+	return s, nil
+}
+
+// Differ returns the stream's Differ.
+func (s *Stream) Differ() *Differ { return s.differ }
+
+// Len is the number of objects whose last version is kept.
+func (s *Stream) Len() int { return s.cache.Len() }
+
+// Observe records w and returns what its span should carry. It never blocks on anything but the
+// cache lock.
+func (s *Stream) Observe(ctx context.Context, w Write) Result {
+	if s == nil || s.cfg.Disabled {
+		return Result{}
+	}
+	res, result := s.observe(w)
+	s.results.Add(ctx, 1, s.resultOpt[result])
+	return res
+}
+
+func (s *Stream) observe(w Write) (Result, string) {
+	key := w.Object.Key()
+	gr := Resource{Group: w.Object.Group, Resource: w.Object.Resource}
+	switch w.Verb {
+	case "create":
+		if w.Subresource == "binding" {
+			return s.binding(key, w)
+		}
+		if !w.IsObject || w.Subresource != "" {
+			return Result{}, resultSkipped
+		}
+		snap, err := s.keep(key, gr, w, w.ResourceVersion)
+		if err != nil {
+			return s.unavailable(w, fmt.Sprintf("creation snapshot unavailable: %v", err)), resultError
+		}
+		return Result{Logs: []aggregator.Log{s.snapshotLog(w.Time, "creation", "response", w.ResourceVersion, snap)}}, resultSnapshot
+	case "update", "patch":
+		if w.Subresource == "scale" {
+			return s.scale(key, w)
+		}
+		if !w.IsObject {
+			return Result{}, resultSkipped
+		}
+		return s.update(key, gr, w)
+	case "delete", "deletecollection":
+		if w.Subresource != "" {
+			return Result{}, resultSkipped
+		}
+		if w.IsObject {
+			snap, err := s.keep(key, gr, w, w.ResourceVersion)
+			if err != nil {
+				return s.unavailable(w, fmt.Sprintf("deletion snapshot unavailable: %v", err)), resultError
+			}
+			return Result{Logs: []aggregator.Log{s.snapshotLog(w.Time, "deletion", "response", w.ResourceVersion, snap)}}, resultSnapshot
+		}
+		prev, ok := s.cache.Peek(key)
+		if !ok {
+			return s.unavailable(w, "deletion snapshot unavailable: no previous version seen"), resultUnavailable
+		}
+		s.cache.Remove(key)
+		return Result{Logs: []aggregator.Log{s.snapshotLog(w.Time, "deletion", "last_seen", prev.rv, prev.body)}}, resultSnapshot
+	default:
+		return Result{}, resultSkipped
+	}
+}
+
+// keep snapshots body and stores it as key's last version (unless too large).
+func (s *Stream) keep(key aggregator.ObjectKey, gr Resource, w Write, rv string) ([]byte, error) {
+	snap, err := s.snapshot(gr, w)
+	if err != nil {
+		s.cache.Remove(key)
+		return nil, err
+	}
+	s.store(key, rv, snap)
+	return snap, nil
+}
+
+func (s *Stream) snapshot(gr Resource, w Write) ([]byte, error) {
+	if w.Snapshot != nil {
+		return w.Snapshot, nil
+	}
+	return s.differ.Snapshot(gr, w.Response)
+}
+
+func (s *Stream) store(key aggregator.ObjectKey, rv string, snap []byte) {
+	s.storeIndexed(key, rv, snap, nil)
+}
+
+func (s *Stream) storeIndexed(key aggregator.ObjectKey, rv string, snap []byte, idx *index) {
+	if len(snap) > s.cfg.MaxBodyBytes {
+		s.cache.Remove(key)
+		return
+	}
+	s.cache.Add(key, &version{rv: rv, body: snap, idx: idx})
+}
+
+func (s *Stream) update(key aggregator.ObjectKey, gr Resource, w Write) (Result, string) {
+	rv := w.ResourceVersion
+	prev, havePrev := s.cache.Get(key)
+	if rv != "" && (w.RequestResourceVersion == rv || (havePrev && prev.rv == rv)) {
+		return s.note(w.Time, OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
+	}
+	if havePrev && compareRV(prev.rv, rv) > 0 {
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: the last version seen (resourceVersion %s) is newer than this one (%s)", prev.rv, rv)), resultUnavailable
+	}
+	snap, err := s.snapshot(gr, w)
+	if err != nil {
+		s.cache.Remove(key)
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
+	}
+	if len(snap) > s.cfg.MaxBodyBytes {
+		s.cache.Remove(key)
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: object larger than %d bytes", s.cfg.MaxBodyBytes)), resultUnavailable
+	}
+	if !havePrev {
+		s.store(key, rv, snap)
+		return s.unavailable(w, "diff unavailable: no previous version seen"), resultUnavailable
+	}
+	changes, idx, err := s.differ.compare(gr, prev.body, prev.idx, snap, true)
+	if err != nil {
+		s.store(key, rv, snap)
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
+	}
+	s.storeIndexed(key, rv, snap, idx)
+	attrs := aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}
+	if len(changes) == 0 {
+		r := s.note(w.Time, OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
+		r.Attributes = attrs
+		return r, resultNoop
+	}
+	return Result{Logs: s.changeLogs(w.Time, changes), Attributes: attrs}, resultDiff
+}
+
+// scale turns a write to the scale subresource into the spec.replicas change of the object,
+// and updates the kept version to match.
+func (s *Stream) scale(key aggregator.ObjectKey, w Write) (Result, string) {
+	if w.IsObject || !isKind(w.Response, "Scale") {
+		return Result{}, resultSkipped
+	}
+	newReplicas, ok := getPath(w.Response, "spec", "replicas")
+	if !ok {
+		return Result{}, resultSkipped
+	}
+	rv := ""
+	if v, ok := getPath(w.Response, "metadata", "resourceVersion"); ok && kindOf(v) == '"' {
+		rv = unquote(v)
+	}
+	prev, havePrev := s.cache.Get(key)
+	if rv != "" && (w.RequestResourceVersion == rv || (havePrev && prev.rv == rv)) {
+		return s.note(w.Time, OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
+	}
+	if !havePrev {
+		return s.unavailable(w, "diff unavailable: no previous version seen"), resultUnavailable
+	}
+	if compareRV(prev.rv, rv) > 0 {
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: the last version seen (resourceVersion %s) is newer than this one (%s)", prev.rv, rv)), resultUnavailable
+	}
+	oldReplicas, had := getPath(prev.body, "spec", "replicas")
+	attrs := aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}
+	body, err := setPath(prev.body, newReplicas, "spec", "replicas")
+	if err == nil && rv != "" {
+		body, err = setPath(body, strconv.AppendQuote(nil, rv), "metadata", "resourceVersion")
+	}
+	if err != nil {
+		s.cache.Remove(key)
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
+	}
+	s.store(key, rv, body)
+	if had && (string(oldReplicas) == string(newReplicas) || (kindOf(oldReplicas) == '0' && kindOf(newReplicas) == '0' && numEqual(oldReplicas, newReplicas))) {
+		r := s.note(w.Time, OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
+		r.Attributes = attrs
+		return r, resultNoop
+	}
+	c := Change{Path: "spec.replicas", Op: OpReplace, Old: oldReplicas, New: newReplicas}
+	if !had {
+		c.Op, c.Old = OpAdd, nil
+	}
+	return Result{Logs: s.changeLogs(w.Time, []Change{c}), Attributes: attrs}, resultDiff
+}
+
+// binding turns the creation of a pod's binding subresource into the spec.nodeName change of the
+// pod, and updates the kept version to match (the response is a Status, so no resourceVersion).
+func (s *Stream) binding(key aggregator.ObjectKey, w Write) (Result, string) {
+	node, ok := getPath(w.Request, "target", "name")
+	if !ok || kindOf(node) != '"' || !isKind(w.Request, "Binding") {
+		return Result{}, resultSkipped
+	}
+	prev, havePrev := s.cache.Get(key)
+	if !havePrev {
+		c := Change{Path: "spec.nodeName", Op: OpAdd, New: node}
+		return Result{Logs: s.changeLogs(w.Time, []Change{c})}, resultDiff
+	}
+	old, had := getPath(prev.body, "spec", "nodeName")
+	body, err := setPath(prev.body, node, "spec", "nodeName")
+	if err != nil {
+		s.cache.Remove(key)
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
+	}
+	s.store(key, prev.rv, body)
+	c := Change{Path: "spec.nodeName", Op: OpReplace, Old: old, New: node}
+	if !had || isNull(old) {
+		c.Op, c.Old = OpAdd, nil
+	}
+	return Result{Logs: s.changeLogs(w.Time, []Change{c}), Attributes: aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}}, resultDiff
+}
+
+func isKind(body []byte, kind string) bool {
+	v, ok := lookupMember(body, "kind", nil)
+	return ok && kindOf(v) == '"' && unquote(v) == kind
+}
+
+func (s *Stream) changeLogs(at time.Time, changes []Change) []aggregator.Log {
+	n := min(len(changes), s.cfg.MaxChanges)
+	logs := make([]aggregator.Log, 0, n+1)
+	maxAttr := 4 * s.cfg.MaxValueBytes
+	backing := make(aggregator.Attrs, 0, 5*n)
+	for _, c := range changes[:n] {
+		attrs := backing[len(backing) : len(backing) : len(backing)+5]
+		attrs = append(attrs, aggregator.Attr{Key: AttrPath, Value: c.Path}, aggregator.Attr{Key: AttrOp, Value: string(c.Op)})
+		truncated := false
+		for _, kv := range [...]struct {
+			key string
+			v   []byte
+		}{{AttrOld, c.Old}, {AttrNew, c.New}} {
+			switch {
+			case kv.v == nil:
+			case len(kv.v) > maxAttr:
+				truncated = true
+			default:
+				attrs = append(attrs, aggregator.Attr{Key: kv.key, Value: string(kv.v)})
+			}
+		}
+		if c.Redacted {
+			attrs = append(attrs, aggregator.Attr{Key: AttrRedacted, Value: "true"})
+		}
+		if truncated {
+			attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
+		}
+		backing = backing[:len(backing)+len(attrs)]
+		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff, Message: c.Line(s.cfg.MaxValueBytes), Attributes: attrs})
+	}
+	if rest := len(changes) - n; rest > 0 {
+		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff,
+			Message:    fmt.Sprintf("%d more changes not shown", rest),
+			Attributes: aggregator.Attrs{{Key: AttrOp, Value: OpTruncated}}})
+	}
+	return logs
+}
+
+func (s *Stream) note(at time.Time, op, msg string) Result {
+	return Result{Logs: []aggregator.Log{{Time: at, Type: aggregator.LogTypeDiff, Message: msg,
+		Attributes: aggregator.Attrs{{Key: AttrOp, Value: op}}}}}
+}
+
+func (s *Stream) unavailable(w Write, msg string) Result {
+	return s.note(w.Time, OpUnavailable, msg)
+}
+
+func (s *Stream) snapshotLog(at time.Time, kind, source, rv string, snap []byte) aggregator.Log {
+	attrs := aggregator.Attrs{{Key: AttrSnapshotKind, Value: kind}, {Key: AttrSnapshotSource, Value: source}}
+	if rv != "" {
+		attrs = append(attrs, aggregator.Attr{Key: AttrSnapshotRV, Value: rv})
+	}
+	msg := string(snap)
+	if len(snap) > s.cfg.MaxSnapshotBytes {
+		msg = fmt.Sprintf("%s snapshot omitted: %d bytes (more than %d)", kind, len(snap), s.cfg.MaxSnapshotBytes)
+		attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
+	}
+	return aggregator.Log{Time: at, Type: aggregator.LogTypeSnapshot, Message: msg, Attributes: attrs}
+}
+
+// compareRV orders two resourceVersions: etcd revisions compare as numbers. It returns 0 when
+// they cannot be ordered (opaque values).
+func compareRV(a, b string) int {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return 0
+	}
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}

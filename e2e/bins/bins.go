@@ -1,0 +1,75 @@
+// Package bins locates and builds the binaries the end-to-end tests run: the Kubernetes control
+// plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, and this
+// repository's examples/allinone. They live in one cache folder, $KELEMETRY_E2E_CACHE or
+// $HOME/.cache/kelemetry-e2e/bin.
+package bins
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Binary names in the cache folder.
+const (
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Kubectl               = "kubectl"
+	Kwok                  = "kwok"
+	AllInOne              = "kelemetry-allinone"
+
+	// KwokStagesDir is the folder (under the cache folder) holding kwok's stage YAMLs.
+	KwokStagesDir = "kwok-stages"
+)
+
+// All lists every binary the end-to-end environment needs.
+var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne}
+
+// EnvCache names the environment variable that overrides the cache folder.
+const EnvCache = "KELEMETRY_E2E_CACHE"
+
+// Dir returns the cache folder: $KELEMETRY_E2E_CACHE, or $HOME/.cache/kelemetry-e2e/bin.
+func Dir() (string, error) {
+	if d := os.Getenv(EnvCache); d != "" {
+		return filepath.Abs(d)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache folder: set %s: %w", EnvCache, err)
+	}
+	return filepath.Join(home, ".cache", "kelemetry-e2e", "bin"), nil
+}
+
+// Missing returns the binaries (and the kwok stage folder) absent from dir.
+func Missing(dir string) []string {
+	var out []string
+	for _, name := range All {
+		if !isExecutable(filepath.Join(dir, name)) {
+			out = append(out, name)
+		}
+	}
+	stages, _ := filepath.Glob(filepath.Join(dir, KwokStagesDir, "*.yaml"))
+	if len(stages) == 0 {
+		out = append(out, KwokStagesDir+"/*.yaml")
+	}
+	return out
+}
+
+// KwokStages returns the kwok stage YAML files in dir.
+func KwokStages(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, KwokStagesDir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, errors.New("no kwok stage file in " + filepath.Join(dir, KwokStagesDir))
+	}
+	return files, nil
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}

@@ -1,0 +1,262 @@
+package bins
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// builderVersion changes whenever the way the control plane is built changes, so that a cache
+// made by an older builder is rebuilt.
+const builderVersion = "2"
+
+// KubernetesVersion is the k8s.io/kubernetes release built (it must match e2e/go.mod).
+const KubernetesVersion = "v1.37.2"
+
+// controlPlanePackages are built from the e2e module, whose go.mod pins kubernetes.
+var controlPlanePackages = []string{
+	"k8s.io/kubernetes/cmd/" + KubeAPIServer,
+	"k8s.io/kubernetes/cmd/" + KubeControllerManager,
+	"k8s.io/kubernetes/cmd/" + KubeScheduler,
+	"k8s.io/kubernetes/cmd/" + Kubectl,
+}
+
+// kwokStages are the kwok stage folders (under the kwok module's kustomize/stage) copied into
+// the cache: nodes become Ready at once and keep heartbeating; pods become Ready, Jobs' pods
+// complete, deleted pods go away.
+var kwokStages = []string{"node/fast", "node/heartbeat", "pod/fast"}
+
+// versionLDFlags stamp the Kubernetes version into the binaries as the release build does.
+func versionLDFlags() string {
+	major, minor := "1", "37"
+	var b strings.Builder
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		fmt.Fprintf(&b, " -X %s.gitVersion=%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean",
+			pkg, KubernetesVersion, pkg, major, pkg, minor, pkg)
+	}
+	return "-s -w" + b.String()
+}
+
+// BuildOptions configure Build.
+type BuildOptions struct {
+	// E2EDir is the e2e module folder (holding go.mod and tools/kwok); its parent is the
+	// repository root, where examples/allinone is built.
+	E2EDir string
+	// CacheDir receives the binaries.
+	CacheDir string
+	// Force rebuilds the control plane even when the stamp matches.
+	Force bool
+	// Output receives the go command's output (os.Stderr when nil).
+	Output io.Writer
+	Logger *slog.Logger
+}
+
+// BuildReport says what Build did.
+type BuildReport struct {
+	// ControlPlaneCached is true when the control plane and kwok were reused from the cache.
+	ControlPlaneCached bool
+	ControlPlane       time.Duration
+	Kwok               time.Duration
+	AllInOne           time.Duration
+}
+
+// Build builds the binaries into opts.CacheDir. The control plane and kwok are reused when the
+// stamp file says they were built from the same go.mod/go.sum files with the same Go version and
+// builder; examples/allinone is always rebuilt (the Go build cache makes that fast) because it is
+// this repository's code under test.
+func Build(ctx context.Context, opts BuildOptions) (BuildReport, error) {
+	var rep BuildReport
+	if opts.Output == nil {
+		opts.Output = os.Stderr
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	e2eDir, err := filepath.Abs(opts.E2EDir)
+	if err != nil {
+		return rep, err
+	}
+	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+		return rep, fmt.Errorf("cache folder: %w", err)
+	}
+	unlock, err := lock(filepath.Join(opts.CacheDir, ".lock"))
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
+
+	goVersion, err := goOutput(ctx, e2eDir, "env", "GOVERSION")
+	if err != nil {
+		return rep, err
+	}
+	key, err := stampKey(e2eDir, goVersion)
+	if err != nil {
+		return rep, err
+	}
+	stampFile := filepath.Join(opts.CacheDir, "control-plane.stamp")
+	old, _ := os.ReadFile(stampFile)
+	missing := Missing(opts.CacheDir)
+	onlyAllInOne := len(missing) == 0 || (len(missing) == 1 && missing[0] == AllInOne)
+	if !opts.Force && strings.TrimSpace(string(old)) == key && onlyAllInOne {
+		rep.ControlPlaneCached = true
+		opts.Logger.Info("control plane reused from the cache", "dir", opts.CacheDir, "kubernetes", KubernetesVersion, "go", goVersion)
+	} else {
+		if err := buildControlPlane(ctx, opts, e2eDir, &rep); err != nil {
+			return rep, err
+		}
+		if err := os.WriteFile(stampFile, []byte(key+"\n"), 0o644); err != nil {
+			return rep, fmt.Errorf("stamp: %w", err)
+		}
+	}
+
+	start := time.Now()
+	tmp, err := os.MkdirTemp(opts.CacheDir, ".build-")
+	if err != nil {
+		return rep, err
+	}
+	defer os.RemoveAll(tmp)
+	opts.Logger.Info("building examples/allinone")
+	if err := goBuild(ctx, filepath.Dir(e2eDir), opts.Output, filepath.Join(tmp, AllInOne), "-s -w", "./examples/allinone"); err != nil {
+		return rep, err
+	}
+	if err := os.Rename(filepath.Join(tmp, AllInOne), filepath.Join(opts.CacheDir, AllInOne)); err != nil {
+		return rep, err
+	}
+	rep.AllInOne = time.Since(start)
+	return rep, nil
+}
+
+func buildControlPlane(ctx context.Context, opts BuildOptions, e2eDir string, rep *BuildReport) error {
+	tmp, err := os.MkdirTemp(opts.CacheDir, ".build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	start := time.Now()
+	opts.Logger.Info("building the Kubernetes control plane (a cold build takes 15-25 minutes on 2 cores)", "kubernetes", KubernetesVersion)
+	if err := goBuild(ctx, e2eDir, opts.Output, tmp+string(filepath.Separator), versionLDFlags(), controlPlanePackages...); err != nil {
+		return err
+	}
+	rep.ControlPlane = time.Since(start)
+	opts.Logger.Info("control plane built", "took", rep.ControlPlane.Round(time.Second))
+
+	start = time.Now()
+	kwokDir := filepath.Join(e2eDir, "tools", "kwok")
+	opts.Logger.Info("building kwok")
+	if err := goBuild(ctx, kwokDir, opts.Output, filepath.Join(tmp, Kwok), "-s -w", "sigs.k8s.io/kwok/cmd/kwok"); err != nil {
+		return err
+	}
+	modDir, err := goOutput(ctx, kwokDir, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok")
+	if err != nil {
+		return err
+	}
+	stagesTmp := filepath.Join(tmp, KwokStagesDir)
+	if err := os.MkdirAll(stagesTmp, 0o755); err != nil {
+		return err
+	}
+	for _, stage := range kwokStages {
+		files, err := filepath.Glob(filepath.Join(modDir, "kustomize", "stage", filepath.FromSlash(stage), "*.yaml"))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if filepath.Base(f) == "kustomization.yaml" {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			name := strings.ReplaceAll(stage, "/", "-") + "-" + filepath.Base(f)
+			if err := os.WriteFile(filepath.Join(stagesTmp, name), data, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	rep.Kwok = time.Since(start)
+	opts.Logger.Info("kwok built", "took", rep.Kwok.Round(time.Second))
+
+	for _, name := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok} {
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(opts.CacheDir, name)); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(opts.CacheDir, KwokStagesDir)); err != nil {
+		return err
+	}
+	return os.Rename(stagesTmp, filepath.Join(opts.CacheDir, KwokStagesDir))
+}
+
+// stampKey identifies a control-plane build: builder, Go version, and the module files that pin
+// every dependency.
+func stampKey(e2eDir, goVersion string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "builder %s\ngo %s\nldflags %s\n", builderVersion, goVersion, versionLDFlags())
+	for _, rel := range []string{"go.mod", "go.sum", "tools/kwok/go.mod", "tools/kwok/go.sum"} {
+		data, err := os.ReadFile(filepath.Join(e2eDir, filepath.FromSlash(rel)))
+		if err != nil {
+			return "", fmt.Errorf("stamp: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", rel, len(data))
+		h.Write(data)
+	}
+	return KubernetesVersion + " " + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func goBuild(ctx context.Context, dir string, out io.Writer, output, ldflags string, pkgs ...string) error {
+	args := append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags=" + ldflags, "-o", output}, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s (in %s): %w", strings.Join(pkgs, " "), dir, err)
+	}
+	return nil
+}
+
+func goOutput(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// lock takes an exclusive lock on path, so that two builders never build at the same time.
+func lock(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

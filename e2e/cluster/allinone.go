@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/kelemetry/kelemetry/e2e/bins"
+)
+
+// AllInOneOptions configure StartAllInOne.
+type AllInOneOptions struct {
+	// BinDir holds the kelemetry-allinone binary (see package bins).
+	BinDir string
+	// Cluster is the cluster name (--cluster); the webhook path is /audit/<Cluster>.
+	Cluster string
+	// Kubeconfig is passed as --kubeconfig when set.
+	Kubeconfig string
+	// DataDir is the store folder (--data-dir); "" keeps traces in memory.
+	DataDir string
+	// Window is --window when non-zero.
+	Window time.Duration
+	// LogFile receives the process output.
+	LogFile string
+	// LogLevel is --log-level (default info).
+	LogLevel string
+	// AuditPort and HTTPPort are the listen ports on 127.0.0.1; 0 picks free ports.
+	AuditPort, HTTPPort int
+	Logger              *slog.Logger
+}
+
+// AllInOne is a running examples/allinone.
+type AllInOne struct {
+	// URL is the API (http://127.0.0.1:port).
+	URL string
+	// AuditURL is the audit webhook of the cluster (http://127.0.0.1:port/audit/<cluster>).
+	AuditURL string
+	// LogFile is the process output.
+	LogFile string
+	proc    *process
+}
+
+// PlanAllInOne picks the ports of an all-in-one not started yet and returns its webhook URL, so
+// that kube-apiserver can be configured before the all-in-one starts.
+func PlanAllInOne(opts *AllInOneOptions) (auditURL string, err error) {
+	if opts.AuditPort == 0 {
+		if opts.AuditPort, err = freePort(); err != nil {
+			return "", err
+		}
+	}
+	if opts.HTTPPort == 0 {
+		if opts.HTTPPort, err = freePort(); err != nil {
+			return "", err
+		}
+	}
+	return "http://" + hostPort(opts.AuditPort) + "/audit/" + opts.Cluster, nil
+}
+
+// StartAllInOne starts examples/allinone and waits until /healthz answers.
+func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Cluster == "" {
+		opts.Cluster = "test"
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "info"
+	}
+	auditURL, err := PlanAllInOne(&opts)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--cluster=" + opts.Cluster,
+		"--audit-addr=" + hostPort(opts.AuditPort),
+		"--http-addr=" + hostPort(opts.HTTPPort),
+		"--data-dir=" + opts.DataDir,
+		"--log-level=" + opts.LogLevel,
+	}
+	if opts.Kubeconfig != "" {
+		args = append(args, "--kubeconfig="+opts.Kubeconfig)
+	}
+	if opts.Window != 0 {
+		args = append(args, "--window="+opts.Window.String())
+	}
+	p, err := startProcess(opts.Logger, "kelemetry-allinone", filepath.Join(opts.BinDir, bins.AllInOne), args, nil, opts.LogFile)
+	if err != nil {
+		return nil, err
+	}
+	a := &AllInOne{URL: "http://" + hostPort(opts.HTTPPort), AuditURL: auditURL, LogFile: opts.LogFile, proc: p}
+	client := &http.Client{Timeout: 2 * time.Second}
+	err = poll(ctx, 100*time.Millisecond, time.Minute, "kelemetry-allinone /healthz", func(ctx context.Context) (bool, error) {
+		if done, perr := p.exited(); done {
+			return false, fmt.Errorf("kelemetry-allinone exited (%v): %s", perr, p.logTail(3000))
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/healthz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		_ = p.stop(5 * time.Second)
+		return nil, err
+	}
+	return a, nil
+}
+
+// Exited returns an error when the process has ended.
+func (a *AllInOne) Exited() error {
+	if done, err := a.proc.exited(); done {
+		return fmt.Errorf("kelemetry-allinone exited (%v): %s", err, a.proc.logTail(3000))
+	}
+	return nil
+}
+
+// Stop sends SIGTERM (the all-in-one drains its queue and flushes), then SIGKILL after 30s.
+func (a *AllInOne) Stop() error { return a.proc.stop(30 * time.Second) }

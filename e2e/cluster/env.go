@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// EnvOptions configure StartEnv.
+type EnvOptions struct {
+	// BinDir holds the binaries; default bins.Dir().
+	BinDir string
+	// ClusterName is the all-in-one's cluster name (default "test").
+	ClusterName string
+	// AuditPolicyFile is kube-apiserver's audit policy; default DefaultAuditPolicy.
+	AuditPolicyFile string
+	// Nodes is the number of fake nodes (default 3).
+	Nodes int
+	// Window is the all-in-one's --window (default: its own, 30m).
+	Window time.Duration
+	// WorkDir holds the cluster's and the all-in-one's files; default: a new temporary folder.
+	WorkDir string
+	// KeepWorkDir keeps WorkDir after Stop.
+	KeepWorkDir bool
+	// HTTPPort is the all-in-one's API port (0: a free one).
+	HTTPPort int
+	Logger   *slog.Logger
+}
+
+// Env is a test cluster whose kube-apiserver sends its audit batches to a Kelemetry all-in-one,
+// which in turn reads the cluster with an admin kubeconfig.
+type Env struct {
+	Cluster   *Cluster
+	Kelemetry *AllInOne
+	// WorkDir holds everything: cluster/ (certificates, kubeconfigs, audit.log, component
+	// logs), kelemetry-data/ and kelemetry.log.
+	WorkDir string
+	keep    bool
+}
+
+// StartEnv starts a Kelemetry all-in-one and a test cluster wired to it.
+func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ClusterName == "" {
+		opts.ClusterName = "test"
+	}
+	env := &Env{WorkDir: opts.WorkDir, keep: opts.KeepWorkDir}
+	if env.WorkDir == "" {
+		if env.WorkDir, err = os.MkdirTemp("", "kelemetry-e2e-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(env.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = env.Stop(context.Background())
+		}
+	}()
+	aio := AllInOneOptions{
+		BinDir:   opts.BinDir,
+		Cluster:  opts.ClusterName,
+		DataDir:  filepath.Join(env.WorkDir, "kelemetry-data"),
+		Window:   opts.Window,
+		LogFile:  filepath.Join(env.WorkDir, "kelemetry.log"),
+		HTTPPort: opts.HTTPPort,
+		Logger:   opts.Logger,
+	}
+	auditURL, err := PlanAllInOne(&aio)
+	if err != nil {
+		return nil, err
+	}
+	env.Cluster, err = Start(ctx, Options{
+		BinDir:          opts.BinDir,
+		AuditWebhookURL: auditURL,
+		AuditPolicyFile: opts.AuditPolicyFile,
+		Nodes:           opts.Nodes,
+		WorkDir:         filepath.Join(env.WorkDir, "cluster"),
+		KeepWorkDir:     true, // removed with env.WorkDir
+		Logger:          opts.Logger,
+		// The all-in-one must listen before kube-apiserver sends its first batch, and its
+		// kubeconfig exists only once the cluster's files are written.
+		BeforeAPIServer: func(ctx context.Context, c *Cluster) error {
+			aio.Kubeconfig = c.Kubeconfig
+			if aio.BinDir == "" {
+				aio.BinDir = c.opts.BinDir
+			}
+			a, err := StartAllInOne(ctx, aio)
+			if err != nil {
+				return fmt.Errorf("kelemetry all-in-one: %w", err)
+			}
+			env.Kelemetry = a
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// Healthy returns an error when a component or the all-in-one has exited.
+func (e *Env) Healthy() error {
+	if err := e.Cluster.Healthy(); err != nil {
+		return err
+	}
+	return e.Kelemetry.Exited()
+}
+
+// Stop stops the cluster (kube-apiserver flushes its last audit batches), then the all-in-one,
+// and removes the work folder unless KeepWorkDir.
+func (e *Env) Stop(ctx context.Context) error {
+	var errs []error
+	if e.Cluster != nil {
+		errs = append(errs, e.Cluster.Stop(ctx))
+	}
+	if e.Kelemetry != nil {
+		errs = append(errs, e.Kelemetry.Stop())
+	}
+	if !e.keep && e.WorkDir != "" {
+		errs = append(errs, os.RemoveAll(e.WorkDir))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,243 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kelemetry/kelemetry/e2e/kapi"
+)
+
+// Timeouts: the control plane acts within seconds; Kelemetry links in background workers.
+const (
+	clusterTimeout   = 2 * time.Minute
+	kelemetryTimeout = time.Minute
+	pollInterval     = 250 * time.Millisecond
+)
+
+// eventually calls check until it returns nil, failing the test with the last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			if herr := env.Healthy(); herr != nil {
+				t.Fatalf("%s: %v (and: %v)", what, err, herr)
+			}
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// newNamespace creates a namespace named prefix-<random>, waits for its default ServiceAccount
+// (pods cannot be created before), and deletes it when the test ends.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	name := prefix + "-" + hex.EncodeToString(b)
+	ctx := t.Context()
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	eventually(t, clusterTimeout, "default ServiceAccount of "+name, func(ctx context.Context) error {
+		_, err := kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	return name
+}
+
+// podSpec is a one-container pod template (kwok runs nothing: the image is never pulled).
+func podTemplate(labels map[string]string, image string, restart corev1.RestartPolicy) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 restart,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "main", Image: image}},
+		},
+	}
+}
+
+func newDeployment(ns, name, image string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: podTemplate(labels, image, corev1.RestartPolicyAlways),
+		},
+	}
+}
+
+// waitRolledOut waits until the Deployment's rollout is complete with want ready replicas and
+// no old pod left, and returns the names of its pods then.
+func waitRolledOut(t *testing.T, ns, name string, want int32) []string {
+	t.Helper()
+	var pods []string
+	eventually(t, clusterTimeout, fmt.Sprintf("deployment %s/%s rolled out with %d replicas", ns, name, want), func(ctx context.Context) error {
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s := d.Status
+		if s.ObservedGeneration < d.Generation || s.Replicas != want || s.UpdatedReplicas != want || s.ReadyReplicas != want || s.AvailableReplicas != want {
+			return fmt.Errorf("generation %d observed %d, status %+v", d.Generation, s.ObservedGeneration, s)
+		}
+		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return err
+		}
+		pods = pods[:0]
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				return fmt.Errorf("pod %s still terminating", p.Name)
+			}
+			pods = append(pods, p.Name)
+		}
+		if len(pods) != int(want) {
+			return fmt.Errorf("%d pods, want %d", len(pods), want)
+		}
+		return nil
+	})
+	return pods
+}
+
+// waitGone waits until list returns no item.
+func waitGone(t *testing.T, what string, list func(ctx context.Context) (int, error)) {
+	t.Helper()
+	eventually(t, clusterTimeout, what+" gone", func(ctx context.Context) error {
+		n, err := list(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%d left", n)
+		}
+		return nil
+	})
+}
+
+// traces returns every stored trace of one object, waiting until check accepts them (links are
+// written by background workers, audit batches arrive every second).
+func traces(t *testing.T, q kapi.Query, what string, check func(o kapi.ObjectTraces) error) kapi.ObjectTraces {
+	t.Helper()
+	if q.Cluster == "" {
+		q.Cluster = clusterName
+	}
+	var out kapi.ObjectTraces
+	eventually(t, kelemetryTimeout, what, func(ctx context.Context) error {
+		o, err := api.ObjectTraces(ctx, q)
+		if err != nil {
+			return err
+		}
+		if err := checkObjectSpans(o); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(o); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		out = o
+		return nil
+	})
+	return out
+}
+
+// checkObjectSpans checks the trace model: one object span per window, the root of the trace.
+func checkObjectSpans(o kapi.ObjectTraces) error {
+	if len(o.Traces) == 0 {
+		return fmt.Errorf("no stored trace")
+	}
+	for _, tr := range o.Traces {
+		var roots int
+		for _, s := range tr.Spans {
+			if s.Kind() == kapi.KindObject {
+				roots++
+				if len(s.References) != 0 {
+					return fmt.Errorf("trace %s: the object span has a parent", tr.TraceID)
+				}
+			}
+		}
+		if roots != 1 {
+			return fmt.Errorf("trace %s: %d object spans, want 1", tr.TraceID, roots)
+		}
+	}
+	return nil
+}
+
+// sameSet compares two name lists as sets.
+func sameSet(got, want []string) error {
+	g, w := slices.Clone(got), slices.Clone(want)
+	slices.Sort(g)
+	slices.Sort(w)
+	g, w = slices.Compact(g), slices.Compact(w)
+	if !slices.Equal(g, w) {
+		return fmt.Errorf("got %v, want %v", g, w)
+	}
+	return nil
+}
+
+// containsAll reports the names of want missing from got.
+func containsAll(got, want []string) error {
+	var missing []string
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			missing = append(missing, w)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %v in %v", missing, got)
+	}
+	return nil
+}
+
+// wantEvents checks that the object's audit events include each user/verb/subresource triple.
+func wantEvents(o kapi.ObjectTraces, triples ...[3]string) error {
+	var missing []string
+	for _, tr := range triples {
+		if !o.HasEvent(tr[0], tr[1], tr[2]) {
+			missing = append(missing, strings.TrimSpace(strings.Join(tr[:], " ")))
+		}
+	}
+	if len(missing) > 0 {
+		var have []string
+		for _, e := range o.Events() {
+			have = append(have, e.Title)
+		}
+		return fmt.Errorf("missing events %q; have %q", missing, have)
+	}
+	return nil
+}
+
+func logTimings(t *testing.T, start time.Time, steps ...any) {
+	t.Helper()
+	t.Logf("scenario took %s %v", time.Since(start).Round(time.Millisecond), steps)
+}

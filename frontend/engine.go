@@ -1,0 +1,661 @@
+package frontend
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store"
+)
+
+// TraceReader is what the query engine reads. store.Reader implements it.
+type TraceReader interface {
+	FindObjects(ctx context.Context, q store.ObjectQuery) ([]store.ObjectWindows, error)
+	GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error)
+	GetTraces(ctx context.Context, ws []store.ObjectWindow) ([][]*aggregator.Span, error)
+	FindTraces(ctx context.Context, q store.TraceQuery) ([]store.TraceRef, error)
+	Clusters(ctx context.Context) ([]string, error)
+}
+
+var _ TraceReader = store.Reader(nil)
+
+// LinkMode says which related objects a query follows from the objects it finds. The values
+// are the link digit of a display ID (see DisplayID).
+type LinkMode uint8
+
+// Link modes.
+const (
+	LinkNone        LinkMode = 0 // only the found objects
+	LinkFullTree    LinkMode = 1 // ancestors, then every descendant of the top one
+	LinkAncestors   LinkMode = 2 // owners, up to Depth levels
+	LinkDescendants LinkMode = 4 // owned objects, down Depth levels
+)
+
+// Valid reports whether m is a known link mode.
+func (m LinkMode) Valid() bool {
+	return m == LinkNone || m == LinkFullTree || m == LinkAncestors || m == LinkDescendants
+}
+
+// EngineConfig bounds link following. Zero fields mean the defaults.
+type EngineConfig struct {
+	// Window is the aggregator's window length (default aggregator.DefaultWindow).
+	Window time.Duration
+	// Depth is how many levels links are followed up or down (default 3).
+	Depth int
+	// PerLevel bounds the objects one breadth-first level adds (default 100).
+	PerLevel int
+	// Total bounds the objects one walk adds to the found object (default 500).
+	Total int
+}
+
+// Engine defaults.
+const (
+	DefaultDepth    = 3
+	DefaultPerLevel = 100
+	DefaultTotal    = 500
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c EngineConfig) WithDefaults() EngineConfig {
+	if c.Window <= 0 {
+		c.Window = aggregator.DefaultWindow
+	}
+	if c.Depth <= 0 {
+		c.Depth = DefaultDepth
+	}
+	if c.PerLevel <= 0 {
+		c.PerLevel = DefaultPerLevel
+	}
+	if c.Total <= 0 {
+		c.Total = DefaultTotal
+	}
+	return c
+}
+
+// Query selects the objects a search starts from.
+type Query struct {
+	// Cluster, Group, Resource, Namespace and Name must equal the object's; empty matches any.
+	Cluster, Group, Resource, Namespace, Name string
+	// Attributes must all be on one event of the object within [From, To] (exact values).
+	Attributes aggregator.Attrs
+	// From and To bound the search and clip what is shown; both bounds are included.
+	From, To time.Time
+	// Limit is the number of objects the search finds (not windows, not results); 0 means 20.
+	Limit int
+}
+
+// DefaultSearchLimit is the number of found objects when Query.Limit is 0.
+const DefaultSearchLimit = 20
+
+// Object is one object of a result: its windows in the range merged into one.
+type Object struct {
+	Ref aggregator.ObjectRef
+	Key aggregator.ObjectKey
+	// Windows are the object's stored windows that overlap the range, ascending.
+	Windows []store.ObjectWindow
+	// Start and End are the union of the windows, clipped to the range.
+	Start, End time.Time
+	// Attributes are those of the newest stored object span.
+	Attributes aggregator.Attrs
+	// Synthetic is set when no window holds the object span (retention, a lost write, or an
+	// object only known from other objects' links).
+	Synthetic bool
+	// Events are the event spans that start within the range, sorted by (Start, SpanID).
+	Events []*aggregator.Span
+
+	links []objLink
+}
+
+type objLink struct {
+	target aggregator.ObjectRef
+	role   aggregator.Role
+	class  string
+}
+
+// Edge is a parent-child relation between two objects of a result.
+type Edge struct {
+	Parent, Child aggregator.ObjectKey
+	Class         string
+}
+
+// Graph is one search result: a connected group of objects and the tree to show them as.
+type Graph struct {
+	// Seeds are the found objects in the group, sorted; Seeds[0] anchors the display ID.
+	Seeds []aggregator.ObjectKey
+	// Anchor is the first window of Seeds[0] in the range.
+	Anchor store.ObjectWindow
+	From   time.Time
+	To     time.Time
+	// Objects holds every object of the group.
+	Objects map[aggregator.ObjectKey]*Object
+	// Roots are the tree roots, sorted; more than one is shown under a synthetic root.
+	Roots []aggregator.ObjectKey
+	// Children are the tree edges by parent, sorted by child key.
+	Children map[aggregator.ObjectKey][]Edge
+	// References are the other parents of objects with more than one, by parent.
+	References map[aggregator.ObjectKey][]Edge
+	// Omitted counts, by object, the related objects a budget or the depth left out.
+	Omitted map[aggregator.ObjectKey]int
+}
+
+// Engine finds objects, follows their links and merges their windows.
+type Engine struct {
+	r   TraceReader
+	cfg EngineConfig
+}
+
+// NewEngine returns an engine over r.
+func NewEngine(r TraceReader, cfg EngineConfig) *Engine {
+	return &Engine{r: r, cfg: cfg.WithDefaults()}
+}
+
+// Config returns the engine's configuration with defaults applied.
+func (e *Engine) Config() EngineConfig { return e.cfg }
+
+// ErrNoObject is returned by Expand when the object has nothing stored in the range.
+var ErrNoObject = errors.New("object not found")
+
+// Search finds the objects q selects, follows links from each per mode and returns one graph per
+// connected group, in the order of their first found object.
+func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultSearchLimit
+	}
+	found, err := e.r.FindObjects(ctx, store.ObjectQuery{
+		Cluster: q.Cluster, Group: q.Group, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name,
+		From: q.From, To: q.To, Limit: limit, Attributes: q.Attributes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	l := e.newLoader(q.From, q.To)
+	refs := make([]aggregator.ObjectRef, len(found))
+	for i, f := range found {
+		refs[i] = f.Object
+	}
+	if err := l.loadMany(ctx, refs); err != nil {
+		return nil, err
+	}
+	walks := make([]*walk, 0, len(found))
+	for _, f := range found {
+		if len(f.Windows) == 0 {
+			continue
+		}
+		w, err := l.walkFrom(ctx, f.Object, mode)
+		if err != nil {
+			return nil, err
+		}
+		w.anchor = f.Windows[0]
+		walks = append(walks, w)
+	}
+	return l.graphs(walks), nil
+}
+
+// Expand follows links per mode from one object and returns its graph. anchor is the window
+// that names it in a display ID. It returns ErrNoObject when nothing of the object is stored in
+// [from, to].
+func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor store.ObjectWindow, from, to time.Time, mode LinkMode) (*Graph, error) {
+	l := e.newLoader(from, to)
+	o, err := l.load(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Windows) == 0 {
+		return nil, fmt.Errorf("%s: %w", ref.Key(), ErrNoObject)
+	}
+	w, err := l.walkFrom(ctx, ref, mode)
+	if err != nil {
+		return nil, err
+	}
+	w.anchor = anchor
+	gs := l.graphs([]*walk{w})
+	return gs[0], nil
+}
+
+// loader reads objects once per request.
+type loader struct {
+	e        *Engine
+	from, to time.Time
+	objs     map[aggregator.ObjectKey]*Object
+}
+
+func (e *Engine) newLoader(from, to time.Time) *loader {
+	return &loader{e: e, from: from, to: to, objs: map[aggregator.ObjectKey]*Object{}}
+}
+
+func (l *loader) inRange(t time.Time) bool {
+	return (l.from.IsZero() || !t.Before(l.from)) && (l.to.IsZero() || !t.After(l.to))
+}
+
+// load reads every window of ref's object in the range. An object with nothing stored comes
+// back with no windows and Synthetic set.
+func (l *loader) load(ctx context.Context, ref aggregator.ObjectRef) (*Object, error) {
+	if err := l.loadMany(ctx, []aggregator.ObjectRef{ref}); err != nil {
+		return nil, err
+	}
+	return l.objs[ref.Key()], nil
+}
+
+// loadMany loads the objects not loaded yet, reading all their windows in one batch.
+func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) error {
+	var todo []*Object
+	var windows []store.ObjectWindow
+	for _, ref := range refs {
+		key := ref.Key()
+		if _, ok := l.objs[key]; ok {
+			continue
+		}
+		found, err := l.e.r.FindObjects(ctx, store.ObjectQuery{
+			Cluster: key.Cluster, Group: key.Group, Resource: key.Resource, Namespace: key.Namespace, Name: key.Name,
+			From: l.from, To: l.to, Limit: 1, Exact: true,
+		})
+		if err != nil {
+			return err
+		}
+		o := &Object{Ref: ref, Key: key, Synthetic: true}
+		for _, f := range found {
+			if f.Object.Key() == key {
+				o.Ref = f.Object
+				o.Windows = f.Windows
+				break
+			}
+		}
+		l.objs[key] = o
+		todo = append(todo, o)
+		windows = append(windows, o.Windows...)
+	}
+	if len(windows) == 0 {
+		for _, o := range todo {
+			l.fill(o, nil)
+		}
+		return nil
+	}
+	spans, err := l.e.r.GetTraces(ctx, windows)
+	if err != nil {
+		return err
+	}
+	for _, o := range todo {
+		l.fill(o, spans[:len(o.Windows)])
+		spans = spans[len(o.Windows):]
+	}
+	return nil
+}
+
+// fill merges the spans of o's windows (perWindow[i] holds o.Windows[i]) into o.
+func (l *loader) fill(o *Object, perWindow [][]*aggregator.Span) {
+	key := o.Key
+	seenLinks := map[objLink]bool{}
+	var newestObj time.Time
+	for _, spans := range perWindow {
+		for _, sp := range spans {
+			switch sp.Kind {
+			case aggregator.KindObject:
+				if o.Synthetic || !sp.Window.Before(newestObj) {
+					o.Synthetic, newestObj = false, sp.Window
+					o.Attributes = sp.Attributes
+				}
+			case aggregator.KindLink:
+				if sp.Link == nil || !sp.Link.Role.Valid() {
+					continue
+				}
+				lk := objLink{target: sp.Link.Target, role: sp.Link.Role, class: sp.Link.Class}
+				if lk.target.Cluster == "" {
+					lk.target.Cluster = key.Cluster
+				}
+				lk.target.Version, lk.target.UID = "", "" // dedup on the key
+				if lk.target.Key() == key || seenLinks[lk] {
+					continue
+				}
+				seenLinks[lk] = true
+				o.links = append(o.links, lk)
+			case aggregator.KindEvent:
+				if l.inRange(sp.Start) {
+					o.Events = append(o.Events, sp)
+				}
+			}
+		}
+	}
+	slices.SortFunc(o.Events, func(a, b *aggregator.Span) int {
+		return cmp.Or(a.Start.Compare(b.Start), bytes.Compare(a.SpanID[:], b.SpanID[:]))
+	})
+	slices.SortFunc(o.links, func(a, b objLink) int {
+		return cmp.Or(strings.Compare(a.class, b.class), strings.Compare(a.target.Key().String(), b.target.Key().String()),
+			strings.Compare(string(a.role), string(b.role)))
+	})
+	o.Start, o.End = l.from, l.to
+	if len(o.Windows) > 0 {
+		first := o.Windows[0].Window
+		last := o.Windows[len(o.Windows)-1].Window.Add(l.e.cfg.Window)
+		if o.Start.IsZero() || first.After(o.Start) {
+			o.Start = first
+		}
+		if o.End.IsZero() || last.Before(o.End) {
+			o.End = last
+		}
+	}
+	if o.Start.IsZero() || o.End.IsZero() {
+		// An unbounded range and nothing stored: fall back to the events, or a zero span.
+		for _, ev := range o.Events {
+			o.Start, o.End = ev.Start, ev.End
+			break
+		}
+	}
+}
+
+// walk is what following links from one found object reached.
+type walk struct {
+	seed    aggregator.ObjectKey
+	anchor  store.ObjectWindow
+	visited map[aggregator.ObjectKey]bool
+	order   []aggregator.ObjectKey
+	edges   map[[2]aggregator.ObjectKey]string // {parent, child} -> class
+	omitted map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool
+	added   int // objects added besides the seed
+}
+
+// edge records a relation; of two links between the same objects, one with a class wins.
+func (w *walk) edge(pair [2]aggregator.ObjectKey, class string) {
+	if old, ok := w.edges[pair]; !ok || old == "" {
+		w.edges[pair] = class
+	}
+}
+
+func (w *walk) omit(from, target aggregator.ObjectKey) {
+	if w.omitted[from] == nil {
+		w.omitted[from] = map[aggregator.ObjectKey]bool{}
+	}
+	w.omitted[from][target] = true
+}
+
+func (w *walk) visit(k aggregator.ObjectKey) {
+	if !w.visited[k] {
+		w.visited[k] = true
+		w.order = append(w.order, k)
+	}
+}
+
+func (l *loader) walkFrom(ctx context.Context, seed aggregator.ObjectRef, mode LinkMode) (*walk, error) {
+	if _, err := l.load(ctx, seed); err != nil {
+		return nil, err
+	}
+	w := &walk{
+		seed: seed.Key(), visited: map[aggregator.ObjectKey]bool{},
+		edges: map[[2]aggregator.ObjectKey]string{}, omitted: map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{},
+	}
+	w.visit(w.seed)
+	depth := l.e.cfg.Depth
+	switch mode {
+	case LinkAncestors:
+		if _, err := l.bfs(ctx, w, w.seed, aggregator.RoleParent, depth); err != nil {
+			return nil, err
+		}
+	case LinkDescendants:
+		if _, err := l.bfs(ctx, w, w.seed, aggregator.RoleChild, depth); err != nil {
+			return nil, err
+		}
+	case LinkFullTree:
+		top, err := l.bfs(ctx, w, w.seed, aggregator.RoleParent, depth)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := l.bfs(ctx, w, top.key, aggregator.RoleChild, top.level+depth); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+type leveled struct {
+	key   aggregator.ObjectKey
+	level int
+}
+
+// bfs follows links of one role breadth-first from start, at most depth levels. Edges are
+// taken in sorted order; objects beyond a budget or the depth are counted as omitted on the
+// object that links to them. It returns the first object of the last level reached.
+func (l *loader) bfs(ctx context.Context, w *walk, start aggregator.ObjectKey, role aggregator.Role, depth int) (leveled, error) {
+	cfg := l.e.cfg
+	seen := map[aggregator.ObjectKey]bool{start: true}
+	level := []aggregator.ObjectKey{start}
+	last := leveled{key: start}
+	for d := 0; len(level) > 0; d++ {
+		var next []aggregator.ObjectKey
+		var refs []aggregator.ObjectRef
+		addedHere := 0
+		for _, k := range level {
+			o := l.objs[k]
+			if o == nil {
+				continue
+			}
+			for _, lk := range o.links {
+				if lk.role != role {
+					continue
+				}
+				tk := lk.target.Key()
+				pair := [2]aggregator.ObjectKey{tk, k}
+				if role == aggregator.RoleChild {
+					pair = [2]aggregator.ObjectKey{k, tk}
+				}
+				if seen[tk] {
+					if w.visited[tk] {
+						w.edge(pair, lk.class) // a second path: a second parent
+					}
+					continue
+				}
+				known := w.visited[tk]
+				if d >= depth || (!known && (addedHere >= cfg.PerLevel || w.added >= cfg.Total)) {
+					w.omit(k, tk)
+					continue
+				}
+				if !known {
+					addedHere++
+					w.added++
+					w.visit(tk)
+				}
+				seen[tk] = true
+				w.edge(pair, lk.class)
+				next = append(next, tk)
+				refs = append(refs, lk.target)
+			}
+		}
+		if err := l.loadMany(ctx, refs); err != nil {
+			return last, err
+		}
+		if len(next) > 0 {
+			last = leveled{key: next[0], level: d + 1}
+		}
+		level = next
+		if err := ctx.Err(); err != nil {
+			return last, err
+		}
+	}
+	return last, nil
+}
+
+// graphs merges walks that share objects and builds each group's tree.
+func (l *loader) graphs(walks []*walk) []*Graph {
+	// Union-find over walks by shared objects.
+	parent := make([]int, len(walks))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	owner := map[aggregator.ObjectKey]int{}
+	for i, w := range walks {
+		for _, k := range w.order {
+			if j, ok := owner[k]; ok {
+				a, b := find(i), find(j)
+				if a != b {
+					parent[max(a, b)] = min(a, b)
+				}
+			} else {
+				owner[k] = i
+			}
+		}
+	}
+	var out []*Graph
+	byRoot := map[int]*Graph{}
+	omitted := map[*Graph]map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}
+	for i, w := range walks {
+		r := find(i)
+		g := byRoot[r]
+		if g == nil {
+			g = &Graph{
+				Anchor: w.anchor, From: l.from, To: l.to,
+				Objects: map[aggregator.ObjectKey]*Object{}, Children: map[aggregator.ObjectKey][]Edge{},
+				References: map[aggregator.ObjectKey][]Edge{}, Omitted: map[aggregator.ObjectKey]int{},
+			}
+			byRoot[r] = g
+			out = append(out, g)
+		}
+		g.Seeds = append(g.Seeds, w.seed)
+		for _, k := range w.order {
+			g.Objects[k] = l.objs[k]
+		}
+		for pair, class := range w.edges {
+			g.Children[pair[0]] = append(g.Children[pair[0]], Edge{Parent: pair[0], Child: pair[1], Class: class})
+		}
+		if omitted[g] == nil {
+			omitted[g] = map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}
+		}
+		for k, targets := range w.omitted {
+			if omitted[g][k] == nil {
+				omitted[g][k] = map[aggregator.ObjectKey]bool{}
+			}
+			for tk := range targets {
+				omitted[g][k][tk] = true
+			}
+		}
+	}
+	for _, g := range out {
+		// What one walk left out and another showed is not omitted.
+		for k, targets := range omitted[g] {
+			n := 0
+			for tk := range targets {
+				if g.Objects[tk] == nil {
+					n++
+				}
+			}
+			if n > 0 {
+				g.Omitted[k] = n
+			}
+		}
+		g.buildTree()
+	}
+	return out
+}
+
+func keyLess(a, b aggregator.ObjectKey) int { return strings.Compare(a.String(), b.String()) }
+
+// buildTree turns the collected edges (in g.Children, possibly with duplicates and several
+// parents per object) into a tree: each object keeps one parent (owner-class links first, then
+// by key), the others reference it. Objects only on cycles get the smallest of them as a root.
+func (g *Graph) buildTree() {
+	parents := map[aggregator.ObjectKey][]Edge{}
+	seenEdge := map[[2]aggregator.ObjectKey]bool{}
+	for _, es := range g.Children {
+		for _, e := range es {
+			pair := [2]aggregator.ObjectKey{e.Parent, e.Child}
+			if seenEdge[pair] || g.Objects[e.Parent] == nil || g.Objects[e.Child] == nil {
+				continue
+			}
+			seenEdge[pair] = true
+			parents[e.Child] = append(parents[e.Child], e)
+		}
+	}
+	children := map[aggregator.ObjectKey][]Edge{}
+	refs := map[aggregator.ObjectKey][]Edge{}
+	primary := map[aggregator.ObjectKey]Edge{}
+	for child, es := range parents {
+		slices.SortFunc(es, func(a, b Edge) int {
+			return cmp.Or(cmp.Compare(boolInt(a.Class == ""), boolInt(b.Class == "")), keyLess(a.Parent, b.Parent))
+		})
+		primary[child] = es[0]
+		children[es[0].Parent] = append(children[es[0].Parent], es[0])
+		for _, e := range es[1:] {
+			refs[e.Parent] = append(refs[e.Parent], e)
+		}
+	}
+	keys := make([]aggregator.ObjectKey, 0, len(g.Objects))
+	for k := range g.Objects {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, keyLess)
+	var roots []aggregator.ObjectKey
+	for _, k := range keys {
+		if _, ok := primary[k]; !ok {
+			roots = append(roots, k)
+		}
+	}
+	reached := map[aggregator.ObjectKey]bool{}
+	var mark func(k aggregator.ObjectKey)
+	mark = func(k aggregator.ObjectKey) {
+		if reached[k] {
+			return
+		}
+		reached[k] = true
+		for _, e := range children[k] {
+			mark(e.Child)
+		}
+	}
+	for _, r := range roots {
+		mark(r)
+	}
+	for _, k := range keys {
+		if reached[k] {
+			continue
+		}
+		// k is on or under a cycle of parents: walk up to the cycle, cut the parent edge of
+		// its smallest object and keep that edge as a reference.
+		pos := map[aggregator.ObjectKey]int{}
+		var path []aggregator.ObjectKey
+		cur := k
+		for {
+			if _, ok := pos[cur]; ok {
+				break
+			}
+			pos[cur] = len(path)
+			path = append(path, cur)
+			cur = primary[cur].Parent
+		}
+		cut := slices.MinFunc(path[pos[cur]:], keyLess)
+		e := primary[cut]
+		children[e.Parent] = slices.DeleteFunc(children[e.Parent], func(x Edge) bool { return x == e })
+		refs[e.Parent] = append(refs[e.Parent], e)
+		delete(primary, cut)
+		roots = append(roots, cut)
+		mark(cut)
+	}
+	slices.SortFunc(roots, keyLess)
+	for _, es := range children {
+		slices.SortFunc(es, func(a, b Edge) int { return keyLess(a.Child, b.Child) })
+	}
+	for _, es := range refs {
+		slices.SortFunc(es, func(a, b Edge) int { return keyLess(a.Child, b.Child) })
+	}
+	slices.SortFunc(g.Seeds, keyLess)
+	g.Roots, g.Children, g.References = roots, children, refs
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

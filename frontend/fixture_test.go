@@ -1,0 +1,196 @@
+package frontend_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/store"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// The rollout fixture: recorded between 17:00 and 17:11 UTC, replayed as cluster "test".
+var (
+	rolloutFrom = time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
+	rolloutTo   = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+)
+
+var (
+	rolloutOnce  sync.Once
+	rolloutStore *store.Memory
+	rolloutErr   error
+)
+
+// rollout replays testdata/rollout/audit.jsonl through the real pipeline (decoder, consumer,
+// aggregator with the owner and annotation linkers) into a memory store, once per test binary.
+func rollout(t testing.TB) *store.Memory {
+	t.Helper()
+	rolloutOnce.Do(func() {
+		rolloutStore, rolloutErr = ingestFile(filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
+	})
+	require.NoError(t, rolloutErr)
+	return rolloutStore
+}
+
+func ingestFile(path string) (*store.Memory, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	st := store.NewMemory(store.MemoryConfig{})
+	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
+		Sinks: []aggregator.Sink{st},
+		Linkers: []aggregator.Linker{
+			linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil),
+			linker.NewAnnotationLinker(nil, nil, nil),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.Start(ctx); err != nil {
+		return nil, err
+	}
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		ev, err := audit.DecodeEvent(bytes.Clone(line))
+		if err != nil {
+			return nil, err
+		}
+		consumer.Handle(ctx, "test", ev)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return st, engine.Stop(ctx)
+}
+
+func newAPI(t testing.TB, r frontend.TraceReader) (*frontend.JaegerAPI, *httptest.Server) {
+	t.Helper()
+	api := frontend.NewJaegerAPI(r, frontend.EngineConfig{}, nil)
+	mux := http.NewServeMux()
+	api.Register(mux)
+	frontend.NewNativeAPI(r.(store.Reader), nil).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return api, srv
+}
+
+// renderText draws a Jaeger trace as an indented outline for golden files: service, operation,
+// start offset from the trace start and duration, warnings, selected tags and every log (without
+// diff and snapshot fields).
+func renderText(tr frontend.JaegerTrace) string {
+	var b strings.Builder
+	children := map[string][]frontend.JaegerSpan{}
+	var roots []frontend.JaegerSpan
+	var t0 int64
+	for i, s := range tr.Spans {
+		if i == 0 || s.StartTime < t0 {
+			t0 = s.StartTime
+		}
+		if len(s.References) == 0 {
+			roots = append(roots, s)
+			continue
+		}
+		children[s.References[0].SpanID] = append(children[s.References[0].SpanID], s)
+	}
+	ids := map[string]string{}
+	for i, s := range tr.Spans {
+		ids[s.SpanID] = fmt.Sprintf("#%d", i)
+	}
+	off := func(us int64) string { return (time.Duration(us-t0) * time.Microsecond).String() }
+	var walk func(s frontend.JaegerSpan, depth int)
+	walk = func(s frontend.JaegerSpan, depth int) {
+		ind := strings.Repeat("  ", depth)
+		fmt.Fprintf(&b, "%s%s [%s] %s @%s +%s\n", ind, ids[s.SpanID], tr.Processes[s.ProcessID].ServiceName, s.OperationName,
+			off(s.StartTime), (time.Duration(s.Duration) * time.Microsecond).String())
+		for i, r := range s.References {
+			if i == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%s  ref %s %s\n", ind, r.RefType, ids[r.SpanID])
+		}
+		for _, w := range s.Warnings {
+			fmt.Fprintf(&b, "%s  warning: %s\n", ind, w)
+		}
+		var tags []string
+		for _, kv := range s.Tags {
+			switch kv.Key {
+			case "kelemetry.span.kind", "cluster", "group", "resource", "namespace", "name",
+				aggregator.AttrCluster, aggregator.AttrGroup, aggregator.AttrResource, aggregator.AttrNamespace,
+				aggregator.AttrName, aggregator.AttrUID, aggregator.AttrAuditID, aggregator.AttrSourceIP,
+				aggregator.AttrUserAgent, aggregator.AttrResourceVersion, aggregator.AttrNewRV:
+				continue
+			}
+			tags = append(tags, fmt.Sprintf("%s=%v", kv.Key, kv.Value))
+		}
+		if len(tags) > 0 {
+			fmt.Fprintf(&b, "%s  tags: %s\n", ind, strings.Join(tags, " "))
+		}
+		for _, l := range s.Logs {
+			if len(l.Fields) > 0 && l.Fields[0].Key == "event" &&
+				(l.Fields[0].Value == aggregator.LogTypeDiff || l.Fields[0].Value == aggregator.LogTypeSnapshot) {
+				continue // raw diff and snapshot logs (tree, timeline): see below
+			}
+			var fs []string
+			for _, f := range l.Fields {
+				switch f.Key {
+				case "userAgent", "sourceIP":
+					continue
+				case "diff", "verbose diff", "snapshot":
+					// Whether and what the pipeline diffs belongs to the audit and diff
+					// packages; folding them is tested in TestFoldedLogFields.
+					continue
+				}
+				fs = append(fs, fmt.Sprintf("%s=%v", f.Key, f.Value))
+			}
+			fmt.Fprintf(&b, "%s  log @%s %s\n", ind, off(l.Timestamp), strings.Join(fs, " | "))
+		}
+		for _, c := range children[s.SpanID] {
+			walk(c, depth+1)
+		}
+	}
+	fmt.Fprintf(&b, "trace %s\n", tr.TraceID)
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return b.String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./frontend -run %s -update to create it", t.Name())
+	require.Equal(t, string(want), got)
+}

@@ -1,0 +1,576 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store"
+)
+
+// JaegerAPI serves the query engine through Jaeger Query's HTTP API, so that Jaeger UI and
+// Grafana's Jaeger data source work against Kelemetry. Services are display modes (Modes),
+// operations are cluster names, and every returned trace ID is a DisplayID.
+//
+//	GET /api/services                       display modes, the default first
+//	GET /api/services/{service}/operations  cluster names
+//	GET /api/operations?service=            cluster names as {name, spanKind}
+//	GET /api/traces?service=&operation=&tags=&tag=&start=&end=&lookback=&limit=&minDuration=&maxDuration=
+//	GET /api/traces?traceID=...             lookup by display ID (repeatable)
+//	GET /api/traces/{traceID}               one result, in the mode its ID names
+//	GET /redirect?cluster=&group=&resource=&namespace=&name=&time=&mode=
+//	                                        302 to /trace/{id}, 404 when nothing matches
+type JaegerAPI struct {
+	engine *Engine
+	reader TraceReader
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// NewJaegerAPI serves reader's data. cfg bounds link following; set its Window to the
+// aggregator's window length.
+func NewJaegerAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) *JaegerAPI {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &JaegerAPI{engine: NewEngine(reader, cfg), reader: reader, logger: logger.With("component", "frontend"), now: time.Now}
+}
+
+// Register adds the routes to mux.
+func (a *JaegerAPI) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/services", a.services)
+	mux.HandleFunc("GET /api/services/{service}/operations", a.serviceOperations)
+	mux.HandleFunc("GET /api/operations", a.operations)
+	mux.HandleFunc("GET /api/traces", a.search)
+	mux.HandleFunc("GET /api/traces/{traceID}", a.getTrace)
+	mux.HandleFunc("GET /redirect", a.redirect)
+}
+
+// Search defaults, as Jaeger Query has them.
+const (
+	DefaultLookback = 48 * time.Hour
+	DefaultAPILimit = 100
+	MaxAPILimit     = 1000
+)
+
+func jaegerError(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, JaegerResponse{Errors: []JaegerError{{Code: code, Msg: fmt.Sprintf(format, args...)}}})
+}
+
+func (a *JaegerAPI) internalError(w http.ResponseWriter, what string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	a.logger.Error(what, "error", err)
+	jaegerError(w, http.StatusInternalServerError, "%s: %v", what, err)
+}
+
+func (a *JaegerAPI) services(w http.ResponseWriter, _ *http.Request) {
+	modes := Modes()
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.Name()
+	}
+	writeJSON(w, http.StatusOK, JaegerResponse{Data: names, Total: len(names)})
+}
+
+func (a *JaegerAPI) clusters(ctx context.Context) ([]string, error) {
+	return a.reader.Clusters(ctx)
+}
+
+func (a *JaegerAPI) serviceOperations(w http.ResponseWriter, r *http.Request) {
+	if _, err := ParseMode(r.PathValue("service")); err != nil {
+		jaegerError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	cl, err := a.clusters(r.Context())
+	if err != nil {
+		a.internalError(w, "list clusters", err)
+		return
+	}
+	var data any
+	if len(cl) > 0 {
+		data = cl
+	}
+	writeJSON(w, http.StatusOK, JaegerResponse{Data: data, Total: len(cl)})
+}
+
+// JaegerOperation is one entry of GET /api/operations.
+type JaegerOperation struct {
+	Name     string `json:"name"`
+	SpanKind string `json:"spanKind"`
+}
+
+func (a *JaegerAPI) operations(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("service") == "" {
+		jaegerError(w, http.StatusBadRequest, "parameter 'service' is required")
+		return
+	}
+	if _, err := ParseMode(q.Get("service")); err != nil {
+		jaegerError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	cl, err := a.clusters(r.Context())
+	if err != nil {
+		a.internalError(w, "list clusters", err)
+		return
+	}
+	ops := make([]JaegerOperation, len(cl))
+	for i, c := range cl {
+		ops[i] = JaegerOperation{Name: c, SpanKind: q.Get("spanKind")}
+	}
+	var data any
+	if len(ops) > 0 {
+		data = ops
+	}
+	writeJSON(w, http.StatusOK, JaegerResponse{Data: data, Total: len(ops)})
+}
+
+// SearchRequest is a parsed GET /api/traces search.
+type SearchRequest struct {
+	Mode                     Mode
+	Query                    Query
+	MinDuration, MaxDuration time.Duration
+}
+
+// ParseSearch reads the parameters of a Jaeger search. Times are Unix microseconds; without
+// start the range is end-lookback (a Go duration or Nd/Nw, as Jaeger UI sends it) or end-48h;
+// without end it ends now. The range is widened to whole seconds, as display IDs hold it.
+func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
+	var req SearchRequest
+	var err error
+	if req.Mode, err = ParseMode(q.Get("service")); err != nil {
+		return req, err
+	}
+	if op := q.Get("operation"); op != "" && op != "all" {
+		req.Query.Cluster = op
+	}
+	tags := map[string]string{}
+	for _, raw := range q["tags"] {
+		if err := parseTags(raw, tags); err != nil {
+			return req, err
+		}
+	}
+	for _, kv := range q["tag"] {
+		k, v, ok := strings.Cut(kv, ":")
+		if !ok || k == "" {
+			return req, fmt.Errorf("malformed 'tag' parameter %q, want key:value", kv)
+		}
+		tags[k] = v
+	}
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		applyTag(&req.Query, k, tags[k])
+	}
+
+	end := now
+	if s := q.Get("end"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return req, fmt.Errorf("malformed 'end' parameter %q, want Unix microseconds", s)
+		}
+		end = time.UnixMicro(n)
+	}
+	start := end.Add(-DefaultLookback)
+	if s := q.Get("start"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return req, fmt.Errorf("malformed 'start' parameter %q, want Unix microseconds", s)
+		}
+		start = time.UnixMicro(n)
+	} else if lb := q.Get("lookback"); lb != "" && lb != "custom" {
+		d, err := parseLookback(lb)
+		if err != nil {
+			return req, err
+		}
+		start = end.Add(-d)
+	}
+	if end.Before(start) {
+		return req, errors.New("'end' is before 'start'")
+	}
+	req.Query.From = start.Truncate(time.Second).UTC()
+	req.Query.To = end.UTC()
+	if end.Nanosecond() != 0 {
+		req.Query.To = end.Truncate(time.Second).Add(time.Second).UTC()
+	}
+
+	req.Query.Limit = DefaultAPILimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return req, fmt.Errorf("malformed 'limit' parameter %q", s)
+		}
+		if n > 0 {
+			req.Query.Limit = min(n, MaxAPILimit)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"minDuration", &req.MinDuration}, {"maxDuration", &req.MaxDuration}} {
+		if s := q.Get(p.name); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return req, fmt.Errorf("malformed '%s' parameter: %v", p.name, err)
+			}
+			*p.dst = d
+		}
+	}
+	if req.MaxDuration != 0 && req.MaxDuration < req.MinDuration {
+		return req, errors.New("'maxDuration' must be greater than 'minDuration'")
+	}
+	return req, nil
+}
+
+func parseLookback(s string) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d, nil
+	}
+	if n := len(s); n > 1 {
+		if v, err := strconv.Atoi(s[:n-1]); err == nil && v > 0 {
+			switch s[n-1] {
+			case 'd':
+				return time.Duration(v) * 24 * time.Hour, nil
+			case 'w':
+				return time.Duration(v) * 7 * 24 * time.Hour, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("malformed 'lookback' parameter %q", s)
+}
+
+// Tag aliases: the short names users type and the predecessor's tag names.
+var tagAliases = map[string]string{
+	"user": aggregator.AttrUser, "username": aggregator.AttrUser,
+	"verb": aggregator.AttrVerb, "tag": aggregator.AttrVerb,
+	"auditID": aggregator.AttrAuditID, "auditId": aggregator.AttrAuditID, "audit.id": aggregator.AttrAuditID,
+	"userAgent": aggregator.AttrUserAgent, "sourceIP": aggregator.AttrSourceIP,
+	"responseCode": aggregator.AttrStatusCode, "code": aggregator.AttrStatusCode,
+	"subresource": aggregator.AttrSubresource,
+}
+
+// applyTag sets an object field for the key tags (short or attribute names) and adds an event
+// attribute filter for the rest.
+func applyTag(q *Query, k, v string) {
+	switch k {
+	case "cluster", aggregator.AttrCluster:
+		q.Cluster = v
+	case "group", aggregator.AttrGroup:
+		q.Group = v
+	case "resource", aggregator.AttrResource:
+		q.Resource = v
+	case "namespace", aggregator.AttrNamespace:
+		q.Namespace = v
+	case "name", aggregator.AttrName:
+		q.Name = v
+	default:
+		if full, ok := tagAliases[k]; ok {
+			k = full
+		}
+		q.Attributes = append(q.Attributes, aggregator.Attr{Key: k, Value: v})
+	}
+}
+
+// parseTags reads a tags parameter: a JSON object of strings, or logfmt (key=value pairs,
+// values optionally double-quoted; a bare key means "true").
+func parseTags(raw string, into map[string]string) error {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil
+	}
+	if strings.HasPrefix(raw, "{") {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			return fmt.Errorf("malformed 'tags' parameter, cannot unmarshal JSON: %v", err)
+		}
+		for k, v := range m {
+			into[k] = v
+		}
+		return nil
+	}
+	return parseLogfmt(raw, into)
+}
+
+func parseLogfmt(s string, into map[string]string) error {
+	i := 0
+	for {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
+			i++
+		}
+		if i >= len(s) {
+			return nil
+		}
+		ks := i
+		for i < len(s) && s[i] != '=' && s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '"' {
+			i++
+		}
+		key := s[ks:i]
+		if key == "" {
+			return fmt.Errorf("malformed 'tags' parameter %q: unexpected character at %d", s, i)
+		}
+		if i >= len(s) || s[i] != '=' {
+			if i < len(s) && s[i] == '"' {
+				return fmt.Errorf("malformed 'tags' parameter %q: unexpected quote at %d", s, i)
+			}
+			into[key] = "true"
+			continue
+		}
+		i++ // '='
+		if i < len(s) && s[i] == '"' {
+			var b strings.Builder
+			i++
+			closed := false
+			for i < len(s) {
+				c := s[i]
+				if c == '\\' && i+1 < len(s) {
+					switch s[i+1] {
+					case 'n':
+						b.WriteByte('\n')
+					case 't':
+						b.WriteByte('\t')
+					default:
+						b.WriteByte(s[i+1])
+					}
+					i += 2
+					continue
+				}
+				if c == '"' {
+					closed = true
+					i++
+					break
+				}
+				r, size := utf8.DecodeRuneInString(s[i:])
+				b.WriteRune(r)
+				i += size
+			}
+			if !closed {
+				return fmt.Errorf("malformed 'tags' parameter %q: unterminated quote", s)
+			}
+			into[key] = b.String()
+			continue
+		}
+		vs := i
+		for i < len(s) && s[i] != ' ' && s[i] != '\t' && s[i] != '\n' {
+			i++
+		}
+		into[key] = s[vs:i]
+	}
+}
+
+func (a *JaegerAPI) search(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if ids := q["traceID"]; len(ids) > 0 {
+		a.lookup(w, r, ids)
+		return
+	}
+	req, err := ParseSearch(q, a.now())
+	if err != nil {
+		jaegerError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	traces, err := a.Search(r.Context(), req)
+	if err != nil {
+		a.internalError(w, "search", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, JaegerResponse{Data: traces})
+}
+
+// Search runs a parsed search and draws its results.
+func (a *JaegerAPI) Search(ctx context.Context, req SearchRequest) ([]JaegerTrace, error) {
+	graphs, err := a.engine.Search(ctx, req.Query, req.Mode.Link)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JaegerTrace, 0, len(graphs))
+	for _, g := range graphs {
+		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.Anchor.TraceID)
+		tr := Render(g, req.Mode.Display, id.TraceID())
+		if !durationOK(tr, req.MinDuration, req.MaxDuration) {
+			continue
+		}
+		out = append(out, tr)
+	}
+	return out, nil
+}
+
+func durationOK(tr JaegerTrace, lo, hi time.Duration) bool {
+	if len(tr.Spans) == 0 || (lo == 0 && hi == 0) {
+		return true
+	}
+	d := time.Duration(tr.Spans[0].Duration) * time.Microsecond
+	return d >= lo && (hi == 0 || d <= hi)
+}
+
+// errTraceNotFound is the answer for an ID that resolves to nothing.
+var errTraceNotFound = errors.New("trace not found")
+
+// errBadID is wrapped by Trace for an ID that cannot be decoded.
+var errBadID = errors.New("bad trace ID")
+
+// Trace resolves a display ID (or a stored trace ID, shown in the default mode over its window)
+// and draws it. It returns an error wrapping errTraceNotFound or errBadID for unknown or
+// malformed IDs.
+func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
+	d, err := ParseDisplayID(id)
+	if errors.Is(err, errNotDisplayID) {
+		return a.storedAsDisplay(ctx, id)
+	}
+	if err != nil {
+		// A stored trace ID may start with ff too.
+		if tr, serr := a.storedAsDisplay(ctx, id); serr == nil {
+			return tr, nil
+		}
+		return JaegerTrace{}, fmt.Errorf("%w: %v", errBadID, err)
+	}
+	refs, err := a.reader.FindTraces(ctx, store.TraceQuery{IDPrefix: d.Anchor[:], From: d.Start, To: d.End})
+	if err != nil {
+		return JaegerTrace{}, err
+	}
+	for _, tr := range refs {
+		if aggregator.TraceIDFor(tr.Object.Key(), tr.Window) != tr.TraceID {
+			continue // not an aggregator trace: the index cannot name its object
+		}
+		g, err := a.engine.Expand(ctx, tr.Object, store.ObjectWindow{Window: tr.Window, TraceID: tr.TraceID}, d.Start, d.End, d.Mode.Link)
+		if errors.Is(err, ErrNoObject) {
+			continue
+		}
+		if err != nil {
+			return JaegerTrace{}, err
+		}
+		return Render(g, d.Mode.Display, id), nil
+	}
+	return a.storedAsDisplay(ctx, id)
+}
+
+func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
+	spans, err := a.reader.GetTrace(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return JaegerTrace{}, errTraceNotFound
+	}
+	if err != nil {
+		return JaegerTrace{}, err
+	}
+	sp := spans[0]
+	window := sp.Window
+	if window.IsZero() {
+		window = aggregator.WindowStart(sp.Start, a.engine.cfg.Window)
+	}
+	from, to := window, window.Add(a.engine.cfg.Window).Add(-time.Nanosecond)
+	g, err := a.engine.Expand(ctx, sp.Object, store.ObjectWindow{Window: window, TraceID: id}, from, to, DefaultMode.Link)
+	if errors.Is(err, ErrNoObject) {
+		return JaegerTrace{}, errTraceNotFound
+	}
+	if err != nil {
+		return JaegerTrace{}, err
+	}
+	return Render(g, DefaultMode.Display, id), nil
+}
+
+func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
+	id, err := ParseTraceID(r.PathValue("traceID"))
+	if err != nil {
+		jaegerError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	tr, err := a.Trace(r.Context(), id)
+	switch {
+	case errors.Is(err, errBadID):
+		jaegerError(w, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, errTraceNotFound):
+		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: "trace not found", TraceID: JaegerTraceID(id)}}})
+	case err != nil:
+		a.internalError(w, "get trace", err)
+	default:
+		writeJSON(w, http.StatusOK, JaegerResponse{Data: []JaegerTrace{tr}, Total: 1})
+	}
+}
+
+// lookup answers GET /api/traces?traceID=...: found traces in data, the others as errors.
+func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string) {
+	resp := JaegerResponse{Data: []JaegerTrace{}}
+	var traces []JaegerTrace
+	for _, s := range ids {
+		id, err := ParseTraceID(s)
+		if err != nil {
+			jaegerError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		tr, err := a.Trace(r.Context(), id)
+		switch {
+		case errors.Is(err, errBadID):
+			jaegerError(w, http.StatusBadRequest, "%v", err)
+			return
+		case errors.Is(err, errTraceNotFound):
+			resp.Errors = append(resp.Errors, JaegerError{Msg: "trace not found", TraceID: JaegerTraceID(id)})
+		case err != nil:
+			a.internalError(w, "get trace", err)
+			return
+		default:
+			traces = append(traces, tr)
+		}
+	}
+	if traces != nil {
+		resp.Data = traces
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// redirect resolves object coordinates and a time (RFC 3339 or Unix microseconds; ts is an
+// alias; default now) to the trace page of that object over the window around that time.
+func (a *JaegerAPI) redirect(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("resource") == "" || q.Get("name") == "" {
+		jaegerError(w, http.StatusBadRequest, "parameters 'resource' and 'name' are required")
+		return
+	}
+	mode, err := ParseMode(q.Get("mode"))
+	if err != nil {
+		jaegerError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	ts := q.Get("time")
+	if ts == "" {
+		ts = q.Get("ts")
+	}
+	at := a.now()
+	if ts != "" {
+		if at, err = parseTime(ts); err != nil {
+			jaegerError(w, http.StatusBadRequest, "bad time: %v", err)
+			return
+		}
+	}
+	win := a.engine.cfg.Window
+	from, to := at.Add(-win).Truncate(time.Second).UTC(), at.Add(win).Truncate(time.Second).UTC()
+	found, err := a.reader.FindObjects(r.Context(), store.ObjectQuery{
+		Cluster: q.Get("cluster"), Group: q.Get("group"), Resource: q.Get("resource"),
+		Namespace: q.Get("namespace"), Name: q.Get("name"), From: from, To: to, Limit: 1,
+	})
+	if err != nil {
+		a.internalError(w, "find objects", err)
+		return
+	}
+	if len(found) == 0 || len(found[0].Windows) == 0 {
+		jaegerError(w, http.StatusNotFound, "no object %s/%s in %s..%s", q.Get("resource"), q.Get("name"), from.Format(time.RFC3339), to.Format(time.RFC3339))
+		return
+	}
+	id := NewDisplayID(mode, from, to, found[0].Windows[0].TraceID)
+	http.Redirect(w, r, "/trace/"+id.String(), http.StatusFound)
+}

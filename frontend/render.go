@@ -1,0 +1,527 @@
+package frontend
+
+import (
+	"cmp"
+	"encoding/binary"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// A result is drawn in three stages: build turns a Graph into a tree of nodes (objects with
+// their events as child spans, which is the tree mode), the mode's steps rewrite that tree, and
+// toJaeger serialises it. Every stage is deterministic: children are kept sorted and span IDs
+// are derived from object keys and stored span IDs.
+
+type nodeKind uint8
+
+const (
+	nodeObject    nodeKind = iota // one object, its windows merged
+	nodeEvent                     // one stored event span
+	nodeOmitted                   // "N more objects omitted"
+	nodeReference                 // a second parent's pointer to an object shown elsewhere
+	nodeGroup                     // the events of one source (grouped mode)
+	nodeRoot                      // synthetic root over several roots
+)
+
+type node struct {
+	id                 trace.SpanID
+	kind               nodeKind
+	service, operation string
+	start, end         time.Time
+	tags               []JaegerKeyValue
+	logs               []outLog
+	warnings           []string
+	parent             *node
+	children           []*node
+
+	obj   *Object          // nodeObject
+	ev    *aggregator.Span // nodeEvent
+	ref   *node            // nodeReference: the object referenced
+	class string           // nodeObject: the class of the link from its parent
+}
+
+type outLog struct {
+	time   time.Time
+	source string // the event source it was folded from, "" for raw logs
+	fields []JaegerKeyValue
+}
+
+// step is one transform of a drawn tree.
+type step func(root *node) *node
+
+// pipelines are the steps of each display mode.
+var pipelines = map[DisplayMode][]step{
+	DisplayTree:     {nameObjects},
+	DisplayTimeline: {flatten, nameObjects},
+	DisplayTracing:  {collapseEvents, compactDurations, nameObjects},
+	DisplayGrouped:  {collapseEvents, groupBySource, compactDurations, nameObjects},
+}
+
+// Render draws g in display mode d as a Jaeger trace with the given trace ID.
+func Render(g *Graph, d DisplayMode, id trace.TraceID) JaegerTrace {
+	root := build(g)
+	for _, s := range pipelines[d] {
+		root = s(root)
+	}
+	return toJaeger(JaegerTraceID(id), root)
+}
+
+func hashID(parts ...string) trace.SpanID {
+	h := fnv.New64a()
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p))
+		_, _ = h.Write([]byte{0})
+	}
+	var id trace.SpanID
+	binary.BigEndian.PutUint64(id[:], h.Sum64())
+	if !id.IsValid() {
+		id[7] = 1
+	}
+	return id
+}
+
+func (n *node) add(c *node) {
+	c.parent = n
+	n.children = append(n.children, c)
+}
+
+// build draws g as the tree mode shows it.
+func build(g *Graph) *node {
+	nodes := map[aggregator.ObjectKey]*node{}
+	var refs []*node
+	var objectNode func(k aggregator.ObjectKey, class string) *node
+	objectNode = func(k aggregator.ObjectKey, class string) *node {
+		o := g.Objects[k]
+		n := &node{kind: nodeObject, id: hashID("object", k.String()), obj: o, class: class,
+			service: "object", operation: o.Ref.Resource + "/" + o.Ref.Name, start: o.Start, end: o.End}
+		nodes[k] = n
+		n.tags = objectTags(o, class)
+		if o.Synthetic {
+			n.warnings = append(n.warnings, "the object span is not stored in this range: shown from links and events")
+		}
+		for _, ev := range o.Events {
+			n.add(eventNode(ev))
+		}
+		for _, e := range g.Children[k] {
+			n.add(objectNode(e.Child, e.Class))
+		}
+		for _, e := range g.References[k] {
+			r := &node{kind: nodeReference, id: hashID("reference", k.String(), e.Child.String()),
+				service: "kelemetry", operation: "also owns " + e.Child.Resource + "/" + e.Child.Name,
+				start: o.Start, end: o.Start}
+			r.tags = append(keyTags(e.Child), str("kelemetry.span.kind", "reference"))
+			if e.Class != "" {
+				r.tags = append(r.tags, str(aggregator.AttrLinkClass, e.Class))
+			}
+			refs = append(refs, r)
+			n.add(r)
+			r.ref = &node{obj: g.Objects[e.Child]} // resolved below
+		}
+		if c := g.Omitted[k]; c > 0 {
+			word := "objects"
+			if c == 1 {
+				word = "object"
+			}
+			n.add(&node{kind: nodeOmitted, id: hashID("omitted", k.String()), service: "kelemetry",
+				operation: strconv.Itoa(c) + " more " + word + " omitted", start: o.Start, end: o.Start,
+				tags: []JaegerKeyValue{str("kelemetry.span.kind", "omitted"), {Key: "kelemetry.omitted", Type: "int64", Value: int64(c)}}})
+		}
+		return n
+	}
+	var root *node
+	if len(g.Roots) == 1 {
+		root = objectNode(g.Roots[0], "")
+	} else {
+		parts := []string{"root"}
+		for _, s := range g.Seeds {
+			parts = append(parts, s.String())
+		}
+		root = &node{kind: nodeRoot, id: hashID(parts...), service: "kelemetry",
+			operation: strconv.Itoa(len(g.Roots)) + " related objects", start: g.From, end: g.To,
+			tags: []JaegerKeyValue{str("kelemetry.span.kind", "root")}}
+		for _, k := range g.Roots {
+			root.add(objectNode(k, ""))
+		}
+		if root.start.IsZero() || root.end.IsZero() {
+			root.start, root.end = spanOf(root.children)
+		}
+	}
+	for _, r := range refs {
+		r.ref = nodes[r.ref.obj.Key]
+	}
+	return root
+}
+
+func spanOf(ns []*node) (start, end time.Time) {
+	for _, c := range ns {
+		if start.IsZero() || c.start.Before(start) {
+			start = c.start
+		}
+		if c.end.After(end) {
+			end = c.end
+		}
+	}
+	return start, end
+}
+
+func keyTags(k aggregator.ObjectKey) []JaegerKeyValue {
+	return []JaegerKeyValue{
+		str("cluster", k.Cluster), str("group", k.Group), str("resource", k.Resource),
+		str("namespace", k.Namespace), str("name", k.Name),
+	}
+}
+
+func objectTags(o *Object, class string) []JaegerKeyValue {
+	r := o.Ref
+	tags := append(keyTags(o.Key), str("kelemetry.span.kind", "object"),
+		str(aggregator.AttrCluster, r.Cluster), str(aggregator.AttrGroup, r.Group), str(aggregator.AttrResource, r.Resource),
+		str(aggregator.AttrNamespace, r.Namespace), str(aggregator.AttrName, r.Name))
+	if r.Version != "" {
+		tags = append(tags, str(aggregator.AttrVersion, r.Version))
+	}
+	if r.UID != "" {
+		tags = append(tags, str(aggregator.AttrUID, r.UID))
+	}
+	for _, a := range o.Attributes {
+		tags = append(tags, str(a.Key, a.Value))
+	}
+	if class != "" {
+		tags = append(tags, str(aggregator.AttrLinkClass, class))
+	}
+	if o.Synthetic {
+		tags = append(tags, JaegerKeyValue{Key: "kelemetry.synthetic", Type: "bool", Value: true})
+	}
+	return tags
+}
+
+// eventNode is an event span; its tags and logs are made by eventDetails when it is drawn as a
+// span (most modes fold it first).
+func eventNode(ev *aggregator.Span) *node {
+	return &node{kind: nodeEvent, id: ev.SpanID, ev: ev, service: ev.Source, operation: ev.Name, start: ev.Start, end: ev.End}
+}
+
+func eventDetails(n *node) {
+	ev := n.ev
+	n.tags = append(make([]JaegerKeyValue, 0, len(ev.Attributes)+2), str("kelemetry.span.kind", "event"))
+	for _, a := range ev.Attributes {
+		n.tags = append(n.tags, str(a.Key, a.Value))
+	}
+	if ev.Error {
+		n.tags = append(n.tags, JaegerKeyValue{Key: "error", Type: "bool", Value: true})
+	}
+	for _, l := range ev.Logs {
+		fields := append(make([]JaegerKeyValue, 0, 2+len(l.Attributes)), str("event", l.Type), str("message", l.Message))
+		for _, a := range l.Attributes {
+			fields = append(fields, str(a.Key, a.Value))
+		}
+		n.logs = append(n.logs, outLog{time: l.Time, fields: fields})
+	}
+}
+
+// walkNodes calls fn on n and its descendants, parents first.
+func walkNodes(n *node, fn func(*node)) {
+	fn(n)
+	for _, c := range n.children {
+		walkNodes(c, fn)
+	}
+}
+
+// Attribute keys copied into a folded event's log, and the field names they get.
+var foldedTags = []struct{ from, to string }{
+	{aggregator.AttrUserAgent, "userAgent"},
+	{aggregator.AttrSourceIP, "sourceIP"},
+	{"kelemetry.event.action", "action"},
+	{"kelemetry.event.source", "source"},
+}
+
+// Log types of a folded event's logs and the field names they get.
+var foldedLogTypes = map[string]string{
+	aggregator.LogTypeError:    "error",
+	aggregator.LogTypeCause:    "error",
+	aggregator.LogTypeMessage:  "message",
+	aggregator.LogTypeSnapshot: "snapshot",
+	aggregator.LogTypeInternal: "_debug",
+}
+
+// diffClass sorts one diff line ("<path> <old> -> <new>") into a field: "" hides it.
+func diffClass(line string) string {
+	path, _, _ := strings.Cut(line, " ")
+	switch {
+	case strings.HasPrefix(path, "metadata.managedFields"):
+		return ""
+	case path == "metadata.resourceVersion", path == "metadata.generation":
+		return "verbose diff"
+	}
+	return "diff"
+}
+
+// collapseEvents folds every event span into a log on its object span (tracing, grouped).
+func collapseEvents(root *node) *node {
+	walkNodes(root, func(n *node) {
+		if n.kind != nodeObject {
+			return
+		}
+		kept := n.children[:0]
+		for _, c := range n.children {
+			if c.kind != nodeEvent {
+				kept = append(kept, c)
+				continue
+			}
+			n.logs = append(n.logs, foldEvent(c.ev))
+		}
+		clear(n.children[len(kept):])
+		n.children = kept
+	})
+	return root
+}
+
+func foldEvent(ev *aggregator.Span) outLog {
+	fields := []JaegerKeyValue{str(ev.Source, ev.Name)}
+	for _, t := range foldedTags {
+		if v, ok := ev.Attributes.Get(t.from); ok && v != "" {
+			fields = append(fields, str(t.to, v))
+		}
+	}
+	var diffs = map[string][]string{}
+	var other []JaegerKeyValue
+	for _, l := range ev.Logs {
+		if l.Type == aggregator.LogTypeDiff {
+			for _, line := range strings.Split(strings.TrimRight(l.Message, "\n"), "\n") {
+				if c := diffClass(line); c != "" && line != "" {
+					diffs[c] = append(diffs[c], line)
+				}
+			}
+			continue
+		}
+		name, ok := foldedLogTypes[l.Type]
+		if !ok {
+			name = l.Type
+		}
+		other = appendField(other, name, l.Message)
+	}
+	for _, c := range []string{"diff", "verbose diff"} {
+		if len(diffs[c]) > 0 {
+			fields = append(fields, str(c, strings.Join(diffs[c], "\n")))
+		}
+	}
+	if ev.Error && !hasField(other, "error") {
+		other = append(other, JaegerKeyValue{Key: "error", Type: "bool", Value: true})
+	}
+	return outLog{time: ev.Start, source: ev.Source, fields: append(fields, other...)}
+}
+
+// appendField adds a field, joining the values of a repeated name with newlines.
+func appendField(fields []JaegerKeyValue, name, value string) []JaegerKeyValue {
+	for i := range fields {
+		if fields[i].Key == name {
+			fields[i].Value = fields[i].Value.(string) + "\n" + value
+			return fields
+		}
+	}
+	return append(fields, str(name, value))
+}
+
+func hasField(fields []JaegerKeyValue, name string) bool {
+	for _, f := range fields {
+		if f.Key == name {
+			return true
+		}
+	}
+	return false
+}
+
+// groupBySource moves the folded logs of each source into a child span per source (grouped).
+func groupBySource(root *node) *node {
+	walkNodes(root, func(n *node) {
+		if n.kind != nodeObject || len(n.logs) == 0 {
+			return
+		}
+		var sources []string
+		bySource := map[string][]outLog{}
+		var rest []outLog
+		for _, l := range n.logs {
+			if l.source == "" {
+				rest = append(rest, l)
+				continue
+			}
+			if _, ok := bySource[l.source]; !ok {
+				sources = append(sources, l.source)
+			}
+			bySource[l.source] = append(bySource[l.source], l)
+		}
+		slices.Sort(sources)
+		groups := make([]*node, 0, len(sources))
+		for _, s := range sources {
+			ls := bySource[s]
+			g := &node{kind: nodeGroup, id: hashID("group", n.obj.Key.String(), s), service: s, operation: s,
+				start: ls[0].time, end: ls[len(ls)-1].time, logs: ls, parent: n,
+				tags: []JaegerKeyValue{str("kelemetry.span.kind", "group")}}
+			groups = append(groups, g)
+		}
+		n.logs = rest
+		n.children = append(groups, n.children...)
+	})
+	return root
+}
+
+// compactDurations shrinks object, group and root spans to their content: their logs and
+// their children's spans (tracing, grouped). Omitted and reference markers sit at the start.
+func compactDurations(root *node) *node {
+	var visit func(n *node)
+	visit = func(n *node) {
+		for _, c := range n.children {
+			visit(c)
+		}
+		if n.kind == nodeEvent || n.kind == nodeOmitted || n.kind == nodeReference {
+			return
+		}
+		var start, end time.Time
+		grow := func(s, e time.Time) {
+			if start.IsZero() || s.Before(start) {
+				start = s
+			}
+			if e.After(end) {
+				end = e
+			}
+		}
+		for _, l := range n.logs {
+			grow(l.time, l.time)
+		}
+		for _, c := range n.children {
+			if c.kind != nodeOmitted && c.kind != nodeReference {
+				grow(c.start, c.end)
+			}
+		}
+		if !start.IsZero() {
+			n.start, n.end = start, end
+		}
+		for _, c := range n.children {
+			if c.kind == nodeOmitted || c.kind == nodeReference {
+				c.start, c.end = n.start, n.start
+			}
+		}
+	}
+	visit(root)
+	return root
+}
+
+// flatten puts every event and omission marker directly under the root (timeline).
+func flatten(root *node) *node {
+	var moved []*node
+	for _, c := range root.children {
+		walkNodes(c, func(n *node) {
+			switch n.kind {
+			case nodeEvent:
+				if n.ev.Object.Key() != rootKey(root) {
+					n.operation = n.ev.Object.Resource + "/" + n.ev.Object.Name + ": " + n.operation
+				}
+				moved = append(moved, n)
+			case nodeOmitted:
+				moved = append(moved, n)
+			}
+		})
+	}
+	for _, n := range moved {
+		n.children, n.parent = nil, root
+	}
+	slices.SortStableFunc(moved, func(a, b *node) int {
+		return cmp.Or(a.start.Compare(b.start), strings.Compare(a.id.String(), b.id.String()))
+	})
+	root.children = moved
+	return root
+}
+
+func rootKey(root *node) aggregator.ObjectKey {
+	if root.obj != nil {
+		return root.obj.Key
+	}
+	return aggregator.ObjectKey{}
+}
+
+// nameObjects names object spans as "<cluster> <resource>" (cluster only at the root and where
+// it changes) and "<namespace> <name>" (namespace default left out); the root's name ends with
+// its time range in UTC.
+func nameObjects(root *node) *node {
+	var visit func(n *node, cluster string)
+	visit = func(n *node, cluster string) {
+		if n.kind == nodeObject {
+			k := n.obj.Key
+			n.service = k.Resource
+			if n.parent == nil || k.Cluster != cluster {
+				n.service = strings.TrimSpace(k.Cluster + " " + k.Resource)
+			}
+			n.operation = k.Name
+			if k.Namespace != "" && k.Namespace != "default" {
+				n.operation = k.Namespace + " " + k.Name
+			}
+			cluster = k.Cluster
+		}
+		for _, c := range n.children {
+			visit(c, cluster)
+		}
+	}
+	visit(root, "")
+	if root.kind == nodeObject || root.kind == nodeRoot {
+		root.operation += " / " + root.start.UTC().Format(time.TimeOnly) + ".." + root.end.UTC().Format(time.TimeOnly)
+	}
+	return root
+}
+
+// toJaeger serialises the tree in depth-first order.
+func toJaeger(tid string, root *node) JaegerTrace {
+	out := JaegerTrace{TraceID: tid, Spans: []JaegerSpan{}, Processes: map[string]JaegerProcess{}}
+	var services []string
+	seenSvc := map[string]bool{}
+	walkNodes(root, func(n *node) {
+		if !seenSvc[n.service] {
+			seenSvc[n.service] = true
+			services = append(services, n.service)
+		}
+	})
+	slices.Sort(services)
+	pids := make(map[string]string, len(services))
+	for i, s := range services {
+		pid := "p" + strconv.Itoa(i+1)
+		pids[s] = pid
+		out.Processes[pid] = JaegerProcess{ServiceName: s, Tags: []JaegerKeyValue{}}
+	}
+	used := map[trace.SpanID]bool{}
+	// Assign unique IDs first, parents before children, so references can use them.
+	walkNodes(root, func(n *node) {
+		for i := 0; used[n.id]; i++ {
+			n.id = hashID("dup", n.id.String(), strconv.Itoa(i))
+		}
+		used[n.id] = true
+	})
+	walkNodes(root, func(n *node) {
+		if n.kind == nodeEvent && n.tags == nil {
+			eventDetails(n)
+		}
+		js := JaegerSpan{
+			TraceID: tid, SpanID: n.id.String(), OperationName: n.operation, References: []JaegerReference{},
+			StartTime: n.start.UnixMicro(), Duration: max(n.end.Sub(n.start).Microseconds(), 0),
+			Tags: n.tags, Logs: make([]JaegerLog, 0, len(n.logs)), ProcessID: pids[n.service], Warnings: n.warnings,
+		}
+		if js.Tags == nil {
+			js.Tags = []JaegerKeyValue{}
+		}
+		if n.parent != nil {
+			js.References = append(js.References, JaegerReference{RefType: "CHILD_OF", TraceID: tid, SpanID: n.parent.id.String()})
+		}
+		if n.ref != nil {
+			js.References = append(js.References, JaegerReference{RefType: "FOLLOWS_FROM", TraceID: tid, SpanID: n.ref.id.String()})
+		}
+		for _, l := range n.logs {
+			js.Logs = append(js.Logs, JaegerLog{Timestamp: l.time.UnixMicro(), Fields: l.fields})
+		}
+		out.Spans = append(out.Spans, js)
+	})
+	return out
+}
