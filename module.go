@@ -185,6 +185,7 @@ func newServers(in serversIn) *Servers {
 
 	apiMux := http.NewServeMux()
 	frontend.NewNativeAPI(in.Reader, logger).Register(apiMux)
+	frontend.NewJaegerAPI(in.Reader, frontend.EngineConfig{Window: c.Aggregator.Window}, logger).Register(apiMux)
 	apiMux.Handle("GET /metrics", in.Metrics.Handler)
 	apiMux.Handle("GET /healthz", health)
 

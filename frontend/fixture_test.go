@@ -149,6 +149,9 @@ func renderText(tr frontend.JaegerTrace) string {
 				aggregator.AttrUserAgent, aggregator.AttrResourceVersion, aggregator.AttrNewRV:
 				continue
 			}
+			if strings.HasPrefix(kv.Key, "kelemetry.diff.") || strings.HasPrefix(kv.Key, "kelemetry.snapshot.") {
+				continue // the diff package's business
+			}
 			tags = append(tags, fmt.Sprintf("%s=%v", kv.Key, kv.Value))
 		}
 		if len(tags) > 0 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -404,4 +405,47 @@ func TestStopDrainsQueue(t *testing.T) {
 		titles = append(titles, s.OperationName)
 	}
 	assert.Contains(t, titles, "admin delete", "the last batch's events were drained into the store")
+}
+
+// TestJaegerAPI: the Jaeger-compatible search over the replayed rollout gives one Deployment tree.
+func TestJaegerAPI(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Audit.Replay = []string{rolloutLog}
+	r := start(t, cfg)
+	waitReplay(t, r)
+	var services struct {
+		Data []string `json:"data"`
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, r.api("/api/services"), &services))
+	assert.Contains(t, services.Data, "tracing")
+
+	var resp struct {
+		Data []frontend.JaegerTrace `json:"data"`
+	}
+	q := "/api/traces?service=tracing%20%5Bfull%20tree%5D&tags=" + url.QueryEscape(`{"resource":"deployments","name":"demo"}`) +
+		"&start=0&end=" + fmt.Sprint(time.Now().UnixMicro())
+	names := map[string]bool{}
+	rsCount := 0
+	// Links are written by background workers: wait until both ReplicaSets are in the tree.
+	require.Eventually(t, func() bool {
+		require.Equal(t, http.StatusOK, getJSON(t, r.api(q), &resp))
+		require.Len(t, resp.Data, 1)
+		names, rsCount = map[string]bool{}, 0
+		for _, s := range resp.Data[0].Spans {
+			res := tag(s, aggregator.AttrResource)
+			names[res+"/"+tag(s, aggregator.AttrName)] = true
+			if res == "replicasets" && tag(s, "kelemetry.span.kind") == "object" {
+				rsCount++
+			}
+		}
+		return rsCount == 2
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.True(t, names["deployments/demo"], "%v", names)
+
+	var byID struct {
+		Data []frontend.JaegerTrace `json:"data"`
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, r.api("/api/traces/"+resp.Data[0].TraceID), &byID))
+	require.Len(t, byID.Data, 1)
+	assert.Len(t, byID.Data[0].Spans, len(resp.Data[0].Spans))
 }
