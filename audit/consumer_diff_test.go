@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +249,28 @@ func BenchmarkConsumerHandleBulk(b *testing.B) {
 			b.ReportMetric(float64(len(events)*b.N)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// BenchmarkDiffCacheMemory reports the heap the audit-stream diff cache holds per kept object
+// after the bulk fixture (pods and ReplicaSets of 20 Deployments).
+func BenchmarkDiffCacheMemory(b *testing.B) {
+	events := consumerFixtureEvents(b, "bulk")
+	for range b.N {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c, err := NewConsumer(ConsumerConfig{}, discardAggregator{}, nil, nil)
+		require.NoError(b, err)
+		for _, ev := range events {
+			c.Handle(context.Background(), "bulk", ev)
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		n := c.stream.Len()
+		b.ReportMetric(float64(n), "objects")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heapB/object")
+		runtime.KeepAlive(c)
 	}
 }

@@ -32,17 +32,21 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx
 	defer cancel()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
+	var last error
 	for {
 		err := check(ctx)
 		if err == nil {
 			return
 		}
+		if last == nil || ctx.Err() == nil {
+			last = err // not the error of an attempt cut short by the deadline
+		}
 		select {
 		case <-ctx.Done():
 			if herr := env.Healthy(); herr != nil {
-				t.Fatalf("%s: %v (and: %v)", what, err, herr)
+				t.Fatalf("%s: %v (and: %v)", what, last, herr)
 			}
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
 		case <-tick.C:
 		}
 	}

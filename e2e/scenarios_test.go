@@ -90,6 +90,15 @@ func TestDeploymentRollout(t *testing.T) {
 		if err := sameSet(o.LinksTo(kapi.RoleChild, "replicasets"), replicaSets); err != nil {
 			return fmt.Errorf("child ReplicaSets: %w", err)
 		}
+		scales := 0
+		for _, e := range o.Events() {
+			if e.User == cluster.AdminUser && e.Subresource == "scale" {
+				scales++
+			}
+		}
+		if scales != 2 {
+			return fmt.Errorf("%d scale events by the admin, want 2", scales)
+		}
 		return wantEvents(o,
 			[3]string{cluster.AdminUser, "create", ""},
 			[3]string{cluster.AdminUser, "update", "scale"},
@@ -98,15 +107,6 @@ func TestDeploymentRollout(t *testing.T) {
 			[3]string{cluster.AdminUser, "delete", ""},
 		)
 	})
-	scales := 0
-	for _, e := range dep.Events() {
-		if e.User == cluster.AdminUser && e.Subresource == "scale" {
-			scales++
-		}
-	}
-	if scales != 2 {
-		t.Errorf("%d scale events by the admin, want 2", scales)
-	}
 	t.Logf("Deployment: %d windows, %d spans, children %v", len(dep.Object.Windows), len(dep.Spans("")), dep.Links(kapi.RoleChild))
 
 	// Each ReplicaSet: the Deployment as its only parent, and its Pods as children.

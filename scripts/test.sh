@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; CI runs it through .ci/run).
 # Formatting, vet, the unit, golden and fuzz-corpus tests, the race detector on the concurrent
-# packages, and one pass of every benchmark so they cannot rot.
+# packages, one pass of every benchmark so they cannot rot, then the end-to-end scenarios against a
+# real control plane (scripts/e2e.sh; the first run builds Kubernetes, 20-35 minutes on 2 cores;
+# KELEMETRY_SKIP_E2E=1 skips them for a quick local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,4 +24,12 @@ go test -count=1 -race ./aggregator/... ./audit/... ./store/... ./otlpsink/... .
 
 echo "== benchmarks compile and run once"
 go test -count=1 -run '^$' -bench . -benchtime 1x ./... > /dev/null
+echo "unit tests passed"
+
+if [ "${KELEMETRY_SKIP_E2E:-}" = "1" ]; then
+  echo "== end-to-end tests skipped (KELEMETRY_SKIP_E2E=1)"
+else
+  echo "== end-to-end tests against a real control plane"
+  ./scripts/e2e.sh
+fi
 echo "all tests passed"

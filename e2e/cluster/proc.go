@@ -132,8 +132,8 @@ func poll(ctx context.Context, interval, timeout time.Duration, what string, con
 		if ok {
 			return nil
 		}
-		if err != nil {
-			last = err
+		if err != nil && (last == nil || ctx.Err() == nil) {
+			last = err // not the error of an attempt cut short by the deadline
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,294 @@
+package event
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/linker"
+)
+
+// SourceName is the aggregator.Event Source of Kubernetes Events.
+const SourceName = "event"
+
+// Attribute keys of event spans.
+const (
+	AttrReason              = "kelemetry.event.reason"
+	AttrType                = "kelemetry.event.type"
+	AttrAction              = "kelemetry.event.action"
+	AttrReportingController = "kelemetry.event.reporting_controller"
+	AttrReportingInstance   = "kelemetry.event.reporting_instance"
+	AttrCount               = "kelemetry.event.count"
+	AttrUID                 = "kelemetry.event.uid"
+	AttrName                = "kelemetry.event.name" // namespace/name of the Event object
+	AttrFieldPath           = "kelemetry.event.field_path"
+	AttrFirstTimestamp      = "kelemetry.event.first_timestamp"
+	AttrLastTimestamp       = "kelemetry.event.last_timestamp"
+	// The related object (core/v1 related, events.k8s.io/v1 related), when there is one.
+	AttrRelatedGroup     = "kelemetry.event.related.group"
+	AttrRelatedResource  = "kelemetry.event.related.resource"
+	AttrRelatedNamespace = "kelemetry.event.related.namespace"
+	AttrRelatedName      = "kelemetry.event.related.name"
+)
+
+// Record is a Kubernetes Event in a form common to core/v1 and events.k8s.io/v1.
+type Record struct {
+	UID, Namespace, Name, ResourceVersion string
+
+	Regarding corev1.ObjectReference
+	Related   *corev1.ObjectReference
+
+	Reason, Message, Type, Action          string
+	ReportingController, ReportingInstance string
+	// Count is the number of occurrences (at least 1).
+	Count int32
+	// First and Last bound the occurrences: eventTime or firstTimestamp, and
+	// series.lastObservedTime or lastTimestamp (First when unknown).
+	First, Last time.Time
+}
+
+// FromCore reads a core/v1 Event.
+func FromCore(e *corev1.Event) *Record {
+	r := &Record{
+		UID: string(e.UID), Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion,
+		Regarding: e.InvolvedObject, Related: e.Related,
+		Reason: e.Reason, Message: e.Message, Type: e.Type, Action: e.Action,
+		ReportingController: e.ReportingController, ReportingInstance: e.ReportingInstance,
+		Count: e.Count,
+	}
+	if r.ReportingController == "" {
+		r.ReportingController = e.Source.Component
+	}
+	if r.ReportingInstance == "" {
+		r.ReportingInstance = e.Source.Host
+	}
+	r.First = firstNonZero(e.EventTime.Time, e.FirstTimestamp.Time, e.LastTimestamp.Time, e.CreationTimestamp.Time)
+	r.Last = e.LastTimestamp.Time
+	if s := e.Series; s != nil {
+		r.Count = max(r.Count, s.Count)
+		if s.LastObservedTime.After(r.Last) {
+			r.Last = s.LastObservedTime.Time
+		}
+	}
+	r.normalize()
+	return r
+}
+
+// FromEventsV1 reads an events.k8s.io/v1 Event.
+func FromEventsV1(e *eventsv1.Event) *Record {
+	r := &Record{
+		UID: string(e.UID), Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion,
+		Regarding: e.Regarding, Related: e.Related,
+		Reason: e.Reason, Message: e.Note, Type: e.Type, Action: e.Action,
+		ReportingController: e.ReportingController, ReportingInstance: e.ReportingInstance,
+		Count: e.DeprecatedCount,
+	}
+	if r.ReportingController == "" {
+		r.ReportingController = e.DeprecatedSource.Component
+	}
+	if r.ReportingInstance == "" {
+		r.ReportingInstance = e.DeprecatedSource.Host
+	}
+	r.First = firstNonZero(e.EventTime.Time, e.DeprecatedFirstTimestamp.Time, e.DeprecatedLastTimestamp.Time, e.CreationTimestamp.Time)
+	r.Last = e.DeprecatedLastTimestamp.Time
+	if s := e.Series; s != nil {
+		r.Count = max(r.Count, s.Count)
+		if s.LastObservedTime.After(r.Last) {
+			r.Last = s.LastObservedTime.Time
+		}
+	}
+	r.normalize()
+	return r
+}
+
+func (r *Record) normalize() {
+	if r.Count < 1 {
+		r.Count = 1
+	}
+	if r.Last.Before(r.First) {
+		r.Last = r.First
+	}
+	r.First, r.Last = r.First.UTC(), r.Last.UTC()
+}
+
+func firstNonZero(ts ...time.Time) time.Time {
+	for _, t := range ts {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// Decode reads one Event as JSON, core/v1 or events.k8s.io/v1 (told apart by apiVersion; core
+// when absent).
+func Decode(raw []byte) (*Record, error) {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
+	switch head.APIVersion {
+	case "events.k8s.io/v1":
+		var e eventsv1.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("decode events.k8s.io/v1 event: %w", err)
+		}
+		return FromEventsV1(&e), nil
+	case "", "v1":
+		var e corev1.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("decode v1 event: %w", err)
+		}
+		return FromCore(&e), nil
+	default:
+		return nil, fmt.Errorf("decode event: unsupported apiVersion %q", head.APIVersion)
+	}
+}
+
+// ErrNoObject means an Event names no object (no kind or name in involvedObject / regarding).
+var ErrNoObject = errors.New("event names no object")
+
+// Converter turns Records into aggregator events.
+type Converter struct {
+	cluster string
+	mapper  linker.Mapper
+	window  time.Duration
+	related *RelatedLinker
+}
+
+// WithRelated makes Convert record each Event's related object in l, and returns c.
+func (c *Converter) WithRelated(l *RelatedLinker) *Converter {
+	c.related = l
+	return c
+}
+
+// NewConverter returns a Converter for Events of cluster; kinds map to resources with mapper
+// (nil: linker.NewStaticMapper()); window must be the aggregator's window (0: the default).
+func NewConverter(cluster string, mapper linker.Mapper, window time.Duration) *Converter {
+	if mapper == nil {
+		mapper = linker.NewStaticMapper()
+	}
+	if window <= 0 {
+		window = aggregator.DefaultWindow
+	}
+	return &Converter{cluster: cluster, mapper: mapper, window: window}
+}
+
+// Window is the trace window length the Converter assumes.
+func (c *Converter) Window() time.Duration { return c.window }
+
+// SpanStart is where the span of r starts: r.First when it falls in the window of r.Last,
+// otherwise r.Last (the span of a later window only covers what is known of that window).
+func (c *Converter) SpanStart(r *Record) time.Time {
+	if aggregator.WindowStart(r.First, c.window).Equal(aggregator.WindowStart(r.Last, c.window)) {
+		return r.First
+	}
+	return r.Last
+}
+
+// Convert builds the aggregator event of r. start, when not zero, overrides SpanStart (the
+// Source passes the earliest occurrence it saw in the window).
+func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*aggregator.Event, error) {
+	if r.Regarding.Kind == "" || r.Regarding.Name == "" {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNoObject, r.Namespace, r.Name)
+	}
+	if r.UID == "" {
+		return nil, fmt.Errorf("%w: event %s/%s has no uid", aggregator.ErrInvalidEvent, r.Namespace, r.Name)
+	}
+	if r.Last.IsZero() {
+		return nil, fmt.Errorf("%w: event %s/%s has no timestamp", aggregator.ErrInvalidEvent, r.Namespace, r.Name)
+	}
+	ref, err := c.objectRef(ctx, &r.Regarding)
+	if err != nil {
+		return nil, err
+	}
+	if start.IsZero() || start.After(r.Last) {
+		start = c.SpanStart(r)
+	}
+	window := aggregator.WindowStart(r.Last, c.window)
+	ev := &aggregator.Event{
+		Object: aggregator.Object{ObjectRef: ref},
+		Source: SourceName,
+		ID:     r.UID + "/" + strconv.FormatInt(window.Unix(), 10),
+		Title:  r.Reason,
+		Start:  start,
+		End:    r.Last,
+		Error:  r.Type == corev1.EventTypeWarning,
+	}
+	if ev.Title == "" {
+		ev.Title = "event"
+	}
+	attrs := make(aggregator.Attrs, 0, 16)
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, aggregator.Attr{Key: k, Value: v})
+		}
+	}
+	add(AttrReason, r.Reason)
+	add(AttrType, r.Type)
+	add(AttrAction, r.Action)
+	add(AttrReportingController, r.ReportingController)
+	add(AttrReportingInstance, r.ReportingInstance)
+	add(AttrCount, strconv.Itoa(int(r.Count)))
+	add(AttrUID, r.UID)
+	add(AttrName, r.Namespace+"/"+r.Name)
+	add(AttrFieldPath, r.Regarding.FieldPath)
+	add(AttrFirstTimestamp, r.First.Format(time.RFC3339Nano))
+	add(AttrLastTimestamp, r.Last.Format(time.RFC3339Nano))
+	if rel, ok := c.Related(ctx, r); ok {
+		if c.related != nil {
+			c.related.Remember(ref, rel)
+		}
+		add(AttrRelatedGroup, rel.Group)
+		add(AttrRelatedResource, rel.Resource)
+		add(AttrRelatedNamespace, rel.Namespace)
+		add(AttrRelatedName, rel.Name)
+	}
+	ev.Attributes = attrs
+	if r.Message != "" {
+		ev.Logs = []aggregator.Log{{Time: r.Last, Type: aggregator.LogTypeMessage, Message: r.Message}}
+	}
+	return ev, nil
+}
+
+// Related returns the object r's related field names, if any.
+func (c *Converter) Related(ctx context.Context, r *Record) (aggregator.ObjectRef, bool) {
+	if r.Related == nil || r.Related.Kind == "" || r.Related.Name == "" {
+		return aggregator.ObjectRef{}, false
+	}
+	ref, err := c.objectRef(ctx, r.Related)
+	return ref, err == nil
+}
+
+func (c *Converter) objectRef(ctx context.Context, o *corev1.ObjectReference) (aggregator.ObjectRef, error) {
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	if err != nil {
+		return aggregator.ObjectRef{}, fmt.Errorf("%w: apiVersion %q: %v", aggregator.ErrInvalidEvent, o.APIVersion, err)
+	}
+	gvr, namespaced, err := c.mapper.ResourceFor(ctx, c.cluster, gv.WithKind(o.Kind))
+	if err != nil {
+		return aggregator.ObjectRef{}, fmt.Errorf("map %s %s: %w", o.APIVersion, o.Kind, err)
+	}
+	ns := o.Namespace
+	if !namespaced {
+		ns = ""
+	}
+	return aggregator.ObjectRef{
+		Cluster: c.cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
+		Namespace: ns, Name: o.Name, UID: string(o.UID),
+	}, nil
+}
+
+// isEventList reports whether kind names a list.
+func isList(kind string) bool { return kind == "List" || strings.HasSuffix(kind, "List") }

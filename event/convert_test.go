@@ -1,0 +1,157 @@
+package event
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+)
+
+func fixture(scenario, name string) string { return filepath.Join("..", "testdata", scenario, name) }
+
+func TestReplayRollout(t *testing.T) {
+	ctx := context.Background()
+	conv := NewConverter("kind", nil, 0)
+	var ids = map[string][]string{}
+	for _, file := range []string{"events-core-v1.json", "events-events-v1.json"} {
+		agg := &aggregatortest.RecordingAggregator{}
+		st, err := ReplayFile(ctx, fixture("rollout", file), conv, agg, nil)
+		require.NoError(t, err)
+		assert.Equal(t, ReplayStats{File: fixture("rollout", file), Events: 30, Sent: 30}, st)
+
+		var scaling, scheduled int
+		for _, ev := range agg.Events() {
+			ids[file] = append(ids[file], ev.Object.String()+"|"+ev.ID)
+			assert.Equal(t, SourceName, ev.Source)
+			assert.False(t, ev.Error)
+			require.Len(t, ev.Logs, 1)
+			assert.Equal(t, aggregator.LogTypeMessage, ev.Logs[0].Type)
+			switch ev.Title {
+			case "ScalingReplicaSet":
+				scaling++
+				assert.Equal(t, aggregator.ObjectRef{Cluster: "kind", Group: "apps", Version: "v1", Resource: "deployments",
+					Namespace: "default", Name: "demo", UID: ev.Object.UID}, ev.Object.ObjectRef)
+				assert.Contains(t, ev.Logs[0].Message, "Scaled ")
+			case "Scheduled":
+				scheduled++
+				assert.Equal(t, "pods", ev.Object.Resource)
+				c, _ := ev.Attributes.Get(AttrReportingController)
+				assert.Equal(t, "default-scheduler", c)
+				assert.Contains(t, ev.Logs[0].Message, "Successfully assigned")
+			}
+		}
+		assert.Equal(t, 10, scaling)
+		assert.Equal(t, 6, scheduled)
+	}
+	// The same Events listed through either API give the same spans.
+	sort.Strings(ids["events-core-v1.json"])
+	sort.Strings(ids["events-events-v1.json"])
+	assert.Equal(t, ids["events-core-v1.json"], ids["events-events-v1.json"])
+}
+
+func TestReplayRepeatedEvent(t *testing.T) {
+	agg := &aggregatortest.RecordingAggregator{}
+	_, err := ReplayFile(context.Background(), fixture("cronjob", "events-core-v1.json"), NewConverter("c", nil, 0), agg, nil)
+	require.NoError(t, err)
+	var found bool
+	for _, ev := range agg.Events() {
+		if ev.Title != "UnexpectedJob" {
+			continue
+		}
+		found = true
+		count, _ := ev.Attributes.Get(AttrCount)
+		assert.Equal(t, "3", count)
+		assert.Equal(t, time.Date(2026, 11, 29, 17, 10, 14, 0, time.UTC), ev.Start)
+		assert.Equal(t, time.Date(2026, 11, 29, 17, 10, 16, 0, time.UTC), ev.End)
+		assert.Equal(t, "cronjobs", ev.Object.Resource)
+		c, _ := ev.Attributes.Get(AttrReportingController)
+		assert.Equal(t, "cronjob-controller", c)
+	}
+	assert.True(t, found)
+}
+
+const seriesEvent = `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"web.1","namespace":"default","uid":"e1","resourceVersion":"9"},
+"eventTime":"2026-11-29T17:00:00.000000Z","series":{"count":7,"lastObservedTime":"2026-11-29T17:05:00.000000Z"},
+"reportingController":"kubelet","reportingInstance":"node-1","action":"Pulling","reason":"BackOff","type":"Warning",
+"note":"Back-off pulling image","regarding":{"kind":"Pod","apiVersion":"v1","namespace":"default","name":"web","uid":"p1","fieldPath":"spec.containers{app}"},
+"related":{"kind":"Node","apiVersion":"v1","name":"node-1"}}`
+
+func TestConvertEventsV1Series(t *testing.T) {
+	rec, err := Decode([]byte(seriesEvent))
+	require.NoError(t, err)
+	ev, err := NewConverter("c", nil, 0).Convert(context.Background(), rec, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "pods", Namespace: "default", Name: "web", UID: "p1"}, ev.Object.ObjectRef)
+	assert.Equal(t, "BackOff", ev.Title)
+	assert.True(t, ev.Error)
+	assert.Equal(t, time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC), ev.Start)
+	assert.Equal(t, time.Date(2026, 11, 29, 17, 5, 0, 0, time.UTC), ev.End)
+	assert.Equal(t, "e1/"+itoa(aggregator.WindowStart(ev.End, aggregator.DefaultWindow).Unix()), ev.ID)
+	want := map[string]string{
+		AttrReason: "BackOff", AttrType: "Warning", AttrAction: "Pulling", AttrReportingController: "kubelet",
+		AttrReportingInstance: "node-1", AttrCount: "7", AttrUID: "e1", AttrName: "default/web.1", AttrFieldPath: "spec.containers{app}",
+		AttrRelatedResource: "nodes", AttrRelatedName: "node-1",
+	}
+	for k, v := range want {
+		got, ok := ev.Attributes.Get(k)
+		assert.True(t, ok, k)
+		assert.Equal(t, v, got, k)
+	}
+	_, ok := ev.Attributes.Get(AttrRelatedNamespace)
+	assert.False(t, ok, "a Node has no namespace")
+	assert.Equal(t, []aggregator.Log{{Time: ev.End, Type: aggregator.LogTypeMessage, Message: "Back-off pulling image"}}, ev.Logs)
+}
+
+func TestConvertCore(t *testing.T) {
+	raw := `{"apiVersion":"v1","kind":"Event","metadata":{"name":"n.1","namespace":"default","uid":"e2","creationTimestamp":"2026-11-29T17:00:00Z"},
+"involvedObject":{"kind":"Node","name":"node-1","namespace":"default"},"reason":"NodeReady","message":"ready","source":{"component":"kubelet","host":"node-1"},
+"firstTimestamp":"2026-11-29T17:00:00Z","lastTimestamp":"2026-11-29T17:45:00Z","count":2,"type":"Normal"}`
+	rec, err := Decode([]byte(raw))
+	require.NoError(t, err)
+	conv := NewConverter("c", nil, 30*time.Minute)
+	ev, err := conv.Convert(context.Background(), rec, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, "", ev.Object.Namespace, "nodes are cluster-scoped")
+	assert.Equal(t, "nodes", ev.Object.Resource)
+	c, _ := ev.Attributes.Get(AttrReportingController)
+	assert.Equal(t, "kubelet", c, "source.component is the fallback")
+	// First and last occurrences in different windows: the span is in the window of the last.
+	assert.Equal(t, rec.Last, ev.Start)
+	assert.False(t, ev.Error)
+
+	_, err = conv.Convert(context.Background(), &Record{UID: "x", Last: time.Now()}, time.Time{})
+	assert.ErrorIs(t, err, ErrNoObject)
+	_, err = Decode([]byte(`{"apiVersion":"example.com/v1"}`))
+	assert.Error(t, err)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+
+func TestRelatedLinker(t *testing.T) {
+	l := NewRelatedLinker(0)
+	conv := NewConverter("c", nil, 0).WithRelated(l)
+	rec, err := Decode([]byte(seriesEvent))
+	require.NoError(t, err)
+	ev, err := conv.Convert(context.Background(), rec, time.Time{})
+	require.NoError(t, err)
+	links, err := l.Lookup(context.Background(), ev.Object)
+	require.NoError(t, err)
+	assert.Equal(t, []aggregator.Link{{Target: aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "nodes", Name: "node-1"},
+		Role: aggregator.RoleParent, Class: "event.related"}}, links)
+	// Remembered once.
+	_, err = conv.Convert(context.Background(), rec, time.Time{})
+	require.NoError(t, err)
+	links, _ = l.Lookup(context.Background(), ev.Object)
+	assert.Len(t, links, 1)
+	links, _ = l.Lookup(context.Background(), aggregator.Object{ObjectRef: aggregator.ObjectRef{Resource: "pods", Name: "other"}})
+	assert.Empty(t, links)
+}

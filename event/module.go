@@ -1,0 +1,119 @@
+package event
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/fx"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/linker"
+)
+
+// Config configures the Kubernetes Event sources. The zero value replays nothing and watches
+// nothing.
+type Config struct {
+	// Cluster names the cluster the Events come from (the all-in-one passes its cluster).
+	Cluster string `yaml:"cluster"`
+	// Window must equal the aggregator's window (0: the aggregator's default).
+	Window time.Duration `yaml:"window"`
+	// Replay lists files of recorded Events (EventLists) sent once at start-up, in the
+	// background.
+	Replay []string `yaml:"replay"`
+	// Watch lists and watches the cluster's Events (needs a linker.Clusters, i.e. a kubeconfig).
+	Watch  bool         `yaml:"watch"`
+	Source SourceConfig `yaml:"source"`
+	// RelatedSize bounds the objects whose Events' related objects are remembered for linking
+	// (default 10,000).
+	RelatedSize int `yaml:"relatedSize"`
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Window < 0 || c.RelatedSize < 0 {
+		return errors.New("event: window and relatedSize must not be negative")
+	}
+	if c.Watch {
+		return c.Source.Validate()
+	}
+	return nil
+}
+
+// ModuleParams are the fx inputs of Module.
+type ModuleParams struct {
+	fx.In
+
+	Config        Config               `optional:"true"`
+	Logger        *slog.Logger         `optional:"true"`
+	MeterProvider metric.MeterProvider `optional:"true"`
+	Aggregator    aggregator.Aggregator
+	// Clusters gives the dynamic client for Watch and a ConfigMap checkpoint.
+	Clusters linker.Clusters `optional:"true"`
+	// Mapper maps kinds to resources (default linker.NewStaticMapper()).
+	Mapper    linker.Mapper `optional:"true"`
+	Lifecycle fx.Lifecycle
+}
+
+// ModuleResults are the fx outputs of Module.
+type ModuleResults struct {
+	fx.Out
+
+	Replayer *Replayer
+	// Source is nil unless Config.Watch.
+	Source *Source
+	// Linker links objects to their Events' related objects.
+	Linker aggregator.Linker `group:"kelemetry.linkers"`
+}
+
+// Module provides the Event replay (*Replayer), the Event watch (*Source, when Config.Watch) and
+// the related-object linker, started and stopped with the app. It needs an
+// aggregator.Aggregator.
+var Module = fx.Module("event", fx.Provide(newModule))
+
+func newModule(p ModuleParams) (ModuleResults, error) {
+	cfg := p.Config
+	if err := cfg.Validate(); err != nil {
+		return ModuleResults{}, fmt.Errorf("event config: %w", err)
+	}
+	logger := p.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	related := NewRelatedLinker(cfg.RelatedSize)
+	conv := NewConverter(cfg.Cluster, p.Mapper, cfg.Window).WithRelated(related)
+	out := ModuleResults{Linker: related}
+	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, logger)
+	p.Lifecycle.Append(fx.StartStopHook(out.Replayer.Start, out.Replayer.Stop))
+	if !cfg.Watch {
+		return out, nil
+	}
+	if p.Clusters == nil {
+		return ModuleResults{}, errors.New("event: watching Events needs a Kubernetes client (a kubeconfig)")
+	}
+	dyn, err := p.Clusters.Dynamic(cfg.Cluster)
+	if err != nil {
+		return ModuleResults{}, fmt.Errorf("event: %w", err)
+	}
+	var store CheckpointStore
+	switch {
+	case cfg.Source.CheckpointFile != "":
+		store = FileCheckpoint{Path: cfg.Source.CheckpointFile}
+	case cfg.Source.CheckpointConfigMap != "":
+		ns, name, _ := splitNamespaceName(cfg.Source.CheckpointConfigMap) // validated
+		store = ConfigMapCheckpoint{
+			Client: dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns),
+			Name:   name,
+		}
+	}
+	src, err := NewSource(cfg.Source, dyn.Resource(cfg.Source.GVR()), conv, p.Aggregator, store, logger, p.MeterProvider)
+	if err != nil {
+		return ModuleResults{}, err
+	}
+	p.Lifecycle.Append(fx.StartStopHook(src.Start, src.Stop))
+	out.Source = src
+	return out, nil
+}

@@ -1,0 +1,189 @@
+package event
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// ReplayStats counts what a replay did with one file.
+type ReplayStats struct {
+	File string `json:"file"`
+	// Events read, Sent to the aggregator, Skipped (no object, no timestamp, unmappable kind),
+	// Failed (the aggregator refused them).
+	Events  int `json:"events"`
+	Sent    int `json:"sent"`
+	Skipped int `json:"skipped"`
+	Failed  int `json:"failed"`
+}
+
+// maxReplayFile bounds the size of a replayed file.
+const maxReplayFile = 1 << 30
+
+// ReplayFile sends the Events recorded in path to agg: an EventList (or any List, core/v1 or
+// events.k8s.io/v1 items, as `kubectl get events -o json` writes), a single Event, or one Event
+// per line. Per-event problems are counted, not returned; the error is for the file itself.
+func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregator.Aggregator, logger *slog.Logger) (ReplayStats, error) {
+	st := ReplayStats{File: path}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return st, fmt.Errorf("replay events: %w", err)
+	}
+	defer f.Close()
+	items, err := readItems(io.LimitReader(f, maxReplayFile))
+	if err != nil {
+		return st, fmt.Errorf("replay events %s: %w", path, err)
+	}
+	for _, raw := range items {
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("replay events %s: %w", path, err)
+		}
+		st.Events++
+		rec, err := Decode(raw)
+		if err != nil {
+			st.Skipped++
+			logger.Debug("skip event", "file", path, "error", err)
+			continue
+		}
+		ev, err := conv.Convert(ctx, rec, time.Time{})
+		if err != nil {
+			st.Skipped++
+			logger.Debug("skip event", "file", path, "event", rec.Namespace+"/"+rec.Name, "error", err)
+			continue
+		}
+		if err := agg.Send(ctx, ev); err != nil {
+			st.Failed++
+			logger.Debug("send event", "file", path, "event", rec.Namespace+"/"+rec.Name, "error", err)
+			continue
+		}
+		st.Sent++
+	}
+	return st, nil
+}
+
+// readItems splits a list, a single object or JSON lines into raw Events.
+func readItems(r io.Reader) ([]json.RawMessage, error) {
+	br := bufio.NewReader(r)
+	dec := json.NewDecoder(br)
+	var items []json.RawMessage
+	for {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			return items, nil
+		}
+		if err != nil {
+			return items, err
+		}
+		var head struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return items, err
+		}
+		if head.Items != nil || isList(head.Kind) {
+			items = append(items, head.Items...)
+			continue
+		}
+		if len(bytes.TrimSpace(raw)) > 0 {
+			items = append(items, raw)
+		}
+	}
+}
+
+// Replayer replays files of recorded Events once, in the background (the all-in-one's
+// --replay-events).
+type Replayer struct {
+	files  []string
+	conv   *Converter
+	agg    aggregator.Aggregator
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	stats  []ReplayStats
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewReplayer returns a Replayer of files. logger may be nil.
+func NewReplayer(files []string, conv *Converter, agg aggregator.Aggregator, logger *slog.Logger) *Replayer {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Replayer{files: files, conv: conv, agg: agg, logger: logger.With("component", "event.replay"), done: make(chan struct{})}
+	if len(files) == 0 {
+		close(r.done)
+	}
+	return r
+}
+
+// Start begins the replay in the background. It does not block.
+func (r *Replayer) Start(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.files) == 0 || r.cancel != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		for _, f := range r.files {
+			st, err := ReplayFile(ctx, f, r.conv, r.agg, r.logger)
+			r.mu.Lock()
+			r.stats = append(r.stats, st)
+			if err != nil {
+				r.err = errors.Join(r.err, err)
+			}
+			r.mu.Unlock()
+			if err != nil {
+				r.logger.Error("event replay failed", "file", f, "error", err)
+				continue
+			}
+			r.logger.Info("event replay done", "file", f, "events", st.Events, "sent", st.Sent, "skipped", st.Skipped, "failed", st.Failed)
+		}
+	}()
+	return nil
+}
+
+// Stop cancels a running replay and waits for it. Safe without Start.
+func (r *Replayer) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("event replay: stop: %w", ctx.Err())
+	}
+}
+
+// Done is closed when the replay finished (at once when there is nothing to replay).
+func (r *Replayer) Done() <-chan struct{} { return r.done }
+
+// Status returns per-file statistics so far and the replay's error, if any.
+func (r *Replayer) Status() ([]ReplayStats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]ReplayStats(nil), r.stats...), r.err
+}

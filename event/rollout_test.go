@@ -1,0 +1,74 @@
+package event_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/event"
+)
+
+// TestRolloutPicture replays the recorded rollout, audit log and Events, through the consumer
+// (with the audit-stream diff) and the aggregator: the Deployment's trace shows the image change,
+// every replica change as diffs, the delete with a deletion snapshot, and the controller's Events.
+func TestRolloutPicture(t *testing.T) {
+	ctx := context.Background()
+	sink := &aggregatortest.RecordingSink{}
+	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}})
+	require.NoError(t, err)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	require.NoError(t, err)
+	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, q.Start(ctx))
+	_, err = audit.ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, nil)
+	require.NoError(t, err)
+	require.NoError(t, q.Flush(ctx))
+	require.NoError(t, q.Stop(ctx))
+	st, err := event.ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "events-events-v1.json"),
+		event.NewConverter("kind", nil, 0), engine, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 30, st.Sent)
+
+	var diffs []string
+	var deletionSnapshot bool
+	reasons := map[string]int{}
+	var traces = map[string]bool{}
+	for _, sp := range sink.Spans() {
+		if sp.Object.Resource != "deployments" || sp.Object.Name != "demo" || sp.Kind != aggregator.KindEvent {
+			continue
+		}
+		traces[sp.TraceID.String()] = true
+		switch sp.Source {
+		case event.SourceName:
+			reasons[sp.Name]++
+		case audit.SourceName:
+			for _, l := range sp.Logs {
+				switch l.Type {
+				case aggregator.LogTypeDiff:
+					diffs = append(diffs, sp.Name+": "+l.Message)
+				case aggregator.LogTypeSnapshot:
+					if strings.HasSuffix(sp.Name, "delete") {
+						deletionSnapshot = true
+					}
+				}
+			}
+		}
+	}
+	assert.Len(t, traces, 1)
+	assert.Contains(t, diffs, "admin patch scale: spec.replicas 2 -> 4")
+	assert.Contains(t, diffs, "admin patch scale: spec.replicas 4 -> 2")
+	assert.Contains(t, diffs, "admin patch: spec.template.spec.containers[name=alpine].image alpine:3.16 -> alpine:3.17")
+	assert.True(t, deletionSnapshot)
+	assert.Equal(t, map[string]int{"ScalingReplicaSet": 10}, reasons)
+	for _, d := range diffs {
+		assert.NotContains(t, d, "managedFields")
+	}
+}

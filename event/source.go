@@ -1,0 +1,541 @@
+package event
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Client lists and watches the Events of one API in all namespaces. A client-go dynamic client's
+// resource (dynamic.Interface.Resource(CoreEvents or EventsV1Events)) satisfies it.
+type Client interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// The two Event APIs.
+var (
+	CoreEvents     = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	EventsV1Events = schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
+)
+
+// Defaults for SourceConfig.
+const (
+	DefaultQueueSize          = 1000
+	DefaultSeenSize           = 4096
+	DefaultCheckpointInterval = 5 * time.Second
+	DefaultPageSize           = 500
+	DefaultMaxBackoff         = 30 * time.Second
+)
+
+// SourceConfig configures a Source. The zero value means defaults (core/v1 Events, no
+// checkpoint).
+type SourceConfig struct {
+	// API is "v1" (core/v1 Events, the default) or "events.k8s.io/v1".
+	API string `yaml:"api"`
+	// QueueSize bounds the Events received and not yet sent (default 1000). When it is full the
+	// watch waits (the API server buffers), nothing is dropped.
+	QueueSize int `yaml:"queueSize"`
+	// SeenSize bounds the set of Events already sent, kept in the checkpoint (default 4096).
+	SeenSize int `yaml:"seenSize"`
+	// CheckpointFile, when set, stores the checkpoint in this local file.
+	CheckpointFile string `yaml:"checkpointFile"`
+	// CheckpointConfigMap, when set ("namespace/name"), stores the checkpoint in this ConfigMap
+	// (used when CheckpointFile is empty).
+	CheckpointConfigMap string `yaml:"checkpointConfigMap"`
+	// CheckpointInterval is how often a changed checkpoint is saved (default 5s); it is saved
+	// on Stop too.
+	CheckpointInterval time.Duration `yaml:"checkpointInterval"`
+	// PageSize is the page size of lists (default 500).
+	PageSize int64 `yaml:"pageSize"`
+	// MaxBackoff caps the wait between failed list or watch attempts (default 30s).
+	MaxBackoff time.Duration `yaml:"maxBackoff"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c SourceConfig) WithDefaults() SourceConfig {
+	if c.API == "" {
+		c.API = "v1"
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.SeenSize == 0 {
+		c.SeenSize = DefaultSeenSize
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c SourceConfig) Validate() error {
+	c = c.WithDefaults()
+	if c.API != "v1" && c.API != "events.k8s.io/v1" {
+		return fmt.Errorf("event source: api %q is not v1 or events.k8s.io/v1", c.API)
+	}
+	if c.QueueSize < 0 || c.SeenSize < 0 || c.CheckpointInterval < 0 || c.PageSize < 0 || c.MaxBackoff < 0 {
+		return errors.New("event source: sizes and intervals must not be negative")
+	}
+	if c.CheckpointConfigMap != "" {
+		if _, _, err := splitNamespaceName(c.CheckpointConfigMap); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GVR is the resource of the configured API.
+func (c SourceConfig) GVR() schema.GroupVersionResource {
+	if c.WithDefaults().API == "events.k8s.io/v1" {
+		return EventsV1Events
+	}
+	return CoreEvents
+}
+
+func splitNamespaceName(s string) (string, string, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			if i == 0 || i == len(s)-1 {
+				break
+			}
+			return s[:i], s[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("event source: checkpoint configmap %q is not namespace/name", s)
+}
+
+// Source sends the Events of a cluster to the aggregator as they are created and updated: a
+// list, then a watch from the list's resourceVersion, relisting when the watch expires. Events go
+// through a bounded queue to one worker, which skips Events already sent (same UID, no new
+// occurrence) and records progress in the checkpoint: the resourceVersion only advances past
+// Events that were sent. After a restart it watches from the checkpoint, so nothing is lost; what
+// the API server sends again is skipped, or, beyond the seen set, sent again under the same span
+// ID, which is harmless.
+type Source struct {
+	cfg    SourceConfig
+	client Client
+	conv   *Converter
+	agg    aggregator.Aggregator
+	store  CheckpointStore
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	rv    string
+	seen  *lru.Cache[string, SeenEvent]
+	dirty bool
+
+	queue   chan item
+	runMu   sync.Mutex
+	started bool
+	cancel  context.CancelFunc // stops the watch
+	done    chan struct{}      // closed when the worker and the watch exited
+
+	events  metric.Int64Counter
+	results map[string]metric.MeasurementOption
+}
+
+// item is a queued Event, or a position marker (rec nil) that lets the checkpoint advance.
+type item struct {
+	rec *Record
+	rv  string
+}
+
+// Source results, the result attribute of kelemetry.event.source.events.
+const (
+	resultSent      = "sent"
+	resultDuplicate = "duplicate"
+	resultSkipped   = "skipped"
+	resultFailed    = "send_error"
+)
+
+// NewSource builds a Source. store may be nil (no checkpoint); logger and mp may be nil.
+func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.Aggregator, store CheckpointStore,
+	logger *slog.Logger, mp metric.MeterProvider) (*Source, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if client == nil || conv == nil || agg == nil {
+		return nil, errors.New("event source: nil client, converter or aggregator")
+	}
+	cfg = cfg.WithDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	seen, err := lru.New[string, SeenEvent](cfg.SeenSize)
+	if err != nil {
+		return nil, fmt.Errorf("event source: %w", err)
+	}
+	s := &Source{cfg: cfg, client: client, conv: conv, agg: agg, store: store,
+		logger: logger.With("component", "event.source"), seen: seen,
+		queue: make(chan item, cfg.QueueSize), done: make(chan struct{}), results: map[string]metric.MeasurementOption{}}
+	if s.events, err = mp.Meter("github.com/kelemetry/kelemetry/event").Int64Counter("kelemetry.event.source.events",
+		metric.WithDescription("Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error)."),
+		metric.WithUnit("{event}")); err != nil {
+		return nil, fmt.Errorf("event source metrics: %w", err)
+	}
+	for _, r := range []string{resultSent, resultDuplicate, resultSkipped, resultFailed} {
+		s.results[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+	}
+	return s, nil
+}
+
+// Start loads the checkpoint and starts listing and watching in the background.
+func (s *Source) Start(ctx context.Context) error {
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	if s.started {
+		return nil
+	}
+	if s.store != nil {
+		cp, err := s.store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		if cp != nil {
+			s.restore(cp)
+		}
+	}
+	s.started = true
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	watchDone := make(chan struct{})
+	workerDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		s.watchLoop(runCtx)
+	}()
+	go func() {
+		defer close(workerDone)
+		s.work(runCtx)
+	}()
+	go func() {
+		<-watchDone
+		close(s.queue) // the worker drains what is queued, then exits
+		<-workerDone
+		close(s.done)
+	}()
+	if s.store != nil {
+		go s.flushLoop(runCtx)
+	}
+	return nil
+}
+
+// Stop stops the watch, lets the worker send what is queued, and saves the checkpoint with
+// ctx. If ctx ends first, the rest of the queue is left (it is not in the checkpoint, so it
+// comes again after a restart). Safe without Start.
+func (s *Source) Stop(ctx context.Context) error {
+	s.runMu.Lock()
+	started, cancel := s.started, s.cancel
+	s.runMu.Unlock()
+	if !started {
+		return nil
+	}
+	cancel()
+	var err error
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		err = fmt.Errorf("event source: stop: %w", ctx.Err())
+	}
+	if s.store != nil {
+		// The ctx of Stop, not a cancelled one: the final save must happen.
+		if serr := s.save(ctx, true); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	return err
+}
+
+// Checkpoint returns the current checkpoint.
+func (s *Source) Checkpoint() *Checkpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp := &Checkpoint{ResourceVersion: s.rv, Saved: time.Now().UTC()}
+	for _, uid := range s.seen.Keys() { // oldest first, so a restore keeps the LRU order
+		if v, ok := s.seen.Peek(uid); ok {
+			cp.Seen = append(cp.Seen, v)
+		}
+	}
+	return cp
+}
+
+func (s *Source) restore(cp *Checkpoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rv = cp.ResourceVersion
+	for _, e := range cp.Seen {
+		s.seen.Add(e.UID, e)
+	}
+}
+
+func (s *Source) save(ctx context.Context, force bool) error {
+	s.mu.Lock()
+	dirty := s.dirty
+	s.dirty = false
+	s.mu.Unlock()
+	if !dirty && !force {
+		return nil
+	}
+	if err := s.store.Save(ctx, s.Checkpoint()); err != nil {
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (s *Source) flushLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := s.save(sctx, false); err != nil {
+				s.logger.Warn("save event checkpoint", "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// work sends queued Events in order and advances the checkpoint.
+func (s *Source) work(ctx context.Context) {
+	for it := range s.queue {
+		if it.rec != nil {
+			s.handle(ctx, it.rec)
+		}
+		if it.rv != "" {
+			s.mu.Lock()
+			if s.rv != it.rv {
+				s.rv, s.dirty = it.rv, true
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// handle sends one Event unless it was sent already.
+func (s *Source) handle(ctx context.Context, rec *Record) {
+	// The worker drains the queue after the watch stopped: sending must not use the run ctx.
+	ctx = context.WithoutCancel(ctx)
+	s.mu.Lock()
+	prev, seen := s.seen.Get(rec.UID)
+	s.mu.Unlock()
+	if seen && rec.Count <= prev.Count && !rec.Last.After(prev.Last) {
+		s.events.Add(ctx, 1, s.results[resultDuplicate])
+		return
+	}
+	var start time.Time
+	win := s.conv.Window()
+	if seen && aggregator.WindowStart(prev.Start, win).Equal(aggregator.WindowStart(rec.Last, win)) {
+		start = prev.Start // keep the first occurrence seen in this window
+	}
+	ev, err := s.conv.Convert(ctx, rec, start)
+	if err != nil {
+		s.events.Add(ctx, 1, s.results[resultSkipped])
+		s.logger.Debug("skip event", "event", rec.Namespace+"/"+rec.Name, "error", err)
+		return
+	}
+	if err := s.agg.Send(ctx, ev); err != nil {
+		s.events.Add(ctx, 1, s.results[resultFailed])
+		s.logger.Debug("send event", "event", rec.Namespace+"/"+rec.Name, "error", err)
+		return
+	}
+	s.mu.Lock()
+	s.seen.Add(rec.UID, SeenEvent{UID: rec.UID, Count: rec.Count, Last: rec.Last, Start: ev.Start})
+	s.dirty = true
+	s.mu.Unlock()
+	s.events.Add(ctx, 1, s.results[resultSent])
+}
+
+// enqueue waits for room in the queue; false when ctx ended.
+func (s *Source) enqueue(ctx context.Context, it item) bool {
+	select {
+	case s.queue <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// watchLoop lists when it has no position, then watches, until ctx ends.
+func (s *Source) watchLoop(ctx context.Context) {
+	s.mu.Lock()
+	rv := s.rv
+	s.mu.Unlock()
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		if backoff > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+		if rv == "" {
+			listRV, err := s.list(ctx)
+			if err != nil {
+				backoff = s.nextBackoff(backoff)
+				s.logger.Warn("list events", "error", err, "retry_in", backoff)
+				continue
+			}
+			rv = listRV
+		}
+		next, err := s.watch(ctx, rv)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errExpired):
+			s.logger.Info("event watch expired, listing again", "resourceVersion", rv)
+			rv, backoff = "", 0
+		case err != nil:
+			backoff = s.nextBackoff(backoff)
+			s.logger.Warn("watch events", "error", err, "retry_in", backoff)
+			rv = next
+		default:
+			rv, backoff = next, 0
+		}
+	}
+}
+
+func (s *Source) nextBackoff(b time.Duration) time.Duration {
+	if b == 0 {
+		return 500 * time.Millisecond
+	}
+	return min(2*b, s.cfg.MaxBackoff)
+}
+
+var errExpired = errors.New("resourceVersion expired")
+
+// list queues every current Event and then a marker with the list's resourceVersion.
+func (s *Source) list(ctx context.Context) (string, error) {
+	opts := metav1.ListOptions{Limit: s.cfg.PageSize}
+	for {
+		l, err := s.client.List(ctx, opts)
+		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				opts.Continue = "" // the continue token expired: start over
+				continue
+			}
+			return "", fmt.Errorf("list events: %w", err)
+		}
+		for i := range l.Items {
+			rec, err := s.decode(&l.Items[i])
+			if err != nil {
+				s.events.Add(ctx, 1, s.results[resultSkipped])
+				continue
+			}
+			if !s.enqueue(ctx, item{rec: rec}) {
+				return "", ctx.Err()
+			}
+		}
+		if l.GetContinue() == "" {
+			rv := l.GetResourceVersion()
+			if !s.enqueue(ctx, item{rv: rv}) {
+				return "", ctx.Err()
+			}
+			return rv, nil
+		}
+		opts.Continue = l.GetContinue()
+	}
+}
+
+// watch queues the Events of one watch from rv and returns the last resourceVersion seen, with
+// errExpired when rv is too old.
+func (s *Source) watch(ctx context.Context, rv string) (string, error) {
+	w, err := s.client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	if err != nil {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return rv, errExpired
+		}
+		return rv, err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rv, ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv, nil // closed by the server: watch again from rv
+			}
+			switch ev.Type {
+			case watch.Error:
+				status := apierrors.FromObject(ev.Object)
+				if apierrors.IsResourceExpired(status) || apierrors.IsGone(status) {
+					return rv, errExpired
+				}
+				return rv, fmt.Errorf("watch events: %w", status)
+			case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if !ok {
+					continue
+				}
+				if next := u.GetResourceVersion(); next != "" {
+					rv = next
+				}
+				it := item{rv: rv}
+				if ev.Type == watch.Added || ev.Type == watch.Modified {
+					rec, err := s.decode(u)
+					if err != nil {
+						s.events.Add(ctx, 1, s.results[resultSkipped])
+					} else {
+						it.rec = rec
+					}
+				}
+				if !s.enqueue(ctx, it) {
+					return rv, ctx.Err()
+				}
+			}
+		}
+	}
+}
+
+// decode reads an Event of the configured API.
+func (s *Source) decode(u *unstructured.Unstructured) (*Record, error) {
+	if s.cfg.API == "events.k8s.io/v1" {
+		var e eventsv1.Event
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &e); err != nil {
+			return nil, fmt.Errorf("decode event: %w", err)
+		}
+		return FromEventsV1(&e), nil
+	}
+	var e corev1.Event
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &e); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
+	return FromCore(&e), nil
+}
