@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
@@ -32,6 +33,7 @@ type Config struct {
 
 	Aggregator aggregator.Config  `yaml:"aggregator"`
 	Audit      audit.Config       `yaml:"audit"`
+	Event      event.Config       `yaml:"event"`
 	Linker     linker.Config      `yaml:"linker"`
 	Store      store.PebbleConfig `yaml:"store"`
 	Memory     store.MemoryConfig `yaml:"memory"`
@@ -62,6 +64,12 @@ func (c Config) WithDefaults() Config {
 	if c.DataDir != "" && c.Store.Dir == "" {
 		c.Store.Dir = c.DataDir
 	}
+	if c.Event.Cluster == "" {
+		c.Event.Cluster = c.Cluster
+	}
+	if c.Event.Window == 0 {
+		c.Event.Window = c.Aggregator.Window
+	}
 	if c.Store.Window == 0 {
 		c.Store.Window = c.Aggregator.Window
 	}
@@ -74,7 +82,10 @@ func (c Config) WithDefaults() Config {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Linker.Validate()}
+	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate()}
+	if c.Event.Watch && c.Kubeconfig == "" {
+		errs = append(errs, errors.New("event.watch needs a kubeconfig"))
+	}
 	if c.DataDir != "" {
 		errs = append(errs, c.Store.Validate())
 	} else {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/internal/httpserver"
 	"github.com/kelemetry/kelemetry/internal/telemetry"
@@ -36,6 +37,7 @@ var Module = fx.Module("kelemetry",
 	),
 	aggregator.Module,
 	audit.Module,
+	event.Module,
 	linker.Module,
 	fx.Invoke(func(*Servers) {}),
 )
@@ -45,6 +47,7 @@ type subConfigsOut struct {
 
 	Aggregator aggregator.Config
 	Audit      audit.Config
+	Event      event.Config
 	Linker     linker.Config
 }
 
@@ -53,7 +56,7 @@ func subConfigs(c Config) (subConfigsOut, error) {
 		return subConfigsOut{}, fmt.Errorf("kelemetry config: %w", err)
 	}
 	c = c.WithDefaults()
-	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Linker: c.Linker}, nil
+	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker}, nil
 }
 
 func newMetrics(lc fx.Lifecycle) (*telemetry.Metrics, metric.MeterProvider, error) {
@@ -170,6 +173,7 @@ type serversIn struct {
 	Reader   store.Reader
 	Webhook  *audit.Webhook
 	Replayer *audit.Replayer
+	Events   *event.Replayer
 	Queue    *audit.Queue
 	LC       fx.Lifecycle
 }
@@ -177,7 +181,7 @@ type serversIn struct {
 func newServers(in serversIn) *Servers {
 	c := in.Config.WithDefaults()
 	logger := optionalLogger{Logger: in.Logger}.get()
-	health := healthHandler(in.Replayer, in.Queue)
+	health := healthHandler(in.Replayer, in.Events, in.Queue)
 
 	auditMux := http.NewServeMux()
 	in.Webhook.Register(auditMux)
@@ -221,12 +225,16 @@ type HealthReplay struct {
 	Error string              `json:"error,omitempty"`
 }
 
-func healthHandler(r *audit.Replayer, q *audit.Queue) http.Handler {
+func healthHandler(r *audit.Replayer, ev *event.Replayer, q *audit.Queue) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h := Health{Status: "ok", QueueDepth: q.Len()}
 		select {
 		case <-r.Done():
-			h.Replay.Done = true
+			select {
+			case <-ev.Done():
+				h.Replay.Done = true
+			default:
+			}
 		default:
 		}
 		stats, err := r.Status()

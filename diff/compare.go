@@ -83,6 +83,7 @@ func (d *Differ) compare(res Resource, old []byte, oldIdx *index, new []byte, ke
 	w := d.walker(res, old, new)
 	defer w.release()
 	w.alias = true
+	w.out = make([]Change, 0, 8)
 	if oldIdx != nil && len(oldIdx.root) == len(old) && len(old) > 0 && &oldIdx.root[0] == &old[0] {
 		w.oi = oldIdx
 	} else {
@@ -419,7 +420,10 @@ func (w *walker) mergeKey(lists [][][]byte, xs []*index) (string, [][][]byte) {
 		good := true
 		for li, items := range lists {
 			vals[li] = make([][]byte, len(items))
-			seen := make(map[string]struct{}, len(items))
+			var seen map[string]struct{} // only for long lists; short ones are checked pairwise
+			if len(items) > 16 {
+				seen = make(map[string]struct{}, len(items))
+			}
 			for i, item := range items {
 				if kindOf(item) != '{' {
 					return "", nil
@@ -429,11 +433,23 @@ func (w *walker) mergeKey(lists [][][]byte, xs []*index) (string, [][][]byte) {
 					good = false
 					break
 				}
-				if _, dup := seen[string(v)]; dup {
-					good = false
-					break
+				if seen != nil {
+					if _, dup := seen[string(v)]; dup {
+						good = false
+						break
+					}
+					seen[string(v)] = struct{}{}
+				} else {
+					for _, prev := range vals[li][:i] {
+						if bytes.Equal(prev, v) {
+							good = false
+							break
+						}
+					}
+					if !good {
+						break
+					}
 				}
-				seen[string(v)] = struct{}{}
 				vals[li][i] = v
 			}
 			if !good {
@@ -466,14 +482,29 @@ func (w *walker) diffArray(old, new []byte, red bool) {
 }
 
 func (w *walker) diffKeyed(key string, oa, na, ok, nk [][]byte, red bool) {
-	index := make(map[string]int, len(ok))
-	for i, v := range ok {
-		index[string(v)] = i
+	var index map[string]int // only for long lists
+	if len(ok) > 16 {
+		index = make(map[string]int, len(ok))
+		for i, v := range ok {
+			index[string(v)] = i
+		}
+	}
+	find := func(v []byte) (int, bool) {
+		if index != nil {
+			i, found := index[string(v)]
+			return i, found
+		}
+		for i, o := range ok {
+			if bytes.Equal(o, v) {
+				return i, true
+			}
+		}
+		return 0, false
 	}
 	matched := make([]bool, len(oa))
 	for j, item := range na {
 		pl, ql := w.pushItem(key, nk[j])
-		if i, found := index[string(nk[j])]; found {
+		if i, found := find(nk[j]); found {
 			matched[i] = true
 			w.diffValue(oa[i], item, red)
 		} else {

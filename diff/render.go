@@ -3,7 +3,10 @@ package diff
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
+	"sync"
 )
 
 // None is how an absent value is written in lines.
@@ -19,14 +22,21 @@ func (c Change) Line(max int) string {
 	if path == "" {
 		path = "."
 	}
-	b := make([]byte, 0, len(path)+len(c.Old)+len(c.New)+8)
-	b = append(b, path...)
+	bp := linePool.Get().(*[]byte)
+	b := append((*bp)[:0], path...)
 	b = append(b, ' ')
 	b = appendValue(b, c.Old, max)
 	b = append(b, " -> "...)
 	b = appendValue(b, c.New, max)
-	return string(b)
+	line := string(b)
+	if cap(b) <= 64<<10 {
+		*bp = b
+		linePool.Put(bp)
+	}
+	return line
 }
+
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // FormatValue renders a JSON value for a line: <none> when absent, a string without its quotes
 // when that cannot be mistaken for another value (non-empty, no spaces, quotes or control
@@ -99,7 +109,37 @@ func plainString(s string) bool {
 	return true
 }
 
+// isNumber reports whether s could be read as a number (a JSON number, or what strconv accepts:
+// Inf, NaN, hex floats ...), without allocating.
 func isNumber(s string) bool {
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil
+	if s == "" {
+		return false
+	}
+	c := s[0]
+	if c == '+' || c == '-' {
+		if len(s) == 1 {
+			return false
+		}
+		c = s[1]
+	}
+	switch {
+	case c >= '0' && c <= '9', c == '.':
+		for i := 0; i < len(s); i++ {
+			if !strings.ContainsRune("0123456789.eE+-", rune(s[i])) {
+				return false // e.g. a timestamp: not worth a failed parse
+			}
+		}
+		_, err := strconv.ParseFloat(s, 64)
+		return err == nil || !isSyntaxOnly(err)
+	case c == 'i' || c == 'I' || c == 'n' || c == 'N':
+		_, err := strconv.ParseFloat(s, 64)
+		return err == nil
+	}
+	return false
+}
+
+// isSyntaxOnly reports whether err is a syntax error (a range error still means a number).
+func isSyntaxOnly(err error) bool {
+	var ne *strconv.NumError
+	return errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrSyntax)
 }

@@ -67,6 +67,10 @@ type StreamConfig struct {
 	MaxValueBytes int `yaml:"maxValueBytes"`
 	// MaxSnapshotBytes: larger snapshots are replaced by a note (default 64 KiB).
 	MaxSnapshotBytes int `yaml:"maxSnapshotBytes"`
+	// RepeatDeletionSnapshots writes a full deletion snapshot on every delete that returns the
+	// object. By default only the first one (deletion start: graceful deletion, finalizers) is
+	// full; later deletes of the same object (the final removal) get the changes since it.
+	RepeatDeletionSnapshots bool `yaml:"repeatDeletionSnapshots"`
 	// Compare configures the comparison (ignored fields, merge keys, redaction).
 	Compare Options `yaml:"compare"`
 }
@@ -143,7 +147,9 @@ type Result struct {
 //     response and the last version seen;
 //   - create of a pod's binding subresource: the spec.nodeName change, from the request;
 //   - delete: a deletion snapshot: the response when it is the object (deletion pending on
-//     finalizers), else the last version seen.
+//     finalizers or a grace period), else the last version seen. A later delete that returns the
+//     object again (the final removal) gets a note pointing at that snapshot and the changes
+//     since it, unless RepeatDeletionSnapshots.
 //
 // Writes of one object must be observed in order (the audit queue guarantees it); a version
 // older than the one kept gets an OpUnavailable note. Safe for concurrent use.
@@ -162,6 +168,8 @@ type version struct {
 	rv   string
 	body []byte // snapshot
 	idx  *index // structural index of body, or nil
+	// deleting: a deletion snapshot of this object was written (its deletion started).
+	deleting bool
 }
 
 // Stream results, the result attribute of kelemetry.diff.stream.writes.
@@ -259,10 +267,20 @@ func (s *Stream) observe(w Write) (Result, string) {
 			return Result{}, resultSkipped
 		}
 		if w.IsObject {
+			if prev, ok := s.cache.Peek(key); ok && prev.deleting && !s.cfg.RepeatDeletionSnapshots {
+				r, result := s.update(key, gr, w)
+				s.markDeleting(key)
+				note := aggregator.Log{Time: w.Time, Type: aggregator.LogTypeDiff,
+					Message:    "deletion snapshot taken at resourceVersion " + prev.rv + "; changes since:",
+					Attributes: aggregator.Attrs{{Key: AttrOp, Value: OpNone}, {Key: AttrSnapshotKind, Value: "deletion"}, {Key: AttrSnapshotRV, Value: prev.rv}}}
+				r.Logs = append([]aggregator.Log{note}, r.Logs...)
+				return r, result
+			}
 			snap, err := s.keep(key, gr, w, w.ResourceVersion)
 			if err != nil {
 				return s.unavailable(w, fmt.Sprintf("deletion snapshot unavailable: %v", err)), resultError
 			}
+			s.markDeleting(key)
 			return Result{Logs: []aggregator.Log{s.snapshotLog(w.Time, "deletion", "response", w.ResourceVersion, snap)}}, resultSnapshot
 		}
 		prev, ok := s.cache.Peek(key)
@@ -285,6 +303,14 @@ func (s *Stream) keep(key aggregator.ObjectKey, gr Resource, w Write, rv string)
 	}
 	s.store(key, rv, snap)
 	return snap, nil
+}
+
+// markDeleting flags key's kept version: its deletion snapshot was written. Writes of one object
+// are sequential, so nothing else touches the version meanwhile.
+func (s *Stream) markDeleting(key aggregator.ObjectKey) {
+	if v, ok := s.cache.Peek(key); ok {
+		v.deleting = true
+	}
 }
 
 func (s *Stream) snapshot(gr Resource, w Write) ([]byte, error) {

@@ -65,6 +65,9 @@ func TestStreamLifecycle(t *testing.T) {
 	require.Len(t, r.Logs, 1)
 	kind, _ := r.Logs[0].Attributes.Get(AttrSnapshotSource)
 	assert.Equal(t, "response", kind)
+	// The final removal returns the object again: a pointer to the snapshot and the changes.
+	r = s.Observe(ctx, w("delete", "", true, podBody("6", "node-1", "Succeeded"), "6"))
+	assert.Equal(t, []string{"diff: deletion snapshot taken at resourceVersion 5; changes since:", "diff: status.phase Running -> Succeeded"}, msgs(r))
 	r = s.Observe(ctx, w("delete", "", false, []byte(`{"kind":"Status"}`), ""))
 	require.Len(t, r.Logs, 1)
 	kind, _ = r.Logs[0].Attributes.Get(AttrSnapshotSource)

@@ -10,12 +10,10 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/kelemetry/kelemetry/e2e/kapi"
+	"github.com/kelemetry/kelemetry/e2e/scenario"
 )
 
 // Timeouts: the control plane acts within seconds; Kelemetry links in background workers.
@@ -52,6 +50,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx
 	}
 }
 
+// session is a scenario session in namespace ns of the shared test cluster, logging its steps.
+func session(t *testing.T, ns string) *scenario.Session {
+	t.Helper()
+	return &scenario.Session{
+		Client:       kube,
+		Namespace:    ns,
+		Timeout:      clusterTimeout,
+		PollInterval: pollInterval,
+		Step:         func(line string) { t.Log("step:", line) },
+		Healthy:      env.Healthy,
+	}
+}
+
 // newNamespace creates a namespace named prefix-<random>, waits for its default ServiceAccount
 // (pods cannot be created before), and deletes it when the test ends.
 func newNamespace(t *testing.T, prefix string) string {
@@ -59,93 +70,15 @@ func newNamespace(t *testing.T, prefix string) string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	name := prefix + "-" + hex.EncodeToString(b)
-	ctx := t.Context()
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	})
-	eventually(t, clusterTimeout, "default ServiceAccount of "+name, func(ctx context.Context) error {
-		_, err := kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
-		return err
-	})
+	if err := scenario.CreateNamespace(t.Context(), session(t, name)); err != nil {
+		t.Fatal(err)
+	}
 	return name
-}
-
-// podSpec is a one-container pod template (kwok runs nothing: the image is never pulled).
-func podTemplate(labels map[string]string, image string, restart corev1.RestartPolicy) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 restart,
-			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers:                    []corev1.Container{{Name: "main", Image: image}},
-		},
-	}
-}
-
-func newDeployment(ns, name, image string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: podTemplate(labels, image, corev1.RestartPolicyAlways),
-		},
-	}
-}
-
-// waitRolledOut waits until the Deployment's rollout is complete with want ready replicas and
-// no old pod left, and returns the names of its pods then.
-func waitRolledOut(t *testing.T, ns, name string, want int32) []string {
-	t.Helper()
-	var pods []string
-	eventually(t, clusterTimeout, fmt.Sprintf("deployment %s/%s rolled out with %d replicas", ns, name, want), func(ctx context.Context) error {
-		d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		s := d.Status
-		if s.ObservedGeneration < d.Generation || s.Replicas != want || s.UpdatedReplicas != want || s.ReadyReplicas != want || s.AvailableReplicas != want {
-			return fmt.Errorf("generation %d observed %d, status %+v", d.Generation, s.ObservedGeneration, s)
-		}
-		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		if err != nil {
-			return err
-		}
-		pods = pods[:0]
-		for _, p := range list.Items {
-			if p.DeletionTimestamp != nil {
-				return fmt.Errorf("pod %s still terminating", p.Name)
-			}
-			pods = append(pods, p.Name)
-		}
-		if len(pods) != int(want) {
-			return fmt.Errorf("%d pods, want %d", len(pods), want)
-		}
-		return nil
-	})
-	return pods
-}
-
-// waitGone waits until list returns no item.
-func waitGone(t *testing.T, what string, list func(ctx context.Context) (int, error)) {
-	t.Helper()
-	eventually(t, clusterTimeout, what+" gone", func(ctx context.Context) error {
-		n, err := list(ctx)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("%d left", n)
-		}
-		return nil
-	})
 }
 
 // traces returns every stored trace of one object, waiting until check accepts them (links are

@@ -290,5 +290,5 @@ func (c *Converter) objectRef(ctx context.Context, o *corev1.ObjectReference) (a
 	}, nil
 }
 
-// isEventList reports whether kind names a list.
+// isList reports whether kind names a list.
 func isList(kind string) bool { return kind == "List" || strings.HasSuffix(kind, "List") }

@@ -135,7 +135,6 @@ func TestConvertCore(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-
 func TestRelatedLinker(t *testing.T) {
 	l := NewRelatedLinker(0)
 	conv := NewConverter("c", nil, 0).WithRelated(l)

@@ -55,6 +55,7 @@ type ModuleParams struct {
 	Clusters linker.Clusters `optional:"true"`
 	// Mapper maps kinds to resources (default linker.NewStaticMapper()).
 	Mapper    linker.Mapper `optional:"true"`
+	Related   *RelatedLinker
 	Lifecycle fx.Lifecycle
 }
 
@@ -65,14 +66,26 @@ type ModuleResults struct {
 	Replayer *Replayer
 	// Source is nil unless Config.Watch.
 	Source *Source
-	// Linker links objects to their Events' related objects.
-	Linker aggregator.Linker `group:"kelemetry.linkers"`
+}
+
+// relatedOut hands the related-object linker to the aggregator. It is provided apart from the
+// sources, which need the aggregator: one constructor doing both would be a dependency cycle.
+type relatedOut struct {
+	fx.Out
+
+	Related *RelatedLinker
+	Linker  aggregator.Linker `group:"kelemetry.linkers"`
+}
+
+func newRelated(cfg Config) relatedOut {
+	l := NewRelatedLinker(cfg.RelatedSize)
+	return relatedOut{Related: l, Linker: l}
 }
 
 // Module provides the Event replay (*Replayer), the Event watch (*Source, when Config.Watch) and
 // the related-object linker, started and stopped with the app. It needs an
 // aggregator.Aggregator.
-var Module = fx.Module("event", fx.Provide(newModule))
+var Module = fx.Module("event", fx.Provide(newRelated, newModule))
 
 func newModule(p ModuleParams) (ModuleResults, error) {
 	cfg := p.Config
@@ -83,9 +96,8 @@ func newModule(p ModuleParams) (ModuleResults, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	related := NewRelatedLinker(cfg.RelatedSize)
-	conv := NewConverter(cfg.Cluster, p.Mapper, cfg.Window).WithRelated(related)
-	out := ModuleResults{Linker: related}
+	conv := NewConverter(cfg.Cluster, p.Mapper, cfg.Window).WithRelated(p.Related)
+	out := ModuleResults{}
 	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, logger)
 	p.Lifecycle.Append(fx.StartStopHook(out.Replayer.Start, out.Replayer.Stop))
 	if !cfg.Watch {

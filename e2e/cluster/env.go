@@ -28,7 +28,13 @@ type EnvOptions struct {
 	KeepWorkDir bool
 	// HTTPPort is the all-in-one's API port (0: a free one).
 	HTTPPort int
-	Logger   *slog.Logger
+	// AuditWebhookVia, when set, is called with the all-in-one's audit webhook URL before
+	// anything starts and returns the URL kube-apiserver posts its batches to instead: the
+	// address of a proxy in front of the all-in-one (the recorder's). The caller owns the proxy
+	// and must keep it serving until Stop returned (kube-apiserver flushes its last batches when
+	// it stops).
+	AuditWebhookVia func(allInOneURL string) (string, error)
+	Logger          *slog.Logger
 }
 
 // Env is a test cluster whose kube-apiserver sends its audit batches to a Kelemetry all-in-one,
@@ -75,6 +81,11 @@ func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 	auditURL, err := PlanAllInOne(&aio)
 	if err != nil {
 		return nil, err
+	}
+	if opts.AuditWebhookVia != nil {
+		if auditURL, err = opts.AuditWebhookVia(auditURL); err != nil {
+			return nil, fmt.Errorf("audit webhook proxy: %w", err)
+		}
 	}
 	env.Cluster, err = Start(ctx, Options{
 		BinDir:          opts.BinDir,

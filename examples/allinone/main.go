@@ -2,7 +2,7 @@
 // (and optional audit log replay or follow), the aggregator with the built-in linkers, the
 // embedded trace store and the HTTP API. No external service is needed.
 //
-//	go run ./examples/allinone --replay testdata/rollout/audit.jsonl
+//	go run ./examples/allinone --replay testdata/rollout/audit.jsonl --replay-events testdata/rollout/events-core-v1.json
 //
 // Then: curl 'localhost:16686/api/objects?resource=deployments'.
 package main
@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -55,11 +56,18 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		kubeconfig = fs.String("kubeconfig", "", "kubeconfig of the cluster, for fetching objects the audit stream did not carry (optional)")
 		otlp       = fs.String("otlp-endpoint", "", "also export spans over OTLP to this endpoint (host:port for gRPC, http(s)://... for HTTP)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
+		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
+		eventCkpt  = fs.String("event-checkpoint-file", "", "file keeping the Event watch's position across restarts (default: <data-dir>/event-checkpoint.json)")
+		noDiff     = fs.Bool("diff-disable", false, "do not diff consecutive object versions from the audit stream")
+		diffCache  = fs.Int("diff-cache-size", 0, "objects whose last version is kept for diffing (default 20,000)")
 		replay     stringList
 		follow     stringList
+		replayEv   stringList
 	)
 	fs.Var(&replay, "replay", "audit log file (JSON lines, .gz ok) to ingest at start-up, then keep serving; repeatable")
 	fs.Var(&follow, "follow", "audit log file to follow like tail -F (survives rotation); repeatable")
+	fs.Var(&replayEv, "replay-events", "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return kelemetry.Config{}, 0, err
 	}
@@ -96,6 +104,17 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	})
 	override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })
 	override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
+	override("event-api", func() { cfg.Event.Source.API = *eventAPI })
+	override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
+	override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
+	override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
+	if cfg.Kubeconfig != "" {
+		override("event-watch", func() { cfg.Event.Watch = *eventWatch })
+	}
+	if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
+		cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")
+	}
+	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
 	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
 	cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
 	if err := cfg.Validate(); err != nil {
