@@ -123,7 +123,7 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, logger *slog.Logger, mp m
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
-		Logger:             pebbleLogger{logger: p.logger, failed: &p.failed},
+		Logger:                      pebbleLogger{logger: p.logger, failed: &p.failed},
 	})
 	if err != nil {
 		_ = p.sizeReg.Unregister()
