@@ -1,6 +1,6 @@
 // Package record runs a named scenario (package scenario) against a fresh test cluster wired to
 // a Kelemetry all-in-one and writes what the control plane produced, in the formats of the
-// recorded fixtures (see /work/shared/testdata/README.md):
+// recorded fixtures the golden tests use:
 //
 //   - audit.jsonl: kube-apiserver's --audit-log-path lines (one audit.k8s.io/v1 Event each)
 //     received during the scenario;
@@ -185,7 +185,7 @@ func Run(ctx context.Context, opts Options) (_ *Result, err error) {
 		select {
 		case <-time.After(opts.Settle):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("interrupted while settling: %w", ctx.Err())
 		}
 	}
 	if err := env.Healthy(); err != nil {

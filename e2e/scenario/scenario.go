@@ -163,7 +163,7 @@ func (s *Session) waitGone(ctx context.Context, what string, count func(ctx cont
 	})
 }
 
-// quote formats a JSON value for a step line.
+// quote quotes a value for a step line when it holds spaces or quotes.
 func quote(v string) string {
 	if strings.ContainsAny(v, " \"'") {
 		return fmt.Sprintf("%q", v)
