@@ -251,6 +251,11 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 		Error:      ev.Error,
 	})
 	err := e.export(ctx, spans)
+	for _, link := range ev.Links {
+		if lerr := e.emitLink(ctx, linkJob{obj: ev.Object, window: window, at: start}, link); lerr != nil {
+			err = errors.Join(err, fmt.Errorf("aggregator: event link: %w", lerr))
+		}
+	}
 	if wantLinks {
 		e.enqueueLink(ctx, linkJob{obj: ev.Object, window: window, at: start, depth: 0})
 	}

@@ -366,3 +366,21 @@ func TestLinkersRunAgainWhenMetadataChanges(t *testing.T) {
 	require.NoError(t, e.Stop(ctx))
 	assert.Len(t, linker.Calls(), 2)
 }
+
+func TestEventLinksAreWrittenBothWays(t *testing.T) {
+	sink := &aggregatortest.RecordingSink{}
+	e := newEngine(t, aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}})
+	ev := event(pod, "scheduled", base)
+	node := aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "nodes", Name: "n1"}
+	ev.Links = []aggregator.Link{{Target: node, Role: aggregator.RoleParent, Class: "event.related"}}
+	require.NoError(t, e.Send(context.Background(), ev))
+	links := linkSpans(sink.Spans()) // written by Send itself, no worker involved
+	require.Len(t, links, 2)
+	assert.Equal(t, "event.related", links["web-1-a->n1:parent"].Link.Class)
+	assert.NotNil(t, links["n1->web-1-a:child"])
+	assert.Len(t, byKind(sink.Spans(), aggregator.KindObject), 2, "the related Node gets its object span")
+
+	bad := event(pod, "self", base)
+	bad.Links = []aggregator.Link{{Target: pod, Role: aggregator.RoleParent}}
+	assert.Error(t, e.Send(context.Background(), bad), "a link to itself is reported")
+}

@@ -117,6 +117,10 @@ type Event struct {
 	Logs       []Log
 	// Error marks a failed request or a Warning Event.
 	Error bool
+	// Links are relations the source itself knows (an Event's related object, ...). Send writes
+	// them as link spans in both traces right away, like a Linker's results; the linked object's
+	// own linkers run when it is new in the window.
+	Links []Link
 }
 
 // SpanKind says what a span stands for.

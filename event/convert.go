@@ -159,18 +159,15 @@ func Decode(raw []byte) (*Record, error) {
 // ErrNoObject means an Event names no object (no kind or name in involvedObject / regarding).
 var ErrNoObject = errors.New("event names no object")
 
+// RelatedClass is the link class of an Event's related object: the object the Event is about
+// (regarding) gets a link to it, role parent, written as soon as the Event is sent.
+const RelatedClass = "event.related"
+
 // Converter turns Records into aggregator events.
 type Converter struct {
 	cluster string
 	mapper  linker.Mapper
 	window  time.Duration
-	related *RelatedLinker
-}
-
-// WithRelated makes Convert record each Event's related object in l, and returns c.
-func (c *Converter) WithRelated(l *RelatedLinker) *Converter {
-	c.related = l
-	return c
 }
 
 // NewConverter returns a Converter for Events of cluster; kinds map to resources with mapper
@@ -247,8 +244,8 @@ func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*a
 	add(AttrFirstTimestamp, r.First.Format(time.RFC3339Nano))
 	add(AttrLastTimestamp, r.Last.Format(time.RFC3339Nano))
 	if rel, ok := c.Related(ctx, r); ok {
-		if c.related != nil {
-			c.related.Remember(ref, rel)
+		if rel.Key() != ref.Key() {
+			ev.Links = []aggregator.Link{{Target: rel, Role: aggregator.RoleParent, Class: RelatedClass}}
 		}
 		add(AttrRelatedGroup, rel.Group)
 		add(AttrRelatedResource, rel.Resource)

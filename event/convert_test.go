@@ -135,22 +135,12 @@ func TestConvertCore(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func TestRelatedLinker(t *testing.T) {
-	l := NewRelatedLinker(0)
-	conv := NewConverter("c", nil, 0).WithRelated(l)
+func TestRelatedBecomesALink(t *testing.T) {
+	conv := NewConverter("c", nil, 0)
 	rec, err := Decode([]byte(seriesEvent))
 	require.NoError(t, err)
 	ev, err := conv.Convert(context.Background(), rec, time.Time{})
 	require.NoError(t, err)
-	links, err := l.Lookup(context.Background(), ev.Object)
-	require.NoError(t, err)
 	assert.Equal(t, []aggregator.Link{{Target: aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "nodes", Name: "node-1"},
-		Role: aggregator.RoleParent, Class: "event.related"}}, links)
-	// Remembered once.
-	_, err = conv.Convert(context.Background(), rec, time.Time{})
-	require.NoError(t, err)
-	links, _ = l.Lookup(context.Background(), ev.Object)
-	assert.Len(t, links, 1)
-	links, _ = l.Lookup(context.Background(), aggregator.Object{ObjectRef: aggregator.ObjectRef{Resource: "pods", Name: "other"}})
-	assert.Empty(t, links)
+		Role: aggregator.RoleParent, Class: RelatedClass}}, ev.Links)
 }

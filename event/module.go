@@ -27,15 +27,12 @@ type Config struct {
 	// Watch lists and watches the cluster's Events (needs a linker.Clusters, i.e. a kubeconfig).
 	Watch  bool         `yaml:"watch"`
 	Source SourceConfig `yaml:"source"`
-	// RelatedSize bounds the objects whose Events' related objects are remembered for linking
-	// (default 10,000).
-	RelatedSize int `yaml:"relatedSize"`
 }
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	if c.Window < 0 || c.RelatedSize < 0 {
-		return errors.New("event: window and relatedSize must not be negative")
+	if c.Window < 0 {
+		return errors.New("event: window must not be negative")
 	}
 	if c.Watch {
 		return c.Source.Validate()
@@ -55,7 +52,6 @@ type ModuleParams struct {
 	Clusters linker.Clusters `optional:"true"`
 	// Mapper maps kinds to resources (default linker.NewStaticMapper()).
 	Mapper    linker.Mapper `optional:"true"`
-	Related   *RelatedLinker
 	Lifecycle fx.Lifecycle
 }
 
@@ -68,24 +64,9 @@ type ModuleResults struct {
 	Source *Source
 }
 
-// relatedOut hands the related-object linker to the aggregator. It is provided apart from the
-// sources, which need the aggregator: one constructor doing both would be a dependency cycle.
-type relatedOut struct {
-	fx.Out
-
-	Related *RelatedLinker
-	Linker  aggregator.Linker `group:"kelemetry.linkers"`
-}
-
-func newRelated(cfg Config) relatedOut {
-	l := NewRelatedLinker(cfg.RelatedSize)
-	return relatedOut{Related: l, Linker: l}
-}
-
-// Module provides the Event replay (*Replayer), the Event watch (*Source, when Config.Watch) and
-// the related-object linker, started and stopped with the app. It needs an
-// aggregator.Aggregator.
-var Module = fx.Module("event", fx.Provide(newRelated, newModule))
+// Module provides the Event replay (*Replayer) and the Event watch (*Source, when Config.Watch),
+// started and stopped with the app. It needs an aggregator.Aggregator.
+var Module = fx.Module("event", fx.Provide(newModule))
 
 func newModule(p ModuleParams) (ModuleResults, error) {
 	cfg := p.Config
@@ -96,7 +77,7 @@ func newModule(p ModuleParams) (ModuleResults, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	conv := NewConverter(cfg.Cluster, p.Mapper, cfg.Window).WithRelated(p.Related)
+	conv := NewConverter(cfg.Cluster, p.Mapper, cfg.Window)
 	out := ModuleResults{}
 	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, logger)
 	p.Lifecycle.Append(fx.StartStopHook(out.Replayer.Start, out.Replayer.Stop))
