@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kelemetry/kelemetry/e2e/cluster"
 	"github.com/kelemetry/kelemetry/e2e/kapi"
 	"github.com/kelemetry/kelemetry/e2e/scenario"
@@ -15,7 +17,9 @@ const deploymentController = "system:serviceaccount:kube-system:deployment-contr
 
 // TestDeploymentRollout: create a Deployment with 2 replicas, scale to 4, change the image,
 // scale to 2, delete. The Deployment's trace links to both ReplicaSets, each ReplicaSet to its
-// Pods; the audit events of the admin, the controllers, the scheduler and kwok are all there.
+// Pods; the audit events of the admin, the controllers, the scheduler and kwok are all there, and
+// so are the Kubernetes Events: the Deployment's ScalingReplicaSet Events and each Pod's
+// Scheduled Event.
 func TestDeploymentRollout(t *testing.T) {
 	needEnv(t)
 	start := time.Now()
@@ -53,6 +57,31 @@ func TestDeploymentRollout(t *testing.T) {
 		)
 	})
 	t.Logf("Deployment: %d windows, %d spans, children %v", len(dep.Object.Windows), len(dep.Spans("")), dep.Links(kapi.RoleChild))
+
+	// The deployment controller reports each scale step of the rollout with a ScalingReplicaSet
+	// Event (create, scale up, at least one step up and one down for the new image, scale down):
+	// every one the cluster lists is a span of the Deployment's trace, exactly once.
+	var scaling []corev1.Event
+	traces(t, kapi.Query{Group: "apps", Resource: "deployments", Namespace: ns, Name: name}, "the Deployment's ScalingReplicaSet Events", func(o kapi.ObjectTraces) error {
+		evs, err := listEvents(t.Context(), ns, regarding("Deployment", name, "ScalingReplicaSet"))
+		if err != nil {
+			return err
+		}
+		if len(evs) < 5 {
+			return fmt.Errorf("the cluster lists %d ScalingReplicaSet Events of the Deployment, want at least 5", len(evs))
+		}
+		var spans []eventSpan
+		for _, s := range eventSpans(o) {
+			if s.OperationName == "ScalingReplicaSet" {
+				spans = append(spans, s)
+			}
+		}
+		scaling = evs
+		return matchEvents(evs, spans)
+	})
+	for _, e := range scaling {
+		t.Logf("ScalingReplicaSet span: %s", e.Message)
+	}
 
 	// Each ReplicaSet: the Deployment as its only parent, and its Pods as children.
 	podsOf := map[string][]string{}
@@ -93,11 +122,28 @@ func TestDeploymentRollout(t *testing.T) {
 			if len(o.LinksTo(kapi.RoleParent, "replicasets")) != 1 {
 				return fmt.Errorf("parents %v, want one ReplicaSet", o.Links(kapi.RoleParent))
 			}
-			return wantEvents(o,
+			if err := wantEvents(o,
 				[3]string{"system:serviceaccount:kube-system:replicaset-controller", "create", ""},
 				[3]string{"system:kube-scheduler", "create", "binding"},
 				[3]string{cluster.KwokUser, "patch", "status"},
-			)
+			); err != nil {
+				return err
+			}
+			// The scheduler's Scheduled Event is a span of the Pod's trace.
+			evs, err := listEvents(t.Context(), ns, regarding("Pod", p, "Scheduled"))
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 {
+				return fmt.Errorf("the cluster lists no Scheduled Event of the Pod yet")
+			}
+			var spans []eventSpan
+			for _, s := range eventSpans(o) {
+				if s.OperationName == "Scheduled" {
+					spans = append(spans, s)
+				}
+			}
+			return matchEvents(evs, spans)
 		})
 	}
 	logTimings(t, start, "cluster steps", clusterDone.Sub(start).Round(time.Millisecond),

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,6 +28,9 @@ type AllInOneOptions struct {
 	LogFile string
 	// LogLevel is --log-level (default info).
 	LogLevel string
+	// EventCheckpointFile is --event-checkpoint-file when set; by default the all-in-one keeps
+	// its Event watch's checkpoint in <DataDir>/event-checkpoint.json.
+	EventCheckpointFile string
 	// AuditPort and HTTPPort are the listen ports on 127.0.0.1; 0 picks free ports.
 	AuditPort, HTTPPort int
 	Logger              *slog.Logger
@@ -40,7 +44,11 @@ type AllInOne struct {
 	AuditURL string
 	// LogFile is the process output.
 	LogFile string
-	proc    *process
+	// EventCheckpoint is the file of the Event watch's checkpoint ("" with neither DataDir nor
+	// EventCheckpointFile).
+	EventCheckpoint string
+	opts            AllInOneOptions // with the ports picked
+	proc            *process
 }
 
 // PlanAllInOne picks the ports of an all-in-one not started yet and returns its webhook URL, so
@@ -87,11 +95,18 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 	if opts.Window != 0 {
 		args = append(args, "--window="+opts.Window.String())
 	}
+	checkpoint := opts.EventCheckpointFile
+	if checkpoint != "" {
+		args = append(args, "--event-checkpoint-file="+checkpoint)
+	} else if opts.DataDir != "" {
+		checkpoint = filepath.Join(opts.DataDir, "event-checkpoint.json")
+	}
 	p, err := startProcess(opts.Logger, "kelemetry-allinone", filepath.Join(opts.BinDir, bins.AllInOne), args, nil, opts.LogFile)
 	if err != nil {
 		return nil, err
 	}
-	a := &AllInOne{URL: "http://" + hostPort(opts.HTTPPort), AuditURL: auditURL, LogFile: opts.LogFile, proc: p}
+	a := &AllInOne{URL: "http://" + hostPort(opts.HTTPPort), AuditURL: auditURL, LogFile: opts.LogFile,
+		EventCheckpoint: checkpoint, opts: opts, proc: p}
 	client := &http.Client{Timeout: 2 * time.Second}
 	err = poll(ctx, 100*time.Millisecond, time.Minute, "kelemetry-allinone /healthz", func(ctx context.Context) (bool, error) {
 		if done, perr := p.exited(); done {
@@ -125,3 +140,16 @@ func (a *AllInOne) Exited() error {
 
 // Stop sends SIGTERM (the all-in-one drains its queue and flushes), then SIGKILL after 30s.
 func (a *AllInOne) Stop() error { return a.proc.stop(30 * time.Second) }
+
+// Kill ends the all-in-one with SIGKILL, as a crash would: nothing is drained or saved.
+func (a *AllInOne) Kill() error { return a.proc.kill() }
+
+// StartAgain starts a stopped all-in-one again with the same options: the same ports (the
+// webhook URL kube-apiserver posts to and the API URL stay valid), data dir, Event checkpoint
+// and log file (appended to). It returns the new process.
+func (a *AllInOne) StartAgain(ctx context.Context) (*AllInOne, error) {
+	if done, _ := a.proc.exited(); !done {
+		return nil, errors.New("kelemetry-allinone is still running: Stop it first")
+	}
+	return StartAllInOne(ctx, a.opts)
+}

@@ -124,6 +124,27 @@ func (e *Env) Healthy() error {
 	return e.Kelemetry.Exited()
 }
 
+// StopKelemetry stops the all-in-one alone, the way an operator restarts it: SIGTERM, so that it
+// drains its queues and saves its Event checkpoint. The cluster keeps running; kube-apiserver
+// retries its audit batches (with backoff) until StartKelemetry. Not safe concurrently with the
+// other methods of e.
+func (e *Env) StopKelemetry() error { return e.Kelemetry.Stop() }
+
+// KillKelemetry ends the all-in-one alone with SIGKILL, as a crash would. Not safe concurrently
+// with the other methods of e.
+func (e *Env) KillKelemetry() error { return e.Kelemetry.Kill() }
+
+// StartKelemetry starts the all-in-one ended by StopKelemetry or KillKelemetry again, with the
+// same ports, data dir and Event checkpoint file, and replaces e.Kelemetry.
+func (e *Env) StartKelemetry(ctx context.Context) error {
+	a, err := e.Kelemetry.StartAgain(ctx)
+	if err != nil {
+		return fmt.Errorf("restart kelemetry all-in-one: %w", err)
+	}
+	e.Kelemetry = a
+	return nil
+}
+
 // Stop stops the cluster (kube-apiserver flushes its last audit batches), then the all-in-one,
 // and removes the work folder unless KeepWorkDir.
 func (e *Env) Stop(ctx context.Context) error {

@@ -72,7 +72,13 @@ func (p *process) stop(grace time.Duration) error {
 			p.logger.Warn("did not stop in time, killing", "process", p.name, "grace", grace)
 		}
 	}
-	// Kill whatever is left in the group (the leader, or children it left behind).
+	return p.kill()
+}
+
+// kill sends SIGKILL to the process group (the leader, or children it left behind) and waits
+// for the process to end.
+func (p *process) kill() error {
+	pgid := p.cmd.Process.Pid
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill %s: %w", p.name, err)
 	}

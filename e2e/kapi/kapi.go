@@ -4,6 +4,7 @@
 package kapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,17 +12,22 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Span kinds (tag kelemetry.span.kind) and link roles (tag kelemetry.link.role).
+// Span kinds (tag kelemetry.span.kind), link roles (tag kelemetry.link.role) and span sources (the
+// service name of a span's process).
 const (
 	KindObject = "object"
 	KindLink   = "link"
 	KindEvent  = "event"
 	RoleParent = "parent"
 	RoleChild  = "child"
+	// SourceAudit is the source of audit event spans, SourceEvent that of Kubernetes Event spans.
+	SourceAudit = "audit"
+	SourceEvent = "event"
 )
 
 // Tag keys the tests read.
@@ -35,6 +41,10 @@ const (
 	TagUser          = "user.name"
 	TagVerb          = "kelemetry.audit.verb"
 	TagSubresource   = "kelemetry.audit.subresource"
+	// Tags of Kubernetes Event spans.
+	TagEventUID   = "kelemetry.event.uid"
+	TagEventCount = "kelemetry.event.count"
+	TagEventName  = "kelemetry.event.name" // namespace/name of the Event
 )
 
 // Client talks to one Kelemetry API (e.g. http://127.0.0.1:16686).
@@ -70,7 +80,17 @@ type Window struct {
 type Trace struct {
 	TraceID string `json:"traceID"`
 	Spans   []Span `json:"spans"`
+	// Processes are keyed by process ID; there is one per span source.
+	Processes map[string]Process `json:"processes"`
 }
+
+// Process is a Jaeger process: Kelemetry makes one per span source.
+type Process struct {
+	ServiceName string `json:"serviceName"`
+}
+
+// Source is the source of a span of t (the service name of its process).
+func (t Trace) Source(s Span) string { return t.Processes[s.ProcessID].ServiceName }
 
 // Span is a Jaeger JSON span.
 type Span struct {
@@ -81,6 +101,35 @@ type Span struct {
 	StartTime     int64       `json:"startTime"`
 	Duration      int64       `json:"duration"`
 	Tags          []KeyValue  `json:"tags"`
+	ProcessID     string      `json:"processID"`
+	Logs          []Log       `json:"logs"`
+}
+
+// Log is a Jaeger span log; Kelemetry's carry the fields "event" (the log type) and "message".
+type Log struct {
+	Timestamp int64      `json:"timestamp"`
+	Fields    []KeyValue `json:"fields"`
+}
+
+// Messages returns the message field of the span's logs of type "message" (the message of a
+// Kubernetes Event).
+func (s Span) Messages() []string {
+	var out []string
+	for _, l := range s.Logs {
+		var typ, msg string
+		for _, f := range l.Fields {
+			switch f.Key {
+			case "event":
+				typ = fmt.Sprint(f.Value)
+			case "message":
+				msg = fmt.Sprint(f.Value)
+			}
+		}
+		if typ == "message" {
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 // Reference points at a parent span.
@@ -122,6 +171,8 @@ type Health struct {
 // Query selects objects; empty fields match anything.
 type Query struct {
 	Cluster, Group, Resource, Namespace, Name string
+	// Limit bounds the number of objects (0: the API's default, 100).
+	Limit int
 }
 
 func (q Query) values() url.Values {
@@ -130,6 +181,9 @@ func (q Query) values() url.Values {
 		if s != "" {
 			v.Set(k, s)
 		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	return v
 }
@@ -211,6 +265,21 @@ func (o ObjectTraces) Spans(kind string) []Span {
 	return out
 }
 
+// SourceSpans returns the spans of every window written by one source (SourceEvent: the spans
+// of Kubernetes Events), in start order.
+func (o ObjectTraces) SourceSpans(source string) []Span {
+	var out []Span
+	for _, tr := range o.Traces {
+		for _, s := range tr.Spans {
+			if tr.Source(s) == source {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Span) int { return cmp.Compare(a.StartTime, b.StartTime) })
+	return out
+}
+
 // Target is the object a link span points at.
 type Target struct {
 	Group, Resource, Namespace, Name string
@@ -261,13 +330,14 @@ type Event struct {
 	User, Verb, Subresource, Title string
 }
 
-// Events returns the audit event spans over every window, in start order.
+// Events returns the audit event spans over every window, in start order (not those of
+// Kubernetes Events: see SourceSpans).
 func (o ObjectTraces) Events() []Event {
-	spans := o.Spans(KindEvent)
-	slices.SortStableFunc(spans, func(a, b Span) int { return int(a.StartTime - b.StartTime) })
-	out := make([]Event, 0, len(spans))
-	for _, s := range spans {
-		out = append(out, Event{User: s.Tag(TagUser), Verb: s.Tag(TagVerb), Subresource: s.Tag(TagSubresource), Title: s.OperationName})
+	var out []Event
+	for _, s := range o.SourceSpans(SourceAudit) {
+		if s.Kind() == KindEvent {
+			out = append(out, Event{User: s.Tag(TagUser), Verb: s.Tag(TagVerb), Subresource: s.Tag(TagSubresource), Title: s.OperationName})
+		}
 	}
 	return out
 }

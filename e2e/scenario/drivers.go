@@ -44,7 +44,8 @@ func NewDeployment(ns, name, image string, replicas int32) *appsv1.Deployment {
 	}
 }
 
-func (s *Session) createDeployment(ctx context.Context, name, image string, replicas int32) error {
+// CreateDeployment creates a Deployment of NewDeployment.
+func (s *Session) CreateDeployment(ctx context.Context, name, image string, replicas int32) error {
 	s.step("create deployment %s image=%s replicas=%d", name, image, replicas)
 	if _, err := s.Client.AppsV1().Deployments(s.Namespace).Create(ctx, NewDeployment(s.Namespace, name, image, replicas), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create deployment %s: %w", name, err)
@@ -52,7 +53,8 @@ func (s *Session) createDeployment(ctx context.Context, name, image string, repl
 	return nil
 }
 
-func (s *Session) scale(ctx context.Context, name string, replicas int32) error {
+// Scale sets a Deployment's replicas through its scale subresource (kubectl scale).
+func (s *Session) Scale(ctx context.Context, name string, replicas int32) error {
 	s.step("scale deployment %s replicas=%d", name, replicas)
 	_, err := s.Client.AppsV1().Deployments(s.Namespace).UpdateScale(ctx, name, &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace},
@@ -119,7 +121,7 @@ func Rollout(ctx context.Context, s *Session) (*RolloutResult, error) {
 	const name = "demo"
 	res := &RolloutResult{Deployment: name}
 	deps := s.Client.AppsV1().Deployments(s.Namespace)
-	if err := s.createDeployment(ctx, name, "alpine:3.16", 2); err != nil {
+	if err := s.CreateDeployment(ctx, name, "alpine:3.16", 2); err != nil {
 		return nil, err
 	}
 	waitAppend := func(n int32) error {
@@ -130,7 +132,7 @@ func Rollout(ctx context.Context, s *Session) (*RolloutResult, error) {
 	if err := waitAppend(2); err != nil {
 		return nil, err
 	}
-	if err := s.scale(ctx, name, 4); err != nil {
+	if err := s.Scale(ctx, name, 4); err != nil {
 		return nil, err
 	}
 	if err := waitAppend(4); err != nil {
@@ -144,7 +146,7 @@ func Rollout(ctx context.Context, s *Session) (*RolloutResult, error) {
 	if err := waitAppend(4); err != nil {
 		return nil, err
 	}
-	if err := s.scale(ctx, name, 2); err != nil {
+	if err := s.Scale(ctx, name, 2); err != nil {
 		return nil, err
 	}
 	if err := waitAppend(2); err != nil {
@@ -191,7 +193,7 @@ type AncestorsResult struct {
 // Ancestors creates Deployment anc with one replica and waits until it is rolled out.
 func Ancestors(ctx context.Context, s *Session) (*AncestorsResult, error) {
 	const name = "anc"
-	if err := s.createDeployment(ctx, name, "alpine:3.16", 1); err != nil {
+	if err := s.CreateDeployment(ctx, name, "alpine:3.16", 1); err != nil {
 		return nil, err
 	}
 	pods, err := s.WaitRolledOut(ctx, name, 1)
@@ -287,7 +289,7 @@ type AnnotationsResult struct {
 // the Deployment, patches the ConfigMap and waits until the Deployment is rolled out.
 func Annotations(ctx context.Context, s *Session) (*AnnotationsResult, error) {
 	const dep, cmName = "web", "web-config"
-	if err := s.createDeployment(ctx, dep, "nginx:1.27", 1); err != nil {
+	if err := s.CreateDeployment(ctx, dep, "nginx:1.27", 1); err != nil {
 		return nil, err
 	}
 	parent, err := json.Marshal(map[string]string{"group": "apps", "version": "v1", "resource": "deployments", "namespace": s.Namespace, "name": dep})
