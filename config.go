@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/otlpsink"
@@ -31,13 +32,16 @@ type Config struct {
 	// Kubeconfig, when set, lets linkers fetch objects the audit stream did not carry.
 	Kubeconfig string `yaml:"kubeconfig"`
 
-	Aggregator aggregator.Config  `yaml:"aggregator"`
-	Audit      audit.Config       `yaml:"audit"`
-	Event      event.Config       `yaml:"event"`
-	Linker     linker.Config      `yaml:"linker"`
-	Store      store.PebbleConfig `yaml:"store"`
-	Memory     store.MemoryConfig `yaml:"memory"`
-	OTLP       otlpsink.Config    `yaml:"otlp"`
+	Aggregator aggregator.Config `yaml:"aggregator"`
+	Audit      audit.Config      `yaml:"audit"`
+	Event      event.Config      `yaml:"event"`
+	// InformerDiff diffs objects from informers, for clusters audited at Metadata level (the
+	// all-in-one enables it with a kubeconfig).
+	InformerDiff diff.InformerModuleConfig `yaml:"informerDiff"`
+	Linker       linker.Config             `yaml:"linker"`
+	Store        store.PebbleConfig        `yaml:"store"`
+	Memory       store.MemoryConfig        `yaml:"memory"`
+	OTLP         otlpsink.Config           `yaml:"otlp"`
 }
 
 // Defaults for Config.
@@ -82,7 +86,10 @@ func (c Config) WithDefaults() Config {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate()}
+	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate()}
+	if c.InformerDiff.Enabled && c.Kubeconfig == "" {
+		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
+	}
 	if c.Event.Watch && c.Kubeconfig == "" {
 		errs = append(errs, errors.New("event.watch needs a kubeconfig"))
 	}

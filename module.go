@@ -14,6 +14,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/internal/httpserver"
@@ -39,16 +40,30 @@ var Module = fx.Module("kelemetry",
 	audit.Module,
 	event.Module,
 	linker.Module,
+	diff.InformerModule,
 	fx.Invoke(func(*Servers) {}),
+	fx.Invoke(joinInformerDiffs),
 )
+
+// joinInformerDiffs lets the audit consumer attach informer diffs to events that carry no
+// response body. The consumer's hooks come after the queue's, so it stops first; events handled
+// after that are looked up once and never held.
+func joinInformerDiffs(c *audit.Consumer, cache *diff.ChangeCache, lc fx.Lifecycle) {
+	if cache == nil {
+		return
+	}
+	c.SetInformerDiffs(cache)
+	lc.Append(fx.StartStopHook(c.Start, c.Stop))
+}
 
 type subConfigsOut struct {
 	fx.Out
 
-	Aggregator aggregator.Config
-	Audit      audit.Config
-	Event      event.Config
-	Linker     linker.Config
+	Aggregator   aggregator.Config
+	Audit        audit.Config
+	Event        event.Config
+	Linker       linker.Config
+	InformerDiff diff.InformerModuleConfig
 }
 
 func subConfigs(c Config) (subConfigsOut, error) {
@@ -56,7 +71,7 @@ func subConfigs(c Config) (subConfigsOut, error) {
 		return subConfigsOut{}, fmt.Errorf("kelemetry config: %w", err)
 	}
 	c = c.WithDefaults()
-	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker}, nil
+	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker, InformerDiff: c.InformerDiff}, nil
 }
 
 func newMetrics(lc fx.Lifecycle) (*telemetry.Metrics, metric.MeterProvider, error) {

@@ -51,6 +51,9 @@ type ConsumerConfig struct {
 	// Diff configures the audit-stream diff: the changes of each write, computed against the
 	// previous version of the object seen in the stream (see diff.Stream). On by default.
 	Diff diff.StreamConfig `yaml:"diff"`
+	// InformerJoin configures the join of informer diffs (SetInformerDiffs) onto writes whose
+	// audit event has no response body (Metadata-level auditing).
+	InformerJoin InformerJoinConfig `yaml:"informerJoin"`
 }
 
 // WithDefaults returns c with unset fields set to their defaults.
@@ -92,7 +95,7 @@ func (c ConsumerConfig) Validate() error {
 	if err := c.Diff.Validate(); err != nil {
 		return fmt.Errorf("audit consumer: %w", err)
 	}
-	return nil
+	return c.InformerJoin.Validate()
 }
 
 type groupResource struct{ group, resource string }
@@ -128,8 +131,10 @@ type Consumer struct {
 	excludeResources    map[groupResource]struct{}
 	excludeUserAgents   []string
 	// differ redacts Secret bodies; stream is the audit-stream diff (nil when disabled).
-	differ *diff.Differ
-	stream *diff.Stream
+	differ  *diff.Differ
+	stream  *diff.Stream
+	diffCfg diff.StreamConfig
+	join    informerJoin
 
 	counter  metric.Int64Counter
 	outcomes [numOutcomes]metric.MeasurementOption
@@ -195,6 +200,7 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, logger *slog.Log
 		excludeResources:    make(map[groupResource]struct{}, len(cfg.ExcludeResources)),
 		excludeUserAgents:   slices.Clone(cfg.ExcludeUserAgents),
 		sendWarn:            logLimiter{burst: 5, every: 10 * time.Second},
+		diffCfg:             cfg.Diff,
 	}
 	for _, r := range cfg.ExcludeResources {
 		gr, _ := parseGroupResource(r) // validated above
@@ -223,6 +229,9 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, logger *slog.Log
 		}
 		c.outcomes[o] = metric.WithAttributeSet(attribute.NewSet(attrs...))
 	}
+	if err := c.join.init(cfg.InformerJoin, mp); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -235,14 +244,25 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 	if err != nil {
 		c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 	}
-	if out != nil && c.stream != nil && !out.Error {
-		c.addDiff(ctx, ev, out, &info)
+	if out != nil && !out.Error {
+		if c.join.applies(ev, &info) {
+			if c.joinInformerDiff(ctx, cluster, ev, out) {
+				return // held: sent by the join loop
+			}
+		} else if c.stream != nil {
+			c.addDiff(ctx, ev, out, &info)
+		}
 	}
+	c.send(ctx, cluster, ev.AuditID, out, oc)
+}
+
+// send sends out (when not nil) and counts oc, or send_error.
+func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggregator.Event, oc outcome) {
 	if out != nil {
 		if err := c.agg.Send(ctx, out); err != nil {
 			oc = outcomeSendError
 			if ok, suppressed := c.sendWarn.allow(time.Now()); ok {
-				c.logger.Warn("send audit event to the aggregator", "cluster", cluster, "auditID", ev.AuditID,
+				c.logger.Warn("send audit event to the aggregator", "cluster", cluster, "auditID", auditID,
 					"object", out.Object.String(), "error", err, "suppressed", suppressed)
 			}
 		}
@@ -672,4 +692,301 @@ func readString(d *jsontext.Decoder) (string, error) {
 	}
 	s, err := jsontext.AppendUnquote(nil, v)
 	return string(s), err
+}
+
+// Defaults for InformerJoinConfig.
+const (
+	DefaultInformerJoinWait       = 5 * time.Second
+	DefaultInformerJoinMaxPending = 10_000
+	DefaultInformerJoinInterval   = 200 * time.Millisecond
+)
+
+// AttrInformerLatency is the event attribute holding how long after the request's completion the
+// informer saw the version whose diff the span carries (a Go duration, e.g. "350ms").
+const AttrInformerLatency = "kelemetry.diff.informer_latency"
+
+// InformerJoinConfig configures the join of informer diffs onto audit events. The zero value
+// means defaults.
+type InformerJoinConfig struct {
+	// Wait bounds how long after its completion (StageTimestamp) an event waits for the
+	// informer to see its version (default 5s; never more than Wait from when the consumer got
+	// it). An event already older than that is looked up once.
+	Wait time.Duration `yaml:"wait"`
+	// MaxPending bounds the events waiting at once (default 10,000); beyond it events go out at
+	// once with "diff unavailable" (counted, result buffer_full).
+	MaxPending int `yaml:"maxPending"`
+	// Interval is how often waiting events are looked up again (default 200ms).
+	Interval time.Duration `yaml:"interval"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c InformerJoinConfig) WithDefaults() InformerJoinConfig {
+	if c.Wait == 0 {
+		c.Wait = DefaultInformerJoinWait
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultInformerJoinMaxPending
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInformerJoinInterval
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c InformerJoinConfig) Validate() error {
+	if c.Wait < 0 || c.MaxPending < 0 || c.Interval < 0 {
+		return errors.New("audit consumer: informerJoin values must not be negative")
+	}
+	return nil
+}
+
+// InformerDiffs finds what an informer recorded for an audited write; *diff.ChangeCache
+// implements it. Find must not block.
+type InformerDiffs interface {
+	Find(q diff.Query) (diff.Record, bool)
+}
+
+// Informer join results, the result attribute of kelemetry.audit.consumer.informer_diffs.
+const (
+	joinHit         = "hit"          // found at once
+	joinHitLate     = "hit_late"     // found after waiting
+	joinUnavailable = "unavailable"  // not found by the deadline
+	joinNoRV        = "no_rv"        // an update or patch whose event names no resourceVersion
+	joinBufferFull  = "buffer_full"  // too many events waiting
+	joinShutdown    = "shutdown"     // still waiting when the consumer stopped
+	joinStale       = "not_recorded" // not found, and the event was too old to wait
+)
+
+// informerJoin attaches informer diffs to audit events that carry no response body.
+//
+// Design: Handle looks the diff up without blocking. On a miss it hands the event (already
+// converted) to a bounded pending set and returns, so the partition goroutine goes on with the
+// next events, of this object and of others; a single loop looks the pending events up again
+// every Interval and sends each one when its diff shows up or its deadline passes (then with a
+// "diff unavailable" note). Nothing ever waits on the informer; the cost of a late informer is
+// that the event's span is sent up to Wait later, possibly after spans of the same object's later
+// events (spans are independent records with their own times and deterministic IDs, so the order
+// in which they reach the aggregator does not matter).
+type informerJoin struct {
+	cfg InformerJoinConfig
+	src InformerDiffs
+
+	mu      sync.Mutex
+	pending []*pendingJoin
+	running bool
+	stop    chan struct{}
+	done    chan struct{}
+
+	results metric.Int64Counter
+	opts    map[string]metric.MeasurementOption
+}
+
+type pendingJoin struct {
+	cluster, auditID string
+	q                diff.Query
+	out              *aggregator.Event
+	deadline         time.Time
+}
+
+func (j *informerJoin) init(cfg InformerJoinConfig, mp metric.MeterProvider) error {
+	j.cfg = cfg.WithDefaults()
+	j.opts = map[string]metric.MeasurementOption{}
+	var err error
+	if j.results, err = mp.Meter(meterName).Int64Counter("kelemetry.audit.consumer.informer_diffs",
+		metric.WithDescription("Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, no_rv, buffer_full, shutdown, not_recorded)."),
+		metric.WithUnit("{event}")); err != nil {
+		return fmt.Errorf("create consumer metric: %w", err)
+	}
+	for _, r := range []string{joinHit, joinHitLate, joinUnavailable, joinNoRV, joinBufferFull, joinShutdown, joinStale} {
+		j.opts[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+	}
+	return nil
+}
+
+// applies says whether ev is joined with informer diffs: a write (update, patch, delete of the
+// object itself or update/patch of its status) whose response is not the object.
+func (j *informerJoin) applies(ev *Event, info *convertInfo) bool {
+	if j.src == nil || info.isObject || ev.ObjectRef == nil {
+		return false
+	}
+	switch ev.Verb {
+	case "update", "patch":
+		return ev.ObjectRef.Subresource == "" || ev.ObjectRef.Subresource == "status"
+	case "delete":
+		return ev.ObjectRef.Subresource == ""
+	}
+	return false
+}
+
+// SetInformerDiffs makes the consumer attach the diffs and snapshots src recorded (see
+// diff.Informer) to update, patch and delete events that have no response body, instead of the
+// audit-stream diff. Call it before Start and before any event is handled.
+func (c *Consumer) SetInformerDiffs(src InformerDiffs) {
+	c.join.mu.Lock()
+	defer c.join.mu.Unlock()
+	c.join.src = src
+}
+
+// Start starts the loop that sends events held for their informer diff. Without Start (or after
+// Stop), events are looked up once and never held.
+func (c *Consumer) Start(context.Context) error {
+	j := &c.join
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.running {
+		return errors.New("audit consumer: already started")
+	}
+	if j.src == nil {
+		return nil
+	}
+	j.running = true
+	j.stop, j.done = make(chan struct{}), make(chan struct{})
+	go c.joinLoop(j.stop, j.done)
+	return nil
+}
+
+// Stop ends the join loop and sends the events still held, with "diff unavailable" unless their
+// diff arrived. Stop the queue first so that no event is held afterwards.
+func (c *Consumer) Stop(ctx context.Context) error {
+	j := &c.join
+	j.mu.Lock()
+	if !j.running {
+		j.mu.Unlock()
+		return nil
+	}
+	j.running = false
+	stop, done := j.stop, j.done
+	j.mu.Unlock()
+	close(stop)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("audit consumer: stop: %w", ctx.Err())
+	}
+	j.mu.Lock()
+	rest := j.pending
+	j.pending = nil
+	j.mu.Unlock()
+	for _, p := range rest {
+		c.finishJoin(ctx, p, time.Time{}, true)
+	}
+	return nil
+}
+
+// joinInformerDiff attaches the informer diff of a body-less write to out. It reports true when
+// out is held for a later look-up (the join loop sends it); false means: send out now.
+func (c *Consumer) joinInformerDiff(ctx context.Context, cluster string, ev *Event, out *aggregator.Event) bool {
+	j := &c.join
+	ref := ev.ObjectRef
+	q := diff.Query{Object: out.Object.Key(), UID: ref.UID, Verb: ev.Verb, RequestRV: ref.ResourceVersion,
+		Since: out.Start.Add(-joinClockSlack)}
+	if ev.Verb != "delete" && q.RequestRV == "" {
+		j.results.Add(ctx, 1, j.opts[joinNoRV])
+		c.unavailable(out, "diff unavailable: the audit event names no resourceVersion (Metadata-level audit of a patch)")
+		return false
+	}
+	if rec, ok := j.src.Find(q); ok {
+		j.results.Add(ctx, 1, j.opts[joinHit])
+		c.attachRecord(out, rec)
+		return false
+	}
+	now := time.Now()
+	deadline := out.End.Add(j.cfg.Wait)
+	if limit := now.Add(j.cfg.Wait); deadline.After(limit) {
+		deadline = limit
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case !j.running || !deadline.After(now):
+		j.results.Add(ctx, 1, j.opts[joinStale])
+		c.unavailable(out, "diff unavailable: the informer recorded no "+ev.Verb+" of this object at this resourceVersion")
+		return false
+	case len(j.pending) >= j.cfg.MaxPending:
+		j.results.Add(ctx, 1, j.opts[joinBufferFull])
+		c.unavailable(out, "diff unavailable: too many events waiting for informer diffs")
+		return false
+	}
+	j.pending = append(j.pending, &pendingJoin{cluster: cluster, auditID: ev.AuditID, q: q, out: out, deadline: deadline})
+	return true
+}
+
+// joinClockSlack tolerates clock skew between the API server (request times) and this process
+// (informer times) when telling a deletion of this object from one of an earlier object.
+const joinClockSlack = 2 * time.Second
+
+func (c *Consumer) joinLoop(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(c.join.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			c.recheck(now)
+		}
+	}
+}
+
+// recheck looks every held event up again and sends those found or past their deadline.
+func (c *Consumer) recheck(now time.Time) {
+	j := &c.join
+	j.mu.Lock()
+	batch := j.pending
+	j.pending = nil
+	j.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	keep := batch[:0]
+	for _, p := range batch {
+		if !c.finishJoin(context.Background(), p, now, false) {
+			keep = append(keep, p)
+		}
+	}
+	j.mu.Lock()
+	j.pending = append(keep, j.pending...)
+	j.mu.Unlock()
+}
+
+// finishJoin looks p up; when found, past its deadline (at now) or when final, it sends p and
+// reports true.
+func (c *Consumer) finishJoin(ctx context.Context, p *pendingJoin, now time.Time, final bool) bool {
+	j := &c.join
+	rec, ok := j.src.Find(p.q)
+	switch {
+	case ok:
+		j.results.Add(ctx, 1, j.opts[joinHitLate])
+		c.attachRecord(p.out, rec)
+	case final:
+		j.results.Add(ctx, 1, j.opts[joinShutdown])
+		c.unavailable(p.out, "diff unavailable: shutting down before the informer saw this version")
+	case !now.Before(p.deadline):
+		j.results.Add(ctx, 1, j.opts[joinUnavailable])
+		c.unavailable(p.out, fmt.Sprintf("diff unavailable: the informer did not see this %s within %s", p.q.Verb, j.cfg.Wait))
+	default:
+		return false
+	}
+	c.send(ctx, p.cluster, p.auditID, p.out, outcomeSent)
+	return true
+}
+
+func (c *Consumer) attachRecord(out *aggregator.Event, rec diff.Record) {
+	out.Logs = append(out.Logs, rec.Logs(out.End, c.diffCfg)...)
+	if rec.BaseRV != "" && rec.Kind == diff.KindChange {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: diff.AttrBaseRV, Value: rec.BaseRV})
+	}
+	if _, has := out.Attributes.Get(aggregator.AttrNewRV); !has && rec.Key.ResourceVersion != "" {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: rec.Key.ResourceVersion})
+	}
+	if !rec.Time.IsZero() {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrInformerLatency, Value: rec.Time.Sub(out.End).Round(time.Millisecond).String()})
+	}
+}
+
+func (c *Consumer) unavailable(out *aggregator.Event, msg string) {
+	out.Logs = append(out.Logs, aggregator.Log{Time: out.End, Type: aggregator.LogTypeDiff, Message: msg,
+		Attributes: aggregator.Attrs{{Key: diff.AttrOp, Value: diff.OpUnavailable}}})
 }

@@ -12,4 +12,9 @@
 //
 // Stream keeps the previous version of each object seen in the audit stream (bounded LRU) and turns
 // each write into diff or snapshot logs for the aggregator.
+//
+// Informer is the source for clusters that audit at Metadata level (no response bodies): it
+// lists and watches the configured resources, keeps a stripped copy of each object (bounded by
+// count and bytes) and records per-resourceVersion changes and creation/deletion snapshots in a
+// ChangeCache (bounded, with a TTL), which the audit consumer queries without waiting.
 package diff

@@ -331,13 +331,21 @@ func (s *Source) flushLoop(ctx context.Context) {
 	}
 }
 
-// work sends queued Events in order and advances the checkpoint.
+// work sends queued Events in order and advances the checkpoint. After an Event could not be
+// sent, the checkpoint's resourceVersion stops advancing for the rest of the run, so a restart
+// watches again from before that Event (at least once; the seen set and idempotent span IDs make
+// the repeats harmless).
 func (s *Source) work(ctx context.Context) {
+	stuck := false
 	for it := range s.queue {
-		if it.rec != nil {
-			s.handle(ctx, it.rec)
+		if it.rec != nil && !s.handle(ctx, it.rec) {
+			if !stuck {
+				s.logger.Warn("an Event could not be sent; the checkpoint stays before it until restart",
+					"event", it.rec.Namespace+"/"+it.rec.Name)
+			}
+			stuck = true
 		}
-		if it.rv != "" {
+		if it.rv != "" && !stuck {
 			s.mu.Lock()
 			if s.rv != it.rv {
 				s.rv, s.dirty = it.rv, true
@@ -347,8 +355,15 @@ func (s *Source) work(ctx context.Context) {
 	}
 }
 
-// handle sends one Event unless it was sent already.
-func (s *Source) handle(ctx context.Context, rec *Record) {
+// sendAttempts and sendBackoff bound the retries of a failed send.
+const (
+	sendAttempts = 3
+	sendBackoff  = 200 * time.Millisecond
+)
+
+// handle sends one Event unless it was sent already. It reports false when the Event should have
+// been sent and could not be, after retries.
+func (s *Source) handle(ctx context.Context, rec *Record) bool {
 	// The worker drains the queue after the watch stopped: sending must not use the run ctx.
 	ctx = context.WithoutCancel(ctx)
 	s.mu.Lock()
@@ -356,7 +371,7 @@ func (s *Source) handle(ctx context.Context, rec *Record) {
 	s.mu.Unlock()
 	if seen && rec.Count <= prev.Count && !rec.Last.After(prev.Last) {
 		s.events.Add(ctx, 1, s.results[resultDuplicate])
-		return
+		return true
 	}
 	var start time.Time
 	win := s.conv.Window()
@@ -367,18 +382,26 @@ func (s *Source) handle(ctx context.Context, rec *Record) {
 	if err != nil {
 		s.events.Add(ctx, 1, s.results[resultSkipped])
 		s.logger.Debug("skip event", "event", rec.Namespace+"/"+rec.Name, "error", err)
-		return
+		return true
 	}
-	if err := s.agg.Send(ctx, ev); err != nil {
-		s.events.Add(ctx, 1, s.results[resultFailed])
-		s.logger.Debug("send event", "event", rec.Namespace+"/"+rec.Name, "error", err)
-		return
+	for attempt := 1; ; attempt++ {
+		err := s.agg.Send(ctx, ev)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, aggregator.ErrInvalidEvent) || attempt == sendAttempts {
+			s.events.Add(ctx, 1, s.results[resultFailed])
+			s.logger.Debug("send event", "event", rec.Namespace+"/"+rec.Name, "attempts", attempt, "error", err)
+			return errors.Is(err, aggregator.ErrInvalidEvent) // retrying or rewatching cannot fix an invalid one
+		}
+		time.Sleep(sendBackoff << (attempt - 1))
 	}
 	s.mu.Lock()
 	s.seen.Add(rec.UID, SeenEvent{UID: rec.UID, Count: rec.Count, Last: rec.Last, Start: ev.Start})
 	s.dirty = true
 	s.mu.Unlock()
 	s.events.Add(ctx, 1, s.results[resultSent])
+	return true
 }
 
 // enqueue waits for room in the queue; false when ctx ended.

@@ -60,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
 		eventCkpt  = fs.String("event-checkpoint-file", "", "file keeping the Event watch's position across restarts (default: <data-dir>/event-checkpoint.json)")
 		noDiff     = fs.Bool("diff-disable", false, "do not diff consecutive object versions from the audit stream")
+		infDiff    = fs.Bool("diff-informer", true, "with --kubeconfig: also diff objects seen by informers, for writes whose audit event has no body (Metadata-level audit)")
 		diffCache  = fs.Int("diff-cache-size", 0, "objects whose last version is kept for diffing (default 20,000)")
 		replay     stringList
 		follow     stringList
@@ -110,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
 	if cfg.Kubeconfig != "" {
 		override("event-watch", func() { cfg.Event.Watch = *eventWatch })
+		override("diff-informer", func() { cfg.InformerDiff.Enabled = *infDiff })
 	}
 	if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
 		cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")

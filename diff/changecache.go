@@ -1,0 +1,341 @@
+package diff
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// Defaults for ChangeCacheConfig.
+const (
+	DefaultChangeCacheEntries = 100_000
+	DefaultChangeCacheBytes   = 64 << 20
+	DefaultChangeCacheTTL     = 10 * time.Minute
+)
+
+// ChangeCacheConfig bounds a ChangeCache. The zero value means defaults.
+type ChangeCacheConfig struct {
+	// MaxEntries bounds the records kept (default 100,000).
+	MaxEntries int `yaml:"maxEntries"`
+	// MaxBytes bounds the approximate bytes of the records kept (default 64 MiB).
+	MaxBytes int64 `yaml:"maxBytes"`
+	// TTL is how long a record is kept (default 10m).
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c ChangeCacheConfig) WithDefaults() ChangeCacheConfig {
+	if c.MaxEntries == 0 {
+		c.MaxEntries = DefaultChangeCacheEntries
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultChangeCacheBytes
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultChangeCacheTTL
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c ChangeCacheConfig) Validate() error {
+	if c.MaxEntries < 0 || c.MaxBytes < 0 || c.TTL < 0 {
+		return fmt.Errorf("diff change cache: bounds must not be negative")
+	}
+	return nil
+}
+
+// RecordKey names one version of one object.
+type RecordKey struct {
+	Cluster, Group, Resource, Namespace, Name string
+	ResourceVersion                           string
+}
+
+func (k RecordKey) object() aggregator.ObjectKey {
+	return aggregator.ObjectKey{Cluster: k.Cluster, Group: k.Group, Resource: k.Resource, Namespace: k.Namespace, Name: k.Name}
+}
+
+// RecordKind says what a Record holds.
+type RecordKind uint8
+
+// Record kinds.
+const (
+	// KindChange: the changes from version BaseRV to Key.ResourceVersion.
+	KindChange RecordKind = iota + 1
+	// KindCreation: a creation snapshot.
+	KindCreation
+	// KindDeletion: a deletion snapshot, taken when deletionTimestamp was first set (Changes then
+	// holds the changes of that write too) or when the object disappeared (Final).
+	KindDeletion
+)
+
+// String names the kind as in AttrSnapshotKind.
+func (k RecordKind) String() string {
+	switch k {
+	case KindChange:
+		return "change"
+	case KindCreation:
+		return "creation"
+	case KindDeletion:
+		return "deletion"
+	}
+	return "unknown"
+}
+
+// Record is what the informer saw at one resourceVersion of an object.
+type Record struct {
+	Key  RecordKey
+	Kind RecordKind
+	UID  string
+	// BaseRV is the resourceVersion the changes are computed against (empty for snapshots
+	// without a previous version).
+	BaseRV  string
+	Changes []Change
+	// Snapshot is the stripped, redacted object (creation and deletion records).
+	Snapshot []byte
+	// Final marks a deletion record of the object's disappearance (not the deletion start).
+	Final bool
+	// Time is when the informer saw the version.
+	Time time.Time
+}
+
+func (r *Record) size() int64 {
+	n := int64(len(r.Snapshot)) + 256 + int64(len(r.Key.Name)+len(r.Key.Namespace)+len(r.BaseRV)+len(r.UID))
+	for _, c := range r.Changes {
+		n += int64(len(c.Path)+len(c.Old)+len(c.New)) + 64
+	}
+	return n
+}
+
+// Logs renders r as span logs, with the sizes of cfg (a StreamConfig, defaults for zero fields).
+func (r Record) Logs(at time.Time, cfg StreamConfig) []aggregator.Log {
+	s := &Stream{cfg: cfg.WithDefaults()}
+	var logs []aggregator.Log
+	switch r.Kind {
+	case KindCreation, KindDeletion:
+		logs = append(logs, s.snapshotLog(at, r.Kind.String(), "informer", r.Key.ResourceVersion, r.Snapshot))
+		if len(r.Changes) > 0 {
+			logs = append(logs, s.changeLogs(at, r.Changes)...)
+		}
+	case KindChange:
+		if len(r.Changes) == 0 {
+			return s.note(at, OpNone, "no change besides bookkeeping fields (resourceVersion "+r.BaseRV+" -> "+r.Key.ResourceVersion+")").Logs
+		}
+		logs = s.changeLogs(at, r.Changes)
+	}
+	return logs
+}
+
+// Query asks a ChangeCache for the record of one audited write.
+type Query struct {
+	Object aggregator.ObjectKey
+	UID    string
+	// Verb is update, patch or delete.
+	Verb string
+	// ResponseRV is the resourceVersion the write produced, when known.
+	ResponseRV string
+	// RequestRV is the audit objectRef.resourceVersion: the version an update was based on.
+	RequestRV string
+	// Since is when the request was received: a deletion record older than that belongs to an
+	// earlier object of the same name.
+	Since time.Time
+}
+
+// ChangeCache is a bounded in-memory store of informer Records keyed by object and
+// resourceVersion, with a TTL. It also finds a change by the version it was based on and the
+// latest deletion of an object. Safe for concurrent use.
+type ChangeCache struct {
+	cfg ChangeCacheConfig
+	now func() time.Time
+
+	mu      sync.Mutex
+	order   *list.List // of *cacheEntry, oldest first
+	byKey   map[RecordKey]*list.Element
+	byBase  map[RecordKey]RecordKey // (object, base RV) -> record key
+	deleted map[aggregator.ObjectKey]RecordKey
+	bytes   int64
+
+	evictions metric.Int64Counter
+	reasonOpt map[string]metric.MeasurementOption
+}
+
+type cacheEntry struct {
+	rec   Record
+	added time.Time
+	size  int64
+}
+
+// NewChangeCache builds a ChangeCache. mp may be nil.
+func NewChangeCache(cfg ChangeCacheConfig, mp metric.MeterProvider) (*ChangeCache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	c := &ChangeCache{
+		cfg: cfg.WithDefaults(), now: time.Now, order: list.New(),
+		byKey: map[RecordKey]*list.Element{}, byBase: map[RecordKey]RecordKey{}, deleted: map[aggregator.ObjectKey]RecordKey{},
+		reasonOpt: map[string]metric.MeasurementOption{},
+	}
+	var err error
+	if c.evictions, err = mp.Meter("github.com/kelemetry/kelemetry/diff").Int64Counter("kelemetry.diff.informer.cache.evictions",
+		metric.WithDescription("Informer diff records dropped from the change cache, by reason (expired, entries, bytes)."),
+		metric.WithUnit("{record}")); err != nil {
+		return nil, fmt.Errorf("diff change cache metrics: %w", err)
+	}
+	for _, r := range []string{"expired", "entries", "bytes", "replaced"} {
+		c.reasonOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+	}
+	return c, nil
+}
+
+// Put stores rec, replacing a record with the same key.
+func (c *ChangeCache) Put(rec Record) {
+	now := c.now()
+	e := &cacheEntry{rec: rec, added: now, size: rec.size()}
+	if e.size > c.cfg.MaxBytes {
+		c.evictions.Add(context.Background(), 1, c.reasonOpt["bytes"])
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expireLocked(now)
+	if old, ok := c.byKey[rec.Key]; ok {
+		c.removeLocked(old)
+		c.evictions.Add(context.Background(), 1, c.reasonOpt["replaced"])
+	}
+	for c.order.Len() >= c.cfg.MaxEntries {
+		c.removeLocked(c.order.Front())
+		c.evictions.Add(context.Background(), 1, c.reasonOpt["entries"])
+	}
+	for c.bytes+e.size > c.cfg.MaxBytes && c.order.Len() > 0 {
+		c.removeLocked(c.order.Front())
+		c.evictions.Add(context.Background(), 1, c.reasonOpt["bytes"])
+	}
+	c.byKey[rec.Key] = c.order.PushBack(e)
+	c.bytes += e.size
+	if rec.Kind == KindChange && rec.BaseRV != "" {
+		bk := rec.Key
+		bk.ResourceVersion = rec.BaseRV
+		c.byBase[bk] = rec.Key
+	}
+	if rec.Kind == KindDeletion {
+		ok := rec.Key.object()
+		// Keep the deletion start: a final record of the same object does not replace it.
+		if prev, had := c.byKey[c.deleted[ok]]; !had || !rec.Final || prev.Value.(*cacheEntry).rec.UID != rec.UID {
+			c.deleted[ok] = rec.Key
+		}
+	}
+}
+
+func (c *ChangeCache) removeLocked(el *list.Element) {
+	e := c.order.Remove(el).(*cacheEntry)
+	c.bytes -= e.size
+	delete(c.byKey, e.rec.Key)
+	if e.rec.Kind == KindChange && e.rec.BaseRV != "" {
+		bk := e.rec.Key
+		bk.ResourceVersion = e.rec.BaseRV
+		if c.byBase[bk] == e.rec.Key {
+			delete(c.byBase, bk)
+		}
+	}
+	if e.rec.Kind == KindDeletion {
+		if ok := e.rec.Key.object(); c.deleted[ok] == e.rec.Key {
+			delete(c.deleted, ok)
+		}
+	}
+}
+
+func (c *ChangeCache) expireLocked(now time.Time) {
+	for el := c.order.Front(); el != nil; el = c.order.Front() {
+		if now.Sub(el.Value.(*cacheEntry).added) < c.cfg.TTL {
+			return
+		}
+		c.removeLocked(el)
+		c.evictions.Add(context.Background(), 1, c.reasonOpt["expired"])
+	}
+}
+
+// Get returns the record of key, if kept and not expired.
+func (c *ChangeCache) Get(key RecordKey) (Record, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.getLocked(key)
+}
+
+func (c *ChangeCache) getLocked(key RecordKey) (Record, bool) {
+	el, ok := c.byKey[key]
+	if !ok {
+		return Record{}, false
+	}
+	e := el.Value.(*cacheEntry)
+	if c.now().Sub(e.added) >= c.cfg.TTL {
+		return Record{}, false
+	}
+	return e.rec, true
+}
+
+// Find returns the record that describes an audited write, if known:
+//   - the record at ResponseRV when given;
+//   - for update and patch, else the change based on RequestRV;
+//   - for delete, else the object's latest deletion record seen since Since (deletion start
+//     preferred over the final removal), of the same UID when both are known.
+func (c *ChangeCache) Find(q Query) (Record, bool) {
+	if c == nil {
+		return Record{}, false
+	}
+	key := RecordKey{Cluster: q.Object.Cluster, Group: q.Object.Group, Resource: q.Object.Resource,
+		Namespace: q.Object.Namespace, Name: q.Object.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q.ResponseRV != "" {
+		key.ResourceVersion = q.ResponseRV
+		return c.getLocked(key)
+	}
+	switch q.Verb {
+	case "update", "patch":
+		if q.RequestRV == "" {
+			return Record{}, false
+		}
+		key.ResourceVersion = q.RequestRV
+		rk, ok := c.byBase[key]
+		if !ok {
+			return Record{}, false
+		}
+		return c.getLocked(rk)
+	case "delete":
+		rk, ok := c.deleted[q.Object]
+		if !ok {
+			return Record{}, false
+		}
+		rec, ok := c.getLocked(rk)
+		if !ok || rec.Time.Before(q.Since) || (q.UID != "" && rec.UID != "" && q.UID != rec.UID) {
+			return Record{}, false
+		}
+		return rec, true
+	}
+	return Record{}, false
+}
+
+// Len is the number of records kept; Bytes their approximate size.
+func (c *ChangeCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// Bytes is the approximate size of the records kept.
+func (c *ChangeCache) Bytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}

@@ -1,0 +1,418 @@
+package diff
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// fakeDynamic implements the part of dynamic.Interface the Informer uses: List and Watch of a
+// resource across namespaces. Each Watch call hands the test a fake watcher on the watches
+// channel.
+type fakeDynamic struct {
+	dynamic.Interface
+	mu      sync.Mutex
+	lists   map[schema.GroupVersionResource][]unstructured.Unstructured
+	listRV  string
+	listErr error
+	watches chan *watch.RaceFreeFakeWatcher
+}
+
+func newFakeDynamic() *fakeDynamic {
+	return &fakeDynamic{lists: map[schema.GroupVersionResource][]unstructured.Unstructured{}, listRV: "1",
+		watches: make(chan *watch.RaceFreeFakeWatcher, 16)}
+}
+
+func (f *fakeDynamic) set(gvr schema.GroupVersionResource, rv string, objs ...map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listRV = rv
+	f.lists[gvr] = nil
+	for _, o := range objs {
+		f.lists[gvr] = append(f.lists[gvr], unstructured.Unstructured{Object: o})
+	}
+}
+
+func (f *fakeDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return &fakeResource{f: f, gvr: gvr}
+}
+
+type fakeResource struct {
+	dynamic.NamespaceableResourceInterface
+	f   *fakeDynamic
+	gvr schema.GroupVersionResource
+}
+
+func (r *fakeResource) List(_ context.Context, _ metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	if r.f.listErr != nil {
+		return nil, r.f.listErr
+	}
+	l := &unstructured.UnstructuredList{Object: map[string]any{}}
+	for _, u := range r.f.lists[r.gvr] {
+		l.Items = append(l.Items, *u.DeepCopy())
+	}
+	l.SetResourceVersion(r.f.listRV)
+	return l, nil
+}
+
+func (r *fakeResource) Watch(_ context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+	w := watch.NewRaceFreeFake()
+	r.f.watches <- w
+	return w, nil
+}
+
+type fakeDiscovery struct{}
+
+func (fakeDiscovery) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	verbs := metav1.Verbs{"get", "list", "watch"}
+	return []*metav1.APIGroup{
+			{Name: "", PreferredVersion: metav1.GroupVersionForDiscovery{Version: "v1"}},
+			{Name: "apps", PreferredVersion: metav1.GroupVersionForDiscovery{Version: "v1"}},
+		}, []*metav1.APIResourceList{
+			{GroupVersion: "v1", APIResources: []metav1.APIResource{
+				{Name: "pods", Verbs: verbs}, {Name: "pods/status", Verbs: verbs}, {Name: "secrets", Verbs: verbs},
+				{Name: "events", Verbs: verbs}, {Name: "bindings", Verbs: metav1.Verbs{"create"}},
+			}},
+			{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Verbs: verbs}}},
+			{GroupVersion: "apps/v1beta1", APIResources: []metav1.APIResource{{Name: "deployments", Verbs: verbs}}},
+			{GroupVersion: "coordination.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "leases", Verbs: verbs}}},
+		}, nil
+}
+
+var (
+	podsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+)
+
+func testPod(name, rv, image string) map[string]any {
+	return map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "namespace": "default", "uid": "uid-" + name, "resourceVersion": rv,
+			"managedFields": []any{map[string]any{"manager": "kubectl", "operation": "Update"}}},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": image}}},
+	}
+}
+
+func newTestInformer(t *testing.T, dyn dynamic.Interface, cfg InformerConfig) (*Informer, *ChangeCache) {
+	t.Helper()
+	cache, err := NewChangeCache(cfg.Cache, nil)
+	require.NoError(t, err)
+	in, err := NewInformer("c1", dyn, fakeDiscovery{}, cache, cfg, nil, nil)
+	require.NoError(t, err)
+	in.backoffFn = func(int) time.Duration { return time.Millisecond }
+	return in, cache
+}
+
+func waitRecord(t *testing.T, cache *ChangeCache, key RecordKey) Record {
+	t.Helper()
+	var rec Record
+	require.Eventually(t, func() bool {
+		var ok bool
+		rec, ok = cache.Get(key)
+		return ok
+	}, 5*time.Second, time.Millisecond, "record %+v", key)
+	return rec
+}
+
+func podKey(name, rv string) RecordKey {
+	return RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
+}
+
+func TestInformerResolve(t *testing.T) {
+	in, _ := newTestInformer(t, newFakeDynamic(), InformerConfig{})
+	gvrs, err := in.resolve()
+	require.NoError(t, err)
+	var got []string
+	for _, g := range gvrs {
+		got = append(got, g.String())
+	}
+	// No subresources, no create-only resources, no events or leases, preferred versions only.
+	assert.Equal(t, []string{"/v1, Resource=pods", "/v1, Resource=secrets", "apps/v1, Resource=deployments"}, got)
+
+	in, _ = newTestInformer(t, newFakeDynamic(), InformerConfig{Resources: []string{"apps/deployments", "example.com/widgets"}})
+	gvrs, err = in.resolve()
+	require.NoError(t, err)
+	assert.Equal(t, []schema.GroupVersionResource{{Group: "apps", Version: "v1", Resource: "deployments"}}, gvrs)
+
+	_, err = NewInformer("c1", newFakeDynamic(), nil, &ChangeCache{}, InformerConfig{Resources: []string{"a/b/c"}}, nil, nil)
+	require.Error(t, err)
+}
+
+func TestInformerWatch(t *testing.T) {
+	dyn := newFakeDynamic()
+	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
+	in, cache := newTestInformer(t, dyn, InformerConfig{Resources: []string{"pods"}})
+	ctx := context.Background()
+	require.NoError(t, in.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
+	w := <-dyn.watches
+
+	// The initial list records nothing.
+	assert.Equal(t, 0, cache.Len())
+	assert.EqualValues(t, 1, in.Objects())
+
+	// An update: the change against the kept version, without managedFields.
+	w.Modify(&unstructured.Unstructured{Object: testPod("a", "11", "nginx:2")})
+	rec := waitRecord(t, cache, podKey("a", "11"))
+	assert.Equal(t, KindChange, rec.Kind)
+	assert.Equal(t, "5", rec.BaseRV)
+	require.Len(t, rec.Changes, 1)
+	assert.Equal(t, "spec.containers[name=app].image nginx:1 -> nginx:2", rec.Changes[0].String())
+	found, ok := cache.Find(Query{Object: rec.Key.object(), Verb: "update", RequestRV: "5"})
+	require.True(t, ok, "found by base resourceVersion")
+	assert.Equal(t, rec.Key, found.Key)
+
+	// A creation: a snapshot without managedFields.
+	w.Add(&unstructured.Unstructured{Object: testPod("b", "12", "redis")})
+	rec = waitRecord(t, cache, podKey("b", "12"))
+	assert.Equal(t, KindCreation, rec.Kind)
+	assert.Contains(t, string(rec.Snapshot), `"redis"`)
+	assert.NotContains(t, string(rec.Snapshot), "managedFields")
+
+	// Deletion starts: a deletion snapshot at that version, with the change.
+	start := time.Now()
+	deleting := testPod("b", "13", "redis")
+	deleting["metadata"].(map[string]any)["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+	w.Modify(&unstructured.Unstructured{Object: deleting})
+	rec = waitRecord(t, cache, podKey("b", "13"))
+	assert.Equal(t, KindDeletion, rec.Kind)
+	assert.False(t, rec.Final)
+	assert.Contains(t, string(rec.Snapshot), "deletionTimestamp")
+	require.Len(t, rec.Changes, 1)
+	assert.Equal(t, "metadata.deletionTimestamp", rec.Changes[0].Path)
+
+	// The object disappears: a final deletion record; the delete request finds the start.
+	deleted := testPod("b", "15", "redis")
+	deleted["metadata"].(map[string]any)["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+	w.Delete(&unstructured.Unstructured{Object: deleted})
+	w.Delete(&unstructured.Unstructured{Object: testPod("gone", "14", "x")})
+	waitRecord(t, cache, podKey("gone", "14"))
+	final, ok := cache.Get(podKey("b", "15"))
+	require.True(t, ok)
+	assert.True(t, final.Final)
+	assert.Equal(t, KindDeletion, final.Kind)
+	found, ok = cache.Find(Query{Object: final.Key.object(), Verb: "delete", Since: start.Add(-time.Second)})
+	require.True(t, ok)
+	assert.Equal(t, "13", found.Key.ResourceVersion)
+	assert.False(t, found.Final)
+	_, ok = cache.Find(Query{Object: final.Key.object(), Verb: "delete", Since: time.Now().Add(time.Hour)})
+	assert.False(t, ok, "a deletion older than the request belongs to an earlier object")
+	require.Eventually(t, func() bool { return in.Objects() == 1 }, 5*time.Second, time.Millisecond)
+
+	// 410 Gone: relist; what changed meanwhile is recorded.
+	dyn.set(podsGVR, "30", testPod("c", "21", "busybox"))
+	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	<-dyn.watches
+	rec = waitRecord(t, cache, podKey("c", "21"))
+	assert.Equal(t, KindCreation, rec.Kind)
+	rec = waitRecord(t, cache, podKey("a", "11"))
+	gone, ok := cache.Find(Query{Object: rec.Key.object(), Verb: "delete"})
+	require.True(t, ok, "a vanished object gets a deletion record")
+	assert.True(t, gone.Final)
+	assert.Equal(t, "11", gone.Key.ResourceVersion)
+}
+
+func TestInformerRetriesFailedList(t *testing.T) {
+	dyn := newFakeDynamic()
+	dyn.listErr = errors.New("boom")
+	dyn.set(podsGVR, "1")
+	in, _ := newTestInformer(t, dyn, InformerConfig{Resources: []string{"pods"}})
+	ctx := context.Background()
+	require.NoError(t, in.Start(ctx))
+	time.Sleep(20 * time.Millisecond)
+	dyn.mu.Lock()
+	dyn.listErr = nil
+	dyn.mu.Unlock()
+	select {
+	case <-dyn.watches:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch after the list recovered")
+	}
+	require.NoError(t, in.Stop(ctx))
+	require.NoError(t, in.Stop(ctx), "stop twice")
+}
+
+func TestInformerRedactsSecrets(t *testing.T) {
+	dyn := newFakeDynamic()
+	secret := func(rv, value string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Secret",
+			"metadata": map[string]any{"name": "s", "namespace": "default", "resourceVersion": rv},
+			"data":     map[string]any{"password": value}}
+	}
+	dyn.set(secretsGVR, "1", secret("1", "aHVudGVyMg=="))
+	in, cache := newTestInformer(t, dyn, InformerConfig{Resources: []string{"secrets"}})
+	ctx := context.Background()
+	require.NoError(t, in.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
+	w := <-dyn.watches
+	w.Modify(&unstructured.Unstructured{Object: secret("2", "c2VjcmV0")})
+	rec := waitRecord(t, cache, RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "2"})
+	require.Len(t, rec.Changes, 1)
+	assert.True(t, rec.Changes[0].Redacted)
+	w.Delete(&unstructured.Unstructured{Object: secret("3", "c2VjcmV0")})
+	rec = waitRecord(t, cache, RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "3"})
+	for _, clear := range []string{"aHVudGVyMg==", "c2VjcmV0"} {
+		assert.NotContains(t, fmt.Sprint(rec), clear)
+	}
+	for _, l := range rec.Logs(time.Now(), StreamConfig{}) {
+		assert.NotContains(t, l.Message, "c2VjcmV0")
+	}
+}
+
+func TestInformerStoreBounds(t *testing.T) {
+	cache, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	require.NoError(t, err)
+	in, err := NewInformer("c1", newFakeDynamic(), fakeDiscovery{}, cache, InformerConfig{MaxObjects: 2, MaxObjectBytes: 400}, nil, nil)
+	require.NoError(t, err)
+	w := &resourceWatcher{in: in, gvr: podsGVR, res: Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
+	ctx := context.Background()
+	for i := range 3 {
+		w.apply(ctx, watch.Added, &unstructured.Unstructured{Object: testPod(fmt.Sprint("p", i), fmt.Sprint(i+1), "img")}, false)
+	}
+	assert.EqualValues(t, 2, in.Objects(), "count bound")
+	big := testPod("p0", "10", strings.Repeat("x", 500))
+	w.apply(ctx, watch.Modified, &unstructured.Unstructured{Object: big}, false)
+	assert.EqualValues(t, 1, in.Objects(), "too large: dropped")
+	_, ok := cache.Get(podKey("p0", "10"))
+	assert.True(t, ok, "the change is still recorded")
+	w.apply(ctx, watch.Modified, &unstructured.Unstructured{Object: testPod("p0", "12", "img2")}, false)
+	_, ok = cache.Get(podKey("p0", "12"))
+	assert.False(t, ok, "no base version: nothing recorded")
+	assert.EqualValues(t, 2, in.Objects(), "kept again once it fits")
+	w.apply(ctx, watch.Deleted, &unstructured.Unstructured{Object: testPod("p1", "11", "img")}, false)
+	w.apply(ctx, watch.Deleted, &unstructured.Unstructured{Object: testPod("p0", "13", "img")}, false)
+	assert.EqualValues(t, 0, in.Objects())
+	assert.EqualValues(t, 0, in.Bytes())
+}
+
+func TestChangeCacheBounds(t *testing.T) {
+	cache, err := NewChangeCache(ChangeCacheConfig{MaxEntries: 3, TTL: time.Minute}, nil)
+	require.NoError(t, err)
+	now := time.Unix(1000, 0)
+	cache.now = func() time.Time { return now }
+	for i := range 5 {
+		cache.Put(Record{Key: podKey("a", fmt.Sprint(i+1)), Kind: KindChange, BaseRV: fmt.Sprint(i)})
+	}
+	assert.Equal(t, 3, cache.Len())
+	_, ok := cache.Get(podKey("a", "2"))
+	assert.False(t, ok, "oldest evicted")
+	_, ok = cache.Find(Query{Object: podKey("a", "").object(), Verb: "patch", RequestRV: "1"})
+	assert.False(t, ok, "index entry evicted with its record")
+	rec, ok := cache.Find(Query{Object: podKey("a", "").object(), Verb: "patch", RequestRV: "4"})
+	require.True(t, ok)
+	assert.Equal(t, "5", rec.Key.ResourceVersion)
+	now = now.Add(time.Minute)
+	_, ok = cache.Get(podKey("a", "5"))
+	assert.False(t, ok, "expired")
+	cache.Put(Record{Key: podKey("b", "9"), Kind: KindCreation})
+	assert.Equal(t, 1, cache.Len(), "expired records dropped on put")
+
+	small, err := NewChangeCache(ChangeCacheConfig{MaxBytes: 1000}, nil)
+	require.NoError(t, err)
+	for i := range 10 {
+		small.Put(Record{Key: podKey("a", fmt.Sprint(i)), Kind: KindCreation, Snapshot: make([]byte, 300)})
+	}
+	assert.LessOrEqual(t, small.Bytes(), int64(1000))
+	assert.Positive(t, small.Len())
+}
+
+func TestRecordLogs(t *testing.T) {
+	rec := Record{Key: podKey("a", "2"), Kind: KindChange, BaseRV: "1",
+		Changes: []Change{{Path: "spec.replicas", Op: OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
+	logs := rec.Logs(time.Unix(1, 0), StreamConfig{})
+	require.Len(t, logs, 1)
+	assert.Equal(t, aggregator.LogTypeDiff, logs[0].Type)
+	assert.Equal(t, "spec.replicas 2 -> 4", logs[0].Message)
+	rec = Record{Key: podKey("a", "3"), Kind: KindDeletion, Snapshot: []byte(`{"kind":"Pod"}`)}
+	logs = rec.Logs(time.Unix(1, 0), StreamConfig{})
+	require.Len(t, logs, 1)
+	assert.Equal(t, aggregator.LogTypeSnapshot, logs[0].Type)
+	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: AttrSnapshotKind, Value: "deletion"})
+	rec = Record{Key: podKey("a", "4"), Kind: KindChange, BaseRV: "3"}
+	logs = rec.Logs(time.Unix(1, 0), StreamConfig{})
+	require.Len(t, logs, 1)
+	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: AttrOp, Value: OpNone})
+}
+
+// TestInformerMemoryPer10kPods measures what keeping 10,000 Pods costs: the store's own byte
+// accounting and the Go heap growth.
+func TestInformerMemoryPer10kPods(t *testing.T) {
+	raw, err := os.ReadFile("../linker/testdata/pod.json")
+	require.NoError(t, err)
+	var tmpl map[string]any
+	require.NoError(t, json.Unmarshal(raw, &tmpl))
+	cache, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	require.NoError(t, err)
+	in, err := NewInformer("c1", newFakeDynamic(), fakeDiscovery{}, cache, InformerConfig{}, nil, nil)
+	require.NoError(t, err)
+	w := &resourceWatcher{in: in, gvr: podsGVR, res: Resource{Resource: "pods"}, objects: map[string]*kept{}}
+	ctx := context.Background()
+	const n = 10_000
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		u := &unstructured.Unstructured{Object: tmpl}
+		u = u.DeepCopy()
+		u.SetName(fmt.Sprintf("demo-%06d", i))
+		u.SetUID(types.UID(fmt.Sprintf("uid-%06d", i)))
+		w.apply(ctx, watch.Modified, u, true)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	require.EqualValues(t, n, in.Objects())
+	assert.Less(t, in.Bytes()/n, int64(len(raw)), "kept copies are stripped of managedFields")
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("10,000 pods (%d bytes each with managedFields): store accounting %d bytes, heap growth %d bytes (%d per pod)",
+		len(raw), in.Bytes(), heap, heap/n)
+	runtime.KeepAlive(w)
+}
+
+// BenchmarkInformerPodUpdate measures one watch event of a running Pod (an image change): the
+// JSON encoding of the decoded object, the snapshot, the diff and the change cache write.
+func BenchmarkInformerPodUpdate(b *testing.B) {
+	raw, err := os.ReadFile("../linker/testdata/pod.json")
+	require.NoError(b, err)
+	var objs [2]*unstructured.Unstructured
+	for i, img := range []string{"nginx:1", "nginx:2"} {
+		var m map[string]any
+		require.NoError(b, json.Unmarshal(raw, &m))
+		objs[i] = &unstructured.Unstructured{Object: m}
+		containers, _, _ := unstructured.NestedSlice(m, "spec", "containers")
+		containers[0].(map[string]any)["image"] = img
+		require.NoError(b, unstructured.SetNestedSlice(m, containers, "spec", "containers"))
+	}
+	cache, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	require.NoError(b, err)
+	in, err := NewInformer("c1", newFakeDynamic(), fakeDiscovery{}, cache, InformerConfig{}, nil, nil)
+	require.NoError(b, err)
+	w := &resourceWatcher{in: in, gvr: podsGVR, res: Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		u := objs[i%2]
+		u.SetResourceVersion(fmt.Sprint(i + 1))
+		w.apply(ctx, watch.Modified, u, false)
+	}
+}
