@@ -65,21 +65,12 @@ func FromCore(e *corev1.Event) *Record {
 		ReportingController: e.ReportingController, ReportingInstance: e.ReportingInstance,
 		Count: e.Count,
 	}
-	if r.ReportingController == "" {
-		r.ReportingController = e.Source.Component
+	var series *eventsv1.EventSeries
+	if e.Series != nil {
+		series = &eventsv1.EventSeries{Count: e.Series.Count, LastObservedTime: e.Series.LastObservedTime}
 	}
-	if r.ReportingInstance == "" {
-		r.ReportingInstance = e.Source.Host
-	}
-	r.First = firstNonZero(e.EventTime.Time, e.FirstTimestamp.Time, e.LastTimestamp.Time, e.CreationTimestamp.Time)
-	r.Last = e.LastTimestamp.Time
-	if s := e.Series; s != nil {
-		r.Count = max(r.Count, s.Count)
-		if s.LastObservedTime.After(r.Last) {
-			r.Last = s.LastObservedTime.Time
-		}
-	}
-	r.normalize()
+	r.complete(e.Source, series, e.LastTimestamp.Time,
+		e.EventTime.Time, e.FirstTimestamp.Time, e.LastTimestamp.Time, e.CreationTimestamp.Time)
 	return r
 }
 
@@ -92,22 +83,30 @@ func FromEventsV1(e *eventsv1.Event) *Record {
 		ReportingController: e.ReportingController, ReportingInstance: e.ReportingInstance,
 		Count: e.DeprecatedCount,
 	}
+	r.complete(e.DeprecatedSource, e.Series, e.DeprecatedLastTimestamp.Time,
+		e.EventTime.Time, e.DeprecatedFirstTimestamp.Time, e.DeprecatedLastTimestamp.Time, e.CreationTimestamp.Time)
+	return r
+}
+
+// complete fills what both API versions derive alike: the reporter from the deprecated source,
+// the first occurrence (the first non-zero of firsts), the last one and the count (a series wins
+// when it is further along).
+func (r *Record) complete(src corev1.EventSource, series *eventsv1.EventSeries, last time.Time, firsts ...time.Time) {
 	if r.ReportingController == "" {
-		r.ReportingController = e.DeprecatedSource.Component
+		r.ReportingController = src.Component
 	}
 	if r.ReportingInstance == "" {
-		r.ReportingInstance = e.DeprecatedSource.Host
+		r.ReportingInstance = src.Host
 	}
-	r.First = firstNonZero(e.EventTime.Time, e.DeprecatedFirstTimestamp.Time, e.DeprecatedLastTimestamp.Time, e.CreationTimestamp.Time)
-	r.Last = e.DeprecatedLastTimestamp.Time
-	if s := e.Series; s != nil {
-		r.Count = max(r.Count, s.Count)
-		if s.LastObservedTime.After(r.Last) {
-			r.Last = s.LastObservedTime.Time
+	r.First = firstNonZero(firsts...)
+	r.Last = last
+	if series != nil {
+		r.Count = max(r.Count, series.Count)
+		if series.LastObservedTime.After(r.Last) {
+			r.Last = series.LastObservedTime.Time
 		}
 	}
 	r.normalize()
-	return r
 }
 
 func (r *Record) normalize() {
