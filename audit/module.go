@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/replay"
 )
 
 // Config configures the audit source as a whole. The zero value means defaults.
@@ -32,90 +32,20 @@ func (c Config) Validate() error {
 	return errors.Join(c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate())
 }
 
-// Replayer ingests the configured audit log files once, in the background.
-type Replayer struct {
-	files   []string
-	cluster string
-	q       *Queue
-	logger  *slog.Logger
-
-	mu     sync.Mutex
-	stats  []ReplayStats
-	err    error
-	done   chan struct{}
-	cancel context.CancelFunc
-}
+// Replayer ingests audit log files once, in the background, each file flushed through the queue
+// before it counts as done.
+type Replayer = replay.Runner[ReplayStats]
 
 // NewReplayer replays files into q, as cluster.
 func NewReplayer(files []string, cluster string, q *Queue, logger *slog.Logger) *Replayer {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	r := &Replayer{files: files, cluster: cluster, q: q, logger: logger.With("component", "audit-replay"), done: make(chan struct{})}
-	if len(files) == 0 {
-		close(r.done)
-	}
-	return r
-}
-
-// Start begins the replay in the background.
-func (r *Replayer) Start(context.Context) error {
-	if len(r.files) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.mu.Lock()
-	r.cancel = cancel
-	r.mu.Unlock()
-	go func() {
-		defer close(r.done)
-		for _, f := range r.files {
-			st, err := ReplayFile(ctx, f, r.cluster, r.q, r.logger)
-			if err == nil {
-				// Let everything read so far reach the sinks before reporting done.
-				err = r.q.Flush(ctx)
-			}
-			r.mu.Lock()
-			r.stats = append(r.stats, st)
-			if err != nil {
-				r.err = errors.Join(r.err, fmt.Errorf("replay %s: %w", f, err))
-			}
-			r.mu.Unlock()
-			if err != nil {
-				r.logger.Error("replay failed", "file", f, "error", err)
-				continue
-			}
-			r.logger.Info("replay done", "file", f, "lines", st.Lines, "events", st.Events, "bad_lines", st.BadLines)
+	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
+		st, err := ReplayFile(ctx, file, cluster, q, logger)
+		if err == nil {
+			// Let everything read reach the sinks before the file counts as done.
+			err = q.Flush(ctx)
 		}
-	}()
-	return nil
-}
-
-// Stop cancels a running replay and waits for it.
-func (r *Replayer) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel := r.cancel
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("replay: stop: %w", ctx.Err())
-	}
-}
-
-// Done is closed when the replay finished (at once when there is nothing to replay).
-func (r *Replayer) Done() <-chan struct{} { return r.done }
-
-// Status returns per-file statistics so far and the replay's error, if any.
-func (r *Replayer) Status() ([]ReplayStats, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]ReplayStats(nil), r.stats...), r.err
+		return st, err
+	}, logger)
 }
 
 // ModuleParams are the fx inputs of the audit module.

@@ -10,10 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/replay"
 )
 
 // ReplayStats counts what a replay did with one file.
@@ -107,83 +107,14 @@ func readItems(r io.Reader) ([]json.RawMessage, error) {
 
 // Replayer replays files of recorded Events once, in the background (the all-in-one's
 // --replay-events).
-type Replayer struct {
-	files  []string
-	conv   *Converter
-	agg    aggregator.Aggregator
-	logger *slog.Logger
-
-	mu     sync.Mutex
-	stats  []ReplayStats
-	err    error
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+type Replayer = replay.Runner[ReplayStats]
 
 // NewReplayer returns a Replayer of files. logger may be nil.
 func NewReplayer(files []string, conv *Converter, agg aggregator.Aggregator, logger *slog.Logger) *Replayer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Replayer{files: files, conv: conv, agg: agg, logger: logger.With("component", "event.replay"), done: make(chan struct{})}
-	if len(files) == 0 {
-		close(r.done)
-	}
-	return r
-}
-
-// Start begins the replay in the background. It does not block.
-func (r *Replayer) Start(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.files) == 0 || r.cancel != nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go func() {
-		defer close(r.done)
-		for _, f := range r.files {
-			st, err := ReplayFile(ctx, f, r.conv, r.agg, r.logger)
-			r.mu.Lock()
-			r.stats = append(r.stats, st)
-			if err != nil {
-				r.err = errors.Join(r.err, err)
-			}
-			r.mu.Unlock()
-			if err != nil {
-				r.logger.Error("event replay failed", "file", f, "error", err)
-				continue
-			}
-			r.logger.Info("event replay done", "file", f, "events", st.Events, "sent", st.Sent, "skipped", st.Skipped, "failed", st.Failed)
-		}
-	}()
-	return nil
-}
-
-// Stop cancels a running replay and waits for it. Safe without Start.
-func (r *Replayer) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel := r.cancel
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("event replay: stop: %w", ctx.Err())
-	}
-}
-
-// Done is closed when the replay finished (at once when there is nothing to replay).
-func (r *Replayer) Done() <-chan struct{} { return r.done }
-
-// Status returns per-file statistics so far and the replay's error, if any.
-func (r *Replayer) Status() ([]ReplayStats, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]ReplayStats(nil), r.stats...), r.err
+	return replay.New("event replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
+		return ReplayFile(ctx, file, conv, agg, logger)
+	}, logger)
 }
