@@ -86,18 +86,24 @@ func (a *JaegerAPI) services(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, JaegerResponse{Data: names, Total: len(names)})
 }
 
-func (a *JaegerAPI) clusters(ctx context.Context) ([]string, error) {
-	return a.reader.Clusters(ctx)
+// clustersOfService checks the service (a display mode) and lists the clusters, its
+// "operations"; false means an error answer was written.
+func (a *JaegerAPI) clustersOfService(ctx context.Context, w http.ResponseWriter, service string) ([]string, bool) {
+	if _, err := ParseMode(service); err != nil {
+		jaegerError(w, http.StatusBadRequest, "%v", err)
+		return nil, false
+	}
+	cl, err := a.reader.Clusters(ctx)
+	if err != nil {
+		a.internalError(w, "list clusters", err)
+		return nil, false
+	}
+	return cl, true
 }
 
 func (a *JaegerAPI) serviceOperations(w http.ResponseWriter, r *http.Request) {
-	if _, err := ParseMode(r.PathValue("service")); err != nil {
-		jaegerError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	cl, err := a.clusters(r.Context())
-	if err != nil {
-		a.internalError(w, "list clusters", err)
+	cl, ok := a.clustersOfService(r.Context(), w, r.PathValue("service"))
+	if !ok {
 		return
 	}
 	var data any
@@ -119,13 +125,8 @@ func (a *JaegerAPI) operations(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusBadRequest, "parameter 'service' is required")
 		return
 	}
-	if _, err := ParseMode(q.Get("service")); err != nil {
-		jaegerError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	cl, err := a.clusters(r.Context())
-	if err != nil {
-		a.internalError(w, "list clusters", err)
+	cl, ok := a.clustersOfService(r.Context(), w, q.Get("service"))
+	if !ok {
 		return
 	}
 	ops := make([]JaegerOperation, len(cl))
