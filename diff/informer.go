@@ -131,6 +131,7 @@ type Informer struct {
 	eventOpt  map[string]metric.MeasurementOption
 	dropOpt   map[string]metric.MeasurementOption
 	backoffFn func(attempt int) time.Duration
+	leading   func() bool // nil: always record
 }
 
 // Informer event results and drop reasons (metric attributes).
@@ -140,6 +141,7 @@ const (
 	evDeletion = "deletion"
 	evSkipped  = "skipped"
 	evError    = "error"
+	evFollower = "not_leader" // seen and kept, but not recorded: another replica leads
 
 	dropTooLarge = "object_too_large"
 	dropFull     = "store_full"
@@ -180,7 +182,7 @@ func NewInformer(cluster string, dyn dynamic.Interface, disc Discoverer, cache *
 	}
 	meter := mp.Meter("github.com/kelemetry/kelemetry/diff")
 	if in.events, err = meter.Int64Counter("kelemetry.diff.informer.events",
-		metric.WithDescription("Watch events seen by the informer diff, by result (change, creation, deletion, skipped, error)."),
+		metric.WithDescription("Watch events seen by the informer diff, by result (change, creation, deletion, skipped, error, not_leader)."),
 		metric.WithUnit("{event}")); err != nil {
 		return nil, fmt.Errorf("diff informer metrics: %w", err)
 	}
@@ -189,13 +191,28 @@ func NewInformer(cluster string, dyn dynamic.Interface, disc Discoverer, cache *
 		metric.WithUnit("{object}")); err != nil {
 		return nil, fmt.Errorf("diff informer metrics: %w", err)
 	}
-	for _, r := range []string{evChange, evCreation, evDeletion, evSkipped, evError} {
+	for _, r := range []string{evChange, evCreation, evDeletion, evSkipped, evError, evFollower} {
 		in.eventOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
 	for _, r := range []string{dropTooLarge, dropFull} {
 		in.dropOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
 	return in, nil
+}
+
+// SetLeading makes the Informer record into the change cache only while leading returns true
+// (see Elector.Leading); otherwise it goes on watching and keeping the last versions, so that it
+// records from the first change once it leads. Call it before Start.
+func (in *Informer) SetLeading(leading func() bool) { in.leading = leading }
+
+// put records rec unless another replica leads, and counts result.
+func (w *resourceWatcher) put(ctx context.Context, rec Record, result string) {
+	if w.in.leading != nil && !w.in.leading() {
+		w.count(ctx, evFollower)
+		return
+	}
+	w.in.cache.Put(rec)
+	w.count(ctx, result)
 }
 
 // Objects is the number of objects whose last version is kept; Bytes their total size.
@@ -522,8 +539,7 @@ func (w *resourceWatcher) apply(ctx context.Context, typ watch.EventType, u *uns
 		if prev != nil {
 			rec.BaseRV = prev.rv
 		}
-		w.in.cache.Put(rec)
-		w.count(ctx, evDeletion)
+		w.put(ctx, rec, evDeletion)
 		return
 	case prev == nil:
 		// A modification of an object not kept (too large, store full, first list) has no base:
@@ -552,14 +568,13 @@ func (w *resourceWatcher) apply(ctx context.Context, typ watch.EventType, u *uns
 		w.count(ctx, evSkipped)
 		return
 	}
-	w.in.cache.Put(rec)
 	switch rec.Kind {
 	case KindChange:
-		w.count(ctx, evChange)
+		w.put(ctx, rec, evChange)
 	case KindCreation:
-		w.count(ctx, evCreation)
+		w.put(ctx, rec, evCreation)
 	default:
-		w.count(ctx, evDeletion)
+		w.put(ctx, rec, evDeletion)
 	}
 }
 
@@ -567,8 +582,7 @@ func (w *resourceWatcher) apply(ctx context.Context, typ watch.EventType, u *uns
 func (w *resourceWatcher) vanished(ctx context.Context, oname string, k *kept) {
 	w.forget(oname)
 	ns, name, _ := strings.Cut(oname, "/")
-	w.in.cache.Put(Record{Key: w.key(ns, name, k.rv), Kind: KindDeletion, UID: k.uid, Snapshot: k.body, Final: true, Time: w.in.now()})
-	w.count(ctx, evDeletion)
+	w.put(ctx, Record{Key: w.key(ns, name, k.rv), Kind: KindDeletion, UID: k.uid, Snapshot: k.body, Final: true, Time: w.in.now()}, evDeletion)
 }
 
 // keep stores k as the object's last version, within the bounds.

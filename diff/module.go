@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
@@ -19,6 +20,9 @@ type InformerModuleConfig struct {
 	Clusters []string `yaml:"clusters"`
 	// Informer configures each cluster's informer (resources, bounds, change cache, comparison).
 	Informer InformerConfig `yaml:"informer"`
+	// LeaderElection, when enabled, lets only the replica holding a Lease record (the others
+	// watch and keep the last versions, ready to take over).
+	LeaderElection LeaderElectionConfig `yaml:"leaderElection"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -28,7 +32,10 @@ func (c InformerModuleConfig) Validate() error {
 			return errors.New("diff informer: empty cluster name")
 		}
 	}
-	return c.Informer.Validate()
+	if c.LeaderElection.Enabled && c.LeaderElection.Cluster != "" && len(c.Clusters) > 0 && !slices.Contains(c.Clusters, c.LeaderElection.Cluster) {
+		return fmt.Errorf("diff informer: the leader election's cluster %q is not watched", c.LeaderElection.Cluster)
+	}
+	return errors.Join(c.Informer.Validate(), c.LeaderElection.Validate())
 }
 
 // InformerModuleParams are the fx inputs of InformerModule.
@@ -50,6 +57,8 @@ type InformerModuleResults struct {
 	// audit.Consumer.SetInformerDiffs only when it is not nil.
 	Cache     *ChangeCache
 	Informers []*Informer
+	// Elector is nil unless LeaderElection is enabled.
+	Elector *Elector
 }
 
 // InformerModule provides the informer diff source: one change cache shared by one Informer per
@@ -84,6 +93,21 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 		return InformerModuleResults{}, err
 	}
 	out := InformerModuleResults{Cache: cache}
+	if le := cfg.LeaderElection; le.Enabled {
+		names = slices.Sorted(slices.Values(names))
+		if le.Cluster == "" {
+			le.Cluster = names[0]
+		}
+		dyn, err := p.Clusters.Dynamic(le.Cluster)
+		if err != nil {
+			return InformerModuleResults{}, fmt.Errorf("diff informer leader election: %w", err)
+		}
+		if out.Elector, err = NewElector(le, dyn, p.Logger); err != nil {
+			return InformerModuleResults{}, err
+		}
+		// Started before the informers, stopped after them (fx stops in reverse order).
+		p.Lifecycle.Append(fx.StartStopHook(out.Elector.Start, out.Elector.Stop))
+	}
 	for _, name := range names {
 		dyn, err := p.Clusters.Dynamic(name)
 		if err != nil {
@@ -96,6 +120,9 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 		in, err := NewInformer(name, dyn, d, cache, cfg.Informer, p.Logger, p.MeterProvider)
 		if err != nil {
 			return InformerModuleResults{}, err
+		}
+		if out.Elector != nil {
+			in.SetLeading(out.Elector.Leading)
 		}
 		p.Lifecycle.Append(fx.StartStopHook(in.Start, in.Stop))
 		out.Informers = append(out.Informers, in)
