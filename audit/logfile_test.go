@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/kelemetry/kelemetry/internal/logtest"
 )
 
 // collector is a WaitEnqueuer that keeps what it gets.
@@ -60,34 +62,6 @@ func logLine(id string) string {
 		`"objectRef":{"resource":"pods","namespace":"ns","name":"p","apiVersion":"v1"},"responseStatus":{"code":200},` +
 		`"responseObject":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns","uid":"` + id + `"}},` +
 		`"requestReceivedTimestamp":"2026-11-29T17:09:30.000000Z","stageTimestamp":"2026-11-29T17:09:30.005000Z"}` + "\n"
-}
-
-// countingHandler counts slog records by level.
-type countingHandler struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r.Clone())
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *countingHandler) count(level slog.Level) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, r := range h.records {
-		if r.Level == level {
-			n++
-		}
-	}
-	return n
 }
 
 func TestLogReplayRolloutFixture(t *testing.T) {
@@ -162,7 +136,7 @@ func TestLogReplayBadLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
 	require.NoError(t, os.WriteFile(path, []byte(in.String()), 0o600))
 	var c collector
-	h := &countingHandler{}
+	h := &logtest.Recorder{}
 	stats, err := ReplayFile(context.Background(), path, "c1", &c, slog.New(h))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a1", "a2", "a3", "l1", "l2", "last"}, c.IDs())
@@ -170,12 +144,12 @@ func TestLogReplayBadLines(t *testing.T) {
 	assert.Equal(t, int64(5+6+40), stats.Lines)
 	assert.Equal(t, int64(6), stats.Events)
 
-	warns := h.count(slog.LevelWarn)
+	warns := h.Count(slog.LevelWarn)
 	assert.Less(t, warns, 15, "bad-line logs are rate-limited")
 	assert.Greater(t, warns, 1)
 	// The first warning names the line.
 	var firstLine int64
-	h.records[0].Attrs(func(a slog.Attr) bool {
+	h.Records()[0].Attrs(func(a slog.Attr) bool {
 		if a.Key == "line" {
 			firstLine = a.Value.Int64()
 		}

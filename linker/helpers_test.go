@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -187,34 +186,6 @@ func (m *metrics) count(t *testing.T, name, key, value string) int64 {
 					n += dp.Value
 				}
 			}
-		}
-	}
-	return n
-}
-
-// logRecorder is a slog handler that keeps records.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r.Clone())
-	return nil
-}
-func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logRecorder) WithGroup(string) slog.Handler      { return h }
-
-func (h *logRecorder) count(level slog.Level) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, r := range h.records {
-		if r.Level == level {
-			n++
 		}
 	}
 	return n

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/logtest"
 )
 
 // bodyWithOwners renders an object body with the given ownerReferences.
@@ -268,20 +269,20 @@ func TestAnnotationLinkerInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMetrics()
-			logs := &logRecorder{}
+			logs := &logtest.Recorder{}
 			l := NewAnnotationLinker(nil, slog.New(logs), m.mp)
 			links, err := l.Lookup(context.Background(), annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: tt.value}))
 			require.NoError(t, err, "an invalid annotation is not the object's fault")
 			assert.Empty(t, links)
 			assert.EqualValues(t, 1, m.count(t, "kelemetry.linker.annotation.invalid", "reason", tt.reason))
-			assert.Equal(t, 1, logs.count(slog.LevelWarn))
+			assert.Equal(t, 1, logs.Count(slog.LevelWarn))
 		})
 	}
 }
 
 func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 	m := newMetrics()
-	logs := &logRecorder{}
+	logs := &logtest.Recorder{}
 	l := NewAnnotationLinker(nil, slog.New(logs), m.mp)
 	clock := newFakeClock()
 	l.now = clock.Now
@@ -294,13 +295,13 @@ func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 	}
 	_, err := l.Lookup(context.Background(), other)
 	require.NoError(t, err)
-	assert.Equal(t, 2, logs.count(slog.LevelWarn), "one warning per object per minute")
+	assert.Equal(t, 2, logs.Count(slog.LevelWarn), "one warning per object per minute")
 	assert.EqualValues(t, 6, m.count(t, "kelemetry.linker.annotation.invalid", "", ""), "every occurrence is counted")
 
 	clock.Advance(time.Minute)
 	_, err = l.Lookup(context.Background(), bad)
 	require.NoError(t, err)
-	assert.Equal(t, 3, logs.count(slog.LevelWarn))
+	assert.Equal(t, 3, logs.Count(slog.LevelWarn))
 }
 
 func TestAnnotationLinkerGetter(t *testing.T) {
