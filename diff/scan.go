@@ -233,21 +233,11 @@ func (x *index) build(root []byte) error {
 		}
 		switch root[i] {
 		case '"':
-			i++
-			for i < n {
-				c := root[i]
-				if c == '\\' {
-					i += 2
-					continue
-				}
-				if c == '"' {
-					break
-				}
-				i++
+			end, err := stringEnd(root, i)
+			if err != nil {
+				return err
 			}
-			if i >= n {
-				return fmt.Errorf("%w: unterminated string", errSyntax)
-			}
+			i = end - 1 // the loop steps past the closing quote
 		case '{', '[':
 			x.stack = append(x.stack, int32(len(x.opens)))
 			x.opens = append(x.opens, int32(i))
@@ -309,21 +299,11 @@ func containerEnd(b []byte, i int) (int, error) {
 		}
 		switch b[j] {
 		case '"':
-			j++
-			for j < n {
-				c := b[j]
-				if c == '\\' {
-					j += 2
-					continue
-				}
-				if c == '"' {
-					break
-				}
-				j++
+			end, err := stringEnd(b, j)
+			if err != nil {
+				return 0, err
 			}
-			if j >= n {
-				return 0, fmt.Errorf("%w: unterminated string", errSyntax)
-			}
+			j = end - 1 // the loop steps past the closing quote
 		case '{', '[':
 			depth++
 		default:
