@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -29,8 +30,14 @@ type Config struct {
 	HTTPAddr string `yaml:"httpAddr"`
 	// DataDir holds the embedded store; empty keeps traces in memory only.
 	DataDir string `yaml:"dataDir"`
-	// Kubeconfig, when set, lets linkers fetch objects the audit stream did not carry.
+	// Kubeconfig, when set, is the kubeconfig of the cluster named Cluster: linkers fetch objects
+	// the audit stream did not carry, the Event and informer sources watch it. Shorthand for an
+	// entry of Clusters.
 	Kubeconfig string `yaml:"kubeconfig"`
+	// Clusters names further clusters (or all of them) and how to reach them. Link rules and
+	// parent-link annotations resolve targets in any of them; the audit webhook path
+	// /audit/{cluster} names the cluster of a batch.
+	Clusters []ClusterConfig `yaml:"clusters"`
 
 	Aggregator aggregator.Config `yaml:"aggregator"`
 	Audit      audit.Config      `yaml:"audit"`
@@ -44,12 +51,84 @@ type Config struct {
 	OTLP         otlpsink.Config           `yaml:"otlp"`
 }
 
+// ClusterConfig names one Kubernetes cluster and how to reach it.
+type ClusterConfig struct {
+	// Name is the cluster's name in traces and in the webhook path /audit/{name}.
+	Name string `yaml:"name"`
+	// Kubeconfig is the path of the cluster's kubeconfig file.
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Context picks a kubeconfig context other than the current one.
+	Context string `yaml:"context"`
+	// QPS and Burst limit the client's request rate (default 50 and 100: client-go's own
+	// defaults of 5 and 10 make the informers' first lists crawl on clusters with many
+	// resources).
+	QPS   float32 `yaml:"qps"`
+	Burst int     `yaml:"burst"`
+}
+
 // Defaults for Config.
 const (
-	DefaultAuditAddr = ":8080"
-	DefaultHTTPAddr  = ":16686"
-	DefaultCluster   = "default"
+	DefaultAuditAddr  = ":8080"
+	DefaultHTTPAddr   = ":16686"
+	DefaultCluster    = "default"
+	DefaultKubeQPS    = 50
+	DefaultKubeBurst  = 100
+	maxClusterNameLen = 63
 )
+
+// KubeClusters returns every configured cluster with defaults applied: Kubeconfig as the cluster
+// named Cluster first, then Clusters.
+func (c Config) KubeClusters() []ClusterConfig {
+	c = c.WithDefaults()
+	var out []ClusterConfig
+	if c.Kubeconfig != "" {
+		out = append(out, ClusterConfig{Name: c.Cluster, Kubeconfig: c.Kubeconfig})
+	}
+	for _, cc := range c.Clusters {
+		if cc.Name == "" {
+			cc.Name = c.Cluster
+		}
+		out = append(out, cc)
+	}
+	for i := range out {
+		if out[i].QPS == 0 {
+			out[i].QPS = DefaultKubeQPS
+		}
+		if out[i].Burst == 0 {
+			out[i].Burst = DefaultKubeBurst
+		}
+	}
+	return out
+}
+
+// HasCluster reports whether a cluster of that name is configured.
+func (c Config) HasCluster(name string) bool {
+	for _, cc := range c.KubeClusters() {
+		if cc.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (c Config) validateClusters() error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, cc := range c.KubeClusters() {
+		switch {
+		case cc.Kubeconfig == "":
+			errs = append(errs, fmt.Errorf("clusters[%d] (%s): kubeconfig is required", i, cc.Name))
+		case len(cc.Name) > maxClusterNameLen || strings.ContainsAny(cc.Name, "/ \t"):
+			errs = append(errs, fmt.Errorf("clusters[%d]: name %q must be at most %d characters without '/' or spaces", i, cc.Name, maxClusterNameLen))
+		case seen[cc.Name]:
+			errs = append(errs, fmt.Errorf("clusters[%d]: cluster %q is configured twice (kubeconfig and clusters name the same cluster)", i, cc.Name))
+		case cc.QPS < 0 || cc.Burst < 0:
+			errs = append(errs, fmt.Errorf("clusters[%d] (%s): qps and burst must not be negative", i, cc.Name))
+		}
+		seen[cc.Name] = true
+	}
+	return errors.Join(errs...)
+}
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -86,12 +165,17 @@ func (c Config) WithDefaults() Config {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate()}
-	if c.InformerDiff.Enabled && c.Kubeconfig == "" {
+	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.validateClusters()}
+	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}
-	if c.Event.Watch && c.Kubeconfig == "" {
-		errs = append(errs, errors.New("event.watch needs a kubeconfig"))
+	for _, name := range c.InformerDiff.Clusters {
+		if !c.HasCluster(name) {
+			errs = append(errs, fmt.Errorf("informerDiff.clusters: cluster %q has no kubeconfig", name))
+		}
+	}
+	if c.Event.Watch && !c.HasCluster(c.Event.Cluster) {
+		errs = append(errs, fmt.Errorf("event.watch needs a kubeconfig of cluster %q", c.Event.Cluster))
 	}
 	if c.DataDir != "" {
 		errs = append(errs, c.Store.Validate())

@@ -152,19 +152,34 @@ type clustersOut struct {
 	Clusters linker.Clusters
 }
 
-// newClusters builds Kubernetes clients when a kubeconfig is configured; the linkers use them
-// to fetch objects the audit stream did not carry.
+// newClusters builds Kubernetes clients for the configured clusters (Config.Kubeconfig and
+// Config.Clusters); linkers use them to fetch objects the audit stream did not carry and to
+// resolve targets in other clusters, the Event and informer sources to watch.
 func newClusters(c Config) (clustersOut, error) {
-	c = c.WithDefaults()
-	if c.Kubeconfig == "" {
+	ccs := c.KubeClusters()
+	if len(ccs) == 0 {
 		return clustersOut{}, nil
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	configs := make(map[string]*rest.Config, len(ccs))
+	for _, cc := range ccs {
+		rc, err := restConfig(cc)
+		if err != nil {
+			return clustersOut{}, err
+		}
+		configs[cc.Name] = rc
+	}
+	return clustersOut{Clusters: linker.NewKubeClusters(configs)}, nil
+}
+
+func restConfig(cc ClusterConfig) (*rest.Config, error) {
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: cc.Kubeconfig}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cc.Context}).ClientConfig()
 	if err != nil {
-		return clustersOut{}, fmt.Errorf("kubeconfig %s: %w", c.Kubeconfig, err)
+		return nil, fmt.Errorf("cluster %s: kubeconfig %s: %w", cc.Name, cc.Kubeconfig, err)
 	}
 	rc.UserAgent = "kelemetry"
-	return clustersOut{Clusters: linker.NewKubeClusters(map[string]*rest.Config{c.Cluster: rc})}, nil
+	rc.QPS, rc.Burst = cc.QPS, cc.Burst
+	return rc, nil
 }
 
 // Servers are the application's HTTP listeners.

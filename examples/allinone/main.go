@@ -62,12 +62,19 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		noDiff     = fs.Bool("diff-disable", false, "do not diff consecutive object versions from the audit stream")
 		infDiff    = fs.Bool("diff-informer", true, "with --kubeconfig: also diff objects seen by informers, for writes whose audit event has no body (Metadata-level audit)")
 		diffCache  = fs.Int("diff-cache-size", 0, "objects whose last version is kept for diffing (default 20,000)")
+		kubeQPS    = fs.Float64("kube-qps", 0, "request rate limit of each cluster's client (default 50)")
+		kubeBurst  = fs.Int("kube-burst", 0, "request burst of each cluster's client (default 100)")
+		leaderEl   = fs.Bool("diff-leader-elect", false, "with several replicas: only the replica holding a Lease runs the informer diff source")
+		leaseNS    = fs.String("diff-leader-elect-namespace", "", "namespace of the informer diff source's Lease (default kube-system)")
+		leaseID    = fs.String("diff-leader-elect-identity", "", "this replica's identity in the Lease (default hostname_pid)")
+		clusterKC  stringList
 		replay     stringList
 		follow     stringList
 		replayEv   stringList
 	)
 	fs.Var(&replay, "replay", "audit log file (JSON lines, .gz ok) to ingest at start-up, then keep serving; repeatable")
 	fs.Var(&follow, "follow", "audit log file to follow like tail -F (survives rotation); repeatable")
+	fs.Var(&clusterKC, "cluster-kubeconfig", "another cluster as NAME=KUBECONFIG (its traces can be joined by link rules and parent-link annotations); repeatable")
 	fs.Var(&replayEv, "replay-events", "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return kelemetry.Config{}, 0, err
@@ -109,9 +116,35 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
 	override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
 	override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
-	if cfg.Kubeconfig != "" {
+	for _, kv := range clusterKC {
+		name, path, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || path == "" {
+			return kelemetry.Config{}, 0, fmt.Errorf("--cluster-kubeconfig %q: want NAME=KUBECONFIG", kv)
+		}
+		cfg.Clusters = append(cfg.Clusters, kelemetry.ClusterConfig{Name: name, Kubeconfig: path})
+	}
+	for i := range cfg.Clusters {
+		if set["kube-qps"] {
+			cfg.Clusters[i].QPS = float32(*kubeQPS)
+		}
+		if set["kube-burst"] {
+			cfg.Clusters[i].Burst = *kubeBurst
+		}
+	}
+	if cfg.Kubeconfig != "" && (set["kube-qps"] || set["kube-burst"]) {
+		// The primary cluster's kubeconfig becomes an entry of Clusters so that it takes limits.
+		cfg.Clusters = append([]kelemetry.ClusterConfig{{Name: cfg.WithDefaults().Cluster, Kubeconfig: cfg.Kubeconfig,
+			QPS: float32(*kubeQPS), Burst: *kubeBurst}}, cfg.Clusters...)
+		cfg.Kubeconfig = ""
+	}
+	if cfg.HasCluster(cfg.WithDefaults().Cluster) {
 		override("event-watch", func() { cfg.Event.Watch = *eventWatch })
+	}
+	if len(cfg.KubeClusters()) > 0 {
 		override("diff-informer", func() { cfg.InformerDiff.Enabled = *infDiff })
+		override("diff-leader-elect", func() { cfg.InformerDiff.LeaderElection.Enabled = *leaderEl })
+		override("diff-leader-elect-namespace", func() { cfg.InformerDiff.LeaderElection.LeaseNamespace = *leaseNS })
+		override("diff-leader-elect-identity", func() { cfg.InformerDiff.LeaderElection.Identity = *leaseID })
 	}
 	if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
 		cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")

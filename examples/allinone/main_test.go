@@ -177,6 +177,39 @@ func TestParseFlags(t *testing.T) {
 	assert.Error(t, err)
 }
 
+func TestParseClusterFlags(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg, _, err := parseFlags([]string{"--cluster", "wl", "--kubeconfig", kc, "--cluster-kubeconfig", "mgmt=" + kc,
+		"--kube-qps", "20", "--kube-burst", "40", "--diff-leader-elect", "--diff-leader-elect-namespace", "kelemetry",
+		"--diff-leader-elect-identity", "replica-1"}, io.Discard)
+	require.NoError(t, err)
+	got := cfg.KubeClusters()
+	require.Len(t, got, 2)
+	assert.Equal(t, kelemetry.ClusterConfig{Name: "wl", Kubeconfig: kc, QPS: 20, Burst: 40}, got[0])
+	assert.Equal(t, kelemetry.ClusterConfig{Name: "mgmt", Kubeconfig: kc, QPS: 20, Burst: 40}, got[1])
+	assert.True(t, cfg.Event.Watch, "the cluster named --cluster has a kubeconfig")
+	assert.True(t, cfg.InformerDiff.Enabled)
+	le := cfg.InformerDiff.LeaderElection
+	assert.True(t, le.Enabled)
+	assert.Equal(t, "kelemetry", le.LeaseNamespace)
+	assert.Equal(t, "replica-1", le.Identity)
+
+	// Only another cluster: no Event watch (it watches the cluster named --cluster), informers on.
+	cfg, _, err = parseFlags([]string{"--cluster-kubeconfig", "mgmt=" + kc}, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, cfg.Event.Watch)
+	assert.True(t, cfg.InformerDiff.Enabled)
+	assert.Equal(t, []kelemetry.ClusterConfig{{Name: "mgmt", Kubeconfig: kc, QPS: kelemetry.DefaultKubeQPS, Burst: kelemetry.DefaultKubeBurst}}, cfg.KubeClusters())
+
+	for _, bad := range [][]string{{"--cluster-kubeconfig", "mgmt"}, {"--cluster-kubeconfig", "=x"}, {"--cluster-kubeconfig", "a=" + kc, "--cluster-kubeconfig", "a=" + kc}} {
+		_, _, err = parseFlags(bad, io.Discard)
+		assert.Error(t, err, bad)
+	}
+	cfg, _, err = parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, cfg.InformerDiff.LeaderElection.Enabled, "no kubeconfig: nothing to elect on")
+}
+
 // TestReplayRolloutEndToEnd is the core issue's acceptance path: replay the recorded rollout into
 // the embedded store, find the Deployment, read its stored trace, restart, replay again.
 func TestReplayRolloutEndToEnd(t *testing.T) {
