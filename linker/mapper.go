@@ -200,6 +200,8 @@ type DiscoveryMapper struct {
 
 	mu    sync.Mutex
 	state map[string]*clusterResources
+
+	running sync.WaitGroup // discovery goroutines
 }
 
 // clusterResources is what discovery found in one cluster.
@@ -311,8 +313,17 @@ func (m *DiscoveryMapper) refreshing(cluster string, st *clusterResources) <-cha
 	}
 	st.lastAttempt = now
 	st.running = make(chan struct{})
-	go m.refresh(context.Background(), cluster, st)
+	m.running.Add(1)
+	go func() {
+		defer m.running.Done()
+		m.refresh(context.Background(), cluster, st)
+	}()
 	return st.running
+}
+
+// Stop waits until ctx ends for the running discoveries, each bounded by its client's timeout.
+func (m *DiscoveryMapper) Stop(ctx context.Context) error {
+	return waitGroup(ctx, &m.running, "discovery mapper")
 }
 
 // refresh runs one discovery of cluster and merges its results.

@@ -239,6 +239,24 @@ func TestDiscoveryMapperWaiterCancel(t *testing.T) {
 	assert.True(t, namespaced)
 }
 
+// Stop waits for a running discovery: it reports the deadline while the discovery hangs and
+// returns once it ended.
+func TestDiscoveryMapperStop(t *testing.T) {
+	d := &fakeDiscoverer{block: make(chan struct{})}
+	dm, _, _ := newTestDiscoveryMapper(t, fakeDiscoveryClusters{"c1": d})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := dm.ResourceFor(ctx, "c1", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return d.calls.Load() == 1 }, time.Second, time.Millisecond)
+
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	require.ErrorIs(t, dm.Stop(short), context.DeadlineExceeded, "the discovery still runs")
+	close(d.block)
+	require.NoError(t, dm.Stop(context.Background()))
+}
+
 func TestDiscoveryMapperNoStampede(t *testing.T) {
 	crd, crdLists := apiGroup("example.com", []string{"v1"}, map[string]string{"Fleet": "fleetz"})
 	d := &fakeDiscoverer{block: make(chan struct{})}

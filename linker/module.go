@@ -1,6 +1,7 @@
 package linker
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -34,6 +35,7 @@ type params struct {
 	Meter    metric.MeterProvider `optional:"true"`
 	Clusters Clusters             `optional:"true"`
 	Mapper   Mapper               `optional:"true"`
+	LC       fx.Lifecycle
 }
 
 // result is what Module provides.
@@ -44,30 +46,42 @@ type result struct {
 }
 
 func provideLinkers(p params) (result, error) {
-	linkers, err := NewLinkers(p.Config, p.Clusters, p.Mapper, p.Logger, p.Meter)
+	linkers, stops, err := newLinkers(p.Config, p.Clusters, p.Mapper, p.Logger, p.Meter)
 	if err != nil {
 		return result{}, err
+	}
+	for _, stop := range stops {
+		p.LC.Append(fx.StopHook(stop))
 	}
 	return result{Linkers: linkers}, nil
 }
 
 // NewLinkers builds the linkers that cfg enables, as Module does, for use without fx. clusters
-// and mapper may be nil (see Module).
+// and mapper may be nil (see Module). Their object GETs and discoveries end within their
+// timeouts (linker.ObjectCacheConfig.FetchTimeout, the discovery client's timeout); Module also
+// waits for them when the application stops.
 func NewLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logger, mp metric.MeterProvider) ([]aggregator.Linker, error) {
+	linkers, _, err := newLinkers(cfg, clusters, mapper, logger, mp)
+	return linkers, err
+}
+
+func newLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logger, mp metric.MeterProvider) ([]aggregator.Linker, []func(context.Context) error, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.DisableOwner && cfg.DisableAnnotation {
-		return nil, nil
+		return nil, nil, nil
 	}
+	var stops []func(context.Context) error
 	logger = loggerOrDiscard(logger)
 	var getter ObjectGetter
 	if clusters != nil {
 		cache, err := NewObjectCache(clusters, cfg.ObjectCache, logger, mp)
 		if err != nil {
-			return nil, fmt.Errorf("linker: %w", err)
+			return nil, nil, fmt.Errorf("linker: %w", err)
 		}
 		getter = cache
+		stops = append(stops, cache.Stop)
 	}
 	var linkers []aggregator.Linker
 	if !cfg.DisableOwner {
@@ -75,9 +89,10 @@ func NewLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logge
 			if dc, ok := clusters.(DiscoveryClusters); ok {
 				dm, err := NewDiscoveryMapper(dc, cfg.Discovery, logger, mp)
 				if err != nil {
-					return nil, fmt.Errorf("linker: %w", err)
+					return nil, nil, fmt.Errorf("linker: %w", err)
 				}
 				mapper = dm
+				stops = append(stops, dm.Stop)
 			} else {
 				mapper = NewStaticMapper()
 			}
@@ -87,5 +102,5 @@ func NewLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logge
 	if !cfg.DisableAnnotation {
 		linkers = append(linkers, NewAnnotationLinker(getter, logger, mp))
 	}
-	return linkers, nil
+	return linkers, stops, nil
 }

@@ -64,6 +64,8 @@ type ObjectCache struct {
 
 	mu       sync.Mutex
 	inflight map[aggregator.ObjectKey]*fetchCall
+	stopped  bool
+	running  sync.WaitGroup // fetch goroutines
 
 	requests                                    metric.Int64Counter
 	evictions                                   metric.Int64Counter
@@ -197,9 +199,40 @@ func (c *ObjectCache) join(ctx context.Context, key aggregator.ObjectKey, ref ag
 	}
 	fetchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FetchTimeout)
 	call := &fetchCall{key: key, done: make(chan struct{}), waiters: 1, cancel: cancel}
+	if c.stopped {
+		cancel() // the GET fails at once with the context's error
+	}
 	c.inflight[key] = call
+	c.running.Add(1)
 	go c.run(fetchCtx, key, ref, call)
 	return call
+}
+
+// Stop cancels the running GETs and waits for their goroutines until ctx ends. Lookups after Stop
+// fail without a request.
+func (c *ObjectCache) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	c.stopped = true
+	for _, call := range c.inflight {
+		call.cancel()
+	}
+	c.mu.Unlock()
+	return waitGroup(ctx, &c.running, "object cache")
+}
+
+// waitGroup waits for wg until ctx ends.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup, what string) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop %s: %w", what, ctx.Err())
+	}
 }
 
 // leave records that a caller stopped waiting for call. When nobody waits any more, the GET is
@@ -217,6 +250,7 @@ func (c *ObjectCache) leave(call *fetchCall) {
 }
 
 func (c *ObjectCache) run(ctx context.Context, key aggregator.ObjectKey, ref aggregator.ObjectRef, call *fetchCall) {
+	defer c.running.Done()
 	defer call.cancel()
 	body, err := c.fetch(ctx, ref)
 	now := c.now()

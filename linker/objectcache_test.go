@@ -189,6 +189,27 @@ func TestObjectCacheFetchTimeout(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
+// Stop cancels a GET that would hang until its fetch timeout and waits for its goroutine; later
+// lookups fail at once.
+func TestObjectCacheStop(t *testing.T) {
+	dyn := newFakeDynamic()
+	dyn.release = make(chan struct{}) // never released
+	dyn.started = make(chan struct{}, 10)
+	c, _, _ := newTestCache(t, fakeClusters{"c1": dyn}, ObjectCacheConfig{FetchTimeout: time.Hour})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Get(context.Background(), podRef("c1", "default", "web"))
+		done <- err
+	}()
+	<-dyn.started
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, c.Stop(ctx))
+	require.ErrorIs(t, <-done, context.Canceled)
+	_, err := c.Get(context.Background(), podRef("c1", "default", "other"))
+	require.ErrorIs(t, err, context.Canceled, "stopped")
+}
+
 func TestObjectCacheLRUBound(t *testing.T) {
 	dyn := newFakeDynamic()
 	for i := range 5 {
