@@ -27,12 +27,26 @@ type Config struct {
 	// Watch lists and watches the cluster's Events (needs a linker.Clusters, i.e. a kubeconfig).
 	Watch  bool         `yaml:"watch"`
 	Source SourceConfig `yaml:"source"`
+	// WatchClusters names further clusters whose Events are watched too (with Watch). Each keeps
+	// its own checkpoint: the file "<checkpointFile>.<cluster>", or the ConfigMap
+	// "<name>-<cluster>" in that cluster.
+	WatchClusters []string `yaml:"watchClusters"`
 }
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	if c.Window < 0 {
 		return errors.New("event: window must not be negative")
+	}
+	seen := map[string]bool{c.Cluster: true}
+	for _, name := range c.WatchClusters {
+		if name == "" || seen[name] {
+			return fmt.Errorf("event: watchClusters: %q is empty or named twice (the main cluster is %q)", name, c.Cluster)
+		}
+		seen[name] = true
+	}
+	if len(c.WatchClusters) > 0 && !c.Watch {
+		return errors.New("event: watchClusters needs watch")
 	}
 	if c.Watch {
 		return c.Source.Validate()
@@ -60,8 +74,10 @@ type ModuleResults struct {
 	fx.Out
 
 	Replayer *Replayer
-	// Source is nil unless Config.Watch.
+	// Source watches the main cluster (Config.Cluster); nil unless Config.Watch.
 	Source *Source
+	// Sources are every watch: Source, then one per Config.WatchClusters.
+	Sources []*Source
 }
 
 // Module provides the Event replay (*Replayer) and the Event watch (*Source, when Config.Watch),
@@ -87,26 +103,49 @@ func newModule(p ModuleParams) (ModuleResults, error) {
 	if p.Clusters == nil {
 		return ModuleResults{}, errors.New("event: watching Events needs a Kubernetes client (a kubeconfig)")
 	}
-	dyn, err := p.Clusters.Dynamic(cfg.Cluster)
+	for i, cluster := range append([]string{cfg.Cluster}, cfg.WatchClusters...) {
+		conv := conv
+		src := cfg.Source
+		if i > 0 {
+			conv = NewConverter(cluster, p.Mapper, cfg.Window)
+			if src.CheckpointFile != "" {
+				src.CheckpointFile += "." + cluster
+			}
+			if src.CheckpointConfigMap != "" {
+				src.CheckpointConfigMap += "-" + cluster
+			}
+		}
+		s, err := newWatch(p, cluster, src, conv, logger.With("cluster", cluster))
+		if err != nil {
+			return ModuleResults{}, err
+		}
+		out.Sources = append(out.Sources, s)
+	}
+	out.Source = out.Sources[0]
+	return out, nil
+}
+
+// newWatch builds the Event watch of one cluster and ties it to the app's lifecycle.
+func newWatch(p ModuleParams, cluster string, cfg SourceConfig, conv *Converter, logger *slog.Logger) (*Source, error) {
+	dyn, err := p.Clusters.Dynamic(cluster)
 	if err != nil {
-		return ModuleResults{}, fmt.Errorf("event: %w", err)
+		return nil, fmt.Errorf("event: %w", err)
 	}
 	var store CheckpointStore
 	switch {
-	case cfg.Source.CheckpointFile != "":
-		store = FileCheckpoint{Path: cfg.Source.CheckpointFile}
-	case cfg.Source.CheckpointConfigMap != "":
-		ns, name, _ := splitNamespaceName(cfg.Source.CheckpointConfigMap) // validated
+	case cfg.CheckpointFile != "":
+		store = FileCheckpoint{Path: cfg.CheckpointFile}
+	case cfg.CheckpointConfigMap != "":
+		ns, name, _ := splitNamespaceName(cfg.CheckpointConfigMap) // validated
 		store = ConfigMapCheckpoint{
 			Client: dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns),
 			Name:   name,
 		}
 	}
-	src, err := NewSource(cfg.Source, dyn.Resource(cfg.Source.GVR()), conv, p.Aggregator, store, logger, p.MeterProvider)
+	src, err := NewSource(cfg, dyn.Resource(cfg.GVR()), conv, p.Aggregator, store, logger, p.MeterProvider)
 	if err != nil {
-		return ModuleResults{}, err
+		return nil, fmt.Errorf("event: cluster %s: %w", cluster, err)
 	}
 	p.Lifecycle.Append(fx.StartStopHook(src.Start, src.Stop))
-	out.Source = src
-	return out, nil
+	return src, nil
 }

@@ -2,6 +2,8 @@ package event
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,9 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/linker"
 )
 
 func TestModuleReplay(t *testing.T) {
@@ -56,4 +63,57 @@ func TestModuleWatchNeedsClusters(t *testing.T) {
 	)
 	assert.ErrorContains(t, app.Err(), "kubeconfig")
 	_ = context.Background()
+}
+
+type fakeClusters map[string]dynamic.Interface
+
+func (f fakeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
+	if d, ok := f[cluster]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%s: %w", cluster, linker.ErrUnknownCluster)
+}
+
+// Several clusters: each cluster's Events become spans of that cluster, and each watch keeps its
+// own checkpoint.
+func TestModuleWatchesSeveralClusters(t *testing.T) {
+	gvrs := map[schema.GroupVersionResource]string{{Version: "v1", Resource: "events"}: "EventList"}
+	clusters := fakeClusters{
+		"wl":   dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), gvrs, coreEvent(t, "u-wl", "5", 1, t0)),
+		"mgmt": dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), gvrs, coreEvent(t, "u-mgmt", "7", 1, t0)),
+	}
+	ckpt := filepath.Join(t.TempDir(), "ckpt.json")
+	agg := &aggregatortest.RecordingAggregator{}
+	var res struct {
+		fx.In
+		Source  *Source
+		Sources []*Source
+	}
+	app := fxtest.New(t,
+		fx.Supply(Config{Cluster: "wl", Watch: true, WatchClusters: []string{"mgmt"}, Source: SourceConfig{CheckpointFile: ckpt}}),
+		fx.Provide(func() aggregator.Aggregator { return agg }),
+		fx.Provide(func() linker.Clusters { return clusters }),
+		Module,
+		fx.Populate(&res),
+	)
+	app.RequireStart()
+	require.Len(t, res.Sources, 2)
+	assert.Same(t, res.Source, res.Sources[0])
+	require.Eventually(t, func() bool { return len(agg.Events()) == 2 }, 5*time.Second, 10*time.Millisecond)
+	app.RequireStop()
+	byCluster := map[string]string{}
+	for _, ev := range agg.Events() {
+		byCluster[ev.Object.Cluster] = ev.Object.Name
+	}
+	assert.Equal(t, map[string]string{"wl": "web", "mgmt": "web"}, byCluster)
+	assert.FileExists(t, ckpt)
+	assert.FileExists(t, ckpt+".mgmt")
+
+	for _, bad := range []Config{
+		{Cluster: "wl", WatchClusters: []string{"mgmt"}},
+		{Cluster: "wl", Watch: true, WatchClusters: []string{"wl"}},
+		{Cluster: "wl", Watch: true, WatchClusters: []string{""}},
+	} {
+		assert.Error(t, bad.Validate(), bad)
+	}
 }
