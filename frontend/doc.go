@@ -12,4 +12,8 @@
 // JaegerAPI serves the engine through Jaeger Query's HTTP API (services are display modes,
 // operations are clusters) plus GET /redirect. Its trace IDs are DisplayIDs: stateless, they
 // name the mode, the time range and the anchor object, and resolve against the store alone.
+//
+// UIAPI serves what the built-in web UI (package frontend/ui) needs besides that: short search
+// results (GET /api/ui/search) and search-field suggestions from stored data
+// (GET /api/ui/suggestions).
 package frontend

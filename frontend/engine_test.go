@@ -372,8 +372,9 @@ func TestFoldedLogFields(t *testing.T) {
 		fields[f.Key] = f.Value
 		keys = append(keys, f.Key)
 	}
-	assert.Equal(t, []string{"audit", "userAgent", "sourceIP", "diff", "verbose diff", "snapshot", "error", "_debug"}, keys)
+	assert.Equal(t, []string{"audit", "user", "userAgent", "sourceIP", "diff", "verbose diff", "snapshot", "error", "_debug"}, keys)
 	assert.Equal(t, "alice update 1", fields["audit"])
+	assert.Equal(t, "alice", fields["user"])
 	assert.Equal(t, "status.observedGeneration 1 -> 2\nspec.replicas 1 -> 2", fields["diff"], "managed fields hidden")
 	assert.Equal(t, "metadata.resourceVersion \"1\" -> \"2\"", fields["verbose diff"])
 	assert.Equal(t, `{"metadata":{"name":"p"}}`, fields["snapshot"])

@@ -165,7 +165,7 @@ func renderText(tr frontend.JaegerTrace) string {
 			var fs []string
 			for _, f := range l.Fields {
 				switch f.Key {
-				case "userAgent", "sourceIP":
+				case "user", "responseCode", "userAgent", "sourceIP":
 					continue
 				case "diff", "verbose diff", "snapshot":
 					// Whether and what the pipeline diffs belongs to the audit and diff

@@ -235,6 +235,8 @@ func walkNodes(n *node, fn func(*node)) {
 
 // Attribute keys copied into a folded event's log, and the field names they get.
 var foldedTags = []struct{ from, to string }{
+	{aggregator.AttrUser, "user"},
+	{aggregator.AttrStatusCode, "responseCode"},
 	{aggregator.AttrUserAgent, "userAgent"},
 	{aggregator.AttrSourceIP, "sourceIP"},
 	{"kelemetry.event.action", "action"},

@@ -1,0 +1,187 @@
+package ui_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/frontend/ui"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/store"
+)
+
+// The rollout fixture was recorded between 17:00 and 17:11 UTC.
+var (
+	rolloutFrom = time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
+	rolloutTo   = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+)
+
+// ingestRollout replays testdata/rollout/audit.jsonl through the audit consumer and the
+// recorded core/v1 Events through the event converter, into the aggregator (owner and
+// annotation linkers) and a memory store.
+func ingestRollout(t testing.TB) *store.Memory {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl"))
+	require.NoError(t, err)
+	ctx := context.Background()
+	st := store.NewMemory(store.MemoryConfig{})
+	agg, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
+		Sinks: []aggregator.Sink{st},
+		Linkers: []aggregator.Linker{
+			linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil),
+			linker.NewAnnotationLinker(nil, nil, nil),
+		},
+	})
+	require.NoError(t, err)
+	require.NoError(t, agg.Start(ctx))
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, nil, nil)
+	require.NoError(t, err)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		ev, err := audit.DecodeEvent(bytes.Clone(line))
+		require.NoError(t, err)
+		consumer.Handle(ctx, "test", ev)
+	}
+	require.NoError(t, sc.Err())
+	stats, err := event.ReplayFile(ctx, filepath.Join("..", "..", "testdata", "rollout", "events-core-v1.json"),
+		event.NewConverter("test", nil, 0), agg, nil)
+	require.NoError(t, err)
+	require.Positive(t, stats.Sent, "recorded Events")
+	require.NoError(t, agg.Stop(ctx))
+	return st
+}
+
+// serve builds the HTTP surface the all-in-one serves: native, Jaeger and UI APIs and the UI.
+func serve(t testing.TB, r store.Reader, cfg frontend.EngineConfig) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	quiet := slog.New(slog.DiscardHandler) // the error-state tests fail requests on purpose
+	frontend.NewNativeAPI(r, quiet).Register(mux)
+	frontend.NewJaegerAPI(r, cfg, quiet).Register(mux)
+	frontend.NewUIAPI(r, cfg, quiet).Register(mux)
+	ui.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// failingReader is a store whose searches fail, for the UI's error states.
+type failingReader struct{ store.Reader }
+
+var errDiskOnFire = errors.New("disk on fire")
+
+func (failingReader) FindObjects(context.Context, store.ObjectQuery) ([]store.ObjectWindows, error) {
+	return nil, errDiskOnFire
+}
+
+func (failingReader) GetTrace(context.Context, trace.TraceID) ([]*aggregator.Span, error) {
+	return nil, errDiskOnFire
+}
+
+// getJSON decodes a GET answer's data into v.
+func getJSON(t testing.TB, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, u)
+	var env struct{ Data json.RawMessage }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&env))
+	require.NoError(t, json.Unmarshal(env.Data, v))
+}
+
+// searchOne asks the UI's search API for one result and returns its display ID.
+func searchOne(t testing.TB, srvURL string, mode string, tags map[string]string, from, to time.Time) frontend.SearchSummary {
+	t.Helper()
+	tj, err := json.Marshal(tags)
+	require.NoError(t, err)
+	q := url.Values{"service": {mode}, "tags": {string(tj)},
+		"start": {fmt.Sprint(from.UnixMicro())}, "end": {fmt.Sprint(to.UnixMicro())}}
+	var res []frontend.SearchSummary
+	getJSON(t, srvURL+"/api/ui/search?"+q.Encode(), &res)
+	require.Len(t, res, 1)
+	return res[0]
+}
+
+// Synthetic Deployment with many Pods, shaped as the aggregator writes spans.
+var synthWindow = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+
+func synthObj(resource, name string) aggregator.ObjectRef {
+	return aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: resource, Namespace: "ns", Name: name}
+}
+
+type synth struct{ spans []*aggregator.Span }
+
+func (s *synth) object(o aggregator.ObjectRef) {
+	tid := aggregator.TraceIDFor(o.Key(), synthWindow)
+	s.spans = append(s.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindObject,
+		Source: "object", Name: o.Resource + "/" + o.Name, Object: o, Window: synthWindow, Start: synthWindow,
+		End: synthWindow.Add(aggregator.DefaultWindow)})
+}
+
+func (s *synth) event(o aggregator.ObjectRef, at time.Duration, id string) {
+	tid := aggregator.TraceIDFor(o.Key(), synthWindow)
+	start := synthWindow.Add(at)
+	s.spans = append(s.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.EventSpanID(tid, "audit", id),
+		ParentID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindEvent, Source: "audit", Name: "alice update " + id,
+		Object: o, Window: synthWindow, Start: start, End: start.Add(time.Millisecond),
+		Attributes: aggregator.Attrs{{Key: aggregator.AttrUser, Value: "alice"}}})
+}
+
+func (s *synth) link(parent, child aggregator.ObjectRef) {
+	for _, side := range []struct {
+		holder, target aggregator.ObjectRef
+		role           aggregator.Role
+	}{{child, parent, aggregator.RoleParent}, {parent, child, aggregator.RoleChild}} {
+		tid := aggregator.TraceIDFor(side.holder.Key(), synthWindow)
+		s.spans = append(s.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.LinkSpanID(tid, side.target.Key(), side.role),
+			ParentID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindLink, Source: "link", Name: side.holder.Resource + "/" + side.holder.Name,
+			Object: side.holder, Window: synthWindow, Start: synthWindow, End: synthWindow,
+			Link: &aggregator.Link{Target: side.target, Role: side.role, Class: "children"}})
+	}
+}
+
+// bigDeployment stores a Deployment, one ReplicaSet and pods Pods, each with two events.
+func bigDeployment(t testing.TB, pods int) *store.Memory {
+	t.Helper()
+	var s synth
+	dep, rs := synthObj("deployments", "web"), synthObj("replicasets", "web-1")
+	s.object(dep)
+	s.object(rs)
+	s.event(dep, time.Minute, "d")
+	s.event(rs, time.Minute+time.Second, "r")
+	s.link(dep, rs)
+	for i := range pods {
+		pod := synthObj("pods", fmt.Sprintf("web-1-%04d", i))
+		s.object(pod)
+		s.link(rs, pod)
+		s.event(pod, 2*time.Minute+time.Duration(i)*time.Millisecond, fmt.Sprintf("a%d", i))
+		s.event(pod, 3*time.Minute+time.Duration(i)*time.Millisecond, fmt.Sprintf("b%d", i))
+	}
+	st := store.NewMemory(store.MemoryConfig{})
+	require.NoError(t, st.Export(context.Background(), s.spans))
+	return st
+}

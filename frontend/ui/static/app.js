@@ -1,0 +1,987 @@
+// Kelemetry web UI: a search page and a trace page over the frontend's HTTP API.
+// Plain ES module, no dependencies. Data is only ever put into the page as text.
+'use strict';
+
+const ROW_H = 24;          // px, must match --row in app.css
+const OVERSCAN = 12;       // rows drawn above and below the visible ones
+const MAX_MARKERS = 400;   // markers drawn on one row
+const MAX_JSON_ENTRIES = 2000;
+const MAX_URL_COLLAPSED = 50;
+
+const DISPLAYS = ['tracing', 'grouped', 'tree', 'timeline'];
+const DISPLAY_DIGIT = { tree: '0', timeline: '1', tracing: '2', grouped: '3' };
+const LINKS = [
+  { key: 'none', digit: '0', label: 'only found objects' },
+  { key: 'full tree', digit: '1', label: 'full tree' },
+  { key: 'ancestors', digit: '2', label: 'ancestors' },
+  { key: 'descendants', digit: '4', label: 'descendants' },
+];
+const RANGES = [
+  ['15m', 'Last 15 minutes', 15 * 60], ['1h', 'Last hour', 3600], ['6h', 'Last 6 hours', 6 * 3600],
+  ['24h', 'Last 24 hours', 86400], ['2d', 'Last 2 days', 2 * 86400], ['7d', 'Last 7 days', 7 * 86400],
+  ['30d', 'Last 30 days', 30 * 86400], ['90d', 'Last 90 days', 90 * 86400], ['custom', 'Custom range', 0],
+];
+const DEFAULTS = { display: 'tracing', link: 'full tree', range: '2d', limit: '20' };
+
+// ---------- small helpers ----------
+
+// el builds an element. props: class, text, title, href, value, type, dataset {...}, attrs {...},
+// on<event> handlers; children: nodes, strings, arrays, null.
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else if (k === 'attrs') for (const [a, av] of Object.entries(v)) { if (av !== undefined && av !== null) e.setAttribute(a, av); }
+    else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
+    else if (k in e && k !== 'list') {
+      try { e[k] = v; } catch (_) { e.setAttribute(k, v); }
+    } else e.setAttribute(k, v);
+  }
+  appendAll(e, children);
+  return e;
+}
+
+function appendAll(e, children) {
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    if (Array.isArray(c)) appendAll(e, c);
+    else e.append(c instanceof Node ? c : String(c));
+  }
+}
+
+// fill replaces e's children; arrays are flattened and null, undefined and false left out.
+function fill(e, ...children) {
+  e.replaceChildren();
+  appendAll(e, children);
+  return e;
+}
+
+function plural(n, word, many) { return `${n} ${n === 1 ? word : (many || word + 's')}`; }
+
+function pad(n, w) { return String(n).padStart(w || 2, '0'); }
+
+// fmtTime formats Unix microseconds or a Date as UTC "2026-11-29 17:09:30.123".
+function fmtTime(t) {
+  const d = t instanceof Date ? t : new Date(Math.floor(t / 1000));
+  if (isNaN(d.getTime())) return '?';
+  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
+    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}.${pad(d.getUTCMilliseconds(), 3)}`;
+}
+
+// fmtRange formats a search range, to the second.
+function fmtRange(a, b) { return `${fmtTime(a).slice(0, 19)} – ${fmtTime(b).slice(0, 19)}`; }
+
+function isoSeconds(d) { return d.toISOString().replace(/\.\d{3}Z$/, 'Z'); }
+
+// fmtDur formats microseconds.
+function fmtDur(us) {
+  if (!isFinite(us)) return '?';
+  const neg = us < 0; us = Math.abs(us);
+  let s;
+  if (us < 1000) s = `${Math.round(us)}µs`;
+  else if (us < 1e6) s = `${+(us / 1000).toFixed(1)}ms`;
+  else if (us < 60e6) s = `${+(us / 1e6).toFixed(us < 10e6 ? 3 : 2)}s`;
+  else if (us < 3600e6) s = `${Math.floor(us / 60e6)}m${Math.round((us % 60e6) / 1e6)}s`;
+  else s = `${Math.floor(us / 3600e6)}h${Math.round((us % 3600e6) / 60e6)}m`;
+  return (neg ? '-' : '') + s;
+}
+
+function tagMap(list) {
+  const m = new Map();
+  for (const kv of list || []) { if (kv && typeof kv.key === 'string' && !m.has(kv.key)) m.set(kv.key, kv.value); }
+  return m;
+}
+
+function str(v) { return v === undefined || v === null ? '' : String(v); }
+
+// apiGet fetches JSON and turns every failure into an Error with a user-facing message and status.
+async function apiGet(url) {
+  let resp;
+  try {
+    resp = await fetch(url, { headers: { Accept: 'application/json' } });
+  } catch (e) {
+    const err = new Error(`Could not reach the Kelemetry server (${e && e.message ? e.message : e}). Check that it is running and reachable.`);
+    err.status = 0;
+    throw err;
+  }
+  let body = null;
+  const text = await resp.text();
+  try { body = text ? JSON.parse(text) : null; } catch (_) { body = null; }
+  if (!resp.ok) {
+    let msg = '';
+    if (body && Array.isArray(body.errors) && body.errors.length) msg = body.errors.map(e => str(e && e.msg)).join('; ');
+    else msg = text.trim().slice(0, 500);
+    const err = new Error(msg || resp.statusText || 'no details');
+    err.status = resp.status;
+    throw err;
+  }
+  if (body === null) {
+    const err = new Error('The server answered with something that is not JSON.');
+    err.status = resp.status;
+    throw err;
+  }
+  return body;
+}
+
+function errorBox(title, err, tips) {
+  const status = err && typeof err.status === 'number' ? err.status : -1;
+  let lead = title;
+  if (status >= 500) lead = `${title}: the backend failed (HTTP ${status}).`;
+  else if (status >= 400) lead = `${title}: the server rejected the request (HTTP ${status}).`;
+  else if (status === 0) lead = `${title}: the server is unreachable.`;
+  return el('div', { class: 'msg error', attrs: { role: 'alert' } },
+    el('h3', { text: lead }),
+    el('div', { class: 'detail-text', text: err && err.message ? err.message : String(err) }),
+    tips && tips.length ? el('ul', {}, tips.map(t => el('li', { text: t }))) : null);
+}
+
+// ---------- routing ----------
+
+const app = () => document.getElementById('app');
+let pageToken = 0; // bumps on every navigation; late answers of old pages are dropped
+
+function navigate(url, replace) {
+  if (replace) history.replaceState(null, '', url); else history.pushState(null, '', url);
+  route();
+}
+
+function route() {
+  const token = ++pageToken;
+  teardownTrace();
+  const path = location.pathname;
+  const params = new URLSearchParams(location.search);
+  const run = path.startsWith('/trace/') ? showTrace(decodeURIComponent(path.slice('/trace/'.length)), params, token)
+    : showSearch(params, token);
+  Promise.resolve(run).catch(e => {
+    if (token !== pageToken) return;
+    fill(app(), errorBox('The page failed', e));
+  });
+}
+
+document.addEventListener('click', e => {
+  const a = e.target instanceof Element ? e.target.closest('a[data-nav]') : null;
+  if (!a || e.defaultPrevented || e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
+  e.preventDefault();
+  navigate(a.getAttribute('href'));
+});
+window.addEventListener('popstate', route);
+
+// ---------- search page ----------
+
+// parseResource reads "deployments.apps", "apps/deployments" or "pods".
+function parseResource(s) {
+  s = s.trim();
+  if (!s) return { group: '', resource: '' };
+  const slash = s.indexOf('/');
+  if (slash >= 0) return { group: s.slice(0, slash).trim(), resource: s.slice(slash + 1).trim() };
+  const dot = s.indexOf('.');
+  if (dot >= 0) return { group: s.slice(dot + 1).trim(), resource: s.slice(0, dot).trim() };
+  return { group: '', resource: s };
+}
+
+function resourceLabel(o) { return o.group ? `${o.resource}.${o.group}` : str(o.resource); }
+
+// parseTimeInput reads RFC 3339, or a date and time without a zone taken as UTC.
+function parseTimeInput(s) {
+  s = s.trim();
+  if (!s) return null;
+  if (/^\d{4}-\d{2}-\d{2}$/.test(s)) s += 'T00:00:00Z';
+  else if (/^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(s)) s = s.replace(' ', 'T') + 'Z';
+  const d = new Date(s);
+  return isNaN(d.getTime()) ? null : d;
+}
+
+// searchRange resolves the form's range to dates, or throws with an explanation.
+function searchRange(p) {
+  const range = p.range;
+  if (range === 'custom') {
+    const start = parseTimeInput(p.start), end = p.end.trim() ? parseTimeInput(p.end) : new Date();
+    if (!p.start.trim()) throw new Error('The custom time range needs a start time, e.g. 2026-11-29T17:00:00Z (UTC).');
+    if (!start) throw new Error(`The start time "${p.start}" is not a time. Write it as 2026-11-29T17:00:00Z or 2026-11-29 17:00 (UTC).`);
+    if (!end) throw new Error(`The end time "${p.end}" is not a time. Write it as 2026-11-29T18:00:00Z or 2026-11-29 18:00 (UTC).`);
+    if (end.getTime() <= start.getTime()) {
+      throw new Error(`The time range is empty: the end (${fmtTime(end)}) is not after the start (${fmtTime(start)}).`);
+    }
+    return { start, end };
+  }
+  const preset = RANGES.find(r => r[0] === range);
+  if (!preset) throw new Error(`Unknown time range "${range}".`);
+  const end = new Date();
+  return { start: new Date(end.getTime() - preset[2] * 1000), end };
+}
+
+function formState(params) {
+  const g = (k) => params.get(k) ?? DEFAULTS[k] ?? '';
+  return {
+    cluster: g('cluster'), resource: g('resource'), namespace: g('namespace'), name: g('name'), attrs: g('attrs'),
+    range: g('range'), start: g('start'), end: g('end'), display: g('display'), link: g('link'), limit: g('limit'),
+  };
+}
+
+function modeName(display, link) { return !link || link === 'none' ? display : `${display} [${link}]`; }
+
+// searchURL builds the API request of a form state.
+function searchURL(p, range) {
+  const q = new URLSearchParams();
+  q.set('service', modeName(p.display, p.link));
+  if (p.cluster.trim()) q.set('operation', p.cluster.trim());
+  const tags = {};
+  const r = parseResource(p.resource);
+  if (r.group) tags.group = r.group;
+  if (r.resource) tags.resource = r.resource;
+  if (p.namespace.trim()) tags.namespace = p.namespace.trim();
+  if (p.name.trim()) tags.name = p.name.trim();
+  if (Object.keys(tags).length) q.append('tags', JSON.stringify(tags));
+  if (p.attrs.trim()) q.append('tags', p.attrs.trim());
+  q.set('start', String(range.start.getTime() * 1000));
+  q.set('end', String(range.end.getTime() * 1000));
+  if (p.limit.trim()) q.set('limit', p.limit.trim());
+  return '/api/ui/search?' + q.toString();
+}
+
+let suggestionCache = null;
+
+async function loadSuggestions() {
+  if (suggestionCache) return suggestionCache;
+  try {
+    const body = await apiGet('/api/ui/suggestions');
+    suggestionCache = body && body.data ? body.data : {};
+  } catch (_) {
+    suggestionCache = {}; // suggestions are a convenience; the search reports real errors
+  }
+  return suggestionCache;
+}
+
+function datalist(id, values) {
+  return el('datalist', { id }, (values || []).map(v => el('option', { value: v })));
+}
+
+async function showSearch(params, token) {
+  const p = formState(params);
+  const searched = params.toString() !== '' && location.pathname === '/search';
+  const field = (label, name, extra) => el('label', {}, label,
+    el('input', Object.assign({ name, value: p[name], autocomplete: 'off', spellcheck: false }, extra || {})));
+  const rangeSel = el('select', { name: 'range' }, RANGES.map(r => el('option', { value: r[0], text: r[1], selected: r[0] === p.range })));
+  const customBox = el('div', { class: 'pair custom' }, field('Start (UTC)', 'start', { placeholder: '2026-11-29T17:00:00Z' }),
+    field('End (UTC)', 'end', { placeholder: 'now' }));
+  customBox.hidden = p.range !== 'custom';
+  rangeSel.addEventListener('change', () => { customBox.hidden = rangeSel.value !== 'custom'; });
+  const form = el('form', { class: 'filters', attrs: { 'aria-label': 'Search' } },
+    el('h2', { text: 'Find objects' }),
+    field('Cluster', 'cluster', { list: 'dl-clusters', placeholder: 'any' }),
+    field('Resource (resource.group)', 'resource', { list: 'dl-resources', placeholder: 'e.g. deployments.apps, pods' }),
+    el('div', { class: 'pair' }, field('Namespace', 'namespace', { list: 'dl-namespaces', placeholder: 'any' }),
+      field('Name', 'name', { placeholder: 'any' })),
+    field('Event attributes', 'attrs', { placeholder: 'e.g. user=admin verb=patch' }),
+    el('label', {}, 'Time range', rangeSel),
+    customBox,
+    el('div', { class: 'pair' },
+      el('label', {}, 'Display', el('select', { name: 'display' }, DISPLAYS.map(d => el('option', { value: d, text: d, selected: d === p.display })))),
+      el('label', {}, 'Links', el('select', { name: 'link' }, LINKS.map(l => el('option', { value: l.key, text: l.label, selected: l.key === p.link }))))),
+    field('Max. objects found', 'limit', { type: 'number', min: 1, max: 1000 }),
+    el('button', { class: 'primary', type: 'submit', text: 'Search' }),
+    datalist('dl-clusters', []), datalist('dl-resources', []), datalist('dl-namespaces', []));
+  form.addEventListener('submit', e => {
+    e.preventDefault();
+    const fd = new FormData(form);
+    const q = new URLSearchParams();
+    for (const k of ['cluster', 'resource', 'namespace', 'name', 'attrs', 'range', 'start', 'end', 'display', 'link', 'limit']) {
+      const v = str(fd.get(k)).trim();
+      if (v && (k !== 'start' && k !== 'end' || fd.get('range') === 'custom')) q.set(k, v);
+    }
+    navigate('/search?' + q.toString());
+  });
+  const results = el('section', { class: 'results', attrs: { 'aria-live': 'polite' } });
+  fill(app(), el('div', { class: 'search' }, form, results));
+
+  loadSuggestions().then(s => {
+    if (token !== pageToken || !s) return;
+    form.querySelector('#dl-clusters').replaceWith(datalist('dl-clusters', s.clusters));
+    form.querySelector('#dl-resources').replaceWith(datalist('dl-resources', (s.resources || []).map(resourceLabel)));
+    form.querySelector('#dl-namespaces').replaceWith(datalist('dl-namespaces', s.namespaces));
+    if (searched) return;
+    // The start page lists what is stored: the default range if the newest data is in it,
+    // otherwise the stored data's own range (a replayed recording, an idle cluster).
+    if (location.pathname === '/' && s.newest && s.oldest) {
+      const newest = new Date(s.newest);
+      const preset = RANGES.find(r => r[0] === DEFAULTS.range);
+      if (preset && newest.getTime() > Date.now() - preset[2] * 1000) navigate('/search?range=' + DEFAULTS.range, true);
+      else navigate(storedRangeURL(s, {}), true);
+      return;
+    }
+    fill(results, welcome(s));
+  });
+  if (!searched) {
+    fill(results, el('p', { class: 'note', text: 'Fill in any of the fields and press Search.' }));
+    return;
+  }
+  let range;
+  try {
+    range = searchRange(p);
+  } catch (e) {
+    fill(results, el('div', { class: 'msg error bad-range', attrs: { role: 'alert' } },
+      el('h3', { text: 'Bad time range' }), el('div', { text: e.message })));
+    return;
+  }
+  fill(results, el('p', { class: 'note', text: 'Searching…' }));
+  let body;
+  try {
+    body = await apiGet(searchURL(p, range));
+  } catch (e) {
+    if (token !== pageToken) return;
+    fill(results, errorBox('The search failed', e,
+      e.status >= 500 ? ['Try again in a moment; if it keeps failing, the server log names the cause.'] : []));
+    return;
+  }
+  if (token !== pageToken) return;
+  const list = Array.isArray(body.data) ? body.data : [];
+  if (list.length === 0) {
+    const s = await loadSuggestions();
+    if (token !== pageToken) return;
+    fill(results, noMatches(p, range, s));
+    return;
+  }
+  fill(results,
+    el('h2', { text: `${plural(list.length, 'result')} · ${fmtRange(range.start, range.end)}` }),
+    list.map(r => resultCard(r, p)));
+}
+
+function welcome(s) {
+  const box = el('div', { class: 'msg empty' }, el('h3', { text: 'Search stored traces' }),
+    el('div', { text: 'Each result is one object with its related objects (owners, owned objects) and their events, merged over the time range.' }));
+  if (s && s.newest) {
+    box.append(el('div', {}, `Stored data spans ${fmtTime(new Date(s.oldest))} – ${fmtTime(new Date(s.newest))}. `,
+      el('a', { href: storedRangeURL(s, {}), dataset: { nav: '' }, text: 'Show everything in that range' })));
+  }
+  return box;
+}
+
+// storedRangeURL searches the stored data's range (at most 90 days back from its newest).
+function storedRangeURL(s, p) {
+  const q = new URLSearchParams();
+  for (const k of ['cluster', 'resource', 'namespace', 'name', 'attrs', 'display', 'link', 'limit']) if (p[k]) q.set(k, p[k]);
+  q.set('range', 'custom');
+  q.set('start', isoSeconds(new Date(Math.max(Date.parse(s.oldest), Date.parse(s.newest) - 90 * 86400e3))));
+  q.set('end', isoSeconds(new Date(s.newest)));
+  return '/search?' + q.toString();
+}
+
+function noMatches(p, range, s) {
+  const filters = [];
+  if (p.cluster) filters.push(`cluster ${p.cluster}`);
+  if (p.resource) filters.push(`resource ${p.resource}`);
+  if (p.namespace) filters.push(`namespace ${p.namespace}`);
+  if (p.name) filters.push(`name ${p.name}`);
+  if (p.attrs) filters.push(`event attributes ${p.attrs}`);
+  const tips = ['Widen the time range: traces are stored per 30-minute window.',
+    'Leave fields empty to match anything; names must match exactly.'];
+  if (p.attrs) tips.push('Event attributes must all be on one event, with exact values (user=... matches the user name).');
+  const box = el('div', { class: 'msg empty no-results' },
+    el('h3', { text: 'No matching objects' }),
+    el('div', { text: `Nothing stored matches ${filters.length ? filters.join(', ') : 'the search'} in ${fmtRange(range.start, range.end)}.` }),
+    el('ul', {}, tips.map(t => el('li', { text: t }))));
+  if (s && s.newest) {
+    const oldest = new Date(s.oldest), newest = new Date(s.newest);
+    if (newest < range.start || oldest > range.end) {
+      box.append(el('div', {}, `The stored data spans ${fmtTime(oldest)} – ${fmtTime(newest)}, outside this range. `,
+        el('a', { href: storedRangeURL(s, p), dataset: { nav: '' }, text: 'Search that range' })));
+    }
+  }
+  return box;
+}
+
+function objectLabel(o) {
+  if (!o || !o.resource) return 'object';
+  const ns = o.namespace ? `${o.namespace}/` : '';
+  return `${resourceLabel(o)} ${ns}${str(o.name)}`;
+}
+
+function resultCard(r, p) {
+  const startUs = Date.parse(r.start) * 1000, endUs = Date.parse(r.end) * 1000;
+  const facts = [
+    el('span', { class: 'badge', text: plural(r.objects || 0, 'object') }),
+    el('span', { class: 'badge', text: plural(r.events || 0, 'event') }),
+    r.omitted ? el('span', { class: 'badge warn', text: `${r.omitted} more omitted` }) : null,
+    el('span', { text: isFinite(startUs) ? `${fmtTime(startUs)} – ${fmtTime(endUs)} (${fmtDur(endUs - startUs)})` : '' }),
+    el('span', { text: `cluster${(r.clusters || []).length === 1 ? '' : 's'}: ${(r.clusters || []).join(', ') || '–'}` }),
+  ];
+  const seed = r.seed && r.root && objectLabel(r.seed) !== objectLabel(r.root) ? el('span', { text: `found: ${objectLabel(r.seed)}` }) : null;
+  const more = r.roots > 1 ? ` and ${plural(r.roots - 1, 'other root')}` : '';
+  return el('a', { class: 'result', href: `/trace/${encodeURIComponent(r.traceID)}`, dataset: { nav: '' } },
+    el('div', { class: 'title', text: objectLabel(r.root) + more }),
+    el('div', { class: 'facts' }, facts, seed));
+}
+
+// ---------- trace model ----------
+
+// A node is one drawn row: an object, event, group, omission or reference span.
+function buildModel(tr) {
+  const procs = tr.processes || {};
+  const spans = Array.isArray(tr.spans) ? tr.spans : [];
+  const byId = new Map();
+  const nodes = [];
+  for (const s of spans) {
+    if (!s || typeof s.spanID !== 'string' || byId.has(s.spanID)) continue;
+    const tags = tagMap(s.tags);
+    const start = Number(s.startTime) || 0;
+    const n = {
+      id: s.spanID, span: s, tags, kind: str(tags.get('kelemetry.span.kind')) || 'object',
+      service: str(procs[s.processID] && procs[s.processID].serviceName), op: str(s.operationName),
+      start, end: start + Math.max(Number(s.duration) || 0, 0),
+      logs: Array.isArray(s.logs) ? s.logs : [], children: [], parent: null, depth: 0, ref: null,
+    };
+    byId.set(n.id, n);
+    nodes.push(n);
+  }
+  const roots = [];
+  for (const n of nodes) {
+    for (const r of n.span.references || []) {
+      if (!r) continue;
+      if (r.refType === 'CHILD_OF' && !n.parent && byId.has(r.spanID) && r.spanID !== n.id) n.parent = byId.get(r.spanID);
+      else if (r.refType === 'FOLLOWS_FROM') n.ref = r.spanID;
+    }
+  }
+  // Guard against cycles in malformed data: a node whose ancestry loops becomes a root.
+  for (const n of nodes) {
+    const seen = new Set([n]);
+    for (let p = n.parent; p; p = p.parent) { if (seen.has(p)) { n.parent = null; break; } seen.add(p); }
+    if (n.parent) n.parent.children.push(n); else roots.push(n);
+  }
+  let t0 = Infinity, t1 = -Infinity;
+  const visit = (n, depth) => {
+    n.depth = depth;
+    t0 = Math.min(t0, n.start); t1 = Math.max(t1, n.end);
+    for (const l of n.logs) { const ts = Number(l && l.timestamp); if (ts) { t0 = Math.min(t0, ts); t1 = Math.max(t1, ts); } }
+    for (const c of n.children) visit(c, depth + 1);
+  };
+  for (const r of roots) visit(r, 0);
+  if (!isFinite(t0)) { t0 = 0; t1 = 1; }
+  if (t1 <= t0) t1 = t0 + 1;
+  let objects = 0, events = 0, omitted = 0;
+  for (const n of nodes) {
+    if (n.kind === 'object') objects++;
+    if (n.kind === 'event') events++;
+    if (n.kind === 'omitted') omitted += Number(n.tags.get('kelemetry.omitted')) || 0;
+    if (n.kind !== 'event') events += n.logs.filter(l => eventOfLog(l)).length;
+  }
+  return { traceID: str(tr.traceID), nodes, byId, roots, t0, t1, objects, events, omitted, warnings: tr.warnings || [] };
+}
+
+// eventOfLog reads a log of an object or group row as a folded event (tracing, grouped): its
+// first field is source=title. Call it only for rows that are not event spans: their logs are
+// raw (event=diff|snapshot|..., message=...).
+function eventOfLog(l) {
+  const f = l && Array.isArray(l.fields) ? l.fields : [];
+  if (!f.length || !f[0] || typeof f[0].key !== 'string') return null;
+  return f;
+}
+
+// normalize turns a folded log or an event span into one shape for the detail panel.
+function normalizeEvent(n, logIndex) {
+  const ev = { title: '', source: '', time: 0, end: 0, user: '', userAgent: '', code: '', sourceIP: '', action: '',
+    diff: [], verboseDiff: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n };
+  const addDiff = (into, text) => { for (const line of str(text).split('\n')) if (line.trim()) into.push(line); };
+  if (logIndex !== undefined && logIndex !== null) {
+    const l = n.logs[logIndex];
+    const f = eventOfLog(l) || [];
+    ev.time = ev.end = Number(l && l.timestamp) || n.start;
+    f.forEach((kv, i) => {
+      if (!kv) return;
+      const k = str(kv.key), v = kv.value;
+      if (i === 0) { ev.source = k; ev.title = str(v); return; }
+      switch (k) {
+        case 'user': ev.user = str(v); break;
+        case 'userAgent': ev.userAgent = str(v); break;
+        case 'responseCode': ev.code = str(v); break;
+        case 'sourceIP': ev.sourceIP = str(v); break;
+        case 'action': ev.action = str(v); break;
+        case 'diff': addDiff(ev.diff, v); break;
+        case 'verbose diff': addDiff(ev.verboseDiff, v); break;
+        case 'snapshot': ev.snapshot = str(v); break;
+        case 'error': if (v !== true) ev.errors.push(str(v)); else if (!ev.errors.length) ev.errors.push('the request failed'); break;
+        case 'message': ev.messages.push(str(v)); break;
+        default: ev.other.push([k, str(v)]);
+      }
+    });
+    return ev;
+  }
+  // An event span (tree, timeline).
+  ev.title = n.op; ev.source = n.service; ev.time = n.start; ev.end = n.end;
+  const t = n.tags;
+  ev.user = str(t.get('user.name')); ev.userAgent = str(t.get('user_agent.original'));
+  ev.code = str(t.get('http.response.status_code')); ev.sourceIP = str(t.get('client.address'));
+  ev.action = str(t.get('kelemetry.event.action'));
+  for (const [k, v] of t) if (k !== 'kelemetry.span.kind') ev.attrs.push([k, str(v)]);
+  if (t.get('error') === true && !n.logs.length) ev.errors.push('the request failed');
+  for (const l of n.logs) {
+    const f = tagMap(l && l.fields);
+    const type = str(f.get('event')), msg = str(f.get('message'));
+    if (type === 'diff') {
+      for (const line of msg.split('\n')) {
+        if (!line.trim()) continue;
+        const path = line.split(' ')[0];
+        if (path.startsWith('metadata.managedFields')) continue;
+        if (path === 'metadata.resourceVersion' || path === 'metadata.generation') ev.verboseDiff.push(line); else ev.diff.push(line);
+      }
+    } else if (type === 'snapshot') ev.snapshot = msg;
+    else if (type === 'error' || type === 'cause') ev.errors.push(msg);
+    else if (type === 'message') ev.messages.push(msg);
+    else ev.other.push([type || 'log', msg]);
+  }
+  return ev;
+}
+
+// objectNodeOf returns the nearest object row at or above n.
+function objectNodeOf(n) {
+  for (let p = n; p; p = p.parent) if (p.kind === 'object') return p;
+  return null;
+}
+
+function objectKey(n) {
+  const t = n.tags;
+  return { cluster: str(t.get('cluster')), group: str(t.get('group')), resource: str(t.get('resource')),
+    namespace: str(t.get('namespace')), name: str(t.get('name')) };
+}
+
+// markerClass picks a marker colour from the event's title and fields.
+function markerClass(fields, title, source) {
+  for (const kv of fields || []) {
+    if (kv && kv.key === 'error') return 'error';
+    if (kv && kv.key === 'responseCode' && Number(kv.value) >= 400) return 'error';
+  }
+  const t = ' ' + str(title) + ' ';
+  if (/\(\w[^)]*\)\s*$/.test(str(title).trim())) return 'error';
+  if (/ create /.test(t)) return 'create';
+  if (/ delete /.test(t)) return 'delete';
+  if (/ status /.test(t)) return 'status';
+  if (source === 'event') return 'event';
+  return '';
+}
+
+// ---------- diff lines ----------
+
+// splitDiff reads "<path> <old> -> <new>".
+function splitDiff(line) {
+  const sp = line.indexOf(' ');
+  if (sp < 0) return { path: line, old: '', new: '' };
+  const path = line.slice(0, sp), rest = line.slice(sp + 1);
+  let best = -1;
+  for (let i = rest.indexOf(' -> '); i >= 0; i = rest.indexOf(' -> ', i + 1)) {
+    const left = rest.slice(0, i);
+    if (best < 0) best = i;
+    // Values are "<none>", bare words, or JSON (strings quoted when they could be misread).
+    if (/^["{[]/.test(left) ? isJSON(left) : !/\s/.test(left)) { best = i; break; }
+  }
+  if (best < 0) return { path, old: rest, new: '' };
+  return { path, old: rest.slice(0, best), new: rest.slice(best + 4) };
+}
+
+function isJSON(s) { try { JSON.parse(s); return true; } catch (_) { return false; } }
+
+function diffTable(lines) {
+  return el('table', { class: 'diff mono' }, el('tbody', {}, lines.map(line => {
+    const d = splitDiff(line);
+    const cls = (v, base) => base + (v === '<none>' ? ' none' : '');
+    return el('tr', { class: 'diff-line' },
+      el('td', { class: 'path', text: d.path }),
+      el('td', { class: cls(d.old, 'old'), text: d.old }),
+      el('td', { class: 'arrow', text: '→' }),
+      el('td', { class: cls(d.new, 'new'), text: d.new }));
+  })));
+}
+
+// ---------- JSON tree ----------
+
+function jsonTree(text) {
+  let v;
+  try { v = JSON.parse(text); } catch (_) { return el('pre', { class: 'json mono', text }); }
+  const budget = { left: MAX_JSON_ENTRIES };
+  return el('div', { class: 'json mono' }, jsonNode(v, null, 0, budget));
+}
+
+function jsonNode(v, key, depth, budget) {
+  const keyEl = key === null ? null : el('span', { class: 'jk', text: (typeof key === 'number' ? key : JSON.stringify(key)) + ': ' });
+  if (v === null || typeof v !== 'object') {
+    const type = v === null ? 'null' : typeof v;
+    return el('div', { class: 'jl' }, keyEl, el('span', { class: type, text: JSON.stringify(v) }));
+  }
+  const arr = Array.isArray(v);
+  const entries = arr ? v.map((x, i) => [i, x]) : Object.entries(v);
+  const d = el('details', { open: depth < 2 },
+    el('summary', {}, keyEl, arr ? `[${entries.length}]` : `{${entries.length}}`));
+  for (const [k, x] of entries) {
+    if (budget.left-- <= 0) { d.append(el('div', { class: 'jl null', text: '… cut (too large to show)' })); break; }
+    d.append(jsonNode(x, k, depth + 1, budget));
+  }
+  return d;
+}
+
+// ---------- trace page ----------
+
+let view = null; // the live trace view, or null
+
+function teardownTrace() {
+  if (view && view.cleanup) view.cleanup();
+  view = null;
+}
+
+function modeOfID(id) {
+  if (id.length !== 32 || !/^ff/i.test(id)) return null;
+  const display = Object.keys(DISPLAY_DIGIT).find(k => DISPLAY_DIGIT[k] === id[2]);
+  const link = LINKS.find(l => l.digit === id[3]);
+  return display && link ? { display, link: link.key } : null;
+}
+
+function idWithMode(id, display, link) {
+  const l = LINKS.find(x => x.key === link);
+  return id.slice(0, 2) + DISPLAY_DIGIT[display] + (l ? l.digit : '0') + id.slice(4);
+}
+
+async function showTrace(id, params, token) {
+  fill(app(), el('p', { class: 'note', text: 'Loading the trace…' }));
+  if (!/^[0-9a-fA-F]{1,32}$/.test(id)) {
+    fill(app(), el('div', { class: 'msg error', attrs: { role: 'alert' } }, el('h3', { text: 'Bad trace ID' }),
+      el('div', { text: `"${id}" is not a trace ID: it should be up to 32 hexadecimal digits, as the search results link them.` })));
+    return;
+  }
+  let body;
+  try {
+    body = await apiGet('/api/traces/' + encodeURIComponent(id));
+  } catch (e) {
+    if (token !== pageToken) return;
+    if (e.status === 404) {
+      fill(app(), el('div', { class: 'msg empty', attrs: { role: 'alert' } }, el('h3', { text: 'Trace not found' }),
+        el('div', { text: `Nothing is stored for trace ${id} any more: its objects may have left the retention period, or the link is wrong.` }),
+        el('div', {}, el('a', { href: '/', dataset: { nav: '' }, text: 'Search again' }))));
+    } else {
+      fill(app(), errorBox('Loading the trace failed', e));
+    }
+    return;
+  }
+  if (token !== pageToken) return;
+  const tr = body && Array.isArray(body.data) ? body.data[0] : null;
+  if (!tr || !Array.isArray(tr.spans) || tr.spans.length === 0) {
+    fill(app(), el('div', { class: 'msg empty' }, el('h3', { text: 'Empty trace' }),
+      el('div', { text: 'The trace holds no spans.' })));
+    return;
+  }
+  renderTrace(id, buildModel(tr), params);
+}
+
+function renderTrace(id, model, params) {
+  const mode = modeOfID(id);
+  const collapsed = new Set((params.get('collapsed') || '').split(',').filter(Boolean));
+  const v = {
+    id, model, mode, collapsed, visible: [], selected: null, selectedLog: null,
+    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null,
+  };
+  view = v;
+
+  const switcher = (label, cls, options, current, onChange) => {
+    const sel = el('select', { class: cls, disabled: !mode }, options.map(o => el('option', { value: o[0], text: o[1], selected: o[0] === current })));
+    sel.addEventListener('change', () => onChange(sel.value));
+    return el('label', { title: mode ? '' : 'Only display IDs (as the search returns them) can switch modes' }, label, sel);
+  };
+  const switchMode = (display, link) => {
+    const q = new URLSearchParams();
+    if (v.selected && v.selected.kind !== 'event') q.set('span', v.selected.id);
+    navigate(`/trace/${idWithMode(id, display, link)}${q.toString() ? '?' + q : ''}`);
+  };
+  const root = model.roots[0];
+  const title = root ? `${root.service} ${root.op}`.trim() : model.traceID;
+  const facts = `${plural(model.objects, 'object')} · ${plural(model.events, 'event')}` +
+    (model.omitted ? ` · ${model.omitted} omitted` : '') + ` · ${fmtDur(model.t1 - model.t0)}`;
+  const bar = el('div', { class: 'tracebar' },
+    el('h2', { class: 'trace-title', text: title }),
+    el('span', { class: 'facts', text: facts }),
+    el('span', { class: 'spacer' }),
+    switcher('Display', 'mode-display', DISPLAYS.map(d => [d, d]), mode ? mode.display : 'tracing', d => switchMode(d, mode.link)),
+    switcher('Links', 'mode-link', LINKS.map(l => [l.key, l.label]), mode ? mode.link : 'none', l => switchMode(mode.display, l)),
+    el('button', { class: 'expand-all', text: 'Expand all', onclick: () => { collapsed.clear(); refresh(v, true); } }),
+    el('button', { class: 'collapse-all', text: 'Collapse all', onclick: () => {
+      for (const n of model.nodes) if (n.children.length && n.parent) collapsed.add(n.id);
+      refresh(v, true);
+    } }));
+  const warnings = model.warnings.length ? el('div', { class: 'msg' }, model.warnings.map(w => el('div', { text: w }))) : null;
+
+  const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl', text: `Object · from ${fmtTime(model.t0)}` }), axisTicks(model));
+  v.spacer = el('div', { class: 'spacer-rows' });
+  v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
+  v.detail = el('aside', { class: 'detail' });
+  v.detail.hidden = true;
+  fill(app(), bar, warnings, el('div', { class: 'tracebody' }, el('div', { class: 'gantt' }, axis, v.rowsEl), v.detail));
+
+  const onScroll = () => schedule(v);
+  v.rowsEl.addEventListener('scroll', onScroll, { passive: true });
+  window.addEventListener('resize', onScroll);
+  v.cleanup = () => { window.removeEventListener('resize', onScroll); cancelAnimationFrame(v.frame); };
+  v.rowsEl.addEventListener('click', e => onRowsClick(v, e));
+
+  computeVisible(v);
+  const span = params.get('span');
+  const evParam = params.get('event');
+  const target = span ? model.byId.get(span) : null;
+  if (target) {
+    const logIndex = evParam !== null && evParam !== '' && isFinite(Number(evParam)) ? Number(evParam) : null;
+    select(v, target, logIndex, true);
+    reveal(v, target);
+  } else {
+    draw(v);
+  }
+}
+
+function axisTicks(model) {
+  const tl = el('div', { class: 'tl' });
+  const n = 5;
+  for (let i = 0; i <= n; i++) {
+    const f = i / n;
+    tl.append(el('span', { class: 'tick' + (i === 0 ? ' first' : i === n ? ' last' : ''), attrs: { style: `left:${f * 100}%` },
+      text: i === 0 ? '0' : '+' + fmtDur((model.t1 - model.t0) * f) }));
+  }
+  return tl;
+}
+
+function computeVisible(v) {
+  const out = [];
+  const walk = (n) => {
+    out.push(n);
+    if (v.collapsed.has(n.id)) return;
+    for (const c of n.children) walk(c);
+  };
+  for (const r of v.model.roots) walk(r);
+  v.visible = out;
+  v.spacer.style.height = `${out.length * ROW_H}px`;
+}
+
+// refresh recomputes the rows after a collapse change and records it in the URL.
+function refresh(v, recordURL) {
+  computeVisible(v);
+  if (recordURL) updateURL(v);
+  draw(v);
+}
+
+function updateURL(v) {
+  const q = new URLSearchParams();
+  if (v.selected) q.set('span', v.selected.id);
+  if (v.selected && v.selectedLog !== null) q.set('event', String(v.selectedLog));
+  if (v.collapsed.size && v.collapsed.size <= MAX_URL_COLLAPSED) q.set('collapsed', [...v.collapsed].join(','));
+  const url = `/trace/${v.id}${q.toString() ? '?' + q : ''}`;
+  if (url !== location.pathname + location.search) history.replaceState(null, '', url);
+}
+
+function schedule(v) {
+  if (v.frame) return;
+  v.frame = requestAnimationFrame(() => { v.frame = 0; draw(v); });
+}
+
+// draw renders only the rows in and near the viewport.
+function draw(v) {
+  if (view !== v) return;
+  const height = v.rowsEl.clientHeight || 600;
+  const first = Math.max(0, Math.floor(v.rowsEl.scrollTop / ROW_H) - OVERSCAN);
+  const last = Math.min(v.visible.length, Math.ceil((v.rowsEl.scrollTop + height) / ROW_H) + OVERSCAN);
+  const frag = document.createDocumentFragment();
+  for (let i = first; i < last; i++) frag.append(rowEl(v, v.visible[i], i));
+  v.spacer.replaceChildren(frag);
+}
+
+function pct(v, t) { return ((t - v.model.t0) / (v.model.t1 - v.model.t0)) * 100; }
+
+function rowEl(v, n, i) {
+  const hasKids = n.children.length > 0;
+  const isCollapsed = v.collapsed.has(n.id);
+  const label = el('div', { class: 'lbl', attrs: { style: `padding-left:${4 + n.depth * 14}px` } },
+    hasKids ? el('button', { class: 'toggle', text: isCollapsed ? '▶' : '▼', title: isCollapsed ? 'Expand' : 'Collapse',
+      attrs: { 'aria-label': isCollapsed ? 'Expand' : 'Collapse' } }) : el('span', { class: 'toggle' }),
+    n.service && n.kind !== 'omitted' ? el('span', { class: 'svc', text: n.service }) : null,
+    el('span', { class: 'op', text: n.op }),
+    hasKids && isCollapsed ? el('span', { class: 'count', text: `(${countDescendants(n)})` }) : null);
+  const tl = el('div', { class: 'tl' });
+  const left = pct(v, n.start), width = Math.max(pct(v, n.end) - left, 0);
+  tl.append(el('div', { class: 'bar', attrs: { style: `left:${left}%;width:${width}%` } }));
+  if (n.kind === 'event') {
+    tl.append(el('button', { class: `mk ${markerClass(n.span.tags, n.op, n.service)}${v.selected === n ? ' selected' : ''}`,
+      title: `${fmtTime(n.start)} ${n.op}`, dataset: { log: '' }, attrs: { style: `left:${left}%` } }));
+  } else {
+    let drawn = 0;
+    n.logs.forEach((l, li) => {
+      const f = eventOfLog(l);
+      if (!f || drawn++ >= MAX_MARKERS) return;
+      const ts = Number(l.timestamp) || n.start;
+      tl.append(el('button', {
+        class: `mk ${markerClass(f, f[0].value, f[0].key)}${v.selected === n && v.selectedLog === li ? ' selected' : ''}`,
+        title: `${fmtTime(ts)} ${str(f[0].value)}`, dataset: { log: String(li) }, attrs: { style: `left:${pct(v, ts)}%` },
+      }));
+    });
+  }
+  return el('div', {
+    class: `row kind-${n.kind}${v.selected === n ? ' selected' : ''}`, dataset: { id: n.id, index: String(i) },
+    attrs: { style: `top:${i * ROW_H}px`, role: 'treeitem', 'aria-expanded': hasKids ? String(!isCollapsed) : null },
+  }, label, tl);
+}
+
+function countDescendants(n) {
+  let c = 0;
+  const stack = [...n.children];
+  while (stack.length) { const x = stack.pop(); c++; for (const y of x.children) stack.push(y); }
+  return c;
+}
+
+function onRowsClick(v, e) {
+  const target = e.target instanceof Element ? e.target : null;
+  const row = target && target.closest('.row');
+  if (!row) return;
+  const n = v.model.byId.get(row.dataset.id);
+  if (!n) return;
+  if (target.closest('.toggle') && n.children.length) {
+    if (v.collapsed.has(n.id)) v.collapsed.delete(n.id); else v.collapsed.add(n.id);
+    refresh(v, true);
+    return;
+  }
+  const mk = target.closest('.mk');
+  if (mk && mk.dataset.log !== '' && n.kind !== 'event') {
+    select(v, n, Number(mk.dataset.log));
+    return;
+  }
+  if (n.kind === 'reference' && n.ref && v.model.byId.has(n.ref)) {
+    const to = v.model.byId.get(n.ref);
+    select(v, to, null);
+    reveal(v, to);
+    return;
+  }
+  select(v, n, null);
+}
+
+// reveal expands n's ancestors and scrolls it into view.
+function reveal(v, n) {
+  let changed = false;
+  for (let p = n.parent; p; p = p.parent) if (v.collapsed.delete(p.id)) changed = true;
+  if (changed) computeVisible(v);
+  const i = v.visible.indexOf(n);
+  if (i >= 0) {
+    const top = i * ROW_H, h = v.rowsEl.clientHeight || 600;
+    if (top < v.rowsEl.scrollTop || top + ROW_H > v.rowsEl.scrollTop + h) v.rowsEl.scrollTop = Math.max(0, top - h / 3);
+  }
+  updateURL(v);
+  draw(v);
+}
+
+function select(v, n, logIndex, quiet) {
+  v.selected = n;
+  v.selectedLog = logIndex === undefined ? null : logIndex;
+  if (!quiet) updateURL(v);
+  renderDetail(v);
+  draw(v);
+}
+
+function redirectURL(n, v) {
+  const k = objectKey(n);
+  if (!k.resource || !k.name) return null;
+  const q = new URLSearchParams();
+  for (const [key, val] of Object.entries(k)) if (val) q.set(key, val);
+  q.set('time', new Date(Math.floor(n.start / 1000)).toISOString());
+  if (v.mode) q.set('mode', modeName(v.mode.display, v.mode.link));
+  return '/redirect?' + q.toString();
+}
+
+function renderDetail(v) {
+  const n = v.selected;
+  const d = v.detail;
+  if (!n) { d.hidden = true; fill(d); return; }
+  d.hidden = false;
+  const close = el('button', { class: 'close', text: 'Close', onclick: () => { v.selected = null; v.selectedLog = null; updateURL(v); renderDetail(v); draw(v); } });
+  if (n.kind === 'event' || (v.selectedLog !== null && n.logs[v.selectedLog] && eventOfLog(n.logs[v.selectedLog]))) {
+    const ev = normalizeEvent(n, n.kind === 'event' ? null : v.selectedLog);
+    fill(d, close, eventDetail(v, ev));
+  } else {
+    fill(d, close, nodeDetail(v, n));
+  }
+  d.scrollTop = 0;
+}
+
+function codeClass(code) { const c = Number(code); return c >= 400 ? 'code-bad' : c >= 200 ? 'code-ok' : ''; }
+
+function eventDetail(v, ev) {
+  const obj = objectNodeOf(ev.owner);
+  const back = obj ? el('a', { href: '#', class: 'back', text: `← ${obj.service} ${obj.op}`,
+    onclick: e => { e.preventDefault(); select(v, obj, null); } }) : null;
+  const meta = [
+    ['Source', ev.source], ['Time', `${fmtTime(ev.time)} (+${fmtDur(ev.time - v.model.t0)})`],
+    ev.end > ev.time ? ['End', `${fmtTime(ev.end)} (took ${fmtDur(ev.end - ev.time)})`] : null,
+    ['User', ev.user], ['User agent', ev.userAgent], ['Response code', ev.code, codeClass(ev.code)], ['Source IP', ev.sourceIP],
+    ['Action', ev.action],
+  ].filter(x => x && x[1]);
+  const link = obj ? redirectURL(obj, v) : null;
+  return el('div', { class: 'event-detail' },
+    back,
+    el('h3', { class: 'event-title', text: ev.title || '(untitled event)' }),
+    el('dl', {}, meta.map(([k, val, cls]) => [el('dt', { text: k }), el('dd', { class: cls || '', text: val })])),
+    ev.errors.length ? [el('h3', { text: 'Errors' }), ev.errors.map(t => el('div', { class: 'box error', text: t }))] : null,
+    ev.messages.length ? [el('h3', { text: 'Messages' }), ev.messages.map(t => el('div', { class: 'box message', text: t }))] : null,
+    el('h3', { text: 'Changes' }),
+    ev.diff.length ? diffTable(ev.diff) : el('div', { class: 'note-inline', text: ev.snapshot
+      ? 'No field changes recorded for this event; the snapshot below holds the object.'
+      : 'No field changes recorded for this event.' }),
+    ev.verboseDiff.length ? el('details', {}, el('summary', { text: `Bookkeeping changes (${ev.verboseDiff.length})` }), diffTable(ev.verboseDiff)) : null,
+    ev.snapshot ? el('details', { class: 'snapshot' }, el('summary', { text: `Snapshot (${ev.snapshot.length} bytes)` }), jsonTree(ev.snapshot)) : null,
+    ev.other.length ? [el('h3', { text: 'Other fields' }), kvTable(ev.other)] : null,
+    ev.attrs.length ? el('details', {}, el('summary', { text: `All attributes (${ev.attrs.length})` }), kvTable(ev.attrs)) : null,
+    link ? el('p', {}, el('a', { href: link, class: 'own-trace', text: `Open the trace of ${objectLabel(objectKey(obj))} (anchored at it)` })) : null);
+}
+
+function kvTable(pairs) {
+  return el('table', { class: 'kv mono' }, el('tbody', {}, pairs.map(([k, val]) => el('tr', {}, el('td', { text: k }), el('td', { text: val })))));
+}
+
+function nodeDetail(v, n) {
+  const parts = [el('h3', { class: 'node-title', text: `${n.service} ${n.op}`.trim() })];
+  if (n.kind === 'omitted') {
+    parts.push(el('div', { class: 'box message', text: 'Link following stopped here: a budget (objects per level, objects in total) or the depth limit was reached. Search for these objects directly, or pick a narrower link mode.' }));
+    return el('div', {}, parts);
+  }
+  const k = objectKey(n);
+  parts.push(el('dl', {},
+    [['Kind', n.kind], ['Cluster', k.cluster], ['Resource', resourceLabel(k)], ['Namespace', k.namespace], ['Name', k.name],
+      ['Start', fmtTime(n.start)], ['End', fmtTime(n.end)], ['UID', str(n.tags.get('kelemetry.object.uid'))],
+      ['Link class', str(n.tags.get('kelemetry.link.class'))]]
+      .filter(x => x[1]).map(([a, b]) => [el('dt', { text: a }), el('dd', { text: b })])));
+  for (const w of n.span.warnings || []) parts.push(el('div', { class: 'box message', text: w }));
+  const link = n.kind === 'object' || n.kind === 'reference' ? redirectURL(n, v) : null;
+  if (link) parts.push(el('p', {}, el('a', { href: link, class: 'own-trace', text: 'Open this object\'s own trace' })));
+  const rel = n.children.filter(c => c.kind === 'object');
+  if (n.parent && objectNodeOf(n.parent)) rel.unshift(objectNodeOf(n.parent));
+  // Events: folded logs, or event child spans.
+  const events = [];
+  n.logs.forEach((l, i) => { const f = eventOfLog(l); if (f) events.push({ time: Number(l.timestamp) || n.start, title: str(f[0].value), fields: f, open: () => select(v, n, i) }); });
+  for (const c of n.children) if (c.kind === 'event') events.push({ time: c.start, title: c.op, fields: c.span.tags, open: () => { select(v, c, null); reveal(v, c); } });
+  parts.push(el('h3', { text: `Events (${events.length})` }));
+  if (!events.length) parts.push(el('div', { class: 'note-inline', text: 'No events in this range.' }));
+  else {
+    const fieldOf = (fs, keys) => { for (const kv of fs || []) if (kv && keys.includes(kv.key)) return str(kv.value); return ''; };
+    parts.push(el('table', { class: 'events' }, el('tbody', {}, events.map(e => {
+      const code = fieldOf(e.fields, ['responseCode', 'http.response.status_code']);
+      return el('tr', { class: 'event-row', onclick: e.open },
+        el('td', { class: 't mono', text: '+' + fmtDur(e.time - v.model.t0) }),
+        el('td', { class: 'title', text: e.title }),
+        el('td', { class: codeClass(code), text: code }));
+    }))));
+  }
+  if (rel.length) {
+    parts.push(el('h3', { text: 'Related objects' }));
+    parts.push(el('ul', {}, rel.slice(0, 200).map(r => el('li', {}, el('a', { href: '#', text: `${r.service} ${r.op}`, onclick: e => { e.preventDefault(); select(v, r, null); reveal(v, r); } }),
+      ' · ', redirectURL(r, v) ? el('a', { href: redirectURL(r, v), text: 'own trace' }) : null))));
+  }
+  return el('div', { class: 'node-detail' }, parts);
+}
+
+// Test hooks: the browser tests read these; they change nothing.
+window.kelemetryUI = {
+  rowCount: () => (view ? view.visible.length : 0),
+  renderedRows: () => document.querySelectorAll('.row').length,
+  splitDiff, parseResource, parseTimeInput: s => { const d = parseTimeInput(s); return d ? d.toISOString() : null; },
+};
+
+route();

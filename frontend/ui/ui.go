@@ -1,0 +1,71 @@
+// Package ui is Kelemetry's built-in web UI: plain HTML, CSS and JavaScript embedded in the
+// binary (no build step, no external assets), served next to the frontend's HTTP API.
+//
+// The pages are a search form with a result list (/, /search) and a trace page (/trace/{id})
+// that draws a result as a collapsible, virtualised timeline of its object tree with event
+// markers, event details (diff, snapshot, errors) and in-place display and link mode switches.
+// The UI reads GET /api/traces/{id} (frontend.JaegerAPI) and GET /api/ui/search and
+// /api/ui/suggestions (frontend.UIAPI); the Jaeger API's GET /redirect lands on /trace/{id}.
+package ui
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"path"
+)
+
+//go:embed static
+var static embed.FS
+
+// Register adds the UI's routes to mux: the pages GET /{$}, /search and /trace/{id}, and the
+// assets under GET /static/. It registers no catch-all, so /api/*, /metrics and /healthz stay
+// with their own handlers.
+func Register(mux *http.ServeMux) {
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		// fs.Sub fails only on an invalid path; "static" is a constant.
+		return
+	}
+	assets := http.FileServerFS(sub)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", noCache(typed(assets))))
+	page := noCache(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := fs.ReadFile(sub, "index.html")
+		if err != nil {
+			http.Error(w, "index.html missing from the build", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(data)
+	}))
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /search", page)
+	mux.Handle("GET /trace/{id}", page)
+}
+
+// Content types of the assets, fixed so that the host's MIME tables cannot change them (module
+// scripts must be served as JavaScript).
+var contentTypes = map[string]string{
+	".js":   "text/javascript; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	".html": "text/html; charset=utf-8",
+}
+
+func typed(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct, ok := contentTypes[path.Ext(r.URL.Path)]; ok {
+			w.Header().Set("Content-Type", ct)
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// noCache makes browsers revalidate, so a new binary's UI is picked up at once.
+func noCache(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		h.ServeHTTP(w, r)
+	})
+}
