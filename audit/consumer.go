@@ -699,6 +699,8 @@ const (
 	DefaultInformerJoinWait       = 5 * time.Second
 	DefaultInformerJoinMaxPending = 10_000
 	DefaultInformerJoinInterval   = 200 * time.Millisecond
+	DefaultInformerJoinClockSkew  = 500 * time.Millisecond
+	DefaultInformerJoinMaxClaims  = 100_000
 )
 
 // AttrInformerLatency is the event attribute holding how long after the request's completion the
@@ -717,6 +719,14 @@ type InformerJoinConfig struct {
 	MaxPending int `yaml:"maxPending"`
 	// Interval is how often waiting events are looked up again (default 200ms).
 	Interval time.Duration `yaml:"interval"`
+	// ClockSkew is how much earlier than the request's receipt (API server clock) the informer
+	// (this process's clock) may seem to have seen the version a create, or a patch without a
+	// resourceVersion, is joined with by time (default 500ms; see diff.ChangeCache.Find).
+	ClockSkew time.Duration `yaml:"clockSkew"`
+	// MaxClaims bounds the informer records remembered as attributed to an audit event, so
+	// that a write joined by time does not take them (default 100,000; kept up to 15 minutes;
+	// beyond the bound the oldest are forgotten, counted).
+	MaxClaims int `yaml:"maxClaims"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -730,19 +740,25 @@ func (c InformerJoinConfig) WithDefaults() InformerJoinConfig {
 	if c.Interval == 0 {
 		c.Interval = DefaultInformerJoinInterval
 	}
+	if c.ClockSkew == 0 {
+		c.ClockSkew = DefaultInformerJoinClockSkew
+	}
+	if c.MaxClaims == 0 {
+		c.MaxClaims = DefaultInformerJoinMaxClaims
+	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
 func (c InformerJoinConfig) Validate() error {
-	if c.Wait < 0 || c.MaxPending < 0 || c.Interval < 0 {
+	if c.Wait < 0 || c.MaxPending < 0 || c.Interval < 0 || c.ClockSkew < 0 || c.MaxClaims < 0 {
 		return errors.New("audit consumer: informerJoin values must not be negative")
 	}
 	return nil
 }
 
-// InformerDiffs finds what an informer recorded for an audited write; *diff.ChangeCache
-// implements it. Find must not block.
+// InformerDiffs finds what an informer recorded for an audited write; diff.Changes
+// (*diff.ChangeCache, *diff.EtcdCache) implements it. Find must not block.
 type InformerDiffs interface {
 	Find(q diff.Query) (diff.Record, bool)
 }
@@ -752,7 +768,6 @@ const (
 	joinHit         = "hit"          // found at once
 	joinHitLate     = "hit_late"     // found after waiting
 	joinUnavailable = "unavailable"  // not found by the deadline
-	joinNoRV        = "no_rv"        // an update or patch whose event names no resourceVersion
 	joinBufferFull  = "buffer_full"  // too many events waiting
 	joinShutdown    = "shutdown"     // still waiting when the consumer stopped
 	joinStale       = "not_recorded" // not found, and the event was too old to wait
@@ -774,12 +789,17 @@ type informerJoin struct {
 
 	mu      sync.Mutex
 	pending []*pendingJoin
+	// held counts the pending events of each object: a write joined by time waits behind them.
+	held    map[aggregator.ObjectKey]int
 	running bool
 	stop    chan struct{}
 	done    chan struct{}
 
-	results metric.Int64Counter
-	opts    map[string]metric.MeasurementOption
+	results    metric.Int64Counter
+	claimDrops metric.Int64Counter
+	opts       map[string]metric.MeasurementOption
+
+	claims claimSet
 }
 
 type pendingJoin struct {
@@ -787,25 +807,35 @@ type pendingJoin struct {
 	q                diff.Query
 	out              *aggregator.Event
 	deadline         time.Time
+	// byTime: joined by time (a create, or a patch without a resourceVersion), so looked up only
+	// once no earlier write of the object is waiting.
+	byTime bool
 }
 
 func (j *informerJoin) init(cfg InformerJoinConfig, mp metric.MeterProvider) error {
 	j.cfg = cfg.WithDefaults()
 	j.opts = map[string]metric.MeasurementOption{}
+	j.held = map[aggregator.ObjectKey]int{}
+	j.claims = claimSet{max: j.cfg.MaxClaims, ttl: claimTTL, keys: map[diff.RecordKey]struct{}{}}
 	var err error
 	if j.results, err = mp.Meter(meterName).Int64Counter("kelemetry.audit.consumer.informer_diffs",
-		metric.WithDescription("Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, no_rv, buffer_full, shutdown, not_recorded)."),
+		metric.WithDescription("Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, buffer_full, shutdown, not_recorded)."),
 		metric.WithUnit("{event}")); err != nil {
 		return fmt.Errorf("create consumer metric: %w", err)
 	}
-	for _, r := range []string{joinHit, joinHitLate, joinUnavailable, joinNoRV, joinBufferFull, joinShutdown, joinStale} {
+	if j.claimDrops, err = mp.Meter(meterName).Int64Counter("kelemetry.audit.consumer.informer_claims_dropped",
+		metric.WithDescription("Informer records forgotten as attributed to an audit event before 15 minutes, for the bound informerJoin.maxClaims."),
+		metric.WithUnit("{record}")); err != nil {
+		return fmt.Errorf("create consumer metric: %w", err)
+	}
+	for _, r := range []string{joinHit, joinHitLate, joinUnavailable, joinBufferFull, joinShutdown, joinStale} {
 		j.opts[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
 	return nil
 }
 
-// applies says whether ev is joined with informer diffs: a write (update, patch, delete of the
-// object itself or update/patch of its status) whose response is not the object.
+// applies says whether ev is joined with informer diffs: a write (create, update, patch, delete
+// of the object itself or update/patch of its status) whose response is not the object.
 func (j *informerJoin) applies(ev *Event, info *convertInfo) bool {
 	if j.src == nil || info.isObject || ev.ObjectRef == nil {
 		return false
@@ -813,15 +843,25 @@ func (j *informerJoin) applies(ev *Event, info *convertInfo) bool {
 	switch ev.Verb {
 	case "update", "patch":
 		return ev.ObjectRef.Subresource == "" || ev.ObjectRef.Subresource == "status"
-	case "delete":
+	case "create", "delete":
 		return ev.ObjectRef.Subresource == ""
 	}
 	return false
 }
 
 // SetInformerDiffs makes the consumer attach the diffs and snapshots src recorded (see
-// diff.Informer) to update, patch and delete events that have no response body, instead of the
-// audit-stream diff. Call it before Start and before any event is handled.
+// diff.Informer) to create, update, patch and delete events that have no response body, instead
+// of the audit-stream diff. Call it before Start and before any event is handled.
+//
+// How a write finds its record (diff.ChangeCache.Find has the details): an update or patch whose
+// objectRef names the resourceVersion it was based on takes the change based on that version; a
+// delete takes the object's deletion record seen since the request; a create takes the object's
+// first creation snapshot seen since the request that no other event took; a patch (or update)
+// without a resourceVersion, as Metadata-level audit writes patches, takes the object's first
+// change seen since the request that no other event took. Records taken are remembered (claimed)
+// so that no two writes take the same one, and a write joined by time waits behind the object's
+// earlier writes still waiting, so that the object's writes take their records in the order the
+// audit stream has them.
 func (c *Consumer) SetInformerDiffs(src InformerDiffs) {
 	c.join.mu.Lock()
 	defer c.join.mu.Unlock()
@@ -869,7 +909,7 @@ func (c *Consumer) Stop(ctx context.Context) error {
 	j.pending = nil
 	j.mu.Unlock()
 	for _, p := range rest {
-		c.finishJoin(ctx, p, time.Time{}, true)
+		c.finishJoin(ctx, p, time.Time{}, true, true)
 	}
 	return nil
 }
@@ -879,17 +919,22 @@ func (c *Consumer) Stop(ctx context.Context) error {
 func (c *Consumer) joinInformerDiff(ctx context.Context, cluster string, ev *Event, out *aggregator.Event) bool {
 	j := &c.join
 	ref := ev.ObjectRef
-	q := diff.Query{Object: out.Object.Key(), UID: ref.UID, Verb: ev.Verb, RequestRV: ref.ResourceVersion,
-		Since: out.Start.Add(-joinClockSlack)}
-	if ev.Verb != "delete" && q.RequestRV == "" {
-		j.results.Add(ctx, 1, j.opts[joinNoRV])
-		c.unavailable(out, "diff unavailable: the audit event names no resourceVersion (Metadata-level audit of a patch)")
-		return false
+	q := diff.Query{Object: out.Object.Key(), UID: ref.UID, Verb: ev.Verb, Subresource: ref.Subresource,
+		RequestRV: ref.ResourceVersion, Since: out.Start.Add(-joinClockSlack), Claimed: j.claims.has}
+	byTime := ev.Verb == "create" || (ev.Verb != "delete" && q.RequestRV == "")
+	if byTime {
+		q.Since = out.Start.Add(-j.cfg.ClockSkew)
 	}
-	if rec, ok := j.src.Find(q); ok {
-		j.results.Add(ctx, 1, j.opts[joinHit])
-		c.attachRecord(out, rec)
-		return false
+	j.mu.Lock()
+	behind := byTime && j.held[q.Object] > 0
+	j.mu.Unlock()
+	// A write joined by time waits behind the object's earlier writes, without a look-up now.
+	if !behind {
+		if rec, ok := j.find(q); ok {
+			j.results.Add(ctx, 1, j.opts[joinHit])
+			c.attachRecord(out, rec)
+			return false
+		}
 	}
 	now := time.Now()
 	deadline := out.End.Add(j.cfg.Wait)
@@ -899,17 +944,98 @@ func (c *Consumer) joinInformerDiff(ctx context.Context, cluster string, ev *Eve
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	switch {
+	case (!j.running || !deadline.After(now)) && behind:
+		// Not looked up above: look it up once now.
+		if rec, ok := j.find(q); ok {
+			j.results.Add(ctx, 1, j.opts[joinHit])
+			c.attachRecord(out, rec)
+			return false
+		}
+		j.results.Add(ctx, 1, j.opts[joinStale])
+		c.unavailable(out, "diff unavailable: "+notRecorded(q))
+		return false
 	case !j.running || !deadline.After(now):
 		j.results.Add(ctx, 1, j.opts[joinStale])
-		c.unavailable(out, "diff unavailable: the informer recorded no "+ev.Verb+" of this object at this resourceVersion")
+		c.unavailable(out, "diff unavailable: "+notRecorded(q))
 		return false
 	case len(j.pending) >= j.cfg.MaxPending:
 		j.results.Add(ctx, 1, j.opts[joinBufferFull])
 		c.unavailable(out, "diff unavailable: too many events waiting for informer diffs")
 		return false
 	}
-	j.pending = append(j.pending, &pendingJoin{cluster: cluster, auditID: ev.AuditID, q: q, out: out, deadline: deadline})
+	j.pending = append(j.pending, &pendingJoin{cluster: cluster, auditID: ev.AuditID, q: q, out: out, deadline: deadline, byTime: byTime})
+	j.held[q.Object]++
 	return true
+}
+
+// notRecorded says what the informer did not record for q.
+func notRecorded(q diff.Query) string {
+	switch {
+	case q.Verb == "create":
+		return "the informer recorded no creation of this object since the request"
+	case q.Verb != "delete" && q.RequestRV == "":
+		return "the informer recorded no change of this object since the request that no other write took"
+	}
+	return "the informer recorded no " + q.Verb + " of this object at this resourceVersion"
+}
+
+// find looks q up and claims the record found, so that no write joined by time takes it again.
+func (j *informerJoin) find(q diff.Query) (diff.Record, bool) {
+	rec, ok := j.src.Find(q)
+	if ok && rec.Kind != diff.KindDeletion {
+		if dropped := j.claims.add(rec.Key, time.Now()); dropped > 0 {
+			j.claimDrops.Add(context.Background(), int64(dropped))
+		}
+	}
+	return rec, ok
+}
+
+// claimTTL is how long a claim is kept: longer than the informer records live by default.
+const claimTTL = 15 * time.Minute
+
+// claimSet remembers the records attributed to audit events, bounded by count and age.
+type claimSet struct {
+	max int
+	ttl time.Duration
+
+	mu    sync.Mutex
+	keys  map[diff.RecordKey]struct{}
+	order []claim // oldest first
+}
+
+type claim struct {
+	key diff.RecordKey
+	at  time.Time
+}
+
+func (s *claimSet) has(k diff.RecordKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[k]
+	return ok
+}
+
+// add claims k at now; it returns how many claims younger than ttl were forgotten for the bound.
+func (s *claimSet) add(k diff.RecordKey, now time.Time) (dropped int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys[k]; ok {
+		return 0
+	}
+	n := 0
+	for ; n < len(s.order) && (now.Sub(s.order[n].at) >= s.ttl || len(s.order)-n >= s.max); n++ {
+		if now.Sub(s.order[n].at) < s.ttl {
+			dropped++
+		}
+		delete(s.keys, s.order[n].key)
+	}
+	if n > 0 {
+		clear(s.order[:n])
+		s.order = s.order[n:]
+	}
+	s.keys[k] = struct{}{}
+	s.order = append(s.order, claim{key: k, at: now})
+	return dropped
 }
 
 // joinClockSlack tolerates clock skew between the API server (request times) and this process
@@ -941,9 +1067,14 @@ func (c *Consumer) recheck(now time.Time) {
 		return
 	}
 	keep := batch[:0]
+	// Objects with a write still waiting: their later writes joined by time are not looked up
+	// (a record arriving during this pass must go to the earlier write).
+	waiting := map[aggregator.ObjectKey]struct{}{}
 	for _, p := range batch {
-		if !c.finishJoin(context.Background(), p, now, false) {
+		_, behind := waiting[p.q.Object]
+		if !c.finishJoin(context.Background(), p, now, false, !(behind && p.byTime)) {
 			keep = append(keep, p)
+			waiting[p.q.Object] = struct{}{}
 		}
 	}
 	j.mu.Lock()
@@ -951,11 +1082,15 @@ func (c *Consumer) recheck(now time.Time) {
 	j.mu.Unlock()
 }
 
-// finishJoin looks p up; when found, past its deadline (at now) or when final, it sends p and
-// reports true.
-func (c *Consumer) finishJoin(ctx context.Context, p *pendingJoin, now time.Time, final bool) bool {
+// finishJoin looks p up (unless lookup is false); when found, past its deadline (at now) or
+// when final, it sends p and reports true.
+func (c *Consumer) finishJoin(ctx context.Context, p *pendingJoin, now time.Time, final, lookup bool) bool {
 	j := &c.join
-	rec, ok := j.src.Find(p.q)
+	var rec diff.Record
+	ok := false
+	if lookup {
+		rec, ok = j.find(p.q)
+	}
 	switch {
 	case ok:
 		j.results.Add(ctx, 1, j.opts[joinHitLate])
@@ -969,6 +1104,11 @@ func (c *Consumer) finishJoin(ctx context.Context, p *pendingJoin, now time.Time
 	default:
 		return false
 	}
+	j.mu.Lock()
+	if j.held[p.q.Object]--; j.held[p.q.Object] <= 0 {
+		delete(j.held, p.q.Object)
+	}
+	j.mu.Unlock()
 	c.send(ctx, p.cluster, p.auditID, p.out, outcomeSent)
 	return true
 }

@@ -81,7 +81,9 @@ func TestConsumerInformerJoinImmediate(t *testing.T) {
 	require.Len(t, logsOfType(evs[1], aggregator.LogTypeSnapshot), 1)
 	assert.Equal(t, `{"kind":"Deployment"}`, evs[1].Logs[0].Message)
 
-	assert.Equal(t, []string{"diff unavailable: the audit event names no resourceVersion (Metadata-level audit of a patch)"}, diffMessages(evs[2]))
+	// The patch names no resourceVersion: it is joined by time, and the only change since the
+	// request was taken by the update.
+	assert.Equal(t, []string{"diff unavailable: the informer recorded no change of this object since the request that no other write took"}, diffMessages(evs[2]))
 }
 
 func TestConsumerInformerJoinNotStartedOrOld(t *testing.T) {
@@ -110,14 +112,13 @@ func TestConsumerInformerJoinLate(t *testing.T) {
 
 	now := time.Now()
 	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now))
-	c.Handle(ctx, "c1", consumerEvent())                                 // another object: a body, the stream diff
-	c.Handle(ctx, "c1", metadataEvent("u2", "update", "other", "", now)) // another object, no rv: not held
-	c.Handle(ctx, "c1", metadataEvent("u3", "create", "web", "", now))   // the same object, not joined
-	require.Len(t, agg.Events(), 3, "the held event blocks nothing")
+	c.Handle(ctx, "c1", consumerEvent())                                                 // another object: a body, the stream diff
+	c.Handle(ctx, "c1", metadataEvent("u2", "delete", "other", "", now.Add(-time.Hour))) // another object, too old to wait
+	require.Len(t, agg.Events(), 2, "the held event blocks nothing")
 
 	cache.Put(replicasChange("web", "5", "6"))
-	require.Eventually(t, func() bool { return len(agg.Events()) == 4 }, 5*time.Second, time.Millisecond)
-	held := agg.Events()[3]
+	require.Eventually(t, func() bool { return len(agg.Events()) == 3 }, 5*time.Second, time.Millisecond)
+	held := agg.Events()[2]
 	assert.Equal(t, "u1/ResponseComplete", held.ID)
 	assert.Equal(t, []string{"spec.replicas 2 -> 4"}, diffMessages(held))
 }
@@ -161,4 +162,132 @@ func TestConsumerInformerJoinSkipsBodies(t *testing.T) {
 func TestInformerJoinConfigValidate(t *testing.T) {
 	require.Error(t, ConsumerConfig{InformerJoin: InformerJoinConfig{Wait: -1}}.Validate())
 	require.NoError(t, ConsumerConfig{}.Validate())
+}
+
+func creation(name, rv, uid string, at time.Time) diff.Record {
+	return diff.Record{Key: deployKey(name, rv), Kind: diff.KindCreation, UID: uid, Time: at,
+		Snapshot: []byte(`{"kind":"Deployment","metadata":{"name":"` + name + `","uid":"` + uid + `"}}`)}
+}
+
+func change(name, base, rv, path, old, new string, at time.Time) diff.Record {
+	return diff.Record{Key: deployKey(name, rv), Kind: diff.KindChange, BaseRV: base, Time: at,
+		Changes: []diff.Change{{Path: path, Op: diff.OpReplace, Old: json.RawMessage(old), New: json.RawMessage(new)}}}
+}
+
+// A Metadata-level create carries the informer's creation snapshot: the first creation of the
+// object seen since the request, not an earlier object's of the same name.
+func TestConsumerInformerJoinCreate(t *testing.T) {
+	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 10 * time.Second, Interval: 5 * time.Millisecond})
+	ctx := context.Background()
+	now := time.Now()
+	cache.Put(creation("web", "3", "uid-old", now.Add(-time.Minute))) // an earlier object named web
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
+
+	c.Handle(ctx, "c1", metadataEvent("c1", "create", "web", "", now))
+	require.Empty(t, agg.Events(), "held: the earlier object's creation is not this one")
+	cache.Put(creation("web", "9", "uid-new", now.Add(20*time.Millisecond)))
+	require.Eventually(t, func() bool { return len(agg.Events()) == 1 }, 5*time.Second, time.Millisecond)
+	ev := agg.Events()[0]
+	snaps := logsOfType(ev, aggregator.LogTypeSnapshot)
+	require.Len(t, snaps, 1)
+	assert.Contains(t, snaps[0].Message, "uid-new")
+	assert.Contains(t, snaps[0].Attributes, aggregator.Attr{Key: diff.AttrSnapshotKind, Value: "creation"})
+	assert.Equal(t, "9", attrMap(ev.Attributes)[aggregator.AttrNewRV])
+
+	// A second create of the same name (say, a retry that failed with AlreadyExists would not be
+	// joined; this one succeeded after a delete) does not take the claimed creation again.
+	c.Handle(ctx, "c1", metadataEvent("c2", "create", "web", "", now.Add(30*time.Millisecond)))
+	require.Len(t, agg.Events(), 1)
+	cache.Put(creation("web", "12", "uid-newer", now.Add(40*time.Millisecond)))
+	require.Eventually(t, func() bool { return len(agg.Events()) == 2 }, 5*time.Second, time.Millisecond)
+	assert.Contains(t, logsOfType(agg.Events()[1], aggregator.LogTypeSnapshot)[0].Message, "uid-newer")
+}
+
+// Metadata-level patches name no resourceVersion: each takes the first change of its object
+// seen since the request that no other write took, in the order of the audit stream; status
+// patches take status changes, patches of the object the others.
+func TestConsumerInformerJoinPatchByTime(t *testing.T) {
+	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 10 * time.Second, Interval: 5 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
+	now := time.Now()
+
+	// Nothing recorded yet: the first patch waits, the second waits behind it (no look-up).
+	c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", now))
+	c.Handle(ctx, "c1", metadataEvent("p2", "patch", "web", "", now.Add(time.Millisecond)))
+	st := metadataEvent("s1", "patch", "web", "", now.Add(2*time.Millisecond))
+	st.ObjectRef.Subresource = "status"
+	c.Handle(ctx, "c1", st)
+	require.Empty(t, agg.Events())
+
+	// The informer records, in resourceVersion order: p1's change, a status change, p2's change.
+	// The records arrive in another order than the patches: the status change first.
+	cache.Put(change("web", "7", "8", "status.replicas", "1", "2", now.Add(15*time.Millisecond)))
+	cache.Put(change("web", "6", "7", "spec.replicas", "1", "2", now.Add(10*time.Millisecond)))
+	cache.Put(change("web", "8", "9", "spec.paused", "false", "true", now.Add(20*time.Millisecond)))
+	require.Eventually(t, func() bool { return len(agg.Events()) == 3 }, 5*time.Second, time.Millisecond)
+	got := map[string][]string{}
+	for _, ev := range agg.Events() {
+		got[ev.ID] = diffMessages(ev)
+	}
+	assert.Equal(t, map[string][]string{
+		"p1/ResponseComplete": {"spec.replicas 1 -> 2"},
+		"s1/ResponseComplete": {"status.replicas 1 -> 2"},
+		"p2/ResponseComplete": {"spec.paused false -> true"},
+	}, got)
+
+	// An update naming its resourceVersion claims its change: a later patch does not take it.
+	cache.Put(change("web", "9", "10", "spec.replicas", "2", "3", time.Now()))
+	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "9", time.Now()))
+	c.Handle(ctx, "c1", metadataEvent("p3", "patch", "web", "", time.Now().Add(-time.Second)))
+	require.Len(t, agg.Events(), 4, "the update is joined at once; the patch waits")
+	assert.Equal(t, []string{"spec.replicas 2 -> 3"}, diffMessages(agg.Events()[3]))
+	cache.Put(change("web", "10", "11", "metadata.labels.app", `"a"`, `"b"`, time.Now()))
+	require.Eventually(t, func() bool { return len(agg.Events()) == 5 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, "p3/ResponseComplete", agg.Events()[4].ID)
+	assert.Equal(t, []string{"metadata.labels.app a -> b"}, diffMessages(agg.Events()[4]))
+}
+
+func TestClaimSetBounds(t *testing.T) {
+	s := claimSet{max: 2, ttl: time.Minute, keys: map[diff.RecordKey]struct{}{}}
+	now := time.Now()
+	assert.Zero(t, s.add(deployKey("a", "1"), now))
+	assert.Zero(t, s.add(deployKey("a", "1"), now), "twice")
+	assert.Zero(t, s.add(deployKey("a", "2"), now))
+	assert.Equal(t, 1, s.add(deployKey("a", "3"), now), "over the bound: the oldest is dropped")
+	assert.False(t, s.has(deployKey("a", "1")))
+	assert.True(t, s.has(deployKey("a", "2")))
+	assert.Zero(t, s.add(deployKey("a", "4"), now.Add(2*time.Minute)), "expired claims go without counting")
+	assert.False(t, s.has(deployKey("a", "2")))
+	assert.False(t, s.has(deployKey("a", "3")))
+	assert.True(t, s.has(deployKey("a", "4")))
+}
+
+// A write joined by time is not looked up while an earlier write of its object waits: a record
+// must not go to the later write because the earlier one's record was late.
+func TestConsumerInformerJoinByTimeWaitsBehind(t *testing.T) {
+	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 400 * time.Millisecond, Interval: 5 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
+	now := time.Now()
+	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now)) // its record never comes
+	c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", now.Add(time.Millisecond)))
+	cache.Put(change("web", "6", "7", "spec.paused", "false", "true", now.Add(10*time.Millisecond)))
+	time.Sleep(100 * time.Millisecond)
+	assert.Empty(t, agg.Events(), "the patch waits behind the update although a change is there")
+	evs := waitEvents(t, agg, 2)
+	assert.Equal(t, "u1/ResponseComplete", evs[0].ID)
+	require.Len(t, diffMessages(evs[0]), 1)
+	assert.Contains(t, diffMessages(evs[0])[0], "diff unavailable")
+	assert.Equal(t, "p1/ResponseComplete", evs[1].ID)
+	assert.Equal(t, []string{"spec.paused false -> true"}, diffMessages(evs[1]))
+}
+
+func waitEvents(t *testing.T, agg *aggregatortest.RecordingAggregator, n int) []*aggregator.Event {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(agg.Events()) >= n }, 5*time.Second, time.Millisecond)
+	return agg.Events()
 }

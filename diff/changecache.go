@@ -4,6 +4,9 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,19 +137,39 @@ func (r Record) Logs(at time.Time, cfg StreamConfig) []aggregator.Log {
 	return logs
 }
 
+// Changes stores what the informers recorded, for the audit consumer. The Informer Puts records
+// (only the leading replica does, with leader election); the consumer Finds the record of each
+// body-less audited write. Neither call waits on the network: the consumer waits for a record
+// that is not there yet by calling Find again until its own deadline, while it goes on with other
+// events (audit.Consumer.SetInformerDiffs).
+//
+// *ChangeCache (one process) and *EtcdCache (shared by replicas through etcd) implement it.
+type Changes interface {
+	// Put records rec. It does not block for long: a store that writes over the network queues
+	// the write (bounded) and counts what it drops.
+	Put(rec Record)
+	// Find returns the record that describes an audited write, if known now. It never blocks.
+	Find(q Query) (Record, bool)
+}
+
 // Query asks a ChangeCache for the record of one audited write.
 type Query struct {
 	Object aggregator.ObjectKey
 	UID    string
-	// Verb is update, patch or delete.
+	// Verb is create, update, patch or delete.
 	Verb string
+	// Subresource is the write's subresource: "" or "status" (see Find).
+	Subresource string
 	// ResponseRV is the resourceVersion the write produced, when known.
 	ResponseRV string
 	// RequestRV is the audit objectRef.resourceVersion: the version an update was based on.
 	RequestRV string
 	// Since is when the request was received: a deletion record older than that belongs to an
-	// earlier object of the same name.
+	// earlier object of the same name; a record picked by time (see Find) is not older.
 	Since time.Time
+	// Claimed, when set, reports the records already attributed to other audit events: Find
+	// skips them when it picks a record by time.
+	Claimed func(RecordKey) bool
 }
 
 // ChangeCache is a bounded in-memory store of informer Records keyed by object and
@@ -161,7 +184,9 @@ type ChangeCache struct {
 	byKey   map[RecordKey]*list.Element
 	byBase  map[RecordKey]RecordKey // (object, base RV) -> record key
 	deleted map[aggregator.ObjectKey]RecordKey
-	bytes   int64
+	// byObject lists each object's records in the order they were put.
+	byObject map[aggregator.ObjectKey][]RecordKey
+	bytes    int64
 
 	evictions metric.Int64Counter
 	reasonOpt map[string]metric.MeasurementOption
@@ -184,15 +209,15 @@ func NewChangeCache(cfg ChangeCacheConfig, mp metric.MeterProvider) (*ChangeCach
 	c := &ChangeCache{
 		cfg: cfg.WithDefaults(), now: time.Now, order: list.New(),
 		byKey: map[RecordKey]*list.Element{}, byBase: map[RecordKey]RecordKey{}, deleted: map[aggregator.ObjectKey]RecordKey{},
-		reasonOpt: map[string]metric.MeasurementOption{},
+		byObject: map[aggregator.ObjectKey][]RecordKey{}, reasonOpt: map[string]metric.MeasurementOption{},
 	}
 	var err error
 	if c.evictions, err = mp.Meter("github.com/kelemetry/kelemetry/diff").Int64Counter("kelemetry.diff.informer.cache.evictions",
-		metric.WithDescription("Informer diff records dropped from the change cache, by reason (expired, entries, bytes)."),
+		metric.WithDescription("Informer diff records dropped from the change cache, by reason (expired, entries, bytes, replaced, removed)."),
 		metric.WithUnit("{record}")); err != nil {
 		return nil, fmt.Errorf("diff change cache metrics: %w", err)
 	}
-	for _, r := range []string{"expired", "entries", "bytes", "replaced"} {
+	for _, r := range []string{"expired", "entries", "bytes", "replaced", "removed"} {
 		c.reasonOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
 	return c, nil
@@ -223,6 +248,8 @@ func (c *ChangeCache) Put(rec Record) {
 	}
 	c.byKey[rec.Key] = c.order.PushBack(e)
 	c.bytes += e.size
+	obj := rec.Key.object()
+	c.byObject[obj] = append(c.byObject[obj], rec.Key)
 	if rec.Kind == KindChange && rec.BaseRV != "" {
 		bk := rec.Key
 		bk.ResourceVersion = rec.BaseRV
@@ -241,6 +268,12 @@ func (c *ChangeCache) removeLocked(el *list.Element) {
 	e := c.order.Remove(el).(*cacheEntry)
 	c.bytes -= e.size
 	delete(c.byKey, e.rec.Key)
+	obj := e.rec.Key.object()
+	if keys := c.byObject[obj]; len(keys) <= 1 {
+		delete(c.byObject, obj)
+	} else if i := slices.Index(keys, e.rec.Key); i >= 0 {
+		c.byObject[obj] = slices.Delete(keys, i, i+1)
+	}
 	if e.rec.Kind == KindChange && e.rec.BaseRV != "" {
 		bk := e.rec.Key
 		bk.ResourceVersion = e.rec.BaseRV
@@ -265,6 +298,18 @@ func (c *ChangeCache) expireLocked(now time.Time) {
 	}
 }
 
+// Delete removes the record of key, if kept (an etcd-backed cache mirrors the removal of a key).
+func (c *ChangeCache) Delete(key RecordKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byKey[key]
+	if ok {
+		c.removeLocked(el)
+		c.evictions.Add(context.Background(), 1, c.reasonOpt["removed"])
+	}
+	return ok
+}
+
 // Get returns the record of key, if kept and not expired.
 func (c *ChangeCache) Get(key RecordKey) (Record, bool) {
 	c.mu.Lock()
@@ -286,9 +331,30 @@ func (c *ChangeCache) getLocked(key RecordKey) (Record, bool) {
 
 // Find returns the record that describes an audited write, if known:
 //   - the record at ResponseRV when given;
-//   - for update and patch, else the change based on RequestRV;
-//   - for delete, else the object's latest deletion record seen since Since (deletion start
+//   - for update and patch with a RequestRV, the change based on it;
+//   - for update and patch without one (Metadata-level audit of a patch), the first change
+//     picked by time, see below;
+//   - for create, the first creation snapshot picked by time;
+//   - for delete, the object's latest deletion record seen since Since (deletion start
 //     preferred over the final removal), of the same UID when both are known.
+//
+// Picking by time: among the object's records of the wanted kind that the informer saw at or
+// after Since, of the same UID when both are known and not Claimed, the one of the lowest
+// resourceVersion (the informer sees an object's versions in resourceVersion order, so this is
+// the first version written after the request was received that no other audited write took).
+// For changes, a write on the status subresource takes only a change that touches status (or
+// changes nothing but bookkeeping fields), and a write on the object itself only one that
+// touches something besides status: a status write cannot change anything else, and on
+// resources with a status subresource a write on the object cannot change status.
+//
+// The rule is sound when the object's writes are audited and joined in the order they were
+// received, which the audit consumer does per object. Its limits: a write that changed nothing
+// (a no-op patch; the API server then writes no new version) takes the next write's change if
+// that one was not claimed yet; concurrent writes to one object may be swapped; a write on the
+// object of a resource without a status subresource that changes only status is not found;
+// a version the informer did not record (object too large, store full) makes the write take the
+// next one. Clock skew between the API server and this process beyond the caller's slack on
+// Since hides the record.
 func (c *ChangeCache) Find(q Query) (Record, bool) {
 	if c == nil {
 		return Record{}, false
@@ -302,9 +368,11 @@ func (c *ChangeCache) Find(q Query) (Record, bool) {
 		return c.getLocked(key)
 	}
 	switch q.Verb {
+	case "create":
+		return c.pickLocked(q, KindCreation)
 	case "update", "patch":
 		if q.RequestRV == "" {
-			return Record{}, false
+			return c.pickLocked(q, KindChange)
 		}
 		key.ResourceVersion = q.RequestRV
 		rk, ok := c.byBase[key]
@@ -324,6 +392,57 @@ func (c *ChangeCache) Find(q Query) (Record, bool) {
 		return rec, true
 	}
 	return Record{}, false
+}
+
+// pickLocked picks the first record of kind by time (see Find).
+func (c *ChangeCache) pickLocked(q Query, kind RecordKind) (Record, bool) {
+	var best Record
+	found := false
+	for _, k := range c.byObject[q.Object] {
+		rec, ok := c.getLocked(k)
+		if !ok || rec.Kind != kind || rec.Time.Before(q.Since) || (q.UID != "" && rec.UID != "" && q.UID != rec.UID) {
+			continue
+		}
+		if kind == KindChange && !matchesSubresource(rec.Changes, q.Subresource) {
+			continue
+		}
+		if q.Claimed != nil && q.Claimed(rec.Key) {
+			continue
+		}
+		if !found || rvLess(rec.Key.ResourceVersion, best.Key.ResourceVersion) {
+			best, found = rec, true
+		}
+	}
+	return best, found
+}
+
+// matchesSubresource reports whether changes can come from a write on subresource ("" or
+// "status"): see Find.
+func matchesSubresource(changes []Change, subresource string) bool {
+	if len(changes) == 0 {
+		return true
+	}
+	for _, ch := range changes {
+		if isStatusPath(ch.Path) == (subresource == "status") {
+			return true
+		}
+	}
+	return false
+}
+
+func isStatusPath(p string) bool {
+	return p == "status" || strings.HasPrefix(p, "status.") || strings.HasPrefix(p, "status[")
+}
+
+// rvLess orders resourceVersions: numerically when both are numbers (etcd revisions, as
+// kube-apiserver writes them), else as strings.
+func rvLess(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA == nil && errB == nil {
+		return x < y
+	}
+	return a < b
 }
 
 // Len is the number of records kept; Bytes their approximate size.

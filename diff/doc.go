@@ -16,5 +16,7 @@
 // Informer is the source for clusters that audit at Metadata level (no response bodies): it
 // lists and watches the configured resources, keeps a stripped copy of each object (bounded by
 // count and bytes) and records per-resourceVersion changes and creation/deletion snapshots in a
-// ChangeCache (bounded, with a TTL), which the audit consumer queries without waiting.
+// Changes store, which the audit consumer queries without waiting: a ChangeCache (bounded, with a
+// TTL, in this process) or, with several replicas, an EtcdCache (the leader writes the records
+// into etcd under leases, every replica mirrors them into its own ChangeCache).
 package diff

@@ -98,7 +98,7 @@ type Discoverer interface {
 
 // Informer watches the configured resources of one cluster and records, for every new
 // resourceVersion of an object, the changes from the previous one (KindChange), and creation and
-// deletion snapshots, in a ChangeCache. Deletion is recorded twice: when deletionTimestamp is
+// deletion snapshots, in a ChangeCache or EtcdCache (Changes). Deletion is recorded twice: when deletionTimestamp is
 // first set (graceful deletion, finalizers) and when the object disappears.
 //
 // It keeps the last version of each object, without managedFields and with Secrets' data and
@@ -114,7 +114,7 @@ type Informer struct {
 	disc    Discoverer
 	cfg     InformerConfig
 	differ  *Differ
-	cache   *ChangeCache
+	cache   Changes
 	logger  *slog.Logger
 	now     func() time.Time
 
@@ -147,10 +147,11 @@ const (
 	dropFull     = "store_full"
 )
 
-// NewInformer builds an Informer for cluster that writes to cache. dyn is required; disc is
+// NewInformer builds an Informer for cluster that records into cache (a *ChangeCache, or an
+// *EtcdCache shared by replicas). dyn is required; disc is
 // needed only when cfg.Resources is empty or names resources by group only. logger and mp may
 // be nil.
-func NewInformer(cluster string, dyn dynamic.Interface, disc Discoverer, cache *ChangeCache, cfg InformerConfig, logger *slog.Logger, mp metric.MeterProvider) (*Informer, error) {
+func NewInformer(cluster string, dyn dynamic.Interface, disc Discoverer, cache Changes, cfg InformerConfig, logger *slog.Logger, mp metric.MeterProvider) (*Informer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

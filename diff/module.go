@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
@@ -23,6 +24,10 @@ type InformerModuleConfig struct {
 	// LeaderElection, when enabled, lets only the replica holding a Lease record (the others
 	// watch and keep the last versions, ready to take over).
 	LeaderElection LeaderElectionConfig `yaml:"leaderElection"`
+	// Cache chooses where the records live: in this process (memory, the default) or in etcd,
+	// shared by replicas (the leader writes, every replica's audit consumer reads). Either way
+	// Informer.Cache bounds what each process keeps in memory.
+	Cache CacheConfig `yaml:"cache"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -35,7 +40,7 @@ func (c InformerModuleConfig) Validate() error {
 	if c.LeaderElection.Enabled && c.LeaderElection.Cluster != "" && len(c.Clusters) > 0 && !slices.Contains(c.Clusters, c.LeaderElection.Cluster) {
 		return fmt.Errorf("diff informer: the leader election's cluster %q is not watched", c.LeaderElection.Cluster)
 	}
-	return errors.Join(c.Informer.Validate(), c.LeaderElection.Validate())
+	return errors.Join(c.Informer.Validate(), c.LeaderElection.Validate(), c.Cache.Validate())
 }
 
 // InformerModuleParams are the fx inputs of InformerModule.
@@ -53,16 +58,23 @@ type InformerModuleParams struct {
 type InformerModuleResults struct {
 	fx.Out
 
-	// Cache is nil when the source is off or no cluster has clients. Pass it to
-	// audit.Consumer.SetInformerDiffs only when it is not nil.
-	Cache     *ChangeCache
+	// Changes is nil when the source is off or no cluster has clients. Pass it to
+	// audit.Consumer.SetInformerDiffs only when it is not nil. It is Cache with the memory
+	// backend, Etcd with the etcd backend.
+	Changes Changes
+	// Cache is this process's records (with the etcd backend: its mirror of etcd); nil when
+	// Changes is.
+	Cache *ChangeCache
+	// Etcd is nil unless Config.Cache.Backend is etcd.
+	Etcd      *EtcdCache
 	Informers []*Informer
 	// Elector is nil unless LeaderElection is enabled.
 	Elector *Elector
 }
 
-// InformerModule provides the informer diff source: one change cache shared by one Informer per
-// cluster, started and stopped with the application. It needs linker.Clusters whose value also
+// InformerModule provides the informer diff source: one change store (Changes: a ChangeCache, or
+// an EtcdCache shared by replicas) written by one Informer per cluster, started and stopped with
+// the application. It needs linker.Clusters whose value also
 // implements linker.DiscoveryClusters (linker.KubeClusters does) and, when Config.Clusters is
 // empty, Names() []string.
 var InformerModule = fx.Module("diff.informer", fx.Provide(newInformerModule))
@@ -88,11 +100,28 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 	if len(names) == 0 {
 		return InformerModuleResults{}, nil
 	}
-	cache, err := NewChangeCache(cfg.Informer.Cache, p.MeterProvider)
+	cacheCfg := cfg.Informer.Cache
+	etcdCfg := cfg.Cache.Etcd.WithDefaults()
+	if cfg.Cache.Backend == BackendEtcd && cacheCfg.TTL == 0 {
+		// The mirror follows etcd's removals; its own TTL only backs them up.
+		cacheCfg.TTL = etcdCfg.TTL + max(etcdCfg.TTL/10, time.Second)
+	}
+	cache, err := NewChangeCache(cacheCfg, p.MeterProvider)
 	if err != nil {
 		return InformerModuleResults{}, err
 	}
-	out := InformerModuleResults{Cache: cache}
+	out := InformerModuleResults{Changes: cache, Cache: cache}
+	if cfg.Cache.Backend == BackendEtcd {
+		if out.Etcd, err = NewEtcdCache(cfg.Cache.Etcd, cache, p.Logger, p.MeterProvider); err != nil {
+			return InformerModuleResults{}, err
+		}
+		out.Changes = out.Etcd
+		if !cfg.LeaderElection.Enabled && p.Logger != nil {
+			p.Logger.Warn("diff informer: the etcd cache without leader election: every replica writes every record")
+		}
+		// Started before the informers and the consumer, stopped after them.
+		p.Lifecycle.Append(fx.StartStopHook(out.Etcd.Start, out.Etcd.Stop))
+	}
 	if le := cfg.LeaderElection; le.Enabled {
 		names = slices.Sorted(slices.Values(names))
 		if le.Cluster == "" {
@@ -117,7 +146,7 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 		if err != nil {
 			return InformerModuleResults{}, fmt.Errorf("diff informer: %w", err)
 		}
-		in, err := NewInformer(name, dyn, d, cache, cfg.Informer, p.Logger, p.MeterProvider)
+		in, err := NewInformer(name, dyn, d, out.Changes, cfg.Informer, p.Logger, p.MeterProvider)
 		if err != nil {
 			return InformerModuleResults{}, err
 		}

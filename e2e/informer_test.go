@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -58,16 +60,18 @@ const (
 
 // TestInformerDiffMetadataAudit runs a cluster of its own whose kube-apiserver audits at
 // Metadata level, with the all-in-one's informer diff source on. A Deployment is created, its
-// image changed with an update, its spec.replicas changed with an update, and it is deleted.
-// The image and replica changes appear as diff logs on the admin's update spans, the delete
-// span carries a deletion snapshot, every admin write was joined with the informer's record
-// within the join wait (no "diff unavailable"), and the spans are stored promptly.
+// image changed with an update, its spec.replicas changed with an update, its labels and
+// spec.minReadySeconds changed with a merge patch, and it is deleted. The create span carries
+// the creation snapshot, the image and replica changes appear as diff logs on the admin's update
+// spans, the patch's changes on its patch span, the delete span carries a deletion snapshot,
+// every admin write was joined with the informer's record within the join wait (no "diff
+// unavailable"), and the spans are stored promptly.
 //
-// The changes are updates, not patches: a Metadata-level audit event has no request body, and
-// kube-apiserver fills objectRef.resourceVersion from the decoded request object, which a patch
-// does not have (the patch document is not an object). Without the resourceVersion the write
-// was based on, the join cannot tell which informer record belongs to the write, and the span
-// goes out at once with "diff unavailable" (by design, see audit.Consumer.joinInformerDiff).
+// A Metadata-level audit event has no request body, and kube-apiserver fills
+// objectRef.resourceVersion from the decoded request object, which a patch does not have (the
+// patch document is not an object), and a create has none yet: creates and patches are joined by
+// time (the object's first creation, or change, seen since the request that no other write took;
+// see diff.ChangeCache.Find), updates and deletes by resourceVersion.
 func TestInformerDiffMetadataAudit(t *testing.T) {
 	if skipReason != "" {
 		t.Skip(skipReason)
@@ -168,6 +172,20 @@ func TestInformerDiffMetadataAudit(t *testing.T) {
 		}
 		return nil
 	})
+	s.Step("patch deployment " + name + ": label patched=yes, minReadySeconds=5")
+	if _, err := deps.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"patched":"yes"}},"spec":{"minReadySeconds":5}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patch deployment %s: %v", name, err)
+	}
+	poll(clusterTimeout, "the Deployment's status.observedGeneration catches up after the patch", func(ctx context.Context) error {
+		d, err := deps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration != d.Generation {
+			return fmt.Errorf("observedGeneration %d, generation %d", d.Status.ObservedGeneration, d.Generation)
+		}
+		return nil
+	})
 	s.Step("delete deployment " + name)
 	if err := deps.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -201,13 +219,28 @@ type scenarioSpec struct {
 	containers []corev1.Container
 }
 
-// checkInformerDiffs checks the Deployment's admin writes: the image update's diff, the replicas
-// update's diff, the delete's deletion snapshot, and that each was joined with the informer's
-// record within the join wait.
+// checkInformerDiffs checks the Deployment's admin writes: the create's creation snapshot, the
+// image update's diff, the replicas update's diff, the patch's diff, the delete's deletion
+// snapshot, and that each was joined with the informer's record within the join wait.
 func checkInformerDiffs(o kapi.ObjectTraces, imagePath, image1, image2 string) error {
-	updates, deletes := adminSpans(o, "update"), adminSpans(o, "delete")
-	if len(updates) != 2 || len(deletes) != 1 {
-		return fmt.Errorf("%d admin updates and %d deletes, want 2 and 1", len(updates), len(deletes))
+	creates, updates, patches, deletes := adminSpans(o, "create"), adminSpans(o, "update"), adminSpans(o, "patch"), adminSpans(o, "delete")
+	if len(creates) != 1 || len(updates) != 2 || len(patches) != 1 || len(deletes) != 1 {
+		return fmt.Errorf("%d admin creates, %d updates, %d patches and %d deletes, want 1, 2, 1 and 1", len(creates), len(updates), len(patches), len(deletes))
+	}
+	var created bool
+	for _, f := range spanLogs(creates[0]) {
+		created = created || (f["event"] == logTypeSnapshot && f[fieldSnapKind] == "creation" && strings.Contains(f["message"], image1))
+	}
+	if !created {
+		return fmt.Errorf("the create span has no creation snapshot with image %s; logs: %s", image1, logSummary(creates))
+	}
+	var label, minReady bool
+	for _, f := range diffLogs(patches[0], "") {
+		label = label || (strings.HasPrefix(f[fieldDiffPath], "metadata.labels") && strings.Contains(f[fieldDiffPath]+" "+f[fieldDiffNew], "patched"))
+		minReady = minReady || (f[fieldDiffPath] == "spec.minReadySeconds" && f[fieldDiffNew] == "5")
+	}
+	if !label || !minReady {
+		return fmt.Errorf("the patch span lacks the diff of the label patched or of spec.minReadySeconds 0 -> 5; logs: %s", logSummary(patches))
 	}
 	var image, replicas bool
 	for _, sp := range updates {
@@ -245,7 +278,7 @@ func checkInformerDiffs(o kapi.ObjectTraces, imagePath, image1, image2 string) e
 	if !observed {
 		return fmt.Errorf("no status update by the deployment controller with a diff of status.observedGeneration; logs: %s", logSummary(status))
 	}
-	for _, sp := range append(append(updates, deletes...), status...) {
+	for _, sp := range slices.Concat(creates, updates, patches, deletes, status) {
 		for _, f := range spanLogs(sp) {
 			if f[fieldDiffOp] == opUnavailable {
 				return fmt.Errorf("%s: %s", sp.OperationName, f["message"])

@@ -1,0 +1,892 @@
+package diff
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.uber.org/zap"
+)
+
+// Change cache backends (CacheConfig.Backend).
+const (
+	BackendMemory = "memory"
+	BackendEtcd   = "etcd"
+)
+
+// CacheConfig chooses where the informer diff records live. The zero value keeps them in memory,
+// in the process that recorded them (one replica).
+type CacheConfig struct {
+	// Backend is "memory" (default) or "etcd": with several replicas, the leader's records reach
+	// every replica's audit consumer through etcd.
+	Backend string `yaml:"backend"`
+	// Etcd configures the etcd backend.
+	Etcd EtcdCacheConfig `yaml:"etcd"`
+}
+
+// Validate reports a configuration that cannot work.
+func (c CacheConfig) Validate() error {
+	switch c.Backend {
+	case "", BackendMemory:
+		return nil
+	case BackendEtcd:
+		return c.Etcd.Validate()
+	}
+	return fmt.Errorf("diff informer cache: unknown backend %q (want %q or %q)", c.Backend, BackendMemory, BackendEtcd)
+}
+
+// Defaults for EtcdCacheConfig.
+const (
+	DefaultEtcdPrefix         = "/kelemetry/diff/"
+	DefaultEtcdTTL            = 10 * time.Minute
+	DefaultEtcdDialTimeout    = 5 * time.Second
+	DefaultEtcdRequestTimeout = 5 * time.Second
+	DefaultEtcdMaxValueBytes  = 256 << 10
+	DefaultEtcdMaxQueue       = 10_000
+	DefaultEtcdMaxQueueBytes  = 32 << 20
+)
+
+// etcdMinTTL is etcd's smallest lease TTL with its default timing (1.5 election timeouts of 1s,
+// rounded up); a shorter TTL would silently be raised by the server.
+const etcdMinTTL = 2 * time.Second
+
+// EtcdCacheConfig configures an EtcdCache. Zero fields mean defaults.
+type EtcdCacheConfig struct {
+	// Endpoints are the etcd client URLs, e.g. https://etcd-0:2379 (required).
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix is put before every key (default /kelemetry/diff/); it should end with "/".
+	Prefix string `yaml:"prefix"`
+	// TTL is the lease of every key (default 10m, at least 2s): records live between TTL and
+	// TTL + TTL/10 (keys written within TTL/10 share a lease).
+	TTL time.Duration `yaml:"ttl"`
+	// DialTimeout bounds connecting (default 5s); RequestTimeout each request (default 5s).
+	DialTimeout    time.Duration `yaml:"dialTimeout"`
+	RequestTimeout time.Duration `yaml:"requestTimeout"`
+	// Username and Password authenticate with etcd's auth; PasswordFile, when set, holds the
+	// password instead (read once, trailing newline removed).
+	Username     string `yaml:"username"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"passwordFile"`
+	// CAFile verifies the server's certificate (default: the system roots); CertFile and KeyFile
+	// are the client's certificate, both or neither. ServerName overrides the name checked.
+	// Setting any of them, or an https:// endpoint, turns TLS on.
+	CAFile     string `yaml:"caFile"`
+	CertFile   string `yaml:"certFile"`
+	KeyFile    string `yaml:"keyFile"`
+	ServerName string `yaml:"serverName"`
+	// MaxValueBytes bounds a stored value after compression (default 256 KiB); larger records
+	// are not written (counted, reason too_large).
+	MaxValueBytes int `yaml:"maxValueBytes"`
+	// MaxQueue and MaxQueueBytes bound the records waiting to be written (default 10,000 and
+	// 32 MiB); beyond them records are dropped (counted, reason queue_full).
+	MaxQueue      int   `yaml:"maxQueue"`
+	MaxQueueBytes int64 `yaml:"maxQueueBytes"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c EtcdCacheConfig) WithDefaults() EtcdCacheConfig {
+	if c.Prefix == "" {
+		c.Prefix = DefaultEtcdPrefix
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultEtcdTTL
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultEtcdDialTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultEtcdRequestTimeout
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = DefaultEtcdMaxValueBytes
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultEtcdMaxQueue
+	}
+	if c.MaxQueueBytes == 0 {
+		c.MaxQueueBytes = DefaultEtcdMaxQueueBytes
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c EtcdCacheConfig) Validate() error {
+	var errs []error
+	if len(c.Endpoints) == 0 {
+		errs = append(errs, errors.New("diff informer cache: the etcd backend needs endpoints"))
+	}
+	for _, ep := range c.Endpoints {
+		if ep == "" || strings.ContainsAny(ep, " \t\n") {
+			errs = append(errs, fmt.Errorf("diff informer cache: bad etcd endpoint %q", ep))
+		}
+	}
+	if c.TTL < 0 || c.DialTimeout < 0 || c.RequestTimeout < 0 || c.MaxValueBytes < 0 || c.MaxQueue < 0 || c.MaxQueueBytes < 0 {
+		errs = append(errs, errors.New("diff informer cache: etcd durations and bounds must not be negative"))
+	}
+	if c.TTL != 0 && c.TTL < etcdMinTTL {
+		errs = append(errs, fmt.Errorf("diff informer cache: etcd ttl %s is below etcd's minimum lease of %s", c.TTL, etcdMinTTL))
+	}
+	if c.TTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("diff informer cache: etcd ttl %s is not whole seconds (etcd leases are)", c.TTL))
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, errors.New("diff informer cache: etcd certFile and keyFile go together"))
+	}
+	if c.Password != "" && c.PasswordFile != "" {
+		errs = append(errs, errors.New("diff informer cache: etcd password and passwordFile are exclusive"))
+	}
+	if (c.Password != "" || c.PasswordFile != "") && c.Username == "" {
+		errs = append(errs, errors.New("diff informer cache: an etcd password needs a username"))
+	}
+	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
+		errs = append(errs, fmt.Errorf("diff informer cache: etcd prefix %q must end with \"/\"", c.Prefix))
+	}
+	return errors.Join(errs...)
+}
+
+// clientConfig builds the etcd client configuration, reading the password and TLS files.
+func (c EtcdCacheConfig) clientConfig() (clientv3.Config, error) {
+	cc := clientv3.Config{
+		Endpoints:   c.Endpoints,
+		DialTimeout: c.DialTimeout,
+		Username:    c.Username,
+		Password:    c.Password,
+		Logger:      zap.NewNop(),
+		// Without keepalives a silently lost connection would stall the watch.
+		DialKeepAliveTime:    30 * time.Second,
+		DialKeepAliveTimeout: 10 * time.Second,
+	}
+	if c.PasswordFile != "" {
+		b, err := os.ReadFile(c.PasswordFile)
+		if err != nil {
+			return cc, fmt.Errorf("diff informer cache: etcd password: %w", err)
+		}
+		cc.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	useTLS := c.CAFile != "" || c.CertFile != "" || c.ServerName != ""
+	for _, ep := range c.Endpoints {
+		useTLS = useTLS || strings.HasPrefix(ep, "https://")
+	}
+	if !useTLS {
+		return cc, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return cc, fmt.Errorf("diff informer cache: etcd CA: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return cc, fmt.Errorf("diff informer cache: etcd CA %s holds no PEM certificate", c.CAFile)
+		}
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return cc, fmt.Errorf("diff informer cache: etcd client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	cc.TLS = tc
+	return cc, nil
+}
+
+// EtcdCache is a Changes store shared by replicas through etcd.
+//
+// Put (called by the leading replica's informers only) keeps the record in a local ChangeCache at
+// once and queues it, bounded, for a writer goroutine that writes batches of records into etcd in
+// one transaction each, every key attached to a lease of TTL (one lease is shared by the keys of
+// TTL/10, so etcd removes every record between TTL and TTL + TTL/10 after it was written). Keys are
+// <prefix><cluster>/<group>/<resource>/<namespace>/<name>/<resourceVersion> (segments
+// path-escaped, empty ones kept); values are a compact JSON encoding of the record, deflated when
+// that is shorter.
+//
+// Every replica mirrors the prefix into its local ChangeCache: it loads it once, then watches it,
+// and mirrors removals (lease expiry) too; after a watch error (compaction, lost leader, etcd
+// down) it loads again, with backoff. Find reads the local ChangeCache only, so it never waits
+// on etcd: the audit consumer's bounded wait covers the watch's delay, and when etcd is
+// unreachable the records do not arrive and the consumer's events go out with "diff unavailable"
+// after their deadline. The mirror is bounded like any ChangeCache (InformerConfig.Cache).
+//
+// Errors and drops are counted (kelemetry.diff.etcd.records, kelemetry.diff.etcd.errors) and
+// logged at most every few seconds. Start and Stop it once.
+type EtcdCache struct {
+	cfg    EtcdCacheConfig
+	cc     clientv3.Config
+	local  *ChangeCache
+	logger *slog.Logger
+
+	mu         sync.Mutex
+	queue      []Record
+	queueBytes int64
+	stopped    bool
+	// flushBy bounds the final flush of the queue (Stop's deadline).
+	flushBy time.Time
+	wake    chan struct{}
+
+	cancel  context.CancelFunc
+	done    chan struct{}
+	ready   chan struct{} // closed once the first load of the prefix is applied
+	readyMu sync.Once
+
+	records  metric.Int64Counter
+	errs     metric.Int64Counter
+	writeDur metric.Float64Histogram
+	opts     map[string]metric.MeasurementOption
+	errWarn  warnLimiter
+}
+
+// etcd record results and error operations (metric attributes).
+const (
+	etcdWritten    = "written"
+	etcdQueueFull  = "queue_full"
+	etcdTooLarge   = "too_large"
+	etcdWriteError = "write_error"
+	etcdStopped    = "stopped"
+	etcdMirrored   = "mirrored"
+	etcdRemoved    = "removed"
+
+	etcdOpConnect = "connect"
+	etcdOpLease   = "lease"
+	etcdOpPut     = "put"
+	etcdOpLoad    = "load"
+	etcdOpWatch   = "watch"
+	etcdOpDecode  = "decode"
+	etcdOpEncode  = "encode"
+)
+
+// NewEtcdCache builds an EtcdCache that mirrors into local (required; its bounds apply). It
+// does not connect yet: Start does, in the background, so an unreachable etcd does not fail the
+// application. logger and mp may be nil.
+func NewEtcdCache(cfg EtcdCacheConfig, local *ChangeCache, logger *slog.Logger, mp metric.MeterProvider) (*EtcdCache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if local == nil {
+		return nil, errors.New("diff informer cache: nil local change cache")
+	}
+	cfg = cfg.WithDefaults()
+	cc, err := cfg.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	e := &EtcdCache{
+		cfg: cfg, cc: cc, local: local, wake: make(chan struct{}, 1), ready: make(chan struct{}),
+		logger:  logger.With("component", "diff.etcdcache", "prefix", cfg.Prefix),
+		opts:    map[string]metric.MeasurementOption{},
+		errWarn: warnLimiter{every: 10 * time.Second},
+	}
+	meter := mp.Meter("github.com/kelemetry/kelemetry/diff")
+	if e.records, err = meter.Int64Counter("kelemetry.diff.etcd.records",
+		metric.WithDescription("Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped: by the leader; mirrored, removed: by every replica)."),
+		metric.WithUnit("{record}")); err != nil {
+		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
+	}
+	if e.errs, err = meter.Int64Counter("kelemetry.diff.etcd.errors",
+		metric.WithDescription("Failed etcd operations of the informer diff cache, by operation (connect, lease, put, load, watch, decode, encode)."),
+		metric.WithUnit("{error}")); err != nil {
+		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
+	}
+	if e.writeDur, err = meter.Float64Histogram("kelemetry.diff.etcd.write.duration",
+		metric.WithDescription("Time to write one batch of informer diff records into etcd."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)); err != nil {
+		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
+	}
+	for _, r := range []string{etcdWritten, etcdQueueFull, etcdTooLarge, etcdWriteError, etcdStopped, etcdMirrored, etcdRemoved} {
+		e.opts["result:"+r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+	}
+	for _, op := range []string{etcdOpConnect, etcdOpLease, etcdOpPut, etcdOpLoad, etcdOpWatch, etcdOpDecode, etcdOpEncode} {
+		e.opts["op:"+op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))
+	}
+	return e, nil
+}
+
+// Local is the local mirror Find reads.
+func (e *EtcdCache) Local() *ChangeCache { return e.local }
+
+// Ready is closed once the first load of the prefix from etcd is applied to the mirror.
+func (e *EtcdCache) Ready() <-chan struct{} { return e.ready }
+
+// Find looks q up in the local mirror; it never waits on etcd.
+func (e *EtcdCache) Find(q Query) (Record, bool) { return e.local.Find(q) }
+
+// Put keeps rec locally and queues it for etcd; a full queue drops it (counted).
+func (e *EtcdCache) Put(rec Record) {
+	e.local.Put(rec)
+	size := rec.size()
+	e.mu.Lock()
+	switch {
+	case e.stopped:
+		e.mu.Unlock()
+		e.count(etcdStopped, 1)
+		return
+	case len(e.queue) >= e.cfg.MaxQueue || e.queueBytes+size > e.cfg.MaxQueueBytes:
+		e.mu.Unlock()
+		e.count(etcdQueueFull, 1)
+		return
+	}
+	e.queue = append(e.queue, rec)
+	e.queueBytes += size
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *EtcdCache) count(result string, n int) {
+	e.records.Add(context.Background(), int64(n), e.opts["result:"+result])
+}
+
+func (e *EtcdCache) fail(op string, err error) {
+	e.errs.Add(context.Background(), 1, e.opts["op:"+op])
+	if ok, suppressed := e.errWarn.allow(time.Now()); ok {
+		e.logger.Warn("etcd diff cache: "+op+" failed", "error", err, "suppressed", suppressed)
+	}
+}
+
+// Start connects in the background (retrying with backoff), then writes the queued records and
+// mirrors the prefix until Stop.
+func (e *EtcdCache) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cancel != nil {
+		return errors.New("diff etcd cache: already started")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel, e.done = cancel, make(chan struct{})
+	go func() {
+		defer close(e.done)
+		e.run(runCtx)
+	}()
+	return nil
+}
+
+// Stop stops mirroring, writes what is queued within ctx (the rest is counted as stopped), and
+// closes the connection.
+func (e *EtcdCache) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	cancel, done := e.cancel, e.done
+	e.stopped = true
+	e.mu.Unlock()
+	if cancel == nil {
+		e.dropQueue()
+		return nil
+	}
+	// The writer flushes the queue for up to RequestTimeout, and half the time left to ctx's
+	// deadline, before giving up.
+	flushFor := e.cfg.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		flushFor = min(flushFor, time.Until(dl)/2)
+	}
+	flushBy := time.Now().Add(flushFor)
+	e.mu.Lock()
+	e.flushBy = flushBy
+	e.mu.Unlock()
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("diff etcd cache: stop: %w", ctx.Err())
+	}
+}
+
+func (e *EtcdCache) dropQueue() {
+	e.mu.Lock()
+	n := len(e.queue)
+	e.queue, e.queueBytes = nil, 0
+	e.mu.Unlock()
+	if n > 0 {
+		e.count(etcdStopped, n)
+	}
+}
+
+// backoff is the wait before retry attempt (0-based) of a failed connection, load or watch.
+func backoff(attempt int) time.Duration {
+	return min(100*time.Millisecond<<min(attempt, 8), 10*time.Second)
+}
+
+func (e *EtcdCache) run(ctx context.Context) {
+	var cli *clientv3.Client
+	for attempt := 0; ; attempt++ {
+		var err error
+		if cli, err = clientv3.New(e.withCtx(ctx)); err == nil {
+			break
+		}
+		e.fail(etcdOpConnect, err)
+		select {
+		case <-ctx.Done():
+			e.dropQueue()
+			return
+		case <-time.After(backoff(attempt)):
+		}
+	}
+	defer cli.Close()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		e.mirror(ctx, cli)
+	}()
+	go func() {
+		defer wg.Done()
+		e.writeLoop(ctx, cli)
+	}()
+	wg.Wait()
+}
+
+func (e *EtcdCache) withCtx(ctx context.Context) clientv3.Config {
+	cc := e.cc
+	cc.Context = ctx
+	return cc
+}
+
+// warnLimiter lets one warning through per period and counts the others.
+type warnLimiter struct {
+	every time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *warnLimiter) allow(now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	l.last = now
+	suppressed, l.suppressed = l.suppressed, 0
+	return true, suppressed
+}
+
+// Bounds of one write transaction: etcd's default limits are 128 operations and 1.5 MiB per
+// request.
+const (
+	etcdBatchOps   = 64
+	etcdBatchBytes = 1 << 20
+)
+
+// writeLoop writes the queued records in batches until ctx ends, then flushes what is left
+// until the Stop deadline.
+func (e *EtcdCache) writeLoop(ctx context.Context, cli *clientv3.Client) {
+	w := &etcdWriter{e: e, cli: cli}
+	for {
+		select {
+		case <-ctx.Done():
+			e.mu.Lock()
+			flushBy := e.flushBy
+			e.mu.Unlock()
+			fctx, cancel := context.WithDeadline(context.Background(), flushBy)
+			for w.writeBatch(fctx) {
+			}
+			cancel()
+			// What is left is dropped (counted). The lease is not revoked: the records are to
+			// outlive this process (another replica may lead next); the lease expires by itself.
+			e.dropQueue()
+			return
+		case <-e.wake:
+			for ctx.Err() == nil && w.writeBatch(ctx) {
+			}
+		}
+	}
+}
+
+// etcdWriter holds the writer goroutine's lease.
+type etcdWriter struct {
+	e         *EtcdCache
+	cli       *clientv3.Client
+	lease     clientv3.LeaseID
+	leaseTime time.Time
+}
+
+// take removes the next batch from the queue.
+func (e *EtcdCache) take() []Record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n, bytes := 0, int64(0)
+	for n < len(e.queue) && n < etcdBatchOps && (n == 0 || bytes+e.queue[n].size() <= etcdBatchBytes) {
+		bytes += e.queue[n].size()
+		n++
+	}
+	batch := make([]Record, n)
+	copy(batch, e.queue)
+	clear(e.queue[:n])
+	e.queue = e.queue[n:]
+	e.queueBytes -= bytes
+	if len(e.queue) == 0 {
+		e.queue, e.queueBytes = nil, 0
+	}
+	return batch
+}
+
+// writeBatch writes one batch; it reports false when the queue was empty or ctx ended.
+func (w *etcdWriter) writeBatch(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	e := w.e
+	batch := e.take()
+	if len(batch) == 0 {
+		return false
+	}
+	kvs := make([]etcdKV, 0, len(batch))
+	var failed int
+	for i := range batch {
+		val, err := encodeRecord(&batch[i])
+		if err != nil {
+			e.fail(etcdOpEncode, err)
+			failed++
+			continue
+		}
+		if len(val) > e.cfg.MaxValueBytes {
+			e.count(etcdTooLarge, 1)
+			continue
+		}
+		kvs = append(kvs, etcdKV{key: etcdKey(e.cfg.Prefix, batch[i].Key), val: string(val)})
+	}
+	if failed > 0 {
+		e.count(etcdWriteError, failed)
+	}
+	if len(kvs) == 0 {
+		return true
+	}
+	start := time.Now()
+	err := w.put(ctx, kvs)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The lease expired (etcd was down longer than the TTL, or restored): take a new one.
+		w.lease = 0
+		err = w.put(ctx, kvs)
+	}
+	e.writeDur.Record(context.Background(), time.Since(start).Seconds())
+	if err != nil {
+		e.fail(etcdOpPut, err)
+		e.count(etcdWriteError, len(kvs))
+		return ctx.Err() == nil
+	}
+	e.count(etcdWritten, len(kvs))
+	return true
+}
+
+type etcdKV struct{ key, val string }
+
+// put writes kvs in one transaction, attached to the current lease.
+func (w *etcdWriter) put(ctx context.Context, kvs []etcdKV) error {
+	e := w.e
+	// Keys share a lease for TTL/10 (at least 1s): etcd removes each between TTL and
+	// TTL + TTL/10 after its write, with one lease grant per period.
+	if w.lease == 0 || time.Since(w.leaseTime) >= max(e.cfg.TTL/10, time.Second) {
+		lctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
+		resp, err := w.cli.Grant(lctx, int64(e.cfg.TTL/time.Second))
+		cancel()
+		if err != nil {
+			e.fail(etcdOpLease, err)
+			return fmt.Errorf("grant lease: %w", err)
+		}
+		w.lease, w.leaseTime = resp.ID, time.Now()
+	}
+	ops := make([]clientv3.Op, len(kvs))
+	for i, kv := range kvs {
+		ops[i] = clientv3.OpPut(kv.key, kv.val, clientv3.WithLease(w.lease))
+	}
+	pctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
+	defer cancel()
+	_, err := w.cli.Txn(pctx).Then(ops...).Commit()
+	return err
+}
+
+// etcdKey is <prefix><cluster>/<group>/<resource>/<namespace>/<name>/<resourceVersion>.
+func etcdKey(prefix string, k RecordKey) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(k.Cluster) + len(k.Group) + len(k.Resource) + len(k.Namespace) + len(k.Name) + len(k.ResourceVersion) + 5)
+	b.WriteString(prefix)
+	for i, seg := range [...]string{k.Cluster, k.Group, k.Resource, k.Namespace, k.Name, k.ResourceVersion} {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(url.PathEscape(seg))
+	}
+	return b.String()
+}
+
+// parseEtcdKey reverses etcdKey.
+func parseEtcdKey(prefix, key string) (RecordKey, error) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return RecordKey{}, fmt.Errorf("key %q is not under %q", key, prefix)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 6 {
+		return RecordKey{}, fmt.Errorf("key %q: want 6 segments after the prefix", key)
+	}
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return RecordKey{}, fmt.Errorf("key %q: %w", key, err)
+		}
+		parts[i] = u
+	}
+	return RecordKey{Cluster: parts[0], Group: parts[1], Resource: parts[2], Namespace: parts[3], Name: parts[4], ResourceVersion: parts[5]}, nil
+}
+
+// wireRecord is a Record as stored in etcd (the key holds Record.Key).
+type wireRecord struct {
+	Kind     RecordKind      `json:"k"`
+	UID      string          `json:"u,omitempty"`
+	BaseRV   string          `json:"b,omitempty"`
+	Changes  []Change        `json:"c,omitempty"`
+	Snapshot json.RawMessage `json:"s,omitempty"`
+	Final    bool            `json:"f,omitempty"`
+	Time     int64           `json:"t"` // Unix nanoseconds
+}
+
+// Value formats: the first byte says how the rest is encoded.
+const (
+	valuePlain    = 'j' // JSON
+	valueDeflated = 'z' // raw DEFLATE of the JSON
+)
+
+// compressAbove: shorter values are stored plain (DEFLATE would not pay for its header).
+const compressAbove = 512
+
+var flateWriters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(io.Discard, flate.BestSpeed) // the level is valid
+	return w
+}}
+
+// encodeRecord encodes rec's value.
+func encodeRecord(rec *Record) ([]byte, error) {
+	wr := wireRecord{Kind: rec.Kind, UID: rec.UID, BaseRV: rec.BaseRV, Changes: rec.Changes, Final: rec.Final, Time: rec.Time.UnixNano()}
+	if len(rec.Snapshot) > 0 {
+		wr.Snapshot = rec.Snapshot
+	}
+	var buf bytes.Buffer
+	buf.WriteByte(valuePlain)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&wr); err != nil {
+		return nil, fmt.Errorf("encode record %v: %w", rec.Key, err)
+	}
+	plain := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(plain) <= compressAbove {
+		return plain, nil
+	}
+	var out bytes.Buffer
+	out.Grow(len(plain) / 3)
+	out.WriteByte(valueDeflated)
+	fw := flateWriters.Get().(*flate.Writer)
+	defer flateWriters.Put(fw)
+	fw.Reset(&out)
+	if _, err := fw.Write(plain[1:]); err != nil {
+		return nil, fmt.Errorf("compress record %v: %w", rec.Key, err)
+	}
+	if err := fw.Close(); err != nil {
+		return nil, fmt.Errorf("compress record %v: %w", rec.Key, err)
+	}
+	if out.Len() >= len(plain) {
+		return plain, nil
+	}
+	return out.Bytes(), nil
+}
+
+// maxDecodedValue bounds a decompressed value (a corrupt or hostile value must not exhaust
+// memory).
+const maxDecodedValue = 64 << 20
+
+// decodeRecord decodes a value written by encodeRecord for key.
+func decodeRecord(key RecordKey, val []byte) (Record, error) {
+	if len(val) == 0 {
+		return Record{}, errors.New("empty value")
+	}
+	body := val[1:]
+	switch val[0] {
+	case valuePlain:
+	case valueDeflated:
+		r := flate.NewReader(bytes.NewReader(body))
+		b, err := io.ReadAll(io.LimitReader(r, maxDecodedValue+1))
+		r.Close()
+		if err != nil {
+			return Record{}, fmt.Errorf("decompress: %w", err)
+		}
+		if len(b) > maxDecodedValue {
+			return Record{}, errors.New("decompressed value too large")
+		}
+		body = b
+	default:
+		return Record{}, fmt.Errorf("unknown value format %q", val[0])
+	}
+	var wr wireRecord
+	if err := json.Unmarshal(body, &wr); err != nil {
+		return Record{}, fmt.Errorf("decode: %w", err)
+	}
+	if wr.Kind < KindChange || wr.Kind > KindDeletion {
+		return Record{}, fmt.Errorf("unknown record kind %d", wr.Kind)
+	}
+	rec := Record{Key: key, Kind: wr.Kind, UID: wr.UID, BaseRV: wr.BaseRV, Changes: wr.Changes, Final: wr.Final, Time: time.Unix(0, wr.Time)}
+	if len(wr.Snapshot) > 0 {
+		rec.Snapshot = []byte(wr.Snapshot)
+	}
+	return rec, nil
+}
+
+// mirror keeps the local cache in step with the prefix: load, then watch from the loaded
+// revision; after any failure, load again (with backoff).
+func (e *EtcdCache) mirror(ctx context.Context, cli *clientv3.Client) {
+	for attempt := 0; ctx.Err() == nil; {
+		rev, err := e.load(ctx, cli)
+		if err == nil {
+			e.readyMu.Do(func() { close(e.ready) })
+			var watched bool
+			watched, err = e.watch(ctx, cli, rev)
+			if watched {
+				attempt = 0
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			op := etcdOpWatch
+			if rev == 0 {
+				op = etcdOpLoad
+			}
+			e.fail(op, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff(attempt)):
+		}
+		attempt++
+	}
+}
+
+// loadPage is the page size of the load.
+const loadPage = 500
+
+// load reads every record under the prefix into the local cache, page by page at one revision,
+// and returns that revision.
+func (e *EtcdCache) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
+	var rev int64
+	key, end := e.cfg.Prefix, clientv3.GetPrefixRangeEnd(e.cfg.Prefix)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		gctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
+		resp, err := cli.Get(gctx, key, opts...)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("load %s: %w", e.cfg.Prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			e.apply(string(kv.Key), kv.Value)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// watch applies the changes under the prefix after rev until the watch fails or ctx ends. It
+// reports whether any response arrived.
+//
+// While etcd is unreachable the client keeps the watch and resumes it when etcd is back (or
+// fails it with a compaction error, and the mirror loads again); meanwhile nothing arrives, so
+// a probe (a serializable count of one key, every 2 × RequestTimeout, at least 1s) counts and
+// logs the outage.
+func (e *EtcdCache) watch(ctx context.Context, cli *clientv3.Client, rev int64) (bool, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	got := false
+	probe := time.NewTicker(max(2*e.cfg.RequestTimeout, time.Second))
+	defer probe.Stop()
+	wch := cli.Watch(wctx, e.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case <-probe.C:
+			pctx, pcancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
+			_, err := cli.Get(pctx, e.cfg.Prefix, clientv3.WithSerializable(), clientv3.WithCountOnly())
+			pcancel()
+			if err != nil && ctx.Err() == nil {
+				e.fail(etcdOpWatch, fmt.Errorf("probe: %w", err))
+			}
+			continue
+		case resp, ok = <-wch:
+		}
+		if !ok {
+			break
+		}
+		if err := resp.Err(); err != nil {
+			return got, fmt.Errorf("watch %s: %w", e.cfg.Prefix, err)
+		}
+		got = true
+		for _, ev := range resp.Events {
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				e.apply(string(ev.Kv.Key), ev.Kv.Value)
+			case clientv3.EventTypeDelete:
+				if k, err := parseEtcdKey(e.cfg.Prefix, string(ev.Kv.Key)); err == nil && e.local.Delete(k) {
+					e.count(etcdRemoved, 1)
+				}
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return got, nil
+	}
+	return got, fmt.Errorf("watch %s: closed", e.cfg.Prefix)
+}
+
+// apply puts one stored record into the local cache, unless it holds it already (the leader's
+// own writes).
+func (e *EtcdCache) apply(key string, val []byte) {
+	k, err := parseEtcdKey(e.cfg.Prefix, key)
+	var rec Record
+	if err == nil {
+		rec, err = decodeRecord(k, val)
+	}
+	if err != nil {
+		e.fail(etcdOpDecode, err)
+		return
+	}
+	if old, ok := e.local.Get(k); ok && old.Kind == rec.Kind && old.Final == rec.Final && old.Time.Equal(rec.Time) {
+		return
+	}
+	e.local.Put(rec)
+	e.count(etcdMirrored, 1)
+}
