@@ -22,6 +22,9 @@ go test -count=1 ./...
 echo "== go test -race (concurrent packages)"
 go test -count=1 -race ./aggregator/... ./audit/... ./store/... ./otlpsink/... ./linker/... ./diff/... ./event/... ./frontend/...
 
+echo "== diff cache against a real (embedded) etcd (nested module e2e/etcdcache)"
+(cd e2e/etcdcache && go vet ./... && go test -count=1 -race ./...)
+
 echo "== benchmarks compile and run once"
 go test -count=1 -run '^$' -bench . -benchtime 1x ./... > /dev/null
 echo "unit tests passed"
