@@ -15,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
 )
@@ -46,9 +47,12 @@ type Config struct {
 	// all-in-one enables it with a kubeconfig).
 	InformerDiff diff.InformerModuleConfig `yaml:"informerDiff"`
 	Linker       linker.Config             `yaml:"linker"`
-	Store        store.PebbleConfig        `yaml:"store"`
-	Memory       store.MemoryConfig        `yaml:"memory"`
-	OTLP         otlpsink.Config           `yaml:"otlp"`
+	// LinkRules configures the LinkRule linker: a directory of rule files, and the watch of
+	// LinkRule objects in the cluster named Cluster (on when it has a kubeconfig).
+	LinkRules linkrule.Config    `yaml:"linkRules"`
+	Store     store.PebbleConfig `yaml:"store"`
+	Memory    store.MemoryConfig `yaml:"memory"`
+	OTLP      otlpsink.Config    `yaml:"otlp"`
 }
 
 // ClusterConfig names one Kubernetes cluster and how to reach it.
@@ -159,13 +163,16 @@ func (c Config) WithDefaults() Config {
 	if c.Memory.Window == 0 {
 		c.Memory.Window = c.Aggregator.Window
 	}
+	if c.LinkRules.Cluster == "" {
+		c.LinkRules.Cluster = c.Cluster
+	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.validateClusters()}
+	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.validateClusters(), c.LinkRules.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}
@@ -176,6 +183,11 @@ func (c Config) Validate() error {
 	}
 	if c.Event.Watch && !c.HasCluster(c.Event.Cluster) {
 		errs = append(errs, fmt.Errorf("event.watch needs a kubeconfig of cluster %q", c.Event.Cluster))
+	}
+	for _, name := range c.Event.WatchClusters {
+		if !c.HasCluster(name) {
+			errs = append(errs, fmt.Errorf("event.watchClusters: cluster %q has no kubeconfig", name))
+		}
 	}
 	if c.DataDir != "" {
 		errs = append(errs, c.Store.Validate())

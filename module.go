@@ -17,9 +17,11 @@ import (
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/internal/httpserver"
 	"github.com/kelemetry/kelemetry/internal/telemetry"
 	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
 )
@@ -40,19 +42,21 @@ var Module = fx.Module("kelemetry",
 	audit.Module,
 	event.Module,
 	linker.Module,
+	linkrule.Module,
 	diff.InformerModule,
 	fx.Invoke(func(*Servers) {}),
 	fx.Invoke(joinInformerDiffs),
 )
 
 // joinInformerDiffs lets the audit consumer attach informer diffs to events that carry no
-// response body. The consumer's hooks come after the queue's, so it stops first; events handled
-// after that are looked up once and never held.
-func joinInformerDiffs(c *audit.Consumer, cache *diff.ChangeCache, lc fx.Lifecycle) {
-	if cache == nil {
+// response body, from this process's change cache or, with the etcd backend, from the records
+// the leading replica wrote to etcd. The consumer's hooks come after the queue's, so it stops
+// first; events handled after that are looked up once and never held.
+func joinInformerDiffs(c *audit.Consumer, changes diff.Changes, lc fx.Lifecycle) {
+	if changes == nil {
 		return
 	}
-	c.SetInformerDiffs(cache)
+	c.SetInformerDiffs(changes)
 	lc.Append(fx.StartStopHook(c.Start, c.Stop))
 }
 
@@ -64,6 +68,7 @@ type subConfigsOut struct {
 	Event        event.Config
 	Linker       linker.Config
 	InformerDiff diff.InformerModuleConfig
+	LinkRules    linkrule.Config
 }
 
 func subConfigs(c Config) (subConfigsOut, error) {
@@ -71,7 +76,7 @@ func subConfigs(c Config) (subConfigsOut, error) {
 		return subConfigsOut{}, fmt.Errorf("kelemetry config: %w", err)
 	}
 	c = c.WithDefaults()
-	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker, InformerDiff: c.InformerDiff}, nil
+	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker, InformerDiff: c.InformerDiff, LinkRules: c.LinkRules}, nil
 }
 
 func newMetrics(lc fx.Lifecycle) (*telemetry.Metrics, metric.MeterProvider, error) {
@@ -220,6 +225,8 @@ func newServers(in serversIn) *Servers {
 	apiMux := http.NewServeMux()
 	frontend.NewNativeAPI(in.Reader, logger).Register(apiMux)
 	frontend.NewJaegerAPI(in.Reader, frontend.EngineConfig{Window: c.Aggregator.Window}, logger).Register(apiMux)
+	frontend.NewUIAPI(in.Reader, frontend.EngineConfig{Window: c.Aggregator.Window}, logger).Register(apiMux)
+	ui.Register(apiMux)
 	apiMux.Handle("GET /metrics", in.Metrics.Handler)
 	apiMux.Handle("GET /healthz", health)
 

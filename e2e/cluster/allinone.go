@@ -33,7 +33,9 @@ type AllInOneOptions struct {
 	EventCheckpointFile string
 	// AuditPort and HTTPPort are the listen ports on 127.0.0.1; 0 picks free ports.
 	AuditPort, HTTPPort int
-	Logger              *slog.Logger
+	// ExtraArgs are appended to the command line (e.g. --link-rules=DIR, --config=FILE).
+	ExtraArgs []string
+	Logger    *slog.Logger
 }
 
 // AllInOne is a running examples/allinone.
@@ -95,6 +97,7 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 	if opts.Window != 0 {
 		args = append(args, "--window="+opts.Window.String())
 	}
+	args = append(args, opts.ExtraArgs...)
 	checkpoint := opts.EventCheckpointFile
 	if checkpoint != "" {
 		args = append(args, "--event-checkpoint-file="+checkpoint)

@@ -67,6 +67,8 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		leaderEl   = fs.Bool("diff-leader-elect", false, "with several replicas: only the replica holding a Lease runs the informer diff source")
 		leaseNS    = fs.String("diff-leader-elect-namespace", "", "namespace of the informer diff source's Lease (default kube-system)")
 		leaseID    = fs.String("diff-leader-elect-identity", "", "this replica's identity in the Lease (default hostname_pid)")
+		linkRules  = fs.String("link-rules", "", "directory of LinkRule YAML files (kelemetry.io/v1alpha1) to link objects by; reloaded when its files change")
+		ruleWatch  = fs.Bool("link-rules-watch", true, "with --kubeconfig: also apply the LinkRule objects of the cluster (needs deploy/crds applied) and write their status")
 		clusterKC  stringList
 		replay     stringList
 		follow     stringList
@@ -116,6 +118,8 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
 	override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
 	override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
+	override("link-rules", func() { cfg.LinkRules.Dir = *linkRules })
+	override("link-rules-watch", func() { cfg.LinkRules.DisableWatch = !*ruleWatch })
 	for _, kv := range clusterKC {
 		name, path, ok := strings.Cut(kv, "=")
 		if !ok || name == "" || path == "" {
@@ -137,8 +141,16 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 			QPS: float32(*kubeQPS), Burst: *kubeBurst}}, cfg.Clusters...)
 		cfg.Kubeconfig = ""
 	}
-	if cfg.HasCluster(cfg.WithDefaults().Cluster) {
+	if main := cfg.WithDefaults().Cluster; cfg.HasCluster(main) {
 		override("event-watch", func() { cfg.Event.Watch = *eventWatch })
+		if cfg.Event.Watch && *configFile == "" {
+			// Every cluster's Events, each with its own checkpoint.
+			for _, cc := range cfg.KubeClusters() {
+				if cc.Name != main {
+					cfg.Event.WatchClusters = append(cfg.Event.WatchClusters, cc.Name)
+				}
+			}
+		}
 	}
 	if len(cfg.KubeClusters()) > 0 {
 		override("diff-informer", func() { cfg.InformerDiff.Enabled = *infDiff })

@@ -188,6 +188,7 @@ func TestParseClusterFlags(t *testing.T) {
 	assert.Equal(t, kelemetry.ClusterConfig{Name: "wl", Kubeconfig: kc, QPS: 20, Burst: 40}, got[0])
 	assert.Equal(t, kelemetry.ClusterConfig{Name: "mgmt", Kubeconfig: kc, QPS: 20, Burst: 40}, got[1])
 	assert.True(t, cfg.Event.Watch, "the cluster named --cluster has a kubeconfig")
+	assert.Equal(t, []string{"mgmt"}, cfg.Event.WatchClusters, "every cluster's Events")
 	assert.True(t, cfg.InformerDiff.Enabled)
 	le := cfg.InformerDiff.LeaderElection
 	assert.True(t, le.Enabled)
@@ -486,4 +487,93 @@ func TestJaegerAPI(t *testing.T) {
 		require.Len(t, byID.Data, 1)
 		return len(byID.Data[0].Spans) == len(resp.Data[0].Spans)
 	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// TestLinkRulesFromDir: a LinkRule from a --link-rules directory links the replayed Pods to the
+// ConfigMap and the ServiceAccount they use, with no cluster: both objects meet in one trace.
+func TestLinkRulesFromDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pods.yaml"), []byte(`
+apiVersion: kelemetry.io/v1alpha1
+kind: LinkRule
+metadata: {name: pod-uses}
+spec:
+  source:
+    resources: [{group: "", resource: pods}]
+    labelSelector: {matchLabels: {app: demo}}
+  role: parent
+  class: uses
+  targets:
+    - resource: configmaps
+      version: v1
+      name: object.spec.volumes.map(v, v.?projected.sources.orValue([]).filter(s, has(s.configMap)).map(s, s.configMap.name)).flatten()
+    - resource: serviceaccounts
+      version: v1
+      name: object.spec.serviceAccountName
+`), 0o600))
+	cfg, _, err := parseFlags([]string{"--link-rules", dir}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, dir, cfg.LinkRules.Dir)
+
+	cfg = testConfig(t, "")
+	cfg.LinkRules.Dir = dir
+	cfg.Audit.Replay = []string{rolloutLog}
+	r := start(t, cfg)
+	waitReplay(t, r)
+
+	cm := findObject(t, r, "resource=configmaps&name=kube-root-ca.crt")
+	var pods map[string]bool
+	require.Eventually(t, func() bool {
+		pods = links(storedTrace(t, r, cm.Windows[0].TraceID), "child")
+		return len(pods) > 0
+	}, 10*time.Second, 20*time.Millisecond)
+	for pod := range pods {
+		assert.True(t, strings.HasPrefix(pod, "pods/demo-"), pod)
+	}
+	sa := findObject(t, r, "resource=serviceaccounts&name=default")
+	assert.Equal(t, "test", sa.Cluster)
+
+	// The Pod's trace holds both parents, classed "uses", next to its ReplicaSet owner.
+	var pod string
+	for p := range pods {
+		pod = strings.TrimPrefix(p, "pods/")
+		break
+	}
+	po := findObject(t, r, "resource=pods&name="+pod)
+	require.Eventually(t, func() bool {
+		parents := links(storedTrace(t, r, po.Windows[0].TraceID), "parent")
+		return parents["configmaps/kube-root-ca.crt"] && parents["serviceaccounts/default"]
+	}, 10*time.Second, 20*time.Millisecond)
+	var classes []string
+	for _, s := range spansOfKind(storedTrace(t, r, po.Windows[0].TraceID), "link") {
+		if tag(s, "kelemetry.link.resource") == "configmaps" {
+			classes = append(classes, tag(s, "kelemetry.link.class"))
+		}
+	}
+	assert.Equal(t, []string{"uses"}, classes)
+}
+
+// The web UI is served at / next to the APIs, and its search endpoint finds the replayed
+// Deployment.
+func TestWebUIServed(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Audit.Replay = []string{rolloutLog}
+	r := start(t, cfg)
+	waitReplay(t, r)
+	get := func(path string) (int, string, string) {
+		resp, err := http.Get(r.api(path))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
+	}
+	code, ctype, body := get("/")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, ctype, "text/html")
+	assert.Contains(t, body, "Kelemetry")
+	code, _, body = get("/api/ui/search?service=tracing&tag=resource:deployments&tag=name:demo&start=0&end=" + fmt.Sprint(time.Now().UnixMicro()))
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "demo")
+	code, _, _ = get("/healthz")
+	assert.Equal(t, http.StatusOK, code, "the UI does not shadow the API")
 }

@@ -1,0 +1,145 @@
+package linkrule
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/fx"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/linker"
+)
+
+// Module provides the rule *Manager and its Linker in the "kelemetry.linkers" value group,
+// started and stopped with the app. Every dependency is optional:
+//   - Config: no rule directory, watch LinkRules in the cluster named Config.Cluster;
+//   - linker.Clusters: without it no body is fetched, selector targets fail and nothing is
+//     watched; with it, the watched cluster is Config.Cluster;
+//   - linker.Config: its ObjectCache settings size the cache of fetched bodies;
+//   - *slog.Logger, metric.MeterProvider.
+var Module = fx.Module("linkrule", fx.Provide(provide))
+
+type params struct {
+	fx.In
+
+	Config       Config               `optional:"true"`
+	LinkerConfig linker.Config        `optional:"true"`
+	Logger       *slog.Logger         `optional:"true"`
+	Meter        metric.MeterProvider `optional:"true"`
+	Clusters     linker.Clusters      `optional:"true"`
+	LC           fx.Lifecycle
+}
+
+type result struct {
+	fx.Out
+
+	Manager *Manager
+	Linker  aggregator.Linker `group:"kelemetry.linkers"`
+}
+
+func provide(p params) (result, error) {
+	m, err := New(p.Config, p.Clusters, p.LinkerConfig.ObjectCache, p.Logger, p.Meter)
+	if err != nil {
+		return result{}, err
+	}
+	p.LC.Append(fx.StartStopHook(m.Start, m.Stop))
+	return result{Manager: m, Linker: m.Linker()}, nil
+}
+
+// New builds a Manager and its Linker as Module does, for use without fx. clusters may be nil.
+func New(cfg Config, clusters linker.Clusters, cache linker.ObjectCacheConfig, logger *slog.Logger, mp metric.MeterProvider) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	var (
+		getter linker.ObjectGetter
+		lister Lister
+		dyn    dynamic.Interface
+	)
+	if clusters != nil {
+		oc, err := linker.NewObjectCache(clusters, cache, logger, mp)
+		if err != nil {
+			return nil, fmt.Errorf("linkrule: %w", err)
+		}
+		getter = oc
+		lister = ClusterLister{Clusters: clusters, Timeout: cfg.ListTimeout}
+		if !cfg.DisableWatch && cfg.Cluster != "" {
+			// No client for the home cluster (only other clusters are configured): no watch.
+			if dyn, err = clusters.Dynamic(cfg.Cluster); errors.Is(err, linker.ErrUnknownCluster) {
+				dyn = nil
+			} else if err != nil {
+				return nil, fmt.Errorf("linkrule: watch: %w", err)
+			}
+		}
+	}
+	l := NewLinker(getter, lister, logger, mp)
+	return NewManager(cfg, l, dyn, logger)
+}
+
+// Config configures the rule linker. The zero value means: no rule directory, and LinkRule
+// objects watched in Cluster when a client for it exists.
+type Config struct {
+	// Dir is a directory of LinkRule YAML files; empty means none.
+	Dir string `yaml:"dir"`
+	// ReloadInterval is how often Dir is checked for changed files (default 10s; negative: never).
+	ReloadInterval time.Duration `yaml:"reloadInterval"`
+	// DisableWatch turns off watching LinkRule objects in the cluster.
+	DisableWatch bool `yaml:"disableWatch"`
+	// Cluster is the name of the cluster whose LinkRule objects are watched (the application
+	// fills in its own cluster name).
+	Cluster string `yaml:"cluster"`
+	// StatusInterval is how often the status of watched rules is written, when it changed
+	// (default 10s). Writes are coalesced: at most one per rule per interval.
+	StatusInterval time.Duration `yaml:"statusInterval"`
+	// MaxStatusWritesPerInterval bounds the status writes of one interval (default 20); the rest
+	// wait for the next.
+	MaxStatusWritesPerInterval int `yaml:"maxStatusWritesPerInterval"`
+	// CostLimit bounds the CEL cost of one expression on one object (default 100,000).
+	CostLimit uint64 `yaml:"costLimit"`
+	// MaxTargetsPerObject bounds the links of one rule on one object (default 100).
+	MaxTargetsPerObject int `yaml:"maxTargetsPerObject"`
+	// ListTimeout bounds the list of a selector target (default 5s).
+	ListTimeout time.Duration `yaml:"listTimeout"`
+}
+
+// Defaults of Config.
+const (
+	DefaultReloadInterval = 10 * time.Second
+	DefaultStatusInterval = 10 * time.Second
+	DefaultStatusWrites   = 20
+	DefaultListTimeout    = 5 * time.Second
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.ReloadInterval == 0 {
+		c.ReloadInterval = DefaultReloadInterval
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.MaxStatusWritesPerInterval == 0 {
+		c.MaxStatusWritesPerInterval = DefaultStatusWrites
+	}
+	if c.ListTimeout == 0 {
+		c.ListTimeout = DefaultListTimeout
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.StatusInterval < 0 || c.ListTimeout < 0 || c.MaxStatusWritesPerInterval < 0 || c.MaxTargetsPerObject < 0 {
+		return errors.New("linkrule: statusInterval, listTimeout, maxStatusWritesPerInterval and maxTargetsPerObject must not be negative")
+	}
+	return nil
+}
+
+func (c Config) compileOptions() CompileOptions {
+	return CompileOptions{CostLimit: c.CostLimit, MaxTargetsPerObject: c.MaxTargetsPerObject}
+}
