@@ -23,7 +23,8 @@ const LinkerGroup = "kelemetry.linkers"
 //   - Mapper: when absent, a DiscoveryMapper if Clusters also implements DiscoveryClusters (as
 //     KubeClusters does), else a StaticMapper.
 //
-// Both linkers share one ObjectCache.
+// Both linkers share one ObjectCache, which Module also provides as ObjectGetter (nil without
+// Clusters) for other linkers, and stops with the app.
 var Module = fx.Module("linker", fx.Provide(provideLinkers))
 
 // params are the fx dependencies of Module.
@@ -43,17 +44,20 @@ type result struct {
 	fx.Out
 
 	Linkers []aggregator.Linker `group:"kelemetry.linkers,flatten"`
+	// Getter is the shared cache of object bodies fetched from the API servers, for other
+	// linkers (link rules) to reuse; nil without Clusters.
+	Getter ObjectGetter
 }
 
 func provideLinkers(p params) (result, error) {
-	linkers, stops, err := newLinkers(p.Config, p.Clusters, p.Mapper, p.Logger, p.Meter)
+	linkers, getter, stops, err := newLinkers(p.Config, p.Clusters, p.Mapper, p.Logger, p.Meter)
 	if err != nil {
 		return result{}, err
 	}
 	for _, stop := range stops {
 		p.LC.Append(fx.StopHook(stop))
 	}
-	return result{Linkers: linkers}, nil
+	return result{Linkers: linkers, Getter: getter}, nil
 }
 
 // NewLinkers builds the linkers that cfg enables, as Module does, for use without fx. clusters
@@ -61,24 +65,21 @@ func provideLinkers(p params) (result, error) {
 // timeouts (linker.ObjectCacheConfig.FetchTimeout, the discovery client's timeout); Module also
 // waits for them when the application stops.
 func NewLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logger, mp metric.MeterProvider) ([]aggregator.Linker, error) {
-	linkers, _, err := newLinkers(cfg, clusters, mapper, logger, mp)
+	linkers, _, _, err := newLinkers(cfg, clusters, mapper, logger, mp)
 	return linkers, err
 }
 
-func newLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logger, mp metric.MeterProvider) ([]aggregator.Linker, []func(context.Context) error, error) {
+func newLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logger, mp metric.MeterProvider) ([]aggregator.Linker, ObjectGetter, []func(context.Context) error, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if cfg.DisableOwner && cfg.DisableAnnotation {
-		return nil, nil, nil
-	}
-	var stops []func(context.Context) error
 	logger = loggerOrDiscard(logger)
+	var stops []func(context.Context) error
 	var getter ObjectGetter
 	if clusters != nil {
 		cache, err := NewObjectCache(clusters, cfg.ObjectCache, logger, mp)
 		if err != nil {
-			return nil, nil, fmt.Errorf("linker: %w", err)
+			return nil, nil, nil, fmt.Errorf("linker: %w", err)
 		}
 		getter = cache
 		stops = append(stops, cache.Stop)
@@ -89,7 +90,7 @@ func newLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logge
 			if dc, ok := clusters.(DiscoveryClusters); ok {
 				dm, err := NewDiscoveryMapper(dc, cfg.Discovery, logger, mp)
 				if err != nil {
-					return nil, nil, fmt.Errorf("linker: %w", err)
+					return nil, nil, nil, fmt.Errorf("linker: %w", err)
 				}
 				mapper = dm
 				stops = append(stops, dm.Stop)
@@ -102,5 +103,5 @@ func newLinkers(cfg Config, clusters Clusters, mapper Mapper, logger *slog.Logge
 	if !cfg.DisableAnnotation {
 		linkers = append(linkers, NewAnnotationLinker(getter, logger, mp))
 	}
-	return linkers, stops, nil
+	return linkers, getter, stops, nil
 }

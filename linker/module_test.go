@@ -88,3 +88,32 @@ func TestModuleInvalidConfig(t *testing.T) {
 	app := fx.New(Module, fx.NopLogger, fx.Supply(Config{ObjectCache: ObjectCacheConfig{TTL: -1}}), fx.Invoke(func(linkersIn) {}))
 	require.Error(t, app.Err())
 }
+
+// Module provides its object cache for other linkers: the one the built-in linkers use, also
+// when both are disabled; nil without Clusters.
+func TestModuleSharesObjectGetter(t *testing.T) {
+	clusters := fx.Provide(func() Clusters { return fakeClusters{"c1": newFakeDynamic()} })
+	var getter ObjectGetter
+	var in linkersIn
+	app := fxtest.New(t, clusters, Module, fx.NopLogger, fx.Populate(&getter, &in))
+	app.RequireStart()
+	app.RequireStop()
+	require.NotNil(t, getter)
+	assert.IsType(t, &ObjectCache{}, getter)
+	for _, l := range in.Linkers {
+		if o, ok := l.(*OwnerLinker); ok {
+			assert.Same(t, getter, o.getter, "one cache")
+		}
+	}
+
+	app = fxtest.New(t, clusters, fx.Supply(Config{DisableOwner: true, DisableAnnotation: true}), Module, fx.NopLogger, fx.Populate(&getter, &in))
+	app.RequireStart()
+	app.RequireStop()
+	assert.NotNil(t, getter)
+	assert.Empty(t, in.Linkers)
+
+	app = fxtest.New(t, Module, fx.NopLogger, fx.Populate(&getter))
+	app.RequireStart()
+	app.RequireStop()
+	assert.Nil(t, getter)
+}

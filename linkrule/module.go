@@ -19,19 +19,20 @@ import (
 //   - Config: no rule directory, watch LinkRules in the cluster named Config.Cluster;
 //   - linker.Clusters: without it no body is fetched, selector targets fail and nothing is
 //     watched; with it, the watched cluster is Config.Cluster;
-//   - linker.Config: its ObjectCache settings size the cache of fetched bodies;
+//   - linker.ObjectGetter: the cache of fetched bodies, shared with the built-in linkers
+//     (linker.Module provides it); without it bodies that events do not carry are not fetched;
 //   - *slog.Logger, metric.MeterProvider.
 var Module = fx.Module("linkrule", fx.Provide(provide))
 
 type params struct {
 	fx.In
 
-	Config       Config               `optional:"true"`
-	LinkerConfig linker.Config        `optional:"true"`
-	Logger       *slog.Logger         `optional:"true"`
-	Meter        metric.MeterProvider `optional:"true"`
-	Clusters     linker.Clusters      `optional:"true"`
-	LC           fx.Lifecycle
+	Config   Config               `optional:"true"`
+	Getter   linker.ObjectGetter  `optional:"true"`
+	Logger   *slog.Logger         `optional:"true"`
+	Meter    metric.MeterProvider `optional:"true"`
+	Clusters linker.Clusters      `optional:"true"`
+	LC       fx.Lifecycle
 }
 
 type result struct {
@@ -42,7 +43,7 @@ type result struct {
 }
 
 func provide(p params) (result, error) {
-	m, err := New(p.Config, p.Clusters, p.LinkerConfig.ObjectCache, p.Logger, p.Meter)
+	m, err := New(p.Config, p.Clusters, p.Getter, p.Logger, p.Meter)
 	if err != nil {
 		return result{}, err
 	}
@@ -50,23 +51,19 @@ func provide(p params) (result, error) {
 	return result{Manager: m, Linker: m.Linker()}, nil
 }
 
-// New builds a Manager and its Linker as Module does, for use without fx. clusters may be nil.
-func New(cfg Config, clusters linker.Clusters, cache linker.ObjectCacheConfig, logger *slog.Logger, mp metric.MeterProvider) (*Manager, error) {
+// New builds a Manager and its Linker as Module does, for use without fx. clusters and getter
+// (e.g. a linker.ObjectCache, for bodies the events do not carry) may be nil.
+func New(cfg Config, clusters linker.Clusters, getter linker.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
 	var (
-		getter linker.ObjectGetter
 		lister Lister
 		dyn    dynamic.Interface
+		err    error
 	)
 	if clusters != nil {
-		oc, err := linker.NewObjectCache(clusters, cache, logger, mp)
-		if err != nil {
-			return nil, fmt.Errorf("linkrule: %w", err)
-		}
-		getter = oc
 		lister = ClusterLister{Clusters: clusters, Timeout: cfg.ListTimeout}
 		if !cfg.DisableWatch && cfg.Cluster != "" {
 			// No client for the home cluster (only other clusters are configured): no watch.
