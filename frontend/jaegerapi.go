@@ -32,20 +32,27 @@ import (
 //	GET /api/traces/{traceID}               one result, in the mode its ID names
 //	GET /redirect?cluster=&group=&resource=&namespace=&name=&time=&mode=
 //	                                        302 to /trace/{id}, 404 when nothing matches
-type JaegerAPI struct {
+type JaegerAPI struct{ queryAPI }
+
+// queryAPI is what the HTTP APIs over the query engine share.
+type queryAPI struct {
 	engine *Engine
 	reader TraceReader
 	logger *slog.Logger
 	now    func() time.Time
 }
 
-// NewJaegerAPI serves reader's data. cfg bounds link following; set its Window to the
-// aggregator's window length.
-func NewJaegerAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) *JaegerAPI {
+func newQueryAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) queryAPI {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &JaegerAPI{engine: NewEngine(reader, cfg), reader: reader, logger: logger.With("component", "frontend"), now: time.Now}
+	return queryAPI{engine: NewEngine(reader, cfg), reader: reader, logger: logger.With("component", "frontend"), now: time.Now}
+}
+
+// NewJaegerAPI serves reader's data. cfg bounds link following; set its Window to the
+// aggregator's window length.
+func NewJaegerAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) *JaegerAPI {
+	return &JaegerAPI{newQueryAPI(reader, cfg, logger)}
 }
 
 // Register adds the routes to mux.

@@ -20,19 +20,11 @@ import (
 //	GET /api/ui/suggestions?cluster=&start=&end=             a Suggestions
 //
 // Both answer in the JaegerResponse envelope; errors carry a code and a message.
-type UIAPI struct {
-	engine *Engine
-	reader TraceReader
-	logger *slog.Logger
-	now    func() time.Time
-}
+type UIAPI struct{ queryAPI }
 
 // NewUIAPI serves reader's data. cfg bounds link following as for NewJaegerAPI; pass the same.
 func NewUIAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) *UIAPI {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return &UIAPI{engine: NewEngine(reader, cfg), reader: reader, logger: logger.With("component", "frontend"), now: time.Now}
+	return &UIAPI{newQueryAPI(reader, cfg, logger)}
 }
 
 // Register adds the routes to mux.

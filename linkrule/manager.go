@@ -184,29 +184,38 @@ func (m *Manager) Stop(context.Context) error {
 	return nil
 }
 
-func (m *Manager) reloadLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.ReloadInterval)
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			fn(ctx)
 		}
-		sig, err := dirSignature(m.cfg.Dir)
-		m.mu.Lock()
-		same := sig == m.dirSig
-		m.mu.Unlock()
-		if err != nil {
-			m.logger.Warn("link rules dir unreadable; keeping the loaded rules", slog.Any("error", err))
-			continue
-		}
-		if same {
-			continue
-		}
-		if err := m.loadDir(); err != nil {
-			m.logger.Warn("link rules dir unreadable; keeping the loaded rules", slog.Any("error", err))
-		}
+	}
+}
+
+func (m *Manager) reloadLoop(ctx context.Context) {
+	every(ctx, m.cfg.ReloadInterval, m.reloadIfChanged)
+}
+
+// reloadIfChanged reloads the rule directory when its files changed.
+func (m *Manager) reloadIfChanged(context.Context) {
+	sig, err := dirSignature(m.cfg.Dir)
+	m.mu.Lock()
+	same := sig == m.dirSig
+	m.mu.Unlock()
+	if err == nil && same {
+		return
+	}
+	if err == nil {
+		err = m.loadDir()
+	}
+	if err != nil {
+		m.logger.Warn("link rules dir unreadable; keeping the loaded rules", slog.Any("error", err))
 	}
 }
 
@@ -260,18 +269,7 @@ func (m *Manager) onDelete(obj any) {
 	m.logger.Info("link rule removed", slog.String("rule", u.GetName()))
 }
 
-func (m *Manager) statusLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.StatusInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.writeStatuses(ctx)
-		}
-	}
-}
+func (m *Manager) statusLoop(ctx context.Context) { every(ctx, m.cfg.StatusInterval, m.writeStatuses) }
 
 // desiredStatus is the status of a watched rule now.
 func (m *Manager) desiredStatus(w *watchedRule) Status {
