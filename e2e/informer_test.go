@@ -300,7 +300,10 @@ func checkInformerDiffs(o kapi.ObjectTraces, imagePath, image1, image2 string) e
 func adminSpans(o kapi.ObjectTraces, verb string) []kapi.Span {
 	var out []kapi.Span
 	for _, sp := range o.SourceSpans(kapi.SourceAudit) {
-		if sp.Kind() == kapi.KindEvent && sp.Tag(kapi.TagUser) == cluster.AdminUser && sp.Tag(kapi.TagVerb) == verb && sp.Tag(kapi.TagSubresource) == "" {
+		// Only successful writes: a retried update's 409 Conflict (the controllers write the
+		// same object) is a span of its own.
+		if sp.Kind() == kapi.KindEvent && sp.Tag(kapi.TagUser) == cluster.AdminUser && sp.Tag(kapi.TagVerb) == verb && sp.Tag(kapi.TagSubresource) == "" &&
+			strings.HasPrefix(sp.Tag(kapi.TagStatusCode), "2") {
 			out = append(out, sp)
 		}
 	}

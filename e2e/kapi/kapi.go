@@ -41,6 +41,7 @@ const (
 	TagUser          = "user.name"
 	TagVerb          = "kelemetry.audit.verb"
 	TagSubresource   = "kelemetry.audit.subresource"
+	TagStatusCode    = "http.response.status_code"
 	// Tags of Kubernetes Event spans.
 	TagEventUID   = "kelemetry.event.uid"
 	TagEventCount = "kelemetry.event.count"
