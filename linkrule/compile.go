@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -49,12 +51,13 @@ type Rule struct {
 	targets    []target
 	opts       CompileOptions
 	stats      *Stats
-	measure    metric.MeasurementOption // the rule attribute, set by Linker
+	measure    metric.MeasurementOption // the rule attribute of the Linker's metrics
 }
 
 type target struct {
 	cluster, group, version, resource string
-	namespace                         cel.Program // nil: the source's namespace
+	clusterScoped                     bool        // a built-in cluster-scoped resource
+	namespace                         cel.Program // nil: the source's namespace, or none if clusterScoped
 	name                              cel.Program
 	selector                          cel.Program
 }
@@ -67,13 +70,23 @@ type CompileOptions struct {
 	// MaxTargetsPerObject bounds the links one rule makes for one object (default 100); more
 	// are dropped and counted as truncated.
 	MaxTargetsPerObject int
+	// EvalTimeout bounds the time of evaluating one rule's expressions on one object (default
+	// 250ms). The cost limit does not see every loop (a filter or exists_one whose predicate is
+	// false costs nothing per iteration), so nested comprehensions over large lists are stopped
+	// by this deadline instead, counted as errors of the rule.
+	EvalTimeout time.Duration
 }
 
 // Defaults of CompileOptions.
 const (
 	DefaultCostLimit           = 100_000
 	DefaultMaxTargetsPerObject = 100
+	DefaultEvalTimeout         = 250 * time.Millisecond
 )
+
+// interruptCheckFrequency is how many comprehension iterations run between two checks of the
+// evaluation deadline (the value Kubernetes uses).
+const interruptCheckFrequency = 100
 
 func (o CompileOptions) withDefaults() CompileOptions {
 	if o.CostLimit == 0 {
@@ -81,6 +94,9 @@ func (o CompileOptions) withDefaults() CompileOptions {
 	}
 	if o.MaxTargetsPerObject <= 0 {
 		o.MaxTargetsPerObject = DefaultMaxTargetsPerObject
+	}
+	if o.EvalTimeout <= 0 {
+		o.EvalTimeout = DefaultEvalTimeout
 	}
 	return o
 }
@@ -120,7 +136,9 @@ func Compile(lr LinkRule, origin string, opts CompileOptions) (*Rule, error) {
 		return nil, invalid("metadata.name is required")
 	}
 	s := lr.Spec
-	r := &Rule{Name: lr.Name, Origin: origin, Generation: lr.Generation, class: s.Class, opts: opts, stats: &Stats{}}
+	r := &Rule{Name: lr.Name, Origin: origin, Generation: lr.Generation, class: s.Class, opts: opts, stats: &Stats{},
+		// Set once here: a Rule is read concurrently once a Linker has it.
+		measure: metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", lr.Name)))}
 	r.role = aggregator.Role(s.Role)
 	if !r.role.Valid() {
 		return nil, invalid("spec.role must be %q or %q, not %q", aggregator.RoleParent, aggregator.RoleChild, s.Role)
@@ -168,7 +186,8 @@ func Compile(lr LinkRule, origin string, opts CompileOptions) (*Rule, error) {
 }
 
 func compileTarget(env *cel.Env, t Target, opts CompileOptions) (target, error) {
-	ct := target{cluster: t.Cluster, group: t.Group, version: t.Version, resource: t.Resource}
+	ct := target{cluster: t.Cluster, group: t.Group, version: t.Version, resource: t.Resource,
+		clusterScoped: clusterScoped[GroupResource{Group: t.Group, Resource: t.Resource}]}
 	if t.Resource == "" {
 		return ct, errors.New("resource: required")
 	}
@@ -216,13 +235,51 @@ func compileExpr(env *cel.Env, expr string, opts CompileOptions, want ...*types.
 	prg, err := env.Program(ast,
 		cel.CostLimit(opts.CostLimit),
 		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
-		// No InterruptCheckFrequency: it doubles the evaluation time, and the cost limit already
-		// bounds the work of an evaluation.
+		// The cost limit does not bound every loop: comprehensions whose steps cost nothing
+		// (filter or exists_one with a false predicate) iterate for free. Checking the deadline
+		// of the evaluation's context every interruptCheckFrequency iterations stops them.
+		cel.InterruptCheckFrequency(interruptCheckFrequency),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("program %q: %w", expr, err)
 	}
 	return prg, nil
+}
+
+// clusterScoped are the cluster-scoped resources built into Kubernetes. A target of one of them
+// without a namespace expression has no namespace (rather than the source's, which would name
+// an object that does not exist and, for a selector, list a path the API server does not serve).
+var clusterScoped = map[GroupResource]bool{
+	{Group: "", Resource: "nodes"}:                                                         true,
+	{Group: "", Resource: "namespaces"}:                                                    true,
+	{Group: "", Resource: "persistentvolumes"}:                                             true,
+	{Group: "", Resource: "componentstatuses"}:                                             true,
+	{Group: "networking.k8s.io", Resource: "ingressclasses"}:                               true,
+	{Group: "networking.k8s.io", Resource: "ipaddresses"}:                                  true,
+	{Group: "networking.k8s.io", Resource: "servicecidrs"}:                                 true,
+	{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}:                         true,
+	{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}:                  true,
+	{Group: "storage.k8s.io", Resource: "storageclasses"}:                                  true,
+	{Group: "storage.k8s.io", Resource: "volumeattachments"}:                               true,
+	{Group: "storage.k8s.io", Resource: "csidrivers"}:                                      true,
+	{Group: "storage.k8s.io", Resource: "csinodes"}:                                        true,
+	{Group: "storage.k8s.io", Resource: "volumeattributesclasses"}:                         true,
+	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}:                 true,
+	{Group: "apiregistration.k8s.io", Resource: "apiservices"}:                             true,
+	{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}:     true,
+	{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}:   true,
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}:       true,
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"}: true,
+	{Group: "admissionregistration.k8s.io", Resource: "mutatingadmissionpolicies"}:         true,
+	{Group: "admissionregistration.k8s.io", Resource: "mutatingadmissionpolicybindings"}:   true,
+	{Group: "scheduling.k8s.io", Resource: "priorityclasses"}:                              true,
+	{Group: "node.k8s.io", Resource: "runtimeclasses"}:                                     true,
+	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}:                 true,
+	{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                       true,
+	{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}:       true,
+	{Group: "resource.k8s.io", Resource: "deviceclasses"}:                                  true,
+	{Group: "resource.k8s.io", Resource: "resourceslices"}:                                 true,
+	{Group: Group, Resource: Resource}:                                                     true,
 }
 
 func typeAllowed(out *types.Type, want []*types.Type) bool {

@@ -187,7 +187,8 @@ func TestCostLimit(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Evaluate(t.Context(), o, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "cost limit exceeded")
+	assert.Contains(t, err.Error(), "operation cancelled: actual cost limit exceeded (500, linkRules.costLimit)")
+	assert.EqualValues(t, 1, r.Stats().Errors.Load())
 
 	// The default limit allows it.
 	r, err = Compile(rule("r", func(s *Spec) { s.Targets[0].Name = expensive }), "test", CompileOptions{})

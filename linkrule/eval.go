@@ -148,59 +148,78 @@ func (r *Rule) Evaluate(ctx context.Context, obj aggregator.Object, lister Liste
 	if err != nil {
 		return nil, err
 	}
-	return r.eval(ctx, in, lister, nil)
+	links, _, err := r.eval(ctx, in, lister, nil)
+	return links, err
 }
 
+// outcome says what one evaluation of a rule did, for the caller's metrics (the rule's Stats
+// are shared by concurrent evaluations, so their deltas cannot tell).
+type outcome struct {
+	evaluated, truncated bool
+}
+
+// errEvalTimeout is the cause of an evaluation stopped at CompileOptions.EvalTimeout.
+var errEvalTimeout = errors.New("CEL evaluation took longer than the time limit (linkRules.evalTimeout); the expression iterates too much")
+
 // eval applies the rule to an input that matched the resource index. It appends to links.
-func (r *Rule) eval(ctx context.Context, in *input, lister Lister, links []aggregator.Link) ([]aggregator.Link, error) {
+func (r *Rule) eval(ctx context.Context, in *input, lister Lister, links []aggregator.Link) ([]aggregator.Link, outcome, error) {
+	var out outcome
 	if !r.matchesCheap(in) {
-		return links, nil
+		return links, out, nil
 	}
+	out.evaluated = true
 	r.stats.Evaluations.Add(1)
+	// The expressions of this evaluation share one deadline; lists of selector targets have
+	// their own timeout (ClusterLister) and use ctx.
+	celCtx, cancel := context.WithTimeoutCause(ctx, r.opts.EvalTimeout, errEvalTimeout)
+	defer cancel()
 	if r.condition != nil {
-		v, err := run(ctx, r.condition, in)
+		v, err := r.run(celCtx, r.condition, in)
 		if err != nil {
 			if isMissing(err) {
-				return links, nil
+				return links, out, nil
 			}
 			err = fmt.Errorf("rule %s: condition: %w", r.Name, err)
 			r.stats.recordError(err)
-			return links, err
+			return links, out, err
 		}
 		if b, ok := v.(types.Bool); !ok || !bool(b) {
-			return links, nil
+			return links, out, nil
 		}
 	}
 	start := len(links)
 	budget := r.opts.MaxTargetsPerObject
 	var errs []error
-	truncated := false
 	for i := range r.targets {
 		var cut bool
 		var err error
-		links, cut, err = r.evalTarget(ctx, &r.targets[i], in, lister, links, start, start+budget)
-		truncated = truncated || cut
+		links, cut, err = r.evalTarget(ctx, celCtx, &r.targets[i], in, lister, links, start, start+budget)
+		out.truncated = out.truncated || cut
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rule %s: targets[%d]: %w", r.Name, i, err))
 		}
 	}
-	if truncated {
+	if out.truncated {
 		r.stats.Truncated.Add(1)
 	}
 	r.stats.LinksMade.Add(int64(len(links) - start))
 	if err := errors.Join(errs...); err != nil {
 		r.stats.recordError(err)
-		return links, err
+		return links, out, err
 	}
-	return links, nil
+	return links, out, nil
 }
 
 // evalTarget appends the links of one target, up to max links in total. links[start:] are the
 // rule's links so far, which a new link must not repeat.
-func (r *Rule) evalTarget(ctx context.Context, t *target, in *input, lister Lister, links []aggregator.Link, start, max int) ([]aggregator.Link, bool, error) {
+// CEL runs with celCtx, the list with ctx.
+func (r *Rule) evalTarget(ctx, celCtx context.Context, t *target, in *input, lister Lister, links []aggregator.Link, start, max int) ([]aggregator.Link, bool, error) {
 	ns := in.ref.Namespace
+	if t.clusterScoped {
+		ns = ""
+	}
 	if t.namespace != nil {
-		v, err := run(ctx, t.namespace, in)
+		v, err := r.run(celCtx, t.namespace, in)
 		if err != nil {
 			if isMissing(err) {
 				return links, false, nil
@@ -220,10 +239,9 @@ func (r *Rule) evalTarget(ctx context.Context, t *target, in *input, lister List
 	if cluster == "" {
 		cluster = in.ref.Cluster
 	}
+	// add links a target unless it is the source or already linked; it returns false when the
+	// target is new but there is no room for it (a repeat of a linked target is no truncation).
 	add := func(ns, name string) bool {
-		if len(links) >= max {
-			return false
-		}
 		ref := aggregator.ObjectRef{Cluster: cluster, Group: t.group, Version: t.version, Resource: t.resource, Namespace: ns, Name: name}
 		if ref.Key() == in.ref.Key() {
 			return true
@@ -233,11 +251,14 @@ func (r *Rule) evalTarget(ctx context.Context, t *target, in *input, lister List
 				return true
 			}
 		}
+		if len(links) >= max {
+			return false
+		}
 		links = append(links, aggregator.Link{Target: ref, Role: r.role, Class: r.class})
 		return true
 	}
 	if t.name != nil {
-		v, err := run(ctx, t.name, in)
+		v, err := r.run(celCtx, t.name, in)
 		if err != nil {
 			if isMissing(err) {
 				return links, false, nil
@@ -255,7 +276,7 @@ func (r *Rule) evalTarget(ctx context.Context, t *target, in *input, lister List
 		}
 		return links, false, nil
 	}
-	v, err := run(ctx, t.selector, in)
+	v, err := r.run(celCtx, t.selector, in)
 	if err != nil {
 		if isMissing(err) {
 			return links, false, nil
@@ -263,7 +284,7 @@ func (r *Rule) evalTarget(ctx context.Context, t *target, in *input, lister List
 		return links, false, fmt.Errorf("selector: %w", err)
 	}
 	sel, err := selectorOf(v)
-	if err != nil || sel == nil {
+	if err != nil || sel == nil || sel.Empty() {
 		return links, false, err
 	}
 	if lister == nil {
@@ -286,10 +307,16 @@ func (r *Rule) evalTarget(ctx context.Context, t *target, in *input, lister List
 	return links, cut, nil
 }
 
-// run evaluates one program on the input. The cost limit bounds it, so it does not watch ctx.
-func run(_ context.Context, prg cel.Program, in *input) (ref.Val, error) {
-	v, _, err := prg.Eval(in.act)
+// run evaluates one program on the input. The cost limit bounds most of its work; loops that
+// cost nothing are stopped when ctx ends (checked every interruptCheckFrequency iterations).
+func (r *Rule) run(ctx context.Context, prg cel.Program, in *input) (ref.Val, error) {
+	v, _, err := prg.ContextEval(ctx, in.act)
 	if err != nil {
+		// Say which limit, so that users know what to change.
+		var cancelled interpreter.EvalCancelledError
+		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
+			return nil, fmt.Errorf("%w (%d, linkRules.costLimit)", err, r.opts.CostLimit)
+		}
 		return nil, err
 	}
 	return v, nil

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,7 +89,6 @@ func (l *Linker) Put(set string, r *Rule) {
 	if l.sets[set] == nil {
 		l.sets[set] = map[string]*Rule{}
 	}
-	r.measure = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", r.Name)))
 	l.sets[set][r.Name] = r
 	l.rebuild()
 }
@@ -112,7 +110,6 @@ func (l *Linker) Replace(set string, rules []*Rule) {
 	defer l.mu.Unlock()
 	m := make(map[string]*Rule, len(rules))
 	for _, r := range rules {
-		r.measure = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", r.Name)))
 		m[r.Name] = r
 	}
 	l.sets[set] = m
@@ -181,6 +178,24 @@ func (l *Linker) rebuild() {
 		}
 	}
 	l.index.Store(idx)
+	// Forget the warnings of rules that are gone.
+	l.warnMu.Lock()
+	for name := range l.warned {
+		if !l.hasRule(name) {
+			delete(l.warned, name)
+		}
+	}
+	l.warnMu.Unlock()
+}
+
+// hasRule reports whether a rule of that name is in any set. l.mu is held.
+func (l *Linker) hasRule(name string) bool {
+	for _, set := range l.sets {
+		if _, ok := set[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func appendOnce(rules []*Rule, r *Rule) []*Rule {
@@ -235,16 +250,17 @@ func (l *Linker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregato
 	var links []aggregator.Link
 	contributed := 0
 	for _, r := range rules {
-		before, evals, truncs := len(links), r.stats.Evaluations.Load(), r.stats.Truncated.Load()
-		links, err = r.eval(ctx, in, l.lister, links)
-		if r.stats.Evaluations.Load() != evals {
+		before := len(links)
+		var out outcome
+		links, out, err = r.eval(ctx, in, l.lister, links)
+		if out.evaluated {
 			l.evaluations.Add(ctx, 1, r.measure)
 		}
 		if n := len(links) - before; n > 0 {
 			l.links.Add(ctx, int64(n), r.measure)
 			contributed++
 		}
-		if r.stats.Truncated.Load() != truncs {
+		if out.truncated {
 			l.truncated.Add(ctx, 1, r.measure)
 		}
 		if err != nil {
@@ -339,7 +355,11 @@ type ClusterLister struct {
 }
 
 // List lists the objects matching selector, at most limit of them.
+// An empty selector lists nothing (not every object).
 func (c ClusterLister) List(ctx context.Context, cluster string, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, limit int) ([]NamespacedName, bool, error) {
+	if selector == nil || selector.Empty() || limit <= 0 {
+		return nil, false, nil
+	}
 	dyn, err := c.Clusters.Dynamic(cluster)
 	if err != nil {
 		return nil, false, err

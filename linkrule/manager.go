@@ -3,6 +3,7 @@ package linkrule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -36,6 +37,9 @@ type Manager struct {
 	// statusCursor is the last rule whose status write filled an interval's budget.
 	statusCursor string
 	dirSig       string
+	dirFailing   bool // the last reload failed and was logged
+	// statusFailing: a status write failed and was logged; no more until one succeeds.
+	statusFailing bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -91,30 +95,40 @@ func (m *Manager) loadDir() error {
 		m.logger.Error("link rule file skipped", slog.Any("error", err))
 	}
 	var rules []*Rule
+	// A name belongs to its first rule in file order (files by name, then documents in order),
+	// whether that rule compiles or not: which rule applies never depends on whether another
+	// one is valid, and every duplicate is logged.
 	seen := map[string]string{}
 	for _, f := range files {
 		if prev, dup := seen[f.Rule.Name]; dup {
-			m.logger.Error("link rule skipped: name already used", slog.String("rule", f.Rule.Name), slog.String("file", f.Path), slog.String("first", prev))
+			m.logger.Error("link rule skipped: name already used by an earlier rule", slog.String("rule", f.Rule.Name), slog.String("file", f.Path), slog.String("first", prev))
 			continue
 		}
+		seen[f.Rule.Name] = f.Path
 		r, err := Compile(f.Rule, "file:"+f.Path, m.cfg.compileOptions())
 		if err != nil {
 			m.logger.Error("link rule rejected", slog.String("file", f.Path), slog.Any("error", err))
 			continue
 		}
-		seen[f.Rule.Name] = f.Path
 		rules = append(rules, r)
 	}
 	m.linker.Replace(SetDir, rules)
 	m.mu.Lock()
 	m.dirSig = sig
+	m.dirFailing = false
 	m.mu.Unlock()
 	m.logger.Info("link rules loaded", slog.String("dir", m.cfg.Dir), slog.Int("rules", len(rules)), slog.Int("rejected", len(files)-len(rules)), slog.Int("badFiles", len(errs)))
 	return nil
 }
 
-// Start starts the directory reload loop and the watch.
+// ErrStarted is returned by a second Start.
+var ErrStarted = errors.New("linkrule: manager already started")
+
+// Start starts the directory reload loop and the watch. A Manager starts once.
 func (m *Manager) Start(context.Context) error {
+	if m.cancel != nil {
+		return ErrStarted
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	if m.cfg.Dir != "" && m.cfg.ReloadInterval > 0 {
@@ -175,13 +189,28 @@ func (m *Manager) waitServed(ctx context.Context) bool {
 	}
 }
 
-// Stop stops the goroutines and waits for them. It is safe without Start.
-func (m *Manager) Stop(context.Context) error {
+// Stop stops the goroutines and waits for them, or until ctx ends (its error is returned
+// then). It is safe without Start.
+func (m *Manager) Stop(ctx context.Context) error {
 	if m.cancel != nil {
 		m.cancel()
 	}
-	m.wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return nil
+		default:
+			return fmt.Errorf("linkrule: stop: %w", context.Cause(ctx))
+		}
+	}
 }
 
 // every calls fn every d until ctx ends.
@@ -206,16 +235,26 @@ func (m *Manager) reloadLoop(ctx context.Context) {
 func (m *Manager) reloadIfChanged(context.Context) {
 	sig, err := dirSignature(m.cfg.Dir)
 	m.mu.Lock()
-	same := sig == m.dirSig
+	same := err == nil && sig == m.dirSig
+	if same {
+		m.dirFailing = false
+	}
 	m.mu.Unlock()
-	if err == nil && same {
+	if same {
 		return
 	}
 	if err == nil {
 		err = m.loadDir()
 	}
 	if err != nil {
-		m.logger.Warn("link rules dir unreadable; keeping the loaded rules", slog.Any("error", err))
+		// Logged once until the directory can be read again, not every interval.
+		m.mu.Lock()
+		first := !m.dirFailing
+		m.dirFailing = true
+		m.mu.Unlock()
+		if first {
+			m.logger.Warn("link rules dir unreadable; keeping the loaded rules", slog.Any("error", err))
+		}
 	}
 }
 
@@ -344,7 +383,24 @@ func (m *Manager) writeStatuses(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		default:
-			m.logger.Warn("cannot write link rule status; retrying later", slog.String("rule", j.name), slog.Any("error", err))
+			// Logged once per failing streak (e.g. no RBAC permission), not every interval.
+			m.mu.Lock()
+			first := !m.statusFailing
+			m.statusFailing = true
+			m.mu.Unlock()
+			if first {
+				m.logger.Warn("cannot write link rule status; retrying every interval", slog.String("rule", j.name), slog.Any("error", err))
+			}
+			continue
+		}
+		m.mu.Lock()
+		recovered := err == nil && m.statusFailing
+		if recovered {
+			m.statusFailing = false
+		}
+		m.mu.Unlock()
+		if recovered {
+			m.logger.Info("link rule status written again", slog.String("rule", j.name))
 		}
 	}
 }

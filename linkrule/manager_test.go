@@ -1,6 +1,7 @@
 package linkrule
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func TestManagerWatchesRulesAndWritesStatus(t *testing.T) {
 	m, err := NewManager(Config{StatusInterval: 20 * time.Millisecond}, l, dyn, nil)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
-	t.Cleanup(func() { require.NoError(t, m.Stop(t.Context())) })
+	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) }) // t.Context() is done in Cleanup
 	client := dyn.Resource(GroupVersionResource)
 	pod := obj("", "pods", "ns1", "p", `{"kind":"Pod","metadata":{"name":"p"},"spec":{"secretName":"s1","other":"o1"}}`)
 
@@ -92,7 +93,7 @@ func TestStatusWritesAreBoundedAndFair(t *testing.T) {
 	m, err := NewManager(Config{StatusInterval: time.Hour, MaxStatusWritesPerInterval: 1}, l, dyn, nil)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
-	t.Cleanup(func() { require.NoError(t, m.Stop(t.Context())) })
+	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) }) // t.Context() is done in Cleanup
 	require.Eventually(t, func() bool { return len(l.Rules()) == 3 }, 5*time.Second, 10*time.Millisecond)
 
 	pod := obj("", "pods", "ns1", "p", `{"kind":"Pod","metadata":{"name":"p"},"spec":{"secretName":"s1"}}`)

@@ -81,7 +81,9 @@ func New(cfg Config, clusters linker.Clusters, getter linker.ObjectGetter, logge
 // Config configures the rule linker. The zero value means: no rule directory, and LinkRule
 // objects watched in Cluster when a client for it exists.
 type Config struct {
-	// Dir is a directory of LinkRule YAML files; empty means none.
+	// Dir is a directory of LinkRule YAML files; empty means none. Of rules with the same name,
+	// the first in file order (files by name, documents in order) is the one; the others are
+	// logged and skipped.
 	Dir string `yaml:"dir"`
 	// ReloadInterval is how often Dir is checked for changed files (default 10s; negative: never).
 	ReloadInterval time.Duration `yaml:"reloadInterval"`
@@ -102,6 +104,9 @@ type Config struct {
 	MaxTargetsPerObject int `yaml:"maxTargetsPerObject"`
 	// ListTimeout bounds the list of a selector target (default 5s).
 	ListTimeout time.Duration `yaml:"listTimeout"`
+	// EvalTimeout bounds the CEL evaluation of one rule on one object (default 250ms); a rule
+	// that takes longer is stopped and the evaluation counted as an error.
+	EvalTimeout time.Duration `yaml:"evalTimeout"`
 }
 
 // Defaults of Config.
@@ -131,12 +136,12 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	if c.StatusInterval < 0 || c.ListTimeout < 0 || c.MaxStatusWritesPerInterval < 0 || c.MaxTargetsPerObject < 0 {
-		return errors.New("linkrule: statusInterval, listTimeout, maxStatusWritesPerInterval and maxTargetsPerObject must not be negative")
+	if c.StatusInterval < 0 || c.ListTimeout < 0 || c.MaxStatusWritesPerInterval < 0 || c.MaxTargetsPerObject < 0 || c.EvalTimeout < 0 {
+		return errors.New("linkrule: statusInterval, listTimeout, maxStatusWritesPerInterval, maxTargetsPerObject and evalTimeout must not be negative")
 	}
 	return nil
 }
 
 func (c Config) compileOptions() CompileOptions {
-	return CompileOptions{CostLimit: c.CostLimit, MaxTargetsPerObject: c.MaxTargetsPerObject}
+	return CompileOptions{CostLimit: c.CostLimit, MaxTargetsPerObject: c.MaxTargetsPerObject, EvalTimeout: c.EvalTimeout}
 }

@@ -83,7 +83,9 @@ type Target struct {
 	Version  string `json:"version,omitempty"`
 	Resource string `json:"resource"`
 	// Namespace is a CEL expression giving the targets' namespace; "" (the value) means
-	// cluster-scoped targets. When the field is empty the source's namespace is used.
+	// cluster-scoped targets. When the field is empty the source's namespace is used, or none
+	// for the cluster-scoped resources built into Kubernetes (nodes, namespaces,
+	// persistentvolumes, storageclasses, clusterroles, ...).
 	Namespace string `json:"namespace,omitempty"`
 	// Name is a CEL expression giving a target name or a list of them; null, "" and missing
 	// fields give no target.
