@@ -790,10 +790,15 @@ type informerJoin struct {
 	mu      sync.Mutex
 	pending []*pendingJoin
 	// held counts the pending events of each object: a write joined by time waits behind them.
-	held    map[aggregator.ObjectKey]int
+	held map[aggregator.ObjectKey]int
+	// nheld counts the events held (pending, or being looked up again by the join loop, which
+	// takes them out of pending meanwhile): MaxPending bounds it.
+	nheld   int
 	running bool
 	stop    chan struct{}
 	done    chan struct{}
+	// cancelLoop ends the join loop's sends: Stop calls it when its context ends first.
+	cancelLoop context.CancelFunc
 
 	results    metric.Int64Counter
 	claimDrops metric.Int64Counter
@@ -882,7 +887,9 @@ func (c *Consumer) Start(context.Context) error {
 	}
 	j.running = true
 	j.stop, j.done = make(chan struct{}), make(chan struct{})
-	go c.joinLoop(j.stop, j.done)
+	var loopCtx context.Context
+	loopCtx, j.cancelLoop = context.WithCancel(context.Background())
+	go c.joinLoop(loopCtx, j.stop, j.done)
 	return nil
 }
 
@@ -896,22 +903,20 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		return nil
 	}
 	j.running = false
-	stop, done := j.stop, j.done
+	stop, done, cancelLoop := j.stop, j.done, j.cancelLoop
 	j.mu.Unlock()
+	defer cancelLoop()
+	// The loop sends the events still held, then ends; when ctx ends first, its sends get a
+	// canceled context (they fail, counted) and Stop returns.
+	stopAfter := context.AfterFunc(ctx, cancelLoop)
+	defer stopAfter()
 	close(stop)
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("audit consumer: stop: %w", ctx.Err())
 	}
-	j.mu.Lock()
-	rest := j.pending
-	j.pending = nil
-	j.mu.Unlock()
-	for _, p := range rest {
-		c.finishJoin(ctx, p, time.Time{}, true, true)
-	}
-	return nil
 }
 
 // joinInformerDiff attaches the informer diff of a body-less write to out. It reports true when
@@ -958,13 +963,14 @@ func (c *Consumer) joinInformerDiff(ctx context.Context, cluster string, ev *Eve
 		j.results.Add(ctx, 1, j.opts[joinStale])
 		c.unavailable(out, "diff unavailable: "+notRecorded(q))
 		return false
-	case len(j.pending) >= j.cfg.MaxPending:
+	case j.nheld >= j.cfg.MaxPending:
 		j.results.Add(ctx, 1, j.opts[joinBufferFull])
 		c.unavailable(out, "diff unavailable: too many events waiting for informer diffs")
 		return false
 	}
 	j.pending = append(j.pending, &pendingJoin{cluster: cluster, auditID: ev.AuditID, q: q, out: out, deadline: deadline, byTime: byTime})
 	j.held[q.Object]++
+	j.nheld++
 	return true
 }
 
@@ -1042,22 +1048,30 @@ func (s *claimSet) add(k diff.RecordKey, now time.Time) (dropped int) {
 // (informer times) when telling a deletion of this object from one of an earlier object.
 const joinClockSlack = 2 * time.Second
 
-func (c *Consumer) joinLoop(stop, done chan struct{}) {
+func (c *Consumer) joinLoop(ctx context.Context, stop, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(c.join.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
+			j := &c.join
+			j.mu.Lock()
+			rest := j.pending
+			j.pending = nil
+			j.mu.Unlock()
+			for _, p := range rest {
+				c.finishJoin(ctx, p, time.Time{}, true, true)
+			}
 			return
 		case now := <-t.C:
-			c.recheck(now)
+			c.recheck(ctx, now)
 		}
 	}
 }
 
 // recheck looks every held event up again and sends those found or past their deadline.
-func (c *Consumer) recheck(now time.Time) {
+func (c *Consumer) recheck(ctx context.Context, now time.Time) {
 	j := &c.join
 	j.mu.Lock()
 	batch := j.pending
@@ -1072,7 +1086,7 @@ func (c *Consumer) recheck(now time.Time) {
 	waiting := map[aggregator.ObjectKey]struct{}{}
 	for _, p := range batch {
 		_, behind := waiting[p.q.Object]
-		if !c.finishJoin(context.Background(), p, now, false, !(behind && p.byTime)) {
+		if !c.finishJoin(ctx, p, now, false, !(behind && p.byTime)) {
 			keep = append(keep, p)
 			waiting[p.q.Object] = struct{}{}
 		}
@@ -1108,6 +1122,7 @@ func (c *Consumer) finishJoin(ctx context.Context, p *pendingJoin, now time.Time
 	if j.held[p.q.Object]--; j.held[p.q.Object] <= 0 {
 		delete(j.held, p.q.Object)
 	}
+	j.nheld--
 	j.mu.Unlock()
 	c.send(ctx, p.cluster, p.auditID, p.out, outcomeSent)
 	return true

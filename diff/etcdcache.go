@@ -261,6 +261,7 @@ const (
 	etcdTooLarge   = "too_large"
 	etcdWriteError = "write_error"
 	etcdStopped    = "stopped"
+	etcdReplaced   = "replaced"
 	etcdMirrored   = "mirrored"
 	etcdRemoved    = "removed"
 
@@ -302,7 +303,7 @@ func NewEtcdCache(cfg EtcdCacheConfig, local *ChangeCache, logger *slog.Logger, 
 	}
 	meter := mp.Meter("github.com/kelemetry/kelemetry/diff")
 	if e.records, err = meter.Int64Counter("kelemetry.diff.etcd.records",
-		metric.WithDescription("Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped: by the leader; mirrored, removed: by every replica)."),
+		metric.WithDescription("Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped, replaced (by a later record of the same key in the same batch): by the leader; mirrored, removed: by every replica)."),
 		metric.WithUnit("{record}")); err != nil {
 		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
 	}
@@ -316,7 +317,7 @@ func NewEtcdCache(cfg EtcdCacheConfig, local *ChangeCache, logger *slog.Logger, 
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)); err != nil {
 		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
 	}
-	for _, r := range []string{etcdWritten, etcdQueueFull, etcdTooLarge, etcdWriteError, etcdStopped, etcdMirrored, etcdRemoved} {
+	for _, r := range []string{etcdWritten, etcdQueueFull, etcdTooLarge, etcdWriteError, etcdStopped, etcdReplaced, etcdMirrored, etcdRemoved} {
 		e.opts["result:"+r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
 	for _, op := range []string{etcdOpConnect, etcdOpLease, etcdOpPut, etcdOpLoad, etcdOpWatch, etcdOpDecode, etcdOpEncode} {
@@ -498,22 +499,39 @@ const (
 // until the Stop deadline.
 func (e *EtcdCache) writeLoop(ctx context.Context, cli *clientv3.Client) {
 	w := &etcdWriter{e: e, cli: cli}
+	// Writes do not end with ctx (Stop): a batch in flight would be lost. They end at the flush
+	// deadline Stop sets before it cancels ctx.
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
+	var timerMu sync.Mutex
+	var timer *time.Timer
+	stopAfter := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		flushBy := e.flushBy
+		e.mu.Unlock()
+		timerMu.Lock()
+		timer = time.AfterFunc(time.Until(flushBy), wcancel)
+		timerMu.Unlock()
+	})
+	defer func() {
+		stopAfter()
+		timerMu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		timerMu.Unlock()
+		wcancel()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
-			e.mu.Lock()
-			flushBy := e.flushBy
-			e.mu.Unlock()
-			fctx, cancel := context.WithDeadline(context.Background(), flushBy)
-			for w.writeBatch(fctx) {
+			for w.writeBatch(wctx) {
 			}
-			cancel()
 			// What is left is dropped (counted). The lease is not revoked: the records are to
 			// outlive this process (another replica may lead next); the lease expires by itself.
 			e.dropQueue()
 			return
 		case <-e.wake:
-			for ctx.Err() == nil && w.writeBatch(ctx) {
+			for ctx.Err() == nil && w.writeBatch(wctx) {
 			}
 		}
 	}
@@ -559,7 +577,20 @@ func (w *etcdWriter) writeBatch(ctx context.Context) bool {
 	}
 	kvs := make([]etcdKV, 0, len(batch))
 	var failed int
+	// etcd rejects a transaction that puts one key twice (the informer records a final deletion
+	// under the key of the object's last change when a relist finds it gone): the later record
+	// of a key replaces the earlier one, as in the local cache.
+	last := make(map[RecordKey]int, len(batch))
 	for i := range batch {
+		last[batch[i].Key] = i
+	}
+	if replaced := len(batch) - len(last); replaced > 0 {
+		e.count(etcdReplaced, replaced)
+	}
+	for i := range batch {
+		if last[batch[i].Key] != i {
+			continue
+		}
 		val, err := encodeRecord(&batch[i])
 		if err != nil {
 			e.fail(etcdOpEncode, err)
@@ -587,7 +618,9 @@ func (w *etcdWriter) writeBatch(ctx context.Context) bool {
 	}
 	e.writeDur.Record(context.Background(), time.Since(start).Seconds())
 	if err != nil {
-		e.fail(etcdOpPut, err)
+		if !errors.Is(err, errLeaseGrant) { // a failed grant is counted as op lease
+			e.fail(etcdOpPut, err)
+		}
 		e.count(etcdWriteError, len(kvs))
 		return ctx.Err() == nil
 	}
@@ -597,18 +630,23 @@ func (w *etcdWriter) writeBatch(ctx context.Context) bool {
 
 type etcdKV struct{ key, val string }
 
+// errLeaseGrant marks a write that failed granting its lease.
+var errLeaseGrant = errors.New("grant lease")
+
 // put writes kvs in one transaction, attached to the current lease.
 func (w *etcdWriter) put(ctx context.Context, kvs []etcdKV) error {
 	e := w.e
 	// Keys share a lease for TTL/10 (at least 1s): etcd removes each between TTL and
-	// TTL + TTL/10 after its write, with one lease grant per period.
-	if w.lease == 0 || time.Since(w.leaseTime) >= max(e.cfg.TTL/10, time.Second) {
+	// TTL + TTL/10 after its write, with one lease grant per period. The lease lasts
+	// TTL + period so that a key written at the end of the period still lives TTL.
+	period := max(e.cfg.TTL/10, time.Second)
+	if w.lease == 0 || time.Since(w.leaseTime) >= period {
 		lctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
-		resp, err := w.cli.Grant(lctx, int64(e.cfg.TTL/time.Second))
+		resp, err := w.cli.Grant(lctx, int64((e.cfg.TTL+period+time.Second-1)/time.Second))
 		cancel()
 		if err != nil {
 			e.fail(etcdOpLease, err)
-			return fmt.Errorf("grant lease: %w", err)
+			return fmt.Errorf("%w: %w", errLeaseGrant, err)
 		}
 		w.lease, w.leaseTime = resp.ID, time.Now()
 	}
@@ -821,7 +859,7 @@ func (e *EtcdCache) load(ctx context.Context, cli *clientv3.Client) (int64, erro
 }
 
 // watch applies the changes under the prefix after rev until the watch fails or ctx ends. It
-// reports whether any response arrived.
+// reports whether any response arrived (the first is the watch's creation).
 //
 // While etcd is unreachable the client keeps the watch and resumes it when etcd is back (or
 // fails it with a compaction error, and the mirror loads again); meanwhile nothing arrives, so
@@ -833,7 +871,9 @@ func (e *EtcdCache) watch(ctx context.Context, cli *clientv3.Client, rev int64) 
 	got := false
 	probe := time.NewTicker(max(2*e.cfg.RequestTimeout, time.Second))
 	defer probe.Stop()
-	wch := cli.Watch(wctx, e.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	// The created notification tells an established watch (which resets the mirror's backoff)
+	// from one that fails at once, also when no record is written for a while.
+	wch := cli.Watch(wctx, e.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithCreatedNotify())
 	for {
 		var resp clientv3.WatchResponse
 		var ok bool

@@ -7,6 +7,8 @@ const OVERSCAN = 12;       // rows drawn above and below the visible ones
 const MAX_MARKERS = 400;   // markers drawn on one row
 const MAX_JSON_ENTRIES = 2000;
 const MAX_URL_COLLAPSED = 50;
+const MIN_TIME_US = 1e15;     // 2001-09-09: earlier start times are missing data
+const MIN_SCALE_US = 1000;    // the shortest timeline scale, 1 ms
 
 const DISPLAYS = ['tracing', 'grouped', 'tree', 'timeline'];
 const DISPLAY_DIGIT = { tree: '0', timeline: '1', tracing: '2', grouped: '3' };
@@ -72,7 +74,7 @@ function fmtTime(t) {
 }
 
 // fmtRange formats a search range, to the second.
-function fmtRange(a, b) { return `${fmtTime(a).slice(0, 19)} – ${fmtTime(b).slice(0, 19)}`; }
+function fmtRange(a, b) { return `${fmtTime(a).slice(0, 19)} – ${fmtTime(b).slice(0, 19)} UTC`; }
 
 function isoSeconds(d) { return d.toISOString().replace(/\.\d{3}Z$/, 'Z'); }
 
@@ -153,13 +155,21 @@ function route() {
   teardownTrace();
   const path = location.pathname;
   const params = new URLSearchParams(location.search);
-  const run = path.startsWith('/trace/') ? showTrace(decodeURIComponent(path.slice('/trace/'.length)), params, token)
-    : showSearch(params, token);
+  let run;
+  try {
+    run = path.startsWith('/trace/') ? showTrace(safeDecode(path.slice('/trace/'.length)), params, token)
+      : showSearch(params, token);
+  } catch (e) {
+    run = Promise.reject(e);
+  }
   Promise.resolve(run).catch(e => {
     if (token !== pageToken) return;
     fill(app(), errorBox('The page failed', e));
   });
 }
+
+// safeDecode undoes percent-encoding, keeping malformed input as it is (showTrace rejects it).
+function safeDecode(s) { try { return decodeURIComponent(s); } catch (_) { return s; } }
 
 document.addEventListener('click', e => {
   const a = e.target instanceof Element ? e.target.closest('a[data-nav]') : null;
@@ -353,7 +363,7 @@ function welcome(s) {
   const box = el('div', { class: 'msg empty' }, el('h3', { text: 'Search stored traces' }),
     el('div', { text: 'Each result is one object with its related objects (owners, owned objects) and their events, merged over the time range.' }));
   if (s && s.newest) {
-    box.append(el('div', {}, `Stored data spans ${fmtTime(new Date(s.oldest))} – ${fmtTime(new Date(s.newest))}. `,
+    box.append(el('div', {}, `Stored data spans ${fmtTime(new Date(s.oldest))} – ${fmtTime(new Date(s.newest))} UTC. `,
       el('a', { href: storedRangeURL(s, {}), dataset: { nav: '' }, text: 'Show everything in that range' })));
   }
   return box;
@@ -386,7 +396,7 @@ function noMatches(p, range, s) {
   if (s && s.newest) {
     const oldest = new Date(s.oldest), newest = new Date(s.newest);
     if (newest < range.start || oldest > range.end) {
-      box.append(el('div', {}, `The stored data spans ${fmtTime(oldest)} – ${fmtTime(newest)}, outside this range. `,
+      box.append(el('div', {}, `The stored data spans ${fmtTime(oldest)} – ${fmtTime(newest)} UTC, outside this range. `,
         el('a', { href: storedRangeURL(s, p), dataset: { nav: '' }, text: 'Search that range' })));
     }
   }
@@ -405,7 +415,7 @@ function resultCard(r, p) {
     el('span', { class: 'badge', text: plural(r.objects || 0, 'object') }),
     el('span', { class: 'badge', text: plural(r.events || 0, 'event') }),
     r.omitted ? el('span', { class: 'badge warn', text: `${r.omitted} more omitted` }) : null,
-    el('span', { text: isFinite(startUs) ? `${fmtTime(startUs)} – ${fmtTime(endUs)} (${fmtDur(endUs - startUs)})` : '' }),
+    el('span', { text: isFinite(startUs) ? `${fmtTime(startUs)} – ${fmtTime(endUs)} UTC (${fmtDur(endUs - startUs)})` : '' }),
     el('span', { text: `cluster${(r.clusters || []).length === 1 ? '' : 's'}: ${(r.clusters || []).join(', ') || '–'}` }),
   ];
   const seed = r.seed && r.root && objectLabel(r.seed) !== objectLabel(r.root) ? el('span', { text: `found: ${objectLabel(r.seed)}` }) : null;
@@ -426,12 +436,15 @@ function buildModel(tr) {
   for (const s of spans) {
     if (!s || typeof s.spanID !== 'string' || byId.has(s.spanID)) continue;
     const tags = tagMap(s.tags);
-    const start = Number(s.startTime) || 0;
+    // A missing, zero or pre-2001 start (Go's zero time is year 1) is unknown, not 1970: such a
+    // span would stretch the timeline over decades. It is placed at its parent's start below.
+    const start = Number(s.startTime);
+    const timed = isFinite(start) && start > MIN_TIME_US;
     const n = {
       id: s.spanID, span: s, tags, kind: str(tags.get('kelemetry.span.kind')) || 'object',
       service: str(procs[s.processID] && procs[s.processID].serviceName), op: str(s.operationName),
-      start, end: start + Math.max(Number(s.duration) || 0, 0),
-      logs: Array.isArray(s.logs) ? s.logs : [], children: [], parent: null, depth: 0, ref: null,
+      start: timed ? start : 0, end: timed ? start + Math.max(Number(s.duration) || 0, 0) : 0, timed,
+      logs: Array.isArray(s.logs) ? s.logs : [], children: [], parent: null, depth: 0, ref: null, descendants: 0,
     };
     byId.set(n.id, n);
     nodes.push(n);
@@ -453,13 +466,25 @@ function buildModel(tr) {
   let t0 = Infinity, t1 = -Infinity;
   const visit = (n, depth) => {
     n.depth = depth;
-    t0 = Math.min(t0, n.start); t1 = Math.max(t1, n.end);
-    for (const l of n.logs) { const ts = Number(l && l.timestamp); if (ts) { t0 = Math.min(t0, ts); t1 = Math.max(t1, ts); } }
-    for (const c of n.children) visit(c, depth + 1);
+    if (n.timed) { t0 = Math.min(t0, n.start); t1 = Math.max(t1, n.end); }
+    for (const l of n.logs) { const ts = Number(l && l.timestamp); if (ts > MIN_TIME_US) { t0 = Math.min(t0, ts); t1 = Math.max(t1, ts); } }
+    n.descendants = 0;
+    for (const c of n.children) { visit(c, depth + 1); n.descendants += c.descendants + 1; }
   };
   for (const r of roots) visit(r, 0);
-  if (!isFinite(t0)) { t0 = 0; t1 = 1; }
-  if (t1 <= t0) t1 = t0 + 1;
+  if (!isFinite(t0)) { t0 = 0; t1 = 0; }
+  // Untimed spans sit at their nearest timed ancestor's start (parents are in nodes before
+  // children only by chance, so walk up).
+  for (const n of nodes) {
+    if (n.timed) continue;
+    let p = n.parent;
+    while (p && !p.timed) p = p.parent;
+    n.start = n.end = p ? p.start : t0;
+  }
+  // The scale spans at least MIN_SCALE_US, so that a zero-length trace (one instant, or
+  // nothing timed) gets a readable axis instead of 0, +0µs, +0µs...
+  const duration = Math.max(t1 - t0, 0);
+  t1 = t0 + Math.max(duration, MIN_SCALE_US);
   let objects = 0, events = 0, omitted = 0;
   for (const n of nodes) {
     if (n.kind === 'object') objects++;
@@ -467,7 +492,7 @@ function buildModel(tr) {
     if (n.kind === 'omitted') omitted += Number(n.tags.get('kelemetry.omitted')) || 0;
     if (n.kind !== 'event') events += n.logs.filter(l => eventOfLog(l)).length;
   }
-  return { traceID: str(tr.traceID), nodes, byId, roots, t0, t1, objects, events, omitted, warnings: tr.warnings || [] };
+  return { traceID: str(tr.traceID), nodes, byId, roots, t0, t1, duration, objects, events, omitted, warnings: tr.warnings || [] };
 }
 
 // eventOfLog reads a log of an object or group row as a folded event (tracing, grouped): its
@@ -482,12 +507,14 @@ function eventOfLog(l) {
 // normalize turns a folded log or an event span into one shape for the detail panel.
 function normalizeEvent(n, logIndex) {
   const ev = { title: '', source: '', time: 0, end: 0, user: '', userAgent: '', code: '', sourceIP: '', action: '',
-    diff: [], verboseDiff: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n };
+    diff: [], verboseDiff: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n, warning: false };
+  let failed = false;
   const addDiff = (into, text) => { for (const line of str(text).split('\n')) if (line.trim()) into.push(line); };
   if (logIndex !== undefined && logIndex !== null) {
     const l = n.logs[logIndex];
     const f = eventOfLog(l) || [];
-    ev.time = ev.end = Number(l && l.timestamp) || n.start;
+    ev.time = ev.end = logTime(l, n);
+    ev.warning = isWarningEvent(f, f[0] && f[0].key);
     f.forEach((kv, i) => {
       if (!kv) return;
       const k = str(kv.key), v = kv.value;
@@ -501,12 +528,12 @@ function normalizeEvent(n, logIndex) {
         case 'diff': addDiff(ev.diff, v); break;
         case 'verbose diff': addDiff(ev.verboseDiff, v); break;
         case 'snapshot': ev.snapshot = str(v); break;
-        case 'error': if (v !== true) ev.errors.push(str(v)); else if (!ev.errors.length) ev.errors.push('the request failed'); break;
+        case 'error': if (v !== true) ev.errors.push(str(v)); else failed = true; break;
         case 'message': ev.messages.push(str(v)); break;
         default: ev.other.push([k, str(v)]);
       }
     });
-    return ev;
+    return finishErrors(ev, failed);
   }
   // An event span (tree, timeline).
   ev.title = n.op; ev.source = n.service; ev.time = n.start; ev.end = n.end;
@@ -515,7 +542,8 @@ function normalizeEvent(n, logIndex) {
   ev.code = str(t.get('http.response.status_code')); ev.sourceIP = str(t.get('client.address'));
   ev.action = str(t.get('kelemetry.event.action'));
   for (const [k, v] of t) if (k !== 'kelemetry.span.kind') ev.attrs.push([k, str(v)]);
-  if (t.get('error') === true && !n.logs.length) ev.errors.push('the request failed');
+  ev.warning = isWarningEvent(n.span.tags, n.service);
+  failed = t.get('error') === true;
   for (const l of n.logs) {
     const f = tagMap(l && l.fields);
     const type = str(f.get('event')), msg = str(f.get('message'));
@@ -531,7 +559,26 @@ function normalizeEvent(n, logIndex) {
     else if (type === 'message') ev.messages.push(msg);
     else ev.other.push([type || 'log', msg]);
   }
+  return finishErrors(ev, failed);
+}
+
+// finishErrors explains an event's error flag: a Kubernetes Warning Event's message is its
+// error; a failed request without an error text says so.
+function finishErrors(ev, failed) {
+  if (ev.warning) {
+    ev.errors.push(...ev.messages);
+    ev.messages = [];
+    if (!ev.errors.length) ev.errors.push('Kubernetes Warning Event');
+  } else if (failed && !ev.errors.length) {
+    ev.errors.push('the request failed');
+  }
   return ev;
+}
+
+// logTime is a log's time, or its row's start when the log has none.
+function logTime(l, n) {
+  const ts = Number(l && l.timestamp);
+  return isFinite(ts) && ts > MIN_TIME_US ? ts : n.start;
 }
 
 // objectNodeOf returns the nearest object row at or above n.
@@ -546,11 +593,26 @@ function objectKey(n) {
     namespace: str(t.get('namespace')), name: str(t.get('name')) };
 }
 
-// markerClass picks a marker colour from the event's title and fields.
+// isWarningEvent tells a Kubernetes Warning Event: the event package sets the error flag and
+// kelemetry.event.type=Warning (folded logs keep only the flag, under the source "event").
+function isWarningEvent(fields, source) {
+  let err = false;
+  for (const kv of fields || []) {
+    if (!kv) continue;
+    if (kv.key === 'kelemetry.event.type' && kv.value === 'Warning') return true;
+    if (kv.key === 'error' && kv.value !== false && kv.value !== 'false') err = true;
+  }
+  return err && source === 'event';
+}
+
+// markerClass picks a marker colour from the event's title and fields: red for failed requests
+// (error flag, response code >= 400) and Kubernetes Warning Events.
 function markerClass(fields, title, source) {
   for (const kv of fields || []) {
-    if (kv && kv.key === 'error') return 'error';
-    if (kv && kv.key === 'responseCode' && Number(kv.value) >= 400) return 'error';
+    if (!kv) continue;
+    if (kv.key === 'error' && kv.value !== false && kv.value !== 'false') return 'error';
+    if ((kv.key === 'responseCode' || kv.key === 'http.response.status_code') && Number(kv.value) >= 400) return 'error';
+    if (kv.key === 'kelemetry.event.type' && kv.value === 'Warning') return 'error';
   }
   const t = ' ' + str(title) + ' ';
   if (/\(\w[^)]*\)\s*$/.test(str(title).trim())) return 'error';
@@ -673,10 +735,11 @@ async function showTrace(id, params, token) {
 
 function renderTrace(id, model, params) {
   const mode = modeOfID(id);
-  const collapsed = new Set((params.get('collapsed') || '').split(',').filter(Boolean));
+  const collapsed = params.get('collapsed') === 'all' ? new Set(collapsible(model).map(n => n.id))
+    : new Set((params.get('collapsed') || '').split(',').filter(Boolean));
   const v = {
     id, model, mode, collapsed, visible: [], selected: null, selectedLog: null,
-    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null,
+    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null,
   };
   view = v;
 
@@ -693,7 +756,7 @@ function renderTrace(id, model, params) {
   const root = model.roots[0];
   const title = root ? `${root.service} ${root.op}`.trim() : model.traceID;
   const facts = `${plural(model.objects, 'object')} · ${plural(model.events, 'event')}` +
-    (model.omitted ? ` · ${model.omitted} omitted` : '') + ` · ${fmtDur(model.t1 - model.t0)}`;
+    (model.omitted ? ` · ${model.omitted} omitted` : '') + ` · ${fmtDur(model.duration)}`;
   const bar = el('div', { class: 'tracebar' },
     el('h2', { class: 'trace-title', text: title }),
     el('span', { class: 'facts', text: facts }),
@@ -702,12 +765,12 @@ function renderTrace(id, model, params) {
     switcher('Links', 'mode-link', LINKS.map(l => [l.key, l.label]), mode ? mode.link : 'none', l => switchMode(mode.display, l)),
     el('button', { class: 'expand-all', text: 'Expand all', onclick: () => { collapsed.clear(); refresh(v, true); } }),
     el('button', { class: 'collapse-all', text: 'Collapse all', onclick: () => {
-      for (const n of model.nodes) if (n.children.length && n.parent) collapsed.add(n.id);
+      for (const n of collapsible(model)) collapsed.add(n.id);
       refresh(v, true);
     } }));
   const warnings = model.warnings.length ? el('div', { class: 'msg' }, model.warnings.map(w => el('div', { text: w }))) : null;
 
-  const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl', text: `Object · from ${fmtTime(model.t0)}` }), axisTicks(model));
+  const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl', text: `From ${fmtTime(model.t0)} UTC`, title: `Rows are objects; the timeline starts at ${fmtTime(model.t0)} UTC` }), axisTicks(model));
   v.spacer = el('div', { class: 'spacer-rows' });
   v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
   v.detail = el('aside', { class: 'detail' });
@@ -719,6 +782,7 @@ function renderTrace(id, model, params) {
   window.addEventListener('resize', onScroll);
   v.cleanup = () => { window.removeEventListener('resize', onScroll); cancelAnimationFrame(v.frame); };
   v.rowsEl.addEventListener('click', e => onRowsClick(v, e));
+  v.rowsEl.addEventListener('keydown', e => onRowsKey(v, e));
 
   computeVisible(v);
   const span = params.get('span');
@@ -744,6 +808,9 @@ function axisTicks(model) {
   return tl;
 }
 
+// collapsible lists the rows "Collapse all" folds: all with children but the roots.
+function collapsible(model) { return model.nodes.filter(n => n.children.length && n.parent); }
+
 function computeVisible(v) {
   const out = [];
   const walk = (n) => {
@@ -768,24 +835,101 @@ function updateURL(v) {
   if (v.selected) q.set('span', v.selected.id);
   if (v.selected && v.selectedLog !== null) q.set('event', String(v.selectedLog));
   if (v.collapsed.size && v.collapsed.size <= MAX_URL_COLLAPSED) q.set('collapsed', [...v.collapsed].join(','));
+  else if (v.collapsed.size) {
+    // Too many to list: "Collapse all" is still shareable; other large sets are left out.
+    const all = collapsible(v.model);
+    if (all.length === v.collapsed.size && all.every(n => v.collapsed.has(n.id))) q.set('collapsed', 'all');
+  }
   const url = `/trace/${v.id}${q.toString() ? '?' + q : ''}`;
   if (url !== location.pathname + location.search) history.replaceState(null, '', url);
 }
 
 function schedule(v) {
   if (v.frame) return;
-  v.frame = requestAnimationFrame(() => { v.frame = 0; draw(v); });
+  v.frame = requestAnimationFrame(() => { v.frame = 0; draw(v, true); });
 }
 
-// draw renders only the rows in and near the viewport.
-function draw(v) {
+// draw renders only the rows in and near the viewport. With reuse (scrolling) the rows drawn
+// before are kept and only those that came into view are built, so a scroll frame costs the
+// new rows, not the whole viewport of rows and their markers; otherwise (the selection or the
+// collapsed rows changed) all are rebuilt. Rows stay in index order (the Tab order), and the
+// keyboard focus survives a rebuild.
+function draw(v, reuse) {
   if (view !== v) return;
   const height = v.rowsEl.clientHeight || 600;
   const first = Math.max(0, Math.floor(v.rowsEl.scrollTop / ROW_H) - OVERSCAN);
   const last = Math.min(v.visible.length, Math.ceil((v.rowsEl.scrollTop + height) / ROW_H) + OVERSCAN);
-  const frag = document.createDocumentFragment();
-  for (let i = first; i < last; i++) frag.append(rowEl(v, v.visible[i], i));
-  v.spacer.replaceChildren(frag);
+  const focus = reuse ? null : focusOf(v);
+  const old = reuse && v.drawn ? v.drawn : new Map();
+  if (!reuse) v.spacer.replaceChildren();
+  const drawn = new Map();
+  for (const [i, d] of old) {
+    if (i >= first && i < last && v.visible[i] === d.node) drawn.set(i, d); else d.el.remove();
+  }
+  let prev = null;
+  for (let i = first; i < last; i++) {
+    const kept = drawn.get(i);
+    if (kept) { prev = kept.el; continue; }
+    const e = rowEl(v, v.visible[i], i);
+    if (prev) prev.after(e); else v.spacer.prepend(e);
+    drawn.set(i, { node: v.visible[i], el: e });
+    prev = e;
+  }
+  v.drawn = drawn;
+  if (focus) restoreFocus(v, focus);
+}
+
+// focusOf names the focused part of a row (the row, its toggle or a marker), or null.
+function focusOf(v) {
+  const a = document.activeElement;
+  if (!(a instanceof Element) || !v.spacer.contains(a)) return null;
+  const row = a.closest('.row');
+  if (!row) return null;
+  let part = null;
+  if (a.classList.contains('toggle')) part = '.toggle';
+  else if (a.classList.contains('mk')) part = `.mk[data-log="${a.dataset.log}"]`;
+  return { id: row.dataset.id, part };
+}
+
+function restoreFocus(v, f) {
+  for (const { node, el: row } of v.drawn.values()) {
+    if (node.id !== f.id) continue;
+    const target = (f.part && row.querySelector(f.part)) || row;
+    target.focus({ preventScroll: true });
+    return;
+  }
+}
+
+// focusRow moves the keyboard focus to visible row i, scrolling it into view.
+function focusRow(v, i) {
+  if (i < 0 || i >= v.visible.length) return;
+  const top = i * ROW_H, h = v.rowsEl.clientHeight || 600;
+  if (top < v.rowsEl.scrollTop) v.rowsEl.scrollTop = top;
+  else if (top + ROW_H > v.rowsEl.scrollTop + h) v.rowsEl.scrollTop = top + ROW_H - h;
+  draw(v, true);
+  const d = v.drawn.get(i);
+  if (d) d.el.focus({ preventScroll: true });
+}
+
+// onRowsKey: a focused row opens with Enter or Space, arrows move between rows, and
+// right/left expand and collapse. The toggle and markers are buttons: Enter clicks them.
+function onRowsKey(v, e) {
+  const t = e.target instanceof Element ? e.target : null;
+  if (!t || !t.classList.contains('row') || e.altKey || e.ctrlKey || e.metaKey) return;
+  const n = v.model.byId.get(t.dataset.id);
+  if (!n) return;
+  const i = Number(t.dataset.index);
+  switch (e.key) {
+    case 'Enter': case ' ':
+      e.preventDefault(); activate(v, n); return;
+    case 'ArrowDown': case 'ArrowUp':
+      e.preventDefault(); focusRow(v, i + (e.key === 'ArrowDown' ? 1 : -1)); return;
+    case 'ArrowRight': case 'ArrowLeft':
+      if (n.children.length && v.collapsed.has(n.id) === (e.key === 'ArrowRight')) { e.preventDefault(); toggleRow(v, n); }
+      return;
+    case 'Home': case 'End':
+      e.preventDefault(); focusRow(v, e.key === 'Home' ? 0 : v.visible.length - 1); return;
+  }
 }
 
 function pct(v, t) { return ((t - v.model.t0) / (v.model.t1 - v.model.t0)) * 100; }
@@ -798,7 +942,7 @@ function rowEl(v, n, i) {
       attrs: { 'aria-label': isCollapsed ? 'Expand' : 'Collapse' } }) : el('span', { class: 'toggle' }),
     n.service && n.kind !== 'omitted' ? el('span', { class: 'svc', text: n.service }) : null,
     el('span', { class: 'op', text: n.op }),
-    hasKids && isCollapsed ? el('span', { class: 'count', text: `(${countDescendants(n)})` }) : null);
+    hasKids && isCollapsed ? el('span', { class: 'count', text: `(${n.descendants})` }) : null);
   const tl = el('div', { class: 'tl' });
   const left = pct(v, n.start), width = Math.max(pct(v, n.end) - left, 0);
   tl.append(el('div', { class: 'bar', attrs: { style: `left:${left}%;width:${width}%` } }));
@@ -810,24 +954,20 @@ function rowEl(v, n, i) {
     n.logs.forEach((l, li) => {
       const f = eventOfLog(l);
       if (!f || drawn++ >= MAX_MARKERS) return;
-      const ts = Number(l.timestamp) || n.start;
+      const ts = logTime(l, n);
       tl.append(el('button', {
         class: `mk ${markerClass(f, f[0].value, f[0].key)}${v.selected === n && v.selectedLog === li ? ' selected' : ''}`,
         title: `${fmtTime(ts)} ${str(f[0].value)}`, dataset: { log: String(li) }, attrs: { style: `left:${pct(v, ts)}%` },
       }));
     });
   }
+  const bad = n.kind === 'event' && markerClass(n.span.tags, n.op, n.service) === 'error';
   return el('div', {
-    class: `row kind-${n.kind}${v.selected === n ? ' selected' : ''}`, dataset: { id: n.id, index: String(i) },
-    attrs: { style: `top:${i * ROW_H}px`, role: 'treeitem', 'aria-expanded': hasKids ? String(!isCollapsed) : null },
+    class: `row kind-${n.kind}${v.selected === n ? ' selected' : ''}${bad ? ' error' : ''}`, dataset: { id: n.id, index: String(i) },
+    tabIndex: 0, title: `${n.service} ${n.op}`.trim(),
+    attrs: { style: `top:${i * ROW_H}px`, role: 'treeitem', 'aria-level': String(n.depth + 1),
+      'aria-selected': String(v.selected === n), 'aria-expanded': hasKids ? String(!isCollapsed) : null },
   }, label, tl);
-}
-
-function countDescendants(n) {
-  let c = 0;
-  const stack = [...n.children];
-  while (stack.length) { const x = stack.pop(); c++; for (const y of x.children) stack.push(y); }
-  return c;
 }
 
 function onRowsClick(v, e) {
@@ -837,8 +977,7 @@ function onRowsClick(v, e) {
   const n = v.model.byId.get(row.dataset.id);
   if (!n) return;
   if (target.closest('.toggle') && n.children.length) {
-    if (v.collapsed.has(n.id)) v.collapsed.delete(n.id); else v.collapsed.add(n.id);
-    refresh(v, true);
+    toggleRow(v, n);
     return;
   }
   const mk = target.closest('.mk');
@@ -846,6 +985,16 @@ function onRowsClick(v, e) {
     select(v, n, Number(mk.dataset.log));
     return;
   }
+  activate(v, n);
+}
+
+function toggleRow(v, n) {
+  if (v.collapsed.has(n.id)) v.collapsed.delete(n.id); else v.collapsed.add(n.id);
+  refresh(v, true);
+}
+
+// activate opens a row: its details, or for a reference row the object it points to.
+function activate(v, n) {
   if (n.kind === 'reference' && n.ref && v.model.byId.has(n.ref)) {
     const to = v.model.byId.get(n.ref);
     select(v, to, null);
@@ -909,10 +1058,10 @@ function eventDetail(v, ev) {
   const back = obj ? el('a', { href: '#', class: 'back', text: `← ${obj.service} ${obj.op}`,
     onclick: e => { e.preventDefault(); select(v, obj, null); } }) : null;
   const meta = [
-    ['Source', ev.source], ['Time', `${fmtTime(ev.time)} (+${fmtDur(ev.time - v.model.t0)})`],
-    ev.end > ev.time ? ['End', `${fmtTime(ev.end)} (took ${fmtDur(ev.end - ev.time)})`] : null,
+    ['Source', ev.source], ['Time', `${fmtTime(ev.time)} UTC (+${fmtDur(ev.time - v.model.t0)})`],
+    ev.end > ev.time ? ['End', `${fmtTime(ev.end)} UTC (took ${fmtDur(ev.end - ev.time)})`] : null,
     ['User', ev.user], ['User agent', ev.userAgent], ['Response code', ev.code, codeClass(ev.code)], ['Source IP', ev.sourceIP],
-    ['Action', ev.action],
+    ['Action', ev.action], ev.warning ? ['Type', 'Warning', 'code-bad'] : null,
   ].filter(x => x && x[1]);
   const link = obj ? redirectURL(obj, v) : null;
   return el('div', { class: 'event-detail' },
@@ -945,7 +1094,7 @@ function nodeDetail(v, n) {
   const k = objectKey(n);
   parts.push(el('dl', {},
     [['Kind', n.kind], ['Cluster', k.cluster], ['Resource', resourceLabel(k)], ['Namespace', k.namespace], ['Name', k.name],
-      ['Start', fmtTime(n.start)], ['End', fmtTime(n.end)], ['UID', str(n.tags.get('kelemetry.object.uid'))],
+      ['Start', fmtTime(n.start) + ' UTC'], ['End', fmtTime(n.end) + ' UTC'], ['UID', str(n.tags.get('kelemetry.object.uid'))],
       ['Link class', str(n.tags.get('kelemetry.link.class'))]]
       .filter(x => x[1]).map(([a, b]) => [el('dt', { text: a }), el('dd', { text: b })])));
   for (const w of n.span.warnings || []) parts.push(el('div', { class: 'box message', text: w }));
@@ -955,15 +1104,17 @@ function nodeDetail(v, n) {
   if (n.parent && objectNodeOf(n.parent)) rel.unshift(objectNodeOf(n.parent));
   // Events: folded logs, or event child spans.
   const events = [];
-  n.logs.forEach((l, i) => { const f = eventOfLog(l); if (f) events.push({ time: Number(l.timestamp) || n.start, title: str(f[0].value), fields: f, open: () => select(v, n, i) }); });
-  for (const c of n.children) if (c.kind === 'event') events.push({ time: c.start, title: c.op, fields: c.span.tags, open: () => { select(v, c, null); reveal(v, c); } });
+  n.logs.forEach((l, i) => { const f = eventOfLog(l); if (f) events.push({ time: logTime(l, n), title: str(f[0].value), fields: f, source: f[0].key, open: () => select(v, n, i) }); });
+  for (const c of n.children) if (c.kind === 'event') events.push({ time: c.start, title: c.op, fields: c.span.tags, source: c.service, open: () => { select(v, c, null); reveal(v, c); } });
   parts.push(el('h3', { text: `Events (${events.length})` }));
   if (!events.length) parts.push(el('div', { class: 'note-inline', text: 'No events in this range.' }));
   else {
     const fieldOf = (fs, keys) => { for (const kv of fs || []) if (kv && keys.includes(kv.key)) return str(kv.value); return ''; };
     parts.push(el('table', { class: 'events' }, el('tbody', {}, events.map(e => {
       const code = fieldOf(e.fields, ['responseCode', 'http.response.status_code']);
-      return el('tr', { class: 'event-row', onclick: e.open },
+      const bad = markerClass(e.fields, e.title, e.source) === 'error';
+      return el('tr', { class: 'event-row' + (bad ? ' error' : ''), onclick: e.open, tabIndex: 0,
+        onkeydown: k => { if (k.key === 'Enter' || k.key === ' ') { k.preventDefault(); e.open(); } } },
         el('td', { class: 't mono', text: '+' + fmtDur(e.time - v.model.t0) }),
         el('td', { class: 'title', text: e.title }),
         el('td', { class: codeClass(code), text: code }));
