@@ -238,14 +238,15 @@ type EtcdCache struct {
 	queue      []Record
 	queueBytes int64
 	stopped    bool
-	// flushBy bounds the final flush of the queue (Stop's deadline).
-	flushBy time.Time
-	wake    chan struct{}
+	wake       chan struct{}
 
-	cancel  context.CancelFunc
-	done    chan struct{}
-	ready   chan struct{} // closed once the first load of the prefix is applied
-	readyMu sync.Once
+	// cancel ends mirroring and makes the writer flush; endWrites ends the writes (Stop calls it
+	// at the flush deadline, or when its context ends).
+	cancel    context.CancelFunc
+	endWrites context.CancelFunc
+	done      chan struct{}
+	ready     chan struct{} // closed once the first load of the prefix is applied
+	readyMu   sync.Once
 
 	records  metric.Int64Counter
 	errs     metric.Int64Counter
@@ -379,10 +380,13 @@ func (e *EtcdCache) Start(ctx context.Context) error {
 		return errors.New("diff etcd cache: already started")
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel, e.done = cancel, make(chan struct{})
+	// Writes do not end with runCtx: a batch in flight when Stop is called would be lost.
+	writeCtx, endWrites := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel, e.endWrites, e.done = cancel, endWrites, make(chan struct{})
 	go func() {
 		defer close(e.done)
-		e.run(runCtx)
+		defer endWrites()
+		e.run(runCtx, writeCtx)
 	}()
 	return nil
 }
@@ -391,7 +395,7 @@ func (e *EtcdCache) Start(ctx context.Context) error {
 // closes the connection.
 func (e *EtcdCache) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	cancel, done := e.cancel, e.done
+	cancel, endWrites, done := e.cancel, e.endWrites, e.done
 	e.stopped = true
 	e.mu.Unlock()
 	if cancel == nil {
@@ -404,15 +408,17 @@ func (e *EtcdCache) Stop(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		flushFor = min(flushFor, time.Until(dl)/2)
 	}
-	flushBy := time.Now().Add(flushFor)
-	e.mu.Lock()
-	e.flushBy = flushBy
-	e.mu.Unlock()
+	// The flush ends at its deadline, or earlier when ctx ends (then Stop returns too).
+	flushCtx, cancelFlush := context.WithTimeout(ctx, flushFor)
+	defer cancelFlush()
+	stopFlush := context.AfterFunc(flushCtx, endWrites)
+	defer stopFlush()
 	cancel()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		endWrites() // also when stopFlush runs before the AfterFunc does
 		return fmt.Errorf("diff etcd cache: stop: %w", ctx.Err())
 	}
 }
@@ -432,7 +438,7 @@ func backoff(attempt int) time.Duration {
 	return min(100*time.Millisecond<<min(attempt, 8), 10*time.Second)
 }
 
-func (e *EtcdCache) run(ctx context.Context) {
+func (e *EtcdCache) run(ctx, writeCtx context.Context) {
 	var cli *clientv3.Client
 	for attempt := 0; ; attempt++ {
 		var err error
@@ -456,7 +462,7 @@ func (e *EtcdCache) run(ctx context.Context) {
 	}()
 	go func() {
 		defer wg.Done()
-		e.writeLoop(ctx, cli)
+		e.writeLoop(ctx, writeCtx, cli)
 	}()
 	wg.Wait()
 }
@@ -496,31 +502,10 @@ const (
 )
 
 // writeLoop writes the queued records in batches until ctx ends, then flushes what is left
-// until the Stop deadline.
-func (e *EtcdCache) writeLoop(ctx context.Context, cli *clientv3.Client) {
+// until wctx ends (Stop's flush deadline). Writes use wctx: a batch in flight when ctx ends is
+// not lost.
+func (e *EtcdCache) writeLoop(ctx, wctx context.Context, cli *clientv3.Client) {
 	w := &etcdWriter{e: e, cli: cli}
-	// Writes do not end with ctx (Stop): a batch in flight would be lost. They end at the flush
-	// deadline Stop sets before it cancels ctx.
-	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
-	var timerMu sync.Mutex
-	var timer *time.Timer
-	stopAfter := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		flushBy := e.flushBy
-		e.mu.Unlock()
-		timerMu.Lock()
-		timer = time.AfterFunc(time.Until(flushBy), wcancel)
-		timerMu.Unlock()
-	})
-	defer func() {
-		stopAfter()
-		timerMu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		timerMu.Unlock()
-		wcancel()
-	}()
 	for {
 		select {
 		case <-ctx.Done():
