@@ -216,31 +216,9 @@ func TestEtcdCacheStopCanceled(t *testing.T) {
 // An etcd that accepts connections and never answers (hung, or a black hole): Stop still
 // returns in time, with or without records queued.
 func TestEtcdCacheStopWithSilentEtcd(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	var conns []net.Conn
-	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	silent := silentEtcd(t)
 	for _, queued := range []bool{false, true} {
-		cfg := etcdConfig("http://"+l.Addr().String(), "/silent/")
+		cfg := etcdConfig(silent, "/silent/")
 		cfg.DialTimeout, cfg.RequestTimeout = 300*time.Millisecond, 300*time.Millisecond
 		local, err := diff.NewChangeCache(diff.ChangeCacheConfig{}, nil)
 		require.NoError(t, err)
