@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -127,6 +128,9 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, logger *slog.Logger, mp m
 	})
 	if err != nil {
 		_ = p.sizeReg.Unregister()
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("open store %s: the folder is locked: is another Kelemetry process using it? (%w)", cfg.Dir, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	p.db = db

@@ -1,11 +1,14 @@
 package store
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -310,4 +313,42 @@ func TestPebbleConcurrentWritesReadsAndRetention(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, got, 6)
 	}
+}
+
+// A second process on the same folder gets an error that says why. The first process is this
+// test binary run again as TestPebbleLockHolder.
+func TestPebbleLockedFolder(t *testing.T) {
+	if os.Getenv("KELEMETRY_HOLD_STORE") != "" {
+		t.Skip("the helper process")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPebbleLockHolder$")
+	cmd.Env = append(os.Environ(), "KELEMETRY_HOLD_STORE="+dir)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "holding\n", line)
+
+	_, err = OpenPebble(context.Background(), PebbleConfig{Dir: dir}, nil, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "another Kelemetry process")
+}
+
+// TestPebbleLockHolder opens the store of KELEMETRY_HOLD_STORE and keeps it open until killed.
+func TestPebbleLockHolder(t *testing.T) {
+	dir := os.Getenv("KELEMETRY_HOLD_STORE")
+	if dir == "" {
+		t.Skip("only as TestPebbleLockedFolder's helper process")
+	}
+	p, err := OpenPebble(context.Background(), PebbleConfig{Dir: dir}, nil, nil)
+	require.NoError(t, err)
+	defer p.Close()
+	fmt.Println("holding")
+	time.Sleep(time.Minute)
 }
