@@ -156,7 +156,7 @@ func (m *Manager) Start(context.Context) error {
 }
 
 // crdPollInterval is how often the cluster is asked whether it serves LinkRules yet.
-const crdPollInterval = 15 * time.Second
+const crdPollInterval = 5 * time.Second
 
 // waitServed waits until the cluster serves LinkRule objects (the CRD is applied), asking every
 // crdPollInterval, so that a cluster without the CRD costs one cheap request per interval and no
