@@ -1133,7 +1133,9 @@ func (c *Consumer) attachRecord(out *aggregator.Event, rec diff.Record) {
 	if rec.BaseRV != "" && rec.Kind == diff.KindChange {
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: diff.AttrBaseRV, Value: rec.BaseRV})
 	}
-	if _, has := out.Attributes.Get(aggregator.AttrNewRV); !has && rec.Key.ResourceVersion != "" {
+	// A final deletion record is keyed by the list that no longer had the object, not by a
+	// version of the object.
+	if _, has := out.Attributes.Get(aggregator.AttrNewRV); !has && rec.Key.ResourceVersion != "" && !rec.Final {
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: rec.Key.ResourceVersion})
 	}
 	if !rec.Time.IsZero() {

@@ -453,7 +453,7 @@ func (w *resourceWatcher) list(ctx context.Context) (string, error) {
 	}
 	for name, k := range w.objects {
 		if _, ok := seen[name]; !ok {
-			w.vanished(ctx, name, k)
+			w.vanished(ctx, name, k, rv)
 		}
 	}
 	w.synced = true
@@ -579,11 +579,18 @@ func (w *resourceWatcher) apply(ctx context.Context, typ watch.EventType, u *uns
 	}
 }
 
-// vanished records the deletion of an object that a relist no longer returns.
-func (w *resourceWatcher) vanished(ctx context.Context, oname string, k *kept) {
+// vanished records the deletion of an object that a relist (at listRV) no longer returns. The
+// record is keyed by the list's resourceVersion, the first version known to be without the
+// object: keyed by the object's last version, it would replace the record of that version's
+// change, which an audited update may not have joined yet.
+func (w *resourceWatcher) vanished(ctx context.Context, oname string, k *kept, listRV string) {
 	w.forget(oname)
 	ns, name, _ := strings.Cut(oname, "/")
-	w.put(ctx, Record{Key: w.key(ns, name, k.rv), Kind: KindDeletion, UID: k.uid, Snapshot: k.body, Final: true, Time: w.in.now()}, evDeletion)
+	rv := listRV
+	if rv == "" || rv == k.rv {
+		rv = k.rv + "-gone"
+	}
+	w.put(ctx, Record{Key: w.key(ns, name, rv), Kind: KindDeletion, UID: k.uid, BaseRV: k.rv, Snapshot: k.body, Final: true, Time: w.in.now()}, evDeletion)
 }
 
 // keep stores k as the object's last version, within the bounds.

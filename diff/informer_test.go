@@ -227,10 +227,12 @@ func TestInformerWatch(t *testing.T) {
 	rec = waitRecord(t, cache, podKey("c", "21"))
 	assert.Equal(t, KindCreation, rec.Kind)
 	rec = waitRecord(t, cache, podKey("a", "11"))
+	assert.Equal(t, KindChange, rec.Kind, "the last change stays for the update that made it")
 	gone, ok := cache.Find(Query{Object: rec.Key.object(), Verb: "delete"})
 	require.True(t, ok, "a vanished object gets a deletion record")
 	assert.True(t, gone.Final)
-	assert.Equal(t, "11", gone.Key.ResourceVersion)
+	assert.Equal(t, "30", gone.Key.ResourceVersion, "keyed by the list that no longer has it")
+	assert.Equal(t, "11", gone.BaseRV)
 }
 
 func TestInformerRetriesFailedList(t *testing.T) {
