@@ -23,8 +23,16 @@ const (
 	pollInterval     = 250 * time.Millisecond
 )
 
-// eventually calls check until it returns nil, failing the test with the last error after timeout.
+// eventually calls check until it returns nil, failing the test with the last error after timeout
+// (and with the shared environment's error when a component exited).
 func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	pollUntil(t, timeout, what, env.Healthy, check)
+}
+
+// pollUntil calls check until it returns nil, failing the test with the last error after
+// timeout (and with health's error when a component exited).
+func pollUntil(t *testing.T, timeout time.Duration, what string, health func() error, check func(ctx context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
@@ -41,7 +49,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx
 		}
 		select {
 		case <-ctx.Done():
-			if herr := env.Healthy(); herr != nil {
+			if herr := health(); herr != nil {
 				t.Fatalf("%s: %v (and: %v)", what, last, herr)
 			}
 			t.Fatalf("%s: not within %s: %v", what, timeout, last)

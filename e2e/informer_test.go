@@ -403,31 +403,3 @@ func startMetadataEnv(t *testing.T) (*cluster.Env, *kapi.Client, kubernetes.Inte
 	})
 	return e, kapi.New(e.Kelemetry.URL), e.Cluster.Client
 }
-
-// pollUntil calls check until it returns nil, failing the test with the last error after
-// timeout (and with health's error when a component exited).
-func pollUntil(t *testing.T, timeout time.Duration, what string, health func() error, check func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	var last error
-	for {
-		err := check(ctx)
-		if err == nil {
-			return
-		}
-		if last == nil || ctx.Err() == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if herr := health(); herr != nil {
-				t.Fatalf("%s: %v (and: %v)", what, last, herr)
-			}
-			t.Fatalf("%s: not within %s: %v", what, timeout, last)
-		case <-tick.C:
-		}
-	}
-}
