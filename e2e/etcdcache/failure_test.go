@@ -84,15 +84,7 @@ func TestEtcdCacheKeyLivesTTL(t *testing.T) {
 	time.Sleep(800 * time.Millisecond) // still within the lease's period
 	leader.cache.Put(replicasChange("b", "1", "2"))
 	key := "/ttl/c1/apps/deployments/default/b/2"
-	var lease int64
-	require.Eventually(t, func() bool {
-		resp, err := cli.Get(t.Context(), key)
-		if err != nil || len(resp.Kvs) == 0 {
-			return false
-		}
-		lease = resp.Kvs[0].Lease
-		return true
-	}, 10*time.Second, 10*time.Millisecond)
+	lease := waitLease(t, cli, key)
 	ttl, err := cli.TimeToLive(t.Context(), clientv3.LeaseID(lease))
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, ttl.TTL, int64(cfg.TTL/time.Second), "remaining lease of a key just written (granted %ds)", ttl.GrantedTTL)
@@ -124,15 +116,7 @@ func TestEtcdCacheLeaseRevoked(t *testing.T) {
 	leader := newReplica(t, cfg)
 	leader.cache.Put(replicasChange("a", "1", "2"))
 	cli := client(t, srv.endpoint)
-	var lease int64
-	require.Eventually(t, func() bool {
-		resp, err := cli.Get(t.Context(), "/revoked/", clientv3.WithPrefix())
-		if err != nil || len(resp.Kvs) == 0 {
-			return false
-		}
-		lease = resp.Kvs[0].Lease
-		return true
-	}, 10*time.Second, 10*time.Millisecond)
+	lease := waitLease(t, cli, "/revoked/", clientv3.WithPrefix())
 	_, err := cli.Revoke(t.Context(), clientv3.LeaseID(lease))
 	require.NoError(t, err)
 	leader.cache.Put(replicasChange("b", "1", "2"))
@@ -395,4 +379,19 @@ func TestEtcdCacheBackoffResetsOnceWatching(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := follower.cache.Find(q); return ok }, 20*time.Second, 20*time.Millisecond)
 	assert.Less(t, time.Since(restored), 4*time.Second, "reloaded without the outage's backoff")
 	t.Logf("reloaded %s after the connection came back", time.Since(restored).Round(time.Millisecond))
+}
+
+// waitLease waits until key (with opts, a prefix) exists and returns the lease of its first key.
+func waitLease(t *testing.T, cli *clientv3.Client, key string, opts ...clientv3.OpOption) int64 {
+	t.Helper()
+	var lease int64
+	require.Eventually(t, func() bool {
+		resp, err := cli.Get(t.Context(), key, opts...)
+		if err != nil || len(resp.Kvs) == 0 {
+			return false
+		}
+		lease = resp.Kvs[0].Lease
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	return lease
 }
