@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Change cache backends (CacheConfig.Backend).
@@ -86,7 +87,8 @@ type EtcdCacheConfig struct {
 	PasswordFile string `yaml:"passwordFile"`
 	// CAFile verifies the server's certificate (default: the system roots); CertFile and KeyFile
 	// are the client's certificate, both or neither. ServerName overrides the name checked.
-	// Setting any of them, or an https:// endpoint, turns TLS on.
+	// Setting any of them, or an https:// endpoint, turns TLS on (http:// endpoints are then
+	// dialed with TLS too).
 	CAFile     string `yaml:"caFile"`
 	CertFile   string `yaml:"certFile"`
 	KeyFile    string `yaml:"keyFile"`
@@ -187,6 +189,15 @@ func (c EtcdCacheConfig) clientConfig() (clientv3.Config, error) {
 	if !useTLS {
 		return cc, nil
 	}
+	// The etcd client drops the TLS configuration for http:// endpoints (plaintext, despite the
+	// TLS files): dial them as https://.
+	cc.Endpoints = make([]string, len(c.Endpoints))
+	for i, ep := range c.Endpoints {
+		if rest, ok := strings.CutPrefix(ep, "http://"); ok {
+			ep = "https://" + rest
+		}
+		cc.Endpoints[i] = ep
+	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
@@ -204,6 +215,11 @@ func (c EtcdCacheConfig) clientConfig() (clientv3.Config, error) {
 			return cc, fmt.Errorf("diff informer cache: etcd client certificate: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
+	}
+	if c.ServerName != "" {
+		// gRPC checks the certificate against the endpoint's host, not tls.Config.ServerName,
+		// unless the authority says otherwise.
+		cc.DialOptions = append(cc.DialOptions, grpc.WithAuthority(c.ServerName))
 	}
 	cc.TLS = tc
 	return cc, nil
