@@ -263,7 +263,9 @@ func TestBrowser(t *testing.T) {
 	t.Run("RolloutSearchTraceAndDiff", func(t *testing.T) {
 		p := newPage(t, browser)
 		p.open(srv.URL + "/")
-		p.waitJS("the search form", `document.querySelector('form.filters') !== null`)
+		// The start page moves on to a search of the stored range once its suggestions load,
+		// drawing a new form: fill in that one.
+		p.waitJS("the start page's search", `location.pathname === '/search' && document.querySelector('form.filters') !== null`)
 		p.do(
 			chromedp.SetValue(chromedp.CSS(`input[name=resource]`), "deployments.apps"),
 			chromedp.SetValue(chromedp.CSS(`input[name=name]`), "demo"),
