@@ -18,8 +18,8 @@ import (
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
-	"github.com/kelemetry/kelemetry/internal/httpserver"
-	"github.com/kelemetry/kelemetry/internal/telemetry"
+	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
@@ -79,8 +79,8 @@ func subConfigs(c Config) (subConfigsOut, error) {
 	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker, InformerDiff: c.InformerDiff, LinkRules: c.LinkRules}, nil
 }
 
-func newMetrics(lc fx.Lifecycle) (*telemetry.Metrics, metric.MeterProvider, error) {
-	m, err := telemetry.NewMetrics()
+func newMetrics(lc fx.Lifecycle) (*telemetry.Prometheus, metric.MeterProvider, error) {
+	m, err := telemetry.NewPrometheus()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,7 +204,7 @@ type serversIn struct {
 
 	Config   Config
 	Logger   *slog.Logger `optional:"true"`
-	Metrics  *telemetry.Metrics
+	Metrics  *telemetry.Prometheus
 	Reader   store.Reader
 	Webhook  *audit.Webhook
 	Replayer *audit.Replayer
@@ -231,8 +231,8 @@ func newServers(in serversIn) *Servers {
 	apiMux.Handle("GET /healthz", health)
 
 	s := &Servers{
-		audit: httpserver.New("audit", c.AuditAddr, auditMux, logger),
-		api:   httpserver.New("api", c.HTTPAddr, apiMux, logger),
+		audit: httpserver.NewServer("audit", c.AuditAddr, auditMux, logger),
+		api:   httpserver.NewServer("api", c.HTTPAddr, apiMux, logger),
 	}
 	if c.AuditAddr == c.HTTPAddr {
 		// One listener serves both.

@@ -25,7 +25,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
-	"github.com/kelemetry/kelemetry/internal/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func main() {

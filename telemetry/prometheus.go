@@ -1,5 +1,3 @@
-// Package telemetry sets up the process-wide OpenTelemetry meter provider with a Prometheus
-// exporter (served at /metrics) and routes klog, which client-go logs through, into slog.
 package telemetry
 
 import (
@@ -16,15 +14,15 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Metrics is a meter provider whose instruments are served in the Prometheus text format.
-type Metrics struct {
+// Prometheus is a meter provider whose instruments are served in the Prometheus text format.
+type Prometheus struct {
 	Provider *sdkmetric.MeterProvider
 	Handler  http.Handler
 }
 
-// NewMetrics creates a meter provider with its own Prometheus registry (no global state), plus
+// NewPrometheus creates a meter provider with its own Prometheus registry (no global state), plus
 // the Go runtime and process collectors.
-func NewMetrics() (*Metrics, error) {
+func NewPrometheus() (*Prometheus, error) {
 	reg := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
@@ -35,14 +33,14 @@ func NewMetrics() (*Metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	return &Metrics{
+	return &Prometheus{
 		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
 		Handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	}, nil
 }
 
 // Shutdown stops the meter provider.
-func (m *Metrics) Shutdown(ctx context.Context) error {
+func (m *Prometheus) Shutdown(ctx context.Context) error {
 	if err := m.Provider.Shutdown(ctx); err != nil {
 		return fmt.Errorf("meter provider: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 func TestStartServeStop(t *testing.T) {
 	ctx := context.Background()
-	s := New("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s := NewServer("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hi")
 	}), nil)
 	require.NoError(t, s.Stop(ctx), "stop before start is a no-op")
@@ -24,7 +24,7 @@ func TestStartServeStop(t *testing.T) {
 	assert.Equal(t, "hi", string(body))
 
 	// A busy port fails start-up with a clear error.
-	busy := New("other", s.Addr(), http.NotFoundHandler(), nil)
+	busy := NewServer("other", s.Addr(), http.NotFoundHandler(), nil)
 	err = busy.Start(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "other server: listen on "+s.Addr())

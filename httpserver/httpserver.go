@@ -1,5 +1,3 @@
-// Package httpserver runs an http.Server with a Start/Stop lifecycle: Start binds the address
-// (so a busy port fails start-up) and serves in the background; Stop shuts down gracefully.
 package httpserver
 
 import (
@@ -25,8 +23,8 @@ type Server struct {
 	done  chan struct{}
 }
 
-// New returns a server for handler on addr (host:port; port 0 picks a free one).
-func New(name, addr string, handler http.Handler, logger *slog.Logger) *Server {
+// NewServer returns a server for handler on addr (host:port; port 0 picks a free one).
+func NewServer(name, addr string, handler http.Handler, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}

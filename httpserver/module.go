@@ -1,0 +1,202 @@
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+
+	"go.uber.org/fx"
+)
+
+// Defaults of Config.
+const (
+	DefaultAuditAddr = ":8080"
+	DefaultAPIAddr   = ":16686"
+)
+
+// Config chooses the listen addresses. The zero value means the defaults.
+type Config struct {
+	// AuditAddr is the audit webhook's listener (default :8080).
+	AuditAddr string `yaml:"auditAddr"`
+	// APIAddr is the listener of the query APIs, the web UI, /metrics and /healthz (default
+	// :16686).
+	APIAddr string `yaml:"httpAddr"`
+}
+
+// WithDefaults returns c with empty addresses set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.AuditAddr == "" {
+		c.AuditAddr = DefaultAuditAddr
+	}
+	if c.APIAddr == "" {
+		c.APIAddr = DefaultAPIAddr
+	}
+	return c
+}
+
+// Handler adds routes to a listener's mux. Its patterns must not collide with other handlers' on
+// the same listener (http.ServeMux rejects duplicates).
+type Handler interface {
+	Register(mux *http.ServeMux)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(mux *http.ServeMux)
+
+// Register calls f.
+func (f HandlerFunc) Register(mux *http.ServeMux) { f(mux) }
+
+// Route is a Handler serving one pattern.
+func Route(pattern string, h http.Handler) Handler {
+	return HandlerFunc(func(mux *http.ServeMux) { mux.Handle(pattern, h) })
+}
+
+// Value-group tags of the two listeners.
+const (
+	AuditGroup = `group:"kelemetry.http.audit"`
+	APIGroup   = `group:"kelemetry.http.api"`
+)
+
+// AsAuditHandler annotates a constructor whose result implements Handler so that its routes are
+// served on the audit listener: fx.Provide(httpserver.AsAuditHandler(NewMyHandler)).
+func AsAuditHandler(ctor any) any {
+	return fx.Annotate(ctor, fx.As(new(Handler)), fx.ResultTags(AuditGroup))
+}
+
+// AsAPIHandler annotates a constructor whose result implements Handler so that its routes are
+// served on the API listener.
+func AsAPIHandler(ctor any) any {
+	return fx.Annotate(ctor, fx.As(new(Handler)), fx.ResultTags(APIGroup))
+}
+
+// Health answers GET /healthz on every listener. Without one in the graph, /healthz answers
+// {"status":"ok"} once the listener serves.
+type Health http.Handler
+
+// Params are the fx inputs of New.
+type Params struct {
+	fx.In
+
+	Config Config       `optional:"true"`
+	Logger *slog.Logger `optional:"true"`
+	Audit  []Handler    `group:"kelemetry.http.audit"`
+	API    []Handler    `group:"kelemetry.http.api"`
+	Health Health       `optional:"true"`
+}
+
+// Servers are the open listeners.
+type Servers struct {
+	audit, api *Server
+	started    []*Server
+}
+
+// New builds the listeners that have handlers; none is opened before Start.
+func New(p Params) (*Servers, error) {
+	cfg := p.Config.WithDefaults()
+	health := p.Health
+	if health == nil {
+		health = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
+		})
+	}
+	mux := func(hs ...[]Handler) (m *http.ServeMux, err error) {
+		m = http.NewServeMux()
+		defer func() {
+			// http.ServeMux panics on a duplicate or malformed pattern: a wiring error.
+			if r := recover(); r != nil {
+				err = fmt.Errorf("httpserver: %v", r)
+			}
+		}()
+		for _, h := range slices.Concat(hs...) {
+			h.Register(m)
+		}
+		m.Handle("GET /healthz", health)
+		return m, nil
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Servers{}
+	if cfg.AuditAddr == cfg.APIAddr {
+		if len(p.Audit)+len(p.API) == 0 {
+			return s, nil
+		}
+		m, err := mux(p.API, p.Audit)
+		if err != nil {
+			return nil, err
+		}
+		s.api = NewServer("api", cfg.APIAddr, m, log)
+		s.audit = s.api
+		s.started = []*Server{s.api}
+		return s, nil
+	}
+	if len(p.Audit) > 0 {
+		m, err := mux(p.Audit)
+		if err != nil {
+			return nil, err
+		}
+		s.audit = NewServer("audit", cfg.AuditAddr, m, log)
+		s.started = append(s.started, s.audit)
+	}
+	if len(p.API) > 0 {
+		m, err := mux(p.API)
+		if err != nil {
+			return nil, err
+		}
+		s.api = NewServer("api", cfg.APIAddr, m, log)
+		s.started = append(s.started, s.api)
+	}
+	return s, nil
+}
+
+// Start opens every listener; if one cannot be opened, the others are closed again.
+func (s *Servers) Start(ctx context.Context) error {
+	for i, srv := range s.started {
+		if err := srv.Start(ctx); err != nil {
+			for _, open := range s.started[:i] {
+				_ = open.Stop(ctx)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop shuts every listener down, waiting for running requests until ctx ends.
+func (s *Servers) Stop(ctx context.Context) error {
+	var errs []error
+	for _, srv := range slices.Backward(s.started) {
+		errs = append(errs, srv.Stop(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// AuditAddr is the bound address of the audit listener ("" when it has no handlers).
+func (s *Servers) AuditAddr() string {
+	if s.audit == nil {
+		return ""
+	}
+	return s.audit.Addr()
+}
+
+// APIAddr is the bound address of the API listener ("" when it has no handlers).
+func (s *Servers) APIAddr() string {
+	if s.api == nil {
+		return ""
+	}
+	return s.api.Addr()
+}
+
+// Module opens the listeners with the application and closes them (gracefully) when it stops.
+// Listeners start after every module they serve was constructed, and stop first.
+var Module = fx.Module("httpserver",
+	fx.Provide(fx.Annotate(New, fx.OnStart(func(ctx context.Context, s *Servers) error { return s.Start(ctx) }),
+		fx.OnStop(func(ctx context.Context, s *Servers) error { return s.Stop(ctx) }))),
+	fx.Invoke(func(*Servers) {}),
+)

@@ -1,0 +1,55 @@
+package telemetry
+
+import (
+	"log/slog"
+	"net/http"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/fx"
+
+	"github.com/kelemetry/kelemetry/httpserver"
+)
+
+// Params are the fx inputs of Module; both are optional.
+type Params struct {
+	fx.In
+
+	// Logger is the application's logger (default slog.Default()).
+	Logger *slog.Logger `optional:"true"`
+	// MeterProvider replaces the built-in Prometheus provider; /metrics is then not served.
+	MeterProvider metric.MeterProvider `optional:"true"`
+	Lifecycle     fx.Lifecycle
+}
+
+// Result is what Module provides.
+type Result struct {
+	fx.Out
+
+	Settings Settings
+	// Prometheus is nil when the application supplied its own MeterProvider.
+	Prometheus *Prometheus
+	// Metrics serves GET /metrics on the API listener (the Prometheus provider only).
+	Metrics httpserver.Handler `group:"kelemetry.http.api"`
+}
+
+// New builds the application's Settings (see Module).
+func New(p Params) (Result, error) {
+	s := Settings{Logger: p.Logger, MeterProvider: p.MeterProvider}
+	s.Logger = s.Log()
+	if p.MeterProvider != nil {
+		return Result{Settings: s, Metrics: httpserver.HandlerFunc(func(*http.ServeMux) {})}, nil
+	}
+	prom, err := NewPrometheus()
+	if err != nil {
+		return Result{}, err
+	}
+	if p.Lifecycle != nil {
+		p.Lifecycle.Append(fx.StopHook(prom.Shutdown))
+	}
+	s.MeterProvider = prom.Provider
+	return Result{Settings: s, Prometheus: prom, Metrics: httpserver.Route("GET /metrics", prom.Handler)}, nil
+}
+
+// Module provides Settings, and the Prometheus provider with its /metrics route unless the
+// application supplies a metric.MeterProvider.
+var Module = fx.Module("telemetry", fx.Provide(New))

@@ -1,0 +1,118 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// Settings is what every constructor of Kelemetry takes for its logs and metrics. The zero value
+// is valid: a nil Logger means slog.Default(), a nil MeterProvider means no metrics (a no-op
+// provider). This holds everywhere, so a caller never has to guess.
+type Settings struct {
+	// Logger receives the component's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// MeterProvider creates the component's instruments; nil means no metrics.
+	MeterProvider metric.MeterProvider
+}
+
+// Log returns the logger (slog.Default() when none is set).
+func (s Settings) Log() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}
+
+// Provider returns the meter provider (a no-op one when none is set).
+func (s Settings) Provider() metric.MeterProvider {
+	if s.MeterProvider == nil {
+		return noop.NewMeterProvider()
+	}
+	return s.MeterProvider
+}
+
+// With returns Settings whose logger carries the given attributes (e.g. "component", "audit").
+func (s Settings) With(args ...any) Settings {
+	s.Logger = s.Log().With(args...)
+	return s
+}
+
+// Meter returns an instrument factory for the named instrumentation scope (the package's import
+// path, by convention).
+func (s Settings) Meter(scope string) *Meter {
+	return &Meter{m: s.Provider().Meter(scope)}
+}
+
+// Meter creates instruments and keeps their errors, so that a constructor creates all of its
+// instruments and checks once with Err. An instrument that cannot be created is replaced by a
+// no-op one: a metric never stops the pipeline.
+type Meter struct {
+	m    metric.Meter
+	errs []error
+}
+
+// Err reports every instrument that could not be created, or nil.
+func (m *Meter) Err() error {
+	if len(m.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("create metrics: %w", errors.Join(m.errs...))
+}
+
+func (m *Meter) fail(name string, err error) {
+	m.errs = append(m.errs, fmt.Errorf("%s: %w", name, err))
+}
+
+// Counter creates a monotonic integer counter; unit is UCUM ("{event}", "By", "" for none).
+func (m *Meter) Counter(name, desc, unit string) metric.Int64Counter {
+	c, err := m.m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	if err != nil || c == nil {
+		m.fail(name, err)
+		return noop.Int64Counter{}
+	}
+	return c
+}
+
+// UpDownCounter creates an integer counter that may go down (a gauge kept by increments).
+func (m *Meter) UpDownCounter(name, desc, unit string) metric.Int64UpDownCounter {
+	c, err := m.m.Int64UpDownCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	if err != nil || c == nil {
+		m.fail(name, err)
+		return noop.Int64UpDownCounter{}
+	}
+	return c
+}
+
+// Histogram creates a float histogram; bounds are its explicit bucket boundaries (none: the
+// SDK's defaults). Durations are in seconds ("s").
+func (m *Meter) Histogram(name, desc, unit string, bounds ...float64) metric.Float64Histogram {
+	opts := []metric.Float64HistogramOption{metric.WithDescription(desc), metric.WithUnit(unit)}
+	if len(bounds) > 0 {
+		opts = append(opts, metric.WithExplicitBucketBoundaries(bounds...))
+	}
+	h, err := m.m.Float64Histogram(name, opts...)
+	if err != nil || h == nil {
+		m.fail(name, err)
+		return noop.Float64Histogram{}
+	}
+	return h
+}
+
+// Gauge creates an observable integer gauge read by callback at each collection.
+func (m *Meter) Gauge(name, desc, unit string, callback func() int64) metric.Int64ObservableGauge {
+	g, err := m.m.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit(unit),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(callback())
+			return nil
+		}))
+	if err != nil || g == nil {
+		m.fail(name, err)
+		return noop.Int64ObservableGauge{}
+	}
+	return g
+}
