@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // bulkBatches reads the recorded webhook batches of the bulk fixture (about 10,000 audit events
@@ -127,12 +128,12 @@ func processCPU(tb testing.TB) time.Duration {
 
 // BenchmarkEndToEndMemory: webhook -> queue -> aggregator -> in-memory store, bulk fixture.
 func BenchmarkEndToEndMemory(b *testing.B) {
-	benchmarkEndToEnd(b, store.NewMemory(store.MemoryConfig{}))
+	benchmarkEndToEnd(b, store.NewMemory(store.MemoryConfig{}, 0))
 }
 
 // BenchmarkEndToEndPebble: the same into the embedded Pebble store.
 func BenchmarkEndToEndPebble(b *testing.B) {
-	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, nil, nil)
+	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Close() })
 	benchmarkEndToEnd(b, st)

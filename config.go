@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
@@ -39,6 +41,9 @@ type Config struct {
 	// parent-link annotations resolve targets in any of them; the audit webhook path
 	// /audit/{cluster} names the cluster of a batch.
 	Clusters []ClusterConfig `yaml:"clusters"`
+	// Window is the length of one trace's time window, aligned to the Unix epoch (default 30m):
+	// one value for every part (see aggregator.Window).
+	Window time.Duration `yaml:"window"`
 
 	Aggregator aggregator.Config `yaml:"aggregator"`
 	Audit      audit.Config      `yaml:"audit"`
@@ -49,10 +54,11 @@ type Config struct {
 	Linker       linker.Config             `yaml:"linker"`
 	// LinkRules configures the LinkRule linker: a directory of rule files, and the watch of
 	// LinkRule objects in the cluster named Cluster (on when it has a kubeconfig).
-	LinkRules linkrule.Config    `yaml:"linkRules"`
-	Store     store.PebbleConfig `yaml:"store"`
-	Memory    store.MemoryConfig `yaml:"memory"`
-	OTLP      otlpsink.Config    `yaml:"otlp"`
+	LinkRules linkrule.Config `yaml:"linkRules"`
+	// Store configures the embedded store in DataDir; Memory the in-memory one (DataDir "").
+	Store  store.PebbleConfig `yaml:"store"`
+	Memory store.MemoryConfig `yaml:"memory"`
+	OTLP   otlpsink.Config    `yaml:"otlp"`
 }
 
 // ClusterConfig names one Kubernetes cluster and how to reach it.
@@ -72,8 +78,8 @@ type ClusterConfig struct {
 
 // Defaults for Config.
 const (
-	DefaultAuditAddr  = ":8080"
-	DefaultHTTPAddr   = ":16686"
+	DefaultAuditAddr  = httpserver.DefaultAuditAddr
+	DefaultHTTPAddr   = httpserver.DefaultAPIAddr
 	DefaultCluster    = "default"
 	DefaultKubeQPS    = 50
 	DefaultKubeBurst  = 100
@@ -154,15 +160,6 @@ func (c Config) WithDefaults() Config {
 	if c.Event.Cluster == "" {
 		c.Event.Cluster = c.Cluster
 	}
-	if c.Event.Window == 0 {
-		c.Event.Window = c.Aggregator.Window
-	}
-	if c.Store.Window == 0 {
-		c.Store.Window = c.Aggregator.Window
-	}
-	if c.Memory.Window == 0 {
-		c.Memory.Window = c.Aggregator.Window
-	}
 	if c.LinkRules.Cluster == "" {
 		c.LinkRules.Cluster = c.Cluster
 	}
@@ -172,7 +169,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	errs := []error{c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.validateClusters(), c.LinkRules.Validate()}
+	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.validateClusters(), c.LinkRules.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}
@@ -189,15 +186,17 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("event.watchClusters: cluster %q has no kubeconfig", name))
 		}
 	}
-	if c.DataDir != "" {
-		errs = append(errs, c.Store.Validate())
-	} else {
-		errs = append(errs, c.Memory.Validate())
-	}
+	errs = append(errs, c.StoreConfig().Validate())
 	if c.OTLP.Endpoint != "" {
 		errs = append(errs, c.OTLP.Validate())
 	}
 	return errors.Join(errs...)
+}
+
+// StoreConfig is the store configuration: the embedded store in DataDir, or memory without one.
+func (c Config) StoreConfig() store.Config {
+	c = c.WithDefaults()
+	return store.Config{Embedded: c.Store, Memory: c.Memory}
 }
 
 // LoadConfig reads a YAML configuration file. Unknown fields are errors.

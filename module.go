@@ -1,13 +1,10 @@
 package kelemetry
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,32 +16,36 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
-	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Module is the whole built-in application. It needs a Config (fx.Supply) and takes an optional
-// *slog.Logger. It provides the metric.MeterProvider (Prometheus, served at /metrics), the store
-// (store.Store and store.Reader), and *Servers.
+// Module is the whole built-in application, a bundle of the parts' own modules plus the fan-out
+// of Config into their configurations. It needs a Config (fx.Supply) and takes an optional
+// *slog.Logger and an optional metric.MeterProvider (without one, a Prometheus provider is served
+// at /metrics).
+//
+// Every part can be replaced with fx's own means: fx.Replace(aggregator.Config{...}) or
+// fx.Decorate for a part's configuration; fx.Supply a metric.MeterProvider; or compose the parts
+// (telemetry.Module, httpserver.Module, store.Module, aggregator.Module, audit.Module, ...)
+// without this bundle to leave some out (see the README, "Compose your own binary").
 var Module = fx.Module("kelemetry",
-	fx.Provide(
-		subConfigs,
-		newMetrics,
-		newStore,
-		newOTLPSink,
-		newClusters,
-		newServers,
-	),
+	fx.Provide(subConfigs, newClusters, newHealth),
+	telemetry.Module,
+	httpserver.Module,
+	store.Module,
+	otlpsink.Module,
 	aggregator.Module,
 	audit.Module,
 	event.Module,
 	linker.Module,
 	linkrule.Module,
 	diff.InformerModule,
-	fx.Invoke(func(*Servers) {}),
+	frontend.Module,
+	ui.Module,
 	fx.Invoke(joinInformerDiffs),
 )
 
@@ -60,9 +61,14 @@ func joinInformerDiffs(c *audit.Consumer, changes diff.Changes, lc fx.Lifecycle)
 	lc.Append(fx.StartStopHook(c.Start, c.Stop))
 }
 
-type subConfigsOut struct {
+// configs is the fan-out of Config: one configuration per part, and the values they share.
+type configs struct {
 	fx.Out
 
+	Window       aggregator.Window
+	HTTP         httpserver.Config
+	Store        store.Config
+	OTLP         otlpsink.Config
 	Aggregator   aggregator.Config
 	Audit        audit.Config
 	Event        event.Config
@@ -71,83 +77,23 @@ type subConfigsOut struct {
 	LinkRules    linkrule.Config
 }
 
-func subConfigs(c Config) (subConfigsOut, error) {
+func subConfigs(c Config) (configs, error) {
 	if err := c.Validate(); err != nil {
-		return subConfigsOut{}, fmt.Errorf("kelemetry config: %w", err)
+		return configs{}, fmt.Errorf("kelemetry config: %w", err)
 	}
 	c = c.WithDefaults()
-	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker, InformerDiff: c.InformerDiff, LinkRules: c.LinkRules}, nil
-}
-
-func newMetrics(lc fx.Lifecycle) (*telemetry.Prometheus, metric.MeterProvider, error) {
-	m, err := telemetry.NewPrometheus()
-	if err != nil {
-		return nil, nil, err
-	}
-	lc.Append(fx.StopHook(m.Shutdown))
-	return m, m.Provider, nil
-}
-
-type storeOut struct {
-	fx.Out
-
-	Store  store.Store
-	Reader store.Reader
-	Sink   aggregator.Sink `group:"kelemetry.sinks"`
-}
-
-type optionalLogger struct {
-	fx.In
-
-	Logger *slog.Logger `optional:"true"`
-}
-
-func (o optionalLogger) get() *slog.Logger {
-	if o.Logger == nil {
-		return slog.Default()
-	}
-	return o.Logger
-}
-
-func newStore(c Config, l optionalLogger, mp metric.MeterProvider, lc fx.Lifecycle) (storeOut, error) {
-	c = c.WithDefaults()
-	if c.DataDir == "" {
-		m := store.NewMemory(c.Memory)
-		return storeOut{Store: m, Reader: m, Sink: m}, nil
-	}
-	p, err := store.OpenPebble(context.Background(), c.Store, l.get(), mp)
-	if err != nil {
-		return storeOut{}, err
-	}
-	lc.Append(fx.StartStopHook(p.Start, func(ctx context.Context) error {
-		return joinErr(p.Stop(ctx), p.Close())
-	}))
-	return storeOut{Store: p, Reader: p, Sink: p}, nil
-}
-
-func joinErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-type sinksOut struct {
-	fx.Out
-
-	Sinks []aggregator.Sink `group:"kelemetry.sinks,flatten"`
-}
-
-func newOTLPSink(c Config, l optionalLogger, mp metric.MeterProvider, lc fx.Lifecycle) (sinksOut, error) {
-	if c.OTLP.Endpoint == "" {
-		return sinksOut{}, nil
-	}
-	s, err := otlpsink.New(context.Background(), c.OTLP, l.get(), mp)
-	if err != nil {
-		return sinksOut{}, err
-	}
-	lc.Append(fx.StartStopHook(s.Start, s.Stop))
-	return sinksOut{Sinks: []aggregator.Sink{s}}, nil
+	return configs{
+		Window:       aggregator.Window(c.Window),
+		HTTP:         httpserver.Config{AuditAddr: c.AuditAddr, APIAddr: c.HTTPAddr},
+		Store:        c.StoreConfig(),
+		OTLP:         c.OTLP,
+		Aggregator:   c.Aggregator,
+		Audit:        c.Audit,
+		Event:        c.Event,
+		Linker:       c.Linker,
+		InformerDiff: c.InformerDiff,
+		LinkRules:    c.LinkRules,
+	}, nil
 }
 
 type clustersOut struct {
@@ -187,67 +133,6 @@ func restConfig(cc ClusterConfig) (*rest.Config, error) {
 	return rc, nil
 }
 
-// Servers are the application's HTTP listeners.
-type Servers struct {
-	audit *httpserver.Server
-	api   *httpserver.Server
-}
-
-// AuditAddr is the bound address of the audit webhook server.
-func (s *Servers) AuditAddr() string { return s.audit.Addr() }
-
-// HTTPAddr is the bound address of the API server.
-func (s *Servers) HTTPAddr() string { return s.api.Addr() }
-
-type serversIn struct {
-	fx.In
-
-	Config   Config
-	Logger   *slog.Logger `optional:"true"`
-	Metrics  *telemetry.Prometheus
-	Reader   store.Reader
-	Webhook  *audit.Webhook
-	Replayer *audit.Replayer
-	Events   *event.Replayer
-	Queue    *audit.Queue
-	LC       fx.Lifecycle
-}
-
-func newServers(in serversIn) *Servers {
-	c := in.Config.WithDefaults()
-	logger := optionalLogger{Logger: in.Logger}.get()
-	health := healthHandler(in.Replayer, in.Events, in.Queue)
-
-	auditMux := http.NewServeMux()
-	in.Webhook.Register(auditMux)
-	auditMux.Handle("GET /healthz", health)
-
-	apiMux := http.NewServeMux()
-	frontend.NewNativeAPI(in.Reader, logger).Register(apiMux)
-	frontend.NewJaegerAPI(in.Reader, frontend.EngineConfig{Window: c.Aggregator.Window}, logger).Register(apiMux)
-	frontend.NewUIAPI(in.Reader, frontend.EngineConfig{Window: c.Aggregator.Window}, logger).Register(apiMux)
-	ui.Register(apiMux)
-	apiMux.Handle("GET /metrics", in.Metrics.Handler)
-	apiMux.Handle("GET /healthz", health)
-
-	s := &Servers{
-		audit: httpserver.NewServer("audit", c.AuditAddr, auditMux, logger),
-		api:   httpserver.NewServer("api", c.HTTPAddr, apiMux, logger),
-	}
-	if c.AuditAddr == c.HTTPAddr {
-		// One listener serves both.
-		for pattern, h := range map[string]http.Handler{"POST /audit": auditMux, "POST /audit/{cluster}": auditMux} {
-			apiMux.Handle(pattern, h)
-		}
-		s.audit = s.api
-		in.LC.Append(fx.StartStopHook(s.api.Start, s.api.Stop))
-		return s
-	}
-	in.LC.Append(fx.StartStopHook(s.audit.Start, s.audit.Stop))
-	in.LC.Append(fx.StartStopHook(s.api.Start, s.api.Stop))
-	return s
-}
-
 // Health is the body of GET /healthz.
 type Health struct {
 	Status     string       `json:"status"`
@@ -262,7 +147,9 @@ type HealthReplay struct {
 	Error string              `json:"error,omitempty"`
 }
 
-func healthHandler(r *audit.Replayer, ev *event.Replayer, q *audit.Queue) http.Handler {
+// newHealth answers GET /healthz on both listeners: the audit queue's depth and the progress of
+// the start-up replays.
+func newHealth(r *audit.Replayer, ev *event.Replayer, q *audit.Queue) httpserver.Health {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h := Health{Status: "ok", QueueDepth: q.Len()}
 		select {

@@ -7,7 +7,6 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultWindow        = 30 * time.Minute
 	DefaultSpanCacheSize = 100_000
 	DefaultLinkQueueSize = 10_000
 	DefaultLinkWorkers   = 4
@@ -17,8 +16,6 @@ const (
 
 // Config configures the aggregator. The zero value means defaults.
 type Config struct {
-	// Window is the length of one trace's time window, aligned to the Unix epoch (default 30m).
-	Window time.Duration `yaml:"window"`
 	// SpanCacheSize bounds the LRU of objects whose root span was emitted in a window.
 	SpanCacheSize int `yaml:"spanCacheSize"`
 	// LinkQueueSize bounds the queue of pending link jobs; a job that does not fit is dropped
@@ -35,9 +32,6 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
 	if c.SpanCacheSize == 0 {
 		c.SpanCacheSize = DefaultSpanCacheSize
 	}
@@ -60,8 +54,6 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	switch {
-	case c.Window < time.Second:
-		return fmt.Errorf("aggregator: window %s is shorter than 1s", c.Window)
 	case c.SpanCacheSize < 0, c.LinkQueueSize < 0, c.LinkWorkers < 0, c.LinkDepth < 0, c.LinkTimeout < 0:
 		return fmt.Errorf("aggregator: sizes, counts and timeouts must not be negative")
 	}

@@ -13,13 +13,15 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Engine is the Aggregator implementation.
 type Engine struct {
 	cfg        Config
+	window     time.Duration
 	logger     *slog.Logger
 	sinks      []Sink
 	linkers    []Linker
@@ -74,31 +76,25 @@ type engineMetrics struct {
 	evictions    metric.Int64Counter
 }
 
-// Deps are the collaborators of an Engine. Nil Logger and MeterProvider mean slog.Default and no
-// metrics.
+// Deps are the collaborators of an Engine.
 type Deps struct {
-	Logger        *slog.Logger
-	MeterProvider metric.MeterProvider
-	Sinks         []Sink
-	Linkers       []Linker
-	Decorators    []Decorator
+	// Window is the trace window length (zero: DefaultWindow).
+	Window     Window
+	Telemetry  telemetry.Settings
+	Sinks      []Sink
+	Linkers    []Linker
+	Decorators []Decorator
 }
 
 // New builds an Engine. Call Start before Send for linking to run; Send works without Start, but
 // link jobs then wait in the queue.
 func New(cfg Config, deps Deps) (*Engine, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	if err := errors.Join(cfg.Validate(), deps.Window.Validate()); err != nil {
+		return nil, fmt.Errorf("aggregator: %w", err)
 	}
 	cfg = cfg.WithDefaults()
-	logger := deps.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	mp := deps.MeterProvider
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
+	logger := deps.Telemetry.Log()
+	mp := deps.Telemetry.Provider()
 	decorators := slices.Clone(deps.Decorators)
 	slices.SortStableFunc(decorators, func(a, b Decorator) int { return cmp.Compare(a.Name(), b.Name()) })
 	linkers := slices.Clone(deps.Linkers)
@@ -106,6 +102,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 
 	e := &Engine{
 		cfg:        cfg,
+		window:     deps.Window.Length(),
 		logger:     logger.With("component", "aggregator"),
 		sinks:      slices.Clone(deps.Sinks),
 		linkers:    linkers,
@@ -225,7 +222,7 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 	if end.Before(start) {
 		end = start
 	}
-	window := WindowStart(start, e.cfg.Window)
+	window := WindowStart(start, e.window)
 	key := ev.Object.Key()
 	tid := TraceIDFor(key, window)
 	objSID := ObjectSpanID(tid)
@@ -328,7 +325,7 @@ func (e *Engine) objectSpan(ref ObjectRef, window time.Time, tid trace.TraceID, 
 		Object:  ref,
 		Window:  window,
 		Start:   window,
-		End:     window.Add(e.cfg.Window),
+		End:     window.Add(e.window),
 	}
 }
 

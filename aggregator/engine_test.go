@@ -95,7 +95,7 @@ func TestIDsAreDeterministicAndDistinct(t *testing.T) {
 
 func TestSendEmitsObjectSpanOncePerWindow(t *testing.T) {
 	sink := &aggregatortest.RecordingSink{}
-	e := newEngine(t, aggregator.Config{Window: time.Minute}, aggregator.Deps{Sinks: []aggregator.Sink{sink}})
+	e := newEngine(t, aggregator.Config{}, aggregator.Deps{Window: aggregator.Window(time.Minute), Sinks: []aggregator.Sink{sink}})
 	ctx := context.Background()
 
 	require.NoError(t, e.Send(ctx, event(deploy, "a", base)))
@@ -322,9 +322,12 @@ func TestStopWithoutStartAndSendAfterStop(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	assert.NoError(t, aggregator.Config{}.Validate())
-	assert.Error(t, aggregator.Config{Window: time.Millisecond}.Validate())
+	assert.Error(t, aggregator.Window(time.Millisecond).Validate())
+	assert.Error(t, aggregator.Window(-time.Minute).Validate())
+	assert.NoError(t, aggregator.Window(0).Validate(), "zero means the default")
+	assert.Equal(t, aggregator.DefaultWindow, aggregator.Window(0).Length())
 	assert.Error(t, aggregator.Config{LinkWorkers: -1}.Validate())
-	_, err := aggregator.New(aggregator.Config{Window: time.Millisecond}, aggregator.Deps{})
+	_, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Window: aggregator.Window(time.Millisecond)})
 	assert.Error(t, err)
 }
 

@@ -1,10 +1,9 @@
 package aggregator
 
 import (
-	"log/slog"
-
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Value-group tags under which linkers, decorators and sinks are collected.
@@ -34,31 +33,36 @@ func AsSink(ctor any) any {
 type Params struct {
 	fx.In
 
-	Config        Config               `optional:"true"`
-	Logger        *slog.Logger         `optional:"true"`
-	MeterProvider metric.MeterProvider `optional:"true"`
-	Linkers       []Linker             `group:"kelemetry.linkers"`
-	Decorators    []Decorator          `group:"kelemetry.decorators"`
-	Sinks         []Sink               `group:"kelemetry.sinks"`
+	Config     Config             `optional:"true"`
+	Window     Window             `optional:"true"`
+	Telemetry  telemetry.Settings `optional:"true"`
+	Linkers    []Linker           `group:"kelemetry.linkers"`
+	Decorators []Decorator        `group:"kelemetry.decorators"`
+	Sinks      []Sink             `group:"kelemetry.sinks"`
+	Lifecycle  fx.Lifecycle
 }
 
-// Module provides *Engine and Aggregator, started and stopped with the app.
+// Module provides *Engine and Aggregator, started and stopped with the app. It reads its linkers,
+// decorators and sinks from their value groups (AsLinker, AsDecorator, AsSink); every other input
+// is optional.
 var Module = fx.Module("aggregator",
 	fx.Provide(
-		func(p Params, lc fx.Lifecycle) (*Engine, error) {
-			e, err := New(p.Config, Deps{
-				Logger:        p.Logger,
-				MeterProvider: p.MeterProvider,
-				Sinks:         p.Sinks,
-				Linkers:       p.Linkers,
-				Decorators:    p.Decorators,
-			})
-			if err != nil {
-				return nil, err
-			}
-			lc.Append(fx.StartStopHook(e.Start, e.Stop))
-			return e, nil
-		},
+		provide,
 		func(e *Engine) Aggregator { return e },
 	),
 )
+
+func provide(p Params) (*Engine, error) {
+	e, err := New(p.Config, Deps{
+		Window:     p.Window,
+		Telemetry:  p.Telemetry,
+		Sinks:      p.Sinks,
+		Linkers:    p.Linkers,
+		Decorators: p.Decorators,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.Lifecycle.Append(fx.StartStopHook(e.Start, e.Stop))
+	return e, nil
+}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/replay"
 )
 
@@ -71,7 +72,14 @@ type ModuleResults struct {
 
 // Module provides the audit pipeline: webhook handler (register it on a mux), queue, consumer,
 // replay and follow of log files. It needs an aggregator.Aggregator.
-var Module = fx.Module("audit", fx.Provide(newModule))
+//
+// The webhook is served on the audit listener of httpserver.Module (POST /audit, /audit/{cluster});
+// the queue, the consumer, replay and follow run with the application even without a listener.
+var Module = fx.Module("audit",
+	fx.Provide(newModule,
+		fx.Annotate(func(w *Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
+	fx.Invoke(func(*Queue, *Replayer) {}),
+)
 
 func newModule(p ModuleParams) (ModuleResults, error) {
 	cfg := p.Config

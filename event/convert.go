@@ -170,15 +170,12 @@ type Converter struct {
 }
 
 // NewConverter returns a Converter for Events of cluster; kinds map to resources with mapper
-// (nil: linker.NewStaticMapper()); window must be the aggregator's window (0: the default).
-func NewConverter(cluster string, mapper linker.Mapper, window time.Duration) *Converter {
+// (nil: linker.NewStaticMapper()); w is the application's trace window length.
+func NewConverter(cluster string, mapper linker.Mapper, w aggregator.Window) *Converter {
 	if mapper == nil {
 		mapper = linker.NewStaticMapper()
 	}
-	if window <= 0 {
-		window = aggregator.DefaultWindow
-	}
-	return &Converter{cluster: cluster, mapper: mapper, window: window}
+	return &Converter{cluster: cluster, mapper: mapper, window: w.Length()}
 }
 
 // Window is the trace window length the Converter assumes.

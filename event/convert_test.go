@@ -116,7 +116,7 @@ func TestConvertCore(t *testing.T) {
 "firstTimestamp":"2026-11-29T17:00:00Z","lastTimestamp":"2026-11-29T17:45:00Z","count":2,"type":"Normal"}`
 	rec, err := Decode([]byte(raw))
 	require.NoError(t, err)
-	conv := NewConverter("c", nil, 30*time.Minute)
+	conv := NewConverter("c", nil, aggregator.Window(30*time.Minute))
 	ev, err := conv.Convert(context.Background(), rec, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, "", ev.Object.Namespace, "nodes are cluster-scoped")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
@@ -19,8 +18,6 @@ import (
 type Config struct {
 	// Cluster names the cluster the Events come from (the all-in-one passes its cluster).
 	Cluster string `yaml:"cluster"`
-	// Window must equal the aggregator's window (0: the aggregator's default).
-	Window time.Duration `yaml:"window"`
 	// Replay lists files of recorded Events (EventLists) sent once at start-up, in the
 	// background.
 	Replay []string `yaml:"replay"`
@@ -35,9 +32,6 @@ type Config struct {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	if c.Window < 0 {
-		return errors.New("event: window must not be negative")
-	}
 	seen := map[string]bool{c.Cluster: true}
 	for _, name := range c.WatchClusters {
 		if name == "" || seen[name] {
@@ -59,6 +53,7 @@ type ModuleParams struct {
 	fx.In
 
 	Config        Config               `optional:"true"`
+	Window        aggregator.Window    `optional:"true"`
 	Logger        *slog.Logger         `optional:"true"`
 	MeterProvider metric.MeterProvider `optional:"true"`
 	Aggregator    aggregator.Aggregator
@@ -93,7 +88,7 @@ func newModule(p ModuleParams) (ModuleResults, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	conv := NewConverter(cfg.Cluster, p.Mapper, cfg.Window)
+	conv := NewConverter(cfg.Cluster, p.Mapper, p.Window)
 	out := ModuleResults{}
 	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, logger)
 	p.Lifecycle.Append(fx.StartStopHook(out.Replayer.Start, out.Replayer.Stop))
@@ -107,7 +102,7 @@ func newModule(p ModuleParams) (ModuleResults, error) {
 		conv := conv
 		src := cfg.Source
 		if i > 0 {
-			conv = NewConverter(cluster, p.Mapper, cfg.Window)
+			conv = NewConverter(cluster, p.Mapper, p.Window)
 			if src.CheckpointFile != "" {
 				src.CheckpointFile += "." + cluster
 			}

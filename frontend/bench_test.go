@@ -11,13 +11,14 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // BenchmarkDeployment1000Pods is the target: find, follow, merge and draw (tracing, full
 // tree) a Deployment with one ReplicaSet and 1,000 Pods over 4 windows, from the Pebble store.
 func BenchmarkDeployment1000Pods(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, nil, nil)
+	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Close() })
 
@@ -36,7 +37,7 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 		}
 		require.NoError(b, st.Export(ctx, w.spans))
 	}
-	engine := frontend.NewEngine(st, frontend.EngineConfig{PerLevel: 2000, Total: 2000})
+	engine := frontend.NewEngine(st, 0, frontend.EngineConfig{PerLevel: 2000, Total: 2000})
 	q := frontend.Query{Resource: "deployments", Name: "web", From: w0, To: w0.Add(4*win - 1)}
 	b.ReportAllocs()
 	b.ResetTimer()

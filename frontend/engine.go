@@ -10,22 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store"
 )
-
-// TraceReader is what the query engine reads. store.Reader implements it.
-type TraceReader interface {
-	FindObjects(ctx context.Context, q store.ObjectQuery) ([]store.ObjectWindows, error)
-	GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error)
-	GetTraces(ctx context.Context, ws []store.ObjectWindow) ([][]*aggregator.Span, error)
-	FindTraces(ctx context.Context, q store.TraceQuery) ([]store.TraceRef, error)
-	Clusters(ctx context.Context) ([]string, error)
-}
-
-var _ TraceReader = store.Reader(nil)
 
 // LinkMode says which related objects a query follows from the objects it finds. The values
 // are the link digit of a display ID (see DisplayID).
@@ -46,8 +33,6 @@ func (m LinkMode) Valid() bool {
 
 // EngineConfig bounds link following. Zero fields mean the defaults.
 type EngineConfig struct {
-	// Window is the aggregator's window length (default aggregator.DefaultWindow).
-	Window time.Duration
 	// Depth is how many levels links are followed up or down (default 3).
 	Depth int
 	// PerLevel bounds the objects one breadth-first level adds (default 100).
@@ -65,9 +50,6 @@ const (
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c EngineConfig) WithDefaults() EngineConfig {
-	if c.Window <= 0 {
-		c.Window = aggregator.DefaultWindow
-	}
 	if c.Depth <= 0 {
 		c.Depth = DefaultDepth
 	}
@@ -148,14 +130,21 @@ type Graph struct {
 
 // Engine finds objects, follows their links and merges their windows.
 type Engine struct {
-	r   TraceReader
-	cfg EngineConfig
+	r      store.Reader
+	window time.Duration
+	cfg    EngineConfig
 }
 
-// NewEngine returns an engine over r.
-func NewEngine(r TraceReader, cfg EngineConfig) *Engine {
-	return &Engine{r: r, cfg: cfg.WithDefaults()}
+// NewEngine returns an engine over r, whose traces have windows of length w.
+func NewEngine(r store.Reader, w aggregator.Window, cfg EngineConfig) *Engine {
+	return &Engine{r: r, window: w.Length(), cfg: cfg.WithDefaults()}
 }
+
+// Reader is the store the engine reads.
+func (e *Engine) Reader() store.Reader { return e.r }
+
+// Window is the trace window length the engine assumes.
+func (e *Engine) Window() time.Duration { return e.window }
 
 // Config returns the engine's configuration with defaults applied.
 func (e *Engine) Config() EngineConfig { return e.cfg }
@@ -334,7 +323,7 @@ func (l *loader) fill(o *Object, perWindow [][]*aggregator.Span) {
 	o.Start, o.End = l.from, l.to
 	if len(o.Windows) > 0 {
 		first := o.Windows[0].Window
-		last := o.Windows[len(o.Windows)-1].Window.Add(l.e.cfg.Window)
+		last := o.Windows[len(o.Windows)-1].Window.Add(l.e.window)
 		if o.Start.IsZero() || first.After(o.Start) {
 			o.Start = first
 		}

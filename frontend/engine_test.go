@@ -15,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var w0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC) // a window start
@@ -65,14 +66,14 @@ func (w *world) store(t *testing.T, seed uint64) *store.Memory {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		rng.Shuffle(len(spans), func(i, j int) { spans[i], spans[j] = spans[j], spans[i] })
 	}
-	st := store.NewMemory(store.MemoryConfig{})
+	st := store.NewMemory(store.MemoryConfig{}, 0)
 	require.NoError(t, st.Export(context.Background(), spans))
 	return st
 }
 
-func search(t *testing.T, st frontend.TraceReader, cfg frontend.EngineConfig, q frontend.Query, mode frontend.LinkMode) []*frontend.Graph {
+func search(t *testing.T, st store.Reader, cfg frontend.EngineConfig, q frontend.Query, mode frontend.LinkMode) []*frontend.Graph {
 	t.Helper()
-	gs, err := frontend.NewEngine(st, cfg).Search(context.Background(), q, mode)
+	gs, err := frontend.NewEngine(st, 0, cfg).Search(context.Background(), q, mode)
 	require.NoError(t, err)
 	return gs
 }
@@ -318,7 +319,7 @@ func TestIDsSurviveRestart(t *testing.T) {
 	w.link(dep, rs, w0, "children")
 	w.link(dep, rs, w0.Add(win), "children")
 
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, nil, nil)
+	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, st.Export(ctx, w.spans))
 	_, srv := newAPI(t, st)
@@ -329,7 +330,7 @@ func TestIDsSurviveRestart(t *testing.T) {
 	srv.Close()
 	require.NoError(t, st.Close())
 
-	st, err = store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, nil, nil)
+	st, err = store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	_, srv = newAPI(t, st)

@@ -22,6 +22,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -55,7 +56,7 @@ func ingestFile(path string) (*store.Memory, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	st := store.NewMemory(store.MemoryConfig{})
+	st := store.NewMemory(store.MemoryConfig{}, 0)
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{st},
 		Linkers: []aggregator.Linker{
@@ -92,12 +93,12 @@ func ingestFile(path string) (*store.Memory, error) {
 	return st, engine.Stop(ctx)
 }
 
-func newAPI(t testing.TB, r frontend.TraceReader) (*frontend.JaegerAPI, *httptest.Server) {
+func newAPI(t testing.TB, r store.Reader) (*frontend.JaegerAPI, *httptest.Server) {
 	t.Helper()
-	api := frontend.NewJaegerAPI(r, frontend.EngineConfig{}, nil)
+	api := frontend.NewJaegerAPI(frontend.NewEngine(r, 0, frontend.EngineConfig{}), telemetry.Settings{})
 	mux := http.NewServeMux()
 	api.Register(mux)
-	frontend.NewNativeAPI(r.(store.Reader), nil).Register(mux)
+	frontend.NewNativeAPI(r, telemetry.Settings{}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return api, srv

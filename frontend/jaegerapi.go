@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // JaegerAPI serves the query engine through Jaeger Query's HTTP API, so that Jaeger UI and
@@ -37,22 +38,18 @@ type JaegerAPI struct{ queryAPI }
 // queryAPI is what the HTTP APIs over the query engine share.
 type queryAPI struct {
 	engine *Engine
-	reader TraceReader
+	reader store.Reader
 	logger *slog.Logger
 	now    func() time.Time
 }
 
-func newQueryAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) queryAPI {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return queryAPI{engine: NewEngine(reader, cfg), reader: reader, logger: logger.With("component", "frontend"), now: time.Now}
+func newQueryAPI(e *Engine, tel telemetry.Settings) queryAPI {
+	return queryAPI{engine: e, reader: e.Reader(), logger: tel.Log().With("component", "frontend"), now: time.Now}
 }
 
-// NewJaegerAPI serves reader's data. cfg bounds link following; set its Window to the
-// aggregator's window length.
-func NewJaegerAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) *JaegerAPI {
-	return &JaegerAPI{newQueryAPI(reader, cfg, logger)}
+// NewJaegerAPI serves Jaeger Query's HTTP API over the engine's store.
+func NewJaegerAPI(e *Engine, tel telemetry.Settings) *JaegerAPI {
+	return &JaegerAPI{newQueryAPI(e, tel)}
 }
 
 // Register adds the routes to mux.
@@ -479,9 +476,9 @@ func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (Jaeg
 	sp := spans[0]
 	window := sp.Window
 	if window.IsZero() {
-		window = aggregator.WindowStart(sp.Start, a.engine.cfg.Window)
+		window = aggregator.WindowStart(sp.Start, a.engine.window)
 	}
-	from, to := window, window.Add(a.engine.cfg.Window).Add(-time.Nanosecond)
+	from, to := window, window.Add(a.engine.window).Add(-time.Nanosecond)
 	g, err := a.engine.Expand(ctx, sp.Object, store.ObjectWindow{Window: window, TraceID: id}, from, to, DefaultMode.Link)
 	if errors.Is(err, ErrNoObject) {
 		return JaegerTrace{}, errTraceNotFound
@@ -565,7 +562,7 @@ func (a *JaegerAPI) redirect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	win := a.engine.cfg.Window
+	win := a.engine.window
 	from, to := at.Add(-win).Truncate(time.Second).UTC(), at.Add(win).Truncate(time.Second).UTC()
 	found, err := a.reader.FindObjects(r.Context(), store.ObjectQuery{
 		Cluster: q.Get("cluster"), Group: q.Get("group"), Resource: q.Get("resource"),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // NativeAPI serves object lookup and stored traces.
@@ -24,11 +25,8 @@ type NativeAPI struct {
 }
 
 // NewNativeAPI serves reader's data.
-func NewNativeAPI(reader store.Reader, logger *slog.Logger) *NativeAPI {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return &NativeAPI{reader: reader, logger: logger.With("component", "frontend")}
+func NewNativeAPI(reader store.Reader, tel telemetry.Settings) *NativeAPI {
+	return &NativeAPI{reader: reader, logger: tel.Log().With("component", "frontend")}
 }
 
 // Register adds the routes to mux.

@@ -15,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var (
@@ -26,7 +27,7 @@ var (
 // seeded runs two events through a real aggregator (with a linker) into a memory store.
 func seeded(t *testing.T) (*store.Memory, *httptest.Server) {
 	t.Helper()
-	st := store.NewMemory(store.MemoryConfig{})
+	st := store.NewMemory(store.MemoryConfig{}, 0)
 	linker := &aggregatortest.StaticLinker{Links: map[aggregator.ObjectKey][]aggregator.Link{
 		rs.Key(): {{Target: dep, Role: aggregator.RoleParent, Class: "children"}},
 	}}
@@ -45,7 +46,7 @@ func seeded(t *testing.T) (*store.Memory, *httptest.Server) {
 	}
 	require.NoError(t, e.Stop(ctx))
 	mux := http.NewServeMux()
-	frontend.NewNativeAPI(st, nil).Register(mux)
+	frontend.NewNativeAPI(st, telemetry.Settings{}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return st, srv

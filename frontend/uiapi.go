@@ -3,7 +3,6 @@ package frontend
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // UIAPI serves what the built-in web UI needs besides the Jaeger API: short search results and
@@ -22,9 +22,9 @@ import (
 // Both answer in the JaegerResponse envelope; errors carry a code and a message.
 type UIAPI struct{ queryAPI }
 
-// NewUIAPI serves reader's data. cfg bounds link following as for NewJaegerAPI; pass the same.
-func NewUIAPI(reader TraceReader, cfg EngineConfig, logger *slog.Logger) *UIAPI {
-	return &UIAPI{newQueryAPI(reader, cfg, logger)}
+// NewUIAPI serves the web UI's API over the engine's store.
+func NewUIAPI(e *Engine, tel telemetry.Settings) *UIAPI {
+	return &UIAPI{newQueryAPI(e, tel)}
 }
 
 // Register adds the routes to mux.
@@ -195,7 +195,7 @@ func (a *UIAPI) suggestions(w http.ResponseWriter, r *http.Request) {
 	}
 	seenRes := map[SuggestedResource]bool{}
 	seenNS := map[string]bool{}
-	window := a.engine.Config().Window
+	window := a.engine.Window()
 	for _, f := range found {
 		for _, w := range f.Windows {
 			if s.Oldest.IsZero() || w.Window.Before(s.Oldest) {

@@ -17,14 +17,16 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-func newUIAPI(t *testing.T, r frontend.TraceReader, cfg frontend.EngineConfig) *httptest.Server {
+func newUIAPI(t *testing.T, r store.Reader, cfg frontend.EngineConfig) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	quiet := slog.New(slog.DiscardHandler)
-	frontend.NewJaegerAPI(r, cfg, quiet).Register(mux)
-	frontend.NewUIAPI(r, cfg, quiet).Register(mux)
+	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
+	e := frontend.NewEngine(r, 0, cfg)
+	frontend.NewJaegerAPI(e, quiet).Register(mux)
+	frontend.NewUIAPI(e, quiet).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv

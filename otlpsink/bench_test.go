@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkConvert(b *testing.B) {
 // (conversion included) to an exporter that discards them.
 func BenchmarkSinkExport(b *testing.B) {
 	ctx := context.Background()
-	s, err := NewWithExporter(Config{EnqueueTimeout: time.Minute}, discard{}, quiet, nil)
+	s, err := NewWithExporter(Config{EnqueueTimeout: time.Minute}, discard{}, telemetry.Settings{Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // received collects what an OTLP endpoint got.
@@ -122,7 +123,7 @@ func TestHTTPEndpoint(t *testing.T) {
 	s, err := New(ctx, Config{
 		Endpoint: srv.URL, Protocol: ProtocolHTTP, Compression: "gzip",
 		Headers: map[string]string{"X-Tenant": "team-a"},
-	}, quiet, mp)
+	}, telemetry.Settings{Logger: quiet, MeterProvider: mp})
 	require.NoError(t, err)
 	require.NoError(t, s.Start(ctx))
 	sent := testSpans()
@@ -170,7 +171,7 @@ func TestGRPCEndpoint(t *testing.T) {
 	s, err := New(ctx, Config{
 		Endpoint: lis.Addr().String(), Insecure: true,
 		Headers: map[string]string{"x-tenant": "team-b"},
-	}, quiet, nil)
+	}, telemetry.Settings{Logger: quiet})
 	require.NoError(t, err)
 	require.NoError(t, s.Start(ctx))
 	sent := testSpans()

@@ -9,14 +9,15 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func Example() {
 	ctx := context.Background()
-	// otlpsink.New(ctx, otlpsink.Config{Endpoint: "collector:4317", Insecure: true}, logger, mp)
+	// otlpsink.New(ctx, otlpsink.Config{Endpoint: "collector:4317", Insecure: true}, telemetry.Settings{Logger: logger, MeterProvider: mp})
 	// sends to a real endpoint; here an in-memory exporter stands in for it.
 	exp := tracetest.NewInMemoryExporter()
-	sink, err := otlpsink.NewWithExporter(otlpsink.Config{FlushInterval: time.Second}, exp, nil, nil)
+	sink, err := otlpsink.NewWithExporter(otlpsink.Config{FlushInterval: time.Second}, exp, telemetry.Settings{})
 	if err != nil {
 		panic(err)
 	}

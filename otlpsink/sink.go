@@ -14,10 +14,10 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Errors returned by Export, checked with errors.Is.
@@ -70,9 +70,9 @@ type Sink struct {
 	byStopped    metric.MeasurementOption
 }
 
-// New creates a sink that exports with the OTLP gRPC or HTTP exporter configured by cfg. A nil
-// logger means slog.Default(), a nil mp a no-op meter provider. No connection is made yet.
-func New(ctx context.Context, cfg Config, logger *slog.Logger, mp metric.MeterProvider) (*Sink, error) {
+// New creates a sink that exports with the OTLP gRPC or HTTP exporter configured by cfg. No
+// connection is made yet.
+func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, mp metric.MeterPr
 	if err != nil {
 		return nil, fmt.Errorf("otlpsink: create %s exporter: %w", cfg.WithDefaults().Protocol, err)
 	}
-	s, err := NewWithExporter(cfg, exp, logger, mp)
+	s, err := NewWithExporter(cfg, exp, tel)
 	if err != nil {
 		_ = exp.Shutdown(ctx)
 		return nil, err
@@ -144,7 +144,7 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 
 // NewWithExporter creates a sink that sends through exporter, which Stop shuts down. The
 // connection fields of cfg (Endpoint, Protocol, Insecure, Headers, Compression) are ignored.
-func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, logger *slog.Logger, mp metric.MeterProvider) (*Sink, error) {
+func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.Settings) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -152,12 +152,7 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, logger *slog.Lo
 		return nil, errors.New("otlpsink: nil exporter")
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
+	logger, mp := tel.Log(), tel.Provider()
 	s := &Sink{
 		cfg:      cfg,
 		exporter: exporter,

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var (
@@ -155,9 +156,9 @@ func newSink(t *testing.T, cfg Config, exp sdktrace.SpanExporter, mp *sdkmetric.
 	var s *Sink
 	var err error
 	if mp == nil {
-		s, err = NewWithExporter(cfg, exp, quiet, nil)
+		s, err = NewWithExporter(cfg, exp, telemetry.Settings{Logger: quiet})
 	} else {
-		s, err = NewWithExporter(cfg, exp, quiet, mp)
+		s, err = NewWithExporter(cfg, exp, telemetry.Settings{Logger: quiet, MeterProvider: mp})
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
@@ -390,8 +391,8 @@ func TestConfig(t *testing.T) {
 	assert.Equal(t, DefaultFlushInterval, c.FlushInterval)
 	assert.Equal(t, DefaultEnqueueTimeout, c.EnqueueTimeout)
 
-	_, err := New(context.Background(), Config{Protocol: "thrift"}, nil, nil)
+	_, err := New(context.Background(), Config{Protocol: "thrift"}, telemetry.Settings{})
 	assert.Error(t, err)
-	_, err = NewWithExporter(Config{}, nil, nil, nil)
+	_, err = NewWithExporter(Config{}, nil, telemetry.Settings{})
 	assert.Error(t, err)
 }

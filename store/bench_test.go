@@ -72,7 +72,7 @@ func BenchmarkPebbleExport(b *testing.B) {
 }
 
 func BenchmarkMemoryExport(b *testing.B) {
-	benchmarkExport(b, NewMemory(MemoryConfig{}))
+	benchmarkExport(b, NewMemory(MemoryConfig{}, 0))
 }
 
 func BenchmarkDecodeSpan(b *testing.B) {

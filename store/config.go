@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kelemetry/kelemetry/aggregator"
 )
 
 // Defaults for the store configurations.
@@ -23,18 +22,12 @@ type MemoryConfig struct {
 	// MaxSpans bounds the number of spans held (default 1,000,000). When full, the oldest
 	// windows are evicted entirely; a span for the oldest window is itself dropped.
 	MaxSpans int `yaml:"maxSpans"`
-	// Window is the aggregator's window length (default aggregator.DefaultWindow), used to
-	// decide whether a window overlaps a query's time range.
-	Window time.Duration `yaml:"window"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c MemoryConfig) WithDefaults() MemoryConfig {
 	if c.MaxSpans == 0 {
 		c.MaxSpans = DefaultMaxSpans
-	}
-	if c.Window == 0 {
-		c.Window = aggregator.DefaultWindow
 	}
 	return c
 }
@@ -45,8 +38,6 @@ func (c MemoryConfig) Validate() error {
 	switch {
 	case c.MaxSpans < 0:
 		return fmt.Errorf("store: maxSpans %d is negative", c.MaxSpans)
-	case c.Window < 0:
-		return fmt.Errorf("store: window %s is negative", c.Window)
 	}
 	return nil
 }
@@ -64,9 +55,6 @@ type PebbleConfig struct {
 	MaxBytes int64 `yaml:"maxBytes"`
 	// CheckInterval is the period of the retention loop (default 1m).
 	CheckInterval time.Duration `yaml:"checkInterval"`
-	// Window is the aggregator's window length (default aggregator.DefaultWindow), used to
-	// decide whether a window overlaps a query's time range and when it is older than MaxAge.
-	Window time.Duration `yaml:"window"`
 	// IndexCacheSize bounds the in-process cache of (trace, window) pairs whose index entries
 	// were already written (default 100,000).
 	IndexCacheSize int `yaml:"indexCacheSize"`
@@ -85,9 +73,6 @@ func (c PebbleConfig) WithDefaults() PebbleConfig {
 	if c.CheckInterval == 0 {
 		c.CheckInterval = DefaultCheckInterval
 	}
-	if c.Window == 0 {
-		c.Window = aggregator.DefaultWindow
-	}
 	if c.IndexCacheSize == 0 {
 		c.IndexCacheSize = DefaultIndexCacheSize
 	}
@@ -103,10 +88,51 @@ func (c PebbleConfig) Validate() error {
 	switch {
 	case c.Dir == "":
 		return errors.New("store: dir is required")
-	case c.MaxAge < 0, c.CheckInterval < 0, c.Window < 0:
-		return errors.New("store: maxAge, checkInterval and window must not be negative")
+	case c.MaxAge < 0, c.CheckInterval < 0:
+		return errors.New("store: maxAge and checkInterval must not be negative")
 	case c.MaxBytes < 0, c.IndexCacheSize < 0, c.CacheSize < 0:
 		return errors.New("store: maxBytes, indexCacheSize and cacheSize must not be negative")
 	}
 	return nil
+}
+
+// Backends of Config.Backend.
+const (
+	BackendEmbedded = "embedded"
+	BackendMemory   = "memory"
+)
+
+// Config chooses and configures the store. The zero value is the in-memory store.
+type Config struct {
+	// Backend is "embedded" (Pebble in Embedded.Dir) or "memory"; empty means embedded when
+	// Embedded.Dir is set, memory otherwise.
+	Backend string `yaml:"backend"`
+	// Embedded configures the embedded Pebble store.
+	Embedded PebbleConfig `yaml:"embedded"`
+	// Memory configures the in-memory store.
+	Memory MemoryConfig `yaml:"memory"`
+}
+
+// WithDefaults returns c with the backend chosen.
+func (c Config) WithDefaults() Config {
+	if c.Backend == "" {
+		c.Backend = BackendMemory
+		if c.Embedded.Dir != "" {
+			c.Backend = BackendEmbedded
+		}
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch c.Backend {
+	case BackendEmbedded:
+		return c.Embedded.Validate()
+	case BackendMemory:
+		return c.Memory.Validate()
+	default:
+		return fmt.Errorf("store: unknown backend %q (want %q or %q)", c.Backend, BackendEmbedded, BackendMemory)
+	}
 }

@@ -11,7 +11,7 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	s := store.NewMemory(store.MemoryConfig{}) // or store.OpenPebble for a persistent store
+	s := store.NewMemory(store.MemoryConfig{}, 0) // or store.OpenPebble for a persistent store
 	defer s.Close()
 
 	obj := aggregator.ObjectRef{Cluster: "prod", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "shop", Name: "web"}

@@ -47,15 +47,16 @@ type MemoryStats struct {
 	DroppedSpans   int64
 }
 
-// NewMemory returns an empty in-memory store. Invalid values in cfg are replaced by defaults.
-func NewMemory(cfg MemoryConfig) *Memory {
+// NewMemory returns an empty in-memory store for traces of window length w. Invalid values in cfg
+// are replaced by defaults.
+func NewMemory(cfg MemoryConfig, w aggregator.Window) *Memory {
 	if cfg.Validate() != nil {
 		cfg = MemoryConfig{}
 	}
 	cfg = cfg.WithDefaults()
 	return &Memory{
 		maxSpans: cfg.MaxSpans,
-		length:   cfg.Window,
+		length:   w.Length(),
 		traces:   map[trace.TraceID]*memTrace{},
 		objects:  map[aggregator.ObjectKey]map[trace.TraceID]*memTrace{},
 		windows:  map[int64][]*memTrace{},

@@ -12,7 +12,7 @@ import (
 
 func TestMemoryEvictsOldestWindows(t *testing.T) {
 	ctx := context.Background()
-	m := NewMemory(MemoryConfig{MaxSpans: 4})
+	m := NewMemory(MemoryConfig{MaxSpans: 4}, 0)
 	obj := ref("c", "", "pods", "ns", "p")
 	w0, w1, w2 := t0, t0.Add(win), t0.Add(2*win)
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{objectSpan(obj, w1), eventSpan(obj, w1, "a", 0)}))
@@ -42,7 +42,7 @@ func TestMemoryEvictsOldestWindows(t *testing.T) {
 
 func TestMemoryGetTraceReturnsCopies(t *testing.T) {
 	ctx := context.Background()
-	m := NewMemory(MemoryConfig{})
+	m := NewMemory(MemoryConfig{}, 0)
 	sp := objectSpan(ref("c", "", "pods", "ns", "p"), t0)
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{sp}))
 	got, err := m.GetTrace(ctx, sp.TraceID)
@@ -55,5 +55,12 @@ func TestMemoryConfig(t *testing.T) {
 	assert.NoError(t, MemoryConfig{}.Validate())
 	assert.Error(t, MemoryConfig{MaxSpans: -1}.Validate())
 	assert.Equal(t, DefaultMaxSpans, MemoryConfig{}.WithDefaults().MaxSpans)
-	assert.Equal(t, aggregator.DefaultWindow, MemoryConfig{}.WithDefaults().Window)
+}
+
+func TestConfigBackend(t *testing.T) {
+	assert.Equal(t, BackendMemory, Config{}.WithDefaults().Backend)
+	assert.Equal(t, BackendEmbedded, Config{Embedded: PebbleConfig{Dir: "x"}}.WithDefaults().Backend)
+	assert.Equal(t, BackendMemory, Config{Backend: BackendMemory, Embedded: PebbleConfig{Dir: "x"}}.WithDefaults().Backend)
+	assert.ErrorContains(t, Config{Backend: "cassandra"}.Validate(), `unknown backend "cassandra"`)
+	assert.ErrorContains(t, Config{Backend: BackendEmbedded}.Validate(), "dir is required")
 }

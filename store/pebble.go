@@ -17,10 +17,10 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Pebble is the persistent Store, a Pebble database under PebbleConfig.Dir.
@@ -33,6 +33,7 @@ import (
 // database is larger than MaxBytes, the oldest windows.
 type Pebble struct {
 	cfg    PebbleConfig
+	window time.Duration
 	logger *slog.Logger
 	db     *pebble.DB
 	index  *lru.Cache[indexKey, aggregator.ObjectRef]
@@ -86,9 +87,9 @@ const schemaVersion = "1"
 
 const meterName = "github.com/kelemetry/kelemetry/store"
 
-// OpenPebble opens or creates the database in cfg.Dir. A nil logger means slog.Default(), a nil
-// mp a no-op meter provider. Call Start to run retention and Close when done.
-func OpenPebble(ctx context.Context, cfg PebbleConfig, logger *slog.Logger, mp metric.MeterProvider) (*Pebble, error) {
+// OpenPebble opens or creates the database in cfg.Dir for traces of window length w. Call Start
+// to run retention and Close when done.
+func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel telemetry.Settings) (*Pebble, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -96,13 +97,8 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, logger *slog.Logger, mp m
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
-	p := &Pebble{cfg: cfg, logger: logger.With("store", cfg.Dir), now: time.Now}
+	mp := tel.Provider()
+	p := &Pebble{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now}
 	p.bufs.New = func() any { return &encoder{} }
 	index, err := lru.New[indexKey, aggregator.ObjectRef](max(cfg.IndexCacheSize, 1))
 	if err != nil {
@@ -420,7 +416,7 @@ func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	if err := p.usable(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
-	match := newMatcher(q, p.cfg.Window)
+	match := newMatcher(q, p.window)
 	scan := match
 	if len(q.Attributes) > 0 {
 		scan.q.Limit = math.MaxInt // the limit counts objects that pass the event filter
@@ -485,7 +481,7 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 	if err := p.usable(); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
-	match := newMatcher(ObjectQuery{From: q.From, To: q.To}, p.cfg.Window)
+	match := newMatcher(ObjectQuery{From: q.From, To: q.To}, p.window)
 	var out []TraceRef
 	lower := append([]byte{prefixTrace}, q.IDPrefix...)
 	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func openTestPebble(t testing.TB, cfg PebbleConfig, mp *sdkmetric.MeterProvider) *Pebble {
@@ -30,9 +31,9 @@ func openTestPebble(t testing.TB, cfg PebbleConfig, mp *sdkmetric.MeterProvider)
 	var p *Pebble
 	var err error
 	if mp == nil {
-		p, err = OpenPebble(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+		p, err = OpenPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
 	} else {
-		p, err = OpenPebble(context.Background(), cfg, slog.New(slog.DiscardHandler), mp)
+		p, err = OpenPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler), MeterProvider: mp})
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.Close()) })
@@ -78,7 +79,7 @@ func TestPebbleReopenKeepsData(t *testing.T) {
 	root := objectSpan(withUID, t0)
 	ev := eventSpan(obj, t0, "a", time.Minute)
 
-	p, err := OpenPebble(ctx, PebbleConfig{Dir: dir}, nil, nil)
+	p, err := OpenPebble(ctx, PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{root, ev}))
 	require.NoError(t, p.Close())
@@ -116,7 +117,7 @@ func TestPebbleConfig(t *testing.T) {
 	assert.Equal(t, DefaultMaxAge, c.MaxAge)
 	assert.Equal(t, int64(DefaultMaxBytes), c.MaxBytes)
 	assert.Equal(t, DefaultCheckInterval, c.CheckInterval)
-	_, err := OpenPebble(context.Background(), PebbleConfig{}, nil, nil)
+	_, err := OpenPebble(context.Background(), PebbleConfig{}, 0, telemetry.Settings{})
 	assert.Error(t, err)
 }
 
@@ -335,7 +336,7 @@ func TestPebbleLockedFolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "holding\n", line)
 
-	_, err = OpenPebble(context.Background(), PebbleConfig{Dir: dir}, nil, nil)
+	_, err = OpenPebble(context.Background(), PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "another Kelemetry process")
 }
@@ -346,7 +347,7 @@ func TestPebbleLockHolder(t *testing.T) {
 	if dir == "" {
 		t.Skip("only as TestPebbleLockedFolder's helper process")
 	}
-	p, err := OpenPebble(context.Background(), PebbleConfig{Dir: dir}, nil, nil)
+	p, err := OpenPebble(context.Background(), PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	defer p.Close()
 	fmt.Println("holding")

@@ -68,7 +68,7 @@ func (p *Pebble) loop(ctx context.Context, done chan<- struct{}) {
 // retain runs one retention check as of now: age first, then size.
 func (p *Pebble) retain(ctx context.Context, now time.Time) error {
 	// A window [w, w+length) is older than MaxAge when w+length <= now-MaxAge.
-	below := now.Add(-p.cfg.MaxAge).UnixNano() - int64(p.cfg.Window) + 1
+	below := now.Add(-p.cfg.MaxAge).UnixNano() - int64(p.window) + 1
 	ageErr := p.retainAge(ctx, below)
 	sizeErr := p.retainSize(ctx)
 	return errors.Join(ageErr, sizeErr)

@@ -132,7 +132,7 @@ func testSearch(t *testing.T, open func(t *testing.T) Store) {
 }
 
 func TestMemorySearch(t *testing.T) {
-	testSearch(t, func(t *testing.T) Store { return NewMemory(MemoryConfig{}) })
+	testSearch(t, func(t *testing.T) Store { return NewMemory(MemoryConfig{}, 0) })
 }
 
 func TestPebbleSearch(t *testing.T) {

@@ -219,7 +219,7 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 }
 
 func TestMemory(t *testing.T) {
-	testStore(t, func(t *testing.T) Store { return NewMemory(MemoryConfig{}) })
+	testStore(t, func(t *testing.T) Store { return NewMemory(MemoryConfig{}, 0) })
 }
 
 func TestPebble(t *testing.T) {

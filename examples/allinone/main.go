@@ -109,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("data-dir", func() { cfg.DataDir = *dataDir })
 	override("window", func() {
 		if *window != 0 {
-			cfg.Aggregator.Window = *window
+			cfg.Window = *window
 		}
 	})
 	override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })

@@ -24,6 +24,7 @@ import (
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/httpserver"
 )
 
 var rolloutLog = filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl")
@@ -44,15 +45,15 @@ func testLogger(t *testing.T) *slog.Logger {
 
 type running struct {
 	app     *fx.App
-	servers *kelemetry.Servers
+	servers *httpserver.Servers
 }
 
-func (r running) api(path string) string   { return "http://" + r.servers.HTTPAddr() + path }
+func (r running) api(path string) string   { return "http://" + r.servers.APIAddr() + path }
 func (r running) audit(path string) string { return "http://" + r.servers.AuditAddr() + path }
 
 func start(t *testing.T, cfg kelemetry.Config) running {
 	t.Helper()
-	var servers *kelemetry.Servers
+	var servers *httpserver.Servers
 	app := newApp(cfg, testLogger(t), fx.Populate(&servers), fx.NopLogger)
 	require.NoError(t, app.Err())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -152,7 +153,7 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "c1", cfg.Cluster)
 	assert.Equal(t, "", cfg.DataDir)
-	assert.Equal(t, 5*time.Minute, cfg.Aggregator.Window)
+	assert.Equal(t, 5*time.Minute, cfg.Window)
 	assert.Equal(t, []string{"a.log", "b.log"}, cfg.Audit.Replay)
 	assert.Equal(t, slog.LevelDebug, level)
 
@@ -168,7 +169,7 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "fromfile", cfg.Cluster)
 	assert.Equal(t, ":999", cfg.HTTPAddr, "flags override the file")
-	assert.Equal(t, 10*time.Minute, cfg.Aggregator.Window)
+	assert.Equal(t, 10*time.Minute, cfg.Window)
 
 	require.NoError(t, os.WriteFile(file, []byte("clutser: typo\n"), 0o600))
 	_, _, err = parseFlags([]string{"--config", file}, io.Discard)
@@ -372,7 +373,7 @@ func TestWebhookShedsLoadWith429(t *testing.T) {
 	cfg.Audit.Queue.Capacity = 2 * largest
 	cfg.Audit.Queue.Partitions = 1
 	gate := &gateSink{release: make(chan struct{})}
-	var servers *kelemetry.Servers
+	var servers *httpserver.Servers
 	app := newApp(cfg, testLogger(t), fx.Populate(&servers), fx.NopLogger,
 		fx.Provide(aggregator.AsSink(func() *gateSink { return gate })))
 	require.NoError(t, app.Start(context.Background()))

@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/httpserver"
 )
 
 // The acceptance path on the real application: kelemetry.Module, wired as the all-in-one is,
@@ -32,11 +33,11 @@ func TestBrowserAllInOne(t *testing.T) {
 		Audit: audit.Config{Replay: []string{filepath.Join(dir, "audit.jsonl")}},
 		Event: event.Config{Replay: []string{filepath.Join(dir, "events-core-v1.json")}},
 	}
-	var servers *kelemetry.Servers
+	var servers *httpserver.Servers
 	app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fx.NopLogger, fx.Populate(&servers))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
-	base := "http://" + servers.HTTPAddr()
+	base := "http://" + servers.APIAddr()
 
 	require.Eventually(t, func() bool {
 		var h kelemetry.Health

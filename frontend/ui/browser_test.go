@@ -387,7 +387,7 @@ func TestBrowser(t *testing.T) {
 		assert.Equal(t, "2026-05-01T10:30:00Z", loc.Query().Get("end"), "the end of the newest window")
 
 		// An empty store explains itself.
-		empty := serve(t, store.NewMemory(store.MemoryConfig{}), frontend.EngineConfig{})
+		empty := serve(t, store.NewMemory(store.MemoryConfig{}, 0), frontend.EngineConfig{})
 		p.open(empty.URL + "/")
 		p.waitText(`.results`, "Search stored traces")
 		assert.Equal(t, "/", mustURL(t, p.location()).Path)

@@ -8,15 +8,16 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The UI next to the APIs it reads, on one mux.
 func ExampleRegister() {
-	st := store.NewMemory(store.MemoryConfig{})
-	cfg := frontend.EngineConfig{} // set Window to the aggregator's window length
+	st := store.NewMemory(store.MemoryConfig{}, 0)
+	e := frontend.NewEngine(st, 0, frontend.EngineConfig{}) // 0: the default window length
 	mux := http.NewServeMux()
-	frontend.NewJaegerAPI(st, cfg, nil).Register(mux)
-	frontend.NewUIAPI(st, cfg, nil).Register(mux)
+	frontend.NewJaegerAPI(e, telemetry.Settings{}).Register(mux)
+	frontend.NewUIAPI(e, telemetry.Settings{}).Register(mux)
 	ui.Register(mux)
 
 	for _, path := range []string{"/", "/trace/ff210000006b0c5308001518316dfb35", "/static/app.js"} {

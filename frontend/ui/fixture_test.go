@@ -26,6 +26,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The rollout fixture was recorded between 17:00 and 17:11 UTC.
@@ -42,7 +43,7 @@ func ingestRollout(t testing.TB) *store.Memory {
 	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl"))
 	require.NoError(t, err)
 	ctx := context.Background()
-	st := store.NewMemory(store.MemoryConfig{})
+	st := store.NewMemory(store.MemoryConfig{}, 0)
 	agg, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{st},
 		Linkers: []aggregator.Linker{
@@ -78,10 +79,11 @@ func ingestRollout(t testing.TB) *store.Memory {
 func serve(t testing.TB, r store.Reader, cfg frontend.EngineConfig) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	quiet := slog.New(slog.DiscardHandler) // the error-state tests fail requests on purpose
+	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)} // the error-state tests fail requests on purpose
+	e := frontend.NewEngine(r, 0, cfg)
 	frontend.NewNativeAPI(r, quiet).Register(mux)
-	frontend.NewJaegerAPI(r, cfg, quiet).Register(mux)
-	frontend.NewUIAPI(r, cfg, quiet).Register(mux)
+	frontend.NewJaegerAPI(e, quiet).Register(mux)
+	frontend.NewUIAPI(e, quiet).Register(mux)
 	ui.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -181,7 +183,7 @@ func bigDeployment(t testing.TB, pods int) *store.Memory {
 		s.event(pod, 2*time.Minute+time.Duration(i)*time.Millisecond, fmt.Sprintf("a%d", i))
 		s.event(pod, 3*time.Minute+time.Duration(i)*time.Millisecond, fmt.Sprintf("b%d", i))
 	}
-	st := store.NewMemory(store.MemoryConfig{})
+	st := store.NewMemory(store.MemoryConfig{}, 0)
 	require.NoError(t, st.Export(context.Background(), s.spans))
 	return st
 }

@@ -35,7 +35,7 @@ func warningDeployment(t testing.TB) *store.Memory {
 		Object: dep, Window: synthWindow, Start: at, End: at, Error: true,
 		Attributes: aggregator.Attrs{{Key: "kelemetry.event.reason", Value: "FailedCreate"}, {Key: "kelemetry.event.type", Value: "Warning"}},
 		Logs:       []aggregator.Log{{Time: at, Type: aggregator.LogTypeMessage, Message: `pods "web-1" is forbidden: exceeded quota`}}})
-	st := store.NewMemory(store.MemoryConfig{})
+	st := store.NewMemory(store.MemoryConfig{}, 0)
 	require.NoError(t, st.Export(context.Background(), s.spans))
 	return st
 }

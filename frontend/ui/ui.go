@@ -13,6 +13,9 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+
+	"github.com/kelemetry/kelemetry/httpserver"
+	"go.uber.org/fx"
 )
 
 //go:embed static
@@ -69,3 +72,9 @@ func noCache(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// Module serves the web UI's pages on the API listener (with httpserver.Module). The pages call
+// the APIs of frontend.Module.
+var Module = fx.Module("ui", fx.Provide(fx.Annotate(
+	func() httpserver.Handler { return httpserver.HandlerFunc(Register) },
+	fx.ResultTags(httpserver.APIGroup))))

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/fx"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// Open opens the store cfg chooses, for traces of window length w. An embedded store must be
+// started (retention) and closed; Start, Stop and Close of the returned Lifecycle do that for
+// either backend.
+func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Settings) (Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Backend == BackendMemory {
+		return NewMemory(cfg.Memory, w), nil
+	}
+	p, err := OpenPebble(ctx, cfg.Embedded, w, tel)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Params are the fx inputs of Module.
+type Params struct {
+	fx.In
+
+	Config    Config             `optional:"true"`
+	Window    aggregator.Window  `optional:"true"`
+	Telemetry telemetry.Settings `optional:"true"`
+	Lifecycle fx.Lifecycle
+}
+
+// Result is what Module provides.
+type Result struct {
+	fx.Out
+
+	Store  Store
+	Reader Reader
+	// Sink makes the aggregator write into the store.
+	Sink aggregator.Sink `group:"kelemetry.sinks"`
+}
+
+// New opens the store for Module: retention runs while the application runs, and the store
+// is closed when it stops.
+func New(p Params) (Result, error) {
+	s, err := Open(context.Background(), p.Config, p.Window, p.Telemetry)
+	if err != nil {
+		return Result{}, err
+	}
+	if pb, ok := s.(*Pebble); ok {
+		p.Lifecycle.Append(fx.StartStopHook(pb.Start, func(ctx context.Context) error {
+			return errors.Join(pb.Stop(ctx), pb.Close())
+		}))
+	} else {
+		p.Lifecycle.Append(fx.StopHook(func() error {
+			if err := s.Close(); err != nil {
+				return fmt.Errorf("close store: %w", err)
+			}
+			return nil
+		}))
+	}
+	return Result{Store: s, Reader: s, Sink: s}, nil
+}
+
+// Module provides the store chosen by Config (the embedded Pebble store, or memory) as Store,
+// as Reader for the query side, and as a sink of the aggregator. Leave it out for a binary
+// without storage (spans go only to other sinks), or replace it: provide your own Store,
+// Reader and aggregator.AsSink instead.
+var Module = fx.Module("store", fx.Provide(New))
