@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"log/slog"
-	"net/http"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
@@ -28,8 +27,9 @@ type Result struct {
 	Settings Settings
 	// Prometheus is nil when the application supplied its own MeterProvider.
 	Prometheus *Prometheus
-	// Metrics serves GET /metrics on the API listener (the Prometheus provider only).
-	Metrics httpserver.Handler `group:"kelemetry.http.api"`
+	// Metrics serves GET /metrics on the API listener (the Prometheus provider only: none when
+	// the application supplied its own MeterProvider).
+	Metrics []httpserver.Handler `group:"kelemetry.http.api,flatten"`
 }
 
 // New builds the application's Settings (see Module).
@@ -37,7 +37,7 @@ func New(p Params) (Result, error) {
 	s := Settings{Logger: p.Logger, MeterProvider: p.MeterProvider}
 	s.Logger = s.Log()
 	if p.MeterProvider != nil {
-		return Result{Settings: s, Metrics: httpserver.HandlerFunc(func(*http.ServeMux) {})}, nil
+		return Result{Settings: s}, nil
 	}
 	prom, err := NewPrometheus()
 	if err != nil {
@@ -47,7 +47,7 @@ func New(p Params) (Result, error) {
 		p.Lifecycle.Append(fx.StopHook(prom.Shutdown))
 	}
 	s.MeterProvider = prom.Provider
-	return Result{Settings: s, Prometheus: prom, Metrics: httpserver.Route("GET /metrics", prom.Handler)}, nil
+	return Result{Settings: s, Prometheus: prom, Metrics: []httpserver.Handler{httpserver.Route("GET /metrics", prom.Handler)}}, nil
 }
 
 // Module provides Settings, and the Prometheus provider with its /metrics route unless the

@@ -48,14 +48,14 @@ func (p *Printer) Export(_ context.Context, spans []*aggregator.Span) error {
 	return nil
 }
 
-// options is the whole binary: four modules, their configurations and one sink.
+// options is the whole binary: three modules, their configurations and one sink. Without
+// telemetry.Module the parts log to the supplied Settings' logger and keep no metrics.
 func options(out io.Writer, auditAddr, cluster string, logger *slog.Logger) fx.Option {
 	return fx.Options(
-		telemetry.Module,  // Settings from the logger; Prometheus metrics (no listener serves them here)
 		httpserver.Module, // opens only the listeners that have handlers: here the webhook's
-		aggregator.Module, // spans, link spans and linkers (none here)
+		aggregator.Module, // object spans, event spans (and links, had it linkers)
 		audit.Module,      // webhook, queue, consumer
-		fx.Supply(logger, httpserver.Config{AuditAddr: auditAddr}, audit.Config{Cluster: cluster}),
+		fx.Supply(telemetry.Settings{Logger: logger}, httpserver.Config{AuditAddr: auditAddr}, audit.Config{Cluster: cluster}),
 		fx.Provide(aggregator.AsSink(func() *Printer { return NewPrinter(out) })),
 		fx.NopLogger,
 	)

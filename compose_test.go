@@ -1,0 +1,146 @@
+package kelemetry_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func localConfig(dataDir string) kelemetry.Config {
+	return kelemetry.Config{Cluster: "demo", AuditAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", DataDir: dataDir}
+}
+
+// postRollout posts the recorded rollout's webhook batches.
+func postRollout(t *testing.T, auditAddr string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "rollout", "webhook-batches.jsonl"))
+	require.NoError(t, err)
+	for line := range bytes.Lines(data) {
+		resp, err := http.Post("http://"+auditAddr+"/audit/demo", "application/json", bytes.NewReader(line))
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// demoTraceFound asks the Jaeger API for the rollout's Deployment with its related objects.
+func demoTraceFound(t *testing.T, apiAddr string) bool {
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`}, "start": {"0"}}
+	code, body := get(t, "http://"+apiAddr+"/api/traces?"+q.Encode())
+	if code != http.StatusOK {
+		return false
+	}
+	var resp struct {
+		Data []frontend.JaegerTrace `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &resp))
+	return len(resp.Data) == 1 && len(resp.Data[0].Spans) > 1
+}
+
+// A user's own MeterProvider next to kelemetry.Module: supplied, not replaced, and every part
+// counts into it; /metrics is not served then.
+func TestModuleWithOwnMeterProvider(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	var servers *httpserver.Servers
+	app := fxtest.New(t,
+		kelemetry.Module,
+		fx.Supply(localConfig(""), quietLogger(), fx.Annotate(mp, fx.As(new(metric.MeterProvider)))),
+		fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	defer app.RequireStop()
+
+	postRollout(t, servers.AuditAddr())
+	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	names := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			names[m.Name] = true
+		}
+	}
+	for _, want := range []string{"kelemetry.aggregator.events", "kelemetry.audit.queue.accepted", "kelemetry.audit.consumer.events"} {
+		assert.True(t, names[want], "%s counted into the supplied provider (have %v)", want, names)
+	}
+	code, _ := get(t, "http://"+servers.APIAddr()+"/metrics")
+	assert.Equal(t, http.StatusNotFound, code, "the supplied provider is the user's to export")
+}
+
+// A part's configuration replaced with fx.Replace next to the bundle.
+func TestModuleReplaceConfig(t *testing.T) {
+	var engine *aggregator.Engine
+	var w aggregator.Window
+	app := fxtest.New(t,
+		kelemetry.Module,
+		fx.Supply(localConfig(""), quietLogger()),
+		fx.Replace(aggregator.Config{LinkWorkers: 1}, aggregator.Window(10*time.Minute)),
+		fx.Populate(&engine, &w), fx.NopLogger)
+	app.RequireStart()
+	defer app.RequireStop()
+	assert.Equal(t, aggregator.Window(10*time.Minute), w)
+	assert.Equal(t, 1, engine.Config().LinkWorkers)
+}
+
+// A query-only binary: the store and the frontend over an embedded store that an all-in-one
+// wrote earlier; no webhook port is opened.
+func TestQueryOnlyComposition(t *testing.T) {
+	dir := t.TempDir()
+	var servers *httpserver.Servers
+	ingest := fxtest.New(t, kelemetry.Module, fx.Supply(localConfig(dir), quietLogger()), fx.Populate(&servers), fx.NopLogger)
+	ingest.RequireStart()
+	postRollout(t, servers.AuditAddr())
+	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+	ingest.RequireStop()
+
+	var query *httpserver.Servers
+	app := fxtest.New(t,
+		telemetry.Module, httpserver.Module, store.Module, frontend.Module,
+		fx.Supply(quietLogger(), httpserver.Config{APIAddr: "127.0.0.1:0"}, store.Config{Embedded: store.PebbleConfig{Dir: dir}}),
+		fx.Populate(&query), fx.NopLogger)
+	app.RequireStart()
+	defer app.RequireStop()
+	assert.Empty(t, query.AuditAddr(), "no webhook in a query-only binary")
+	assert.True(t, demoTraceFound(t, query.APIAddr()))
+	code, body := get(t, "http://"+query.APIAddr()+"/metrics")
+	assert.Equal(t, http.StatusOK, code)
+	assert.True(t, strings.Contains(body, "kelemetry_store_size_bytes"), "telemetry.Module serves the store's metrics")
+}
