@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
 )
 
 // Defaults for the store configurations.
