@@ -9,8 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
@@ -19,25 +17,28 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
-	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Module is the whole built-in application. It needs a Config (fx.Supply) and takes an optional
 // *slog.Logger. It provides the metric.MeterProvider (Prometheus, served at /metrics), the store
-// (store.Store and store.Reader), and *Servers.
+// (store.Store and store.Reader), the Kubernetes access of kube.Module (kube.Clusters, kube.Mapper,
+// kube.ObjectGetter; none without a kubeconfig), and *Servers.
 var Module = fx.Module("kelemetry",
 	fx.Provide(
 		subConfigs,
 		newMetrics,
 		newStore,
 		newOTLPSink,
-		newClusters,
+		newTelemetry,
 		newServers,
 	),
+	kube.Module,
 	aggregator.Module,
 	audit.Module,
 	event.Module,
@@ -67,6 +68,7 @@ type subConfigsOut struct {
 	Audit        audit.Config
 	Event        event.Config
 	Linker       linker.Config
+	Kube         kube.Config
 	InformerDiff diff.InformerModuleConfig
 	LinkRules    linkrule.Config
 }
@@ -76,7 +78,7 @@ func subConfigs(c Config) (subConfigsOut, error) {
 		return subConfigsOut{}, fmt.Errorf("kelemetry config: %w", err)
 	}
 	c = c.WithDefaults()
-	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker, InformerDiff: c.InformerDiff, LinkRules: c.LinkRules}, nil
+	return subConfigsOut{Aggregator: c.Aggregator, Audit: c.Audit, Event: c.Event, Linker: c.Linker, Kube: c.Kube(), InformerDiff: c.InformerDiff, LinkRules: c.LinkRules}, nil
 }
 
 func newMetrics(lc fx.Lifecycle) (*telemetry.Prometheus, metric.MeterProvider, error) {
@@ -150,41 +152,10 @@ func newOTLPSink(c Config, l optionalLogger, mp metric.MeterProvider, lc fx.Life
 	return sinksOut{Sinks: []aggregator.Sink{s}}, nil
 }
 
-type clustersOut struct {
-	fx.Out
-
-	// Clusters is a nil interface without a kubeconfig.
-	Clusters linker.Clusters
-}
-
-// newClusters builds Kubernetes clients for the configured clusters (Config.Kubeconfig and
-// Config.Clusters); linkers use them to fetch objects the audit stream did not carry and to
-// resolve targets in other clusters, the Event and informer sources to watch.
-func newClusters(c Config) (clustersOut, error) {
-	ccs := c.KubeClusters()
-	if len(ccs) == 0 {
-		return clustersOut{}, nil
-	}
-	configs := make(map[string]*rest.Config, len(ccs))
-	for _, cc := range ccs {
-		rc, err := restConfig(cc)
-		if err != nil {
-			return clustersOut{}, err
-		}
-		configs[cc.Name] = rc
-	}
-	return clustersOut{Clusters: linker.NewKubeClusters(configs)}, nil
-}
-
-func restConfig(cc ClusterConfig) (*rest.Config, error) {
-	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: cc.Kubeconfig}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cc.Context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: kubeconfig %s: %w", cc.Name, cc.Kubeconfig, err)
-	}
-	rc.UserAgent = "kelemetry"
-	rc.QPS, rc.Burst = cc.QPS, cc.Burst
-	return rc, nil
+// newTelemetry gives the parts that take telemetry.Settings the application's logger and meter
+// provider.
+func newTelemetry(l optionalLogger, mp metric.MeterProvider) telemetry.Settings {
+	return telemetry.Settings{Logger: l.get(), MeterProvider: mp}
 }
 
 // Servers are the application's HTTP listeners.

@@ -14,7 +14,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 func mustCompile(t testing.TB, lr LinkRule) *Rule {
@@ -34,7 +34,7 @@ func (g *fakeGetter) Get(_ context.Context, ref aggregator.ObjectRef) (json.RawM
 	g.gets++
 	b, ok := g.bodies[ref.Key()]
 	if !ok {
-		return nil, linker.ErrObjectNotFound
+		return nil, kube.ErrObjectNotFound
 	}
 	return json.RawMessage(b), nil
 }
@@ -109,7 +109,7 @@ func (f fakeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
 	if c, ok := f[cluster]; ok {
 		return c, nil
 	}
-	return nil, linker.ErrUnknownCluster
+	return nil, kube.ErrUnknownCluster
 }
 
 func podObject(ns, name string, labels map[string]any) *unstructured.Unstructured {
