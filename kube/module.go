@@ -67,9 +67,9 @@ type Access struct {
 // NewAccess validates cfg and builds its clients, mapper and object cache. Nothing connects to
 // an API server before the first lookup. Call Stop when done.
 func NewAccess(cfg Config, set telemetry.Settings) (*Access, error) {
-	clusters, err := NewClusters(cfg)
+	clusters, err := NewClusters(cfg) // validates cfg
 	if err != nil {
-		return nil, fmt.Errorf("kube: %w", err)
+		return nil, err
 	}
 	if clusters == nil {
 		return &Access{Mapper: NewStaticMapper()}, nil
@@ -84,7 +84,7 @@ func NewAccess(cfg Config, set telemetry.Settings) (*Access, error) {
 func NewAccessFor(clusters Clusters, cfg Config, set telemetry.Settings) (*Access, error) {
 	cfg.Clusters = nil
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("kube: %w", err)
+		return nil, err
 	}
 	if clusters == nil {
 		return &Access{Mapper: NewStaticMapper()}, nil
