@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -61,7 +62,7 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{sink},
 		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil),
+			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
 			linker.NewAnnotationLinker(nil, nil, nil),
 		},
 	})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -16,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
@@ -44,6 +44,10 @@ type Config struct {
 	// Window is the length of one trace's time window, aligned to the Unix epoch (default 30m):
 	// one value for every part (see aggregator.Window).
 	Window time.Duration `yaml:"window"`
+	// ObjectCache configures the cache of objects that linkers fetch from the API servers.
+	ObjectCache kube.ObjectCacheConfig `yaml:"objectCache"`
+	// Discovery configures how kinds are mapped to resources with the clusters' discovery APIs.
+	Discovery kube.DiscoveryConfig `yaml:"discovery"`
 
 	Aggregator aggregator.Config `yaml:"aggregator"`
 	Audit      audit.Config      `yaml:"audit"`
@@ -62,82 +66,37 @@ type Config struct {
 }
 
 // ClusterConfig names one Kubernetes cluster and how to reach it.
-type ClusterConfig struct {
-	// Name is the cluster's name in traces and in the webhook path /audit/{name}.
-	Name string `yaml:"name"`
-	// Kubeconfig is the path of the cluster's kubeconfig file.
-	Kubeconfig string `yaml:"kubeconfig"`
-	// Context picks a kubeconfig context other than the current one.
-	Context string `yaml:"context"`
-	// QPS and Burst limit the client's request rate (default 50 and 100: client-go's own
-	// defaults of 5 and 10 make the informers' first lists crawl on clusters with many
-	// resources).
-	QPS   float32 `yaml:"qps"`
-	Burst int     `yaml:"burst"`
-}
+type ClusterConfig = kube.ClusterConfig
 
 // Defaults for Config.
 const (
-	DefaultAuditAddr  = httpserver.DefaultAuditAddr
-	DefaultHTTPAddr   = httpserver.DefaultAPIAddr
-	DefaultCluster    = "default"
-	DefaultKubeQPS    = 50
-	DefaultKubeBurst  = 100
-	maxClusterNameLen = 63
+	DefaultAuditAddr = httpserver.DefaultAuditAddr
+	DefaultHTTPAddr  = httpserver.DefaultAPIAddr
+	DefaultCluster   = "default"
+	DefaultKubeQPS   = kube.DefaultQPS
+	DefaultKubeBurst = kube.DefaultBurst
 )
 
-// KubeClusters returns every configured cluster with defaults applied: Kubeconfig as the cluster
-// named Cluster first, then Clusters.
-func (c Config) KubeClusters() []ClusterConfig {
+// Kube returns the configuration of package kube: Kubeconfig as the cluster named Cluster first,
+// then Clusters (an entry without a name is the cluster named Cluster), with ObjectCache and
+// Discovery.
+func (c Config) Kube() kube.Config {
 	c = c.WithDefaults()
-	var out []ClusterConfig
-	if c.Kubeconfig != "" {
-		out = append(out, ClusterConfig{Name: c.Cluster, Kubeconfig: c.Kubeconfig})
+	return kube.Config{
+		Clusters:    kube.ClustersFrom(c.Cluster, c.Kubeconfig, c.Clusters),
+		ObjectCache: c.ObjectCache,
+		Discovery:   c.Discovery,
 	}
-	for _, cc := range c.Clusters {
-		if cc.Name == "" {
-			cc.Name = c.Cluster
-		}
-		out = append(out, cc)
-	}
-	for i := range out {
-		if out[i].QPS == 0 {
-			out[i].QPS = DefaultKubeQPS
-		}
-		if out[i].Burst == 0 {
-			out[i].Burst = DefaultKubeBurst
-		}
-	}
-	return out
+}
+
+// KubeClusters returns every configured cluster with defaults applied (see Kube).
+func (c Config) KubeClusters() []ClusterConfig {
+	return c.Kube().WithDefaults().Clusters
 }
 
 // HasCluster reports whether a cluster of that name is configured.
 func (c Config) HasCluster(name string) bool {
-	for _, cc := range c.KubeClusters() {
-		if cc.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (c Config) validateClusters() error {
-	var errs []error
-	seen := map[string]bool{}
-	for i, cc := range c.KubeClusters() {
-		switch {
-		case cc.Kubeconfig == "":
-			errs = append(errs, fmt.Errorf("clusters[%d] (%s): kubeconfig is required", i, cc.Name))
-		case len(cc.Name) > maxClusterNameLen || strings.ContainsAny(cc.Name, "/ \t"):
-			errs = append(errs, fmt.Errorf("clusters[%d]: name %q must be at most %d characters without '/' or spaces", i, cc.Name, maxClusterNameLen))
-		case seen[cc.Name]:
-			errs = append(errs, fmt.Errorf("clusters[%d]: cluster %q is configured twice (kubeconfig and clusters name the same cluster)", i, cc.Name))
-		case cc.QPS < 0 || cc.Burst < 0:
-			errs = append(errs, fmt.Errorf("clusters[%d] (%s): qps and burst must not be negative", i, cc.Name))
-		}
-		seen[cc.Name] = true
-	}
-	return errors.Join(errs...)
+	return c.Kube().Has(name)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -169,7 +128,11 @@ func (c Config) WithDefaults() Config {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.validateClusters(), c.LinkRules.Validate()}
+	if err := aggregator.ValidateClusterName(c.Cluster); err != nil {
+		// The audit, event and link rule configurations take this name too: one error is enough.
+		return fmt.Errorf("cluster: %w", err)
+	}
+	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}

@@ -7,10 +7,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
 
+	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/event"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/linkrule"
 )
 
 const testKubeconfig = `apiVersion: v1
@@ -49,28 +54,24 @@ func TestKubeClustersConfig(t *testing.T) {
 	assert.True(t, c.HasCluster("mgmt"))
 	assert.False(t, c.HasCluster("other"))
 
-	rc, err := restConfig(got[1])
-	require.NoError(t, err)
-	assert.Equal(t, "https://b.example:6443", rc.Host, "the named context")
-	assert.Equal(t, float32(7), rc.QPS)
-	assert.Equal(t, 9, rc.Burst)
-	rc, err = restConfig(got[0])
-	require.NoError(t, err)
-	assert.Equal(t, "https://a.example:6443", rc.Host, "the current context")
-	assert.Equal(t, float32(DefaultKubeQPS), rc.QPS, "not client-go's default of 5")
+	kc2 := c.Kube()
+	assert.Equal(t, []string{"main", "mgmt"}, kc2.Names(), "the package kube view of the same clusters")
+	assert.Equal(t, got, kc2.WithDefaults().Clusters)
+}
 
-	out, err := newClusters(c)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"main", "mgmt"}, out.Clusters.(*linker.KubeClusters).Names())
-	_, err = out.Clusters.Dynamic("mgmt")
-	require.NoError(t, err)
-	_, err = out.Clusters.Dynamic("nope")
-	require.ErrorIs(t, err, linker.ErrUnknownCluster)
-
-	_, err = restConfig(ClusterConfig{Name: "x", Kubeconfig: kc, Context: "missing"})
-	assert.ErrorContains(t, err, "cluster x")
-	_, err = newClusters(Config{Kubeconfig: filepath.Join(t.TempDir(), "absent")})
-	assert.Error(t, err)
+// The application provides the clusters of Kubeconfig and Clusters through kube.Module.
+func TestModuleProvidesClusters(t *testing.T) {
+	kc := writeKubeconfig(t)
+	var clusters kube.Clusters
+	app := fxtest.New(t, fx.NopLogger, kube.Module,
+		fx.Supply(Config{Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b"}}}.Kube()),
+		fx.Populate(&clusters))
+	app.RequireStart()
+	app.RequireStop()
+	require.IsType(t, &kube.KubeClusters{}, clusters)
+	assert.Equal(t, []string{"main", "mgmt"}, clusters.(*kube.KubeClusters).Names())
+	_, err := clusters.Dynamic("nope")
+	require.ErrorIs(t, err, kube.ErrUnknownCluster)
 }
 
 func TestKubeClustersValidate(t *testing.T) {
@@ -79,6 +80,7 @@ func TestKubeClustersValidate(t *testing.T) {
 		"no kubeconfig":            {Clusters: []ClusterConfig{{Name: "a"}}},
 		"twice":                    {Cluster: "a", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc}}},
 		"slash in name":            {Clusters: []ClusterConfig{{Name: "a/b", Kubeconfig: kc}}},
+		"uppercase cluster":        {Cluster: "Prod"},
 		"negative qps":             {Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc, QPS: -1}}},
 		"event watch elsewhere":    {Cluster: "main", Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc}}, Event: eventWatch()},
 		"informer unknown cluster": {Cluster: "a", Kubeconfig: kc, InformerDiff: informerOn("b")},
@@ -93,4 +95,25 @@ func eventWatch() event.Config { return event.Config{Watch: true} }
 
 func informerOn(clusters ...string) diff.InformerModuleConfig {
 	return diff.InformerModuleConfig{Enabled: true, Clusters: clusters}
+}
+
+// The application's cluster name, the names of its clusters, and the names the audit, event and
+// link rule sections take follow aggregator.ValidateClusterName.
+func TestClusterNameRule(t *testing.T) {
+	kc := writeKubeconfig(t)
+	for _, tc := range aggregatortest.ClusterNames {
+		t.Run(tc.Name, func(t *testing.T) {
+			for what, c := range map[string]Config{
+				"cluster":            {Cluster: tc.Name},
+				"clusters[].name":    {Clusters: []ClusterConfig{{Name: tc.Name, Kubeconfig: kc}}},
+				"audit.cluster":      {Audit: audit.Config{Cluster: tc.Name}},
+				"event.cluster":      {Event: event.Config{Cluster: tc.Name}},
+				"linkRules.cluster":  {LinkRules: linkrule.Config{Cluster: tc.Name}},
+				"event.watchCluster": {Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: tc.Name, Kubeconfig: kc}}, Event: event.Config{Watch: true, WatchClusters: []string{tc.Name}}},
+			} {
+				err := c.Validate()
+				assert.Equal(t, tc.Valid, err == nil, "%s: %v", what, err)
+			}
+		})
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 )
 
@@ -53,7 +54,7 @@ func ingest(t *testing.T, events []*audit.Event) []*aggregator.Span {
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{sink},
 		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil),
+			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
 			linker.NewAnnotationLinker(nil, nil, nil),
 		},
 	})

@@ -6,8 +6,6 @@ import (
 	"net/http"
 
 	"go.uber.org/fx"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
@@ -16,6 +14,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
@@ -33,8 +32,9 @@ import (
 // (telemetry.Module, httpserver.Module, store.Module, aggregator.Module, audit.Module, ...)
 // without this bundle to leave some out (see the README, "Compose your own binary").
 var Module = fx.Module("kelemetry",
-	fx.Provide(subConfigs, newClusters, newHealth),
+	fx.Provide(subConfigs, newHealth),
 	telemetry.Module,
+	kube.Module,
 	httpserver.Module,
 	store.Module,
 	otlpsink.Module,
@@ -73,6 +73,7 @@ type configs struct {
 	Audit        audit.Config
 	Event        event.Config
 	Linker       linker.Config
+	Kube         kube.Config
 	InformerDiff diff.InformerModuleConfig
 	LinkRules    linkrule.Config
 }
@@ -91,46 +92,10 @@ func subConfigs(c Config) (configs, error) {
 		Audit:        c.Audit,
 		Event:        c.Event,
 		Linker:       c.Linker,
+		Kube:         c.Kube(),
 		InformerDiff: c.InformerDiff,
 		LinkRules:    c.LinkRules,
 	}, nil
-}
-
-type clustersOut struct {
-	fx.Out
-
-	// Clusters is a nil interface without a kubeconfig.
-	Clusters linker.Clusters
-}
-
-// newClusters builds Kubernetes clients for the configured clusters (Config.Kubeconfig and
-// Config.Clusters); linkers use them to fetch objects the audit stream did not carry and to
-// resolve targets in other clusters, the Event and informer sources to watch.
-func newClusters(c Config) (clustersOut, error) {
-	ccs := c.KubeClusters()
-	if len(ccs) == 0 {
-		return clustersOut{}, nil
-	}
-	configs := make(map[string]*rest.Config, len(ccs))
-	for _, cc := range ccs {
-		rc, err := restConfig(cc)
-		if err != nil {
-			return clustersOut{}, err
-		}
-		configs[cc.Name] = rc
-	}
-	return clustersOut{Clusters: linker.NewKubeClusters(configs)}, nil
-}
-
-func restConfig(cc ClusterConfig) (*rest.Config, error) {
-	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: cc.Kubeconfig}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cc.Context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: kubeconfig %s: %w", cc.Name, cc.Kubeconfig, err)
-	}
-	rc.UserAgent = "kelemetry"
-	rc.QPS, rc.Burst = cc.QPS, cc.Burst
-	return rc, nil
 }
 
 // Health is the body of GET /healthz.

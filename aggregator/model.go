@@ -57,7 +57,7 @@ func (k ObjectKey) String() string {
 type Object struct {
 	ObjectRef
 	// Body is the object as JSON, or nil when the source did not see it. Linkers that need the
-	// body and find it nil fetch it themselves (see linker.ObjectCache).
+	// body and find it nil fetch it themselves (see kube.ObjectCache).
 	Body json.RawMessage `json:"-"`
 	// MetaHash fingerprints the parts of Body that relations are usually made of (labels,
 	// annotations, owner references); 0 means unknown. Linkers run on an object's first event

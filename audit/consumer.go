@@ -21,6 +21,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // SourceName is the aggregator.Event Source of audit events.
@@ -514,16 +515,6 @@ func joinNonEmpty(parts ...string) string {
 	return b.String()
 }
 
-// notObjectKinds are response kinds that are never the object a request names.
-var notObjectKinds = map[string]struct{}{
-	"Status":        {},
-	"Scale":         {},
-	"Binding":       {},
-	"Eviction":      {},
-	"TokenRequest":  {},
-	"DeleteOptions": {},
-}
-
 // responseIsObject decodes the type and metadata of a response body and reports whether the body
 // is the object ref names: not a Status, Scale, Binding or other subresource type, in the same API
 // group, with the same name and namespace (when ref has them). A subresource response counts only
@@ -537,7 +528,7 @@ func responseIsObject(ref *ObjectReference, body []byte) (bodyMeta, bool) {
 	if err != nil {
 		return bodyMeta{}, false
 	}
-	if _, bad := notObjectKinds[meta.kind]; bad || meta.kind == "" || meta.name == "" {
+	if !kube.IsObjectKind(meta.kind) || meta.kind == "" || meta.name == "" {
 		return bodyMeta{}, false
 	}
 	group, _, found := strings.Cut(meta.apiVersion, "/")

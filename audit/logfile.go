@@ -16,6 +16,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/kelemetry/kelemetry/aggregator"
 )
 
 const (
@@ -128,6 +130,11 @@ func (c FollowConfig) Validate() error {
 	}
 	if c.PollInterval < 0 {
 		return fmt.Errorf("audit log follower: negative poll interval %s", c.PollInterval)
+	}
+	if c.Cluster != "" {
+		if err := aggregator.ValidateClusterName(c.Cluster); err != nil {
+			return fmt.Errorf("audit log follower: %w", err)
+		}
 	}
 	return nil
 }

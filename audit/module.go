@@ -30,7 +30,13 @@ type Config struct {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	return errors.Join(c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate())
+	var cluster error
+	if c.Cluster != "" {
+		if err := aggregator.ValidateClusterName(c.Cluster); err != nil {
+			cluster = fmt.Errorf("audit cluster: %w", err)
+		}
+	}
+	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate())
 }
 
 // Replayer ingests audit log files once, in the background, each file flushed through the queue

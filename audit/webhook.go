@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/kelemetry/kelemetry/aggregator"
 )
 
 // DefaultWebhookMaxBodyBytes is the default limit of a webhook request body, after decompression.
@@ -48,30 +50,12 @@ func (c WebhookConfig) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("webhook maxBodyBytes %d is negative", c.MaxBodyBytes)
 	}
-	if c.DefaultCluster != "" && !validClusterName(c.DefaultCluster) {
-		return fmt.Errorf("webhook defaultCluster %q is not a valid cluster name "+
-			"(1-63 lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit)", c.DefaultCluster)
-	}
-	return nil
-}
-
-// validClusterName reports whether s is a sane cluster name: 1 to 63 lowercase ASCII letters,
-// digits, '-', '_' or '.', beginning and ending with a letter or a digit (a DNS label that also
-// allows the '_' and '.' found in kubeconfig context names).
-func validClusterName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
-	if !alnum(s[0]) || !alnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
-			return false
+	if c.DefaultCluster != "" {
+		if err := aggregator.ValidateClusterName(c.DefaultCluster); err != nil {
+			return fmt.Errorf("webhook defaultCluster: %w", err)
 		}
 	}
-	return true
+	return nil
 }
 
 // Webhook is the http.Handler of kube-apiserver's audit webhook backend
@@ -159,11 +143,11 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	case cluster == "":
 		cluster = w.cfg.DefaultCluster
-	case !validClusterName(cluster):
-		w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, "",
-			fmt.Sprintf("invalid cluster name %q in path: want 1-63 lowercase letters, digits, '-', '_' or '.', "+
-				"starting and ending with a letter or digit", truncate(cluster, 80)))
-		return
+	default:
+		if err := aggregator.ValidateClusterName(cluster); err != nil {
+			w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, "", "cluster in path: "+err.Error())
+			return
+		}
 	}
 
 	data, status, err := w.readBody(rw, r)

@@ -220,7 +220,7 @@ func TestWebhookConfig(t *testing.T) {
 	require.NoError(t, WebhookConfig{}.Validate())
 	require.NoError(t, WebhookConfig{DefaultCluster: "kind-kind", MaxBodyBytes: 1}.Validate())
 	require.ErrorContains(t, WebhookConfig{MaxBodyBytes: -1}.Validate(), "negative")
-	require.ErrorContains(t, WebhookConfig{DefaultCluster: "Kind Kind"}.Validate(), "not a valid cluster name")
+	require.ErrorContains(t, WebhookConfig{DefaultCluster: "Kind Kind"}.Validate(), "invalid cluster name")
 }
 
 func TestWebhookMethodNotAllowed(t *testing.T) {

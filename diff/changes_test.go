@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 func depKey(name, rv string) RecordKey {
@@ -170,7 +170,7 @@ func TestInformerModuleEtcdBackendUnreachable(t *testing.T) {
 		InformerModule,
 		fx.Supply(InformerModuleConfig{Enabled: true, Informer: InformerConfig{Resources: []string{"pods"}},
 			Cache: CacheConfig{Backend: BackendEtcd, Etcd: EtcdCacheConfig{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond, RequestTimeout: 100 * time.Millisecond}}}),
-		fx.Provide(func() linker.Clusters { return fakeClusters{dyn: dyn} }),
+		fx.Provide(func() kube.Clusters { return fakeClusters{dyn: dyn} }),
 		fx.Invoke(func(ch Changes, cache *ChangeCache, e *EtcdCache) { res.Changes, res.Cache, res.Etcd = ch, cache, e }),
 	)
 	app.RequireStart()

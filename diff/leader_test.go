@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // leaseServer is a minimal API server for coordination.k8s.io/v1 Leases with optimistic
@@ -238,7 +238,7 @@ func (routedClusters) Names() []string { return []string{"c1"} }
 func (c routedClusters) Dynamic(string) (dynamic.Interface, error) {
 	return c.dyn, nil
 }
-func (routedClusters) Discovery(string) (linker.ResourceDiscoverer, error) {
+func (routedClusters) Discovery(string) (kube.ResourceDiscoverer, error) {
 	return fakeDiscovery{}, nil
 }
 
@@ -253,7 +253,7 @@ func TestInformerModuleLeaderElection(t *testing.T) {
 	app := fxtest.New(t,
 		InformerModule,
 		fx.Supply(InformerModuleConfig{Enabled: true, Informer: InformerConfig{Resources: []string{"pods"}}, LeaderElection: le}),
-		fx.Provide(func() linker.Clusters { return routedClusters{dyn: routedDynamic{Interface: dyn, leases: leases}} }),
+		fx.Provide(func() kube.Clusters { return routedClusters{dyn: routedDynamic{Interface: dyn, leases: leases}} }),
 		fx.Invoke(func(cache *ChangeCache, ins []*Informer, e *Elector) {
 			res.Cache, res.Informers, res.Elector = cache, ins, e
 		}),

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // InformerModuleConfig configures the informer diff source as a whole. The zero value is off.
@@ -48,7 +48,7 @@ type InformerModuleParams struct {
 	fx.In
 
 	Config        InformerModuleConfig `optional:"true"`
-	Clusters      linker.Clusters      `optional:"true"`
+	Clusters      kube.Clusters        `optional:"true"`
 	Logger        *slog.Logger         `optional:"true"`
 	MeterProvider metric.MeterProvider `optional:"true"`
 	Lifecycle     fx.Lifecycle
@@ -74,8 +74,8 @@ type InformerModuleResults struct {
 
 // InformerModule provides the informer diff source: one change store (Changes: a ChangeCache, or
 // an EtcdCache shared by replicas) written by one Informer per cluster, started and stopped with
-// the application. It needs linker.Clusters whose value also
-// implements linker.DiscoveryClusters (linker.KubeClusters does) and, when Config.Clusters is
+// the application. It needs kube.Clusters whose value also
+// implements kube.DiscoveryClusters (kube.KubeClusters does) and, when Config.Clusters is
 // empty, Names() []string.
 var InformerModule = fx.Module("diff.informer", fx.Provide(newInformerModule))
 
@@ -87,7 +87,7 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 	if err := cfg.Validate(); err != nil {
 		return InformerModuleResults{}, err
 	}
-	disc, ok := p.Clusters.(linker.DiscoveryClusters)
+	disc, ok := p.Clusters.(kube.DiscoveryClusters)
 	if !ok {
 		return InformerModuleResults{}, errors.New("diff informer: the Kubernetes clients offer no discovery")
 	}

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 type fakeClusters struct{ dyn *fakeDynamic }
@@ -22,11 +22,11 @@ type fakeClusters struct{ dyn *fakeDynamic }
 func (f fakeClusters) Names() []string { return []string{"c1"} }
 func (f fakeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
 	if cluster != "c1" {
-		return nil, linker.ErrUnknownCluster
+		return nil, kube.ErrUnknownCluster
 	}
 	return f.dyn, nil
 }
-func (f fakeClusters) Discovery(string) (linker.ResourceDiscoverer, error) {
+func (f fakeClusters) Discovery(string) (kube.ResourceDiscoverer, error) {
 	return fakeDiscovery{}, nil
 }
 
@@ -36,7 +36,7 @@ func TestInformerModule(t *testing.T) {
 	app := fxtest.New(t,
 		InformerModule,
 		fx.Supply(InformerModuleConfig{Enabled: true, Informer: InformerConfig{Resources: []string{"pods"}}}),
-		fx.Provide(func() linker.Clusters { return fakeClusters{dyn: dyn} }),
+		fx.Provide(func() kube.Clusters { return fakeClusters{dyn: dyn} }),
 		fx.Invoke(func(cache *ChangeCache, ins []*Informer) { res.Cache, res.Informers = cache, ins }),
 	)
 	app.RequireStart()

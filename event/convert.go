@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // SourceName is the aggregator.Event Source of Kubernetes Events.
@@ -165,15 +165,15 @@ const RelatedClass = "event.related"
 // Converter turns Records into aggregator events.
 type Converter struct {
 	cluster string
-	mapper  linker.Mapper
+	mapper  kube.Mapper
 	window  time.Duration
 }
 
 // NewConverter returns a Converter for Events of cluster; kinds map to resources with mapper
-// (nil: linker.NewStaticMapper()); w is the application's trace window length.
-func NewConverter(cluster string, mapper linker.Mapper, w aggregator.Window) *Converter {
+// (nil: kube.NewStaticMapper()); w is the application's trace window length.
+func NewConverter(cluster string, mapper kube.Mapper, w aggregator.Window) *Converter {
 	if mapper == nil {
-		mapper = linker.NewStaticMapper()
+		mapper = kube.NewStaticMapper()
 	}
 	return &Converter{cluster: cluster, mapper: mapper, window: w.Length()}
 }

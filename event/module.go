@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // Config configures the Kubernetes Event sources. The zero value replays nothing and watches
@@ -21,7 +21,7 @@ type Config struct {
 	// Replay lists files of recorded Events (EventLists) sent once at start-up, in the
 	// background.
 	Replay []string `yaml:"replay"`
-	// Watch lists and watches the cluster's Events (needs a linker.Clusters, i.e. a kubeconfig).
+	// Watch lists and watches the cluster's Events (needs a kube.Clusters, i.e. a kubeconfig).
 	Watch  bool         `yaml:"watch"`
 	Source SourceConfig `yaml:"source"`
 	// WatchClusters names further clusters whose Events are watched too (with Watch). Each keeps
@@ -32,10 +32,18 @@ type Config struct {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
+	if c.Cluster != "" {
+		if err := aggregator.ValidateClusterName(c.Cluster); err != nil {
+			return fmt.Errorf("event: cluster: %w", err)
+		}
+	}
 	seen := map[string]bool{c.Cluster: true}
 	for _, name := range c.WatchClusters {
-		if name == "" || seen[name] {
-			return fmt.Errorf("event: watchClusters: %q is empty or named twice (the main cluster is %q)", name, c.Cluster)
+		if err := aggregator.ValidateClusterName(name); err != nil {
+			return fmt.Errorf("event: watchClusters: %w", err)
+		}
+		if seen[name] {
+			return fmt.Errorf("event: watchClusters: %q is named twice (the main cluster is %q)", name, c.Cluster)
 		}
 		seen[name] = true
 	}
@@ -58,9 +66,9 @@ type ModuleParams struct {
 	MeterProvider metric.MeterProvider `optional:"true"`
 	Aggregator    aggregator.Aggregator
 	// Clusters gives the dynamic client for Watch and a ConfigMap checkpoint.
-	Clusters linker.Clusters `optional:"true"`
-	// Mapper maps kinds to resources (default linker.NewStaticMapper()).
-	Mapper    linker.Mapper `optional:"true"`
+	Clusters kube.Clusters `optional:"true"`
+	// Mapper maps kinds to resources (default kube.NewStaticMapper()).
+	Mapper    kube.Mapper `optional:"true"`
 	Lifecycle fx.Lifecycle
 }
 

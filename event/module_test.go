@@ -18,7 +18,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 func TestModuleReplay(t *testing.T) {
@@ -71,7 +71,7 @@ func (f fakeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
 	if d, ok := f[cluster]; ok {
 		return d, nil
 	}
-	return nil, fmt.Errorf("%s: %w", cluster, linker.ErrUnknownCluster)
+	return nil, fmt.Errorf("%s: %w", cluster, kube.ErrUnknownCluster)
 }
 
 // Several clusters: each cluster's Events become spans of that cluster, and each watch keeps its
@@ -92,7 +92,7 @@ func TestModuleWatchesSeveralClusters(t *testing.T) {
 	app := fxtest.New(t,
 		fx.Supply(Config{Cluster: "wl", Watch: true, WatchClusters: []string{"mgmt"}, Source: SourceConfig{CheckpointFile: ckpt}}),
 		fx.Provide(func() aggregator.Aggregator { return agg }),
-		fx.Provide(func() linker.Clusters { return clusters }),
+		fx.Provide(func() kube.Clusters { return clusters }),
 		Module,
 		fx.Populate(&res),
 	)

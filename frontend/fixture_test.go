@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -60,7 +61,7 @@ func ingestFile(path string) (*store.Memory, error) {
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{st},
 		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil),
+			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
 			linker.NewAnnotationLinker(nil, nil, nil),
 		},
 	})

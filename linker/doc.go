@@ -6,11 +6,9 @@
 //     annotation (or the predecessor's kelemetry.kubewharf.io/parent-link), which can be in
 //     another cluster.
 //
-// Both read the object body that came with the event and, when there is none, fetch it through an
-// ObjectGetter: ObjectCache, a bounded cache with negative caching over per-cluster dynamic
-// clients (Clusters; KubeClusters builds them from rest.Configs). The owner linker maps owner
-// kinds to resources with a Mapper: DiscoveryMapper asks each cluster's discovery API and falls
-// back to StaticMapper, a table of the built-in kinds plus a plural guess.
+// Both read the object body that came with the event and, when there is none, fetch it through a
+// kube.ObjectGetter (the shared kube.ObjectCache). The owner linker maps owner kinds to
+// resources with a kube.Mapper. Package kube builds both from the cluster configuration.
 //
-// Module wires all of it into fx; every piece also works without fx.
+// Module wires the linkers into fx; NewLinkers builds them without fx.
 package linker

@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 )
 
 // The owner linker reads the controlling ownerReference from the body that came with the event.
 // Without an ObjectGetter it never calls an API server.
 func ExampleOwnerLinker() {
-	l := linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil)
+	l := linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil)
 	pod := aggregator.Object{
 		ObjectRef: aggregator.ObjectRef{Cluster: "prod", Version: "v1", Resource: "pods", Namespace: "default", Name: "web-7d9f-abcde"},
 		Body: json.RawMessage(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-7d9f-abcde","namespace":"default",

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // Linker names, link class and annotation keys.
@@ -37,20 +38,20 @@ const (
 // OwnerLinker links an object to its controlling owner: the ownerReference with controller: true.
 // An object whose ownerReferences have no controller gets no link, as the garbage collector's
 // other owners are not what made the object. The owner is in the object's cluster; it gets the
-// object's namespace when the Mapper says it is namespaced, and none when it is cluster-scoped
+// object's namespace when the kube.Mapper says it is namespaced, and none when it is cluster-scoped
 // (a Node owning a mirror Pod, a ClusterRole owning a namespaced object).
 type OwnerLinker struct {
-	mapper  Mapper
-	getter  ObjectGetter
+	mapper  kube.Mapper
+	getter  kube.ObjectGetter
 	lookups metric.Int64Counter
 	sources sourceOptions
 }
 
 // NewOwnerLinker returns an OwnerLinker. A nil mapper means a StaticMapper. A nil getter means
 // that only the bodies that come with the events are used: an object without one gets no link.
-func NewOwnerLinker(mapper Mapper, getter ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *OwnerLinker {
+func NewOwnerLinker(mapper kube.Mapper, getter kube.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *OwnerLinker {
 	if mapper == nil {
-		mapper = NewStaticMapper()
+		mapper = kube.NewStaticMapper()
 	}
 	logger = loggerOrDiscard(logger).With("linker", OwnerLinkerName)
 	return &OwnerLinker{
@@ -122,7 +123,7 @@ func (l *OwnerLinker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggr
 // (kelemetry.linker.annotation.invalid) and logged at Warn, at most once a minute per object, and
 // gives no link and no error: the object itself is fine.
 type AnnotationLinker struct {
-	getter  ObjectGetter
+	getter  kube.ObjectGetter
 	logger  *slog.Logger
 	now     func() time.Time
 	lookups metric.Int64Counter
@@ -152,7 +153,7 @@ const (
 
 // NewAnnotationLinker returns an AnnotationLinker. A nil getter means that only the bodies that
 // come with the events are used.
-func NewAnnotationLinker(getter ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *AnnotationLinker {
+func NewAnnotationLinker(getter kube.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *AnnotationLinker {
 	logger = loggerOrDiscard(logger).With("linker", AnnotationLinkerName)
 	meter := meterFrom(mp)
 	warned, _ := lru.New[aggregator.ObjectKey, time.Time](warnMemorySize) // fails only for size <= 0
@@ -259,8 +260,8 @@ type bodySource int
 const (
 	sourceNone     bodySource = iota // no body and no getter
 	sourceBody                       // obj.Body
-	sourceGetter                     // ObjectGetter.Get
-	sourceNotFound                   // ObjectGetter.Get said the object does not exist
+	sourceGetter                     // kube.ObjectGetter.Get
+	sourceNotFound                   // kube.ObjectGetter.Get said the object does not exist
 )
 
 type sourceOptions [4]metric.MeasurementOption
@@ -275,13 +276,9 @@ func newSourceOptions() sourceOptions {
 
 func (o *sourceOptions) of(s bodySource) metric.MeasurementOption { return o[s] }
 
-// foreignKinds are response kinds of subresources that carry the parent object's name but not
-// its metadata; such a body is not used.
-var foreignKinds = map[string]bool{"Status": true, "Scale": true, "Eviction": true, "Binding": true, "TokenRequest": true}
-
 // loadMetadata decodes the metadata of obj from obj.Body when that is the object's own body, or
 // else from getter. A missing object or a missing getter give a zero M and no error.
-func loadMetadata[M interface{ ident() objectIdent }](ctx context.Context, getter ObjectGetter, obj aggregator.Object) (M, bodySource, error) {
+func loadMetadata[M interface{ ident() objectIdent }](ctx context.Context, getter kube.ObjectGetter, obj aggregator.Object) (M, bodySource, error) {
 	var m M
 	if len(obj.Body) > 0 && !bytes.Equal(bytes.TrimSpace(obj.Body), []byte("null")) {
 		kind, err := decodeMetadata(obj.Body, &m)
@@ -302,7 +299,7 @@ func loadMetadata[M interface{ ident() objectIdent }](ctx context.Context, gette
 	}
 	body, err := getter.Get(ctx, obj.ObjectRef)
 	switch {
-	case errors.Is(err, ErrObjectNotFound):
+	case errors.Is(err, kube.ErrObjectNotFound):
 		return m, sourceNotFound, nil
 	case err != nil:
 		return m, sourceGetter, err
@@ -316,7 +313,7 @@ func loadMetadata[M interface{ ident() objectIdent }](ctx context.Context, gette
 // ownBody tells whether a body with this kind and identity is obj's (and not, say, the Status
 // or Scale a subresource request answered with).
 func ownBody(kind string, id objectIdent, obj aggregator.Object) bool {
-	if foreignKinds[kind] {
+	if !kube.IsObjectKind(kind) {
 		return false
 	}
 	if id.Name != "" && obj.Name != "" && id.Name != obj.Name {
@@ -391,4 +388,20 @@ func counter(meter metric.Meter, logger *slog.Logger, name, desc string) metric.
 		return noop.Int64Counter{}
 	}
 	return c
+}
+
+// meterFrom returns the package's meter of mp (nil: no-op).
+func meterFrom(mp metric.MeterProvider) metric.Meter {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	return mp.Meter("github.com/kelemetry/kelemetry/linker")
+}
+
+// loggerOrDiscard returns l, or a logger that discards everything when l is nil.
+func loggerOrDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/kube/kubetest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // bodyWithOwners renders an object body with the given ownerReferences.
@@ -40,7 +44,7 @@ func owner(apiVersion, kind, name string, controller bool) map[string]any {
 }
 
 func TestOwnerLinker(t *testing.T) {
-	pod := aggregator.Object{ObjectRef: podRef("c1", "default", "demo-7fb4c846ff-hhdmn")}
+	pod := aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "demo-7fb4c846ff-hhdmn")}
 	pod.UID = "7edd5ec7-cef8-4024-b923-edc081cc85ec"
 	rbRef := aggregator.ObjectRef{Cluster: "c1", Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings", Namespace: "team", Name: "rb"}
 	nodeRef := aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "nodes", Name: "n1"}
@@ -48,7 +52,7 @@ func TestOwnerLinker(t *testing.T) {
 	tests := []struct {
 		name   string
 		obj    aggregator.Object
-		getter *mapGetter
+		getter *kubetest.Getter
 		want   []aggregator.Link
 	}{{
 		name: "controlling owner from a real pod body",
@@ -59,11 +63,11 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 	}, {
 		name: "only non-controlling owners: no link",
-		obj: aggregator.Object{ObjectRef: podRef("c1", "default", "p"), Body: bodyWithOwners("Pod", "default", "p",
+		obj: aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "p"), Body: bodyWithOwners("Pod", "default", "p",
 			owner("apps/v1", "ReplicaSet", "rs", false), owner("v1", "ConfigMap", "cm", false))},
 	}, {
 		name: "the controlling one among several owners",
-		obj: aggregator.Object{ObjectRef: podRef("c1", "default", "p"), Body: bodyWithOwners("Pod", "default", "p",
+		obj: aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "p"), Body: bodyWithOwners("Pod", "default", "p",
 			owner("v1", "ConfigMap", "cm", false), owner("batch/v1", "Job", "job", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "batch", Version: "v1", Resource: "jobs", Namespace: "default", Name: "job", UID: "uid-job"},
@@ -71,7 +75,7 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 	}, {
 		name: "cluster-scoped owner of a namespaced pod (mirror pod): no namespace",
-		obj: aggregator.Object{ObjectRef: podRef("c1", "kube-system", "etcd-n1"), Body: bodyWithOwners("Pod", "kube-system", "etcd-n1",
+		obj: aggregator.Object{ObjectRef: kubetest.PodRef("c1", "kube-system", "etcd-n1"), Body: bodyWithOwners("Pod", "kube-system", "etcd-n1",
 			owner("v1", "Node", "n1", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "nodes", Name: "n1", UID: "uid-n1"},
@@ -87,7 +91,7 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 	}, {
 		name: "unknown kind: plural guess, child's namespace",
-		obj: aggregator.Object{ObjectRef: podRef("c1", "default", "p"), Body: bodyWithOwners("Pod", "default", "p",
+		obj: aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "p"), Body: bodyWithOwners("Pod", "default", "p",
 			owner("example.com/v1alpha1", "TrafficPolicy", "tp", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "example.com", Version: "v1alpha1", Resource: "trafficpolicies", Namespace: "default", Name: "tp", UID: "uid-tp"},
@@ -103,9 +107,9 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 	}, {
 		name: "no body: the getter is used",
-		obj:  aggregator.Object{ObjectRef: podRef("c1", "default", "p")},
-		getter: &mapGetter{objects: map[aggregator.ObjectKey]json.RawMessage{
-			podRef("c1", "default", "p").Key(): bodyWithOwners("Pod", "default", "p", owner("apps/v1", "ReplicaSet", "rs", true)),
+		obj:  aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "p")},
+		getter: &kubetest.Getter{Objects: map[aggregator.ObjectKey]json.RawMessage{
+			kubetest.PodRef("c1", "default", "p").Key(): bodyWithOwners("Pod", "default", "p", owner("apps/v1", "ReplicaSet", "rs", true)),
 		}},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "default", Name: "rs", UID: "uid-rs"},
@@ -113,9 +117,9 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 	}, {
 		name: "a subresource's Status body is not the object's: the getter is used",
-		obj:  aggregator.Object{ObjectRef: podRef("c1", "default", "p"), Body: json.RawMessage(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}`)},
-		getter: &mapGetter{objects: map[aggregator.ObjectKey]json.RawMessage{
-			podRef("c1", "default", "p").Key(): bodyWithOwners("Pod", "default", "p", owner("apps/v1", "ReplicaSet", "rs", true)),
+		obj:  aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "p"), Body: json.RawMessage(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}`)},
+		getter: &kubetest.Getter{Objects: map[aggregator.ObjectKey]json.RawMessage{
+			kubetest.PodRef("c1", "default", "p").Key(): bodyWithOwners("Pod", "default", "p", owner("apps/v1", "ReplicaSet", "rs", true)),
 		}},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "default", Name: "rs", UID: "uid-rs"},
@@ -123,19 +127,19 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 	}, {
 		name:   "getter says not found: no link, no error",
-		obj:    aggregator.Object{ObjectRef: podRef("c1", "default", "gone")},
-		getter: &mapGetter{},
+		obj:    aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "gone")},
+		getter: &kubetest.Getter{},
 	}, {
 		name:   "a null body is no body",
-		obj:    aggregator.Object{ObjectRef: podRef("c1", "default", "gone"), Body: json.RawMessage("null")},
-		getter: &mapGetter{},
+		obj:    aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "gone"), Body: json.RawMessage("null")},
+		getter: &kubetest.Getter{},
 	}, {
 		name: "no body and no getter: no link",
-		obj:  aggregator.Object{ObjectRef: podRef("c1", "default", "p")},
+		obj:  aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "p")},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var getter ObjectGetter
+			var getter kube.ObjectGetter
 			if tt.getter != nil {
 				getter = tt.getter
 			}
@@ -149,9 +153,9 @@ func TestOwnerLinker(t *testing.T) {
 }
 
 func TestOwnerLinkerErrors(t *testing.T) {
-	ref := podRef("c1", "default", "p")
+	ref := kubetest.PodRef("c1", "default", "p")
 	boom := errors.New("apiserver down")
-	l := NewOwnerLinker(nil, &mapGetter{err: boom}, nil, nil)
+	l := NewOwnerLinker(nil, &kubetest.Getter{Err: boom}, nil, nil)
 	_, err := l.Lookup(context.Background(), aggregator.Object{ObjectRef: ref})
 	require.ErrorIs(t, err, boom)
 
@@ -164,29 +168,29 @@ func TestOwnerLinkerErrors(t *testing.T) {
 }
 
 func TestOwnerLinkerWithObjectCache(t *testing.T) {
-	dyn := newFakeDynamic()
+	dyn := kubetest.NewDynamic()
 	var pod map[string]any
 	require.NoError(t, json.Unmarshal(readTestdata(t, "pod.json"), &pod))
-	dyn.add(podsGVR, pod)
-	m := newMetrics()
-	cache, err := NewObjectCache(fakeClusters{"c1": dyn}, ObjectCacheConfig{}, nil, m.mp)
+	dyn.Add(kubetest.PodsGVR, pod)
+	m := kubetest.NewMetrics()
+	cache, err := kube.NewObjectCache(kubetest.Clusters{"c1": dyn}, kube.ObjectCacheConfig{}, telemetry.Settings{MeterProvider: m.Provider})
 	require.NoError(t, err)
-	l := NewOwnerLinker(nil, cache, nil, m.mp)
+	l := NewOwnerLinker(nil, cache, nil, m.Provider)
 
-	obj := aggregator.Object{ObjectRef: podRef("c1", "default", "demo-7fb4c846ff-hhdmn")}
+	obj := aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "demo-7fb4c846ff-hhdmn")}
 	for range 3 {
 		links, err := l.Lookup(context.Background(), obj)
 		require.NoError(t, err)
 		require.Len(t, links, 1)
 		assert.Equal(t, "demo-7fb4c846ff", links[0].Target.Name)
 	}
-	assert.EqualValues(t, 1, dyn.gets.Load())
-	assert.EqualValues(t, 3, m.count(t, "kelemetry.linker.owner.lookups", "source", "getter"))
+	assert.EqualValues(t, 1, dyn.Gets())
+	assert.EqualValues(t, 3, m.Count(t, "kelemetry.linker.owner.lookups", "source", "getter"))
 
-	links, err := l.Lookup(context.Background(), aggregator.Object{ObjectRef: podRef("c1", "default", "gone")})
+	links, err := l.Lookup(context.Background(), aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "gone")})
 	require.NoError(t, err)
 	assert.Empty(t, links)
-	assert.EqualValues(t, 1, m.count(t, "kelemetry.linker.owner.lookups", "source", "not_found"))
+	assert.EqualValues(t, 1, m.Count(t, "kelemetry.linker.owner.lookups", "source", "not_found"))
 }
 
 func annotated(cluster, ns, name string, annotations map[string]string) aggregator.Object {
@@ -242,7 +246,7 @@ func TestAnnotationLinker(t *testing.T) {
 		obj:  annotated("c1", "default", "cm", map[string]string{"other": "x"}),
 	}, {
 		name: "a real pod from the annotations scenario",
-		obj:  aggregator.Object{ObjectRef: podRef("c1", "default", "web-debug"), Body: readTestdata(t, "pod-parent-link.json")},
+		obj:  aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "web-debug"), Body: readTestdata(t, "pod-parent-link.json")},
 		want: []aggregator.Link{{Target: deploy("c1"), Role: aggregator.RoleParent}},
 	}}
 	for _, tt := range tests {
@@ -268,23 +272,23 @@ func TestAnnotationLinkerInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMetrics()
+			m := kubetest.NewMetrics()
 			logs := &logtest.Recorder{}
-			l := NewAnnotationLinker(nil, slog.New(logs), m.mp)
+			l := NewAnnotationLinker(nil, slog.New(logs), m.Provider)
 			links, err := l.Lookup(context.Background(), annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: tt.value}))
 			require.NoError(t, err, "an invalid annotation is not the object's fault")
 			assert.Empty(t, links)
-			assert.EqualValues(t, 1, m.count(t, "kelemetry.linker.annotation.invalid", "reason", tt.reason))
+			assert.EqualValues(t, 1, m.Count(t, "kelemetry.linker.annotation.invalid", "reason", tt.reason))
 			assert.Equal(t, 1, logs.Count(slog.LevelWarn))
 		})
 	}
 }
 
 func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
-	m := newMetrics()
+	m := kubetest.NewMetrics()
 	logs := &logtest.Recorder{}
-	l := NewAnnotationLinker(nil, slog.New(logs), m.mp)
-	clock := newFakeClock()
+	l := NewAnnotationLinker(nil, slog.New(logs), m.Provider)
+	clock := kubetest.NewClock()
 	l.now = clock.Now
 	bad := annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: "nope"})
 	other := annotated("c1", "default", "cm2", map[string]string{AnnotationParentLink: "nope"})
@@ -296,7 +300,7 @@ func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 	_, err := l.Lookup(context.Background(), other)
 	require.NoError(t, err)
 	assert.Equal(t, 2, logs.Count(slog.LevelWarn), "one warning per object per minute")
-	assert.EqualValues(t, 6, m.count(t, "kelemetry.linker.annotation.invalid", "", ""), "every occurrence is counted")
+	assert.EqualValues(t, 6, m.Count(t, "kelemetry.linker.annotation.invalid", "", ""), "every occurrence is counted")
 
 	clock.Advance(time.Minute)
 	_, err = l.Lookup(context.Background(), bad)
@@ -306,16 +310,16 @@ func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 
 func TestAnnotationLinkerGetter(t *testing.T) {
 	obj := annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: `{"group":"apps","version":"v1","resource":"deployments","namespace":"default","name":"web"}`})
-	getter := &mapGetter{objects: map[aggregator.ObjectKey]json.RawMessage{obj.Key(): obj.Body}}
+	getter := &kubetest.Getter{Objects: map[aggregator.ObjectKey]json.RawMessage{obj.Key(): obj.Body}}
 	l := NewAnnotationLinker(getter, nil, nil)
 
 	links, err := l.Lookup(context.Background(), aggregator.Object{ObjectRef: obj.ObjectRef})
 	require.NoError(t, err)
 	require.Len(t, links, 1)
 	assert.Equal(t, "web", links[0].Target.Name)
-	assert.EqualValues(t, 1, getter.calls.Load())
+	assert.EqualValues(t, 1, getter.Calls())
 
-	links, err = l.Lookup(context.Background(), aggregator.Object{ObjectRef: podRef("c1", "default", "gone")})
+	links, err = l.Lookup(context.Background(), aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "gone")})
 	require.NoError(t, err)
 	assert.Empty(t, links)
 }
@@ -341,7 +345,7 @@ func TestDecodeMetadata(t *testing.T) {
 func BenchmarkOwnerLinker(b *testing.B) {
 	body := readTestdata(b, "pod.json")
 	l := NewOwnerLinker(nil, nil, nil, nil)
-	obj := aggregator.Object{ObjectRef: podRef("c1", "default", "demo-7fb4c846ff-hhdmn"), Body: body}
+	obj := aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "demo-7fb4c846ff-hhdmn"), Body: body}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -356,7 +360,7 @@ func BenchmarkOwnerLinker(b *testing.B) {
 func BenchmarkAnnotationLinker(b *testing.B) {
 	body := readTestdata(b, "pod-parent-link.json")
 	l := NewAnnotationLinker(nil, nil, nil)
-	obj := aggregator.Object{ObjectRef: podRef("c1", "default", "web-debug"), Body: body}
+	obj := aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "web-debug"), Body: body}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -365,4 +369,11 @@ func BenchmarkAnnotationLinker(b *testing.B) {
 			b.Fatal(links, err)
 		}
 	}
+}
+
+func readTestdata(t testing.TB, name string) json.RawMessage {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	require.NoError(t, err)
+	return b
 }

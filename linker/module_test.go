@@ -1,19 +1,19 @@
 package linker
 
 import (
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
-	"k8s.io/client-go/rest"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/kube/kubetest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 type linkersIn struct {
@@ -48,72 +48,63 @@ func TestModuleNoDependencies(t *testing.T) {
 	got := startLinkers(t)
 	assert.Equal(t, []string{"annotation", "owner"}, names(got))
 	owner := got[1].(*OwnerLinker)
-	assert.IsType(t, &StaticMapper{}, owner.mapper)
-	assert.Nil(t, owner.getter, "without Clusters there is no object cache")
+	assert.IsType(t, &kube.StaticMapper{}, owner.mapper)
+	assert.Nil(t, owner.getter, "without an ObjectGetter only the events' bodies are read")
 }
 
-func TestModuleWithClusters(t *testing.T) {
+// With kube.Module, both linkers share its object cache and the owner linker uses its mapper.
+func TestModuleWithKube(t *testing.T) {
+	var getter kube.ObjectGetter
+	var mapper kube.Mapper
 	got := startLinkers(t,
-		fx.Supply(Config{ObjectCache: ObjectCacheConfig{Size: 10}}),
-		fx.Supply(slog.New(slog.DiscardHandler)),
-		fx.Provide(func() metric.MeterProvider { return newMetrics().mp }),
-		fx.Provide(fx.Annotate(func() *KubeClusters {
-			return NewKubeClusters(map[string]*rest.Config{"c1": {Host: "http://127.0.0.1:1"}})
-		}, fx.As(new(Clusters)))),
+		fx.Supply(telemetry.Settings{MeterProvider: kubetest.NewMetrics().Provider}),
+		fx.Provide(func() kube.Clusters { return kubetest.Clusters{"c1": kubetest.NewDynamic()} }),
+		fx.Provide(func(c kube.Clusters, lc fx.Lifecycle) (kube.ObjectGetter, kube.Mapper, error) {
+			a, err := kube.NewAccessFor(c, kube.Config{}, telemetry.Settings{})
+			if err != nil {
+				return nil, nil, err
+			}
+			lc.Append(fx.StopHook(a.Stop))
+			return a.Getter, a.Mapper, nil
+		}),
+		fx.Populate(&getter, &mapper),
 	)
 	require.Equal(t, []string{"annotation", "owner"}, names(got))
 	owner, annotation := got[1].(*OwnerLinker), got[0].(*AnnotationLinker)
-	assert.IsType(t, &DiscoveryMapper{}, owner.mapper, "KubeClusters also gives discovery")
-	require.IsType(t, &ObjectCache{}, owner.getter)
-	assert.Same(t, owner.getter, annotation.getter, "one cache shared by both linkers")
-	assert.Equal(t, 10, owner.getter.(*ObjectCache).cfg.Size)
+	require.IsType(t, &kube.ObjectCache{}, getter)
+	assert.Same(t, getter, owner.getter)
+	assert.Same(t, getter, annotation.getter, "one cache shared by both linkers")
+	assert.Same(t, mapper, owner.mapper)
 }
 
-func TestModuleWithMapper(t *testing.T) {
-	static := NewStaticMapper()
-	got := startLinkers(t,
-		fx.Supply(Config{DisableAnnotation: true}),
-		fx.Provide(fx.Annotate(func() *StaticMapper { return static }, fx.As(new(Mapper)))),
-	)
-	require.Equal(t, []string{"owner"}, names(got))
-	assert.Same(t, static, got[0].(*OwnerLinker).mapper)
+// kube.Module without clusters provides a nil getter: the linkers read only the events' bodies.
+func TestModuleWithKubeModuleNoClusters(t *testing.T) {
+	got := startLinkers(t, kube.Module)
+	require.Equal(t, []string{"annotation", "owner"}, names(got))
+	owner := got[1].(*OwnerLinker)
+	assert.Nil(t, owner.getter)
+	assert.IsType(t, &kube.StaticMapper{}, owner.mapper)
 }
 
 func TestModuleDisable(t *testing.T) {
 	assert.Equal(t, []string{"annotation"}, names(startLinkers(t, fx.Supply(Config{DisableOwner: true}))))
+	assert.Equal(t, []string{"owner"}, names(startLinkers(t, fx.Supply(Config{DisableAnnotation: true}))))
 	assert.Empty(t, startLinkers(t, fx.Supply(Config{DisableOwner: true, DisableAnnotation: true})))
 }
 
-func TestModuleInvalidConfig(t *testing.T) {
-	app := fx.New(Module, fx.NopLogger, fx.Supply(Config{ObjectCache: ObjectCacheConfig{TTL: -1}}), fx.Invoke(func(linkersIn) {}))
-	require.Error(t, app.Err())
-}
+func TestNewLinkers(t *testing.T) {
+	getter := &kubetest.Getter{}
+	static := kube.NewStaticMapper()
+	ls, err := NewLinkers(Config{}, static, getter, telemetry.Settings{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"owner", "annotation"}, names(ls))
+	assert.Same(t, static, ls[0].(*OwnerLinker).mapper)
+	assert.Same(t, getter, ls[0].(*OwnerLinker).getter)
+	assert.Same(t, getter, ls[1].(*AnnotationLinker).getter)
 
-// Module provides its object cache for other linkers: the one the built-in linkers use, also
-// when both are disabled; nil without Clusters.
-func TestModuleSharesObjectGetter(t *testing.T) {
-	clusters := fx.Provide(func() Clusters { return fakeClusters{"c1": newFakeDynamic()} })
-	var getter ObjectGetter
-	var in linkersIn
-	app := fxtest.New(t, clusters, Module, fx.NopLogger, fx.Populate(&getter, &in))
-	app.RequireStart()
-	app.RequireStop()
-	require.NotNil(t, getter)
-	assert.IsType(t, &ObjectCache{}, getter)
-	for _, l := range in.Linkers {
-		if o, ok := l.(*OwnerLinker); ok {
-			assert.Same(t, getter, o.getter, "one cache")
-		}
-	}
-
-	app = fxtest.New(t, clusters, fx.Supply(Config{DisableOwner: true, DisableAnnotation: true}), Module, fx.NopLogger, fx.Populate(&getter, &in))
-	app.RequireStart()
-	app.RequireStop()
-	assert.NotNil(t, getter)
-	assert.Empty(t, in.Linkers)
-
-	app = fxtest.New(t, Module, fx.NopLogger, fx.Populate(&getter))
-	app.RequireStart()
-	app.RequireStop()
-	assert.Nil(t, getter)
+	ls, err = NewLinkers(Config{DisableAnnotation: true}, nil, nil, telemetry.Settings{})
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	assert.IsType(t, &kube.StaticMapper{}, ls[0].(*OwnerLinker).mapper)
+	assert.Nil(t, ls[0].(*OwnerLinker).getter)
 }

@@ -191,6 +191,11 @@ func compileTarget(env *cel.Env, t Target, opts CompileOptions) (target, error) 
 	if t.Resource == "" {
 		return ct, errors.New("resource: required")
 	}
+	if t.Cluster != "" {
+		if err := aggregator.ValidateClusterName(t.Cluster); err != nil {
+			return ct, fmt.Errorf("cluster: %w", err)
+		}
+	}
 	if (t.Name == "") == (t.Selector == "") {
 		return ct, errors.New("name, selector: exactly one is required")
 	}

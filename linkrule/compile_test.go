@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 )
 
 // rule builds a LinkRule on pods with one name target of secrets.
@@ -222,5 +223,21 @@ func TestKubernetesLibraries(t *testing.T) {
 		links, err := r.Evaluate(t.Context(), obj("", "pods", "ns1", "p", `{"metadata":{"name":"p"}}`), nil)
 		require.NoError(t, err, expr)
 		assert.Len(t, links, 1, expr)
+	}
+}
+
+// Link rules accept and reject target cluster names, and the watched cluster, as
+// aggregator.ValidateClusterName does.
+func TestClusterNameRule(t *testing.T) {
+	for _, tc := range aggregatortest.ClusterNames {
+		t.Run(tc.Name, func(t *testing.T) {
+			_, err := Compile(rule("r", func(s *Spec) { s.Targets[0].Cluster = tc.Name }), "test", CompileOptions{})
+			assert.Equal(t, tc.Valid, err == nil, "target cluster: %v", err)
+			err = Config{Cluster: tc.Name}.Validate()
+			assert.Equal(t, tc.Valid, err == nil, "config cluster: %v", err)
+			if !tc.Valid {
+				assert.ErrorIs(t, err, aggregator.ErrInvalidClusterName)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // Lister lists the names of the objects matching a label selector in a cluster, for targets with
@@ -72,9 +73,6 @@ type input struct {
 	act    interpreter.Activation
 }
 
-// foreignKinds are bodies of subresources (Status, Scale, ...) that are not the object itself.
-var foreignKinds = map[string]bool{"Status": true, "Scale": true, "Eviction": true, "Binding": true, "TokenRequest": true}
-
 var errNotOwnBody = errors.New("body is not the object's own")
 
 // newInput decodes body. It returns errNotOwnBody for a subresource's body or another object's.
@@ -88,7 +86,7 @@ func newInput(ref aggregator.ObjectRef, body []byte) (*input, error) {
 	if !ok {
 		return nil, errNotOwnBody
 	}
-	if kind, _ := obj["kind"].(string); foreignKinds[kind] {
+	if kind, _ := obj["kind"].(string); !kube.IsObjectKind(kind) {
 		return nil, errNotOwnBody
 	}
 	in := &input{ref: ref, object: obj}

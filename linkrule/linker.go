@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // LinkerName is the Name() of the rule linker.
@@ -35,7 +35,7 @@ const (
 // group and resource, and the body of an object is decoded once for all the rules that select
 // its resource.
 type Linker struct {
-	getter linker.ObjectGetter
+	getter kube.ObjectGetter
 	lister Lister
 	logger *slog.Logger
 	now    func() time.Time
@@ -53,7 +53,7 @@ type Linker struct {
 
 // NewLinker returns a Linker without rules. getter fetches bodies the events did not carry and
 // lister lists the objects of selector targets; both may be nil (no cluster).
-func NewLinker(getter linker.ObjectGetter, lister Lister, logger *slog.Logger, mp metric.MeterProvider) *Linker {
+func NewLinker(getter kube.ObjectGetter, lister Lister, logger *slog.Logger, mp metric.MeterProvider) *Linker {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -313,7 +313,7 @@ func (l *Linker) input(ctx context.Context, obj aggregator.Object) (*input, erro
 		return nil, nil
 	}
 	body, err := l.getter.Get(ctx, obj.ObjectRef)
-	if errors.Is(err, linker.ErrObjectNotFound) {
+	if errors.Is(err, kube.ErrObjectNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -349,7 +349,7 @@ func (l *Linker) warn(ctx context.Context, r *Rule, obj aggregator.Object, err e
 
 // ClusterLister lists objects through the clusters' dynamic clients.
 type ClusterLister struct {
-	Clusters linker.Clusters
+	Clusters kube.Clusters
 	// Timeout bounds one list (default 5s).
 	Timeout time.Duration
 }

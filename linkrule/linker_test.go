@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/kube/kubetest"
 )
 
 func mustCompile(t testing.TB, lr LinkRule) *Rule {
@@ -34,7 +34,7 @@ func (g *fakeGetter) Get(_ context.Context, ref aggregator.ObjectRef) (json.RawM
 	g.gets++
 	b, ok := g.bodies[ref.Key()]
 	if !ok {
-		return nil, linker.ErrObjectNotFound
+		return nil, kube.ErrObjectNotFound
 	}
 	return json.RawMessage(b), nil
 }
@@ -102,16 +102,6 @@ func TestLinkerFetchesMissingBody(t *testing.T) {
 	assert.Equal(t, 3, getter.gets)
 }
 
-// fakeClusters serves fake dynamic clients.
-type fakeClusters map[string]dynamic.Interface
-
-func (f fakeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
-	if c, ok := f[cluster]; ok {
-		return c, nil
-	}
-	return nil, linker.ErrUnknownCluster
-}
-
 func podObject(ns, name string, labels map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
@@ -129,7 +119,7 @@ func TestClusterListerAcrossClusters(t *testing.T) {
 		podObject("ns1", "db-0", map[string]any{"app": "db"}),
 	)
 	c1 := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	l := NewLinker(nil, ClusterLister{Clusters: fakeClusters{"c1": c1, "c2": c2}}, nil, nil)
+	l := NewLinker(nil, ClusterLister{Clusters: kubetest.Clusters{"c1": c1, "c2": c2}}, nil, nil)
 	svc := obj("", "services", "ns1", "web", `{"kind":"Service","metadata":{"name":"web"},"spec":{"selector":{"app":"web"}}}`)
 	newRule := func(cluster string, max int) *Rule {
 		r, err := Compile(rule("svc-"+cluster, func(s *Spec) {

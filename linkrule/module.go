@@ -11,16 +11,16 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 // Module provides the rule *Manager and its Linker in the "kelemetry.linkers" value group,
 // started and stopped with the app. Every dependency is optional:
 //   - Config: no rule directory, watch LinkRules in the cluster named Config.Cluster;
-//   - linker.Clusters: without it no body is fetched, selector targets fail and nothing is
+//   - kube.Clusters: without it no body is fetched, selector targets fail and nothing is
 //     watched; with it, the watched cluster is Config.Cluster;
-//   - linker.ObjectGetter: the cache of fetched bodies, shared with the built-in linkers
-//     (linker.Module provides it); without it bodies that events do not carry are not fetched;
+//   - kube.ObjectGetter: the cache of fetched bodies, shared with the built-in linkers
+//     (kube.Module provides it); without it bodies that events do not carry are not fetched;
 //   - *slog.Logger, metric.MeterProvider.
 var Module = fx.Module("linkrule", fx.Provide(provide))
 
@@ -28,10 +28,10 @@ type params struct {
 	fx.In
 
 	Config   Config               `optional:"true"`
-	Getter   linker.ObjectGetter  `optional:"true"`
+	Getter   kube.ObjectGetter    `optional:"true"`
 	Logger   *slog.Logger         `optional:"true"`
 	Meter    metric.MeterProvider `optional:"true"`
-	Clusters linker.Clusters      `optional:"true"`
+	Clusters kube.Clusters        `optional:"true"`
 	LC       fx.Lifecycle
 }
 
@@ -52,8 +52,8 @@ func provide(p params) (result, error) {
 }
 
 // New builds a Manager and its Linker as Module does, for use without fx. clusters and getter
-// (e.g. a linker.ObjectCache, for bodies the events do not carry) may be nil.
-func New(cfg Config, clusters linker.Clusters, getter linker.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) (*Manager, error) {
+// (e.g. a kube.ObjectCache, for bodies the events do not carry) may be nil.
+func New(cfg Config, clusters kube.Clusters, getter kube.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func New(cfg Config, clusters linker.Clusters, getter linker.ObjectGetter, logge
 		lister = ClusterLister{Clusters: clusters, Timeout: cfg.ListTimeout}
 		if !cfg.DisableWatch && cfg.Cluster != "" {
 			// No client for the home cluster (only other clusters are configured): no watch.
-			if dyn, err = clusters.Dynamic(cfg.Cluster); errors.Is(err, linker.ErrUnknownCluster) {
+			if dyn, err = clusters.Dynamic(cfg.Cluster); errors.Is(err, kube.ErrUnknownCluster) {
 				dyn = nil
 			} else if err != nil {
 				return nil, fmt.Errorf("linkrule: watch: %w", err)
@@ -136,6 +136,11 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
+	if c.Cluster != "" {
+		if err := aggregator.ValidateClusterName(c.Cluster); err != nil {
+			return fmt.Errorf("linkrule: cluster: %w", err)
+		}
+	}
 	if c.StatusInterval < 0 || c.ListTimeout < 0 || c.MaxStatusWritesPerInterval < 0 || c.MaxTargetsPerObject < 0 || c.EvalTimeout < 0 {
 		return errors.New("linkrule: statusInterval, listTimeout, maxStatusWritesPerInterval, maxTargetsPerObject and evalTimeout must not be negative")
 	}

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kelemetry/kelemetry/kube/kubetest"
 )
 
 // runawayExpr nests exists_one over a list literal: its predicate is false, so no iteration
@@ -245,7 +247,7 @@ func TestEmptySelectorListsNothing(t *testing.T) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	c1 := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{pods: "PodList"},
 		podObject("ns1", "web-0", map[string]any{"app": "web"}), podObject("ns1", "db-0", map[string]any{"app": "db"}))
-	cl := ClusterLister{Clusters: fakeClusters{"c1": c1}}
+	cl := ClusterLister{Clusters: kubetest.Clusters{"c1": c1}}
 	for _, sel := range []labels.Selector{labels.Everything(), labels.NewSelector(), labels.SelectorFromSet(nil), nil} {
 		objs, truncated, err := cl.List(t.Context(), "c1", pods, "ns1", sel, 10)
 		require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 var (
@@ -32,7 +32,7 @@ func (oneCluster) Names() []string { return []string{"c1"} }
 func (c oneCluster) Dynamic(string) (dynamic.Interface, error) {
 	return c.dyn, nil
 }
-func (oneCluster) Discovery(string) (linker.ResourceDiscoverer, error) { return deploymentsOnly{}, nil }
+func (oneCluster) Discovery(string) (kube.ResourceDiscoverer, error) { return deploymentsOnly{}, nil }
 
 type replicaApp struct {
 	app     *fxtest.App
@@ -56,7 +56,7 @@ func startReplica(t *testing.T, dyn dynamic.Interface, endpoint, identity string
 		fx.NopLogger,
 		diff.InformerModule,
 		fx.Supply(cfg),
-		fx.Provide(func() linker.Clusters { return oneCluster{dyn: dyn} }),
+		fx.Provide(func() kube.Clusters { return oneCluster{dyn: dyn} }),
 		fx.Invoke(func(ch diff.Changes, e *diff.Elector) { r.changes, r.elector = ch, e }),
 	)
 	r.app.RequireStart()

@@ -24,6 +24,7 @@ import (
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -47,7 +48,7 @@ func ingestRollout(t testing.TB) *store.Memory {
 	agg, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{st},
 		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(linker.NewStaticMapper(), nil, nil, nil),
+			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
 			linker.NewAnnotationLinker(nil, nil, nil),
 		},
 	})

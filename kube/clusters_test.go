@@ -1,4 +1,4 @@
-package linker
+package kube_test
 
 import (
 	"context"
@@ -15,6 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/kube/kubetest"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // fakeAPIServer serves discovery documents (aggregated or legacy) and pod GETs.
@@ -96,7 +100,7 @@ func TestKubeClustersDiscovery(t *testing.T) {
 			api := &fakeAPIServer{aggregated: aggregated}
 			srv := httptest.NewServer(api)
 			defer srv.Close()
-			kc := NewKubeClusters(map[string]*rest.Config{"c1": {Host: srv.URL}})
+			kc := kube.NewKubeClusters(map[string]*rest.Config{"c1": {Host: srv.URL}})
 
 			disc, err := kc.Discovery("c1")
 			require.NoError(t, err)
@@ -119,7 +123,7 @@ func TestKubeClustersDiscovery(t *testing.T) {
 			}
 
 			// Through the mapper: a partial failure still maps what was served.
-			dm, err := NewDiscoveryMapper(kc, DiscoveryConfig{}, nil, nil)
+			dm, err := kube.NewDiscoveryMapper(kc, kube.DiscoveryConfig{}, telemetry.Settings{})
 			require.NoError(t, err)
 			gvr, namespaced, err := dm.ResourceFor(context.Background(), "c1", schema.GroupVersionKind{Version: "v1", Kind: "Node"})
 			require.NoError(t, err)
@@ -137,22 +141,22 @@ func TestKubeClustersObjectCache(t *testing.T) {
 	api := &fakeAPIServer{}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	kc := NewKubeClusters(map[string]*rest.Config{"c1": {Host: srv.URL}, "skipped": nil})
+	kc := kube.NewKubeClusters(map[string]*rest.Config{"c1": {Host: srv.URL}, "skipped": nil})
 	assert.Equal(t, []string{"c1"}, kc.Names())
 
-	cache, err := NewObjectCache(kc, ObjectCacheConfig{}, nil, nil)
+	cache, err := kube.NewObjectCache(kc, kube.ObjectCacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	body, err := cache.Get(context.Background(), podRef("c1", "default", "web"))
+	body, err := cache.Get(context.Background(), kubetest.PodRef("c1", "default", "web"))
 	require.NoError(t, err)
 	var pod map[string]any
 	require.NoError(t, json.Unmarshal(body, &pod))
 	assert.NotContains(t, pod, "status")
 	assert.NotContains(t, pod["metadata"], "managedFields")
 
-	_, err = cache.Get(context.Background(), podRef("c1", "default", "gone"))
-	require.ErrorIs(t, err, ErrObjectNotFound)
-	_, err = cache.Get(context.Background(), podRef("c2", "default", "web"))
-	require.ErrorIs(t, err, ErrUnknownCluster)
+	_, err = cache.Get(context.Background(), kubetest.PodRef("c1", "default", "gone"))
+	require.ErrorIs(t, err, kube.ErrObjectNotFound)
+	_, err = cache.Get(context.Background(), kubetest.PodRef("c2", "default", "web"))
+	require.ErrorIs(t, err, kube.ErrUnknownCluster)
 
 	assert.Equal(t, []string{
 		"GET /api/v1/namespaces/default/pods/web?resourceVersion=0",
@@ -167,7 +171,7 @@ func TestKubeClustersObjectCache(t *testing.T) {
 	assert.Same(t, d1, d2, "one client per cluster")
 
 	// The owner linker end to end: no body, fetched through the cache, mapped by discovery.
-	links, err := NewOwnerLinker(nil, cache, nil, nil).Lookup(context.Background(), aggregator.Object{ObjectRef: podRef("c1", "default", "web")})
+	links, err := linker.NewOwnerLinker(nil, cache, nil, nil).Lookup(context.Background(), aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "web")})
 	require.NoError(t, err)
 	require.Len(t, links, 1)
 	assert.Equal(t, aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "default", Name: "rs", UID: "u2"}, links[0].Target)

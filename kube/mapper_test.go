@@ -1,4 +1,4 @@
-package linker
+package kube_test
 
 import (
 	"context"
@@ -13,6 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/kube/kubetest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func TestStaticMapper(t *testing.T) {
@@ -39,7 +43,7 @@ func TestStaticMapper(t *testing.T) {
 		{schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "widgets", true},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Rollout"}, "rollouts", true},
 	}
-	m := NewStaticMapper()
+	m := kube.NewStaticMapper()
 	for _, tt := range tests {
 		t.Run(tt.gvk.String(), func(t *testing.T) {
 			gvr, namespaced, err := m.ResourceFor(context.Background(), "any", tt.gvk)
@@ -55,7 +59,7 @@ func TestStaticMapper(t *testing.T) {
 		})
 	}
 	_, _, err := m.ResourceFor(context.Background(), "any", schema.GroupVersionKind{Version: "v1"})
-	require.ErrorIs(t, err, ErrInvalidKind)
+	require.ErrorIs(t, err, kube.ErrInvalidKind)
 	assert.True(t, m.Known(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}))
 	assert.False(t, m.Known(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}))
 }
@@ -73,7 +77,7 @@ func TestGuessResource(t *testing.T) {
 		"Y":             "ys",
 		"":              "",
 	} {
-		assert.Equal(t, want, GuessResource(kind), kind)
+		assert.Equal(t, want, kube.GuessResource(kind), kind)
 	}
 }
 
@@ -106,12 +110,12 @@ func (d *fakeDiscoverer) set(groups []*metav1.APIGroup, lists []*metav1.APIResou
 	d.groups, d.lists, d.err = groups, lists, err
 }
 
-type fakeDiscoveryClusters map[string]ResourceDiscoverer
+type fakeDiscoveryClusters map[string]kube.ResourceDiscoverer
 
-func (c fakeDiscoveryClusters) Discovery(cluster string) (ResourceDiscoverer, error) {
+func (c fakeDiscoveryClusters) Discovery(cluster string) (kube.ResourceDiscoverer, error) {
 	d, ok := c[cluster]
 	if !ok {
-		return nil, fmt.Errorf("cluster %q: %w", cluster, ErrUnknownCluster)
+		return nil, fmt.Errorf("cluster %q: %w", cluster, kube.ErrUnknownCluster)
 	}
 	return d, nil
 }
@@ -140,13 +144,13 @@ func apiGroup(group string, versions []string, kinds map[string]string) (*metav1
 	return g, lists
 }
 
-func newTestDiscoveryMapper(t *testing.T, clusters DiscoveryClusters) (*DiscoveryMapper, *fakeClock, *metrics) {
+func newTestDiscoveryMapper(t *testing.T, clusters kube.DiscoveryClusters) (*kube.DiscoveryMapper, *kubetest.Clock, *kubetest.Metrics) {
 	t.Helper()
-	m := newMetrics()
-	dm, err := NewDiscoveryMapper(clusters, DiscoveryConfig{}, nil, m.mp)
+	m := kubetest.NewMetrics()
+	dm, err := kube.NewDiscoveryMapper(clusters, kube.DiscoveryConfig{}, telemetry.Settings{MeterProvider: m.Provider})
 	require.NoError(t, err)
-	clock := newFakeClock()
-	dm.now = clock.Now
+	clock := kubetest.NewClock()
+	dm.SetClock(clock.Now)
 	return dm, clock, m
 }
 
@@ -209,7 +213,7 @@ func TestDiscoveryMapperNegativeCache(t *testing.T) {
 	assert.Equal(t, "fleetz", gvr.Resource)
 	assert.False(t, namespaced)
 	assert.EqualValues(t, 2, d.calls.Load())
-	assert.EqualValues(t, 2, m.count(t, "kelemetry.linker.discovery.refreshes", "result", "ok"))
+	assert.EqualValues(t, 2, m.Count(t, "kelemetry.linker.discovery.refreshes", "result", "ok"))
 
 	// Known kinds never re-discover before MaxAge; after it, the next lookup refreshes once.
 	for range 10 {
@@ -217,13 +221,13 @@ func TestDiscoveryMapperNegativeCache(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.EqualValues(t, 2, d.calls.Load())
-	clock.Advance(DefaultDiscoveryMaxAge + time.Second)
+	clock.Advance(kube.DefaultDiscoveryMaxAge + time.Second)
 	for range 10 {
 		gvr, _, err := dm.ResourceFor(ctx, "c1", schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
 		require.NoError(t, err)
 		assert.Equal(t, "pods", gvr.Resource, "the stale answer is used while discovery runs")
 	}
-	require.Eventually(t, func() bool { return m.count(t, "kelemetry.linker.discovery.refreshes", "result", "ok") == 3 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return m.Count(t, "kelemetry.linker.discovery.refreshes", "result", "ok") == 3 }, time.Second, time.Millisecond)
 	assert.EqualValues(t, 3, d.calls.Load())
 }
 
@@ -310,7 +314,7 @@ func TestDiscoveryMapperPartialFailure(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "fleetz", gvr.Resource, "the failed group keeps its earlier results")
 	assert.False(t, namespaced)
-	assert.EqualValues(t, 1, m.count(t, "kelemetry.linker.discovery.refreshes", "result", "partial"))
+	assert.EqualValues(t, 1, m.Count(t, "kelemetry.linker.discovery.refreshes", "result", "partial"))
 
 	// Total failure keeps everything.
 	d.set(nil, nil, errors.New("connection refused"))
@@ -318,7 +322,7 @@ func TestDiscoveryMapperPartialFailure(t *testing.T) {
 	_, _, err = dm.ResourceFor(ctx, "c1", schema.GroupVersionKind{Group: "x.example.com", Version: "v1", Kind: "Other"})
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, d.calls.Load())
-	assert.EqualValues(t, 1, m.count(t, "kelemetry.linker.discovery.refreshes", "result", "error"))
+	assert.EqualValues(t, 1, m.Count(t, "kelemetry.linker.discovery.refreshes", "result", "error"))
 	gvr, _, err = dm.ResourceFor(ctx, "c1", fleet)
 	require.NoError(t, err)
 	assert.Equal(t, "fleetz", gvr.Resource)

@@ -1,4 +1,4 @@
-package linker
+package kube
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Mapper maps a kind, as written in an ownerReference, to the resource that serves it.
@@ -217,20 +219,21 @@ type clusterResources struct {
 }
 
 // NewDiscoveryMapper returns a mapper that asks each cluster's discovery API through clusters.
-func NewDiscoveryMapper(clusters DiscoveryClusters, cfg DiscoveryConfig, logger *slog.Logger, mp metric.MeterProvider) (*DiscoveryMapper, error) {
+func NewDiscoveryMapper(clusters DiscoveryClusters, cfg DiscoveryConfig, set telemetry.Settings) (*DiscoveryMapper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	meter := meterFrom(mp)
-	refreshes, err := meter.Int64Counter("kelemetry.linker.discovery.refreshes",
-		metric.WithDescription("Discovery runs of the linker's resource mapper, by result (ok, partial, error)."))
-	if err != nil {
-		return nil, fmt.Errorf("create discovery metric: %w", err)
+	meter := set.Meter(meterScope)
+	// The metric keeps the name it had when the mapper lived in package linker.
+	refreshes := meter.Counter("kelemetry.linker.discovery.refreshes",
+		"Discovery runs of the resource mapper, by result (ok, partial, error).", "")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("new discovery mapper: %w", err)
 	}
 	return &DiscoveryMapper{
 		clusters:      clusters,
 		cfg:           cfg.WithDefaults(),
-		logger:        loggerOrDiscard(logger).With("component", "linker.discovery"),
+		logger:        set.Log().With("component", "kube.discovery"),
 		now:           time.Now,
 		refreshes:     refreshes,
 		resultOK:      metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "ok"))),

@@ -1,4 +1,4 @@
-package linker
+package kube
 
 import (
 	"context"
@@ -18,7 +18,11 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
+
+// meterScope is the instrumentation scope of the package's metrics.
+const meterScope = "github.com/kelemetry/kelemetry/kube"
 
 // ObjectGetter returns the current body of an object, as JSON.
 type ObjectGetter interface {
@@ -89,7 +93,7 @@ type fetchCall struct {
 }
 
 // NewObjectCache returns an ObjectCache that reads objects through clusters.
-func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, logger *slog.Logger, mp metric.MeterProvider) (*ObjectCache, error) {
+func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Settings) (*ObjectCache, error) {
 	if clusters == nil {
 		return nil, errors.New("new object cache: clusters is nil")
 	}
@@ -97,16 +101,13 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, logger *slog.Logge
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	meter := meterFrom(mp)
-	requests, err := meter.Int64Counter("kelemetry.objectcache.requests",
-		metric.WithDescription("Object cache lookups by result: hit, negative_hit, fetched, not_found, error."))
-	if err != nil {
-		return nil, fmt.Errorf("create object cache metric: %w", err)
-	}
-	evictions, err := meter.Int64Counter("kelemetry.objectcache.evictions",
-		metric.WithDescription("Objects dropped from the object cache, by reason: size or expired."))
-	if err != nil {
-		return nil, fmt.Errorf("create object cache metric: %w", err)
+	meter := set.Meter(meterScope)
+	requests := meter.Counter("kelemetry.objectcache.requests",
+		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error.", "")
+	evictions := meter.Counter("kelemetry.objectcache.evictions",
+		"Objects dropped from the object cache, by reason: size or expired.", "")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("new object cache: %w", err)
 	}
 	result := func(v string) metric.MeasurementOption {
 		return metric.WithAttributeSet(attribute.NewSet(attribute.String("result", v)))
@@ -117,7 +118,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, logger *slog.Logge
 	c := &ObjectCache{
 		clusters:     clusters,
 		cfg:          cfg,
-		logger:       loggerOrDiscard(logger).With("component", "linker.objectcache"),
+		logger:       set.Log().With("component", "kube.objectcache"),
 		now:          time.Now,
 		inflight:     map[aggregator.ObjectKey]*fetchCall{},
 		requests:     requests,
@@ -130,6 +131,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, logger *slog.Logge
 		evictExpired: reason("expired"),
 		evictSize:    reason("size"),
 	}
+	var err error
 	c.lru, err = lru.NewWithEvict(cfg.Size, c.onEvict)
 	if err != nil {
 		return nil, fmt.Errorf("new object cache: %w", err)

@@ -1,0 +1,47 @@
+package kube
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// RestConfig loads the rest.Config of a cluster from its kubeconfig file and context, with the
+// cluster's QPS and Burst (zero: DefaultQPS and DefaultBurst) and the user agent "kelemetry".
+func RestConfig(cc ClusterConfig) (*rest.Config, error) {
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: cc.Kubeconfig}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cc.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: kubeconfig %s: %w", cc.Name, cc.Kubeconfig, err)
+	}
+	rc.UserAgent = "kelemetry"
+	rc.QPS, rc.Burst = cc.QPS, cc.Burst
+	if rc.QPS == 0 {
+		rc.QPS = DefaultQPS
+	}
+	if rc.Burst == 0 {
+		rc.Burst = DefaultBurst
+	}
+	return rc, nil
+}
+
+// NewClusters validates cfg and builds KubeClusters from the kubeconfigs of its clusters. It
+// returns nil, and no error, when cfg names no cluster.
+func NewClusters(cfg Config) (*KubeClusters, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(cfg.Clusters) == 0 {
+		return nil, nil
+	}
+	configs := make(map[string]*rest.Config, len(cfg.Clusters))
+	for _, cc := range cfg.WithDefaults().Clusters {
+		rc, err := RestConfig(cc)
+		if err != nil {
+			return nil, err
+		}
+		configs[cc.Name] = rc
+	}
+	return NewKubeClusters(configs), nil
+}
