@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // bulkBatches reads the recorded webhook batches of the bulk fixture (about 10,000 audit events
@@ -66,13 +67,13 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	})
 	require.NoError(tb, err)
 	require.NoError(tb, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	require.NoError(tb, err)
-	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, nil, nil)
+	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, telemetry.Settings{})
 	require.NoError(tb, err)
 	require.NoError(tb, q.Start(ctx))
 	mux := http.NewServeMux()
-	audit.NewWebhook(audit.WebhookConfig{}, q, nil, nil).Register(mux)
+	audit.NewWebhook(audit.WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
 	p := &pipeline{handler: mux, queue: q, engine: engine}
 	tb.Cleanup(func() {
 		_ = q.Stop(ctx)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/linker"
 )
@@ -91,6 +91,6 @@ func TestKubeClustersValidate(t *testing.T) {
 
 func eventWatch() event.Config { return event.Config{Watch: true} }
 
-func informerOn(clusters ...string) diff.InformerModuleConfig {
-	return diff.InformerModuleConfig{Enabled: true, Clusters: clusters}
+func informerOn(clusters ...string) informer.ModuleConfig {
+	return informer.ModuleConfig{Enabled: true, Clusters: clusters}
 }

@@ -14,16 +14,17 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
-	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Module is the whole built-in application. It needs a Config (fx.Supply) and takes an optional
@@ -33,6 +34,7 @@ var Module = fx.Module("kelemetry",
 	fx.Provide(
 		subConfigs,
 		newMetrics,
+		newTelemetry,
 		newStore,
 		newOTLPSink,
 		newClusters,
@@ -43,7 +45,7 @@ var Module = fx.Module("kelemetry",
 	event.Module,
 	linker.Module,
 	linkrule.Module,
-	diff.InformerModule,
+	informer.Module,
 	fx.Invoke(func(*Servers) {}),
 	fx.Invoke(joinInformerDiffs),
 )
@@ -52,11 +54,11 @@ var Module = fx.Module("kelemetry",
 // response body, from this process's change cache or, with the etcd backend, from the records
 // the leading replica wrote to etcd. The consumer's hooks come after the queue's, so it stops
 // first; events handled after that are looked up once and never held.
-func joinInformerDiffs(c *audit.Consumer, changes diff.Changes, lc fx.Lifecycle) {
-	if changes == nil {
+func joinInformerDiffs(c *audit.Consumer, records changes.Store, lc fx.Lifecycle) {
+	if records == nil {
 		return
 	}
-	c.SetInformerDiffs(changes)
+	c.SetInformerDiffs(records)
 	lc.Append(fx.StartStopHook(c.Start, c.Stop))
 }
 
@@ -67,7 +69,7 @@ type subConfigsOut struct {
 	Audit        audit.Config
 	Event        event.Config
 	Linker       linker.Config
-	InformerDiff diff.InformerModuleConfig
+	InformerDiff informer.ModuleConfig
 	LinkRules    linkrule.Config
 }
 
@@ -86,6 +88,12 @@ func newMetrics(lc fx.Lifecycle) (*telemetry.Prometheus, metric.MeterProvider, e
 	}
 	lc.Append(fx.StopHook(m.Shutdown))
 	return m, m.Provider, nil
+}
+
+// newTelemetry gives the modules that take telemetry.Settings (audit, the informer diff source)
+// the application's logger and meter provider.
+func newTelemetry(l optionalLogger, mp metric.MeterProvider) telemetry.Settings {
+	return telemetry.Settings{Logger: l.get(), MeterProvider: mp}
 }
 
 type storeOut struct {

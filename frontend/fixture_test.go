@@ -22,6 +22,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -69,7 +70,7 @@ func ingestFile(path string) (*store.Memory, error) {
 	if err := engine.Start(ctx); err != nil {
 		return nil, err
 	}
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	if err != nil {
 		return nil, err
 	}

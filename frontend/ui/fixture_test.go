@@ -26,6 +26,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The rollout fixture was recorded between 17:00 and 17:11 UTC.
@@ -52,7 +53,7 @@ func ingestRollout(t testing.TB) *store.Memory {
 	})
 	require.NoError(t, err)
 	require.NoError(t, agg.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 16<<20)

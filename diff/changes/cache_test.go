@@ -1,20 +1,18 @@
-package diff
+package changes
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
-	"go.yaml.in/yaml/v3"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func depKey(name, rv string) RecordKey {
@@ -23,14 +21,14 @@ func depKey(name, rv string) RecordKey {
 
 func changeAt(name, base, rv, path string, at time.Time) Record {
 	return Record{Key: depKey(name, rv), Kind: KindChange, BaseRV: base, Time: at,
-		Changes: []Change{{Path: path, Op: OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("2")}}}
+		Changes: []diff.Change{{Path: path, Op: diff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("2")}}}
 }
 
 func TestChangeCacheFindByTime(t *testing.T) {
-	c, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	t0 := time.Now()
-	obj := depKey("web", "").object()
+	obj := depKey("web", "").ObjectKey()
 	// Put out of resourceVersion order; "10" sorts before "9" as a string, not as a number.
 	c.Put(changeAt("web", "9", "10", "spec.replicas", t0.Add(3*time.Millisecond)))
 	c.Put(changeAt("web", "8", "9", "status.replicas", t0.Add(2*time.Millisecond)))
@@ -133,94 +131,78 @@ func TestEtcdRecordCodec(t *testing.T) {
 }
 
 func TestCacheConfigValidate(t *testing.T) {
-	ok := EtcdCacheConfig{Endpoints: []string{"http://127.0.0.1:2379"}}
-	require.NoError(t, CacheConfig{}.Validate())
-	require.NoError(t, CacheConfig{Backend: "memory"}.Validate())
-	require.NoError(t, CacheConfig{Backend: "etcd", Etcd: ok}.Validate())
-	for name, c := range map[string]CacheConfig{
+	ok := EtcdConfig{Endpoints: []string{"http://127.0.0.1:2379"}}
+	require.NoError(t, Config{}.Validate())
+	require.NoError(t, Config{Backend: "memory"}.Validate())
+	require.NoError(t, Config{Backend: "etcd", Etcd: ok}.Validate())
+	for name, c := range map[string]Config{
 		"unknown backend": {Backend: "redis"},
 		"no endpoints":    {Backend: "etcd"},
-		"short ttl":       {Backend: "etcd", Etcd: EtcdCacheConfig{Endpoints: ok.Endpoints, TTL: time.Second}},
-		"fractional ttl":  {Backend: "etcd", Etcd: EtcdCacheConfig{Endpoints: ok.Endpoints, TTL: 2500 * time.Millisecond}},
-		"cert no key":     {Backend: "etcd", Etcd: EtcdCacheConfig{Endpoints: ok.Endpoints, CertFile: "c.pem"}},
-		"password only":   {Backend: "etcd", Etcd: EtcdCacheConfig{Endpoints: ok.Endpoints, Password: "x"}},
-		"prefix":          {Backend: "etcd", Etcd: EtcdCacheConfig{Endpoints: ok.Endpoints, Prefix: "/x"}},
-		"negative":        {Backend: "etcd", Etcd: EtcdCacheConfig{Endpoints: ok.Endpoints, MaxQueue: -1}},
+		"short ttl":       {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, TTL: time.Second}},
+		"fractional ttl":  {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, TTL: 2500 * time.Millisecond}},
+		"cert no key":     {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, CertFile: "c.pem"}},
+		"password only":   {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, Password: "x"}},
+		"prefix":          {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, Prefix: "/x"}},
+		"negative":        {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, MaxQueue: -1}},
 	} {
 		assert.Error(t, c.Validate(), name)
 	}
-	// The module validates the backend too.
-	err := InformerModuleConfig{Enabled: true, Cache: CacheConfig{Backend: "etcd"}}.Validate()
-	require.ErrorContains(t, err, "the etcd backend needs endpoints")
-
 	// Missing TLS files fail at construction, with the file named.
-	local, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	local, err := NewCache(CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	_, err = NewEtcdCache(EtcdCacheConfig{Endpoints: ok.Endpoints, CAFile: "/nonexistent/ca.pem"}, local, nil, nil)
+	_, err = NewEtcd(EtcdConfig{Endpoints: ok.Endpoints, CAFile: "/nonexistent/ca.pem"}, local, telemetry.Settings{})
 	require.ErrorContains(t, err, "/nonexistent/ca.pem")
 }
 
-// The etcd backend without a reachable etcd: the application starts (the connection is retried
-// in the background), the records stay available to this process, and it stops in time.
-func TestInformerModuleEtcdBackendUnreachable(t *testing.T) {
-	dyn := newFakeDynamic()
-	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
-	var res InformerModuleResults
-	app := fxtest.New(t,
-		InformerModule,
-		fx.Supply(InformerModuleConfig{Enabled: true, Informer: InformerConfig{Resources: []string{"pods"}},
-			Cache: CacheConfig{Backend: BackendEtcd, Etcd: EtcdCacheConfig{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond, RequestTimeout: 100 * time.Millisecond}}}),
-		fx.Provide(func() linker.Clusters { return fakeClusters{dyn: dyn} }),
-		fx.Invoke(func(ch Changes, cache *ChangeCache, e *EtcdCache) { res.Changes, res.Cache, res.Etcd = ch, cache, e }),
-	)
-	app.RequireStart()
-	require.NotNil(t, res.Etcd)
-	assert.Same(t, res.Etcd, res.Changes)
-	assert.Same(t, res.Cache, res.Etcd.Local())
-	w := <-dyn.watches
-	w.Modify(&unstructured.Unstructured{Object: testPod("a", "11", "nginx:2")})
-	waitRecord(t, res.Cache, podKey("a", "11"))
-	rec, ok := res.Changes.Find(Query{Object: aggregator.ObjectKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: "a"}, Verb: "update", RequestRV: "5"})
+func podKey(name, rv string) RecordKey {
+	return RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
+}
+
+func TestChangeCacheBounds(t *testing.T) {
+	cache, err := NewCache(CacheConfig{MaxEntries: 3, TTL: time.Minute}, telemetry.Settings{})
+	require.NoError(t, err)
+	now := time.Unix(1000, 0)
+	cache.now = func() time.Time { return now }
+	for i := range 5 {
+		cache.Put(Record{Key: podKey("a", fmt.Sprint(i+1)), Kind: KindChange, BaseRV: fmt.Sprint(i)})
+	}
+	assert.Equal(t, 3, cache.Len())
+	_, ok := cache.Get(podKey("a", "2"))
+	assert.False(t, ok, "oldest evicted")
+	_, ok = cache.Find(Query{Object: podKey("a", "").ObjectKey(), Verb: "patch", RequestRV: "1"})
+	assert.False(t, ok, "index entry evicted with its record")
+	rec, ok := cache.Find(Query{Object: podKey("a", "").ObjectKey(), Verb: "patch", RequestRV: "4"})
 	require.True(t, ok)
-	assert.Equal(t, "11", rec.Key.ResourceVersion)
-	start := time.Now()
-	app.RequireStop()
-	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, "5", rec.Key.ResourceVersion)
+	now = now.Add(time.Minute)
+	_, ok = cache.Get(podKey("a", "5"))
+	assert.False(t, ok, "expired")
+	cache.Put(Record{Key: podKey("b", "9"), Kind: KindCreation})
+	assert.Equal(t, 1, cache.Len(), "expired records dropped on put")
+
+	small, err := NewCache(CacheConfig{MaxBytes: 1000}, telemetry.Settings{})
+	require.NoError(t, err)
+	for i := range 10 {
+		small.Put(Record{Key: podKey("a", fmt.Sprint(i)), Kind: KindCreation, Snapshot: make([]byte, 300)})
+	}
+	assert.LessOrEqual(t, small.Bytes(), int64(1000))
+	assert.Positive(t, small.Len())
 }
 
-func TestWarnLimiter(t *testing.T) {
-	l := warnLimiter{every: time.Second}
-	now := time.Now()
-	ok, _ := l.allow(now)
-	assert.True(t, ok)
-	ok, _ = l.allow(now.Add(time.Millisecond))
-	assert.False(t, ok)
-	ok, n := l.allow(now.Add(2 * time.Second))
-	assert.True(t, ok)
-	assert.Equal(t, 1, n)
-}
-
-func TestInformerModuleConfigYAML(t *testing.T) {
-	const doc = `
-enabled: true
-leaderElection: {enabled: true}
-cache:
-  backend: etcd
-  etcd:
-    endpoints: ["https://etcd-0:2379", "https://etcd-1:2379"]
-    prefix: /kelemetry/diff/
-    ttl: 15m
-    dialTimeout: 3s
-    username: kelemetry
-    passwordFile: /etc/kelemetry/etcd-password
-    caFile: /etc/kelemetry/etcd-ca.pem
-`
-	var c InformerModuleConfig
-	require.NoError(t, yaml.Unmarshal([]byte(doc), &c))
-	require.NoError(t, c.Validate())
-	assert.Equal(t, BackendEtcd, c.Cache.Backend)
-	assert.Equal(t, 15*time.Minute, c.Cache.Etcd.TTL)
-	assert.Equal(t, 3*time.Second, c.Cache.Etcd.DialTimeout)
-	assert.Equal(t, []string{"https://etcd-0:2379", "https://etcd-1:2379"}, c.Cache.Etcd.Endpoints)
-	assert.Equal(t, "/etc/kelemetry/etcd-password", c.Cache.Etcd.PasswordFile)
+func TestRecordLogs(t *testing.T) {
+	rec := Record{Key: podKey("a", "2"), Kind: KindChange, BaseRV: "1",
+		Changes: []diff.Change{{Path: "spec.replicas", Op: diff.OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
+	logs := rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	require.Len(t, logs, 1)
+	assert.Equal(t, aggregator.LogTypeDiff, logs[0].Type)
+	assert.Equal(t, "spec.replicas 2 -> 4", logs[0].Message)
+	rec = Record{Key: podKey("a", "3"), Kind: KindDeletion, Snapshot: []byte(`{"kind":"Pod"}`)}
+	logs = rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	require.Len(t, logs, 1)
+	assert.Equal(t, aggregator.LogTypeSnapshot, logs[0].Type)
+	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: diff.AttrSnapshotKind, Value: "deletion"})
+	rec = Record{Key: podKey("a", "4"), Kind: KindChange, BaseRV: "3"}
+	logs = rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	require.Len(t, logs, 1)
+	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: diff.AttrOp, Value: diff.OpNone})
 }
