@@ -97,9 +97,9 @@ const (
 
 // informerJoin attaches informer diffs to audit events that carry no response body.
 //
-// Design: Handle looks the diff up without blocking. On a miss it hands the event (already
-// converted) to a bounded pending set and returns, so the partition goroutine goes on with the
-// next events, of this object and of others; a single loop looks the pending events up again
+// Design: hold (called by Consumer.Handle) looks the diff up without blocking. On a miss it hands
+// the event (already converted) to a bounded pending set and returns, so the partition goroutine
+// goes on with the next events, of this object and of others; a single loop looks the pending events up again
 // every Interval and sends each one when its diff shows up or its deadline passes (then with a
 // "diff unavailable" note). Nothing ever waits on the informer; the cost of a late informer is
 // that the event's span is sent up to Wait later, possibly after spans of the same object's later

@@ -111,7 +111,8 @@ type Record struct {
 	Time time.Time
 }
 
-func (r *Record) size() int64 {
+// Size is the approximate memory a record takes, for the bounds of the stores.
+func (r *Record) Size() int64 {
 	n := int64(len(r.Snapshot)) + 256 + int64(len(r.Key.Name)+len(r.Key.Namespace)+len(r.BaseRV)+len(r.UID))
 	for _, c := range r.Changes {
 		n += int64(len(c.Path)+len(c.Old)+len(c.New)) + 64
@@ -145,7 +146,7 @@ func (r Record) Logs(at time.Time, f diff.LogFormat) []aggregator.Log {
 // that is not there yet by calling Find again until its own deadline, while it goes on with other
 // events (audit.Consumer.SetInformerDiffs).
 //
-// *Cache (one process) and *Etcd (shared by replicas through etcd) implement it.
+// *Cache (one process) and *etcdstore.Store (shared by replicas through etcd) implement it.
 type Store interface {
 	// Put records rec. It does not block for long: a store that writes over the network queues
 	// the write (bounded) and counts what it drops.
@@ -228,7 +229,7 @@ const meterScope = "github.com/kelemetry/kelemetry/diff"
 // Put stores rec, replacing a record with the same key.
 func (c *Cache) Put(rec Record) {
 	now := c.now()
-	e := &cacheEntry{rec: rec, added: now, size: rec.size()}
+	e := &cacheEntry{rec: rec, added: now, size: rec.Size()}
 	if e.size > c.cfg.MaxBytes {
 		c.evictions.Add(context.Background(), 1, c.reasonOpt["bytes"])
 		return

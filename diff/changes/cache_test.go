@@ -3,7 +3,6 @@ package changes
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -81,77 +80,6 @@ func TestRVLess(t *testing.T) {
 	assert.True(t, rvLess("9", "10"))
 	assert.False(t, rvLess("10", "9"))
 	assert.True(t, rvLess("a", "b"), "not numbers: as strings")
-}
-
-func TestEtcdKeyRoundTrip(t *testing.T) {
-	for _, k := range []RecordKey{
-		depKey("web", "12"),
-		{Cluster: "c/1", Resource: "namespaces", Name: "kube-system", ResourceVersion: "3"}, // core, cluster-scoped
-		{Cluster: "c1", Group: "example.com", Resource: "widgets", Namespace: "ns", Name: "a%b", ResourceVersion: "4"},
-	} {
-		key := etcdKey("/p/", k)
-		assert.Equal(t, 6, strings.Count(strings.TrimPrefix(key, "/p/"), "/")+1, key)
-		got, err := parseEtcdKey("/p/", key)
-		require.NoError(t, err)
-		assert.Equal(t, k, got)
-	}
-	assert.Equal(t, "/p/c1//pods/default/foo/7", etcdKey("/p/", RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: "foo", ResourceVersion: "7"}))
-	_, err := parseEtcdKey("/p/", "/q/a/b/c/d/e/f")
-	require.Error(t, err)
-	_, err = parseEtcdKey("/p/", "/p/a/b/c")
-	require.Error(t, err)
-}
-
-func TestEtcdRecordCodec(t *testing.T) {
-	at := time.Unix(1700000000, 123456789)
-	big := `{"kind":"ConfigMap","data":{"k":"` + strings.Repeat("abcdefgh", 500) + `"}}`
-	for _, rec := range []Record{
-		changeAt("web", "5", "6", "spec.replicas", at),
-		{Key: depKey("web", "7"), Kind: KindCreation, UID: "u", Snapshot: []byte(big), Time: at},
-		{Key: depKey("web", "8"), Kind: KindDeletion, UID: "u", Snapshot: []byte(`{"a":1}`), Final: true, BaseRV: "7", Time: at},
-	} {
-		val, err := encodeRecord(&rec)
-		require.NoError(t, err)
-		got, err := decodeRecord(rec.Key, val)
-		require.NoError(t, err)
-		assert.True(t, got.Time.Equal(rec.Time))
-		got.Time = rec.Time
-		assert.Equal(t, rec, got)
-		if len(rec.Snapshot) > 1000 {
-			assert.Equal(t, byte(valueDeflated), val[0])
-			assert.Less(t, len(val), len(big)/10, "deflated")
-		} else {
-			assert.Equal(t, byte(valuePlain), val[0])
-		}
-	}
-	for _, bad := range [][]byte{nil, []byte("x{}"), []byte(`j{"k":9,"t":1}`), []byte("j{"), []byte("z\xff\xff")} {
-		_, err := decodeRecord(depKey("web", "1"), bad)
-		assert.Error(t, err, "%q", bad)
-	}
-}
-
-func TestCacheConfigValidate(t *testing.T) {
-	ok := EtcdConfig{Endpoints: []string{"http://127.0.0.1:2379"}}
-	require.NoError(t, Config{}.Validate())
-	require.NoError(t, Config{Backend: "memory"}.Validate())
-	require.NoError(t, Config{Backend: "etcd", Etcd: ok}.Validate())
-	for name, c := range map[string]Config{
-		"unknown backend": {Backend: "redis"},
-		"no endpoints":    {Backend: "etcd"},
-		"short ttl":       {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, TTL: time.Second}},
-		"fractional ttl":  {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, TTL: 2500 * time.Millisecond}},
-		"cert no key":     {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, CertFile: "c.pem"}},
-		"password only":   {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, Password: "x"}},
-		"prefix":          {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, Prefix: "/x"}},
-		"negative":        {Backend: "etcd", Etcd: EtcdConfig{Endpoints: ok.Endpoints, MaxQueue: -1}},
-	} {
-		assert.Error(t, c.Validate(), name)
-	}
-	// Missing TLS files fail at construction, with the file named.
-	local, err := NewCache(CacheConfig{}, telemetry.Settings{})
-	require.NoError(t, err)
-	_, err = NewEtcd(EtcdConfig{Endpoints: ok.Endpoints, CAFile: "/nonexistent/ca.pem"}, local, telemetry.Settings{})
-	require.ErrorContains(t, err, "/nonexistent/ca.pem")
 }
 
 func podKey(name, rv string) RecordKey {

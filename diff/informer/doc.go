@@ -5,6 +5,6 @@
 // without waiting.
 //
 // Module (NewModule) wires it into an fx application: one store (a changes.Cache, or a
-// changes.Etcd shared by replicas) written by one Informer per cluster, with optional leader
+// etcdstore.Store shared by replicas) written by one Informer per cluster, with optional leader
 // election (package leader) so that only one replica records.
 package informer

@@ -101,13 +101,14 @@ type Discoverer interface {
 }
 
 // Informer watches the configured resources of one cluster and records, for every new
-// resourceVersion of an object, the changes from the previous one (changes.KindChange), and creation and
-// deletion snapshots, in a changes.Cache or changes.Etcd (changes.Store). Deletion is recorded twice: when deletionTimestamp is
-// first set (graceful deletion, finalizers) and when the object disappears.
+// resourceVersion of an object, the changes from the previous one (changes.KindChange), and
+// creation and deletion snapshots, in a changes.Store (a changes.Cache or etcdstore.Store). Deletion
+// is recorded twice: when deletionTimestamp is first set (graceful deletion, finalizers) and when
+// the object disappears.
 //
 // It keeps the last version of each object, without managedFields and with Secrets' data and
-// redacted fields replaced by markers (as diff.Differ.Snapshot), within MaxObjects and MaxBytes; it
-// never holds client-go's decoded objects beyond one event. The first list of each resource
+// redacted fields replaced by markers (as diff.Differ.Snapshot), within MaxObjects and MaxBytes;
+// it never holds client-go's decoded objects beyond one event. The first list of each resource
 // records nothing; a relist records what changed meanwhile.
 //
 // Each resource runs its own list+watch loop with backoff (a resource whose list fails does not
@@ -158,7 +159,7 @@ const (
 )
 
 // New builds an Informer for cluster that records into store (a *changes.Cache, or a
-// *changes.Etcd shared by replicas). dyn is required; disc is needed only when cfg.Resources is
+// *etcdstore.Store shared by replicas). dyn is required; disc is needed only when cfg.Resources is
 // empty or names resources by group only. ts gives its logger and meter provider (either may be
 // unset).
 func New(cluster string, dyn dynamic.Interface, disc Discoverer, store changes.Store, cfg Config, ts telemetry.Settings) (*Informer, error) {
@@ -200,9 +201,9 @@ func New(cluster string, dyn dynamic.Interface, disc Discoverer, store changes.S
 	return in, nil
 }
 
-// SetLeading makes the Informer record into the change cache only while leading returns true
-// (see leader.Elector.Leading); otherwise it goes on watching and keeping the last versions, so that it
-// records from the first change once it leads. Call it before Start.
+// SetLeading makes the Informer record into the change store only while leading returns true
+// (see leader.Elector.Leading); otherwise it goes on watching and keeping the last versions, so
+// that it records from the first change once it leads. Call it before Start.
 func (in *Informer) SetLeading(leading func() bool) { in.leading = leading }
 
 // put records rec unless another replica leads, and counts result.

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/diff/leader"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -28,7 +29,7 @@ type ModuleConfig struct {
 	// Cache chooses where the records live: in this process (memory, the default) or in etcd,
 	// shared by replicas (the leader writes, every replica's audit consumer reads). Either way
 	// Informer.Cache bounds what each process keeps in memory.
-	Cache changes.Config `yaml:"cache"`
+	Cache StoreConfig `yaml:"cache"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -42,6 +43,33 @@ func (c ModuleConfig) Validate() error {
 		return fmt.Errorf("diff informer: the leader election's cluster %q is not watched", c.LeaderElection.Cluster)
 	}
 	return errors.Join(c.Informer.Validate(), c.LeaderElection.Validate(), c.Cache.Validate())
+}
+
+// Change store backends (StoreConfig.Backend).
+const (
+	BackendMemory = "memory"
+	BackendEtcd   = "etcd"
+)
+
+// StoreConfig chooses where the informer diff records live. The zero value keeps them in memory,
+// in the process that recorded them (one replica).
+type StoreConfig struct {
+	// Backend is "memory" (default) or "etcd": with several replicas, the leader's records reach
+	// every replica's audit consumer through etcd.
+	Backend string `yaml:"backend"`
+	// Etcd configures the etcd backend.
+	Etcd etcdstore.Config `yaml:"etcd"`
+}
+
+// Validate reports a configuration that cannot work.
+func (c StoreConfig) Validate() error {
+	switch c.Backend {
+	case "", BackendMemory:
+		return nil
+	case BackendEtcd:
+		return c.Etcd.Validate()
+	}
+	return fmt.Errorf("diff informer cache: unknown backend %q (want %q or %q)", c.Backend, BackendMemory, BackendEtcd)
 }
 
 // ModuleParams are the fx inputs of NewModule.
@@ -67,14 +95,14 @@ type ModuleResult struct {
 	// Changes is.
 	Cache *changes.Cache
 	// Etcd is nil unless Config.Cache.Backend is etcd.
-	Etcd      *changes.Etcd
+	Etcd      *etcdstore.Store
 	Informers []*Informer
 	// Elector is nil unless LeaderElection is enabled.
 	Elector *leader.Elector
 }
 
 // Module provides the informer diff source (NewModule): one change store (Changes: a
-// changes.Cache, or a changes.Etcd shared by replicas) written by one Informer per cluster,
+// changes.Cache, or a etcdstore.Store shared by replicas) written by one Informer per cluster,
 // started and stopped with the application. It needs linker.Clusters whose value also
 // implements linker.DiscoveryClusters (linker.KubeClusters does) and, when Config.Clusters is
 // empty, Names() []string.
@@ -107,7 +135,7 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 	ts := p.Telemetry
 	cacheCfg := cfg.Informer.Cache
 	etcdCfg := cfg.Cache.Etcd.WithDefaults()
-	if cfg.Cache.Backend == changes.BackendEtcd && cacheCfg.TTL == 0 {
+	if cfg.Cache.Backend == BackendEtcd && cacheCfg.TTL == 0 {
 		// The mirror follows etcd's removals; its own TTL only backs them up.
 		cacheCfg.TTL = etcdCfg.TTL + max(etcdCfg.TTL/10, time.Second)
 	}
@@ -116,8 +144,8 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 		return ModuleResult{}, err
 	}
 	out := ModuleResult{Changes: cache, Cache: cache}
-	if cfg.Cache.Backend == changes.BackendEtcd {
-		if out.Etcd, err = changes.NewEtcd(cfg.Cache.Etcd, cache, ts); err != nil {
+	if cfg.Cache.Backend == BackendEtcd {
+		if out.Etcd, err = etcdstore.New(cfg.Cache.Etcd, cache, ts); err != nil {
 			return ModuleResult{}, err
 		}
 		out.Changes = out.Etcd

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/diff/internal/leasefake"
 	"github.com/kelemetry/kelemetry/diff/leader"
 	"github.com/kelemetry/kelemetry/internal/backoff"
@@ -102,9 +103,9 @@ func TestInformerModuleEtcdBackendUnreachable(t *testing.T) {
 	app := fxtest.New(t,
 		Module,
 		fx.Supply(ModuleConfig{Enabled: true, Informer: Config{Resources: []string{"pods"}},
-			Cache: changes.Config{Backend: changes.BackendEtcd, Etcd: changes.EtcdConfig{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond, RequestTimeout: 100 * time.Millisecond}}}),
+			Cache: StoreConfig{Backend: BackendEtcd, Etcd: etcdstore.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond, RequestTimeout: 100 * time.Millisecond}}}),
 		fx.Provide(func() linker.Clusters { return fakeClusters{dyn: dyn} }),
-		fx.Invoke(func(ch changes.Store, cache *changes.Cache, e *changes.Etcd) {
+		fx.Invoke(func(ch changes.Store, cache *changes.Cache, e *etcdstore.Store) {
 			res.Changes, res.Cache, res.Etcd = ch, cache, e
 		}),
 	)
@@ -141,7 +142,7 @@ cache:
 	var c ModuleConfig
 	require.NoError(t, yaml.Unmarshal([]byte(doc), &c))
 	require.NoError(t, c.Validate())
-	assert.Equal(t, changes.BackendEtcd, c.Cache.Backend)
+	assert.Equal(t, BackendEtcd, c.Cache.Backend)
 	assert.Equal(t, 15*time.Minute, c.Cache.Etcd.TTL)
 	assert.Equal(t, 3*time.Second, c.Cache.Etcd.DialTimeout)
 	assert.Equal(t, []string{"https://etcd-0:2379", "https://etcd-1:2379"}, c.Cache.Etcd.Endpoints)
@@ -244,6 +245,25 @@ func fastElection(identity string) leader.Config {
 // watched.
 func TestModuleConfigValidate(t *testing.T) {
 	require.Error(t, ModuleConfig{Clusters: []string{"a"}, LeaderElection: leader.Config{Enabled: true, Cluster: "b"}}.Validate())
-	err := ModuleConfig{Enabled: true, Cache: changes.Config{Backend: "etcd"}}.Validate()
+	err := ModuleConfig{Enabled: true, Cache: StoreConfig{Backend: "etcd"}}.Validate()
 	require.ErrorContains(t, err, "the etcd backend needs endpoints")
+}
+
+func TestStoreConfigValidate(t *testing.T) {
+	ok := etcdstore.Config{Endpoints: []string{"http://127.0.0.1:2379"}}
+	require.NoError(t, StoreConfig{}.Validate())
+	require.NoError(t, StoreConfig{Backend: "memory"}.Validate())
+	require.NoError(t, StoreConfig{Backend: "etcd", Etcd: ok}.Validate())
+	for name, c := range map[string]StoreConfig{
+		"unknown backend": {Backend: "redis"},
+		"no endpoints":    {Backend: "etcd"},
+		"short ttl":       {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, TTL: time.Second}},
+		"fractional ttl":  {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, TTL: 2500 * time.Millisecond}},
+		"cert no key":     {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, CertFile: "c.pem"}},
+		"password only":   {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, Password: "x"}},
+		"prefix":          {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, Prefix: "/x"}},
+		"negative":        {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, MaxQueue: -1}},
+	} {
+		assert.Error(t, c.Validate(), name)
+	}
 }

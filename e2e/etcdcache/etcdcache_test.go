@@ -1,4 +1,4 @@
-// Package etcdcache_test tests the informer diff cache's etcd backend (changes.Etcd) against a
+// Package etcdcache_test tests the informer diff cache's etcd backend (etcdstore.Store) against a
 // real etcd server embedded in the test process: records written by the leading replica reach a
 // follower's audit consumer, keys expire with their lease, and an etcd outage degrades to "diff
 // unavailable" without hanging.
@@ -38,6 +38,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -77,17 +78,17 @@ func client(t testing.TB, endpoint string) *clientv3.Client {
 
 // replica is one process's etcd cache, with its own metrics.
 type replica struct {
-	cache  *changes.Etcd
+	cache  *etcdstore.Store
 	reader *sdkmetric.ManualReader
 }
 
-func newReplica(t testing.TB, cfg changes.EtcdConfig) *replica {
+func newReplica(t testing.TB, cfg etcdstore.Config) *replica {
 	t.Helper()
 	local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	r := &replica{reader: sdkmetric.NewManualReader()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	r.cache, err = changes.NewEtcd(cfg, local, telemetry.Settings{MeterProvider: mp})
+	r.cache, err = etcdstore.New(cfg, local, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	require.NoError(t, r.cache.Start(context.Background()))
 	t.Cleanup(func() {
@@ -130,8 +131,8 @@ func (r *replica) waitReady(t testing.TB) {
 	}
 }
 
-func etcdConfig(endpoint, prefix string) changes.EtcdConfig {
-	return changes.EtcdConfig{Endpoints: []string{endpoint}, Prefix: prefix, TTL: time.Minute,
+func etcdConfig(endpoint, prefix string) etcdstore.Config {
+	return etcdstore.Config{Endpoints: []string{endpoint}, Prefix: prefix, TTL: time.Minute,
 		DialTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second}
 }
 
@@ -161,12 +162,12 @@ func metadataEvent(id, verb, name, rv string, end time.Time) *audit.Event {
 	}
 }
 
-func newConsumer(t testing.TB, changes changes.Store, wait time.Duration) (*audit.Consumer, *aggregatortest.RecordingAggregator) {
+func newConsumer(t testing.TB, records changes.Store, wait time.Duration) (*audit.Consumer, *aggregatortest.RecordingAggregator) {
 	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
 	c, err := audit.NewConsumer(audit.ConsumerConfig{InformerJoin: audit.InformerJoinConfig{Wait: wait, Interval: 10 * time.Millisecond}}, agg, telemetry.Settings{})
 	require.NoError(t, err)
-	c.SetInformerDiffs(changes)
+	c.SetInformerDiffs(records)
 	require.NoError(t, c.Start(context.Background()))
 	t.Cleanup(func() { assert.NoError(t, c.Stop(context.Background())) })
 	return c, agg

@@ -16,18 +16,19 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // newStoppedReplica is newReplica without Start: records Put before Start are written in one
 // batch once it starts.
-func newStoppedReplica(t testing.TB, cfg changes.EtcdConfig) *replica {
+func newStoppedReplica(t testing.TB, cfg etcdstore.Config) *replica {
 	t.Helper()
 	local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	r := &replica{reader: sdkmetric.NewManualReader()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	r.cache, err = changes.NewEtcd(cfg, local, telemetry.Settings{MeterProvider: mp})
+	r.cache, err = etcdstore.New(cfg, local, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -207,7 +208,7 @@ func TestEtcdCacheStopWithSilentEtcd(t *testing.T) {
 		cfg.DialTimeout, cfg.RequestTimeout = 300*time.Millisecond, 300*time.Millisecond
 		local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 		require.NoError(t, err)
-		c, err := changes.NewEtcd(cfg, local, telemetry.Settings{})
+		c, err := etcdstore.New(cfg, local, telemetry.Settings{})
 		require.NoError(t, err)
 		require.NoError(t, c.Start(context.Background()))
 		time.Sleep(500 * time.Millisecond)

@@ -52,7 +52,7 @@ func startReplica(t *testing.T, dyn dynamic.Interface, endpoint, identity string
 		Informer: informer.Config{Resources: []string{"apps/deployments"}},
 		LeaderElection: leader.Config{Enabled: true, Identity: identity,
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
-		Cache: changes.Config{Backend: changes.BackendEtcd, Etcd: etcdConfig(endpoint, "/replicas/")},
+		Cache: informer.StoreConfig{Backend: informer.BackendEtcd, Etcd: etcdConfig(endpoint, "/replicas/")},
 	}
 	r.app = fxtest.New(t,
 		fx.NopLogger,

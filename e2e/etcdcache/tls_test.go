@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 )
 
 // testPKI is a CA with a server certificate (127.0.0.1, ::1 and localhost) and a client
@@ -183,11 +184,11 @@ func TestEtcdCacheTLS(t *testing.T) {
 	leader.waitReady(t)
 
 	followers := map[string]*replica{}
-	for name, mod := range map[string]func(*changes.EtcdConfig){
-		"https by name": func(c *changes.EtcdConfig) { c.Endpoints = []string{fmt.Sprintf("https://localhost:%d", port)} },
-		"no scheme":     func(c *changes.EtcdConfig) { c.Endpoints = []string{fmt.Sprintf("127.0.0.1:%d", port)} },
-		"http scheme":   func(c *changes.EtcdConfig) { c.Endpoints = []string{fmt.Sprintf("http://127.0.0.1:%d", port)} },
-		"server name":   func(c *changes.EtcdConfig) { c.ServerName = "localhost" },
+	for name, mod := range map[string]func(*etcdstore.Config){
+		"https by name": func(c *etcdstore.Config) { c.Endpoints = []string{fmt.Sprintf("https://localhost:%d", port)} },
+		"no scheme":     func(c *etcdstore.Config) { c.Endpoints = []string{fmt.Sprintf("127.0.0.1:%d", port)} },
+		"http scheme":   func(c *etcdstore.Config) { c.Endpoints = []string{fmt.Sprintf("http://127.0.0.1:%d", port)} },
+		"server name":   func(c *etcdstore.Config) { c.ServerName = "localhost" },
 	} {
 		fcfg := cfg
 		mod(&fcfg)
@@ -224,15 +225,15 @@ func TestEtcdCacheTLSRejected(t *testing.T) {
 	p, other := newPKI(t, "kelemetry-test"), newPKI(t, "other")
 	srv := startTLSEtcd(t, p)
 	cli := tlsClient(t, srv.endpoint, p)
-	cases := map[string]func(*changes.EtcdConfig){
-		"no client certificate": func(c *changes.EtcdConfig) { c.CAFile = p.caFile },
-		"other CA": func(c *changes.EtcdConfig) {
+	cases := map[string]func(*etcdstore.Config){
+		"no client certificate": func(c *etcdstore.Config) { c.CAFile = p.caFile },
+		"other CA": func(c *etcdstore.Config) {
 			c.CAFile, c.CertFile, c.KeyFile = other.caFile, p.clientCert, p.clientKey
 		},
-		"client certificate of other": func(c *changes.EtcdConfig) {
+		"client certificate of other": func(c *etcdstore.Config) {
 			c.CAFile, c.CertFile, c.KeyFile = p.caFile, other.clientCert, other.clientKey
 		},
-		"system roots": func(c *changes.EtcdConfig) { c.CertFile, c.KeyFile = p.clientCert, p.clientKey },
+		"system roots": func(c *etcdstore.Config) { c.CertFile, c.KeyFile = p.clientCert, p.clientKey },
 	}
 	t.Run("group", func(t *testing.T) {
 		for name, mod := range cases {

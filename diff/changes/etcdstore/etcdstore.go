@@ -1,4 +1,4 @@
-package changes
+package etcdstore
 
 import (
 	"bytes"
@@ -25,55 +25,32 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Change cache backends (Config.Backend).
+// meterScope is the instrumentation scope of the diff packages' metrics.
+const meterScope = "github.com/kelemetry/kelemetry/diff"
+
+// Defaults for Config.
 const (
-	BackendMemory = "memory"
-	BackendEtcd   = "etcd"
-)
-
-// Config chooses where the informer diff records live. The zero value keeps them in memory,
-// in the process that recorded them (one replica).
-type Config struct {
-	// Backend is "memory" (default) or "etcd": with several replicas, the leader's records reach
-	// every replica's audit consumer through etcd.
-	Backend string `yaml:"backend"`
-	// Etcd configures the etcd backend.
-	Etcd EtcdConfig `yaml:"etcd"`
-}
-
-// Validate reports a configuration that cannot work.
-func (c Config) Validate() error {
-	switch c.Backend {
-	case "", BackendMemory:
-		return nil
-	case BackendEtcd:
-		return c.Etcd.Validate()
-	}
-	return fmt.Errorf("diff informer cache: unknown backend %q (want %q or %q)", c.Backend, BackendMemory, BackendEtcd)
-}
-
-// Defaults for EtcdConfig.
-const (
-	DefaultEtcdPrefix         = "/kelemetry/diff/"
-	DefaultEtcdTTL            = 10 * time.Minute
-	DefaultEtcdDialTimeout    = 5 * time.Second
-	DefaultEtcdRequestTimeout = 5 * time.Second
-	DefaultEtcdMaxValueBytes  = 256 << 10
-	DefaultEtcdMaxQueue       = 10_000
-	DefaultEtcdMaxQueueBytes  = 32 << 20
+	DefaultPrefix         = "/kelemetry/diff/"
+	DefaultTTL            = 10 * time.Minute
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMaxValueBytes  = 256 << 10
+	DefaultMaxQueue       = 10_000
+	DefaultMaxQueueBytes  = 32 << 20
 )
 
 // etcdMinTTL is etcd's smallest lease TTL with its default timing (1.5 election timeouts of 1s,
 // rounded up); a shorter TTL would silently be raised by the server.
 const etcdMinTTL = 2 * time.Second
 
-// EtcdConfig configures an Etcd. Zero fields mean defaults.
-type EtcdConfig struct {
+// Config configures a Store. Zero fields mean defaults.
+type Config struct {
 	// Endpoints are the etcd client URLs, e.g. https://etcd-0:2379 (required).
 	Endpoints []string `yaml:"endpoints"`
 	// Prefix is put before every key (default /kelemetry/diff/); it should end with "/".
@@ -107,33 +84,33 @@ type EtcdConfig struct {
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
-func (c EtcdConfig) WithDefaults() EtcdConfig {
+func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
-		c.Prefix = DefaultEtcdPrefix
+		c.Prefix = DefaultPrefix
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultEtcdTTL
+		c.TTL = DefaultTTL
 	}
 	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultEtcdDialTimeout
+		c.DialTimeout = DefaultDialTimeout
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultEtcdRequestTimeout
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = DefaultEtcdMaxValueBytes
+		c.MaxValueBytes = DefaultMaxValueBytes
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = DefaultEtcdMaxQueue
+		c.MaxQueue = DefaultMaxQueue
 	}
 	if c.MaxQueueBytes == 0 {
-		c.MaxQueueBytes = DefaultEtcdMaxQueueBytes
+		c.MaxQueueBytes = DefaultMaxQueueBytes
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c EtcdConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if len(c.Endpoints) == 0 {
 		errs = append(errs, errors.New("diff informer cache: the etcd backend needs endpoints"))
@@ -168,7 +145,7 @@ func (c EtcdConfig) Validate() error {
 }
 
 // clientConfig builds the etcd client configuration, reading the password and TLS files.
-func (c EtcdConfig) clientConfig() (clientv3.Config, error) {
+func (c Config) clientConfig() (clientv3.Config, error) {
 	cc := clientv3.Config{
 		Endpoints:   c.Endpoints,
 		DialTimeout: c.DialTimeout,
@@ -229,9 +206,9 @@ func (c EtcdConfig) clientConfig() (clientv3.Config, error) {
 	return cc, nil
 }
 
-// Etcd is a Changes store shared by replicas through etcd.
+// Store is a changes.Store shared by replicas through etcd.
 //
-// Put (called by the leading replica's informers only) keeps the record in a local Cache at
+// Put (called by the leading replica's informers only) keeps the record in a local changes.Cache at
 // once and queues it, bounded, for a writer goroutine that writes batches of records into etcd in
 // one transaction each, every key attached to a lease of TTL (one lease is shared by the keys of
 // TTL/10, so etcd removes every record between TTL and TTL + TTL/10 after it was written). Keys are
@@ -241,21 +218,21 @@ func (c EtcdConfig) clientConfig() (clientv3.Config, error) {
 //
 // Every replica mirrors the prefix into its local Cache: it loads it once, then watches it,
 // and mirrors removals (lease expiry) too; after a watch error (compaction, lost leader, etcd
-// down) it loads again, with backoff. Find reads the local Cache only, so it never waits
+// down) it loads again, with backoff. Find reads the local changes.Cache only, so it never waits
 // on etcd: the audit consumer's bounded wait covers the watch's delay, and when etcd is
 // unreachable the records do not arrive and the consumer's events go out with "diff unavailable"
-// after their deadline. The mirror is bounded like any Cache (InformerConfig.Cache).
+// after their deadline. The mirror is bounded like any changes.Cache (informer.Config.Cache).
 //
 // Errors and drops are counted (kelemetry.diff.etcd.records, kelemetry.diff.etcd.errors) and
 // logged at most every few seconds. Start and Stop it once.
-type Etcd struct {
-	cfg    EtcdConfig
+type Store struct {
+	cfg    Config
 	cc     clientv3.Config
-	local  *Cache
+	local  *changes.Cache
 	logger *slog.Logger
 
 	mu         sync.Mutex
-	queue      []Record
+	queue      []changes.Record
 	queueBytes int64
 	stopped    bool
 	wake       chan struct{}
@@ -295,10 +272,10 @@ const (
 	etcdOpEncode  = "encode"
 )
 
-// NewEtcd builds an Etcd that mirrors into local (required; its bounds apply). It does not
+// New builds a Store that mirrors into local (required; its bounds apply). It does not
 // connect yet: Start does, in the background, so an unreachable etcd does not fail the
 // application. ts gives its logger and meter provider (either may be unset).
-func NewEtcd(cfg EtcdConfig, local *Cache, ts telemetry.Settings) (*Etcd, error) {
+func New(cfg Config, local *changes.Cache, ts telemetry.Settings) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -310,7 +287,7 @@ func NewEtcd(cfg EtcdConfig, local *Cache, ts telemetry.Settings) (*Etcd, error)
 	if err != nil {
 		return nil, err
 	}
-	e := &Etcd{
+	e := &Store{
 		cfg: cfg, cc: cc, local: local, wake: make(chan struct{}, 1), ready: make(chan struct{}),
 		logger:  ts.Log().With("component", "diff.etcdcache", "prefix", cfg.Prefix),
 		opts:    map[string]metric.MeasurementOption{},
@@ -337,18 +314,18 @@ func NewEtcd(cfg EtcdConfig, local *Cache, ts telemetry.Settings) (*Etcd, error)
 }
 
 // Local is the local mirror Find reads.
-func (e *Etcd) Local() *Cache { return e.local }
+func (e *Store) Local() *changes.Cache { return e.local }
 
 // Ready is closed once the first load of the prefix from etcd is applied to the mirror.
-func (e *Etcd) Ready() <-chan struct{} { return e.ready }
+func (e *Store) Ready() <-chan struct{} { return e.ready }
 
 // Find looks q up in the local mirror; it never waits on etcd.
-func (e *Etcd) Find(q Query) (Record, bool) { return e.local.Find(q) }
+func (e *Store) Find(q changes.Query) (changes.Record, bool) { return e.local.Find(q) }
 
 // Put keeps rec locally and queues it for etcd; a full queue drops it (counted).
-func (e *Etcd) Put(rec Record) {
+func (e *Store) Put(rec changes.Record) {
 	e.local.Put(rec)
-	size := rec.size()
+	size := rec.Size()
 	e.mu.Lock()
 	switch {
 	case e.stopped:
@@ -369,11 +346,11 @@ func (e *Etcd) Put(rec Record) {
 	}
 }
 
-func (e *Etcd) count(result string, n int) {
+func (e *Store) count(result string, n int) {
 	e.records.Add(context.Background(), int64(n), e.opts["result:"+result])
 }
 
-func (e *Etcd) fail(op string, err error) {
+func (e *Store) fail(op string, err error) {
 	e.errs.Add(context.Background(), 1, e.opts["op:"+op])
 	if ok, suppressed := e.errWarn.Allow(time.Now()); ok {
 		e.logger.Warn("etcd diff cache: "+op+" failed", "error", err, "suppressed", suppressed)
@@ -382,7 +359,7 @@ func (e *Etcd) fail(op string, err error) {
 
 // Start connects in the background (retrying with backoff), then writes the queued records and
 // mirrors the prefix until Stop.
-func (e *Etcd) Start(ctx context.Context) error {
+func (e *Store) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.cancel != nil {
@@ -402,7 +379,7 @@ func (e *Etcd) Start(ctx context.Context) error {
 
 // Stop stops mirroring, writes what is queued within ctx (the rest is counted as stopped), and
 // closes the connection.
-func (e *Etcd) Stop(ctx context.Context) error {
+func (e *Store) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	cancel, endWrites, done := e.cancel, e.endWrites, e.done
 	e.stopped = true
@@ -432,7 +409,7 @@ func (e *Etcd) Stop(ctx context.Context) error {
 	}
 }
 
-func (e *Etcd) dropQueue() {
+func (e *Store) dropQueue() {
 	e.mu.Lock()
 	n := len(e.queue)
 	e.queue, e.queueBytes = nil, 0
@@ -445,7 +422,7 @@ func (e *Etcd) dropQueue() {
 // retry spaces the retries of a failed connection, load or watch.
 var retry = backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second}
 
-func (e *Etcd) run(ctx, writeCtx context.Context) {
+func (e *Store) run(ctx, writeCtx context.Context) {
 	var cli *clientv3.Client
 	for attempt := 0; ; attempt++ {
 		var err error
@@ -472,7 +449,7 @@ func (e *Etcd) run(ctx, writeCtx context.Context) {
 	wg.Wait()
 }
 
-func (e *Etcd) withCtx(ctx context.Context) clientv3.Config {
+func (e *Store) withCtx(ctx context.Context) clientv3.Config {
 	cc := e.cc
 	cc.Context = ctx
 	return cc
@@ -488,7 +465,7 @@ const (
 // writeLoop writes the queued records in batches until ctx ends, then flushes what is left
 // until wctx ends (Stop's flush deadline). Writes use wctx: a batch in flight when ctx ends is
 // not lost.
-func (e *Etcd) writeLoop(ctx, wctx context.Context, cli *clientv3.Client) {
+func (e *Store) writeLoop(ctx, wctx context.Context, cli *clientv3.Client) {
 	w := &etcdWriter{e: e, cli: cli}
 	for {
 		select {
@@ -508,22 +485,22 @@ func (e *Etcd) writeLoop(ctx, wctx context.Context, cli *clientv3.Client) {
 
 // etcdWriter holds the writer goroutine's lease.
 type etcdWriter struct {
-	e         *Etcd
+	e         *Store
 	cli       *clientv3.Client
 	lease     clientv3.LeaseID
 	leaseTime time.Time
 }
 
 // take removes the next batch from the queue.
-func (e *Etcd) take() []Record {
+func (e *Store) take() []changes.Record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n, bytes := 0, int64(0)
-	for n < len(e.queue) && n < etcdBatchOps && (n == 0 || bytes+e.queue[n].size() <= etcdBatchBytes) {
-		bytes += e.queue[n].size()
+	for n < len(e.queue) && n < etcdBatchOps && (n == 0 || bytes+e.queue[n].Size() <= etcdBatchBytes) {
+		bytes += e.queue[n].Size()
 		n++
 	}
-	batch := make([]Record, n)
+	batch := make([]changes.Record, n)
 	copy(batch, e.queue)
 	clear(e.queue[:n])
 	e.queue = e.queue[n:]
@@ -549,7 +526,7 @@ func (w *etcdWriter) writeBatch(ctx context.Context) bool {
 	// etcd rejects a transaction that puts one key twice (the informer records a final deletion
 	// under the key of the object's last change when a relist finds it gone): the later record
 	// of a key replaces the earlier one, as in the local cache.
-	last := make(map[RecordKey]int, len(batch))
+	last := make(map[changes.RecordKey]int, len(batch))
 	for i := range batch {
 		last[batch[i].Key] = i
 	}
@@ -630,7 +607,7 @@ func (w *etcdWriter) put(ctx context.Context, kvs []etcdKV) error {
 }
 
 // etcdKey is <prefix><cluster>/<group>/<resource>/<namespace>/<name>/<resourceVersion>.
-func etcdKey(prefix string, k RecordKey) string {
+func etcdKey(prefix string, k changes.RecordKey) string {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(k.Cluster) + len(k.Group) + len(k.Resource) + len(k.Namespace) + len(k.Name) + len(k.ResourceVersion) + 5)
 	b.WriteString(prefix)
@@ -644,34 +621,34 @@ func etcdKey(prefix string, k RecordKey) string {
 }
 
 // parseEtcdKey reverses etcdKey.
-func parseEtcdKey(prefix, key string) (RecordKey, error) {
+func parseEtcdKey(prefix, key string) (changes.RecordKey, error) {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {
-		return RecordKey{}, fmt.Errorf("key %q is not under %q", key, prefix)
+		return changes.RecordKey{}, fmt.Errorf("key %q is not under %q", key, prefix)
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) != 6 {
-		return RecordKey{}, fmt.Errorf("key %q: want 6 segments after the prefix", key)
+		return changes.RecordKey{}, fmt.Errorf("key %q: want 6 segments after the prefix", key)
 	}
 	for i, p := range parts {
 		u, err := url.PathUnescape(p)
 		if err != nil {
-			return RecordKey{}, fmt.Errorf("key %q: %w", key, err)
+			return changes.RecordKey{}, fmt.Errorf("key %q: %w", key, err)
 		}
 		parts[i] = u
 	}
-	return RecordKey{Cluster: parts[0], Group: parts[1], Resource: parts[2], Namespace: parts[3], Name: parts[4], ResourceVersion: parts[5]}, nil
+	return changes.RecordKey{Cluster: parts[0], Group: parts[1], Resource: parts[2], Namespace: parts[3], Name: parts[4], ResourceVersion: parts[5]}, nil
 }
 
-// wireRecord is a Record as stored in etcd (the key holds Record.Key).
+// wireRecord is a changes.Record as stored in etcd (the key holds changes.Record.Key).
 type wireRecord struct {
-	Kind     RecordKind      `json:"k"`
-	UID      string          `json:"u,omitempty"`
-	BaseRV   string          `json:"b,omitempty"`
-	Changes  []diff.Change   `json:"c,omitempty"`
-	Snapshot json.RawMessage `json:"s,omitempty"`
-	Final    bool            `json:"f,omitempty"`
-	Time     int64           `json:"t"` // Unix nanoseconds
+	Kind     changes.RecordKind `json:"k"`
+	UID      string             `json:"u,omitempty"`
+	BaseRV   string             `json:"b,omitempty"`
+	Changes  []diff.Change      `json:"c,omitempty"`
+	Snapshot json.RawMessage    `json:"s,omitempty"`
+	Final    bool               `json:"f,omitempty"`
+	Time     int64              `json:"t"` // Unix nanoseconds
 }
 
 // Value formats: the first byte says how the rest is encoded.
@@ -689,7 +666,7 @@ var flateWriters = sync.Pool{New: func() any {
 }}
 
 // encodeRecord encodes rec's value.
-func encodeRecord(rec *Record) ([]byte, error) {
+func encodeRecord(rec *changes.Record) ([]byte, error) {
 	wr := wireRecord{Kind: rec.Kind, UID: rec.UID, BaseRV: rec.BaseRV, Changes: rec.Changes, Final: rec.Final, Time: rec.Time.UnixNano()}
 	if len(rec.Snapshot) > 0 {
 		wr.Snapshot = rec.Snapshot
@@ -728,9 +705,9 @@ func encodeRecord(rec *Record) ([]byte, error) {
 const maxDecodedValue = 64 << 20
 
 // decodeRecord decodes a value written by encodeRecord for key.
-func decodeRecord(key RecordKey, val []byte) (Record, error) {
+func decodeRecord(key changes.RecordKey, val []byte) (changes.Record, error) {
 	if len(val) == 0 {
-		return Record{}, errors.New("empty value")
+		return changes.Record{}, errors.New("empty value")
 	}
 	body := val[1:]
 	switch val[0] {
@@ -740,23 +717,23 @@ func decodeRecord(key RecordKey, val []byte) (Record, error) {
 		b, err := io.ReadAll(io.LimitReader(r, maxDecodedValue+1))
 		r.Close()
 		if err != nil {
-			return Record{}, fmt.Errorf("decompress: %w", err)
+			return changes.Record{}, fmt.Errorf("decompress: %w", err)
 		}
 		if len(b) > maxDecodedValue {
-			return Record{}, errors.New("decompressed value too large")
+			return changes.Record{}, errors.New("decompressed value too large")
 		}
 		body = b
 	default:
-		return Record{}, fmt.Errorf("unknown value format %q", val[0])
+		return changes.Record{}, fmt.Errorf("unknown value format %q", val[0])
 	}
 	var wr wireRecord
 	if err := json.Unmarshal(body, &wr); err != nil {
-		return Record{}, fmt.Errorf("decode: %w", err)
+		return changes.Record{}, fmt.Errorf("decode: %w", err)
 	}
-	if wr.Kind < KindChange || wr.Kind > KindDeletion {
-		return Record{}, fmt.Errorf("unknown record kind %d", wr.Kind)
+	if wr.Kind < changes.KindChange || wr.Kind > changes.KindDeletion {
+		return changes.Record{}, fmt.Errorf("unknown record kind %d", wr.Kind)
 	}
-	rec := Record{Key: key, Kind: wr.Kind, UID: wr.UID, BaseRV: wr.BaseRV, Changes: wr.Changes, Final: wr.Final, Time: time.Unix(0, wr.Time)}
+	rec := changes.Record{Key: key, Kind: wr.Kind, UID: wr.UID, BaseRV: wr.BaseRV, Changes: wr.Changes, Final: wr.Final, Time: time.Unix(0, wr.Time)}
 	if len(wr.Snapshot) > 0 {
 		rec.Snapshot = []byte(wr.Snapshot)
 	}
@@ -765,7 +742,7 @@ func decodeRecord(key RecordKey, val []byte) (Record, error) {
 
 // mirror keeps the local cache in step with the prefix: load, then watch from the loaded
 // revision; after any failure, load again (with backoff).
-func (e *Etcd) mirror(ctx context.Context, cli *clientv3.Client) {
+func (e *Store) mirror(ctx context.Context, cli *clientv3.Client) {
 	for attempt := 0; ctx.Err() == nil; {
 		rev, err := e.load(ctx, cli)
 		if err == nil {
@@ -798,7 +775,7 @@ const loadPage = 500
 
 // load reads every record under the prefix into the local cache, page by page at one revision,
 // and returns that revision.
-func (e *Etcd) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
+func (e *Store) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
 	var rev int64
 	key, end := e.cfg.Prefix, clientv3.GetPrefixRangeEnd(e.cfg.Prefix)
 	for {
@@ -832,7 +809,7 @@ func (e *Etcd) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
 // fails it with a compaction error, and the mirror loads again); meanwhile nothing arrives, so
 // a probe (a serializable count of one key, every 2 × RequestTimeout, at least 1s) counts and
 // logs the outage.
-func (e *Etcd) watch(ctx context.Context, cli *clientv3.Client, rev int64) (bool, error) {
+func (e *Store) watch(ctx context.Context, cli *clientv3.Client, rev int64) (bool, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	got := false
@@ -881,9 +858,9 @@ func (e *Etcd) watch(ctx context.Context, cli *clientv3.Client, rev int64) (bool
 
 // apply puts one stored record into the local cache, unless it holds it already (the leader's
 // own writes).
-func (e *Etcd) apply(key string, val []byte) {
+func (e *Store) apply(key string, val []byte) {
 	k, err := parseEtcdKey(e.cfg.Prefix, key)
-	var rec Record
+	var rec changes.Record
 	if err == nil {
 		rec, err = decodeRecord(k, val)
 	}
