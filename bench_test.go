@@ -68,13 +68,13 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	})
 	require.NoError(tb, err)
 	require.NoError(tb, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	require.NoError(tb, err)
-	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, nil, nil)
+	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, telemetry.Settings{})
 	require.NoError(tb, err)
 	require.NoError(tb, q.Start(ctx))
 	mux := http.NewServeMux()
-	audit.NewWebhook(audit.WebhookConfig{}, q, nil, nil).Register(mux)
+	audit.NewWebhook(audit.WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
 	p := &pipeline{handler: mux, queue: q, engine: engine}
 	tb.Cleanup(func() {
 		_ = q.Stop(ctx)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/kube"
@@ -54,8 +54,8 @@ type Config struct {
 	Event      event.Config      `yaml:"event"`
 	// InformerDiff diffs objects from informers, for clusters audited at Metadata level (the
 	// all-in-one enables it with a kubeconfig).
-	InformerDiff diff.InformerModuleConfig `yaml:"informerDiff"`
-	Linker       linker.Config             `yaml:"linker"`
+	InformerDiff informer.ModuleConfig `yaml:"informerDiff"`
+	Linker       linker.Config         `yaml:"linker"`
 	// LinkRules configures the LinkRule linker: a directory of rule files, and the watch of
 	// LinkRule objects in the cluster named Cluster (on when it has a kubeconfig).
 	LinkRules linkrule.Config `yaml:"linkRules"`

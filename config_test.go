@@ -12,7 +12,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linkrule"
@@ -93,8 +93,8 @@ func TestKubeClustersValidate(t *testing.T) {
 
 func eventWatch() event.Config { return event.Config{Watch: true} }
 
-func informerOn(clusters ...string) diff.InformerModuleConfig {
-	return diff.InformerModuleConfig{Enabled: true, Clusters: clusters}
+func informerOn(clusters ...string) informer.ModuleConfig {
+	return informer.ModuleConfig{Enabled: true, Clusters: clusters}
 }
 
 // The application's cluster name, the names of its clusters, and the names the audit, event and

@@ -19,6 +19,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -60,7 +61,7 @@ func ingest(t *testing.T, events []*audit.Event) []*aggregator.Span {
 	})
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	require.NoError(t, err)
 	for _, ev := range events {
 		consumer.Handle(ctx, "golden", ev)

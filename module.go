@@ -9,7 +9,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
@@ -43,7 +44,7 @@ var Module = fx.Module("kelemetry",
 	event.Module,
 	linker.Module,
 	linkrule.Module,
-	diff.InformerModule,
+	informer.Module,
 	frontend.Module,
 	ui.Module,
 	fx.Invoke(joinInformerDiffs),
@@ -53,11 +54,11 @@ var Module = fx.Module("kelemetry",
 // response body, from this process's change cache or, with the etcd backend, from the records
 // the leading replica wrote to etcd. The consumer's hooks come after the queue's, so it stops
 // first; events handled after that are looked up once and never held.
-func joinInformerDiffs(c *audit.Consumer, changes diff.Changes, lc fx.Lifecycle) {
-	if changes == nil {
+func joinInformerDiffs(c *audit.Consumer, store changes.Store, lc fx.Lifecycle) {
+	if store == nil {
 		return
 	}
-	c.SetInformerDiffs(changes)
+	c.SetInformerDiffs(store)
 	lc.Append(fx.StartStopHook(c.Start, c.Stop))
 }
 
@@ -74,7 +75,7 @@ type configs struct {
 	Event        event.Config
 	Linker       linker.Config
 	Kube         kube.Config
-	InformerDiff diff.InformerModuleConfig
+	InformerDiff informer.ModuleConfig
 	LinkRules    linkrule.Config
 }
 

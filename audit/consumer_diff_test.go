@@ -14,6 +14,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func logsOfType(ev *aggregator.Event, typ string) []aggregator.Log {
@@ -38,7 +39,7 @@ func messages(logs []aggregator.Log) []string {
 // 4->2, delete) and checks the diffs and snapshots on the Deployment's spans.
 func TestConsumerDiffRollout(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, nil, nil)
+	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, ev := range consumerFixtureEvents(t, "rollout") {
@@ -141,7 +142,7 @@ func TestConsumerDiffRollout(t *testing.T) {
 
 func TestConsumerDiffNotes(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, nil, nil)
+	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -180,7 +181,7 @@ func TestConsumerDiffNotes(t *testing.T) {
 
 	// Disabled: no diff logs.
 	agg2 := &aggregatortest.RecordingAggregator{}
-	c2, err := NewConsumer(ConsumerConfig{Diff: diff.StreamConfig{Disabled: true}}, agg2, nil, nil)
+	c2, err := NewConsumer(ConsumerConfig{Diff: diff.StreamConfig{Disabled: true}}, agg2, telemetry.Settings{})
 	require.NoError(t, err)
 	c2.Handle(ctx, "c1", consumerEvent())
 	assert.Empty(t, agg2.Events()[0].Logs)
@@ -188,7 +189,7 @@ func TestConsumerDiffNotes(t *testing.T) {
 
 func TestConsumerDiffSecrets(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, nil, nil)
+	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
@@ -236,7 +237,7 @@ func BenchmarkConsumerHandleBulk(b *testing.B) {
 		cfg  ConsumerConfig
 	}{{"diff", ConsumerConfig{}}, {"nodiff", ConsumerConfig{Diff: diff.StreamConfig{Disabled: true}}}} {
 		b.Run(bc.name, func(b *testing.B) {
-			c, err := NewConsumer(bc.cfg, discardAggregator{}, nil, nil)
+			c, err := NewConsumer(bc.cfg, discardAggregator{}, telemetry.Settings{})
 			require.NoError(b, err)
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -260,7 +261,7 @@ func BenchmarkDiffCacheMemory(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		c, err := NewConsumer(ConsumerConfig{}, discardAggregator{}, nil, nil)
+		c, err := NewConsumer(ConsumerConfig{}, discardAggregator{}, telemetry.Settings{})
 		require.NoError(b, err)
 		for _, ev := range events {
 			c.Handle(context.Background(), "bulk", ev)

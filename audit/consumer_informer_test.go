@@ -13,6 +13,8 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // metadataEvent is a Metadata-level audit event (no bodies) of verb on deployment default/name,
@@ -29,21 +31,21 @@ func metadataEvent(id, verb, name, rv string, end time.Time) *Event {
 	}
 }
 
-func deployKey(name, rv string) diff.RecordKey {
-	return diff.RecordKey{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default", Name: name, ResourceVersion: rv}
+func deployKey(name, rv string) changes.RecordKey {
+	return changes.RecordKey{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default", Name: name, ResourceVersion: rv}
 }
 
-func replicasChange(name, base, rv string) diff.Record {
-	return diff.Record{Key: deployKey(name, rv), Kind: diff.KindChange, BaseRV: base, Time: time.Now(),
+func replicasChange(name, base, rv string) changes.Record {
+	return changes.Record{Key: deployKey(name, rv), Kind: changes.KindChange, BaseRV: base, Time: time.Now(),
 		Changes: []diff.Change{{Path: "spec.replicas", Op: diff.OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
 }
 
-func newJoinConsumer(t *testing.T, cfg InformerJoinConfig) (*Consumer, *aggregatortest.RecordingAggregator, *diff.ChangeCache) {
+func newJoinConsumer(t *testing.T, cfg InformerJoinConfig) (*Consumer, *aggregatortest.RecordingAggregator, *changes.Cache) {
 	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{InformerJoin: cfg}, agg, nil, nil)
+	c, err := NewConsumer(ConsumerConfig{InformerJoin: cfg}, agg, telemetry.Settings{})
 	require.NoError(t, err)
-	cache, err := diff.NewChangeCache(diff.ChangeCacheConfig{}, nil)
+	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	c.SetInformerDiffs(cache)
 	return c, agg, cache
@@ -64,7 +66,7 @@ func TestConsumerInformerJoinImmediate(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	cache.Put(replicasChange("web", "5", "6"))
-	cache.Put(diff.Record{Key: deployKey("old", "9"), Kind: diff.KindDeletion, Snapshot: []byte(`{"kind":"Deployment"}`), Time: now})
+	cache.Put(changes.Record{Key: deployKey("old", "9"), Kind: changes.KindDeletion, Snapshot: []byte(`{"kind":"Deployment"}`), Time: now})
 
 	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now))
 	c.Handle(ctx, "c1", metadataEvent("d1", "delete", "old", "", now))
@@ -164,13 +166,13 @@ func TestInformerJoinConfigValidate(t *testing.T) {
 	require.NoError(t, ConsumerConfig{}.Validate())
 }
 
-func creation(name, rv, uid string, at time.Time) diff.Record {
-	return diff.Record{Key: deployKey(name, rv), Kind: diff.KindCreation, UID: uid, Time: at,
+func creation(name, rv, uid string, at time.Time) changes.Record {
+	return changes.Record{Key: deployKey(name, rv), Kind: changes.KindCreation, UID: uid, Time: at,
 		Snapshot: []byte(`{"kind":"Deployment","metadata":{"name":"` + name + `","uid":"` + uid + `"}}`)}
 }
 
-func change(name, base, rv, path, old, new string, at time.Time) diff.Record {
-	return diff.Record{Key: deployKey(name, rv), Kind: diff.KindChange, BaseRV: base, Time: at,
+func change(name, base, rv, path, old, new string, at time.Time) changes.Record {
+	return changes.Record{Key: deployKey(name, rv), Kind: changes.KindChange, BaseRV: base, Time: at,
 		Changes: []diff.Change{{Path: path, Op: diff.OpReplace, Old: json.RawMessage(old), New: json.RawMessage(new)}}}
 }
 
@@ -251,7 +253,7 @@ func TestConsumerInformerJoinPatchByTime(t *testing.T) {
 }
 
 func TestClaimSetBounds(t *testing.T) {
-	s := claimSet{max: 2, ttl: time.Minute, keys: map[diff.RecordKey]struct{}{}}
+	s := claimSet{max: 2, ttl: time.Minute, keys: map[changes.RecordKey]struct{}{}}
 	now := time.Now()
 	assert.Zero(t, s.add(deployKey("a", "1"), now))
 	assert.Zero(t, s.add(deployKey("a", "1"), now), "twice")

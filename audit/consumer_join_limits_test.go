@@ -10,30 +10,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // pausingDiffs is a change cache whose next Find, once armed, waits until released.
 type pausingDiffs struct {
-	*diff.ChangeCache
+	*changes.Cache
 	armed   atomic.Bool
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (p *pausingDiffs) Find(q diff.Query) (diff.Record, bool) {
+func (p *pausingDiffs) Find(q changes.Query) (changes.Record, bool) {
 	if p.armed.CompareAndSwap(true, false) {
 		p.entered <- struct{}{}
 		<-p.release
 	}
-	return p.ChangeCache.Find(q)
+	return p.Cache.Find(q)
 }
 
 // MaxPending bounds the events held at once, also while the join loop looks them up again
 // (it takes them out of the pending list meanwhile).
 func TestConsumerInformerJoinMaxPendingDuringRecheck(t *testing.T) {
 	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 5 * time.Second, Interval: 5 * time.Millisecond, MaxPending: 2})
-	src := &pausingDiffs{ChangeCache: cache, entered: make(chan struct{}), release: make(chan struct{})}
+	src := &pausingDiffs{Cache: cache, entered: make(chan struct{}), release: make(chan struct{})}
 	c.SetInformerDiffs(src)
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
@@ -75,9 +76,9 @@ func (a *stuckAggregator) Send(ctx context.Context, _ *aggregator.Event) error {
 // none silently forgotten.
 func TestConsumerInformerJoinStopWithStuckAggregator(t *testing.T) {
 	agg := &stuckAggregator{}
-	c, err := NewConsumer(ConsumerConfig{InformerJoin: InformerJoinConfig{Wait: 30 * time.Millisecond, Interval: 5 * time.Millisecond}}, agg, nil, nil)
+	c, err := NewConsumer(ConsumerConfig{InformerJoin: InformerJoinConfig{Wait: 30 * time.Millisecond, Interval: 5 * time.Millisecond}}, agg, telemetry.Settings{})
 	require.NoError(t, err)
-	cache, err := diff.NewChangeCache(diff.ChangeCacheConfig{}, nil)
+	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	c.SetInformerDiffs(cache)
 	ctx := context.Background()

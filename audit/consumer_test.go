@@ -20,6 +20,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var consumerT0 = time.Date(2026, 11, 29, 17, 9, 30, 123456000, time.UTC)
@@ -48,7 +49,7 @@ func consumerEvent() *Event {
 
 func newTestConsumer(t testing.TB, cfg ConsumerConfig) *Consumer {
 	t.Helper()
-	c, err := NewConsumer(cfg, &aggregatortest.RecordingAggregator{}, nil, nil)
+	c, err := NewConsumer(cfg, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
 	require.NoError(t, err)
 	return c
 }
@@ -462,10 +463,10 @@ func TestConsumerConfig(t *testing.T) {
 		{ExcludeUserAgents: []string{""}},
 	} {
 		require.Error(t, bad.Validate(), "%+v", bad)
-		_, err := NewConsumer(bad, &aggregatortest.RecordingAggregator{}, nil, nil)
+		_, err := NewConsumer(bad, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
 		require.Error(t, err)
 	}
-	_, err := NewConsumer(ConsumerConfig{}, nil, nil, nil)
+	_, err := NewConsumer(ConsumerConfig{}, nil, telemetry.Settings{})
 	require.Error(t, err)
 
 	d := ConsumerConfig{}.WithDefaults()
@@ -590,7 +591,7 @@ func TestConsumerHandleCounts(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, nil, mp)
+	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, ev := range consumerFixtureEvents(t, "rollout") {
@@ -630,12 +631,12 @@ func TestConsumerHandleCounts(t *testing.T) {
 // TestConsumerThroughQueue runs the consumer as the queue's handler over the rollout fixture.
 func TestConsumerThroughQueue(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, nil, nil)
+	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	q, _ := newTestQueue(t, QueueConfig{Capacity: 64, Partitions: 3}, c.Handle)
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
-	stats, err := ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, nil)
+	stats, err := ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Equal(t, ReplayStats{Lines: 205, Events: 205}, stats)
 	require.NoError(t, q.Stop(ctx))
@@ -715,7 +716,7 @@ func BenchmarkConvertBodyMeta(b *testing.B) {
 }
 
 func TestConvertFingerprintsLinkMetadata(t *testing.T) {
-	c, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, nil, nil)
+	c, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
 	require.NoError(t, err)
 	hash := func(meta string) uint64 {
 		t.Helper()

@@ -15,9 +15,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/ratelog"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 const (
@@ -53,11 +54,8 @@ type ReplayStats struct {
 // batch (e.g. because ctx expired).
 func ReplayFile(ctx context.Context, path, cluster string, q interface {
 	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
-}, logger *slog.Logger) (ReplayStats, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	b := newLineBatcher(path, cluster, q, logger.With("component", "audit.replay", "path", path))
+}, ts telemetry.Settings) (ReplayStats, error) {
+	b := newLineBatcher(path, cluster, q, ts.Log().With("component", "audit.replay", "path", path))
 	f, err := os.Open(path)
 	if err != nil {
 		return b.stats, fmt.Errorf("replay audit log: %w", err)
@@ -168,39 +166,30 @@ type Follower struct {
 	stopOnce sync.Once
 }
 
-// NewFollower returns a follower that enqueues into q. logger and mp may be nil.
+// NewFollower returns a follower that enqueues into q; ts gives its logger and meter provider
+// (either may be unset).
 func NewFollower(cfg FollowConfig, q interface {
 	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
-}, logger *slog.Logger, mp metric.MeterProvider) (*Follower, error) {
+}, ts telemetry.Settings) (*Follower, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if q == nil {
 		return nil, errors.New("audit log follower: nil queue")
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
 	fl := &Follower{
 		cfg:    cfg.WithDefaults(),
 		q:      q,
-		logger: logger.With("component", "audit.follow", "path", cfg.Path),
+		logger: ts.Log().With("component", "audit.follow", "path", cfg.Path),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	meter := mp.Meter(meterName)
-	var err error
-	if fl.lines, err = meter.Int64Counter("kelemetry.audit.file.lines",
-		metric.WithDescription("Non-empty audit log lines read."), metric.WithUnit("{line}")); err != nil {
-		return nil, fmt.Errorf("create follower metric: %w", err)
-	}
-	if fl.badLines, err = meter.Int64Counter("kelemetry.audit.file.bad_lines",
-		metric.WithDescription("Audit log lines skipped because they are not audit events or are too long."),
-		metric.WithUnit("{line}")); err != nil {
-		return nil, fmt.Errorf("create follower metric: %w", err)
+	meter := ts.Meter(meterName)
+	fl.lines = meter.Counter("kelemetry.audit.file.lines", "Non-empty audit log lines read.", "{line}")
+	fl.badLines = meter.Counter("kelemetry.audit.file.bad_lines",
+		"Audit log lines skipped because they are not audit events or are too long.", "{line}")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("audit log follower: %w", err)
 	}
 	return fl, nil
 }
@@ -267,7 +256,7 @@ func (fl *Follower) run(ctx context.Context) {
 			_ = cur.f.Close()
 		}
 	}()
-	openLimiter := logLimiter{burst: 1, every: time.Minute}
+	openLimiter := ratelog.Limiter{Burst: 1, Every: time.Minute}
 	first := true
 	ticker := time.NewTicker(fl.cfg.PollInterval)
 	defer ticker.Stop()
@@ -277,7 +266,7 @@ func (fl *Follower) run(ctx context.Context) {
 			cur, err = fl.open(first)
 			first = false
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				if ok, suppressed := openLimiter.allow(time.Now()); ok {
+				if ok, suppressed := openLimiter.Allow(time.Now()); ok {
 					fl.logger.Warn("open audit log", "error", err, "suppressed", suppressed)
 				}
 			}
@@ -427,7 +416,7 @@ type lineBatcher struct {
 	batch   []*Event
 	lineNo  int64
 	stats   ReplayStats
-	badLog  logLimiter
+	badLog  ratelog.Limiter
 	quit    <-chan struct{} // when closed, flush returns errQuit after enqueuing
 
 	linesCounter, badCounter metric.Int64Counter // nil for ReplayFile
@@ -440,7 +429,7 @@ func newLineBatcher(path, cluster string, q WaitEnqueuer, logger *slog.Logger) *
 		q:       q,
 		logger:  logger,
 		batch:   make([]*Event, 0, replayBatchSize),
-		badLog:  logLimiter{burst: 10, every: 10 * time.Second},
+		badLog:  ratelog.Limiter{Burst: 10, Every: 10 * time.Second},
 	}
 }
 
@@ -497,14 +486,14 @@ func (b *lineBatcher) bad(err error) {
 	if b.badCounter != nil {
 		b.badCounter.Add(context.Background(), 1)
 	}
-	if ok, suppressed := b.badLog.allow(time.Now()); ok {
+	if ok, suppressed := b.badLog.Allow(time.Now()); ok {
 		b.logger.Warn("skip bad audit log line", "line", b.lineNo, "error", err, "suppressedSinceLastLog", suppressed)
 	}
 }
 
 // logSuppressed reports bad lines whose logs were suppressed since the last one.
 func (b *lineBatcher) logSuppressed() {
-	if n := b.badLog.takeSuppressed(); n > 0 {
+	if n := b.badLog.TakeSuppressed(); n > 0 {
 		b.logger.Warn("skipped more bad audit log lines", "count", n, "lastLine", b.lineNo)
 	}
 }
@@ -637,46 +626,4 @@ func (l *lineReader) clearPartial() {
 		return
 	}
 	l.partial = l.partial[:0]
-}
-
-// logLimiter rate-limits logs: a token bucket of burst logs, refilled one per every.
-type logLimiter struct {
-	burst int
-	every time.Duration
-
-	mu         sync.Mutex
-	init       bool
-	tokens     float64
-	last       time.Time
-	suppressed int
-}
-
-// allow reports whether to log now and how many logs were suppressed since the last allowed one.
-func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.init {
-		l.init, l.tokens, l.last = true, float64(l.burst), now
-	}
-	if l.every > 0 {
-		l.tokens += float64(now.Sub(l.last)) / float64(l.every)
-		l.tokens = min(l.tokens, float64(l.burst))
-	}
-	l.last = now
-	if l.tokens >= 1 {
-		l.tokens--
-		suppressed, l.suppressed = l.suppressed, 0
-		return true, suppressed
-	}
-	l.suppressed++
-	return false, 0
-}
-
-// takeSuppressed returns and forgets the number of suppressed logs.
-func (l *logLimiter) takeSuppressed() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.suppressed
-	l.suppressed = 0
-	return n
 }

@@ -19,6 +19,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // collector is a WaitEnqueuer that keeps what it gets.
@@ -67,7 +68,7 @@ func logLine(id string) string {
 func TestLogReplayRolloutFixture(t *testing.T) {
 	path := filepath.Join("..", "testdata", "rollout", "audit.jsonl")
 	var c collector
-	stats, err := ReplayFile(context.Background(), path, "kind", &c, nil)
+	stats, err := ReplayFile(context.Background(), path, "kind", &c, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Equal(t, ReplayStats{Lines: 205, Events: 205}, stats)
 	assert.Equal(t, map[string]int{"kind": 205}, c.clusters)
@@ -93,7 +94,7 @@ func TestLogReplayGzip(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o600))
 
 	var c collector
-	stats, err := ReplayFile(context.Background(), path, "kind", &c, nil)
+	stats, err := ReplayFile(context.Background(), path, "kind", &c, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Equal(t, ReplayStats{Lines: 205, Events: 205}, stats)
 }
@@ -103,7 +104,7 @@ func TestLogReplayBulkFixture(t *testing.T) {
 		t.Skip("30 MB")
 	}
 	var c collector
-	stats, err := ReplayFile(context.Background(), filepath.Join("..", "testdata", "bulk", "audit.jsonl.gz"), "bulk", &c, nil)
+	stats, err := ReplayFile(context.Background(), filepath.Join("..", "testdata", "bulk", "audit.jsonl.gz"), "bulk", &c, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Zero(t, stats.BadLines)
 	assert.Equal(t, stats.Lines, stats.Events)
@@ -137,7 +138,7 @@ func TestLogReplayBadLines(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(in.String()), 0o600))
 	var c collector
 	h := &logtest.Recorder{}
-	stats, err := ReplayFile(context.Background(), path, "c1", &c, slog.New(h))
+	stats, err := ReplayFile(context.Background(), path, "c1", &c, telemetry.Settings{Logger: slog.New(h)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a1", "a2", "a3", "l1", "l2", "last"}, c.IDs())
 	assert.Equal(t, int64(6+40), stats.BadLines)
@@ -159,20 +160,20 @@ func TestLogReplayBadLines(t *testing.T) {
 }
 
 func TestLogReplayErrors(t *testing.T) {
-	_, err := ReplayFile(context.Background(), filepath.Join(t.TempDir(), "missing.log"), "c", &collector{}, nil)
+	_, err := ReplayFile(context.Background(), filepath.Join(t.TempDir(), "missing.log"), "c", &collector{}, telemetry.Settings{})
 	require.ErrorIs(t, err, os.ErrNotExist)
 
 	path := filepath.Join(t.TempDir(), "audit.log")
 	require.NoError(t, os.WriteFile(path, []byte(logLine("a")+logLine("b")), 0o600))
 	c := &collector{err: ErrStopped}
-	stats, err := ReplayFile(context.Background(), path, "c", c, nil)
+	stats, err := ReplayFile(context.Background(), path, "c", c, telemetry.Settings{})
 	require.ErrorIs(t, err, ErrStopped)
 	assert.Zero(t, stats.Events)
 
 	// A queue smaller than a batch still gets every event.
 	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *Event) {})
 	require.NoError(t, q.Start(context.Background()))
-	stats, err = ReplayFile(context.Background(), path, "c", q, nil)
+	stats, err = ReplayFile(context.Background(), path, "c", q, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), stats.Events)
 }
@@ -215,10 +216,10 @@ func TestLogFollowerConfig(t *testing.T) {
 	require.Error(t, FollowConfig{Path: "x", PollInterval: -1}.Validate())
 	require.NoError(t, FollowConfig{Path: "x"}.Validate())
 	assert.Equal(t, DefaultPollInterval, FollowConfig{Path: "x"}.WithDefaults().PollInterval)
-	_, err := NewFollower(FollowConfig{Path: "x"}, nil, nil, nil)
+	_, err := NewFollower(FollowConfig{Path: "x"}, nil, telemetry.Settings{})
 	require.Error(t, err)
 
-	fl, err := NewFollower(FollowConfig{Path: "x"}, &collector{}, nil, nil)
+	fl, err := NewFollower(FollowConfig{Path: "x"}, &collector{}, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, fl.Stop(context.Background()), "Stop without Start")
 	require.Error(t, fl.Start(context.Background()), "Start after Stop")
@@ -247,8 +248,8 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	path := filepath.Join(dir, "audit.log")
 	var c collector
 	reader := sdkmetric.NewManualReader()
-	fl, err := NewFollower(FollowConfig{Path: path, Cluster: "c1", PollInterval: 5 * time.Millisecond}, &c, nil,
-		sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	fl, err := NewFollower(FollowConfig{Path: path, Cluster: "c1", PollInterval: 5 * time.Millisecond}, &c,
+		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, fl.Start(ctx))
@@ -298,7 +299,7 @@ func TestLogFollowStartAtEnd(t *testing.T) {
 	l2 := logLine("2")
 	require.NoError(t, os.WriteFile(path, []byte(logLine("1")+l2[:30]), 0o600))
 	var c collector
-	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond, StartAtEnd: true}, &c, nil, nil)
+	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond, StartAtEnd: true}, &c, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, fl.Start(ctx))
@@ -320,7 +321,7 @@ func TestLogFollowIntoQueue(t *testing.T) {
 
 	var h handledLog
 	q, _ := newTestQueue(t, QueueConfig{Capacity: 300, Partitions: 2}, h.handle)
-	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, nil, nil)
+	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
@@ -341,27 +342,11 @@ func TestLogFollowStopWhileBlocked(t *testing.T) {
 	// A queue that is full and never drains: the follower blocks in EnqueueWait.
 	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *Event) {})
 	require.NoError(t, q.Enqueue(context.Background(), "c", []*Event{queueEvent("n", "x", "x")}))
-	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, nil, nil)
+	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, fl.Start(context.Background()))
 	time.Sleep(20 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, fl.Stop(ctx), context.DeadlineExceeded)
-}
-
-func TestLogLimiter(t *testing.T) {
-	l := logLimiter{burst: 3, every: time.Second}
-	now := time.Unix(0, 0)
-	allowed := 0
-	for range 100 {
-		if ok, _ := l.allow(now); ok {
-			allowed++
-		}
-	}
-	assert.Equal(t, 3, allowed)
-	ok, suppressed := l.allow(now.Add(time.Second))
-	assert.True(t, ok)
-	assert.Equal(t, 97, suppressed)
-	assert.Zero(t, l.takeSuppressed())
 }

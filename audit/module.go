@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/replay"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Config configures the audit source as a whole. The zero value means defaults.
@@ -43,31 +42,31 @@ func (c Config) Validate() error {
 // before it counts as done.
 type Replayer = replay.Runner[ReplayStats]
 
-// NewReplayer replays files into q, as cluster.
-func NewReplayer(files []string, cluster string, q *Queue, logger *slog.Logger) *Replayer {
+// NewReplayer replays files into q, as cluster; ts gives its logger (may be unset).
+func NewReplayer(files []string, cluster string, q *Queue, ts telemetry.Settings) *Replayer {
 	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
-		st, err := ReplayFile(ctx, file, cluster, q, logger)
+		st, err := ReplayFile(ctx, file, cluster, q, ts)
 		if err == nil {
 			// Let everything read reach the sinks before the file counts as done.
 			err = q.Flush(ctx)
 		}
 		return st, err
-	}, logger)
+	}, ts.Log())
 }
 
-// ModuleParams are the fx inputs of the audit module.
-type ModuleParams struct {
+// Params are the fx inputs of New.
+type Params struct {
 	fx.In
 
-	Config        Config               `optional:"true"`
-	Logger        *slog.Logger         `optional:"true"`
-	MeterProvider metric.MeterProvider `optional:"true"`
-	Aggregator    aggregator.Aggregator
-	Lifecycle     fx.Lifecycle
+	Config Config `optional:"true"`
+	// Telemetry gives the logger and meter provider (unset: slog.Default(), no metrics).
+	Telemetry  telemetry.Settings `optional:"true"`
+	Aggregator aggregator.Aggregator
+	Lifecycle  fx.Lifecycle
 }
 
-// ModuleResults are the fx outputs of the audit module.
-type ModuleResults struct {
+// Result are the fx outputs of New.
+type Result struct {
 	fx.Out
 
 	Queue    *Queue
@@ -76,48 +75,45 @@ type ModuleResults struct {
 	Replayer *Replayer
 }
 
-// Module provides the audit pipeline: webhook handler (register it on a mux), queue, consumer,
-// replay and follow of log files. It needs an aggregator.Aggregator.
-//
-// The webhook is served on the audit listener of httpserver.Module (POST /audit, /audit/{cluster});
-// the queue, the consumer, replay and follow run with the application even without a listener.
+// Module provides the audit pipeline (New): webhook handler, queue, consumer, replay and follow
+// of log files. It needs an aggregator.Aggregator. The webhook is served on the audit listener of
+// httpserver.Module (POST /audit, /audit/{cluster}); the queue, the consumer, replay and follow
+// run with the application even without a listener.
 var Module = fx.Module("audit",
-	fx.Provide(newModule,
+	fx.Provide(New,
 		fx.Annotate(func(w *Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
 	fx.Invoke(func(*Queue, *Replayer) {}),
 )
 
-func newModule(p ModuleParams) (ModuleResults, error) {
+// New builds the audit pipeline and registers the parts' Start and Stop with the lifecycle.
+func New(p Params) (Result, error) {
 	cfg := p.Config
 	if err := cfg.Validate(); err != nil {
-		return ModuleResults{}, fmt.Errorf("audit config: %w", err)
+		return Result{}, fmt.Errorf("audit config: %w", err)
 	}
-	logger := p.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	consumer, err := NewConsumer(cfg.Consumer, p.Aggregator, logger, p.MeterProvider)
+	ts := p.Telemetry
+	consumer, err := NewConsumer(cfg.Consumer, p.Aggregator, ts)
 	if err != nil {
-		return ModuleResults{}, err
+		return Result{}, err
 	}
-	q, err := NewQueue(cfg.Queue, consumer.Handle, logger, p.MeterProvider)
+	q, err := NewQueue(cfg.Queue, consumer.Handle, ts)
 	if err != nil {
-		return ModuleResults{}, err
+		return Result{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(q.Start, q.Stop))
 	wcfg := cfg.Webhook
 	if wcfg.DefaultCluster == "" {
 		wcfg.DefaultCluster = cfg.Cluster
 	}
-	webhook := NewWebhook(wcfg, q, logger, p.MeterProvider)
+	webhook := NewWebhook(wcfg, q, ts)
 	for _, f := range cfg.Follow {
-		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster}, q, logger, p.MeterProvider)
+		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster}, q, ts)
 		if err != nil {
-			return ModuleResults{}, err
+			return Result{}, err
 		}
 		p.Lifecycle.Append(fx.StartStopHook(fl.Start, fl.Stop))
 	}
-	replayer := NewReplayer(cfg.Replay, cfg.Cluster, q, logger)
+	replayer := NewReplayer(cfg.Replay, cfg.Cluster, q, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
-	return ModuleResults{Queue: q, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
+	return Result{Queue: q, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
 }

@@ -11,7 +11,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // DefaultQueueCapacity is the default total number of events a Queue holds.
@@ -130,8 +131,9 @@ type flushWaiter struct {
 	ch     chan struct{}
 }
 
-// NewQueue returns a queue that passes events to h. logger and mp may be nil.
-func NewQueue(cfg QueueConfig, h Handler, logger *slog.Logger, mp metric.MeterProvider) (*Queue, error) {
+// NewQueue returns a queue that passes events to h; ts gives its logger and meter provider
+// (either may be unset).
+func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -139,16 +141,10 @@ func NewQueue(cfg QueueConfig, h Handler, logger *slog.Logger, mp metric.MeterPr
 		return nil, errors.New("audit queue: nil handler")
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
 	q := &Queue{
 		capacity: int64(cfg.Capacity),
 		handler:  h,
-		logger:   logger.With("component", "audit.queue"),
+		logger:   ts.Log().With("component", "audit.queue"),
 		parts:    make([]*partition, cfg.Partitions),
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
@@ -158,25 +154,23 @@ func NewQueue(cfg QueueConfig, h Handler, logger *slog.Logger, mp metric.MeterPr
 		q.parts[i] = &partition{wake: make(chan struct{}, 1)}
 	}
 
-	meter := mp.Meter(meterName)
-	var err error
-	if q.accepted, err = meter.Int64Counter("kelemetry.audit.queue.accepted",
-		metric.WithDescription("Audit events accepted by the queue."), metric.WithUnit("{event}")); err != nil {
-		return nil, fmt.Errorf("create queue metric: %w", err)
-	}
-	if q.dropped, err = meter.Int64Counter("kelemetry.audit.queue.dropped",
-		metric.WithDescription("Audit events rejected by the queue or abandoned at shutdown, by reason."),
-		metric.WithUnit("{event}")); err != nil {
-		return nil, fmt.Errorf("create queue metric: %w", err)
+	meter := ts.Meter(meterName)
+	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
+	q.dropped = meter.Counter("kelemetry.audit.queue.dropped",
+		"Audit events rejected by the queue or abandoned at shutdown, by reason.", "{event}")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("audit queue: %w", err)
 	}
 	q.droppedFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
 	q.droppedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
-	depth, err := meter.Int64ObservableGauge("kelemetry.audit.queue.depth",
+	// The depth gauge is unregistered by Stop, which telemetry.Meter.Gauge does not offer.
+	raw := ts.Provider().Meter(meterName)
+	depth, err := raw.Int64ObservableGauge("kelemetry.audit.queue.depth",
 		metric.WithDescription("Audit events queued or being handled."), metric.WithUnit("{event}"))
 	if err != nil {
 		return nil, fmt.Errorf("create queue metric: %w", err)
 	}
-	if q.depthCallback, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	if q.depthCallback, err = raw.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(depth, q.size.Load())
 		return nil
 	}, depth); err != nil {

@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // queueEvent is an event on pod <name> in namespace ns with audit ID id.
@@ -57,7 +59,7 @@ func (h *handledLog) count() int {
 func newTestQueue(t *testing.T, cfg QueueConfig, h Handler) (*Queue, *sdkmetric.ManualReader) {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
-	q, err := NewQueue(cfg, h, nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	q, err := NewQueue(cfg, h, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -102,7 +104,7 @@ func TestQueueConfig(t *testing.T) {
 	require.NoError(t, QueueConfig{}.Validate())
 	require.Error(t, QueueConfig{Capacity: -1}.Validate())
 	require.Error(t, QueueConfig{Partitions: -1}.Validate())
-	_, err := NewQueue(QueueConfig{}, nil, nil, nil)
+	_, err := NewQueue(QueueConfig{}, nil, telemetry.Settings{})
 	require.Error(t, err)
 }
 

@@ -13,9 +13,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // DefaultWebhookMaxBodyBytes is the default limit of a webhook request body, after decompression.
@@ -88,35 +88,21 @@ const (
 )
 
 // NewWebhook returns a webhook handler that enqueues into q. cfg should be valid (see Validate);
-// defaults fill its zero fields. A nil logger means slog.Default(), a nil mp no metrics.
-func NewWebhook(cfg WebhookConfig, q Enqueuer, logger *slog.Logger, mp metric.MeterProvider) *Webhook {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
-	w := &Webhook{cfg: cfg.WithDefaults(), q: q, logger: logger.With("component", "audit-webhook")}
-	meter := mp.Meter("github.com/kelemetry/kelemetry/audit")
-	w.requests = newWebhookCounter(meter, w.logger, "kelemetry.audit.webhook.requests",
+// defaults fill its zero fields. ts gives its logger and meter provider (either may be unset).
+// An instrument that cannot be created is logged and replaced by a no-op one.
+func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
+	w := &Webhook{cfg: cfg.WithDefaults(), q: q, logger: ts.Log().With("component", "audit-webhook")}
+	meter := ts.Meter(meterName)
+	w.requests = meter.Counter("kelemetry.audit.webhook.requests",
 		"Audit webhook requests, by HTTP status code.", "{request}")
-	w.events = newWebhookCounter(meter, w.logger, "kelemetry.audit.webhook.events",
+	w.events = meter.Counter("kelemetry.audit.webhook.events",
 		"Audit events accepted by the webhook (enqueued).", "{event}")
-	w.rejected = newWebhookCounter(meter, w.logger, "kelemetry.audit.webhook.rejected",
+	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",
 		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, error).", "{batch}")
+	if err := meter.Err(); err != nil {
+		w.logger.Warn("audit webhook", "error", err)
+	}
 	return w
-}
-
-func newWebhookCounter(meter metric.Meter, logger *slog.Logger, name, desc, unit string) metric.Int64Counter {
-	c, err := meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
-	if err != nil {
-		// The API returns a usable (possibly no-op) instrument along with the error.
-		logger.Warn("create metric", "metric", name, "error", err)
-	}
-	if c == nil {
-		c = noop.Int64Counter{}
-	}
-	return c
 }
 
 // Register registers the webhook on mux at POST /audit and POST /audit/{cluster}. The mux answers

@@ -23,6 +23,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // webhookFakeQueue is an Enqueuer that records batches, or fails with err.
@@ -85,7 +87,7 @@ func newWebhookTest(t *testing.T, cfg WebhookConfig) *webhookTest {
 	wt := &webhookTest{mux: http.NewServeMux(), q: &webhookFakeQueue{}, reader: sdkmetric.NewManualReader(),
 		logs: new(bytes.Buffer), logMu: new(sync.Mutex)}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{mu: wt.logMu, w: wt.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	NewWebhook(cfg, wt.q, logger, sdkmetric.NewMeterProvider(sdkmetric.WithReader(wt.reader))).Register(wt.mux)
+	NewWebhook(cfg, wt.q, telemetry.Settings{Logger: logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(wt.reader))}).Register(wt.mux)
 	return wt
 }
 
@@ -234,7 +236,7 @@ func TestWebhookMethodNotAllowed(t *testing.T) {
 	}
 	// Called directly, outside a mux, the handler refuses other methods too.
 	rec := httptest.NewRecorder()
-	NewWebhook(WebhookConfig{DefaultCluster: "c"}, wt.q, slog.New(slog.DiscardHandler), nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/audit", nil))
+	NewWebhook(WebhookConfig{DefaultCluster: "c"}, wt.q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/audit", nil))
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 	assert.Equal(t, "POST", rec.Header().Get("Allow"))
 	assert.Empty(t, wt.q.recorded())
@@ -499,7 +501,7 @@ func ExampleWebhook() {
 	var q Enqueuer = &webhookFakeQueue{} // in a program: the audit Queue
 	mux := http.NewServeMux()
 	// kube-apiserver's --audit-webhook-config-file points at http://<host>/audit/<cluster>.
-	NewWebhook(WebhookConfig{DefaultCluster: "main"}, q, slog.New(slog.DiscardHandler), nil).Register(mux)
+	NewWebhook(WebhookConfig{DefaultCluster: "main"}, q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}).Register(mux)
 
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit/prod-eu", strings.NewReader(testBatch)))

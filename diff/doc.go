@@ -13,10 +13,8 @@
 // Stream keeps the previous version of each object seen in the audit stream (bounded LRU) and turns
 // each write into diff or snapshot logs for the aggregator.
 //
-// Informer is the source for clusters that audit at Metadata level (no response bodies): it
-// lists and watches the configured resources, keeps a stripped copy of each object (bounded by
-// count and bytes) and records per-resourceVersion changes and creation/deletion snapshots in a
-// Changes store, which the audit consumer queries without waiting: a ChangeCache (bounded, with a
-// TTL, in this process) or, with several replicas, an EtcdCache (the leader writes the records
-// into etcd under leases, every replica mirrors them into its own ChangeCache).
+// The parts built on it live in packages of their own: informer (the diff source for clusters
+// that audit at Metadata level, with its fx Module), changes (the stores of what the informer
+// recorded, in memory or shared through etcd, and the Record and Query types the audit consumer
+// joins on) and leader (the leader election among replicas of the informer).
 package diff

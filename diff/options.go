@@ -90,7 +90,7 @@ func (o Options) Validate() error {
 		}
 	}
 	for _, r := range o.Redact {
-		if _, err := parseResource(r.Resource); err != nil {
+		if _, err := ParseResource(r.Resource); err != nil {
 			errs = append(errs, err)
 		}
 		if len(r.Paths) == 0 && r.PathRegex == "" {
@@ -117,7 +117,8 @@ type Resource struct {
 
 var secrets = Resource{Resource: "secrets"}
 
-func parseResource(s string) (Resource, error) {
+// ParseResource reads "resource" (the core group) or "group/resource"; "" is the zero Resource.
+func ParseResource(s string) (Resource, error) {
 	if s == "" {
 		return Resource{}, nil
 	}
@@ -188,7 +189,7 @@ func New(opts Options) (*Differ, error) {
 		}
 	}
 	for _, r := range opts.Redact {
-		res, _ := parseResource(r.Resource) // validated
+		res, _ := ParseResource(r.Resource) // validated
 		cr := compiledRule{res: res, all: r.Resource == ""}
 		for _, p := range r.Paths {
 			cr.paths = append(cr.paths, normPath(p))

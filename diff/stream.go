@@ -11,9 +11,9 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Defaults for StreamConfig.
@@ -155,6 +155,7 @@ type Result struct {
 // older than the one kept gets an OpUnavailable note. Safe for concurrent use.
 type Stream struct {
 	cfg    StreamConfig
+	format LogFormat
 	differ *Differ
 	cache  *lru.Cache[aggregator.ObjectKey, *version]
 	logger *slog.Logger
@@ -182,33 +183,24 @@ const (
 	resultError       = "error"
 )
 
-// NewStream builds a Stream. logger and mp may be nil.
-func NewStream(cfg StreamConfig, logger *slog.Logger, mp metric.MeterProvider) (*Stream, error) {
+// NewStream builds a Stream; ts gives its logger and meter provider (either may be unset).
+func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
 	d, err := New(cfg.Compare)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{cfg: cfg, differ: d, logger: logger.With("component", "diff.stream"), resultOpt: map[string]metric.MeasurementOption{}}
-	meter := mp.Meter("github.com/kelemetry/kelemetry/diff")
-	if s.results, err = meter.Int64Counter("kelemetry.diff.stream.writes",
-		metric.WithDescription("Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error)."),
-		metric.WithUnit("{write}")); err != nil {
-		return nil, fmt.Errorf("diff stream metrics: %w", err)
-	}
-	if s.evictions, err = meter.Int64Counter("kelemetry.diff.stream.evictions",
-		metric.WithDescription("Object versions evicted from the audit-stream diff cache."),
-		metric.WithUnit("{object}")); err != nil {
-		return nil, fmt.Errorf("diff stream metrics: %w", err)
+	s := &Stream{cfg: cfg, format: cfg.LogFormat(), differ: d, logger: ts.Log().With("component", "diff.stream"), resultOpt: map[string]metric.MeasurementOption{}}
+	meter := ts.Meter(meterScope)
+	s.results = meter.Counter("kelemetry.diff.stream.writes",
+		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error).", "{write}")
+	s.evictions = meter.Counter("kelemetry.diff.stream.evictions",
+		"Object versions evicted from the audit-stream diff cache.", "{object}")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("diff stream: %w", err)
 	}
 	for _, r := range []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError} {
 		s.resultOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
@@ -220,6 +212,9 @@ func NewStream(cfg StreamConfig, logger *slog.Logger, mp metric.MeterProvider) (
 	}
 	return s, nil
 }
+
+// meterScope is the instrumentation scope of the diff packages' metrics.
+const meterScope = "github.com/kelemetry/kelemetry/diff"
 
 // Differ returns the stream's Differ.
 func (s *Stream) Differ() *Differ { return s.differ }
@@ -448,46 +443,11 @@ func isKind(body []byte, kind string) bool {
 }
 
 func (s *Stream) changeLogs(at time.Time, changes []Change) []aggregator.Log {
-	n := min(len(changes), s.cfg.MaxChanges)
-	logs := make([]aggregator.Log, 0, n+1)
-	maxAttr := 4 * s.cfg.MaxValueBytes
-	backing := make(aggregator.Attrs, 0, 5*n)
-	for _, c := range changes[:n] {
-		attrs := backing[len(backing) : len(backing) : len(backing)+5]
-		attrs = append(attrs, aggregator.Attr{Key: AttrPath, Value: c.Path}, aggregator.Attr{Key: AttrOp, Value: string(c.Op)})
-		truncated := false
-		for _, kv := range [...]struct {
-			key string
-			v   []byte
-		}{{AttrOld, c.Old}, {AttrNew, c.New}} {
-			switch {
-			case kv.v == nil:
-			case len(kv.v) > maxAttr:
-				truncated = true
-			default:
-				attrs = append(attrs, aggregator.Attr{Key: kv.key, Value: string(kv.v)})
-			}
-		}
-		if c.Redacted {
-			attrs = append(attrs, aggregator.Attr{Key: AttrRedacted, Value: "true"})
-		}
-		if truncated {
-			attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
-		}
-		backing = backing[:len(backing)+len(attrs)]
-		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff, Message: c.Line(s.cfg.MaxValueBytes), Attributes: attrs})
-	}
-	if rest := len(changes) - n; rest > 0 {
-		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff,
-			Message:    fmt.Sprintf("%d more changes not shown", rest),
-			Attributes: aggregator.Attrs{{Key: AttrOp, Value: OpTruncated}}})
-	}
-	return logs
+	return s.format.ChangeLogs(at, changes)
 }
 
 func (s *Stream) note(at time.Time, op, msg string) Result {
-	return Result{Logs: []aggregator.Log{{Time: at, Type: aggregator.LogTypeDiff, Message: msg,
-		Attributes: aggregator.Attrs{{Key: AttrOp, Value: op}}}}}
+	return Result{Logs: []aggregator.Log{NoteLog(at, op, msg)}}
 }
 
 func (s *Stream) unavailable(w Write, msg string) Result {
@@ -495,16 +455,7 @@ func (s *Stream) unavailable(w Write, msg string) Result {
 }
 
 func (s *Stream) snapshotLog(at time.Time, kind, source, rv string, snap []byte) aggregator.Log {
-	attrs := aggregator.Attrs{{Key: AttrSnapshotKind, Value: kind}, {Key: AttrSnapshotSource, Value: source}}
-	if rv != "" {
-		attrs = append(attrs, aggregator.Attr{Key: AttrSnapshotRV, Value: rv})
-	}
-	msg := string(snap)
-	if len(snap) > s.cfg.MaxSnapshotBytes {
-		msg = fmt.Sprintf("%s snapshot omitted: %d bytes (more than %d)", kind, len(snap), s.cfg.MaxSnapshotBytes)
-		attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
-	}
-	return aggregator.Log{Time: at, Type: aggregator.LogTypeSnapshot, Message: msg, Attributes: attrs}
+	return s.format.SnapshotLog(at, kind, source, rv, snap)
 }
 
 // compareRV orders two resourceVersions: etcd revisions compare as numbers. It returns 0 when

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var pod = aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "pods", Namespace: "default", Name: "p"}
@@ -36,7 +37,7 @@ func msgs(r Result) []string {
 
 func TestStreamLifecycle(t *testing.T) {
 	ctx := context.Background()
-	s, err := NewStream(StreamConfig{}, nil, nil)
+	s, err := NewStream(StreamConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
 	w := func(verb, sub string, isObj bool, body []byte, rv string) Write {
@@ -84,7 +85,7 @@ func TestStreamLimits(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	s, err := NewStream(StreamConfig{CacheSize: 2, MaxChanges: 3, MaxValueBytes: 8, MaxSnapshotBytes: 50}, nil, mp)
+	s, err := NewStream(StreamConfig{CacheSize: 2, MaxChanges: 3, MaxValueBytes: 8, MaxSnapshotBytes: 50}, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	obj := func(name string) aggregator.ObjectRef { o := pod; o.Name = name; return o }
 	many := func(rv string, v string) []byte {
@@ -129,7 +130,7 @@ func TestStreamLimits(t *testing.T) {
 	// Disabled and nil streams do nothing.
 	var nilStream *Stream
 	assert.Empty(t, nilStream.Observe(ctx, Write{}).Logs)
-	d, err := NewStream(StreamConfig{Disabled: true}, nil, nil)
+	d, err := NewStream(StreamConfig{Disabled: true}, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Empty(t, d.Observe(ctx, Write{Object: pod, Verb: "create", Response: podBody("1", "", "x"), IsObject: true}).Logs)
 	assert.Error(t, StreamConfig{CacheSize: -1}.Validate())

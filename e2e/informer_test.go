@@ -71,7 +71,7 @@ const (
 // objectRef.resourceVersion from the decoded request object, which a patch does not have (the
 // patch document is not an object), and a create has none yet: creates and patches are joined by
 // time (the object's first creation, or change, seen since the request that no other write took;
-// see diff.ChangeCache.Find), updates and deletes by resourceVersion.
+// see changes.Cache.Find), updates and deletes by resourceVersion.
 func TestInformerDiffMetadataAudit(t *testing.T) {
 	if skipReason != "" {
 		t.Skip(skipReason)

@@ -13,6 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // TestRolloutPicture replays the recorded rollout, audit log and Events, through the consumer
@@ -23,12 +24,12 @@ func TestRolloutPicture(t *testing.T) {
 	sink := &aggregatortest.RecordingSink{}
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}})
 	require.NoError(t, err)
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	require.NoError(t, err)
-	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, nil, nil)
+	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
-	_, err = audit.ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, nil)
+	_, err = audit.ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, q.Flush(ctx))
 	require.NoError(t, q.Stop(ctx))

@@ -71,7 +71,7 @@ func ingestFile(path string) (*store.Memory, error) {
 	if err := engine.Start(ctx); err != nil {
 		return nil, err
 	}
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	if err != nil {
 		return nil, err
 	}

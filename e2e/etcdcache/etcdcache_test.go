@@ -1,4 +1,4 @@
-// Package etcdcache_test tests the informer diff cache's etcd backend (diff.EtcdCache) against a
+// Package etcdcache_test tests the informer diff cache's etcd backend (etcdstore.Store) against a
 // real etcd server embedded in the test process: records written by the leading replica reach a
 // follower's audit consumer, keys expire with their lease, and an etcd outage degrades to "diff
 // unavailable" without hanging.
@@ -37,6 +37,10 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	"github.com/kelemetry/kelemetry/diff/informer"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // freePort returns a localhost port that was free a moment ago.
@@ -74,17 +78,17 @@ func client(t testing.TB, endpoint string) *clientv3.Client {
 
 // replica is one process's etcd cache, with its own metrics.
 type replica struct {
-	cache  *diff.EtcdCache
+	cache  *etcdstore.Store
 	reader *sdkmetric.ManualReader
 }
 
-func newReplica(t testing.TB, cfg diff.EtcdCacheConfig) *replica {
+func newReplica(t testing.TB, cfg etcdstore.Config) *replica {
 	t.Helper()
-	local, err := diff.NewChangeCache(diff.ChangeCacheConfig{}, nil)
+	local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	r := &replica{reader: sdkmetric.NewManualReader()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	r.cache, err = diff.NewEtcdCache(cfg, local, nil, mp)
+	r.cache, err = etcdstore.New(cfg, local, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	require.NoError(t, r.cache.Start(context.Background()))
 	t.Cleanup(func() {
@@ -127,17 +131,17 @@ func (r *replica) waitReady(t testing.TB) {
 	}
 }
 
-func etcdConfig(endpoint, prefix string) diff.EtcdCacheConfig {
-	return diff.EtcdCacheConfig{Endpoints: []string{endpoint}, Prefix: prefix, TTL: time.Minute,
+func etcdConfig(endpoint, prefix string) etcdstore.Config {
+	return etcdstore.Config{Endpoints: []string{endpoint}, Prefix: prefix, TTL: time.Minute,
 		DialTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second}
 }
 
-func depKey(name, rv string) diff.RecordKey {
-	return diff.RecordKey{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default", Name: name, ResourceVersion: rv}
+func depKey(name, rv string) changes.RecordKey {
+	return changes.RecordKey{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default", Name: name, ResourceVersion: rv}
 }
 
-func replicasChange(name, base, rv string) diff.Record {
-	return diff.Record{Key: depKey(name, rv), Kind: diff.KindChange, BaseRV: base, Time: time.Now(),
+func replicasChange(name, base, rv string) changes.Record {
+	return changes.Record{Key: depKey(name, rv), Kind: changes.KindChange, BaseRV: base, Time: time.Now(),
 		Changes: []diff.Change{{Path: "spec.replicas", Op: diff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("3")}}}
 }
 
@@ -158,12 +162,12 @@ func metadataEvent(id, verb, name, rv string, end time.Time) *audit.Event {
 	}
 }
 
-func newConsumer(t testing.TB, changes diff.Changes, wait time.Duration) (*audit.Consumer, *aggregatortest.RecordingAggregator) {
+func newConsumer(t testing.TB, records changes.Store, wait time.Duration) (*audit.Consumer, *aggregatortest.RecordingAggregator) {
 	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := audit.NewConsumer(audit.ConsumerConfig{InformerJoin: audit.InformerJoinConfig{Wait: wait, Interval: 10 * time.Millisecond}}, agg, nil, nil)
+	c, err := audit.NewConsumer(audit.ConsumerConfig{InformerJoin: audit.InformerJoinConfig{Wait: wait, Interval: 10 * time.Millisecond}}, agg, telemetry.Settings{})
 	require.NoError(t, err)
-	c.SetInformerDiffs(changes)
+	c.SetInformerDiffs(records)
 	require.NoError(t, c.Start(context.Background()))
 	t.Cleanup(func() { assert.NoError(t, c.Stop(context.Background())) })
 	return c, agg
@@ -186,7 +190,7 @@ func waitEvents(t testing.TB, agg *aggregatortest.RecordingAggregator, n int, wi
 	return agg.Events()
 }
 
-// fakeSource is the part of dynamic.Interface a diff.Informer uses: List (of nothing) and Watch
+// fakeSource is the part of dynamic.Interface a informer.Informer uses: List (of nothing) and Watch
 // of Deployments; the test drives the watches.
 type fakeSource struct {
 	dynamic.Interface
@@ -243,14 +247,14 @@ func TestEtcdCacheLeaderToFollower(t *testing.T) {
 
 	// Each replica runs an informer on the same source; only the leader's records.
 	var leaderSrc, followerSrc = &fakeSource{watches: make(chan *watch.FakeWatcher, 4)}, &fakeSource{watches: make(chan *watch.FakeWatcher, 4)}
-	informerCfg := diff.InformerConfig{Resources: []string{"apps/deployments"}}
+	informerCfg := informer.Config{Resources: []string{"apps/deployments"}}
 	var watches []*watch.FakeWatcher
 	for _, r := range []struct {
 		src     *fakeSource
-		cache   diff.Changes
+		cache   changes.Store
 		leading bool
 	}{{leaderSrc, leader.cache, true}, {followerSrc, follower.cache, false}} {
-		in, err := diff.NewInformer("c1", r.src, deploymentsOnly{}, r.cache, informerCfg, nil, nil)
+		in, err := informer.New("c1", r.src, deploymentsOnly{}, r.cache, informerCfg, telemetry.Settings{})
 		require.NoError(t, err)
 		in.SetLeading(func() bool { return r.leading })
 		require.NoError(t, in.Start(context.Background()))
@@ -310,7 +314,7 @@ func TestEtcdCacheLeaderToFollower(t *testing.T) {
 	// A replica started now loads the records.
 	late := newReplica(t, cfg)
 	late.waitReady(t)
-	rec, ok := late.cache.Find(diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "10"})
+	rec, ok := late.cache.Find(changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "10"})
 	require.True(t, ok)
 	assert.Equal(t, "11", rec.Key.ResourceVersion)
 	assert.Equal(t, "spec.replicas", rec.Changes[0].Path)
@@ -331,16 +335,16 @@ func TestEtcdCacheValueBound(t *testing.T) {
 		fmt.Fprintf(&b, "%d,", i*7919%100003)
 	}
 	b.WriteString(`0]}`)
-	leader.cache.Put(diff.Record{Key: depKey("big", "5"), Kind: diff.KindCreation, Snapshot: []byte(b.String()), Time: time.Now()})
+	leader.cache.Put(changes.Record{Key: depKey("big", "5"), Kind: changes.KindCreation, Snapshot: []byte(b.String()), Time: time.Now()})
 	leader.cache.Put(replicasChange("small", "5", "6"))
 	require.Eventually(t, func() bool {
-		_, ok := follower.cache.Find(diff.Query{Object: deployObject("small"), Verb: "update", RequestRV: "5"})
+		_, ok := follower.cache.Find(changes.Query{Object: deployObject("small"), Verb: "update", RequestRV: "5"})
 		return ok
 	}, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, int64(1), leader.counter(t, "kelemetry.diff.etcd.records", "result", "too_large"))
-	_, ok := follower.cache.Find(diff.Query{Object: deployObject("big"), Verb: "create", Since: time.Now().Add(-time.Minute)})
+	_, ok := follower.cache.Find(changes.Query{Object: deployObject("big"), Verb: "create", Since: time.Now().Add(-time.Minute)})
 	assert.False(t, ok, "the large record never reached the follower")
-	_, ok = leader.cache.Find(diff.Query{Object: deployObject("big"), Verb: "create", Since: time.Now().Add(-time.Minute)})
+	_, ok = leader.cache.Find(changes.Query{Object: deployObject("big"), Verb: "create", Since: time.Now().Add(-time.Minute)})
 	assert.True(t, ok, "the leader keeps it locally")
 }
 
@@ -351,7 +355,7 @@ func TestEtcdCacheTTL(t *testing.T) {
 	cfg.TTL = 2 * time.Second
 	leader, follower := newReplica(t, cfg), newReplica(t, cfg)
 	follower.waitReady(t)
-	q := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
+	q := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
 	leader.cache.Put(replicasChange("web", "5", "6"))
 	require.Eventually(t, func() bool { _, ok := follower.cache.Find(q); return ok }, 10*time.Second, 10*time.Millisecond)
 	seen := time.Now()
@@ -428,7 +432,7 @@ func BenchmarkEtcdCacheRoundTrip(b *testing.B) {
 	for i := range b.N {
 		rv := fmt.Sprint(i + 2)
 		leader.cache.Put(replicasChange("web", fmt.Sprint(i+1), rv))
-		q := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: fmt.Sprint(i + 1)}
+		q := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: fmt.Sprint(i + 1)}
 		for {
 			if _, ok := follower.cache.Find(q); ok {
 				break
@@ -454,7 +458,7 @@ func BenchmarkEtcdCacheThroughput(b *testing.B) {
 			leader.cache.Put(replicasChange(fmt.Sprintf("web-%d", n%500), fmt.Sprint(n+1), fmt.Sprint(n+2)))
 		}
 		last := i*batch + batch - 1
-		q := diff.Query{Object: deployObject(fmt.Sprintf("web-%d", last%500)), Verb: "update", RequestRV: fmt.Sprint(last + 1)}
+		q := changes.Query{Object: deployObject(fmt.Sprintf("web-%d", last%500)), Verb: "update", RequestRV: fmt.Sprint(last + 1)}
 		for {
 			if _, ok := follower.cache.Find(q); ok {
 				break

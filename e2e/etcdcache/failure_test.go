@@ -15,18 +15,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // newStoppedReplica is newReplica without Start: records Put before Start are written in one
 // batch once it starts.
-func newStoppedReplica(t testing.TB, cfg diff.EtcdCacheConfig) *replica {
+func newStoppedReplica(t testing.TB, cfg etcdstore.Config) *replica {
 	t.Helper()
-	local, err := diff.NewChangeCache(diff.ChangeCacheConfig{}, nil)
+	local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	r := &replica{reader: sdkmetric.NewManualReader()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	r.cache, err = diff.NewEtcdCache(cfg, local, nil, mp)
+	r.cache, err = etcdstore.New(cfg, local, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -45,7 +47,7 @@ func TestEtcdCacheSameKeyInOneBatch(t *testing.T) {
 	cfg := etcdConfig(srv.endpoint, "/dup/")
 	leader := newStoppedReplica(t, cfg)
 	leader.cache.Put(replicasChange("web", "5", "6"))
-	leader.cache.Put(diff.Record{Key: depKey("web", "6"), Kind: diff.KindDeletion, UID: "u1", Final: true,
+	leader.cache.Put(changes.Record{Key: depKey("web", "6"), Kind: changes.KindDeletion, UID: "u1", Final: true,
 		Snapshot: []byte(`{"metadata":{"name":"web"}}`), Time: time.Now()})
 	leader.cache.Put(replicasChange("other", "1", "2"))
 	require.NoError(t, leader.cache.Start(context.Background()))
@@ -63,7 +65,7 @@ func TestEtcdCacheSameKeyInOneBatch(t *testing.T) {
 
 	follower := newReplica(t, cfg)
 	follower.waitReady(t)
-	rec, ok := follower.cache.Find(diff.Query{Object: deployObject("web"), Verb: "delete", Since: time.Now().Add(-time.Minute)})
+	rec, ok := follower.cache.Find(changes.Query{Object: deployObject("web"), Verb: "delete", Since: time.Now().Add(-time.Minute)})
 	require.True(t, ok, "the later record of the key is the one stored")
 	assert.True(t, rec.Final)
 }
@@ -204,9 +206,9 @@ func TestEtcdCacheStopWithSilentEtcd(t *testing.T) {
 	for _, queued := range []bool{false, true} {
 		cfg := etcdConfig(silent, "/silent/")
 		cfg.DialTimeout, cfg.RequestTimeout = 300*time.Millisecond, 300*time.Millisecond
-		local, err := diff.NewChangeCache(diff.ChangeCacheConfig{}, nil)
+		local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 		require.NoError(t, err)
-		c, err := diff.NewEtcdCache(cfg, local, nil, nil)
+		c, err := etcdstore.New(cfg, local, telemetry.Settings{})
 		require.NoError(t, err)
 		require.NoError(t, c.Start(context.Background()))
 		time.Sleep(500 * time.Millisecond)
@@ -297,7 +299,7 @@ func TestEtcdCacheReloadAfterCompaction(t *testing.T) {
 	fcfg.Endpoints = []string{proxy.endpoint()}
 	follower := newReplica(t, fcfg)
 	follower.waitReady(t)
-	q1 := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
+	q1 := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
 	leader.cache.Put(replicasChange("web", "5", "6"))
 	require.Eventually(t, func() bool { _, ok := follower.cache.Find(q1); return ok }, 10*time.Second, 10*time.Millisecond)
 
@@ -325,10 +327,10 @@ func TestEtcdCacheReloadAfterCompaction(t *testing.T) {
 	require.NoError(t, err)
 	proxy.setCut(false)
 
-	q3 := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "7"}
+	q3 := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "7"}
 	require.Eventually(t, func() bool { _, ok := follower.cache.Find(q3); return ok }, 20*time.Second, 20*time.Millisecond,
 		"the follower reloads after the compaction")
-	_, ok := follower.cache.Find(diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "6"})
+	_, ok := follower.cache.Find(changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "6"})
 	assert.True(t, ok)
 	assert.Positive(t, follower.counter(t, "kelemetry.diff.etcd.errors", "op", "watch"), "the compaction is counted")
 }
@@ -375,7 +377,7 @@ func TestEtcdCacheBackoffResetsOnceWatching(t *testing.T) {
 	require.NoError(t, err)
 	proxy.setCut(false)
 	restored := time.Now()
-	q := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
+	q := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
 	require.Eventually(t, func() bool { _, ok := follower.cache.Find(q); return ok }, 20*time.Second, 20*time.Millisecond)
 	assert.Less(t, time.Since(restored), 4*time.Second, "reloaded without the outage's backoff")
 	t.Logf("reloaded %s after the connection came back", time.Since(restored).Round(time.Millisecond))

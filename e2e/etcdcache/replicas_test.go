@@ -16,7 +16,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/informer"
+	"github.com/kelemetry/kelemetry/diff/leader"
 	"github.com/kelemetry/kelemetry/kube"
 )
 
@@ -25,7 +27,7 @@ var (
 	leasesGVR      = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 )
 
-// oneCluster serves one fake cluster "c1" to diff.InformerModule.
+// oneCluster serves one fake cluster "c1" to informer.Module.
 type oneCluster struct{ dyn dynamic.Interface }
 
 func (oneCluster) Names() []string { return []string{"c1"} }
@@ -36,8 +38,8 @@ func (oneCluster) Discovery(string) (kube.ResourceDiscoverer, error) { return de
 
 type replicaApp struct {
 	app     *fxtest.App
-	changes diff.Changes
-	elector *diff.Elector
+	changes changes.Store
+	elector *leader.Elector
 }
 
 // startReplica starts one replica's informer diff source: leader election on a Lease of the
@@ -45,19 +47,19 @@ type replicaApp struct {
 func startReplica(t *testing.T, dyn dynamic.Interface, endpoint, identity string) *replicaApp {
 	t.Helper()
 	r := &replicaApp{}
-	cfg := diff.InformerModuleConfig{
+	cfg := informer.ModuleConfig{
 		Enabled:  true,
-		Informer: diff.InformerConfig{Resources: []string{"apps/deployments"}},
-		LeaderElection: diff.LeaderElectionConfig{Enabled: true, Identity: identity,
+		Informer: informer.Config{Resources: []string{"apps/deployments"}},
+		LeaderElection: leader.Config{Enabled: true, Identity: identity,
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
-		Cache: diff.CacheConfig{Backend: diff.BackendEtcd, Etcd: etcdConfig(endpoint, "/replicas/")},
+		Cache: informer.StoreConfig{Backend: informer.BackendEtcd, Etcd: etcdConfig(endpoint, "/replicas/")},
 	}
 	r.app = fxtest.New(t,
 		fx.NopLogger,
-		diff.InformerModule,
+		informer.Module,
 		fx.Supply(cfg),
 		fx.Provide(func() kube.Clusters { return oneCluster{dyn: dyn} }),
-		fx.Invoke(func(ch diff.Changes, e *diff.Elector) { r.changes, r.elector = ch, e }),
+		fx.Invoke(func(ch changes.Store, e *leader.Elector) { r.changes, r.elector = ch, e }),
 	)
 	r.app.RequireStart()
 	return r
@@ -75,7 +77,7 @@ func putDeployment(t *testing.T, dyn dynamic.Interface, rv string, replicas int6
 	require.NoError(t, err)
 }
 
-// Two replicas, each with diff.InformerModule (informer, leader election, etcd cache) on one
+// Two replicas, each with informer.Module (informer, leader election, etcd cache) on one
 // cluster and one etcd: only the leader writes, the follower finds the leader's records; when
 // the leader stops, the follower takes over and records from the next change on, with the diff
 // from the version it kept while following.
@@ -95,20 +97,20 @@ func TestEtcdCacheTwoReplicasLeaderElection(t *testing.T) {
 	time.Sleep(time.Second)
 	putDeployment(t, dyn, "100", 1, true)
 	putDeployment(t, dyn, "101", 3, false)
-	q := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "100"}
+	q := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "100"}
 	require.Eventually(t, func() bool { _, ok := follower.changes.Find(q); return ok }, 10*time.Second, 10*time.Millisecond,
 		"the follower finds the leader's record")
 	rec, _ := follower.changes.Find(q)
 	assert.Equal(t, "101", rec.Key.ResourceVersion)
 	assert.Equal(t, "spec.replicas", rec.Changes[0].Path)
-	_, ok := follower.changes.Find(diff.Query{Object: deployObject("web"), Verb: "create", Since: time.Now().Add(-time.Minute)})
+	_, ok := follower.changes.Find(changes.Query{Object: deployObject("web"), Verb: "create", Since: time.Now().Add(-time.Minute)})
 	assert.True(t, ok, "and the creation snapshot")
 
 	// Failover: the leader stops (releasing the Lease); the other replica leads and records.
 	leader.app.RequireStop()
 	require.Eventually(t, follower.elector.Leading, 15*time.Second, 10*time.Millisecond, "replica-2 takes over")
 	putDeployment(t, dyn, "102", 5, false)
-	q = diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "101"}
+	q = changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "101"}
 	require.Eventually(t, func() bool { _, ok := follower.changes.Find(q); return ok }, 10*time.Second, 10*time.Millisecond)
 	rec, _ = follower.changes.Find(q)
 	require.Len(t, rec.Changes, 1)

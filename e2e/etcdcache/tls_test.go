@@ -24,7 +24,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 )
 
 // testPKI is a CA with a server certificate (127.0.0.1, ::1 and localhost) and a client
@@ -147,7 +148,7 @@ func prefixCount(t *testing.T, cli *clientv3.Client, prefix string) int64 {
 func requireUnusable(t *testing.T, r *replica, name string) {
 	t.Helper()
 	r.cache.Put(replicasChange(name, "5", "6"))
-	_, ok := r.cache.Find(diff.Query{Object: deployObject(name), Verb: "update", RequestRV: "5"})
+	_, ok := r.cache.Find(changes.Query{Object: deployObject(name), Verb: "update", RequestRV: "5"})
 	assert.True(t, ok, "the record is kept locally")
 	require.Eventually(t, func() bool {
 		return r.counter(t, "kelemetry.diff.etcd.records", "result", "write_error") == 1
@@ -183,11 +184,11 @@ func TestEtcdCacheTLS(t *testing.T) {
 	leader.waitReady(t)
 
 	followers := map[string]*replica{}
-	for name, mod := range map[string]func(*diff.EtcdCacheConfig){
-		"https by name": func(c *diff.EtcdCacheConfig) { c.Endpoints = []string{fmt.Sprintf("https://localhost:%d", port)} },
-		"no scheme":     func(c *diff.EtcdCacheConfig) { c.Endpoints = []string{fmt.Sprintf("127.0.0.1:%d", port)} },
-		"http scheme":   func(c *diff.EtcdCacheConfig) { c.Endpoints = []string{fmt.Sprintf("http://127.0.0.1:%d", port)} },
-		"server name":   func(c *diff.EtcdCacheConfig) { c.ServerName = "localhost" },
+	for name, mod := range map[string]func(*etcdstore.Config){
+		"https by name": func(c *etcdstore.Config) { c.Endpoints = []string{fmt.Sprintf("https://localhost:%d", port)} },
+		"no scheme":     func(c *etcdstore.Config) { c.Endpoints = []string{fmt.Sprintf("127.0.0.1:%d", port)} },
+		"http scheme":   func(c *etcdstore.Config) { c.Endpoints = []string{fmt.Sprintf("http://127.0.0.1:%d", port)} },
+		"server name":   func(c *etcdstore.Config) { c.ServerName = "localhost" },
 	} {
 		fcfg := cfg
 		mod(&fcfg)
@@ -200,7 +201,7 @@ func TestEtcdCacheTLS(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return leader.counter(t, "kelemetry.diff.etcd.records", "result", "written") == 1
 	}, 5*time.Second, 10*time.Millisecond)
-	q := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
+	q := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
 	for name, f := range followers {
 		require.Eventually(t, func() bool { _, ok := f.cache.Find(q); return ok }, 10*time.Second, 10*time.Millisecond,
 			"follower %s reads the leader's record", name)
@@ -224,15 +225,15 @@ func TestEtcdCacheTLSRejected(t *testing.T) {
 	p, other := newPKI(t, "kelemetry-test"), newPKI(t, "other")
 	srv := startTLSEtcd(t, p)
 	cli := tlsClient(t, srv.endpoint, p)
-	cases := map[string]func(*diff.EtcdCacheConfig){
-		"no client certificate": func(c *diff.EtcdCacheConfig) { c.CAFile = p.caFile },
-		"other CA": func(c *diff.EtcdCacheConfig) {
+	cases := map[string]func(*etcdstore.Config){
+		"no client certificate": func(c *etcdstore.Config) { c.CAFile = p.caFile },
+		"other CA": func(c *etcdstore.Config) {
 			c.CAFile, c.CertFile, c.KeyFile = other.caFile, p.clientCert, p.clientKey
 		},
-		"client certificate of other": func(c *diff.EtcdCacheConfig) {
+		"client certificate of other": func(c *etcdstore.Config) {
 			c.CAFile, c.CertFile, c.KeyFile = p.caFile, other.clientCert, other.clientKey
 		},
-		"system roots": func(c *diff.EtcdCacheConfig) { c.CertFile, c.KeyFile = p.clientCert, p.clientKey },
+		"system roots": func(c *etcdstore.Config) { c.CertFile, c.KeyFile = p.clientCert, p.clientKey },
 	}
 	t.Run("group", func(t *testing.T) {
 		for name, mod := range cases {
@@ -300,7 +301,7 @@ func TestEtcdCachePasswordAuth(t *testing.T) {
 	follower.waitReady(t)
 	leader.cache.Put(replicasChange("web", "5", "6"))
 	requireKeyWithLease(t, root, "/auth/c1/apps/deployments/default/web/6")
-	q := diff.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
+	q := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "5"}
 	require.Eventually(t, func() bool { _, ok := follower.cache.Find(q); return ok }, 10*time.Second, 10*time.Millisecond)
 	assert.Zero(t, leader.counter(t, "kelemetry.diff.etcd.errors", "op", "connect"))
 
@@ -312,7 +313,7 @@ func TestEtcdCachePasswordAuth(t *testing.T) {
 			return r.counter(t, "kelemetry.diff.etcd.errors", "op", "connect") > 0
 		}, 10*time.Second, 10*time.Millisecond, "the failed authentication is counted")
 		r.cache.Put(replicasChange("denied", "5", "6"))
-		_, ok := r.cache.Find(diff.Query{Object: deployObject("denied"), Verb: "update", RequestRV: "5"})
+		_, ok := r.cache.Find(changes.Query{Object: deployObject("denied"), Verb: "update", RequestRV: "5"})
 		assert.True(t, ok, "the record is kept locally")
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -54,7 +54,7 @@ func ingestRollout(t testing.TB) *store.Memory {
 	})
 	require.NoError(t, err)
 	require.NoError(t, agg.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, nil, nil)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 16<<20)

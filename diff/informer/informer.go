@@ -1,4 +1,4 @@
-package diff
+package informer
 
 import (
 	"context"
@@ -15,33 +15,37 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Defaults for InformerConfig.
+// Defaults for Config.
 const (
-	DefaultInformerMaxObjects     = 200_000
-	DefaultInformerMaxBytes       = 512 << 20
-	DefaultInformerMaxObjectBytes = 256 << 10
-	DefaultInformerPageSize       = 500
+	DefaultMaxObjects     = 200_000
+	DefaultMaxBytes       = 512 << 20
+	DefaultMaxObjectBytes = 256 << 10
+	DefaultPageSize       = 500
 )
 
-// DefaultInformerExclude are the resources never watched when InformerConfig.Exclude is nil.
-var DefaultInformerExclude = []string{"events", "events.k8s.io/events", "coordination.k8s.io/leases"}
+// DefaultExclude are the resources never watched when Config.Exclude is nil.
+var DefaultExclude = []string{"events", "events.k8s.io/events", "coordination.k8s.io/leases"}
 
-// InformerConfig configures an Informer. The zero value means defaults.
-type InformerConfig struct {
+// Config configures an Informer. The zero value means defaults.
+type Config struct {
 	// Resources lists the watched resources, "resource" (core group) or "group/resource", at the
 	// server's preferred version. Empty means every resource discovery lists with the list and
 	// watch verbs, minus Exclude.
 	Resources []string `yaml:"resources"`
-	// Exclude lists resources never watched. Nil means DefaultInformerExclude.
+	// Exclude lists resources never watched. Nil means DefaultExclude.
 	Exclude []string `yaml:"exclude"`
 	// MaxObjects bounds the objects whose last version is kept, over all resources (default
 	// 200,000); MaxBytes their total size (default 512 MiB); MaxObjectBytes the size of one
@@ -52,36 +56,36 @@ type InformerConfig struct {
 	// PageSize is the list page size (default 500).
 	PageSize int64 `yaml:"pageSize"`
 	// Cache bounds the change cache the Informer writes.
-	Cache ChangeCacheConfig `yaml:"cache"`
+	Cache changes.CacheConfig `yaml:"cache"`
 	// Compare configures the comparison (ignored fields, merge keys, redaction).
-	Compare Options `yaml:"compare"`
+	Compare diff.Options `yaml:"compare"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
-func (c InformerConfig) WithDefaults() InformerConfig {
+func (c Config) WithDefaults() Config {
 	if c.Exclude == nil {
-		c.Exclude = DefaultInformerExclude
+		c.Exclude = DefaultExclude
 	}
 	if c.MaxObjects == 0 {
-		c.MaxObjects = DefaultInformerMaxObjects
+		c.MaxObjects = DefaultMaxObjects
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultInformerMaxBytes
+		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.MaxObjectBytes == 0 {
-		c.MaxObjectBytes = DefaultInformerMaxObjectBytes
+		c.MaxObjectBytes = DefaultMaxObjectBytes
 	}
 	if c.PageSize == 0 {
-		c.PageSize = DefaultInformerPageSize
+		c.PageSize = DefaultPageSize
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c InformerConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	for _, r := range append(slices.Clone(c.Resources), c.Exclude...) {
-		if _, err := parseResource(r); err != nil || r == "" {
+		if _, err := diff.ParseResource(r); err != nil || r == "" {
 			errs = append(errs, fmt.Errorf("diff informer: bad resource %q", r))
 		}
 	}
@@ -97,13 +101,14 @@ type Discoverer interface {
 }
 
 // Informer watches the configured resources of one cluster and records, for every new
-// resourceVersion of an object, the changes from the previous one (KindChange), and creation and
-// deletion snapshots, in a ChangeCache or EtcdCache (Changes). Deletion is recorded twice: when deletionTimestamp is
-// first set (graceful deletion, finalizers) and when the object disappears.
+// resourceVersion of an object, the changes from the previous one (changes.KindChange), and
+// creation and deletion snapshots, in a changes.Store (a changes.Cache or etcdstore.Store). Deletion
+// is recorded twice: when deletionTimestamp is first set (graceful deletion, finalizers) and when
+// the object disappears.
 //
 // It keeps the last version of each object, without managedFields and with Secrets' data and
-// redacted fields replaced by markers (as Differ.Snapshot), within MaxObjects and MaxBytes; it
-// never holds client-go's decoded objects beyond one event. The first list of each resource
+// redacted fields replaced by markers (as diff.Differ.Snapshot), within MaxObjects and MaxBytes;
+// it never holds client-go's decoded objects beyond one event. The first list of each resource
 // records nothing; a relist records what changed meanwhile.
 //
 // Each resource runs its own list+watch loop with backoff (a resource whose list fails does not
@@ -112,9 +117,9 @@ type Informer struct {
 	cluster string
 	dyn     dynamic.Interface
 	disc    Discoverer
-	cfg     InformerConfig
-	differ  *Differ
-	cache   Changes
+	cfg     Config
+	differ  *diff.Differ
+	cache   changes.Store
 	logger  *slog.Logger
 	now     func() time.Time
 
@@ -126,13 +131,19 @@ type Informer struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	events    metric.Int64Counter
-	drops     metric.Int64Counter
-	eventOpt  map[string]metric.MeasurementOption
-	dropOpt   map[string]metric.MeasurementOption
-	backoffFn func(attempt int) time.Duration
-	leading   func() bool // nil: always record
+	events   metric.Int64Counter
+	drops    metric.Int64Counter
+	eventOpt map[string]metric.MeasurementOption
+	dropOpt  map[string]metric.MeasurementOption
+	retry    backoff.Policy
+	leading  func() bool // nil: always record
 }
+
+// meterScope is the instrumentation scope of the diff packages' metrics.
+const meterScope = "github.com/kelemetry/kelemetry/diff"
+
+// defaultRetry spaces the retries of discovery and of each resource's list+watch.
+var defaultRetry = backoff.Policy{Base: time.Second, Max: time.Minute}
 
 // Informer event results and drop reasons (metric attributes).
 const (
@@ -147,50 +158,39 @@ const (
 	dropFull     = "store_full"
 )
 
-// NewInformer builds an Informer for cluster that records into cache (a *ChangeCache, or an
-// *EtcdCache shared by replicas). dyn is required; disc is
-// needed only when cfg.Resources is empty or names resources by group only. logger and mp may
-// be nil.
-func NewInformer(cluster string, dyn dynamic.Interface, disc Discoverer, cache Changes, cfg InformerConfig, logger *slog.Logger, mp metric.MeterProvider) (*Informer, error) {
+// New builds an Informer for cluster that records into store (a *changes.Cache, or a
+// *etcdstore.Store shared by replicas). dyn is required; disc is needed only when cfg.Resources is
+// empty or names resources by group only. ts gives its logger and meter provider (either may be
+// unset).
+func New(cluster string, dyn dynamic.Interface, disc Discoverer, store changes.Store, cfg Config, ts telemetry.Settings) (*Informer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if dyn == nil || cache == nil {
+	if dyn == nil || store == nil {
 		return nil, errors.New("diff informer: nil dynamic client or cache")
 	}
 	if len(cfg.Resources) == 0 && disc == nil {
 		return nil, errors.New("diff informer: no resources configured and no discovery client")
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
-	d, err := New(cfg.Compare)
+	d, err := diff.New(cfg.Compare)
 	if err != nil {
 		return nil, err
 	}
 	in := &Informer{
-		cluster: cluster, dyn: dyn, disc: disc, cfg: cfg, differ: d, cache: cache,
-		logger: logger.With("component", "diff.informer", "cluster", cluster), now: time.Now,
+		cluster: cluster, dyn: dyn, disc: disc, cfg: cfg, differ: d, cache: store,
+		logger: ts.Log().With("component", "diff.informer", "cluster", cluster), now: time.Now,
 		watchers: map[schema.GroupResource]*resourceWatcher{},
 		eventOpt: map[string]metric.MeasurementOption{}, dropOpt: map[string]metric.MeasurementOption{},
-		backoffFn: func(attempt int) time.Duration {
-			return min(time.Second<<min(attempt, 6), time.Minute)
-		},
+		retry: defaultRetry,
 	}
-	meter := mp.Meter("github.com/kelemetry/kelemetry/diff")
-	if in.events, err = meter.Int64Counter("kelemetry.diff.informer.events",
-		metric.WithDescription("Watch events seen by the informer diff, by result (change, creation, deletion, skipped, error, not_leader)."),
-		metric.WithUnit("{event}")); err != nil {
-		return nil, fmt.Errorf("diff informer metrics: %w", err)
-	}
-	if in.drops, err = meter.Int64Counter("kelemetry.diff.informer.drops",
-		metric.WithDescription("Objects the informer diff could not keep, by reason (object_too_large, store_full)."),
-		metric.WithUnit("{object}")); err != nil {
-		return nil, fmt.Errorf("diff informer metrics: %w", err)
+	meter := ts.Meter(meterScope)
+	in.events = meter.Counter("kelemetry.diff.informer.events",
+		"Watch events seen by the informer diff, by result (change, creation, deletion, skipped, error, not_leader).", "{event}")
+	in.drops = meter.Counter("kelemetry.diff.informer.drops",
+		"Objects the informer diff could not keep, by reason (object_too_large, store_full).", "{object}")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("diff informer: %w", err)
 	}
 	for _, r := range []string{evChange, evCreation, evDeletion, evSkipped, evError, evFollower} {
 		in.eventOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
@@ -201,13 +201,13 @@ func NewInformer(cluster string, dyn dynamic.Interface, disc Discoverer, cache C
 	return in, nil
 }
 
-// SetLeading makes the Informer record into the change cache only while leading returns true
-// (see Elector.Leading); otherwise it goes on watching and keeping the last versions, so that it
-// records from the first change once it leads. Call it before Start.
+// SetLeading makes the Informer record into the change store only while leading returns true
+// (see leader.Elector.Leading); otherwise it goes on watching and keeping the last versions, so
+// that it records from the first change once it leads. Call it before Start.
 func (in *Informer) SetLeading(leading func() bool) { in.leading = leading }
 
 // put records rec unless another replica leads, and counts result.
-func (w *resourceWatcher) put(ctx context.Context, rec Record, result string) {
+func (w *resourceWatcher) put(ctx context.Context, rec changes.Record, result string) {
 	if w.in.leading != nil && !w.in.leading() {
 		w.count(ctx, evFollower)
 		return
@@ -249,17 +249,14 @@ func (in *Informer) run(ctx context.Context) {
 		if gvrs, err = in.resolve(); err == nil {
 			break
 		}
-		d := in.backoffFn(attempt)
-		in.logger.Warn("informer diff: cannot resolve the resources; retrying", "error", err, "in", d)
-		select {
-		case <-ctx.Done():
+		in.logger.Warn("informer diff: cannot resolve the resources; retrying", "error", err, "in", in.retry.Delay(attempt))
+		if !in.retry.Sleep(ctx, attempt) {
 			return
-		case <-time.After(d):
 		}
 	}
 	in.mu.Lock()
 	for _, gvr := range gvrs {
-		w := &resourceWatcher{in: in, gvr: gvr, res: Resource{Group: gvr.Group, Resource: gvr.Resource}, objects: map[string]*kept{}}
+		w := &resourceWatcher{in: in, gvr: gvr, res: diff.Resource{Group: gvr.Group, Resource: gvr.Resource}, objects: map[string]*kept{}}
 		in.watchers[gvr.GroupResource()] = w
 		in.wg.Add(1)
 		go func() {
@@ -295,14 +292,14 @@ func (in *Informer) Stop(ctx context.Context) error {
 
 // resolve turns the configuration into the GVRs to watch, at the preferred versions.
 func (in *Informer) resolve() ([]schema.GroupVersionResource, error) {
-	exclude := map[Resource]struct{}{}
+	exclude := map[diff.Resource]struct{}{}
 	for _, r := range in.cfg.Exclude {
-		res, _ := parseResource(r) // validated
+		res, _ := diff.ParseResource(r) // validated
 		exclude[res] = struct{}{}
 	}
-	want := map[Resource]struct{}{}
+	want := map[diff.Resource]struct{}{}
 	for _, r := range in.cfg.Resources {
-		res, _ := parseResource(r)
+		res, _ := diff.ParseResource(r)
 		want[res] = struct{}{}
 	}
 	if in.disc == nil {
@@ -325,7 +322,7 @@ func (in *Informer) resolve() ([]schema.GroupVersionResource, error) {
 		}
 	}
 	var out []schema.GroupVersionResource
-	seen := map[Resource]struct{}{}
+	seen := map[diff.Resource]struct{}{}
 	for _, l := range lists {
 		if l == nil {
 			continue
@@ -341,7 +338,7 @@ func (in *Informer) resolve() ([]schema.GroupVersionResource, error) {
 			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "watch") {
 				continue
 			}
-			res := Resource{Group: gv.Group, Resource: r.Name}
+			res := diff.Resource{Group: gv.Group, Resource: r.Name}
 			if _, ex := exclude[res]; ex {
 				continue
 			}
@@ -380,7 +377,7 @@ type kept struct {
 type resourceWatcher struct {
 	in      *Informer
 	gvr     schema.GroupVersionResource
-	res     Resource
+	res     diff.Resource
 	objects map[string]*kept // "namespace/name"
 	synced  bool
 }
@@ -414,14 +411,11 @@ func (w *resourceWatcher) run(ctx context.Context) {
 		if err == nil {
 			err = errors.New("watch closed at once")
 		}
-		d := w.in.backoffFn(attempt)
-		attempt++
-		log.Warn("list/watch failed; retrying", "error", err, "in", d)
-		select {
-		case <-ctx.Done():
+		log.Warn("list/watch failed; retrying", "error", err, "in", w.in.retry.Delay(attempt))
+		if !w.in.retry.Sleep(ctx, attempt) {
 			return
-		case <-time.After(d):
 		}
+		attempt++
 	}
 }
 
@@ -506,8 +500,8 @@ func (w *resourceWatcher) count(ctx context.Context, result string) {
 	w.in.events.Add(ctx, 1, w.in.eventOpt[result])
 }
 
-func (w *resourceWatcher) key(ns, name, rv string) RecordKey {
-	return RecordKey{Cluster: w.in.cluster, Group: w.gvr.Group, Resource: w.gvr.Resource, Namespace: ns, Name: name, ResourceVersion: rv}
+func (w *resourceWatcher) key(ns, name, rv string) changes.RecordKey {
+	return changes.RecordKey{Cluster: w.in.cluster, Group: w.gvr.Group, Resource: w.gvr.Resource, Namespace: ns, Name: name, ResourceVersion: rv}
 }
 
 // apply handles one version of an object. quiet (the first list) keeps it without recording.
@@ -532,11 +526,11 @@ func (w *resourceWatcher) apply(ctx context.Context, typ watch.EventType, u *uns
 	}
 	now := w.in.now()
 	deleting := u.GetDeletionTimestamp() != nil
-	rec := Record{Key: w.key(ns, name, rv), UID: string(u.GetUID()), Time: now}
+	rec := changes.Record{Key: w.key(ns, name, rv), UID: string(u.GetUID()), Time: now}
 	switch {
 	case typ == watch.Deleted:
 		w.forget(oname)
-		rec.Kind, rec.Snapshot, rec.Final = KindDeletion, snap, true
+		rec.Kind, rec.Snapshot, rec.Final = changes.KindDeletion, snap, true
 		if prev != nil {
 			rec.BaseRV = prev.rv
 		}
@@ -548,20 +542,20 @@ func (w *resourceWatcher) apply(ctx context.Context, typ watch.EventType, u *uns
 		switch {
 		case quiet:
 		case deleting:
-			rec.Kind, rec.Snapshot = KindDeletion, snap
+			rec.Kind, rec.Snapshot = changes.KindDeletion, snap
 		case typ == watch.Added:
-			rec.Kind, rec.Snapshot = KindCreation, snap
+			rec.Kind, rec.Snapshot = changes.KindCreation, snap
 		}
 	default:
-		changes, err := w.in.differ.Compare(w.res, prev.body, snap)
+		diffs, err := w.in.differ.Compare(w.res, prev.body, snap)
 		if err != nil {
 			w.count(ctx, evError)
 			w.forget(oname)
 			return
 		}
-		rec.Kind, rec.BaseRV, rec.Changes = KindChange, prev.rv, changes
+		rec.Kind, rec.BaseRV, rec.Changes = changes.KindChange, prev.rv, diffs
 		if deleting && !prev.deleting {
-			rec.Kind, rec.Snapshot = KindDeletion, snap
+			rec.Kind, rec.Snapshot = changes.KindDeletion, snap
 		}
 	}
 	w.keep(ctx, oname, &kept{rv: rv, uid: rec.UID, body: snap, deleting: deleting})
@@ -570,9 +564,9 @@ func (w *resourceWatcher) apply(ctx context.Context, typ watch.EventType, u *uns
 		return
 	}
 	switch rec.Kind {
-	case KindChange:
+	case changes.KindChange:
 		w.put(ctx, rec, evChange)
-	case KindCreation:
+	case changes.KindCreation:
 		w.put(ctx, rec, evCreation)
 	default:
 		w.put(ctx, rec, evDeletion)
@@ -590,7 +584,7 @@ func (w *resourceWatcher) vanished(ctx context.Context, oname string, k *kept, l
 	if rv == "" || rv == k.rv {
 		rv = k.rv + "-gone"
 	}
-	w.put(ctx, Record{Key: w.key(ns, name, rv), Kind: KindDeletion, UID: k.uid, BaseRV: k.rv, Snapshot: k.body, Final: true, Time: w.in.now()}, evDeletion)
+	w.put(ctx, changes.Record{Key: w.key(ns, name, rv), Kind: changes.KindDeletion, UID: k.uid, BaseRV: k.rv, Snapshot: k.body, Final: true, Time: w.in.now()}, evDeletion)
 }
 
 // keep stores k as the object's last version, within the bounds.

@@ -1,4 +1,4 @@
-package diff
+package leader
 
 import (
 	"context"
@@ -20,9 +20,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Defaults for LeaderElectionConfig.
+// Defaults for Config.
 const (
 	DefaultLeaseName      = "kelemetry-diff-informer"
 	DefaultLeaseNamespace = "kube-system"
@@ -31,11 +33,11 @@ const (
 	DefaultRetryPeriod    = 2 * time.Second
 )
 
-// LeaderElectionConfig configures the leader election of the informer diff source: with several
+// Config configures the leader election of the informer diff source: with several
 // replicas, every replica watches (so that a new leader has the last versions at hand), but only
 // the holder of a coordination.k8s.io/v1 Lease records into the change cache. The zero value is
 // off.
-type LeaderElectionConfig struct {
+type Config struct {
 	Enabled bool `yaml:"enabled"`
 	// Cluster holds the Lease (default: the first watched cluster).
 	Cluster string `yaml:"cluster"`
@@ -53,7 +55,7 @@ type LeaderElectionConfig struct {
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
-func (c LeaderElectionConfig) WithDefaults() LeaderElectionConfig {
+func (c Config) WithDefaults() Config {
 	if c.LeaseName == "" {
 		c.LeaseName = DefaultLeaseName
 	}
@@ -77,7 +79,7 @@ func (c LeaderElectionConfig) WithDefaults() LeaderElectionConfig {
 }
 
 // Validate reports a configuration that cannot work (after WithDefaults).
-func (c LeaderElectionConfig) Validate() error {
+func (c Config) Validate() error {
 	if !c.Enabled {
 		return nil
 	}
@@ -102,7 +104,7 @@ func (c LeaderElectionConfig) Validate() error {
 // Elector campaigns for a Lease until stopped; Leading reports whether it holds it. After
 // losing the Lease it campaigns again. Start and Stop it once.
 type Elector struct {
-	cfg     LeaderElectionConfig
+	cfg     Config
 	lock    resourcelock.Interface
 	logger  *slog.Logger
 	leading atomic.Bool
@@ -112,9 +114,9 @@ type Elector struct {
 	done   chan struct{}
 }
 
-// NewElector returns an Elector for the Lease cfg names, read and written through dyn. logger
-// may be nil.
-func NewElector(cfg LeaderElectionConfig, dyn dynamic.Interface, logger *slog.Logger) (*Elector, error) {
+// New returns an Elector for the Lease cfg names, read and written through dyn; ts gives its
+// logger (may be unset).
+func New(cfg Config, dyn dynamic.Interface, ts telemetry.Settings) (*Elector, error) {
 	cfg.Enabled = true
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -123,13 +125,10 @@ func NewElector(cfg LeaderElectionConfig, dyn dynamic.Interface, logger *slog.Lo
 		return nil, errors.New("diff informer leader election: nil dynamic client")
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &Elector{
 		cfg:    cfg,
-		lock:   &dynamicLeaseLock{client: dyn.Resource(leaseGVR).Namespace(cfg.LeaseNamespace), namespace: cfg.LeaseNamespace, name: cfg.LeaseName, identity: cfg.Identity},
-		logger: logger.With("component", "diff.leader", "lease", cfg.LeaseNamespace+"/"+cfg.LeaseName, "identity", cfg.Identity),
+		lock:   &dynamicLeaseLock{client: dyn.Resource(LeaseGVR).Namespace(cfg.LeaseNamespace), namespace: cfg.LeaseNamespace, name: cfg.LeaseName, identity: cfg.Identity},
+		logger: ts.Log().With("component", "diff.leader", "lease", cfg.LeaseNamespace+"/"+cfg.LeaseName, "identity", cfg.Identity),
 	}, nil
 }
 
@@ -194,7 +193,8 @@ func (e *Elector) Stop(ctx context.Context) error {
 	}
 }
 
-var leaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+// LeaseGVR is the resource of the Lease the Elector holds.
+var LeaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 
 // dynamicLeaseLock is resourcelock.LeaseLock over a dynamic client (the clients this module gets
 // are dynamic ones).

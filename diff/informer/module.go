@@ -1,37 +1,39 @@
-package diff
+package informer
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	"github.com/kelemetry/kelemetry/diff/leader"
 	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// InformerModuleConfig configures the informer diff source as a whole. The zero value is off.
-type InformerModuleConfig struct {
+// ModuleConfig configures the informer diff source as a whole. The zero value is off.
+type ModuleConfig struct {
 	// Enabled turns the informer diff source on (it also needs Kubernetes clients).
 	Enabled bool `yaml:"enabled"`
 	// Clusters names the clusters watched; empty means every cluster the clients know.
 	Clusters []string `yaml:"clusters"`
 	// Informer configures each cluster's informer (resources, bounds, change cache, comparison).
-	Informer InformerConfig `yaml:"informer"`
+	Informer Config `yaml:"informer"`
 	// LeaderElection, when enabled, lets only the replica holding a Lease record (the others
 	// watch and keep the last versions, ready to take over).
-	LeaderElection LeaderElectionConfig `yaml:"leaderElection"`
+	LeaderElection leader.Config `yaml:"leaderElection"`
 	// Cache chooses where the records live: in this process (memory, the default) or in etcd,
 	// shared by replicas (the leader writes, every replica's audit consumer reads). Either way
 	// Informer.Cache bounds what each process keeps in memory.
-	Cache CacheConfig `yaml:"cache"`
+	Cache StoreConfig `yaml:"cache"`
 }
 
 // Validate reports a configuration that cannot work.
-func (c InformerModuleConfig) Validate() error {
+func (c ModuleConfig) Validate() error {
 	for _, n := range c.Clusters {
 		if n == "" {
 			return errors.New("diff informer: empty cluster name")
@@ -43,53 +45,83 @@ func (c InformerModuleConfig) Validate() error {
 	return errors.Join(c.Informer.Validate(), c.LeaderElection.Validate(), c.Cache.Validate())
 }
 
-// InformerModuleParams are the fx inputs of InformerModule.
-type InformerModuleParams struct {
-	fx.In
+// Change store backends (StoreConfig.Backend).
+const (
+	BackendMemory = "memory"
+	BackendEtcd   = "etcd"
+)
 
-	Config        InformerModuleConfig `optional:"true"`
-	Clusters      kube.Clusters        `optional:"true"`
-	Logger        *slog.Logger         `optional:"true"`
-	MeterProvider metric.MeterProvider `optional:"true"`
-	Lifecycle     fx.Lifecycle
+// StoreConfig chooses where the informer diff records live. The zero value keeps them in memory,
+// in the process that recorded them (one replica).
+type StoreConfig struct {
+	// Backend is "memory" (default) or "etcd": with several replicas, the leader's records reach
+	// every replica's audit consumer through etcd.
+	Backend string `yaml:"backend"`
+	// Etcd configures the etcd backend.
+	Etcd etcdstore.Config `yaml:"etcd"`
 }
 
-// InformerModuleResults are the fx outputs of InformerModule.
-type InformerModuleResults struct {
+// Validate reports a configuration that cannot work.
+func (c StoreConfig) Validate() error {
+	switch c.Backend {
+	case "", BackendMemory:
+		return nil
+	case BackendEtcd:
+		return c.Etcd.Validate()
+	}
+	return fmt.Errorf("diff informer cache: unknown backend %q (want %q or %q)", c.Backend, BackendMemory, BackendEtcd)
+}
+
+// ModuleParams are the fx inputs of NewModule.
+type ModuleParams struct {
+	fx.In
+
+	Config   ModuleConfig  `optional:"true"`
+	Clusters kube.Clusters `optional:"true"`
+	// Telemetry gives the logger and meter provider (unset: slog.Default(), no metrics).
+	Telemetry telemetry.Settings `optional:"true"`
+	Lifecycle fx.Lifecycle
+}
+
+// ModuleResult are the fx outputs of NewModule.
+type ModuleResult struct {
 	fx.Out
 
 	// Changes is nil when the source is off or no cluster has clients. Pass it to
 	// audit.Consumer.SetInformerDiffs only when it is not nil. It is Cache with the memory
 	// backend, Etcd with the etcd backend.
-	Changes Changes
+	Changes changes.Store
 	// Cache is this process's records (with the etcd backend: its mirror of etcd); nil when
 	// Changes is.
-	Cache *ChangeCache
+	Cache *changes.Cache
 	// Etcd is nil unless Config.Cache.Backend is etcd.
-	Etcd      *EtcdCache
+	Etcd      *etcdstore.Store
 	Informers []*Informer
 	// Elector is nil unless LeaderElection is enabled.
-	Elector *Elector
+	Elector *leader.Elector
 }
 
-// InformerModule provides the informer diff source: one change store (Changes: a ChangeCache, or
-// an EtcdCache shared by replicas) written by one Informer per cluster, started and stopped with
-// the application. It needs kube.Clusters whose value also
+// Module provides the informer diff source (NewModule): one change store (Changes: a
+// changes.Cache, or a etcdstore.Store shared by replicas) written by one Informer per cluster,
+// started and stopped with the application. It needs kube.Clusters whose value also
 // implements kube.DiscoveryClusters (kube.KubeClusters does) and, when Config.Clusters is
 // empty, Names() []string.
-var InformerModule = fx.Module("diff.informer", fx.Provide(newInformerModule))
+var Module = fx.Module("diff.informer", fx.Provide(NewModule))
 
-func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
+// NewModule builds what Module provides and registers the parts' Start and Stop with the
+// lifecycle: the etcd cache first, then the leader election, then the informers (stopped in the
+// reverse order).
+func NewModule(p ModuleParams) (ModuleResult, error) {
 	cfg := p.Config
 	if !cfg.Enabled || p.Clusters == nil {
-		return InformerModuleResults{}, nil
+		return ModuleResult{}, nil
 	}
 	if err := cfg.Validate(); err != nil {
-		return InformerModuleResults{}, err
+		return ModuleResult{}, err
 	}
 	disc, ok := p.Clusters.(kube.DiscoveryClusters)
 	if !ok {
-		return InformerModuleResults{}, errors.New("diff informer: the Kubernetes clients offer no discovery")
+		return ModuleResult{}, errors.New("diff informer: the Kubernetes clients offer no discovery")
 	}
 	names := cfg.Clusters
 	if len(names) == 0 {
@@ -98,26 +130,27 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 		}
 	}
 	if len(names) == 0 {
-		return InformerModuleResults{}, nil
+		return ModuleResult{}, nil
 	}
+	ts := p.Telemetry
 	cacheCfg := cfg.Informer.Cache
 	etcdCfg := cfg.Cache.Etcd.WithDefaults()
 	if cfg.Cache.Backend == BackendEtcd && cacheCfg.TTL == 0 {
 		// The mirror follows etcd's removals; its own TTL only backs them up.
 		cacheCfg.TTL = etcdCfg.TTL + max(etcdCfg.TTL/10, time.Second)
 	}
-	cache, err := NewChangeCache(cacheCfg, p.MeterProvider)
+	cache, err := changes.NewCache(cacheCfg, ts)
 	if err != nil {
-		return InformerModuleResults{}, err
+		return ModuleResult{}, err
 	}
-	out := InformerModuleResults{Changes: cache, Cache: cache}
+	out := ModuleResult{Changes: cache, Cache: cache}
 	if cfg.Cache.Backend == BackendEtcd {
-		if out.Etcd, err = NewEtcdCache(cfg.Cache.Etcd, cache, p.Logger, p.MeterProvider); err != nil {
-			return InformerModuleResults{}, err
+		if out.Etcd, err = etcdstore.New(cfg.Cache.Etcd, cache, ts); err != nil {
+			return ModuleResult{}, err
 		}
 		out.Changes = out.Etcd
-		if !cfg.LeaderElection.Enabled && p.Logger != nil {
-			p.Logger.Warn("diff informer: the etcd cache without leader election: every replica writes every record")
+		if !cfg.LeaderElection.Enabled {
+			ts.Log().Warn("diff informer: the etcd cache without leader election: every replica writes every record")
 		}
 		// Started before the informers and the consumer, stopped after them.
 		p.Lifecycle.Append(fx.StartStopHook(out.Etcd.Start, out.Etcd.Stop))
@@ -129,10 +162,10 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 		}
 		dyn, err := p.Clusters.Dynamic(le.Cluster)
 		if err != nil {
-			return InformerModuleResults{}, fmt.Errorf("diff informer leader election: %w", err)
+			return ModuleResult{}, fmt.Errorf("diff informer leader election: %w", err)
 		}
-		if out.Elector, err = NewElector(le, dyn, p.Logger); err != nil {
-			return InformerModuleResults{}, err
+		if out.Elector, err = leader.New(le, dyn, ts); err != nil {
+			return ModuleResult{}, err
 		}
 		// Started before the informers, stopped after them (fx stops in reverse order).
 		p.Lifecycle.Append(fx.StartStopHook(out.Elector.Start, out.Elector.Stop))
@@ -140,15 +173,15 @@ func newInformerModule(p InformerModuleParams) (InformerModuleResults, error) {
 	for _, name := range names {
 		dyn, err := p.Clusters.Dynamic(name)
 		if err != nil {
-			return InformerModuleResults{}, fmt.Errorf("diff informer: %w", err)
+			return ModuleResult{}, fmt.Errorf("diff informer: %w", err)
 		}
 		d, err := disc.Discovery(name)
 		if err != nil {
-			return InformerModuleResults{}, fmt.Errorf("diff informer: %w", err)
+			return ModuleResult{}, fmt.Errorf("diff informer: %w", err)
 		}
-		in, err := NewInformer(name, dyn, d, out.Changes, cfg.Informer, p.Logger, p.MeterProvider)
+		in, err := New(name, dyn, d, out.Changes, cfg.Informer, ts)
 		if err != nil {
-			return InformerModuleResults{}, err
+			return ModuleResult{}, err
 		}
 		if out.Elector != nil {
 			in.SetLeading(out.Elector.Leading)

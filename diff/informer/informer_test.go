@@ -1,4 +1,4 @@
-package diff
+package informer
 
 import (
 	"context"
@@ -22,7 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // fakeDynamic implements the part of dynamic.Interface the Informer uses: List and Watch of a
@@ -114,19 +117,19 @@ func testPod(name, rv, image string) map[string]any {
 	}
 }
 
-func newTestInformer(t *testing.T, dyn dynamic.Interface, cfg InformerConfig) (*Informer, *ChangeCache) {
+func newTestInformer(t *testing.T, dyn dynamic.Interface, cfg Config) (*Informer, *changes.Cache) {
 	t.Helper()
-	cache, err := NewChangeCache(cfg.Cache, nil)
+	cache, err := changes.NewCache(cfg.Cache, telemetry.Settings{})
 	require.NoError(t, err)
-	in, err := NewInformer("c1", dyn, fakeDiscovery{}, cache, cfg, nil, nil)
+	in, err := New("c1", dyn, fakeDiscovery{}, cache, cfg, telemetry.Settings{})
 	require.NoError(t, err)
-	in.backoffFn = func(int) time.Duration { return time.Millisecond }
+	in.retry = backoff.Policy{Base: time.Millisecond, Max: time.Millisecond}
 	return in, cache
 }
 
-func waitRecord(t *testing.T, cache *ChangeCache, key RecordKey) Record {
+func waitRecord(t *testing.T, cache *changes.Cache, key changes.RecordKey) changes.Record {
 	t.Helper()
-	var rec Record
+	var rec changes.Record
 	require.Eventually(t, func() bool {
 		var ok bool
 		rec, ok = cache.Get(key)
@@ -135,12 +138,12 @@ func waitRecord(t *testing.T, cache *ChangeCache, key RecordKey) Record {
 	return rec
 }
 
-func podKey(name, rv string) RecordKey {
-	return RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
+func podKey(name, rv string) changes.RecordKey {
+	return changes.RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
 }
 
 func TestInformerResolve(t *testing.T) {
-	in, _ := newTestInformer(t, newFakeDynamic(), InformerConfig{})
+	in, _ := newTestInformer(t, newFakeDynamic(), Config{})
 	gvrs, err := in.resolve()
 	require.NoError(t, err)
 	var got []string
@@ -150,19 +153,19 @@ func TestInformerResolve(t *testing.T) {
 	// No subresources, no create-only resources, no events or leases, preferred versions only.
 	assert.Equal(t, []string{"/v1, Resource=pods", "/v1, Resource=secrets", "apps/v1, Resource=deployments"}, got)
 
-	in, _ = newTestInformer(t, newFakeDynamic(), InformerConfig{Resources: []string{"apps/deployments", "example.com/widgets"}})
+	in, _ = newTestInformer(t, newFakeDynamic(), Config{Resources: []string{"apps/deployments", "example.com/widgets"}})
 	gvrs, err = in.resolve()
 	require.NoError(t, err)
 	assert.Equal(t, []schema.GroupVersionResource{{Group: "apps", Version: "v1", Resource: "deployments"}}, gvrs)
 
-	_, err = NewInformer("c1", newFakeDynamic(), nil, &ChangeCache{}, InformerConfig{Resources: []string{"a/b/c"}}, nil, nil)
+	_, err = New("c1", newFakeDynamic(), nil, &changes.Cache{}, Config{Resources: []string{"a/b/c"}}, telemetry.Settings{})
 	require.Error(t, err)
 }
 
 func TestInformerWatch(t *testing.T) {
 	dyn := newFakeDynamic()
 	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
-	in, cache := newTestInformer(t, dyn, InformerConfig{Resources: []string{"pods"}})
+	in, cache := newTestInformer(t, dyn, Config{Resources: []string{"pods"}})
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
@@ -175,18 +178,18 @@ func TestInformerWatch(t *testing.T) {
 	// An update: the change against the kept version, without managedFields.
 	w.Modify(&unstructured.Unstructured{Object: testPod("a", "11", "nginx:2")})
 	rec := waitRecord(t, cache, podKey("a", "11"))
-	assert.Equal(t, KindChange, rec.Kind)
+	assert.Equal(t, changes.KindChange, rec.Kind)
 	assert.Equal(t, "5", rec.BaseRV)
 	require.Len(t, rec.Changes, 1)
 	assert.Equal(t, "spec.containers[name=app].image nginx:1 -> nginx:2", rec.Changes[0].String())
-	found, ok := cache.Find(Query{Object: rec.Key.object(), Verb: "update", RequestRV: "5"})
+	found, ok := cache.Find(changes.Query{Object: rec.Key.ObjectKey(), Verb: "update", RequestRV: "5"})
 	require.True(t, ok, "found by base resourceVersion")
 	assert.Equal(t, rec.Key, found.Key)
 
 	// A creation: a snapshot without managedFields.
 	w.Add(&unstructured.Unstructured{Object: testPod("b", "12", "redis")})
 	rec = waitRecord(t, cache, podKey("b", "12"))
-	assert.Equal(t, KindCreation, rec.Kind)
+	assert.Equal(t, changes.KindCreation, rec.Kind)
 	assert.Contains(t, string(rec.Snapshot), `"redis"`)
 	assert.NotContains(t, string(rec.Snapshot), "managedFields")
 
@@ -196,7 +199,7 @@ func TestInformerWatch(t *testing.T) {
 	deleting["metadata"].(map[string]any)["deletionTimestamp"] = "2026-11-29T17:00:00Z"
 	w.Modify(&unstructured.Unstructured{Object: deleting})
 	rec = waitRecord(t, cache, podKey("b", "13"))
-	assert.Equal(t, KindDeletion, rec.Kind)
+	assert.Equal(t, changes.KindDeletion, rec.Kind)
 	assert.False(t, rec.Final)
 	assert.Contains(t, string(rec.Snapshot), "deletionTimestamp")
 	require.Len(t, rec.Changes, 1)
@@ -211,12 +214,12 @@ func TestInformerWatch(t *testing.T) {
 	final, ok := cache.Get(podKey("b", "15"))
 	require.True(t, ok)
 	assert.True(t, final.Final)
-	assert.Equal(t, KindDeletion, final.Kind)
-	found, ok = cache.Find(Query{Object: final.Key.object(), Verb: "delete", Since: start.Add(-time.Second)})
+	assert.Equal(t, changes.KindDeletion, final.Kind)
+	found, ok = cache.Find(changes.Query{Object: final.Key.ObjectKey(), Verb: "delete", Since: start.Add(-time.Second)})
 	require.True(t, ok)
 	assert.Equal(t, "13", found.Key.ResourceVersion)
 	assert.False(t, found.Final)
-	_, ok = cache.Find(Query{Object: final.Key.object(), Verb: "delete", Since: time.Now().Add(time.Hour)})
+	_, ok = cache.Find(changes.Query{Object: final.Key.ObjectKey(), Verb: "delete", Since: time.Now().Add(time.Hour)})
 	assert.False(t, ok, "a deletion older than the request belongs to an earlier object")
 	require.Eventually(t, func() bool { return in.Objects() == 1 }, 5*time.Second, time.Millisecond)
 
@@ -225,10 +228,10 @@ func TestInformerWatch(t *testing.T) {
 	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
 	<-dyn.watches
 	rec = waitRecord(t, cache, podKey("c", "21"))
-	assert.Equal(t, KindCreation, rec.Kind)
+	assert.Equal(t, changes.KindCreation, rec.Kind)
 	rec = waitRecord(t, cache, podKey("a", "11"))
-	assert.Equal(t, KindChange, rec.Kind, "the last change stays for the update that made it")
-	gone, ok := cache.Find(Query{Object: rec.Key.object(), Verb: "delete"})
+	assert.Equal(t, changes.KindChange, rec.Kind, "the last change stays for the update that made it")
+	gone, ok := cache.Find(changes.Query{Object: rec.Key.ObjectKey(), Verb: "delete"})
 	require.True(t, ok, "a vanished object gets a deletion record")
 	assert.True(t, gone.Final)
 	assert.Equal(t, "30", gone.Key.ResourceVersion, "keyed by the list that no longer has it")
@@ -239,7 +242,7 @@ func TestInformerRetriesFailedList(t *testing.T) {
 	dyn := newFakeDynamic()
 	dyn.listErr = errors.New("boom")
 	dyn.set(podsGVR, "1")
-	in, _ := newTestInformer(t, dyn, InformerConfig{Resources: []string{"pods"}})
+	in, _ := newTestInformer(t, dyn, Config{Resources: []string{"pods"}})
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
 	time.Sleep(20 * time.Millisecond)
@@ -263,31 +266,31 @@ func TestInformerRedactsSecrets(t *testing.T) {
 			"data":     map[string]any{"password": value}}
 	}
 	dyn.set(secretsGVR, "1", secret("1", "aHVudGVyMg=="))
-	in, cache := newTestInformer(t, dyn, InformerConfig{Resources: []string{"secrets"}})
+	in, cache := newTestInformer(t, dyn, Config{Resources: []string{"secrets"}})
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
 	w := <-dyn.watches
 	w.Modify(&unstructured.Unstructured{Object: secret("2", "c2VjcmV0")})
-	rec := waitRecord(t, cache, RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "2"})
+	rec := waitRecord(t, cache, changes.RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "2"})
 	require.Len(t, rec.Changes, 1)
 	assert.True(t, rec.Changes[0].Redacted)
 	w.Delete(&unstructured.Unstructured{Object: secret("3", "c2VjcmV0")})
-	rec = waitRecord(t, cache, RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "3"})
+	rec = waitRecord(t, cache, changes.RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "3"})
 	for _, clear := range []string{"aHVudGVyMg==", "c2VjcmV0"} {
 		assert.NotContains(t, fmt.Sprint(rec), clear)
 	}
-	for _, l := range rec.Logs(time.Now(), StreamConfig{}) {
+	for _, l := range rec.Logs(time.Now(), diff.LogFormat{}) {
 		assert.NotContains(t, l.Message, "c2VjcmV0")
 	}
 }
 
 func TestInformerStoreBounds(t *testing.T) {
-	cache, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	in, err := NewInformer("c1", newFakeDynamic(), fakeDiscovery{}, cache, InformerConfig{MaxObjects: 2, MaxObjectBytes: 400}, nil, nil)
+	in, err := New("c1", newFakeDynamic(), fakeDiscovery{}, cache, Config{MaxObjects: 2, MaxObjectBytes: 400}, telemetry.Settings{})
 	require.NoError(t, err)
-	w := &resourceWatcher{in: in, gvr: podsGVR, res: Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
+	w := &resourceWatcher{in: in, gvr: podsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
 	ctx := context.Background()
 	for i := range 3 {
 		w.apply(ctx, watch.Added, &unstructured.Unstructured{Object: testPod(fmt.Sprint("p", i), fmt.Sprint(i+1), "img")}, false)
@@ -308,67 +311,18 @@ func TestInformerStoreBounds(t *testing.T) {
 	assert.EqualValues(t, 0, in.Bytes())
 }
 
-func TestChangeCacheBounds(t *testing.T) {
-	cache, err := NewChangeCache(ChangeCacheConfig{MaxEntries: 3, TTL: time.Minute}, nil)
-	require.NoError(t, err)
-	now := time.Unix(1000, 0)
-	cache.now = func() time.Time { return now }
-	for i := range 5 {
-		cache.Put(Record{Key: podKey("a", fmt.Sprint(i+1)), Kind: KindChange, BaseRV: fmt.Sprint(i)})
-	}
-	assert.Equal(t, 3, cache.Len())
-	_, ok := cache.Get(podKey("a", "2"))
-	assert.False(t, ok, "oldest evicted")
-	_, ok = cache.Find(Query{Object: podKey("a", "").object(), Verb: "patch", RequestRV: "1"})
-	assert.False(t, ok, "index entry evicted with its record")
-	rec, ok := cache.Find(Query{Object: podKey("a", "").object(), Verb: "patch", RequestRV: "4"})
-	require.True(t, ok)
-	assert.Equal(t, "5", rec.Key.ResourceVersion)
-	now = now.Add(time.Minute)
-	_, ok = cache.Get(podKey("a", "5"))
-	assert.False(t, ok, "expired")
-	cache.Put(Record{Key: podKey("b", "9"), Kind: KindCreation})
-	assert.Equal(t, 1, cache.Len(), "expired records dropped on put")
-
-	small, err := NewChangeCache(ChangeCacheConfig{MaxBytes: 1000}, nil)
-	require.NoError(t, err)
-	for i := range 10 {
-		small.Put(Record{Key: podKey("a", fmt.Sprint(i)), Kind: KindCreation, Snapshot: make([]byte, 300)})
-	}
-	assert.LessOrEqual(t, small.Bytes(), int64(1000))
-	assert.Positive(t, small.Len())
-}
-
-func TestRecordLogs(t *testing.T) {
-	rec := Record{Key: podKey("a", "2"), Kind: KindChange, BaseRV: "1",
-		Changes: []Change{{Path: "spec.replicas", Op: OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
-	logs := rec.Logs(time.Unix(1, 0), StreamConfig{})
-	require.Len(t, logs, 1)
-	assert.Equal(t, aggregator.LogTypeDiff, logs[0].Type)
-	assert.Equal(t, "spec.replicas 2 -> 4", logs[0].Message)
-	rec = Record{Key: podKey("a", "3"), Kind: KindDeletion, Snapshot: []byte(`{"kind":"Pod"}`)}
-	logs = rec.Logs(time.Unix(1, 0), StreamConfig{})
-	require.Len(t, logs, 1)
-	assert.Equal(t, aggregator.LogTypeSnapshot, logs[0].Type)
-	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: AttrSnapshotKind, Value: "deletion"})
-	rec = Record{Key: podKey("a", "4"), Kind: KindChange, BaseRV: "3"}
-	logs = rec.Logs(time.Unix(1, 0), StreamConfig{})
-	require.Len(t, logs, 1)
-	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: AttrOp, Value: OpNone})
-}
-
 // TestInformerMemoryPer10kPods measures what keeping 10,000 Pods costs: the store's own byte
 // accounting and the Go heap growth.
 func TestInformerMemoryPer10kPods(t *testing.T) {
-	raw, err := os.ReadFile("../linker/testdata/pod.json")
+	raw, err := os.ReadFile("../../linker/testdata/pod.json")
 	require.NoError(t, err)
 	var tmpl map[string]any
 	require.NoError(t, json.Unmarshal(raw, &tmpl))
-	cache, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	in, err := NewInformer("c1", newFakeDynamic(), fakeDiscovery{}, cache, InformerConfig{}, nil, nil)
+	in, err := New("c1", newFakeDynamic(), fakeDiscovery{}, cache, Config{}, telemetry.Settings{})
 	require.NoError(t, err)
-	w := &resourceWatcher{in: in, gvr: podsGVR, res: Resource{Resource: "pods"}, objects: map[string]*kept{}}
+	w := &resourceWatcher{in: in, gvr: podsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}}
 	ctx := context.Background()
 	const n = 10_000
 	runtime.GC()
@@ -394,7 +348,7 @@ func TestInformerMemoryPer10kPods(t *testing.T) {
 // BenchmarkInformerPodUpdate measures one watch event of a running Pod (an image change): the
 // JSON encoding of the decoded object, the snapshot, the diff and the change cache write.
 func BenchmarkInformerPodUpdate(b *testing.B) {
-	raw, err := os.ReadFile("../linker/testdata/pod.json")
+	raw, err := os.ReadFile("../../linker/testdata/pod.json")
 	require.NoError(b, err)
 	var objs [2]*unstructured.Unstructured
 	for i, img := range []string{"nginx:1", "nginx:2"} {
@@ -405,11 +359,11 @@ func BenchmarkInformerPodUpdate(b *testing.B) {
 		containers[0].(map[string]any)["image"] = img
 		require.NoError(b, unstructured.SetNestedSlice(m, containers, "spec", "containers"))
 	}
-	cache, err := NewChangeCache(ChangeCacheConfig{}, nil)
+	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(b, err)
-	in, err := NewInformer("c1", newFakeDynamic(), fakeDiscovery{}, cache, InformerConfig{}, nil, nil)
+	in, err := New("c1", newFakeDynamic(), fakeDiscovery{}, cache, Config{}, telemetry.Settings{})
 	require.NoError(b, err)
-	w := &resourceWatcher{in: in, gvr: podsGVR, res: Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
+	w := &resourceWatcher{in: in, gvr: podsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

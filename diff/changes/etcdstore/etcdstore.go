@@ -1,4 +1,4 @@
-package diff
+package etcdstore
 
 import (
 	"bytes"
@@ -21,55 +21,36 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/ratelog"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Change cache backends (CacheConfig.Backend).
+// meterScope is the instrumentation scope of the diff packages' metrics.
+const meterScope = "github.com/kelemetry/kelemetry/diff"
+
+// Defaults for Config.
 const (
-	BackendMemory = "memory"
-	BackendEtcd   = "etcd"
-)
-
-// CacheConfig chooses where the informer diff records live. The zero value keeps them in memory,
-// in the process that recorded them (one replica).
-type CacheConfig struct {
-	// Backend is "memory" (default) or "etcd": with several replicas, the leader's records reach
-	// every replica's audit consumer through etcd.
-	Backend string `yaml:"backend"`
-	// Etcd configures the etcd backend.
-	Etcd EtcdCacheConfig `yaml:"etcd"`
-}
-
-// Validate reports a configuration that cannot work.
-func (c CacheConfig) Validate() error {
-	switch c.Backend {
-	case "", BackendMemory:
-		return nil
-	case BackendEtcd:
-		return c.Etcd.Validate()
-	}
-	return fmt.Errorf("diff informer cache: unknown backend %q (want %q or %q)", c.Backend, BackendMemory, BackendEtcd)
-}
-
-// Defaults for EtcdCacheConfig.
-const (
-	DefaultEtcdPrefix         = "/kelemetry/diff/"
-	DefaultEtcdTTL            = 10 * time.Minute
-	DefaultEtcdDialTimeout    = 5 * time.Second
-	DefaultEtcdRequestTimeout = 5 * time.Second
-	DefaultEtcdMaxValueBytes  = 256 << 10
-	DefaultEtcdMaxQueue       = 10_000
-	DefaultEtcdMaxQueueBytes  = 32 << 20
+	DefaultPrefix         = "/kelemetry/diff/"
+	DefaultTTL            = 10 * time.Minute
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMaxValueBytes  = 256 << 10
+	DefaultMaxQueue       = 10_000
+	DefaultMaxQueueBytes  = 32 << 20
 )
 
 // etcdMinTTL is etcd's smallest lease TTL with its default timing (1.5 election timeouts of 1s,
 // rounded up); a shorter TTL would silently be raised by the server.
 const etcdMinTTL = 2 * time.Second
 
-// EtcdCacheConfig configures an EtcdCache. Zero fields mean defaults.
-type EtcdCacheConfig struct {
+// Config configures a Store. Zero fields mean defaults.
+type Config struct {
 	// Endpoints are the etcd client URLs, e.g. https://etcd-0:2379 (required).
 	Endpoints []string `yaml:"endpoints"`
 	// Prefix is put before every key (default /kelemetry/diff/); it should end with "/".
@@ -103,33 +84,33 @@ type EtcdCacheConfig struct {
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
-func (c EtcdCacheConfig) WithDefaults() EtcdCacheConfig {
+func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
-		c.Prefix = DefaultEtcdPrefix
+		c.Prefix = DefaultPrefix
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultEtcdTTL
+		c.TTL = DefaultTTL
 	}
 	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultEtcdDialTimeout
+		c.DialTimeout = DefaultDialTimeout
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultEtcdRequestTimeout
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = DefaultEtcdMaxValueBytes
+		c.MaxValueBytes = DefaultMaxValueBytes
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = DefaultEtcdMaxQueue
+		c.MaxQueue = DefaultMaxQueue
 	}
 	if c.MaxQueueBytes == 0 {
-		c.MaxQueueBytes = DefaultEtcdMaxQueueBytes
+		c.MaxQueueBytes = DefaultMaxQueueBytes
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c EtcdCacheConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if len(c.Endpoints) == 0 {
 		errs = append(errs, errors.New("diff informer cache: the etcd backend needs endpoints"))
@@ -164,7 +145,7 @@ func (c EtcdCacheConfig) Validate() error {
 }
 
 // clientConfig builds the etcd client configuration, reading the password and TLS files.
-func (c EtcdCacheConfig) clientConfig() (clientv3.Config, error) {
+func (c Config) clientConfig() (clientv3.Config, error) {
 	cc := clientv3.Config{
 		Endpoints:   c.Endpoints,
 		DialTimeout: c.DialTimeout,
@@ -225,9 +206,9 @@ func (c EtcdCacheConfig) clientConfig() (clientv3.Config, error) {
 	return cc, nil
 }
 
-// EtcdCache is a Changes store shared by replicas through etcd.
+// Store is a changes.Store shared by replicas through etcd.
 //
-// Put (called by the leading replica's informers only) keeps the record in a local ChangeCache at
+// Put (called by the leading replica's informers only) keeps the record in a local changes.Cache at
 // once and queues it, bounded, for a writer goroutine that writes batches of records into etcd in
 // one transaction each, every key attached to a lease of TTL (one lease is shared by the keys of
 // TTL/10, so etcd removes every record between TTL and TTL + TTL/10 after it was written). Keys are
@@ -235,23 +216,23 @@ func (c EtcdCacheConfig) clientConfig() (clientv3.Config, error) {
 // path-escaped, empty ones kept); values are a compact JSON encoding of the record, deflated when
 // that is shorter.
 //
-// Every replica mirrors the prefix into its local ChangeCache: it loads it once, then watches it,
+// Every replica mirrors the prefix into its local Cache: it loads it once, then watches it,
 // and mirrors removals (lease expiry) too; after a watch error (compaction, lost leader, etcd
-// down) it loads again, with backoff. Find reads the local ChangeCache only, so it never waits
+// down) it loads again, with backoff. Find reads the local changes.Cache only, so it never waits
 // on etcd: the audit consumer's bounded wait covers the watch's delay, and when etcd is
 // unreachable the records do not arrive and the consumer's events go out with "diff unavailable"
-// after their deadline. The mirror is bounded like any ChangeCache (InformerConfig.Cache).
+// after their deadline. The mirror is bounded like any changes.Cache (informer.Config.Cache).
 //
 // Errors and drops are counted (kelemetry.diff.etcd.records, kelemetry.diff.etcd.errors) and
 // logged at most every few seconds. Start and Stop it once.
-type EtcdCache struct {
-	cfg    EtcdCacheConfig
+type Store struct {
+	cfg    Config
 	cc     clientv3.Config
-	local  *ChangeCache
+	local  *changes.Cache
 	logger *slog.Logger
 
 	mu         sync.Mutex
-	queue      []Record
+	queue      []changes.Record
 	queueBytes int64
 	stopped    bool
 	wake       chan struct{}
@@ -268,7 +249,7 @@ type EtcdCache struct {
 	errs     metric.Int64Counter
 	writeDur metric.Float64Histogram
 	opts     map[string]metric.MeasurementOption
-	errWarn  warnLimiter
+	errWarn  ratelog.Limiter
 }
 
 // etcd record results and error operations (metric attributes).
@@ -291,10 +272,10 @@ const (
 	etcdOpEncode  = "encode"
 )
 
-// NewEtcdCache builds an EtcdCache that mirrors into local (required; its bounds apply). It
-// does not connect yet: Start does, in the background, so an unreachable etcd does not fail the
-// application. logger and mp may be nil.
-func NewEtcdCache(cfg EtcdCacheConfig, local *ChangeCache, logger *slog.Logger, mp metric.MeterProvider) (*EtcdCache, error) {
+// New builds a Store that mirrors into local (required; its bounds apply). It does not
+// connect yet: Start does, in the background, so an unreachable etcd does not fail the
+// application. ts gives its logger and meter provider (either may be unset).
+func New(cfg Config, local *changes.Cache, ts telemetry.Settings) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -306,33 +287,22 @@ func NewEtcdCache(cfg EtcdCacheConfig, local *ChangeCache, logger *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
-	e := &EtcdCache{
+	e := &Store{
 		cfg: cfg, cc: cc, local: local, wake: make(chan struct{}, 1), ready: make(chan struct{}),
-		logger:  logger.With("component", "diff.etcdcache", "prefix", cfg.Prefix),
+		logger:  ts.Log().With("component", "diff.etcdcache", "prefix", cfg.Prefix),
 		opts:    map[string]metric.MeasurementOption{},
-		errWarn: warnLimiter{every: 10 * time.Second},
+		errWarn: ratelog.Limiter{Every: 10 * time.Second},
 	}
-	meter := mp.Meter("github.com/kelemetry/kelemetry/diff")
-	if e.records, err = meter.Int64Counter("kelemetry.diff.etcd.records",
-		metric.WithDescription("Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped, replaced (by a later record of the same key in the same batch): by the leader; mirrored, removed: by every replica)."),
-		metric.WithUnit("{record}")); err != nil {
-		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
-	}
-	if e.errs, err = meter.Int64Counter("kelemetry.diff.etcd.errors",
-		metric.WithDescription("Failed etcd operations of the informer diff cache, by operation (connect, lease, put, load, watch, decode, encode)."),
-		metric.WithUnit("{error}")); err != nil {
-		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
-	}
-	if e.writeDur, err = meter.Float64Histogram("kelemetry.diff.etcd.write.duration",
-		metric.WithDescription("Time to write one batch of informer diff records into etcd."),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)); err != nil {
-		return nil, fmt.Errorf("diff etcd cache metrics: %w", err)
+	meter := ts.Meter(meterScope)
+	e.records = meter.Counter("kelemetry.diff.etcd.records",
+		"Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped, replaced (by a later record of the same key in the same batch): by the leader; mirrored, removed: by every replica).", "{record}")
+	e.errs = meter.Counter("kelemetry.diff.etcd.errors",
+		"Failed etcd operations of the informer diff cache, by operation (connect, lease, put, load, watch, decode, encode).", "{error}")
+	e.writeDur = meter.Histogram("kelemetry.diff.etcd.write.duration",
+		"Time to write one batch of informer diff records into etcd.", "s",
+		0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("diff etcd cache: %w", err)
 	}
 	for _, r := range []string{etcdWritten, etcdQueueFull, etcdTooLarge, etcdWriteError, etcdStopped, etcdReplaced, etcdMirrored, etcdRemoved} {
 		e.opts["result:"+r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
@@ -344,18 +314,18 @@ func NewEtcdCache(cfg EtcdCacheConfig, local *ChangeCache, logger *slog.Logger, 
 }
 
 // Local is the local mirror Find reads.
-func (e *EtcdCache) Local() *ChangeCache { return e.local }
+func (e *Store) Local() *changes.Cache { return e.local }
 
 // Ready is closed once the first load of the prefix from etcd is applied to the mirror.
-func (e *EtcdCache) Ready() <-chan struct{} { return e.ready }
+func (e *Store) Ready() <-chan struct{} { return e.ready }
 
 // Find looks q up in the local mirror; it never waits on etcd.
-func (e *EtcdCache) Find(q Query) (Record, bool) { return e.local.Find(q) }
+func (e *Store) Find(q changes.Query) (changes.Record, bool) { return e.local.Find(q) }
 
 // Put keeps rec locally and queues it for etcd; a full queue drops it (counted).
-func (e *EtcdCache) Put(rec Record) {
+func (e *Store) Put(rec changes.Record) {
 	e.local.Put(rec)
-	size := rec.size()
+	size := rec.Size()
 	e.mu.Lock()
 	switch {
 	case e.stopped:
@@ -376,20 +346,20 @@ func (e *EtcdCache) Put(rec Record) {
 	}
 }
 
-func (e *EtcdCache) count(result string, n int) {
+func (e *Store) count(result string, n int) {
 	e.records.Add(context.Background(), int64(n), e.opts["result:"+result])
 }
 
-func (e *EtcdCache) fail(op string, err error) {
+func (e *Store) fail(op string, err error) {
 	e.errs.Add(context.Background(), 1, e.opts["op:"+op])
-	if ok, suppressed := e.errWarn.allow(time.Now()); ok {
+	if ok, suppressed := e.errWarn.Allow(time.Now()); ok {
 		e.logger.Warn("etcd diff cache: "+op+" failed", "error", err, "suppressed", suppressed)
 	}
 }
 
 // Start connects in the background (retrying with backoff), then writes the queued records and
 // mirrors the prefix until Stop.
-func (e *EtcdCache) Start(ctx context.Context) error {
+func (e *Store) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.cancel != nil {
@@ -409,7 +379,7 @@ func (e *EtcdCache) Start(ctx context.Context) error {
 
 // Stop stops mirroring, writes what is queued within ctx (the rest is counted as stopped), and
 // closes the connection.
-func (e *EtcdCache) Stop(ctx context.Context) error {
+func (e *Store) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	cancel, endWrites, done := e.cancel, e.endWrites, e.done
 	e.stopped = true
@@ -439,7 +409,7 @@ func (e *EtcdCache) Stop(ctx context.Context) error {
 	}
 }
 
-func (e *EtcdCache) dropQueue() {
+func (e *Store) dropQueue() {
 	e.mu.Lock()
 	n := len(e.queue)
 	e.queue, e.queueBytes = nil, 0
@@ -449,12 +419,10 @@ func (e *EtcdCache) dropQueue() {
 	}
 }
 
-// backoff is the wait before retry attempt (0-based) of a failed connection, load or watch.
-func backoff(attempt int) time.Duration {
-	return min(100*time.Millisecond<<min(attempt, 8), 10*time.Second)
-}
+// retry spaces the retries of a failed connection, load or watch.
+var retry = backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second}
 
-func (e *EtcdCache) run(ctx, writeCtx context.Context) {
+func (e *Store) run(ctx, writeCtx context.Context) {
 	var cli *clientv3.Client
 	for attempt := 0; ; attempt++ {
 		var err error
@@ -462,11 +430,9 @@ func (e *EtcdCache) run(ctx, writeCtx context.Context) {
 			break
 		}
 		e.fail(etcdOpConnect, err)
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, attempt) {
 			e.dropQueue()
 			return
-		case <-time.After(backoff(attempt)):
 		}
 	}
 	defer cli.Close()
@@ -483,31 +449,10 @@ func (e *EtcdCache) run(ctx, writeCtx context.Context) {
 	wg.Wait()
 }
 
-func (e *EtcdCache) withCtx(ctx context.Context) clientv3.Config {
+func (e *Store) withCtx(ctx context.Context) clientv3.Config {
 	cc := e.cc
 	cc.Context = ctx
 	return cc
-}
-
-// warnLimiter lets one warning through per period and counts the others.
-type warnLimiter struct {
-	every time.Duration
-
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-func (l *warnLimiter) allow(now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
-		l.suppressed++
-		return false, 0
-	}
-	l.last = now
-	suppressed, l.suppressed = l.suppressed, 0
-	return true, suppressed
 }
 
 // Bounds of one write transaction: etcd's default limits are 128 operations and 1.5 MiB per
@@ -520,7 +465,7 @@ const (
 // writeLoop writes the queued records in batches until ctx ends, then flushes what is left
 // until wctx ends (Stop's flush deadline). Writes use wctx: a batch in flight when ctx ends is
 // not lost.
-func (e *EtcdCache) writeLoop(ctx, wctx context.Context, cli *clientv3.Client) {
+func (e *Store) writeLoop(ctx, wctx context.Context, cli *clientv3.Client) {
 	w := &etcdWriter{e: e, cli: cli}
 	for {
 		select {
@@ -540,22 +485,22 @@ func (e *EtcdCache) writeLoop(ctx, wctx context.Context, cli *clientv3.Client) {
 
 // etcdWriter holds the writer goroutine's lease.
 type etcdWriter struct {
-	e         *EtcdCache
+	e         *Store
 	cli       *clientv3.Client
 	lease     clientv3.LeaseID
 	leaseTime time.Time
 }
 
 // take removes the next batch from the queue.
-func (e *EtcdCache) take() []Record {
+func (e *Store) take() []changes.Record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n, bytes := 0, int64(0)
-	for n < len(e.queue) && n < etcdBatchOps && (n == 0 || bytes+e.queue[n].size() <= etcdBatchBytes) {
-		bytes += e.queue[n].size()
+	for n < len(e.queue) && n < etcdBatchOps && (n == 0 || bytes+e.queue[n].Size() <= etcdBatchBytes) {
+		bytes += e.queue[n].Size()
 		n++
 	}
-	batch := make([]Record, n)
+	batch := make([]changes.Record, n)
 	copy(batch, e.queue)
 	clear(e.queue[:n])
 	e.queue = e.queue[n:]
@@ -581,7 +526,7 @@ func (w *etcdWriter) writeBatch(ctx context.Context) bool {
 	// etcd rejects a transaction that puts one key twice (the informer records a final deletion
 	// under the key of the object's last change when a relist finds it gone): the later record
 	// of a key replaces the earlier one, as in the local cache.
-	last := make(map[RecordKey]int, len(batch))
+	last := make(map[changes.RecordKey]int, len(batch))
 	for i := range batch {
 		last[batch[i].Key] = i
 	}
@@ -662,7 +607,7 @@ func (w *etcdWriter) put(ctx context.Context, kvs []etcdKV) error {
 }
 
 // etcdKey is <prefix><cluster>/<group>/<resource>/<namespace>/<name>/<resourceVersion>.
-func etcdKey(prefix string, k RecordKey) string {
+func etcdKey(prefix string, k changes.RecordKey) string {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(k.Cluster) + len(k.Group) + len(k.Resource) + len(k.Namespace) + len(k.Name) + len(k.ResourceVersion) + 5)
 	b.WriteString(prefix)
@@ -676,34 +621,34 @@ func etcdKey(prefix string, k RecordKey) string {
 }
 
 // parseEtcdKey reverses etcdKey.
-func parseEtcdKey(prefix, key string) (RecordKey, error) {
+func parseEtcdKey(prefix, key string) (changes.RecordKey, error) {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {
-		return RecordKey{}, fmt.Errorf("key %q is not under %q", key, prefix)
+		return changes.RecordKey{}, fmt.Errorf("key %q is not under %q", key, prefix)
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) != 6 {
-		return RecordKey{}, fmt.Errorf("key %q: want 6 segments after the prefix", key)
+		return changes.RecordKey{}, fmt.Errorf("key %q: want 6 segments after the prefix", key)
 	}
 	for i, p := range parts {
 		u, err := url.PathUnescape(p)
 		if err != nil {
-			return RecordKey{}, fmt.Errorf("key %q: %w", key, err)
+			return changes.RecordKey{}, fmt.Errorf("key %q: %w", key, err)
 		}
 		parts[i] = u
 	}
-	return RecordKey{Cluster: parts[0], Group: parts[1], Resource: parts[2], Namespace: parts[3], Name: parts[4], ResourceVersion: parts[5]}, nil
+	return changes.RecordKey{Cluster: parts[0], Group: parts[1], Resource: parts[2], Namespace: parts[3], Name: parts[4], ResourceVersion: parts[5]}, nil
 }
 
-// wireRecord is a Record as stored in etcd (the key holds Record.Key).
+// wireRecord is a changes.Record as stored in etcd (the key holds changes.Record.Key).
 type wireRecord struct {
-	Kind     RecordKind      `json:"k"`
-	UID      string          `json:"u,omitempty"`
-	BaseRV   string          `json:"b,omitempty"`
-	Changes  []Change        `json:"c,omitempty"`
-	Snapshot json.RawMessage `json:"s,omitempty"`
-	Final    bool            `json:"f,omitempty"`
-	Time     int64           `json:"t"` // Unix nanoseconds
+	Kind     changes.RecordKind `json:"k"`
+	UID      string             `json:"u,omitempty"`
+	BaseRV   string             `json:"b,omitempty"`
+	Changes  []diff.Change      `json:"c,omitempty"`
+	Snapshot json.RawMessage    `json:"s,omitempty"`
+	Final    bool               `json:"f,omitempty"`
+	Time     int64              `json:"t"` // Unix nanoseconds
 }
 
 // Value formats: the first byte says how the rest is encoded.
@@ -721,7 +666,7 @@ var flateWriters = sync.Pool{New: func() any {
 }}
 
 // encodeRecord encodes rec's value.
-func encodeRecord(rec *Record) ([]byte, error) {
+func encodeRecord(rec *changes.Record) ([]byte, error) {
 	wr := wireRecord{Kind: rec.Kind, UID: rec.UID, BaseRV: rec.BaseRV, Changes: rec.Changes, Final: rec.Final, Time: rec.Time.UnixNano()}
 	if len(rec.Snapshot) > 0 {
 		wr.Snapshot = rec.Snapshot
@@ -760,9 +705,9 @@ func encodeRecord(rec *Record) ([]byte, error) {
 const maxDecodedValue = 64 << 20
 
 // decodeRecord decodes a value written by encodeRecord for key.
-func decodeRecord(key RecordKey, val []byte) (Record, error) {
+func decodeRecord(key changes.RecordKey, val []byte) (changes.Record, error) {
 	if len(val) == 0 {
-		return Record{}, errors.New("empty value")
+		return changes.Record{}, errors.New("empty value")
 	}
 	body := val[1:]
 	switch val[0] {
@@ -772,23 +717,23 @@ func decodeRecord(key RecordKey, val []byte) (Record, error) {
 		b, err := io.ReadAll(io.LimitReader(r, maxDecodedValue+1))
 		r.Close()
 		if err != nil {
-			return Record{}, fmt.Errorf("decompress: %w", err)
+			return changes.Record{}, fmt.Errorf("decompress: %w", err)
 		}
 		if len(b) > maxDecodedValue {
-			return Record{}, errors.New("decompressed value too large")
+			return changes.Record{}, errors.New("decompressed value too large")
 		}
 		body = b
 	default:
-		return Record{}, fmt.Errorf("unknown value format %q", val[0])
+		return changes.Record{}, fmt.Errorf("unknown value format %q", val[0])
 	}
 	var wr wireRecord
 	if err := json.Unmarshal(body, &wr); err != nil {
-		return Record{}, fmt.Errorf("decode: %w", err)
+		return changes.Record{}, fmt.Errorf("decode: %w", err)
 	}
-	if wr.Kind < KindChange || wr.Kind > KindDeletion {
-		return Record{}, fmt.Errorf("unknown record kind %d", wr.Kind)
+	if wr.Kind < changes.KindChange || wr.Kind > changes.KindDeletion {
+		return changes.Record{}, fmt.Errorf("unknown record kind %d", wr.Kind)
 	}
-	rec := Record{Key: key, Kind: wr.Kind, UID: wr.UID, BaseRV: wr.BaseRV, Changes: wr.Changes, Final: wr.Final, Time: time.Unix(0, wr.Time)}
+	rec := changes.Record{Key: key, Kind: wr.Kind, UID: wr.UID, BaseRV: wr.BaseRV, Changes: wr.Changes, Final: wr.Final, Time: time.Unix(0, wr.Time)}
 	if len(wr.Snapshot) > 0 {
 		rec.Snapshot = []byte(wr.Snapshot)
 	}
@@ -797,7 +742,7 @@ func decodeRecord(key RecordKey, val []byte) (Record, error) {
 
 // mirror keeps the local cache in step with the prefix: load, then watch from the loaded
 // revision; after any failure, load again (with backoff).
-func (e *EtcdCache) mirror(ctx context.Context, cli *clientv3.Client) {
+func (e *Store) mirror(ctx context.Context, cli *clientv3.Client) {
 	for attempt := 0; ctx.Err() == nil; {
 		rev, err := e.load(ctx, cli)
 		if err == nil {
@@ -818,10 +763,8 @@ func (e *EtcdCache) mirror(ctx context.Context, cli *clientv3.Client) {
 			}
 			e.fail(op, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, attempt) {
 			return
-		case <-time.After(backoff(attempt)):
 		}
 		attempt++
 	}
@@ -832,7 +775,7 @@ const loadPage = 500
 
 // load reads every record under the prefix into the local cache, page by page at one revision,
 // and returns that revision.
-func (e *EtcdCache) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
+func (e *Store) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
 	var rev int64
 	key, end := e.cfg.Prefix, clientv3.GetPrefixRangeEnd(e.cfg.Prefix)
 	for {
@@ -866,7 +809,7 @@ func (e *EtcdCache) load(ctx context.Context, cli *clientv3.Client) (int64, erro
 // fails it with a compaction error, and the mirror loads again); meanwhile nothing arrives, so
 // a probe (a serializable count of one key, every 2 × RequestTimeout, at least 1s) counts and
 // logs the outage.
-func (e *EtcdCache) watch(ctx context.Context, cli *clientv3.Client, rev int64) (bool, error) {
+func (e *Store) watch(ctx context.Context, cli *clientv3.Client, rev int64) (bool, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	got := false
@@ -915,9 +858,9 @@ func (e *EtcdCache) watch(ctx context.Context, cli *clientv3.Client, rev int64) 
 
 // apply puts one stored record into the local cache, unless it holds it already (the leader's
 // own writes).
-func (e *EtcdCache) apply(key string, val []byte) {
+func (e *Store) apply(key string, val []byte) {
 	k, err := parseEtcdKey(e.cfg.Prefix, key)
-	var rec Record
+	var rec changes.Record
 	if err == nil {
 		rec, err = decodeRecord(k, val)
 	}

@@ -1,4 +1,4 @@
-package diff
+package changes
 
 import (
 	"container/list"
@@ -12,20 +12,21 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Defaults for ChangeCacheConfig.
+// Defaults for CacheConfig.
 const (
-	DefaultChangeCacheEntries = 100_000
-	DefaultChangeCacheBytes   = 64 << 20
-	DefaultChangeCacheTTL     = 10 * time.Minute
+	DefaultCacheEntries = 100_000
+	DefaultCacheBytes   = 64 << 20
+	DefaultCacheTTL     = 10 * time.Minute
 )
 
-// ChangeCacheConfig bounds a ChangeCache. The zero value means defaults.
-type ChangeCacheConfig struct {
+// CacheConfig bounds a Cache. The zero value means defaults.
+type CacheConfig struct {
 	// MaxEntries bounds the records kept (default 100,000).
 	MaxEntries int `yaml:"maxEntries"`
 	// MaxBytes bounds the approximate bytes of the records kept (default 64 MiB).
@@ -35,21 +36,21 @@ type ChangeCacheConfig struct {
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
-func (c ChangeCacheConfig) WithDefaults() ChangeCacheConfig {
+func (c CacheConfig) WithDefaults() CacheConfig {
 	if c.MaxEntries == 0 {
-		c.MaxEntries = DefaultChangeCacheEntries
+		c.MaxEntries = DefaultCacheEntries
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultChangeCacheBytes
+		c.MaxBytes = DefaultCacheBytes
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultChangeCacheTTL
+		c.TTL = DefaultCacheTTL
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c ChangeCacheConfig) Validate() error {
+func (c CacheConfig) Validate() error {
 	if c.MaxEntries < 0 || c.MaxBytes < 0 || c.TTL < 0 {
 		return fmt.Errorf("diff change cache: bounds must not be negative")
 	}
@@ -62,7 +63,7 @@ type RecordKey struct {
 	ResourceVersion                           string
 }
 
-func (k RecordKey) object() aggregator.ObjectKey {
+func (k RecordKey) ObjectKey() aggregator.ObjectKey {
 	return aggregator.ObjectKey{Cluster: k.Cluster, Group: k.Group, Resource: k.Resource, Namespace: k.Namespace, Name: k.Name}
 }
 
@@ -80,7 +81,7 @@ const (
 	KindDeletion
 )
 
-// String names the kind as in AttrSnapshotKind.
+// String names the kind as in diff.AttrSnapshotKind.
 func (k RecordKind) String() string {
 	switch k {
 	case KindChange:
@@ -101,7 +102,7 @@ type Record struct {
 	// BaseRV is the resourceVersion the changes are computed against (empty for snapshots
 	// without a previous version).
 	BaseRV  string
-	Changes []Change
+	Changes []diff.Change
 	// Snapshot is the stripped, redacted object (creation and deletion records).
 	Snapshot []byte
 	// Final marks a deletion record of the object's disappearance (not the deletion start).
@@ -110,7 +111,8 @@ type Record struct {
 	Time time.Time
 }
 
-func (r *Record) size() int64 {
+// Size is the approximate memory a record takes, for the bounds of the stores.
+func (r *Record) Size() int64 {
 	n := int64(len(r.Snapshot)) + 256 + int64(len(r.Key.Name)+len(r.Key.Namespace)+len(r.BaseRV)+len(r.UID))
 	for _, c := range r.Changes {
 		n += int64(len(c.Path)+len(c.Old)+len(c.New)) + 64
@@ -118,33 +120,34 @@ func (r *Record) size() int64 {
 	return n
 }
 
-// Logs renders r as span logs, with the sizes of cfg (a StreamConfig, defaults for zero fields).
-func (r Record) Logs(at time.Time, cfg StreamConfig) []aggregator.Log {
-	s := &Stream{cfg: cfg.WithDefaults()}
+// Logs renders r as span logs, with the bounds of f (defaults for zero fields; a
+// diff.StreamConfig gives its LogFormat).
+func (r Record) Logs(at time.Time, f diff.LogFormat) []aggregator.Log {
+	f = f.WithDefaults()
 	var logs []aggregator.Log
 	switch r.Kind {
 	case KindCreation, KindDeletion:
-		logs = append(logs, s.snapshotLog(at, r.Kind.String(), "informer", r.Key.ResourceVersion, r.Snapshot))
+		logs = append(logs, f.SnapshotLog(at, r.Kind.String(), "informer", r.Key.ResourceVersion, r.Snapshot))
 		if len(r.Changes) > 0 {
-			logs = append(logs, s.changeLogs(at, r.Changes)...)
+			logs = append(logs, f.ChangeLogs(at, r.Changes)...)
 		}
 	case KindChange:
 		if len(r.Changes) == 0 {
-			return s.note(at, OpNone, "no change besides bookkeeping fields (resourceVersion "+r.BaseRV+" -> "+r.Key.ResourceVersion+")").Logs
+			return []aggregator.Log{diff.NoteLog(at, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+r.BaseRV+" -> "+r.Key.ResourceVersion+")")}
 		}
-		logs = s.changeLogs(at, r.Changes)
+		logs = f.ChangeLogs(at, r.Changes)
 	}
 	return logs
 }
 
-// Changes stores what the informers recorded, for the audit consumer. The Informer Puts records
+// Store stores what the informers recorded, for the audit consumer. The Informer Puts records
 // (only the leading replica does, with leader election); the consumer Finds the record of each
 // body-less audited write. Neither call waits on the network: the consumer waits for a record
 // that is not there yet by calling Find again until its own deadline, while it goes on with other
 // events (audit.Consumer.SetInformerDiffs).
 //
-// *ChangeCache (one process) and *EtcdCache (shared by replicas through etcd) implement it.
-type Changes interface {
+// *Cache (one process) and *etcdstore.Store (shared by replicas through etcd) implement it.
+type Store interface {
 	// Put records rec. It does not block for long: a store that writes over the network queues
 	// the write (bounded) and counts what it drops.
 	Put(rec Record)
@@ -152,7 +155,7 @@ type Changes interface {
 	Find(q Query) (Record, bool)
 }
 
-// Query asks a ChangeCache for the record of one audited write.
+// Query asks a Cache for the record of one audited write.
 type Query struct {
 	Object aggregator.ObjectKey
 	UID    string
@@ -172,11 +175,11 @@ type Query struct {
 	Claimed func(RecordKey) bool
 }
 
-// ChangeCache is a bounded in-memory store of informer Records keyed by object and
+// Cache is a bounded in-memory store of informer Records keyed by object and
 // resourceVersion, with a TTL. It also finds a change by the version it was based on and the
 // latest deletion of an object. Safe for concurrent use.
-type ChangeCache struct {
-	cfg ChangeCacheConfig
+type Cache struct {
+	cfg CacheConfig
 	now func() time.Time
 
 	mu      sync.Mutex
@@ -198,24 +201,21 @@ type cacheEntry struct {
 	size  int64
 }
 
-// NewChangeCache builds a ChangeCache. mp may be nil.
-func NewChangeCache(cfg ChangeCacheConfig, mp metric.MeterProvider) (*ChangeCache, error) {
+// NewCache builds a Cache; ts gives its meter provider (may be unset).
+func NewCache(cfg CacheConfig, ts telemetry.Settings) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
-	c := &ChangeCache{
+	c := &Cache{
 		cfg: cfg.WithDefaults(), now: time.Now, order: list.New(),
 		byKey: map[RecordKey]*list.Element{}, byBase: map[RecordKey]RecordKey{}, deleted: map[aggregator.ObjectKey]RecordKey{},
 		byObject: map[aggregator.ObjectKey][]RecordKey{}, reasonOpt: map[string]metric.MeasurementOption{},
 	}
-	var err error
-	if c.evictions, err = mp.Meter("github.com/kelemetry/kelemetry/diff").Int64Counter("kelemetry.diff.informer.cache.evictions",
-		metric.WithDescription("Informer diff records dropped from the change cache, by reason (expired, entries, bytes, replaced, removed)."),
-		metric.WithUnit("{record}")); err != nil {
-		return nil, fmt.Errorf("diff change cache metrics: %w", err)
+	meter := ts.Meter(meterScope)
+	c.evictions = meter.Counter("kelemetry.diff.informer.cache.evictions",
+		"Informer diff records dropped from the change cache, by reason (expired, entries, bytes, replaced, removed).", "{record}")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("diff change cache: %w", err)
 	}
 	for _, r := range []string{"expired", "entries", "bytes", "replaced", "removed"} {
 		c.reasonOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
@@ -223,10 +223,13 @@ func NewChangeCache(cfg ChangeCacheConfig, mp metric.MeterProvider) (*ChangeCach
 	return c, nil
 }
 
+// meterScope is the instrumentation scope of the diff packages' metrics.
+const meterScope = "github.com/kelemetry/kelemetry/diff"
+
 // Put stores rec, replacing a record with the same key.
-func (c *ChangeCache) Put(rec Record) {
+func (c *Cache) Put(rec Record) {
 	now := c.now()
-	e := &cacheEntry{rec: rec, added: now, size: rec.size()}
+	e := &cacheEntry{rec: rec, added: now, size: rec.Size()}
 	if e.size > c.cfg.MaxBytes {
 		c.evictions.Add(context.Background(), 1, c.reasonOpt["bytes"])
 		return
@@ -248,7 +251,7 @@ func (c *ChangeCache) Put(rec Record) {
 	}
 	c.byKey[rec.Key] = c.order.PushBack(e)
 	c.bytes += e.size
-	obj := rec.Key.object()
+	obj := rec.Key.ObjectKey()
 	c.byObject[obj] = append(c.byObject[obj], rec.Key)
 	if rec.Kind == KindChange && rec.BaseRV != "" {
 		bk := rec.Key
@@ -256,7 +259,7 @@ func (c *ChangeCache) Put(rec Record) {
 		c.byBase[bk] = rec.Key
 	}
 	if rec.Kind == KindDeletion {
-		ok := rec.Key.object()
+		ok := rec.Key.ObjectKey()
 		// Keep the deletion start: a final record of the same object does not replace it.
 		if prev, had := c.byKey[c.deleted[ok]]; !had || !rec.Final || prev.Value.(*cacheEntry).rec.UID != rec.UID {
 			c.deleted[ok] = rec.Key
@@ -264,11 +267,11 @@ func (c *ChangeCache) Put(rec Record) {
 	}
 }
 
-func (c *ChangeCache) removeLocked(el *list.Element) {
+func (c *Cache) removeLocked(el *list.Element) {
 	e := c.order.Remove(el).(*cacheEntry)
 	c.bytes -= e.size
 	delete(c.byKey, e.rec.Key)
-	obj := e.rec.Key.object()
+	obj := e.rec.Key.ObjectKey()
 	if keys := c.byObject[obj]; len(keys) <= 1 {
 		delete(c.byObject, obj)
 	} else if i := slices.Index(keys, e.rec.Key); i >= 0 {
@@ -282,13 +285,13 @@ func (c *ChangeCache) removeLocked(el *list.Element) {
 		}
 	}
 	if e.rec.Kind == KindDeletion {
-		if ok := e.rec.Key.object(); c.deleted[ok] == e.rec.Key {
+		if ok := e.rec.Key.ObjectKey(); c.deleted[ok] == e.rec.Key {
 			delete(c.deleted, ok)
 		}
 	}
 }
 
-func (c *ChangeCache) expireLocked(now time.Time) {
+func (c *Cache) expireLocked(now time.Time) {
 	for el := c.order.Front(); el != nil; el = c.order.Front() {
 		if now.Sub(el.Value.(*cacheEntry).added) < c.cfg.TTL {
 			return
@@ -299,7 +302,7 @@ func (c *ChangeCache) expireLocked(now time.Time) {
 }
 
 // Delete removes the record of key, if kept (an etcd-backed cache mirrors the removal of a key).
-func (c *ChangeCache) Delete(key RecordKey) bool {
+func (c *Cache) Delete(key RecordKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byKey[key]
@@ -311,13 +314,13 @@ func (c *ChangeCache) Delete(key RecordKey) bool {
 }
 
 // Get returns the record of key, if kept and not expired.
-func (c *ChangeCache) Get(key RecordKey) (Record, bool) {
+func (c *Cache) Get(key RecordKey) (Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.getLocked(key)
 }
 
-func (c *ChangeCache) getLocked(key RecordKey) (Record, bool) {
+func (c *Cache) getLocked(key RecordKey) (Record, bool) {
 	el, ok := c.byKey[key]
 	if !ok {
 		return Record{}, false
@@ -355,7 +358,7 @@ func (c *ChangeCache) getLocked(key RecordKey) (Record, bool) {
 // a version the informer did not record (object too large, store full) makes the write take the
 // next one. Clock skew between the API server and this process beyond the caller's slack on
 // Since hides the record.
-func (c *ChangeCache) Find(q Query) (Record, bool) {
+func (c *Cache) Find(q Query) (Record, bool) {
 	if c == nil {
 		return Record{}, false
 	}
@@ -395,7 +398,7 @@ func (c *ChangeCache) Find(q Query) (Record, bool) {
 }
 
 // pickLocked picks the first record of kind by time (see Find).
-func (c *ChangeCache) pickLocked(q Query, kind RecordKind) (Record, bool) {
+func (c *Cache) pickLocked(q Query, kind RecordKind) (Record, bool) {
 	var best Record
 	found := false
 	for _, k := range c.byObject[q.Object] {
@@ -418,7 +421,7 @@ func (c *ChangeCache) pickLocked(q Query, kind RecordKind) (Record, bool) {
 
 // matchesSubresource reports whether changes can come from a write on subresource ("" or
 // "status"): see Find.
-func matchesSubresource(changes []Change, subresource string) bool {
+func matchesSubresource(changes []diff.Change, subresource string) bool {
 	if len(changes) == 0 {
 		return true
 	}
@@ -446,14 +449,14 @@ func rvLess(a, b string) bool {
 }
 
 // Len is the number of records kept; Bytes their approximate size.
-func (c *ChangeCache) Len() int {
+func (c *Cache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.order.Len()
 }
 
 // Bytes is the approximate size of the records kept.
-func (c *ChangeCache) Bytes() int64 {
+func (c *Cache) Bytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bytes

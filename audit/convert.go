@@ -1,0 +1,432 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/kube"
+)
+
+// converter turns audit events into aggregator events: it filters them (verbs, stages,
+// resources, user agents), names the object, the user and the outcome, and snapshots the
+// response body when it is the object. It has no state beyond its configuration.
+type converter struct {
+	verbs               []string
+	stages              []string
+	ignoreImpersonation bool
+	excludeResources    map[groupResource]struct{}
+	excludeUserAgents   []string
+	// differ snapshots response bodies: no managedFields, Secrets' data and redacted fields
+	// hidden.
+	differ *diff.Differ
+}
+
+func newConverter(cfg ConsumerConfig, differ *diff.Differ) converter {
+	c := converter{
+		verbs:               slices.Clone(cfg.Verbs),
+		stages:              slices.Clone(cfg.Stages),
+		ignoreImpersonation: cfg.IgnoreImpersonation,
+		excludeResources:    make(map[groupResource]struct{}, len(cfg.ExcludeResources)),
+		excludeUserAgents:   slices.Clone(cfg.ExcludeUserAgents),
+		differ:              differ,
+	}
+	for _, r := range cfg.ExcludeResources {
+		gr, _ := parseGroupResource(r) // validated by ConsumerConfig.Validate
+		c.excludeResources[gr] = struct{}{}
+	}
+	return c
+}
+
+// convertInfo is what convert learnt about the response, for the diffs.
+type convertInfo struct {
+	meta     bodyMeta
+	isObject bool
+}
+
+func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggregator.Event, outcome, error) {
+	if ev == nil {
+		return nil, outcomeInvalidEvent, fmt.Errorf("%w: nil audit event", aggregator.ErrInvalidEvent)
+	}
+	if !slices.Contains(c.verbs, ev.Verb) {
+		return nil, outcomeFilteredVerb, nil
+	}
+	if !slices.Contains(c.stages, ev.Stage) {
+		return nil, outcomeFilteredStage, nil
+	}
+	ref := ev.ObjectRef
+	if ref == nil {
+		return nil, outcomeFilteredNoObjectRef, nil
+	}
+	if _, ok := c.excludeResources[groupResource{ref.APIGroup, ref.Resource}]; ok {
+		return nil, outcomeFilteredResource, nil
+	}
+	for _, ua := range c.excludeUserAgents {
+		if strings.Contains(ev.UserAgent, ua) {
+			return nil, outcomeFilteredUserAgent, nil
+		}
+	}
+	if ev.Verb == "deletecollection" && ref.Name == "" {
+		return nil, outcomeFilteredDeleteCollection, nil
+	}
+	if ev.AuditID == "" {
+		return nil, outcomeInvalidNoAuditID, fmt.Errorf("%w: audit event without auditID", aggregator.ErrInvalidEvent)
+	}
+
+	// The response body, if it is the object itself (not a Status, Scale, Binding, ...).
+	var meta bodyMeta
+	isObject := false
+	if len(ev.ResponseObject) > 0 {
+		meta, isObject = responseIsObject(ref, ev.ResponseObject)
+	}
+	obj := aggregator.Object{ObjectRef: aggregator.ObjectRef{
+		Cluster:   cluster,
+		Group:     ref.APIGroup,
+		Version:   ref.APIVersion,
+		Resource:  ref.Resource,
+		Namespace: ref.Namespace,
+		Name:      ref.Name,
+		UID:       ref.UID,
+	}}
+	if isObject {
+		// A create with generateName has no name in its objectRef: the response has it.
+		if obj.Name == "" {
+			obj.Name = meta.name
+		}
+		if obj.Namespace == "" {
+			obj.Namespace = meta.namespace
+		}
+		if obj.UID == "" {
+			obj.UID = meta.uid
+		}
+		// A copy: decoded events alias the whole input line or webhook body, request object
+		// included, which must not stay in memory for as long as the body is kept. The copy is
+		// the diff snapshot: no managedFields, Secrets' data and redacted fields hidden.
+		if snap, err := c.differ.Snapshot(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, ev.ResponseObject); err == nil {
+			obj.Body = snap
+		} else {
+			obj.Body = bytes.Clone(ev.ResponseObject)
+		}
+		obj.MetaHash = meta.metaHash
+	}
+	if info != nil {
+		info.meta, info.isObject = meta, isObject
+	}
+	if obj.Name == "" {
+		return nil, outcomeInvalidNoName, fmt.Errorf("%w: audit event %s (%s %s) names no object",
+			aggregator.ErrInvalidEvent, ev.AuditID, ev.Verb, ref.Resource)
+	}
+
+	start, end := ev.RequestReceivedTimestamp, ev.StageTimestamp
+	switch {
+	case start.IsZero() && end.IsZero():
+		return nil, outcomeInvalidNoTimestamp, fmt.Errorf("%w: audit event %s has no timestamps",
+			aggregator.ErrInvalidEvent, ev.AuditID)
+	case start.IsZero():
+		start = end
+	case end.IsZero() || end.Before(start):
+		end = start
+	}
+
+	code := 0
+	if ev.ResponseStatus != nil {
+		code = int(ev.ResponseStatus.Code)
+	}
+	user := ev.User.Username
+	impersonator := ""
+	if imp := ev.ImpersonatedUser; imp != nil && imp.Username != "" && !c.ignoreImpersonation {
+		user, impersonator = imp.Username, ev.User.Username
+	}
+
+	out := &aggregator.Event{
+		Object: obj,
+		Source: SourceName,
+		ID:     ev.AuditID + "/" + ev.Stage,
+		Title:  title(user, ev.Verb, ref.Subresource, code),
+		Start:  start,
+		End:    end,
+		Error:  code >= 300,
+	}
+
+	attrs := make(aggregator.Attrs, 0, 11)
+	attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrAuditID, Value: ev.AuditID})
+	attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrUser, Value: user})
+	if impersonator != "" {
+		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrImpersonator, Value: impersonator})
+	}
+	if ev.UserAgent != "" {
+		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrUserAgent, Value: ev.UserAgent})
+	}
+	if ev.ResponseStatus != nil {
+		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrStatusCode, Value: strconv.Itoa(code)})
+	}
+	if len(ev.SourceIPs) > 0 {
+		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrSourceIP, Value: ev.SourceIPs[0]})
+		if len(ev.SourceIPs) > 1 {
+			attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrProxyIPs, Value: strings.Join(ev.SourceIPs[1:], ",")})
+		}
+	}
+	attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrVerb, Value: ev.Verb})
+	if ref.Subresource != "" {
+		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrSubresource, Value: ref.Subresource})
+	}
+	if ref.ResourceVersion != "" {
+		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrResourceVersion, Value: ref.ResourceVersion})
+	}
+	if isObject && meta.resourceVersion != "" {
+		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrNewRV, Value: meta.resourceVersion})
+	}
+	out.Attributes = attrs
+
+	if out.Error {
+		out.Logs = errorLogs(ev.ResponseStatus, code, end)
+	}
+	return out, outcomeSent, nil
+}
+
+// title is "<user> <verb>[ <subresource>][ (<status text>)]", the status text only for codes of 300
+// and above.
+func title(user, verb, subresource string, code int) string {
+	if user == "" {
+		user = "unknown"
+	}
+	var b strings.Builder
+	b.Grow(len(user) + len(verb) + len(subresource) + 24)
+	b.WriteString(user)
+	b.WriteByte(' ')
+	b.WriteString(verb)
+	if subresource != "" {
+		b.WriteByte(' ')
+		b.WriteString(subresource)
+	}
+	if code >= 300 {
+		b.WriteString(" (")
+		b.WriteString(statusText(code))
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+func statusText(code int) string {
+	if s := http.StatusText(code); s != "" {
+		return s
+	}
+	return strconv.Itoa(code)
+}
+
+// errorLogs describes a failed request: its status reason and message, then one log per cause.
+func errorLogs(st *Status, code int, at time.Time) []aggregator.Log {
+	if st == nil {
+		return []aggregator.Log{{Time: at, Type: aggregator.LogTypeError, Message: statusText(code)}}
+	}
+	reason := st.Reason
+	if reason == "" {
+		reason = statusText(code)
+	}
+	var causes []StatusCause
+	if st.Details != nil {
+		causes = st.Details.Causes
+	}
+	logs := make([]aggregator.Log, 0, 1+len(causes))
+	logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeError, Message: joinNonEmpty(reason, st.Message)})
+	for _, cause := range causes {
+		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeCause,
+			Message: joinNonEmpty(cause.Field, cause.Type, cause.Message)})
+	}
+	return logs
+}
+
+func joinNonEmpty(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(": ")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// responseIsObject decodes the type and metadata of a response body and reports whether the body
+// is the object ref names: not a Status, Scale, Binding or other subresource type, in the same API
+// group, with the same name and namespace (when ref has them). A subresource response counts only
+// for "status", whose requests return the whole object. A delete that returns the object (it has
+// finalizers, or the server answers 200 with it) counts too.
+func responseIsObject(ref *ObjectReference, body []byte) (bodyMeta, bool) {
+	if ref.Subresource != "" && ref.Subresource != "status" {
+		return bodyMeta{}, false
+	}
+	meta, err := decodeBodyMeta(body)
+	if err != nil {
+		return bodyMeta{}, false
+	}
+	if !kube.IsObjectKind(meta.kind) || meta.kind == "" || meta.name == "" {
+		return bodyMeta{}, false
+	}
+	group, _, found := strings.Cut(meta.apiVersion, "/")
+	if !found {
+		group = "" // core group: "v1"
+	}
+	if group != ref.APIGroup {
+		return bodyMeta{}, false
+	}
+	if (ref.Name != "" && meta.name != ref.Name) || (ref.Namespace != "" && meta.namespace != ref.Namespace) ||
+		(ref.UID != "" && meta.uid != "" && meta.uid != ref.UID) {
+		return bodyMeta{}, false
+	}
+	return meta, true
+}
+
+// bodyMeta is the part of an object body the consumer reads.
+type bodyMeta struct {
+	apiVersion, kind                       string
+	name, namespace, uid, resourceVersion  string
+	seenAPIVersion, seenKind, seenMetadata bool
+	// metaHash fingerprints metadata.labels, annotations and ownerReferences (non-zero once
+	// metadata was read): the aggregator runs linkers again when it changes.
+	metaHash uint64
+}
+
+// metaSeed seeds metaHash; fingerprints are compared within one process only.
+var metaSeed = maphash.MakeSeed()
+
+type metaDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var metaDecoders = sync.Pool{New: func() any { return new(metaDecoder) }}
+
+// decodeBodyMeta reads apiVersion, kind and metadata.{name,namespace,uid,resourceVersion} from a
+// JSON object, skipping every other member without decoding it, and stops as soon as it has the
+// three top-level members (kube-apiserver writes them first, so spec and status are not scanned).
+func decodeBodyMeta(body []byte) (bodyMeta, error) {
+	md := metaDecoders.Get().(*metaDecoder)
+	defer func() {
+		md.buf = bytes.Buffer{} // drop the references to the body
+		md.dec.Reset(&md.buf)
+		metaDecoders.Put(md)
+	}()
+	// The decoder parses a bytes.Buffer in place, without copying the body.
+	md.buf = *bytes.NewBuffer(body)
+	md.dec.Reset(&md.buf)
+	d := &md.dec
+
+	var m bodyMeta
+	tok, err := d.ReadToken()
+	if err != nil {
+		return m, err
+	}
+	if tok.Kind() != '{' {
+		return m, errors.New("response object is not a JSON object")
+	}
+	for d.PeekKind() != '}' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return m, err
+		}
+		switch {
+		case isName(name, "apiVersion"):
+			m.apiVersion, err = readString(d)
+			m.seenAPIVersion = true
+		case isName(name, "kind"):
+			m.kind, err = readString(d)
+			m.seenKind = true
+		case isName(name, "metadata"):
+			err = readMetadata(d, &m)
+			m.seenMetadata = true
+		default:
+			err = d.SkipValue()
+		}
+		if err != nil {
+			return m, err
+		}
+		if m.seenAPIVersion && m.seenKind && m.seenMetadata {
+			return m, nil
+		}
+	}
+	return m, nil
+}
+
+func readMetadata(d *jsontext.Decoder, m *bodyMeta) error {
+	if d.PeekKind() != '{' {
+		return d.SkipValue()
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return err
+	}
+	m.metaHash = 1
+	for d.PeekKind() != '}' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return err
+		}
+		switch {
+		case isName(name, "labels"), isName(name, "annotations"), isName(name, "ownerReferences"):
+			var v jsontext.Value
+			if v, err = d.ReadValue(); err == nil {
+				m.metaHash = (m.metaHash*1099511628211^maphash.Bytes(metaSeed, name))*1099511628211 ^ maphash.Bytes(metaSeed, v)
+				if m.metaHash == 0 {
+					m.metaHash = 1
+				}
+			}
+		case isName(name, "name"):
+			m.name, err = readString(d)
+		case isName(name, "namespace"):
+			m.namespace, err = readString(d)
+		case isName(name, "uid"):
+			m.uid, err = readString(d)
+		case isName(name, "resourceVersion"):
+			m.resourceVersion, err = readString(d)
+		default:
+			err = d.SkipValue()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := d.ReadToken() // '}'
+	return err
+}
+
+// isName reports whether the raw JSON string v (quotes included) is want.
+func isName(v jsontext.Value, want string) bool {
+	if len(v) == len(want)+2 && string(v[1:len(v)-1]) == want {
+		return true
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return false
+	}
+	s, err := jsontext.AppendUnquote(nil, v)
+	return err == nil && string(s) == want
+}
+
+// readString reads a string value; any other value is skipped and reads as "".
+func readString(d *jsontext.Decoder) (string, error) {
+	if d.PeekKind() != '"' {
+		return "", d.SkipValue()
+	}
+	v, err := d.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), nil
+	}
+	s, err := jsontext.AppendUnquote(nil, v)
+	return string(s), err
+}

@@ -1,0 +1,449 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// Defaults for InformerJoinConfig.
+const (
+	DefaultInformerJoinWait       = 5 * time.Second
+	DefaultInformerJoinMaxPending = 10_000
+	DefaultInformerJoinInterval   = 200 * time.Millisecond
+	DefaultInformerJoinClockSkew  = 500 * time.Millisecond
+	DefaultInformerJoinMaxClaims  = 100_000
+)
+
+// AttrInformerLatency is the event attribute holding how long after the request's completion the
+// informer saw the version whose diff the span carries (a Go duration, e.g. "350ms").
+const AttrInformerLatency = "kelemetry.diff.informer_latency"
+
+// InformerJoinConfig configures the join of informer diffs onto audit events. The zero value
+// means defaults.
+type InformerJoinConfig struct {
+	// Wait bounds how long after its completion (StageTimestamp) an event waits for the
+	// informer to see its version (default 5s; never more than Wait from when the consumer got
+	// it). An event already older than that is looked up once.
+	Wait time.Duration `yaml:"wait"`
+	// MaxPending bounds the events waiting at once (default 10,000); beyond it events go out at
+	// once with "diff unavailable" (counted, result buffer_full).
+	MaxPending int `yaml:"maxPending"`
+	// Interval is how often waiting events are looked up again (default 200ms).
+	Interval time.Duration `yaml:"interval"`
+	// ClockSkew is how much earlier than the request's receipt (API server clock) the informer
+	// (this process's clock) may seem to have seen the version a create, or a patch without a
+	// resourceVersion, is joined with by time (default 500ms; see changes.Cache.Find).
+	ClockSkew time.Duration `yaml:"clockSkew"`
+	// MaxClaims bounds the informer records remembered as attributed to an audit event, so
+	// that a write joined by time does not take them (default 100,000; kept up to 15 minutes;
+	// beyond the bound the oldest are forgotten, counted).
+	MaxClaims int `yaml:"maxClaims"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c InformerJoinConfig) WithDefaults() InformerJoinConfig {
+	if c.Wait == 0 {
+		c.Wait = DefaultInformerJoinWait
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultInformerJoinMaxPending
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInformerJoinInterval
+	}
+	if c.ClockSkew == 0 {
+		c.ClockSkew = DefaultInformerJoinClockSkew
+	}
+	if c.MaxClaims == 0 {
+		c.MaxClaims = DefaultInformerJoinMaxClaims
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c InformerJoinConfig) Validate() error {
+	if c.Wait < 0 || c.MaxPending < 0 || c.Interval < 0 || c.ClockSkew < 0 || c.MaxClaims < 0 {
+		return errors.New("audit consumer: informerJoin values must not be negative")
+	}
+	return nil
+}
+
+// InformerDiffs finds what an informer recorded for an audited write; changes.Store
+// (*changes.Cache, *changes.Etcd) implements it. Find must not block.
+type InformerDiffs interface {
+	Find(q changes.Query) (changes.Record, bool)
+}
+
+// Informer join results, the result attribute of kelemetry.audit.consumer.informer_diffs.
+const (
+	joinHit         = "hit"          // found at once
+	joinHitLate     = "hit_late"     // found after waiting
+	joinUnavailable = "unavailable"  // not found by the deadline
+	joinBufferFull  = "buffer_full"  // too many events waiting
+	joinShutdown    = "shutdown"     // still waiting when the consumer stopped
+	joinStale       = "not_recorded" // not found, and the event was too old to wait
+)
+
+// informerJoin attaches informer diffs to audit events that carry no response body.
+//
+// Design: hold (called by Consumer.Handle) looks the diff up without blocking. On a miss it hands
+// the event (already converted) to a bounded pending set and returns, so the partition goroutine
+// goes on with the next events, of this object and of others; a single loop looks the pending events up again
+// every Interval and sends each one when its diff shows up or its deadline passes (then with a
+// "diff unavailable" note). Nothing ever waits on the informer; the cost of a late informer is
+// that the event's span is sent up to Wait later, possibly after spans of the same object's later
+// events (spans are independent records with their own times and deterministic IDs, so the order
+// in which they reach the aggregator does not matter).
+type informerJoin struct {
+	cfg InformerJoinConfig
+	src InformerDiffs
+	// format bounds the logs of the records attached.
+	format diff.LogFormat
+	// send sends an event the join held (the consumer's send).
+	send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)
+
+	mu      sync.Mutex
+	pending []*pendingJoin
+	// held counts the pending events of each object: a write joined by time waits behind them.
+	held map[aggregator.ObjectKey]int
+	// nheld counts the events held (pending, or being looked up again by the join loop, which
+	// takes them out of pending meanwhile): MaxPending bounds it.
+	nheld    int
+	running  bool
+	quit     chan struct{}
+	finished chan struct{}
+	// cancelLoop ends the join loop's sends: Stop calls it when its context ends first.
+	cancelLoop context.CancelFunc
+
+	results    metric.Int64Counter
+	claimDrops metric.Int64Counter
+	opts       map[string]metric.MeasurementOption
+
+	claims claimSet
+}
+
+type pendingJoin struct {
+	cluster, auditID string
+	q                changes.Query
+	out              *aggregator.Event
+	deadline         time.Time
+	// byTime: joined by time (a create, or a patch without a resourceVersion), so looked up only
+	// once no earlier write of the object is waiting.
+	byTime bool
+}
+
+func newInformerJoin(cfg InformerJoinConfig, format diff.LogFormat, meter *telemetry.Meter, send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)) *informerJoin {
+	j := &informerJoin{cfg: cfg.WithDefaults(), format: format.WithDefaults(), send: send,
+		opts: map[string]metric.MeasurementOption{}, held: map[aggregator.ObjectKey]int{}}
+	j.claims = claimSet{max: j.cfg.MaxClaims, ttl: claimTTL, keys: map[changes.RecordKey]struct{}{}}
+	j.results = meter.Counter("kelemetry.audit.consumer.informer_diffs",
+		"Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, buffer_full, shutdown, not_recorded).", "{event}")
+	j.claimDrops = meter.Counter("kelemetry.audit.consumer.informer_claims_dropped",
+		"Informer records forgotten as attributed to an audit event before 15 minutes, for the bound informerJoin.maxClaims.", "{record}")
+	for _, r := range []string{joinHit, joinHitLate, joinUnavailable, joinBufferFull, joinShutdown, joinStale} {
+		j.opts[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+	}
+	return j
+}
+
+// applies says whether ev is joined with informer diffs: a write (create, update, patch, delete
+// of the object itself or update/patch of its status) whose response is not the object.
+func (j *informerJoin) applies(ev *Event, info *convertInfo) bool {
+	if j.src == nil || info.isObject || ev.ObjectRef == nil {
+		return false
+	}
+	switch ev.Verb {
+	case "update", "patch":
+		return ev.ObjectRef.Subresource == "" || ev.ObjectRef.Subresource == "status"
+	case "create", "delete":
+		return ev.ObjectRef.Subresource == ""
+	}
+	return false
+}
+
+// setSource sets where the records are found (Consumer.SetInformerDiffs).
+func (j *informerJoin) setSource(src InformerDiffs) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.src = src
+}
+
+// start starts the loop that sends held events (Consumer.Start).
+func (j *informerJoin) start() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.running {
+		return errors.New("audit consumer: already started")
+	}
+	if j.src == nil {
+		return nil
+	}
+	j.running = true
+	j.quit, j.finished = make(chan struct{}), make(chan struct{})
+	var loopCtx context.Context
+	loopCtx, j.cancelLoop = context.WithCancel(context.Background())
+	go j.loop(loopCtx, j.quit, j.finished)
+	return nil
+}
+
+// stop ends the loop and sends the events still held (Consumer.Stop).
+func (j *informerJoin) stop(ctx context.Context) error {
+	j.mu.Lock()
+	if !j.running {
+		j.mu.Unlock()
+		return nil
+	}
+	j.running = false
+	stop, done, cancelLoop := j.quit, j.finished, j.cancelLoop
+	j.mu.Unlock()
+	defer cancelLoop()
+	// The loop sends the events still held, then ends; when ctx ends first, its sends get a
+	// canceled context (they fail, counted) and Stop returns.
+	stopAfter := context.AfterFunc(ctx, cancelLoop)
+	defer stopAfter()
+	close(stop)
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("audit consumer: stop: %w", ctx.Err())
+	}
+}
+
+// hold attaches the informer diff of a body-less write to out. It reports true when out is held
+// for a later look-up (the join loop sends it); false means: send out now.
+func (j *informerJoin) hold(ctx context.Context, cluster string, ev *Event, out *aggregator.Event) bool {
+	ref := ev.ObjectRef
+	q := changes.Query{Object: out.Object.Key(), UID: ref.UID, Verb: ev.Verb, Subresource: ref.Subresource,
+		RequestRV: ref.ResourceVersion, Since: out.Start.Add(-joinClockSlack), Claimed: j.claims.has}
+	byTime := ev.Verb == "create" || (ev.Verb != "delete" && q.RequestRV == "")
+	if byTime {
+		q.Since = out.Start.Add(-j.cfg.ClockSkew)
+	}
+	j.mu.Lock()
+	behind := byTime && j.held[q.Object] > 0
+	j.mu.Unlock()
+	// A write joined by time waits behind the object's earlier writes, without a look-up now.
+	if !behind {
+		if rec, ok := j.find(q); ok {
+			j.results.Add(ctx, 1, j.opts[joinHit])
+			j.attach(out, rec)
+			return false
+		}
+	}
+	now := time.Now()
+	deadline := out.End.Add(j.cfg.Wait)
+	if limit := now.Add(j.cfg.Wait); deadline.After(limit) {
+		deadline = limit
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case (!j.running || !deadline.After(now)) && behind:
+		// Not looked up above: look it up once now.
+		if rec, ok := j.find(q); ok {
+			j.results.Add(ctx, 1, j.opts[joinHit])
+			j.attach(out, rec)
+			return false
+		}
+		j.results.Add(ctx, 1, j.opts[joinStale])
+		unavailable(out, "diff unavailable: "+notRecorded(q))
+		return false
+	case !j.running || !deadline.After(now):
+		j.results.Add(ctx, 1, j.opts[joinStale])
+		unavailable(out, "diff unavailable: "+notRecorded(q))
+		return false
+	case j.nheld >= j.cfg.MaxPending:
+		j.results.Add(ctx, 1, j.opts[joinBufferFull])
+		unavailable(out, "diff unavailable: too many events waiting for informer diffs")
+		return false
+	}
+	j.pending = append(j.pending, &pendingJoin{cluster: cluster, auditID: ev.AuditID, q: q, out: out, deadline: deadline, byTime: byTime})
+	j.held[q.Object]++
+	j.nheld++
+	return true
+}
+
+// notRecorded says what the informer did not record for q.
+func notRecorded(q changes.Query) string {
+	switch {
+	case q.Verb == "create":
+		return "the informer recorded no creation of this object since the request"
+	case q.Verb != "delete" && q.RequestRV == "":
+		return "the informer recorded no change of this object since the request that no other write took"
+	}
+	return "the informer recorded no " + q.Verb + " of this object at this resourceVersion"
+}
+
+// find looks q up and claims the record found, so that no write joined by time takes it again.
+func (j *informerJoin) find(q changes.Query) (changes.Record, bool) {
+	rec, ok := j.src.Find(q)
+	if ok && rec.Kind != changes.KindDeletion {
+		if dropped := j.claims.add(rec.Key, time.Now()); dropped > 0 {
+			j.claimDrops.Add(context.Background(), int64(dropped))
+		}
+	}
+	return rec, ok
+}
+
+// claimTTL is how long a claim is kept: longer than the informer records live by default.
+const claimTTL = 15 * time.Minute
+
+// claimSet remembers the records attributed to audit events, bounded by count and age.
+type claimSet struct {
+	max int
+	ttl time.Duration
+
+	mu    sync.Mutex
+	keys  map[changes.RecordKey]struct{}
+	order []claim // oldest first
+}
+
+type claim struct {
+	key changes.RecordKey
+	at  time.Time
+}
+
+func (s *claimSet) has(k changes.RecordKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[k]
+	return ok
+}
+
+// add claims k at now; it returns how many claims younger than ttl were forgotten for the bound.
+func (s *claimSet) add(k changes.RecordKey, now time.Time) (dropped int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys[k]; ok {
+		return 0
+	}
+	n := 0
+	for ; n < len(s.order) && (now.Sub(s.order[n].at) >= s.ttl || len(s.order)-n >= s.max); n++ {
+		if now.Sub(s.order[n].at) < s.ttl {
+			dropped++
+		}
+		delete(s.keys, s.order[n].key)
+	}
+	if n > 0 {
+		clear(s.order[:n])
+		s.order = s.order[n:]
+	}
+	s.keys[k] = struct{}{}
+	s.order = append(s.order, claim{key: k, at: now})
+	return dropped
+}
+
+// joinClockSlack tolerates clock skew between the API server (request times) and this process
+// (informer times) when telling a deletion of this object from one of an earlier object.
+const joinClockSlack = 2 * time.Second
+
+// loop looks the held events up every Interval until stop is closed; then it sends the rest.
+func (j *informerJoin) loop(ctx context.Context, stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(j.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			j.mu.Lock()
+			rest := j.pending
+			j.pending = nil
+			j.mu.Unlock()
+			for _, p := range rest {
+				j.finish(ctx, p, time.Time{}, true, true)
+			}
+			return
+		case now := <-t.C:
+			j.recheck(ctx, now)
+		}
+	}
+}
+
+// recheck looks every held event up again and sends those found or past their deadline.
+func (j *informerJoin) recheck(ctx context.Context, now time.Time) {
+	j.mu.Lock()
+	batch := j.pending
+	j.pending = nil
+	j.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	keep := batch[:0]
+	// Objects with a write still waiting: their later writes joined by time are not looked up
+	// (a record arriving during this pass must go to the earlier write).
+	waiting := map[aggregator.ObjectKey]struct{}{}
+	for _, p := range batch {
+		_, behind := waiting[p.q.Object]
+		if !j.finish(ctx, p, now, false, !(behind && p.byTime)) {
+			keep = append(keep, p)
+			waiting[p.q.Object] = struct{}{}
+		}
+	}
+	j.mu.Lock()
+	j.pending = append(keep, j.pending...)
+	j.mu.Unlock()
+}
+
+// finish looks p up (unless lookup is false); when found, past its deadline (at now) or
+// when final, it sends p and reports true.
+func (j *informerJoin) finish(ctx context.Context, p *pendingJoin, now time.Time, final, lookup bool) bool {
+	var rec changes.Record
+	ok := false
+	if lookup {
+		rec, ok = j.find(p.q)
+	}
+	switch {
+	case ok:
+		j.results.Add(ctx, 1, j.opts[joinHitLate])
+		j.attach(p.out, rec)
+	case final:
+		j.results.Add(ctx, 1, j.opts[joinShutdown])
+		unavailable(p.out, "diff unavailable: shutting down before the informer saw this version")
+	case !now.Before(p.deadline):
+		j.results.Add(ctx, 1, j.opts[joinUnavailable])
+		unavailable(p.out, fmt.Sprintf("diff unavailable: the informer did not see this %s within %s", p.q.Verb, j.cfg.Wait))
+	default:
+		return false
+	}
+	j.mu.Lock()
+	if j.held[p.q.Object]--; j.held[p.q.Object] <= 0 {
+		delete(j.held, p.q.Object)
+	}
+	j.nheld--
+	j.mu.Unlock()
+	j.send(ctx, p.cluster, p.auditID, p.out)
+	return true
+}
+
+// attach adds rec's logs and attributes to out.
+func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
+	out.Logs = append(out.Logs, rec.Logs(out.End, j.format)...)
+	if rec.BaseRV != "" && rec.Kind == changes.KindChange {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: diff.AttrBaseRV, Value: rec.BaseRV})
+	}
+	// A final deletion record is keyed by the list that no longer had the object, not by a
+	// version of the object.
+	if _, has := out.Attributes.Get(aggregator.AttrNewRV); !has && rec.Key.ResourceVersion != "" && !rec.Final {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: rec.Key.ResourceVersion})
+	}
+	if !rec.Time.IsZero() {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrInformerLatency, Value: rec.Time.Sub(out.End).Round(time.Millisecond).String()})
+	}
+}
+
+// unavailable notes on out why it carries no diff.
+func unavailable(out *aggregator.Event, msg string) {
+	out.Logs = append(out.Logs, diff.NoteLog(out.End, diff.OpUnavailable, msg))
+}

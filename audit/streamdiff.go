@@ -1,0 +1,39 @@
+package audit
+
+import (
+	"context"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+)
+
+// streamDiff is the audit-stream diff: it adds to each successful write the changes since the
+// previous version of the object seen in the stream (RequestResponse-level auditing), or a
+// creation or deletion snapshot; see diff.Stream.
+type streamDiff struct {
+	*diff.Stream
+}
+
+// add adds the audit-stream diff of a successful write to out: diff or snapshot logs, see
+// diff.Stream. It never waits.
+func (s streamDiff) add(ctx context.Context, ev *Event, out *aggregator.Event, info *convertInfo) {
+	ref := ev.ObjectRef
+	res := s.Observe(ctx, diff.Write{
+		Object:                 out.Object.ObjectRef,
+		Verb:                   ev.Verb,
+		Subresource:            ref.Subresource,
+		RequestResourceVersion: ref.ResourceVersion,
+		Request:                ev.RequestObject,
+		Response:               ev.ResponseObject,
+		Snapshot:               out.Object.Body,
+		IsObject:               info.isObject,
+		ResourceVersion:        info.meta.resourceVersion,
+		Time:                   out.End,
+	})
+	if len(res.Logs) > 0 {
+		out.Logs = append(out.Logs, res.Logs...)
+	}
+	if len(res.Attributes) > 0 {
+		out.Attributes = append(out.Attributes, res.Attributes...)
+	}
+}

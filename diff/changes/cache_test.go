@@ -1,0 +1,136 @@
+package changes
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+func depKey(name, rv string) RecordKey {
+	return RecordKey{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default", Name: name, ResourceVersion: rv}
+}
+
+func changeAt(name, base, rv, path string, at time.Time) Record {
+	return Record{Key: depKey(name, rv), Kind: KindChange, BaseRV: base, Time: at,
+		Changes: []diff.Change{{Path: path, Op: diff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("2")}}}
+}
+
+func TestChangeCacheFindByTime(t *testing.T) {
+	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	t0 := time.Now()
+	obj := depKey("web", "").ObjectKey()
+	// Put out of resourceVersion order; "10" sorts before "9" as a string, not as a number.
+	c.Put(changeAt("web", "9", "10", "spec.replicas", t0.Add(3*time.Millisecond)))
+	c.Put(changeAt("web", "8", "9", "status.replicas", t0.Add(2*time.Millisecond)))
+	c.Put(changeAt("web", "7", "8", "spec.paused", t0.Add(time.Millisecond)))
+	c.Put(changeAt("web", "1", "2", "spec.paused", t0.Add(-time.Minute))) // before the request
+	c.Put(changeAt("other", "7", "8", "spec.paused", t0))
+	c.Put(Record{Key: depKey("web", "1"), Kind: KindCreation, UID: "u1", Time: t0.Add(-time.Minute)})
+	c.Put(Record{Key: depKey("web", "11"), Kind: KindCreation, UID: "u2", Time: t0.Add(5 * time.Millisecond)})
+
+	claimed := map[RecordKey]bool{}
+	q := Query{Object: obj, Verb: "patch", Since: t0, Claimed: func(k RecordKey) bool { return claimed[k] }}
+	pick := func(q Query) string {
+		rec, ok := c.Find(q)
+		if !ok {
+			return ""
+		}
+		return rec.Key.ResourceVersion
+	}
+	assert.Equal(t, "8", pick(q), "the lowest resourceVersion since the request")
+	claimed[depKey("web", "8")] = true
+	assert.Equal(t, "10", pick(q), "claimed ones are skipped, status-only changes too")
+	q.Subresource = "status"
+	assert.Equal(t, "9", pick(q), "a status patch takes a status change")
+	claimed[depKey("web", "9")] = true
+	assert.Equal(t, "", pick(q))
+	q.Subresource = ""
+	q.Since = t0.Add(10 * time.Millisecond)
+	assert.Equal(t, "", pick(q), "nothing seen since")
+
+	cq := Query{Object: obj, Verb: "create", Since: t0}
+	assert.Equal(t, "11", pick(cq))
+	cq.UID = "u1"
+	assert.Equal(t, "", pick(cq), "another UID")
+	cq.UID, cq.Since = "", t0.Add(-2*time.Minute)
+	assert.Equal(t, "1", pick(cq))
+
+	// With a request resourceVersion, the change based on it, claimed or not.
+	assert.Equal(t, "9", pick(Query{Object: obj, Verb: "update", RequestRV: "8", Claimed: q.Claimed}))
+
+	// Delete removes a record from every index.
+	assert.True(t, c.Delete(depKey("web", "10")))
+	assert.False(t, c.Delete(depKey("web", "10")))
+	q.Since = t0
+	assert.Equal(t, "", pick(q))
+	assert.Equal(t, "", pick(Query{Object: obj, Verb: "update", RequestRV: "9"}))
+	assert.Equal(t, 6, c.Len())
+}
+
+func TestRVLess(t *testing.T) {
+	assert.True(t, rvLess("9", "10"))
+	assert.False(t, rvLess("10", "9"))
+	assert.True(t, rvLess("a", "b"), "not numbers: as strings")
+}
+
+func podKey(name, rv string) RecordKey {
+	return RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
+}
+
+func TestChangeCacheBounds(t *testing.T) {
+	cache, err := NewCache(CacheConfig{MaxEntries: 3, TTL: time.Minute}, telemetry.Settings{})
+	require.NoError(t, err)
+	now := time.Unix(1000, 0)
+	cache.now = func() time.Time { return now }
+	for i := range 5 {
+		cache.Put(Record{Key: podKey("a", fmt.Sprint(i+1)), Kind: KindChange, BaseRV: fmt.Sprint(i)})
+	}
+	assert.Equal(t, 3, cache.Len())
+	_, ok := cache.Get(podKey("a", "2"))
+	assert.False(t, ok, "oldest evicted")
+	_, ok = cache.Find(Query{Object: podKey("a", "").ObjectKey(), Verb: "patch", RequestRV: "1"})
+	assert.False(t, ok, "index entry evicted with its record")
+	rec, ok := cache.Find(Query{Object: podKey("a", "").ObjectKey(), Verb: "patch", RequestRV: "4"})
+	require.True(t, ok)
+	assert.Equal(t, "5", rec.Key.ResourceVersion)
+	now = now.Add(time.Minute)
+	_, ok = cache.Get(podKey("a", "5"))
+	assert.False(t, ok, "expired")
+	cache.Put(Record{Key: podKey("b", "9"), Kind: KindCreation})
+	assert.Equal(t, 1, cache.Len(), "expired records dropped on put")
+
+	small, err := NewCache(CacheConfig{MaxBytes: 1000}, telemetry.Settings{})
+	require.NoError(t, err)
+	for i := range 10 {
+		small.Put(Record{Key: podKey("a", fmt.Sprint(i)), Kind: KindCreation, Snapshot: make([]byte, 300)})
+	}
+	assert.LessOrEqual(t, small.Bytes(), int64(1000))
+	assert.Positive(t, small.Len())
+}
+
+func TestRecordLogs(t *testing.T) {
+	rec := Record{Key: podKey("a", "2"), Kind: KindChange, BaseRV: "1",
+		Changes: []diff.Change{{Path: "spec.replicas", Op: diff.OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
+	logs := rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	require.Len(t, logs, 1)
+	assert.Equal(t, aggregator.LogTypeDiff, logs[0].Type)
+	assert.Equal(t, "spec.replicas 2 -> 4", logs[0].Message)
+	rec = Record{Key: podKey("a", "3"), Kind: KindDeletion, Snapshot: []byte(`{"kind":"Pod"}`)}
+	logs = rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	require.Len(t, logs, 1)
+	assert.Equal(t, aggregator.LogTypeSnapshot, logs[0].Type)
+	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: diff.AttrSnapshotKind, Value: "deletion"})
+	rec = Record{Key: podKey("a", "4"), Kind: KindChange, BaseRV: "3"}
+	logs = rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	require.Len(t, logs, 1)
+	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: diff.AttrOp, Value: diff.OpNone})
+}
