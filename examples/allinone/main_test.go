@@ -164,7 +164,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, ":16686", cfg.HTTPAddr)
 
 	file := filepath.Join(t.TempDir(), "c.yaml")
-	require.NoError(t, os.WriteFile(file, []byte("cluster: fromfile\nhttpAddr: \":1234\"\naggregator:\n  window: 10m\n"), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("cluster: fromfile\nhttpAddr: \":1234\"\nwindow: 10m\n"), 0o600))
 	cfg, _, err = parseFlags([]string{"--config", file, "--http-addr", ":999"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "fromfile", cfg.Cluster)
