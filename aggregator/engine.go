@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/internal/loop"
 )
 
 // Engine is the Aggregator implementation.
@@ -187,16 +189,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	var err error
 	if started {
-		drained := make(chan struct{})
-		go func() {
-			e.pending.Wait()
-			close(drained)
-		}()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-			e.stopFn()
-			err = fmt.Errorf("aggregator: stop: %w", ctx.Err())
+		if err = loop.Wait(ctx, &e.pending, "aggregator"); err != nil {
+			e.stopFn() // cancel the running lookups; the workers skip the rest of the queue
 		}
 	}
 	e.jobsMu.Lock()

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/loop"
 )
 
 // Pebble is the persistent Store, a Pebble database under PebbleConfig.Dir.
@@ -44,9 +45,8 @@ type Pebble struct {
 	mu     sync.RWMutex
 	closed bool
 
-	loopMu     sync.Mutex
-	loopCancel context.CancelFunc
-	loopDone   chan struct{}
+	loopMu    sync.Mutex
+	retention *loop.Group // the retention loop; nil when it does not run
 
 	written        metric.Int64Counter
 	writeErrors    metric.Int64Counter
