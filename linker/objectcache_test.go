@@ -144,8 +144,13 @@ func TestObjectCacheConcurrentMisses(t *testing.T) {
 			errs <- err
 		})
 	}
-	<-dyn.started // the one GET is running; let the others pile up behind it
-	time.Sleep(20 * time.Millisecond)
+	<-dyn.started // the one GET is running; the others pile up behind it
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		call := c.inflight[ref.Key()]
+		return call != nil && call.waiters == callers
+	}, 5*time.Second, time.Millisecond)
 	close(dyn.release)
 	wg.Wait()
 	close(errs)
