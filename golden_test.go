@@ -1,8 +1,6 @@
 package kelemetry_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -17,56 +15,28 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
-
-func readAuditLog(t *testing.T, path string) []*audit.Event {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
-	var events []*audit.Event
-	for {
-		line, err := r.ReadBytes('\n')
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			ev, derr := audit.DecodeEvent(line)
-			require.NoError(t, derr)
-			events = append(events, ev)
-		}
-		if err != nil {
-			break
-		}
-	}
-	require.NotEmpty(t, events)
-	return events
-}
 
 // ingest runs events through the consumer, the aggregator and the built-in linkers (with event
 // bodies only, as without a kubeconfig) into a recording sink.
 func ingest(t *testing.T, events []*audit.Event) []*aggregator.Span {
 	t.Helper()
-	ctx := context.Background()
 	sink := &aggregatortest.RecordingSink{}
-	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
-		Sinks: []aggregator.Sink{sink},
-		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
-			linker.NewAnnotationLinker(nil, nil, nil),
+	require.NoError(t, audittest.Replay(context.Background(), audittest.Config{
+		Cluster: "golden",
+		Deps: aggregator.Deps{
+			Sinks: []aggregator.Sink{sink},
+			Linkers: []aggregator.Linker{
+				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
+				linker.NewAnnotationLinker(nil, nil, nil),
+			},
 		},
-	})
-	require.NoError(t, err)
-	require.NoError(t, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
-	require.NoError(t, err)
-	for _, ev := range events {
-		consumer.Handle(ctx, "golden", ev)
-	}
-	require.NoError(t, engine.Stop(ctx))
+	}, events))
 	return sink.Spans()
 }
 
@@ -75,7 +45,8 @@ func ingest(t *testing.T, events []*audit.Event) []*aggregator.Span {
 func TestGoldenTraces(t *testing.T) {
 	for _, scenario := range []string{"rollout", "cronjob", "annotations"} {
 		t.Run(scenario, func(t *testing.T) {
-			events := readAuditLog(t, filepath.Join("testdata", scenario, "audit.jsonl"))
+			events, err := audittest.ReadFile(filepath.Join("testdata", scenario, "audit.jsonl"))
+			require.NoError(t, err)
 			got := aggregatortest.RenderTrees(ingest(t, events))
 			golden := filepath.Join("testdata", "golden", scenario+".txt")
 			if *update {

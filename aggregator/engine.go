@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -38,11 +39,11 @@ type Engine struct {
 	closed   bool // jobs is closed
 	started  bool
 	pending  sync.WaitGroup // queued or running jobs
-	workers  sync.WaitGroup
+	// workers are the link workers; their context, cancelled when Stop gives up waiting, bounds
+	// the lookups.
+	workers  loop.Group
 	inflight map[windowKey]*linkJob // key -> pending rerun (nil when none)
 	flightMu sync.Mutex
-	stopCtx  context.Context
-	stopFn   context.CancelFunc
 
 	m engineMetrics
 }
@@ -110,7 +111,6 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		jobs:       make(chan linkJob, cfg.LinkQueueSize),
 		inflight:   map[windowKey]*linkJob{},
 	}
-	e.stopCtx, e.stopFn = context.WithCancel(context.Background())
 	if err := e.initMetrics(mp); err != nil {
 		return nil, err
 	}
@@ -165,10 +165,11 @@ func (e *Engine) Start(context.Context) error {
 		return nil
 	}
 	e.started = true
-	for range e.cfg.LinkWorkers {
-		e.workers.Add(1)
-		go e.worker()
+	workers := make([]func(context.Context), e.cfg.LinkWorkers)
+	for i := range workers {
+		workers[i] = e.worker
 	}
+	e.workers.Start(workers...)
 	return nil
 }
 
@@ -184,16 +185,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	var err error
 	if started {
-		drained := make(chan struct{})
-		go func() {
-			e.pending.Wait()
-			close(drained)
-		}()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-			e.stopFn()
-			err = fmt.Errorf("aggregator: stop: %w", ctx.Err())
+		if err = loop.Wait(ctx, &e.pending, "aggregator"); err != nil {
+			// Cancel the running lookups (ctx has ended: this does not wait); the workers skip
+			// the rest of the queue.
+			_ = e.workers.Stop(ctx, "aggregator")
 		}
 	}
 	e.jobsMu.Lock()
@@ -202,7 +197,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 		close(e.jobs)
 	}
 	e.jobsMu.Unlock()
-	e.workers.Wait()
+	// The workers return once the queue is closed and empty: wait for them in any case.
+	_ = e.workers.Stop(context.Background(), "aggregator")
 	if !started {
 		// Nobody will run what is queued: account for it.
 		for range e.jobs {
@@ -370,11 +366,10 @@ func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 	}
 }
 
-func (e *Engine) worker() {
-	defer e.workers.Done()
+func (e *Engine) worker(ctx context.Context) {
 	for job := range e.jobs {
-		if e.stopCtx.Err() == nil {
-			e.runExclusive(job)
+		if ctx.Err() == nil {
+			e.runExclusive(ctx, job)
 		}
 		e.pending.Done()
 	}
@@ -382,7 +377,7 @@ func (e *Engine) worker() {
 
 // runExclusive runs job unless a job for the same object and window is running; then the newest
 // such job runs right after it, on the same worker (one job per object at a time).
-func (e *Engine) runExclusive(job linkJob) {
+func (e *Engine) runExclusive(ctx context.Context, job linkJob) {
 	wk := windowKey{key: job.obj.Key(), window: job.window.UnixNano()}
 	e.flightMu.Lock()
 	if prev, busy := e.inflight[wk]; busy {
@@ -397,7 +392,7 @@ func (e *Engine) runExclusive(job linkJob) {
 	}
 	e.inflight[wk] = nil
 	e.flightMu.Unlock()
-	e.runLinkJob(job)
+	e.runLinkJob(ctx, job)
 	for {
 		e.flightMu.Lock()
 		next := e.inflight[wk]
@@ -408,15 +403,15 @@ func (e *Engine) runExclusive(job linkJob) {
 		}
 		e.inflight[wk] = nil
 		e.flightMu.Unlock()
-		if e.stopCtx.Err() == nil {
-			e.runLinkJob(*next)
+		if ctx.Err() == nil {
+			e.runLinkJob(ctx, *next)
 		}
 		e.pending.Done()
 	}
 }
 
-func (e *Engine) runLinkJob(job linkJob) {
-	ctx, cancel := context.WithTimeout(e.stopCtx, e.cfg.LinkTimeout)
+func (e *Engine) runLinkJob(ctx context.Context, job linkJob) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.LinkTimeout)
 	defer cancel()
 	for _, l := range e.linkers {
 		links, err := l.Lookup(ctx, job.obj)

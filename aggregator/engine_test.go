@@ -387,3 +387,39 @@ func TestEventLinksAreWrittenBothWays(t *testing.T) {
 	bad.Links = []aggregator.Link{{Target: pod, Role: aggregator.RoleParent}}
 	assert.Error(t, e.Send(context.Background(), bad), "a link to itself is reported")
 }
+
+// When Stop's ctx ends before the link queue drained, the running lookups are cancelled, the rest
+// of the queue is dropped, and the workers are gone when Stop returns.
+func TestStopDeadlineCancelsLookups(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	var cancelled sync.WaitGroup
+	cancelled.Add(1)
+	var lookups sync.Map
+	blocking := aggregator.NewLinker("blocking", func(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
+		if _, again := lookups.LoadOrStore(obj.Key(), true); again {
+			return nil, nil
+		}
+		if obj.Key() == pod.Key() {
+			entered <- struct{}{}
+			<-ctx.Done()
+			cancelled.Done()
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	})
+	e, err := aggregator.New(aggregator.Config{LinkWorkers: 1}, aggregator.Deps{Linkers: []aggregator.Linker{blocking}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	require.NoError(t, e.Send(ctx, event(pod, "a", base)))
+	<-entered
+	require.NoError(t, e.Send(ctx, event(rs, "b", base))) // queued behind the blocked lookup
+
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, e.Stop(sctx), context.DeadlineExceeded)
+	cancelled.Wait() // the lookup saw its context end
+	_, ranRS := lookups.Load(rs.Key())
+	assert.False(t, ranRS, "the rest of the queue is dropped")
+	require.NoError(t, e.Stop(ctx), "stop twice")
+}

@@ -11,6 +11,17 @@ type Aggregator interface {
 }
 
 // Linker finds objects related to an object, e.g. its controlling owner.
+//
+// Concurrency: Lookup is called by the aggregator's link workers (Config.LinkWorkers goroutines),
+// concurrently for different objects but never for the same object and window at once. Its ctx
+// ends after Config.LinkTimeout, or when Stop gives up waiting. Name is called once, when the
+// aggregator is built, and must not change.
+//
+// Ownership: obj.Body is shared with the event it came from and with the other linkers: Lookup
+// must not modify it, nor keep it (or anything that aliases it) after returning; copy what must
+// be remembered. The returned links belong to the aggregator.
+//
+// NewLinker builds a Linker from a function.
 type Linker interface {
 	Name() string
 	// Lookup returns the object's links. obj.Body is nil when the source did not see the object;
@@ -19,6 +30,19 @@ type Linker interface {
 }
 
 // Decorator may change a span before it is exported. Decorators run in the order of Name().
+//
+// Concurrency: Decorate runs on the send path: in the goroutine that called Send (an audit
+// consumer worker, the event source's worker, ...) for object and event spans, and in the link
+// workers for link spans. It is called concurrently for different spans, never twice at once for
+// the same span. It delays Send and every sink, so it must be fast and must not block (no network
+// calls; precompute or cache).
+//
+// Ownership: Decorate may change the span's fields, but slices it reaches (Attributes, Logs) may
+// be shared with the Event that was sent: replace them with new slices rather than changing their
+// elements or appending in place. It must not keep the span after returning: the sinks own it
+// then.
+//
+// NewDecorator builds a Decorator from a function.
 type Decorator interface {
 	Name() string
 	Decorate(ctx context.Context, span *Span)
@@ -26,7 +50,16 @@ type Decorator interface {
 
 // Sink receives finished spans. A sink must tolerate receiving a span ID more than once (upsert
 // or ignore): the aggregator emits root and link spans again after a restart or cache eviction.
-// Export must not keep the slice; it may keep the spans, which are not modified afterwards.
+//
+// Concurrency: Export is called from the goroutines that call Send and from the link workers,
+// concurrently: it must be safe for concurrent use. It runs on the send path: a sink that talks
+// to a slow backend queues (as otlpsink does) instead of blocking. Its error is counted and
+// returned to the caller of Send.
+//
+// Ownership: Export must not keep the slice, and must not modify the spans (every sink gets the
+// same ones); it may keep the spans, which are not modified afterwards.
+//
+// SinkFunc adapts a function to a Sink.
 type Sink interface {
 	Export(ctx context.Context, spans []*Span) error
 }

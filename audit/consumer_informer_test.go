@@ -278,8 +278,8 @@ func TestConsumerInformerJoinByTimeWaitsBehind(t *testing.T) {
 	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now)) // its record never comes
 	c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", now.Add(time.Millisecond)))
 	cache.Put(change("web", "6", "7", "spec.paused", "false", "true", now.Add(10*time.Millisecond)))
-	time.Sleep(100 * time.Millisecond)
-	assert.Empty(t, agg.Events(), "the patch waits behind the update although a change is there")
+	require.Never(t, func() bool { return len(agg.Events()) > 0 }, 100*time.Millisecond, 5*time.Millisecond,
+		"the patch waits behind the update although a change is there")
 	evs := waitEvents(t, agg, 2)
 	assert.Equal(t, "u1/ResponseComplete", evs[0].ID)
 	require.Len(t, diffMessages(evs[0]), 1)

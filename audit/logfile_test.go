@@ -239,7 +239,8 @@ func waitIDs(t *testing.T, c *collector, want ...string) {
 	require.Eventually(t, func() bool { return len(c.IDs()) >= len(want) }, 5*time.Second, 5*time.Millisecond,
 		"got %v, want %v", c.IDs(), want)
 	// Nothing more arrives.
-	time.Sleep(30 * time.Millisecond)
+	require.Never(t, func() bool { return len(c.IDs()) > len(want) }, 30*time.Millisecond, 5*time.Millisecond,
+		"got %v, want %v", c.IDs(), want)
 	assert.Equal(t, want, c.IDs())
 }
 
@@ -255,7 +256,8 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	require.NoError(t, fl.Start(ctx))
 	defer func() { require.NoError(t, fl.Stop(ctx)) }()
 
-	// The file does not exist yet.
+	// The file does not exist yet. No hook tells when the follower polled: let a few poll
+	// intervals pass (it waits for nothing).
 	time.Sleep(20 * time.Millisecond)
 	appendFile(t, path, logLine("1")+logLine("2"))
 	waitIDs(t, &c, "1", "2")
@@ -263,8 +265,7 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	// A partial line waits for its newline.
 	l3 := logLine("3")
 	appendFile(t, path, l3[:40])
-	time.Sleep(30 * time.Millisecond)
-	assert.Equal(t, []string{"1", "2"}, c.IDs())
+	require.Never(t, func() bool { return len(c.IDs()) > 2 }, 30*time.Millisecond, 5*time.Millisecond, "got %v", c.IDs())
 	appendFile(t, path, l3[40:]+"garbage\n")
 	waitIDs(t, &c, "1", "2", "3")
 
@@ -278,13 +279,13 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	_, err = old.WriteString(logLine("5") + strings.TrimSuffix(logLine("6"), "\n"))
 	require.NoError(t, err)
 	require.NoError(t, old.Close())
-	time.Sleep(20 * time.Millisecond)                               // the follower sees no file at the path for a while
+	time.Sleep(20 * time.Millisecond)                               // the follower sees no file at the path for a few polls
 	appendFile(t, path, logLine("7")+strings.Repeat(" ", 400)+"\n") // padding, so that what follows the truncation is shorter
 	waitIDs(t, &c, "1", "2", "3", "4", "5", "6", "7")
 
 	// Truncation in place (copytruncate), then new content shorter than before.
 	require.NoError(t, os.Truncate(path, 0))
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the follower sees the empty file for a few polls
 	appendFile(t, path, logLine("8"))
 	waitIDs(t, &c, "1", "2", "3", "4", "5", "6", "7", "8")
 	assert.Equal(t, map[string]int{"c1": 8}, c.clusters)
@@ -303,7 +304,7 @@ func TestLogFollowStartAtEnd(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, fl.Start(ctx))
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // no hook tells when the follower opened the file: a few poll intervals
 	// The tail of the line that was partial at start is skipped silently.
 	appendFile(t, path, l2[30:]+logLine("3"))
 	waitIDs(t, &c, "3")
@@ -345,7 +346,8 @@ func TestLogFollowStopWhileBlocked(t *testing.T) {
 	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, fl.Start(context.Background()))
-	time.Sleep(20 * time.Millisecond)
+	require.Eventually(t, func() bool { return q.roomWaiters.Load() == 1 }, 5*time.Second, time.Millisecond,
+		"the follower waits for room")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, fl.Stop(ctx), context.DeadlineExceeded)

@@ -259,7 +259,7 @@ func TestQueueAllOrNothing(t *testing.T) {
 func TestQueueStopDrainsAndRejects(t *testing.T) {
 	var handled atomic.Int32
 	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 2}, func(context.Context, string, *Event) {
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a slow handler (waits for nothing): Stop must drain behind it
 		handled.Add(1)
 	})
 	ctx := context.Background()
@@ -390,7 +390,8 @@ func TestQueueEnqueueWaitWakesOnRoom(t *testing.T) {
 			errs[i] = q.EnqueueWait(ctx, "c", []*Event{queueEvent("n", "a", "w"+strconv.Itoa(i))})
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	require.Eventually(t, func() bool { return q.roomWaiters.Load() == int32(len(errs)) }, 5*time.Second, time.Millisecond,
+		"every EnqueueWait waits for room")
 	close(gate)
 	wg.Wait()
 	for _, err := range errs {
@@ -406,7 +407,8 @@ func TestQueueStopWakesEnqueueWait(t *testing.T) {
 	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1")}))
 	waited := make(chan error, 1)
 	go func() { waited <- q.EnqueueWait(ctx, "c", []*Event{queueEvent("n", "a", "2")}) }()
-	time.Sleep(10 * time.Millisecond)
+	require.Eventually(t, func() bool { return q.roomWaiters.Load() == 1 }, 5*time.Second, time.Millisecond,
+		"EnqueueWait waits for room")
 	_ = q.Stop(ctx) // never started: abandons the queued event
 	select {
 	case err := <-waited:

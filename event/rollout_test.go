@@ -12,8 +12,8 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/event"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // TestRolloutPicture replays the recorded rollout, audit log and Events, through the consumer
@@ -22,20 +22,14 @@ import (
 func TestRolloutPicture(t *testing.T) {
 	ctx := context.Background()
 	sink := &aggregatortest.RecordingSink{}
-	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}})
+	p, err := audittest.Start(ctx, audittest.Config{Cluster: "kind", Deps: aggregator.Deps{Sinks: []aggregator.Sink{sink}}})
 	require.NoError(t, err)
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
+	_, err = p.HandleFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
 	require.NoError(t, err)
-	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, telemetry.Settings{})
-	require.NoError(t, err)
-	require.NoError(t, q.Start(ctx))
-	_, err = audit.ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, telemetry.Settings{})
-	require.NoError(t, err)
-	require.NoError(t, q.Flush(ctx))
-	require.NoError(t, q.Stop(ctx))
 	st, err := event.ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "events-events-v1.json"),
-		event.NewConverter("kind", nil, 0), engine, nil)
+		event.NewConverter("kind", nil, 0), p.Engine, nil)
 	require.NoError(t, err)
+	require.NoError(t, p.Stop(ctx))
 	assert.Equal(t, 30, st.Sent)
 
 	var diffs []string

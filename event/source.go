@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/loop"
 )
 
 // Client lists and watches the Events of one API in all namespaces. A client-go dynamic client's
@@ -151,10 +153,9 @@ type Source struct {
 	dirty bool
 
 	queue   chan item
-	runMu   sync.Mutex
-	started bool
-	cancel  context.CancelFunc // stops the watch
-	done    chan struct{}      // closed when the worker and the watch exited
+	runMu   sync.Mutex // serialises Start (the checkpoint load) and Stop
+	stopped bool       // Stop was called: Start does nothing
+	loops   loop.Group // the watch, the worker and the checkpoint flush
 
 	events  metric.Int64Counter
 	results map[string]metric.MeasurementOption
@@ -196,7 +197,7 @@ func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.
 	}
 	s := &Source{cfg: cfg, client: client, conv: conv, agg: agg, store: store,
 		logger: logger.With("component", "event.source"), seen: seen,
-		queue: make(chan item, cfg.QueueSize), done: make(chan struct{}), results: map[string]metric.MeasurementOption{}}
+		queue: make(chan item, cfg.QueueSize), results: map[string]metric.MeasurementOption{}}
 	if s.events, err = mp.Meter("github.com/kelemetry/kelemetry/event").Int64Counter("kelemetry.event.source.events",
 		metric.WithDescription("Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error)."),
 		metric.WithUnit("{event}")); err != nil {
@@ -208,11 +209,12 @@ func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.
 	return s, nil
 }
 
-// Start loads the checkpoint and starts listing and watching in the background.
+// Start loads the checkpoint and starts listing and watching in the background. It does not
+// block; it does nothing when the Source runs already or was stopped.
 func (s *Source) Start(ctx context.Context) error {
 	s.runMu.Lock()
 	defer s.runMu.Unlock()
-	if s.started {
+	if s.stopped || s.loops.Running() {
 		return nil
 	}
 	if s.store != nil {
@@ -224,55 +226,39 @@ func (s *Source) Start(ctx context.Context) error {
 			s.restore(cp)
 		}
 	}
-	s.started = true
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	watchDone := make(chan struct{})
-	workerDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		s.watchLoop(runCtx)
-	}()
-	go func() {
-		defer close(workerDone)
-		s.work(runCtx)
-	}()
-	go func() {
-		<-watchDone
-		close(s.queue) // the worker drains what is queued, then exits
-		<-workerDone
-		close(s.done)
-	}()
-	if s.store != nil {
-		go s.flushLoop(runCtx)
+	fns := []func(context.Context){
+		func(ctx context.Context) {
+			s.watchLoop(ctx)
+			close(s.queue) // the worker drains what is queued, then exits
+		},
+		s.work,
 	}
+	if s.store != nil {
+		fns = append(fns, s.flushLoop)
+	}
+	s.loops.Start(fns...)
 	return nil
 }
 
-// Stop stops the watch, lets the worker send what is queued, and saves the checkpoint with
-// ctx. If ctx ends first, the rest of the queue is left (it is not in the checkpoint, so it
-// comes again after a restart). Safe without Start.
+// Stop stops the watch, lets the worker send what is queued, waits for every goroutine of the
+// Source (a periodic checkpoint save in progress included), and then saves the final checkpoint
+// with ctx. If ctx ends first, Stop returns its error without the final save, which could race
+// the goroutines still running: the checkpoint stays at the last periodic save, so what came
+// after it is seen again after a restart (skipped or sent again under the same span IDs). Safe
+// without Start and more than once.
 func (s *Source) Stop(ctx context.Context) error {
 	s.runMu.Lock()
-	started, cancel := s.started, s.cancel
-	s.runMu.Unlock()
-	if !started {
-		return nil
+	defer s.runMu.Unlock()
+	s.stopped = true
+	running := s.loops.Running()
+	if err := s.loops.Stop(ctx, "event source"); err != nil {
+		return err
 	}
-	cancel()
-	var err error
-	select {
-	case <-s.done:
-	case <-ctx.Done():
-		err = fmt.Errorf("event source: stop: %w", ctx.Err())
-	}
-	if s.store != nil {
+	if running && s.store != nil {
 		// The ctx of Stop, not a cancelled one: the final save must happen.
-		if serr := s.save(ctx, true); serr != nil {
-			err = errors.Join(err, serr)
-		}
+		return s.save(ctx, true)
 	}
-	return err
+	return nil
 }
 
 // Checkpoint returns the current checkpoint.
@@ -356,10 +342,9 @@ func (s *Source) work(ctx context.Context) {
 }
 
 // sendAttempts and sendBackoff bound the retries of a failed send.
-const (
-	sendAttempts = 3
-	sendBackoff  = 200 * time.Millisecond
-)
+const sendAttempts = 3
+
+var sendBackoff = backoff.Policy{Base: 200 * time.Millisecond}
 
 // handle sends one Event unless it was sent already. It reports false when the Event should have
 // been sent and could not be, after retries.
@@ -394,7 +379,7 @@ func (s *Source) handle(ctx context.Context, rec *Record) bool {
 			s.logger.Debug("send event", "event", rec.Namespace+"/"+rec.Name, "attempts", attempt, "error", err)
 			return errors.Is(err, aggregator.ErrInvalidEvent) // retrying or rewatching cannot fix an invalid one
 		}
-		time.Sleep(sendBackoff << (attempt - 1))
+		sendBackoff.Sleep(ctx, attempt-1) // ctx is not cancelled by Stop: the drain retries too
 	}
 	s.mu.Lock()
 	s.seen.Add(rec.UID, SeenEvent{UID: rec.UID, Count: rec.Count, Last: rec.Last, Start: ev.Start})
@@ -419,20 +404,17 @@ func (s *Source) watchLoop(ctx context.Context) {
 	s.mu.Lock()
 	rv := s.rv
 	s.mu.Unlock()
-	backoff := time.Duration(0)
+	retry := backoff.Policy{Base: retryBase, Max: s.cfg.MaxBackoff}
+	failures := 0 // consecutive failed lists or watches
 	for ctx.Err() == nil {
-		if backoff > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
+		if failures > 0 && !retry.Sleep(ctx, failures-1) {
+			return
 		}
 		if rv == "" {
 			listRV, err := s.list(ctx)
 			if err != nil {
-				backoff = s.nextBackoff(backoff)
-				s.logger.Warn("list events", "error", err, "retry_in", backoff)
+				failures++
+				s.logger.Warn("list events", "error", err, "retry_in", retry.Delay(failures-1))
 				continue
 			}
 			rv = listRV
@@ -443,23 +425,19 @@ func (s *Source) watchLoop(ctx context.Context) {
 			return
 		case errors.Is(err, errExpired):
 			s.logger.Info("event watch expired, listing again", "resourceVersion", rv)
-			rv, backoff = "", 0
+			rv, failures = "", 0
 		case err != nil:
-			backoff = s.nextBackoff(backoff)
-			s.logger.Warn("watch events", "error", err, "retry_in", backoff)
+			failures++
+			s.logger.Warn("watch events", "error", err, "retry_in", retry.Delay(failures-1))
 			rv = next
 		default:
-			rv, backoff = next, 0
+			rv, failures = next, 0
 		}
 	}
 }
 
-func (s *Source) nextBackoff(b time.Duration) time.Duration {
-	if b == 0 {
-		return 500 * time.Millisecond
-	}
-	return min(2*b, s.cfg.MaxBackoff)
-}
+// retryBase is the first wait after a failed list or watch; it doubles up to MaxBackoff.
+const retryBase = 500 * time.Millisecond
 
 var errExpired = errors.New("resourceVersion expired")
 

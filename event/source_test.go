@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -220,4 +221,89 @@ func TestSourceConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, src.Stop(context.Background()))
 	_ = aggregator.DefaultWindow
+}
+
+// blockingStore records the checkpoints it saved, in order. The first Save blocks, ignoring its
+// ctx (as FileCheckpoint does), until release is closed; it records its checkpoint only then.
+type blockingStore struct {
+	mu      sync.Mutex
+	calls   int
+	saved   []string // resourceVersions, in the order the Saves completed
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingStore) Load(context.Context) (*Checkpoint, error) { return nil, nil }
+
+func (b *blockingStore) Save(_ context.Context, cp *Checkpoint) error {
+	b.mu.Lock()
+	b.calls++
+	first := b.calls == 1
+	b.mu.Unlock()
+	if first {
+		close(b.entered)
+		<-b.release
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.saved = append(b.saved, cp.ResourceVersion)
+	return nil
+}
+
+func (b *blockingStore) savedRVs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.saved...)
+}
+
+// A periodic checkpoint save that is still running when Stop is called must finish before Stop's
+// final save, or its older checkpoint would overwrite the final one.
+func TestSourceStopWaitsForPeriodicSave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
+		agg := &aggregatortest.RecordingAggregator{}
+		client := newFakeClient("10", coreEvent(t, "e1", "8", 1, t0))
+		src, err := NewSource(SourceConfig{CheckpointInterval: time.Second}, client, NewConverter("c", nil, 0), agg, store, nil, nil)
+		require.NoError(t, err)
+		require.NoError(t, src.Start(ctx))
+		w := client.nextWatcher(t)
+		synctest.Wait()
+		require.Equal(t, []string{"e1:1"}, sentIDs(agg))
+
+		// The periodic save of resourceVersion 10 starts and blocks.
+		time.Sleep(time.Second) // fake time: lets the checkpoint ticker fire
+		<-store.entered
+		// A newer Event moves the checkpoint on.
+		w.Add(coreEvent(t, "e2", "11", 1, t0.Add(time.Second)))
+		synctest.Wait()
+		require.Equal(t, []string{"e1:1", "e2:1"}, sentIDs(agg))
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- src.Stop(ctx) }()
+		synctest.Wait()
+		var stopErr error
+		select {
+		case stopErr = <-stopped:
+			t.Error("Stop returned while a periodic checkpoint save was still running")
+		default:
+			close(store.release)
+			stopErr = <-stopped
+		}
+		require.NoError(t, stopErr)
+		if !isClosed(store.release) {
+			close(store.release)
+		}
+		synctest.Wait() // the released save, if Stop did not wait for it, completes now
+		assert.Equal(t, []string{"10", "11"}, store.savedRVs(), "the final checkpoint must be saved last")
+	})
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

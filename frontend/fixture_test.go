@@ -1,8 +1,6 @@
 package frontend_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -18,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
@@ -52,46 +50,17 @@ func rollout(t testing.TB) *store.Memory {
 }
 
 func ingestFile(path string) (*store.Memory, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	ctx := context.Background()
 	st := store.NewMemory(store.MemoryConfig{}, 0)
-	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
-		Sinks: []aggregator.Sink{st},
-		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
-			linker.NewAnnotationLinker(nil, nil, nil),
+	err := audittest.ReplayFile(context.Background(), audittest.Config{
+		Deps: aggregator.Deps{
+			Sinks: []aggregator.Sink{st},
+			Linkers: []aggregator.Linker{
+				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
+				linker.NewAnnotationLinker(nil, nil, nil),
+			},
 		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := engine.Start(ctx); err != nil {
-		return nil, err
-	}
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
-	if err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		ev, err := audit.DecodeEvent(bytes.Clone(line))
-		if err != nil {
-			return nil, err
-		}
-		consumer.Handle(ctx, "test", ev)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return st, engine.Stop(ctx)
+	}, path)
+	return st, err
 }
 
 func newAPI(t testing.TB, r store.Reader) (*frontend.JaegerAPI, *httptest.Server) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -262,30 +263,33 @@ func TestDiscoveryMapperStop(t *testing.T) {
 }
 
 func TestDiscoveryMapperNoStampede(t *testing.T) {
-	crd, crdLists := apiGroup("example.com", []string{"v1"}, map[string]string{"Fleet": "fleetz"})
-	d := &fakeDiscoverer{block: make(chan struct{})}
-	d.set([]*metav1.APIGroup{crd}, crdLists, nil)
-	dm, _, _ := newTestDiscoveryMapper(t, fakeDiscoveryClusters{"c1": d})
+	// In a bubble, synctest.Wait tells when every caller waits behind the running discovery.
+	synctest.Test(t, func(t *testing.T) {
+		crd, crdLists := apiGroup("example.com", []string{"v1"}, map[string]string{"Fleet": "fleetz"})
+		d := &fakeDiscoverer{block: make(chan struct{})}
+		d.set([]*metav1.APIGroup{crd}, crdLists, nil)
+		dm, _, _ := newTestDiscoveryMapper(t, fakeDiscoveryClusters{"c1": d})
 
-	const callers = 20
-	var wg sync.WaitGroup
-	results := make(chan string, callers)
-	for range callers {
-		wg.Go(func() {
-			gvr, _, err := dm.ResourceFor(context.Background(), "c1", schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Fleet"})
-			assert.NoError(t, err)
-			results <- gvr.Resource
-		})
-	}
-	require.Eventually(t, func() bool { return d.calls.Load() == 1 }, time.Second, time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // let the other callers queue behind the running discovery
-	close(d.block)
-	wg.Wait()
-	close(results)
-	for r := range results {
-		assert.Equal(t, "fleetz", r, "waiters get the discovered answer")
-	}
-	assert.EqualValues(t, 1, d.calls.Load())
+		const callers = 20
+		var wg sync.WaitGroup
+		results := make(chan string, callers)
+		for range callers {
+			wg.Go(func() {
+				gvr, _, err := dm.ResourceFor(context.Background(), "c1", schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Fleet"})
+				assert.NoError(t, err)
+				results <- gvr.Resource
+			})
+		}
+		synctest.Wait() // one discovery blocks; every other caller waits for it
+		require.EqualValues(t, 1, d.calls.Load())
+		close(d.block)
+		wg.Wait()
+		close(results)
+		for r := range results {
+			assert.Equal(t, "fleetz", r, "waiters get the discovered answer")
+		}
+		assert.EqualValues(t, 1, d.calls.Load())
+	})
 }
 
 func TestDiscoveryMapperPartialFailure(t *testing.T) {

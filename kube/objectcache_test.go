@@ -148,8 +148,8 @@ func TestObjectCacheConcurrentMisses(t *testing.T) {
 			errs <- err
 		})
 	}
-	<-dyn.Started // the one GET is running; let the others pile up behind it
-	time.Sleep(20 * time.Millisecond)
+	<-dyn.Started // the one GET is running; the others pile up behind it
+	require.Eventually(t, func() bool { return kube.InflightWaiters(c, ref) == callers }, 5*time.Second, time.Millisecond)
 	close(dyn.Release)
 	wg.Wait()
 	close(errs)

@@ -16,7 +16,7 @@ func Example() {
 	ctx := context.Background()
 	// otlpsink.New(ctx, otlpsink.Config{Endpoint: "collector:4317", Insecure: true}, telemetry.Settings{Logger: logger, MeterProvider: mp})
 	// sends to a real endpoint; here an in-memory exporter stands in for it.
-	exp := tracetest.NewInMemoryExporter()
+	exp := keptSpans{tracetest.NewInMemoryExporter()}
 	sink, err := otlpsink.NewWithExporter(otlpsink.Config{FlushInterval: time.Second}, exp, telemetry.Settings{})
 	if err != nil {
 		panic(err)
@@ -35,15 +35,17 @@ func Example() {
 	if err := sink.Export(ctx, []*aggregator.Span{root}); err != nil {
 		panic(err)
 	}
-	// Stop flushes the queue and shuts the exporter down (which empties the in-memory one), so
-	// look before stopping.
-	for len(exp.GetSpans()) == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	got := exp.GetSpans()[0]
-	fmt.Println(got.Name, got.SpanContext.TraceID() == tid, got.StartTime.Equal(window))
+	// Stop sends what is queued and shuts the exporter down.
 	if err := sink.Stop(ctx); err != nil {
 		panic(err)
 	}
+	got := exp.GetSpans()[0]
+	fmt.Println(got.Name, got.SpanContext.TraceID() == tid, got.StartTime.Equal(window))
 	// Output: pods/web-0 true true
 }
+
+// keptSpans is an in-memory exporter that keeps its spans when it is shut down (the plain one
+// forgets them), so that they can be looked at after Stop.
+type keptSpans struct{ *tracetest.InMemoryExporter }
+
+func (keptSpans) Shutdown(context.Context) error { return nil }

@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -53,12 +54,10 @@ type Sink struct {
 	mu      sync.RWMutex
 	stopped bool
 
-	lifeMu   sync.Mutex
-	started  bool
-	stopping bool
-	cancel   context.CancelFunc
-	stopCh   chan struct{}
-	done     chan struct{}
+	lifeMu      sync.Mutex
+	stopping    bool
+	worker      loop.Group         // run; cancelling its ctx asks it to flush and return
+	cancelSends context.CancelFunc // cancels the sends of the worker (Stop's ctx ended)
 
 	lastDropLog atomic.Int64 // unix nanos
 
@@ -159,8 +158,6 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 		logger:   logger.With("sink", "otlp", "endpoint", cfg.Endpoint),
 		queue:    make(chan *aggregator.Span, cfg.QueueSize),
 		conv:     newConverter(),
-		stopCh:   make(chan struct{}),
-		done:     make(chan struct{}),
 	}
 	if err := s.initMetrics(mp); err != nil {
 		return nil, fmt.Errorf("otlpsink: metrics: %w", err)
@@ -249,13 +246,12 @@ func (s *Sink) dropQueueFull(ctx context.Context, n, total int, cause error) err
 func (s *Sink) Start(_ context.Context) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
-	if s.started || s.stopping {
+	if s.stopping || s.worker.Running() {
 		return nil
 	}
-	s.started = true
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	go s.run(ctx)
+	sendCtx, cancel := context.WithCancel(context.Background())
+	s.cancelSends = cancel
+	s.worker.Start(func(stop context.Context) { s.run(stop, sendCtx) })
 	return nil
 }
 
@@ -269,7 +265,7 @@ func (s *Sink) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopping = true
-	started := s.started
+	started := s.worker.Running()
 	s.lifeMu.Unlock()
 
 	// Wait for Exports in flight; later ones see stopped.
@@ -279,15 +275,12 @@ func (s *Sink) Stop(ctx context.Context) error {
 
 	var errs []error
 	if started {
-		close(s.stopCh)
-		select {
-		case <-s.done:
-		case <-ctx.Done():
-			s.cancel()
-			<-s.done
+		if err := s.worker.Stop(ctx, "flush"); err != nil {
+			s.cancelSends() // drop the rest: the worker returns promptly
+			_ = s.worker.Stop(context.Background(), "flush")
 			errs = append(errs, fmt.Errorf("flush: %w", ctx.Err()))
 		}
-		s.cancel()
+		s.cancelSends()
 	} else {
 		if err := s.flush(ctx, nil); err != nil {
 			errs = append(errs, fmt.Errorf("flush: %w", err))
@@ -306,8 +299,8 @@ func (s *Sink) Stop(ctx context.Context) error {
 }
 
 // run is the worker: it sends a batch when it is full or FlushInterval after its first span.
-func (s *Sink) run(ctx context.Context) {
-	defer close(s.done)
+// When stop ends it flushes and returns; its sends use ctx.
+func (s *Sink) run(stop, ctx context.Context) {
 	batch := make([]*aggregator.Span, 0, s.cfg.BatchSize)
 	timer := time.NewTimer(s.cfg.FlushInterval)
 	timer.Stop()
@@ -326,7 +319,7 @@ func (s *Sink) run(ctx context.Context) {
 			}
 			timer.Stop()
 		case <-due:
-		case <-s.stopCh:
+		case <-stop.Done():
 			_ = s.flush(ctx, batch)
 			return
 		}

@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -360,11 +361,8 @@ func TestStopDeadlineDropsAndCounts(t *testing.T) {
 	err := s.Stop(sctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, int64(3), m.value(t, "kelemetry.otlp.spans.dropped", ReasonStopped))
-	select {
-	case <-s.done:
-	default:
-		t.Fatal("worker outlived Stop")
-	}
+	// The worker must not outlive Stop.
+	goleak.VerifyNone(t)
 }
 
 func TestConfig(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"slices"
@@ -14,12 +15,14 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -45,9 +48,9 @@ type Pebble struct {
 	mu     sync.RWMutex
 	closed bool
 
-	loopMu     sync.Mutex
-	loopCancel context.CancelFunc
-	loopDone   chan struct{}
+	loopMu    sync.Mutex
+	retention *loop.Group // the retention loop; nil when it does not run
+	fsCloser  io.Closer   // stops the disk health checks of the database's filesystem
 
 	written        metric.Int64Counter
 	writeErrors    metric.Int64Counter
@@ -85,6 +88,10 @@ var versionKey = []byte("mversion")
 
 const schemaVersion = "1"
 
+// diskSlowThreshold is how long a filesystem operation may take before it is logged as slow
+// (Pebble's default).
+const diskSlowThreshold = 5 * time.Second
+
 const meterName = "github.com/kelemetry/kelemetry/store"
 
 // OpenPebble opens or creates the database in cfg.Dir for traces of window length w. Call Start
@@ -111,7 +118,14 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 
 	cache := pebble.NewCache(cfg.CacheSize)
 	defer cache.Unref()
+	// The disk-health-checking filesystem Pebble would create itself runs a goroutine that a
+	// failed Open never stops: create it here, and close it after the database (or the failure).
+	fs, fsCloser := vfs.WithDiskHealthChecks(vfs.Default, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
+		p.logger.Warn("slow disk operation", "component", "pebble", "info", info.String())
+	})
+	p.fsCloser = fsCloser
 	db, err := pebble.Open(cfg.Dir, &pebble.Options{
+		FS:                 fs,
 		Cache:              cache,
 		FormatMajorVersion: pebble.FormatNewest,
 		// Spans are written once and read rarely: a larger memtable (32 MiB; the default is 4 MiB)
@@ -124,6 +138,7 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 	})
 	if err != nil {
 		_ = p.sizeReg.Unregister()
+		_ = fsCloser.Close()
 		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("open store %s: the folder is locked: is another Kelemetry process using it? (%w)", cfg.Dir, err)
 		}
@@ -133,6 +148,7 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 	if err := p.checkVersion(); err != nil {
 		_ = p.sizeReg.Unregister()
 		_ = db.Close()
+		_ = fsCloser.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	return p, nil
@@ -725,6 +741,9 @@ func (p *Pebble) Close() error {
 	}
 	if err := p.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close: %w", err))
+	}
+	if err := p.fsCloser.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close disk health checks: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close store %s: %w", p.cfg.Dir, err)

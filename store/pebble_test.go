@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -327,8 +328,11 @@ func TestPebbleLockedFolder(t *testing.T) {
 	cmd.Env = append(os.Environ(), "KELEMETRY_HOLD_STORE="+dir)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	hold, err := cmd.StdinPipe() // the helper holds the store until its stdin closes
+	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
+		_ = hold.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
@@ -341,7 +345,8 @@ func TestPebbleLockedFolder(t *testing.T) {
 	assert.Contains(t, err.Error(), "another Kelemetry process")
 }
 
-// TestPebbleLockHolder opens the store of KELEMETRY_HOLD_STORE and keeps it open until killed.
+// TestPebbleLockHolder opens the store of KELEMETRY_HOLD_STORE and keeps it open until its stdin
+// closes (or it is killed).
 func TestPebbleLockHolder(t *testing.T) {
 	dir := os.Getenv("KELEMETRY_HOLD_STORE")
 	if dir == "" {
@@ -351,5 +356,5 @@ func TestPebbleLockHolder(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	fmt.Println("holding")
-	time.Sleep(time.Minute)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }

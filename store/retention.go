@@ -8,14 +8,17 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/internal/loop"
 )
 
 // Start runs the retention loop in the background: one check at once, then one per
-// CheckInterval. It does not block; calling it again while running does nothing.
+// CheckInterval. It does not block; calling it again while running does nothing. After Stop it
+// starts a new loop.
 func (p *Pebble) Start(_ context.Context) error {
 	p.loopMu.Lock()
 	defer p.loopMu.Unlock()
-	if p.loopDone != nil {
+	if p.retention != nil {
 		return nil
 	}
 	p.mu.RLock()
@@ -24,33 +27,24 @@ func (p *Pebble) Start(_ context.Context) error {
 	if closed {
 		return fmt.Errorf("start store retention: %w", ErrClosed)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	p.loopCancel, p.loopDone = cancel, done
-	go p.loop(ctx, done)
+	p.retention = &loop.Group{}
+	p.retention.Start(p.retentionLoop)
 	return nil
 }
 
 // Stop ends the retention loop and waits for it, or for ctx. It is safe without Start.
 func (p *Pebble) Stop(ctx context.Context) error {
 	p.loopMu.Lock()
-	cancel, done := p.loopCancel, p.loopDone
-	p.loopCancel, p.loopDone = nil, nil
+	g := p.retention
+	p.retention = nil
 	p.loopMu.Unlock()
-	if cancel == nil {
+	if g == nil {
 		return nil
 	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop store retention: %w", ctx.Err())
-	}
+	return g.Stop(ctx, "store retention")
 }
 
-func (p *Pebble) loop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (p *Pebble) retentionLoop(ctx context.Context) {
 	ticker := time.NewTicker(p.cfg.CheckInterval)
 	defer ticker.Stop()
 	for {

@@ -1,6 +1,7 @@
 // Package aggregatortest has fakes for testing code that uses the aggregator: a Sink that records
-// spans, an Aggregator that records events, a Linker with fixed answers, and a compact text
-// rendering of object trees for golden tests.
+// spans, an Aggregator that records events, a Linker with fixed answers, a Decorator that records
+// (and may change) the spans it sees, and a compact text rendering of object trees for golden
+// tests.
 package aggregatortest
 
 import (
@@ -125,4 +126,41 @@ func (l *StaticLinker) Calls() []aggregator.ObjectKey {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]aggregator.ObjectKey(nil), l.calls...)
+}
+
+// RecordingDecorator is a Decorator that records a copy of every span it saw (after Fn, when
+// set, changed it). Safe for concurrent use, as the aggregator requires.
+type RecordingDecorator struct {
+	// DecoratorName is returned by Name; "recording" when empty.
+	DecoratorName string
+	// Fn, when set, is applied to each span before it is recorded.
+	Fn func(ctx context.Context, span *aggregator.Span)
+
+	mu    sync.Mutex
+	spans []aggregator.Span
+}
+
+// Name returns DecoratorName, or "recording".
+func (d *RecordingDecorator) Name() string {
+	if d.DecoratorName == "" {
+		return "recording"
+	}
+	return d.DecoratorName
+}
+
+// Decorate applies Fn and records a copy of span.
+func (d *RecordingDecorator) Decorate(ctx context.Context, span *aggregator.Span) {
+	if d.Fn != nil {
+		d.Fn(ctx, span)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.spans = append(d.spans, *span)
+}
+
+// Spans returns copies of the spans decorated so far, in the order they were seen.
+func (d *RecordingDecorator) Spans() []aggregator.Span {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]aggregator.Span(nil), d.spans...)
 }

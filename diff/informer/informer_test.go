@@ -37,6 +37,7 @@ type fakeDynamic struct {
 	lists   map[schema.GroupVersionResource][]unstructured.Unstructured
 	listRV  string
 	listErr error
+	failed  int // lists answered with listErr
 	watches chan *watch.RaceFreeFakeWatcher
 }
 
@@ -69,6 +70,7 @@ func (r *fakeResource) List(_ context.Context, _ metav1.ListOptions) (*unstructu
 	r.f.mu.Lock()
 	defer r.f.mu.Unlock()
 	if r.f.listErr != nil {
+		r.f.failed++
 		return nil, r.f.listErr
 	}
 	l := &unstructured.UnstructuredList{Object: map[string]any{}}
@@ -245,7 +247,11 @@ func TestInformerRetriesFailedList(t *testing.T) {
 	in, _ := newTestInformer(t, dyn, Config{Resources: []string{"pods"}})
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
-	time.Sleep(20 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		dyn.mu.Lock()
+		defer dyn.mu.Unlock()
+		return dyn.failed > 0
+	}, 5*time.Second, time.Millisecond, "the list fails")
 	dyn.mu.Lock()
 	dyn.listErr = nil
 	dyn.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"go.uber.org/goleak"
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -28,6 +29,11 @@ import (
 )
 
 var rolloutLog = filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl")
+
+// TestMain fails the package's tests when a goroutine outlives them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func testConfig(t *testing.T, dataDir string) kelemetry.Config {
 	t.Helper()

@@ -9,11 +9,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"go.uber.org/goleak"
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 )
+
+// TestMain fails the package's tests when a goroutine outlives them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func TestValidateApp(t *testing.T) {
 	require.NoError(t, fx.ValidateApp(options(kelemetry.Config{}, slog.Default())))

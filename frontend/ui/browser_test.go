@@ -119,7 +119,7 @@ func (p *page) waitJS(what, expr string) {
 			strings.Contains(err.Error(), "context was destroyed")) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll interval, before polling again in the new page context
 	}
 	if err != nil {
 		shown, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))

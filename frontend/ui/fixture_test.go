@@ -1,8 +1,6 @@
 package ui_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
@@ -41,38 +38,25 @@ var (
 // annotation linkers) and a memory store.
 func ingestRollout(t testing.TB) *store.Memory {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl"))
-	require.NoError(t, err)
 	ctx := context.Background()
 	st := store.NewMemory(store.MemoryConfig{}, 0)
-	agg, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
-		Sinks: []aggregator.Sink{st},
-		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
-			linker.NewAnnotationLinker(nil, nil, nil),
+	p, err := audittest.Start(ctx, audittest.Config{
+		Deps: aggregator.Deps{
+			Sinks: []aggregator.Sink{st},
+			Linkers: []aggregator.Linker{
+				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
+				linker.NewAnnotationLinker(nil, nil, nil),
+			},
 		},
 	})
 	require.NoError(t, err)
-	require.NoError(t, agg.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, telemetry.Settings{})
+	_, err = p.HandleFile(ctx, filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl"))
 	require.NoError(t, err)
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		ev, err := audit.DecodeEvent(bytes.Clone(line))
-		require.NoError(t, err)
-		consumer.Handle(ctx, "test", ev)
-	}
-	require.NoError(t, sc.Err())
 	stats, err := event.ReplayFile(ctx, filepath.Join("..", "..", "testdata", "rollout", "events-core-v1.json"),
-		event.NewConverter("test", nil, 0), agg, nil)
+		event.NewConverter(audittest.DefaultCluster, nil, 0), p.Engine, nil)
 	require.NoError(t, err)
 	require.Positive(t, stats.Sent, "recorded Events")
-	require.NoError(t, agg.Stop(ctx))
+	require.NoError(t, p.Stop(ctx))
 	return st
 }
 

@@ -1,0 +1,49 @@
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+func TestSettingsZeroValue(t *testing.T) {
+	var s Settings
+	assert.Same(t, slog.Default(), s.Log())
+	require.NotNil(t, s.Provider())
+	m := s.Meter("test")
+	m.Counter("c", "", "").Add(context.Background(), 1)
+	assert.NoError(t, m.Err())
+}
+
+func TestSettingsMeterRecords(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	s := Settings{MeterProvider: mp}.With("component", "test")
+	require.NotNil(t, s.Logger)
+
+	m := s.Meter("github.com/kelemetry/kelemetry/telemetry")
+	m.Counter("kelemetry.test.events", "Events.", "{event}").Add(context.Background(), 2)
+	m.Gauge("kelemetry.test.depth", "Depth.", "", func() int64 { return 7 })
+	require.NoError(t, m.Err())
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			switch d := md.Data.(type) {
+			case metricdata.Sum[int64]:
+				got[md.Name] = d.DataPoints[0].Value
+			case metricdata.Gauge[int64]:
+				got[md.Name] = d.DataPoints[0].Value
+			}
+		}
+	}
+	assert.Equal(t, map[string]int64{"kelemetry.test.events": 2, "kelemetry.test.depth": 7}, got)
+}
