@@ -89,7 +89,8 @@ func atIndex(i int, err error) error {
 }
 
 func atPath(prefix string, err error) error {
-	if de, ok := err.(*decodeError); ok {
+	var de *decodeError
+	if errors.As(err, &de) {
 		if len(de.path) > 0 && de.path[0] == '[' {
 			return &decodeError{path: prefix + de.path, err: de.err}
 		}

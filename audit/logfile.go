@@ -337,7 +337,7 @@ func (fl *Follower) poll(ctx context.Context, cur *followed, b *lineBatcher) (*f
 		return cur, err
 	}
 	pathInfo, err := os.Stat(fl.cfg.Path)
-	if err != nil {
+	if err != nil { //nolint:nilerr // not an error of this read: the file is checked again next poll
 		// Renamed away and not yet recreated: keep the old handle, which may still grow.
 		return cur, nil
 	}

@@ -335,7 +335,7 @@ func (w *walker) diffObject(old, new []byte, red bool) {
 	}
 	om, nm := *op, *np
 	var matchedSmall [64]bool
-	matched := matchedSmall[:0]
+	var matched []bool
 	if len(om) <= len(matchedSmall) {
 		matched = matchedSmall[:len(om)]
 	} else {

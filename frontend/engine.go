@@ -477,7 +477,7 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
+	var find func(int) int //nolint:staticcheck // declared first: the closure calls itself
 	find = func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]

@@ -233,7 +233,7 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 		if s := q.Get(p.name); s != "" {
 			d, err := time.ParseDuration(s)
 			if err != nil {
-				return req, fmt.Errorf("malformed '%s' parameter: %v", p.name, err)
+				return req, fmt.Errorf("malformed '%s' parameter: %w", p.name, err)
 			}
 			*p.dst = d
 		}
@@ -303,7 +303,7 @@ func parseTags(raw string, into map[string]string) error {
 	if strings.HasPrefix(raw, "{") {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
-			return fmt.Errorf("malformed 'tags' parameter, cannot unmarshal JSON: %v", err)
+			return fmt.Errorf("malformed 'tags' parameter, cannot unmarshal JSON: %w", err)
 		}
 		for k, v := range m {
 			into[k] = v
@@ -443,7 +443,7 @@ func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, e
 		if tr, serr := a.storedAsDisplay(ctx, id); serr == nil {
 			return tr, nil
 		}
-		return JaegerTrace{}, fmt.Errorf("%w: %v", errBadID, err)
+		return JaegerTrace{}, fmt.Errorf("%w: %w", errBadID, err)
 	}
 	refs, err := a.reader.FindTraces(ctx, store.TraceQuery{IDPrefix: d.Anchor[:], From: d.Start, To: d.End})
 	if err != nil {

@@ -30,6 +30,9 @@ func TestStartServeStop(t *testing.T) {
 	assert.Contains(t, err.Error(), "other server: listen on "+s.Addr())
 
 	require.NoError(t, s.Stop(ctx))
-	_, err = http.Get("http://" + s.Addr())
+	resp, err = http.Get("http://" + s.Addr())
+	if err == nil {
+		resp.Body.Close()
+	}
 	assert.Error(t, err, "stopped")
 }

@@ -200,7 +200,7 @@ func TestSpansKeepIDsTimesAndAttributes(t *testing.T) {
 		for _, kv := range kvs {
 			_, dup := m[string(kv.Key)]
 			assert.False(t, dup, "duplicate key %s", kv.Key)
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		return m
 	}
