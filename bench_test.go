@@ -62,8 +62,8 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{sink},
 		Linkers: []aggregator.Linker{
-			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
-			linker.NewAnnotationLinker(nil, nil, nil),
+			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
+			linker.NewAnnotationLinker(nil, telemetry.Settings{}),
 		},
 	})
 	require.NoError(tb, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -32,8 +33,8 @@ func ingest(t *testing.T, events []*audit.Event) []*aggregator.Span {
 		Deps: aggregator.Deps{
 			Sinks: []aggregator.Sink{sink},
 			Linkers: []aggregator.Linker{
-				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
-				linker.NewAnnotationLinker(nil, nil, nil),
+				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
+				linker.NewAnnotationLinker(nil, telemetry.Settings{}),
 			},
 		},
 	}, events))

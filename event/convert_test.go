@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func fixture(scenario, name string) string { return filepath.Join("..", "testdata", scenario, name) }
@@ -23,7 +24,7 @@ func TestReplayRollout(t *testing.T) {
 	var ids = map[string][]string{}
 	for _, file := range []string{"events-core-v1.json", "events-events-v1.json"} {
 		agg := &aggregatortest.RecordingAggregator{}
-		st, err := ReplayFile(ctx, fixture("rollout", file), conv, agg, nil)
+		st, err := ReplayFile(ctx, fixture("rollout", file), conv, agg, telemetry.Settings{})
 		require.NoError(t, err)
 		assert.Equal(t, ReplayStats{File: fixture("rollout", file), Events: 30, Sent: 30}, st)
 
@@ -59,7 +60,7 @@ func TestReplayRollout(t *testing.T) {
 
 func TestReplayRepeatedEvent(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	_, err := ReplayFile(context.Background(), fixture("cronjob", "events-core-v1.json"), NewConverter("c", nil, 0), agg, nil)
+	_, err := ReplayFile(context.Background(), fixture("cronjob", "events-core-v1.json"), NewConverter("c", nil, 0), agg, telemetry.Settings{})
 	require.NoError(t, err)
 	var found bool
 	for _, ev := range agg.Events() {

@@ -7,12 +7,13 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func ExampleReplayFile() {
 	agg := &aggregatortest.RecordingAggregator{}
 	conv := event.NewConverter("kind", nil, 0)
-	st, err := event.ReplayFile(context.Background(), filepath.Join("..", "testdata", "cronjob", "events-core-v1.json"), conv, agg, nil)
+	st, err := event.ReplayFile(context.Background(), filepath.Join("..", "testdata", "cronjob", "events-core-v1.json"), conv, agg, telemetry.Settings{})
 	if err != nil {
 		panic(err)
 	}

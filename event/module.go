@@ -3,14 +3,13 @@ package event
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Config configures the Kubernetes Event sources. The zero value replays nothing and watches
@@ -56,15 +55,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ModuleParams are the fx inputs of Module.
+// ModuleParams are the fx inputs of NewModule.
 type ModuleParams struct {
 	fx.In
 
-	Config        Config               `optional:"true"`
-	Window        aggregator.Window    `optional:"true"`
-	Logger        *slog.Logger         `optional:"true"`
-	MeterProvider metric.MeterProvider `optional:"true"`
-	Aggregator    aggregator.Aggregator
+	Config Config            `optional:"true"`
+	Window aggregator.Window `optional:"true"`
+	// Telemetry gives the logger and meter provider (unset: slog.Default(), no metrics).
+	Telemetry  telemetry.Settings `optional:"true"`
+	Aggregator aggregator.Aggregator
 	// Clusters gives the dynamic client for Watch and a ConfigMap checkpoint.
 	Clusters kube.Clusters `optional:"true"`
 	// Mapper maps kinds to resources (default kube.NewStaticMapper()).
@@ -72,8 +71,8 @@ type ModuleParams struct {
 	Lifecycle fx.Lifecycle
 }
 
-// ModuleResults are the fx outputs of Module.
-type ModuleResults struct {
+// ModuleResult are the fx outputs of NewModule.
+type ModuleResult struct {
 	fx.Out
 
 	Replayer *Replayer
@@ -83,28 +82,27 @@ type ModuleResults struct {
 	Sources []*Source
 }
 
-// Module provides the Event replay (*Replayer) and the Event watch (*Source, when Config.Watch),
-// started and stopped with the app. It needs an aggregator.Aggregator.
-var Module = fx.Module("event", fx.Provide(newModule))
+// Module provides the Event replay (*Replayer) and the Event watch (*Source, when Config.Watch)
+// (NewModule), started and stopped with the app. It needs an aggregator.Aggregator.
+var Module = fx.Module("event", fx.Provide(NewModule))
 
-func newModule(p ModuleParams) (ModuleResults, error) {
+// NewModule builds what Module provides and registers the parts' Start and Stop with the
+// lifecycle: the replay, then one watch per cluster.
+func NewModule(p ModuleParams) (ModuleResult, error) {
 	cfg := p.Config
 	if err := cfg.Validate(); err != nil {
-		return ModuleResults{}, fmt.Errorf("event config: %w", err)
+		return ModuleResult{}, fmt.Errorf("event config: %w", err)
 	}
-	logger := p.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	ts := p.Telemetry
 	conv := NewConverter(cfg.Cluster, p.Mapper, p.Window)
-	out := ModuleResults{}
-	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, logger)
+	out := ModuleResult{}
+	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, ts)
 	p.Lifecycle.Append(fx.StartStopHook(out.Replayer.Start, out.Replayer.Stop))
 	if !cfg.Watch {
 		return out, nil
 	}
 	if p.Clusters == nil {
-		return ModuleResults{}, errors.New("event: watching Events needs a Kubernetes client (a kubeconfig)")
+		return ModuleResult{}, errors.New("event: watching Events needs a Kubernetes client (a kubeconfig)")
 	}
 	for i, cluster := range append([]string{cfg.Cluster}, cfg.WatchClusters...) {
 		conv := conv
@@ -118,9 +116,9 @@ func newModule(p ModuleParams) (ModuleResults, error) {
 				src.CheckpointConfigMap += "-" + cluster
 			}
 		}
-		s, err := newWatch(p, cluster, src, conv, logger.With("cluster", cluster))
+		s, err := newWatch(p, cluster, src, conv, ts.With("cluster", cluster))
 		if err != nil {
-			return ModuleResults{}, err
+			return ModuleResult{}, err
 		}
 		out.Sources = append(out.Sources, s)
 	}
@@ -129,7 +127,7 @@ func newModule(p ModuleParams) (ModuleResults, error) {
 }
 
 // newWatch builds the Event watch of one cluster and ties it to the app's lifecycle.
-func newWatch(p ModuleParams, cluster string, cfg SourceConfig, conv *Converter, logger *slog.Logger) (*Source, error) {
+func newWatch(p ModuleParams, cluster string, cfg SourceConfig, conv *Converter, ts telemetry.Settings) (*Source, error) {
 	dyn, err := p.Clusters.Dynamic(cluster)
 	if err != nil {
 		return nil, fmt.Errorf("event: %w", err)
@@ -145,7 +143,7 @@ func newWatch(p ModuleParams, cluster string, cfg SourceConfig, conv *Converter,
 			Name:   name,
 		}
 	}
-	src, err := NewSource(cfg, dyn.Resource(cfg.GVR()), conv, p.Aggregator, store, logger, p.MeterProvider)
+	src, err := NewSource(cfg, dyn.Resource(cfg.GVR()), conv, p.Aggregator, store, ts)
 	if err != nil {
 		return nil, fmt.Errorf("event: cluster %s: %w", cluster, err)
 	}

@@ -3,12 +3,15 @@ package event
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +22,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func TestModuleReplay(t *testing.T) {
@@ -84,6 +88,9 @@ func TestModuleWatchesSeveralClusters(t *testing.T) {
 	}
 	ckpt := filepath.Join(t.TempDir(), "ckpt.json")
 	agg := &aggregatortest.RecordingAggregator{}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	var res struct {
 		fx.In
 		Source  *Source
@@ -93,6 +100,7 @@ func TestModuleWatchesSeveralClusters(t *testing.T) {
 		fx.Supply(Config{Cluster: "wl", Watch: true, WatchClusters: []string{"mgmt"}, Source: SourceConfig{CheckpointFile: ckpt}}),
 		fx.Provide(func() aggregator.Aggregator { return agg }),
 		fx.Provide(func() kube.Clusters { return clusters }),
+		fx.Supply(telemetry.Settings{Logger: slog.New(slog.DiscardHandler), MeterProvider: mp}),
 		Module,
 		fx.Populate(&res),
 	)
@@ -108,6 +116,7 @@ func TestModuleWatchesSeveralClusters(t *testing.T) {
 	assert.Equal(t, map[string]string{"wl": "web", "mgmt": "web"}, byCluster)
 	assert.FileExists(t, ckpt)
 	assert.FileExists(t, ckpt+".mgmt")
+	assert.Equal(t, int64(2), sentEvents(t, reader), "both watches count through the module's Settings")
 
 	for _, bad := range []Config{
 		{Cluster: "wl", WatchClusters: []string{"mgmt"}},
@@ -116,4 +125,26 @@ func TestModuleWatchesSeveralClusters(t *testing.T) {
 	} {
 		assert.Error(t, bad.Validate(), bad)
 	}
+}
+
+// sentEvents sums kelemetry.event.source.events{result="sent"}.
+func sentEvents(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != "kelemetry.event.source.events" || !ok {
+				continue
+			}
+			for _, dp := range sum.DataPoints {
+				if v, _ := dp.Attributes.Value("result"); v.AsString() == resultSent {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }

@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/replay"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // ReplayStats counts what a replay did with one file.
@@ -32,12 +32,11 @@ const maxReplayFile = 1 << 30
 
 // ReplayFile sends the Events recorded in path to agg: an EventList (or any List, core/v1 or
 // events.k8s.io/v1 items, as `kubectl get events -o json` writes), a single Event, or one Event
-// per line. Per-event problems are counted, not returned; the error is for the file itself.
-func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregator.Aggregator, logger *slog.Logger) (ReplayStats, error) {
+// per line. Per-event problems are counted, not returned (and logged at debug through ts); the
+// error is for the file itself.
+func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregator.Aggregator, ts telemetry.Settings) (ReplayStats, error) {
 	st := ReplayStats{File: path}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := ts.Log().With("component", "event.replay")
 	f, err := os.Open(path)
 	if err != nil {
 		return st, fmt.Errorf("replay events: %w", err)
@@ -109,12 +108,9 @@ func readItems(r io.Reader) ([]json.RawMessage, error) {
 // --replay-events).
 type Replayer = replay.Runner[ReplayStats]
 
-// NewReplayer returns a Replayer of files. logger may be nil.
-func NewReplayer(files []string, conv *Converter, agg aggregator.Aggregator, logger *slog.Logger) *Replayer {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+// NewReplayer returns a Replayer of files; ts gives its logger (may be unset).
+func NewReplayer(files []string, conv *Converter, agg aggregator.Aggregator, ts telemetry.Settings) *Replayer {
 	return replay.New("event replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
-		return ReplayFile(ctx, file, conv, agg, logger)
-	}, logger)
+		return ReplayFile(ctx, file, conv, agg, ts)
+	}, ts.Log())
 }

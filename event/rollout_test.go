@@ -14,6 +14,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // TestRolloutPicture replays the recorded rollout, audit log and Events, through the consumer
@@ -27,7 +28,7 @@ func TestRolloutPicture(t *testing.T) {
 	_, err = p.HandleFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
 	require.NoError(t, err)
 	st, err := event.ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "events-events-v1.json"),
-		event.NewConverter("kind", nil, 0), p.Engine, nil)
+		event.NewConverter("kind", nil, 0), p.Engine, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, p.Stop(ctx))
 	assert.Equal(t, 30, st.Sent)

@@ -11,7 +11,6 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +23,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Client lists and watches the Events of one API in all namespaces. A client-go dynamic client's
@@ -167,6 +167,9 @@ type item struct {
 	rv  string
 }
 
+// meterScope is the instrumentation scope of the package's metrics.
+const meterScope = "github.com/kelemetry/kelemetry/event"
+
 // Source results, the result attribute of kelemetry.event.source.events.
 const (
 	resultSent      = "sent"
@@ -175,9 +178,10 @@ const (
 	resultFailed    = "send_error"
 )
 
-// NewSource builds a Source. store may be nil (no checkpoint); logger and mp may be nil.
+// NewSource builds a Source. store may be nil (no checkpoint); ts gives the logger and meter
+// provider (unset: slog.Default(), no metrics).
 func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.Aggregator, store CheckpointStore,
-	logger *slog.Logger, mp metric.MeterProvider) (*Source, error) {
+	ts telemetry.Settings) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -185,23 +189,18 @@ func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.
 		return nil, errors.New("event source: nil client, converter or aggregator")
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
 	seen, err := lru.New[string, SeenEvent](cfg.SeenSize)
 	if err != nil {
 		return nil, fmt.Errorf("event source: %w", err)
 	}
 	s := &Source{cfg: cfg, client: client, conv: conv, agg: agg, store: store,
-		logger: logger.With("component", "event.source"), seen: seen,
+		logger: ts.Log().With("component", "event.source"), seen: seen,
 		queue: make(chan item, cfg.QueueSize), results: map[string]metric.MeasurementOption{}}
-	if s.events, err = mp.Meter("github.com/kelemetry/kelemetry/event").Int64Counter("kelemetry.event.source.events",
-		metric.WithDescription("Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error)."),
-		metric.WithUnit("{event}")); err != nil {
-		return nil, fmt.Errorf("event source metrics: %w", err)
+	meter := ts.Meter(meterScope)
+	s.events = meter.Counter("kelemetry.event.source.events",
+		"Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error).", "{event}")
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("event source: %w", err)
 	}
 	for _, r := range []string{resultSent, resultDuplicate, resultSkipped, resultFailed} {
 		s.results[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))

@@ -2,6 +2,7 @@ package event
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -21,7 +22,11 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
+
+// quiet keeps the tests' warnings (failed lists, watches and sends) out of the output.
+var quiet = telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
 
 var t0 = time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
 
@@ -123,7 +128,7 @@ func TestSourceRestartLosesNoneDuplicatesNone(t *testing.T) {
 
 	// First run: list two Events, then watch a new one and a repeat of the first.
 	client := newFakeClient("10", coreEvent(t, "e1", "8", 1, t0), coreEvent(t, "e2", "9", 1, t0.Add(time.Second)))
-	src, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client, conv, agg, store, nil, nil)
+	src, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client, conv, agg, store, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src.Start(ctx))
 	w := client.nextWatcher(t)
@@ -145,7 +150,7 @@ func TestSourceRestartLosesNoneDuplicatesNone(t *testing.T) {
 	// Second run: resumes the watch from the checkpoint without listing. The server sends the
 	// repeat of e1 again (as after a reconnect), then a new Event.
 	client2 := newFakeClient("99")
-	src2, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client2, conv, agg, store, nil, nil)
+	src2, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client2, conv, agg, store, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src2.Start(ctx))
 	w2 := client2.nextWatcher(t)
@@ -169,7 +174,7 @@ func TestSourceRestartLosesNoneDuplicatesNone(t *testing.T) {
 		coreEvent(t, "e3", "11", 1, t0.Add(2*time.Second)), coreEvent(t, "e4", "13", 1, t0.Add(4*time.Second)),
 		coreEvent(t, "e5", "19", 1, t0.Add(5*time.Second)))
 	client3.expired["13"] = true
-	src3, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client3, conv, agg, store, nil, nil)
+	src3, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client3, conv, agg, store, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src3.Start(ctx))
 	client3.nextWatcher(t)
@@ -188,7 +193,7 @@ func TestSourceWatchErrorsAndBookmarks(t *testing.T) {
 	ctx := context.Background()
 	agg := &aggregatortest.RecordingAggregator{}
 	client := newFakeClient("10")
-	src, err := NewSource(SourceConfig{}, client, NewConverter("c", nil, 0), agg, nil, nil, nil)
+	src, err := NewSource(SourceConfig{}, client, NewConverter("c", nil, 0), agg, nil, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src.Start(ctx))
 	w := client.nextWatcher(t)
@@ -214,10 +219,10 @@ func TestSourceConfig(t *testing.T) {
 	assert.Error(t, SourceConfig{CheckpointConfigMap: "nope"}.Validate())
 	assert.NoError(t, SourceConfig{CheckpointConfigMap: "kube-system/kelemetry-events"}.Validate())
 	assert.Equal(t, schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}, SourceConfig{API: "events.k8s.io/v1"}.GVR())
-	_, err := NewSource(SourceConfig{}, nil, nil, nil, nil, nil, nil)
+	_, err := NewSource(SourceConfig{}, nil, nil, nil, nil, quiet)
 	assert.Error(t, err)
 	// Stop without Start.
-	src, err := NewSource(SourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), &aggregatortest.RecordingAggregator{}, nil, nil, nil)
+	src, err := NewSource(SourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), &aggregatortest.RecordingAggregator{}, nil, quiet)
 	require.NoError(t, err)
 	assert.NoError(t, src.Stop(context.Background()))
 	_ = aggregator.DefaultWindow
@@ -264,7 +269,7 @@ func TestSourceStopWaitsForPeriodicSave(t *testing.T) {
 		store := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
 		agg := &aggregatortest.RecordingAggregator{}
 		client := newFakeClient("10", coreEvent(t, "e1", "8", 1, t0))
-		src, err := NewSource(SourceConfig{CheckpointInterval: time.Second}, client, NewConverter("c", nil, 0), agg, store, nil, nil)
+		src, err := NewSource(SourceConfig{CheckpointInterval: time.Second}, client, NewConverter("c", nil, 0), agg, store, quiet)
 		require.NoError(t, err)
 		require.NoError(t, src.Start(ctx))
 		w := client.nextWatcher(t)

@@ -55,8 +55,8 @@ func ingestFile(path string) (*store.Memory, error) {
 		Deps: aggregator.Deps{
 			Sinks: []aggregator.Sink{st},
 			Linkers: []aggregator.Linker{
-				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
-				linker.NewAnnotationLinker(nil, nil, nil),
+				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
+				linker.NewAnnotationLinker(nil, telemetry.Settings{}),
 			},
 		},
 	}, path)

@@ -171,7 +171,7 @@ func TestKubeClustersObjectCache(t *testing.T) {
 	assert.Same(t, d1, d2, "one client per cluster")
 
 	// The owner linker end to end: no body, fetched through the cache, mapped by discovery.
-	links, err := linker.NewOwnerLinker(nil, cache, nil, nil).Lookup(context.Background(), aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "web")})
+	links, err := linker.NewOwnerLinker(nil, cache, telemetry.Settings{}).Lookup(context.Background(), aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "web")})
 	require.NoError(t, err)
 	require.Len(t, links, 1)
 	assert.Equal(t, aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "default", Name: "rs", UID: "u2"}, links[0].Target)

@@ -8,12 +8,13 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The owner linker reads the controlling ownerReference from the body that came with the event.
 // Without an ObjectGetter it never calls an API server.
 func ExampleOwnerLinker() {
-	l := linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil)
+	l := linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{})
 	pod := aggregator.Object{
 		ObjectRef: aggregator.ObjectRef{Cluster: "prod", Version: "v1", Resource: "pods", Namespace: "default", Name: "web-7d9f-abcde"},
 		Body: json.RawMessage(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-7d9f-abcde","namespace":"default",
@@ -31,7 +32,7 @@ func ExampleOwnerLinker() {
 
 // A parent-link annotation can point at an object in another cluster.
 func ExampleAnnotationLinker() {
-	l := linker.NewAnnotationLinker(nil, nil, nil)
+	l := linker.NewAnnotationLinker(nil, telemetry.Settings{})
 	cm := aggregator.Object{
 		ObjectRef: aggregator.ObjectRef{Cluster: "edge", Version: "v1", Resource: "configmaps", Namespace: "default", Name: "settings"},
 		Body: json.RawMessage(`{"kind":"ConfigMap","metadata":{"name":"settings","annotations":{

@@ -14,11 +14,11 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Linker names, link class and annotation keys.
@@ -49,17 +49,21 @@ type OwnerLinker struct {
 
 // NewOwnerLinker returns an OwnerLinker. A nil mapper means a StaticMapper. A nil getter means
 // that only the bodies that come with the events are used: an object without one gets no link.
-func NewOwnerLinker(mapper kube.Mapper, getter kube.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *OwnerLinker {
+// ts gives the logger and meter provider (unset: slog.Default(), no metrics); a metric that
+// cannot be created is logged and not recorded.
+func NewOwnerLinker(mapper kube.Mapper, getter kube.ObjectGetter, ts telemetry.Settings) *OwnerLinker {
 	if mapper == nil {
 		mapper = kube.NewStaticMapper()
 	}
-	logger = loggerOrDiscard(logger).With("linker", OwnerLinkerName)
-	return &OwnerLinker{
+	meter := ts.Meter(meterScope)
+	l := &OwnerLinker{
 		mapper:  mapper,
 		getter:  getter,
-		lookups: counter(meterFrom(mp), logger, "kelemetry.linker.owner.lookups", "Owner linker lookups by where the object came from: body, getter, not_found, none."),
+		lookups: meter.Counter("kelemetry.linker.owner.lookups", "Owner linker lookups by where the object came from: body, getter, not_found, none.", ""),
 		sources: newSourceOptions(),
 	}
+	logMeterErr(meter, ts.Log().With("linker", OwnerLinkerName))
+	return l
 }
 
 // Name returns "owner".
@@ -152,25 +156,28 @@ const (
 )
 
 // NewAnnotationLinker returns an AnnotationLinker. A nil getter means that only the bodies that
-// come with the events are used.
-func NewAnnotationLinker(getter kube.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) *AnnotationLinker {
-	logger = loggerOrDiscard(logger).With("linker", AnnotationLinkerName)
-	meter := meterFrom(mp)
+// come with the events are used. ts gives the logger and meter provider (unset: slog.Default(),
+// no metrics); a metric that cannot be created is logged and not recorded.
+func NewAnnotationLinker(getter kube.ObjectGetter, ts telemetry.Settings) *AnnotationLinker {
+	logger := ts.Log().With("linker", AnnotationLinkerName)
+	meter := ts.Meter(meterScope)
 	warned, _ := lru.New[aggregator.ObjectKey, time.Time](warnMemorySize) // fails only for size <= 0
 	reasons := map[string]metric.MeasurementOption{}
 	for _, r := range []string{"json", "missing_field", "self"} {
 		reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
-	return &AnnotationLinker{
+	l := &AnnotationLinker{
 		getter:  getter,
 		logger:  logger,
 		now:     time.Now,
-		lookups: counter(meter, logger, "kelemetry.linker.annotation.lookups", "Annotation linker lookups by where the object came from: body, getter, not_found, none."),
-		invalid: counter(meter, logger, "kelemetry.linker.annotation.invalid", "Parent-link annotations that could not be used, by reason: json, missing_field, self."),
+		lookups: meter.Counter("kelemetry.linker.annotation.lookups", "Annotation linker lookups by where the object came from: body, getter, not_found, none.", ""),
+		invalid: meter.Counter("kelemetry.linker.annotation.invalid", "Parent-link annotations that could not be used, by reason: json, missing_field, self.", ""),
 		sources: newSourceOptions(),
 		reasons: reasons,
 		warned:  warned,
 	}
+	logMeterErr(meter, logger)
+	return l
 }
 
 // Name returns "annotation".
@@ -380,28 +387,13 @@ func decodeMetadata(body []byte, out any) (kind string, err error) {
 	return kind, nil
 }
 
-// counter creates a counter, or logs why it cannot and returns a no-op one.
-func counter(meter metric.Meter, logger *slog.Logger, name, desc string) metric.Int64Counter {
-	c, err := meter.Int64Counter(name, metric.WithDescription(desc))
-	if err != nil || c == nil {
-		logger.Error("cannot create metric", slog.String("metric", name), slog.Any("error", err))
-		return noop.Int64Counter{}
-	}
-	return c
-}
+// meterScope is the instrumentation scope of the package's metrics.
+const meterScope = "github.com/kelemetry/kelemetry/linker"
 
-// meterFrom returns the package's meter of mp (nil: no-op).
-func meterFrom(mp metric.MeterProvider) metric.Meter {
-	if mp == nil {
-		mp = noop.NewMeterProvider()
+// logMeterErr logs the metrics meter could not create (they are no-ops): a linker works without
+// them, so this is not an error of its constructor.
+func logMeterErr(meter *telemetry.Meter, logger *slog.Logger) {
+	if err := meter.Err(); err != nil {
+		logger.Error("cannot create metrics", slog.Any("error", err))
 	}
-	return mp.Meter("github.com/kelemetry/kelemetry/linker")
-}
-
-// loggerOrDiscard returns l, or a logger that discards everything when l is nil.
-func loggerOrDiscard(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return l
 }

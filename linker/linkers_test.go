@@ -19,6 +19,9 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
+// quiet keeps the linkers' warnings out of the test output (an unset logger is slog.Default()).
+var quiet = telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
+
 // bodyWithOwners renders an object body with the given ownerReferences.
 func bodyWithOwners(kind, ns, name string, owners ...map[string]any) json.RawMessage {
 	meta := map[string]any{"name": name, "uid": "uid-" + name}
@@ -143,7 +146,7 @@ func TestOwnerLinker(t *testing.T) {
 			if tt.getter != nil {
 				getter = tt.getter
 			}
-			l := NewOwnerLinker(nil, getter, nil, nil)
+			l := NewOwnerLinker(nil, getter, quiet)
 			assert.Equal(t, "owner", l.Name())
 			links, err := l.Lookup(context.Background(), tt.obj)
 			require.NoError(t, err)
@@ -155,11 +158,11 @@ func TestOwnerLinker(t *testing.T) {
 func TestOwnerLinkerErrors(t *testing.T) {
 	ref := kubetest.PodRef("c1", "default", "p")
 	boom := errors.New("apiserver down")
-	l := NewOwnerLinker(nil, &kubetest.Getter{Err: boom}, nil, nil)
+	l := NewOwnerLinker(nil, &kubetest.Getter{Err: boom}, quiet)
 	_, err := l.Lookup(context.Background(), aggregator.Object{ObjectRef: ref})
 	require.ErrorIs(t, err, boom)
 
-	l = NewOwnerLinker(nil, nil, nil, nil)
+	l = NewOwnerLinker(nil, nil, quiet)
 	_, err = l.Lookup(context.Background(), aggregator.Object{ObjectRef: ref, Body: json.RawMessage(`[1,2]`)})
 	require.Error(t, err, "a body that is not an object")
 
@@ -175,7 +178,7 @@ func TestOwnerLinkerWithObjectCache(t *testing.T) {
 	m := kubetest.NewMetrics()
 	cache, err := kube.NewObjectCache(kubetest.Clusters{"c1": dyn}, kube.ObjectCacheConfig{}, telemetry.Settings{MeterProvider: m.Provider})
 	require.NoError(t, err)
-	l := NewOwnerLinker(nil, cache, nil, m.Provider)
+	l := NewOwnerLinker(nil, cache, telemetry.Settings{Logger: quiet.Logger, MeterProvider: m.Provider})
 
 	obj := aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "demo-7fb4c846ff-hhdmn")}
 	for range 3 {
@@ -251,7 +254,7 @@ func TestAnnotationLinker(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := NewAnnotationLinker(nil, nil, nil)
+			l := NewAnnotationLinker(nil, quiet)
 			assert.Equal(t, "annotation", l.Name())
 			links, err := l.Lookup(context.Background(), tt.obj)
 			require.NoError(t, err)
@@ -274,7 +277,7 @@ func TestAnnotationLinkerInvalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := kubetest.NewMetrics()
 			logs := &logtest.Recorder{}
-			l := NewAnnotationLinker(nil, slog.New(logs), m.Provider)
+			l := NewAnnotationLinker(nil, telemetry.Settings{Logger: slog.New(logs), MeterProvider: m.Provider})
 			links, err := l.Lookup(context.Background(), annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: tt.value}))
 			require.NoError(t, err, "an invalid annotation is not the object's fault")
 			assert.Empty(t, links)
@@ -287,7 +290,7 @@ func TestAnnotationLinkerInvalid(t *testing.T) {
 func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 	m := kubetest.NewMetrics()
 	logs := &logtest.Recorder{}
-	l := NewAnnotationLinker(nil, slog.New(logs), m.Provider)
+	l := NewAnnotationLinker(nil, telemetry.Settings{Logger: slog.New(logs), MeterProvider: m.Provider})
 	clock := kubetest.NewClock()
 	l.now = clock.Now
 	bad := annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: "nope"})
@@ -311,7 +314,7 @@ func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 func TestAnnotationLinkerGetter(t *testing.T) {
 	obj := annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: `{"group":"apps","version":"v1","resource":"deployments","namespace":"default","name":"web"}`})
 	getter := &kubetest.Getter{Objects: map[aggregator.ObjectKey]json.RawMessage{obj.Key(): obj.Body}}
-	l := NewAnnotationLinker(getter, nil, nil)
+	l := NewAnnotationLinker(getter, quiet)
 
 	links, err := l.Lookup(context.Background(), aggregator.Object{ObjectRef: obj.ObjectRef})
 	require.NoError(t, err)
@@ -344,7 +347,7 @@ func TestDecodeMetadata(t *testing.T) {
 // responseObject, managedFields and status included).
 func BenchmarkOwnerLinker(b *testing.B) {
 	body := readTestdata(b, "pod.json")
-	l := NewOwnerLinker(nil, nil, nil, nil)
+	l := NewOwnerLinker(nil, nil, quiet)
 	obj := aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "demo-7fb4c846ff-hhdmn"), Body: body}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -359,7 +362,7 @@ func BenchmarkOwnerLinker(b *testing.B) {
 // BenchmarkAnnotationLinker measures the annotation linker on a real annotated Pod body.
 func BenchmarkAnnotationLinker(b *testing.B) {
 	body := readTestdata(b, "pod-parent-link.json")
-	l := NewAnnotationLinker(nil, nil, nil)
+	l := NewAnnotationLinker(nil, quiet)
 	obj := aggregator.Object{ObjectRef: kubetest.PodRef("c1", "default", "web-debug"), Body: body}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()

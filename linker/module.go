@@ -68,13 +68,12 @@ func NewLinkers(cfg Config, mapper kube.Mapper, getter kube.ObjectGetter, set te
 	if mapper == nil {
 		mapper = kube.NewStaticMapper()
 	}
-	logger, mp := set.Log(), set.Provider()
 	var linkers []aggregator.Linker
 	if !cfg.DisableOwner {
-		linkers = append(linkers, NewOwnerLinker(mapper, getter, logger, mp))
+		linkers = append(linkers, NewOwnerLinker(mapper, getter, set))
 	}
 	if !cfg.DisableAnnotation {
-		linkers = append(linkers, NewAnnotationLinker(getter, logger, mp))
+		linkers = append(linkers, NewAnnotationLinker(getter, set))
 	}
 	return linkers, nil
 }

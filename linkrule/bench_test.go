@@ -29,7 +29,7 @@ func benchRules(b *testing.B, n int, resource func(i int) string) []*Rule {
 // BenchmarkLookup50Rules evaluates 50 rules that all select the object (condition and a
 // list-valued target each), the body decoded once.
 func BenchmarkLookup50Rules(b *testing.B) {
-	l := NewLinker(nil, nil, nil, nil)
+	l := NewLinker(nil, nil, silent)
 	l.Replace(SetDir, benchRules(b, 50, func(int) string { return "pods" }))
 	pod := obj("", "pods", "shop", "web-0", benchPod)
 	b.ReportAllocs()
@@ -44,7 +44,7 @@ func BenchmarkLookup50Rules(b *testing.B) {
 // BenchmarkLookup50RulesIndexed has 50 rules of which 2 select the object's resource: the
 // index skips the other 48 without decoding anything for them.
 func BenchmarkLookup50RulesIndexed(b *testing.B) {
-	l := NewLinker(nil, nil, nil, nil)
+	l := NewLinker(nil, nil, silent)
 	l.Replace(SetDir, benchRules(b, 50, func(i int) string {
 		if i%25 == 0 {
 			return "pods"
@@ -62,7 +62,7 @@ func BenchmarkLookup50RulesIndexed(b *testing.B) {
 
 // BenchmarkLookupNoRuleSelects is the cost for an object of a resource no rule selects.
 func BenchmarkLookupNoRuleSelects(b *testing.B) {
-	l := NewLinker(nil, nil, nil, nil)
+	l := NewLinker(nil, nil, silent)
 	l.Replace(SetDir, benchRules(b, 50, func(int) string { return "pods" }))
 	dep := obj("apps", "deployments", "shop", "web", benchPod)
 	b.ReportAllocs()

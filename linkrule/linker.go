@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // LinkerName is the Name() of the rule linker.
@@ -52,16 +52,12 @@ type Linker struct {
 }
 
 // NewLinker returns a Linker without rules. getter fetches bodies the events did not carry and
-// lister lists the objects of selector targets; both may be nil (no cluster).
-func NewLinker(getter kube.ObjectGetter, lister Lister, logger *slog.Logger, mp metric.MeterProvider) *Linker {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
-	logger = logger.With("linker", LinkerName)
-	meter := mp.Meter("github.com/kelemetry/kelemetry/linkrule")
+// lister lists the objects of selector targets; both may be nil (no cluster). ts gives the logger
+// and meter provider (unset: slog.Default(), no metrics); a metric that cannot be created is
+// logged and not recorded.
+func NewLinker(getter kube.ObjectGetter, lister Lister, ts telemetry.Settings) *Linker {
+	logger := ts.Log().With("linker", LinkerName)
+	meter := ts.Meter(meterScope)
 	l := &Linker{
 		getter: getter,
 		lister: lister,
@@ -70,11 +66,15 @@ func NewLinker(getter kube.ObjectGetter, lister Lister, logger *slog.Logger, mp 
 		sets:   map[string]map[string]*Rule{},
 		warned: map[string]time.Time{},
 	}
-	l.evaluations = counter(meter, logger, "kelemetry.linkrule.evaluations", "Objects a link rule was evaluated on (after its resources, namespaces and labels matched), by rule.")
-	l.links = counter(meter, logger, "kelemetry.linkrule.links", "Links made by link rules, by rule.")
-	l.errs = counter(meter, logger, "kelemetry.linkrule.errors", "Failed link rule evaluations (expression error, cost limit, failed list), by rule.")
-	l.truncated = counter(meter, logger, "kelemetry.linkrule.truncated", "Link rule evaluations whose targets were cut at the per-object limit, by rule.")
-	l.noBody = counter(meter, logger, "kelemetry.linkrule.no_body", "Objects selected by a rule's resources whose body was neither in the event nor fetchable.")
+	l.evaluations = meter.Counter("kelemetry.linkrule.evaluations", "Objects a link rule was evaluated on (after its resources, namespaces and labels matched), by rule.", "")
+	l.links = meter.Counter("kelemetry.linkrule.links", "Links made by link rules, by rule.", "")
+	l.errs = meter.Counter("kelemetry.linkrule.errors", "Failed link rule evaluations (expression error, cost limit, failed list), by rule.", "")
+	l.truncated = meter.Counter("kelemetry.linkrule.truncated", "Link rule evaluations whose targets were cut at the per-object limit, by rule.", "")
+	l.noBody = meter.Counter("kelemetry.linkrule.no_body", "Objects selected by a rule's resources whose body was neither in the event nor fetchable.", "")
+	if err := meter.Err(); err != nil {
+		// The linker works without its metrics: not an error of the constructor.
+		logger.Error("cannot create metrics", slog.Any("error", err))
+	}
 	l.index.Store(&ruleIndex{})
 	return l
 }
@@ -385,12 +385,5 @@ func (c ClusterLister) List(ctx context.Context, cluster string, gvr schema.Grou
 	return out, truncated, nil
 }
 
-// counter creates a counter, or logs why it cannot and returns a no-op one.
-func counter(meter metric.Meter, logger *slog.Logger, name, desc string) metric.Int64Counter {
-	c, err := meter.Int64Counter(name, metric.WithDescription(desc))
-	if err != nil || c == nil {
-		logger.Error("cannot create metric", slog.String("metric", name), slog.Any("error", err))
-		return noop.Int64Counter{}
-	}
-	return c
-}
+// meterScope is the instrumentation scope of the package's metrics.
+const meterScope = "github.com/kelemetry/kelemetry/linkrule"

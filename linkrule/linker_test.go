@@ -40,7 +40,7 @@ func (g *fakeGetter) Get(_ context.Context, ref aggregator.ObjectRef) (json.RawM
 }
 
 func TestLinkerIndexAndLookup(t *testing.T) {
-	l := NewLinker(nil, nil, nil, nil)
+	l := NewLinker(nil, nil, silent)
 	pod := obj("", "pods", "ns1", "p", `{"kind":"Pod","metadata":{"name":"p","labels":{"app":"web"}},"spec":{"secretName":"s1"}}`)
 
 	links, err := l.Lookup(t.Context(), pod)
@@ -80,7 +80,7 @@ func TestLinkerFetchesMissingBody(t *testing.T) {
 	getter := &fakeGetter{bodies: map[aggregator.ObjectKey]string{
 		{Cluster: "c1", Resource: "pods", Namespace: "ns1", Name: "p"}: `{"kind":"Pod","metadata":{"name":"p"},"spec":{"secretName":"fetched"}}`,
 	}}
-	l := NewLinker(getter, nil, nil, nil)
+	l := NewLinker(getter, nil, silent)
 	l.Put(SetDir, mustCompile(t, rule("secrets", nil)))
 
 	// No body: fetched.
@@ -119,7 +119,7 @@ func TestClusterListerAcrossClusters(t *testing.T) {
 		podObject("ns1", "db-0", map[string]any{"app": "db"}),
 	)
 	c1 := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	l := NewLinker(nil, ClusterLister{Clusters: kubetest.Clusters{"c1": c1, "c2": c2}}, nil, nil)
+	l := NewLinker(nil, ClusterLister{Clusters: kubetest.Clusters{"c1": c1, "c2": c2}}, silent)
 	svc := obj("", "services", "ns1", "web", `{"kind":"Service","metadata":{"name":"web"},"spec":{"selector":{"app":"web"}}}`)
 	newRule := func(cluster string, max int) *Rule {
 		r, err := Compile(rule("svc-"+cluster, func(s *Spec) {
@@ -155,7 +155,7 @@ func TestClusterListerAcrossClusters(t *testing.T) {
 }
 
 func TestLinkerDedupesAcrossRules(t *testing.T) {
-	l := NewLinker(nil, nil, nil, nil)
+	l := NewLinker(nil, nil, silent)
 	l.Put(SetDir, mustCompile(t, rule("one", nil)))
 	l.Put(SetDir, mustCompile(t, rule("two", func(s *Spec) {
 		s.Class = "other"

@@ -60,8 +60,8 @@ func TestManagerLoadsAndReloadsDir(t *testing.T) {
 		"---\n"+strings.NewReplacer("name: a}", "name: d}", "object.spec.secretName", "object.spec.(").Replace(strings.SplitN(goodRules, "---", 2)[0]))
 	write("notes.txt", "not a rule")
 
-	l := NewLinker(nil, nil, nil, nil)
-	m, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, nil)
+	l := NewLinker(nil, nil, silent)
+	m, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, silent)
 	require.NoError(t, err)
 	var names []string
 	for _, r := range l.Rules() {
@@ -74,7 +74,7 @@ func TestManagerLoadsAndReloadsDir(t *testing.T) {
 	require.NoError(t, m.loadDir())
 	assert.Len(t, l.Rules(), 2)
 
-	_, err = NewManager(Config{Dir: filepath.Join(dir, "missing")}, l, nil, nil)
+	_, err = NewManager(Config{Dir: filepath.Join(dir, "missing")}, l, nil, silent)
 	require.Error(t, err)
 	require.NoError(t, m.Stop(t.Context()), "Stop without Start")
 }

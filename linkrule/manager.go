@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Manager keeps a Linker's rules up to date: it loads the rule directory (and reloads it when
@@ -57,19 +59,16 @@ type watchedRule struct {
 // NewManager returns a Manager of l's rules. dyn is the client of the cluster whose LinkRule
 // objects are watched; nil (or cfg.DisableWatch) means no watch. The rule directory, when
 // configured, is loaded now: a directory that cannot be read is an error, a rule that does not
-// compile is logged and skipped.
-func NewManager(cfg Config, l *Linker, dyn dynamic.Interface, logger *slog.Logger) (*Manager, error) {
+// compile is logged and skipped. ts gives the logger (unset: slog.Default()).
+func NewManager(cfg Config, l *Linker, dyn dynamic.Interface, ts telemetry.Settings) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.DisableWatch {
 		dyn = nil
 	}
-	m := &Manager{cfg: cfg, linker: l, dyn: dyn, logger: logger.With("component", "linkrule"), now: time.Now, watched: map[string]*watchedRule{}}
+	m := &Manager{cfg: cfg, linker: l, dyn: dyn, logger: ts.Log().With("component", "linkrule"), now: time.Now, watched: map[string]*watchedRule{}}
 	if cfg.Dir != "" {
 		if err := m.loadDir(); err != nil {
 			return nil, err

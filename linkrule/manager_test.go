@@ -27,8 +27,8 @@ func TestManagerWatchesRulesAndWritesStatus(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{GroupVersionResource: "LinkRuleList"},
 		unstructuredRule(t, rule("secrets", nil), 1))
-	l := NewLinker(nil, nil, nil, nil)
-	m, err := NewManager(Config{StatusInterval: 20 * time.Millisecond}, l, dyn, nil)
+	l := NewLinker(nil, nil, silent)
+	m, err := NewManager(Config{StatusInterval: 20 * time.Millisecond}, l, dyn, silent)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
 	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) }) // t.Context() is done in Cleanup
@@ -89,8 +89,8 @@ func TestStatusWritesAreBoundedAndFair(t *testing.T) {
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{GroupVersionResource: "LinkRuleList"}, objs...)
-	l := NewLinker(nil, nil, nil, nil)
-	m, err := NewManager(Config{StatusInterval: time.Hour, MaxStatusWritesPerInterval: 1}, l, dyn, nil)
+	l := NewLinker(nil, nil, silent)
+	m, err := NewManager(Config{StatusInterval: time.Hour, MaxStatusWritesPerInterval: 1}, l, dyn, silent)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
 	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) }) // t.Context() is done in Cleanup

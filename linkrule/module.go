@@ -3,57 +3,61 @@ package linkrule
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Module provides the rule *Manager and its Linker in the "kelemetry.linkers" value group,
-// started and stopped with the app. Every dependency is optional:
+// Module provides the rule *Manager and its Linker in the "kelemetry.linkers" value group
+// (NewModule), started and stopped with the app. Every dependency is optional:
 //   - Config: no rule directory, watch LinkRules in the cluster named Config.Cluster;
 //   - kube.Clusters: without it no body is fetched, selector targets fail and nothing is
 //     watched; with it, the watched cluster is Config.Cluster;
 //   - kube.ObjectGetter: the cache of fetched bodies, shared with the built-in linkers
 //     (kube.Module provides it); without it bodies that events do not carry are not fetched;
-//   - *slog.Logger, metric.MeterProvider.
-var Module = fx.Module("linkrule", fx.Provide(provide))
+//   - telemetry.Settings: the default logger and no metrics when absent.
+var Module = fx.Module("linkrule", fx.Provide(NewModule))
 
-type params struct {
+// ModuleParams are the fx inputs of NewModule.
+type ModuleParams struct {
 	fx.In
 
-	Config   Config               `optional:"true"`
-	Getter   kube.ObjectGetter    `optional:"true"`
-	Logger   *slog.Logger         `optional:"true"`
-	Meter    metric.MeterProvider `optional:"true"`
-	Clusters kube.Clusters        `optional:"true"`
-	LC       fx.Lifecycle
+	Config Config            `optional:"true"`
+	Getter kube.ObjectGetter `optional:"true"`
+	// Telemetry gives the logger and meter provider (unset: slog.Default(), no metrics).
+	Telemetry telemetry.Settings `optional:"true"`
+	Clusters  kube.Clusters      `optional:"true"`
+	Lifecycle fx.Lifecycle
 }
 
-type result struct {
+// ModuleResult are the fx outputs of NewModule.
+type ModuleResult struct {
 	fx.Out
 
 	Manager *Manager
 	Linker  aggregator.Linker `group:"kelemetry.linkers"`
 }
 
-func provide(p params) (result, error) {
-	m, err := New(p.Config, p.Clusters, p.Getter, p.Logger, p.Meter)
+// NewModule builds what Module provides (New) and registers the Manager's Start and Stop with
+// the lifecycle.
+func NewModule(p ModuleParams) (ModuleResult, error) {
+	m, err := New(p.Config, p.Clusters, p.Getter, p.Telemetry)
 	if err != nil {
-		return result{}, err
+		return ModuleResult{}, err
 	}
-	p.LC.Append(fx.StartStopHook(m.Start, m.Stop))
-	return result{Manager: m, Linker: m.Linker()}, nil
+	p.Lifecycle.Append(fx.StartStopHook(m.Start, m.Stop))
+	return ModuleResult{Manager: m, Linker: m.Linker()}, nil
 }
 
 // New builds a Manager and its Linker as Module does, for use without fx. clusters and getter
-// (e.g. a kube.ObjectCache, for bodies the events do not carry) may be nil.
-func New(cfg Config, clusters kube.Clusters, getter kube.ObjectGetter, logger *slog.Logger, mp metric.MeterProvider) (*Manager, error) {
+// (e.g. a kube.ObjectCache, for bodies the events do not carry) may be nil; ts gives the logger
+// and meter provider (unset: slog.Default(), no metrics).
+func New(cfg Config, clusters kube.Clusters, getter kube.ObjectGetter, ts telemetry.Settings) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -74,8 +78,8 @@ func New(cfg Config, clusters kube.Clusters, getter kube.ObjectGetter, logger *s
 			}
 		}
 	}
-	l := NewLinker(getter, lister, logger, mp)
-	return NewManager(cfg, l, dyn, logger)
+	l := NewLinker(getter, lister, ts)
+	return NewManager(cfg, l, dyn, ts)
 }
 
 // Config configures the rule linker. The zero value means: no rule directory, and LinkRule

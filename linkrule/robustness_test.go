@@ -25,6 +25,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kelemetry/kelemetry/kube/kubetest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // runawayExpr nests exists_one over a list literal: its predicate is false, so no iteration
@@ -50,7 +51,7 @@ func TestRunawayExpressionIsStopped(t *testing.T) {
 			}), "test", CompileOptions{EvalTimeout: 50 * time.Millisecond})
 			require.NoError(t, err)
 			reader := sdkmetric.NewManualReader()
-			l := NewLinker(nil, nil, nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+			l := NewLinker(nil, nil, telemetry.Settings{Logger: silent.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 			l.Put(SetDir, r)
 
 			done := make(chan error, 1)
@@ -110,7 +111,7 @@ func (g gateLister) List(_ context.Context, _ string, _ schema.GroupVersionResou
 func TestMetricsOfConcurrentLookups(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	gate := gateLister{entered: make(chan struct{}), release: make(chan struct{})}
-	l := NewLinker(nil, gate, nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	l := NewLinker(nil, gate, telemetry.Settings{Logger: silent.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	l.Put(SetDir, mustCompile(t, rule("svc", func(s *Spec) {
 		s.Source.Resources = []GroupResource{{Resource: "services"}}
 		s.Targets[0] = Target{Version: "v1", Resource: "pods", Selector: "object.spec.selector"}
@@ -140,7 +141,7 @@ func TestMetricsOfConcurrentLookups(t *testing.T) {
 }
 
 func TestPutSameRuleWhileLookingUp(t *testing.T) {
-	l := NewLinker(nil, nil, nil, nil)
+	l := NewLinker(nil, nil, silent)
 	r := mustCompile(t, rule("secrets", nil))
 	l.Put(SetDir, r)
 	pod := obj("", "pods", "ns1", "p", `{"metadata":{"name":"p"},"spec":{"secretName":"s1"}}`)
@@ -175,7 +176,7 @@ func TestStopHonoursContext(t *testing.T) {
 		<-release
 		return false, nil, nil
 	})
-	m, err := NewManager(Config{}, NewLinker(nil, nil, nil, nil), dyn, nil)
+	m, err := NewManager(Config{}, NewLinker(nil, nil, silent), dyn, silent)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
 	require.ErrorIs(t, m.Start(t.Context()), ErrStarted)
@@ -302,8 +303,8 @@ func TestDirDuplicateNamesFirstFileWins(t *testing.T) {
 	write("a.yaml", doc("rx", "object.spec.(")+"---\n"+doc("ry", "'from-a'"))
 	write("b.yaml", doc("rx", "'from-b'")+"---\n"+doc("ry", "'from-b'"))
 	logs := &syncBuffer{}
-	l := NewLinker(nil, nil, nil, nil)
-	_, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	l := NewLinker(nil, nil, silent)
+	_, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 
 	assert.Nil(t, l.Rule(SetDir, "rx"), "rx belongs to a.yaml, whose rule does not compile")
@@ -321,8 +322,8 @@ func TestDirUnreadableIsLoggedOnce(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "r.yaml"), []byte(goodRules), 0o644))
 	logs := &syncBuffer{}
-	l := NewLinker(nil, nil, nil, nil)
-	m, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	l := NewLinker(nil, nil, silent)
+	m, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	require.Len(t, l.Rules(), 2)
 
@@ -343,7 +344,7 @@ func TestDirUnreadableIsLoggedOnce(t *testing.T) {
 }
 
 func TestWarningsOfDeletedRulesAreForgotten(t *testing.T) {
-	l := NewLinker(nil, nil, nil, nil)
+	l := NewLinker(nil, nil, silent)
 	l.Put(SetDir, mustCompile(t, rule("broken", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
 	l.Put(SetCluster, mustCompile(t, rule("broken2", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
 	_, err := l.Lookup(t.Context(), obj("", "pods", "ns1", "p", `{"metadata":{"name":"p"},"spec":{"secretName":"s1"}}`))
@@ -392,8 +393,8 @@ func TestFailingStatusWritesAreLoggedOnce(t *testing.T) {
 		return false, nil, nil
 	})
 	logs := &syncBuffer{}
-	l := NewLinker(nil, nil, nil, nil)
-	m, err := NewManager(Config{StatusInterval: time.Hour}, l, dyn, slog.New(slog.NewTextHandler(logs, nil)))
+	l := NewLinker(nil, nil, silent)
+	m, err := NewManager(Config{StatusInterval: time.Hour}, l, dyn, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
 	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) })

@@ -44,8 +44,8 @@ func ingestRollout(t testing.TB) *store.Memory {
 		Deps: aggregator.Deps{
 			Sinks: []aggregator.Sink{st},
 			Linkers: []aggregator.Linker{
-				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, nil, nil),
-				linker.NewAnnotationLinker(nil, nil, nil),
+				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
+				linker.NewAnnotationLinker(nil, telemetry.Settings{}),
 			},
 		},
 	})
@@ -53,7 +53,7 @@ func ingestRollout(t testing.TB) *store.Memory {
 	_, err = p.HandleFile(ctx, filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl"))
 	require.NoError(t, err)
 	stats, err := event.ReplayFile(ctx, filepath.Join("..", "..", "testdata", "rollout", "events-core-v1.json"),
-		event.NewConverter(audittest.DefaultCluster, nil, 0), p.Engine, nil)
+		event.NewConverter(audittest.DefaultCluster, nil, 0), p.Engine, telemetry.Settings{})
 	require.NoError(t, err)
 	require.Positive(t, stats.Sent, "recorded Events")
 	require.NoError(t, p.Stop(ctx))
