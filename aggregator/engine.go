@@ -45,7 +45,8 @@ type Engine struct {
 	inflight map[windowKey]*linkJob // key -> pending rerun (nil when none)
 	flightMu sync.Mutex
 
-	m engineMetrics
+	m        engineMetrics
+	queueReg metric.Registration
 }
 
 type windowKey struct {
@@ -95,7 +96,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	}
 	cfg = cfg.WithDefaults()
 	logger := deps.Telemetry.Log()
-	mp := deps.Telemetry.Provider()
+
 	decorators := slices.Clone(deps.Decorators)
 	slices.SortStableFunc(decorators, func(a, b Decorator) int { return cmp.Compare(a.Name(), b.Name()) })
 	linkers := slices.Clone(deps.Linkers)
@@ -111,7 +112,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		jobs:       make(chan linkJob, cfg.LinkQueueSize),
 		inflight:   map[windowKey]*linkJob{},
 	}
-	if err := e.initMetrics(mp); err != nil {
+	if err := e.initMetrics(deps.Telemetry); err != nil {
 		return nil, err
 	}
 	objects, err := lru.NewWithEvict(cfg.SpanCacheSize, func(windowKey, objectState) {
@@ -124,32 +125,21 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) initMetrics(mp metric.MeterProvider) error {
-	meter := mp.Meter("github.com/kelemetry/kelemetry/aggregator")
-	var errs []error
-	counter := func(name, desc string) metric.Int64Counter {
-		c, err := meter.Int64Counter(name, metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
+func (e *Engine) initMetrics(tel telemetry.Settings) error {
+	m := tel.Meter("github.com/kelemetry/kelemetry/aggregator")
 	e.m = engineMetrics{
-		events:       counter("kelemetry.aggregator.events", "Events received, by result."),
-		spans:        counter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind."),
-		exportErrors: counter("kelemetry.aggregator.export.errors", "Sink exports that failed."),
-		linkJobs:     counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, coalesced, done, depth_limit)."),
-		linkErrors:   counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker."),
-		links:        counter("kelemetry.aggregator.links", "Links found, by linker."),
-		evictions:    counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache."),
+		events:       m.Counter("kelemetry.aggregator.events", "Events received, by result.", ""),
+		spans:        m.Counter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind.", ""),
+		exportErrors: m.Counter("kelemetry.aggregator.export.errors", "Sink exports that failed.", ""),
+		linkJobs:     m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, coalesced, done, depth_limit).", ""),
+		linkErrors:   m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", ""),
+		links:        m.Counter("kelemetry.aggregator.links", "Links found, by linker.", ""),
+		evictions:    m.Counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache.", ""),
 	}
-	_, err := meter.Int64ObservableGauge("kelemetry.aggregator.link.queue.depth",
-		metric.WithDescription("Link jobs waiting."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(int64(len(e.jobs)))
-			return nil
-		}))
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("aggregator: metrics: %w", err)
+	e.queueReg = m.Gauge("kelemetry.aggregator.link.queue.depth", "Link jobs waiting.", "",
+		func() (int64, bool) { return int64(len(e.jobs)), true })
+	if err := m.Err(); err != nil {
+		return fmt.Errorf("aggregator: %w", err)
 	}
 	return nil
 }
@@ -204,6 +194,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 		for range e.jobs {
 			e.pending.Done()
 		}
+	}
+	// The provider no longer reads the queue depth (nor holds the engine); Send still works.
+	if uerr := e.queueReg.Unregister(); uerr != nil {
+		err = errors.Join(err, fmt.Errorf("aggregator: unregister metric: %w", uerr))
 	}
 	return err
 }

@@ -158,23 +158,12 @@ func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error)
 	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
 	q.dropped = meter.Counter("kelemetry.audit.queue.dropped",
 		"Audit events rejected by the queue or abandoned at shutdown, by reason.", "{event}")
-	if err := meter.Err(); err != nil {
-		return nil, fmt.Errorf("audit queue: %w", err)
-	}
 	q.droppedFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
 	q.droppedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
-	// The depth gauge is unregistered by Stop, which telemetry.Meter.Gauge does not offer.
-	raw := ts.Provider().Meter(meterName)
-	depth, err := raw.Int64ObservableGauge("kelemetry.audit.queue.depth",
-		metric.WithDescription("Audit events queued or being handled."), metric.WithUnit("{event}"))
-	if err != nil {
-		return nil, fmt.Errorf("create queue metric: %w", err)
-	}
-	if q.depthCallback, err = raw.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(depth, q.size.Load())
-		return nil
-	}, depth); err != nil {
-		return nil, fmt.Errorf("register queue depth callback: %w", err)
+	q.depthCallback = meter.Gauge("kelemetry.audit.queue.depth", "Audit events queued or being handled.", "{event}",
+		func() (int64, bool) { return q.size.Load(), true })
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("audit queue: %w", err)
 	}
 	return q, nil
 }

@@ -151,7 +151,7 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 		return nil, errors.New("otlpsink: nil exporter")
 	}
 	cfg = cfg.WithDefaults()
-	logger, mp := tel.Log(), tel.Provider()
+	logger := tel.Log()
 	s := &Sink{
 		cfg:      cfg,
 		exporter: exporter,
@@ -159,33 +159,22 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 		queue:    make(chan *aggregator.Span, cfg.QueueSize),
 		conv:     newConverter(),
 	}
-	if err := s.initMetrics(mp); err != nil {
+	if err := s.initMetrics(tel); err != nil {
 		return nil, fmt.Errorf("otlpsink: metrics: %w", err)
 	}
 	return s, nil
 }
 
-func (s *Sink) initMetrics(mp metric.MeterProvider) error {
-	m := mp.Meter(meterName)
-	var err1, err2, err3 error
-	s.exported, err1 = m.Int64Counter("kelemetry.otlp.spans.exported", metric.WithUnit("{span}"),
-		metric.WithDescription("Spans sent to the OTLP endpoint."))
-	s.dropped, err2 = m.Int64Counter("kelemetry.otlp.spans.dropped", metric.WithUnit("{span}"),
-		metric.WithDescription("Spans not sent to the OTLP endpoint, by reason."))
-	queued, err3 := m.Int64ObservableGauge("kelemetry.otlp.queue.size", metric.WithUnit("{span}"),
-		metric.WithDescription("Spans waiting to be sent."))
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return err
-	}
+func (s *Sink) initMetrics(tel telemetry.Settings) error {
+	m := tel.Meter(meterName)
+	s.exported = m.Counter("kelemetry.otlp.spans.exported", "Spans sent to the OTLP endpoint.", "{span}")
+	s.dropped = m.Counter("kelemetry.otlp.spans.dropped", "Spans not sent to the OTLP endpoint, by reason.", "{span}")
+	s.queueReg = m.Gauge("kelemetry.otlp.queue.size", "Spans waiting to be sent.", "{span}",
+		func() (int64, bool) { return int64(len(s.queue)), true })
 	s.byQueueFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonQueueFull)))
 	s.byExportFail = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonExportFailed)))
 	s.byStopped = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonStopped)))
-	var err error
-	s.queueReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(queued, int64(len(s.queue)))
-		return nil
-	}, queued)
-	return err
+	return m.Err()
 }
 
 // Export enqueues spans. When the queue is full it waits up to EnqueueTimeout, or until ctx

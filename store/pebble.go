@@ -104,7 +104,6 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	cfg = cfg.WithDefaults()
-	mp := tel.Provider()
 	p := &Pebble{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now}
 	p.bufs.New = func() any { return &encoder{} }
 	index, err := lru.New[indexKey, aggregator.ObjectRef](max(cfg.IndexCacheSize, 1))
@@ -112,7 +111,7 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 		return nil, fmt.Errorf("open store: index cache: %w", err)
 	}
 	p.index = index
-	if err := p.initMetrics(mp); err != nil {
+	if err := p.initMetrics(tel); err != nil {
 		return nil, fmt.Errorf("open store: metrics: %w", err)
 	}
 
@@ -172,35 +171,24 @@ func (p *Pebble) checkVersion() error {
 	return nil
 }
 
-func (p *Pebble) initMetrics(mp metric.MeterProvider) error {
-	m := mp.Meter(meterName)
-	var errs []error
-	counter := func(name, unit, desc string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
-	p.written = counter("kelemetry.store.spans.written", "{span}", "Spans written to the store.")
-	p.writeErrors = counter("kelemetry.store.write.errors", "{error}", "Failed store writes (one per Export call).")
-	p.deletedWindows = counter("kelemetry.store.retention.deleted.windows", "{window}", "Windows deleted by retention, by reason.")
-	p.deletedSpans = counter("kelemetry.store.retention.deleted.spans", "{span}", "Spans deleted by retention, by reason.")
-	p.overLimit = counter("kelemetry.store.retention.over_limit", "{check}", "Retention checks that could not bring the store under maxBytes.")
-	size, err := m.Int64ObservableGauge("kelemetry.store.size", metric.WithUnit("By"), metric.WithDescription("Disk space used by the store."))
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+func (p *Pebble) initMetrics(tel telemetry.Settings) error {
+	m := tel.Meter(meterName)
+	p.written = m.Counter("kelemetry.store.spans.written", "Spans written to the store.", "{span}")
+	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per Export call).", "{error}")
+	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason.", "{window}")
+	p.deletedSpans = m.Counter("kelemetry.store.retention.deleted.spans", "Spans deleted by retention, by reason.", "{span}")
+	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}")
 	p.byAge = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonAge)))
 	p.bySize = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonSize)))
-	p.sizeReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	p.sizeReg = m.Gauge("kelemetry.store.size", "Disk space used by the store.", "By", func() (int64, bool) {
 		p.mu.RLock()
 		defer p.mu.RUnlock()
-		if !p.closed && p.db != nil {
-			o.ObserveInt64(size, int64(p.db.Metrics().DiskSpaceUsage()))
+		if p.closed || p.db == nil {
+			return 0, false
 		}
-		return nil
-	}, size)
-	return err
+		return int64(p.db.Metrics().DiskSpaceUsage()), true
+	})
+	return m.Err()
 }
 
 // usable reports why the store cannot be used; call with mu held.

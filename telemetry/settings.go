@@ -103,16 +103,30 @@ func (m *Meter) Histogram(name, desc, unit string, bounds ...float64) metric.Flo
 	return h
 }
 
-// Gauge creates an observable integer gauge read by callback at each collection.
-func (m *Meter) Gauge(name, desc, unit string, callback func() int64) metric.Int64ObservableGauge {
-	g, err := m.m.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit(unit),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(callback())
-			return nil
-		}))
+// Gauge creates an observable integer gauge whose value callback returns at each collection;
+// callback reports false to observe nothing (e.g. after the component closed). Unregister the
+// returned registration when the component stops, so that the provider no longer calls it (and
+// no longer holds the component). It is never nil.
+func (m *Meter) Gauge(name, desc, unit string, callback func() (int64, bool)) metric.Registration {
+	g, err := m.m.Int64ObservableGauge(name, metric.WithDescription(desc), metric.WithUnit(unit))
 	if err != nil || g == nil {
 		m.fail(name, err)
-		return noop.Int64ObservableGauge{}
+		return noRegistration{}
 	}
-	return g
+	reg, err := m.m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if v, ok := callback(); ok {
+			o.ObserveInt64(g, v)
+		}
+		return nil
+	}, g)
+	if err != nil || reg == nil {
+		m.fail(name, err)
+		return noRegistration{}
+	}
+	return reg
 }
+
+// noRegistration is the registration of a gauge that could not be created.
+type noRegistration struct{ metric.Registration }
+
+func (noRegistration) Unregister() error { return nil }

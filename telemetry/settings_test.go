@@ -29,21 +29,29 @@ func TestSettingsMeterRecords(t *testing.T) {
 
 	m := s.Meter("github.com/kelemetry/kelemetry/telemetry")
 	m.Counter("kelemetry.test.events", "Events.", "{event}").Add(context.Background(), 2)
-	m.Gauge("kelemetry.test.depth", "Depth.", "", func() int64 { return 7 })
+	reg := m.Gauge("kelemetry.test.depth", "Depth.", "", func() (int64, bool) { return 7, true })
+	m.Gauge("kelemetry.test.closed", "Observes nothing.", "", func() (int64, bool) { return 1, false })
 	require.NoError(t, m.Err())
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, md := range sm.Metrics {
-			switch d := md.Data.(type) {
-			case metricdata.Sum[int64]:
-				got[md.Name] = d.DataPoints[0].Value
-			case metricdata.Gauge[int64]:
-				got[md.Name] = d.DataPoints[0].Value
+	collect := func() map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		got := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, md := range sm.Metrics {
+				switch d := md.Data.(type) {
+				case metricdata.Sum[int64]:
+					got[md.Name] = d.DataPoints[0].Value
+				case metricdata.Gauge[int64]:
+					if len(d.DataPoints) > 0 {
+						got[md.Name] = d.DataPoints[0].Value
+					}
+				}
 			}
 		}
+		return got
 	}
-	assert.Equal(t, map[string]int64{"kelemetry.test.events": 2, "kelemetry.test.depth": 7}, got)
+	assert.Equal(t, map[string]int64{"kelemetry.test.events": 2, "kelemetry.test.depth": 7}, collect())
+	require.NoError(t, reg.Unregister())
+	assert.Equal(t, map[string]int64{"kelemetry.test.events": 2}, collect(), "an unregistered gauge is no longer read")
 }
