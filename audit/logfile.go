@@ -337,9 +337,9 @@ func (fl *Follower) poll(ctx context.Context, cur *followed, b *lineBatcher) (*f
 		return cur, err
 	}
 	pathInfo, err := os.Stat(fl.cfg.Path)
-	if err != nil { //nolint:nilerr // not an error of this read: the file is checked again next poll
+	if err != nil {
 		// Renamed away and not yet recreated: keep the old handle, which may still grow.
-		return cur, nil
+		return cur, nil //nolint:nilerr // not an error of this read: the path is checked again next poll
 	}
 	if !os.SameFile(cur.info, pathInfo) {
 		// Rotated. Read what was written to the old file before the switch, then its last line

@@ -125,7 +125,7 @@ func (wt *webhookTest) counters(t *testing.T) map[string]map[string]int64 {
 			for _, dp := range sum.DataPoints {
 				key := ""
 				if iter := dp.Attributes.Iter(); iter.Next() {
-					key = iter.Attribute().Value.Emit()
+					key = iter.Attribute().Value.String()
 				}
 				out[m.Name][key] += dp.Value
 			}

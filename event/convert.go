@@ -267,7 +267,7 @@ func (c *Converter) Related(ctx context.Context, r *Record) (aggregator.ObjectRe
 func (c *Converter) objectRef(ctx context.Context, o *corev1.ObjectReference) (aggregator.ObjectRef, error) {
 	gv, err := schema.ParseGroupVersion(o.APIVersion)
 	if err != nil {
-		return aggregator.ObjectRef{}, fmt.Errorf("%w: apiVersion %q: %v", aggregator.ErrInvalidEvent, o.APIVersion, err)
+		return aggregator.ObjectRef{}, fmt.Errorf("%w: apiVersion %q: %w", aggregator.ErrInvalidEvent, o.APIVersion, err)
 	}
 	gvr, namespaced, err := c.mapper.ResourceFor(ctx, c.cluster, gv.WithKind(o.Kind))
 	if err != nil {

@@ -204,7 +204,7 @@ func TestSourceWatchErrorsAndBookmarks(t *testing.T) {
 	waitSent(t, agg, 1)
 	// The server closes the watch: it resumes from the last position.
 	w.Stop()
-	client.nextWatcher(t).Error(&apierrors.NewGone("gone").ErrStatus)
+	client.nextWatcher(t).Error(&apierrors.NewResourceExpired("gone").ErrStatus)
 	client.nextWatcher(t) // after a relist
 	_, rvs := client.stats()
 	assert.Equal(t, []string{"10", "16", "10"}, rvs)

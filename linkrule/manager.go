@@ -276,7 +276,7 @@ func (m *Manager) onUpsert(obj any) {
 	w := &watchedRule{uid: u.GetUID(), generation: u.GetGeneration()}
 	var lr LinkRule
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &lr); err != nil {
-		w.err = fmt.Errorf("%w %q: %v", ErrInvalidRule, name, err)
+		w.err = fmt.Errorf("%w %q: %w", ErrInvalidRule, name, err)
 	} else if w.rule, w.err = Compile(lr, "cluster", m.cfg.compileOptions()); w.err != nil {
 		w.rule = nil
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; CI runs it through .ci/run).
-# Formatting, vet, the unit, golden and fuzz-corpus tests, the race detector on the concurrent
+# Formatting, vet, golangci-lint, the unit, golden and fuzz-corpus tests, the race detector on the concurrent
 # packages, one pass of every benchmark so they cannot rot, then the end-to-end scenarios against a
 # real control plane (scripts/e2e.sh; the first run builds Kubernetes, 20-35 minutes on 2 cores;
 # KELEMETRY_SKIP_E2E=1 skips them for a quick local run).
@@ -16,11 +16,14 @@ fi
 echo "== go vet"
 go vet ./...
 
+echo "== golangci-lint (.golangci.yml)"
+./scripts/lint.sh
+
 echo "== go test"
 go test -count=1 ./...
 
 echo "== go test -race (concurrent packages)"
-go test -count=1 -race ./aggregator/... ./audit/... ./store/... ./otlpsink/... ./kube/... ./linker/... ./linkrule/... ./diff/... ./event/... ./frontend/...
+go test -count=1 -race ./aggregator/... ./audit/... ./store/... ./otlpsink/... ./kube/... ./linker/... ./linkrule/... ./diff/... ./event/... ./frontend/... ./httpserver/... ./internal/...
 
 echo "== diff cache against a real (embedded) etcd (nested module e2e/etcdcache)"
 (cd e2e/etcdcache && go vet ./... && go test -count=1 -race ./...)
