@@ -1,8 +1,6 @@
 package kelemetry
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,36 +13,12 @@ import (
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/linkrule"
 )
 
-const testKubeconfig = `apiVersion: v1
-kind: Config
-clusters:
-- name: a
-  cluster: {server: "https://a.example:6443"}
-- name: b
-  cluster: {server: "https://b.example:6443"}
-users:
-- name: u
-  user: {token: t}
-contexts:
-- name: ctx-a
-  context: {cluster: a, user: u}
-- name: ctx-b
-  context: {cluster: b, user: u}
-current-context: ctx-a
-`
-
-func writeKubeconfig(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(path, []byte(testKubeconfig), 0o600))
-	return path
-}
-
 func TestKubeClustersConfig(t *testing.T) {
-	kc := writeKubeconfig(t)
+	kc := kubetest.WriteKubeconfig(t)
 	c := Config{Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b", QPS: 7, Burst: 9}}}
 	require.NoError(t, c.Validate())
 	got := c.KubeClusters()
@@ -61,7 +35,7 @@ func TestKubeClustersConfig(t *testing.T) {
 
 // The application provides the clusters of Kubeconfig and Clusters through kube.Module.
 func TestModuleProvidesClusters(t *testing.T) {
-	kc := writeKubeconfig(t)
+	kc := kubetest.WriteKubeconfig(t)
 	var clusters kube.Clusters
 	app := fxtest.New(t, fx.NopLogger, kube.Module,
 		fx.Supply(Config{Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b"}}}.Kube()),
@@ -75,7 +49,7 @@ func TestModuleProvidesClusters(t *testing.T) {
 }
 
 func TestKubeClustersValidate(t *testing.T) {
-	kc := writeKubeconfig(t)
+	kc := kubetest.WriteKubeconfig(t)
 	for name, c := range map[string]Config{
 		"no kubeconfig":            {Clusters: []ClusterConfig{{Name: "a"}}},
 		"twice":                    {Cluster: "a", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc}}},
@@ -100,7 +74,7 @@ func informerOn(clusters ...string) informer.ModuleConfig {
 // The application's cluster name, the names of its clusters, and the names the audit, event and
 // link rule sections take follow aggregator.ValidateClusterName.
 func TestClusterNameRule(t *testing.T) {
-	kc := writeKubeconfig(t)
+	kc := kubetest.WriteKubeconfig(t)
 	for _, tc := range aggregatortest.ClusterNames {
 		t.Run(tc.Name, func(t *testing.T) {
 			for what, c := range map[string]Config{

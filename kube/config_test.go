@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,31 +15,6 @@ import (
 	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
-
-const testKubeconfig = `apiVersion: v1
-kind: Config
-clusters:
-- name: a
-  cluster: {server: "https://a.example:6443"}
-- name: b
-  cluster: {server: "https://b.example:6443"}
-users:
-- name: u
-  user: {token: t}
-contexts:
-- name: ctx-a
-  context: {cluster: a, user: u}
-- name: ctx-b
-  context: {cluster: b, user: u}
-current-context: ctx-a
-`
-
-func writeKubeconfig(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(path, []byte(testKubeconfig), 0o600))
-	return path
-}
 
 func TestClustersFrom(t *testing.T) {
 	got := kube.ClustersFrom("main", "/kc", []kube.ClusterConfig{{Kubeconfig: "/kc2"}, {Name: "mgmt", Kubeconfig: "/kc3", QPS: 7}})
@@ -98,7 +72,7 @@ func TestClusterNameRule(t *testing.T) {
 }
 
 func TestRestConfig(t *testing.T) {
-	kc := writeKubeconfig(t)
+	kc := kubetest.WriteKubeconfig(t)
 	rc, err := kube.RestConfig(kube.ClusterConfig{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b", QPS: 7, Burst: 9})
 	require.NoError(t, err)
 	assert.Equal(t, "https://b.example:6443", rc.Host, "the named context")
@@ -117,7 +91,7 @@ func TestRestConfig(t *testing.T) {
 }
 
 func TestNewClusters(t *testing.T) {
-	kc := writeKubeconfig(t)
+	kc := kubetest.WriteKubeconfig(t)
 	clusters, err := kube.NewClusters(kube.Config{Clusters: []kube.ClusterConfig{{Name: "main", Kubeconfig: kc}, {Name: "mgmt", Kubeconfig: kc, Context: "ctx-b"}}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"main", "mgmt"}, clusters.Names())
@@ -162,7 +136,7 @@ func TestModuleNoClusters(t *testing.T) {
 }
 
 func TestModuleWithClusters(t *testing.T) {
-	kc := writeKubeconfig(t)
+	kc := kubetest.WriteKubeconfig(t)
 	m := kubetest.NewMetrics()
 	got := startModule(t,
 		fx.Supply(kube.Config{Clusters: []kube.ClusterConfig{{Name: "main", Kubeconfig: kc}}, ObjectCache: kube.ObjectCacheConfig{Size: 10}}),

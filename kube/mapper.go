@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -326,7 +327,7 @@ func (m *DiscoveryMapper) refreshing(cluster string, st *clusterResources) <-cha
 
 // Stop waits until ctx ends for the running discoveries, each bounded by its client's timeout.
 func (m *DiscoveryMapper) Stop(ctx context.Context) error {
-	return waitGroup(ctx, &m.running, "discovery mapper")
+	return loop.Wait(ctx, &m.running, "discovery mapper")
 }
 
 // refresh runs one discovery of cluster and merges its results.

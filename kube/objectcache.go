@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -219,22 +220,7 @@ func (c *ObjectCache) Stop(ctx context.Context) error {
 		call.cancel()
 	}
 	c.mu.Unlock()
-	return waitGroup(ctx, &c.running, "object cache")
-}
-
-// waitGroup waits for wg until ctx ends.
-func waitGroup(ctx context.Context, wg *sync.WaitGroup, what string) error {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop %s: %w", what, ctx.Err())
-	}
+	return loop.Wait(ctx, &c.running, "object cache")
 }
 
 // leave records that a caller stopped waiting for call. When nobody waits any more, the GET is

@@ -24,6 +24,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -270,24 +271,6 @@ func TestEmptySelectorListsNothing(t *testing.T) {
 	assert.Empty(t, lister.calls)
 }
 
-// syncBuffer is a log destination for tests.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestDirDuplicateNamesFirstFileWins(t *testing.T) {
 	dir := t.TempDir()
 	doc := func(name, secretExpr string) string {
@@ -302,7 +285,7 @@ func TestDirDuplicateNamesFirstFileWins(t *testing.T) {
 	// says "ry" again.
 	write("a.yaml", doc("rx", "object.spec.(")+"---\n"+doc("ry", "'from-a'"))
 	write("b.yaml", doc("rx", "'from-b'")+"---\n"+doc("ry", "'from-b'"))
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	l := NewLinker(nil, nil, silent)
 	_, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
@@ -321,7 +304,7 @@ func TestDirUnreadableIsLoggedOnce(t *testing.T) {
 	dir := filepath.Join(root, "rules")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "r.yaml"), []byte(goodRules), 0o644))
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	l := NewLinker(nil, nil, silent)
 	m, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
@@ -392,7 +375,7 @@ func TestFailingStatusWritesAreLoggedOnce(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	l := NewLinker(nil, nil, silent)
 	m, err := NewManager(Config{StatusInterval: time.Hour}, l, dyn, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,25 +19,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/logtest"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while the sink writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestMain fails the package's tests when a goroutine outlives them.
 func TestMain(m *testing.M) {
@@ -52,7 +34,7 @@ func TestValidate(t *testing.T) {
 // TestWebhookToPrinter posts the recorded rollout's webhook batches and reads the printed spans:
 // the composed binary receives audit events and turns them into spans without any store.
 func TestWebhookToPrinter(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	var servers *httpserver.Servers
 	app := fxtest.New(t, options(&out, "127.0.0.1:0", "demo", slog.New(slog.DiscardHandler)), fx.Populate(&servers))
 	app.RequireStart()

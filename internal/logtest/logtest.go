@@ -5,6 +5,7 @@ package logtest
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
@@ -47,4 +48,25 @@ func (h *Recorder) Count(level slog.Level) int {
 		}
 	}
 	return n
+}
+
+// Buffer is an io.Writer safe for concurrent use, to read what a logger (or any writer) wrote
+// while it still writes.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

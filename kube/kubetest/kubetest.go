@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,4 +239,34 @@ func PodObject(ns, name string, extra map[string]any) map[string]any {
 		obj[k] = v
 	}
 	return obj
+}
+
+// Kubeconfig is a kubeconfig with two clusters, a (https://a.example:6443, current context
+// ctx-a) and b (https://b.example:6443, context ctx-b), and a token user.
+const Kubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://a.example:6443"}
+- name: b
+  cluster: {server: "https://b.example:6443"}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: ctx-a
+  context: {cluster: a, user: u}
+- name: ctx-b
+  context: {cluster: b, user: u}
+current-context: ctx-a
+`
+
+// WriteKubeconfig writes Kubeconfig into a temporary folder of t and returns its path.
+func WriteKubeconfig(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(Kubeconfig), 0o600); err != nil {
+		t.Fatalf("write kubeconfig: %v", err)
+	}
+	return path
 }
