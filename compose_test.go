@@ -144,3 +144,24 @@ func TestQueryOnlyComposition(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.True(t, strings.Contains(body, "kelemetry_store_size_bytes"), "telemetry.Module serves the store's metrics")
 }
+
+// A store of the user's own replaces the built-in one inside the bundle: the aggregator writes
+// into it, the query API reads from it, and the embedded store is never opened.
+func TestModuleReplaceStore(t *testing.T) {
+	mine := store.NewMemory(store.MemoryConfig{}, 0)
+	dir := filepath.Join(t.TempDir(), "never-opened")
+	var servers *httpserver.Servers
+	app := fxtest.New(t,
+		kelemetry.Module,
+		fx.Supply(localConfig(dir), quietLogger()),
+		fx.Replace(fx.Annotate(mine, fx.As(new(store.Store)))),
+		fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	defer app.RequireStop()
+
+	postRollout(t, servers.AuditAddr())
+	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+	assert.Positive(t, mine.Stats().Spans, "the aggregator wrote into the replacement")
+	_, err := os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "the embedded store was not opened: %v", err)
+}

@@ -39,22 +39,12 @@ type Params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// Result is what Module provides.
-type Result struct {
-	fx.Out
-
-	Store  Store
-	Reader Reader
-	// Sink makes the aggregator write into the store.
-	Sink aggregator.Sink `group:"kelemetry.sinks"`
-}
-
 // New opens the store for Module: retention runs while the application runs, and the store
 // is closed when it stops.
-func New(p Params) (Result, error) {
+func New(p Params) (Store, error) {
 	s, err := Open(context.Background(), p.Config, p.Window, p.Telemetry)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	if pb, ok := s.(*Pebble); ok {
 		p.Lifecycle.Append(fx.StartStopHook(pb.Start, func(ctx context.Context) error {
@@ -68,11 +58,18 @@ func New(p Params) (Result, error) {
 			return nil
 		}))
 	}
-	return Result{Store: s, Reader: s, Sink: s}, nil
+	return s, nil
 }
 
 // Module provides the store chosen by Config (the embedded Pebble store, or memory) as Store,
-// as Reader for the query side, and as a sink of the aggregator. Leave it out for a binary
-// without storage (spans go only to other sinks), or replace it: provide your own Store,
-// Reader and aggregator.AsSink instead.
-var Module = fx.Module("store", fx.Provide(New))
+// and that Store as the Reader of the query side and as a sink of the aggregator. Leave it out
+// for a binary without storage (spans go only to other sinks), or replace the Store with
+// fx.Replace / fx.Decorate: the reader and the sink follow, and the built-in store is then not
+// opened.
+var Module = fx.Module("store",
+	fx.Provide(
+		New,
+		func(s Store) Reader { return s },
+		fx.Annotate(func(s Store) aggregator.Sink { return s }, fx.ResultTags(aggregator.SinkGroup)),
+	),
+)
