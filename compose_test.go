@@ -165,3 +165,36 @@ func TestModuleReplaceStore(t *testing.T) {
 	_, err := os.Stat(dir)
 	assert.True(t, os.IsNotExist(err), "the embedded store was not opened: %v", err)
 }
+
+// One window length for every part: with Config.Window = 10m the aggregator cuts the rollout into
+// 10-minute traces (17:00 and 17:10), and the store and the query side find them by that length.
+func TestModuleOneWindow(t *testing.T) {
+	cfg := localConfig("")
+	cfg.Window = 10 * time.Minute
+	var servers *httpserver.Servers
+	app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	defer app.RequireStop()
+	postRollout(t, servers.AuditAddr())
+	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+
+	// The Deployment lives from 17:09:30 to 17:09:52: one window of 10 minutes, at 17:00.
+	_, body := get(t, "http://"+servers.APIAddr()+"/api/objects?resource=deployments&name=demo")
+	var objs struct {
+		Objects []frontend.ObjectResult `json:"objects"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &objs))
+	require.Len(t, objs.Objects, 1)
+	require.Len(t, objs.Objects[0].Windows, 1)
+	assert.Equal(t, time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC), objs.Objects[0].Windows[0].Start.UTC())
+
+	// A node patched at 17:09 and at 17:10 has two 10-minute windows (it would have one of 30m).
+	_, body = get(t, "http://"+servers.APIAddr()+"/api/objects?resource=nodes&name=kwok-node-1")
+	require.NoError(t, json.Unmarshal([]byte(body), &objs))
+	require.Len(t, objs.Objects, 1)
+	var starts []time.Time
+	for _, w := range objs.Objects[0].Windows {
+		starts = append(starts, w.Start.UTC())
+	}
+	assert.Equal(t, []time.Time{time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC), time.Date(2026, 11, 29, 17, 10, 0, 0, time.UTC)}, starts)
+}
