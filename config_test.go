@@ -42,8 +42,8 @@ func TestModuleProvidesClusters(t *testing.T) {
 		fx.Populate(&clusters))
 	app.RequireStart()
 	app.RequireStop()
-	require.IsType(t, &kube.KubeClusters{}, clusters)
-	assert.Equal(t, []string{"main", "mgmt"}, clusters.(*kube.KubeClusters).Names())
+	require.IsType(t, &kube.RESTClusters{}, clusters)
+	assert.Equal(t, []string{"main", "mgmt"}, clusters.(*kube.RESTClusters).Names())
 	_, err := clusters.Dynamic("nope")
 	require.ErrorIs(t, err, kube.ErrUnknownCluster)
 }

@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// KubeClusters implements Clusters and DiscoveryClusters from a rest.Config per cluster name. The
+// RESTClusters implements Clusters and DiscoveryClusters from a rest.Config per cluster name. The
 // clients of a cluster are created on first use, once, and share one HTTP client.
-type KubeClusters struct {
+type RESTClusters struct {
 	configs map[string]*rest.Config
 
 	mu      sync.Mutex
@@ -28,10 +28,10 @@ type kubeClients struct {
 // discoveryTimeout bounds one discovery request when the rest.Config sets no timeout.
 const discoveryTimeout = 30 * time.Second
 
-// NewKubeClusters returns KubeClusters for the given configs, keyed by cluster name. It copies the
+// NewRESTClusters returns RESTClusters for the given configs, keyed by cluster name. It copies the
 // configs and sets the user agent "kelemetry" where none is set.
-func NewKubeClusters(configs map[string]*rest.Config) *KubeClusters {
-	k := &KubeClusters{configs: make(map[string]*rest.Config, len(configs)), clients: map[string]*kubeClients{}}
+func NewRESTClusters(configs map[string]*rest.Config) *RESTClusters {
+	k := &RESTClusters{configs: make(map[string]*rest.Config, len(configs)), clients: map[string]*kubeClients{}}
 	for name, cfg := range configs {
 		if cfg == nil {
 			continue
@@ -46,7 +46,7 @@ func NewKubeClusters(configs map[string]*rest.Config) *KubeClusters {
 }
 
 // Names returns the configured cluster names, sorted.
-func (k *KubeClusters) Names() []string {
+func (k *RESTClusters) Names() []string {
 	names := make([]string, 0, len(k.configs))
 	for name := range k.configs {
 		names = append(names, name)
@@ -56,7 +56,7 @@ func (k *KubeClusters) Names() []string {
 }
 
 // Dynamic returns the cluster's dynamic client, or an error wrapping ErrUnknownCluster.
-func (k *KubeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
+func (k *RESTClusters) Dynamic(cluster string) (dynamic.Interface, error) {
 	c, err := k.clientsFor(cluster)
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func (k *KubeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
 }
 
 // Discovery returns the cluster's discovery client, or an error wrapping ErrUnknownCluster.
-func (k *KubeClusters) Discovery(cluster string) (ResourceDiscoverer, error) {
+func (k *RESTClusters) Discovery(cluster string) (ResourceDiscoverer, error) {
 	c, err := k.clientsFor(cluster)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func (k *KubeClusters) Discovery(cluster string) (ResourceDiscoverer, error) {
 	return c.discovery, nil
 }
 
-func (k *KubeClusters) clientsFor(cluster string) (*kubeClients, error) {
+func (k *RESTClusters) clientsFor(cluster string) (*kubeClients, error) {
 	cfg, ok := k.configs[cluster]
 	if !ok {
 		return nil, fmt.Errorf("cluster %q: %w", cluster, ErrUnknownCluster)

@@ -90,7 +90,7 @@ func (s *fakeAPIServer) seen() []string {
 	return append([]string(nil), s.requests...)
 }
 
-func TestKubeClustersDiscovery(t *testing.T) {
+func TestRESTClustersDiscovery(t *testing.T) {
 	for _, aggregated := range []bool{true, false} {
 		name := "legacy"
 		if aggregated {
@@ -100,7 +100,7 @@ func TestKubeClustersDiscovery(t *testing.T) {
 			api := &fakeAPIServer{aggregated: aggregated}
 			srv := httptest.NewServer(api)
 			defer srv.Close()
-			kc := kube.NewKubeClusters(map[string]*rest.Config{"c1": {Host: srv.URL}})
+			kc := kube.NewRESTClusters(map[string]*rest.Config{"c1": {Host: srv.URL}})
 
 			disc, err := kc.Discovery("c1")
 			require.NoError(t, err)
@@ -137,11 +137,11 @@ func TestKubeClustersDiscovery(t *testing.T) {
 	}
 }
 
-func TestKubeClustersObjectCache(t *testing.T) {
+func TestRESTClustersObjectCache(t *testing.T) {
 	api := &fakeAPIServer{}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	kc := kube.NewKubeClusters(map[string]*rest.Config{"c1": {Host: srv.URL}, "skipped": nil})
+	kc := kube.NewRESTClusters(map[string]*rest.Config{"c1": {Host: srv.URL}, "skipped": nil})
 	assert.Equal(t, []string{"c1"}, kc.Names())
 
 	cache, err := kube.NewObjectCache(kc, kube.ObjectCacheConfig{}, telemetry.Settings{})

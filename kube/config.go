@@ -160,7 +160,7 @@ func (c ObjectCacheConfig) Validate() error {
 	return nil
 }
 
-// DiscoveryConfig configures DiscoveryMapper and the discovery clients of KubeClusters. The zero
+// DiscoveryConfig configures DiscoveryMapper and the discovery clients of RESTClusters. The zero
 // value means defaults.
 type DiscoveryConfig struct {
 	// MinRefreshInterval is the shortest time between two discoveries of one cluster (default 1m).

@@ -142,9 +142,9 @@ func TestModuleWithClusters(t *testing.T) {
 		fx.Supply(kube.Config{Clusters: []kube.ClusterConfig{{Name: "main", Kubeconfig: kc}}, ObjectCache: kube.ObjectCacheConfig{Size: 10}}),
 		fx.Supply(telemetry.Settings{MeterProvider: m.Provider}),
 	)
-	require.IsType(t, &kube.KubeClusters{}, got.Clusters)
-	assert.Equal(t, []string{"main"}, got.Clusters.(*kube.KubeClusters).Names())
-	assert.IsType(t, &kube.DiscoveryMapper{}, got.Mapper, "KubeClusters also gives discovery")
+	require.IsType(t, &kube.RESTClusters{}, got.Clusters)
+	assert.Equal(t, []string{"main"}, got.Clusters.(*kube.RESTClusters).Names())
+	assert.IsType(t, &kube.DiscoveryMapper{}, got.Mapper, "RESTClusters also gives discovery")
 	assert.IsType(t, &kube.ObjectCache{}, got.Getter)
 }
 

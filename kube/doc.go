@@ -2,7 +2,7 @@
 // event and link rules:
 //
 //   - Config and ClusterConfig name the clusters and their kubeconfigs; NewClusters builds
-//     KubeClusters (Clusters and DiscoveryClusters) from them;
+//     RESTClusters (Clusters and DiscoveryClusters) from them;
 //   - Mapper maps kinds to resources: DiscoveryMapper asks each cluster's discovery API and falls
 //     back to StaticMapper, a table of the built-in kinds plus a plural guess (GuessResource);
 //   - ObjectGetter returns an object's current body: ObjectCache is a bounded cache with negative

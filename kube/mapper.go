@@ -170,7 +170,7 @@ func normalizeGVK(gvk schema.GroupVersionKind) (schema.GroupVersionKind, error) 
 
 // ResourceDiscoverer is the part of a Kubernetes discovery client that DiscoveryMapper uses. It
 // has the signature of client-go's discovery.DiscoveryInterface method, so a client-go
-// discovery client can be used as is (KubeClusters hands out one). As in
+// discovery client can be used as is (RESTClusters hands out one). As in
 // client-go, an error together with non-empty results means a partial failure: the group versions
 // listed in the groups but missing from the resources could not be discovered. Implementations
 // must bound the call with a timeout: DiscoveryMapper cannot cancel it.
@@ -178,7 +178,7 @@ type ResourceDiscoverer interface {
 	ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error)
 }
 
-// DiscoveryClusters gives the discovery client of a cluster. KubeClusters implements it.
+// DiscoveryClusters gives the discovery client of a cluster. RESTClusters implements it.
 type DiscoveryClusters interface {
 	Discovery(cluster string) (ResourceDiscoverer, error)
 }

@@ -12,7 +12,7 @@ import (
 
 // Module provides, from a Config (optional: zero value, no cluster) and telemetry.Settings
 // (optional: the default logger, no metrics):
-//   - Clusters: KubeClusters over the configured clusters, or a nil interface without any; a
+//   - Clusters: RESTClusters over the configured clusters, or a nil interface without any; a
 //     module that finds Clusters nil has no cluster access;
 //   - Mapper: a DiscoveryMapper over those clusters, or a StaticMapper without any;
 //   - ObjectGetter: the ObjectCache every linker shares, or a nil interface without clusters.
@@ -54,7 +54,7 @@ func New(p Params) (Result, error) {
 
 // Access is the Kubernetes access of one Config: what Module provides, for use without fx.
 type Access struct {
-	// Clusters is a nil interface without clusters (else a *KubeClusters).
+	// Clusters is a nil interface without clusters (else a *RESTClusters).
 	Clusters Clusters
 	// Mapper is a *DiscoveryMapper with clusters, else a *StaticMapper.
 	Mapper Mapper

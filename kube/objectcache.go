@@ -32,7 +32,7 @@ type ObjectGetter interface {
 	Get(ctx context.Context, ref aggregator.ObjectRef) (json.RawMessage, error)
 }
 
-// Clusters gives the dynamic client of each cluster by name. KubeClusters implements it.
+// Clusters gives the dynamic client of each cluster by name. RESTClusters implements it.
 type Clusters interface {
 	// Dynamic returns the cluster's client, or an error wrapping ErrUnknownCluster.
 	Dynamic(cluster string) (dynamic.Interface, error)

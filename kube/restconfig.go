@@ -26,9 +26,9 @@ func RestConfig(cc ClusterConfig) (*rest.Config, error) {
 	return rc, nil
 }
 
-// NewClusters validates cfg and builds KubeClusters from the kubeconfigs of its clusters. It
+// NewClusters validates cfg and builds RESTClusters from the kubeconfigs of its clusters. It
 // returns nil, and no error, when cfg names no cluster.
-func NewClusters(cfg Config) (*KubeClusters, error) {
+func NewClusters(cfg Config) (*RESTClusters, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -43,5 +43,5 @@ func NewClusters(cfg Config) (*KubeClusters, error) {
 		}
 		configs[cc.Name] = rc
 	}
-	return NewKubeClusters(configs), nil
+	return NewRESTClusters(configs), nil
 }

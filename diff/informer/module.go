@@ -104,7 +104,7 @@ type ModuleResult struct {
 // Module provides the informer diff source (NewModule): one change store (Changes: a
 // changes.Cache, or a etcdstore.Store shared by replicas) written by one Informer per cluster,
 // started and stopped with the application. It needs kube.Clusters whose value also
-// implements kube.DiscoveryClusters (kube.KubeClusters does) and, when Config.Clusters is
+// implements kube.DiscoveryClusters (kube.RESTClusters does) and, when Config.Clusters is
 // empty, Names() []string.
 var Module = fx.Module("diff.informer", fx.Provide(NewModule))
 
