@@ -1,6 +1,9 @@
-// Package kelemetry assembles the built-in parts of Kelemetry into one fx application: audit
-// sources, the aggregator, the built-in linkers, trace storage, optional OTLP export, and the HTTP
-// API. A platform team's own binary is
+// Package kelemetry bundles the built-in parts of Kelemetry into one fx application: audit
+// sources, the aggregator, the built-in linkers, trace storage, optional OTLP export, the HTTP
+// API and the web UI. Module only lists the parts' own modules (telemetry, httpserver, kube, store,
+// otlpsink, aggregator, audit, event, linker, linkrule, diff/informer, frontend, ui) and fans
+// Config out into their configurations; a binary can compose any subset of them instead (see the
+// README, "Compose your own binary"). A platform team's own binary is
 //
 //	fx.New(
 //		kelemetry.Module,
@@ -31,9 +34,14 @@ type (
 	Span = aggregator.Span
 )
 
-// Registration helpers, re-exported from package aggregator.
+// Registration helpers and function adapters, re-exported from package aggregator.
 var (
-	AsLinker    = aggregator.AsLinker
-	AsDecorator = aggregator.AsDecorator
-	AsSink      = aggregator.AsSink
+	AsLinker     = aggregator.AsLinker
+	AsDecorator  = aggregator.AsDecorator
+	AsSink       = aggregator.AsSink
+	NewLinker    = aggregator.NewLinker
+	NewDecorator = aggregator.NewDecorator
 )
+
+// SinkFunc is a function that is a Sink (aggregator.SinkFunc).
+type SinkFunc = aggregator.SinkFunc
