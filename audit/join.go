@@ -13,6 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -119,10 +120,12 @@ type informerJoin struct {
 	held map[aggregator.ObjectKey]int
 	// nheld counts the events held (pending, or being looked up again by the join loop, which
 	// takes them out of pending meanwhile): MaxPending bounds it.
-	nheld    int
-	running  bool
-	quit     chan struct{}
-	finished chan struct{}
+	nheld   int
+	running bool
+	quit    chan struct{}
+	// looping is the join loop of the current run (a new one per start: a run may outlive the
+	// stop that gave up on it).
+	looping *sync.WaitGroup
 	// cancelLoop ends the join loop's sends: Stop calls it when its context ends first.
 	cancelLoop context.CancelFunc
 
@@ -190,10 +193,10 @@ func (j *informerJoin) start() error {
 		return nil
 	}
 	j.running = true
-	j.quit, j.finished = make(chan struct{}), make(chan struct{})
-	var loopCtx context.Context
-	loopCtx, j.cancelLoop = context.WithCancel(context.Background())
-	go j.loop(loopCtx, j.quit, j.finished)
+	quit, looping := make(chan struct{}), &sync.WaitGroup{}
+	loopCtx, cancelLoop := context.WithCancel(context.Background())
+	j.quit, j.looping, j.cancelLoop = quit, looping, cancelLoop
+	looping.Go(func() { j.loop(loopCtx, quit) })
 	return nil
 }
 
@@ -205,7 +208,7 @@ func (j *informerJoin) stop(ctx context.Context) error {
 		return nil
 	}
 	j.running = false
-	stop, done, cancelLoop := j.quit, j.finished, j.cancelLoop
+	stop, looping, cancelLoop := j.quit, j.looping, j.cancelLoop
 	j.mu.Unlock()
 	defer cancelLoop()
 	// The loop sends the events still held, then ends; when ctx ends first, its sends get a
@@ -213,12 +216,7 @@ func (j *informerJoin) stop(ctx context.Context) error {
 	stopAfter := context.AfterFunc(ctx, cancelLoop)
 	defer stopAfter()
 	close(stop)
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("audit consumer: stop: %w", ctx.Err())
-	}
+	return loop.Wait(ctx, looping, "audit consumer")
 }
 
 // hold attaches the informer diff of a body-less write to out. It reports true when out is held
@@ -350,8 +348,7 @@ func (s *claimSet) add(k changes.RecordKey, now time.Time) (dropped int) {
 const joinClockSlack = 2 * time.Second
 
 // loop looks the held events up every Interval until stop is closed; then it sends the rest.
-func (j *informerJoin) loop(ctx context.Context, stop, done chan struct{}) {
-	defer close(done)
+func (j *informerJoin) loop(ctx context.Context, stop chan struct{}) {
 	t := time.NewTicker(j.cfg.Interval)
 	defer t.Stop()
 	for {

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -162,7 +163,7 @@ type Follower struct {
 	stopped  bool
 	quit     chan struct{} // closed by Stop: finish the current batch and exit
 	cancel   context.CancelFunc
-	done     chan struct{}
+	running  sync.WaitGroup // the follow goroutine
 	stopOnce sync.Once
 }
 
@@ -182,7 +183,6 @@ func NewFollower(cfg FollowConfig, q interface {
 		q:      q,
 		logger: ts.Log().With("component", "audit.follow", "path", cfg.Path),
 		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
 	}
 	meter := ts.Meter(meterName)
 	fl.lines = meter.Counter("kelemetry.audit.file.lines", "Non-empty audit log lines read.", "{line}")
@@ -207,7 +207,7 @@ func (fl *Follower) Start(_ context.Context) error {
 	fl.started = true
 	runCtx, cancel := context.WithCancel(context.Background())
 	fl.cancel = cancel
-	go fl.run(runCtx)
+	fl.running.Go(func() { fl.run(runCtx) })
 	return nil
 }
 
@@ -223,15 +223,15 @@ func (fl *Follower) Stop(ctx context.Context) error {
 		return nil
 	}
 	fl.stopOnce.Do(func() { close(fl.quit) })
-	select {
-	case <-fl.done:
-		fl.cancel()
-		return nil
-	case <-ctx.Done():
-		fl.cancel()
-		<-fl.done
+	// The goroutine hands over its batch with its context live; only when ctx ends first is that
+	// context cancelled, and then the goroutine exits promptly.
+	err := loop.Wait(ctx, &fl.running, "audit log follower")
+	fl.cancel()
+	if err != nil {
+		fl.running.Wait()
 		return fmt.Errorf("stop audit log follower: %w", ctx.Err())
 	}
+	return nil
 }
 
 // errQuit ends the follow loop after Stop.
@@ -245,7 +245,6 @@ type followed struct {
 }
 
 func (fl *Follower) run(ctx context.Context) {
-	defer close(fl.done)
 	b := newLineBatcher(fl.cfg.Path, fl.cfg.Cluster, fl.q, fl.logger)
 	b.linesCounter, b.badCounter = fl.lines, fl.badLines
 	b.quit = fl.quit

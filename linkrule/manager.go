@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -43,8 +44,8 @@ type Manager struct {
 	// statusFailing: a status write failed and was logged; no more until one succeeds.
 	statusFailing bool
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// loops runs the reload loop, the watch and the status writer; set by the first Start.
+	loops *loop.Group
 }
 
 // watchedRule is the state of one LinkRule object of the cluster.
@@ -125,13 +126,17 @@ var ErrStarted = errors.New("linkrule: manager already started")
 
 // Start starts the directory reload loop and the watch. A Manager starts once.
 func (m *Manager) Start(context.Context) error {
-	if m.cancel != nil {
+	m.mu.Lock()
+	if m.loops != nil {
+		m.mu.Unlock()
 		return ErrStarted
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
+	loops := &loop.Group{}
+	m.loops = loops
+	m.mu.Unlock()
+	var fns []func(context.Context)
 	if m.cfg.Dir != "" && m.cfg.ReloadInterval > 0 {
-		m.wg.Go(func() { m.reloadLoop(ctx) })
+		fns = append(fns, m.reloadLoop)
 	}
 	if m.dyn != nil {
 		inf := dynamicinformer.NewFilteredDynamicInformer(m.dyn, GroupVersionResource, "", 0, cache.Indexers{}, nil).Informer()
@@ -140,17 +145,16 @@ func (m *Manager) Start(context.Context) error {
 			UpdateFunc: func(_, obj any) { m.onUpsert(obj) },
 			DeleteFunc: m.onDelete,
 		}); err != nil {
-			cancel()
 			return fmt.Errorf("linkrule: watch: %w", err)
 		}
-		m.wg.Go(func() {
+		fns = append(fns, func(ctx context.Context) {
 			if m.waitServed(ctx) {
 				m.logger.Info("watching LinkRule objects", slog.String("cluster", m.cfg.Cluster))
 				inf.RunWithContext(ctx)
 			}
-		})
-		m.wg.Go(func() { m.statusLoop(ctx) })
+		}, m.statusLoop)
 	}
+	loops.Start(fns...)
 	return nil
 }
 
@@ -191,25 +195,16 @@ func (m *Manager) waitServed(ctx context.Context) bool {
 // Stop stops the goroutines and waits for them, or until ctx ends (its error is returned
 // then). It is safe without Start.
 func (m *Manager) Stop(ctx context.Context) error {
-	if m.cancel != nil {
-		m.cancel()
-	}
-	done := make(chan struct{})
-	go func() {
-		m.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
+	m.mu.Lock()
+	loops := m.loops
+	m.mu.Unlock()
+	if loops == nil {
 		return nil
-	case <-ctx.Done():
-		select {
-		case <-done:
-			return nil
-		default:
-			return fmt.Errorf("linkrule: stop: %w", context.Cause(ctx))
-		}
 	}
+	if err := loops.Stop(ctx, "linkrule"); err != nil {
+		return fmt.Errorf("linkrule: stop: %w", context.Cause(ctx))
+	}
+	return nil
 }
 
 // every calls fn every d until ctx ends.

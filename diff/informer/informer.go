@@ -25,6 +25,7 @@ import (
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -128,8 +129,7 @@ type Informer struct {
 
 	mu       sync.Mutex
 	watchers map[schema.GroupResource]*resourceWatcher
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	loops    *loop.Group // the resolver and the watch loops, set by Start
 
 	events   metric.Int64Counter
 	drops    metric.Int64Counter
@@ -225,20 +225,14 @@ func (in *Informer) Bytes() int64 { return in.bytes.Load() }
 // Start starts the Informer in the background: it resolves the resources (retrying discovery
 // with backoff, so an unreachable API server does not fail the application) and runs one
 // list+watch loop per resource.
-func (in *Informer) Start(ctx context.Context) error {
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+func (in *Informer) Start(_ context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.cancel != nil {
-		cancel()
+	if in.loops != nil {
 		return errors.New("diff informer: already started")
 	}
-	in.cancel = cancel
-	in.wg.Add(1)
-	go func() {
-		defer in.wg.Done()
-		in.run(runCtx)
-	}()
+	in.loops = &loop.Group{}
+	in.loops.Start(in.run)
 	return nil
 }
 
@@ -258,11 +252,7 @@ func (in *Informer) run(ctx context.Context) {
 	for _, gvr := range gvrs {
 		w := &resourceWatcher{in: in, gvr: gvr, res: diff.Resource{Group: gvr.Group, Resource: gvr.Resource}, objects: map[string]*kept{}}
 		in.watchers[gvr.GroupResource()] = w
-		in.wg.Add(1)
-		go func() {
-			defer in.wg.Done()
-			w.run(ctx)
-		}()
+		in.loops.Go(w.run) // does nothing once Stop has begun
 	}
 	in.mu.Unlock()
 	in.logger.Info("informer diff started", "resources", len(gvrs))
@@ -271,23 +261,12 @@ func (in *Informer) run(ctx context.Context) {
 // Stop ends the watches and waits for them, up to ctx.
 func (in *Informer) Stop(ctx context.Context) error {
 	in.mu.Lock()
-	cancel := in.cancel
+	loops := in.loops
 	in.mu.Unlock()
-	if cancel == nil {
+	if loops == nil {
 		return nil
 	}
-	cancel()
-	done := make(chan struct{})
-	go func() {
-		in.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("diff informer: stop: %w", ctx.Err())
-	}
+	return loops.Stop(ctx, "diff informer")
 }
 
 // resolve turns the configuration into the GVRs to watch, at the preferred versions.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -109,9 +110,8 @@ type Elector struct {
 	logger  *slog.Logger
 	leading atomic.Bool
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu  sync.Mutex
+	run *loop.Group // the campaign, set by a successful Start
 }
 
 // New returns an Elector for the Lease cfg names, read and written through dyn; ts gives its
@@ -136,13 +136,12 @@ func New(cfg Config, dyn dynamic.Interface, ts telemetry.Settings) (*Elector, er
 func (e *Elector) Leading() bool { return e.leading.Load() }
 
 // Start campaigns in the background.
-func (e *Elector) Start(ctx context.Context) error {
+func (e *Elector) Start(_ context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cancel != nil {
+	if e.run != nil {
 		return errors.New("diff informer leader election: already started")
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            e.lock,
 		LeaseDuration:   e.cfg.LeaseDuration,
@@ -163,34 +162,26 @@ func (e *Elector) Start(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		cancel()
 		return fmt.Errorf("diff informer leader election: %w", err)
 	}
-	e.cancel, e.done = cancel, make(chan struct{})
-	go func() {
-		defer close(e.done)
+	e.run = &loop.Group{}
+	e.run.Start(func(runCtx context.Context) {
 		for runCtx.Err() == nil {
-			le.Run(runCtx) // returns when the Lease is lost or runCtx ends
+			le.Run(runCtx) // returns when the Lease is lost or runCtx ends (releasing it when held)
 		}
-	}()
+	})
 	return nil
 }
 
 // Stop ends the campaign, releasing the Lease when held, and waits up to ctx.
 func (e *Elector) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	cancel, done := e.cancel, e.done
+	run := e.run
 	e.mu.Unlock()
-	if cancel == nil {
+	if run == nil {
 		return nil
 	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("diff informer leader election: stop: %w", ctx.Err())
-	}
+	return run.Stop(ctx, "diff informer leader election")
 }
 
 // LeaseGVR is the resource of the Lease the Elector holds.

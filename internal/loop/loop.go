@@ -71,7 +71,8 @@ func (g *Group) Stop(ctx context.Context, what string) error {
 	return Wait(ctx, &g.wg, what)
 }
 
-// Wait waits for wg until ctx ends; then it returns an error naming what it waited for.
+// Wait waits for wg until ctx ends; then it returns an error naming what it waited for, unless wg
+// turns out to be done as well.
 func Wait(ctx context.Context, wg *sync.WaitGroup, what string) error {
 	done := make(chan struct{})
 	go func() {
@@ -82,6 +83,12 @@ func Wait(ctx context.Context, wg *sync.WaitGroup, what string) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%s: stop: %w", what, ctx.Err())
+		// Both may be ready: when the goroutines ended too, that wins whatever select picked.
+		select {
+		case <-done:
+			return nil
+		default:
+			return fmt.Errorf("%s: stop: %w", what, ctx.Err())
+		}
 	}
 }

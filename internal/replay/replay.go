@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/kelemetry/kelemetry/internal/loop"
 )
 
 // Runner replays files in order, once, in the background. S is the per-file statistics.
@@ -17,11 +19,13 @@ type Runner[S any] struct {
 	replay func(ctx context.Context, file string) (S, error)
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	stats  []S
-	err    error
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu    sync.Mutex
+	stats []S
+	err   error
+	// run is the replay goroutine, set by the first Start (not by Stop, so that a Stop before
+	// Start leaves a later Start free to run).
+	run  *loop.Group
+	done chan struct{}
 }
 
 // New returns a Runner that calls replay for each file. name prefixes errors and logs.
@@ -40,12 +44,11 @@ func New[S any](name string, files []string, replay func(ctx context.Context, fi
 func (r *Runner[S]) Start(context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.files) == 0 || r.cancel != nil {
+	if len(r.files) == 0 || r.run != nil {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go func() {
+	r.run = &loop.Group{}
+	r.run.Start(func(ctx context.Context) {
 		defer close(r.done)
 		for _, f := range r.files {
 			st, err := r.replay(ctx, f)
@@ -61,25 +64,19 @@ func (r *Runner[S]) Start(context.Context) error {
 			}
 			r.logger.Info("replay done", "file", f, "stats", st)
 		}
-	}()
+	})
 	return nil
 }
 
 // Stop cancels a running replay and waits for it. Safe without Start.
 func (r *Runner[S]) Stop(ctx context.Context) error {
 	r.mu.Lock()
-	cancel := r.cancel
+	run := r.run
 	r.mu.Unlock()
-	if cancel == nil {
+	if run == nil {
 		return nil
 	}
-	cancel()
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: stop: %w", r.name, ctx.Err())
-	}
+	return run.Stop(ctx, r.name)
 }
 
 // Done is closed when the replay finished (at once when there is nothing to replay).

@@ -27,6 +27,7 @@ import (
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -237,11 +238,11 @@ type Store struct {
 	stopped    bool
 	wake       chan struct{}
 
-	// cancel ends mirroring and makes the writer flush; endWrites ends the writes (Stop calls it
-	// at the flush deadline, or when its context ends).
-	cancel    context.CancelFunc
+	// loops runs the connection, the mirror and the writer, set by Start: stopping it ends
+	// mirroring and makes the writer flush; endWrites ends the writes (Stop calls it at the flush
+	// deadline, or when its context ends).
+	loops     *loop.Group
 	endWrites context.CancelFunc
-	done      chan struct{}
 	ready     chan struct{} // closed once the first load of the prefix is applied
 	readyMu   sync.Once
 
@@ -359,21 +360,20 @@ func (e *Store) fail(op string, err error) {
 
 // Start connects in the background (retrying with backoff), then writes the queued records and
 // mirrors the prefix until Stop.
-func (e *Store) Start(ctx context.Context) error {
+func (e *Store) Start(_ context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cancel != nil {
+	if e.loops != nil {
 		return errors.New("diff etcd cache: already started")
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	// Writes do not end with runCtx: a batch in flight when Stop is called would be lost.
-	writeCtx, endWrites := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel, e.endWrites, e.done = cancel, endWrites, make(chan struct{})
-	go func() {
-		defer close(e.done)
+	// Writes do not end with the loop's context: a batch in flight when Stop is called would be
+	// lost.
+	writeCtx, endWrites := context.WithCancel(context.Background())
+	e.loops, e.endWrites = &loop.Group{}, endWrites
+	e.loops.Start(func(ctx context.Context) {
 		defer endWrites()
-		e.run(runCtx, writeCtx)
-	}()
+		e.run(ctx, writeCtx)
+	})
 	return nil
 }
 
@@ -381,10 +381,10 @@ func (e *Store) Start(ctx context.Context) error {
 // closes the connection.
 func (e *Store) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	cancel, endWrites, done := e.cancel, e.endWrites, e.done
+	loops, endWrites := e.loops, e.endWrites
 	e.stopped = true
 	e.mu.Unlock()
-	if cancel == nil {
+	if loops == nil {
 		e.dropQueue()
 		return nil
 	}
@@ -399,14 +399,11 @@ func (e *Store) Stop(ctx context.Context) error {
 	defer cancelFlush()
 	stopFlush := context.AfterFunc(flushCtx, endWrites)
 	defer stopFlush()
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	if err := loops.Stop(ctx, "diff etcd cache"); err != nil {
 		endWrites() // also when stopFlush runs before the AfterFunc does
-		return fmt.Errorf("diff etcd cache: stop: %w", ctx.Err())
+		return err
 	}
+	return nil
 }
 
 func (e *Store) dropQueue() {
