@@ -114,9 +114,9 @@ func (p *page) waitJS(what, expr string) {
 	var err error
 	for {
 		_, err = chromedp.Run(p.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(50*time.Millisecond)))
-		// A full page load (a link to /redirect) replaces the context the poll runs in.
-		if err == nil || time.Now().After(deadline) || !(strings.Contains(err.Error(), "context with specified id") ||
-			strings.Contains(err.Error(), "context was destroyed")) {
+		// A full page load (a link to /redirect) replaces the context the poll runs in; the poll
+		// may also land in the middle of the navigation itself.
+		if err == nil || time.Now().After(deadline) || !navigationRace(err) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // the poll interval, before polling again in the new page context
@@ -125,6 +125,17 @@ func (p *page) waitJS(what, expr string) {
 		shown, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))
 		p.t.Fatalf("waiting for %s (%s): %v\npage at %s shows:\n%s", what, expr, err, p.location(), shown)
 	}
+}
+
+// navigationRace reports an error of a poll that a page load interrupted: polling again in the
+// new page is the answer.
+func navigationRace(err error) bool {
+	for _, m := range []string{"context with specified id", "context was destroyed", "Inspected target navigated or closed"} {
+		if strings.Contains(err.Error(), m) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitText waits until an element matching sel holds text and returns its text.
