@@ -71,8 +71,7 @@ func (g *Group) Stop(ctx context.Context, what string) error {
 	return Wait(ctx, &g.wg, what)
 }
 
-// Wait waits for wg until ctx ends; then it returns an error naming what it waited for, unless wg
-// turns out to be done as well.
+// Wait waits for wg until ctx ends; then it returns an error naming what it waited for.
 func Wait(ctx context.Context, wg *sync.WaitGroup, what string) error {
 	done := make(chan struct{})
 	go func() {
@@ -83,12 +82,6 @@ func Wait(ctx context.Context, wg *sync.WaitGroup, what string) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		// Both may be ready: when the goroutines ended too, that wins whatever select picked.
-		select {
-		case <-done:
-			return nil
-		default:
-			return fmt.Errorf("%s: stop: %w", what, ctx.Err())
-		}
+		return fmt.Errorf("%s: stop: %w", what, ctx.Err())
 	}
 }
