@@ -50,6 +50,13 @@ func TestRoutes(t *testing.T) {
 				assert.Equal(t, tc.contentType, resp.Header.Get("Content-Type"))
 				assert.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
 			}
+			if tc.path != "/api/services" && tc.path != "/healthz" && tc.path != "/metrics" && tc.code == http.StatusOK {
+				assert.Equal(t, ui.ContentSecurityPolicy, resp.Header.Get("Content-Security-Policy"))
+				assert.NotContains(t, ui.ContentSecurityPolicy, "unsafe-inline", "no inline script or style")
+				assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+				assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+				assert.Equal(t, "same-origin", resp.Header.Get("Referrer-Policy"))
+			}
 			assert.Contains(t, string(body), tc.body)
 		})
 	}

@@ -36,6 +36,8 @@ function el(tag, props, ...children) {
     if (k === 'class') e.className = v;
     else if (k === 'text') e.textContent = v;
     else if (k === 'dataset') Object.assign(e.dataset, v);
+    // Styles go through the CSSOM: the Content-Security-Policy allows no inline style attributes.
+    else if (k === 'style') Object.assign(e.style, v);
     else if (k === 'attrs') for (const [a, av] of Object.entries(v)) { if (av !== undefined && av !== null) e.setAttribute(a, av); }
     else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
     else if (k in e && k !== 'list') {
@@ -802,7 +804,7 @@ function axisTicks(model) {
   const n = 5;
   for (let i = 0; i <= n; i++) {
     const f = i / n;
-    tl.append(el('span', { class: 'tick' + (i === 0 ? ' first' : i === n ? ' last' : ''), attrs: { style: `left:${f * 100}%` },
+    tl.append(el('span', { class: 'tick' + (i === 0 ? ' first' : i === n ? ' last' : ''), style: { left: `${f * 100}%` },
       text: i === 0 ? '0' : '+' + fmtDur((model.t1 - model.t0) * f) }));
   }
   return tl;
@@ -937,7 +939,7 @@ function pct(v, t) { return ((t - v.model.t0) / (v.model.t1 - v.model.t0)) * 100
 function rowEl(v, n, i) {
   const hasKids = n.children.length > 0;
   const isCollapsed = v.collapsed.has(n.id);
-  const label = el('div', { class: 'lbl', attrs: { style: `padding-left:${4 + n.depth * 14}px` } },
+  const label = el('div', { class: 'lbl', style: { paddingLeft: `${4 + n.depth * 14}px` } },
     hasKids ? el('button', { class: 'toggle', text: isCollapsed ? '▶' : '▼', title: isCollapsed ? 'Expand' : 'Collapse',
       attrs: { 'aria-label': isCollapsed ? 'Expand' : 'Collapse' } }) : el('span', { class: 'toggle' }),
     n.service && n.kind !== 'omitted' ? el('span', { class: 'svc', text: n.service }) : null,
@@ -945,10 +947,10 @@ function rowEl(v, n, i) {
     hasKids && isCollapsed ? el('span', { class: 'count', text: `(${n.descendants})` }) : null);
   const tl = el('div', { class: 'tl' });
   const left = pct(v, n.start), width = Math.max(pct(v, n.end) - left, 0);
-  tl.append(el('div', { class: 'bar', attrs: { style: `left:${left}%;width:${width}%` } }));
+  tl.append(el('div', { class: 'bar', style: { left: `${left}%`, width: `${width}%` } }));
   if (n.kind === 'event') {
     tl.append(el('button', { class: `mk ${markerClass(n.span.tags, n.op, n.service)}${v.selected === n ? ' selected' : ''}`,
-      title: `${fmtTime(n.start)} ${n.op}`, dataset: { log: '' }, attrs: { style: `left:${left}%` } }));
+      title: `${fmtTime(n.start)} ${n.op}`, dataset: { log: '' }, style: { left: `${left}%` } }));
   } else {
     let drawn = 0;
     n.logs.forEach((l, li) => {
@@ -957,7 +959,7 @@ function rowEl(v, n, i) {
       const ts = logTime(l, n);
       tl.append(el('button', {
         class: `mk ${markerClass(f, f[0].value, f[0].key)}${v.selected === n && v.selectedLog === li ? ' selected' : ''}`,
-        title: `${fmtTime(ts)} ${str(f[0].value)}`, dataset: { log: String(li) }, attrs: { style: `left:${pct(v, ts)}%` },
+        title: `${fmtTime(ts)} ${str(f[0].value)}`, dataset: { log: String(li) }, style: { left: `${pct(v, ts)}%` },
       }));
     });
   }
@@ -965,7 +967,7 @@ function rowEl(v, n, i) {
   return el('div', {
     class: `row kind-${n.kind}${v.selected === n ? ' selected' : ''}${bad ? ' error' : ''}`, dataset: { id: n.id, index: String(i) },
     tabIndex: 0, title: `${n.service} ${n.op}`.trim(),
-    attrs: { style: `top:${i * ROW_H}px`, role: 'treeitem', 'aria-level': String(n.depth + 1),
+    style: { top: `${i * ROW_H}px` }, attrs: { role: 'treeitem', 'aria-level': String(n.depth + 1),
       'aria-selected': String(v.selected === n), 'aria-expanded': hasKids ? String(!isCollapsed) : null },
   }, label, tl);
 }
