@@ -105,8 +105,10 @@ type Queue struct {
 	roomWaiters atomic.Int32
 
 	accepted      metric.Int64Counter
+	rejected      metric.Int64Counter
+	rejectedFull  metric.MeasurementOption
+	rejectedStop  metric.MeasurementOption
 	dropped       metric.Int64Counter
-	droppedFull   metric.MeasurementOption
 	droppedStop   metric.MeasurementOption
 	depthCallback metric.Registration
 }
@@ -156,9 +158,15 @@ func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error)
 
 	meter := ts.Meter(meterName)
 	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
+	// A refused batch stays with its sender (the webhook answers 429 or 503 and kube-apiserver
+	// retries; replay and follow wait): it is rejected, not lost. Only events the queue had
+	// accepted and then abandoned at shutdown are dropped.
+	q.rejected = meter.Counter("kelemetry.audit.queue.rejected",
+		"Audit events the queue refused (full or stopping), by reason; their sender keeps them.", "{event}")
 	q.dropped = meter.Counter("kelemetry.audit.queue.dropped",
-		"Audit events rejected by the queue or abandoned at shutdown, by reason.", "{event}")
-	q.droppedFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
+		"Audit events the queue had accepted and abandoned at shutdown (lost), by reason.", "{event}")
+	q.rejectedFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
+	q.rejectedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
 	q.droppedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
 	q.depthCallback = meter.Gauge("kelemetry.audit.queue.depth", "Audit events queued or being handled.", "{event}",
 		func() (int64, bool) { return q.size.Load(), true })
@@ -217,9 +225,9 @@ func (q *Queue) record(ctx context.Context, n int, err error) {
 	case err == nil:
 		q.accepted.Add(ctx, int64(n))
 	case errors.Is(err, ErrStopped):
-		q.dropped.Add(ctx, int64(n), q.droppedStop)
+		q.rejected.Add(ctx, int64(n), q.rejectedStop)
 	case errors.Is(err, ErrQueueFull):
-		q.dropped.Add(ctx, int64(n), q.droppedFull)
+		q.rejected.Add(ctx, int64(n), q.rejectedFull)
 	}
 }
 

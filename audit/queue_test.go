@@ -247,7 +247,8 @@ func TestQueueAllOrNothing(t *testing.T) {
 
 	sums := metricSums(t, reader, "reason")
 	assert.Equal(t, int64(10), sums["kelemetry.audit.queue.accepted"])
-	assert.Equal(t, int64(5+1+11+11), sums["kelemetry.audit.queue.dropped{reason=full}"])
+	assert.Equal(t, int64(5+1+11+11), sums["kelemetry.audit.queue.rejected{reason=full}"], "refused, not lost")
+	assert.Zero(t, sums["kelemetry.audit.queue.dropped{reason=full}"], "a refusal is not a drop")
 	assert.Equal(t, int64(10), sums["kelemetry.audit.queue.depth"])
 
 	require.NoError(t, q.Start(ctx))
@@ -281,7 +282,8 @@ func TestQueueStopDrainsAndRejects(t *testing.T) {
 	require.NoError(t, q.Flush(ctx))
 
 	sums := metricSums(t, reader, "reason")
-	assert.Equal(t, int64(5), sums["kelemetry.audit.queue.dropped{reason=stopped}"])
+	assert.Equal(t, int64(5), sums["kelemetry.audit.queue.rejected{reason=stopped}"], "refused after Stop: the sender keeps them")
+	assert.Zero(t, sums["kelemetry.audit.queue.dropped{reason=stopped}"], "everything accepted was handled")
 }
 
 func TestQueueStopTimeoutAbandons(t *testing.T) {
