@@ -31,6 +31,9 @@ type Config struct {
 	AuditAddr string `yaml:"auditAddr"`
 	// HTTPAddr is the listen address of the API, /metrics and /healthz (default :16686).
 	HTTPAddr string `yaml:"httpAddr"`
+	// HTTPTimeouts bound slow clients on both listeners (defaults: headers 10s, whole request
+	// 30s, idle connection 2m).
+	HTTPTimeouts httpserver.Timeouts `yaml:"httpTimeouts"`
 	// DataDir holds the embedded store; empty keeps traces in memory only.
 	DataDir string `yaml:"dataDir"`
 	// Kubeconfig, when set, is the kubeconfig of the cluster named Cluster: linkers fetch objects

@@ -23,20 +23,55 @@ type Server struct {
 	done  chan struct{}
 }
 
+// Timeouts bound how long a client may take. The zero value means the defaults.
+type Timeouts struct {
+	// ReadHeader bounds the arrival of a request's headers (default 10s).
+	ReadHeader time.Duration `yaml:"readHeader"`
+	// Read bounds the arrival of a whole request, body included (default 30s): a client that
+	// trickles its body cannot hold a connection and its buffer for longer. At the webhook's
+	// largest body (32 MiB) this asks for about 1 MiB/s, which kube-apiserver on the same network
+	// far exceeds.
+	Read time.Duration `yaml:"read"`
+	// Idle bounds a kept-alive connection between requests (default 2m).
+	Idle time.Duration `yaml:"idle"`
+}
+
+// Defaults of Timeouts.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+)
+
+// WithDefaults returns t with zero fields set to their defaults.
+func (t Timeouts) WithDefaults() Timeouts {
+	if t.ReadHeader <= 0 {
+		t.ReadHeader = DefaultReadHeaderTimeout
+	}
+	if t.Read <= 0 {
+		t.Read = DefaultReadTimeout
+	}
+	if t.Idle <= 0 {
+		t.Idle = DefaultIdleTimeout
+	}
+	return t
+}
+
 // NewServer returns a server for handler on addr (host:port; port 0 picks a free one).
-func NewServer(name, addr string, handler http.Handler, logger *slog.Logger) *Server {
+func NewServer(name, addr string, handler http.Handler, timeouts Timeouts, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	timeouts = timeouts.WithDefaults()
 	return &Server{
 		name:   name,
 		addr:   addr,
 		logger: logger.With("server", name),
 		srv: &http.Server{
 			Handler:           handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       2 * time.Minute,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: timeouts.ReadHeader,
+			ReadTimeout:       timeouts.Read,
+			IdleTimeout:       timeouts.Idle,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
 	}

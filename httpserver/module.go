@@ -25,6 +25,8 @@ type Config struct {
 	// APIAddr is the listener of the query APIs, the web UI, /metrics and /healthz (default
 	// :16686).
 	APIAddr string `yaml:"httpAddr"`
+	// Timeouts bound slow clients on both listeners.
+	Timeouts Timeouts `yaml:"timeouts"`
 }
 
 // WithDefaults returns c with empty addresses set to their defaults.
@@ -131,7 +133,7 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.api = NewServer("api", cfg.APIAddr, m, log)
+		s.api = NewServer("api", cfg.APIAddr, m, cfg.Timeouts, log)
 		s.audit = s.api
 		s.started = []*Server{s.api}
 		return s, nil
@@ -141,7 +143,7 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.audit = NewServer("audit", cfg.AuditAddr, m, log)
+		s.audit = NewServer("audit", cfg.AuditAddr, m, cfg.Timeouts, log)
 		s.started = append(s.started, s.audit)
 	}
 	if len(p.API) > 0 {
@@ -149,7 +151,7 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.api = NewServer("api", cfg.APIAddr, m, log)
+		s.api = NewServer("api", cfg.APIAddr, m, cfg.Timeouts, log)
 		s.started = append(s.started, s.api)
 	}
 	return s, nil
