@@ -1,7 +1,9 @@
 package kelemetry
 
 import (
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,4 +92,13 @@ func TestClusterNameRule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The example configuration in deploy/ loads: every key it shows exists.
+func TestDeployAllinoneConfigLoads(t *testing.T) {
+	c, err := LoadConfig(filepath.Join("deploy", "allinone.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	assert.Equal(t, 30*time.Second, c.HTTPTimeouts.Read)
+	assert.Equal(t, 30*time.Minute, c.Window)
 }
