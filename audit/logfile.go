@@ -11,9 +11,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -45,18 +47,31 @@ type ReplayStats struct {
 	Events int64
 	// BadLines is the number of lines skipped: not JSON, not an audit event, or too long.
 	BadLines int64
+	// DroppedEvents is the number of events dropped for a timestamp outside the representable
+	// range or too far in the future (see aggregator.CheckTime).
+	DroppedEvents int64
 }
 
 // ReplayFile reads the audit log at path, as kube-apiserver writes it with --audit-log-path and
 // --audit-log-format=json (one audit.k8s.io/v1 Event per line; a line may also hold a whole
 // EventList, as the webhook receives them), and enqueues its events for cluster in batches. A
 // gzip-compressed file is decompressed. Bad lines are counted, logged (rate-limited) and skipped.
-// It returns when the file is read, or with an error when the file cannot be read or q refuses a
-// batch (e.g. because ctx expired).
+// Events with a timestamp that aggregator.CheckTime refuses (outside 1678-2262, or more than
+// aggregator.DefaultMaxFutureSkew ahead of the clock) are dropped, counted
+// (kelemetry.audit.file.dropped_events, by reason) and logged (rate-limited) with the line and the
+// field. It returns when the file is read, or with an error when the file cannot be read or q
+// refuses a batch (e.g. because ctx expired).
 func ReplayFile(ctx context.Context, path, cluster string, q interface {
 	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
 }, ts telemetry.Settings) (ReplayStats, error) {
+	return replayFile(ctx, path, cluster, 0, q, ts)
+}
+
+// replayFile is ReplayFile with a maximum future skew (zero: the default, negative: none).
+func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Duration, q WaitEnqueuer, ts telemetry.Settings) (ReplayStats, error) {
 	b := newLineBatcher(path, cluster, q, ts.Log().With("component", "audit.replay", "path", path))
+	b.maxFutureSkew = skewOrDefault(maxFutureSkew)
+	b.droppedCounter = newDroppedFileCounter(ts.Meter(meterName))
 	f, err := os.Open(path)
 	if err != nil {
 		return b.stats, fmt.Errorf("replay audit log: %w", err)
@@ -112,6 +127,10 @@ type FollowConfig struct {
 	// StartAtEnd skips what the file holds when the follower starts, if it exists then; files
 	// found later (after a rotation, or a file that did not exist yet) are read from their start.
 	StartAtEnd bool `yaml:"startAtEnd"`
+	// MaxFutureSkew is how far ahead of this receiver's clock an event's timestamps may be
+	// (default aggregator.DefaultMaxFutureSkew; negative: no limit). Events beyond it, or outside
+	// the representable range, are dropped and counted. New sets it from audit.maxFutureSkew.
+	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -119,6 +138,7 @@ func (c FollowConfig) WithDefaults() FollowConfig {
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
 	}
+	c.MaxFutureSkew = skewOrDefault(c.MaxFutureSkew)
 	return c
 }
 
@@ -157,6 +177,7 @@ type Follower struct {
 	logger   *slog.Logger
 	lines    metric.Int64Counter
 	badLines metric.Int64Counter
+	dropped  metric.Int64Counter
 
 	mu       sync.Mutex
 	started  bool
@@ -188,6 +209,7 @@ func NewFollower(cfg FollowConfig, q interface {
 	fl.lines = meter.Counter("kelemetry.audit.file.lines", "Non-empty audit log lines read.", "{line}")
 	fl.badLines = meter.Counter("kelemetry.audit.file.bad_lines",
 		"Audit log lines skipped because they are not audit events or are too long.", "{line}")
+	fl.dropped = newDroppedFileCounter(meter)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit log follower: %w", err)
 	}
@@ -246,7 +268,8 @@ type followed struct {
 
 func (fl *Follower) run(ctx context.Context) {
 	b := newLineBatcher(fl.cfg.Path, fl.cfg.Cluster, fl.q, fl.logger)
-	b.linesCounter, b.badCounter = fl.lines, fl.badLines
+	b.linesCounter, b.badCounter, b.droppedCounter = fl.lines, fl.badLines, fl.dropped
+	b.maxFutureSkew = fl.cfg.MaxFutureSkew
 	b.quit = fl.quit
 
 	var cur *followed
@@ -419,6 +442,8 @@ type lineBatcher struct {
 	quit    <-chan struct{} // when closed, flush returns errQuit after enqueuing
 
 	linesCounter, badCounter metric.Int64Counter // nil for ReplayFile
+	droppedCounter           metric.Int64Counter
+	maxFutureSkew            time.Duration
 }
 
 func newLineBatcher(path, cluster string, q WaitEnqueuer, logger *slog.Logger) *lineBatcher {
@@ -454,11 +479,49 @@ func (b *lineBatcher) line(ctx context.Context, line []byte, tooLong bool) error
 		b.bad(err)
 		return nil
 	}
+	events = b.checkTimes(ctx, events)
 	b.batch = append(b.batch, events...)
 	if len(b.batch) >= replayBatchSize {
 		return b.flush(ctx)
 	}
 	return nil
+}
+
+// checkTimes drops, counts and logs (rate-limited) the events of a line whose timestamps
+// aggregator.CheckTime refuses.
+func (b *lineBatcher) checkTimes(ctx context.Context, events []*Event) []*Event {
+	single := len(events) == 1
+	kept, problems := filterEventTimes(events, time.Now(), b.maxFutureSkew, func(i int) string {
+		if single {
+			return ""
+		}
+		return "items[" + strconv.Itoa(i) + "]."
+	})
+	for _, p := range problems {
+		b.stats.DroppedEvents++
+		if b.droppedCounter != nil {
+			b.droppedCounter.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.reason)))
+		}
+		if ok, suppressed := b.badLog.Allow(time.Now()); ok {
+			b.logger.Warn("drop audit event with a bad timestamp",
+				"error", "line "+strconv.FormatInt(b.lineNo, 10)+": "+p.msg, "suppressedSinceLastLog", suppressed)
+		}
+	}
+	return kept
+}
+
+// skewOrDefault is maxFutureSkew, or aggregator.DefaultMaxFutureSkew for zero.
+func skewOrDefault(maxFutureSkew time.Duration) time.Duration {
+	if maxFutureSkew == 0 {
+		return aggregator.DefaultMaxFutureSkew
+	}
+	return maxFutureSkew
+}
+
+// newDroppedFileCounter creates the counter of events dropped from log files for their timestamps.
+func newDroppedFileCounter(m *telemetry.Meter) metric.Int64Counter {
+	return m.Counter("kelemetry.audit.file.dropped_events",
+		"Audit log events dropped for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
 }
 
 // decodeLogLine decodes one audit log line: an Event, or an EventList as webhook bodies are. The

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -25,6 +26,11 @@ type Config struct {
 	Replay []string `yaml:"replay"`
 	// Follow lists audit log files followed like tail -F.
 	Follow []string `yaml:"follow"`
+	// MaxFutureSkew is how far ahead of this receiver's clock an audit event's timestamps may be
+	// (default 24h, aggregator.DefaultMaxFutureSkew; negative: no limit). Events beyond it, or
+	// outside what the store can represent (years 1678-2262), are dropped and counted by the
+	// webhook and by log replay and follow.
+	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -42,10 +48,12 @@ func (c Config) Validate() error {
 // before it counts as done.
 type Replayer = replay.Runner[ReplayStats]
 
-// NewReplayer replays files into q, as cluster; ts gives its logger (may be unset).
-func NewReplayer(files []string, cluster string, q *Queue, ts telemetry.Settings) *Replayer {
+// NewReplayer replays files into q, as cluster, dropping events with timestamps more than
+// maxFutureSkew ahead (zero: aggregator.DefaultMaxFutureSkew, negative: no limit) or outside the
+// representable range (see ReplayFile); ts gives its logger (may be unset).
+func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q *Queue, ts telemetry.Settings) *Replayer {
 	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
-		st, err := ReplayFile(ctx, file, cluster, q, ts)
+		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts)
 		if err == nil {
 			// Let everything read reach the sinks before the file counts as done.
 			err = q.Flush(ctx)
@@ -105,15 +113,16 @@ func New(p Params) (Result, error) {
 	if wcfg.DefaultCluster == "" {
 		wcfg.DefaultCluster = cfg.Cluster
 	}
+	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
 	webhook := NewWebhook(wcfg, q, ts)
 	for _, f := range cfg.Follow {
-		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster}, q, ts)
+		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, q, ts)
 		if err != nil {
 			return Result{}, err
 		}
 		p.Lifecycle.Append(fx.StartStopHook(fl.Start, fl.Stop))
 	}
-	replayer := NewReplayer(cfg.Replay, cfg.Cluster, q, ts)
+	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, q, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
 	return Result{Queue: q, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
 }

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -35,12 +37,30 @@ type WebhookConfig struct {
 	// MaxBodyBytes limits a request body, after gzip decompression (default 32 MiB). A larger
 	// body is refused (413).
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// MaxInflightBytes bounds the bytes of request bodies being read and decoded at once, across
+	// all requests (default twice MaxBodyBytes; at least MaxBodyBytes). A request whose
+	// Content-Length does not fit in what is left is answered 429 with Retry-After before its
+	// body is read; a body without Content-Length (chunked, or gzip as it decompresses) takes
+	// its bytes as it grows and is answered 429 when it cannot. Such a body may briefly need 1.5
+	// times its size while its buffer grows. How long a body may take to arrive is bounded by the
+	// audit listener's read timeout (httpserver Timeouts.Read, 30s by default).
+	MaxInflightBytes int64 `yaml:"maxInflightBytes"`
+	// MaxFutureSkew is how far ahead of this receiver's clock an event's timestamps may be
+	// (default aggregator.DefaultMaxFutureSkew, 24h; negative: no limit). New sets it from
+	// Config.MaxFutureSkew (the audit.maxFutureSkew key).
+	MaxFutureSkew time.Duration `yaml:"-"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c WebhookConfig) WithDefaults() WebhookConfig {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultWebhookMaxBodyBytes
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = 2 * c.MaxBodyBytes
+	}
+	if c.MaxFutureSkew == 0 {
+		c.MaxFutureSkew = aggregator.DefaultMaxFutureSkew
 	}
 	return c
 }
@@ -49,6 +69,10 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 func (c WebhookConfig) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("webhook maxBodyBytes %d is negative", c.MaxBodyBytes)
+	}
+	if d := c.WithDefaults(); d.MaxInflightBytes < d.MaxBodyBytes {
+		return fmt.Errorf("webhook maxInflightBytes %d is less than maxBodyBytes %d: a body of the largest size could never be read",
+			c.MaxInflightBytes, d.MaxBodyBytes)
 	}
 	if c.DefaultCluster != "" {
 		if err := aggregator.ValidateClusterName(c.DefaultCluster); err != nil {
@@ -61,8 +85,18 @@ func (c WebhookConfig) Validate() error {
 // Webhook is the http.Handler of kube-apiserver's audit webhook backend
 // (--audit-webhook-config-file pointing at http(s)://<host>/audit/<cluster>). It decodes each posted
 // audit.k8s.io/v1 EventList and enqueues the whole batch; it answers 200 only once the batch is
-// enqueued, 429 with Retry-After when the queue is full (kube-apiserver retries), 503 when the
-// queue is stopped, 400 for a malformed batch and 413 for one over the size limit.
+// enqueued, 429 with Retry-After when the queue is full or too many bytes are being read at once
+// (MaxInflightBytes; kube-apiserver retries), 503 when the queue is stopped, 400 for a malformed
+// batch and 413 for one over the size limit.
+//
+// An item whose requestReceivedTimestamp or stageTimestamp is outside what the store can represent
+// (aggregator.CheckTime: years 1678-2262) or more than MaxFutureSkew ahead of this receiver's clock
+// is dropped and counted (kelemetry.audit.webhook.dropped_events, by reason), and the rest of the
+// batch is enqueued and answered 200, with the dropped items named in the answer and in a
+// rate-limited log line such as "items[3].stageTimestamp: 9999-01-01T00:00:00Z is outside the
+// representable range 1678-2262". Refusing the whole batch would lose its good items:
+// kube-apiserver does not retry a 400, and retrying could not fix the bad ones. Only a batch whose
+// every item is bad is answered 400, with the same message.
 //
 // The cluster comes from the path, else from DefaultCluster; never from the client's address or
 // headers. The handler does not filter events (the consumer does). Each request body is read into
@@ -76,6 +110,10 @@ type Webhook struct {
 	requests metric.Int64Counter
 	events   metric.Int64Counter
 	rejected metric.Int64Counter
+	dropped  metric.Int64Counter
+
+	inflight *byteBudget
+	badLog   ratelog.Limiter
 }
 
 // Reasons of rejected batches, the reason attribute of kelemetry.audit.webhook.rejected.
@@ -85,20 +123,32 @@ const (
 	rejectQueueFull  = "queue_full"
 	rejectStopped    = "stopped"
 	rejectError      = "error"
+	// rejectInflight is a 429 because MaxInflightBytes were being read.
+	rejectInflight = "inflight_bytes"
+	// rejectBadTimestamp is a 400 for a batch whose every item has a bad timestamp.
+	rejectBadTimestamp = "bad_timestamp"
 )
 
 // NewWebhook returns a webhook handler that enqueues into q. cfg should be valid (see Validate);
 // defaults fill its zero fields. ts gives its logger and meter provider (either may be unset).
 // An instrument that cannot be created is logged and replaced by a no-op one.
 func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
-	w := &Webhook{cfg: cfg.WithDefaults(), q: q, logger: ts.Log().With("component", "audit-webhook")}
+	w := &Webhook{cfg: cfg.WithDefaults(), q: q, logger: ts.Log().With("component", "audit-webhook"),
+		badLog: ratelog.Limiter{Burst: 10, Every: 10 * time.Second}}
 	meter := ts.Meter(meterName)
+	inflightBytes := meter.UpDownCounter("kelemetry.audit.webhook.inflight_bytes",
+		"Bytes of audit webhook request bodies being read and decoded now (bounded by maxInflightBytes).", "By")
+	w.inflight = newByteBudget(w.cfg.MaxInflightBytes, func(delta int64) {
+		inflightBytes.Add(context.Background(), delta)
+	})
 	w.requests = meter.Counter("kelemetry.audit.webhook.requests",
 		"Audit webhook requests, by HTTP status code.", "{request}")
 	w.events = meter.Counter("kelemetry.audit.webhook.events",
 		"Audit events accepted by the webhook (enqueued).", "{event}")
 	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",
-		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, error).", "{batch}")
+		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, error, inflight_bytes, bad_timestamp).", "{batch}")
+	w.dropped = meter.Counter("kelemetry.audit.webhook.dropped_events",
+		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
 	if err := meter.Err(); err != nil {
 		w.logger.Warn("audit webhook", "error", err)
 	}
@@ -136,11 +186,16 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	data, status, err := w.readBody(rw, r)
+	data, release, status, err := w.readBody(rw, r)
+	defer release()
 	if err != nil {
 		reason := rejectBadRequest
-		if status == http.StatusRequestEntityTooLarge {
+		switch status {
+		case http.StatusRequestEntityTooLarge:
 			reason = rejectTooLarge
+		case http.StatusTooManyRequests:
+			reason = rejectInflight
+			rw.Header().Set("Retry-After", webhookRetryAfter)
 		}
 		w.reject(ctx, rw, status, reason, cluster, err.Error())
 		return
@@ -149,6 +204,10 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	events, err := DecodeEventList(data)
 	if err != nil {
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, cluster, err.Error())
+		return
+	}
+	events, dropNote, ok := w.checkTimes(ctx, rw, cluster, events)
+	if !ok {
 		return
 	}
 
@@ -178,54 +237,109 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w.count(ctx, http.StatusOK)
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(rw, "accepted "+strconv.Itoa(len(events))+" events\n")
+	_, _ = io.WriteString(rw, "accepted "+strconv.Itoa(len(events))+" events"+dropNote+"\n")
 }
 
-// readBody reads the request body, decompressing gzip, within the size limit. On error it returns
-// the HTTP status to answer (400, 413 or 415).
-func (w *Webhook) readBody(rw http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+// checkTimes drops the events with a timestamp that aggregator.CheckTime refuses, counts and logs
+// them (rate-limited). It returns the events to enqueue and a note on what was dropped for the
+// answer; when every event was dropped it answers 400 itself and reports false.
+func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluster string, events []*Event) ([]*Event, string, bool) {
+	n := len(events)
+	kept, problems := filterEventTimes(events, time.Now(), w.cfg.MaxFutureSkew, func(i int) string {
+		return "items[" + strconv.Itoa(i) + "]."
+	})
+	if len(problems) == 0 {
+		return kept, "", true
+	}
+	for _, p := range problems {
+		w.dropped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.reason)))
+	}
+	summary := summarizeProblems(problems)
+	if len(kept) == 0 {
+		w.reject(ctx, rw, http.StatusBadRequest, rejectBadTimestamp, cluster,
+			fmt.Sprintf("all %d events have bad timestamps: %s", n, summary))
+		return nil, "", false
+	}
+	if ok, suppressed := w.badLog.Allow(time.Now()); ok {
+		w.logger.LogAttrs(ctx, slog.LevelWarn, "audit events dropped for their timestamps",
+			slog.String("cluster", cluster), slog.Int("dropped", len(problems)), slog.Int("batch", n),
+			slog.String("errors", truncate(summary, maxReasonLen)), slog.Int("suppressedSinceLastLog", suppressed))
+	}
+	return kept, fmt.Sprintf(", dropped %d with bad timestamps: %s", len(problems), truncate(summary, maxReasonLen)), true
+}
+
+// readBody reads the request body, decompressing gzip, within the size limit and within the
+// in-flight byte budget. The caller must call release (never nil) once it no longer needs the
+// bytes read. On error it returns the HTTP status to answer (400, 413, 415 or 429).
+func (w *Webhook) readBody(rw http.ResponseWriter, r *http.Request) (data []byte, release func(), status int, err error) {
+	res := &reservation{b: w.inflight}
+	release = res.release
 	limit := w.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
-		return nil, http.StatusRequestEntityTooLarge,
+		return nil, release, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("body of %d bytes is over the limit of %d bytes", r.ContentLength, limit)
 	}
 	body := http.MaxBytesReader(rw, r.Body, limit)
 	defer body.Close()
 
 	var src io.Reader = body
-	hint := r.ContentLength
+	size := min(int64(4<<10), limit+1) // first buffer of a body of unknown length
+	if r.ContentLength > 0 {
+		size = r.ContentLength + 1 // one more byte to see EOF without growing
+	}
+	fallback := size
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 	case "gzip", "x-gzip":
+		// Audit JSON compresses well: guess eight times the compressed size, and fall back to the
+		// compressed size when the guess does not fit the budget.
+		if r.ContentLength > 0 {
+			size = min(r.ContentLength, limit/8)*8 + 1
+		}
+		// Take the first buffer's bytes before reading the gzip header.
+		if !res.grow(size) {
+			if !res.grow(fallback) {
+				return nil, release, http.StatusTooManyRequests, w.busyError(fallback)
+			}
+			size = fallback
+		}
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			return nil, readErrorStatus(err), fmt.Errorf("read gzip body: %w", err)
+			return nil, release, readErrorStatus(err), fmt.Errorf("read gzip body: %w", err)
 		}
 		defer zr.Close()
 		// Bound the decompressed size too: read at most one byte over the limit to detect it.
 		src = io.LimitReader(zr, limit+1)
-		if hint > limit/8 {
-			hint = limit
-		} else if hint > 0 {
-			hint *= 8 // audit JSON compresses well
-		}
 	default:
-		return nil, http.StatusUnsupportedMediaType,
+		return nil, release, http.StatusUnsupportedMediaType,
 			fmt.Errorf("unsupported Content-Encoding %q (want gzip or none)", truncate(enc, 40))
 	}
+	if res.held == 0 && !res.grow(size) {
+		// Answered before reading: the sender keeps the batch and retries.
+		return nil, release, http.StatusTooManyRequests, w.busyError(size)
+	}
 
-	data, err := readAllHint(src, hint)
+	data, err = readAllBudget(src, size, limit, res)
 	if err != nil {
-		if status := readErrorStatus(err); status == http.StatusRequestEntityTooLarge {
-			return nil, status, fmt.Errorf("body is over the limit of %d bytes", limit)
+		if errors.Is(err, errNoBudget) {
+			return nil, release, http.StatusTooManyRequests, w.busyError(int64(cap(data)))
 		}
-		return nil, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+		if status := readErrorStatus(err); status == http.StatusRequestEntityTooLarge {
+			return nil, release, status, fmt.Errorf("body is over the limit of %d bytes", limit)
+		}
+		return nil, release, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
 	}
 	if int64(len(data)) > limit {
-		return nil, http.StatusRequestEntityTooLarge,
+		return nil, release, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("decompressed body is over the limit of %d bytes", limit)
 	}
-	return data, 0, nil
+	return data, release, 0, nil
+}
+
+// busyError is the reason of a 429 for a body that needed n more bytes than the budget had.
+func (w *Webhook) busyError(n int64) error {
+	return fmt.Errorf("too many request bytes in flight: %d more do not fit in audit.webhook.maxInflightBytes %d, retry later",
+		n, w.cfg.MaxInflightBytes)
 }
 
 // readErrorStatus is the HTTP status for an error reading a body: 413 over the limit, else 400.
@@ -237,17 +351,27 @@ func readErrorStatus(err error) int {
 	return http.StatusBadRequest
 }
 
-// readAllHint reads r to the end into a buffer sized by hint (a non-positive hint means unknown),
-// so that a body of known length is read without regrowing.
-func readAllHint(r io.Reader, hint int64) ([]byte, error) {
-	size := int64(4 << 10)
-	if hint > 0 {
-		size = hint + 1 // one more byte to see EOF without growing
-	}
+// errNoBudget is returned by readAllBudget when a buffer could not grow within the budget.
+var errNoBudget = errors.New("in-flight byte budget exhausted")
+
+// readAllBudget reads r to the end into a buffer of size bytes (already taken from res), which it
+// grows, taking the new buffer's bytes from res first, up to limit+1 bytes (one over the limit,
+// for the caller to detect it). It returns errNoBudget when res cannot grow.
+func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, error) {
 	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // let append pick the new capacity
+			if int64(len(buf)) > limit {
+				return buf, nil
+			}
+			newCap := min(2*int64(cap(buf)), limit+1)
+			if !res.grow(newCap) {
+				return buf, errNoBudget
+			}
+			grown := make([]byte, len(buf), newCap)
+			copy(grown, buf)
+			res.shrink(int64(cap(buf)))
+			buf = grown
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

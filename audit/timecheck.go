@@ -1,0 +1,86 @@
+package audit
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+// maxFutureSkewSetting names the configuration key of the skew in messages.
+const maxFutureSkewSetting = "audit.maxFutureSkew"
+
+// maxTimeProblems bounds the problems named in one answer or log line.
+const maxTimeProblems = 5
+
+// timeProblem is an event dropped for one of its timestamps.
+type timeProblem struct {
+	// reason is aggregator.TimeReasonUnrepresentable or aggregator.TimeReasonFuture.
+	reason string
+	// msg names the item and the field, such as "items[3].stageTimestamp: 9999-01-01T00:00:00Z
+	// is outside the representable range 1678-2262".
+	msg string
+}
+
+// checkEventTime reports the first timestamp of ev that aggregator.CheckTime refuses, as
+// "<field>: <problem>". A zero timestamp counts as absent (the consumer handles events without
+// any).
+func checkEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (timeProblem, bool) {
+	for _, f := range [...]struct {
+		name string
+		t    time.Time
+	}{{"requestReceivedTimestamp", ev.RequestReceivedTimestamp}, {"stageTimestamp", ev.StageTimestamp}} {
+		if f.t.IsZero() {
+			continue
+		}
+		if err := aggregator.CheckTime(f.t, now, maxFutureSkew); err != nil {
+			var te *aggregator.TimeError
+			if !errors.As(err, &te) {
+				return timeProblem{reason: aggregator.TimeReasonUnrepresentable, msg: f.name + ": " + err.Error()}, false
+			}
+			return timeProblem{reason: te.Reason(), msg: f.name + ": " + te.WithSetting(maxFutureSkewSetting).Error()}, false
+		}
+	}
+	return timeProblem{}, true
+}
+
+// filterEventTimes keeps the events whose timestamps pass checkEventTime, in order, and returns
+// the problems of the others; prefix(i) names item i in messages (e.g. "items[3]."). events is
+// filtered in place.
+func filterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duration, prefix func(i int) string) ([]*Event, []timeProblem) {
+	var problems []timeProblem
+	kept := events[:0]
+	for i, ev := range events {
+		if ev == nil {
+			kept = append(kept, ev)
+			continue
+		}
+		p, ok := checkEventTime(ev, now, maxFutureSkew)
+		if ok {
+			kept = append(kept, ev)
+			continue
+		}
+		p.msg = prefix(i) + p.msg
+		problems = append(problems, p)
+	}
+	clear(events[len(kept):]) // do not keep dropped events reachable
+	return kept, problems
+}
+
+// summarizeProblems joins the first problems into one line, saying how many more there are.
+func summarizeProblems(problems []timeProblem) string {
+	var b strings.Builder
+	for i, p := range problems {
+		if i == maxTimeProblems {
+			b.WriteString("; and " + strconv.Itoa(len(problems)-i) + " more")
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.msg)
+	}
+	return b.String()
+}
