@@ -54,6 +54,15 @@ type Record struct {
 	// First and Last bound the occurrences: eventTime or firstTimestamp, and
 	// series.lastObservedTime or lastTimestamp (First when unknown).
 	First, Last time.Time
+
+	// firstField and lastField name the fields First and Last come from, for messages.
+	firstField, lastField string
+}
+
+// namedTime is a timestamp of an Event and its field name.
+type namedTime struct {
+	field string
+	t     time.Time
 }
 
 // FromCore reads a core/v1 Event.
@@ -69,8 +78,9 @@ func FromCore(e *corev1.Event) *Record {
 	if e.Series != nil {
 		series = &eventsv1.EventSeries{Count: e.Series.Count, LastObservedTime: e.Series.LastObservedTime}
 	}
-	r.complete(e.Source, series, e.LastTimestamp.Time,
-		e.EventTime.Time, e.FirstTimestamp.Time, e.LastTimestamp.Time, e.CreationTimestamp.Time)
+	r.complete(e.Source, series, namedTime{"lastTimestamp", e.LastTimestamp.Time},
+		namedTime{"eventTime", e.EventTime.Time}, namedTime{"firstTimestamp", e.FirstTimestamp.Time},
+		namedTime{"lastTimestamp", e.LastTimestamp.Time}, namedTime{"metadata.creationTimestamp", e.CreationTimestamp.Time})
 	return r
 }
 
@@ -83,27 +93,30 @@ func FromEventsV1(e *eventsv1.Event) *Record {
 		ReportingController: e.ReportingController, ReportingInstance: e.ReportingInstance,
 		Count: e.DeprecatedCount,
 	}
-	r.complete(e.DeprecatedSource, e.Series, e.DeprecatedLastTimestamp.Time,
-		e.EventTime.Time, e.DeprecatedFirstTimestamp.Time, e.DeprecatedLastTimestamp.Time, e.CreationTimestamp.Time)
+	r.complete(e.DeprecatedSource, e.Series, namedTime{"deprecatedLastTimestamp", e.DeprecatedLastTimestamp.Time},
+		namedTime{"eventTime", e.EventTime.Time}, namedTime{"deprecatedFirstTimestamp", e.DeprecatedFirstTimestamp.Time},
+		namedTime{"deprecatedLastTimestamp", e.DeprecatedLastTimestamp.Time},
+		namedTime{"metadata.creationTimestamp", e.CreationTimestamp.Time})
 	return r
 }
 
 // complete fills what both API versions derive alike: the reporter from the deprecated source,
 // the first occurrence (the first non-zero of firsts), the last one and the count (a series wins
 // when it is further along).
-func (r *Record) complete(src corev1.EventSource, series *eventsv1.EventSeries, last time.Time, firsts ...time.Time) {
+func (r *Record) complete(src corev1.EventSource, series *eventsv1.EventSeries, last namedTime, firsts ...namedTime) {
 	if r.ReportingController == "" {
 		r.ReportingController = src.Component
 	}
 	if r.ReportingInstance == "" {
 		r.ReportingInstance = src.Host
 	}
-	r.First = firstNonZero(firsts...)
-	r.Last = last
+	first := firstNonZero(firsts...)
+	r.First, r.firstField = first.t, first.field
+	r.Last, r.lastField = last.t, last.field
 	if series != nil {
 		r.Count = max(r.Count, series.Count)
 		if series.LastObservedTime.After(r.Last) {
-			r.Last = series.LastObservedTime.Time
+			r.Last, r.lastField = series.LastObservedTime.Time, "series.lastObservedTime"
 		}
 	}
 	r.normalize()
@@ -114,18 +127,43 @@ func (r *Record) normalize() {
 		r.Count = 1
 	}
 	if r.Last.Before(r.First) {
-		r.Last = r.First
+		r.Last, r.lastField = r.First, r.firstField
 	}
 	r.First, r.Last = r.First.UTC(), r.Last.UTC()
 }
 
-func firstNonZero(ts ...time.Time) time.Time {
+func firstNonZero(ts ...namedTime) namedTime {
 	for _, t := range ts {
-		if !t.IsZero() {
+		if !t.t.IsZero() {
 			return t
 		}
 	}
-	return time.Time{}
+	return namedTime{}
+}
+
+// maxFutureSkewSetting names the configuration key of the skew in messages.
+const maxFutureSkewSetting = "event.maxFutureSkew"
+
+// checkTimes reports, as an error wrapping an *aggregator.TimeError, a first or last occurrence
+// that aggregator.CheckTime refuses, naming the field it came from.
+func (r *Record) checkTimes(now time.Time, maxFutureSkew time.Duration) error {
+	for _, f := range [...]namedTime{{r.firstField, r.First}, {r.lastField, r.Last}} {
+		if f.t.IsZero() {
+			continue
+		}
+		if err := aggregator.CheckTime(f.t, now, maxFutureSkew); err != nil {
+			var te *aggregator.TimeError
+			if errors.As(err, &te) {
+				err = te.WithSetting(maxFutureSkewSetting)
+			}
+			field := f.field
+			if field == "" {
+				field = "timestamp"
+			}
+			return fmt.Errorf("event %s/%s: %s: %w", r.Namespace, r.Name, field, err)
+		}
+	}
+	return nil
 }
 
 // Decode reads one Event as JSON, core/v1 or events.k8s.io/v1 (told apart by apiVersion; core
@@ -164,9 +202,10 @@ const RelatedClass = "event.related"
 
 // Converter turns Records into aggregator events.
 type Converter struct {
-	cluster string
-	mapper  kube.Mapper
-	window  time.Duration
+	cluster       string
+	mapper        kube.Mapper
+	window        time.Duration
+	maxFutureSkew time.Duration
 }
 
 // NewConverter returns a Converter for Events of cluster; kinds map to resources with mapper
@@ -175,7 +214,18 @@ func NewConverter(cluster string, mapper kube.Mapper, w aggregator.Window) *Conv
 	if mapper == nil {
 		mapper = kube.NewStaticMapper()
 	}
-	return &Converter{cluster: cluster, mapper: mapper, window: w.Length()}
+	return &Converter{cluster: cluster, mapper: mapper, window: w.Length(), maxFutureSkew: aggregator.DefaultMaxFutureSkew}
+}
+
+// WithMaxFutureSkew returns a copy of c that refuses Events stamped more than d ahead of this
+// receiver's clock (zero: aggregator.DefaultMaxFutureSkew, negative: no limit).
+func (c *Converter) WithMaxFutureSkew(d time.Duration) *Converter {
+	cc := *c
+	if d == 0 {
+		d = aggregator.DefaultMaxFutureSkew
+	}
+	cc.maxFutureSkew = d
+	return &cc
 }
 
 // Window is the trace window length the Converter assumes.
@@ -192,6 +242,12 @@ func (c *Converter) SpanStart(r *Record) time.Time {
 
 // Convert builds the aggregator event of r. start, when not zero, overrides SpanStart (the
 // Source passes the earliest occurrence it saw in the window).
+//
+// An Event whose first or last occurrence (from eventTime, firstTimestamp, lastTimestamp or
+// series.lastObservedTime) is outside what the store can represent (years 1678-2262) or more than
+// the maximum future skew ahead of this receiver's clock is refused with an error that wraps an
+// *aggregator.TimeError and names the field; the sources drop and count it
+// (kelemetry.event.dropped_events, by reason).
 func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*aggregator.Event, error) {
 	if r.Regarding.Kind == "" || r.Regarding.Name == "" {
 		return nil, fmt.Errorf("%w: %s/%s", ErrNoObject, r.Namespace, r.Name)
@@ -201,6 +257,9 @@ func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*a
 	}
 	if r.Last.IsZero() {
 		return nil, fmt.Errorf("%w: event %s/%s has no timestamp", aggregator.ErrInvalidEvent, r.Namespace, r.Name)
+	}
+	if err := r.checkTimes(time.Now(), c.maxFutureSkew); err != nil {
+		return nil, err
 	}
 	ref, err := c.objectRef(ctx, &r.Regarding)
 	if err != nil {

@@ -3,6 +3,7 @@ package event
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/fx"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,6 +28,11 @@ type Config struct {
 	// its own checkpoint: the file "<checkpointFile>.<cluster>", or the ConfigMap
 	// "<name>-<cluster>" in that cluster.
 	WatchClusters []string `yaml:"watchClusters"`
+	// MaxFutureSkew is how far ahead of this receiver's clock an Event's timestamps may be
+	// (default 24h, aggregator.DefaultMaxFutureSkew; negative: no limit). Events beyond it, or
+	// outside what the store can represent (years 1678-2262), are dropped and counted
+	// (kelemetry.event.dropped_events), by the watch and by replay.
+	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -94,7 +100,7 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 		return ModuleResult{}, fmt.Errorf("event config: %w", err)
 	}
 	ts := p.Telemetry
-	conv := NewConverter(cfg.Cluster, p.Mapper, p.Window)
+	conv := NewConverter(cfg.Cluster, p.Mapper, p.Window).WithMaxFutureSkew(cfg.MaxFutureSkew)
 	out := ModuleResult{}
 	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, ts)
 	p.Lifecycle.Append(fx.StartStopHook(out.Replayer.Start, out.Replayer.Stop))
@@ -108,7 +114,7 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 		conv := conv
 		src := cfg.Source
 		if i > 0 {
-			conv = NewConverter(cluster, p.Mapper, p.Window)
+			conv = NewConverter(cluster, p.Mapper, p.Window).WithMaxFutureSkew(cfg.MaxFutureSkew)
 			if src.CheckpointFile != "" {
 				src.CheckpointFile += "." + cluster
 			}

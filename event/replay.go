@@ -25,6 +25,9 @@ type ReplayStats struct {
 	Sent    int `json:"sent"`
 	Skipped int `json:"skipped"`
 	Failed  int `json:"failed"`
+	// Dropped counts Events whose timestamps are outside the representable range or too far in
+	// the future (see Converter.Convert); they are logged (rate-limited) with the field.
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // maxReplayFile bounds the size of a replayed file.
@@ -37,6 +40,7 @@ const maxReplayFile = 1 << 30
 func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregator.Aggregator, ts telemetry.Settings) (ReplayStats, error) {
 	st := ReplayStats{File: path}
 	logger := ts.Log().With("component", "event.replay")
+	drops := newTimeDrops(ts.Meter(meterScope), logger.With("file", path))
 	f, err := os.Open(path)
 	if err != nil {
 		return st, fmt.Errorf("replay events: %w", err)
@@ -58,6 +62,10 @@ func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregato
 			continue
 		}
 		ev, err := conv.Convert(ctx, rec, time.Time{})
+		if err != nil && drops.drop(ctx, err) != "" {
+			st.Dropped++
+			continue
+		}
 		if err != nil {
 			st.Skipped++
 			logger.Debug("skip event", "file", path, "event", rec.Namespace+"/"+rec.Name, "error", err)

@@ -159,6 +159,7 @@ type Source struct {
 
 	events  metric.Int64Counter
 	results map[string]metric.MeasurementOption
+	drops   *timeDrops
 }
 
 // item is a queued Event, or a position marker (rec nil) that lets the checkpoint advance.
@@ -198,11 +199,13 @@ func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.
 		queue: make(chan item, cfg.QueueSize), results: map[string]metric.MeasurementOption{}}
 	meter := ts.Meter(meterScope)
 	s.events = meter.Counter("kelemetry.event.source.events",
-		"Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error).", "{event}")
+		"Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error, unrepresentable_time, future_time).", "{event}")
+	s.drops = newTimeDrops(meter, s.logger)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("event source: %w", err)
 	}
-	for _, r := range []string{resultSent, resultDuplicate, resultSkipped, resultFailed} {
+	for _, r := range []string{resultSent, resultDuplicate, resultSkipped, resultFailed,
+		aggregator.TimeReasonUnrepresentable, aggregator.TimeReasonFuture} {
 		s.results[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
 	return s, nil
@@ -364,6 +367,10 @@ func (s *Source) handle(ctx context.Context, rec *Record) bool {
 	}
 	ev, err := s.conv.Convert(ctx, rec, start)
 	if err != nil {
+		if reason := s.drops.drop(ctx, err); reason != "" {
+			s.events.Add(ctx, 1, s.results[reason])
+			return true
+		}
 		s.events.Add(ctx, 1, s.results[resultSkipped])
 		s.logger.Debug("skip event", "event", rec.Namespace+"/"+rec.Name, "error", err)
 		return true

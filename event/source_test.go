@@ -269,7 +269,9 @@ func TestSourceStopWaitsForPeriodicSave(t *testing.T) {
 		store := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
 		agg := &aggregatortest.RecordingAggregator{}
 		client := newFakeClient("10", coreEvent(t, "e1", "8", 1, t0))
-		src, err := NewSource(SourceConfig{CheckpointInterval: time.Second}, client, NewConverter("c", nil, 0), agg, store, quiet)
+		// The bubble's clock starts in 2000, years before t0: no future-skew check.
+		conv := NewConverter("c", nil, 0).WithMaxFutureSkew(-1)
+		src, err := NewSource(SourceConfig{CheckpointInterval: time.Second}, client, conv, agg, store, quiet)
 		require.NoError(t, err)
 		require.NoError(t, src.Start(ctx))
 		w := client.nextWatcher(t)
