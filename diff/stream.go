@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -19,6 +18,7 @@ import (
 // Defaults for StreamConfig.
 const (
 	DefaultCacheSize        = 20_000
+	DefaultCacheBytes       = 64 << 20
 	DefaultMaxBodyBytes     = 256 << 10
 	DefaultMaxChanges       = 100
 	DefaultMaxValueBytes    = 512
@@ -57,8 +57,13 @@ type StreamConfig struct {
 	// Disabled turns the audit-stream diff off.
 	Disabled bool `yaml:"disabled"`
 	// CacheSize bounds the objects whose last version is kept (LRU, default 20,000). Memory is
-	// about CacheSize times the average object size without managedFields.
+	// about CacheSize times the average object size without managedFields, up to MaxBytes.
 	CacheSize int `yaml:"cacheSize"`
+	// MaxBytes bounds the estimated heap of the kept versions (default 64 MiB): each is counted
+	// as its stripped object's encoded size plus its structural index and a fixed overhead, and
+	// the least recently used versions are evicted beyond it (kelemetry.diff.stream.evictions,
+	// reason bytes; reason objects for CacheSize). It must be at least MaxBodyBytes.
+	MaxBytes int64 `yaml:"maxBytes"`
 	// MaxBodyBytes: larger objects are not kept (default 256 KiB); their writes get no diff.
 	MaxBodyBytes int `yaml:"maxBodyBytes"`
 	// MaxChanges bounds the diff logs of one write (default 100); one more log counts the rest.
@@ -80,6 +85,9 @@ func (c StreamConfig) WithDefaults() StreamConfig {
 	if c.CacheSize == 0 {
 		c.CacheSize = DefaultCacheSize
 	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultCacheBytes
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -97,8 +105,11 @@ func (c StreamConfig) WithDefaults() StreamConfig {
 
 // Validate reports a configuration that cannot work.
 func (c StreamConfig) Validate() error {
-	if c.CacheSize < 0 || c.MaxBodyBytes < 0 || c.MaxChanges < 0 || c.MaxValueBytes < 0 || c.MaxSnapshotBytes < 0 {
+	if c.CacheSize < 0 || c.MaxBytes < 0 || c.MaxBodyBytes < 0 || c.MaxChanges < 0 || c.MaxValueBytes < 0 || c.MaxSnapshotBytes < 0 {
 		return errors.New("diff stream: sizes must not be negative")
+	}
+	if d := c.WithDefaults(); d.MaxBytes < int64(d.MaxBodyBytes) {
+		return fmt.Errorf("diff stream: maxBytes %d is less than maxBodyBytes %d: the largest kept object would not fit", d.MaxBytes, d.MaxBodyBytes)
 	}
 	return c.Compare.Validate()
 }
@@ -157,7 +168,7 @@ type Stream struct {
 	cfg    StreamConfig
 	format LogFormat
 	differ *Differ
-	cache  *lru.Cache[aggregator.ObjectKey, *version]
+	cache  *versionCache
 	logger *slog.Logger
 
 	results   metric.Int64Counter
@@ -198,18 +209,20 @@ func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	s.results = meter.Counter("kelemetry.diff.stream.writes",
 		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error).", "{write}")
 	s.evictions = meter.Counter("kelemetry.diff.stream.evictions",
-		"Object versions evicted from the audit-stream diff cache.", "{object}")
+		"Object versions evicted from the audit-stream diff cache, by reason (objects, bytes).", "{object}")
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("diff stream: %w", err)
 	}
 	for _, r := range []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError} {
 		s.resultOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
-	if s.cache, err = lru.NewWithEvict(cfg.CacheSize, func(aggregator.ObjectKey, *version) {
-		s.evictions.Add(context.Background(), 1)
-	}); err != nil {
-		return nil, fmt.Errorf("diff stream cache: %w", err)
+	evictOpt := map[string]metric.MeasurementOption{}
+	for _, r := range []string{evictObjects, evictBytes} {
+		evictOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
+	s.cache = newVersionCache(cfg.CacheSize, cfg.MaxBytes, func(reason string, n int64) {
+		s.evictions.Add(context.Background(), n, evictOpt[reason])
+	})
 	return s, nil
 }
 
@@ -221,6 +234,9 @@ func (s *Stream) Differ() *Differ { return s.differ }
 
 // Len is the number of objects whose last version is kept.
 func (s *Stream) Len() int { return s.cache.Len() }
+
+// Bytes is the estimated heap of the kept versions, bounded by StreamConfig.MaxBytes.
+func (s *Stream) Bytes() int64 { return s.cache.Bytes() }
 
 // Observe records w and returns what its span should carry. It never blocks on anything but the
 // cache lock.

@@ -1,0 +1,110 @@
+package diff
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// largeConfigMap is a ConfigMap of about size bytes, at resourceVersion rv.
+func largeConfigMap(name, rv string, size int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + name + `","namespace":"default","resourceVersion":"` + rv + `"},"data":{`)
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"k` + strconv.Itoa(i) + `":"` + strings.Repeat("v", 200) + `"`)
+	}
+	b.WriteString(`}}`)
+	return []byte(b.String())
+}
+
+func evictionsByReason(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "kelemetry.diff.stream.evictions" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				v, _ := dp.Attributes.Value("reason")
+				out[v.AsString()] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+func TestStreamCacheBoundedByBytes(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	const maxBytes = 2 << 20
+	s, err := NewStream(StreamConfig{CacheSize: 10_000, MaxBytes: maxBytes},
+		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
+	ref := func(i int) aggregator.ObjectRef {
+		return aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "configmaps", Namespace: "default", Name: "cm" + strconv.Itoa(i)}
+	}
+	const objects = 100 // of about 200 KB each: 20 MB, ten times the budget
+	for i := range objects {
+		body := largeConfigMap("cm"+strconv.Itoa(i), "1", 200<<10)
+		s.Observe(ctx, Write{Object: ref(i), Verb: "create", Response: body, IsObject: true, ResourceVersion: "1", Time: at})
+		assert.LessOrEqual(t, s.Bytes(), int64(maxBytes))
+	}
+	assert.Less(t, s.Len(), 11, "about 200 KB each in 2 MiB")
+	assert.Positive(t, s.Len())
+	assert.Greater(t, s.Bytes(), int64(maxBytes/2))
+
+	// The most recent objects still diff; the oldest were evicted, least recently used first.
+	last := largeConfigMap("cm"+strconv.Itoa(objects-1), "2", 200<<10)
+	last = []byte(strings.Replace(string(last), `"k0":"v`, `"k0":"w`, 1))
+	r := s.Observe(ctx, Write{Object: ref(objects - 1), Verb: "update", Response: last, IsObject: true, ResourceVersion: "2", Time: at})
+	require.Len(t, r.Logs, 1)
+	assert.Contains(t, r.Logs[0].Message, "data.k0")
+	r = s.Observe(ctx, Write{Object: ref(0), Verb: "update", Response: largeConfigMap("cm0", "2", 1000), IsObject: true, ResourceVersion: "2", Time: at})
+	assert.Contains(t, r.Logs[0].Message, "no previous version seen")
+
+	ev := evictionsByReason(t, reader)
+	assert.Greater(t, ev["bytes"], int64(objects-12))
+	assert.Zero(t, ev["objects"])
+}
+
+func TestStreamCacheBoundedByObjects(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	s, err := NewStream(StreamConfig{CacheSize: 3},
+		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	for i := range 5 {
+		ref := aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "configmaps", Namespace: "default", Name: "cm" + strconv.Itoa(i)}
+		s.Observe(ctx, Write{Object: ref, Verb: "create", Response: largeConfigMap(ref.Name, "1", 100), IsObject: true, ResourceVersion: "1"})
+	}
+	assert.Equal(t, 3, s.Len())
+	assert.Equal(t, map[string]int64{"objects": 2}, evictionsByReason(t, reader))
+	// Removing (a delete without the object) gives the bytes back.
+	before := s.Bytes()
+	s.Observe(ctx, Write{Object: aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "configmaps", Namespace: "default", Name: "cm4"}, Verb: "delete"})
+	assert.Equal(t, 2, s.Len())
+	assert.Less(t, s.Bytes(), before)
+}
+
+func TestStreamConfigMaxBytes(t *testing.T) {
+	assert.Equal(t, int64(DefaultCacheBytes), StreamConfig{}.WithDefaults().MaxBytes)
+	require.Error(t, StreamConfig{MaxBytes: -1}.Validate())
+	require.Error(t, StreamConfig{MaxBytes: 1000, MaxBodyBytes: 2000}.Validate(), "a kept object could never fit")
+}
