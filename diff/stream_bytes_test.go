@@ -2,6 +2,7 @@ package diff
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,4 +108,33 @@ func TestStreamConfigMaxBytes(t *testing.T) {
 	assert.Equal(t, int64(DefaultCacheBytes), StreamConfig{}.WithDefaults().MaxBytes)
 	require.Error(t, StreamConfig{MaxBytes: -1}.Validate())
 	require.Error(t, StreamConfig{MaxBytes: 1000, MaxBodyBytes: 2000}.Validate(), "a kept object could never fit")
+}
+
+// TestStreamMemoryLargeObjects measures the heap the audit-stream diff keeps for many large
+// objects, against its byte accounting: the heap must stay near MaxBytes, not grow with the
+// object count.
+func TestStreamMemoryLargeObjects(t *testing.T) {
+	ctx := context.Background()
+	const maxBytes = 16 << 20
+	s, err := NewStream(StreamConfig{MaxBytes: maxBytes}, telemetry.Settings{})
+	require.NoError(t, err)
+	const n, size = 400, 200 << 10 // 80 MB of objects through a 16 MiB budget
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		name := "cm" + strconv.Itoa(i)
+		ref := aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "configmaps", Namespace: "default", Name: name}
+		s.Observe(ctx, Write{Object: ref, Verb: "create", Response: largeConfigMap(name, "1", size), IsObject: true, ResourceVersion: "1"})
+		// An update too, so that the kept versions carry their structural index.
+		s.Observe(ctx, Write{Object: ref, Verb: "update", Response: largeConfigMap(name, "2", size+300), IsObject: true, ResourceVersion: "2"})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d objects of %d bytes, MaxBytes %d: %d kept, accounting %d bytes, heap growth %d bytes",
+		n, size, maxBytes, s.Len(), s.Bytes(), heap)
+	assert.LessOrEqual(t, s.Bytes(), int64(maxBytes))
+	assert.Less(t, heap, int64(2*maxBytes), "the accounting underestimates the heap kept")
+	runtime.KeepAlive(s)
 }

@@ -1,0 +1,53 @@
+package changes
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// TestCacheBoundedByBytesWithLargeObjects keeps the change cache within MaxBytes when every
+// record is a large snapshot, and counts the evictions by reason.
+func TestCacheBoundedByBytesWithLargeObjects(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	const maxBytes = 4 << 20
+	cache, err := NewCache(CacheConfig{MaxBytes: maxBytes},
+		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	for i := range 100 { // 300 KB each: 30 MB through a 4 MiB budget
+		cache.Put(Record{Key: podKey("big-"+strconv.Itoa(i), "1"), Kind: KindCreation, Snapshot: make([]byte, 300<<10)})
+		assert.LessOrEqual(t, cache.Bytes(), int64(maxBytes))
+	}
+	assert.LessOrEqual(t, cache.Len(), maxBytes/(300<<10))
+	// The newest records are kept, the oldest evicted.
+	_, ok := cache.Get(podKey("big-99", "1"))
+	assert.True(t, ok)
+	_, ok = cache.Get(podKey("big-0", "1"))
+	assert.False(t, ok)
+	// A record larger than the whole budget is not kept.
+	cache.Put(Record{Key: podKey("huge", "1"), Kind: KindCreation, Snapshot: make([]byte, maxBytes)})
+	_, ok = cache.Get(podKey("huge", "1"))
+	assert.False(t, ok)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	byReason := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "kelemetry.diff.informer.cache.evictions" {
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					v, _ := dp.Attributes.Value("reason")
+					byReason[v.AsString()] += dp.Value
+				}
+			}
+		}
+	}
+	assert.Equal(t, int64(100-cache.Len()+1), byReason["bytes"])
+}
