@@ -149,6 +149,7 @@ const (
 	outcomeInvalidNoAuditID
 	outcomeInvalidNoName
 	outcomeInvalidNoTimestamp
+	outcomeInvalidTimestamp
 	outcomeSendError
 	numOutcomes
 )
@@ -165,6 +166,7 @@ var outcomeAttrs = [numOutcomes][2]string{
 	outcomeInvalidNoAuditID:         {"invalid", "no_audit_id"},
 	outcomeInvalidNoName:            {"invalid", "no_name"},
 	outcomeInvalidNoTimestamp:       {"invalid", "no_timestamp"},
+	outcomeInvalidTimestamp:         {"invalid", "unrepresentable_time"},
 	outcomeSendError:                {"send_error", ""},
 }
 

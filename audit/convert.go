@@ -129,6 +129,11 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 	}
 
 	start, end := ev.RequestReceivedTimestamp, ev.StageTimestamp
+	// The receivers (webhook, log files) drop these already, with the future skew too; this is
+	// for events enqueued by other code: never store one at a wrong time.
+	if p, ok := checkEventTime(ev, time.Time{}, -1); !ok {
+		return nil, outcomeInvalidTimestamp, fmt.Errorf("%w: audit event %s: %w", aggregator.ErrInvalidEvent, ev.AuditID, p.err)
+	}
 	switch {
 	case start.IsZero() && end.IsZero():
 		return nil, outcomeInvalidNoTimestamp, fmt.Errorf("%w: audit event %s has no timestamps",

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,8 @@ type timeProblem struct {
 	// msg names the item and the field, such as "items[3].stageTimestamp: 9999-01-01T00:00:00Z
 	// is outside the representable range 1678-2262".
 	msg string
+	// err is "<field>: <problem>", wrapping the *aggregator.TimeError.
+	err error
 }
 
 // checkEventTime reports the first timestamp of ev that aggregator.CheckTime refuses, as
@@ -36,11 +39,13 @@ func checkEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (time
 			continue
 		}
 		if err := aggregator.CheckTime(f.t, now, maxFutureSkew); err != nil {
+			reason := aggregator.TimeReasonUnrepresentable
 			var te *aggregator.TimeError
-			if !errors.As(err, &te) {
-				return timeProblem{reason: aggregator.TimeReasonUnrepresentable, msg: f.name + ": " + err.Error()}, false
+			if errors.As(err, &te) {
+				reason, err = te.Reason(), te.WithSetting(maxFutureSkewSetting)
 			}
-			return timeProblem{reason: te.Reason(), msg: f.name + ": " + te.WithSetting(maxFutureSkewSetting).Error()}, false
+			err = fmt.Errorf("%s: %w", f.name, err)
+			return timeProblem{reason: reason, msg: err.Error(), err: err}, false
 		}
 	}
 	return timeProblem{}, true

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -118,4 +119,22 @@ func TestLogReplayDropsBadTimestamps(t *testing.T) {
 	logs := buf.String()
 	assert.Contains(t, logs, "line 2: stageTimestamp: 9999-01-01T00:00:00Z is outside the representable range 1678-2262")
 	assert.Contains(t, logs, "line 3: requestReceivedTimestamp: "+future)
+}
+
+// TestConsumerRefusesUnrepresentableTimes: events that reach the queue without a receiver's
+// check (a Queue fed by code of one's own) are refused by the consumer, not stored at a wrong time.
+func TestConsumerRefusesUnrepresentableTimes(t *testing.T) {
+	c := newTestConsumer(t, ConsumerConfig{})
+	ev := consumerEvent()
+	ev.StageTimestamp = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, _, err := c.Convert("c1", ev)
+	require.ErrorIs(t, err, aggregator.ErrInvalidEvent)
+	require.ErrorIs(t, err, aggregator.ErrTimeUnrepresentable)
+	assert.Contains(t, err.Error(), "stageTimestamp: 9999-01-01T00:00:00Z is outside the representable range 1678-2262")
+	// The consumer does not apply the receivers' future skew.
+	ev = consumerEvent()
+	ev.StageTimestamp = time.Now().Add(720 * time.Hour)
+	_, keep, err := c.Convert("c1", ev)
+	require.NoError(t, err)
+	assert.True(t, keep)
 }
