@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -120,4 +121,31 @@ func TestWebhookInflightConfig(t *testing.T) {
 	assert.Equal(t, int64(8<<20), WebhookConfig{MaxBodyBytes: 4 << 20}.WithDefaults().MaxInflightBytes)
 	require.Error(t, WebhookConfig{MaxBodyBytes: 4 << 20, MaxInflightBytes: 1 << 20}.Validate())
 	require.NoError(t, WebhookConfig{MaxBodyBytes: 4 << 20, MaxInflightBytes: 4 << 20}.Validate())
+}
+
+// failReader fails the test when read.
+type failReader struct{ t *testing.T }
+
+func (r failReader) Read([]byte) (int, error) {
+	r.t.Error("body read although its Content-Length did not fit")
+	return 0, io.EOF
+}
+
+func TestWebhookInflightRefusesBeforeReading(t *testing.T) {
+	q := &webhookFakeQueue{}
+	w := NewWebhook(WebhookConfig{DefaultCluster: "c1", MaxBodyBytes: 1000, MaxInflightBytes: 1000}, q, quietSettings())
+	require.True(t, w.inflight.tryAcquire(900)) // another request holds most of the budget
+	req := httptest.NewRequest(http.MethodPost, "/audit/c1", failReader{t})
+	req.ContentLength = 500
+	rec := httptest.NewRecorder()
+	w.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	assert.Equal(t, int64(900), w.inflight.inUse())
+	w.inflight.release(900)
+	assert.Empty(t, q.recorded())
+}
+
+func quietSettings() telemetry.Settings {
+	return telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
 }
