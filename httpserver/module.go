@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -216,6 +217,19 @@ func New(p Params) (*Servers, error) {
 	return s, nil
 }
 
+// loopback reports whether addr binds to a loopback address only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // newAuditServer builds the audit listener with its TLS and authentication.
 func newAuditServer(cfg Config, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
 	auth, err := newAuditAuth(cfg.AuditAuth, cfg.ReloadInterval, rejected, log)
@@ -224,8 +238,8 @@ func newAuditServer(cfg Config, h http.Handler, rejected metric.Int64Counter, lo
 	}
 	if auth != nil {
 		h = auth.wrap(h)
-	} else {
-		log.Warn("the audit webhook accepts unauthenticated requests: configure auditAuth (client certificates or tokens)", "addr", cfg.AuditAddr)
+	} else if !loopback(cfg.AuditAddr) {
+		log.Warn("the audit webhook accepts unauthenticated requests from the network: configure auditAuth (client certificates or tokens)", "addr", cfg.AuditAddr)
 	}
 	srv := NewServer("audit", cfg.AuditAddr, h, cfg.Timeouts, log)
 	if cfg.AuditTLS.Enabled() {
@@ -250,6 +264,8 @@ func newAPIServer(cfg Config, h http.Handler, rejected metric.Int64Counter, log 
 	}
 	if auth != nil {
 		h = auth.wrap(h)
+	} else if !loopback(cfg.APIAddr) {
+		log.Warn("the API serves audit bodies to unauthenticated clients from the network: configure httpAuth (tokens or an authenticating proxy)", "addr", cfg.APIAddr)
 	}
 	srv := NewServer("api", cfg.APIAddr, h, cfg.Timeouts, log)
 	if cfg.APITLS.Enabled() {

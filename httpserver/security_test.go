@@ -383,3 +383,10 @@ func TestValidateSecurity(t *testing.T) {
 	require.NoError(t, Config{AuditTLS: good, AuditAuth: AuditAuthConfig{ClientCAFile: caFile}, APITLS: good,
 		APIAuth: APIAuthConfig{Proxy: ProxyAuthConfig{ClientCAFile: caFile}}}.Validate())
 }
+
+// An unauthenticated listener on the network is worth a warning; on loopback it is the default.
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "localhost:1": true, "[::1]:2": true, ":8080": false, "0.0.0.0:1": false, "10.0.0.1:1": false, "bad": false} {
+		assert.Equal(t, want, loopback(addr), addr)
+	}
+}

@@ -68,4 +68,14 @@ func TestBrowserSignIn(t *testing.T) {
 	p.waitJS("the trace rows", `document.querySelectorAll('.row').length > 3`)
 	p.eval(`document.querySelector('#signin') !== null`, &signIn)
 	assert.False(t, signIn)
+
+	// A link to /redirect (the detail panel's "own trace") is resolved with the token.
+	p.do(chromedp.Evaluate[chromedp.Void](`(() => { history.replaceState(null, '', '/search'); const a = document.createElement('a');
+		a.id = 'redir'; a.textContent = 'own trace';
+		a.href = '/redirect?cluster=test&group=apps&resource=deployments&namespace=default&name=demo&time=` + rolloutFrom.Add(40*time.Minute).Format(time.RFC3339) + `';
+		document.body.append(a); })()`))
+	p.click(`#redir`)
+	p.waitJS("the redirect's trace page", `location.pathname.startsWith('/trace/') && document.querySelectorAll('.row').length > 0`)
+	p.eval(`document.querySelector('#signin') !== null`, &signIn)
+	assert.False(t, signIn)
 }

@@ -189,6 +189,20 @@ function hideSignIn() {
   if (o) o.remove();
 }
 
+// A plain link to /redirect would be followed without the token: with one, resolve the redirect
+// with fetch (same origin, so the Authorization header is kept) and open the trace page it names.
+document.addEventListener('click', e => {
+  const a = e.target instanceof Element ? e.target.closest('a[href^="/redirect"]') : null;
+  if (!a || !storedToken() || e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey) return;
+  e.preventDefault();
+  fetch(a.getAttribute('href'), { headers: authHeaders() }).then(resp => {
+    if (resp.status === 401) { needSignIn(); return; }
+    const u = new URL(resp.url);
+    if (u.origin === location.origin && u.pathname.startsWith('/trace/')) navigate(u.pathname + u.search);
+    else location.href = a.href;
+  }).catch(() => { location.href = a.href; });
+});
+
 function errorBox(title, err, tips) {
   const status = err && typeof err.status === 'number' ? err.status : -1;
   let lead = title;
