@@ -157,6 +157,7 @@ type tokenSet struct {
 	mu      sync.Mutex
 	checked time.Time
 	hashes  [][sha256.Size]byte
+	lastErr string
 }
 
 func newTokenSet(files []string, interval time.Duration, logger *slog.Logger) (*tokenSet, error) {
@@ -194,9 +195,12 @@ func (s *tokenSet) valid(tok string) bool {
 	if now := s.now(); now.Sub(s.checked) >= s.interval {
 		s.checked = now
 		if h, err := s.read(); err != nil {
-			s.logger.Warn("reload token files: keeping the previous tokens", "error", err)
+			if msg := err.Error(); msg != s.lastErr {
+				s.logger.Warn("reload token files: keeping the previous tokens", "error", err)
+				s.lastErr = msg
+			}
 		} else {
-			s.hashes = h
+			s.hashes, s.lastErr = h, ""
 		}
 	}
 	hashes := s.hashes

@@ -182,6 +182,23 @@ func TestAuditRequiresClientCertificate(t *testing.T) {
 	assert.Zero(t, probe.called.Load(), "the handler never ran")
 	assert.Equal(t, int64(1), rejectedCount(t, reader, "audit", "missing"))
 
+	// The same over HTTP/2 (kube-apiserver's client negotiates it).
+	h2 := httpsClient(serverCA)
+	h2.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+	resp, err := h2.Post(url+"/audit", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, "HTTP/2.0", resp.Proto)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	h2c := httpsClient(serverCA, clientCA.clientCert(t, "kube-apiserver"))
+	h2c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+	resp, err = h2c.Post(url+"/audit", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, "HTTP/2.0", resp.Proto)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	probe.called.Store(0)
+
 	// A certificate of another CA fails the handshake (or is refused).
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/audit", strings.NewReader("{}"))
 	require.NoError(t, err)
