@@ -23,17 +23,28 @@ import (
 )
 
 // Config configures the whole application. The zero value works: an in-memory store, the audit
-// webhook on :8080 and the API on :16686. Mains fill it from flags or a YAML file (LoadConfig).
+// webhook on 127.0.0.1:8080 and the API on 127.0.0.1:16686 (localhost only, plain HTTP, no
+// authentication). Mains fill it from flags or a YAML file (LoadConfig).
 type Config struct {
 	// Cluster names the cluster of input that does not name one (webhook /audit, log files).
 	Cluster string `yaml:"cluster"`
-	// AuditAddr is the listen address of the audit webhook (default :8080).
+	// AuditAddr is the listen address of the audit webhook (default 127.0.0.1:8080).
 	AuditAddr string `yaml:"auditAddr"`
-	// HTTPAddr is the listen address of the API, /metrics and /healthz (default :16686).
+	// HTTPAddr is the listen address of the API, the UI, /metrics and /healthz (default
+	// 127.0.0.1:16686).
 	HTTPAddr string `yaml:"httpAddr"`
 	// HTTPTimeouts bound slow clients on both listeners (defaults: headers 10s, whole request
 	// 30s, idle connection 2m).
 	HTTPTimeouts httpserver.Timeouts `yaml:"httpTimeouts"`
+	// AuditTLS serves the audit webhook over TLS (certificate and key files, reloaded when
+	// they change).
+	AuditTLS httpserver.TLSConfig `yaml:"auditTLS"`
+	// AuditAuth authenticates the webhook's senders: client certificates of a CA, bearer tokens.
+	AuditAuth httpserver.AuditAuthConfig `yaml:"auditAuth"`
+	// HTTPTLS serves the API listener over TLS.
+	HTTPTLS httpserver.TLSConfig `yaml:"httpTLS"`
+	// HTTPAuth authenticates the API's users: bearer tokens, or an authenticating proxy.
+	HTTPAuth httpserver.APIAuthConfig `yaml:"httpAuth"`
 	// DataDir holds the embedded store; empty keeps traces in memory only.
 	DataDir string `yaml:"dataDir"`
 	// Kubeconfig, when set, is the kubeconfig of the cluster named Cluster: linkers fetch objects
@@ -70,6 +81,18 @@ type Config struct {
 
 // ClusterConfig names one Kubernetes cluster and how to reach it.
 type ClusterConfig = kube.ClusterConfig
+
+// TLSConfig serves a listener over TLS (see httpserver.TLSConfig).
+type TLSConfig = httpserver.TLSConfig
+
+// AuditAuthConfig authenticates the audit webhook's senders (see httpserver.AuditAuthConfig).
+type AuditAuthConfig = httpserver.AuditAuthConfig
+
+// APIAuthConfig authenticates the API's users (see httpserver.APIAuthConfig).
+type APIAuthConfig = httpserver.APIAuthConfig
+
+// ProxyAuthConfig trusts an authenticating proxy (see httpserver.ProxyAuthConfig).
+type ProxyAuthConfig = httpserver.ProxyAuthConfig
 
 // Defaults for Config.
 const (
@@ -152,11 +175,18 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("event.watchClusters: cluster %q has no kubeconfig", name))
 		}
 	}
-	errs = append(errs, c.StoreConfig().Validate())
+	errs = append(errs, c.HTTP().Validate(), c.StoreConfig().Validate())
 	if c.OTLP.Endpoint != "" {
 		errs = append(errs, c.OTLP.Validate())
 	}
 	return errors.Join(errs...)
+}
+
+// HTTP is the configuration of the listeners (package httpserver).
+func (c Config) HTTP() httpserver.Config {
+	c = c.WithDefaults()
+	return httpserver.Config{AuditAddr: c.AuditAddr, APIAddr: c.HTTPAddr, Timeouts: c.HTTPTimeouts,
+		AuditTLS: c.AuditTLS, AuditAuth: c.AuditAuth, APITLS: c.HTTPTLS, APIAuth: c.HTTPAuth}
 }
 
 // StoreConfig is the store configuration: the embedded store in DataDir, or memory without one.

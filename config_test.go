@@ -98,7 +98,7 @@ func TestClusterNameRule(t *testing.T) {
 func TestDeployAllinoneConfigLoads(t *testing.T) {
 	c, err := LoadConfig(filepath.Join("deploy", "allinone.yaml"))
 	require.NoError(t, err)
-	require.NoError(t, c.Validate())
+	require.NoError(t, withTestSecurityFiles(t, c).Validate())
 	assert.Equal(t, 30*time.Second, c.HTTPTimeouts.Read)
 	assert.Equal(t, 30*time.Minute, c.Window)
 }

@@ -86,7 +86,7 @@ func subConfigs(c Config) (configs, error) {
 	c = c.WithDefaults()
 	return configs{
 		Window:       aggregator.Window(c.Window),
-		HTTP:         httpserver.Config{AuditAddr: c.AuditAddr, APIAddr: c.HTTPAddr, Timeouts: c.HTTPTimeouts},
+		HTTP:         c.HTTP(),
 		Store:        c.StoreConfig(),
 		OTLP:         c.OTLP,
 		Aggregator:   c.Aggregator,

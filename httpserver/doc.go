@@ -4,6 +4,13 @@
 // contributes to is not opened, so a query-only binary has no webhook port and an ingest-only
 // binary no API port. When both addresses are equal, one listener serves both.
 //
+// Both listeners bind to localhost by default. Each can serve TLS (TLSConfig: certificate files
+// re-read when they change, TLS 1.2 at least) and authenticate its clients: the audit listener
+// with client certificates of a CA or bearer tokens (AuditAuthConfig), the API listener with bearer
+// tokens or an authenticating proxy's user header (APIAuthConfig). Unauthenticated requests get
+// 401 without their body being read and are counted in kelemetry.http.auth.rejected; GET /healthz
+// stays open and then tells only the status; the web UI's pages and static files stay open.
+//
 // Server is usable on its own: Start binds the address (so a busy port fails start-up) and serves
 // in the background; Stop shuts down gracefully.
 package httpserver

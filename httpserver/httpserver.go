@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ type Server struct {
 	addr   string
 	srv    *http.Server
 	logger *slog.Logger
+	tls    bool
 
 	mu    sync.Mutex
 	bound string
@@ -77,6 +79,13 @@ func NewServer(name, addr string, handler http.Handler, timeouts Timeouts, logge
 	}
 }
 
+// SetTLS makes the server serve TLS with cfg (which must provide a certificate, e.g. through
+// GetCertificate). Call it before Start.
+func (s *Server) SetTLS(cfg *tls.Config) {
+	s.srv.TLSConfig = cfg
+	s.tls = cfg != nil
+}
+
 // Start binds the address and serves in the background.
 func (s *Server) Start(context.Context) error {
 	ln, err := net.Listen("tcp", s.addr)
@@ -88,10 +97,16 @@ func (s *Server) Start(context.Context) error {
 	s.done = make(chan struct{})
 	done := s.done
 	s.mu.Unlock()
-	s.logger.Info("listening", "addr", s.bound)
+	s.logger.Info("listening", "addr", s.bound, "tls", s.tls)
 	go func() {
 		defer close(done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if s.tls {
+			err = s.srv.ServeTLS(ln, "", "")
+		} else {
+			err = s.srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logger.Error("serve", "error", err)
 		}
 	}()

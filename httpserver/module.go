@@ -6,27 +6,67 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
+	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 )
 
 // Defaults of Config.
 const (
-	DefaultAuditAddr = ":8080"
-	DefaultAPIAddr   = ":16686"
+	DefaultAuditAddr = "127.0.0.1:8080"
+	DefaultAPIAddr   = "127.0.0.1:16686"
 )
 
-// Config chooses the listen addresses. The zero value means the defaults.
+// Config chooses the listen addresses, TLS and authentication. The zero value means the
+// defaults: both listeners on localhost only, plain HTTP, no authentication.
 type Config struct {
-	// AuditAddr is the audit webhook's listener (default :8080).
+	// AuditAddr is the audit webhook's listener (default 127.0.0.1:8080).
 	AuditAddr string `yaml:"auditAddr"`
 	// APIAddr is the listener of the query APIs, the web UI, /metrics and /healthz (default
-	// :16686).
+	// 127.0.0.1:16686).
 	APIAddr string `yaml:"httpAddr"`
 	// Timeouts bound slow clients on both listeners.
 	Timeouts Timeouts `yaml:"timeouts"`
+	// AuditTLS serves the audit listener over TLS.
+	AuditTLS TLSConfig `yaml:"auditTLS"`
+	// AuditAuth authenticates the audit webhook's clients.
+	AuditAuth AuditAuthConfig `yaml:"auditAuth"`
+	// APITLS serves the API listener over TLS.
+	APITLS TLSConfig `yaml:"httpTLS"`
+	// APIAuth authenticates the API listener's clients.
+	APIAuth APIAuthConfig `yaml:"httpAuth"`
+	// ReloadInterval is how often, at most, certificate and token files are checked for changes
+	// (default 5s).
+	ReloadInterval time.Duration `yaml:"reloadInterval"`
+}
+
+// Validate reports unusable TLS or authentication settings: missing or empty files, a client CA
+// without TLS, and per-listener settings of the audit listener when it shares the API's address.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	errs := []error{}
+	var wrap func(prefix string, err error)
+	wrap = func(prefix string, err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				wrap(prefix, e)
+			}
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", prefix, err))
+		}
+	}
+	wrap("auditTLS", c.AuditTLS.Validate())
+	wrap("auditAuth", c.AuditAuth.Validate(c.AuditTLS))
+	wrap("httpTLS", c.APITLS.Validate())
+	wrap("httpAuth", c.APIAuth.Validate(c.APITLS))
+	if c.AuditAddr == c.APIAddr && (c.AuditTLS.Enabled() || c.AuditAuth.Enabled()) {
+		errs = append(errs, errors.New("auditTLS and auditAuth need their own listener: auditAddr equals httpAddr, whose httpTLS and httpAuth apply to both"))
+	}
+	return errors.Join(errs...)
 }
 
 // WithDefaults returns c with empty addresses set to their defaults.
@@ -36,6 +76,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.APIAddr == "" {
 		c.APIAddr = DefaultAPIAddr
+	}
+	if c.ReloadInterval <= 0 {
+		c.ReloadInterval = DefaultReloadInterval
 	}
 	return c
 }
@@ -79,12 +122,19 @@ func AsAPIHandler(ctor any) any {
 // {"status":"ok"} once the listener serves.
 type Health http.Handler
 
+// Meter carries the meter provider of the listeners' metrics (package telemetry provides it;
+// httpserver cannot take telemetry.Settings, which imports it).
+type Meter struct {
+	Provider metric.MeterProvider
+}
+
 // Params are the fx inputs of New.
 type Params struct {
 	fx.In
 
 	Config Config       `optional:"true"`
 	Logger *slog.Logger `optional:"true"`
+	Meter  Meter        `optional:"true"`
 	Audit  []Handler    `group:"kelemetry.http.audit"`
 	API    []Handler    `group:"kelemetry.http.api"`
 	Health Health       `optional:"true"`
@@ -124,6 +174,10 @@ func New(p Params) (*Servers, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("httpserver: %w", err)
+	}
+	rejected := newRejectedCounter(p.Meter.Provider)
 	s := &Servers{}
 	if cfg.AuditAddr == cfg.APIAddr {
 		if len(p.Audit)+len(p.API) == 0 {
@@ -133,7 +187,9 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.api = NewServer("api", cfg.APIAddr, m, cfg.Timeouts, log)
+		if s.api, err = newAPIServer(cfg, m, rejected, log); err != nil {
+			return nil, err
+		}
 		s.audit = s.api
 		s.started = []*Server{s.api}
 		return s, nil
@@ -143,7 +199,9 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.audit = NewServer("audit", cfg.AuditAddr, m, cfg.Timeouts, log)
+		if s.audit, err = newAuditServer(cfg, m, rejected, log); err != nil {
+			return nil, err
+		}
 		s.started = append(s.started, s.audit)
 	}
 	if len(p.API) > 0 {
@@ -151,10 +209,77 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.api = NewServer("api", cfg.APIAddr, m, cfg.Timeouts, log)
+		if s.api, err = newAPIServer(cfg, m, rejected, log); err != nil {
+			return nil, err
+		}
 		s.started = append(s.started, s.api)
 	}
 	return s, nil
+}
+
+// loopback reports whether addr binds to a loopback address only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newAuditServer builds the audit listener with its TLS and authentication.
+func newAuditServer(cfg Config, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
+	auth, err := newAuditAuth(cfg.AuditAuth, cfg.ReloadInterval, rejected, log)
+	if err != nil {
+		return nil, fmt.Errorf("audit listener: %w", err)
+	}
+	if auth != nil {
+		h = auth.wrap(h)
+	} else if !loopback(cfg.AuditAddr) {
+		log.Warn("the audit webhook accepts unauthenticated requests from the network: configure auditAuth (client certificates or tokens)", "addr", cfg.AuditAddr)
+	}
+	srv := NewServer("audit", cfg.AuditAddr, h, cfg.Timeouts, log)
+	if cfg.AuditTLS.Enabled() {
+		pool, err := caPool(cfg.AuditAuth.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("audit listener: %w", err)
+		}
+		tc, err := serverTLS(cfg.AuditTLS, pool, cfg.ReloadInterval, log.With("server", "audit"))
+		if err != nil {
+			return nil, fmt.Errorf("audit listener: %w", err)
+		}
+		srv.SetTLS(tc)
+	}
+	return srv, nil
+}
+
+// newAPIServer builds the API listener with its TLS and authentication.
+func newAPIServer(cfg Config, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
+	auth, err := newAPIAuth(cfg.APIAuth, cfg.ReloadInterval, rejected, log)
+	if err != nil {
+		return nil, fmt.Errorf("api listener: %w", err)
+	}
+	if auth != nil {
+		h = auth.wrap(h)
+	} else if !loopback(cfg.APIAddr) {
+		log.Warn("the API serves audit bodies to unauthenticated clients from the network: configure httpAuth (tokens or an authenticating proxy)", "addr", cfg.APIAddr)
+	}
+	srv := NewServer("api", cfg.APIAddr, h, cfg.Timeouts, log)
+	if cfg.APITLS.Enabled() {
+		pool, err := caPool(cfg.APIAuth.Proxy.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("api listener: %w", err)
+		}
+		tc, err := serverTLS(cfg.APITLS, pool, cfg.ReloadInterval, log.With("server", "api"))
+		if err != nil {
+			return nil, fmt.Errorf("api listener: %w", err)
+		}
+		srv.SetTLS(tc)
+	}
+	return srv, nil
 }
 
 // Start opens every listener; if one cannot be opened, the others are closed again.

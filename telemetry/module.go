@@ -30,6 +30,8 @@ type Result struct {
 	// Metrics serves GET /metrics on the API listener (the Prometheus provider only: none when
 	// the application supplied its own MeterProvider).
 	Metrics []httpserver.Handler `group:"kelemetry.http.api,flatten"`
+	// HTTPMeter gives the listeners of package httpserver the meter provider.
+	HTTPMeter httpserver.Meter
 }
 
 // New builds the application's Settings (see Module).
@@ -37,7 +39,7 @@ func New(p Params) (Result, error) {
 	s := Settings{Logger: p.Logger, MeterProvider: p.MeterProvider}
 	s.Logger = s.Log()
 	if p.MeterProvider != nil {
-		return Result{Settings: s}, nil
+		return Result{Settings: s, HTTPMeter: httpserver.Meter{Provider: s.MeterProvider}}, nil
 	}
 	prom, err := NewPrometheus()
 	if err != nil {
@@ -47,7 +49,8 @@ func New(p Params) (Result, error) {
 		p.Lifecycle.Append(fx.StopHook(prom.Shutdown))
 	}
 	s.MeterProvider = prom.Provider
-	return Result{Settings: s, Prometheus: prom, Metrics: []httpserver.Handler{httpserver.Route("GET /metrics", prom.Handler)}}, nil
+	return Result{Settings: s, Prometheus: prom, Metrics: []httpserver.Handler{httpserver.Route("GET /metrics", prom.Handler)},
+		HTTPMeter: httpserver.Meter{Provider: s.MeterProvider}}, nil
 }
 
 // Module provides Settings, and the Prometheus provider with its /metrics route unless the

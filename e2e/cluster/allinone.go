@@ -33,9 +33,20 @@ type AllInOneOptions struct {
 	EventCheckpointFile string
 	// AuditPort and HTTPPort are the listen ports on 127.0.0.1; 0 picks free ports.
 	AuditPort, HTTPPort int
+	// AuditTLS, when set, serves the webhook over TLS and requires a client certificate of its
+	// CA (the URL of PlanAllInOne is then https).
+	AuditTLS *WebhookTLS
 	// ExtraArgs are appended to the command line (e.g. --link-rules=DIR, --config=FILE).
 	ExtraArgs []string
 	Logger    *slog.Logger
+}
+
+// WebhookTLS are the files of a webhook served over TLS with client-certificate authentication.
+type WebhookTLS struct {
+	// CertFile and KeyFile are the webhook's serving certificate (for 127.0.0.1) and key.
+	CertFile, KeyFile string
+	// ClientCAFile is the CA of the accepted client certificates.
+	ClientCAFile string
 }
 
 // AllInOne is a running examples/allinone.
@@ -46,6 +57,8 @@ type AllInOne struct {
 	AuditURL string
 	// LogFile is the process output.
 	LogFile string
+	// AuditTLS are the webhook's TLS files (nil: plain HTTP, no client certificate required).
+	AuditTLS *WebhookTLS
 	// EventCheckpoint is the file of the Event watch's checkpoint ("" with neither DataDir nor
 	// EventCheckpointFile).
 	EventCheckpoint string
@@ -66,7 +79,11 @@ func PlanAllInOne(opts *AllInOneOptions) (auditURL string, err error) {
 			return "", err
 		}
 	}
-	return "http://" + hostPort(opts.AuditPort) + "/audit/" + opts.Cluster, nil
+	scheme := "http://"
+	if opts.AuditTLS != nil {
+		scheme = "https://"
+	}
+	return scheme + hostPort(opts.AuditPort) + "/audit/" + opts.Cluster, nil
 }
 
 // StartAllInOne starts examples/allinone and waits until /healthz answers.
@@ -91,6 +108,9 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 		"--data-dir=" + opts.DataDir,
 		"--log-level=" + opts.LogLevel,
 	}
+	if t := opts.AuditTLS; t != nil {
+		args = append(args, "--audit-tls-cert="+t.CertFile, "--audit-tls-key="+t.KeyFile, "--audit-client-ca="+t.ClientCAFile)
+	}
 	if opts.Kubeconfig != "" {
 		args = append(args, "--kubeconfig="+opts.Kubeconfig)
 	}
@@ -108,7 +128,7 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 	if err != nil {
 		return nil, err
 	}
-	a := &AllInOne{URL: "http://" + hostPort(opts.HTTPPort), AuditURL: auditURL, LogFile: opts.LogFile,
+	a := &AllInOne{URL: "http://" + hostPort(opts.HTTPPort), AuditURL: auditURL, LogFile: opts.LogFile, AuditTLS: opts.AuditTLS,
 		EventCheckpoint: checkpoint, opts: opts, proc: p}
 	client := &http.Client{Timeout: 2 * time.Second}
 	err = poll(ctx, 100*time.Millisecond, time.Minute, "kelemetry-allinone /healthz", func(ctx context.Context) (bool, error) {

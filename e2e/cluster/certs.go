@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -11,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -79,4 +82,65 @@ func randomToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// webhookFiles are the PEM files of the audit webhook's TLS: a CA, the webhook's serving
+// certificate for 127.0.0.1, and kube-apiserver's client certificate.
+type webhookFiles struct {
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+}
+
+// writeWebhookCerts creates a CA in dir and issues the webhook's serving certificate and
+// kube-apiserver's client certificate with it.
+func writeWebhookCerts(dir string) (webhookFiles, error) {
+	f := webhookFiles{CA: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "webhook.crt"), ServerKey: filepath.Join(dir, "webhook.key"),
+		ClientCert: filepath.Join(dir, "kube-apiserver.crt"), ClientKey: filepath.Join(dir, "kube-apiserver.key")}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return f, fmt.Errorf("webhook CA key: %w", err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kelemetry-e2e-webhook-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return f, fmt.Errorf("webhook CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return f, err
+	}
+	if err := writePEM(f.CA, "CERTIFICATE", caDER); err != nil {
+		return f, err
+	}
+	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP, certFile, keyFile string) error {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return fmt.Errorf("%s key: %w", cn, err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			return fmt.Errorf("%s certificate: %w", cn, err)
+		}
+		kder, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			return err
+		}
+		if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
+			return err
+		}
+		return writePEM(keyFile, "PRIVATE KEY", kder)
+	}
+	if err := issue(2, "kelemetry-webhook", x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")}, f.ServerCert, f.ServerKey); err != nil {
+		return f, err
+	}
+	return f, issue(3, "kube-apiserver", x509.ExtKeyUsageClientAuth, nil, f.ClientCert, f.ClientKey)
 }

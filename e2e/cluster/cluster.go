@@ -42,6 +42,12 @@ type Options struct {
 	// AuditWebhookURL receives kube-apiserver's audit batches, e.g.
 	// http://127.0.0.1:8080/audit/test. Empty: no webhook, only the audit log file.
 	AuditWebhookURL string
+	// AuditWebhookCAFile, with an https AuditWebhookURL, is the CA of the webhook's serving
+	// certificate (certificate-authority of the webhook kubeconfig).
+	AuditWebhookCAFile string
+	// AuditWebhookClientCert and AuditWebhookClientKey are kube-apiserver's client certificate
+	// for the webhook (client-certificate, client-key of the webhook kubeconfig).
+	AuditWebhookClientCert, AuditWebhookClientKey string
 	// AuditPolicyFile is the audit policy; default: DefaultAuditPolicy.
 	AuditPolicyFile string
 	// Nodes is the number of fake nodes (default 3), named kwok-node-1, kwok-node-2, ...
@@ -286,8 +292,8 @@ func (c *Cluster) writeFiles() error {
 			return fmt.Errorf("audit webhook URL: %w", err)
 		}
 		cfg := clientcmdapi.NewConfig()
-		cfg.Clusters["kelemetry"] = &clientcmdapi.Cluster{Server: c.opts.AuditWebhookURL}
-		cfg.AuthInfos["kube-apiserver"] = &clientcmdapi.AuthInfo{}
+		cfg.Clusters["kelemetry"] = &clientcmdapi.Cluster{Server: c.opts.AuditWebhookURL, CertificateAuthority: c.opts.AuditWebhookCAFile}
+		cfg.AuthInfos["kube-apiserver"] = &clientcmdapi.AuthInfo{ClientCertificate: c.opts.AuditWebhookClientCert, ClientKey: c.opts.AuditWebhookClientKey}
 		cfg.Contexts["kelemetry"] = &clientcmdapi.Context{Cluster: "kelemetry", AuthInfo: "kube-apiserver"}
 		cfg.CurrentContext = "kelemetry"
 		if err := clientcmd.WriteToFile(*cfg, c.path("audit-webhook.kubeconfig")); err != nil {

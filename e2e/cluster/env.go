@@ -32,7 +32,8 @@ type EnvOptions struct {
 	// anything starts and returns the URL kube-apiserver posts its batches to instead: the
 	// address of a proxy in front of the all-in-one (the recorder's). The caller owns the proxy
 	// and must keep it serving until Stop returned (kube-apiserver flushes its last batches when
-	// it stops).
+	// it stops). The proxy speaks plain HTTP, so the webhook does too; without a proxy,
+	// kube-apiserver posts over TLS with a client certificate, which the all-in-one requires.
 	AuditWebhookVia func(allInOneURL string) (string, error)
 	Logger          *slog.Logger
 }
@@ -78,6 +79,21 @@ func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 		HTTPPort: opts.HTTPPort,
 		Logger:   opts.Logger,
 	}
+	var webhookCA, clientCert, clientKey string
+	if opts.AuditWebhookVia == nil {
+		// kube-apiserver -> Kelemetry over TLS, authenticated with a client certificate, the
+		// secure setup of deploy/: every scenario exercises it.
+		dir := filepath.Join(env.WorkDir, "webhook-tls")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		f, err := writeWebhookCerts(dir)
+		if err != nil {
+			return nil, fmt.Errorf("webhook certificates: %w", err)
+		}
+		aio.AuditTLS = &WebhookTLS{CertFile: f.ServerCert, KeyFile: f.ServerKey, ClientCAFile: f.CA}
+		webhookCA, clientCert, clientKey = f.CA, f.ClientCert, f.ClientKey
+	}
 	auditURL, err := PlanAllInOne(&aio)
 	if err != nil {
 		return nil, err
@@ -88,13 +104,16 @@ func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 		}
 	}
 	env.Cluster, err = Start(ctx, Options{
-		BinDir:          opts.BinDir,
-		AuditWebhookURL: auditURL,
-		AuditPolicyFile: opts.AuditPolicyFile,
-		Nodes:           opts.Nodes,
-		WorkDir:         filepath.Join(env.WorkDir, "cluster"),
-		KeepWorkDir:     true, // removed with env.WorkDir
-		Logger:          opts.Logger,
+		BinDir:                 opts.BinDir,
+		AuditWebhookURL:        auditURL,
+		AuditWebhookCAFile:     webhookCA,
+		AuditWebhookClientCert: clientCert,
+		AuditWebhookClientKey:  clientKey,
+		AuditPolicyFile:        opts.AuditPolicyFile,
+		Nodes:                  opts.Nodes,
+		WorkDir:                filepath.Join(env.WorkDir, "cluster"),
+		KeepWorkDir:            true, // removed with env.WorkDir
+		Logger:                 opts.Logger,
 		// The all-in-one must listen before kube-apiserver sends its first batch, and its
 		// kubeconfig exists only once the cluster's files are written.
 		BeforeAPIServer: func(ctx context.Context, c *Cluster) error {

@@ -5,6 +5,15 @@
 //	go run ./examples/allinone --replay testdata/rollout/audit.jsonl --replay-events testdata/rollout/events-core-v1.json
 //
 // Then: curl 'localhost:16686/api/objects?resource=deployments'.
+//
+// Both listeners bind to localhost by default. Exposed, they should serve TLS and authenticate:
+//
+//	go run ./examples/allinone --audit-addr :8080 --http-addr :16686 \
+//	  --audit-tls-cert tls/audit.crt --audit-tls-key tls/audit.key \
+//	  --audit-client-ca tls/kube-apiserver-ca.crt \
+//	  --http-tls-cert tls/api.crt --http-tls-key tls/api.key --http-token-file tls/api-tokens
+//
+// (certificate files are re-read when they change; see the README's Security section).
 package main
 
 import (
@@ -69,11 +78,23 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		leaseID    = fs.String("diff-leader-elect-identity", "", "this replica's identity in the Lease (default hostname_pid)")
 		linkRules  = fs.String("link-rules", "", "directory of LinkRule YAML files (kelemetry.io/v1alpha1) to link objects by; reloaded when its files change")
 		ruleWatch  = fs.Bool("link-rules-watch", true, "with --kubeconfig: also apply the LinkRule objects of the cluster (needs deploy/crds applied) and write their status")
+		auditCert  = fs.String("audit-tls-cert", "", "PEM certificate of the audit webhook listener: serve HTTPS (reloaded when the file changes)")
+		auditKey   = fs.String("audit-tls-key", "", "PEM key of --audit-tls-cert")
+		auditCA    = fs.String("audit-client-ca", "", "PEM CA bundle: the webhook accepts clients with a certificate of these CAs (kube-apiserver's client-certificate); needs --audit-tls-cert")
+		httpCert   = fs.String("http-tls-cert", "", "PEM certificate of the API listener: serve HTTPS (reloaded when the file changes)")
+		httpKey    = fs.String("http-tls-key", "", "PEM key of --http-tls-cert")
+		proxyCA    = fs.String("http-proxy-client-ca", "", "PEM CA bundle of an authenticating proxy's client certificate: trust its X-Forwarded-User / X-Auth-Request-User / X-Remote-User header; needs --http-tls-cert")
+		auditToks  stringList
+		httpToks   stringList
+		proxyNames stringList
 		clusterKC  stringList
 		replay     stringList
 		follow     stringList
 		replayEv   stringList
 	)
+	fs.Var(&auditToks, "audit-token-file", "file of bearer tokens (one a line) the audit webhook accepts; repeatable")
+	fs.Var(&httpToks, "http-token-file", "file of bearer tokens (one a line) the API, the UI's API calls and /metrics accept; repeatable")
+	fs.Var(&proxyNames, "http-proxy-allowed-name", "common name of the authenticating proxy's client certificate (default: any of --http-proxy-client-ca); repeatable")
 	fs.Var(&replay, "replay", "audit log file (JSON lines, .gz ok) to ingest at start-up, then keep serving; repeatable")
 	fs.Var(&follow, "follow", "audit log file to follow like tail -F (survives rotation); repeatable")
 	fs.Var(&clusterKC, "cluster-kubeconfig", "another cluster as NAME=KUBECONFIG (its traces can be joined by link rules and parent-link annotations); repeatable")
@@ -107,6 +128,15 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("audit-addr", func() { cfg.AuditAddr = *auditAddr })
 	override("http-addr", func() { cfg.HTTPAddr = *httpAddr })
 	override("data-dir", func() { cfg.DataDir = *dataDir })
+	override("audit-tls-cert", func() { cfg.AuditTLS.CertFile = *auditCert })
+	override("audit-tls-key", func() { cfg.AuditTLS.KeyFile = *auditKey })
+	override("audit-client-ca", func() { cfg.AuditAuth.ClientCAFile = *auditCA })
+	override("http-tls-cert", func() { cfg.HTTPTLS.CertFile = *httpCert })
+	override("http-tls-key", func() { cfg.HTTPTLS.KeyFile = *httpKey })
+	override("http-proxy-client-ca", func() { cfg.HTTPAuth.Proxy.ClientCAFile = *proxyCA })
+	cfg.AuditAuth.TokenFiles = append(cfg.AuditAuth.TokenFiles, auditToks...)
+	cfg.HTTPAuth.TokenFiles = append(cfg.HTTPAuth.TokenFiles, httpToks...)
+	cfg.HTTPAuth.Proxy.AllowedNames = append(cfg.HTTPAuth.Proxy.AllowedNames, proxyNames...)
 	override("window", func() {
 		if *window != 0 {
 			cfg.Window = *window

@@ -166,8 +166,8 @@ func TestParseFlags(t *testing.T) {
 	cfg, _, err = parseFlags(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "./kelemetry-data", cfg.DataDir)
-	assert.Equal(t, ":8080", cfg.AuditAddr)
-	assert.Equal(t, ":16686", cfg.HTTPAddr)
+	assert.Equal(t, "127.0.0.1:8080", cfg.AuditAddr, "localhost unless configured")
+	assert.Equal(t, "127.0.0.1:16686", cfg.HTTPAddr, "localhost unless configured")
 
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("cluster: fromfile\nhttpAddr: \":1234\"\nwindow: 10m\n"), 0o600))
