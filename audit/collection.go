@@ -124,7 +124,8 @@ func propagationPolicy(body []byte) string {
 }
 
 // deletionState notes what a successful write whose response is the object (meta) did to the
-// object's existence: a collection delete deleted it or marked it for deletion; an update or
+// object's existence: a collection delete deleted it or marked it for deletion (finalizers, a
+// grace period); a delete marked it (finalizers, e.g. a foreground deletion); an update or
 // patch of an object marked for deletion that leaves it without finalizers removed it (the API
 // server deletes such an object as part of the write).
 func (c *converter) deletionState(ev *Event, out *aggregator.Event, meta bodyMeta, isObject bool) {
@@ -132,9 +133,13 @@ func (c *converter) deletionState(ev *Event, out *aggregator.Event, meta bodyMet
 		return
 	}
 	switch ev.Verb {
-	case "deletecollection":
-		if meta.deletionTimestamp == "" || (len(meta.finalizers) == 0 && meta.gracePeriod <= 0) {
-			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionDeleted})
+	case "delete", "deletecollection":
+		// A single delete's graceful termination (a Pod's) is left as is: the object's own
+		// trace shows its end.
+		if meta.deletionTimestamp == "" || (len(meta.finalizers) == 0 && (meta.gracePeriod <= 0 || ev.Verb == "delete")) {
+			if ev.Verb == "deletecollection" {
+				out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionDeleted})
+			}
 			return
 		}
 		out.Title += " (marked for deletion)"

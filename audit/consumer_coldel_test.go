@@ -230,6 +230,21 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 	require.NotNil(t, held)
 	assert.Equal(t, nsController+" deletecollection (marked for deletion)", held.Title)
 	assert.Equal(t, DeletionMarked, attrMap(held.Attributes)[AttrDeletion])
+
+	// The widget controller's patch removed the last finalizer: the informer saw the widget go.
+	var patch *Event
+	for _, ev := range events {
+		if ev.Verb == "patch" {
+			patch = ev
+		}
+	}
+	require.NotNil(t, patch)
+	c.Handle(context.Background(), "c1", patch)
+	evs := agg.Events()
+	fin := evs[len(evs)-1]
+	assert.Equal(t, "system:serviceaccount:widgets:widget-controller patch (deleted: last finalizer removed)", fin.Title)
+	assert.Equal(t, DeletionCompleted, attrMap(fin.Attributes)[AttrDeletion])
+	require.Len(t, logsOfType(fin, aggregator.LogTypeSnapshot), 1, "the deletion snapshot")
 }
 
 // TestConsumerDeleteCollectionMetadataLate: the collection waits (without blocking anything)
@@ -342,4 +357,39 @@ func TestConsumerDeleteCollectionOddResponses(t *testing.T) {
 			assert.Equal(t, "ok", out.Object.Name, body)
 		}
 	}
+}
+
+// A foreground delete marks the owner for deletion (finalizer foregroundDeletion); the garbage
+// collector's write that removes the finalizer once the dependents are gone deletes it.
+func TestConsumerForegroundDeleteSteps(t *testing.T) {
+	c := newTestConsumer(t, ConsumerConfig{})
+	del := consumerEvent()
+	del.Verb = "delete"
+	del.RequestObject = json.RawMessage(`{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","propagationPolicy":"Foreground"}`)
+	del.ResponseObject = json.RawMessage(`{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"default",` +
+		`"uid":"u1","resourceVersion":"43","deletionTimestamp":"2026-11-29T17:09:30Z","deletionGracePeriodSeconds":0,"finalizers":["foregroundDeletion"]}}`)
+	out, keep, err := c.Convert("c1", del)
+	require.NoError(t, err)
+	require.True(t, keep)
+	assert.Equal(t, "alice delete propagationPolicy=Foreground (marked for deletion)", out.Title)
+	assert.Equal(t, "foregroundDeletion", attrMap(out.Attributes)[AttrFinalizers])
+	assert.Empty(t, out.Links, "alice is not the namespace controller")
+
+	gc := consumerEvent()
+	gc.User.Username = "system:serviceaccount:kube-system:generic-garbage-collector"
+	gc.Verb = "patch"
+	gc.ResponseObject = json.RawMessage(`{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"default",` +
+		`"uid":"u1","resourceVersion":"44","deletionTimestamp":"2026-11-29T17:09:30Z","deletionGracePeriodSeconds":0}}`)
+	out, _, err = c.Convert("c1", gc)
+	require.NoError(t, err)
+	assert.Equal(t, "system:serviceaccount:kube-system:generic-garbage-collector patch (deleted: last finalizer removed)", out.Title)
+
+	// A terminating Pod's status update (grace period running) deletes nothing.
+	st := consumerEvent()
+	st.ObjectRef = &ObjectReference{Resource: "pods", Namespace: "default", Name: "p", APIVersion: "v1"}
+	st.ResponseObject = json.RawMessage(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"default",` +
+		`"deletionTimestamp":"2026-11-29T17:09:30Z","deletionGracePeriodSeconds":30}}`)
+	out, _, err = c.Convert("c1", st)
+	require.NoError(t, err)
+	assert.Equal(t, "alice update", out.Title)
 }

@@ -86,6 +86,9 @@ func (c InformerJoinConfig) Validate() error {
 // not block.
 type InformerDeletions interface {
 	Deletions(q changes.DeletionQuery) (recs []changes.Record, total int)
+	// Finalized finds the removal of an object marked for deletion, seen since since: the
+	// write that removed its last finalizer caused it.
+	Finalized(obj aggregator.ObjectKey, since time.Time) (changes.Record, bool)
 }
 
 // InformerDiffs finds what an informer recorded for an audited write; changes.Store
@@ -312,6 +315,16 @@ func notRecorded(q changes.Query) string {
 // find looks q up and claims the record found, so that no write joined by time takes it again.
 func (j *informerJoin) find(q changes.Query) (changes.Record, bool) {
 	rec, ok := j.src.Find(q)
+	if !ok && (q.Verb == "update" || q.Verb == "patch") && q.Subresource == "" {
+		// No change: the write may have removed the last finalizer of an object marked for
+		// deletion, which the API server then removed.
+		j.mu.Lock()
+		dels := j.dels
+		j.mu.Unlock()
+		if dels != nil {
+			rec, ok = dels.Finalized(q.Object, q.Since)
+		}
+	}
 	if ok && rec.Kind != changes.KindDeletion {
 		if dropped := j.claims.add(rec.Key, time.Now()); dropped > 0 {
 			j.claimDrops.Add(context.Background(), int64(dropped))
@@ -455,6 +468,10 @@ func (j *informerJoin) finish(ctx context.Context, p *pendingJoin, now time.Time
 
 // attach adds rec's logs and attributes to out.
 func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
+	if verb, _ := out.Attributes.Get(aggregator.AttrVerb); rec.Kind == changes.KindDeletion && rec.Final && (verb == "update" || verb == "patch") {
+		out.Title += " (deleted: last finalizer removed)"
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionCompleted})
+	}
 	out.Logs = append(out.Logs, rec.Logs(out.End, j.format)...)
 	if rec.BaseRV != "" && rec.Kind == changes.KindChange {
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: diff.AttrBaseRV, Value: rec.BaseRV})

@@ -499,3 +499,34 @@ func (c *Cache) Deletions(q DeletionQuery) (recs []Record, total int) {
 	}
 	return recs, total
 }
+
+// Finalized returns the record of the object's removal (a Final deletion) seen since since, when
+// the informer saw the object marked for deletion before (a deletion start of the same UID is
+// kept): the removal that the write dropping the object's last finalizer caused.
+func (c *Cache) Finalized(obj aggregator.ObjectKey, since time.Time) (Record, bool) {
+	if c == nil {
+		return Record{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var final Record
+	found := false
+	marked := map[string]bool{}
+	for _, k := range c.byObject[obj] {
+		rec, ok := c.getLocked(k)
+		if !ok || rec.Kind != KindDeletion {
+			continue
+		}
+		if !rec.Final {
+			marked[rec.UID] = true
+			continue
+		}
+		if !rec.Time.Before(since) && (!found || rec.Time.Before(final.Time)) {
+			final, found = rec, true
+		}
+	}
+	if !found || !marked[final.UID] {
+		return Record{}, false
+	}
+	return final, true
+}

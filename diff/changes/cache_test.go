@@ -175,3 +175,22 @@ func TestChangeCacheDeletions(t *testing.T) {
 	assert.Empty(t, recs)
 	assert.Zero(t, total)
 }
+
+// TestChangeCacheFinalized: the removal of an object marked for deletion is found for the write
+// that removed its last finalizer; an object never marked, or removed before the write, is not.
+func TestChangeCacheFinalized(t *testing.T) {
+	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	t0 := time.Now()
+	c.Put(Record{Key: depKey("held", "11"), Kind: KindDeletion, UID: "u1", Time: t0})
+	c.Put(Record{Key: depKey("held", "20"), Kind: KindDeletion, UID: "u1", Final: true, Time: t0.Add(5 * time.Second)})
+	c.Put(Record{Key: depKey("plain", "21"), Kind: KindDeletion, UID: "u2", Final: true, Time: t0.Add(5 * time.Second)})
+
+	rec, ok := c.Finalized(depKey("held", "").ObjectKey(), t0.Add(4*time.Second))
+	require.True(t, ok)
+	assert.Equal(t, "20", rec.Key.ResourceVersion)
+	_, ok = c.Finalized(depKey("held", "").ObjectKey(), t0.Add(6*time.Second))
+	assert.False(t, ok, "removed before the write")
+	_, ok = c.Finalized(depKey("plain", "").ObjectKey(), t0)
+	assert.False(t, ok, "never marked for deletion")
+}
