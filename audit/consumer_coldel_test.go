@@ -142,6 +142,9 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	// The namespace's status says what is left, only the conditions that hold.
 	ns := evs[5]
 	assert.Equal(t, "namespaces", ns.Object.Resource)
+	// kube-apiserver audits requests on a namespace with the namespace set to its name; the
+	// namespace is cluster-scoped, and its trace is the one the links point at.
+	assert.Equal(t, nsLink("shop").Target.Key(), ns.Object.Key())
 	assert.Empty(t, ns.Links)
 	assert.Equal(t, []string{
 		"NamespaceContentRemaining: SomeResourcesRemain: Some resources are remaining: widgets.example.com has 1 resource instances",

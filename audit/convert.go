@@ -59,7 +59,7 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 	if oc, err := c.filter(ev); oc != outcomeSent {
 		return nil, oc, err
 	}
-	ref := ev.ObjectRef
+	ref := objectRef(ev)
 	if isCollectionDelete(ev) {
 		return nil, outcomeFilteredDeleteCollection, nil
 	}
@@ -114,6 +114,19 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 		}
 	}
 	return out, outcomeSent, nil
+}
+
+// objectRef is ev's objectRef, but for a namespace without the namespace kube-apiserver audits
+// requests on a namespace with (its own name; create has none): a namespace is cluster-scoped,
+// and its trace must be one.
+func objectRef(ev *Event) *ObjectReference {
+	ref := ev.ObjectRef
+	if ref.APIGroup == "" && ref.Resource == "namespaces" && ref.Namespace != "" {
+		cp := *ref
+		cp.Namespace = ""
+		return &cp
+	}
+	return ref
 }
 
 // filter reports why ev is not kept (outcomeSent: it is), and an error for invalid events.
