@@ -368,6 +368,13 @@ func (j *informerJoin) deletionEvent(base *aggregator.Event, rec changes.Record,
 	} else {
 		out.Title += " (marked for deletion)"
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionMarked})
+		// The deletion start's snapshot says what the object waits for.
+		if meta, err := decodeBodyMeta(rec.Snapshot); err == nil && len(meta.finalizers) > 0 {
+			fin := strings.Join(meta.finalizers, ",")
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
+			out.Logs = append(out.Logs, aggregator.Log{Time: out.End, Type: aggregator.LogTypeMessage,
+				Message: "marked for deletion: waiting for finalizers " + fin})
+		}
 	}
 	out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrCollectionSize, Value: strconv.Itoa(size)})
 	return out

@@ -273,7 +273,8 @@ func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggre
 
 // Convert turns an audit event from cluster into an aggregator event. keep is false when the event
 // is filtered out or invalid; err is set only for invalid events (wrapping
-// aggregator.ErrInvalidEvent). Convert has no side effects.
+// aggregator.ErrInvalidEvent). Convert has no side effects. A deletecollection naming no object
+// gives keep false: it becomes one event per object it deleted, which only Handle places.
 func (c *Consumer) Convert(cluster string, ev *Event) (out *aggregator.Event, keep bool, err error) {
 	out, _, err = c.conv.convert(cluster, ev, nil)
 	return out, out != nil, err

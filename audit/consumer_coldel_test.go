@@ -201,7 +201,9 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 	cache.Put(del(key("", "secrets", "shop", "token", "1203"), "uid-token", true, at("2026-11-30T10:00:01.161Z")))
 	cache.Put(del(key("apps", "deployments", "shop", "old", "900"), "uid-old", true, at("2026-11-30T09:50:00Z")))
 	// The widget: its deletion start (deletionTimestamp set), then its removal 20s later.
-	cache.Put(del(key("example.com", "widgets", "shop", "held", "1206"), "uid-held", false, at("2026-11-30T10:00:01.200Z")))
+	heldStart := del(key("example.com", "widgets", "shop", "held", "1206"), "uid-held", false, at("2026-11-30T10:00:01.200Z"))
+	heldStart.Snapshot = []byte(`{"kind":"Widget","metadata":{"name":"held","finalizers":["example.com/hold"],"deletionTimestamp":"2026-11-30T10:00:01Z"}}`)
+	cache.Put(heldStart)
 	cache.Put(del(key("example.com", "widgets", "shop", "held", "1240"), "uid-held", true, at("2026-11-30T10:00:21.420Z")))
 
 	// The events are long past: each collection is looked up once.
@@ -233,6 +235,8 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 	require.NotNil(t, held)
 	assert.Equal(t, nsController+" deletecollection (marked for deletion)", held.Title)
 	assert.Equal(t, DeletionMarked, attrMap(held.Attributes)[AttrDeletion])
+	assert.Equal(t, "example.com/hold", attrMap(held.Attributes)[AttrFinalizers])
+	assert.Contains(t, logMessages(held, aggregator.LogTypeMessage), "marked for deletion: waiting for finalizers example.com/hold")
 
 	// The widget controller's patch removed the last finalizer: the informer saw the widget go.
 	var patch *Event
