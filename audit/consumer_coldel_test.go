@@ -400,3 +400,25 @@ func TestConsumerForegroundDeleteSteps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "alice update", out.Title)
 }
+
+// An old patch behind a held write of the same object is looked up once, with the join's lock
+// held: the look-up of the object's removal must not take the lock again.
+func TestConsumerInformerJoinFinalizedBehindHeld(t *testing.T) {
+	c, agg, _ := newJoinConsumer(t, InformerJoinConfig{Wait: 10 * time.Second, Interval: 5 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
+	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", time.Now())) // held: no record yet
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", time.Now().Add(-time.Hour)))
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Handle deadlocked")
+	}
+	require.Len(t, agg.Events(), 1)
+	assert.Equal(t, "p1/ResponseComplete", agg.Events()[0].ID)
+}

@@ -317,12 +317,10 @@ func (j *informerJoin) find(q changes.Query) (changes.Record, bool) {
 	rec, ok := j.src.Find(q)
 	if !ok && (q.Verb == "update" || q.Verb == "patch") && q.Subresource == "" {
 		// No change: the write may have removed the last finalizer of an object marked for
-		// deletion, which the API server then removed.
-		j.mu.Lock()
-		dels := j.dels
-		j.mu.Unlock()
-		if dels != nil {
-			rec, ok = dels.Finalized(q.Object, q.Since)
+		// deletion, which the API server then removed. (Like src, dels is set before any
+		// event; hold calls find with j.mu held.)
+		if j.dels != nil {
+			rec, ok = j.dels.Finalized(q.Object, q.Since)
 		}
 	}
 	if ok && rec.Kind != changes.KindDeletion {
