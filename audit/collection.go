@@ -25,7 +25,8 @@ const (
 	AttrLabelSelector = "kelemetry.audit.label_selector"
 	AttrFieldSelector = "kelemetry.audit.field_selector"
 	// AttrPropagationPolicy is a delete's or deletecollection's DeleteOptions.propagationPolicy
-	// (Orphan when it sets only the deprecated orphanDependents), from its request body.
+	// (Orphan when it sets only the deprecated orphanDependents), from its request body, when it
+	// is not the default, Background (which kubectl sends explicitly).
 	AttrPropagationPolicy = "kelemetry.audit.propagation_policy"
 	// AttrCollectionSize is how many objects the deletecollection deleted or marked for
 	// deletion (its response's items, or the deletions the informers saw).

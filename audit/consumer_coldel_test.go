@@ -96,7 +96,7 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	attrs := attrMap(web.Attributes)
 	assert.Equal(t, "deletecollection", attrs[aggregator.AttrVerb])
 	assert.Equal(t, nsController, attrs[aggregator.AttrUser])
-	assert.Equal(t, "Background", attrs[AttrPropagationPolicy])
+	assert.NotContains(t, attrs, AttrPropagationPolicy, "Background, the default")
 	assert.Equal(t, DeletionDeleted, attrs[AttrDeletion])
 	assert.Equal(t, "1187", attrs[aggregator.AttrNewRV])
 	assert.Equal(t, "1", attrs[AttrCollectionSize])
@@ -316,8 +316,11 @@ func TestConsumerDeletePropagationPolicy(t *testing.T) {
 		require.True(t, keep)
 		assert.Equal(t, tc.title, out.Title)
 		want := tc.policy
-		if want == "" {
+		switch want {
+		case "":
 			want = "Orphan"
+		case "Background":
+			want = "" // the default: no attribute
 		}
 		assert.Equal(t, want, attrMap(out.Attributes)[AttrPropagationPolicy])
 	}

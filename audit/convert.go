@@ -253,7 +253,7 @@ func (c *converter) event(ev *Event, obj aggregator.Object) (*aggregator.Event, 
 	if fieldSel != "" {
 		attrs = append(attrs, aggregator.Attr{Key: AttrFieldSelector, Value: fieldSel})
 	}
-	if policy != "" {
+	if policy != "" && policy != "Background" {
 		attrs = append(attrs, aggregator.Attr{Key: AttrPropagationPolicy, Value: policy})
 	}
 	out.Attributes = attrs
