@@ -112,10 +112,16 @@ func parseGroupResource(s string) (groupResource, error) {
 // request on a subresource (status, scale, binding, ...) lands on its parent object, with the
 // subresource in the title and the kelemetry.audit.subresource attribute.
 //
-// deletecollection names no object in its objectRef, and kube-apiserver audits the whole request
-// once, not the objects it deleted, so such an event cannot be placed on any object trace: it is
-// dropped and counted as filtered (reason deletecollection). A deletecollection event that does name
-// an object is kept.
+// A deletecollection names no object in its objectRef: kube-apiserver audits the whole request
+// once, not the objects it deleted. It becomes an event span on the trace of every object it
+// deleted or marked for deletion: the items of its response (RequestResponse level; each item is
+// also the object's deletion snapshot), or, without a response, the deletions the informers saw
+// in its namespace and resource around the request (SetInformerDiffs; joined like the informer
+// diffs, without blocking). Its title has its selectors; it is counted once (sent), or as
+// filtered (reason deletecollection) when it cannot be placed: failed, no object in its
+// response, no response and no informers. The deletes of the namespace controller (collection
+// or not) link each object to its namespace (class LinkClassNamespaceDeletion), so the
+// namespace's trace leads to everything its deletion removed.
 //
 // It composes three parts: a converter (audit event to aggregator event), the audit-stream diff
 // (streamDiff, for events with a response body) and the join of informer diffs (informerJoin, for
@@ -207,6 +213,7 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 	c.join = newInformerJoin(cfg.InformerJoin, cfg.Diff.LogFormat(), meter, func(ctx context.Context, cluster, auditID string, out *aggregator.Event) {
 		c.send(ctx, cluster, auditID, out, outcomeSent)
 	})
+	c.join.sendAll = c.sendAll
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit consumer: %w", err)
 	}
@@ -224,6 +231,17 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 // Dropped events and failures are counted, not returned: invalid events are logged at debug,
 // aggregator errors at warn (rate-limited).
 func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
+	if isCollectionDelete(ev) {
+		if oc, err := c.conv.filter(ev); oc != outcomeSent {
+			if err != nil {
+				c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
+			}
+			c.counter.Add(ctx, 1, c.outcomes[oc])
+			return
+		}
+		c.handleCollection(ctx, cluster, ev)
+		return
+	}
 	var info convertInfo
 	out, oc, err := c.conv.convert(cluster, ev, &info)
 	if err != nil {
@@ -257,7 +275,8 @@ func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggre
 
 // Convert turns an audit event from cluster into an aggregator event. keep is false when the event
 // is filtered out or invalid; err is set only for invalid events (wrapping
-// aggregator.ErrInvalidEvent). Convert has no side effects.
+// aggregator.ErrInvalidEvent). Convert has no side effects. A deletecollection naming no object
+// gives keep false: it becomes one event per object it deleted, which only Handle places.
 func (c *Consumer) Convert(cluster string, ev *Event) (out *aggregator.Event, keep bool, err error) {
 	out, _, err = c.conv.convert(cluster, ev, nil)
 	return out, out != nil, err

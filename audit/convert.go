@@ -56,32 +56,12 @@ type convertInfo struct {
 }
 
 func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggregator.Event, outcome, error) {
-	if ev == nil {
-		return nil, outcomeInvalidEvent, fmt.Errorf("%w: nil audit event", aggregator.ErrInvalidEvent)
+	if oc, err := c.filter(ev); oc != outcomeSent {
+		return nil, oc, err
 	}
-	if !slices.Contains(c.verbs, ev.Verb) {
-		return nil, outcomeFilteredVerb, nil
-	}
-	if !slices.Contains(c.stages, ev.Stage) {
-		return nil, outcomeFilteredStage, nil
-	}
-	ref := ev.ObjectRef
-	if ref == nil {
-		return nil, outcomeFilteredNoObjectRef, nil
-	}
-	if _, ok := c.excludeResources[groupResource{ref.APIGroup, ref.Resource}]; ok {
-		return nil, outcomeFilteredResource, nil
-	}
-	for _, ua := range c.excludeUserAgents {
-		if strings.Contains(ev.UserAgent, ua) {
-			return nil, outcomeFilteredUserAgent, nil
-		}
-	}
-	if ev.Verb == "deletecollection" && ref.Name == "" {
+	ref := objectRef(ev)
+	if isCollectionDelete(ev) {
 		return nil, outcomeFilteredDeleteCollection, nil
-	}
-	if ev.AuditID == "" {
-		return nil, outcomeInvalidNoAuditID, fmt.Errorf("%w: audit event without auditID", aggregator.ErrInvalidEvent)
 	}
 
 	// The response body, if it is the object itself (not a Status, Scale, Binding, ...).
@@ -110,14 +90,7 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 		if obj.UID == "" {
 			obj.UID = meta.uid
 		}
-		// A copy: decoded events alias the whole input line or webhook body, request object
-		// included, which must not stay in memory for as long as the body is kept. The copy is
-		// the diff snapshot: no managedFields, Secrets' data and redacted fields hidden.
-		if snap, err := c.differ.Snapshot(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, ev.ResponseObject); err == nil {
-			obj.Body = snap
-		} else {
-			obj.Body = bytes.Clone(ev.ResponseObject)
-		}
+		obj.Body = c.snapshot(ref, ev.ResponseObject)
 		obj.MetaHash = meta.metaHash
 	}
 	if info != nil {
@@ -127,7 +100,78 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 		return nil, outcomeInvalidNoName, fmt.Errorf("%w: audit event %s (%s %s) names no object",
 			aggregator.ErrInvalidEvent, ev.AuditID, ev.Verb, ref.Resource)
 	}
+	out, oc, err := c.event(ev, obj)
+	if out == nil {
+		return nil, oc, err
+	}
+	if isObject && meta.resourceVersion != "" {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: meta.resourceVersion})
+	}
+	if !out.Error {
+		c.deletionState(ev, out, meta, isObject)
+		if isObject && ref.Resource == "namespaces" && ref.APIGroup == "" && ref.Subresource == "status" {
+			out.Logs = append(out.Logs, namespaceConditionLogs(ev.ResponseObject, out.End)...)
+		}
+	}
+	return out, outcomeSent, nil
+}
 
+// objectRef is ev's objectRef, but for a namespace without the namespace kube-apiserver audits
+// requests on a namespace with (its own name; create has none): a namespace is cluster-scoped,
+// and its trace must be one.
+func objectRef(ev *Event) *ObjectReference {
+	ref := ev.ObjectRef
+	if ref.APIGroup == "" && ref.Resource == "namespaces" && ref.Namespace != "" {
+		cp := *ref
+		cp.Namespace = ""
+		return &cp
+	}
+	return ref
+}
+
+// filter reports why ev is not kept (outcomeSent: it is), and an error for invalid events.
+func (c *converter) filter(ev *Event) (outcome, error) {
+	if ev == nil {
+		return outcomeInvalidEvent, fmt.Errorf("%w: nil audit event", aggregator.ErrInvalidEvent)
+	}
+	if !slices.Contains(c.verbs, ev.Verb) {
+		return outcomeFilteredVerb, nil
+	}
+	if !slices.Contains(c.stages, ev.Stage) {
+		return outcomeFilteredStage, nil
+	}
+	ref := ev.ObjectRef
+	if ref == nil {
+		return outcomeFilteredNoObjectRef, nil
+	}
+	if _, ok := c.excludeResources[groupResource{ref.APIGroup, ref.Resource}]; ok {
+		return outcomeFilteredResource, nil
+	}
+	for _, ua := range c.excludeUserAgents {
+		if strings.Contains(ev.UserAgent, ua) {
+			return outcomeFilteredUserAgent, nil
+		}
+	}
+	if ev.AuditID == "" {
+		return outcomeInvalidNoAuditID, fmt.Errorf("%w: audit event without auditID", aggregator.ErrInvalidEvent)
+	}
+	return outcomeSent, nil
+}
+
+// snapshot is the diff snapshot of body, an object of ref's resource: a copy (decoded events
+// alias the whole input line or webhook body, request object included, which must not stay in
+// memory for as long as the body is kept), without managedFields, Secrets' data and redacted
+// fields hidden.
+func (c *converter) snapshot(ref *ObjectReference, body []byte) []byte {
+	if snap, err := c.differ.Snapshot(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, body); err == nil {
+		return snap
+	}
+	return bytes.Clone(body)
+}
+
+// event builds the event of ev on obj: times, title, user, outcome and request attributes.
+func (c *converter) event(ev *Event, obj aggregator.Object) (*aggregator.Event, outcome, error) {
+	ref := ev.ObjectRef
 	start, end := ev.RequestReceivedTimestamp, ev.StageTimestamp
 	// The receivers (webhook, log files) drop these already, with the future skew too; this is
 	// for events enqueued by other code: never store one at a wrong time.
@@ -154,17 +198,36 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 		user, impersonator = imp.Username, ev.User.Username
 	}
 
+	var details []string
+	var labelSel, fieldSel, policy string
+	if ev.Verb == "deletecollection" {
+		labelSel, fieldSel = selectors(ev.RequestURI)
+		if labelSel != "" {
+			details = append(details, "labelSelector="+labelSel)
+		}
+		if fieldSel != "" {
+			details = append(details, "fieldSelector="+fieldSel)
+		}
+	}
+	if ev.Verb == "delete" || ev.Verb == "deletecollection" {
+		policy = propagationPolicy(ev.RequestObject)
+		// Background is the default (and what kubectl sends): only the others change the story.
+		if policy == "Foreground" || policy == "Orphan" {
+			details = append(details, "propagationPolicy="+policy)
+		}
+	}
+
 	out := &aggregator.Event{
 		Object: obj,
 		Source: SourceName,
 		ID:     ev.AuditID + "/" + ev.Stage,
-		Title:  title(user, ev.Verb, ref.Subresource, code),
+		Title:  title(user, ev.Verb, ref.Subresource, code, details...),
 		Start:  start,
 		End:    end,
 		Error:  code >= 300,
 	}
 
-	attrs := make(aggregator.Attrs, 0, 11)
+	attrs := make(aggregator.Attrs, 0, 12)
 	attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrAuditID, Value: ev.AuditID})
 	attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrUser, Value: user})
 	if impersonator != "" {
@@ -189,20 +252,29 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 	if ref.ResourceVersion != "" {
 		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrResourceVersion, Value: ref.ResourceVersion})
 	}
-	if isObject && meta.resourceVersion != "" {
-		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrNewRV, Value: meta.resourceVersion})
+	if labelSel != "" {
+		attrs = append(attrs, aggregator.Attr{Key: AttrLabelSelector, Value: labelSel})
+	}
+	if fieldSel != "" {
+		attrs = append(attrs, aggregator.Attr{Key: AttrFieldSelector, Value: fieldSel})
+	}
+	if policy != "" && policy != "Background" {
+		attrs = append(attrs, aggregator.Attr{Key: AttrPropagationPolicy, Value: policy})
 	}
 	out.Attributes = attrs
 
 	if out.Error {
 		out.Logs = errorLogs(ev.ResponseStatus, code, end)
+	} else if (ev.Verb == "delete" || ev.Verb == "deletecollection") && obj.Namespace != "" && isNamespaceController(ev) {
+		out.Links = []aggregator.Link{namespaceLink(obj.Cluster, obj.Namespace)}
 	}
 	return out, outcomeSent, nil
 }
 
-// title is "<user> <verb>[ <subresource>][ (<status text>)]", the status text only for codes of 300
-// and above.
-func title(user, verb, subresource string, code int) string {
+// title is "<user> <verb>[ <subresource>][ <detail>...][ (<status text>)]", the status text only
+// for codes of 300 and above; details are a collection delete's selectors and a delete's
+// propagation policy.
+func title(user, verb, subresource string, code int, details ...string) string {
 	if user == "" {
 		user = "unknown"
 	}
@@ -214,6 +286,10 @@ func title(user, verb, subresource string, code int) string {
 	if subresource != "" {
 		b.WriteByte(' ')
 		b.WriteString(subresource)
+	}
+	for _, d := range details {
+		b.WriteByte(' ')
+		b.WriteString(d)
 	}
 	if code >= 300 {
 		b.WriteString(" (")
@@ -301,6 +377,11 @@ type bodyMeta struct {
 	apiVersion, kind                       string
 	name, namespace, uid, resourceVersion  string
 	seenAPIVersion, seenKind, seenMetadata bool
+	// deletionTimestamp, deletionGracePeriodSeconds and finalizers say whether the object is
+	// being deleted and what it waits for.
+	deletionTimestamp string
+	gracePeriod       int64
+	finalizers        []string
 	// metaHash fingerprints metadata.labels, annotations and ownerReferences (non-zero once
 	// metadata was read): the aggregator runs linkers again when it changes.
 	metaHash uint64
@@ -397,6 +478,12 @@ func readMetadata(d *jsontext.Decoder, m *bodyMeta) error {
 			m.uid, err = readString(d)
 		case isName(name, "resourceVersion"):
 			m.resourceVersion, err = readString(d)
+		case isName(name, "deletionTimestamp"):
+			m.deletionTimestamp, err = readString(d)
+		case isName(name, "deletionGracePeriodSeconds"):
+			m.gracePeriod, err = readInt(d)
+		case isName(name, "finalizers"):
+			m.finalizers, err = readStrings(d, m.finalizers[:0])
 		default:
 			err = d.SkipValue()
 		}
@@ -434,4 +521,39 @@ func readString(d *jsontext.Decoder) (string, error) {
 	}
 	s, err := jsontext.AppendUnquote(nil, v)
 	return string(s), err
+}
+
+// readInt reads an integer; any other value is skipped and reads as 0.
+func readInt(d *jsontext.Decoder) (int64, error) {
+	if d.PeekKind() != '0' {
+		return 0, d.SkipValue()
+	}
+	v, err := d.ReadValue()
+	if err != nil {
+		return 0, err
+	}
+	// Not an integer (a fraction, too large): reads as 0.
+	n, _ := strconv.ParseInt(string(v), 10, 64)
+	return n, nil
+}
+
+// readStrings appends the strings of an array to dst; other values are skipped.
+func readStrings(d *jsontext.Decoder, dst []string) ([]string, error) {
+	if d.PeekKind() != '[' {
+		return dst, d.SkipValue()
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return dst, err
+	}
+	for d.PeekKind() != ']' {
+		s, err := readString(d)
+		if err != nil {
+			return dst, err
+		}
+		if s != "" {
+			dst = append(dst, s)
+		}
+	}
+	_, err := d.ReadToken() // ']'
+	return dst, err
 }

@@ -80,6 +80,17 @@ func (c InformerJoinConfig) Validate() error {
 	return nil
 }
 
+// InformerDeletions lists the deletions the informers recorded in one resource and namespace,
+// for collection deletes without a response body; *changes.Cache implements it (and a source
+// with a Local() *changes.Cache, such as the etcd-backed store, is read through it). It must
+// not block.
+type InformerDeletions interface {
+	Deletions(q changes.DeletionQuery) (recs []changes.Record, total int)
+	// Finalized finds the removal of an object marked for deletion, seen since since: the
+	// write that removed its last finalizer caused it.
+	Finalized(obj aggregator.ObjectKey, since time.Time) (changes.Record, bool)
+}
+
 // InformerDiffs finds what an informer recorded for an audited write; changes.Store
 // (*changes.Cache, *changes.Etcd) implements it. Find must not block.
 type InformerDiffs interface {
@@ -113,9 +124,15 @@ type informerJoin struct {
 	format diff.LogFormat
 	// send sends an event the join held (the consumer's send).
 	send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)
+	// sendAll sends the events of a collection delete the join held (the consumer's sendAll).
+	sendAll func(ctx context.Context, cluster, auditID string, outs []*aggregator.Event)
+	// dels lists the deletions the informers saw, for collection deletes (nil: src cannot).
+	dels InformerDeletions
 
 	mu      sync.Mutex
 	pending []*pendingJoin
+	// collections are the collection deletes waiting for the informers to see their deletions.
+	collections []*pendingCollection
 	// held counts the pending events of each object: a write joined by time waits behind them.
 	held map[aggregator.ObjectKey]int
 	// nheld counts the events held (pending, or being looked up again by the join loop, which
@@ -131,7 +148,9 @@ type informerJoin struct {
 
 	results    metric.Int64Counter
 	claimDrops metric.Int64Counter
-	opts       map[string]metric.MeasurementOption
+	// collectionDrops counts the deletions left out of a collection delete for the bound.
+	collectionDrops metric.Int64Counter
+	opts            map[string]metric.MeasurementOption
 
 	claims claimSet
 }
@@ -154,6 +173,8 @@ func newInformerJoin(cfg InformerJoinConfig, format diff.LogFormat, meter *telem
 		"Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, buffer_full, shutdown, not_recorded).", "{event}")
 	j.claimDrops = meter.Counter("kelemetry.audit.consumer.informer_claims_dropped",
 		"Informer records forgotten as attributed to an audit event before 15 minutes, for the bound informerJoin.maxClaims.", "{record}")
+	j.collectionDrops = meter.Counter("kelemetry.audit.consumer.collection_deletions_dropped",
+		"Deletions seen by the informers left out of a body-less deletecollection, beyond 10,000 per request.", "{object}")
 	for _, r := range []string{joinHit, joinHitLate, joinUnavailable, joinBufferFull, joinShutdown, joinStale} {
 		j.opts[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
@@ -180,6 +201,13 @@ func (j *informerJoin) setSource(src InformerDiffs) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.src = src
+	j.dels = nil
+	switch s := src.(type) {
+	case InformerDeletions:
+		j.dels = s
+	case interface{ Local() *changes.Cache }:
+		j.dels = s.Local()
+	}
 }
 
 // start starts the loop that sends held events (Consumer.Start).
@@ -287,6 +315,14 @@ func notRecorded(q changes.Query) string {
 // find looks q up and claims the record found, so that no write joined by time takes it again.
 func (j *informerJoin) find(q changes.Query) (changes.Record, bool) {
 	rec, ok := j.src.Find(q)
+	if !ok && (q.Verb == "update" || q.Verb == "patch") && q.Subresource == "" {
+		// No change: the write may have removed the last finalizer of an object marked for
+		// deletion, which the API server then removed. (Like src, dels is set before any
+		// event; hold calls find with j.mu held.)
+		if j.dels != nil {
+			rec, ok = j.dels.Finalized(q.Object, q.Since)
+		}
+	}
 	if ok && rec.Kind != changes.KindDeletion {
 		if dropped := j.claims.add(rec.Key, time.Now()); dropped > 0 {
 			j.claimDrops.Add(context.Background(), int64(dropped))
@@ -355,15 +391,19 @@ func (j *informerJoin) loop(ctx context.Context, stop chan struct{}) {
 		select {
 		case <-stop:
 			j.mu.Lock()
-			rest := j.pending
-			j.pending = nil
+			rest, cols := j.pending, j.collections
+			j.pending, j.collections = nil, nil
 			j.mu.Unlock()
 			for _, p := range rest {
 				j.finish(ctx, p, time.Time{}, true, true)
 			}
+			for _, p := range cols {
+				j.finishCollection(ctx, p, true)
+			}
 			return
 		case now := <-t.C:
 			j.recheck(ctx, now)
+			j.recheckCollections(ctx, now)
 		}
 	}
 }
@@ -426,6 +466,10 @@ func (j *informerJoin) finish(ctx context.Context, p *pendingJoin, now time.Time
 
 // attach adds rec's logs and attributes to out.
 func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
+	if verb, _ := out.Attributes.Get(aggregator.AttrVerb); rec.Kind == changes.KindDeletion && rec.Final && (verb == "update" || verb == "patch") {
+		out.Title += " (deleted: last finalizer removed)"
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionCompleted})
+	}
 	out.Logs = append(out.Logs, rec.Logs(out.End, j.format)...)
 	if rec.BaseRV != "" && rec.Kind == changes.KindChange {
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: diff.AttrBaseRV, Value: rec.BaseRV})
@@ -443,4 +487,105 @@ func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
 // unavailable notes on out why it carries no diff.
 func unavailable(out *aggregator.Event, msg string) {
 	out.Logs = append(out.Logs, diff.NoteLog(out.End, diff.OpUnavailable, msg))
+}
+
+// pendingCollection is a body-less collection delete waiting for the informers to see the
+// deletions it made.
+type pendingCollection struct {
+	cluster, auditID string
+	base             *aggregator.Event
+	q                changes.DeletionQuery
+	deadline         time.Time
+}
+
+// holdCollection joins a body-less collection delete (base names its resource and namespace)
+// with the deletions the informers saw there from the request's receipt to Wait after its
+// completion. The informers see them after the request, so it is held until then (never more
+// than Wait from now), then sent as one event per object; an event too old to wait, or one that
+// does not fit in MaxPending, is looked up at once. false means the join cannot (no informer
+// deletions): the caller counts it.
+func (j *informerJoin) holdCollection(ctx context.Context, cluster, auditID string, base *aggregator.Event) bool {
+	j.mu.Lock()
+	dels := j.dels
+	j.mu.Unlock()
+	if dels == nil {
+		return false
+	}
+	ref := base.Object
+	p := &pendingCollection{cluster: cluster, auditID: auditID, base: base,
+		q: changes.DeletionQuery{Cluster: ref.Cluster, Group: ref.Group, Resource: ref.Resource, Namespace: ref.Namespace,
+			Since: base.Start.Add(-joinClockSlack), Until: base.End.Add(j.cfg.Wait), Max: maxCollectionDeletions}}
+	now := time.Now()
+	p.deadline = p.q.Until
+	if limit := now.Add(j.cfg.Wait); p.deadline.After(limit) {
+		p.deadline = limit
+	}
+	j.mu.Lock()
+	hold := j.running && p.deadline.After(now) && j.nheld < j.cfg.MaxPending
+	if hold {
+		j.collections = append(j.collections, p)
+		j.nheld++
+	}
+	full := j.running && p.deadline.After(now) && !hold
+	j.mu.Unlock()
+	if !hold {
+		if full {
+			j.results.Add(ctx, 1, j.opts[joinBufferFull])
+		}
+		j.sendCollection(ctx, p, dels, !full)
+	}
+	return true
+}
+
+// recheckCollections sends the collection deletes whose deadline has passed.
+func (j *informerJoin) recheckCollections(ctx context.Context, now time.Time) {
+	j.mu.Lock()
+	var due []*pendingCollection
+	keep := j.collections[:0]
+	for _, p := range j.collections {
+		if now.Before(p.deadline) {
+			keep = append(keep, p)
+		} else {
+			due = append(due, p)
+		}
+	}
+	clear(j.collections[len(keep):])
+	j.collections = keep
+	j.mu.Unlock()
+	for _, p := range due {
+		j.finishCollection(ctx, p, false)
+	}
+}
+
+// finishCollection sends a held collection delete.
+func (j *informerJoin) finishCollection(ctx context.Context, p *pendingCollection, final bool) {
+	j.mu.Lock()
+	j.nheld--
+	dels := j.dels
+	j.mu.Unlock()
+	if final {
+		j.results.Add(ctx, 1, j.opts[joinShutdown])
+	}
+	j.sendCollection(ctx, p, dels, !final)
+}
+
+// sendCollection looks the deletions of p up and sends one event per object; count says whether
+// the result (hit or not_recorded) is counted.
+func (j *informerJoin) sendCollection(ctx context.Context, p *pendingCollection, dels InformerDeletions, count bool) {
+	recs, total := dels.Deletions(p.q)
+	if dropped := total - len(recs); dropped > 0 {
+		j.collectionDrops.Add(ctx, int64(dropped))
+	}
+	if count {
+		if len(recs) > 0 {
+			j.results.Add(ctx, 1, j.opts[joinHit])
+		} else {
+			j.results.Add(ctx, 1, j.opts[joinStale])
+		}
+	}
+	outs := make([]*aggregator.Event, len(recs))
+	for i, rec := range recs {
+		outs[i] = j.deletionEvent(p.base, rec, total)
+	}
+	j.sendAll(ctx, p.cluster, p.auditID, outs)
 }

@@ -18,7 +18,7 @@ type streamDiff struct {
 // diff.Stream. It never waits.
 func (s streamDiff) add(ctx context.Context, ev *Event, out *aggregator.Event, info *convertInfo) {
 	ref := ev.ObjectRef
-	res := s.Observe(ctx, diff.Write{
+	s.observe(ctx, diff.Write{
 		Object:                 out.Object.ObjectRef,
 		Verb:                   ev.Verb,
 		Subresource:            ref.Subresource,
@@ -29,7 +29,12 @@ func (s streamDiff) add(ctx context.Context, ev *Event, out *aggregator.Event, i
 		IsObject:               info.isObject,
 		ResourceVersion:        info.meta.resourceVersion,
 		Time:                   out.End,
-	})
+	}, out)
+}
+
+// observe adds the diff of w to out.
+func (s streamDiff) observe(ctx context.Context, w diff.Write, out *aggregator.Event) {
+	res := s.Observe(ctx, w)
 	if len(res.Logs) > 0 {
 		out.Logs = append(out.Logs, res.Logs...)
 	}

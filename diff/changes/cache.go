@@ -461,3 +461,72 @@ func (c *Cache) Bytes() int64 {
 	defer c.mu.Unlock()
 	return c.bytes
 }
+
+// DeletionQuery selects the deletions of one resource in one namespace (Namespace "" for
+// cluster-scoped resources) seen in a time range, as a collection delete makes them.
+type DeletionQuery struct {
+	Cluster, Group, Resource, Namespace string
+	// Since and Until bound when the informer saw the deletion (both inclusive).
+	Since, Until time.Time
+	// Max bounds the records returned (0: no bound).
+	Max int
+}
+
+// Deletions returns the latest deletion record of each object q selects (the deletion start,
+// when deletionTimestamp was set, preferred over the object's removal), ordered by name, at most
+// q.Max of them; total is how many matched. It scans the deletions kept, without waiting.
+func (c *Cache) Deletions(q DeletionQuery) (recs []Record, total int) {
+	if c == nil {
+		return nil, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for obj, rk := range c.deleted {
+		if obj.Cluster != q.Cluster || obj.Group != q.Group || obj.Resource != q.Resource || obj.Namespace != q.Namespace {
+			continue
+		}
+		rec, ok := c.getLocked(rk)
+		if !ok || rec.Time.Before(q.Since) || rec.Time.After(q.Until) {
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	slices.SortFunc(recs, func(a, b Record) int { return strings.Compare(a.Key.Name, b.Key.Name) })
+	total = len(recs)
+	if q.Max > 0 && len(recs) > q.Max {
+		clear(recs[q.Max:])
+		recs = recs[:q.Max]
+	}
+	return recs, total
+}
+
+// Finalized returns the record of the object's removal (a Final deletion) seen since since, when
+// the informer saw the object marked for deletion before (a deletion start of the same UID is
+// kept): the removal that the write dropping the object's last finalizer caused.
+func (c *Cache) Finalized(obj aggregator.ObjectKey, since time.Time) (Record, bool) {
+	if c == nil {
+		return Record{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var final Record
+	found := false
+	marked := map[string]bool{}
+	for _, k := range c.byObject[obj] {
+		rec, ok := c.getLocked(k)
+		if !ok || rec.Kind != KindDeletion {
+			continue
+		}
+		if !rec.Final {
+			marked[rec.UID] = true
+			continue
+		}
+		if !rec.Time.Before(since) && (!found || rec.Time.Before(final.Time)) {
+			final, found = rec, true
+		}
+	}
+	if !found || !marked[final.UID] {
+		return Record{}, false
+	}
+	return final, true
+}

@@ -134,3 +134,63 @@ func TestRecordLogs(t *testing.T) {
 	require.Len(t, logs, 1)
 	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: diff.AttrOp, Value: diff.OpNone})
 }
+
+// TestChangeCacheDeletions: a collection delete's look-up finds the deletions of one resource in
+// one namespace in a time range, the deletion start preferred, ordered and bounded.
+func TestChangeCacheDeletions(t *testing.T) {
+	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	t0 := time.Now()
+	del := func(k RecordKey, uid string, final bool, at time.Time) Record {
+		return Record{Key: k, Kind: KindDeletion, UID: uid, Final: final, Time: at}
+	}
+	c.Put(del(depKey("b", "10"), "ub", true, t0.Add(time.Millisecond)))
+	c.Put(del(depKey("a", "11"), "ua", false, t0.Add(2*time.Millisecond))) // deletion start
+	c.Put(del(depKey("a", "20"), "ua", true, t0.Add(time.Second)))         // its removal
+	c.Put(del(depKey("old", "5"), "uo", true, t0.Add(-time.Minute)))       // before the range
+	c.Put(changeAt("c", "1", "2", "spec.paused", t0))                      // not a deletion
+	other := depKey("x", "12")
+	other.Namespace = "other"
+	c.Put(del(other, "ux", true, t0))
+
+	q := DeletionQuery{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default",
+		Since: t0.Add(-time.Second), Until: t0.Add(2 * time.Second)}
+	recs, total := c.Deletions(q)
+	require.Equal(t, 2, total)
+	require.Len(t, recs, 2)
+	assert.Equal(t, depKey("a", "11"), recs[0].Key, "the deletion start")
+	assert.Equal(t, depKey("b", "10"), recs[1].Key)
+
+	q.Max = 1
+	recs, total = c.Deletions(q)
+	assert.Equal(t, 2, total)
+	require.Len(t, recs, 1)
+	assert.Equal(t, "a", recs[0].Key.Name)
+
+	q.Max, q.Until = 0, t0
+	recs, _ = c.Deletions(q)
+	assert.Empty(t, recs, "seen after the range")
+	var nilCache *Cache
+	recs, total = nilCache.Deletions(q)
+	assert.Empty(t, recs)
+	assert.Zero(t, total)
+}
+
+// TestChangeCacheFinalized: the removal of an object marked for deletion is found for the write
+// that removed its last finalizer; an object never marked, or removed before the write, is not.
+func TestChangeCacheFinalized(t *testing.T) {
+	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	t0 := time.Now()
+	c.Put(Record{Key: depKey("held", "11"), Kind: KindDeletion, UID: "u1", Time: t0})
+	c.Put(Record{Key: depKey("held", "20"), Kind: KindDeletion, UID: "u1", Final: true, Time: t0.Add(5 * time.Second)})
+	c.Put(Record{Key: depKey("plain", "21"), Kind: KindDeletion, UID: "u2", Final: true, Time: t0.Add(5 * time.Second)})
+
+	rec, ok := c.Finalized(depKey("held", "").ObjectKey(), t0.Add(4*time.Second))
+	require.True(t, ok)
+	assert.Equal(t, "20", rec.Key.ResourceVersion)
+	_, ok = c.Finalized(depKey("held", "").ObjectKey(), t0.Add(6*time.Second))
+	assert.False(t, ok, "removed before the write")
+	_, ok = c.Finalized(depKey("plain", "").ObjectKey(), t0)
+	assert.False(t, ok, "never marked for deletion")
+}

@@ -70,6 +70,12 @@ var registry = []Scenario{
 		Description: "Deployment web and a ConfigMap whose kelemetry.io/parent-link annotation names it, patched",
 		Run:         func(ctx context.Context, s *Session) error { _, err := Annotations(ctx, s); return err },
 	},
+	{
+		Name: "teardown",
+		Description: "Deployment web, Service web, ConfigMaps settings and held (with a finalizer), then the namespace deleted; " +
+			"held's finalizer removed 5s later",
+		Run: func(ctx context.Context, s *Session) error { _, err := Teardown(ctx, s); return err },
+	},
 }
 
 // Lookup returns the scenario of that name.

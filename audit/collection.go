@@ -1,0 +1,432 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/kube"
+)
+
+// Attributes of deletes and collection deletes.
+const (
+	// AttrLabelSelector and AttrFieldSelector are a deletecollection's selectors, from its
+	// request URI.
+	AttrLabelSelector = "kelemetry.audit.label_selector"
+	AttrFieldSelector = "kelemetry.audit.field_selector"
+	// AttrPropagationPolicy is a delete's or deletecollection's DeleteOptions.propagationPolicy
+	// (Orphan when it sets only the deprecated orphanDependents), from its request body, when it
+	// is not the default, Background (which kubectl sends explicitly).
+	AttrPropagationPolicy = "kelemetry.audit.propagation_policy"
+	// AttrCollectionSize is how many objects the deletecollection deleted or marked for
+	// deletion (its response's items, or the deletions the informers saw).
+	AttrCollectionSize = "kelemetry.audit.collection_size"
+	// AttrDeletion says what a write did to the object's existence: DeletionDeleted,
+	// DeletionMarked or DeletionCompleted.
+	AttrDeletion = "kelemetry.audit.deletion"
+	// AttrFinalizers lists the finalizers an object marked for deletion waits for
+	// (comma-separated).
+	AttrFinalizers = "kelemetry.audit.finalizers"
+)
+
+// Values of AttrDeletion.
+const (
+	// DeletionDeleted: the collection delete removed the object.
+	DeletionDeleted = "deleted"
+	// DeletionMarked: the delete set deletionTimestamp; the object stays until its finalizers
+	// are removed (or its grace period ends).
+	DeletionMarked = "marked"
+	// DeletionCompleted: the write removed the last finalizer of an object marked for
+	// deletion, which the API server then removed.
+	DeletionCompleted = "completed"
+)
+
+// LinkClassNamespaceDeletion is the class of the links between a namespace and the objects the
+// namespace controller deleted when the namespace was deleted (the object's parent is the
+// namespace).
+const LinkClassNamespaceDeletion = "namespace deletion"
+
+// NamespaceControllerUser is the user kube-controller-manager's namespace controller writes as
+// (with --use-service-account-credentials, the default of kubeadm and most distributions).
+const NamespaceControllerUser = "system:serviceaccount:kube-system:namespace-controller"
+
+// maxCollectionDeletions bounds the objects a body-less collection delete is joined with.
+const maxCollectionDeletions = 10_000
+
+// isCollectionDelete reports whether ev is a deletecollection that names no object.
+func isCollectionDelete(ev *Event) bool {
+	return ev != nil && ev.Verb == "deletecollection" && ev.ObjectRef != nil && ev.ObjectRef.Name == ""
+}
+
+// isNamespaceController reports whether the namespace controller made the request: by its
+// user, or by its user agent when kube-controller-manager writes with its own credentials
+// ("kube-controller-manager/<version> ... /namespace-controller").
+func isNamespaceController(ev *Event) bool {
+	if ev.User.Username == NamespaceControllerUser {
+		return true
+	}
+	return strings.HasPrefix(ev.UserAgent, "kube-controller-manager/") &&
+		(strings.HasSuffix(ev.UserAgent, "/namespace-controller") || strings.HasSuffix(ev.UserAgent, "/"+NamespaceControllerUser))
+}
+
+// namespaceLink links an object the namespace controller deleted to its namespace.
+func namespaceLink(cluster, ns string) aggregator.Link {
+	return aggregator.Link{
+		Target: aggregator.ObjectRef{Cluster: cluster, Version: "v1", Resource: "namespaces", Name: ns},
+		Role:   aggregator.RoleParent,
+		Class:  LinkClassNamespaceDeletion,
+	}
+}
+
+// selectors returns the labelSelector and fieldSelector of a request URI ("" when absent or
+// malformed).
+func selectors(requestURI string) (label, field string) {
+	_, query, ok := strings.Cut(requestURI, "?")
+	if !ok {
+		return "", ""
+	}
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return "", ""
+	}
+	return values.Get("labelSelector"), values.Get("fieldSelector")
+}
+
+// propagationPolicy reads DeleteOptions.propagationPolicy from a delete's request body; the
+// deprecated orphanDependents=true reads as Orphan. "" when absent or unreadable.
+func propagationPolicy(body []byte) string {
+	if len(body) == 0 {
+		return ""
+	}
+	var opts struct {
+		PropagationPolicy any   `json:"propagationPolicy"`
+		OrphanDependents  *bool `json:"orphanDependents"`
+	}
+	if err := json.Unmarshal(body, &opts); err != nil {
+		return ""
+	}
+	if p, ok := opts.PropagationPolicy.(string); ok && p != "" {
+		return p
+	}
+	if opts.OrphanDependents != nil && *opts.OrphanDependents {
+		return "Orphan"
+	}
+	return ""
+}
+
+// deletionState notes what a successful write whose response is the object (meta) did to the
+// object's existence: a collection delete deleted it or marked it for deletion (finalizers, a
+// grace period); a delete marked it (finalizers, e.g. a foreground deletion); an update or
+// patch of an object marked for deletion that leaves it without finalizers removed it (the API
+// server deletes such an object as part of the write).
+func (c *converter) deletionState(ev *Event, out *aggregator.Event, meta bodyMeta, isObject bool) {
+	if !isObject {
+		return
+	}
+	switch ev.Verb {
+	case "delete", "deletecollection":
+		// A single delete's graceful termination (a Pod's) is left as is: the object's own
+		// trace shows its end.
+		if meta.deletionTimestamp == "" || (len(meta.finalizers) == 0 && (meta.gracePeriod <= 0 || ev.Verb == "delete")) {
+			if ev.Verb == "deletecollection" {
+				out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionDeleted})
+			}
+			return
+		}
+		out.Title += " (marked for deletion)"
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionMarked})
+		msg := "marked for deletion: "
+		if len(meta.finalizers) > 0 {
+			fin := strings.Join(meta.finalizers, ",")
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
+			msg += "waiting for finalizers " + fin
+		} else {
+			msg += "graceful termination, " + (time.Duration(meta.gracePeriod) * time.Second).String()
+		}
+		out.Logs = append(out.Logs, aggregator.Log{Time: out.End, Type: aggregator.LogTypeMessage, Message: msg})
+	case "update", "patch":
+		if ev.ObjectRef.Subresource == "" && meta.deletionTimestamp != "" && len(meta.finalizers) == 0 && meta.gracePeriod <= 0 {
+			out.Title += " (deleted: last finalizer removed)"
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionCompleted})
+		}
+	}
+}
+
+// namespaceConditionLogs describes the conditions that hold (status True) in a namespace's
+// status, as the namespace controller reports what holds its deletion up
+// (NamespaceContentRemaining, NamespaceFinalizersRemaining, NamespaceDeletionContentFailure,
+// ...): one message log each.
+func namespaceConditionLogs(body []byte, at time.Time) []aggregator.Log {
+	var ns struct {
+		Status struct {
+			Conditions []struct {
+				Type    string `json:"type"`
+				Status  string `json:"status"`
+				Reason  string `json:"reason"`
+				Message string `json:"message"`
+			} `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(body, &ns); err != nil {
+		return nil
+	}
+	var logs []aggregator.Log
+	for _, cond := range ns.Status.Conditions {
+		if cond.Status == "True" {
+			logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeMessage,
+				Message: joinNonEmpty(cond.Type, cond.Reason, cond.Message)})
+		}
+	}
+	return logs
+}
+
+// collectionBase is the event a collection delete puts on each object, before the object is
+// known: its Object names only the resource and namespace. ok is false when nothing can be
+// placed (a failed request, bad timestamps).
+func (c *converter) collectionBase(cluster string, ev *Event) (*aggregator.Event, outcome, error) {
+	ref := ev.ObjectRef
+	base, oc, err := c.event(ev, aggregator.Object{ObjectRef: aggregator.ObjectRef{Cluster: cluster, Group: ref.APIGroup,
+		Version: ref.APIVersion, Resource: ref.Resource, Namespace: ref.Namespace}})
+	if base == nil {
+		return nil, oc, err
+	}
+	if base.Error {
+		// A failed collection delete deleted nothing: no object to place it on.
+		return nil, outcomeFilteredDeleteCollection, nil
+	}
+	return base, outcomeSent, nil
+}
+
+// forObject copies base for one object.
+func forObject(base *aggregator.Event, obj aggregator.Object, extra int) *aggregator.Event {
+	out := *base
+	out.Object = obj
+	out.Attributes = slices.Grow(slices.Clone(base.Attributes), extra+4)
+	out.Logs = slices.Clone(base.Logs)
+	out.Links = slices.Clone(base.Links)
+	return &out
+}
+
+// collectionItem is one object of a collection delete's response.
+type collectionItem struct {
+	out  *aggregator.Event
+	body []byte
+	meta bodyMeta
+}
+
+// collectionItems turns the response of a collection delete, when it is a list, into one event
+// per object in it (each item is the object as deleted, or as marked for deletion). isList is
+// false when the response is not a list (Metadata-level auditing: no response).
+func (c *converter) collectionItems(ev *Event, base *aggregator.Event) (items []collectionItem, isList bool) {
+	ref := ev.ObjectRef
+	raw, listKind, listAPIVersion := listItems(ev.ResponseObject)
+	if raw == nil {
+		return nil, false
+	}
+	itemKind, _ := strings.CutSuffix(listKind, "List")
+	for _, item := range raw {
+		meta, err := decodeBodyMeta(item)
+		if err != nil || meta.name == "" {
+			continue
+		}
+		if !meta.seenKind && !meta.seenAPIVersion {
+			item = withTypeMeta(item, itemKind, listAPIVersion)
+			meta.kind, meta.apiVersion = itemKind, listAPIVersion
+		}
+		if meta.kind != "" && !kube.IsObjectKind(meta.kind) {
+			continue
+		}
+		group, _, found := strings.Cut(meta.apiVersion, "/")
+		if !found {
+			group = ""
+		}
+		if meta.apiVersion != "" && group != ref.APIGroup {
+			continue
+		}
+		ns := meta.namespace
+		if ns == "" {
+			ns = ref.Namespace
+		} else if ref.Namespace != "" && ns != ref.Namespace {
+			continue
+		}
+		obj := aggregator.Object{ObjectRef: aggregator.ObjectRef{Cluster: base.Object.Cluster, Group: ref.APIGroup,
+			Version: ref.APIVersion, Resource: ref.Resource, Namespace: ns, Name: meta.name, UID: meta.uid},
+			Body: c.snapshot(ref, item), MetaHash: meta.metaHash}
+		out := forObject(base, obj, 3)
+		if meta.resourceVersion != "" {
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: meta.resourceVersion})
+		}
+		c.deletionState(ev, out, meta, true)
+		items = append(items, collectionItem{out: out, body: item, meta: meta})
+	}
+	size := aggregator.Attr{Key: AttrCollectionSize, Value: strconv.Itoa(len(items))}
+	for _, it := range items {
+		it.out.Attributes = append(it.out.Attributes, size)
+	}
+	return items, true
+}
+
+// listItems reads a List response: its items (raw JSON objects, copies) and its kind and
+// apiVersion. items is nil when body is not an object with an items array; a truncated or
+// malformed body yields the items read before the fault.
+func listItems(body []byte) (items [][]byte, kind, apiVersion string) {
+	if len(body) == 0 {
+		return nil, "", ""
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, "", ""
+	}
+	isList := false
+	for d.PeekKind() != '}' {
+		name, err := d.ReadValue()
+		if err != nil {
+			break
+		}
+		switch {
+		case isName(name, "kind"):
+			kind, err = readString(d)
+		case isName(name, "apiVersion"):
+			apiVersion, err = readString(d)
+		case isName(name, "items") && d.PeekKind() == '[':
+			isList = true
+			items, err = readObjects(d, items)
+		default:
+			err = d.SkipValue()
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !isList || !strings.HasSuffix(kind, "List") {
+		return nil, "", ""
+	}
+	if items == nil {
+		items = [][]byte{}
+	}
+	return items, kind, apiVersion
+}
+
+// readObjects appends copies of the objects of an array to dst, skipping other values.
+func readObjects(d *jsontext.Decoder, dst [][]byte) ([][]byte, error) {
+	if _, err := d.ReadToken(); err != nil {
+		return dst, err
+	}
+	for d.PeekKind() != ']' {
+		if d.PeekKind() != '{' {
+			if err := d.SkipValue(); err != nil {
+				return dst, err
+			}
+			continue
+		}
+		v, err := d.ReadValue()
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, bytes.Clone(v))
+	}
+	_, err := d.ReadToken()
+	return dst, err
+}
+
+// withTypeMeta prefixes a list item (the API server leaves out the items' kind and apiVersion)
+// with kind and apiVersion, so that its snapshot reads like the object.
+func withTypeMeta(item []byte, kind, apiVersion string) []byte {
+	if kind == "" || len(item) < 2 || item[0] != '{' {
+		return item
+	}
+	out := make([]byte, 0, len(item)+len(kind)+len(apiVersion)+32)
+	out = append(out, `{"kind":`...)
+	out, _ = jsontext.AppendQuote(out, kind)
+	out = append(out, `,"apiVersion":`...)
+	out, _ = jsontext.AppendQuote(out, apiVersion)
+	rest := bytes.TrimLeft(item[1:], " \t\r\n")
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
+}
+
+// deletionEvent is the event a body-less collection delete puts on an object whose deletion
+// the informers saw.
+func (j *informerJoin) deletionEvent(base *aggregator.Event, rec changes.Record, size int) *aggregator.Event {
+	obj := aggregator.Object{ObjectRef: aggregator.ObjectRef{Cluster: rec.Key.Cluster, Group: rec.Key.Group,
+		Version: base.Object.Version, Resource: rec.Key.Resource, Namespace: rec.Key.Namespace, Name: rec.Key.Name, UID: rec.UID}}
+	out := forObject(base, obj, 4)
+	j.attach(out, rec)
+	if rec.Final {
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionDeleted})
+	} else {
+		out.Title += " (marked for deletion)"
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionMarked})
+		// The deletion start's snapshot says what the object waits for.
+		if meta, err := decodeBodyMeta(rec.Snapshot); err == nil && len(meta.finalizers) > 0 {
+			fin := strings.Join(meta.finalizers, ",")
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
+			out.Logs = append(out.Logs, aggregator.Log{Time: out.End, Type: aggregator.LogTypeMessage,
+				Message: "marked for deletion: waiting for finalizers " + fin})
+		}
+	}
+	out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrCollectionSize, Value: strconv.Itoa(size)})
+	return out
+}
+
+// handleCollection places a collection delete on every object it deleted: the items of its
+// response, or (without one) the deletions the informers saw, joined like the informer diffs.
+func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *Event) {
+	base, oc, err := c.conv.collectionBase(cluster, ev)
+	if base == nil {
+		if err != nil {
+			c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
+		}
+		c.counter.Add(ctx, 1, c.outcomes[oc])
+		return
+	}
+	items, isList := c.conv.collectionItems(ev, base)
+	if !isList {
+		if c.join.holdCollection(ctx, cluster, ev.AuditID, base) {
+			return // sent by the join
+		}
+		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDeleteCollection])
+		return
+	}
+	outs := make([]*aggregator.Event, len(items))
+	for i, it := range items {
+		if c.stream != nil {
+			c.stream.observe(ctx, diff.Write{Object: it.out.Object.ObjectRef, Verb: ev.Verb, Response: it.body,
+				Snapshot: it.out.Object.Body, IsObject: true, ResourceVersion: it.meta.resourceVersion, Time: it.out.End}, it.out)
+		}
+		outs[i] = it.out
+	}
+	c.sendAll(ctx, cluster, ev.AuditID, outs)
+}
+
+// sendAll sends the events of one collection delete and counts the audit event once: sent,
+// send_error when a send failed, or filtered (deletecollection) when it deleted nothing.
+func (c *Consumer) sendAll(ctx context.Context, cluster, auditID string, outs []*aggregator.Event) {
+	if len(outs) == 0 {
+		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDeleteCollection])
+		return
+	}
+	oc := outcomeSent
+	for _, out := range outs {
+		if err := c.agg.Send(ctx, out); err != nil {
+			oc = outcomeSendError
+			if ok, suppressed := c.sendWarn.Allow(time.Now()); ok {
+				c.logger.Warn("send audit event to the aggregator", "cluster", cluster, "auditID", auditID,
+					"object", out.Object.String(), "error", err, "suppressed", suppressed)
+			}
+		}
+	}
+	c.counter.Add(ctx, 1, c.outcomes[oc])
+}
