@@ -31,37 +31,6 @@ func (m LinkMode) Valid() bool {
 	return m == LinkNone || m == LinkFullTree || m == LinkAncestors || m == LinkDescendants
 }
 
-// EngineConfig bounds link following. Zero fields mean the defaults.
-type EngineConfig struct {
-	// Depth is how many levels links are followed up or down (default 3).
-	Depth int
-	// PerLevel bounds the objects one breadth-first level adds (default 100).
-	PerLevel int
-	// Total bounds the objects one walk adds to the found object (default 500).
-	Total int
-}
-
-// Engine defaults.
-const (
-	DefaultDepth    = 3
-	DefaultPerLevel = 100
-	DefaultTotal    = 500
-)
-
-// WithDefaults returns c with zero fields set to their defaults.
-func (c EngineConfig) WithDefaults() EngineConfig {
-	if c.Depth <= 0 {
-		c.Depth = DefaultDepth
-	}
-	if c.PerLevel <= 0 {
-		c.PerLevel = DefaultPerLevel
-	}
-	if c.Total <= 0 {
-		c.Total = DefaultTotal
-	}
-	return c
-}
-
 // Query selects the objects a search starts from.
 type Query struct {
 	// Cluster, Group, Resource, Namespace and Name must equal the object's; empty matches any.
@@ -92,6 +61,9 @@ type Object struct {
 	Synthetic bool
 	// Events are the event spans that start within the range, sorted by (Start, SpanID).
 	Events []*aggregator.Span
+	// Unread is set when a budget of the request (spans read, time) ran out before the
+	// object's spans were read: it is named, without events, attributes or links.
+	Unread bool
 
 	links []objLink
 }
@@ -126,18 +98,25 @@ type Graph struct {
 	References map[aggregator.ObjectKey][]Edge
 	// Omitted counts, by object, the related objects a budget or the depth left out.
 	Omitted map[aggregator.ObjectKey]int
+	// Truncated, when not empty, says which budget of the request (Config.MaxSpans,
+	// Config.Timeout) ran out, e.g. "result truncated: span budget of 200000 reached; narrow
+	// the time range". Objects not read then are marked Unread.
+	Truncated string
 }
 
 // Engine finds objects, follows their links and merges their windows.
 type Engine struct {
-	r      store.Reader
-	window time.Duration
-	cfg    EngineConfig
+	r       store.Reader
+	window  time.Duration
+	cfg     Config
+	limiter *limiter
 }
 
-// NewEngine returns an engine over r, whose traces have windows of length w.
-func NewEngine(r store.Reader, w aggregator.Window, cfg EngineConfig) *Engine {
-	return &Engine{r: r, window: w.Length(), cfg: cfg.WithDefaults()}
+// NewEngine returns an engine over r, whose traces have windows of length w. The APIs built
+// on it share its limit of concurrent heavy requests (Config.MaxConcurrent).
+func NewEngine(r store.Reader, w aggregator.Window, cfg Config) *Engine {
+	cfg = cfg.WithDefaults()
+	return &Engine{r: r, window: w.Length(), cfg: cfg, limiter: newLimiter(cfg.MaxConcurrent, cfg.QueueWait)}
 }
 
 // Reader is the store the engine reads.
@@ -147,14 +126,33 @@ func (e *Engine) Reader() store.Reader { return e.r }
 func (e *Engine) Window() time.Duration { return e.window }
 
 // Config returns the engine's configuration with defaults applied.
-func (e *Engine) Config() EngineConfig { return e.cfg }
+func (e *Engine) Config() Config { return e.cfg }
 
 // ErrNoObject is returned by Expand when the object has nothing stored in the range.
 var ErrNoObject = errors.New("object not found")
 
+// ErrBudget is wrapped by the errors of Search and Expand when a budget of the request ran
+// out before anything could be shown.
+var ErrBudget = errors.New("query budget exhausted")
+
+// readChunk bounds the windows one store read asks for, so that the span budget is checked
+// between reads.
+const readChunk = 32
+
+// Truncation messages: what ran out, and what to do about it.
+func spanBudgetMsg(n int) string {
+	return fmt.Sprintf("result truncated: span budget of %d reached; narrow the time range", n)
+}
+
+func timeBudgetMsg(d time.Duration) string {
+	return fmt.Sprintf("result truncated: time budget of %s reached; narrow the time range", d)
+}
+
 // Search finds the objects q selects, follows links from each per mode and returns one graph per
 // connected group, in the order of their first found object.
 func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultSearchLimit
@@ -164,6 +162,9 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 		From: q.From, To: q.To, Limit: limit, Attributes: q.Attributes,
 	})
 	if err != nil {
+		if isDeadline(ctx, err) {
+			return nil, fmt.Errorf("find objects: %w: %s", ErrBudget, timeBudgetMsg(e.cfg.Timeout))
+		}
 		return nil, err
 	}
 	l := e.newLoader(q.From, q.To)
@@ -172,6 +173,9 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 		refs[i] = f.Object
 	}
 	if err := l.loadMany(ctx, refs); err != nil {
+		return nil, err
+	}
+	if err := l.nothingRead(refs); err != nil {
 		return nil, err
 	}
 	walks := make([]*walk, 0, len(found))
@@ -193,9 +197,14 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 // that names it in a display ID. It returns ErrNoObject when nothing of the object is stored in
 // [from, to].
 func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor store.ObjectWindow, from, to time.Time, mode LinkMode) (*Graph, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
 	l := e.newLoader(from, to)
 	o, err := l.load(ctx, ref)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.nothingRead([]aggregator.ObjectRef{ref}); err != nil {
 		return nil, err
 	}
 	if len(o.Windows) == 0 {
@@ -210,11 +219,42 @@ func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor st
 	return gs[0], nil
 }
 
-// loader reads objects once per request.
+// loader reads objects once per request, within the request's span and time budgets.
 type loader struct {
 	e        *Engine
 	from, to time.Time
 	objs     map[aggregator.ObjectKey]*Object
+	// spans counts the stored spans read; truncated is the message of the first budget that
+	// ran out ("" while none has).
+	spans     int
+	truncated string
+}
+
+// isDeadline reports whether err (or ctx) is the request's deadline, rather than a
+// cancellation or a store failure.
+func isDeadline(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded)
+}
+
+// truncate records that a budget ran out; the first reason is kept.
+func (l *loader) truncate(msg string) {
+	if l.truncated == "" {
+		l.truncated = msg
+	}
+}
+
+// nothingRead returns an error wrapping ErrBudget when a budget ran out before any of refs
+// (the objects a request starts from) was read.
+func (l *loader) nothingRead(refs []aggregator.ObjectRef) error {
+	if l.truncated == "" || len(refs) == 0 {
+		return nil
+	}
+	for _, ref := range refs {
+		if o := l.objs[ref.Key()]; o != nil && !o.Unread {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrBudget, l.truncated)
 }
 
 func (e *Engine) newLoader(from, to time.Time) *loader {
@@ -234,13 +274,20 @@ func (l *loader) load(ctx context.Context, ref aggregator.ObjectRef) (*Object, e
 	return l.objs[ref.Key()], nil
 }
 
-// loadMany loads the objects not loaded yet, reading all their windows in one batch.
+// loadMany loads the objects not loaded yet, reading their windows in batches of readChunk.
+// Once a budget ran out, the objects left are marked Unread instead.
 func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) error {
 	var todo []*Object
-	var windows []store.ObjectWindow
 	for _, ref := range refs {
 		key := ref.Key()
 		if _, ok := l.objs[key]; ok {
+			continue
+		}
+		o := &Object{Ref: ref, Key: key, Synthetic: true}
+		l.objs[key] = o
+		todo = append(todo, o)
+		if l.truncated != "" {
+			o.Unread = true
 			continue
 		}
 		found, err := l.e.r.FindObjects(ctx, store.ObjectQuery{
@@ -248,9 +295,13 @@ func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) erro
 			From: l.from, To: l.to, Limit: 1, Exact: true,
 		})
 		if err != nil {
+			if isDeadline(ctx, err) {
+				l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
+				o.Unread = true
+				continue
+			}
 			return err
 		}
-		o := &Object{Ref: ref, Key: key, Synthetic: true}
 		for _, f := range found {
 			if f.Object.Key() == key {
 				o.Ref = f.Object
@@ -258,23 +309,62 @@ func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) erro
 				break
 			}
 		}
-		l.objs[key] = o
-		todo = append(todo, o)
-		windows = append(windows, o.Windows...)
 	}
-	if len(windows) == 0 {
-		for _, o := range todo {
-			l.fill(o, nil)
+	for len(todo) > 0 {
+		n, windows := 0, 0
+		for n < len(todo) && (n == 0 || windows+len(todo[n].Windows) <= readChunk) {
+			windows += len(todo[n].Windows)
+			n++
 		}
-		return nil
+		batch := todo[:n]
+		todo = todo[n:]
+		if err := l.read(ctx, batch); err != nil {
+			return err
+		}
 	}
-	spans, err := l.e.r.GetTraces(ctx, windows)
-	if err != nil {
-		return err
+	return nil
+}
+
+// read reads the windows of a batch of objects and fills them, counting the spans read.
+func (l *loader) read(ctx context.Context, batch []*Object) error {
+	var ws []store.ObjectWindow
+	if l.truncated == "" && ctx.Err() != nil && isDeadline(ctx, ctx.Err()) {
+		l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
 	}
-	for _, o := range todo {
-		l.fill(o, spans[:len(o.Windows)])
+	if l.truncated == "" {
+		for _, o := range batch {
+			if !o.Unread {
+				ws = append(ws, o.Windows...)
+			}
+		}
+	}
+	var spans [][]*aggregator.Span
+	if len(ws) > 0 {
+		var err error
+		spans, err = l.e.r.GetTraces(ctx, ws)
+		if err != nil {
+			if !isDeadline(ctx, err) {
+				return err
+			}
+			l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
+			spans = nil
+		}
+	}
+	for _, o := range batch {
+		if o.Unread || l.truncated != "" {
+			o.Unread, o.Synthetic = true, false
+			l.fill(o, nil)
+			continue
+		}
+		per := spans[:len(o.Windows)]
 		spans = spans[len(o.Windows):]
+		for _, w := range per {
+			l.spans += len(w)
+		}
+		l.fill(o, per)
+		if l.spans >= l.e.cfg.MaxSpans {
+			l.truncate(spanBudgetMsg(l.e.cfg.MaxSpans))
+		}
 	}
 	return nil
 }
@@ -464,7 +554,10 @@ func (l *loader) bfs(ctx context.Context, w *walk, start aggregator.ObjectKey, r
 		}
 		level = next
 		if err := ctx.Err(); err != nil {
-			return last, err
+			if !isDeadline(ctx, err) {
+				return last, err
+			}
+			l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
 		}
 	}
 	return last, nil
@@ -533,6 +626,7 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 		}
 	}
 	for _, g := range out {
+		g.Truncated = l.truncated
 		// What one walk left out and another showed is not omitted.
 		for k, targets := range omitted[g] {
 			n := 0

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -37,28 +39,44 @@ type JaegerAPI struct{ queryAPI }
 
 // queryAPI is what the HTTP APIs over the query engine share.
 type queryAPI struct {
-	engine *Engine
-	reader store.Reader
-	logger *slog.Logger
-	now    func() time.Time
+	engine  *Engine
+	reader  store.Reader
+	cfg     Config
+	logger  *slog.Logger
+	metrics queryMetrics
+	now     func() time.Time
 }
 
-func newQueryAPI(e *Engine, tel telemetry.Settings) queryAPI {
-	return queryAPI{engine: e, reader: e.Reader(), logger: tel.Log().With("component", "frontend"), now: time.Now}
+func newQueryAPI(e *Engine, tel telemetry.Settings, api string) queryAPI {
+	return queryAPI{engine: e, reader: e.Reader(), cfg: e.Config(), logger: tel.Log().With("component", "frontend"),
+		metrics: newQueryMetrics(tel, api), now: time.Now}
 }
 
-// NewJaegerAPI serves Jaeger Query's HTTP API over the engine's store.
+// heavy limits h to the engine's concurrent heavy requests and bounds its time by
+// Config.Timeout.
+func (a *queryAPI) heavy(h http.HandlerFunc) http.HandlerFunc {
+	return heavy(a.engine.limiter, a.metrics, a.cfg.Timeout, h)
+}
+
+// truncated counts a truncated answer.
+func (a *queryAPI) truncated(ctx context.Context) {
+	a.metrics.truncated.Add(ctx, 1, metric.WithAttributes(a.metrics.api))
+}
+
+// NewJaegerAPI serves Jaeger Query's HTTP API over the engine's store, within the engine's
+// budgets (Config).
 func NewJaegerAPI(e *Engine, tel telemetry.Settings) *JaegerAPI {
-	return &JaegerAPI{newQueryAPI(e, tel)}
+	return &JaegerAPI{newQueryAPI(e, tel, "jaeger")}
 }
 
-// Register adds the routes to mux.
+// Register adds the routes to mux. Searches and trace lookups count as heavy requests
+// (Config.MaxConcurrent); services, operations and redirects do not.
 func (a *JaegerAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/services", a.services)
 	mux.HandleFunc("GET /api/services/{service}/operations", a.serviceOperations)
 	mux.HandleFunc("GET /api/operations", a.operations)
-	mux.HandleFunc("GET /api/traces", a.search)
-	mux.HandleFunc("GET /api/traces/{traceID}", a.getTrace)
+	mux.HandleFunc("GET /api/traces", a.heavy(a.search))
+	mux.HandleFunc("GET /api/traces/{traceID}", a.heavy(a.getTrace))
 	mux.HandleFunc("GET /redirect", a.redirect)
 }
 
@@ -73,12 +91,16 @@ func jaegerError(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, JaegerResponse{Errors: []JaegerError{{Code: code, Msg: fmt.Sprintf(format, args...)}}})
 }
 
-func (a *JaegerAPI) internalError(w http.ResponseWriter, what string, err error) {
-	if errors.Is(err, context.Canceled) {
-		return
+func (a *queryAPI) internalError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrBudget), errors.Is(err, context.DeadlineExceeded):
+		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
+		jaegerError(w, http.StatusServiceUnavailable, "%s: %v; narrow the time range", what, err)
+	default:
+		a.logger.Error(what, "error", err)
+		jaegerError(w, http.StatusInternalServerError, "%s: %v", what, err)
 	}
-	a.logger.Error(what, "error", err)
-	jaegerError(w, http.StatusInternalServerError, "%s: %v", what, err)
 }
 
 func (a *JaegerAPI) services(w http.ResponseWriter, _ *http.Request) {
@@ -185,27 +207,23 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 		applyTag(&req.Query, k, tags[k])
 	}
 
-	end := now
+	end := clampTime(now)
 	if s := q.Get("end"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return req, fmt.Errorf("malformed 'end' parameter %q, want Unix microseconds", s)
+		if end, err = parseMicros("end", s); err != nil {
+			return req, err
 		}
-		end = time.UnixMicro(n)
 	}
-	start := end.Add(-DefaultLookback)
+	start := before(end, DefaultLookback)
 	if s := q.Get("start"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return req, fmt.Errorf("malformed 'start' parameter %q, want Unix microseconds", s)
+		if start, err = parseMicros("start", s); err != nil {
+			return req, err
 		}
-		start = time.UnixMicro(n)
 	} else if lb := q.Get("lookback"); lb != "" && lb != "custom" {
 		d, err := parseLookback(lb)
 		if err != nil {
 			return req, err
 		}
-		start = end.Add(-d)
+		start = before(end, d)
 	}
 	if end.Before(start) {
 		return req, errors.New("'end' is before 'start'")
@@ -213,7 +231,7 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 	req.Query.From = start.Truncate(time.Second).UTC()
 	req.Query.To = end.UTC()
 	if end.Nanosecond() != 0 {
-		req.Query.To = end.Truncate(time.Second).Add(time.Second).UTC()
+		req.Query.To = clampTime(end.Truncate(time.Second).Add(time.Second)).UTC()
 	}
 
 	req.Query.Limit = DefaultAPILimit
@@ -235,6 +253,9 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 			if err != nil {
 				return req, fmt.Errorf("malformed '%s' parameter: %w", p.name, err)
 			}
+			if d < 0 {
+				return req, fmt.Errorf("malformed '%s' parameter %q: negative", p.name, s)
+			}
 			*p.dst = d
 		}
 	}
@@ -249,12 +270,14 @@ func parseLookback(s string) (time.Duration, error) {
 		return d, nil
 	}
 	if n := len(s); n > 1 {
-		if v, err := strconv.Atoi(s[:n-1]); err == nil && v > 0 {
-			switch s[n-1] {
-			case 'd':
-				return time.Duration(v) * 24 * time.Hour, nil
-			case 'w':
-				return time.Duration(v) * 7 * 24 * time.Hour, nil
+		if v, err := strconv.ParseInt(s[:n-1], 10, 64); (err == nil && v > 0) || errors.Is(err, strconv.ErrRange) && s[0] != '-' {
+			unit := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[n-1]]
+			switch {
+			case unit == 0:
+			case err != nil || v > int64(math.MaxInt64/unit):
+				return math.MaxInt64, nil // clamped: the range starts at MinQueryTime
+			default:
+				return time.Duration(v) * unit, nil
 			}
 		}
 	}
@@ -390,28 +413,53 @@ func (a *JaegerAPI) search(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	traces, err := a.Search(r.Context(), req)
+	var t truncation
+	traces, err := a.search1(r.Context(), req, &t)
 	if err != nil {
 		a.internalError(w, "search", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: traces})
+	resp := JaegerResponse{Data: traces}
+	if t.apply(w, &resp) {
+		a.truncated(r.Context())
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
-// Search runs a parsed search and draws its results.
+// Search runs a parsed search and draws its results, within the engine's budgets (Config):
+// a truncated result says so in its warnings (see Render).
 func (a *JaegerAPI) Search(ctx context.Context, req SearchRequest) ([]JaegerTrace, error) {
+	var t truncation
+	return a.search1(ctx, req, &t)
+}
+
+func (a *JaegerAPI) search1(ctx context.Context, req SearchRequest, t *truncation) ([]JaegerTrace, error) {
 	graphs, err := a.engine.Search(ctx, req.Query, req.Mode.Link)
 	if err != nil {
 		return nil, err
 	}
+	b := newRenderBudget(a.cfg.MaxRenderBytes)
 	out := make([]JaegerTrace, 0, len(graphs))
+	left := 0
 	for _, g := range graphs {
+		t.add(g.Truncated)
+		if b.exhausted {
+			left++
+			continue
+		}
 		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.Anchor.TraceID)
-		tr := Render(g, req.Mode.Display, id.TraceID())
+		tr := renderWithin(g, req.Mode.Display, id.TraceID(), b)
 		if !durationOK(tr, req.MinDuration, req.MaxDuration) {
 			continue
 		}
 		out = append(out, tr)
+	}
+	if b.exhausted {
+		msg := b.message()
+		if left > 0 {
+			msg += fmt.Sprintf(" (%d more results left out)", left)
+		}
+		t.add(msg)
 	}
 	return out, nil
 }
@@ -460,7 +508,7 @@ func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, e
 		if err != nil {
 			return JaegerTrace{}, err
 		}
-		return Render(g, d.Mode.Display, id), nil
+		return renderWithin(g, d.Mode.Display, id, newRenderBudget(a.cfg.MaxRenderBytes)), nil
 	}
 	return a.storedAsDisplay(ctx, id)
 }
@@ -486,7 +534,7 @@ func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (Jaeg
 	if err != nil {
 		return JaegerTrace{}, err
 	}
-	return Render(g, DefaultMode.Display, id), nil
+	return renderWithin(g, DefaultMode.Display, id, newRenderBudget(a.cfg.MaxRenderBytes)), nil
 }
 
 func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
@@ -504,8 +552,25 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.internalError(w, "get trace", err)
 	default:
-		writeJSON(w, http.StatusOK, JaegerResponse{Data: []JaegerTrace{tr}, Total: 1})
+		resp := JaegerResponse{Data: []JaegerTrace{tr}, Total: 1}
+		if truncatedTrace([]JaegerTrace{tr}, w, &resp) {
+			a.truncated(r.Context())
+		}
+		writeJSON(w, http.StatusOK, resp)
 	}
+}
+
+// truncatedTrace copies the truncation warnings of drawn traces into the response.
+func truncatedTrace(list []JaegerTrace, w http.ResponseWriter, resp *JaegerResponse) bool {
+	var t truncation
+	for _, tr := range list {
+		for _, w := range tr.Warnings {
+			if strings.HasPrefix(w, truncatedPrefix) {
+				t.add(w)
+			}
+		}
+	}
+	return t.apply(w, resp)
 }
 
 // lookup answers GET /api/traces?traceID=...: found traces in data, the others as errors.
@@ -535,6 +600,9 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 	if traces != nil {
 		resp.Data = traces
 	}
+	if truncatedTrace(traces, w, &resp) {
+		a.truncated(r.Context())
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -563,7 +631,7 @@ func (a *JaegerAPI) redirect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	win := a.engine.window
-	from, to := at.Add(-win).Truncate(time.Second).UTC(), at.Add(win).Truncate(time.Second).UTC()
+	from, to := clampTime(before(at, win).Truncate(time.Second)).UTC(), clampTime(at.Add(win).Truncate(time.Second)).UTC()
 	found, err := a.reader.FindObjects(r.Context(), store.ObjectQuery{
 		Cluster: q.Get("cluster"), Group: q.Get("group"), Resource: q.Get("resource"),
 		Namespace: q.Get("namespace"), Name: q.Get("name"), From: from, To: to, Limit: 1,

@@ -17,7 +17,7 @@ type Params struct {
 
 	// Reader is the store the frontend reads (store.Module provides it).
 	Reader    store.Reader
-	Config    EngineConfig       `optional:"true"`
+	Config    Config             `optional:"true"`
 	Window    aggregator.Window  `optional:"true"`
 	Telemetry telemetry.Settings `optional:"true"`
 }
@@ -35,7 +35,7 @@ type Result struct {
 // NativeAPI, JaegerAPI and UIAPI; mount them on any mux with Handler.Register.
 func New(p Params) Result {
 	e := NewEngine(p.Reader, p.Window, p.Config)
-	native := NewNativeAPI(p.Reader, p.Telemetry)
+	native := NewNativeAPI(p.Reader, p.Telemetry).ShareLimits(e)
 	jaeger := NewJaegerAPI(e, p.Telemetry)
 	ui := NewUIAPI(e, p.Telemetry)
 	return Result{Engine: e, Handler: httpserver.HandlerFunc(func(mux *http.ServeMux) {

@@ -1,0 +1,131 @@
+package frontend
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// renderBudget is what one request may still render, in bytes of JSON. It measures each
+// value by encoding it once into a counter.
+type renderBudget struct {
+	limit, used int64
+	exhausted   bool
+	counter     byteCounter
+	enc         *json.Encoder
+}
+
+type byteCounter struct{ n int64 }
+
+func (c *byteCounter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func newRenderBudget(limit int64) *renderBudget {
+	b := &renderBudget{limit: limit}
+	b.enc = json.NewEncoder(&b.counter)
+	return b
+}
+
+// take spends the size of v and reports true, or reports false (and marks the budget
+// exhausted) when v does not fit. force spends it anyway: the root of a trace is always drawn.
+func (b *renderBudget) take(v any, force bool) bool {
+	if b == nil {
+		return true
+	}
+	if b.exhausted && !force {
+		return false
+	}
+	b.counter.n = 0
+	if err := b.enc.Encode(v); err != nil {
+		return false
+	}
+	if !force && b.used+b.counter.n > b.limit {
+		b.exhausted = true
+		return false
+	}
+	b.used += b.counter.n
+	return true
+}
+
+// message is the truncation message of an exhausted budget.
+func (b *renderBudget) message() string {
+	return renderBudgetMsg(b.limit)
+}
+
+// truncatedPrefix starts every truncation message.
+const truncatedPrefix = "result truncated: "
+
+func renderBudgetMsg(limit int64) string {
+	size := fmt.Sprintf("%d bytes", limit)
+	if limit >= 1<<20 && limit%(1<<20) == 0 {
+		size = fmt.Sprintf("%d MiB", limit>>20)
+	}
+	return "result truncated: render budget of " + size + " reached; narrow the time range"
+}
+
+// markTruncated makes a truncation visible where stock Jaeger UI shows it: in the trace's and
+// its first span's warnings and, with marker, as a span named by the message under the first
+// span (the root of a drawn tree).
+func markTruncated(tr *JaegerTrace, msg string, marker bool) {
+	tr.Warnings = append(tr.Warnings, msg)
+	if len(tr.Spans) == 0 {
+		return
+	}
+	root := &tr.Spans[0]
+	root.Warnings = append(root.Warnings, msg)
+	if !marker {
+		return
+	}
+	tr.Spans = append(tr.Spans, JaegerSpan{
+		TraceID: tr.TraceID, SpanID: hashID("truncated", msg).String(), OperationName: msg,
+		References: []JaegerReference{{RefType: "CHILD_OF", TraceID: tr.TraceID, SpanID: root.SpanID}},
+		StartTime:  root.StartTime, Tags: []JaegerKeyValue{str("kelemetry.span.kind", "truncated")},
+		Logs: []JaegerLog{}, ProcessID: root.ProcessID, Warnings: []string{msg},
+	})
+}
+
+// renderWithin draws g like Render, spending b (nil: unbounded). What the budget or the
+// engine's budgets left out is marked (markTruncated).
+func renderWithin(g *Graph, d DisplayMode, id trace.TraceID, b *renderBudget) JaegerTrace {
+	root := build(g)
+	for _, s := range pipelines[d] {
+		root = s(root)
+	}
+	tr := toJaeger(JaegerTraceID(id), root, b)
+	if g.Truncated != "" {
+		markTruncated(&tr, g.Truncated, true)
+	}
+	if b != nil && b.exhausted {
+		markTruncated(&tr, b.message(), true)
+	}
+	return tr
+}
+
+// truncation collects the truncation messages of one response, each once.
+type truncation struct{ msgs []string }
+
+func (t *truncation) add(msg string) {
+	if msg == "" {
+		return
+	}
+	for _, m := range t.msgs {
+		if m == msg {
+			return
+		}
+	}
+	t.msgs = append(t.msgs, msg)
+}
+
+// apply puts the messages into the envelope (errors and truncated) and a response header.
+func (t *truncation) apply(w http.ResponseWriter, resp *JaegerResponse) bool {
+	if len(t.msgs) == 0 {
+		return false
+	}
+	resp.Truncated = t.msgs[0]
+	for _, m := range t.msgs {
+		resp.Errors = append(resp.Errors, JaegerError{Msg: m})
+	}
+	w.Header().Set("X-Kelemetry-Truncated", t.msgs[0])
+	return true
+}
