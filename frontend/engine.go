@@ -179,8 +179,15 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 		return nil, err
 	}
 	walks := make([]*walk, 0, len(found))
+	// A found object that an earlier walk reached joins that walk's result instead of being
+	// walked again: a thousand Pods of one Deployment make one walk, not a thousand.
+	reached := map[aggregator.ObjectKey]*walk{}
 	for _, f := range found {
 		if len(f.Windows) == 0 {
+			continue
+		}
+		if w := reached[f.Object.Key()]; w != nil {
+			w.joined = append(w.joined, f.Object.Key())
 			continue
 		}
 		w, err := l.walkFrom(ctx, f.Object, mode)
@@ -189,6 +196,11 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 		}
 		w.anchor = f.Windows[0]
 		walks = append(walks, w)
+		for _, k := range w.order {
+			if reached[k] == nil {
+				reached[k] = w
+			}
+		}
 	}
 	return l.graphs(walks), nil
 }
@@ -228,6 +240,8 @@ type loader struct {
 	// ran out ("" while none has).
 	spans     int
 	truncated string
+	// omitted are the related objects budgets or the depth left out, by the object linking them.
+	omitted map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool
 }
 
 // isDeadline reports whether err (or ctx) is the request's deadline, rather than a
@@ -258,7 +272,8 @@ func (l *loader) nothingRead(refs []aggregator.ObjectRef) error {
 }
 
 func (e *Engine) newLoader(from, to time.Time) *loader {
-	return &loader{e: e, from: from, to: to, objs: map[aggregator.ObjectKey]*Object{}}
+	return &loader{e: e, from: from, to: to, objs: map[aggregator.ObjectKey]*Object{},
+		omitted: map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}}
 }
 
 func (l *loader) inRange(t time.Time) bool {
@@ -437,8 +452,9 @@ type walk struct {
 	visited map[aggregator.ObjectKey]bool
 	order   []aggregator.ObjectKey
 	edges   map[[2]aggregator.ObjectKey]string // {parent, child} -> class
-	omitted map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool
-	added   int // objects added besides the seed
+	added   int                                // objects added besides the seed
+	// joined are found objects this walk reached, which were not walked from themselves.
+	joined []aggregator.ObjectKey
 }
 
 // edge records a relation; of two links between the same objects, one with a class wins.
@@ -448,11 +464,14 @@ func (w *walk) edge(pair [2]aggregator.ObjectKey, class string) {
 	}
 }
 
-func (w *walk) omit(from, target aggregator.ObjectKey) {
-	if w.omitted[from] == nil {
-		w.omitted[from] = map[aggregator.ObjectKey]bool{}
+// omit records that a budget or the depth left target out where from links to it. It is kept
+// per request, not per walk: from belongs to one result group, and a thousand walks past one
+// wide level record its omissions once.
+func (l *loader) omit(from, target aggregator.ObjectKey) {
+	if l.omitted[from] == nil {
+		l.omitted[from] = map[aggregator.ObjectKey]bool{}
 	}
-	w.omitted[from][target] = true
+	l.omitted[from][target] = true
 }
 
 func (w *walk) visit(k aggregator.ObjectKey) {
@@ -468,7 +487,7 @@ func (l *loader) walkFrom(ctx context.Context, seed aggregator.ObjectRef, mode L
 	}
 	w := &walk{
 		seed: seed.Key(), visited: map[aggregator.ObjectKey]bool{},
-		edges: map[[2]aggregator.ObjectKey]string{}, omitted: map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{},
+		edges: map[[2]aggregator.ObjectKey]string{},
 	}
 	w.visit(w.seed)
 	depth := l.e.cfg.Depth
@@ -532,7 +551,7 @@ func (l *loader) bfs(ctx context.Context, w *walk, start aggregator.ObjectKey, r
 				}
 				known := w.visited[tk]
 				if d >= depth || (!known && (addedHere >= cfg.PerLevel || w.added >= cfg.Total)) {
-					w.omit(k, tk)
+					l.omit(k, tk)
 					continue
 				}
 				if !known {
@@ -593,7 +612,7 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 	}
 	var out []*Graph
 	byRoot := map[int]*Graph{}
-	omitted := map[*Graph]map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}
+	edges := map[*Graph]map[[2]aggregator.ObjectKey]string{}
 	for i, w := range walks {
 		r := find(i)
 		g := byRoot[r]
@@ -604,31 +623,32 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 				References: map[aggregator.ObjectKey][]Edge{}, Omitted: map[aggregator.ObjectKey]int{},
 			}
 			byRoot[r] = g
+			edges[g] = map[[2]aggregator.ObjectKey]string{}
 			out = append(out, g)
 		}
 		g.Seeds = append(g.Seeds, w.seed)
+		g.Seeds = append(g.Seeds, w.joined...)
 		for _, k := range w.order {
 			g.Objects[k] = l.objs[k]
 		}
 		for pair, class := range w.edges {
-			g.Children[pair[0]] = append(g.Children[pair[0]], Edge{Parent: pair[0], Child: pair[1], Class: class})
-		}
-		if omitted[g] == nil {
-			omitted[g] = map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}
-		}
-		for k, targets := range w.omitted {
-			if omitted[g][k] == nil {
-				omitted[g][k] = map[aggregator.ObjectKey]bool{}
+			// Walks of one group share most edges: keep each once, one with a class first.
+			if old, ok := edges[g][pair]; ok && (old != "" || class == "") {
+				continue
 			}
-			for tk := range targets {
-				omitted[g][k][tk] = true
-			}
+			edges[g][pair] = class
 		}
 	}
 	for _, g := range out {
+		for pair, class := range edges[g] {
+			g.Children[pair[0]] = append(g.Children[pair[0]], Edge{Parent: pair[0], Child: pair[1], Class: class})
+		}
 		g.Truncated = l.truncated
 		// What one walk left out and another showed is not omitted.
-		for k, targets := range omitted[g] {
+		for k, targets := range l.omitted {
+			if g.Objects[k] == nil {
+				continue
+			}
 			n := 0
 			for tk := range targets {
 				if g.Objects[tk] == nil {

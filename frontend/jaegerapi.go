@@ -419,11 +419,11 @@ func (a *JaegerAPI) search(w http.ResponseWriter, r *http.Request) {
 		a.internalError(w, "search", err)
 		return
 	}
-	resp := JaegerResponse{Data: traces}
+	var resp JaegerResponse
 	if t.apply(w, &resp) {
 		a.truncated(r.Context())
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeTraces(w, http.StatusOK, resp, traces)
 }
 
 // Search runs a parsed search and draws its results, within the engine's budgets (Config):
@@ -552,11 +552,11 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.internalError(w, "get trace", err)
 	default:
-		resp := JaegerResponse{Data: []JaegerTrace{tr}, Total: 1}
+		resp := JaegerResponse{Total: 1}
 		if truncatedTrace([]JaegerTrace{tr}, w, &resp) {
 			a.truncated(r.Context())
 		}
-		writeJSON(w, http.StatusOK, resp)
+		writeTraces(w, http.StatusOK, resp, []JaegerTrace{tr})
 	}
 }
 

@@ -527,10 +527,11 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 		for _, l := range n.logs {
 			js.Logs = append(js.Logs, JaegerLog{Timestamp: l.time.UnixMicro(), Fields: l.fields})
 		}
-		if !b.take(&js, n == root) {
-			return
-		}
 		out.Spans = append(out.Spans, js)
+		if !b.take(&out.Spans[len(out.Spans)-1], n == root) {
+			out.Spans[len(out.Spans)-1] = JaegerSpan{}
+			out.Spans = out.Spans[:len(out.Spans)-1]
+		}
 	})
 	return out
 }

@@ -1,6 +1,8 @@
 package frontend
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -128,4 +130,60 @@ func (t *truncation) apply(w http.ResponseWriter, resp *JaegerResponse) bool {
 	}
 	w.Header().Set("X-Kelemetry-Truncated", t.msgs[0])
 	return true
+}
+
+// writeTraces writes a response whose data are traces span by span, so that a large answer is
+// never held whole in one buffer. The bytes are those json.Marshal gives for resp (and a
+// newline, as writeJSON ends with).
+func writeTraces(w http.ResponseWriter, code int, resp JaegerResponse, traces []JaegerTrace) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	put := func(v any) bool {
+		buf.Reset()
+		if err := enc.Encode(v); err != nil {
+			return false
+		}
+		_, err := bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}))
+		return err == nil
+	}
+	raw := func(s string) bool { _, err := bw.WriteString(s); return err == nil }
+	ok := raw(`{"data":`)
+	if traces == nil {
+		ok = ok && raw("null")
+	} else {
+		ok = ok && raw("[")
+		for i := range traces {
+			tr := &traces[i]
+			if i > 0 {
+				ok = ok && raw(",")
+			}
+			ok = ok && raw(`{"traceID":`) && put(tr.TraceID) && raw(`,"spans":`)
+			if tr.Spans == nil {
+				ok = ok && raw("null")
+			} else {
+				ok = ok && raw("[")
+				for j := range tr.Spans {
+					if j > 0 {
+						ok = ok && raw(",")
+					}
+					ok = ok && put(&tr.Spans[j])
+				}
+				ok = ok && raw("]")
+			}
+			ok = ok && raw(`,"processes":`) && put(tr.Processes) && raw(`,"warnings":`) && put(tr.Warnings) && raw("}")
+		}
+		ok = ok && raw("]")
+	}
+	// The rest of the envelope, without data, spliced after it.
+	resp.Data = nil
+	buf.Reset()
+	if err := enc.Encode(resp); err != nil || !ok {
+		return
+	}
+	rest := bytes.TrimPrefix(buf.Bytes(), []byte(`{"data":null`))
+	_, _ = bw.Write(rest)
+	_ = bw.Flush()
 }
