@@ -91,3 +91,17 @@ func TestTimeBudgetTruncatesSearch(t *testing.T) {
 	require.ErrorIs(t, err, frontend.ErrBudget)
 	assert.ErrorContains(t, err, "time budget of 50ms reached")
 }
+
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, frontend.Config{}.Validate())
+	err := frontend.Config{MaxSpans: -1, Timeout: -time.Second, MaxConcurrent: -2}.Validate()
+	require.Error(t, err)
+	for _, key := range []string{"maxSpans", "timeout", "maxConcurrent"} {
+		assert.ErrorContains(t, err, key)
+	}
+	_, err = frontend.New(frontend.Params{Reader: store.NewMemory(store.MemoryConfig{}, 0), Config: frontend.Config{MaxRenderBytes: -1}})
+	assert.ErrorContains(t, err, "maxRenderBytes")
+	d := frontend.Config{}.WithDefaults()
+	assert.Equal(t, frontend.Config{Depth: 3, PerLevel: 100, Total: 500, MaxSpans: 200_000, MaxRenderBytes: 64 << 20,
+		Timeout: 30 * time.Second, MaxConcurrent: 4, QueueWait: 2 * time.Second}, d)
+}

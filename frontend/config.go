@@ -34,9 +34,7 @@ type Config struct {
 	QueueWait time.Duration `yaml:"queueWait"`
 }
 
-// EngineConfig is the former name of Config.
-//
-// Deprecated: use Config.
+// EngineConfig is the former name of Config, kept for existing callers.
 type EngineConfig = Config
 
 // Defaults for Config.

@@ -270,15 +270,15 @@ func parseLookback(s string) (time.Duration, error) {
 		return d, nil
 	}
 	if n := len(s); n > 1 {
-		if v, err := strconv.ParseInt(s[:n-1], 10, 64); (err == nil && v > 0) || errors.Is(err, strconv.ErrRange) && s[0] != '-' {
-			unit := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[n-1]]
-			switch {
-			case unit == 0:
-			case err != nil || v > int64(math.MaxInt64/unit):
-				return math.MaxInt64, nil // clamped: the range starts at MinQueryTime
-			default:
-				return time.Duration(v) * unit, nil
-			}
+		unit := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[n-1]]
+		v, err := strconv.ParseInt(s[:n-1], 10, 64)
+		tooLong := errors.Is(err, strconv.ErrRange) && s[0] != '-'
+		switch {
+		case unit == 0:
+		case tooLong || (err == nil && v > int64(math.MaxInt64/unit)):
+			return math.MaxInt64, nil // clamped: the range starts at MinQueryTime
+		case err == nil && v > 0:
+			return time.Duration(v) * unit, nil
 		}
 	}
 	return 0, fmt.Errorf("malformed 'lookback' parameter %q", s)

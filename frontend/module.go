@@ -32,8 +32,13 @@ type Result struct {
 }
 
 // New builds the query engine over p.Reader and its HTTP APIs. The handler's routes are those of
-// NativeAPI, JaegerAPI and UIAPI; mount them on any mux with Handler.Register.
-func New(p Params) Result {
+// NativeAPI, JaegerAPI and UIAPI; mount them on any mux with Handler.Register. The APIs share
+// the engine's budgets and its limit of concurrent heavy requests. It fails on an invalid
+// p.Config.
+func New(p Params) (Result, error) {
+	if err := p.Config.Validate(); err != nil {
+		return Result{}, err
+	}
 	e := NewEngine(p.Reader, p.Window, p.Config)
 	native := NewNativeAPI(p.Reader, p.Telemetry).ShareLimits(e)
 	jaeger := NewJaegerAPI(e, p.Telemetry)
@@ -42,7 +47,7 @@ func New(p Params) Result {
 		native.Register(mux)
 		jaeger.Register(mux)
 		ui.Register(mux)
-	})}
+	})}, nil
 }
 
 // Module provides the query engine and serves its APIs on the API listener (with
