@@ -3,6 +3,7 @@ package frontend_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -265,4 +266,29 @@ func TestQueryBoundsClamped(t *testing.T) {
 			assert.Equal(t, http.StatusNotFound, resp.StatusCode, "nothing stored then, and no overflow: %s", ts)
 		}
 	})
+}
+
+func TestNothingReadInTimeIs503(t *testing.T) {
+	srv := serveAll(t, &slowReader{Reader: wideWorld(t, 2)}, frontend.Config{Timeout: 50 * time.Millisecond}, telemetry.Settings{})
+	for _, path := range []string{fullTreeQuery, "/api/ui/search?start=0"} {
+		ans, env, _ := getTrunc(t, srv.URL+path)
+		assert.Equal(t, http.StatusServiceUnavailable, ans.StatusCode, path)
+		assert.NotEmpty(t, ans.Header.Get("Retry-After"), path)
+		require.Len(t, env.Errors, 1, path)
+		assert.Equal(t, "search: query budget exhausted: time budget of 50ms reached; narrow the time range", env.Errors[0].Msg, path)
+	}
+}
+
+func TestLookupSharesRenderBudget(t *testing.T) {
+	st := wideWorld(t, 50)
+	srv := serveAll(t, st, frontend.Config{MaxRenderBytes: 2048}, telemetry.Settings{})
+	var q []string
+	for p := range 5 {
+		q = append(q, "traceID="+aggregator.TraceIDFor(obj("pods", fmt.Sprintf("web-1-%04d", p)).Key(), w0).String())
+	}
+	ans, env, size := getTrunc(t, srv.URL+"/api/traces?"+strings.Join(q, "&"))
+	require.Equal(t, http.StatusOK, ans.StatusCode)
+	assert.Less(t, len(env.Data), 5, "the budget is the request's, not each trace's")
+	assert.LessOrEqual(t, size, 2048+4096)
+	assert.Contains(t, env.Truncated, "result truncated: render budget of 2048 bytes reached; narrow the time range")
 }

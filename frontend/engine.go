@@ -163,7 +163,7 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 	})
 	if err != nil {
 		if isDeadline(ctx, err) {
-			return nil, fmt.Errorf("find objects: %w: %s", ErrBudget, timeBudgetMsg(e.cfg.Timeout))
+			return nil, fmt.Errorf("find objects: %w: %s", ErrBudget, strings.TrimPrefix(timeBudgetMsg(e.cfg.Timeout), truncatedPrefix))
 		}
 		return nil, err
 	}
@@ -268,7 +268,7 @@ func (l *loader) nothingRead(refs []aggregator.ObjectRef) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s", ErrBudget, l.truncated)
+	return fmt.Errorf("%w: %s", ErrBudget, strings.TrimPrefix(l.truncated, truncatedPrefix))
 }
 
 func (e *Engine) newLoader(from, to time.Time) *loader {

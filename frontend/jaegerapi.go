@@ -94,9 +94,12 @@ func jaegerError(w http.ResponseWriter, code int, format string, args ...any) {
 func (a *queryAPI) internalError(w http.ResponseWriter, what string, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
-	case errors.Is(err, ErrBudget), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrBudget):
 		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
-		jaegerError(w, http.StatusServiceUnavailable, "%s: %v; narrow the time range", what, err)
+		jaegerError(w, http.StatusServiceUnavailable, "%s: %v", what, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
+		jaegerError(w, http.StatusServiceUnavailable, "%s: time budget of %s reached; narrow the time range", what, a.cfg.Timeout)
 	default:
 		a.logger.Error(what, "error", err)
 		jaegerError(w, http.StatusInternalServerError, "%s: %v", what, err)
@@ -482,13 +485,18 @@ var errBadID = errors.New("bad trace ID")
 // and draws it. It returns an error wrapping errTraceNotFound or errBadID for unknown or
 // malformed IDs.
 func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
+	return a.trace(ctx, id, newRenderBudget(a.cfg.MaxRenderBytes))
+}
+
+// trace is Trace within the render budget b, which several lookups may share.
+func (a *JaegerAPI) trace(ctx context.Context, id trace.TraceID, b *renderBudget) (JaegerTrace, error) {
 	d, err := ParseDisplayID(id)
 	if errors.Is(err, errNotDisplayID) {
-		return a.storedAsDisplay(ctx, id)
+		return a.storedAsDisplay(ctx, id, b)
 	}
 	if err != nil {
 		// A stored trace ID may start with ff too.
-		if tr, serr := a.storedAsDisplay(ctx, id); serr == nil {
+		if tr, serr := a.storedAsDisplay(ctx, id, b); serr == nil {
 			return tr, nil
 		}
 		return JaegerTrace{}, fmt.Errorf("%w: %w", errBadID, err)
@@ -508,12 +516,12 @@ func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, e
 		if err != nil {
 			return JaegerTrace{}, err
 		}
-		return renderWithin(g, d.Mode.Display, id, newRenderBudget(a.cfg.MaxRenderBytes)), nil
+		return renderWithin(g, d.Mode.Display, id, b), nil
 	}
-	return a.storedAsDisplay(ctx, id)
+	return a.storedAsDisplay(ctx, id, b)
 }
 
-func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
+func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID, b *renderBudget) (JaegerTrace, error) {
 	spans, err := a.reader.GetTrace(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return JaegerTrace{}, errTraceNotFound
@@ -534,7 +542,7 @@ func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (Jaeg
 	if err != nil {
 		return JaegerTrace{}, err
 	}
-	return renderWithin(g, DefaultMode.Display, id, newRenderBudget(a.cfg.MaxRenderBytes)), nil
+	return renderWithin(g, DefaultMode.Display, id, b), nil
 }
 
 func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
@@ -553,37 +561,32 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 		a.internalError(w, "get trace", err)
 	default:
 		resp := JaegerResponse{Total: 1}
-		if truncatedTrace([]JaegerTrace{tr}, w, &resp) {
+		var t truncation
+		t.fromTraces([]JaegerTrace{tr})
+		if t.apply(w, &resp) {
 			a.truncated(r.Context())
 		}
 		writeTraces(w, http.StatusOK, resp, []JaegerTrace{tr})
 	}
 }
 
-// truncatedTrace copies the truncation warnings of drawn traces into the response.
-func truncatedTrace(list []JaegerTrace, w http.ResponseWriter, resp *JaegerResponse) bool {
-	var t truncation
-	for _, tr := range list {
-		for _, w := range tr.Warnings {
-			if strings.HasPrefix(w, truncatedPrefix) {
-				t.add(w)
-			}
-		}
-	}
-	return t.apply(w, resp)
-}
-
 // lookup answers GET /api/traces?traceID=...: found traces in data, the others as errors.
 func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string) {
 	resp := JaegerResponse{Data: []JaegerTrace{}}
 	var traces []JaegerTrace
+	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	left := 0
 	for _, s := range ids {
+		if b.exhausted {
+			left++
+			continue
+		}
 		id, err := ParseTraceID(s)
 		if err != nil {
 			jaegerError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
-		tr, err := a.Trace(r.Context(), id)
+		tr, err := a.trace(r.Context(), id, b)
 		switch {
 		case errors.Is(err, errBadID):
 			jaegerError(w, http.StatusBadRequest, "%v", err)
@@ -600,7 +603,12 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 	if traces != nil {
 		resp.Data = traces
 	}
-	if truncatedTrace(traces, w, &resp) {
+	var t truncation
+	t.fromTraces(traces)
+	if left > 0 {
+		t.add(fmt.Sprintf("%s (%d more traces left out)", b.message(), left))
+	}
+	if t.apply(w, &resp) {
 		a.truncated(r.Context())
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -47,6 +48,9 @@ func (b *renderBudget) take(v any, force bool) bool {
 		return false
 	}
 	b.used += b.counter.n
+	if b.used > b.limit {
+		b.exhausted = true // a forced value went past the limit: nothing more fits
+	}
 	return true
 }
 
@@ -117,6 +121,17 @@ func (t *truncation) add(msg string) {
 		}
 	}
 	t.msgs = append(t.msgs, msg)
+}
+
+// fromTraces adds the truncation warnings of drawn traces.
+func (t *truncation) fromTraces(list []JaegerTrace) {
+	for _, tr := range list {
+		for _, w := range tr.Warnings {
+			if strings.HasPrefix(w, truncatedPrefix) {
+				t.add(w)
+			}
+		}
+	}
 }
 
 // apply puts the messages into the envelope (errors and truncated) and a response header.
