@@ -190,6 +190,10 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 			w.joined = append(w.joined, f.Object.Key())
 			continue
 		}
+		if err := ctx.Err(); err != nil && len(walks) > 0 && isDeadline(ctx, err) {
+			l.truncate(timeBudgetMsg(e.cfg.Timeout))
+			break // the results walked so far are the answer
+		}
 		w, err := l.walkFrom(ctx, f.Object, mode)
 		if err != nil {
 			return nil, err
