@@ -3,6 +3,12 @@ package frontend_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,5 +56,135 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 		if len(tr.Spans) != 1002 {
 			b.Fatalf("%d spans", len(tr.Spans))
 		}
+	}
+}
+
+// countingWriter is a ResponseWriter that keeps only the size of the body.
+type countingWriter struct {
+	h    http.Header
+	code int
+	n    int64
+}
+
+func (w *countingWriter) Header() http.Header         { return w.h }
+func (w *countingWriter) WriteHeader(code int)        { w.code = code }
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+func liveHeap() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
+}
+
+// peakHeap samples the live heap every millisecond until stop is called, which returns the
+// highest value seen.
+func peakHeap() (stop func() uint64) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak atomic.Uint64
+	read := func() {
+		metrics.Read(sample)
+		if v := sample[0].Value.Uint64(); v > peak.Load() {
+			peak.Store(v)
+		}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-finished
+		read()
+		return peak.Load()
+	}
+}
+
+// BenchmarkFullTree100kSpans is the issue's request (GET /api/traces?service=tree [full tree]
+// &start=0&limit=1000) over a Deployment, a ReplicaSet and 1,000 Pods of 100 events each
+// (about 102,000 stored spans in the memory store), without budgets and with the defaults.
+// It reports the body size and the peak live heap during the request.
+//
+//	go test -run '^$' -bench FullTree100kSpans -benchtime 3x -benchmem ./frontend/
+func BenchmarkFullTree100kSpans(b *testing.B) {
+	var w world
+	dep, rs := obj("deployments", "web"), obj("replicasets", "web-1")
+	w.link(dep, rs, w0, "children")
+	for p := range 1000 {
+		pod := obj("pods", fmt.Sprintf("web-1-%04d", p))
+		w.link(rs, pod, w0, "children")
+		for e := range 100 {
+			// About the attributes of a recorded audit event.
+			w.event(pod, w0.Add(time.Duration(e)*time.Second), fmt.Sprintf("%d-%d", p, e),
+				aggregator.Attr{Key: aggregator.AttrVerb, Value: "patch"},
+				aggregator.Attr{Key: aggregator.AttrUserAgent, Value: "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/abcdef0/system:serviceaccount:kube-system:replicaset-controller"},
+				aggregator.Attr{Key: aggregator.AttrSourceIP, Value: "172.18.0.2"},
+				aggregator.Attr{Key: aggregator.AttrStatusCode, Value: "200"},
+				aggregator.Attr{Key: aggregator.AttrAuditID, Value: fmt.Sprintf("6f1e0c2a-3b4d-4e5f-8a9b-%012d", p*100+e)},
+				aggregator.Attr{Key: aggregator.AttrSubresource, Value: "status"},
+				aggregator.Attr{Key: "kelemetry.audit.request.uri", Value: fmt.Sprintf("/api/v1/namespaces/ns/pods/web-1-%04d/status?fieldManager=kubelet&resourceVersion=%d", p, e)},
+				aggregator.Attr{Key: "kelemetry.object.resourceVersion", Value: fmt.Sprintf("%d", 100000+p*100+e)})
+		}
+	}
+	st := store.NewMemory(store.MemoryConfig{}, 0)
+	require.NoError(b, st.Export(context.Background(), w.spans))
+	b.Logf("%d stored spans", len(w.spans))
+	w.spans = nil
+	for _, c := range []struct {
+		name string
+		cfg  frontend.Config
+	}{
+		{"unbounded", frontend.Config{PerLevel: 2000, Total: 2000, MaxSpans: 1 << 30, MaxRenderBytes: 1 << 40}},
+		{"defaults-wide", frontend.Config{PerLevel: 2000, Total: 2000}},
+		{"defaults", frontend.Config{}},
+		{"render16MiB", frontend.Config{PerLevel: 2000, Total: 2000, MaxRenderBytes: 16 << 20}},
+		{"spans20k", frontend.Config{PerLevel: 2000, Total: 2000, MaxSpans: 20_000}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			mux := http.NewServeMux()
+			frontend.NewJaegerAPI(frontend.NewEngine(st, 0, c.cfg), telemetry.Settings{}).Register(mux)
+			req := httptest.NewRequest(http.MethodGet, "/api/traces?service=tree%20%5Bfull%20tree%5D&start=0&limit=1000", nil)
+			var size int64
+			var peak, before uint64
+			for b.Loop() {
+				runtime.GC()
+				before = liveHeap()
+				stop := peakHeap()
+				rw := &countingWriter{h: http.Header{}}
+				mux.ServeHTTP(rw, req)
+				peak = max(peak, stop())
+				if rw.code != http.StatusOK {
+					b.Fatalf("status %d", rw.code)
+				}
+				size = rw.n
+			}
+			b.ReportMetric(float64(size)/(1<<20), "MiB-rendered")
+			b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-heap")
+			b.ReportMetric(float64(peak-min(before, peak))/(1<<20), "MiB-peak-growth")
+			if c.name != "defaults" {
+				return
+			}
+			// Four at once, as the issue measured (4.26 GB before).
+			runtime.GC()
+			before = liveHeap()
+			stop := peakHeap()
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() { mux.ServeHTTP(&countingWriter{h: http.Header{}}, req) })
+			}
+			wg.Wait()
+			peak4 := stop()
+			b.ReportMetric(float64(peak4-min(before, peak4))/(1<<20), "MiB-peak-growth-4-parallel")
+
+		})
 	}
 }

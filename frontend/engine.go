@@ -31,37 +31,6 @@ func (m LinkMode) Valid() bool {
 	return m == LinkNone || m == LinkFullTree || m == LinkAncestors || m == LinkDescendants
 }
 
-// EngineConfig bounds link following. Zero fields mean the defaults.
-type EngineConfig struct {
-	// Depth is how many levels links are followed up or down (default 3).
-	Depth int
-	// PerLevel bounds the objects one breadth-first level adds (default 100).
-	PerLevel int
-	// Total bounds the objects one walk adds to the found object (default 500).
-	Total int
-}
-
-// Engine defaults.
-const (
-	DefaultDepth    = 3
-	DefaultPerLevel = 100
-	DefaultTotal    = 500
-)
-
-// WithDefaults returns c with zero fields set to their defaults.
-func (c EngineConfig) WithDefaults() EngineConfig {
-	if c.Depth <= 0 {
-		c.Depth = DefaultDepth
-	}
-	if c.PerLevel <= 0 {
-		c.PerLevel = DefaultPerLevel
-	}
-	if c.Total <= 0 {
-		c.Total = DefaultTotal
-	}
-	return c
-}
-
 // Query selects the objects a search starts from.
 type Query struct {
 	// Cluster, Group, Resource, Namespace and Name must equal the object's; empty matches any.
@@ -92,6 +61,9 @@ type Object struct {
 	Synthetic bool
 	// Events are the event spans that start within the range, sorted by (Start, SpanID).
 	Events []*aggregator.Span
+	// Unread is set when a budget of the request (spans read, time) ran out before the
+	// object's spans were read: it is named, without events, attributes or links.
+	Unread bool
 
 	links []objLink
 }
@@ -126,18 +98,25 @@ type Graph struct {
 	References map[aggregator.ObjectKey][]Edge
 	// Omitted counts, by object, the related objects a budget or the depth left out.
 	Omitted map[aggregator.ObjectKey]int
+	// Truncated, when not empty, says which budget of the request (Config.MaxSpans,
+	// Config.Timeout) ran out, e.g. "result truncated: span budget of 200000 reached; narrow
+	// the time range". Objects not read then are marked Unread.
+	Truncated string
 }
 
 // Engine finds objects, follows their links and merges their windows.
 type Engine struct {
-	r      store.Reader
-	window time.Duration
-	cfg    EngineConfig
+	r       store.Reader
+	window  time.Duration
+	cfg     Config
+	limiter *limiter
 }
 
-// NewEngine returns an engine over r, whose traces have windows of length w.
-func NewEngine(r store.Reader, w aggregator.Window, cfg EngineConfig) *Engine {
-	return &Engine{r: r, window: w.Length(), cfg: cfg.WithDefaults()}
+// NewEngine returns an engine over r, whose traces have windows of length w. The APIs built
+// on it share its limit of concurrent heavy requests (Config.MaxConcurrent).
+func NewEngine(r store.Reader, w aggregator.Window, cfg Config) *Engine {
+	cfg = cfg.WithDefaults()
+	return &Engine{r: r, window: w.Length(), cfg: cfg, limiter: newLimiter(cfg.MaxConcurrent, cfg.QueueWait)}
 }
 
 // Reader is the store the engine reads.
@@ -147,14 +126,33 @@ func (e *Engine) Reader() store.Reader { return e.r }
 func (e *Engine) Window() time.Duration { return e.window }
 
 // Config returns the engine's configuration with defaults applied.
-func (e *Engine) Config() EngineConfig { return e.cfg }
+func (e *Engine) Config() Config { return e.cfg }
 
 // ErrNoObject is returned by Expand when the object has nothing stored in the range.
 var ErrNoObject = errors.New("object not found")
 
+// ErrBudget is wrapped by the errors of Search and Expand when a budget of the request ran
+// out before anything could be shown.
+var ErrBudget = errors.New("query budget exhausted")
+
+// readChunk bounds the windows one store read asks for, so that the span budget is checked
+// between reads.
+const readChunk = 32
+
+// Truncation messages: what ran out, and what to do about it.
+func spanBudgetMsg(n int) string {
+	return fmt.Sprintf("result truncated: span budget of %d reached; narrow the time range", n)
+}
+
+func timeBudgetMsg(d time.Duration) string {
+	return fmt.Sprintf("result truncated: time budget of %s reached; narrow the time range", d)
+}
+
 // Search finds the objects q selects, follows links from each per mode and returns one graph per
 // connected group, in the order of their first found object.
 func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultSearchLimit
@@ -164,6 +162,9 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 		From: q.From, To: q.To, Limit: limit, Attributes: q.Attributes,
 	})
 	if err != nil {
+		if isDeadline(ctx, err) {
+			return nil, fmt.Errorf("find objects: %w: %s", ErrBudget, strings.TrimPrefix(timeBudgetMsg(e.cfg.Timeout), truncatedPrefix))
+		}
 		return nil, err
 	}
 	l := e.newLoader(q.From, q.To)
@@ -174,10 +175,24 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 	if err := l.loadMany(ctx, refs); err != nil {
 		return nil, err
 	}
+	if err := l.nothingRead(refs); err != nil {
+		return nil, err
+	}
 	walks := make([]*walk, 0, len(found))
+	// A found object that an earlier walk reached joins that walk's result instead of being
+	// walked again: a thousand Pods of one Deployment make one walk, not a thousand.
+	reached := map[aggregator.ObjectKey]*walk{}
 	for _, f := range found {
 		if len(f.Windows) == 0 {
 			continue
+		}
+		if w := reached[f.Object.Key()]; w != nil {
+			w.joined = append(w.joined, f.Object.Key())
+			continue
+		}
+		if err := ctx.Err(); err != nil && len(walks) > 0 && isDeadline(ctx, err) {
+			l.truncate(timeBudgetMsg(e.cfg.Timeout))
+			break // the results walked so far are the answer
 		}
 		w, err := l.walkFrom(ctx, f.Object, mode)
 		if err != nil {
@@ -185,6 +200,11 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 		}
 		w.anchor = f.Windows[0]
 		walks = append(walks, w)
+		for _, k := range w.order {
+			if reached[k] == nil {
+				reached[k] = w
+			}
+		}
 	}
 	return l.graphs(walks), nil
 }
@@ -193,9 +213,14 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 // that names it in a display ID. It returns ErrNoObject when nothing of the object is stored in
 // [from, to].
 func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor store.ObjectWindow, from, to time.Time, mode LinkMode) (*Graph, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
 	l := e.newLoader(from, to)
 	o, err := l.load(ctx, ref)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.nothingRead([]aggregator.ObjectRef{ref}); err != nil {
 		return nil, err
 	}
 	if len(o.Windows) == 0 {
@@ -210,15 +235,49 @@ func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor st
 	return gs[0], nil
 }
 
-// loader reads objects once per request.
+// loader reads objects once per request, within the request's span and time budgets.
 type loader struct {
 	e        *Engine
 	from, to time.Time
 	objs     map[aggregator.ObjectKey]*Object
+	// spans counts the stored spans read; truncated is the message of the first budget that
+	// ran out ("" while none has).
+	spans     int
+	truncated string
+	// omitted are the related objects budgets or the depth left out, by the object linking them.
+	omitted map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool
+}
+
+// isDeadline reports whether err (or ctx) is the request's deadline, rather than a
+// cancellation or a store failure.
+func isDeadline(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded)
+}
+
+// truncate records that a budget ran out; the first reason is kept.
+func (l *loader) truncate(msg string) {
+	if l.truncated == "" {
+		l.truncated = msg
+	}
+}
+
+// nothingRead returns an error wrapping ErrBudget when a budget ran out before any of refs
+// (the objects a request starts from) was read.
+func (l *loader) nothingRead(refs []aggregator.ObjectRef) error {
+	if l.truncated == "" || len(refs) == 0 {
+		return nil
+	}
+	for _, ref := range refs {
+		if o := l.objs[ref.Key()]; o != nil && !o.Unread {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrBudget, strings.TrimPrefix(l.truncated, truncatedPrefix))
 }
 
 func (e *Engine) newLoader(from, to time.Time) *loader {
-	return &loader{e: e, from: from, to: to, objs: map[aggregator.ObjectKey]*Object{}}
+	return &loader{e: e, from: from, to: to, objs: map[aggregator.ObjectKey]*Object{},
+		omitted: map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}}
 }
 
 func (l *loader) inRange(t time.Time) bool {
@@ -234,13 +293,20 @@ func (l *loader) load(ctx context.Context, ref aggregator.ObjectRef) (*Object, e
 	return l.objs[ref.Key()], nil
 }
 
-// loadMany loads the objects not loaded yet, reading all their windows in one batch.
+// loadMany loads the objects not loaded yet, reading their windows in batches of readChunk.
+// Once a budget ran out, the objects left are marked Unread instead.
 func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) error {
 	var todo []*Object
-	var windows []store.ObjectWindow
 	for _, ref := range refs {
 		key := ref.Key()
 		if _, ok := l.objs[key]; ok {
+			continue
+		}
+		o := &Object{Ref: ref, Key: key, Synthetic: true}
+		l.objs[key] = o
+		todo = append(todo, o)
+		if l.truncated != "" {
+			o.Unread = true
 			continue
 		}
 		found, err := l.e.r.FindObjects(ctx, store.ObjectQuery{
@@ -248,9 +314,13 @@ func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) erro
 			From: l.from, To: l.to, Limit: 1, Exact: true,
 		})
 		if err != nil {
+			if isDeadline(ctx, err) {
+				l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
+				o.Unread = true
+				continue
+			}
 			return err
 		}
-		o := &Object{Ref: ref, Key: key, Synthetic: true}
 		for _, f := range found {
 			if f.Object.Key() == key {
 				o.Ref = f.Object
@@ -258,23 +328,62 @@ func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) erro
 				break
 			}
 		}
-		l.objs[key] = o
-		todo = append(todo, o)
-		windows = append(windows, o.Windows...)
 	}
-	if len(windows) == 0 {
-		for _, o := range todo {
-			l.fill(o, nil)
+	for len(todo) > 0 {
+		n, windows := 0, 0
+		for n < len(todo) && (n == 0 || windows+len(todo[n].Windows) <= readChunk) {
+			windows += len(todo[n].Windows)
+			n++
 		}
-		return nil
+		batch := todo[:n]
+		todo = todo[n:]
+		if err := l.read(ctx, batch); err != nil {
+			return err
+		}
 	}
-	spans, err := l.e.r.GetTraces(ctx, windows)
-	if err != nil {
-		return err
+	return nil
+}
+
+// read reads the windows of a batch of objects and fills them, counting the spans read.
+func (l *loader) read(ctx context.Context, batch []*Object) error {
+	var ws []store.ObjectWindow
+	if l.truncated == "" && ctx.Err() != nil && isDeadline(ctx, ctx.Err()) {
+		l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
 	}
-	for _, o := range todo {
-		l.fill(o, spans[:len(o.Windows)])
+	if l.truncated == "" {
+		for _, o := range batch {
+			if !o.Unread {
+				ws = append(ws, o.Windows...)
+			}
+		}
+	}
+	var spans [][]*aggregator.Span
+	if len(ws) > 0 {
+		var err error
+		spans, err = l.e.r.GetTraces(ctx, ws)
+		if err != nil {
+			if !isDeadline(ctx, err) {
+				return err
+			}
+			l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
+			spans = nil
+		}
+	}
+	for _, o := range batch {
+		if o.Unread || l.truncated != "" {
+			o.Unread, o.Synthetic = true, false
+			l.fill(o, nil)
+			continue
+		}
+		per := spans[:len(o.Windows)]
 		spans = spans[len(o.Windows):]
+		for _, w := range per {
+			l.spans += len(w)
+		}
+		l.fill(o, per)
+		if l.spans >= l.e.cfg.MaxSpans {
+			l.truncate(spanBudgetMsg(l.e.cfg.MaxSpans))
+		}
 	}
 	return nil
 }
@@ -347,8 +456,9 @@ type walk struct {
 	visited map[aggregator.ObjectKey]bool
 	order   []aggregator.ObjectKey
 	edges   map[[2]aggregator.ObjectKey]string // {parent, child} -> class
-	omitted map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool
-	added   int // objects added besides the seed
+	added   int                                // objects added besides the seed
+	// joined are found objects this walk reached, which were not walked from themselves.
+	joined []aggregator.ObjectKey
 }
 
 // edge records a relation; of two links between the same objects, one with a class wins.
@@ -358,11 +468,14 @@ func (w *walk) edge(pair [2]aggregator.ObjectKey, class string) {
 	}
 }
 
-func (w *walk) omit(from, target aggregator.ObjectKey) {
-	if w.omitted[from] == nil {
-		w.omitted[from] = map[aggregator.ObjectKey]bool{}
+// omit records that a budget or the depth left target out where from links to it. It is kept
+// per request, not per walk: from belongs to one result group, and a thousand walks past one
+// wide level record its omissions once.
+func (l *loader) omit(from, target aggregator.ObjectKey) {
+	if l.omitted[from] == nil {
+		l.omitted[from] = map[aggregator.ObjectKey]bool{}
 	}
-	w.omitted[from][target] = true
+	l.omitted[from][target] = true
 }
 
 func (w *walk) visit(k aggregator.ObjectKey) {
@@ -378,7 +491,7 @@ func (l *loader) walkFrom(ctx context.Context, seed aggregator.ObjectRef, mode L
 	}
 	w := &walk{
 		seed: seed.Key(), visited: map[aggregator.ObjectKey]bool{},
-		edges: map[[2]aggregator.ObjectKey]string{}, omitted: map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{},
+		edges: map[[2]aggregator.ObjectKey]string{},
 	}
 	w.visit(w.seed)
 	depth := l.e.cfg.Depth
@@ -442,7 +555,7 @@ func (l *loader) bfs(ctx context.Context, w *walk, start aggregator.ObjectKey, r
 				}
 				known := w.visited[tk]
 				if d >= depth || (!known && (addedHere >= cfg.PerLevel || w.added >= cfg.Total)) {
-					w.omit(k, tk)
+					l.omit(k, tk)
 					continue
 				}
 				if !known {
@@ -464,7 +577,10 @@ func (l *loader) bfs(ctx context.Context, w *walk, start aggregator.ObjectKey, r
 		}
 		level = next
 		if err := ctx.Err(); err != nil {
-			return last, err
+			if !isDeadline(ctx, err) {
+				return last, err
+			}
+			l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
 		}
 	}
 	return last, nil
@@ -500,7 +616,7 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 	}
 	var out []*Graph
 	byRoot := map[int]*Graph{}
-	omitted := map[*Graph]map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}
+	edges := map[*Graph]map[[2]aggregator.ObjectKey]string{}
 	for i, w := range walks {
 		r := find(i)
 		g := byRoot[r]
@@ -511,30 +627,32 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 				References: map[aggregator.ObjectKey][]Edge{}, Omitted: map[aggregator.ObjectKey]int{},
 			}
 			byRoot[r] = g
+			edges[g] = map[[2]aggregator.ObjectKey]string{}
 			out = append(out, g)
 		}
 		g.Seeds = append(g.Seeds, w.seed)
+		g.Seeds = append(g.Seeds, w.joined...)
 		for _, k := range w.order {
 			g.Objects[k] = l.objs[k]
 		}
 		for pair, class := range w.edges {
-			g.Children[pair[0]] = append(g.Children[pair[0]], Edge{Parent: pair[0], Child: pair[1], Class: class})
-		}
-		if omitted[g] == nil {
-			omitted[g] = map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}
-		}
-		for k, targets := range w.omitted {
-			if omitted[g][k] == nil {
-				omitted[g][k] = map[aggregator.ObjectKey]bool{}
+			// Walks of one group share most edges: keep each once, one with a class first.
+			if old, ok := edges[g][pair]; ok && (old != "" || class == "") {
+				continue
 			}
-			for tk := range targets {
-				omitted[g][k][tk] = true
-			}
+			edges[g][pair] = class
 		}
 	}
 	for _, g := range out {
+		for pair, class := range edges[g] {
+			g.Children[pair[0]] = append(g.Children[pair[0]], Edge{Parent: pair[0], Child: pair[1], Class: class})
+		}
+		g.Truncated = l.truncated
 		// What one walk left out and another showed is not omitted.
-		for k, targets := range omitted[g] {
+		for k, targets := range l.omitted {
+			if g.Objects[k] == nil {
+				continue
+			}
 			n := 0
 			for tk := range targets {
 				if g.Objects[tk] == nil {

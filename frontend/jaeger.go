@@ -17,6 +17,9 @@ type JaegerResponse struct {
 	Limit  int           `json:"limit"`
 	Offset int           `json:"offset"`
 	Errors []JaegerError `json:"errors"`
+	// Truncated is a Kelemetry extension: when a budget of the request ran out, its message
+	// (which errors also holds, as stock Jaeger UI shows those).
+	Truncated string `json:"truncated,omitempty"`
 }
 
 // JaegerError is one error in a JaegerResponse.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -37,28 +39,44 @@ type JaegerAPI struct{ queryAPI }
 
 // queryAPI is what the HTTP APIs over the query engine share.
 type queryAPI struct {
-	engine *Engine
-	reader store.Reader
-	logger *slog.Logger
-	now    func() time.Time
+	engine  *Engine
+	reader  store.Reader
+	cfg     Config
+	logger  *slog.Logger
+	metrics queryMetrics
+	now     func() time.Time
 }
 
-func newQueryAPI(e *Engine, tel telemetry.Settings) queryAPI {
-	return queryAPI{engine: e, reader: e.Reader(), logger: tel.Log().With("component", "frontend"), now: time.Now}
+func newQueryAPI(e *Engine, tel telemetry.Settings, api string) queryAPI {
+	return queryAPI{engine: e, reader: e.Reader(), cfg: e.Config(), logger: tel.Log().With("component", "frontend"),
+		metrics: newQueryMetrics(tel, api), now: time.Now}
 }
 
-// NewJaegerAPI serves Jaeger Query's HTTP API over the engine's store.
+// heavy limits h to the engine's concurrent heavy requests and bounds its time by
+// Config.Timeout.
+func (a *queryAPI) heavy(h http.HandlerFunc) http.HandlerFunc {
+	return heavy(a.engine.limiter, a.metrics, a.cfg.Timeout, h)
+}
+
+// truncated counts a truncated answer.
+func (a *queryAPI) truncated(ctx context.Context) {
+	a.metrics.truncated.Add(ctx, 1, metric.WithAttributes(a.metrics.api))
+}
+
+// NewJaegerAPI serves Jaeger Query's HTTP API over the engine's store, within the engine's
+// budgets (Config).
 func NewJaegerAPI(e *Engine, tel telemetry.Settings) *JaegerAPI {
-	return &JaegerAPI{newQueryAPI(e, tel)}
+	return &JaegerAPI{newQueryAPI(e, tel, "jaeger")}
 }
 
-// Register adds the routes to mux.
+// Register adds the routes to mux. Searches and trace lookups count as heavy requests
+// (Config.MaxConcurrent); services, operations and redirects do not.
 func (a *JaegerAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/services", a.services)
 	mux.HandleFunc("GET /api/services/{service}/operations", a.serviceOperations)
 	mux.HandleFunc("GET /api/operations", a.operations)
-	mux.HandleFunc("GET /api/traces", a.search)
-	mux.HandleFunc("GET /api/traces/{traceID}", a.getTrace)
+	mux.HandleFunc("GET /api/traces", a.heavy(a.search))
+	mux.HandleFunc("GET /api/traces/{traceID}", a.heavy(a.getTrace))
 	mux.HandleFunc("GET /redirect", a.redirect)
 }
 
@@ -73,12 +91,19 @@ func jaegerError(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, JaegerResponse{Errors: []JaegerError{{Code: code, Msg: fmt.Sprintf(format, args...)}}})
 }
 
-func (a *JaegerAPI) internalError(w http.ResponseWriter, what string, err error) {
-	if errors.Is(err, context.Canceled) {
-		return
+func (a *queryAPI) internalError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrBudget):
+		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
+		jaegerError(w, http.StatusServiceUnavailable, "%s: %v", what, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
+		jaegerError(w, http.StatusServiceUnavailable, "%s: time budget of %s reached; narrow the time range", what, a.cfg.Timeout)
+	default:
+		a.logger.Error(what, "error", err)
+		jaegerError(w, http.StatusInternalServerError, "%s: %v", what, err)
 	}
-	a.logger.Error(what, "error", err)
-	jaegerError(w, http.StatusInternalServerError, "%s: %v", what, err)
 }
 
 func (a *JaegerAPI) services(w http.ResponseWriter, _ *http.Request) {
@@ -185,27 +210,23 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 		applyTag(&req.Query, k, tags[k])
 	}
 
-	end := now
+	end := clampTime(now)
 	if s := q.Get("end"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return req, fmt.Errorf("malformed 'end' parameter %q, want Unix microseconds", s)
+		if end, err = parseMicros("end", s); err != nil {
+			return req, err
 		}
-		end = time.UnixMicro(n)
 	}
-	start := end.Add(-DefaultLookback)
+	start := before(end, DefaultLookback)
 	if s := q.Get("start"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return req, fmt.Errorf("malformed 'start' parameter %q, want Unix microseconds", s)
+		if start, err = parseMicros("start", s); err != nil {
+			return req, err
 		}
-		start = time.UnixMicro(n)
 	} else if lb := q.Get("lookback"); lb != "" && lb != "custom" {
 		d, err := parseLookback(lb)
 		if err != nil {
 			return req, err
 		}
-		start = end.Add(-d)
+		start = before(end, d)
 	}
 	if end.Before(start) {
 		return req, errors.New("'end' is before 'start'")
@@ -213,7 +234,7 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 	req.Query.From = start.Truncate(time.Second).UTC()
 	req.Query.To = end.UTC()
 	if end.Nanosecond() != 0 {
-		req.Query.To = end.Truncate(time.Second).Add(time.Second).UTC()
+		req.Query.To = clampTime(end.Truncate(time.Second).Add(time.Second)).UTC()
 	}
 
 	req.Query.Limit = DefaultAPILimit
@@ -235,6 +256,9 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 			if err != nil {
 				return req, fmt.Errorf("malformed '%s' parameter: %w", p.name, err)
 			}
+			if d < 0 {
+				return req, fmt.Errorf("malformed '%s' parameter %q: negative", p.name, s)
+			}
 			*p.dst = d
 		}
 	}
@@ -249,13 +273,15 @@ func parseLookback(s string) (time.Duration, error) {
 		return d, nil
 	}
 	if n := len(s); n > 1 {
-		if v, err := strconv.Atoi(s[:n-1]); err == nil && v > 0 {
-			switch s[n-1] {
-			case 'd':
-				return time.Duration(v) * 24 * time.Hour, nil
-			case 'w':
-				return time.Duration(v) * 7 * 24 * time.Hour, nil
-			}
+		unit := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[n-1]]
+		v, err := strconv.ParseInt(s[:n-1], 10, 64)
+		tooLong := errors.Is(err, strconv.ErrRange) && s[0] != '-'
+		switch {
+		case unit == 0:
+		case tooLong || (err == nil && v > int64(math.MaxInt64/unit)):
+			return math.MaxInt64, nil // clamped: the range starts at MinQueryTime
+		case err == nil && v > 0:
+			return time.Duration(v) * unit, nil
 		}
 	}
 	return 0, fmt.Errorf("malformed 'lookback' parameter %q", s)
@@ -390,28 +416,53 @@ func (a *JaegerAPI) search(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	traces, err := a.Search(r.Context(), req)
+	var t truncation
+	traces, err := a.search1(r.Context(), req, &t)
 	if err != nil {
 		a.internalError(w, "search", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: traces})
+	var resp JaegerResponse
+	if t.apply(w, &resp) {
+		a.truncated(r.Context())
+	}
+	writeTraces(w, http.StatusOK, resp, traces)
 }
 
-// Search runs a parsed search and draws its results.
+// Search runs a parsed search and draws its results, within the engine's budgets (Config):
+// a truncated result says so in its warnings (see Render).
 func (a *JaegerAPI) Search(ctx context.Context, req SearchRequest) ([]JaegerTrace, error) {
+	var t truncation
+	return a.search1(ctx, req, &t)
+}
+
+func (a *JaegerAPI) search1(ctx context.Context, req SearchRequest, t *truncation) ([]JaegerTrace, error) {
 	graphs, err := a.engine.Search(ctx, req.Query, req.Mode.Link)
 	if err != nil {
 		return nil, err
 	}
+	b := newRenderBudget(a.cfg.MaxRenderBytes)
 	out := make([]JaegerTrace, 0, len(graphs))
+	left := 0
 	for _, g := range graphs {
+		t.add(g.Truncated)
+		if b.exhausted {
+			left++
+			continue
+		}
 		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.Anchor.TraceID)
-		tr := Render(g, req.Mode.Display, id.TraceID())
+		tr := renderWithin(g, req.Mode.Display, id.TraceID(), b)
 		if !durationOK(tr, req.MinDuration, req.MaxDuration) {
 			continue
 		}
 		out = append(out, tr)
+	}
+	if b.exhausted {
+		msg := b.message()
+		if left > 0 {
+			msg += fmt.Sprintf(" (%d more results left out)", left)
+		}
+		t.add(msg)
 	}
 	return out, nil
 }
@@ -434,13 +485,18 @@ var errBadID = errors.New("bad trace ID")
 // and draws it. It returns an error wrapping errTraceNotFound or errBadID for unknown or
 // malformed IDs.
 func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
+	return a.trace(ctx, id, newRenderBudget(a.cfg.MaxRenderBytes))
+}
+
+// trace is Trace within the render budget b, which several lookups may share.
+func (a *JaegerAPI) trace(ctx context.Context, id trace.TraceID, b *renderBudget) (JaegerTrace, error) {
 	d, err := ParseDisplayID(id)
 	if errors.Is(err, errNotDisplayID) {
-		return a.storedAsDisplay(ctx, id)
+		return a.storedAsDisplay(ctx, id, b)
 	}
 	if err != nil {
 		// A stored trace ID may start with ff too.
-		if tr, serr := a.storedAsDisplay(ctx, id); serr == nil {
+		if tr, serr := a.storedAsDisplay(ctx, id, b); serr == nil {
 			return tr, nil
 		}
 		return JaegerTrace{}, fmt.Errorf("%w: %w", errBadID, err)
@@ -460,12 +516,12 @@ func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, e
 		if err != nil {
 			return JaegerTrace{}, err
 		}
-		return Render(g, d.Mode.Display, id), nil
+		return renderWithin(g, d.Mode.Display, id, b), nil
 	}
-	return a.storedAsDisplay(ctx, id)
+	return a.storedAsDisplay(ctx, id, b)
 }
 
-func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
+func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID, b *renderBudget) (JaegerTrace, error) {
 	spans, err := a.reader.GetTrace(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return JaegerTrace{}, errTraceNotFound
@@ -486,7 +542,7 @@ func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (Jaeg
 	if err != nil {
 		return JaegerTrace{}, err
 	}
-	return Render(g, DefaultMode.Display, id), nil
+	return renderWithin(g, DefaultMode.Display, id, b), nil
 }
 
 func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
@@ -504,7 +560,13 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.internalError(w, "get trace", err)
 	default:
-		writeJSON(w, http.StatusOK, JaegerResponse{Data: []JaegerTrace{tr}, Total: 1})
+		resp := JaegerResponse{Total: 1}
+		var t truncation
+		t.fromTraces([]JaegerTrace{tr})
+		if t.apply(w, &resp) {
+			a.truncated(r.Context())
+		}
+		writeTraces(w, http.StatusOK, resp, []JaegerTrace{tr})
 	}
 }
 
@@ -512,13 +574,19 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string) {
 	resp := JaegerResponse{Data: []JaegerTrace{}}
 	var traces []JaegerTrace
+	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	left := 0
 	for _, s := range ids {
+		if b.exhausted {
+			left++
+			continue
+		}
 		id, err := ParseTraceID(s)
 		if err != nil {
 			jaegerError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
-		tr, err := a.Trace(r.Context(), id)
+		tr, err := a.trace(r.Context(), id, b)
 		switch {
 		case errors.Is(err, errBadID):
 			jaegerError(w, http.StatusBadRequest, "%v", err)
@@ -534,6 +602,14 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 	}
 	if traces != nil {
 		resp.Data = traces
+	}
+	var t truncation
+	t.fromTraces(traces)
+	if left > 0 {
+		t.add(fmt.Sprintf("%s (%d more traces left out)", b.message(), left))
+	}
+	if t.apply(w, &resp) {
+		a.truncated(r.Context())
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -563,7 +639,7 @@ func (a *JaegerAPI) redirect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	win := a.engine.window
-	from, to := at.Add(-win).Truncate(time.Second).UTC(), at.Add(win).Truncate(time.Second).UTC()
+	from, to := clampTime(before(at, win).Truncate(time.Second)).UTC(), clampTime(at.Add(win).Truncate(time.Second)).UTC()
 	found, err := a.reader.FindObjects(r.Context(), store.ObjectQuery{
 		Cluster: q.Get("cluster"), Group: q.Get("group"), Resource: q.Get("resource"),
 		Namespace: q.Get("namespace"), Name: q.Get("name"), From: from, To: to, Limit: 1,

@@ -17,7 +17,7 @@ type Params struct {
 
 	// Reader is the store the frontend reads (store.Module provides it).
 	Reader    store.Reader
-	Config    EngineConfig       `optional:"true"`
+	Config    Config             `optional:"true"`
 	Window    aggregator.Window  `optional:"true"`
 	Telemetry telemetry.Settings `optional:"true"`
 }
@@ -32,17 +32,22 @@ type Result struct {
 }
 
 // New builds the query engine over p.Reader and its HTTP APIs. The handler's routes are those of
-// NativeAPI, JaegerAPI and UIAPI; mount them on any mux with Handler.Register.
-func New(p Params) Result {
+// NativeAPI, JaegerAPI and UIAPI; mount them on any mux with Handler.Register. The APIs share
+// the engine's budgets and its limit of concurrent heavy requests. It fails on an invalid
+// p.Config.
+func New(p Params) (Result, error) {
+	if err := p.Config.Validate(); err != nil {
+		return Result{}, err
+	}
 	e := NewEngine(p.Reader, p.Window, p.Config)
-	native := NewNativeAPI(p.Reader, p.Telemetry)
+	native := NewNativeAPI(p.Reader, p.Telemetry).ShareLimits(e)
 	jaeger := NewJaegerAPI(e, p.Telemetry)
 	ui := NewUIAPI(e, p.Telemetry)
 	return Result{Engine: e, Handler: httpserver.HandlerFunc(func(mux *http.ServeMux) {
 		native.Register(mux)
 		jaeger.Register(mux)
 		ui.Register(mux)
-	})}
+	})}, nil
 }
 
 // Module provides the query engine and serves its APIs on the API listener (with

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -20,19 +22,43 @@ import (
 
 // NativeAPI serves object lookup and stored traces.
 type NativeAPI struct {
-	reader store.Reader
-	logger *slog.Logger
+	reader  store.Reader
+	logger  *slog.Logger
+	cfg     Config
+	limiter *limiter
+	metrics queryMetrics
 }
 
-// NewNativeAPI serves reader's data.
+// NewNativeAPI serves reader's data within the default budgets of Config and a limit of
+// concurrent requests of its own; ShareLimits puts it under an engine's.
 func NewNativeAPI(reader store.Reader, tel telemetry.Settings) *NativeAPI {
-	return &NativeAPI{reader: reader, logger: tel.Log().With("component", "frontend")}
+	cfg := Config{}.WithDefaults()
+	return &NativeAPI{reader: reader, logger: tel.Log().With("component", "frontend"), cfg: cfg,
+		limiter: newLimiter(cfg.MaxConcurrent, cfg.QueueWait), metrics: newQueryMetrics(tel, "native")}
 }
 
-// Register adds the routes to mux.
+// ShareLimits makes the API use e's budgets and share its limit of concurrent heavy requests
+// (Config); call it before Register. It returns a.
+func (a *NativeAPI) ShareLimits(e *Engine) *NativeAPI {
+	a.cfg, a.limiter = e.Config(), e.limiter
+	return a
+}
+
+// Register adds the routes to mux. Both count as heavy requests (Config.MaxConcurrent).
 func (a *NativeAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/objects", a.objects)
-	mux.HandleFunc("GET /api/stored-traces/{traceID}", a.storedTrace)
+	mux.HandleFunc("GET /api/objects", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objects))
+	mux.HandleFunc("GET /api/stored-traces/{traceID}", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.storedTrace))
+}
+
+// readError answers a failed read: 503 when the request's time ran out, 500 otherwise.
+func (a *NativeAPI) readError(w http.ResponseWriter, what string, err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		w.Header().Set("Retry-After", a.limiter.retryAfter())
+		writeJSON(w, http.StatusServiceUnavailable, JaegerResponse{Errors: []JaegerError{{Code: http.StatusServiceUnavailable,
+			Msg: fmt.Sprintf("%s: time budget of %s reached; narrow the time range", what, a.cfg.Timeout)}}})
+		return true
+	}
+	return false
 }
 
 // ObjectResult is one object in the answer of GET /api/objects.
@@ -84,6 +110,9 @@ func (a *NativeAPI) objects(w http.ResponseWriter, r *http.Request) {
 	}
 	found, err := a.reader.FindObjects(r.Context(), query)
 	if err != nil {
+		if a.readError(w, "find objects", err) {
+			return
+		}
 		a.logger.Error("find objects", "error", err)
 		httpError(w, http.StatusInternalServerError, "find objects: %v", err)
 		return
@@ -110,12 +139,36 @@ func (a *NativeAPI) storedTrace(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: "trace not found", TraceID: id.String()}}})
 		return
+	case err != nil && a.readError(w, "get trace", err):
+		return
 	case err != nil:
 		a.logger.Error("get trace", "trace", id.String(), "error", err)
 		writeJSON(w, http.StatusInternalServerError, JaegerResponse{Errors: []JaegerError{{Code: http.StatusInternalServerError, Msg: err.Error()}}})
 		return
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: []JaegerTrace{ToJaeger(id, spans)}})
+	var t truncation
+	if len(spans) > a.cfg.MaxSpans {
+		spans = spans[:a.cfg.MaxSpans]
+		t.add(spanBudgetMsg(a.cfg.MaxSpans))
+	}
+	tr := ToJaeger(id, spans)
+	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	for i := range tr.Spans {
+		if !b.take(&tr.Spans[i], i == 0) {
+			clear(tr.Spans[i:])
+			tr.Spans = tr.Spans[:i]
+			t.add(b.message())
+			break
+		}
+	}
+	for _, m := range t.msgs {
+		markTruncated(&tr, m, false)
+	}
+	resp := JaegerResponse{Data: []JaegerTrace{tr}}
+	if t.apply(w, &resp) {
+		a.metrics.truncated.Add(r.Context(), 1, metric.WithAttributes(a.metrics.api))
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // ParseTraceID accepts 1 to 32 hex digits, as Jaeger does.
@@ -131,19 +184,20 @@ func ParseTraceID(s string) (trace.TraceID, error) {
 	return id, nil
 }
 
-// parseTime accepts RFC 3339 or Unix microseconds (as Jaeger's API uses).
+// parseTime accepts RFC 3339 or Unix microseconds (as Jaeger's API uses), clamped to
+// [MinQueryTime, MaxQueryTime].
 func parseTime(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.UnixMicro(n).UTC(), nil
+	if t, err := parseMicros("time", s); err == nil {
+		return t, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("want RFC 3339 or Unix microseconds: %w", err)
 	}
-	return t, nil
+	return clampTime(t), nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

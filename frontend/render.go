@@ -64,13 +64,11 @@ var pipelines = map[DisplayMode][]step{
 	DisplayGrouped:  {collapseEvents, groupBySource, compactDurations, nameObjects},
 }
 
-// Render draws g in display mode d as a Jaeger trace with the given trace ID.
+// Render draws g in display mode d as a Jaeger trace with the given trace ID. A truncated graph
+// (Graph.Truncated) says so in the trace's warnings, its root's warnings and a span named by the
+// message under the root.
 func Render(g *Graph, d DisplayMode, id trace.TraceID) JaegerTrace {
-	root := build(g)
-	for _, s := range pipelines[d] {
-		root = s(root)
-	}
-	return toJaeger(JaegerTraceID(id), root)
+	return renderWithin(g, d, id, nil)
 }
 
 func hashID(parts ...string) trace.SpanID {
@@ -105,6 +103,9 @@ func build(g *Graph) *node {
 		n.tags = objectTags(o, class)
 		if o.Synthetic {
 			n.warnings = append(n.warnings, "the object span is not stored in this range: shown from links and events")
+		}
+		if o.Unread {
+			n.warnings = append(n.warnings, "not read: a budget of the request ran out first")
 		}
 		for _, ev := range o.Events {
 			n.add(eventNode(ev))
@@ -476,8 +477,8 @@ func nameObjects(root *node) *node {
 	return root
 }
 
-// toJaeger serialises the tree in depth-first order.
-func toJaeger(tid string, root *node) JaegerTrace {
+// toJaeger serialises the tree in depth-first order, while the spans fit in b (nil: all).
+func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 	out := JaegerTrace{TraceID: tid, Spans: []JaegerSpan{}, Processes: map[string]JaegerProcess{}}
 	var services []string
 	seenSvc := map[string]bool{}
@@ -503,6 +504,9 @@ func toJaeger(tid string, root *node) JaegerTrace {
 		used[n.id] = true
 	})
 	walkNodes(root, func(n *node) {
+		if b != nil && b.exhausted {
+			return
+		}
 		if n.kind == nodeEvent && n.tags == nil {
 			eventDetails(n)
 		}
@@ -524,6 +528,10 @@ func toJaeger(tid string, root *node) JaegerTrace {
 			js.Logs = append(js.Logs, JaegerLog{Timestamp: l.time.UnixMicro(), Fields: l.fields})
 		}
 		out.Spans = append(out.Spans, js)
+		if !b.take(&out.Spans[len(out.Spans)-1], n == root) {
+			out.Spans[len(out.Spans)-1] = JaegerSpan{}
+			out.Spans = out.Spans[:len(out.Spans)-1]
+		}
 	})
 	return out
 }

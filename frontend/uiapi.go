@@ -1,8 +1,7 @@
 package frontend
 
 import (
-	"context"
-	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,13 +23,13 @@ type UIAPI struct{ queryAPI }
 
 // NewUIAPI serves the web UI's API over the engine's store.
 func NewUIAPI(e *Engine, tel telemetry.Settings) *UIAPI {
-	return &UIAPI{newQueryAPI(e, tel)}
+	return &UIAPI{newQueryAPI(e, tel, "ui")}
 }
 
-// Register adds the routes to mux.
+// Register adds the routes to mux. Both count as heavy requests (Config.MaxConcurrent).
 func (a *UIAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/ui/search", a.search)
-	mux.HandleFunc("GET /api/ui/suggestions", a.suggestions)
+	mux.HandleFunc("GET /api/ui/search", a.heavy(a.search))
+	mux.HandleFunc("GET /api/ui/suggestions", a.heavy(a.suggestions))
 }
 
 // SummaryObject names one object of a SearchSummary.
@@ -65,11 +64,14 @@ type SearchSummary struct {
 	End   time.Time `json:"end"`
 	// Clusters are the clusters of the result's objects, sorted.
 	Clusters []string `json:"clusters"`
+	// Truncated, when set, says which budget of the request ran out (Graph.Truncated).
+	Truncated string `json:"truncated,omitempty"`
 }
 
 // Summarize describes a graph; id is its display ID.
 func Summarize(g *Graph, id DisplayID) SearchSummary {
-	s := SearchSummary{TraceID: JaegerTraceID(id.TraceID()), Roots: len(g.Roots), Objects: len(g.Objects), Clusters: []string{}}
+	s := SearchSummary{TraceID: JaegerTraceID(id.TraceID()), Roots: len(g.Roots), Objects: len(g.Objects), Clusters: []string{},
+		Truncated: g.Truncated}
 	if len(g.Roots) > 0 {
 		s.Root = summaryObject(g.Roots[0])
 	}
@@ -112,14 +114,6 @@ func Summarize(g *Graph, id DisplayID) SearchSummary {
 	return s
 }
 
-func (a *UIAPI) internalError(w http.ResponseWriter, what string, err error) {
-	if errors.Is(err, context.Canceled) {
-		return
-	}
-	a.logger.Error(what, "error", err)
-	jaegerError(w, http.StatusInternalServerError, "%s: %v", what, err)
-}
-
 func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 	req, err := ParseSearch(r.URL.Query(), a.now())
 	if err != nil {
@@ -132,15 +126,30 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]SearchSummary, 0, len(graphs))
+	var t truncation
+	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	left := 0
 	for _, g := range graphs {
+		t.add(g.Truncated)
 		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.Anchor.TraceID)
 		s := Summarize(g, id)
 		if d := s.End.Sub(s.Start); (req.MinDuration > 0 && d < req.MinDuration) || (req.MaxDuration > 0 && d > req.MaxDuration) {
 			continue
 		}
+		if !b.take(&s, false) {
+			left++
+			continue
+		}
 		out = append(out, s)
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: out, Total: len(out)})
+	if left > 0 {
+		t.add(fmt.Sprintf("%s (%d more results left out)", b.message(), left))
+	}
+	resp := JaegerResponse{Data: out, Total: len(out)}
+	if t.apply(w, &resp) {
+		a.truncated(r.Context())
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // SuggestedResource is a group/resource pair seen in the store.

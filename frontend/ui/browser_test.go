@@ -545,6 +545,32 @@ func TestBrowser(t *testing.T) {
 		p.waitText(`.msg.error`, "the backend failed (HTTP 500)")
 	})
 
+	t.Run("TruncatedBanner", func(t *testing.T) {
+		// A span budget of 40 over a Deployment with 50 Pods: the search and the trace say so.
+		const msg = "result truncated: span budget of 40 reached; narrow the time range"
+		small := serve(t, bigDeployment(t, 50), frontend.Config{MaxSpans: 40})
+		p := newPage(t, browser)
+		p.open(small.URL + "/search?resource=deployments&name=web&range=custom&start=" + synthWindow.Format(time.RFC3339) +
+			"&end=" + synthWindow.Add(30*time.Minute).Format(time.RFC3339))
+		assert.Contains(t, p.waitText(`.results .msg.truncated`, msg), msg)
+		p.click(`.results a[href^="/trace/"]`)
+		assert.Contains(t, p.waitText(`.msg.truncated`, msg), msg)
+		var visible bool
+		p.eval(`(() => { const b = document.querySelector('.msg.truncated'); const r = b.getBoundingClientRect();
+			return r.height > 0 && getComputedStyle(b).display !== 'none'; })()`, &visible)
+		assert.True(t, visible, "the banner is visible")
+		assert.NotContains(t, p.text(`.tracebar`), msg)
+
+		// Within the budget: no banner.
+		full := serve(t, bigDeployment(t, 50), frontend.Config{})
+		p.open(full.URL + "/search?resource=deployments&name=web&range=custom&start=" + synthWindow.Format(time.RFC3339) +
+			"&end=" + synthWindow.Add(30*time.Minute).Format(time.RFC3339))
+		p.waitJS("results", `document.querySelector('.results a[href^="/trace/"]') !== null`)
+		var banners int
+		p.eval(`document.querySelectorAll('.msg.truncated').length`, &banners)
+		assert.Zero(t, banners)
+	})
+
 	t.Run("ThousandPods", func(t *testing.T) {
 		// 1,100 Pods and budgets that take 1,000 of them: the rest is an omission marker.
 		big := serve(t, bigDeployment(t, 1100), frontend.EngineConfig{PerLevel: 1000, Total: 1001})

@@ -431,7 +431,34 @@ async function showSearch(params, token) {
   }
   fill(results,
     el('h2', { text: `${plural(list.length, 'result')} · ${fmtRange(range.start, range.end)}` }),
+    truncationBanner(searchTruncation(body)),
     list.map(r => resultCard(r, p)));
+}
+
+// ---------- truncation ----------
+// A request that ran out of a server budget (spans read, bytes rendered, time) answers with what
+// fit and says so: "result truncated: span budget of N reached; narrow the time range".
+
+const TRUNCATED_PREFIX = 'result truncated: ';
+
+function isTruncation(w) { return str(w).startsWith(TRUNCATED_PREFIX); }
+
+// searchTruncation collects the truncation messages of a search answer and its results.
+function searchTruncation(body) {
+  const msgs = [];
+  if (body && body.truncated) msgs.push(body.truncated);
+  for (const r of (body && Array.isArray(body.data) ? body.data : [])) if (r && r.truncated) msgs.push(r.truncated);
+  return msgs;
+}
+
+// truncationBanner is a visible notice of what budgets left out; null when nothing was.
+function truncationBanner(msgs) {
+  const list = [...new Set((msgs || []).map(str).filter(Boolean))];
+  if (!list.length) return null;
+  return el('div', {
+    class: 'msg truncated', attrs: { role: 'status' },
+    style: { borderColor: '#ecd48f', background: 'var(--warn-bg)', color: 'var(--warn)', fontWeight: '600' },
+  }, list.map(m => el('div', { text: m })));
 }
 
 function welcome(s) {
@@ -843,14 +870,15 @@ function renderTrace(id, model, params) {
       for (const n of collapsible(model)) collapsed.add(n.id);
       refresh(v, true);
     } }));
-  const warnings = model.warnings.length ? el('div', { class: 'msg' }, model.warnings.map(w => el('div', { text: w }))) : null;
+  const plain = model.warnings.filter(w => !isTruncation(w));
+  const warnings = plain.length ? el('div', { class: 'msg' }, plain.map(w => el('div', { text: w }))) : null;
 
   const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl', text: `From ${fmtTime(model.t0)} UTC`, title: `Rows are objects; the timeline starts at ${fmtTime(model.t0)} UTC` }), axisTicks(model));
   v.spacer = el('div', { class: 'spacer-rows' });
   v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
   v.detail = el('aside', { class: 'detail' });
   v.detail.hidden = true;
-  fill(app(), bar, warnings, el('div', { class: 'tracebody' }, el('div', { class: 'gantt' }, axis, v.rowsEl), v.detail));
+  fill(app(), bar, truncationBanner(model.warnings.filter(isTruncation)), warnings, el('div', { class: 'tracebody' }, el('div', { class: 'gantt' }, axis, v.rowsEl), v.detail));
 
   const onScroll = () => schedule(v);
   v.rowsEl.addEventListener('scroll', onScroll, { passive: true });
