@@ -14,6 +14,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
@@ -77,6 +78,9 @@ type Config struct {
 	Store  store.PebbleConfig `yaml:"store"`
 	Memory store.MemoryConfig `yaml:"memory"`
 	OTLP   otlpsink.Config    `yaml:"otlp"`
+	// Query bounds what one query may cost (spans read, bytes rendered, time, link budgets) and
+	// how many heavy queries run at once (see frontend.Config).
+	Query frontend.Config `yaml:"query"`
 }
 
 // ClusterConfig names one Kubernetes cluster and how to reach it.
@@ -158,7 +162,7 @@ func (c Config) Validate() error {
 		// The audit, event and link rule configurations take this name too: one error is enough.
 		return fmt.Errorf("cluster: %w", err)
 	}
-	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate()}
+	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate(), c.Query.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}

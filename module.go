@@ -77,6 +77,7 @@ type configs struct {
 	Kube         kube.Config
 	InformerDiff informer.ModuleConfig
 	LinkRules    linkrule.Config
+	Query        frontend.Config
 }
 
 func subConfigs(c Config) (configs, error) {
@@ -96,6 +97,7 @@ func subConfigs(c Config) (configs, error) {
 		Kube:         c.Kube(),
 		InformerDiff: c.InformerDiff,
 		LinkRules:    c.LinkRules,
+		Query:        c.Query,
 	}, nil
 }
 
