@@ -29,7 +29,7 @@ func (p *Pebble) Start(_ context.Context) error {
 		return fmt.Errorf("start store retention: %w", ErrClosed)
 	}
 	p.retention = &loop.Group{}
-	p.retention.Start(p.retentionLoop)
+	p.retention.Start(p.retentionLoop, p.recoverLoop)
 	return nil
 }
 
@@ -64,6 +64,14 @@ func (p *Pebble) retentionLoop(ctx context.Context) {
 // now+MaxFutureSkew (future-dated events) are deleted by age retention and never count as the
 // newest window.
 func (p *Pebble) retain(ctx context.Context, now time.Time) error {
+	p.mu.RLock()
+	err := p.writable(true)
+	p.mu.RUnlock()
+	if err != nil {
+		// Health reports it; the recovery loop works on it.
+		p.logger.Debug("store retention skipped", "error", err)
+		return nil
+	}
 	// A window [w, w+length) is older than MaxAge when w+length <= now-MaxAge.
 	below := now.Add(-p.cfg.MaxAge).UnixNano() - int64(p.window) + 1
 	limit := futureLimit(now, p.cfg.MaxFutureSkew)
@@ -205,19 +213,31 @@ func (p *Pebble) retainSize(ctx context.Context, futureLimit int64) error {
 	return nil
 }
 
-// diskUsage returns the disk space used, after flushing the memtable if flush is set.
+// diskUsage returns the disk space of the store's folder as du counts it, after flushing the
+// memtable if flush is set (and the disk allows it).
 func (p *Pebble) diskUsage(flush bool) (uint64, error) {
+	if flush {
+		if err := p.diskFlush(); err != nil {
+			return 0, err
+		}
+	}
+	return dirUsage(p.cfg.Dir)
+}
+
+// diskFlush flushes the memtable unless the disk cannot take it now.
+func (p *Pebble) diskFlush() error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.usable(); err != nil {
-		return 0, err
+		return err
 	}
-	if flush {
-		if err := p.db.Flush(); err != nil {
-			return 0, fmt.Errorf("flush: %w", err)
-		}
+	if p.diskState(true) != nil {
+		return nil
 	}
-	return p.db.Metrics().DiskSpaceUsage(), nil
+	if err := p.db.Flush(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
 }
 
 type deletion struct {
@@ -240,7 +260,7 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, below, limit int64, kee
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.usable(); err != nil {
+	if err := p.writable(true); err != nil {
 		return deletion{}, err
 	}
 	w := d.window
@@ -294,7 +314,7 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, below, limit int64, kee
 	if err := b.DeleteRange(lower, upper, nil); err != nil {
 		return deletion{}, fmt.Errorf("batch delete: %w", err)
 	}
-	if err := p.db.Apply(b, pebble.NoSync); err != nil {
+	if err := p.apply(b); err != nil {
 		return deletion{}, fmt.Errorf("delete window %s: %w", unixTime(w), err)
 	}
 	for _, e := range entries {
@@ -359,7 +379,7 @@ func (p *Pebble) oldestWindow(ctx context.Context, below, limit int64, keepNewes
 func (p *Pebble) compactRange(ctx context.Context, from, to int64) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.writable(true); err != nil {
 		return err
 	}
 	for _, prefix := range []byte{prefixSpan, prefixWindow} {
