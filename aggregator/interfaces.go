@@ -73,6 +73,11 @@ type HealthChecker interface {
 	Health(ctx context.Context) error
 }
 
+// ErrSinkUnavailable is wrapped by the error of a sink that cannot take writes now but will
+// again (the embedded store on a full disk): Send returns it, and the audit consumer retries the
+// event with backoff instead of dropping it.
+var ErrSinkUnavailable = errors.New("sink unavailable")
+
 // ErrInvalidEvent is returned by Send for an event that cannot be placed in a trace.
 var ErrInvalidEvent = errors.New("invalid event")
 

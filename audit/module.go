@@ -106,6 +106,9 @@ func New(p Params) (Result, error) {
 		wcfg.DefaultCluster = cfg.Cluster
 	}
 	webhook := NewWebhook(wcfg, q, ts)
+	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
+		webhook.SetHealth(h.SinkHealth)
+	}
 	for _, f := range cfg.Follow {
 		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster}, q, ts)
 		if err != nil {

@@ -62,7 +62,7 @@ func (c WebhookConfig) Validate() error {
 // (--audit-webhook-config-file pointing at http(s)://<host>/audit/<cluster>). It decodes each posted
 // audit.k8s.io/v1 EventList and enqueues the whole batch; it answers 200 only once the batch is
 // enqueued, 429 with Retry-After when the queue is full (kube-apiserver retries), 503 when the
-// queue is stopped, 400 for a malformed batch and 413 for one over the size limit.
+// queue is stopped (or, with Retry-After, while the sinks are unhealthy: see SetHealth), 400 for a malformed batch and 413 for one over the size limit.
 //
 // The cluster comes from the path, else from DefaultCluster; never from the client's address or
 // headers. The handler does not filter events (the consumer does). Each request body is read into
@@ -72,6 +72,7 @@ type Webhook struct {
 	cfg    WebhookConfig
 	q      Enqueuer
 	logger *slog.Logger
+	health func(context.Context) error // see SetHealth
 
 	requests metric.Int64Counter
 	events   metric.Int64Counter
@@ -98,7 +99,7 @@ func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
 	w.events = meter.Counter("kelemetry.audit.webhook.events",
 		"Audit events accepted by the webhook (enqueued).", "{event}")
 	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",
-		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, error).", "{batch}")
+		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, unavailable, error).", "{batch}")
 	if err := meter.Err(); err != nil {
 		w.logger.Warn("audit webhook", "error", err)
 	}
@@ -134,6 +135,10 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, "", "cluster in path: "+err.Error())
 			return
 		}
+	}
+
+	if w.unavailable(ctx, rw, cluster) {
+		return
 	}
 
 	data, status, err := w.readBody(rw, r)
