@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -202,13 +203,40 @@ func (p *Pebble) diskState(maintenance bool) error {
 	if f := p.fault.Load(); f != nil {
 		return fmt.Errorf("%w: disk write failed %s ago: %w", ErrUnavailable, time.Since(f.at).Round(time.Second), f.err)
 	}
-	need := writeReserve(p.memSize)
+	var err error
 	if maintenance {
-		need = maintenanceReserve(p.memSize)
+		err = p.freeSpace(maintenanceReserve(p.memSize))
+	} else {
+		err = p.writeSpace()
 	}
-	if err := p.freeSpace(need); err != nil {
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	return nil
+}
+
+// spaceRecheck is how long a free-space check of the write path stays valid (a statfs costs a
+// few microseconds, a sixth of a small write).
+const spaceRecheck = 100 * time.Millisecond
+
+// writeSpace is freeSpace(writeReserve) for the write path: a check that found room stays valid
+// for spaceRecheck, and only until the store wrote half of the room above the reserve.
+func (p *Pebble) writeSpace() error {
+	now := time.Now().UnixNano()
+	if now-p.spaceAt.Load() < int64(spaceRecheck) && p.spaceBudget.Load() > 0 {
+		return nil
+	}
+	need := writeReserve(p.memSize)
+	u, err := p.baseFS.GetDiskUsage(p.cfg.Dir)
+	if err != nil {
+		return nil //nolint:nilerr // an unknown amount counts as enough; write errors still count
+	}
+	if u.AvailBytes < need {
+		p.spaceAt.Store(0)
+		return fmt.Errorf("disk full: %d bytes free in %s, %d needed: %w", u.AvailBytes, p.cfg.Dir, need, syscall.ENOSPC)
+	}
+	p.spaceBudget.Store(int64(min((u.AvailBytes-need)/2, math.MaxInt64)))
+	p.spaceAt.Store(now)
 	return nil
 }
 
@@ -241,7 +269,14 @@ func (p *Pebble) apply(b *pebble.Batch) (err error) {
 			err = fmt.Errorf("%w: Pebble panicked: %s", ErrUnavailable, msg)
 		}
 	}()
-	return p.db.Apply(b, pebble.NoSync)
+	if err := p.db.Apply(b, pebble.NoSync); err != nil {
+		return err
+	}
+	// Pebble's commit path logs a failed commit as fatal and carries on as if it worked.
+	if msg := p.failed.Load(); msg != nil {
+		return fmt.Errorf("pebble failed: %s", *msg)
+	}
+	return nil
 }
 
 // probe writes, syncs and removes a small file next to the database, through the filesystem

@@ -165,6 +165,7 @@ func TestPebbleDiskFull(t *testing.T) {
 	require.NoError(t, p.Health(ctx))
 
 	ffs.full.Store(true)
+	time.Sleep(2 * spaceRecheck) // the disk fills up while the store is idle
 	for i := range 50 {
 		err := p.Export(ctx, windowSpans(obj, t0.Add(win), 10, 1024))
 		require.Error(t, err, "write %d on a full disk", i)

@@ -31,7 +31,7 @@ const maxBytesTolerance = 1.0 / 16
 // under the limit, and no check reports an error.
 func TestPebbleMaxBytesBoundsDisk(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 160 MiB")
+		t.Skip("writes 112 MiB")
 	}
 	ctx := context.Background()
 	const limit = 64 << 20
@@ -45,18 +45,30 @@ func TestPebbleMaxBytesBoundsDisk(t *testing.T) {
 	obj := ref("c", "", "pods", "ns", "p")
 
 	var peak uint64
-	for i := range 40 { // 40 windows of 4 MiB: 2.5 times the limit
+	for i := range 28 { // 28 windows of 4 MiB: 1.75 times the limit
 		w := t0.Add(time.Duration(i) * win)
 		for j := range 16 {
 			require.NoError(t, p.Export(ctx, windowSpansFrom(obj, w, j*64, 64, 4096)))
 		}
 		require.NoError(t, p.retain(ctx, w.Add(time.Minute)))
-		du, err := dirUsage(dir)
-		require.NoError(t, err)
+		// Pebble removes obsolete files and finishes compactions in the background: give it a
+		// moment (a slow machine, -race) before measuring.
+		var du uint64
+		for range 50 {
+			du, err = dirUsage(dir)
+			require.NoError(t, err)
+			if du <= uint64(limit*(1+maxBytesTolerance)) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		peak = max(peak, du)
 		assert.LessOrEqual(t, du, uint64(limit*(1+maxBytesTolerance)), "after window %d: %d bytes on disk", i, du)
 		gauge := metricValue(t, reader, "kelemetry.store.size", "")
-		assert.InDelta(t, float64(du), float64(gauge), float64(limit)/16, "the size metric counts the folder as du does")
+		after, err := dirUsage(dir)
+		require.NoError(t, err)
+		assert.True(t, gauge >= int64(min(du, after)) && gauge <= int64(max(du, after)),
+			"the size metric (%d) counts the folder as du does (%d..%d)", gauge, du, after)
 	}
 	t.Logf("peak folder size %d bytes (%.1f%% of maxBytes)", peak, 100*float64(peak)/limit)
 	assert.Equal(t, int64(0), errs.n.Load(), "no error logged")

@@ -45,13 +45,15 @@ type Pebble struct {
 	failed atomic.Pointer[string] // set when Pebble reports a fatal error
 
 	// The disk guard (see disk.go).
-	baseFS     vfs.FS                    // the filesystem under Pebble's wrappers
-	fs         vfs.FS                    // what Pebble uses: health checks over guardFS over baseFS
-	memSize    uint64                    // Pebble's MemTableSize, chosen for MaxBytes
-	fault      atomic.Pointer[diskFault] // a failed write since the database was opened
-	wedged     atomic.Pointer[string]    // Pebble's commit path panicked: never write again
-	stallSince atomic.Int64              // Unix nanoseconds of the running write stall's start
-	lastBgLog  atomic.Int64              // Unix nanoseconds of the last logged background error
+	baseFS      vfs.FS                    // the filesystem under Pebble's wrappers
+	fs          vfs.FS                    // what Pebble uses: health checks over guardFS over baseFS
+	memSize     uint64                    // Pebble's MemTableSize, chosen for MaxBytes
+	fault       atomic.Pointer[diskFault] // a failed write since the database was opened
+	wedged      atomic.Pointer[string]    // Pebble's commit path panicked: never write again
+	stallSince  atomic.Int64              // Unix nanoseconds of the running write stall's start
+	lastBgLog   atomic.Int64              // Unix nanoseconds of the last logged background error
+	spaceAt     atomic.Int64              // Unix nanoseconds of the last free-space check that found room
+	spaceBudget atomic.Int64              // bytes the store may write before checking again
 
 	// mu is held shared by writes and reads, exclusively by retention deletes, reopening and
 	// Close.
@@ -287,6 +289,7 @@ func (p *Pebble) write(spans []*aggregator.Span) error {
 			return err
 		}
 	}
+	p.spaceBudget.Add(-int64(b.Len()))
 	if err := p.apply(b); err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}

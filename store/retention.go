@@ -153,15 +153,33 @@ func (p *Pebble) compactDeleted(ctx context.Context, s *deletions) error {
 	return nil
 }
 
+// sizeRounds bounds the delete-compact-measure rounds of one size check: the per-window
+// estimates miss what compactions and log files add, so the folder is measured again.
+const sizeRounds = 3
+
 func (p *Pebble) retainSize(ctx context.Context, futureLimit int64) error {
+	for range sizeRounds - 1 {
+		again, err := p.retainSizeRound(ctx, futureLimit, false)
+		if err != nil || !again {
+			return err
+		}
+	}
+	_, err := p.retainSizeRound(ctx, futureLimit, true)
+	return err
+}
+
+// retainSizeRound deletes the oldest windows until the estimate fits MaxBytes. again says that
+// windows were deleted and the folder is still too large; only the last round reports a store
+// that cannot be brought under the limit.
+func (p *Pebble) retainSizeRound(ctx context.Context, futureLimit int64, last bool) (again bool, _ error) {
 	limit := uint64(p.cfg.MaxBytes)
 	usage, err := p.diskUsage(false)
 	if err != nil || usage <= limit {
-		return err
+		return false, err
 	}
 	// Estimates per window only see flushed data.
 	if usage, err = p.diskUsage(true); err != nil || usage <= limit {
-		return err
+		return false, err
 	}
 	var done deletions
 	estimate := usage
@@ -191,26 +209,27 @@ func (p *Pebble) retainSize(ctx context.Context, futureLimit int64) error {
 			"newestDeleted", unixTime(done.last), "futureWindows", len(done.future), "sizeBytes", usage, "maxBytes", limit)
 	}
 	if loopErr != nil {
-		return loopErr
+		return false, loopErr
 	}
 	if done.windows > 0 {
 		if err := p.compactDeleted(ctx, &done); err != nil {
-			return err
+			return false, err
 		}
-	}
-	if !exhausted {
-		return nil
 	}
 	after, err := p.diskUsage(false)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if after > limit {
+	if !exhausted {
+		return after > limit && done.windows > 0, nil
+	}
+	if after > limit && (last || done.windows == 0) {
 		p.overLimit.Add(context.WithoutCancel(ctx), 1)
 		p.logger.Error("store is larger than maxBytes and only the newest window is left to delete",
 			"sizeBytes", after, "maxBytes", limit, "deletedWindows", done.windows, "dir", p.cfg.Dir)
+		return false, nil
 	}
-	return nil
+	return after > limit, nil
 }
 
 // diskUsage returns the disk space of the store's folder as du counts it, after flushing the
