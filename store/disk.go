@@ -369,13 +369,21 @@ func (p *Pebble) recoverLoop(ctx context.Context) {
 // open works, read-only otherwise (p.readOnly says why). Call with mu held or before p is shared.
 // Opening is bounded by ctx and openTimeout.
 func (p *Pebble) openDB(ctx context.Context) error {
-	if err := p.freeSpace(maintenanceReserve(p.memSize)); err != nil {
+	if err := p.baseFS.MkdirAll(p.cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("create folder: %w", err)
+	}
+	// Pebble retries a failing write at open forever: test the disk first.
+	err := p.freeSpace(maintenanceReserve(p.memSize))
+	if err == nil {
+		err = p.probe()
+	}
+	if err != nil {
 		db, rerr := p.openBounded(ctx, true)
 		if rerr != nil {
 			return fmt.Errorf("%w; read-only open: %w", err, rerr)
 		}
 		p.db, p.readOnly = db, err.Error()
-		p.logger.Error("store opened read-only: the disk is full; writes resume when space returns", "reason", err)
+		p.logger.Error("store opened read-only: the disk is full or failing; writes resume when it works", "reason", err)
 		return nil
 	}
 	db, err := p.openBounded(ctx, false)

@@ -284,3 +284,29 @@ func TestPebbleShutdownBoundedOnStuckStore(t *testing.T) {
 		return p.closed
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// Opening a store whose disk reports space but fails every write (a quota, a failing device)
+// is bounded too: it serves read-only.
+func TestPebbleOpenWithWriteErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	obj := ref("c", "", "pods", "ns", "p")
+	first := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
+	require.NoError(t, first.Export(ctx, windowSpans(obj, t0, 10, 1024)))
+	require.NoError(t, first.Close())
+
+	ffs := newFaultFS()
+	ffs.failWrites.Store(true)
+	var p *Pebble
+	withinTime(t, 30*time.Second, "open on a failing disk", func() {
+		p = openFaultPebble(t, PebbleConfig{Dir: dir}, ffs)
+	})
+	_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
+	require.NoError(t, err, "reads work")
+	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable)
+
+	ffs.failWrites.Store(false)
+	withinTime(t, 10*time.Second, "recovery", func() { p.recoverStep(ctx) })
+	require.NoError(t, p.Health(ctx))
+	require.NoError(t, p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 16)))
+}
