@@ -305,7 +305,8 @@ func (p *Pebble) probe() error {
 func (p *Pebble) needsRecovery() bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return !p.closed && p.failed.Load() == nil && p.wedged.Load() == nil && (p.readOnly != "" || p.fault.Load() != nil)
+	return !p.closed && p.failed.Load() == nil && p.wedged.Load() == nil &&
+		(p.db == nil || p.readOnly != "" || p.fault.Load() != nil)
 }
 
 // recoverStep reopens the database for writing when it waits for it and the disk works again
@@ -324,7 +325,7 @@ func (p *Pebble) recoverStep(ctx context.Context) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || (p.readOnly == "" && p.fault.Load() == nil) {
+	if p.closed || (p.db != nil && p.readOnly == "" && p.fault.Load() == nil) {
 		return true
 	}
 	if err := p.closeDB(false); err != nil {
