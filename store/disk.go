@@ -310,7 +310,8 @@ func (p *Pebble) needsRecovery() bool {
 }
 
 // recoverStep reopens the database for writing when it waits for it and the disk works again
-// (space and a probe write). It reports whether the database is writable afterwards.
+// (space and a probe write). It reports false while it still waits (the loop then backs off),
+// true otherwise; a database whose commit path panicked is never reopened.
 func (p *Pebble) recoverStep(ctx context.Context) bool {
 	if !p.needsRecovery() {
 		return true

@@ -310,3 +310,33 @@ func TestPebbleOpenWithWriteErrors(t *testing.T) {
 	require.NoError(t, p.Health(ctx))
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 16)))
 }
+
+// A panic inside Pebble's commit path (here: a batch of another database) does not crash the
+// process: the write fails, the store refuses further writes and says a restart is needed,
+// reads keep working, and Close does not touch the stuck database.
+func TestPebbleCommitPanicIsRecovered(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{}, nil)
+	other := openTestPebble(t, PebbleConfig{}, nil)
+	obj := ref("c", "", "pods", "ns", "p")
+	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 2, 16)))
+
+	b := other.db.NewBatch()
+	require.NoError(t, b.Set([]byte("k"), []byte("v"), nil))
+	err := p.apply(b) // Pebble panics: the batch belongs to another database
+	_ = b.Close()
+	require.ErrorIs(t, err, ErrUnavailable)
+
+	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable)
+	herr := p.Health(ctx)
+	require.Error(t, herr)
+	assert.Contains(t, herr.Error(), "restart")
+	_, err = p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
+	require.NoError(t, err, "reads keep working")
+	p.recoverStep(ctx)
+	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable, "no reopen of a stuck database")
+
+	db := p.db
+	require.NoError(t, p.Close(), "Close leaves the stuck database alone")
+	require.NoError(t, db.Close(), "(the test closes it: this one is not really stuck)")
+}
