@@ -1,6 +1,7 @@
 package kelemetry
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -103,7 +104,10 @@ func subConfigs(c Config) (configs, error) {
 
 // Health is the body of GET /healthz.
 type Health struct {
-	Status     string       `json:"status"`
+	// Status is "ok", or "unavailable" (HTTP 503) while a sink cannot take writes.
+	Status string `json:"status"`
+	// Reason says why the status is not ok, e.g. the store's disk is full.
+	Reason     string       `json:"reason,omitempty"`
 	QueueDepth int          `json:"queueDepth"`
 	Replay     HealthReplay `json:"replay"`
 }
@@ -115,10 +119,11 @@ type HealthReplay struct {
 	Error string              `json:"error,omitempty"`
 }
 
-// newHealth answers GET /healthz on both listeners: the audit queue's depth and the progress of
-// the start-up replays.
-func newHealth(r *audit.Replayer, ev *event.Replayer, q *audit.Queue) httpserver.Health {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+// newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
+// the start-up replays, and whether the sinks take writes (503 "unavailable" when they do not,
+// e.g. the store's disk is full).
+func newHealth(r *audit.Replayer, ev *event.Replayer, q *audit.Queue, agg *aggregator.Engine) httpserver.Health {
+	return healthHandler(func() Health {
 		h := Health{Status: "ok", QueueDepth: q.Len()}
 		select {
 		case <-r.Done():
@@ -134,7 +139,21 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q *audit.Queue) httpserver
 		if err != nil {
 			h.Replay.Error = err.Error()
 		}
+		return h
+	}, agg.SinkHealth)
+}
+
+// healthHandler serves status, turned "unavailable" (HTTP 503) with the reason while sinkHealth
+// fails.
+func healthHandler(status func() Health, sinkHealth func(context.Context) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h := status()
+		code := http.StatusOK
+		if err := sinkHealth(req.Context()); err != nil {
+			h.Status, h.Reason, code = "unavailable", err.Error(), http.StatusServiceUnavailable
+		}
 		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(h)
 	})
 }

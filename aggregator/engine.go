@@ -238,6 +238,10 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 		Error:      ev.Error,
 	})
 	err := e.export(ctx, spans)
+	if err != nil && newObject {
+		// The object span may not have been written: let the retry of this event write it.
+		e.forgetObject(key, window)
+	}
 	for _, link := range ev.Links {
 		if lerr := e.emitLink(ctx, linkJob{obj: ev.Object, window: window, at: start}, link); lerr != nil {
 			err = errors.Join(err, fmt.Errorf("aggregator: event link: %w", lerr))
@@ -251,6 +255,23 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 		return err
 	}
 	e.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "ok")))
+	return nil
+}
+
+// SinkHealth joins the errors of the sinks that implement HealthChecker: nil when every sink
+// takes writes.
+func (e *Engine) SinkHealth(ctx context.Context) error {
+	var errs []error
+	for _, s := range e.sinks {
+		if h, ok := s.(HealthChecker); ok {
+			if err := h.Health(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("aggregator: sink unhealthy: %w", err)
+	}
 	return nil
 }
 
@@ -292,6 +313,14 @@ func (e *Engine) markObject(key ObjectKey, window time.Time, hasBody bool, metaH
 func (e *Engine) ensureObject(key ObjectKey, window time.Time) bool {
 	n, _ := e.markObject(key, window, false, 0)
 	return n
+}
+
+// forgetObject undoes markObject after a failed export, so that the next event of the object
+// in window emits the object span (and looks up links) again.
+func (e *Engine) forgetObject(key ObjectKey, window time.Time) {
+	e.objMu.Lock()
+	defer e.objMu.Unlock()
+	e.objects.Remove(windowKey{key: key, window: window.UnixNano()})
 }
 
 // forget undoes the link part of markObject so that a later event retries a dropped job.
@@ -457,6 +486,9 @@ func (e *Engine) emitLink(ctx context.Context, job linkJob, link Link) error {
 		spans = append(spans, e.objectSpan(target, job.window, tgtTID, ObjectSpanID(tgtTID)))
 	}
 	if err := e.export(ctx, spans); err != nil {
+		if newTarget {
+			e.forgetObject(tgtKey, job.window)
+		}
 		return err
 	}
 	if newTarget {

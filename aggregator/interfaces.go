@@ -64,6 +64,20 @@ type Sink interface {
 	Export(ctx context.Context, spans []*Span) error
 }
 
+// HealthChecker is implemented by a sink that can tell whether it takes writes now, e.g. the
+// embedded store on a full disk. Health returns nil when it does, otherwise the reason (the
+// audit webhook then answers 503 with Retry-After, /healthz reports it). It must be cheap (it
+// runs on every webhook request) and safe for concurrent use. A sink that does not implement it
+// counts as healthy.
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
+// ErrSinkUnavailable is wrapped by the error of a sink that cannot take writes now but will
+// again (the embedded store on a full disk): Send returns it, and the audit consumer retries the
+// event with backoff instead of dropping it.
+var ErrSinkUnavailable = errors.New("sink unavailable")
+
 // ErrInvalidEvent is returned by Send for an event that cannot be placed in a trace.
 var ErrInvalidEvent = errors.New("invalid event")
 

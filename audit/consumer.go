@@ -135,8 +135,10 @@ type Consumer struct {
 	join   *informerJoin
 
 	counter  metric.Int64Counter
+	retries  metric.Int64Counter
 	outcomes [numOutcomes]metric.MeasurementOption
 	sendWarn ratelog.Limiter
+	retryMin time.Duration // first backoff of a send to an unavailable sink
 }
 
 // outcome is what became of one event, the result and reason attributes of
@@ -157,6 +159,7 @@ const (
 	outcomeInvalidNoTimestamp
 	outcomeInvalidTimestamp
 	outcomeSendError
+	outcomeSendAbandoned
 	numOutcomes
 )
 
@@ -174,7 +177,14 @@ var outcomeAttrs = [numOutcomes][2]string{
 	outcomeInvalidNoTimestamp:       {"invalid", "no_timestamp"},
 	outcomeInvalidTimestamp:         {"invalid", "unrepresentable_time"},
 	outcomeSendError:                {"send_error", ""},
+	outcomeSendAbandoned:            {"send_error", "abandoned"},
 }
+
+// Backoff of the retries of an event whose sink is unavailable (aggregator.ErrSinkUnavailable).
+const (
+	sendRetryFirst   = 100 * time.Millisecond
+	sendRetryLongest = 5 * time.Second
+)
 
 // NewConsumer returns a consumer that sends to agg; ts gives its logger and meter provider
 // (either may be unset).
@@ -190,6 +200,7 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 		agg:      agg,
 		logger:   ts.Log().With("component", "audit.consumer"),
 		sendWarn: ratelog.Limiter{Burst: 5, Every: 10 * time.Second},
+		retryMin: sendRetryFirst,
 	}
 	var differ *diff.Differ
 	if cfg.Diff.Disabled {
@@ -209,7 +220,10 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 	c.conv = newConverter(cfg, differ)
 	meter := ts.Meter(meterName)
 	c.counter = meter.Counter("kelemetry.audit.consumer.events",
-		"Audit events seen by the consumer, by result (sent, filtered, invalid, send_error) and reason.", "{event}")
+		"Audit events seen by the consumer, by result (sent, filtered, invalid, send_error) and reason "+
+			"(abandoned: the sink stayed unavailable until the queue gave up, e.g. at shutdown).", "{event}")
+	c.retries = meter.Counter("kelemetry.audit.consumer.send.retries",
+		"Sends retried because a sink was unavailable (e.g. the store's disk is full).", "{retry}")
 	c.join = newInformerJoin(cfg.InformerJoin, cfg.Diff.LogFormat(), meter, func(ctx context.Context, cluster, auditID string, out *aggregator.Event) {
 		c.send(ctx, cluster, auditID, out, outcomeSent)
 	})
@@ -259,11 +273,17 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 	c.send(ctx, cluster, ev.AuditID, out, oc)
 }
 
-// send sends out (when not nil) and counts oc, or send_error.
+// send sends out (when not nil) and counts oc, or send_error. While a sink is unavailable
+// (aggregator.ErrSinkUnavailable: a full disk) it retries with backoff until ctx ends, holding
+// the queue partition: the queue then fills and the webhook answers 429, so that the senders keep
+// the events. An event given up when ctx ends is counted as send_error, reason abandoned.
 func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggregator.Event, oc outcome) {
 	if out != nil {
-		if err := c.agg.Send(ctx, out); err != nil {
+		if err := c.sendRetrying(ctx, out); err != nil {
 			oc = outcomeSendError
+			if errors.Is(err, aggregator.ErrSinkUnavailable) {
+				oc = outcomeSendAbandoned
+			}
 			if ok, suppressed := c.sendWarn.Allow(time.Now()); ok {
 				c.logger.Warn("send audit event to the aggregator", "cluster", cluster, "auditID", auditID,
 					"object", out.Object.String(), "error", err, "suppressed", suppressed)
@@ -271,6 +291,26 @@ func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggre
 		}
 	}
 	c.counter.Add(ctx, 1, c.outcomes[oc])
+}
+
+// sendRetrying sends out, again after a backoff while the error says a sink is unavailable.
+func (c *Consumer) sendRetrying(ctx context.Context, out *aggregator.Event) error {
+	delay := c.retryMin
+	for {
+		err := c.agg.Send(ctx, out)
+		if err == nil || !errors.Is(err, aggregator.ErrSinkUnavailable) {
+			return err
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		c.retries.Add(ctx, 1)
+		delay = min(2*delay, sendRetryLongest)
+	}
 }
 
 // Convert turns an audit event from cluster into an aggregator event. keep is false when the event

@@ -115,6 +115,9 @@ func New(p Params) (Result, error) {
 	}
 	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
 	webhook := NewWebhook(wcfg, q, ts)
+	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
+		webhook.SetHealth(h.SinkHealth)
+	}
 	for _, f := range cfg.Follow {
 		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, q, ts)
 		if err != nil {

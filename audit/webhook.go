@@ -86,8 +86,9 @@ func (c WebhookConfig) Validate() error {
 // (--audit-webhook-config-file pointing at http(s)://<host>/audit/<cluster>). It decodes each posted
 // audit.k8s.io/v1 EventList and enqueues the whole batch; it answers 200 only once the batch is
 // enqueued, 429 with Retry-After when the queue is full or too many bytes are being read at once
-// (MaxInflightBytes; kube-apiserver retries), 503 when the queue is stopped, 400 for a malformed
-// batch and 413 for one over the size limit.
+// (MaxInflightBytes; kube-apiserver retries), 503 when the queue is stopped (or, with Retry-After,
+// while the sinks are unhealthy: see SetHealth), 400 for a malformed batch and 413 for one over the
+// size limit.
 //
 // An item whose requestReceivedTimestamp or stageTimestamp is outside what the store can represent
 // (aggregator.CheckTime: years 1678-2262) or more than MaxFutureSkew ahead of this receiver's clock
@@ -106,6 +107,7 @@ type Webhook struct {
 	cfg    WebhookConfig
 	q      Enqueuer
 	logger *slog.Logger
+	health func(context.Context) error // see SetHealth
 
 	requests metric.Int64Counter
 	events   metric.Int64Counter
@@ -146,7 +148,7 @@ func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
 	w.events = meter.Counter("kelemetry.audit.webhook.events",
 		"Audit events accepted by the webhook (enqueued).", "{event}")
 	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",
-		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, error, inflight_bytes, bad_timestamp).", "{batch}")
+		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, unavailable, error, inflight_bytes, bad_timestamp).", "{batch}")
 	w.dropped = meter.Counter("kelemetry.audit.webhook.dropped_events",
 		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
 	if err := meter.Err(); err != nil {
@@ -184,6 +186,10 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, "", "cluster in path: "+err.Error())
 			return
 		}
+	}
+
+	if w.unavailable(ctx, rw, cluster) {
+		return
 	}
 
 	data, release, status, err := w.readBody(rw, r)

@@ -14,6 +14,7 @@ const (
 	DefaultCheckInterval  = time.Minute
 	DefaultIndexCacheSize = 100_000
 	DefaultCacheSize      = 64 << 20
+	DefaultMaxFutureSkew  = 24 * time.Hour
 )
 
 // MemoryConfig configures the in-memory store. The zero value means defaults.
@@ -48,10 +49,16 @@ type PebbleConfig struct {
 	Dir string `yaml:"dir"`
 	// MaxAge is how long a window is kept after it ends (default 7 days).
 	MaxAge time.Duration `yaml:"maxAge"`
-	// MaxBytes bounds the database size on disk (default 10 GiB). Above it, the oldest windows
-	// are deleted. The newest window is never deleted for size; when it alone is too large, an
-	// error is logged and counted on every check.
+	// MaxBytes bounds the database size on disk, every file in Dir counted as du counts it,
+	// write-ahead log included (default 10 GiB; the smallest sensible value is MinMaxBytes). The
+	// memtable and write-ahead log are sized for it. Above it, the oldest windows are deleted. The
+	// newest window is never deleted for size; when it alone is too large, an error is logged and
+	// counted on every check.
 	MaxBytes int64 `yaml:"maxBytes"`
+	// MaxFutureSkew is how far past the current time a window may start and still count as
+	// current (default 24h). A window starting later (a future-dated event) is never the newest
+	// window that size retention protects, and age retention deletes it.
+	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 	// CheckInterval is the period of the retention loop (default 1m).
 	CheckInterval time.Duration `yaml:"checkInterval"`
 	// IndexCacheSize bounds the in-process cache of (trace, window) pairs whose index entries
@@ -72,6 +79,9 @@ func (c PebbleConfig) WithDefaults() PebbleConfig {
 	if c.CheckInterval == 0 {
 		c.CheckInterval = DefaultCheckInterval
 	}
+	if c.MaxFutureSkew == 0 {
+		c.MaxFutureSkew = DefaultMaxFutureSkew
+	}
 	if c.IndexCacheSize == 0 {
 		c.IndexCacheSize = DefaultIndexCacheSize
 	}
@@ -87,8 +97,8 @@ func (c PebbleConfig) Validate() error {
 	switch {
 	case c.Dir == "":
 		return errors.New("store: dir is required")
-	case c.MaxAge < 0, c.CheckInterval < 0:
-		return errors.New("store: maxAge and checkInterval must not be negative")
+	case c.MaxAge < 0, c.CheckInterval < 0, c.MaxFutureSkew < 0:
+		return errors.New("store: maxAge, checkInterval and maxFutureSkew must not be negative")
 	case c.MaxBytes < 0, c.IndexCacheSize < 0, c.CacheSize < 0:
 		return errors.New("store: maxBytes, indexCacheSize and cacheSize must not be negative")
 	}

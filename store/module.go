@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.uber.org/fx"
@@ -47,9 +46,7 @@ func New(p Params) (Store, error) {
 		return nil, err
 	}
 	if pb, ok := s.(*Pebble); ok {
-		p.Lifecycle.Append(fx.StartStopHook(pb.Start, func(ctx context.Context) error {
-			return errors.Join(pb.Stop(ctx), pb.Close())
-		}))
+		p.Lifecycle.Append(fx.StartStopHook(pb.Start, pb.Shutdown))
 	} else {
 		p.Lifecycle.Append(fx.StopHook(func() error {
 			if err := s.Close(); err != nil {

@@ -44,9 +44,22 @@ type Pebble struct {
 	now    func() time.Time
 	failed atomic.Pointer[string] // set when Pebble reports a fatal error
 
-	// mu is held shared by writes and reads, exclusively by retention deletes and Close.
-	mu     sync.RWMutex
-	closed bool
+	// The disk guard (see disk.go).
+	baseFS      vfs.FS                    // the filesystem under Pebble's wrappers
+	fs          vfs.FS                    // what Pebble uses: health checks over guardFS over baseFS
+	memSize     uint64                    // Pebble's MemTableSize, chosen for MaxBytes
+	fault       atomic.Pointer[diskFault] // a failed write since the database was opened
+	wedged      atomic.Pointer[string]    // Pebble's commit path panicked: never write again
+	stallSince  atomic.Int64              // Unix nanoseconds of the running write stall's start
+	lastBgLog   atomic.Int64              // Unix nanoseconds of the last logged background error
+	spaceAt     atomic.Int64              // Unix nanoseconds of the last free-space check that found room
+	spaceBudget atomic.Int64              // bytes the store may write before checking again
+
+	// mu is held shared by writes and reads, exclusively by retention deletes, reopening and
+	// Close.
+	mu       sync.RWMutex
+	closed   bool
+	readOnly string // why the database is open read-only; empty when writable
 
 	loopMu    sync.Mutex
 	retention *loop.Group // the retention loop; nil when it does not run
@@ -97,6 +110,11 @@ const meterName = "github.com/kelemetry/kelemetry/store"
 // OpenPebble opens or creates the database in cfg.Dir for traces of window length w. Call Start
 // to run retention and Close when done.
 func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel telemetry.Settings) (*Pebble, error) {
+	return openPebble(ctx, cfg, w, tel, vfs.Default)
+}
+
+// openPebble is OpenPebble on the filesystem base (tests inject faults with it).
+func openPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel telemetry.Settings, base vfs.FS) (*Pebble, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -115,27 +133,14 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 		return nil, fmt.Errorf("open store: metrics: %w", err)
 	}
 
-	cache := pebble.NewCache(cfg.CacheSize)
-	defer cache.Unref()
+	p.baseFS, p.memSize = base, memTableSize(cfg.MaxBytes)
 	// The disk-health-checking filesystem Pebble would create itself runs a goroutine that a
 	// failed Open never stops: create it here, and close it after the database (or the failure).
-	fs, fsCloser := vfs.WithDiskHealthChecks(vfs.Default, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
+	fs, fsCloser := vfs.WithDiskHealthChecks(&guardFS{FS: base, onErr: p.noteFault}, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
 		p.logger.Warn("slow disk operation", "component", "pebble", "info", info.String())
 	})
-	p.fsCloser = fsCloser
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{
-		FS:                 fs,
-		Cache:              cache,
-		FormatMajorVersion: pebble.FormatNewest,
-		// Spans are written once and read rarely: a larger memtable (32 MiB; the default is 4 MiB)
-		// flushes less often, which roughly halves the compaction work under a steady ingest.
-		MemTableSize:                32 << 20,
-		MemTableStopWritesThreshold: 3,
-		L0CompactionThreshold:       4,
-		L0StopWritesThreshold:       24,
-		Logger:                      pebbleLogger{logger: p.logger, failed: &p.failed},
-	})
-	if err != nil {
+	p.fs, p.fsCloser = fs, fsCloser
+	if err := p.openDB(ctx); err != nil {
 		_ = p.sizeReg.Unregister()
 		_ = fsCloser.Close()
 		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
@@ -143,19 +148,55 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 		}
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
-	p.db = db
 	if err := p.checkVersion(); err != nil {
 		_ = p.sizeReg.Unregister()
-		_ = db.Close()
+		_ = p.db.Close()
 		_ = fsCloser.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	return p, nil
 }
 
+// options are the Pebble options of the database, sized for MaxBytes. Open takes its own
+// reference to cache: unref it after Open.
+func (p *Pebble) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
+	return &pebble.Options{
+		FS:                 p.fs,
+		Cache:              cache,
+		FormatMajorVersion: pebble.FormatNewest,
+		ReadOnly:           readOnly,
+		// Spans are written once and read rarely: a larger memtable (up to 32 MiB; the default
+		// is 4 MiB) flushes less often, which roughly halves the compaction work under a steady
+		// ingest. Each write-ahead log preallocates 110% of it, so it shrinks with MaxBytes.
+		MemTableSize:                p.memSize,
+		MemTableStopWritesThreshold: 3,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		Logger:                      pebbleLogger{logger: p.logger, failed: &p.failed},
+		EventListener: &pebble.EventListener{
+			WriteStallBegin: func(pebble.WriteStallBeginInfo) { p.stallSince.CompareAndSwap(0, time.Now().UnixNano()) },
+			WriteStallEnd:   func() { p.stallSince.Store(0) },
+			BackgroundError: p.backgroundError,
+		},
+	}
+}
+
+// backgroundError logs a failed flush or compaction, at most once per 10 seconds (Pebble
+// retries them).
+func (p *Pebble) backgroundError(err error) {
+	now := time.Now().UnixNano()
+	last := p.lastBgLog.Load()
+	if now-last < int64(10*time.Second) || !p.lastBgLog.CompareAndSwap(last, now) {
+		return
+	}
+	p.logger.Error("store background flush or compaction failed (retried)", "component", "pebble", "error", err)
+}
+
 func (p *Pebble) checkVersion() error {
 	v, closer, err := p.db.Get(versionKey)
 	switch {
+	case errors.Is(err, pebble.ErrNotFound) && p.readOnly != "":
+		return nil // written once writable
 	case errors.Is(err, pebble.ErrNotFound):
 		if err := p.db.Set(versionKey, []byte(schemaVersion), pebble.Sync); err != nil {
 			return fmt.Errorf("write schema version: %w", err)
@@ -180,13 +221,15 @@ func (p *Pebble) initMetrics(tel telemetry.Settings) error {
 	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}")
 	p.byAge = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonAge)))
 	p.bySize = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonSize)))
-	p.sizeReg = m.Gauge("kelemetry.store.size", "Disk space used by the store.", "By", func() (int64, bool) {
+	p.sizeReg = m.Gauge("kelemetry.store.size", "Disk space used by the store: every file in its folder, as du counts it.", "By", func() (int64, bool) {
 		p.mu.RLock()
-		defer p.mu.RUnlock()
-		if p.closed || p.db == nil {
+		closed := p.closed
+		p.mu.RUnlock()
+		if closed {
 			return 0, false
 		}
-		return int64(p.db.Metrics().DiskSpaceUsage()), true
+		n, err := dirUsage(p.cfg.Dir)
+		return int64(min(n, math.MaxInt64)), err == nil
 	})
 	return m.Err()
 }
@@ -198,6 +241,9 @@ func (p *Pebble) usable() error {
 	}
 	if msg := p.failed.Load(); msg != nil {
 		return fmt.Errorf("pebble failed: %s", *msg)
+	}
+	if p.db == nil {
+		return fmt.Errorf("%w: the database could not be reopened after a disk fault", ErrUnavailable)
 	}
 	return nil
 }
@@ -212,7 +258,7 @@ func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.writable(false); err != nil {
 		return fmt.Errorf("store %d spans: %w", len(spans), err)
 	}
 	if err := p.write(spans); err != nil {
@@ -243,7 +289,8 @@ func (p *Pebble) write(spans []*aggregator.Span) error {
 			return err
 		}
 	}
-	if err := p.db.Apply(b, pebble.NoSync); err != nil {
+	p.spaceBudget.Add(-int64(b.Len()))
+	if err := p.apply(b); err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	for _, pr := range enc.pend {
@@ -706,7 +753,8 @@ func (p *Pebble) scan(ctx context.Context, lower, upper []byte, fn func(*pebble.
 }
 
 // Close stops retention, flushes the memtable and closes the database. Later calls return nil;
-// other methods return ErrClosed afterwards.
+// other methods return ErrClosed afterwards. On a full or failing disk the memtable is not
+// flushed (see disk.go); Shutdown bounds the time Close may take.
 func (p *Pebble) Close() error {
 	stopErr := p.Stop(context.Background())
 	p.mu.Lock()
@@ -722,13 +770,8 @@ func (p *Pebble) Close() error {
 	if err := p.sizeReg.Unregister(); err != nil {
 		errs = append(errs, fmt.Errorf("unregister size gauge: %w", err))
 	}
-	if p.failed.Load() == nil {
-		if err := p.db.Flush(); err != nil {
-			errs = append(errs, fmt.Errorf("flush: %w", err))
-		}
-	}
-	if err := p.db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close: %w", err))
+	if err := p.closeDB(true); err != nil {
+		errs = append(errs, err)
 	}
 	if err := p.fsCloser.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close disk health checks: %w", err))

@@ -137,8 +137,13 @@ func TestPebbleStartStop(t *testing.T) {
 // windowSpans writes n event spans of about size bytes each (incompressible) into one object's
 // trace in window w.
 func windowSpans(obj aggregator.ObjectRef, w time.Time, n, size int) []*aggregator.Span {
+	return windowSpansFrom(obj, w, 0, n, size)
+}
+
+// windowSpansFrom is windowSpans with event IDs from first on.
+func windowSpansFrom(obj aggregator.ObjectRef, w time.Time, first, n, size int) []*aggregator.Span {
 	spans := []*aggregator.Span{objectSpan(obj, w)}
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		sp := eventSpan(obj, w, fmt.Sprint(i), time.Duration(i)*time.Second)
 		sp.Attributes = aggregator.Attrs{{Key: "payload"}}
 		payload := make([]byte, size)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -28,7 +29,7 @@ func (p *Pebble) Start(_ context.Context) error {
 		return fmt.Errorf("start store retention: %w", ErrClosed)
 	}
 	p.retention = &loop.Group{}
-	p.retention.Start(p.retentionLoop)
+	p.retention.Start(p.retentionLoop, p.recoverLoop)
 	return nil
 }
 
@@ -59,24 +60,43 @@ func (p *Pebble) retentionLoop(ctx context.Context) {
 	}
 }
 
-// retain runs one retention check as of now: age first, then size.
+// retain runs one retention check as of now: age first, then size. Windows starting after
+// now+MaxFutureSkew (future-dated events) are deleted by age retention and never count as the
+// newest window.
 func (p *Pebble) retain(ctx context.Context, now time.Time) error {
+	p.mu.RLock()
+	err := p.writable(true)
+	p.mu.RUnlock()
+	if err != nil {
+		// Health reports it; the recovery loop works on it.
+		p.logger.Debug("store retention skipped", "error", err)
+		return nil
+	}
 	// A window [w, w+length) is older than MaxAge when w+length <= now-MaxAge.
 	below := now.Add(-p.cfg.MaxAge).UnixNano() - int64(p.window) + 1
-	ageErr := p.retainAge(ctx, below)
-	sizeErr := p.retainSize(ctx)
+	limit := futureLimit(now, p.cfg.MaxFutureSkew)
+	ageErr := p.retainAge(ctx, below, limit)
+	sizeErr := p.retainSize(ctx, limit)
 	return errors.Join(ageErr, sizeErr)
 }
 
-func (p *Pebble) retainAge(ctx context.Context, below int64) error {
-	var windows, spans int64
-	last := int64(0)
+// futureLimit is the latest window start that still counts as current: now+skew, saturated.
+func futureLimit(now time.Time, skew time.Duration) int64 {
+	n := now.UnixNano()
+	if n > math.MaxInt64-int64(skew) {
+		return math.MaxInt64 - 1
+	}
+	return n + int64(skew)
+}
+
+func (p *Pebble) retainAge(ctx context.Context, below, limit int64) error {
+	var done deletions
 	var loopErr error
 	for loopErr == nil {
 		if loopErr = ctx.Err(); loopErr != nil {
 			break
 		}
-		d, err := p.deleteOldestWindow(ctx, below, false)
+		d, err := p.deleteOldestWindow(ctx, below, limit, false)
 		if err != nil {
 			loopErr = fmt.Errorf("age retention: %w", err)
 			break
@@ -84,36 +104,84 @@ func (p *Pebble) retainAge(ctx context.Context, below int64) error {
 		if !d.deleted {
 			break
 		}
-		windows++
-		spans += d.spans
-		last = d.window
+		done.add(d)
 	}
-	if windows == 0 {
+	if done.windows == 0 {
 		return loopErr
 	}
 	mctx := context.WithoutCancel(ctx)
-	p.deletedWindows.Add(mctx, windows, p.byAge)
-	p.deletedSpans.Add(mctx, spans, p.byAge)
-	p.logger.Info("store retention deleted old windows", "reason", ReasonAge, "windows", windows, "spans", spans,
-		"newestDeleted", unixTime(last))
+	p.deletedWindows.Add(mctx, done.windows, p.byAge)
+	p.deletedSpans.Add(mctx, done.spans, p.byAge)
+	p.logger.Info("store retention deleted old windows", "reason", ReasonAge, "windows", done.windows, "spans", done.spans,
+		"newestDeleted", unixTime(done.last), "futureWindows", len(done.future))
 	if loopErr != nil {
 		return loopErr
 	}
-	return p.compactThrough(ctx, last)
+	return p.compactDeleted(ctx, &done)
 }
 
-func (p *Pebble) retainSize(ctx context.Context) error {
+// deletions sums up the windows one retention step deleted.
+type deletions struct {
+	windows, spans int64
+	last           int64 // the newest deleted window that was not a future one
+	haveLast       bool
+	future         []int64 // deleted future windows
+}
+
+func (s *deletions) add(d deletion) {
+	s.windows++
+	s.spans += d.spans
+	if d.future {
+		s.future = append(s.future, d.window)
+		return
+	}
+	s.last, s.haveLast = d.window, true
+}
+
+// compactDeleted compacts what s deleted, so that it leaves the disk.
+func (p *Pebble) compactDeleted(ctx context.Context, s *deletions) error {
+	if s.haveLast {
+		if err := p.compactRange(ctx, 0, s.last); err != nil {
+			return err
+		}
+	}
+	for _, w := range s.future {
+		if err := p.compactRange(ctx, w, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sizeRounds bounds the delete-compact-measure rounds of one size check: the per-window
+// estimates miss what compactions and log files add, so the folder is measured again.
+const sizeRounds = 3
+
+func (p *Pebble) retainSize(ctx context.Context, futureLimit int64) error {
+	for range sizeRounds - 1 {
+		again, err := p.retainSizeRound(ctx, futureLimit, false)
+		if err != nil || !again {
+			return err
+		}
+	}
+	_, err := p.retainSizeRound(ctx, futureLimit, true)
+	return err
+}
+
+// retainSizeRound deletes the oldest windows until the estimate fits MaxBytes. again says that
+// windows were deleted and the folder is still too large; only the last round reports a store
+// that cannot be brought under the limit.
+func (p *Pebble) retainSizeRound(ctx context.Context, futureLimit int64, last bool) (again bool, _ error) {
 	limit := uint64(p.cfg.MaxBytes)
 	usage, err := p.diskUsage(false)
 	if err != nil || usage <= limit {
-		return err
+		return false, err
 	}
 	// Estimates per window only see flushed data.
 	if usage, err = p.diskUsage(true); err != nil || usage <= limit {
-		return err
+		return false, err
 	}
-	var windows, spans int64
-	last := int64(0)
+	var done deletions
 	estimate := usage
 	exhausted := false
 	var loopErr error
@@ -121,7 +189,7 @@ func (p *Pebble) retainSize(ctx context.Context) error {
 		if loopErr = ctx.Err(); loopErr != nil {
 			break
 		}
-		d, err := p.deleteOldestWindow(ctx, 0, true)
+		d, err := p.deleteOldestWindow(ctx, 0, futureLimit, true)
 		if err != nil {
 			loopErr = fmt.Errorf("size retention: %w", err)
 			break
@@ -130,75 +198,88 @@ func (p *Pebble) retainSize(ctx context.Context) error {
 			exhausted = true
 			break
 		}
-		windows++
-		spans += d.spans
-		last = d.window
+		done.add(d)
 		estimate -= min(estimate, d.bytes)
 	}
-	if windows > 0 {
+	if done.windows > 0 {
 		mctx := context.WithoutCancel(ctx)
-		p.deletedWindows.Add(mctx, windows, p.bySize)
-		p.deletedSpans.Add(mctx, spans, p.bySize)
-		p.logger.Info("store retention deleted oldest windows", "reason", ReasonSize, "windows", windows, "spans", spans,
-			"newestDeleted", unixTime(last), "sizeBytes", usage, "maxBytes", limit)
+		p.deletedWindows.Add(mctx, done.windows, p.bySize)
+		p.deletedSpans.Add(mctx, done.spans, p.bySize)
+		p.logger.Info("store retention deleted oldest windows", "reason", ReasonSize, "windows", done.windows, "spans", done.spans,
+			"newestDeleted", unixTime(done.last), "futureWindows", len(done.future), "sizeBytes", usage, "maxBytes", limit)
 	}
 	if loopErr != nil {
-		return loopErr
+		return false, loopErr
 	}
-	if windows > 0 {
-		if err := p.compactThrough(ctx, last); err != nil {
-			return err
+	if done.windows > 0 {
+		if err := p.compactDeleted(ctx, &done); err != nil {
+			return false, err
 		}
-	}
-	if !exhausted {
-		return nil
 	}
 	after, err := p.diskUsage(false)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if after > limit {
+	if !exhausted {
+		return after > limit && done.windows > 0, nil
+	}
+	if after > limit && (last || done.windows == 0) {
 		p.overLimit.Add(context.WithoutCancel(ctx), 1)
 		p.logger.Error("store is larger than maxBytes and only the newest window is left to delete",
-			"sizeBytes", after, "maxBytes", limit, "deletedWindows", windows, "dir", p.cfg.Dir)
+			"sizeBytes", after, "maxBytes", limit, "deletedWindows", done.windows, "dir", p.cfg.Dir)
+		return false, nil
 	}
-	return nil
+	return after > limit, nil
 }
 
-// diskUsage returns the disk space used, after flushing the memtable if flush is set.
+// diskUsage returns the disk space of the store's folder as du counts it, after flushing the
+// memtable if flush is set (and the disk allows it).
 func (p *Pebble) diskUsage(flush bool) (uint64, error) {
+	if flush {
+		if err := p.diskFlush(); err != nil {
+			return 0, err
+		}
+	}
+	return dirUsage(p.cfg.Dir)
+}
+
+// diskFlush flushes the memtable unless the disk cannot take it now.
+func (p *Pebble) diskFlush() error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.usable(); err != nil {
-		return 0, err
+		return err
 	}
-	if flush {
-		if err := p.db.Flush(); err != nil {
-			return 0, fmt.Errorf("flush: %w", err)
-		}
+	if p.diskState(true) != nil {
+		return nil
 	}
-	return p.db.Metrics().DiskSpaceUsage(), nil
+	if err := p.db.Flush(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
 }
 
 type deletion struct {
 	deleted bool
 	window  int64
+	future  bool // a window after the future limit: only its own spans go
 	spans   int64
 	bytes   uint64 // estimated disk space of the window's spans
 }
 
-// deleteOldestWindow deletes the oldest window if it starts before below (age), or, with
-// keepNewest, if it is not the newest window (size). Spans of older windows without index
-// entries go too. Finding and measuring the window happens while writes go on; only the
-// deletion itself excludes them.
-func (p *Pebble) deleteOldestWindow(ctx context.Context, below int64, keepNewest bool) (deletion, error) {
-	d, err := p.oldestWindow(ctx, below, keepNewest)
+// deleteOldestWindow deletes the newest window if it starts after limit (a future window),
+// else the oldest window if it starts before below (age), or, with keepNewest, if it is not the
+// newest window (size). Spans of older windows without index entries go with an oldest window.
+// Finding and measuring the window happens while writes go on; only the deletion itself
+// excludes them.
+func (p *Pebble) deleteOldestWindow(ctx context.Context, below, limit int64, keepNewest bool) (deletion, error) {
+	d, err := p.oldestWindow(ctx, below, limit, keepNewest)
 	if err != nil || !d.deleted {
 		return d, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.usable(); err != nil {
+	if err := p.writable(true); err != nil {
 		return deletion{}, err
 	}
 	w := d.window
@@ -242,13 +323,17 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, below int64, keepNewest
 			return deletion{}, fmt.Errorf("batch delete: %w", err)
 		}
 	}
-	if err := b.DeleteRange([]byte{prefixSpan}, appendWindow([]byte{prefixSpan}, w+1), nil); err != nil {
+	spansFrom := []byte{prefixSpan}
+	if d.future {
+		spansFrom = appendWindow(spansFrom, w)
+	}
+	if err := b.DeleteRange(spansFrom, appendWindow([]byte{prefixSpan}, w+1), nil); err != nil {
 		return deletion{}, fmt.Errorf("batch delete: %w", err)
 	}
 	if err := b.DeleteRange(lower, upper, nil); err != nil {
 		return deletion{}, fmt.Errorf("batch delete: %w", err)
 	}
-	if err := p.db.Apply(b, pebble.NoSync); err != nil {
+	if err := p.apply(b); err != nil {
 		return deletion{}, fmt.Errorf("delete window %s: %w", unixTime(w), err)
 	}
 	for _, e := range entries {
@@ -259,7 +344,7 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, below int64, keepNewest
 
 // oldestWindow finds the window deleteOldestWindow deletes, counts its spans and estimates
 // their size on disk. deleted is false when there is none.
-func (p *Pebble) oldestWindow(ctx context.Context, below int64, keepNewest bool) (deletion, error) {
+func (p *Pebble) oldestWindow(ctx context.Context, below, limit int64, keepNewest bool) (deletion, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.usable(); err != nil {
@@ -272,22 +357,27 @@ func (p *Pebble) oldestWindow(ctx context.Context, below int64, keepNewest bool)
 		return deletion{}, fmt.Errorf("iterate windows: %w", err)
 	}
 	defer it.Close()
-	if !it.First() || len(it.Key()) != winKeyLen {
+	if !it.Last() || len(it.Key()) != winKeyLen {
 		return deletion{}, it.Error()
 	}
-	w := readWindow(it.Key()[1:])
-	if keepNewest {
-		if !it.Last() {
+	d := deletion{deleted: true}
+	if last := readWindow(it.Key()[1:]); last > limit {
+		d.window, d.future = last, true
+	} else {
+		if !it.First() || len(it.Key()) != winKeyLen {
 			return deletion{}, it.Error()
 		}
-		if readWindow(it.Key()[1:]) == w {
+		d.window = readWindow(it.Key()[1:])
+		if keepNewest {
+			if last == d.window {
+				return deletion{}, nil
+			}
+		} else if d.window >= below {
 			return deletion{}, nil
 		}
-	} else if w >= below {
-		return deletion{}, nil
 	}
+	w := d.window
 
-	d := deletion{deleted: true, window: w}
 	lower := appendWindow([]byte{prefixSpan}, w)
 	upper := appendWindow([]byte{prefixSpan}, w+1)
 	err = p.scan(ctx, lower, upper, func(*pebble.Iterator) (bool, error) {
@@ -303,16 +393,20 @@ func (p *Pebble) oldestWindow(ctx context.Context, below int64, keepNewest bool)
 	return d, nil
 }
 
-// compactThrough compacts the span and window keys of windows up to and including w, so that
-// deleted data leaves the disk.
-func (p *Pebble) compactThrough(ctx context.Context, w int64) error {
+// compactRange compacts the span and window keys of windows from (0: the first) through to,
+// so that deleted data leaves the disk.
+func (p *Pebble) compactRange(ctx context.Context, from, to int64) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.writable(true); err != nil {
 		return err
 	}
 	for _, prefix := range []byte{prefixSpan, prefixWindow} {
-		if err := p.db.Compact(ctx, []byte{prefix}, appendWindow([]byte{prefix}, w+1), false); err != nil {
+		lower := []byte{prefix}
+		if from != 0 {
+			lower = appendWindow(lower, from)
+		}
+		if err := p.db.Compact(ctx, lower, appendWindow([]byte{prefix}, to+1), false); err != nil {
 			return fmt.Errorf("compact: %w", err)
 		}
 	}

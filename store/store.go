@@ -99,8 +99,9 @@ type Store interface {
 }
 
 var (
-	_ Store = (*Memory)(nil)
-	_ Store = (*Pebble)(nil)
+	_ Store                    = (*Memory)(nil)
+	_ Store                    = (*Pebble)(nil)
+	_ aggregator.HealthChecker = (*Pebble)(nil)
 )
 
 // windowNanos is the window of a span in Unix nanoseconds. A span without a window (which the

@@ -1,0 +1,45 @@
+package kelemetry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// /healthz says "unavailable" with the reason and HTTP 503 while a sink (the store on a full
+// disk) cannot take writes, and ok again afterwards.
+func TestHealthReportsUnhealthySinks(t *testing.T) {
+	var sinkErr error
+	h := healthHandler(func() Health { return Health{Status: "ok", QueueDepth: 3} },
+		func(context.Context) error { return sinkErr })
+	get := func() (int, Health) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		var body Health
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		return rec.Code, body
+	}
+	code, body := get()
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok", body.Status)
+	assert.Empty(t, body.Reason)
+
+	sinkErr = errors.New("store unavailable: disk full")
+	code, body = get()
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "unavailable", body.Status)
+	assert.Contains(t, body.Reason, "disk full")
+	assert.Equal(t, 3, body.QueueDepth)
+
+	sinkErr = nil
+	code, body = get()
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok", body.Status)
+}

@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// The whole ingest path on a disk that fills up: events already queued are retried, not lost;
+// the webhook answers 503 while the store cannot write, the queue fills and refuses more; when
+// space returns the store recovers by itself and every queued event is stored.
+func TestPebbleDiskFullThroughPipeline(t *testing.T) {
+	ctx := context.Background()
+	tel := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
+	ffs := newFaultFS()
+	p := openFaultPebble(t, PebbleConfig{}, ffs)
+	require.NoError(t, p.Start(ctx)) // retention and recovery
+	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Telemetry: tel, Sinks: []aggregator.Sink{p}})
+	require.NoError(t, err)
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, tel)
+	require.NoError(t, err)
+	q, err := audit.NewQueue(audit.QueueConfig{Capacity: 8, Partitions: 1}, consumer.Handle, tel)
+	require.NoError(t, err)
+	require.NoError(t, q.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		assert.NoError(t, q.Stop(stopCtx))
+	})
+	webhook := audit.NewWebhook(audit.WebhookConfig{DefaultCluster: "c"}, q, tel)
+	webhook.SetHealth(engine.SinkHealth)
+
+	now := time.Now().UTC()
+	ev := func(i int) *audit.Event {
+		return &audit.Event{
+			Kind: "Event", APIVersion: "audit.k8s.io/v1", AuditID: fmt.Sprintf("id-%d", i), Stage: "ResponseComplete",
+			Verb: "update", ObjectRef: &audit.ObjectReference{Resource: "configmaps", Namespace: "ns", Name: fmt.Sprintf("cm-%d", i), APIVersion: "v1"},
+			ResponseStatus:           &audit.Status{Code: 200},
+			RequestReceivedTimestamp: now, StageTimestamp: now.Add(time.Millisecond),
+		}
+	}
+
+	ffs.full.Store(true)
+	time.Sleep(2 * spaceRecheck)
+	// Accepted just before the disk filled: the consumer keeps retrying them.
+	for i := range 8 {
+		require.NoError(t, q.Enqueue(ctx, "c", []*audit.Event{ev(i)}))
+	}
+	require.Eventually(t, func() bool { return q.Len() >= 7 }, 5*time.Second, 10*time.Millisecond)
+	err = q.Enqueue(ctx, "c", []*audit.Event{ev(8), ev(9)})
+	require.ErrorIs(t, err, audit.ErrQueueFull, "the queue fills: the webhook would answer 429")
+
+	rec := httptest.NewRecorder()
+	webhook.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.NotEmpty(t, rec.Header().Get("Retry-After"))
+	assert.Contains(t, rec.Body.String(), "disk full")
+
+	ffs.full.Store(false)
+	flushCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, q.Flush(flushCtx), "the queue drains once the disk has room")
+	require.NoError(t, p.Health(ctx))
+	res, err := p.FindObjects(ctx, ObjectQuery{Cluster: "c"})
+	require.NoError(t, err)
+	assert.Len(t, res, 8, "every event queued before the disk filled is stored")
+
+	rec = httptest.NewRecorder()
+	webhook.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
+	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.NoError(t, engine.Stop(ctx))
+	require.NoError(t, errors.Join(p.Stop(ctx)))
+}
