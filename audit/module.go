@@ -41,7 +41,11 @@ func (c Config) Validate() error {
 			cluster = fmt.Errorf("audit cluster: %w", err)
 		}
 	}
-	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate())
+	var fit error
+	if q, w := c.Queue.WithDefaults(), c.Webhook.WithDefaults(); q.MaxBytes > 0 && q.MaxBytes < w.MaxBodyBytes {
+		fit = fmt.Errorf("audit: queue.maxBytes %d is below webhook.maxBodyBytes %d: a batch the webhook accepts could never be queued", q.MaxBytes, w.MaxBodyBytes)
+	}
+	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit)
 }
 
 // Replayer ingests audit log files once, in the background, each file flushed through the queue

@@ -18,6 +18,19 @@ import (
 // DefaultQueueCapacity is the default total number of events a Queue holds.
 const DefaultQueueCapacity = 100_000
 
+// DefaultQueueMaxBytes is the default bound on the estimated bytes of the events a Queue holds.
+const DefaultQueueMaxBytes = 256 << 20
+
+// eventOverhead is what one queued event costs besides its request and response bodies: the
+// decoded struct, its strings and maps (a typical Metadata-level event decodes to about 1 KB).
+const eventOverhead = 1 << 10
+
+// EventBytes estimates the memory one queued event holds: its raw request and response bodies
+// plus a fixed overhead for the rest.
+func EventBytes(ev *Event) int64 {
+	return int64(len(ev.RequestObject)+len(ev.ResponseObject)) + eventOverhead
+}
+
 // meterName is the instrumentation scope of the package's metrics.
 const meterName = "github.com/kelemetry/kelemetry/audit"
 
@@ -30,6 +43,11 @@ type QueueConfig struct {
 	// Capacity bounds the events accepted and not yet handled, over all partitions (default
 	// 100,000). A batch that does not fit is rejected whole.
 	Capacity int `yaml:"capacity"`
+	// MaxBytes bounds the estimated memory of those events (EventBytes: their request and
+	// response bodies plus about 1 KB each; default 256 MiB), so that a stream of large objects
+	// cannot fill the heap long before Capacity is reached. A batch that does not fit is rejected
+	// whole, like one over Capacity.
+	MaxBytes int64 `yaml:"maxBytes"`
 	// Partitions is the number of partitions, each drained by one goroutine (default
 	// 2*GOMAXPROCS).
 	Partitions int `yaml:"partitions"`
@@ -39,6 +57,9 @@ type QueueConfig struct {
 func (c QueueConfig) WithDefaults() QueueConfig {
 	if c.Capacity == 0 {
 		c.Capacity = DefaultQueueCapacity
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultQueueMaxBytes
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 2 * runtime.GOMAXPROCS(0)
@@ -50,6 +71,9 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 func (c QueueConfig) Validate() error {
 	if c.Capacity < 0 {
 		return fmt.Errorf("audit queue: capacity %d is negative", c.Capacity)
+	}
+	if c.MaxBytes < 0 {
+		return fmt.Errorf("audit queue: maxBytes %d is negative", c.MaxBytes)
 	}
 	if c.Partitions < 0 {
 		return fmt.Errorf("audit queue: partitions %d is negative", c.Partitions)
@@ -74,12 +98,14 @@ type Handler func(ctx context.Context, cluster string, ev *Event)
 // Enqueue and EnqueueWait may be called before Start; the events wait for Start.
 type Queue struct {
 	capacity int64
+	maxBytes int64
 	handler  Handler
 	logger   *slog.Logger
 	parts    []*partition
 
-	// size counts events accepted and not yet handled or abandoned.
-	size atomic.Int64
+	// size counts events accepted and not yet handled or abandoned; bytes their EventBytes.
+	size  atomic.Int64
+	bytes atomic.Int64
 
 	// stateMu orders Enqueue (read lock while pushing) against Start and Stop (write lock), so
 	// that nothing is pushed once Stop has begun.
@@ -111,11 +137,13 @@ type Queue struct {
 	dropped       metric.Int64Counter
 	droppedStop   metric.MeasurementOption
 	depthCallback metric.Registration
+	bytesCallback metric.Registration
 }
 
 type queued struct {
 	cluster string
 	ev      *Event
+	bytes   int64
 }
 
 type partition struct {
@@ -145,6 +173,7 @@ func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error)
 	cfg = cfg.WithDefaults()
 	q := &Queue{
 		capacity: int64(cfg.Capacity),
+		maxBytes: cfg.MaxBytes,
 		handler:  h,
 		logger:   ts.Log().With("component", "audit.queue"),
 		parts:    make([]*partition, cfg.Partitions),
@@ -170,6 +199,9 @@ func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error)
 	q.droppedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
 	q.depthCallback = meter.Gauge("kelemetry.audit.queue.depth", "Audit events queued or being handled.", "{event}",
 		func() (int64, bool) { return q.size.Load(), true })
+	q.bytesCallback = meter.Gauge("kelemetry.audit.queue.bytes",
+		"Estimated bytes of the audit events queued or being handled (bounded by audit.queue.maxBytes).", "By",
+		func() (int64, bool) { return q.bytes.Load(), true })
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit queue: %w", err)
 	}
@@ -179,8 +211,11 @@ func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error)
 // Len returns the number of events accepted and not yet handled (those being handled included).
 func (q *Queue) Len() int { return int(q.size.Load()) }
 
+// Bytes returns the estimated bytes (EventBytes) of the events Len counts.
+func (q *Queue) Bytes() int64 { return q.bytes.Load() }
+
 // Enqueue adds a batch of events from cluster, all of them or none: if the batch does not fit in
-// the remaining capacity, it returns an error wrapping ErrQueueFull and queues nothing, so a retry
+// the remaining capacity (events, or bytes), it returns an error wrapping ErrQueueFull and queues nothing, so a retry
 // of the whole batch duplicates nothing. A batch larger than the whole capacity also wraps
 // ErrBatchTooLarge. Once Stop has begun, Enqueue returns ErrStopped. It never blocks.
 func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
@@ -237,10 +272,16 @@ func (q *Queue) tryEnqueue(cluster string, events []*Event) error {
 		return fmt.Errorf("%w (%w): a batch of %d events can never fit the capacity of %d",
 			ErrBatchTooLarge, ErrQueueFull, n, q.capacity)
 	}
+	var nb int64
 	for i, ev := range events {
 		if ev == nil {
 			return fmt.Errorf("audit queue: event %d of the batch is nil", i)
 		}
+		nb += EventBytes(ev)
+	}
+	if nb > q.maxBytes {
+		return fmt.Errorf("%w (%w): a batch of %d bytes can never fit the queue's maxBytes of %d",
+			ErrBatchTooLarge, ErrQueueFull, nb, q.maxBytes)
 	}
 	q.stateMu.RLock()
 	defer q.stateMu.RUnlock()
@@ -259,10 +300,20 @@ func (q *Queue) tryEnqueue(cluster string, events []*Event) error {
 			break
 		}
 	}
+	for {
+		cur := q.bytes.Load()
+		if cur+nb > q.maxBytes {
+			q.release(-n, 0)
+			return fmt.Errorf("%w: %d of %d bytes taken, batch of %d bytes", ErrQueueFull, cur, q.maxBytes, nb)
+		}
+		if q.bytes.CompareAndSwap(cur, cur+nb) {
+			break
+		}
+	}
 	for _, ev := range events {
 		p := q.parts[partitionIndex(cluster, ev, len(q.parts))]
 		p.mu.Lock()
-		p.items = append(p.items, queued{cluster: cluster, ev: ev})
+		p.items = append(p.items, queued{cluster: cluster, ev: ev, bytes: EventBytes(ev)})
 		p.enqueued++
 		wasEmpty := len(p.items) == 1
 		p.mu.Unlock()
@@ -388,12 +439,12 @@ func (q *Queue) Stop(ctx context.Context) error {
 	// abort).
 	for _, p := range q.parts {
 		p.mu.Lock()
-		n := len(p.items)
+		n, nb := len(p.items), sumBytes(p.items)
 		clear(p.items)
 		p.items = p.items[:0]
 		p.mu.Unlock()
 		if n > 0 {
-			q.finish(mctx, p, n, true)
+			q.finish(mctx, p, n, nb, true)
 		}
 	}
 	if q.cancel != nil {
@@ -408,8 +459,8 @@ func (q *Queue) Stop(ctx context.Context) error {
 		err = fmt.Errorf("stop audit queue: %w", err)
 	}
 	q.unregisterOnce.Do(func() {
-		if uerr := q.depthCallback.Unregister(); uerr != nil {
-			q.logger.Debug("unregister queue depth callback", "error", uerr)
+		if uerr := errors.Join(q.depthCallback.Unregister(), q.bytesCallback.Unregister()); uerr != nil {
+			q.logger.Debug("unregister queue gauges", "error", uerr)
 		}
 	})
 	return err
@@ -467,22 +518,23 @@ func (q *Queue) run(ctx context.Context, p *partition) {
 		batch, p.items = p.items, batch[:0]
 		p.mu.Unlock()
 
-		pending := 0
+		pending, pendingBytes := 0, int64(0)
 		for i := range batch {
 			if q.aborted.Load() {
-				q.finish(ctx, p, pending, false)
-				q.finish(ctx, p, len(batch)-i, true)
+				q.finish(ctx, p, pending, pendingBytes, false)
+				q.finish(ctx, p, len(batch)-i, sumBytes(batch[i:]), true)
 				clear(batch)
 				return
 			}
 			q.call(ctx, batch[i])
+			pendingBytes += batch[i].bytes
 			batch[i] = queued{}
 			if pending++; pending == releaseEvery {
-				q.finish(ctx, p, pending, false)
-				pending = 0
+				q.finish(ctx, p, pending, pendingBytes, false)
+				pending, pendingBytes = 0, 0
 			}
 		}
-		q.finish(ctx, p, pending, false)
+		q.finish(ctx, p, pending, pendingBytes, false)
 	}
 }
 
@@ -495,9 +547,30 @@ func (q *Queue) call(ctx context.Context, it queued) {
 	q.handler(ctx, it.cluster, it.ev)
 }
 
-// finish accounts for n events of p that were handled or, if abandoned, dropped: it wakes Flush
-// and EnqueueWait callers.
-func (q *Queue) finish(ctx context.Context, p *partition, n int, abandoned bool) {
+func sumBytes(items []queued) int64 {
+	var n int64
+	for _, it := range items {
+		n += it.bytes
+	}
+	return n
+}
+
+// release gives back n events and nb bytes of capacity (both negative) and wakes EnqueueWait
+// callers.
+func (q *Queue) release(n, nb int64) {
+	q.size.Add(n)
+	q.bytes.Add(nb)
+	if q.roomWaiters.Load() > 0 {
+		q.roomMu.Lock()
+		close(q.roomCh)
+		q.roomCh = make(chan struct{})
+		q.roomMu.Unlock()
+	}
+}
+
+// finish accounts for n events (nb bytes) of p that were handled or, if abandoned, dropped: it
+// wakes Flush and EnqueueWait callers.
+func (q *Queue) finish(ctx context.Context, p *partition, n int, nb int64, abandoned bool) {
 	if n == 0 {
 		return
 	}
@@ -506,13 +579,7 @@ func (q *Queue) finish(ctx context.Context, p *partition, n int, abandoned bool)
 		q.dropped.Add(ctx, int64(n), q.droppedStop)
 	}
 	// Release the capacity before waking Flush, so that Len is 0 once Flush returns on an idle queue.
-	q.size.Add(-int64(n))
-	if q.roomWaiters.Load() > 0 {
-		q.roomMu.Lock()
-		close(q.roomCh)
-		q.roomCh = make(chan struct{})
-		q.roomMu.Unlock()
-	}
+	q.release(-int64(n), -nb)
 
 	p.mu.Lock()
 	p.finished += uint64(n)

@@ -104,6 +104,8 @@ func TestQueueConfig(t *testing.T) {
 	require.NoError(t, QueueConfig{}.Validate())
 	require.Error(t, QueueConfig{Capacity: -1}.Validate())
 	require.Error(t, QueueConfig{Partitions: -1}.Validate())
+	require.Error(t, QueueConfig{MaxBytes: -1}.Validate())
+	assert.Equal(t, int64(DefaultQueueMaxBytes), cfg.MaxBytes)
 	_, err := NewQueue(QueueConfig{}, nil, telemetry.Settings{})
 	require.Error(t, err)
 }
@@ -474,4 +476,70 @@ func TestQueueConcurrentEnqueue(t *testing.T) {
 	require.NoError(t, q.Stop(ctx))
 	assert.Equal(t, accepted.Load(), handled.Load())
 	assert.Equal(t, 0, q.Len())
+}
+
+// bigEvent is queueEvent with a response body of n bytes.
+func bigEvent(name, id string, n int) *Event {
+	ev := queueEvent("ns", name, id)
+	ev.ResponseObject = make([]byte, n)
+	return ev
+}
+
+func TestQueueBoundedByBytes(t *testing.T) {
+	release := make(chan struct{})
+	var h handledLog
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 1000, MaxBytes: 10 << 20, Partitions: 2}, func(ctx context.Context, c string, ev *Event) {
+		<-release
+		h.handle(ctx, c, ev)
+	})
+	ctx := context.Background()
+	const mib = 1 << 20
+
+	// Four 2 MiB events fit in 10 MiB; a fifth 2 MiB event does not, though the queue has room for
+	// 995 more events.
+	for i := range 4 {
+		require.NoError(t, q.Enqueue(ctx, "c", []*Event{bigEvent("p"+strconv.Itoa(i), strconv.Itoa(i), 2*mib)}))
+	}
+	assert.Equal(t, int64(4*(2*mib+eventOverhead)), q.Bytes())
+	err := q.Enqueue(ctx, "c", []*Event{bigEvent("p9", "9", 2*mib), queueEvent("ns", "small", "s")})
+	require.ErrorIs(t, err, ErrQueueFull)
+	assert.NotErrorIs(t, err, ErrBatchTooLarge)
+	assert.Contains(t, err.Error(), "bytes")
+	assert.Equal(t, 4, q.Len(), "the refused batch queued nothing, not even its small event")
+	assert.Equal(t, int64(4*(2*mib+eventOverhead)), q.Bytes(), "a refused batch gives its bytes back")
+
+	// A batch over the whole byte bound can never fit.
+	err = q.Enqueue(ctx, "c", []*Event{bigEvent("huge", "h", 11*mib)})
+	require.ErrorIs(t, err, ErrBatchTooLarge)
+	require.ErrorIs(t, q.EnqueueWait(ctx, "c", []*Event{bigEvent("huge", "h", 11*mib)}), ErrBatchTooLarge)
+
+	sums := metricSums(t, reader, "reason")
+	assert.Equal(t, int64(4*(2*mib+eventOverhead)), sums["kelemetry.audit.queue.bytes"])
+	assert.Equal(t, int64(2+1+1), sums["kelemetry.audit.queue.rejected{reason=full}"], "refused, not lost")
+
+	// Handling gives the bytes back: a waiting enqueuer gets in.
+	require.NoError(t, q.Start(ctx))
+	waited := make(chan error, 1)
+	go func() { waited <- q.EnqueueWait(ctx, "c", []*Event{bigEvent("p9", "9", 2*mib)}) }()
+	close(release)
+	require.NoError(t, <-waited)
+	require.NoError(t, q.Flush(ctx))
+	assert.Equal(t, 5, h.count())
+	assert.Zero(t, q.Len())
+	assert.Zero(t, q.Bytes(), "every handled event's bytes are released")
+}
+
+func TestQueueAbandonReleasesBytes(t *testing.T) {
+	q, _ := newTestQueue(t, QueueConfig{MaxBytes: 1 << 20}, func(context.Context, string, *Event) {})
+	require.NoError(t, q.Enqueue(context.Background(), "c", []*Event{bigEvent("p", "1", 1000), bigEvent("q", "2", 2000)}))
+	assert.Equal(t, int64(3000+2*eventOverhead), q.Bytes())
+	require.ErrorIs(t, q.Stop(context.Background()), ErrStopped)
+	assert.Zero(t, q.Bytes())
+}
+
+func TestConfigQueueBytesFitWebhookBody(t *testing.T) {
+	require.NoError(t, Config{}.Validate())
+	err := Config{Queue: QueueConfig{MaxBytes: 1 << 20}}.Validate()
+	require.ErrorContains(t, err, "queue.maxBytes")
+	require.NoError(t, Config{Queue: QueueConfig{MaxBytes: 1 << 20}, Webhook: WebhookConfig{MaxBodyBytes: 1 << 20, MaxInflightBytes: 1 << 20}}.Validate())
 }
