@@ -13,6 +13,7 @@ const (
 	DefaultQPS                = 50
 	DefaultBurst              = 100
 	DefaultObjectCacheSize    = 10_000
+	DefaultObjectCacheBytes   = 64 << 20
 	DefaultObjectCacheTTL     = time.Minute
 	DefaultNegativeTTL        = 10 * time.Second
 	DefaultFetchTimeout       = 5 * time.Second
@@ -127,6 +128,9 @@ func (c Config) Validate() error {
 type ObjectCacheConfig struct {
 	// Size bounds the number of cached objects, found or not (default 10,000).
 	Size int `yaml:"size"`
+	// MaxBytes bounds the bytes of the cached bodies (default 64 MiB): beyond it the least
+	// recently used objects are evicted, and a body larger than the whole bound is not cached.
+	MaxBytes int64 `yaml:"maxBytes"`
 	// TTL is how long a fetched object is served from the cache (default 1m).
 	TTL time.Duration `yaml:"ttl"`
 	// NegativeTTL is how long "not found" is remembered (default 10s).
@@ -139,6 +143,9 @@ type ObjectCacheConfig struct {
 func (c ObjectCacheConfig) WithDefaults() ObjectCacheConfig {
 	if c.Size == 0 {
 		c.Size = DefaultObjectCacheSize
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultObjectCacheBytes
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultObjectCacheTTL
@@ -154,8 +161,8 @@ func (c ObjectCacheConfig) WithDefaults() ObjectCacheConfig {
 
 // Validate reports a configuration that cannot work.
 func (c ObjectCacheConfig) Validate() error {
-	if c.Size < 0 || c.TTL < 0 || c.NegativeTTL < 0 || c.FetchTimeout < 0 {
-		return fmt.Errorf("kube: object cache size, TTLs and fetch timeout must not be negative")
+	if c.Size < 0 || c.MaxBytes < 0 || c.TTL < 0 || c.NegativeTTL < 0 || c.FetchTimeout < 0 {
+		return fmt.Errorf("kube: object cache size, maxBytes, TTLs and fetch timeout must not be negative")
 	}
 	return nil
 }

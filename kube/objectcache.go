@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -66,6 +67,11 @@ type ObjectCache struct {
 	now      func() time.Time
 
 	lru *lru.Cache[aggregator.ObjectKey, cacheEntry]
+	// lruMu serialises the cache's mutations, so that bytes (the sum of the cached bodies' sizes,
+	// kept by onEvict and store) stays exact; forBytes marks evictions made for the byte bound.
+	lruMu    sync.Mutex
+	bytes    atomic.Int64
+	forBytes bool
 
 	mu       sync.Mutex
 	inflight map[aggregator.ObjectKey]*fetchCall
@@ -75,13 +81,21 @@ type ObjectCache struct {
 	requests                                    metric.Int64Counter
 	evictions                                   metric.Int64Counter
 	hit, negativeHit, fetched, notFound, failed metric.MeasurementOption
-	evictExpired, evictSize                     metric.MeasurementOption
+	evictExpired, evictSize, evictBytes         metric.MeasurementOption
+	bytesGauge                                  metric.Registration
+	unregister                                  sync.Once
 }
 
 type cacheEntry struct {
 	body    json.RawMessage // nil for a negative entry
 	expires time.Time
 }
+
+// entryOverhead is what one cached entry costs besides its body: key strings, list element, map
+// slot.
+const entryOverhead = 256
+
+func (e cacheEntry) size() int64 { return int64(len(e.body)) + entryOverhead }
 
 // fetchCall is one GET shared by every caller that missed the same key.
 type fetchCall struct {
@@ -106,7 +120,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 	requests := meter.Counter("kelemetry.objectcache.requests",
 		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error.", "")
 	evictions := meter.Counter("kelemetry.objectcache.evictions",
-		"Objects dropped from the object cache, by reason: size or expired.", "")
+		"Objects dropped from the object cache, by reason: size (object count), bytes or expired.", "")
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("new object cache: %w", err)
 	}
@@ -131,19 +145,66 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 		failed:       result("error"),
 		evictExpired: reason("expired"),
 		evictSize:    reason("size"),
+		evictBytes:   reason("bytes"),
 	}
 	var err error
 	c.lru, err = lru.NewWithEvict(cfg.Size, c.onEvict)
 	if err != nil {
 		return nil, fmt.Errorf("new object cache: %w", err)
 	}
+	c.bytesGauge = meter.Gauge("kelemetry.objectcache.bytes",
+		"Bytes of the bodies in the object cache (bounded by objectCache.maxBytes).", "By",
+		func() (int64, bool) { return c.bytes.Load(), true })
+	if err := meter.Err(); err != nil {
+		return nil, fmt.Errorf("new object cache: %w", err)
+	}
 	return c, nil
 }
 
+// Bytes returns the bytes of the cached bodies, as counted against ObjectCacheConfig.MaxBytes.
+func (c *ObjectCache) Bytes() int64 { return c.bytes.Load() }
+
+// store caches e under key within the object count and byte bounds.
+func (c *ObjectCache) store(key aggregator.ObjectKey, e cacheEntry) {
+	c.lruMu.Lock()
+	defer c.lruMu.Unlock()
+	c.forBytes = true
+	defer func() { c.forBytes = false }()
+	if e.size() > c.cfg.MaxBytes {
+		// Too large to keep at all; an older version of it goes too (onEvict counts it).
+		c.lru.Remove(key)
+		c.evictions.Add(context.Background(), 1, c.evictBytes)
+		return
+	}
+	if old, ok := c.lru.Peek(key); ok {
+		// Add replaces without calling onEvict.
+		c.bytes.Add(-old.size())
+	}
+	c.forBytes = false
+	c.lru.Add(key, e) // may evict the oldest for the object count (onEvict: reason size)
+	c.bytes.Add(e.size())
+	c.forBytes = true
+	for c.bytes.Load() > c.cfg.MaxBytes && c.lru.Len() > 1 {
+		c.lru.RemoveOldest()
+	}
+}
+
+// remove drops key from the cache.
+func (c *ObjectCache) remove(key aggregator.ObjectKey) {
+	c.lruMu.Lock()
+	defer c.lruMu.Unlock()
+	c.lru.Remove(key)
+}
+
+// onEvict runs inside the cache's mutations, under lruMu.
 func (c *ObjectCache) onEvict(_ aggregator.ObjectKey, e cacheEntry) {
-	if c.now().Before(e.expires) {
+	c.bytes.Add(-e.size())
+	switch {
+	case c.forBytes:
+		c.evictions.Add(context.Background(), 1, c.evictBytes)
+	case c.now().Before(e.expires):
 		c.evictions.Add(context.Background(), 1, c.evictSize)
-	} else {
+	default:
 		c.evictions.Add(context.Background(), 1, c.evictExpired)
 	}
 }
@@ -167,7 +228,7 @@ func (c *ObjectCache) Get(ctx context.Context, ref aggregator.ObjectRef) (json.R
 			c.requests.Add(ctx, 1, c.hit)
 			return e.body, nil
 		}
-		c.lru.Remove(key)
+		c.remove(key)
 	}
 
 	call := c.join(ctx, key, ref)
@@ -220,7 +281,13 @@ func (c *ObjectCache) Stop(ctx context.Context) error {
 		call.cancel()
 	}
 	c.mu.Unlock()
-	return loop.Wait(ctx, &c.running, "object cache")
+	err := loop.Wait(ctx, &c.running, "object cache")
+	c.unregister.Do(func() {
+		if uerr := c.bytesGauge.Unregister(); uerr != nil {
+			c.logger.Debug("unregister object cache gauge", "error", uerr)
+		}
+	})
+	return err
 }
 
 // leave records that a caller stopped waiting for call. When nobody waits any more, the GET is
@@ -244,9 +311,9 @@ func (c *ObjectCache) run(ctx context.Context, key aggregator.ObjectKey, ref agg
 	now := c.now()
 	switch {
 	case err == nil:
-		c.lru.Add(key, cacheEntry{body: body, expires: now.Add(c.cfg.TTL)})
+		c.store(key, cacheEntry{body: body, expires: now.Add(c.cfg.TTL)})
 	case errors.Is(err, ErrObjectNotFound):
-		c.lru.Add(key, cacheEntry{expires: now.Add(c.cfg.NegativeTTL)})
+		c.store(key, cacheEntry{expires: now.Add(c.cfg.NegativeTTL)})
 	}
 	c.mu.Lock()
 	if c.inflight[key] == call {

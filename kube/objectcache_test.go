@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -258,4 +259,46 @@ func TestObjectCacheClusterScoped(t *testing.T) {
 	body, err := c.Get(context.Background(), ref)
 	require.NoError(t, err)
 	assert.Contains(t, string(body), `"Node"`)
+}
+
+// TestObjectCacheBytesBound fills the cache with large objects: it keeps what fits in MaxBytes,
+// least recently used out first, and never caches an object larger than the whole bound.
+func TestObjectCacheBytesBound(t *testing.T) {
+	dyn := kubetest.NewDynamic()
+	big := func(name string, n int) {
+		dyn.Add(kubetest.PodsGVR, kubetest.PodObject("default", name, map[string]any{
+			"spec": map[string]any{"blob": strings.Repeat("x", n)},
+		}))
+	}
+	for i := range 10 {
+		big(fmt.Sprint("p", i), 100<<10)
+	}
+	big("huge", 600<<10)
+	c, _, m := newTestCache(t, kubetest.Clusters{"c1": dyn}, kube.ObjectCacheConfig{Size: 1000, MaxBytes: 512 << 10})
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	ctx := context.Background()
+	for i := range 10 {
+		_, err := c.Get(ctx, kubetest.PodRef("c1", "default", fmt.Sprint("p", i)))
+		require.NoError(t, err)
+		assert.LessOrEqual(t, c.Bytes(), int64(512<<10), "after object %d", i)
+	}
+	assert.Equal(t, 5, c.Len(), "five 100 KB bodies fit in 512 KiB")
+	assert.EqualValues(t, 5, m.Count(t, "kelemetry.objectcache.evictions", "reason", "bytes"))
+	assert.Zero(t, m.Count(t, "kelemetry.objectcache.evictions", "reason", "size"))
+
+	gets := dyn.Gets()
+	_, err := c.Get(ctx, kubetest.PodRef("c1", "default", "p9"))
+	require.NoError(t, err)
+	_, err = c.Get(ctx, kubetest.PodRef("c1", "default", "p0"))
+	require.NoError(t, err)
+	assert.Equal(t, gets+1, dyn.Gets(), "the newest is cached, the oldest was evicted")
+
+	before := c.Bytes()
+	body, err := c.Get(ctx, kubetest.PodRef("c1", "default", "huge"))
+	require.NoError(t, err)
+	assert.Greater(t, len(body), 512<<10, "a body over the bound is still returned")
+	assert.Equal(t, before, c.Bytes(), "but not cached")
+	_, err = c.Get(ctx, kubetest.PodRef("c1", "default", "huge"))
+	require.NoError(t, err)
+	assert.Equal(t, gets+3, dyn.Gets())
 }
