@@ -102,6 +102,10 @@ func selectors(requestURI string) (label, field string) {
 	return values.Get("labelSelector"), values.Get("fieldSelector")
 }
 
+// foregroundFinalizer is the finalizer a Foreground delete adds: the garbage collector removes it
+// once the object's blocking dependents are gone.
+const foregroundFinalizer = "foregroundDeletion"
+
 // propagationPolicy reads DeleteOptions.propagationPolicy from a delete's request body; the
 // deprecated orphanDependents=true reads as Orphan. "" when absent or unreadable.
 func propagationPolicy(body []byte) string {
@@ -135,9 +139,24 @@ func (c *converter) deletionState(ev *Event, out *aggregator.Event, meta bodyMet
 	}
 	switch ev.Verb {
 	case "delete", "deletecollection":
-		// A single delete's graceful termination (a Pod's) is left as is: the object's own
-		// trace shows its end.
-		if meta.deletionTimestamp == "" || (len(meta.finalizers) == 0 && (meta.gracePeriod <= 0 || ev.Verb == "delete")) {
+		finalizers := meta.finalizers
+		var marked bool
+		if ev.Verb == "delete" {
+			// A delete answers with the object after the delete: still there (deletionTimestamp
+			// set) while finalizers remain. Its graceful termination (a Pod's) is left as is:
+			// the object's own trace shows its end.
+			marked = meta.deletionTimestamp != "" && len(finalizers) > 0
+		} else {
+			// A collection delete answers with the objects as listed before it deleted them
+			// (kube-apiserver's DeleteCollection returns its list), so an item's finalizers are
+			// those the delete waits for; a Foreground delete adds foregroundDeletion to each;
+			// an item already marked (a repeated collection delete) is still being removed.
+			if propagationPolicy(ev.RequestObject) == "Foreground" && !slices.Contains(finalizers, foregroundFinalizer) {
+				finalizers = append(slices.Clip(finalizers), foregroundFinalizer)
+			}
+			marked = len(finalizers) > 0 || (meta.deletionTimestamp != "" && meta.gracePeriod > 0)
+		}
+		if !marked {
 			if ev.Verb == "deletecollection" {
 				out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionDeleted})
 			}
@@ -146,8 +165,8 @@ func (c *converter) deletionState(ev *Event, out *aggregator.Event, meta bodyMet
 		out.Title += " (marked for deletion)"
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionMarked})
 		msg := "marked for deletion: "
-		if len(meta.finalizers) > 0 {
-			fin := strings.Join(meta.finalizers, ",")
+		if len(finalizers) > 0 {
+			fin := strings.Join(finalizers, ",")
 			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
 			msg += "waiting for finalizers " + fin
 		} else {
@@ -225,7 +244,8 @@ type collectionItem struct {
 }
 
 // collectionItems turns the response of a collection delete, when it is a list, into one event
-// per object in it (each item is the object as deleted, or as marked for deletion). isList is
+// per object in it (each item is the object as kube-apiserver listed it just before deleting it:
+// its last state, and its finalizers are what the delete waits for). isList is
 // false when the response is not a list (Metadata-level auditing: no response).
 func (c *converter) collectionItems(ev *Event, base *aggregator.Event) (items []collectionItem, isList bool) {
 	ref := ev.ObjectRef

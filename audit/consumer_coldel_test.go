@@ -68,7 +68,7 @@ func logMessages(ev *aggregator.Event, typ string) []string {
 }
 
 // TestConsumerDeleteCollectionRequestResponse: at RequestResponse level, a deletecollection lands
-// on the trace of every object in its response, with the object as deleted as its deletion
+// on the trace of every object in its response, with the object as listed just before the delete as its deletion
 // snapshot; objects with finalizers are marked for deletion, and the write that removes the last
 // finalizer says it deleted the object. The namespace controller's deletes link each object to
 // the namespace; the namespace's status updates say what holds its deletion up.
@@ -101,7 +101,7 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	assert.Equal(t, "1187", attrs[aggregator.AttrNewRV])
 	assert.Equal(t, "1", attrs[AttrCollectionSize])
 	assert.Equal(t, []aggregator.Link{nsLink("shop")}, web.Links)
-	// The item is the object as deleted: its body (with the list's kind and apiVersion, without
+	// The item is the object as listed just before the delete: its body (with the list's kind and apiVersion, without
 	// managedFields) and its deletion snapshot.
 	var body struct {
 		Kind, APIVersion string
@@ -170,7 +170,8 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	assert.Equal(t, "Foreground", attrs[AttrPropagationPolicy])
 	assert.Equal(t, DeletionMarked, attrs[AttrDeletion])
 	assert.Empty(t, pod.Links)
-	assert.Equal(t, []string{"marked for deletion: graceful termination, 30s"}, logMessages(pod, aggregator.LogTypeMessage))
+	assert.Equal(t, "foregroundDeletion", attrs[AttrFinalizers], "a Foreground delete adds its finalizer")
+	assert.Equal(t, []string{"marked for deletion: waiting for finalizers foregroundDeletion"}, logMessages(pod, aggregator.LogTypeMessage))
 
 	byReason := metricSums(t, reader, "result")
 	assert.Equal(t, int64(7), byReason["kelemetry.audit.consumer.events{result=sent}"], "audit events, not objects")
