@@ -238,33 +238,46 @@ func TestPebbleWriteErrorsRecover(t *testing.T) {
 	}
 }
 
-// Opening a store on a full disk neither hangs nor fails: it serves reads, refuses writes, and
-// becomes writable when space returns.
-func TestPebbleOpenOnFullDisk(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	obj := ref("c", "", "pods", "ns", "p")
-	first := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
-	require.NoError(t, first.Export(ctx, windowSpans(obj, t0, 10, 1024)))
-	require.NoError(t, first.Close())
+// Opening a store on a full disk, or on one that reports space but fails every write (a quota,
+// a failing device), neither hangs nor fails: it serves reads, refuses writes, and becomes
+// writable when the disk works again.
+func TestPebbleOpenOnFaultyDisk(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		fault  func(*faultFS) *atomic.Bool
+		health string
+	}{
+		{"full", func(f *faultFS) *atomic.Bool { return &f.full }, "read-only"},
+		{"write errors", func(f *faultFS) *atomic.Bool { return &f.failWrites }, "read-only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			obj := ref("c", "", "pods", "ns", "p")
+			first := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
+			require.NoError(t, first.Export(ctx, windowSpans(obj, t0, 10, 1024)))
+			require.NoError(t, first.Close())
 
-	ffs := newFaultFS()
-	ffs.full.Store(true)
-	var p *Pebble
-	withinTime(t, 30*time.Second, "open on a full disk", func() {
-		p = openFaultPebble(t, PebbleConfig{Dir: dir}, ffs)
-	})
-	_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
-	require.NoError(t, err, "reads work")
-	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable)
-	herr := p.Health(ctx)
-	require.Error(t, herr)
-	assert.Contains(t, herr.Error(), "read-only")
+			ffs := newFaultFS()
+			fault := tc.fault(ffs)
+			fault.Store(true)
+			var p *Pebble
+			withinTime(t, 30*time.Second, "open on a faulty disk", func() {
+				p = openFaultPebble(t, PebbleConfig{Dir: dir}, ffs)
+			})
+			_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
+			require.NoError(t, err, "reads work")
+			require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable)
+			herr := p.Health(ctx)
+			require.Error(t, herr)
+			assert.Contains(t, herr.Error(), tc.health)
 
-	ffs.full.Store(false)
-	withinTime(t, 10*time.Second, "recovery", func() { p.recoverStep(ctx) })
-	require.NoError(t, p.Health(ctx))
-	require.NoError(t, p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 16)))
+			fault.Store(false)
+			withinTime(t, 10*time.Second, "recovery", func() { p.recoverStep(ctx) })
+			require.NoError(t, p.Health(ctx))
+			require.NoError(t, p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 16)))
+		})
+	}
 }
 
 // Shutdown of a store whose writes hang (a stalled disk) ends within its deadline.
@@ -283,32 +296,6 @@ func TestPebbleShutdownBoundedOnStuckStore(t *testing.T) {
 		defer p.mu.RUnlock()
 		return p.closed
 	}, 10*time.Second, 10*time.Millisecond)
-}
-
-// Opening a store whose disk reports space but fails every write (a quota, a failing device)
-// is bounded too: it serves read-only.
-func TestPebbleOpenWithWriteErrors(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	obj := ref("c", "", "pods", "ns", "p")
-	first := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
-	require.NoError(t, first.Export(ctx, windowSpans(obj, t0, 10, 1024)))
-	require.NoError(t, first.Close())
-
-	ffs := newFaultFS()
-	ffs.failWrites.Store(true)
-	var p *Pebble
-	withinTime(t, 30*time.Second, "open on a failing disk", func() {
-		p = openFaultPebble(t, PebbleConfig{Dir: dir}, ffs)
-	})
-	_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
-	require.NoError(t, err, "reads work")
-	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable)
-
-	ffs.failWrites.Store(false)
-	withinTime(t, 10*time.Second, "recovery", func() { p.recoverStep(ctx) })
-	require.NoError(t, p.Health(ctx))
-	require.NoError(t, p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 16)))
 }
 
 // A panic inside Pebble's commit path (here: a batch of another database) does not crash the
