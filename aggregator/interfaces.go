@@ -67,7 +67,8 @@ type Sink interface {
 
 // HealthChecker is implemented by a sink that can tell whether it takes writes now, e.g. the
 // embedded store on a full disk. Health returns nil when it does, otherwise the reason (the
-// audit webhook then answers 503 with Retry-After, /healthz reports it). It must be cheap (it
+// audit webhook then answers 503 with Retry-After, or 429 when the reason wraps ErrSinkBusy;
+// /healthz reports it). It must be cheap (it
 // runs on every webhook request) and safe for concurrent use. A sink that does not implement it
 // counts as healthy.
 type HealthChecker interface {

@@ -17,8 +17,10 @@ type spanQueue struct {
 	bytes    int64
 	maxSpans int
 	maxBytes int64
-	// ready has a token when spans were pushed since the worker last looked.
-	ready chan struct{}
+	// ready gets a token when a push makes the queue non-empty or brings it to wakeAt spans (a
+	// full batch): the worker, which looks at the size before it waits, needs no other wake-up.
+	ready  chan struct{}
+	wakeAt int
 	// room is closed (and replaced) when spans are removed, waking waiting pushes.
 	room chan struct{}
 }
@@ -28,19 +30,21 @@ type queued struct {
 	bytes int64
 }
 
-func newSpanQueue(maxSpans int, maxBytes int64) *spanQueue {
-	return &spanQueue{maxSpans: maxSpans, maxBytes: maxBytes, ready: make(chan struct{}, 1), room: make(chan struct{})}
+func newSpanQueue(maxSpans int, maxBytes int64, batch int) *spanQueue {
+	return &spanQueue{maxSpans: maxSpans, maxBytes: maxBytes, wakeAt: batch, ready: make(chan struct{}, 1), room: make(chan struct{})}
 }
 
 // push appends spans when they all fit and reports true; otherwise it appends nothing and
 // returns false and a channel closed when room is made. A push larger than the whole bound is
 // admitted into an empty queue, so that it cannot wait forever.
 func (q *spanQueue) push(spans []*aggregator.Span) (bool, <-chan struct{}) {
-	sizes := make([]int64, len(spans))
+	var buf [8]int64
+	sizes := buf[:0]
 	var total int64
-	for i, sp := range spans {
-		sizes[i] = spanBytes(sp)
-		total += sizes[i]
+	for _, sp := range spans {
+		n := spanBytes(sp)
+		sizes = append(sizes, n)
+		total += n
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -52,9 +56,11 @@ func (q *spanQueue) push(spans []*aggregator.Span) (bool, <-chan struct{}) {
 		q.items = append(q.items, queued{span: sp, bytes: sizes[i]})
 	}
 	q.bytes += total
-	select {
-	case q.ready <- struct{}{}:
-	default:
+	if n == 0 || (n < q.wakeAt && n+len(spans) >= q.wakeAt) {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
 	}
 	return true, nil
 }

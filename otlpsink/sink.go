@@ -202,7 +202,7 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 		cfg:      cfg,
 		exporter: exporter,
 		logger:   logger.With("sink", "otlp", "endpoint", cfg.Endpoint),
-		queue:    newSpanQueue(cfg.QueueSize, cfg.MaxQueueBytes),
+		queue:    newSpanQueue(cfg.QueueSize, cfg.MaxQueueBytes, cfg.BatchSize),
 		conv:     newConverter(),
 	}
 	if err := s.initMetrics(tel); err != nil {
