@@ -12,6 +12,7 @@
 // refuses with an error wrapping aggregator.ErrSinkBusy (the audit consumer retries the event)
 // and Health reports the sink busy (the audit webhook answers 429, kube-apiserver retries), so
 // nothing is lost while the receiver is slow or down. Spans are dropped only when Config says so
-// (DropWhenFull, MaxRetries) or at Stop's deadline, and every one is counted in
-// kelemetry.otlp.spans.dropped with its reason.
+// (DropWhenFull, MaxRetries), when the receiver refuses them for good (the OTLP specification's
+// non-retryable answers, or a partial success), or at Stop's deadline, and every one is counted
+// in kelemetry.otlp.spans.dropped with its reason.
 package otlpsink

@@ -39,6 +39,7 @@ const (
 	ReasonQueueFull    = "queue_full"    // the queue was full and DropWhenFull is set
 	ReasonExportFailed = "export_failed" // MaxRetries retries of the batch failed
 	ReasonStopped      = "stopped"       // Export after Stop, or Stop's ctx ended before the flush
+	ReasonRejected     = "rejected"      // the receiver refused them for good (invalid, unauthenticated, partial success)
 )
 
 const meterName = "github.com/kelemetry/kelemetry/otlpsink"
@@ -68,9 +69,10 @@ type Sink struct {
 	worker      loop.Group         // run; cancelling its ctx asks it to flush and return
 	cancelSends context.CancelFunc // cancels the sends of the worker (Stop's ctx ended)
 
-	lastFullLog atomic.Int64 // unix nanos
-	lastFailLog time.Time    // worker only
-	failing     atomic.Bool  // the last send attempt failed
+	lastFullLog   atomic.Int64 // unix nanos
+	lastFailLog   time.Time    // worker only
+	lastRejectLog time.Time    // worker only
+	failing       atomic.Bool  // the last send attempt failed
 
 	exported     metric.Int64Counter
 	dropped      metric.Int64Counter
@@ -80,6 +82,7 @@ type Sink struct {
 	byQueueFull  metric.MeasurementOption
 	byExportFail metric.MeasurementOption
 	byStopped    metric.MeasurementOption
+	byRejected   metric.MeasurementOption
 }
 
 // New creates a sink that exports with the OTLP gRPC or HTTP exporter configured by cfg. No
@@ -222,6 +225,7 @@ func (s *Sink) initMetrics(tel telemetry.Settings) error {
 	s.byQueueFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonQueueFull)))
 	s.byExportFail = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonExportFailed)))
 	s.byStopped = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonStopped)))
+	s.byRejected = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonRejected)))
 	return m.Err()
 }
 
@@ -451,6 +455,18 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
 			}
 			return
 		}
+		switch kind, n := classify(err); kind {
+		case partial:
+			n = min(max(n, 0), int64(len(spans)))
+			s.exported.Add(mctx, int64(len(spans))-n)
+			s.dropped.Add(mctx, n, s.byRejected)
+			s.warnRejected("otlp receiver rejected some spans of a batch", "spans", len(spans), "rejected", n, "error", err)
+			return
+		case rejected:
+			s.dropped.Add(mctx, int64(len(spans)), s.byRejected)
+			s.warnRejected("otlp receiver refused a batch for good (not retried)", "spans", len(spans), "error", err)
+			return
+		}
 		s.failures.Add(mctx, 1)
 		s.failing.Store(true)
 		if s.cfg.MaxRetries < 0 || (s.cfg.MaxRetries > 0 && attempts > s.cfg.MaxRetries) || ctx.Err() != nil {
@@ -477,6 +493,14 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
 	}
 	s.dropped.Add(mctx, int64(len(spans)), reason)
 	s.logger.Warn("otlp export failed, dropping batch", "spans", len(spans), "attempts", attempts, "error", err)
+}
+
+// warnRejected logs a rejection, at most once every logEvery (worker only).
+func (s *Sink) warnRejected(msg string, args ...any) {
+	if now := time.Now(); now.Sub(s.lastRejectLog) >= logEvery {
+		s.lastRejectLog = now
+		s.logger.Warn(msg, args...)
+	}
 }
 
 func (s *Sink) exportOnce(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
