@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Aggregator places events in their object's trace.
@@ -66,7 +67,8 @@ type Sink interface {
 
 // HealthChecker is implemented by a sink that can tell whether it takes writes now, e.g. the
 // embedded store on a full disk. Health returns nil when it does, otherwise the reason (the
-// audit webhook then answers 503 with Retry-After, /healthz reports it). It must be cheap (it
+// audit webhook then answers 503 with Retry-After, or 429 when the reason wraps ErrSinkBusy;
+// /healthz reports it). It must be cheap (it
 // runs on every webhook request) and safe for concurrent use. A sink that does not implement it
 // counts as healthy.
 type HealthChecker interface {
@@ -77,6 +79,12 @@ type HealthChecker interface {
 // again (the embedded store on a full disk): Send returns it, and the audit consumer retries the
 // event with backoff instead of dropping it.
 var ErrSinkUnavailable = errors.New("sink unavailable")
+
+// ErrSinkBusy is wrapped by the error of a sink that is back-pressured (a full send queue, e.g.
+// the OTLP sink while its receiver is slow or down): it takes writes again soon. It wraps
+// ErrSinkUnavailable, so the audit consumer retries a refused event; from Health it makes the
+// audit webhook answer 429 (too many requests) instead of 503.
+var ErrSinkBusy = fmt.Errorf("sink busy: %w", ErrSinkUnavailable)
 
 // ErrInvalidEvent is returned by Send for an event that cannot be placed in a trace.
 var ErrInvalidEvent = errors.New("invalid event")

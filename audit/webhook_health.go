@@ -2,25 +2,34 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"net/http"
+
+	"github.com/kelemetry/kelemetry/aggregator"
 )
 
 // webhookUnavailableRetryAfter is the Retry-After value, in seconds, of a 503 answer while the
 // sinks are unhealthy (a full disk takes a while to clear).
 const webhookUnavailableRetryAfter = "5"
 
-// rejectUnavailable is the reason of batches refused while the sinks are unhealthy.
-const rejectUnavailable = "unavailable"
+// Reasons of batches refused while the sinks are unhealthy.
+const (
+	rejectUnavailable = "unavailable"
+	rejectSinkBusy    = "sink_busy"
+)
 
-// SetHealth makes the webhook refuse batches (503 with Retry-After and the reason, without
-// reading the body) while health returns an error, e.g. (*aggregator.Engine).SinkHealth while
-// the store's disk is full: kube-apiserver then keeps the batches and retries. Call it before
-// serving. Module wires it to the aggregator when the aggregator has SinkHealth.
+// SetHealth makes the webhook refuse batches (without reading the body) while health returns an
+// error, e.g. (*aggregator.Engine).SinkHealth while the store's disk is full: kube-apiserver then
+// keeps the batches and retries. The answer is 503 with Retry-After and the reason, or 429 with
+// Retry-After when every failing sink is only back-pressured (its error wraps
+// aggregator.ErrSinkBusy, e.g. the OTLP sink's full queue). Call it before serving. Module wires
+// it to the aggregator when the aggregator has SinkHealth.
 func (w *Webhook) SetHealth(health func(ctx context.Context) error) {
 	w.health = health
 }
 
-// unavailable answers 503 and reports true when the sinks are unhealthy.
+// unavailable answers 503 (or 429 when the sinks are only busy) and reports true when the sinks
+// are unhealthy.
 func (w *Webhook) unavailable(ctx context.Context, rw http.ResponseWriter, cluster string) bool {
 	if w.health == nil {
 		return false
@@ -29,7 +38,33 @@ func (w *Webhook) unavailable(ctx context.Context, rw http.ResponseWriter, clust
 	if err == nil {
 		return false
 	}
+	if onlyBusy(err) {
+		rw.Header().Set("Retry-After", webhookRetryAfter)
+		w.reject(ctx, rw, http.StatusTooManyRequests, rejectSinkBusy, cluster, "sinks busy, retry later: "+err.Error())
+		return true
+	}
 	rw.Header().Set("Retry-After", webhookUnavailableRetryAfter)
 	w.reject(ctx, rw, http.StatusServiceUnavailable, rejectUnavailable, cluster, "cannot store audit events now: "+err.Error())
 	return true
+}
+
+// onlyBusy reports whether err is aggregator.ErrSinkBusy, or wraps it, or joins errors that all
+// are: a sink that is unavailable for another reason makes it false.
+func onlyBusy(err error) bool {
+	for err != nil {
+		if err == aggregator.ErrSinkBusy { //nolint:errorlint // the walk itself unwraps
+			return true
+		}
+		if multi, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // the walk itself unwraps
+			errs := multi.Unwrap()
+			for _, e := range errs {
+				if !onlyBusy(e) {
+					return false
+				}
+			}
+			return len(errs) > 0
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }

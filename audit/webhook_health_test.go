@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -55,4 +57,38 @@ func TestWebhookUnavailableWhileSinksUnhealthy(t *testing.T) {
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit",
 		strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+}
+
+// A sink that is only back-pressured (aggregator.ErrSinkBusy: the OTLP queue is full) makes the
+// webhook answer 429 with Retry-After, like its own full queue; with another sink also
+// unavailable it stays 503.
+func TestWebhookTooManyRequestsWhileSinkBusy(t *testing.T) {
+	q := &webhookFakeQueue{}
+	var health atomic.Value
+	w := NewWebhook(WebhookConfig{DefaultCluster: "c"}, q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
+	w.SetHealth(func(context.Context) error {
+		err, _ := health.Load().(error)
+		return err
+	})
+	mux := http.NewServeMux()
+	w.Register(mux)
+	post := func() (*httptest.ResponseRecorder, *failingBody) {
+		body := &failingBody{}
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", body))
+		return rec, body
+	}
+
+	busy := fmt.Errorf("otlpsink: 20 spans queued: %w", aggregator.ErrSinkBusy)
+	health.Store(fmt.Errorf("aggregator: sink unhealthy: %w", errors.Join(busy)))
+	rec, body := post()
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Equal(t, webhookRetryAfter, rec.Header().Get("Retry-After"))
+	assert.Contains(t, rec.Body.String(), "20 spans queued")
+	assert.False(t, body.read.Load(), "the body is not read")
+
+	health.Store(fmt.Errorf("aggregator: sink unhealthy: %w", errors.Join(busy, errors.New("store unavailable: disk full"))))
+	rec, _ = post()
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "a full disk wins")
+	assert.Empty(t, q.recorded())
 }

@@ -3,7 +3,16 @@
 // own trace IDs, span IDs, parent IDs and timestamps, so traces written here and traces in the
 // embedded store are the same traces.
 //
-// Export only enqueues: a bounded queue feeds one worker that sends batches by size or by time,
-// retries a failed batch with backoff and then drops it. Nothing is dropped silently: every lost
-// span is counted in kelemetry.otlp.spans.dropped with its reason.
+// The endpoint's form decides protocol and TLS (see Config.Endpoint); Validate fails on one it
+// cannot parse.
+//
+// Export only enqueues, all of its spans or none: a queue bounded by spans and by bytes feeds one
+// worker that sends batches by size or by time and retries a failed batch with backoff until it
+// is sent (the batch keeps its room in the queue meanwhile). When the queue is full, Export
+// refuses with an error wrapping aggregator.ErrSinkBusy (the audit consumer retries the event)
+// and Health reports the sink busy (the audit webhook answers 429, kube-apiserver retries), so
+// nothing is lost while the receiver is slow or down. Spans are dropped only when Config says so
+// (DropWhenFull, MaxRetries), when the receiver refuses them for good (the OTLP specification's
+// non-retryable answers, or a partial success), or at Stop's deadline, and every one is counted
+// in kelemetry.otlp.spans.dropped with its reason.
 package otlpsink

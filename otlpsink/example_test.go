@@ -14,7 +14,7 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	// otlpsink.New(ctx, otlpsink.Config{Endpoint: "collector:4317", Insecure: true}, telemetry.Settings{Logger: logger, MeterProvider: mp})
+	// otlpsink.New(ctx, otlpsink.Config{Endpoint: "collector:4317"}, telemetry.Settings{Logger: logger, MeterProvider: mp})
 	// sends to a real endpoint; here an in-memory exporter stands in for it.
 	exp := keptSpans{tracetest.NewInMemoryExporter()}
 	sink, err := otlpsink.NewWithExporter(otlpsink.Config{FlushInterval: time.Second}, exp, telemetry.Settings{})

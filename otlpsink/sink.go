@@ -2,10 +2,12 @@ package otlpsink
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,15 +17,18 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Errors returned by Export, checked with errors.Is.
+// Errors returned by Export and Health, checked with errors.Is.
 var (
-	// ErrQueueFull means the queue stayed full for EnqueueTimeout and spans were dropped.
+	// ErrQueueFull means the queue stayed full for EnqueueTimeout. Without DropWhenFull the
+	// error also wraps aggregator.ErrSinkBusy: nothing was dropped and the caller should retry;
+	// with DropWhenFull the spans were dropped and counted.
 	ErrQueueFull = errors.New("otlp queue full")
 	// ErrStopped means Stop was called and spans were dropped.
 	ErrStopped = errors.New("otlp sink stopped")
@@ -31,15 +36,20 @@ var (
 
 // Reasons of dropped spans, the "reason" attribute of kelemetry.otlp.spans.dropped.
 const (
-	ReasonQueueFull    = "queue_full"    // the queue stayed full for EnqueueTimeout, or ctx ended
-	ReasonExportFailed = "export_failed" // every attempt to send the batch failed
+	ReasonQueueFull    = "queue_full"    // the queue was full and DropWhenFull is set
+	ReasonExportFailed = "export_failed" // MaxRetries retries of the batch failed
 	ReasonStopped      = "stopped"       // Export after Stop, or Stop's ctx ended before the flush
+	ReasonRejected     = "rejected"      // the receiver refused them for good (invalid, unauthenticated, partial success)
 )
 
 const meterName = "github.com/kelemetry/kelemetry/otlpsink"
 
-// logEvery limits how often queue-full drops are logged.
+// logEvery limits how often full-queue and failed-export messages are logged.
 const logEvery = 10 * time.Second
+
+// busyFill is the share of either queue bound above which Health reports the sink busy, so that
+// the webhook pushes back before Export has to refuse.
+const busyFill = 0.9
 
 // Sink sends spans to an OTLP endpoint. Create it with New or NewWithExporter, call Start to run
 // the worker and Stop to flush and shut down.
@@ -47,7 +57,7 @@ type Sink struct {
 	cfg      Config
 	exporter sdktrace.SpanExporter
 	logger   *slog.Logger
-	queue    chan *aggregator.Span
+	queue    *spanQueue
 	conv     *converter
 
 	// mu is held shared by Export while it enqueues and exclusively by Stop to end enqueuing.
@@ -59,14 +69,20 @@ type Sink struct {
 	worker      loop.Group         // run; cancelling its ctx asks it to flush and return
 	cancelSends context.CancelFunc // cancels the sends of the worker (Stop's ctx ended)
 
-	lastDropLog atomic.Int64 // unix nanos
+	lastFullLog   atomic.Int64 // unix nanos
+	lastFailLog   time.Time    // worker only
+	lastRejectLog time.Time    // worker only
+	failing       atomic.Bool  // the last send attempt failed
 
 	exported     metric.Int64Counter
 	dropped      metric.Int64Counter
+	refused      metric.Int64Counter
+	failures     metric.Int64Counter
 	queueReg     metric.Registration
 	byQueueFull  metric.MeasurementOption
 	byExportFail metric.MeasurementOption
 	byStopped    metric.MeasurementOption
+	byRejected   metric.MeasurementOption
 }
 
 // New creates a sink that exports with the OTLP gRPC or HTTP exporter configured by cfg. No
@@ -75,40 +91,72 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	exp, err := newExporter(ctx, cfg.WithDefaults())
+	cfg = cfg.WithDefaults()
+	t, err := cfg.target()
 	if err != nil {
-		return nil, fmt.Errorf("otlpsink: create %s exporter: %w", cfg.WithDefaults().Protocol, err)
+		return nil, err
+	}
+	exp, err := newExporter(ctx, cfg, t)
+	if err != nil {
+		return nil, fmt.Errorf("otlpsink: create exporter for %s: %w", t, err)
 	}
 	s, err := NewWithExporter(cfg, exp, tel)
 	if err != nil {
 		_ = exp.Shutdown(ctx)
 		return nil, err
 	}
+	s.logger = s.logger.With("target", t.String())
+	s.logger.Info("exporting spans over OTLP", "protocol", t.protocol, "tls", t.tls)
 	return s, nil
 }
 
-func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
+// tlsConfig builds the client TLS configuration of cfg.TLS.
+func tlsConfig(c TLSConfig) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // opt-in, documented as for tests
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.caFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.caFile %s: no PEM certificate in it", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExporter, error) {
+	var tc *tls.Config
+	if t.tls {
+		var err error
+		if tc, err = tlsConfig(cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
+	plain := !t.tls && (!t.fromEnv || cfg.Insecure)
 	gzip := cfg.Compression == "gzip"
-	if cfg.Protocol == ProtocolHTTP {
+	if t.protocol == ProtocolHTTP {
 		// Retries are the sink's own.
 		opts := []otlptracehttp.Option{
 			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}),
 			otlptracehttp.WithTimeout(cfg.Timeout),
 		}
-		switch {
-		case isURL(cfg.Endpoint):
-			u, err := url.Parse(cfg.Endpoint)
-			if err != nil {
-				return nil, fmt.Errorf("endpoint: %w", err)
-			}
-			if u.Path == "" || u.Path == "/" {
-				u.Path = "/v1/traces"
-			}
-			opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
-		case cfg.Endpoint != "":
-			opts = append(opts, otlptracehttp.WithEndpoint(cfg.Endpoint))
+		if t.hostPort != "" {
+			opts = append(opts, otlptracehttp.WithEndpoint(t.hostPort), otlptracehttp.WithURLPath(t.path))
 		}
-		if cfg.Insecure {
+		switch {
+		case tc != nil:
+			opts = append(opts, otlptracehttp.WithTLSClientConfig(tc))
+		case plain:
 			opts = append(opts, otlptracehttp.WithInsecure())
 		}
 		if len(cfg.Headers) > 0 {
@@ -123,13 +171,13 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}),
 		otlptracegrpc.WithTimeout(cfg.Timeout),
 	}
-	switch {
-	case isURL(cfg.Endpoint):
-		opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
-	case cfg.Endpoint != "":
-		opts = append(opts, otlptracegrpc.WithEndpoint(cfg.Endpoint))
+	if t.hostPort != "" {
+		opts = append(opts, otlptracegrpc.WithEndpoint(t.hostPort))
 	}
-	if cfg.Insecure {
+	switch {
+	case tc != nil:
+		opts = append(opts, otlptracegrpc.WithTLSCredentials(credentials.NewTLS(tc)))
+	case plain:
 		opts = append(opts, otlptracegrpc.WithInsecure())
 	}
 	if len(cfg.Headers) > 0 {
@@ -142,7 +190,8 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error)
 }
 
 // NewWithExporter creates a sink that sends through exporter, which Stop shuts down. The
-// connection fields of cfg (Endpoint, Protocol, Insecure, Headers, Compression) are ignored.
+// connection fields of cfg (Endpoint, Protocol, Insecure, TLS, Headers, Compression) are only
+// validated.
 func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.Settings) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -156,7 +205,7 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 		cfg:      cfg,
 		exporter: exporter,
 		logger:   logger.With("sink", "otlp", "endpoint", cfg.Endpoint),
-		queue:    make(chan *aggregator.Span, cfg.QueueSize),
+		queue:    newSpanQueue(cfg.QueueSize, cfg.MaxQueueBytes, cfg.BatchSize),
 		conv:     newConverter(),
 	}
 	if err := s.initMetrics(tel); err != nil {
@@ -169,18 +218,41 @@ func (s *Sink) initMetrics(tel telemetry.Settings) error {
 	m := tel.Meter(meterName)
 	s.exported = m.Counter("kelemetry.otlp.spans.exported", "Spans sent to the OTLP endpoint.", "{span}")
 	s.dropped = m.Counter("kelemetry.otlp.spans.dropped", "Spans not sent to the OTLP endpoint, by reason.", "{span}")
+	s.refused = m.Counter("kelemetry.otlp.spans.refused", "Spans refused by Export because the queue was full (the sender retries them; not lost).", "{span}")
+	s.failures = m.Counter("kelemetry.otlp.export.failures", "Failed attempts to send a batch (it is retried).", "{attempt}")
 	s.queueReg = m.Gauge("kelemetry.otlp.queue.size", "Spans waiting to be sent.", "{span}",
-		func() (int64, bool) { return int64(len(s.queue)), true })
+		func() (int64, bool) { n, _ := s.queue.size(); return int64(n), true })
 	s.byQueueFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonQueueFull)))
 	s.byExportFail = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonExportFailed)))
 	s.byStopped = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonStopped)))
+	s.byRejected = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonRejected)))
 	return m.Err()
 }
 
-// Export enqueues spans. When the queue is full it waits up to EnqueueTimeout, or until ctx
-// ends, then drops the spans that did not fit, counts them and returns an error wrapping
-// ErrQueueFull (and ctx's error if it ended). After Stop it drops everything and returns an
-// error wrapping ErrStopped.
+// Health implements aggregator.HealthChecker: while the queue is more than 90% full (by spans or
+// bytes) it returns an error wrapping aggregator.ErrSinkBusy, so the audit webhook answers 429
+// and kube-apiserver keeps its batches. With DropWhenFull it always returns nil.
+func (s *Sink) Health(context.Context) error {
+	if s.cfg.DropWhenFull {
+		return nil
+	}
+	n, b := s.queue.size()
+	if float64(n) < busyFill*float64(s.cfg.QueueSize) && float64(b) < busyFill*float64(s.cfg.MaxQueueBytes) {
+		return nil
+	}
+	state := "slow"
+	if s.failing.Load() {
+		state = "failing"
+	}
+	return fmt.Errorf("otlpsink: %d spans (%d bytes) queued, the receiver is %s: %w", n, b, state, aggregator.ErrSinkBusy)
+}
+
+// Export enqueues spans, all or none. When they do not fit it waits up to EnqueueTimeout, or
+// until ctx ends, for room. Then, without DropWhenFull, it keeps none of them (counted in
+// kelemetry.otlp.spans.refused) and returns an error wrapping ErrQueueFull and
+// aggregator.ErrSinkBusy, so that the caller retries; with DropWhenFull it drops them, counts
+// them and returns an error wrapping ErrQueueFull. After Stop it drops everything and returns
+// an error wrapping ErrStopped.
 func (s *Sink) Export(ctx context.Context, spans []*aggregator.Span) error {
 	if len(spans) == 0 {
 		return nil
@@ -188,42 +260,54 @@ func (s *Sink) Export(ctx context.Context, spans []*aggregator.Span) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.stopped {
-		s.dropped.Add(ctx, int64(len(spans)), s.byStopped)
+		s.dropped.Add(context.WithoutCancel(ctx), int64(len(spans)), s.byStopped)
 		return fmt.Errorf("otlpsink: dropped %d spans: %w", len(spans), ErrStopped)
 	}
-	var timeout <-chan time.Time
-	for i, sp := range spans {
-		select {
-		case s.queue <- sp:
-			continue
-		default:
-		}
-		if timeout == nil {
-			if s.cfg.EnqueueTimeout < 0 {
-				return s.dropQueueFull(ctx, len(spans)-i, len(spans), nil)
+	ok, room := s.queue.push(spans)
+	if ok {
+		return nil
+	}
+	var cause error
+	if s.cfg.EnqueueTimeout >= 0 {
+		t := time.NewTimer(s.cfg.EnqueueTimeout)
+		defer t.Stop()
+	wait:
+		for {
+			select {
+			case <-room:
+				if ok, room = s.queue.push(spans); ok {
+					return nil
+				}
+			case <-t.C:
+				break wait
+			case <-ctx.Done():
+				cause = ctx.Err()
+				break wait
 			}
-			t := time.NewTimer(s.cfg.EnqueueTimeout)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case s.queue <- sp:
-		case <-timeout:
-			return s.dropQueueFull(ctx, len(spans)-i, len(spans), nil)
-		case <-ctx.Done():
-			return s.dropQueueFull(ctx, len(spans)-i, len(spans), ctx.Err())
 		}
 	}
-	return nil
+	return s.full(ctx, len(spans), cause)
 }
 
-func (s *Sink) dropQueueFull(ctx context.Context, n, total int, cause error) error {
-	s.dropped.Add(context.WithoutCancel(ctx), int64(n), s.byQueueFull)
-	now := time.Now().UnixNano()
-	if last := s.lastDropLog.Load(); now-last >= int64(logEvery) && s.lastDropLog.CompareAndSwap(last, now) {
-		s.logger.Warn("otlp queue full, dropping spans", "dropped", n, "queueSize", s.cfg.QueueSize)
+// full accounts for spans that did not fit and returns Export's error.
+func (s *Sink) full(ctx context.Context, n int, cause error) error {
+	mctx := context.WithoutCancel(ctx)
+	verb := "refused"
+	var err error
+	if s.cfg.DropWhenFull {
+		verb = "dropped"
+		s.dropped.Add(mctx, int64(n), s.byQueueFull)
+		err = fmt.Errorf("otlpsink: dropped %d spans: %w", n, ErrQueueFull)
+	} else {
+		s.refused.Add(mctx, int64(n))
+		err = fmt.Errorf("otlpsink: refused %d spans, retry later: %w (%w)", n, ErrQueueFull, aggregator.ErrSinkBusy)
 	}
-	err := fmt.Errorf("otlpsink: dropped %d of %d spans: %w", n, total, ErrQueueFull)
+	now := time.Now().UnixNano()
+	if last := s.lastFullLog.Load(); now-last >= int64(logEvery) && s.lastFullLog.CompareAndSwap(last, now) {
+		queued, bytes := s.queue.size()
+		s.logger.Warn("otlp queue full, "+verb+" spans", "spans", n, "queued", queued, "queuedBytes", bytes,
+			"queueSize", s.cfg.QueueSize, "maxQueueBytes", s.cfg.MaxQueueBytes, "receiverFailing", s.failing.Load())
+	}
 	if cause != nil {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
@@ -244,9 +328,9 @@ func (s *Sink) Start(_ context.Context) error {
 	return nil
 }
 
-// Stop stops accepting spans, sends what is queued and shuts the exporter down. If ctx ends
-// first, the spans not yet sent are dropped and counted. No goroutine of the sink outlives it.
-// Safe without Start; later calls do nothing.
+// Stop stops accepting spans, sends what is queued (retrying while the receiver fails) and shuts
+// the exporter down. If ctx ends first, the spans not yet sent are dropped and counted (reason
+// stopped). No goroutine of the sink outlives it. Safe without Start; later calls do nothing.
 func (s *Sink) Stop(ctx context.Context) error {
 	s.lifeMu.Lock()
 	if s.stopping {
@@ -271,7 +355,7 @@ func (s *Sink) Stop(ctx context.Context) error {
 		}
 		s.cancelSends()
 	} else {
-		if err := s.flush(ctx, nil); err != nil {
+		if err := s.flush(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("flush: %w", err))
 		}
 	}
@@ -287,8 +371,8 @@ func (s *Sink) Stop(ctx context.Context) error {
 	return nil
 }
 
-// run is the worker: it sends a batch when it is full or FlushInterval after its first span.
-// When stop ends it flushes and returns; its sends use ctx.
+// run is the worker: it sends a batch when BatchSize spans are queued or FlushInterval after
+// the first of them arrived. When stop ends it flushes and returns; its sends use ctx.
 func (s *Sink) run(stop, ctx context.Context) {
 	batch := make([]*aggregator.Span, 0, s.cfg.BatchSize)
 	timer := time.NewTimer(s.cfg.FlushInterval)
@@ -296,51 +380,56 @@ func (s *Sink) run(stop, ctx context.Context) {
 	defer timer.Stop()
 	var due <-chan time.Time
 	for {
-		select {
-		case sp := <-s.queue:
-			batch = append(batch, sp)
-			if len(batch) == 1 {
-				timer.Reset(s.cfg.FlushInterval)
-				due = timer.C
-			}
-			if len(batch) < s.cfg.BatchSize {
-				continue
-			}
+		n, _ := s.queue.size()
+		if n >= s.cfg.BatchSize || (n > 0 && due == nil && s.cfg.FlushInterval == 0) {
 			timer.Stop()
+			due = nil
+			batch = s.sendHead(ctx, stop, batch)
+			continue
+		}
+		if n > 0 && due == nil {
+			timer.Reset(s.cfg.FlushInterval)
+			due = timer.C
+		}
+		select {
+		case <-s.queue.ready:
 		case <-due:
+			due = nil
+			batch = s.sendHead(ctx, stop, batch)
 		case <-stop.Done():
-			_ = s.flush(ctx, batch)
+			_ = s.flush(ctx)
 			return
 		}
-		due = nil
-		s.send(ctx, batch)
-		clear(batch)
-		batch = batch[:0]
 	}
 }
 
-// flush sends batch and everything queued, in batches. Nothing is enqueued any more.
-func (s *Sink) flush(ctx context.Context, batch []*aggregator.Span) error {
+// sendHead sends one batch from the head of the queue and removes it. It returns batch emptied,
+// for reuse.
+func (s *Sink) sendHead(ctx, stop context.Context, batch []*aggregator.Span) []*aggregator.Span {
+	batch = s.queue.peek(batch[:0], s.cfg.BatchSize)
+	if len(batch) > 0 {
+		s.send(ctx, stop, batch)
+		s.queue.remove(len(batch))
+	}
+	clear(batch)
+	return batch[:0]
+}
+
+// flush sends everything queued, in batches. Nothing is enqueued any more.
+func (s *Sink) flush(ctx context.Context) error {
+	batch := make([]*aggregator.Span, 0, s.cfg.BatchSize)
 	for {
-		select {
-		case sp := <-s.queue:
-			batch = append(batch, sp)
-			if len(batch) < s.cfg.BatchSize {
-				continue
-			}
-		default:
-			if len(batch) > 0 {
-				s.send(ctx, batch)
-			}
+		if n, _ := s.queue.size(); n == 0 {
 			return ctx.Err()
 		}
-		s.send(ctx, batch)
-		batch = batch[:0]
+		batch = s.sendHead(ctx, nil, batch)
 	}
 }
 
-// send exports one batch, retrying with backoff, and counts the outcome.
-func (s *Sink) send(ctx context.Context, batch []*aggregator.Span) {
+// send exports one batch, retrying with backoff (up to MaxRetries when positive), and counts the
+// outcome. It gives up when ctx ends (Stop's deadline). stop, when it ends, cuts a backoff short
+// so that Stop's flush starts at once.
+func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
 	mctx := context.WithoutCancel(ctx)
 	if ctx.Err() != nil {
 		s.dropped.Add(mctx, int64(len(batch)), s.byStopped)
@@ -350,6 +439,10 @@ func (s *Sink) send(ctx context.Context, batch []*aggregator.Span) {
 	for i, sp := range batch {
 		spans[i] = s.conv.span(sp)
 	}
+	var stopped <-chan struct{}
+	if stop != nil {
+		stopped = stop.Done()
+	}
 	backoff := s.cfg.RetryBackoff
 	attempts := 0
 	var err error
@@ -357,16 +450,40 @@ func (s *Sink) send(ctx context.Context, batch []*aggregator.Span) {
 		attempts++
 		if err = s.exportOnce(ctx, spans); err == nil {
 			s.exported.Add(mctx, int64(len(spans)))
+			if s.failing.Swap(false) {
+				s.logger.Info("otlp export works again", "attempts", attempts)
+			}
 			return
 		}
-		if attempts > s.cfg.MaxRetries || ctx.Err() != nil {
+		switch kind, n := classify(err); kind {
+		case partial:
+			n = min(max(n, 0), int64(len(spans)))
+			s.exported.Add(mctx, int64(len(spans))-n)
+			s.dropped.Add(mctx, n, s.byRejected)
+			s.warnRejected("otlp receiver rejected some spans of a batch", "spans", len(spans), "rejected", n, "error", err)
+			return
+		case rejected:
+			s.dropped.Add(mctx, int64(len(spans)), s.byRejected)
+			s.warnRejected("otlp receiver refused a batch for good (not retried)", "spans", len(spans), "error", err)
+			return
+		}
+		s.failures.Add(mctx, 1)
+		s.failing.Store(true)
+		if s.cfg.MaxRetries < 0 || (s.cfg.MaxRetries > 0 && attempts > s.cfg.MaxRetries) || ctx.Err() != nil {
 			break
+		}
+		if now := time.Now(); now.Sub(s.lastFailLog) >= logEvery {
+			s.lastFailLog = now
+			s.logger.Warn("otlp export failed, retrying", "spans", len(spans), "attempts", attempts, "backoff", backoff, "error", err)
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+		case <-stopped:
+			t.Stop()
+			stopped = nil // retry at once, then keep backing off until Stop's deadline
 		}
 		backoff = min(2*backoff, maxRetryBackoff)
 	}
@@ -376,6 +493,14 @@ func (s *Sink) send(ctx context.Context, batch []*aggregator.Span) {
 	}
 	s.dropped.Add(mctx, int64(len(spans)), reason)
 	s.logger.Warn("otlp export failed, dropping batch", "spans", len(spans), "attempts", attempts, "error", err)
+}
+
+// warnRejected logs a rejection, at most once every logEvery (worker only).
+func (s *Sink) warnRejected(msg string, args ...any) {
+	if now := time.Now(); now.Sub(s.lastRejectLog) >= logEvery {
+		s.lastRejectLog = now
+		s.logger.Warn(msg, args...)
+	}
 }
 
 func (s *Sink) exportOnce(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {

@@ -275,16 +275,20 @@ func TestBatchesByInterval(t *testing.T) {
 	assert.Equal(t, []int{2, 1}, b)
 }
 
+// With DropWhenFull, spans that do not fit are dropped and counted, all of one Export or none.
 func TestQueueFullDropsAndCounts(t *testing.T) {
 	ctx := context.Background()
 	m, mp := newMetrics()
 	rec := &recorder{}
 	// Not started: nothing drains the queue.
-	s := newSink(t, Config{QueueSize: 2, EnqueueTimeout: 10 * time.Millisecond}, rec, mp)
-	err := s.Export(ctx, manySpans(5))
+	s := newSink(t, Config{QueueSize: 2, EnqueueTimeout: 10 * time.Millisecond, DropWhenFull: true}, rec, mp)
+	require.NoError(t, s.Export(ctx, manySpans(2)))
+	err := s.Export(ctx, manySpans(3))
 	require.ErrorIs(t, err, ErrQueueFull)
-	assert.Contains(t, err.Error(), "dropped 3 of 5")
+	assert.NotErrorIs(t, err, aggregator.ErrSinkBusy, "dropped, not to be retried")
+	assert.Contains(t, err.Error(), "dropped 3 spans")
 	assert.Equal(t, int64(3), m.value(t, "kelemetry.otlp.spans.dropped", ReasonQueueFull))
+	assert.NoError(t, s.Health(ctx), "a sink that drops never reports busy")
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -305,11 +309,76 @@ func TestQueueFullDropsAndCounts(t *testing.T) {
 	require.NoError(t, s.Start(ctx), "Start after Stop does nothing")
 }
 
+// Without DropWhenFull (the default) a full queue refuses an Export whole with an error wrapping
+// aggregator.ErrSinkBusy (so the audit consumer retries it), drops nothing, and Health reports
+// the sink busy (so the webhook answers 429) until the queue drains.
+func TestQueueFullRefusesAndReportsBusy(t *testing.T) {
+	ctx := context.Background()
+	m, mp := newMetrics()
+	rec := &recorder{}
+	s := newSink(t, Config{QueueSize: 4, BatchSize: 2, EnqueueTimeout: 10 * time.Millisecond, FlushInterval: time.Millisecond}, rec, mp)
+	require.NoError(t, s.Export(ctx, manySpans(3)))
+	require.NoError(t, s.Health(ctx), "75% full is not busy")
+	require.NoError(t, s.Export(ctx, manySpans(1)))
+	err := s.Health(ctx)
+	require.ErrorIs(t, err, aggregator.ErrSinkBusy)
+	err = s.Export(ctx, manySpans(2))
+	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, aggregator.ErrSinkBusy)
+	require.ErrorIs(t, err, aggregator.ErrSinkUnavailable, "the audit consumer retries it")
+	assert.Equal(t, int64(0), m.value(t, "kelemetry.otlp.spans.dropped", ""))
+	assert.Equal(t, int64(2), m.value(t, "kelemetry.otlp.spans.refused", ""))
+
+	require.NoError(t, s.Start(ctx))
+	require.Eventually(t, func() bool { return s.Health(ctx) == nil }, 5*time.Second, time.Millisecond)
+	require.NoError(t, s.Export(ctx, manySpans(2)), "the retry is taken")
+	require.NoError(t, s.Stop(ctx))
+	assert.Equal(t, int64(6), m.value(t, "kelemetry.otlp.spans.exported", ""))
+	assert.Equal(t, int64(0), m.value(t, "kelemetry.otlp.spans.dropped", ""))
+}
+
+// The queue is bounded by the estimated bytes of its spans too.
+func TestQueueBoundedByBytes(t *testing.T) {
+	ctx := context.Background()
+	sp := manySpans(1)[0]
+	one := spanBytes(sp)
+	s := newSink(t, Config{MaxQueueBytes: 2*one + 1, EnqueueTimeout: -1}, &recorder{}, nil)
+	require.NoError(t, s.Export(ctx, manySpans(2)))
+	require.ErrorIs(t, s.Health(ctx), aggregator.ErrSinkBusy)
+	require.ErrorIs(t, s.Export(ctx, manySpans(1)), aggregator.ErrSinkBusy)
+	n, b := s.queue.size()
+	assert.Equal(t, 2, n)
+	assert.Equal(t, 2*one, b)
+}
+
 func TestQueueFullNoWait(t *testing.T) {
 	s := newSink(t, Config{QueueSize: 1, EnqueueTimeout: -1}, &recorder{}, nil)
+	require.NoError(t, s.Export(context.Background(), manySpans(1)))
 	start := time.Now()
 	require.ErrorIs(t, s.Export(context.Background(), manySpans(3)), ErrQueueFull)
 	assert.Less(t, time.Since(start), time.Second)
+}
+
+// By default a failing batch is retried until it is sent: nothing is dropped.
+func TestExportRetriesUntilSent(t *testing.T) {
+	ctx := context.Background()
+	m, mp := newMetrics()
+	rec := &recorder{fail: func(call int) error {
+		if call <= 8 {
+			return errors.New("unavailable")
+		}
+		return nil
+	}}
+	s := newSink(t, Config{RetryBackoff: time.Millisecond}, rec, mp)
+	require.NoError(t, s.Start(ctx))
+	require.NoError(t, s.Export(ctx, manySpans(2)))
+	require.NoError(t, s.Stop(ctx))
+	b, calls, _ := rec.state()
+	assert.Equal(t, 9, calls)
+	assert.Equal(t, []int{2}, b)
+	assert.Equal(t, int64(2), m.value(t, "kelemetry.otlp.spans.exported", ""))
+	assert.Equal(t, int64(0), m.value(t, "kelemetry.otlp.spans.dropped", ""))
+	assert.Equal(t, int64(8), m.value(t, "kelemetry.otlp.export.failures", ""))
 }
 
 func TestExportRetriesThenDrops(t *testing.T) {
@@ -372,6 +441,12 @@ func TestConfig(t *testing.T) {
 	}{
 		{Config{}, true},
 		{Config{Protocol: "http", Endpoint: "https://collector:4318/v1/traces"}, true},
+		{Config{Endpoint: "collector:4317"}, true},
+		{Config{Endpoint: "collector"}, false},
+		{Config{Endpoint: "https://collector:4318", Insecure: true}, false},
+		{Config{Insecure: true, TLS: TLSConfig{Enabled: true}}, false},
+		{Config{TLS: TLSConfig{CertFile: "a.crt"}}, false},
+		{Config{MaxQueueBytes: -1}, false},
 		{Config{Protocol: "grpc", Endpoint: "collector:4317", Insecure: true, Compression: "gzip"}, true},
 		{Config{Protocol: "thrift"}, false},
 		{Config{Compression: "zstd"}, false},
@@ -383,7 +458,7 @@ func TestConfig(t *testing.T) {
 		assert.Equal(t, tc.ok, err == nil, "%+v: %v", tc.cfg, err)
 	}
 	c := Config{}.WithDefaults()
-	assert.Equal(t, ProtocolGRPC, c.Protocol)
+	assert.Equal(t, int64(DefaultMaxQueueBytes), c.MaxQueueBytes)
 	assert.Equal(t, DefaultQueueSize, c.QueueSize)
 	assert.Equal(t, DefaultBatchSize, c.BatchSize)
 	assert.Equal(t, DefaultFlushInterval, c.FlushInterval)
