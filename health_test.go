@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
 )
 
 // /healthz says "unavailable" with the reason and HTTP 503 while a sink (the store on a full
@@ -37,6 +40,21 @@ func TestHealthReportsUnhealthySinks(t *testing.T) {
 	assert.Equal(t, "unavailable", body.Status)
 	assert.Contains(t, body.Reason, "disk full")
 	assert.Equal(t, 3, body.QueueDepth)
+
+	// Only back-pressured (the OTLP queue full): still 200, so that probes neither restart nor
+	// unroute the process, with the reason.
+	busy := fmt.Errorf("otlp queue full: %w", aggregator.ErrSinkBusy)
+	sinkErr = busy
+	code, body = get()
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "busy", body.Status)
+	assert.Contains(t, body.Reason, "otlp queue full")
+
+	// Busy and a full disk: unavailable.
+	sinkErr = errors.Join(busy, errors.New("store unavailable: disk full"))
+	code, body = get()
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "unavailable", body.Status)
 
 	sinkErr = nil
 	code, body = get()

@@ -144,12 +144,18 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q *audit.Queue, agg *aggre
 }
 
 // healthHandler serves status, turned "unavailable" (HTTP 503) with the reason while sinkHealth
-// fails.
+// fails, or "busy" (still 200) while the sinks are only back-pressured.
 func healthHandler(status func() Health, sinkHealth func(context.Context) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		h := status()
 		code := http.StatusOK
-		if err := sinkHealth(req.Context()); err != nil {
+		switch err := sinkHealth(req.Context()); {
+		case err == nil:
+		case aggregator.OnlyBusy(err):
+			// Back-pressure (a slow OTLP receiver) passes: the webhook answers 429 meanwhile, and
+			// restarting or unrouting the process would not help.
+			h.Status, h.Reason = "busy", err.Error()
+		default:
 			h.Status, h.Reason, code = "unavailable", err.Error(), http.StatusServiceUnavailable
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -120,3 +120,24 @@ const (
 	AttrLinkRole      = "kelemetry.link.role"
 	AttrLinkClass     = "kelemetry.link.class"
 )
+
+// OnlyBusy reports whether err is ErrSinkBusy, wraps it, or joins errors that all do: sinks that
+// are only back-pressured (retry soon, 429) rather than unavailable for another reason (503).
+func OnlyBusy(err error) bool {
+	for err != nil {
+		if err == ErrSinkBusy { //nolint:errorlint // the walk itself unwraps
+			return true
+		}
+		if multi, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // the walk itself unwraps
+			errs := multi.Unwrap()
+			for _, e := range errs {
+				if !OnlyBusy(e) {
+					return false
+				}
+			}
+			return len(errs) > 0
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -38,7 +37,7 @@ func (w *Webhook) unavailable(ctx context.Context, rw http.ResponseWriter, clust
 	if err == nil {
 		return false
 	}
-	if onlyBusy(err) {
+	if aggregator.OnlyBusy(err) {
 		rw.Header().Set("Retry-After", webhookRetryAfter)
 		w.reject(ctx, rw, http.StatusTooManyRequests, rejectSinkBusy, cluster, "sinks busy, retry later: "+err.Error())
 		return true
@@ -46,25 +45,4 @@ func (w *Webhook) unavailable(ctx context.Context, rw http.ResponseWriter, clust
 	rw.Header().Set("Retry-After", webhookUnavailableRetryAfter)
 	w.reject(ctx, rw, http.StatusServiceUnavailable, rejectUnavailable, cluster, "cannot store audit events now: "+err.Error())
 	return true
-}
-
-// onlyBusy reports whether err is aggregator.ErrSinkBusy, or wraps it, or joins errors that all
-// are: a sink that is unavailable for another reason makes it false.
-func onlyBusy(err error) bool {
-	for err != nil {
-		if err == aggregator.ErrSinkBusy { //nolint:errorlint // the walk itself unwraps
-			return true
-		}
-		if multi, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // the walk itself unwraps
-			errs := multi.Unwrap()
-			for _, e := range errs {
-				if !onlyBusy(e) {
-					return false
-				}
-			}
-			return len(errs) > 0
-		}
-		err = errors.Unwrap(err)
-	}
-	return false
 }
