@@ -63,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		dataDir    = fs.String("data-dir", "./kelemetry-data", `directory of the embedded trace store; "" keeps traces in memory`)
 		window     = fs.Duration("window", 0, "trace window length (default 30m)")
 		kubeconfig = fs.String("kubeconfig", "", "kubeconfig of the cluster, for fetching objects the audit stream did not carry (optional)")
-		otlp       = fs.String("otlp-endpoint", "", "also export spans over OTLP to this endpoint (host:port for gRPC, http(s)://... for HTTP)")
+		otlp       = fs.String("otlp-endpoint", "", "also export spans over OTLP: host:port or grpc://host:port (gRPC, plaintext), grpcs://host:port (gRPC, TLS), http://host:4318 or https://host:4318 (OTLP/HTTP)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
 		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
