@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -75,6 +76,7 @@ type engineMetrics struct {
 	linkJobs     metric.Int64Counter
 	linkErrors   metric.Int64Counter
 	links        metric.Int64Counter
+	linkRetries  metric.Int64Counter
 	evictions    metric.Int64Counter
 }
 
@@ -134,6 +136,7 @@ func (e *Engine) initMetrics(tel telemetry.Settings) error {
 		linkJobs:     m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, coalesced, done, depth_limit).", ""),
 		linkErrors:   m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", ""),
 		links:        m.Counter("kelemetry.aggregator.links", "Links found, by linker.", ""),
+		linkRetries:  m.Counter("kelemetry.aggregator.link.export.retries", "Exports of link spans retried while the sinks were unavailable.", ""),
 		evictions:    m.Counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache.", ""),
 	}
 	e.queueReg = m.Gauge("kelemetry.aggregator.link.queue.depth", "Link jobs waiting.", "",
@@ -370,6 +373,26 @@ func (e *Engine) export(ctx context.Context, spans []*Span) error {
 	return nil
 }
 
+// linkRetry paces the retries of link spans a sink refused as unavailable.
+var linkRetry = backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second}
+
+// exportRetry exports spans, retrying while the sinks are unavailable (a full disk, a full OTLP
+// queue: errors wrapping ErrSinkUnavailable) until ctx ends, i.e. until the engine stops; other
+// errors are returned at once. A link worker waits here out an outage: no link is lost to it,
+// and the link queue bounds (and counts) what waits behind.
+func (e *Engine) exportRetry(ctx context.Context, spans []*Span) error {
+	for attempt := 0; ; attempt++ {
+		err := e.export(ctx, spans)
+		if err == nil || !errors.Is(err, ErrSinkUnavailable) {
+			return err
+		}
+		e.m.linkRetries.Add(ctx, 1)
+		if !linkRetry.Sleep(ctx, attempt) {
+			return err
+		}
+	}
+}
+
 func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 	e.jobsMu.RLock()
 	defer e.jobsMu.RUnlock()
@@ -434,10 +457,12 @@ func (e *Engine) runExclusive(ctx context.Context, job linkJob) {
 }
 
 func (e *Engine) runLinkJob(ctx context.Context, job linkJob) {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.LinkTimeout)
+	// The linkers' look-ups are bounded by LinkTimeout; writing the links they found is not,
+	// so that links survive a sink outage (see exportRetry).
+	lookupCtx, cancel := context.WithTimeout(ctx, e.cfg.LinkTimeout)
 	defer cancel()
 	for _, l := range e.linkers {
-		links, err := l.Lookup(ctx, job.obj)
+		links, err := l.Lookup(lookupCtx, job.obj)
 		if err != nil {
 			e.m.linkErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("linker", l.Name())))
 			e.logger.Debug("linker failed", "linker", l.Name(), "object", job.obj.String(), "error", err)
@@ -485,7 +510,7 @@ func (e *Engine) emitLink(ctx context.Context, job linkJob, link Link) error {
 	if newTarget {
 		spans = append(spans, e.objectSpan(target, job.window, tgtTID, ObjectSpanID(tgtTID)))
 	}
-	if err := e.export(ctx, spans); err != nil {
+	if err := e.exportRetry(ctx, spans); err != nil {
 		if newTarget {
 			e.forgetObject(tgtKey, job.window)
 		}
