@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -48,6 +49,7 @@ var Module = fx.Module("kelemetry",
 	informer.Module,
 	frontend.Module,
 	ui.Module,
+	storageapi.Module,
 	fx.Invoke(joinInformerDiffs),
 )
 
@@ -67,18 +69,19 @@ func joinInformerDiffs(c *audit.Consumer, store changes.Store, lc fx.Lifecycle) 
 type configs struct {
 	fx.Out
 
-	Window       aggregator.Window
-	HTTP         httpserver.Config
-	Store        store.Config
-	OTLP         otlpsink.Config
-	Aggregator   aggregator.Config
-	Audit        audit.Config
-	Event        event.Config
-	Linker       linker.Config
-	Kube         kube.Config
-	InformerDiff informer.ModuleConfig
-	LinkRules    linkrule.Config
-	Query        frontend.Config
+	Window        aggregator.Window
+	HTTP          httpserver.Config
+	Store         store.Config
+	OTLP          otlpsink.Config
+	Aggregator    aggregator.Config
+	Audit         audit.Config
+	Event         event.Config
+	Linker        linker.Config
+	Kube          kube.Config
+	InformerDiff  informer.ModuleConfig
+	LinkRules     linkrule.Config
+	Query         frontend.Config
+	RemoteStorage storageapi.Config
 }
 
 func subConfigs(c Config) (configs, error) {
@@ -87,18 +90,19 @@ func subConfigs(c Config) (configs, error) {
 	}
 	c = c.WithDefaults()
 	return configs{
-		Window:       aggregator.Window(c.Window),
-		HTTP:         c.HTTP(),
-		Store:        c.StoreConfig(),
-		OTLP:         c.OTLP,
-		Aggregator:   c.Aggregator,
-		Audit:        c.Audit,
-		Event:        c.Event,
-		Linker:       c.Linker,
-		Kube:         c.Kube(),
-		InformerDiff: c.InformerDiff,
-		LinkRules:    c.LinkRules,
-		Query:        c.Query,
+		Window:        aggregator.Window(c.Window),
+		HTTP:          c.HTTP(),
+		Store:         c.StoreConfig(),
+		OTLP:          c.OTLP,
+		Aggregator:    c.Aggregator,
+		Audit:         c.Audit,
+		Event:         c.Event,
+		Linker:        c.Linker,
+		Kube:          c.Kube(),
+		InformerDiff:  c.InformerDiff,
+		LinkRules:     c.LinkRules,
+		Query:         c.Query,
+		RemoteStorage: c.RemoteStorage(),
 	}, nil
 }
 
