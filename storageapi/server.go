@@ -85,16 +85,19 @@ func (s *Server) heavy(ctx context.Context) (context.Context, func(), error) {
 			s.rejected.Add(ctx, 1)
 			return nil, nil, status.Errorf(codes.ResourceExhausted, "%v: try again later", err)
 		}
-		return nil, nil, s.status("wait for a turn", err)
+		return nil, nil, s.status(ctx, "wait for a turn", err)
 	}
 	return ctx, func() { release(); cancel() }, nil
 }
 
-// status maps an error of the engine to a gRPC status.
-func (s *Server) status(what string, err error) error {
+// status maps an error of the engine to a gRPC status; ctx is the request's, to tell the time
+// budget from the others.
+func (s *Server) status(ctx context.Context, what string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.Errorf(codes.Canceled, "%s: %v", what, err)
+	case errors.Is(err, frontend.ErrBudget) && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return status.Errorf(codes.DeadlineExceeded, "%s: %v", what, err)
 	case errors.Is(err, frontend.ErrBudget):
 		return status.Errorf(codes.ResourceExhausted, "%s: %v", what, err)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -124,7 +127,7 @@ func (s *Server) GetOperations(ctx context.Context, req *storagev2.GetOperations
 	}
 	cl, err := s.engine.Reader().Clusters(ctx)
 	if err != nil {
-		return nil, s.status("list clusters", err)
+		return nil, s.status(ctx, "list clusters", err)
 	}
 	ops := make([]*storagev2.Operation, len(cl))
 	for i, c := range cl {
@@ -228,7 +231,7 @@ func (s *Server) search(ctx context.Context, q *storagev2.TraceQueryParameters) 
 	defer done()
 	traces, err := s.api.Search(ctx, req)
 	if err != nil {
-		return nil, s.status("search", err)
+		return nil, s.status(ctx, "search", err)
 	}
 	return traces, nil
 }
@@ -243,7 +246,7 @@ func (s *Server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.Server
 	for _, tr := range traces {
 		id, err := frontend.ParseTraceID(tr.TraceID)
 		if err != nil {
-			return s.status("search", err)
+			return s.status(stream.Context(), "search", err)
 		}
 		if err := s.send(stream, id, tr); err != nil {
 			return err
@@ -262,7 +265,7 @@ func (s *Server) FindTraceIDs(ctx context.Context, req *storagev2.FindTracesRequ
 	for _, tr := range traces {
 		id, err := frontend.ParseTraceID(tr.TraceID)
 		if err != nil {
-			return nil, s.status("search", err)
+			return nil, s.status(ctx, "search", err)
 		}
 		f := &storagev2.FoundTraceID{TraceId: id[:]}
 		if len(tr.Spans) > 0 {
@@ -301,7 +304,7 @@ func (s *Server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerSt
 			continue
 		}
 		if err != nil {
-			return s.status("get trace "+id.String(), err)
+			return s.status(ctx, "get trace "+id.String(), err)
 		}
 		if err := s.send(stream, id, tr); err != nil {
 			return err
@@ -314,7 +317,7 @@ func (s *Server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerSt
 func (s *Server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id trace.TraceID, tr frontend.JaegerTrace) error {
 	cs, err := chunks(slices.Clone(id[:]), tr)
 	if err != nil {
-		return s.status("convert trace "+id.String(), err)
+		return s.status(stream.Context(), "convert trace "+id.String(), err)
 	}
 	for _, c := range cs {
 		if err := stream.Send(c); err != nil {
@@ -340,7 +343,7 @@ func (s *Server) GetDependencies(ctx context.Context, req *storagev2.GetDependen
 	defer done()
 	edges, err := s.dependencies(ctx, from, to)
 	if err != nil {
-		return nil, s.status("dependencies", err)
+		return nil, s.status(ctx, "dependencies", err)
 	}
 	return &storagev2.GetDependenciesResponse{Dependencies: edges}, nil
 }

@@ -338,3 +338,21 @@ func TestConcurrencyLimitIsResourceExhausted(t *testing.T) {
 	_, err = c.traces.FindTraceIDs(ctxT(t), &storagev2.FindTracesRequest{Query: deploymentQuery("tracing")})
 	assert.NoError(t, err)
 }
+
+// slowReader answers searches only when the request's context ends.
+type slowReader struct{ store.Reader }
+
+func (r slowReader) FindObjects(ctx context.Context, _ store.ObjectQuery) ([]store.ObjectWindows, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A request that runs out of the frontend's Timeout is DeadlineExceeded, with the reason.
+func TestTimeoutIsDeadlineExceeded(t *testing.T) {
+	c := serve(t, frontend.NewEngine(slowReader{rollout(t)}, 0, frontend.Config{Timeout: 50 * time.Millisecond}))
+	_, err := c.traces.FindTraceIDs(ctxT(t), &storagev2.FindTracesRequest{Query: deploymentQuery("tracing")})
+	assert.Equal(t, codes.DeadlineExceeded, code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), "time budget")
+	_, err = c.deps.GetDependencies(ctxT(t), &storagev2.GetDependenciesRequest{})
+	assert.Equal(t, codes.DeadlineExceeded, code(err), "%v", err)
+}
