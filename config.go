@@ -82,7 +82,7 @@ type Config struct {
 	// RemoteStorageAddr, when set, serves the merged trees through Jaeger's remote storage API
 	// (jaeger.storage.v2 gRPC, with gRPC health and reflection) on this HOST:PORT, for a stock
 	// Jaeger v2 with a "grpc" storage backend (see package storageapi). Empty (the default):
-	// off. Plain gRPC without authentication: keep it on a trusted network.
+	// off. It takes the API's HTTPTLS and HTTPAuth.TokenFiles (bearer tokens as gRPC metadata).
 	RemoteStorageAddr string `yaml:"remoteStorageAddr"`
 	// Query bounds what one query may cost (spans read, bytes rendered, time, link budgets) and
 	// how many heavy queries run at once (see frontend.Config).
@@ -186,15 +186,19 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.HTTP().Validate(), c.StoreConfig().Validate(), c.RemoteStorage().Validate())
+	if c.RemoteStorageAddr != "" && c.HTTPAuth.Enabled() && len(c.HTTPAuth.TokenFiles) == 0 {
+		errs = append(errs, errors.New("remoteStorageAddr: the API is authenticated by a proxy only; the storage API needs httpAuth.tokenFiles"))
+	}
 	if c.OTLP.Endpoint != "" {
 		errs = append(errs, c.OTLP.Validate())
 	}
 	return errors.Join(errs...)
 }
 
-// RemoteStorage is the configuration of the jaeger.storage.v2 listener (package storageapi).
+// RemoteStorage is the configuration of the jaeger.storage.v2 listener (package storageapi):
+// RemoteStorageAddr with the API's TLS and bearer tokens.
 func (c Config) RemoteStorage() storageapi.Config {
-	return storageapi.Config{Addr: c.RemoteStorageAddr}
+	return storageapi.Config{Addr: c.RemoteStorageAddr, TLS: c.HTTPTLS, TokenFiles: c.HTTPAuth.TokenFiles}
 }
 
 // HTTP is the configuration of the listeners (package httpserver).

@@ -67,3 +67,16 @@ func TestRemoteStorageAddrServesMergedTrees(t *testing.T) {
 	}
 	assert.Greater(t, spans, 1, "the Deployment with its ReplicaSets and Pods")
 }
+
+func TestRemoteStorageTakesAPISecurity(t *testing.T) {
+	cfg := kelemetry.Config{RemoteStorageAddr: ":17271", HTTPTLS: kelemetry.TLSConfig{CertFile: "c", KeyFile: "k"},
+		HTTPAuth: kelemetry.APIAuthConfig{TokenFiles: []string{"t"}}}
+	rs := cfg.RemoteStorage()
+	assert.Equal(t, ":17271", rs.Addr)
+	assert.Equal(t, cfg.HTTPTLS, rs.TLS)
+	assert.Equal(t, []string{"t"}, rs.TokenFiles)
+
+	proxyOnly := kelemetry.Config{RemoteStorageAddr: ":17271", HTTPAuth: kelemetry.APIAuthConfig{Proxy: kelemetry.ProxyAuthConfig{ClientCAFile: "ca"}}}
+	assert.ErrorContains(t, proxyOnly.Validate(), "remoteStorageAddr")
+	assert.ErrorContains(t, kelemetry.Config{RemoteStorageAddr: "nohostport"}.Validate(), "storageapi")
+}

@@ -6,35 +6,66 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
+	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
 
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Config configures the storage API listener.
 type Config struct {
 	// Addr is the listen address (HOST:PORT) of the jaeger.storage.v2 gRPC server; empty (the
-	// default) serves nothing. Plain gRPC without authentication: keep it on a trusted network.
+	// default) serves nothing.
 	Addr string `yaml:"addr"`
+	// TLS serves gRPC over TLS with this certificate, reloaded when its files change (the root
+	// configuration passes the API's httpTLS). Empty: plain gRPC.
+	TLS httpserver.TLSConfig `yaml:"tls"`
+	// TokenFiles, when set, make every call but the health checks carry one of these bearer
+	// tokens as gRPC metadata "authorization: Bearer <token>" (the root configuration passes the
+	// API's httpAuth.tokenFiles); others get Unauthenticated.
+	TokenFiles []string `yaml:"tokenFiles"`
+	// ReloadInterval is how often, at most, certificate and token files are re-read (default
+	// httpserver.DefaultReloadInterval).
+	ReloadInterval time.Duration `yaml:"reloadInterval"`
 }
 
-// WithDefaults returns c unchanged: the zero value (no listener) is the default.
-func (c Config) WithDefaults() Config { return c }
+// WithDefaults returns c with the reload interval set; the zero value serves nothing.
+func (c Config) WithDefaults() Config {
+	if c.ReloadInterval <= 0 {
+		c.ReloadInterval = httpserver.DefaultReloadInterval
+	}
+	return c
+}
 
-// Validate reports an address that is not HOST:PORT.
+// Validate reports an address that is not HOST:PORT and unusable TLS files.
 func (c Config) Validate() error {
 	if c.Addr == "" {
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("storageapi: addr %q: %w", c.Addr, err)
+	}
+	if c.TLS.Enabled() {
+		if err := c.TLS.Validate(); err != nil {
+			return fmt.Errorf("storageapi: tls: %w", err)
+		}
+	}
+	if c.ReloadInterval < 0 {
+		return fmt.Errorf("storageapi: reloadInterval %s is negative", c.ReloadInterval)
 	}
 	return nil
 }
@@ -52,14 +83,70 @@ type Listener struct {
 	done chan struct{}
 }
 
-// NewListener prepares the gRPC server of s on cfg.Addr; Start listens.
-func NewListener(cfg Config, s *Server, tel telemetry.Settings) *Listener {
-	g := grpc.NewServer()
+// NewListener prepares the gRPC server of s on cfg.Addr, with TLS and bearer tokens when
+// configured; Start listens. It fails on unreadable certificate or token files.
+func NewListener(cfg Config, s *Server, tel telemetry.Settings) (*Listener, error) {
+	cfg = cfg.WithDefaults()
+	logger := tel.Log().With("component", "storageapi")
+	var opts []grpc.ServerOption
+	if cfg.TLS.Enabled() {
+		tc, err := httpserver.ServerTLSConfig(cfg.TLS, cfg.ReloadInterval, logger)
+		if err != nil {
+			return nil, fmt.Errorf("storage API TLS: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	if len(cfg.TokenFiles) > 0 {
+		tokens, err := httpserver.NewTokenChecker(cfg.TokenFiles, cfg.ReloadInterval, logger)
+		if err != nil {
+			return nil, fmt.Errorf("storage API tokens: %w", err)
+		}
+		a := &authorizer{tokens: tokens, rejected: tel.Meter(meterScope).Counter("kelemetry.storageapi.auth.rejected",
+			"jaeger.storage.v2 calls refused (Unauthenticated) for a missing or unknown bearer token.", "{call}")}
+		opts = append(opts, grpc.ChainUnaryInterceptor(a.unary), grpc.ChainStreamInterceptor(a.stream))
+	}
+	g := grpc.NewServer(opts...)
 	s.Register(g)
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(g, h)
 	reflection.Register(g)
-	return &Listener{cfg: cfg, srv: g, health: h, logger: tel.Log().With("component", "storageapi")}
+	return &Listener{cfg: cfg, srv: g, health: h, logger: logger}, nil
+}
+
+// authorizer requires a bearer token on every call but the health service's (Kubernetes gRPC
+// probes send none).
+type authorizer struct {
+	tokens   *httpserver.TokenChecker
+	rejected metric.Int64Counter
+}
+
+func (a *authorizer) check(ctx context.Context, method string) error {
+	if strings.HasPrefix(method, "/"+healthpb.Health_ServiceDesc.ServiceName+"/") {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		scheme, tok, ok := strings.Cut(v, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") && a.tokens.Valid(strings.TrimSpace(tok)) {
+			return nil
+		}
+	}
+	a.rejected.Add(ctx, 1)
+	return status.Error(codes.Unauthenticated, "a valid bearer token is required (metadata authorization: Bearer <token>)")
+}
+
+func (a *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := a.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (a *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := a.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
 }
 
 // Start listens on the configured address and serves in the background.
@@ -133,7 +220,10 @@ func newModule(p ModuleParams) (*Listener, error) {
 	if p.Config.Addr == "" {
 		return nil, nil
 	}
-	l := NewListener(p.Config, NewServer(p.Engine, p.Telemetry), p.Telemetry)
+	l, err := NewListener(p.Config, NewServer(p.Engine, p.Telemetry), p.Telemetry)
+	if err != nil {
+		return nil, err
+	}
 	p.Lifecycle.Append(fx.StartStopHook(l.Start, l.Stop))
 	return l, nil
 }

@@ -97,6 +97,7 @@ func TestConfigValidate(t *testing.T) {
 // Stop is safe without Start.
 func TestListenerStopWithoutStart(t *testing.T) {
 	e := frontend.NewEngine(rollout(t), 0, frontend.Config{})
-	l := storageapi.NewListener(storageapi.Config{Addr: "127.0.0.1:0"}, storageapi.NewServer(e, telemetry.Settings{}), telemetry.Settings{})
+	l, err := storageapi.NewListener(storageapi.Config{Addr: "127.0.0.1:0"}, storageapi.NewServer(e, telemetry.Settings{}), telemetry.Settings{})
+	require.NoError(t, err)
 	require.NoError(t, l.Stop(context.Background()))
 }
