@@ -69,19 +69,19 @@ func joinInformerDiffs(c *audit.Consumer, store changes.Store, lc fx.Lifecycle) 
 type configs struct {
 	fx.Out
 
-	Window        aggregator.Window
-	HTTP          httpserver.Config
-	Store         store.Config
-	OTLP          otlpsink.Config
-	Aggregator    aggregator.Config
-	Audit         audit.Config
-	Event         event.Config
-	Linker        linker.Config
-	Kube          kube.Config
-	InformerDiff  informer.ModuleConfig
-	LinkRules     linkrule.Config
-	Query         frontend.Config
-	RemoteStorage storageapi.Config
+	Window       aggregator.Window
+	HTTP         httpserver.Config
+	Store        store.Config
+	OTLP         otlpsink.Config
+	Aggregator   aggregator.Config
+	Audit        audit.Config
+	Event        event.Config
+	Linker       linker.Config
+	Kube         kube.Config
+	InformerDiff informer.ModuleConfig
+	LinkRules    linkrule.Config
+	Query        frontend.Config
+	StorageAPI   storageapi.Config
 }
 
 func subConfigs(c Config) (configs, error) {
@@ -90,19 +90,19 @@ func subConfigs(c Config) (configs, error) {
 	}
 	c = c.WithDefaults()
 	return configs{
-		Window:        aggregator.Window(c.Window),
-		HTTP:          c.HTTP(),
-		Store:         c.StoreConfig(),
-		OTLP:          c.OTLP,
-		Aggregator:    c.Aggregator,
-		Audit:         c.Audit,
-		Event:         c.Event,
-		Linker:        c.Linker,
-		Kube:          c.Kube(),
-		InformerDiff:  c.InformerDiff,
-		LinkRules:     c.LinkRules,
-		Query:         c.Query,
-		RemoteStorage: c.RemoteStorage(),
+		Window:       aggregator.Window(c.Window),
+		HTTP:         c.HTTP(),
+		Store:        c.StoreConfig(),
+		OTLP:         c.OTLP,
+		Aggregator:   c.Aggregator,
+		Audit:        c.Audit,
+		Event:        c.Event,
+		Linker:       c.Linker,
+		Kube:         c.Kube(),
+		InformerDiff: c.InformerDiff,
+		LinkRules:    c.LinkRules,
+		Query:        c.Query,
+		StorageAPI:   c.RemoteStorage(),
 	}, nil
 }
 
