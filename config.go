@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
 )
 
@@ -78,6 +79,11 @@ type Config struct {
 	Store  store.PebbleConfig `yaml:"store"`
 	Memory store.MemoryConfig `yaml:"memory"`
 	OTLP   otlpsink.Config    `yaml:"otlp"`
+	// RemoteStorageAddr, when set, serves the merged trees through Jaeger's remote storage API
+	// (jaeger.storage.v2 gRPC, with gRPC health and reflection) on this HOST:PORT, for a stock
+	// Jaeger v2 with a "grpc" storage backend (see package storageapi). Empty (the default):
+	// off. It takes the API's HTTPTLS and HTTPAuth.TokenFiles (bearer tokens as gRPC metadata).
+	RemoteStorageAddr string `yaml:"remoteStorageAddr"`
 	// Query bounds what one query may cost (spans read, bytes rendered, time, link budgets) and
 	// how many heavy queries run at once (see frontend.Config).
 	Query frontend.Config `yaml:"query"`
@@ -179,11 +185,20 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("event.watchClusters: cluster %q has no kubeconfig", name))
 		}
 	}
-	errs = append(errs, c.HTTP().Validate(), c.StoreConfig().Validate())
+	errs = append(errs, c.HTTP().Validate(), c.StoreConfig().Validate(), c.RemoteStorage().Validate())
+	if c.RemoteStorageAddr != "" && c.HTTPAuth.Enabled() && len(c.HTTPAuth.TokenFiles) == 0 {
+		errs = append(errs, errors.New("remoteStorageAddr: the API is authenticated by a proxy only; the storage API needs httpAuth.tokenFiles"))
+	}
 	if c.OTLP.Endpoint != "" {
 		errs = append(errs, c.OTLP.Validate())
 	}
 	return errors.Join(errs...)
+}
+
+// RemoteStorage is the configuration of the jaeger.storage.v2 listener (package storageapi):
+// RemoteStorageAddr with the API's TLS and bearer tokens.
+func (c Config) RemoteStorage() storageapi.Config {
+	return storageapi.Config{Addr: c.RemoteStorageAddr, TLS: c.HTTPTLS, TokenFiles: c.HTTPAuth.TokenFiles}
 }
 
 // HTTP is the configuration of the listeners (package httpserver).

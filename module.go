@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -48,6 +49,7 @@ var Module = fx.Module("kelemetry",
 	informer.Module,
 	frontend.Module,
 	ui.Module,
+	storageapi.Module,
 	fx.Invoke(joinInformerDiffs),
 )
 
@@ -79,6 +81,7 @@ type configs struct {
 	InformerDiff informer.ModuleConfig
 	LinkRules    linkrule.Config
 	Query        frontend.Config
+	StorageAPI   storageapi.Config
 }
 
 func subConfigs(c Config) (configs, error) {
@@ -99,6 +102,7 @@ func subConfigs(c Config) (configs, error) {
 		InformerDiff: c.InformerDiff,
 		LinkRules:    c.LinkRules,
 		Query:        c.Query,
+		StorageAPI:   c.RemoteStorage(),
 	}, nil
 }
 

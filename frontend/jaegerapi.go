@@ -475,14 +475,14 @@ func durationOK(tr JaegerTrace, lo, hi time.Duration) bool {
 	return d >= lo && (hi == 0 || d <= hi)
 }
 
-// errTraceNotFound is the answer for an ID that resolves to nothing.
-var errTraceNotFound = errors.New("trace not found")
+// ErrTraceNotFound is the answer for an ID that resolves to nothing.
+var ErrTraceNotFound = errors.New("trace not found")
 
-// errBadID is wrapped by Trace for an ID that cannot be decoded.
-var errBadID = errors.New("bad trace ID")
+// ErrBadTraceID is wrapped by Trace for an ID that cannot be decoded.
+var ErrBadTraceID = errors.New("bad trace ID")
 
 // Trace resolves a display ID (or a stored trace ID, shown in the default mode over its window)
-// and draws it. It returns an error wrapping errTraceNotFound or errBadID for unknown or
+// and draws it. It returns an error wrapping ErrTraceNotFound or ErrBadTraceID for unknown or
 // malformed IDs.
 func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
 	return a.trace(ctx, id, newRenderBudget(a.cfg.MaxRenderBytes))
@@ -499,7 +499,7 @@ func (a *JaegerAPI) trace(ctx context.Context, id trace.TraceID, b *renderBudget
 		if tr, serr := a.storedAsDisplay(ctx, id, b); serr == nil {
 			return tr, nil
 		}
-		return JaegerTrace{}, fmt.Errorf("%w: %w", errBadID, err)
+		return JaegerTrace{}, fmt.Errorf("%w: %w", ErrBadTraceID, err)
 	}
 	refs, err := a.reader.FindTraces(ctx, store.TraceQuery{IDPrefix: d.Anchor[:], From: d.Start, To: d.End})
 	if err != nil {
@@ -524,7 +524,7 @@ func (a *JaegerAPI) trace(ctx context.Context, id trace.TraceID, b *renderBudget
 func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID, b *renderBudget) (JaegerTrace, error) {
 	spans, err := a.reader.GetTrace(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return JaegerTrace{}, errTraceNotFound
+		return JaegerTrace{}, ErrTraceNotFound
 	}
 	if err != nil {
 		return JaegerTrace{}, err
@@ -537,7 +537,7 @@ func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID, b *re
 	from, to := window, window.Add(a.engine.window).Add(-time.Nanosecond)
 	g, err := a.engine.Expand(ctx, sp.Object, store.ObjectWindow{Window: window, TraceID: id}, from, to, DefaultMode.Link)
 	if errors.Is(err, ErrNoObject) {
-		return JaegerTrace{}, errTraceNotFound
+		return JaegerTrace{}, ErrTraceNotFound
 	}
 	if err != nil {
 		return JaegerTrace{}, err
@@ -553,9 +553,9 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 	}
 	tr, err := a.Trace(r.Context(), id)
 	switch {
-	case errors.Is(err, errBadID):
+	case errors.Is(err, ErrBadTraceID):
 		jaegerError(w, http.StatusBadRequest, "%v", err)
-	case errors.Is(err, errTraceNotFound):
+	case errors.Is(err, ErrTraceNotFound):
 		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: "trace not found", TraceID: JaegerTraceID(id)}}})
 	case err != nil:
 		a.internalError(w, "get trace", err)
@@ -588,10 +588,10 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 		}
 		tr, err := a.trace(r.Context(), id, b)
 		switch {
-		case errors.Is(err, errBadID):
+		case errors.Is(err, ErrBadTraceID):
 			jaegerError(w, http.StatusBadRequest, "%v", err)
 			return
-		case errors.Is(err, errTraceNotFound):
+		case errors.Is(err, ErrTraceNotFound):
 			resp.Errors = append(resp.Errors, JaegerError{Msg: "trace not found", TraceID: JaegerTraceID(id)})
 		case err != nil:
 			a.internalError(w, "get trace", err)

@@ -18,8 +18,9 @@ import (
 // meterScope names the package's metrics.
 const meterScope = "github.com/kelemetry/kelemetry/frontend"
 
-// errBusy is returned by limiter.acquire when no turn came within the wait.
-var errBusy = errors.New("too many queries are running")
+// ErrBusy is returned by Engine.Acquire when no turn came within Config.QueueWait, or when
+// too many requests wait already.
+var ErrBusy = errors.New("too many queries are running")
 
 // limiter bounds the heavy requests running at once. A request waits at most wait for a turn;
 // at most 4×max requests wait, later ones are refused at once.
@@ -34,7 +35,7 @@ func newLimiter(maxRunning int, wait time.Duration) *limiter {
 	return &limiter{slots: make(chan struct{}, maxRunning), maxWait: 4 * int64(maxRunning), wait: wait}
 }
 
-// acquire takes a turn; release gives it back. It returns errBusy when no turn came in time,
+// acquire takes a turn; release gives it back. It returns ErrBusy when no turn came in time,
 // or the context's error.
 func (l *limiter) acquire(ctx context.Context) (release func(), err error) {
 	release = func() { <-l.slots }
@@ -45,7 +46,7 @@ func (l *limiter) acquire(ctx context.Context) (release func(), err error) {
 	}
 	if l.waiting.Add(1) > l.maxWait {
 		l.waiting.Add(-1)
-		return nil, errBusy
+		return nil, ErrBusy
 	}
 	defer l.waiting.Add(-1)
 	t := time.NewTimer(l.wait)
@@ -54,10 +55,18 @@ func (l *limiter) acquire(ctx context.Context) (release func(), err error) {
 	case l.slots <- struct{}{}:
 		return release, nil
 	case <-t.C:
-		return nil, errBusy
+		return nil, ErrBusy
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// Acquire takes a turn among the engine's heavy requests (Config.MaxConcurrent), waiting at
+// most Config.QueueWait; call release when done. It returns ErrBusy when no turn came, or the
+// context's error. APIs other than the HTTP ones (such as the storage gRPC API) use it to share
+// the limit.
+func (e *Engine) Acquire(ctx context.Context) (release func(), err error) {
+	return e.limiter.acquire(ctx)
 }
 
 // retryAfter is the Retry-After of a refused request, in whole seconds.
@@ -96,7 +105,7 @@ func heavy(l *limiter, m queryMetrics, timeout time.Duration, h http.HandlerFunc
 		r = r.WithContext(ctx)
 		release, err := l.acquire(r.Context())
 		if err != nil {
-			if errors.Is(err, errBusy) {
+			if errors.Is(err, ErrBusy) {
 				m.rejected.Add(r.Context(), 1, metric.WithAttributes(m.api))
 				w.Header().Set("Retry-After", l.retryAfter())
 				jaegerError(w, http.StatusServiceUnavailable, "%v: try again later", err)

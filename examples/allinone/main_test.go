@@ -168,6 +168,10 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "./kelemetry-data", cfg.DataDir)
 	assert.Equal(t, "127.0.0.1:8080", cfg.AuditAddr, "localhost unless configured")
 	assert.Equal(t, "127.0.0.1:16686", cfg.HTTPAddr, "localhost unless configured")
+	assert.Empty(t, cfg.RemoteStorageAddr, "the storage API is off unless configured")
+	cfg, _, err = parseFlags([]string{"--remote-storage-addr", "127.0.0.1:17271"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:17271", cfg.RemoteStorageAddr)
 
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("cluster: fromfile\nhttpAddr: \":1234\"\nwindow: 10m\n"), 0o600))

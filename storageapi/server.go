@@ -1,0 +1,453 @@
+package storageapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/storageapi/storagev2"
+	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// meterScope names the package's metrics.
+const meterScope = "github.com/kelemetry/kelemetry/storageapi"
+
+// MaxDependencyObjects bounds the objects GetDependencies reads in one request (besides the
+// frontend's span and time budgets).
+const MaxDependencyObjects = 10_000
+
+// Server implements jaeger.storage.v2 TraceReader and DependencyReader over the frontend's
+// query engine, within its budgets (frontend.Config): searches, trace lookups and dependency
+// graphs count as heavy requests (MaxConcurrent, QueueWait), are bounded by Timeout and read at
+// most MaxSpans spans; rendered traces are bounded by MaxRenderBytes and say so in their span
+// warnings when truncated.
+type Server struct {
+	storagev2.UnimplementedTraceReaderServer
+	storagev2.UnimplementedDependencyReaderServer
+
+	engine *frontend.Engine
+	api    *frontend.JaegerAPI
+	cfg    frontend.Config
+	logger *slog.Logger
+	now    func() time.Time
+
+	rejected metric.Int64Counter
+}
+
+// NewServer serves the engine's merged trees. Register it on a grpc.Server with Register.
+func NewServer(e *frontend.Engine, tel telemetry.Settings) *Server {
+	m := tel.Meter(meterScope)
+	s := &Server{
+		engine: e,
+		api:    frontend.NewJaegerAPI(e, tel),
+		cfg:    e.Config(),
+		logger: tel.Log().With("component", "storageapi"),
+		now:    time.Now,
+		rejected: m.Counter("kelemetry.storageapi.queries.rejected",
+			"Heavy jaeger.storage.v2 requests refused (ResourceExhausted) because frontend.Config.MaxConcurrent were running and no turn came within QueueWait.", "{query}"),
+	}
+	if err := m.Err(); err != nil {
+		s.logger.Warn("storageapi metrics", "error", err)
+	}
+	return s
+}
+
+// Register adds the TraceReader and DependencyReader services to g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	storagev2.RegisterTraceReaderServer(g, s)
+	storagev2.RegisterDependencyReaderServer(g, s)
+}
+
+// heavy bounds ctx by the frontend's Timeout and takes a turn among its heavy requests.
+func (s *Server) heavy(ctx context.Context) (context.Context, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	release, err := s.engine.Acquire(ctx)
+	if err != nil {
+		cancel()
+		if errors.Is(err, frontend.ErrBusy) {
+			s.rejected.Add(ctx, 1)
+			return nil, nil, status.Errorf(codes.ResourceExhausted, "%v: try again later", err)
+		}
+		return nil, nil, s.status(ctx, "wait for a turn", err)
+	}
+	return ctx, func() { release(); cancel() }, nil
+}
+
+// status maps an error of the engine to a gRPC status; ctx is the request's, to tell the time
+// budget from the others.
+func (s *Server) status(ctx context.Context, what string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Errorf(codes.Canceled, "%s: %v", what, err)
+	case errors.Is(err, frontend.ErrBudget) && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return status.Errorf(codes.DeadlineExceeded, "%s: %v", what, err)
+	case errors.Is(err, frontend.ErrBudget):
+		return status.Errorf(codes.ResourceExhausted, "%s: %v", what, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Errorf(codes.DeadlineExceeded, "%s: time budget of %s reached; narrow the time range", what, s.cfg.Timeout)
+	case errors.Is(err, frontend.ErrBadTraceID):
+		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+	default:
+		s.logger.Error(what, "error", err)
+		return status.Errorf(codes.Internal, "%s: %v", what, err)
+	}
+}
+
+// GetServices lists the display modes, the default first.
+func (s *Server) GetServices(context.Context, *storagev2.GetServicesRequest) (*storagev2.GetServicesResponse, error) {
+	modes := frontend.Modes()
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.Name()
+	}
+	return &storagev2.GetServicesResponse{Services: names}, nil
+}
+
+// GetOperations lists the clusters of a display mode, each with the requested span kind.
+func (s *Server) GetOperations(ctx context.Context, req *storagev2.GetOperationsRequest) (*storagev2.GetOperationsResponse, error) {
+	if _, err := frontend.ParseMode(req.GetService()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "service: %v", err)
+	}
+	cl, err := s.engine.Reader().Clusters(ctx)
+	if err != nil {
+		return nil, s.status(ctx, "list clusters", err)
+	}
+	ops := make([]*storagev2.Operation, len(cl))
+	for i, c := range cl {
+		ops[i] = &storagev2.Operation{Name: c, SpanKind: req.GetSpanKind()}
+	}
+	return &storagev2.GetOperationsResponse{Operations: ops}, nil
+}
+
+// searchParams turns a storage query into the parameters of the Jaeger HTTP API's search, so
+// that both APIs parse searches alike (frontend.ParseSearch).
+func searchParams(q *storagev2.TraceQueryParameters) (url.Values, error) {
+	if q == nil {
+		return nil, errors.New("query is required")
+	}
+	v := url.Values{}
+	v.Set("service", q.GetServiceName())
+	v.Set("operation", q.GetOperationName())
+	if attrs := q.GetAttributes(); len(attrs) > 0 {
+		tags := make(map[string]string, len(attrs))
+		for _, kv := range attrs {
+			s, err := attrValue(kv.GetValue())
+			if err != nil {
+				return nil, fmt.Errorf("attribute %q: %w", kv.GetKey(), err)
+			}
+			tags[kv.GetKey()] = s
+		}
+		b, err := json.Marshal(tags)
+		if err != nil {
+			return nil, fmt.Errorf("attributes: %w", err)
+		}
+		v.Set("tags", string(b))
+	}
+	for _, p := range []struct {
+		name string
+		ts   *timestamppb.Timestamp
+	}{{"start", q.GetStartTimeMin()}, {"end", q.GetStartTimeMax()}} {
+		if p.ts == nil {
+			continue
+		}
+		if err := p.ts.CheckValid(); err != nil {
+			return nil, fmt.Errorf("%s time: %w", p.name, err)
+		}
+		v.Set(p.name, strconv.FormatInt(p.ts.AsTime().UnixMicro(), 10))
+	}
+	for _, p := range []struct {
+		name string
+		d    interface {
+			CheckValid() error
+			AsDuration() time.Duration
+		}
+		set bool
+	}{{"minDuration", q.GetDurationMin(), q.GetDurationMin() != nil}, {"maxDuration", q.GetDurationMax(), q.GetDurationMax() != nil}} {
+		if !p.set {
+			continue
+		}
+		if err := p.d.CheckValid(); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		if d := p.d.AsDuration(); d != 0 {
+			v.Set(p.name, d.String())
+		}
+	}
+	if n := q.GetSearchDepth(); n != 0 {
+		v.Set("limit", strconv.Itoa(int(n)))
+	}
+	return v, nil
+}
+
+// attrValue is the string form of a search attribute's value, as the HTTP API receives it.
+func attrValue(v *storagev2.AnyValue) (string, error) {
+	switch x := v.GetValue().(type) {
+	case *storagev2.AnyValue_StringValue:
+		return x.StringValue, nil
+	case *storagev2.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue), nil
+	case *storagev2.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10), nil
+	case *storagev2.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64), nil
+	case nil:
+		return "", errors.New("no value")
+	default:
+		return "", fmt.Errorf("value of type %T cannot be searched; use a string", x)
+	}
+}
+
+// search runs a storage query as the HTTP API's search.
+func (s *Server) search(ctx context.Context, q *storagev2.TraceQueryParameters) ([]frontend.JaegerTrace, error) {
+	params, err := searchParams(q)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	req, err := frontend.ParseSearch(params, s.now())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	ctx, done, err := s.heavy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	traces, err := s.api.Search(ctx, req)
+	if err != nil {
+		return nil, s.status(ctx, "search", err)
+	}
+	return traces, nil
+}
+
+// FindTraces streams the merged trees of the objects a search finds, one result after the
+// other (a result may span several consecutive messages).
+func (s *Server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
+	traces, err := s.search(stream.Context(), req.GetQuery())
+	if err != nil {
+		return err
+	}
+	for _, tr := range traces {
+		id, err := frontend.ParseTraceID(tr.TraceID)
+		if err != nil {
+			return s.status(stream.Context(), "search", err)
+		}
+		if err := s.send(stream, id, tr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FindTraceIDs answers the display IDs of a search's results with their time ranges.
+func (s *Server) FindTraceIDs(ctx context.Context, req *storagev2.FindTracesRequest) (*storagev2.FindTraceIDsResponse, error) {
+	traces, err := s.search(ctx, req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	out := &storagev2.FindTraceIDsResponse{TraceIds: make([]*storagev2.FoundTraceID, 0, len(traces))}
+	for _, tr := range traces {
+		id, err := frontend.ParseTraceID(tr.TraceID)
+		if err != nil {
+			return nil, s.status(ctx, "search", err)
+		}
+		f := &storagev2.FoundTraceID{TraceId: id[:]}
+		if len(tr.Spans) > 0 {
+			lo, hi := tr.Spans[0].StartTime, tr.Spans[0].StartTime+tr.Spans[0].Duration
+			for _, sp := range tr.Spans[1:] {
+				lo, hi = min(lo, sp.StartTime), max(hi, sp.StartTime+sp.Duration)
+			}
+			f.Start, f.End = timestamppb.New(time.UnixMicro(lo)), timestamppb.New(time.UnixMicro(hi))
+		}
+		out.TraceIds = append(out.TraceIds, f)
+	}
+	return out, nil
+}
+
+// GetTraces streams the merged trees of display IDs (or stored trace IDs, shown in the default
+// mode), as the HTTP API's /api/traces/{id} draws them. Unknown IDs are skipped.
+func (s *Server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
+	ids := make([]trace.TraceID, len(req.GetQuery()))
+	for i, q := range req.GetQuery() {
+		if len(q.GetTraceId()) != len(ids[i]) {
+			return status.Errorf(codes.InvalidArgument, "query %d: trace ID of %d bytes, want 16", i, len(q.GetTraceId()))
+		}
+		copy(ids[i][:], q.GetTraceId())
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, done, err := s.heavy(stream.Context())
+	if err != nil {
+		return err
+	}
+	defer done()
+	for _, id := range ids {
+		tr, err := s.api.Trace(ctx, id)
+		if errors.Is(err, frontend.ErrTraceNotFound) {
+			continue
+		}
+		if err != nil {
+			return s.status(ctx, "get trace "+id.String(), err)
+		}
+		if err := s.send(stream, id, tr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send streams one drawn trace under the ID it was asked by.
+func (s *Server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id trace.TraceID, tr frontend.JaegerTrace) error {
+	cs, err := chunks(slices.Clone(id[:]), tr)
+	if err != nil {
+		return s.status(stream.Context(), "convert trace "+id.String(), err)
+	}
+	for _, c := range cs {
+		if err := stream.Send(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetDependencies answers the graph of object kinds (resources) and how objects link within
+// [start_time, end_time]: an edge parent -> child for every resource pair, with the number of
+// distinct linked object pairs as its call count. At most MaxDependencyObjects objects and the
+// frontend's MaxSpans spans are read; the graph of what was read is answered.
+func (s *Server) GetDependencies(ctx context.Context, req *storagev2.GetDependenciesRequest) (*storagev2.GetDependenciesResponse, error) {
+	from, to, err := depRange(req, s.now())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	ctx, done, err := s.heavy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	edges, err := s.dependencies(ctx, from, to)
+	if err != nil {
+		return nil, s.status(ctx, "dependencies", err)
+	}
+	return &storagev2.GetDependenciesResponse{Dependencies: edges}, nil
+}
+
+// DefaultDependencyLookback is the range of a dependency request without a start time.
+const DefaultDependencyLookback = 24 * time.Hour
+
+func depRange(req *storagev2.GetDependenciesRequest, now time.Time) (from, to time.Time, err error) {
+	to = now
+	if ts := req.GetEndTime(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return from, to, fmt.Errorf("end time: %w", err)
+		}
+		to = ts.AsTime()
+	}
+	from = to.Add(-DefaultDependencyLookback)
+	if ts := req.GetStartTime(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return from, to, fmt.Errorf("start time: %w", err)
+		}
+		from = ts.AsTime()
+	}
+	if to.Before(from) {
+		return from, to, errors.New("end time is before start time")
+	}
+	return from, to, nil
+}
+
+// depBatch is how many traces GetDependencies reads at once.
+const depBatch = 32
+
+func (s *Server) dependencies(ctx context.Context, from, to time.Time) ([]*storagev2.Dependency, error) {
+	r := s.engine.Reader()
+	objs, err := r.FindObjects(ctx, store.ObjectQuery{From: from, To: to, Limit: MaxDependencyObjects})
+	if err != nil {
+		return nil, fmt.Errorf("find objects: %w", err)
+	}
+	var ws []store.ObjectWindow
+	for _, o := range objs {
+		ws = append(ws, o.Windows...)
+	}
+	pairs := map[[2]aggregator.ObjectKey]struct{}{}
+	read := 0
+	for i := 0; i < len(ws) && read < s.cfg.MaxSpans; i += depBatch {
+		traces, err := r.GetTraces(ctx, ws[i:min(i+depBatch, len(ws))])
+		if err != nil {
+			if len(pairs) > 0 && errors.Is(err, context.DeadlineExceeded) {
+				break // answer the graph of what was read in time
+			}
+			return nil, fmt.Errorf("read traces: %w", err)
+		}
+		for _, spans := range traces {
+			read += len(spans)
+			for _, sp := range spans {
+				if p, ok := linkPair(sp); ok {
+					pairs[p] = struct{}{}
+				}
+			}
+		}
+	}
+	counts := map[[2]string]int64{}
+	for p := range pairs {
+		counts[[2]string{p[0].Resource, p[1].Resource}]++
+	}
+	out := make([]*storagev2.Dependency, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, &storagev2.Dependency{Parent: k[0], Child: k[1], CallCount: uint64(n), Source: "kelemetry"})
+	}
+	slices.SortFunc(out, func(a, b *storagev2.Dependency) int {
+		if a.Parent != b.Parent {
+			if a.Parent < b.Parent {
+				return -1
+			}
+			return 1
+		}
+		if a.Child < b.Child {
+			return -1
+		}
+		if a.Child > b.Child {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// linkPair reads a link span as (parent object, child object).
+func linkPair(sp *aggregator.Span) ([2]aggregator.ObjectKey, bool) {
+	if sp.Kind != aggregator.KindLink {
+		return [2]aggregator.ObjectKey{}, false
+	}
+	a := aggregator.Attrs(sp.Attributes)
+	get := func(k string) string { v, _ := a.Get(k); return v }
+	target := aggregator.ObjectKey{Cluster: get(aggregator.AttrLinkCluster), Group: get(aggregator.AttrLinkGroup),
+		Resource: get(aggregator.AttrLinkResource), Namespace: get(aggregator.AttrLinkNamespace), Name: get(aggregator.AttrLinkName)}
+	holder := sp.Object.Key()
+	if target.Resource == "" || holder.Resource == "" {
+		return [2]aggregator.ObjectKey{}, false
+	}
+	switch aggregator.Role(get(aggregator.AttrLinkRole)) {
+	case aggregator.RoleParent:
+		return [2]aggregator.ObjectKey{target, holder}, true
+	case aggregator.RoleChild:
+		return [2]aggregator.ObjectKey{holder, target}, true
+	}
+	return [2]aggregator.ObjectKey{}, false
+}
