@@ -10,12 +10,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -28,13 +30,15 @@ type replayShape struct {
 }
 
 // replayFixture runs the recorded batches through queue -> consumer -> aggregator (built-in
-// linkers) and returns every stored span rendered as JSON, keyed by trace and span ID.
+// linkers) into the memory store and returns every stored span rendered as JSON, keyed by trace
+// and span ID.
 func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	sink := &aggregatortest.RecordingSink{}
+	mem := store.NewMemory(store.MemoryConfig{}, 0)
 	engine, err := aggregator.New(aggregator.Config{LinkWorkers: shape.linkWorkers}, aggregator.Deps{
-		Sinks: []aggregator.Sink{sink},
+		Sinks: []aggregator.Sink{sink, mem},
 		Linkers: []aggregator.Linker{
 			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
 			linker.NewAnnotationLinker(nil, telemetry.Settings{}),
@@ -64,12 +68,22 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	require.NoError(t, q.Stop(ctx))
 	require.NoError(t, engine.Stop(ctx))
 
+	// What the memory store holds, trace by trace (the recording sink names the traces).
 	out := map[string]string{}
+	traces := map[trace.TraceID]bool{}
 	for _, sp := range sink.Spans() {
-		b, err := json.Marshal(sp)
-		require.NoError(t, err)
-		out[sp.TraceID.String()+"/"+sp.SpanID.String()] = string(b)
+		traces[sp.TraceID] = true
 	}
+	for tid := range traces {
+		spans, err := mem.GetTrace(ctx, tid)
+		require.NoError(t, err)
+		for _, sp := range spans {
+			b, err := json.Marshal(sp)
+			require.NoError(t, err)
+			out[sp.TraceID.String()+"/"+sp.SpanID.String()] = string(b)
+		}
+	}
+	require.Len(t, out, len(sink.Spans()), "the store holds every distinct span")
 	return out
 }
 
