@@ -18,10 +18,12 @@ const (
 type Config struct {
 	// SpanCacheSize bounds the LRU of objects whose root span was emitted in a window.
 	SpanCacheSize int `yaml:"spanCacheSize"`
-	// LinkQueueSize bounds the queue of pending link jobs; a job that does not fit is dropped
-	// (and counted) and retried on the object's next event.
+	// LinkQueueSize bounds the queue of pending link jobs, shared out evenly among the link
+	// workers; a job that does not fit is dropped (and counted) and retried on the object's next
+	// event.
 	LinkQueueSize int `yaml:"linkQueueSize"`
-	// LinkWorkers is the number of goroutines running linkers.
+	// LinkWorkers is the number of goroutines running linkers. An object's jobs always run on the
+	// same worker, in order, so that the links stored do not depend on timing.
 	LinkWorkers int `yaml:"linkWorkers"`
 	// LinkDepth limits how far linking follows linked objects transitively (1 = only the
 	// objects that have events).

@@ -34,17 +34,18 @@ type Engine struct {
 	objects *lru.Cache[windowKey, objectState]
 	objMu   sync.Mutex // serialises the check-and-set on objects
 
-	jobsMu   sync.RWMutex // guards closed and the send on jobs against close
-	jobs     chan linkJob
+	jobsMu sync.RWMutex // guards closed and the send on jobs against close
+	// jobs has one queue per link worker; an object's jobs always go to the same worker (by a
+	// hash of its key), so they run one at a time and in the order its events came in: which
+	// jobs run, and which of them writes a link span last, does not depend on timing.
+	jobs     []chan linkJob
 	stopping bool // no new jobs from Send; transitive jobs still run
 	closed   bool // jobs is closed
 	started  bool
 	pending  sync.WaitGroup // queued or running jobs
 	// workers are the link workers; their context, cancelled when Stop gives up waiting, bounds
 	// the lookups.
-	workers  loop.Group
-	inflight map[windowKey]*linkJob // key -> pending rerun (nil when none)
-	flightMu sync.Mutex
+	workers loop.Group
 
 	m        engineMetrics
 	queueReg metric.Registration
@@ -111,8 +112,12 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		sinks:      slices.Clone(deps.Sinks),
 		linkers:    linkers,
 		decorators: decorators,
-		jobs:       make(chan linkJob, cfg.LinkQueueSize),
-		inflight:   map[windowKey]*linkJob{},
+	}
+	// LinkQueueSize is shared out among the workers' queues.
+	per := max(1, (cfg.LinkQueueSize+cfg.LinkWorkers-1)/max(1, cfg.LinkWorkers))
+	e.jobs = make([]chan linkJob, max(1, cfg.LinkWorkers))
+	for i := range e.jobs {
+		e.jobs[i] = make(chan linkJob, per)
 	}
 	if err := e.initMetrics(deps.Telemetry); err != nil {
 		return nil, err
@@ -133,14 +138,14 @@ func (e *Engine) initMetrics(tel telemetry.Settings) error {
 		events:       m.Counter("kelemetry.aggregator.events", "Events received, by result.", ""),
 		spans:        m.Counter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind.", ""),
 		exportErrors: m.Counter("kelemetry.aggregator.export.errors", "Sink exports that failed.", ""),
-		linkJobs:     m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, coalesced, done, depth_limit).", ""),
+		linkJobs:     m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, done, depth_limit).", ""),
 		linkErrors:   m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", ""),
 		links:        m.Counter("kelemetry.aggregator.links", "Links found, by linker.", ""),
 		linkRetries:  m.Counter("kelemetry.aggregator.link.export.retries", "Exports of link spans retried while the sinks were unavailable.", ""),
 		evictions:    m.Counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache.", ""),
 	}
 	e.queueReg = m.Gauge("kelemetry.aggregator.link.queue.depth", "Link jobs waiting.", "",
-		func() (int64, bool) { return int64(len(e.jobs)), true })
+		func() (int64, bool) { return int64(e.queued()), true })
 	if err := m.Err(); err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}
@@ -158,9 +163,10 @@ func (e *Engine) Start(context.Context) error {
 		return nil
 	}
 	e.started = true
-	workers := make([]func(context.Context), e.cfg.LinkWorkers)
+	workers := make([]func(context.Context), len(e.jobs))
 	for i := range workers {
-		workers[i] = e.worker
+		jobs := e.jobs[i]
+		workers[i] = func(ctx context.Context) { e.worker(ctx, jobs) }
 	}
 	e.workers.Start(workers...)
 	return nil
@@ -187,15 +193,19 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.jobsMu.Lock()
 	if !e.closed {
 		e.closed = true
-		close(e.jobs)
+		for _, jobs := range e.jobs {
+			close(jobs)
+		}
 	}
 	e.jobsMu.Unlock()
 	// The workers return once the queue is closed and empty: wait for them in any case.
 	_ = e.workers.Stop(context.Background(), "aggregator")
 	if !started {
 		// Nobody will run what is queued: account for it.
-		for range e.jobs {
-			e.pending.Done()
+		for _, jobs := range e.jobs {
+			for range jobs {
+				e.pending.Done()
+			}
 		}
 	}
 	// The provider no longer reads the queue depth (nor holds the engine); Send still works.
@@ -402,7 +412,7 @@ func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 	}
 	e.pending.Add(1)
 	select {
-	case e.jobs <- job:
+	case e.jobs[jobQueue(job.obj.Key(), len(e.jobs))] <- job:
 		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "queued")))
 	default:
 		e.pending.Done()
@@ -412,45 +422,35 @@ func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 	}
 }
 
-func (e *Engine) worker(ctx context.Context) {
-	for job := range e.jobs {
-		if ctx.Err() == nil {
-			e.runExclusive(ctx, job)
-		}
-		e.pending.Done()
+// queued is the number of link jobs waiting in the workers' queues.
+func (e *Engine) queued() int {
+	n := 0
+	for _, jobs := range e.jobs {
+		n += len(jobs)
 	}
+	return n
 }
 
-// runExclusive runs job unless a job for the same object and window is running; then the newest
-// such job runs right after it, on the same worker (one job per object at a time).
-func (e *Engine) runExclusive(ctx context.Context, job linkJob) {
-	wk := windowKey{key: job.obj.Key(), window: job.window.UnixNano()}
-	e.flightMu.Lock()
-	if prev, busy := e.inflight[wk]; busy {
-		if prev == nil {
-			e.pending.Add(1) // the rerun is pending until it ran
+// jobQueue picks the worker queue of an object's link jobs: FNV-1a over its key (a window's jobs
+// and the next window's go to the same worker, which costs nothing).
+func jobQueue(k ObjectKey, n int) int {
+	h := uint64(14695981039346656037)
+	for _, s := range [...]string{k.Cluster, k.Group, k.Resource, k.Namespace, k.Name} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
 		}
-		j := job
-		e.inflight[wk] = &j
-		e.flightMu.Unlock()
-		e.m.linkJobs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "coalesced")))
-		return
+		h *= 1099511628211 // field separator
 	}
-	e.inflight[wk] = nil
-	e.flightMu.Unlock()
-	e.runLinkJob(ctx, job)
-	for {
-		e.flightMu.Lock()
-		next := e.inflight[wk]
-		if next == nil {
-			delete(e.inflight, wk)
-			e.flightMu.Unlock()
-			return
-		}
-		e.inflight[wk] = nil
-		e.flightMu.Unlock()
+	return int(h % uint64(n))
+}
+
+// worker runs the jobs of its queue one after the other: an object's jobs all come to one worker,
+// in the order they were queued, so one object never has two lookups at once.
+func (e *Engine) worker(ctx context.Context, jobs <-chan linkJob) {
+	for job := range jobs {
 		if ctx.Err() == nil {
-			e.runLinkJob(ctx, *next)
+			e.runLinkJob(ctx, job)
 		}
 		e.pending.Done()
 	}

@@ -423,3 +423,44 @@ func TestStopDeadlineCancelsLookups(t *testing.T) {
 	assert.False(t, ranRS, "the rest of the queue is dropped")
 	require.NoError(t, e.Stop(ctx), "stop twice")
 }
+
+// orderLinker records the MetaHash of every lookup, slowly, and links every object to deploy.
+type orderLinker struct {
+	mu     sync.Mutex
+	hashes []uint64
+}
+
+func (l *orderLinker) Name() string { return "order" }
+func (l *orderLinker) Lookup(_ context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
+	time.Sleep(time.Millisecond)
+	l.mu.Lock()
+	l.hashes = append(l.hashes, obj.MetaHash)
+	l.mu.Unlock()
+	return []aggregator.Link{{Target: deploy, Role: aggregator.RoleParent}}, nil
+}
+
+// TestLinkJobsOfAnObjectRunInOrder (issue 18): every body change of an object is looked up, in
+// the order of its events, whatever the number of workers, so the links stored (and the time of
+// the last one) do not depend on timing. Before, a job arriving while the object's previous one
+// ran replaced any waiting one, and two workers could take an object's jobs in either order.
+func TestLinkJobsOfAnObjectRunInOrder(t *testing.T) {
+	for _, workers := range []int{1, 8} {
+		l := &orderLinker{}
+		sink := &aggregatortest.RecordingSink{}
+		e := newEngine(t, aggregator.Config{LinkWorkers: workers, LinkDepth: 1}, aggregator.Deps{
+			Linkers: []aggregator.Linker{l}, Sinks: []aggregator.Sink{sink}})
+		ctx := context.Background()
+		var want []uint64
+		for i := range 30 {
+			ev := event(pod, fmt.Sprint(i), base.Add(time.Duration(i)*time.Second))
+			ev.Object.Body, ev.Object.MetaHash = []byte(`{}`), uint64(i+1)
+			require.NoError(t, e.Send(ctx, ev))
+			want = append(want, uint64(i+1))
+		}
+		require.NoError(t, e.Stop(ctx))
+		assert.Equal(t, want, l.hashes, "%d workers", workers)
+		for _, sp := range byKind(sink.Spans(), aggregator.KindLink) {
+			assert.Equal(t, base.Add(29*time.Second), sp.Start, "%d workers: the last job wrote the link", workers)
+		}
+	}
+}

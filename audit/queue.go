@@ -91,9 +91,9 @@ type Handler func(ctx context.Context, cluster string, ev *Event)
 // always go to the same partition and are handled in order by that partition's goroutine, while
 // different partitions run in parallel. Events without an objectRef are spread by audit ID.
 //
-// A create with generateName names no object in its objectRef, so it is partitioned by its
-// collection (cluster, group, resource, namespace) and may be handled out of order with later
-// events on the object it created.
+// A create with generateName names no object in its objectRef: it is partitioned by the object
+// its response names, as the consumer names it, so it stays in order with the object's later
+// events.
 //
 // Enqueue and EnqueueWait may be called before Start; the events wait for Start.
 type Queue struct {
@@ -340,16 +340,31 @@ func fnvAdd(h uint64, s string) uint64 {
 	return h
 }
 
-// partitionIndex hashes the event's object key: cluster, group, resource, namespace and name. The
-// API version and subresource are left out, so that requests on a subresource stay in order with
-// those on the object. Events without an objectRef hash by audit ID.
+// partitionIndex hashes the event's object key: cluster, group, resource, namespace and name, as
+// the consumer will name the object. The API version and subresource are left out, so that
+// requests on a subresource stay in order with those on the object. A create with generateName has
+// no name in its objectRef: the name (and, for a cluster-scoped object, the namespace) comes from
+// the response body, as the consumer takes it, so the create is handled before the object's later
+// events and not in parallel with them (otherwise the first diffs and link times of every
+// generated Pod or ReplicaSet depended on which partition ran first). Events without an objectRef
+// hash by audit ID.
 func partitionIndex(cluster string, ev *Event, n int) int {
 	h := fnvAdd(fnvOffset64, cluster)
-	if r := ev.ObjectRef; r != nil {
+	if ev.ObjectRef != nil {
+		r := objectRef(ev)
+		ns, name := r.Namespace, r.Name
+		if name == "" && len(ev.ResponseObject) > 0 && !isCollectionDelete(ev) {
+			if meta, ok := responseIsObject(r, ev.ResponseObject); ok {
+				name = meta.name
+				if ns == "" {
+					ns = meta.namespace
+				}
+			}
+		}
 		h = fnvAdd(h, r.APIGroup)
 		h = fnvAdd(h, r.Resource)
-		h = fnvAdd(h, r.Namespace)
-		h = fnvAdd(h, r.Name)
+		h = fnvAdd(h, ns)
+		h = fnvAdd(h, name)
 	} else {
 		h = fnvAdd(h, "\x00auditID")
 		h = fnvAdd(h, ev.AuditID)

@@ -165,6 +165,25 @@ func TestQueuePartitionKey(t *testing.T) {
 	b := queueEvent("a", "bc", "x")
 	assert.NotEqual(t, partitionIndex("c1", a, n), partitionIndex("c1", b, n))
 
+	// A create with generateName names its object only in the response: it goes where the
+	// object's later events go (issue 18: otherwise a Pod's binding and status patch could be
+	// handled before its create, and its diffs and link times depend on timing).
+	create := queueEvent("ns", "", "a3")
+	create.Verb = "create"
+	create.ResponseObject = []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-0","namespace":"ns","uid":"u1"}}`)
+	assert.Equal(t, partitionIndex("c1", pod, n), partitionIndex("c1", create, n),
+		"a generateName create goes to its object's partition")
+	failed := queueEvent("ns", "", "a4")
+	failed.Verb = "create"
+	failed.ResponseObject = []byte(`{"kind":"Status","apiVersion":"v1","status":"Failure"}`)
+	assert.Equal(t, partitionIndex("c1", queueEvent("ns", "", "a5"), n), partitionIndex("c1", failed, n),
+		"a create that made nothing stays with its collection")
+	// A namespace's own requests carry its name as namespace too; its create does not.
+	nsCreate := &Event{AuditID: "n1", Verb: "create", ObjectRef: &ObjectReference{Resource: "namespaces"},
+		ResponseObject: []byte(`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"team"}}`)}
+	nsUpdate := &Event{AuditID: "n2", Verb: "update", ObjectRef: &ObjectReference{Resource: "namespaces", Namespace: "team", Name: "team"}}
+	assert.Equal(t, partitionIndex("c1", nsUpdate, n), partitionIndex("c1", nsCreate, n))
+
 	// Events without objectRef spread by audit ID.
 	seen := map[int]bool{}
 	for i := range 50 {
