@@ -16,10 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/frontend/frontendtest"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -28,8 +26,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 
 // The rollout fixture: recorded between 17:00 and 17:11 UTC, replayed as cluster "test".
 var (
-	rolloutFrom = time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
-	rolloutTo   = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	rolloutFrom = frontendtest.RolloutFrom
+	rolloutTo   = frontendtest.RolloutTo
 )
 
 var (
@@ -50,17 +48,7 @@ func rollout(t testing.TB) *store.Memory {
 }
 
 func ingestFile(path string) (*store.Memory, error) {
-	st := store.NewMemory(store.MemoryConfig{}, 0)
-	err := audittest.ReplayFile(context.Background(), audittest.Config{
-		Deps: aggregator.Deps{
-			Sinks: []aggregator.Sink{st},
-			Linkers: []aggregator.Linker{
-				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
-				linker.NewAnnotationLinker(nil, telemetry.Settings{}),
-			},
-		},
-	}, path)
-	return st, err
+	return frontendtest.ReplayAuditLog(context.Background(), path)
 }
 
 func newAPI(t testing.TB, r store.Reader) (*frontend.JaegerAPI, *httptest.Server) {

@@ -26,10 +26,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/frontend/frontendtest"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
@@ -38,8 +36,8 @@ import (
 
 // The rollout fixture: recorded between 17:00 and 17:11 UTC, replayed as cluster "test".
 var (
-	rolloutFrom = time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
-	rolloutTo   = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	rolloutFrom = frontendtest.RolloutFrom
+	rolloutTo   = frontendtest.RolloutTo
 )
 
 var (
@@ -53,16 +51,7 @@ var (
 func rollout(t testing.TB) *store.Memory {
 	t.Helper()
 	rolloutOnce.Do(func() {
-		rolloutStore = store.NewMemory(store.MemoryConfig{}, 0)
-		rolloutErr = audittest.ReplayFile(context.Background(), audittest.Config{
-			Deps: aggregator.Deps{
-				Sinks: []aggregator.Sink{rolloutStore},
-				Linkers: []aggregator.Linker{
-					linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
-					linker.NewAnnotationLinker(nil, telemetry.Settings{}),
-				},
-			},
-		}, filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
+		rolloutStore, rolloutErr = frontendtest.ReplayAuditLog(context.Background(), filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
 	})
 	require.NoError(t, rolloutErr)
 	return rolloutStore

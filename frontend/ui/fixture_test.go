@@ -20,17 +20,16 @@ import (
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/frontend/frontendtest"
 	"github.com/kelemetry/kelemetry/frontend/ui"
-	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The rollout fixture was recorded between 17:00 and 17:11 UTC.
 var (
-	rolloutFrom = time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
-	rolloutTo   = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	rolloutFrom = frontendtest.RolloutFrom
+	rolloutTo   = frontendtest.RolloutTo
 )
 
 // ingestRollout replays testdata/rollout/audit.jsonl through the audit consumer and the
@@ -42,11 +41,8 @@ func ingestRollout(t testing.TB) *store.Memory {
 	st := store.NewMemory(store.MemoryConfig{}, 0)
 	p, err := audittest.Start(ctx, audittest.Config{
 		Deps: aggregator.Deps{
-			Sinks: []aggregator.Sink{st},
-			Linkers: []aggregator.Linker{
-				linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
-				linker.NewAnnotationLinker(nil, telemetry.Settings{}),
-			},
+			Sinks:   []aggregator.Sink{st},
+			Linkers: frontendtest.Linkers(),
 		},
 	})
 	require.NoError(t, err)

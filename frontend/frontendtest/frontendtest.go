@@ -1,0 +1,41 @@
+// Package frontendtest holds the fixtures the query tests share: recorded audit logs replayed
+// through the real pipeline into a memory store.
+package frontendtest
+
+import (
+	"context"
+	"time"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/audittest"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// The bundled rollout fixture (testdata/rollout) was recorded between 17:00 and 17:11 UTC; a
+// range from RolloutFrom to RolloutTo covers it.
+var (
+	RolloutFrom = time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
+	RolloutTo   = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+)
+
+// Linkers are the built-in linkers that need no cluster: owner references and the parent-link
+// annotation, read from the audit bodies.
+func Linkers() []aggregator.Linker {
+	return []aggregator.Linker{
+		linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
+		linker.NewAnnotationLinker(nil, telemetry.Settings{}),
+	}
+}
+
+// ReplayAuditLog replays an audit log file (JSON lines) through the audit consumer and the
+// aggregator with Linkers into a new memory store, as cluster audittest.DefaultCluster.
+func ReplayAuditLog(ctx context.Context, path string) (*store.Memory, error) {
+	st := store.NewMemory(store.MemoryConfig{}, 0)
+	err := audittest.ReplayFile(ctx, audittest.Config{
+		Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}, Linkers: Linkers()},
+	}, path)
+	return st, err
+}
