@@ -71,7 +71,7 @@ func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregato
 			logger.Debug("skip event", "file", path, "event", rec.Namespace+"/"+rec.Name, "error", err)
 			continue
 		}
-		if err := agg.Send(ctx, ev); err != nil {
+		if err := sendWaiting(ctx, agg, ev); err != nil {
 			st.Failed++
 			logger.Debug("send event", "file", path, "event", rec.Namespace+"/"+rec.Name, "error", err)
 			continue
@@ -121,4 +121,16 @@ func NewReplayer(files []string, conv *Converter, agg aggregator.Aggregator, ts 
 	return replay.New("event replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
 		return ReplayFile(ctx, file, conv, agg, ts)
 	}, ts.Log())
+}
+
+// sendWaiting sends ev, waiting out a sink outage (errors wrapping aggregator.ErrSinkUnavailable:
+// a full disk, a full OTLP queue) with backoff until ctx ends, as a replay must not lose what
+// it read; other errors return at once.
+func sendWaiting(ctx context.Context, agg aggregator.Aggregator, ev *aggregator.Event) error {
+	for attempt := 0; ; attempt++ {
+		err := agg.Send(ctx, ev)
+		if err == nil || !errors.Is(err, aggregator.ErrSinkUnavailable) || !outageBackoff.Sleep(ctx, attempt) {
+			return err
+		}
+	}
 }

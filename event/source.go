@@ -157,9 +157,10 @@ type Source struct {
 	stopped bool       // Stop was called: Start does nothing
 	loops   loop.Group // the watch, the worker and the checkpoint flush
 
-	events  metric.Int64Counter
-	results map[string]metric.MeasurementOption
-	drops   *timeDrops
+	events      metric.Int64Counter
+	sendRetries metric.Int64Counter
+	results     map[string]metric.MeasurementOption
+	drops       *timeDrops
 }
 
 // item is a queued Event, or a position marker (rec nil) that lets the checkpoint advance.
@@ -200,6 +201,8 @@ func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.
 	meter := ts.Meter(meterScope)
 	s.events = meter.Counter("kelemetry.event.source.events",
 		"Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error, unrepresentable_time, future_time).", "{event}")
+	s.sendRetries = meter.Counter("kelemetry.event.source.send.retries",
+		"Sends of Kubernetes Events retried while the sinks were unavailable (a full disk, a full OTLP queue).", "{attempt}")
 	s.drops = newTimeDrops(meter, s.logger)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("event source: %w", err)
@@ -348,10 +351,15 @@ const sendAttempts = 3
 
 var sendBackoff = backoff.Policy{Base: 200 * time.Millisecond}
 
+// outageBackoff paces the sends that wait out a sink outage.
+var outageBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+
 // handle sends one Event unless it was sent already. It reports false when the Event should have
 // been sent and could not be, after retries.
 func (s *Source) handle(ctx context.Context, rec *Record) bool {
-	// The worker drains the queue after the watch stopped: sending must not use the run ctx.
+	// The worker drains the queue after the watch stopped: sending must not use the run ctx. The
+	// run ctx still bounds waiting out a sink outage (see below), which ends when Stop begins.
+	run := ctx
 	ctx = context.WithoutCancel(ctx)
 	s.mu.Lock()
 	prev, seen := s.seen.Get(rec.UID)
@@ -375,12 +383,21 @@ func (s *Source) handle(ctx context.Context, rec *Record) bool {
 		s.logger.Debug("skip event", "event", rec.Namespace+"/"+rec.Name, "error", err)
 		return true
 	}
-	for attempt := 1; ; attempt++ {
+	for attempt, outage := 1, 0; ; attempt++ {
 		err := s.agg.Send(ctx, ev)
 		if err == nil {
 			break
 		}
-		if errors.Is(err, aggregator.ErrInvalidEvent) || attempt == sendAttempts {
+		if errors.Is(err, aggregator.ErrSinkUnavailable) && run.Err() == nil {
+			// A full disk or a full OTLP queue: wait it out rather than lose the Event (the
+			// webhook's batches wait the same way, in kube-apiserver). Stop ends the wait.
+			attempt--
+			s.sendRetries.Add(ctx, 1)
+			outageBackoff.Sleep(run, outage)
+			outage++
+			continue
+		}
+		if errors.Is(err, aggregator.ErrInvalidEvent) || attempt >= sendAttempts {
 			s.events.Add(ctx, 1, s.results[resultFailed])
 			s.logger.Debug("send event", "event", rec.Namespace+"/"+rec.Name, "attempts", attempt, "error", err)
 			return errors.Is(err, aggregator.ErrInvalidEvent) // retrying or rewatching cannot fix an invalid one
