@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,22 +29,9 @@ var (
 	rolloutTo   = frontendtest.RolloutTo
 )
 
-var (
-	rolloutOnce  sync.Once
-	rolloutStore *store.Memory
-	rolloutErr   error
-)
-
-// rollout replays testdata/rollout/audit.jsonl through the real pipeline (decoder, consumer,
+// rollout is the bundled rollout replayed through the real pipeline (decoder, consumer,
 // aggregator with the owner and annotation linkers) into a memory store, once per test binary.
-func rollout(t testing.TB) *store.Memory {
-	t.Helper()
-	rolloutOnce.Do(func() {
-		rolloutStore, rolloutErr = ingestFile(filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
-	})
-	require.NoError(t, rolloutErr)
-	return rolloutStore
-}
+func rollout(t testing.TB) *store.Memory { return frontendtest.Rollout(t) }
 
 func ingestFile(path string) (*store.Memory, error) {
 	return frontendtest.ReplayAuditLog(context.Background(), path)

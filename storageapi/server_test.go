@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,22 +38,9 @@ var (
 	rolloutTo   = frontendtest.RolloutTo
 )
 
-var (
-	rolloutOnce  sync.Once
-	rolloutStore *store.Memory
-	rolloutErr   error
-)
-
-// rollout replays testdata/rollout/audit.jsonl through the real pipeline (decoder, consumer,
+// rollout is the bundled rollout replayed through the real pipeline (decoder, consumer,
 // aggregator with the owner and annotation linkers) into a memory store, once per test binary.
-func rollout(t testing.TB) *store.Memory {
-	t.Helper()
-	rolloutOnce.Do(func() {
-		rolloutStore, rolloutErr = frontendtest.ReplayAuditLog(context.Background(), filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
-	})
-	require.NoError(t, rolloutErr)
-	return rolloutStore
-}
+func rollout(t testing.TB) *store.Memory { return frontendtest.Rollout(t) }
 
 type clients struct {
 	traces storagev2.TraceReaderClient

@@ -4,7 +4,13 @@ package frontendtest
 
 import (
 	"context"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/audittest"
@@ -38,4 +44,27 @@ func ReplayAuditLog(ctx context.Context, path string) (*store.Memory, error) {
 		Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}, Linkers: Linkers()},
 	}, path)
 	return st, err
+}
+
+// RolloutAuditLog is the path of the bundled rollout's audit log (testdata/rollout/audit.jsonl).
+func RolloutAuditLog() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "rollout", "audit.jsonl")
+}
+
+var (
+	rolloutOnce  sync.Once
+	rolloutStore *store.Memory
+	rolloutErr   error
+)
+
+// Rollout is the bundled rollout replayed with ReplayAuditLog, once per test binary: callers
+// share the store and must not write to it.
+func Rollout(t testing.TB) *store.Memory {
+	t.Helper()
+	rolloutOnce.Do(func() {
+		rolloutStore, rolloutErr = ReplayAuditLog(context.Background(), RolloutAuditLog())
+	})
+	require.NoError(t, rolloutErr)
+	return rolloutStore
 }
