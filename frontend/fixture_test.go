@@ -1,7 +1,6 @@
 package frontend_test
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net/http"
@@ -32,10 +31,6 @@ var (
 // rollout is the bundled rollout replayed through the real pipeline (decoder, consumer,
 // aggregator with the owner and annotation linkers) into a memory store, once per test binary.
 func rollout(t testing.TB) *store.Memory { return frontendtest.Rollout(t) }
-
-func ingestFile(path string) (*store.Memory, error) {
-	return frontendtest.ReplayAuditLog(context.Background(), path)
-}
 
 func newAPI(t testing.TB, r store.Reader) (*frontend.JaegerAPI, *httptest.Server) {
 	t.Helper()
