@@ -21,19 +21,60 @@ func WindowStart(t time.Time, length time.Duration) time.Time {
 	return time.Unix(0, ns-rem).UTC()
 }
 
-// TraceIDFor is the trace of one object in the window starting at window.
-func TraceIDFor(key ObjectKey, window time.Time) trace.TraceID {
+// ObjectHashLen is the length of an ObjectHash.
+const ObjectHashLen = 7
+
+// ObjectHash is the leading part of every trace ID of one object: 56 bits of an FNV-1a hash of
+// its key. Its first byte is never 0xff, the marker of the frontend's display IDs.
+type ObjectHash [ObjectHashLen]byte
+
+// traceIDScheme marks byte 7 of the trace IDs TraceIDFor makes, so that ParseTraceID can tell
+// them from trace IDs of other origins (and of earlier releases, which hashed the window too).
+const traceIDScheme = 0x6b
+
+// HashObject returns the ObjectHash of key.
+func HashObject(key ObjectKey) ObjectHash {
 	h := fnv.New128a()
 	writeKey(h, key)
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(window.UnixNano()))
-	_, _ = h.Write(b[:])
-	var id trace.TraceID
-	h.Sum(id[:0])
-	if !id.IsValid() {
-		id[15] = 1
+	var sum [16]byte
+	h.Sum(sum[:0])
+	var oh ObjectHash
+	copy(oh[:], sum[:])
+	if oh[0] == 0xff {
+		oh[0] = 0xfe
 	}
+	return oh
+}
+
+// TraceIDFor is the trace of one object in the window starting at window.
+//
+// Layout (16 bytes): the object's ObjectHash (7 bytes), the scheme byte 0x6b, and the window
+// start in Unix nanoseconds (8 bytes, big-endian). Every trace ID of an object can thus be
+// computed from its key, or from its hash alone, and a trace ID names its object's hash and its
+// window: readers of a remote trace backend follow links and resolve display IDs without any
+// index or prefix scan. Two objects collide only if their 56-bit hashes are equal and they have
+// traces in the same window.
+func TraceIDFor(key ObjectKey, window time.Time) trace.TraceID {
+	return TraceIDForHash(HashObject(key), window)
+}
+
+// TraceIDForHash is TraceIDFor of the object whose hash is oh.
+func TraceIDForHash(oh ObjectHash, window time.Time) trace.TraceID {
+	var id trace.TraceID
+	copy(id[:], oh[:])
+	id[ObjectHashLen] = traceIDScheme
+	binary.BigEndian.PutUint64(id[8:], uint64(window.UnixNano()))
 	return id
+}
+
+// ParseTraceID splits a trace ID made by TraceIDFor into the object's hash and the window start;
+// ok is false for trace IDs of other origins.
+func ParseTraceID(id trace.TraceID) (oh ObjectHash, window time.Time, ok bool) {
+	if id[ObjectHashLen] != traceIDScheme || id[0] == 0xff {
+		return ObjectHash{}, time.Time{}, false
+	}
+	copy(oh[:], id[:ObjectHashLen])
+	return oh, time.Unix(0, int64(binary.BigEndian.Uint64(id[8:]))).UTC(), true
 }
 
 // ObjectSpanID is the root span of a trace.

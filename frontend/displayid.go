@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
 )
 
 // DisplayMode says how a result is drawn. The values are the display digit of a DisplayID.
@@ -74,34 +76,44 @@ func ParseMode(name string) (Mode, error) {
 
 // DisplayID is the stateless identity of a result, returned as the Jaeger trace ID. It names
 // the mode, the time range and the anchor object, and resolves against the store alone, so it
-// stays valid across restarts and needs no cache.
+// stays valid across restarts, needs no cache, and resolves on any backend (no index or prefix
+// scan: the anchor's trace IDs are computed).
 //
 // Layout, as 32 hex digits (16 bytes):
 //
-//	ff M L 000000 SSSSSSSS DDDDDD AAAAAAAA
+//	ff M L SSSSSSSS DDDDDD HHHHHHHHHHHHHH
 //	digits 0-1    "ff", marks a display ID
 //	digit  2      display mode: 0 tree, 1 timeline, 2 tracing, 3 grouped
 //	digit  3      link mode: 0 none, 1 full tree, 2 ancestors, 4 descendants
-//	digits 4-9    reserved, written as zero and ignored when read (digits 2-9 are the
-//	              predecessor's 8-digit mode field, e.g. 21000000 = tracing + full tree)
-//	digits 10-17  range start, Unix seconds
-//	digits 18-23  range length in seconds (at most 2^24-1, about 194 days)
-//	digits 24-31  the first 4 bytes of the stored trace ID of the anchor: the first window
-//	              of the result's first found object within the range
+//	digits 4-11   range start, Unix seconds
+//	digits 12-17  range length in seconds (at most 2^24-1, about 194 days)
+//	digits 18-31  the anchor object's hash (aggregator.ObjectHash), the result's first found
+//	              object: its traces in the range are aggregator.TraceIDForHash of each window
 //
 // The range is widened to whole seconds. Editing digits 2-3 switches the view of the same
-// object and range. Resolving looks up stored traces by the anchor prefix among windows that
-// overlap the range (store.Reader.FindTraces).
+// object and range.
+//
+// Earlier releases wrote digits 4-9 as zero, the range start in digits 10-17, its length in
+// 18-23 and the first 4 bytes of the anchor's stored trace ID in 24-31; those IDs still parse
+// (Legacy) and resolve on stores that find traces by ID prefix (the embedded and memory stores).
+// NewDisplayID writes that layout too for an anchor stored by an earlier release, whose trace ID
+// does not name its object.
 type DisplayID struct {
 	Mode       Mode
 	Start, End time.Time
-	Anchor     [4]byte
+	// Object is the hash of the anchor object.
+	Object aggregator.ObjectHash
+	// Legacy is set for the earlier layout; LegacyAnchor then holds the first bytes of the
+	// anchor's trace ID, and Object is unset.
+	Legacy       bool
+	LegacyAnchor [4]byte
 }
 
 const maxRangeSeconds = 1<<24 - 1
 
-// NewDisplayID builds the ID of a result anchored at the stored trace anchor.
-func NewDisplayID(mode Mode, from, to time.Time, anchor trace.TraceID) DisplayID {
+// NewDisplayID builds the ID of a result anchored at the object key, whose first window in the
+// range is stored as the trace anchor.
+func NewDisplayID(mode Mode, from, to time.Time, key aggregator.ObjectKey, anchor trace.TraceID) DisplayID {
 	start := from.Unix()
 	end := to.Unix()
 	if to.Nanosecond() != 0 {
@@ -114,8 +126,11 @@ func NewDisplayID(mode Mode, from, to time.Time, anchor trace.TraceID) DisplayID
 		start = end - maxRangeSeconds
 	}
 	start = max(start, 0)
-	id := DisplayID{Mode: mode, Start: time.Unix(start, 0).UTC(), End: time.Unix(end, 0).UTC()}
-	copy(id.Anchor[:], anchor[:4])
+	id := DisplayID{Mode: mode, Start: time.Unix(start, 0).UTC(), End: time.Unix(end, 0).UTC(), Object: aggregator.HashObject(key)}
+	if _, _, ok := aggregator.ParseTraceID(anchor); anchor.IsValid() && !ok {
+		id.Legacy, id.Object = true, aggregator.ObjectHash{}
+		copy(id.LegacyAnchor[:], anchor[:4])
+	}
 	return id
 }
 
@@ -125,10 +140,16 @@ func (d DisplayID) TraceID() trace.TraceID {
 	b[0] = 0xff
 	b[1] = byte(d.Mode.Display)<<4 | byte(d.Mode.Link)
 	start := d.Start.Unix()
-	binary.BigEndian.PutUint32(b[5:9], uint32(start))
 	n := uint32(min(max(d.End.Unix()-start, 0), maxRangeSeconds))
-	b[9], b[10], b[11] = byte(n>>16), byte(n>>8), byte(n)
-	copy(b[12:], d.Anchor[:])
+	if d.Legacy {
+		binary.BigEndian.PutUint32(b[5:9], uint32(start))
+		b[9], b[10], b[11] = byte(n>>16), byte(n>>8), byte(n)
+		copy(b[12:], d.LegacyAnchor[:])
+		return b
+	}
+	binary.BigEndian.PutUint32(b[2:6], uint32(start))
+	b[6], b[7], b[8] = byte(n>>16), byte(n>>8), byte(n)
+	copy(b[9:], d.Object[:])
 	return b
 }
 
@@ -138,7 +159,8 @@ func (d DisplayID) String() string { return d.TraceID().String() }
 // errNotDisplayID is returned by ParseDisplayID for an ID without the marker.
 var errNotDisplayID = errors.New("not a display ID")
 
-// ParseDisplayID decodes an ID made by DisplayID.TraceID.
+// ParseDisplayID decodes an ID made by DisplayID.TraceID. An ID whose digits 4-9 are zero has
+// the earlier layout (a range starting within 256 seconds of 1970 cannot be told from it).
 func ParseDisplayID(id trace.TraceID) (DisplayID, error) {
 	if id[0] != 0xff {
 		return DisplayID{}, errNotDisplayID
@@ -150,9 +172,16 @@ func ParseDisplayID(id trace.TraceID) (DisplayID, error) {
 	if !m.Link.Valid() {
 		return DisplayID{}, fmt.Errorf("trace ID %s: unknown link mode digit %d", id, m.Link)
 	}
-	start := int64(binary.BigEndian.Uint32(id[5:9]))
-	n := int64(id[9])<<16 | int64(id[10])<<8 | int64(id[11])
+	if id[2] == 0 && id[3] == 0 && id[4] == 0 {
+		start := int64(binary.BigEndian.Uint32(id[5:9]))
+		n := int64(id[9])<<16 | int64(id[10])<<8 | int64(id[11])
+		d := DisplayID{Mode: m, Start: time.Unix(start, 0).UTC(), End: time.Unix(start+n, 0).UTC(), Legacy: true}
+		copy(d.LegacyAnchor[:], id[12:])
+		return d, nil
+	}
+	start := int64(binary.BigEndian.Uint32(id[2:6]))
+	n := int64(id[6])<<16 | int64(id[7])<<8 | int64(id[8])
 	d := DisplayID{Mode: m, Start: time.Unix(start, 0).UTC(), End: time.Unix(start+n, 0).UTC()}
-	copy(d.Anchor[:], id[12:])
+	copy(d.Object[:], id[9:])
 	return d, nil
 }

@@ -84,10 +84,12 @@ type Edge struct {
 type Graph struct {
 	// Seeds are the found objects in the group, sorted; Seeds[0] anchors the display ID.
 	Seeds []aggregator.ObjectKey
-	// Anchor is the first window of Seeds[0] in the range.
-	Anchor store.ObjectWindow
-	From   time.Time
-	To     time.Time
+	// AnchorObject is the found object that anchors the display ID (the first found object of
+	// the group), and Anchor its first window in the range.
+	AnchorObject aggregator.ObjectKey
+	Anchor       store.ObjectWindow
+	From         time.Time
+	To           time.Time
 	// Objects holds every object of the group.
 	Objects map[aggregator.ObjectKey]*Object
 	// Roots are the tree roots, sorted; more than one is shown under a synthetic root.
@@ -233,6 +235,57 @@ func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor st
 	w.anchor = anchor
 	gs := l.graphs([]*walk{w})
 	return gs[0], nil
+}
+
+// maxAnchorWindows bounds the windows FindAnchor probes.
+const maxAnchorWindows = 20_000
+
+// FindAnchor finds the object whose hash is oh (a display ID's anchor) from its first window in
+// [from, to]: the object's trace IDs are computed for each window of the range and read in
+// batches, so no index or search is needed. It returns ErrNoObject when nothing of it is stored
+// in the range.
+func (e *Engine) FindAnchor(ctx context.Context, oh aggregator.ObjectHash, from, to time.Time) (aggregator.ObjectRef, store.ObjectWindow, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	first := aggregator.WindowStart(from, e.window)
+	if n := to.Sub(first) / e.window; n >= maxAnchorWindows {
+		return aggregator.ObjectRef{}, store.ObjectWindow{}, fmt.Errorf("range %s..%s spans %d windows, more than %d: %w",
+			from.Format(time.RFC3339), to.Format(time.RFC3339), n, maxAnchorWindows, ErrNoObject)
+	}
+	for w := first; !w.After(to); {
+		ws := make([]store.ObjectWindow, 0, readChunk)
+		for ; !w.After(to) && len(ws) < readChunk; w = w.Add(e.window) {
+			ws = append(ws, store.ObjectWindow{Window: w, TraceID: aggregator.TraceIDForHash(oh, w)})
+		}
+		traces, err := e.r.GetTraces(ctx, ws)
+		if err != nil {
+			if isDeadline(ctx, err) {
+				return aggregator.ObjectRef{}, store.ObjectWindow{}, fmt.Errorf("find the anchor object: %w: %s", ErrBudget, strings.TrimPrefix(timeBudgetMsg(e.cfg.Timeout), truncatedPrefix))
+			}
+			return aggregator.ObjectRef{}, store.ObjectWindow{}, err
+		}
+		for i, spans := range traces {
+			if ref, ok := objectOf(spans); ok {
+				return ref, ws[i], nil
+			}
+		}
+	}
+	return aggregator.ObjectRef{}, store.ObjectWindow{}, ErrNoObject
+}
+
+// objectOf returns the object of a trace's spans: its object span's, else the first span's.
+func objectOf(spans []*aggregator.Span) (aggregator.ObjectRef, bool) {
+	for _, sp := range spans {
+		if sp.Kind == aggregator.KindObject {
+			return sp.Object, true
+		}
+	}
+	for _, sp := range spans {
+		if sp.Object.Resource != "" && sp.Object.Name != "" {
+			return sp.Object, true
+		}
+	}
+	return aggregator.ObjectRef{}, false
 }
 
 // loader reads objects once per request, within the request's span and time budgets.
@@ -622,7 +675,7 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 		g := byRoot[r]
 		if g == nil {
 			g = &Graph{
-				Anchor: w.anchor, From: l.from, To: l.to,
+				AnchorObject: w.seed, Anchor: w.anchor, From: l.from, To: l.to,
 				Objects: map[aggregator.ObjectKey]*Object{}, Children: map[aggregator.ObjectKey][]Edge{},
 				References: map[aggregator.ObjectKey][]Edge{}, Omitted: map[aggregator.ObjectKey]int{},
 			}

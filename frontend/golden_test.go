@@ -198,8 +198,8 @@ func TestRolloutAcceptance(t *testing.T) {
 	}
 	want := objects(tr)
 	require.Len(t, want, 11)
-	for _, mode := range []string{"01000000", "11000000", "21000000", "31000000"} {
-		alt := id[:2] + mode + id[10:]
+	for _, mode := range []string{"01", "11", "21", "31"} {
+		alt := id[:2] + mode + id[4:]
 		code, body := fetch(t, srv.URL+"/api/traces/"+alt)
 		require.Equal(t, http.StatusOK, code, string(body))
 		var resp struct {

@@ -450,7 +450,7 @@ func (a *JaegerAPI) search1(ctx context.Context, req SearchRequest, t *truncatio
 			left++
 			continue
 		}
-		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.Anchor.TraceID)
+		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.AnchorObject, g.Anchor.TraceID)
 		tr := renderWithin(g, req.Mode.Display, id.TraceID(), b)
 		if !durationOK(tr, req.MinDuration, req.MaxDuration) {
 			continue
@@ -501,12 +501,38 @@ func (a *JaegerAPI) trace(ctx context.Context, id trace.TraceID, b *renderBudget
 		}
 		return JaegerTrace{}, fmt.Errorf("%w: %w", ErrBadTraceID, err)
 	}
-	refs, err := a.reader.FindTraces(ctx, store.TraceQuery{IDPrefix: d.Anchor[:], From: d.Start, To: d.End})
+	if d.Legacy {
+		return a.legacyTrace(ctx, id, d, b)
+	}
+	ref, anchor, err := a.engine.FindAnchor(ctx, d.Object, d.Start, d.End)
+	if errors.Is(err, ErrNoObject) {
+		return a.storedAsDisplay(ctx, id, b)
+	}
+	if err != nil {
+		return JaegerTrace{}, err
+	}
+	g, err := a.engine.Expand(ctx, ref, anchor, d.Start, d.End, d.Mode.Link)
+	if errors.Is(err, ErrNoObject) {
+		return a.storedAsDisplay(ctx, id, b)
+	}
+	if err != nil {
+		return JaegerTrace{}, err
+	}
+	return renderWithin(g, d.Mode.Display, id, b), nil
+}
+
+// legacyTrace resolves a display ID of the earlier layout by the prefix of its anchor's stored
+// trace ID, on stores that support it.
+func (a *JaegerAPI) legacyTrace(ctx context.Context, id trace.TraceID, d DisplayID, b *renderBudget) (JaegerTrace, error) {
+	refs, err := a.reader.FindTraces(ctx, store.TraceQuery{IDPrefix: d.LegacyAnchor[:], From: d.Start, To: d.End})
+	if errors.Is(err, errors.ErrUnsupported) {
+		return JaegerTrace{}, fmt.Errorf("%w: display ID %s of an earlier release: this store cannot resolve it (search again)", ErrTraceNotFound, id)
+	}
 	if err != nil {
 		return JaegerTrace{}, err
 	}
 	for _, tr := range refs {
-		if aggregator.TraceIDFor(tr.Object.Key(), tr.Window) != tr.TraceID {
+		if tr.Object.Resource == "" || tr.Object.Name == "" {
 			continue // not an aggregator trace: the index cannot name its object
 		}
 		g, err := a.engine.Expand(ctx, tr.Object, store.ObjectWindow{Window: tr.Window, TraceID: tr.TraceID}, d.Start, d.End, d.Mode.Link)
@@ -652,6 +678,6 @@ func (a *JaegerAPI) redirect(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusNotFound, "no object %s/%s in %s..%s", q.Get("resource"), q.Get("name"), from.Format(time.RFC3339), to.Format(time.RFC3339))
 		return
 	}
-	id := NewDisplayID(mode, from, to, found[0].Windows[0].TraceID)
+	id := NewDisplayID(mode, from, to, found[0].Object.Key(), found[0].Windows[0].TraceID)
 	http.Redirect(w, r, "/trace/"+id.String(), http.StatusFound)
 }

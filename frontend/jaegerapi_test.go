@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
@@ -170,7 +171,7 @@ func TestGetTrace(t *testing.T) {
 	assert.JSONEq(t, string(b), string(a))
 
 	// Lookup by ID through the search endpoint: found ones in data, missing ones as errors.
-	missing := id[:24] + "00000000"
+	missing := id[:18] + "00000000000000"
 	code, env = call(t, srv.URL+"/api/traces?traceID="+id+"&traceID="+missing)
 	require.Equal(t, http.StatusOK, code)
 	require.NoError(t, json.Unmarshal(env.Data, &got))
@@ -208,7 +209,7 @@ func TestRedirect(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusFound, resp.StatusCode)
 	loc := resp.Header.Get("Location")
-	require.True(t, strings.HasPrefix(loc, "/trace/ff20000000"), loc)
+	require.True(t, strings.HasPrefix(loc, "/trace/ff20"), loc)
 	id := strings.TrimPrefix(loc, "/trace/")
 	tr := traces(t, srv.URL+"/api/traces/"+id)
 	require.Len(t, tr, 1)
@@ -220,7 +221,7 @@ func TestRedirect(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusFound, resp.StatusCode)
-	assert.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/trace/ff21000000"))
+	assert.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/trace/ff21"))
 
 	expectError(t, srv.URL+"/redirect?cluster=test&resource=deployments&name=nope&time="+at, http.StatusNotFound, "no object")
 	expectError(t, srv.URL+"/redirect?cluster=test&resource=deployments&name=demo&time=2026-11-28T10:00:00Z", http.StatusNotFound, "no object")
@@ -233,17 +234,34 @@ func TestRedirect(t *testing.T) {
 func TestDisplayIDLayout(t *testing.T) {
 	from := time.Date(2026, 11, 29, 16, 30, 0, 0, time.UTC)
 	to := time.Date(2026, 11, 29, 18, 0, 0, 1, time.UTC)
-	anchor := aggregator.TraceIDFor(aggregator.ObjectKey{Resource: "pods", Name: "p"}, from)
-	id := frontend.NewDisplayID(frontend.Mode{Display: frontend.DisplayGrouped, Link: frontend.LinkAncestors}, from, to, anchor)
+	key := aggregator.ObjectKey{Resource: "pods", Name: "p"}
+	anchor := aggregator.TraceIDFor(key, from)
+	mode := frontend.Mode{Display: frontend.DisplayGrouped, Link: frontend.LinkAncestors}
+	id := frontend.NewDisplayID(mode, from, to, key, anchor)
 	s := id.String()
-	assert.Equal(t, "ff32000000", s[:10])
-	assert.Equal(t, strconv.FormatInt(from.Unix(), 16), s[10:18])
-	assert.Equal(t, "001519", s[18:24], "90 minutes and one second: the end widens to a second")
-	assert.Equal(t, anchor.String()[:8], s[24:])
+	assert.Equal(t, "ff32", s[:4])
+	assert.Equal(t, strconv.FormatInt(from.Unix(), 16), s[4:12])
+	assert.Equal(t, "001519", s[12:18], "90 minutes and one second: the end widens to a second")
+	assert.Equal(t, anchor.String()[:14], s[18:], "the object's hash, which starts each of its trace IDs")
+	assert.False(t, id.Legacy)
 	back, err := frontend.ParseDisplayID(id.TraceID())
 	require.NoError(t, err)
 	assert.Equal(t, id, back)
 	assert.Equal(t, to.Truncate(time.Second).Add(time.Second), back.End)
+
+	// An anchor stored by an earlier release (its trace ID hashed the window too) keeps the
+	// earlier layout, which names the trace by its first bytes.
+	old := trace.TraceID{0x12, 0x34, 0x56, 0x78, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}
+	legacy := frontend.NewDisplayID(mode, from, to, key, old)
+	s = legacy.String()
+	assert.Equal(t, "ff32000000", s[:10])
+	assert.Equal(t, strconv.FormatInt(from.Unix(), 16), s[10:18])
+	assert.Equal(t, "001519", s[18:24])
+	assert.Equal(t, "12345678", s[24:])
+	back, err = frontend.ParseDisplayID(legacy.TraceID())
+	require.NoError(t, err)
+	assert.True(t, back.Legacy)
+	assert.Equal(t, legacy, back)
 
 	for _, m := range frontend.Modes() {
 		p, err := frontend.ParseMode(m.Name())

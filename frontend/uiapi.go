@@ -131,7 +131,7 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 	left := 0
 	for _, g := range graphs {
 		t.add(g.Truncated)
-		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.Anchor.TraceID)
+		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.AnchorObject, g.Anchor.TraceID)
 		s := Summarize(g, id)
 		if d := s.End.Sub(s.Start); (req.MinDuration > 0 && d < req.MinDuration) || (req.MaxDuration > 0 && d > req.MaxDuration) {
 			continue

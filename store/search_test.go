@@ -81,12 +81,12 @@ func testSearch(t *testing.T, open func(t *testing.T) Store) {
 
 	t.Run("traces by prefix", func(t *testing.T) {
 		tid := aggregator.TraceIDFor(a.Key(), t0.Add(win))
-		res, err := s.FindTraces(ctx, TraceQuery{IDPrefix: tid[:4]})
+		res, err := s.FindTraces(ctx, TraceQuery{IDPrefix: tid[:12]})
 		require.NoError(t, err)
 		require.Len(t, res, 1)
 		assert.Equal(t, TraceRef{TraceID: tid, Window: t0.Add(win), Object: a}, res[0])
 
-		res, err = s.FindTraces(ctx, TraceQuery{IDPrefix: tid[:4], From: t0, To: t0.Add(win - 1)})
+		res, err = s.FindTraces(ctx, TraceQuery{IDPrefix: tid[:12], From: t0, To: t0.Add(win - 1)})
 		require.NoError(t, err)
 		assert.Empty(t, res, "window out of range")
 
