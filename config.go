@@ -24,6 +24,17 @@ import (
 	"github.com/kelemetry/kelemetry/store"
 )
 
+// Roles of Config.Role.
+const (
+	// RoleAll ingests and serves queries (the default).
+	RoleAll = "all"
+	// RoleIngest receives audit events, Kubernetes Events and informer diffs, links objects and
+	// writes spans; it serves no queries.
+	RoleIngest = "ingest"
+	// RoleQuery serves the APIs, the web UI and the storage API from the store; it ingests nothing.
+	RoleQuery = "query"
+)
+
 // Config configures the whole application. The zero value works: an in-memory store, the audit
 // webhook on 127.0.0.1:8080 and the API on 127.0.0.1:16686 (localhost only, plain HTTP, no
 // authentication). Mains fill it from flags or a YAML file (LoadConfig).
@@ -75,6 +86,16 @@ type Config struct {
 	// LinkRules configures the LinkRule linker: a directory of rule files, and the watch of
 	// LinkRule objects in the cluster named Cluster (on when it has a kubeconfig).
 	LinkRules linkrule.Config `yaml:"linkRules"`
+	// Role is "all" (default), "ingest" or "query" (see Modules). Replicas of several roles share
+	// traces through StoreBackend "jaeger".
+	Role string `yaml:"role"`
+	// StoreBackend is "embedded" (in DataDir), "memory", or "jaeger" (configured by Jaeger); empty
+	// means embedded with a DataDir, memory without.
+	StoreBackend string `yaml:"storeBackend"`
+	// Jaeger configures the jaeger store backend: spans written over OTLP to a Jaeger collector and
+	// read back through Jaeger's remote storage API, shared by every replica (see
+	// store.JaegerConfig and the README's "Running at scale").
+	Jaeger store.JaegerConfig `yaml:"jaeger"`
 	// Store configures the embedded store in DataDir; Memory the in-memory one (DataDir "").
 	Store  store.PebbleConfig `yaml:"store"`
 	Memory store.MemoryConfig `yaml:"memory"`
@@ -186,6 +207,14 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.HTTP().Validate(), c.StoreConfig().Validate(), c.RemoteStorage().Validate())
+	switch c.Role {
+	case "", RoleAll, RoleIngest, RoleQuery:
+	default:
+		errs = append(errs, fmt.Errorf("role %q: want %q, %q or %q", c.Role, RoleAll, RoleIngest, RoleQuery))
+	}
+	if c.Role != RoleQuery && c.StoreConfig().WithDefaults().Backend == store.BackendJaeger && c.Jaeger.OTLP.Endpoint == "" {
+		errs = append(errs, errors.New("storeBackend jaeger: ingesting needs jaeger.otlp.endpoint (the OTLP receiver of the Jaeger collector); a query replica sets role query"))
+	}
 	if c.RemoteStorageAddr != "" && c.HTTPAuth.Enabled() && len(c.HTTPAuth.TokenFiles) == 0 {
 		errs = append(errs, errors.New("remoteStorageAddr: the API is authenticated by a proxy only; the storage API needs httpAuth.tokenFiles"))
 	}
@@ -211,7 +240,7 @@ func (c Config) HTTP() httpserver.Config {
 // StoreConfig is the store configuration: the embedded store in DataDir, or memory without one.
 func (c Config) StoreConfig() store.Config {
 	c = c.WithDefaults()
-	return store.Config{Embedded: c.Store, Memory: c.Memory}
+	return store.Config{Backend: c.StoreBackend, Embedded: c.Store, Memory: c.Memory, Jaeger: c.Jaeger}
 }
 
 // LoadConfig reads a YAML configuration file. Unknown fields are errors.

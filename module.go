@@ -34,24 +34,39 @@ import (
 // fx.Decorate for a part's configuration; fx.Supply a metric.MeterProvider; or compose the parts
 // (telemetry.Module, httpserver.Module, store.Module, aggregator.Module, audit.Module, ...)
 // without this bundle to leave some out (see the README, "Compose your own binary").
-var Module = fx.Module("kelemetry",
-	fx.Provide(subConfigs, newHealth),
-	telemetry.Module,
-	kube.Module,
-	httpserver.Module,
-	store.Module,
-	otlpsink.Module,
-	aggregator.Module,
-	audit.Module,
-	event.Module,
-	linker.Module,
-	linkrule.Module,
-	informer.Module,
-	frontend.Module,
-	ui.Module,
-	storageapi.Module,
-	fx.Invoke(joinInformerDiffs),
-)
+var Module = Modules(RoleAll)
+
+// Modules is Module for one role: RoleAll (or "") is Module; RoleIngest leaves out the query
+// side (the Jaeger and native APIs, the web UI, the storage API), so the API listener serves only
+// /metrics and /healthz; RoleQuery leaves out the ingest side (the webhook, replays, Event
+// watches, linkers, the aggregator), so no webhook port is opened and the store is only read.
+// Replicas of each role share a store through the jaeger backend (store.JaegerConfig).
+func Modules(role string) fx.Option {
+	common := []fx.Option{fx.Provide(subConfigs), telemetry.Module, httpserver.Module, store.Module}
+	ingest := []fx.Option{
+		fx.Provide(newHealth),
+		kube.Module,
+		otlpsink.Module,
+		aggregator.Module,
+		audit.Module,
+		event.Module,
+		linker.Module,
+		linkrule.Module,
+		informer.Module,
+		fx.Invoke(joinInformerDiffs),
+	}
+	query := []fx.Option{frontend.Module, ui.Module, storageapi.Module}
+	opts := common
+	switch role {
+	case RoleIngest:
+		opts = append(opts, ingest...)
+	case RoleQuery:
+		opts = append(opts, query...)
+	default:
+		opts = append(append(opts, ingest...), query...)
+	}
+	return fx.Module("kelemetry", opts...)
+}
 
 // joinInformerDiffs lets the audit consumer attach informer diffs to events that carry no
 // response body, from this process's change cache or, with the etcd backend, from the records

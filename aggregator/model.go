@@ -186,3 +186,26 @@ type Span struct {
 	Link  *Link `json:"link,omitempty"`
 	Error bool  `json:"error,omitempty"`
 }
+
+// ApproxBytes estimates the memory the span holds: its strings, counted once, and a fixed
+// overhead per span, attribute, log and link. Queues and caches bound themselves with it.
+func (s *Span) ApproxBytes() int64 {
+	n := 256 + len(s.Name) + len(s.Source)
+	o := &s.Object
+	n += len(o.Cluster) + len(o.Group) + len(o.Version) + len(o.Resource) + len(o.Namespace) + len(o.Name) + len(o.UID)
+	for _, a := range s.Attributes {
+		n += 32 + len(a.Key) + len(a.Value)
+	}
+	for i := range s.Logs {
+		l := &s.Logs[i]
+		n += 64 + len(l.Type) + len(l.Message)
+		for _, a := range l.Attributes {
+			n += 32 + len(a.Key) + len(a.Value)
+		}
+	}
+	if s.Link != nil {
+		t := &s.Link.Target
+		n += 128 + len(t.Cluster) + len(t.Group) + len(t.Resource) + len(t.Namespace) + len(t.Name) + len(s.Link.Class)
+	}
+	return int64(n)
+}

@@ -265,27 +265,12 @@ func (e *Engine) FindAnchor(ctx context.Context, oh aggregator.ObjectHash, from,
 			return aggregator.ObjectRef{}, store.ObjectWindow{}, err
 		}
 		for i, spans := range traces {
-			if ref, ok := objectOf(spans); ok {
+			if ref, ok := store.TraceObject(spans); ok {
 				return ref, ws[i], nil
 			}
 		}
 	}
 	return aggregator.ObjectRef{}, store.ObjectWindow{}, ErrNoObject
-}
-
-// objectOf returns the object of a trace's spans: its object span's, else the first span's.
-func objectOf(spans []*aggregator.Span) (aggregator.ObjectRef, bool) {
-	for _, sp := range spans {
-		if sp.Kind == aggregator.KindObject {
-			return sp.Object, true
-		}
-	}
-	for _, sp := range spans {
-		if sp.Object.Resource != "" && sp.Object.Name != "" {
-			return sp.Object, true
-		}
-	}
-	return aggregator.ObjectRef{}, false
 }
 
 // loader reads objects once per request, within the request's span and time budgets.

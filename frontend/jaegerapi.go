@@ -97,6 +97,9 @@ func (a *queryAPI) internalError(w http.ResponseWriter, what string, err error) 
 	case errors.Is(err, ErrBudget):
 		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
 		jaegerError(w, http.StatusServiceUnavailable, "%s: %v", what, err)
+	case errors.Is(err, store.ErrUnavailable):
+		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
+		jaegerError(w, http.StatusServiceUnavailable, "%s: %v", what, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", a.engine.limiter.retryAfter())
 		jaegerError(w, http.StatusServiceUnavailable, "%s: time budget of %s reached; narrow the time range", what, a.cfg.Timeout)

@@ -50,8 +50,15 @@ func (a *NativeAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/stored-traces/{traceID}", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.storedTrace))
 }
 
-// readError answers a failed read: 503 when the request's time ran out, 500 otherwise.
+// readError answers a failed read: 503 when the store is unavailable or the request's time ran
+// out; it returns false for other errors, which the caller answers with 500.
 func (a *NativeAPI) readError(w http.ResponseWriter, what string, err error) bool {
+	if errors.Is(err, store.ErrUnavailable) {
+		w.Header().Set("Retry-After", a.limiter.retryAfter())
+		writeJSON(w, http.StatusServiceUnavailable, JaegerResponse{Errors: []JaegerError{{Code: http.StatusServiceUnavailable,
+			Msg: fmt.Sprintf("%s: %v", what, err)}}})
+		return true
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		w.Header().Set("Retry-After", a.limiter.retryAfter())
 		writeJSON(w, http.StatusServiceUnavailable, JaegerResponse{Errors: []JaegerError{{Code: http.StatusServiceUnavailable,

@@ -105,28 +105,11 @@ func (q *spanQueue) size() (int, int64) {
 	return len(q.items) - q.head, q.bytes
 }
 
-// spanOverhead is the estimated size of a span without its strings: IDs, times, the converted
-// SDK span and its protobuf encoding.
-const spanOverhead = 512
+// sdkOverhead is the estimated size of a queued span beyond aggregator.Span.ApproxBytes: the
+// converted SDK span and its protobuf encoding.
+const sdkOverhead = 256
 
-// spanBytes estimates the memory a queued span holds until it is sent, strings counted once.
+// spanBytes estimates the memory a queued span holds until it is sent.
 func spanBytes(sp *aggregator.Span) int64 {
-	n := spanOverhead + len(sp.Name) + len(sp.Source)
-	o := &sp.Object
-	n += len(o.Cluster) + len(o.Group) + len(o.Version) + len(o.Resource) + len(o.Namespace) + len(o.Name) + len(o.UID)
-	for _, a := range sp.Attributes {
-		n += 32 + len(a.Key) + len(a.Value)
-	}
-	for i := range sp.Logs {
-		l := &sp.Logs[i]
-		n += 64 + len(l.Type) + len(l.Message)
-		for _, a := range l.Attributes {
-			n += 32 + len(a.Key) + len(a.Value)
-		}
-	}
-	if sp.Link != nil {
-		t := &sp.Link.Target
-		n += 128 + len(t.Cluster) + len(t.Group) + len(t.Resource) + len(t.Namespace) + len(t.Name) + len(sp.Link.Class)
-	}
-	return int64(n)
+	return sp.ApproxBytes() + sdkOverhead
 }

@@ -110,8 +110,9 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 	return s, nil
 }
 
-// tlsConfig builds the client TLS configuration of cfg.TLS.
-func tlsConfig(c TLSConfig) (*tls.Config, error) {
+// ClientConfig builds the client TLS configuration c describes (CA, client certificate, server
+// name), whether or not TLS is enabled.
+func (c TLSConfig) ClientConfig() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // opt-in, documented as for tests
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
@@ -138,7 +139,7 @@ func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExport
 	var tc *tls.Config
 	if t.tls {
 		var err error
-		if tc, err = tlsConfig(cfg.TLS); err != nil {
+		if tc, err = cfg.TLS.ClientConfig(); err != nil {
 			return nil, err
 		}
 	}

@@ -104,6 +104,8 @@ func (s *Server) status(ctx context.Context, what string, err error) error {
 		return status.Errorf(codes.DeadlineExceeded, "%s: time budget of %s reached; narrow the time range", what, s.cfg.Timeout)
 	case errors.Is(err, frontend.ErrBadTraceID):
 		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+	case errors.Is(err, store.ErrUnavailable):
+		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
 	default:
 		s.logger.Error(what, "error", err)
 		return status.Errorf(codes.Internal, "%s: %v", what, err)

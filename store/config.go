@@ -109,17 +109,21 @@ func (c PebbleConfig) Validate() error {
 const (
 	BackendEmbedded = "embedded"
 	BackendMemory   = "memory"
+	BackendJaeger   = "jaeger"
 )
 
 // Config chooses and configures the store. The zero value is the in-memory store.
 type Config struct {
-	// Backend is "embedded" (Pebble in Embedded.Dir) or "memory"; empty means embedded when
-	// Embedded.Dir is set, memory otherwise.
+	// Backend is "embedded" (Pebble in Embedded.Dir), "memory", or "jaeger" (a Jaeger backend
+	// shared by several processes, see JaegerConfig); empty means embedded when Embedded.Dir is
+	// set, memory otherwise.
 	Backend string `yaml:"backend"`
 	// Embedded configures the embedded Pebble store.
 	Embedded PebbleConfig `yaml:"embedded"`
 	// Memory configures the in-memory store.
 	Memory MemoryConfig `yaml:"memory"`
+	// Jaeger configures the jaeger backend.
+	Jaeger JaegerConfig `yaml:"jaeger"`
 }
 
 // WithDefaults returns c with the backend chosen.
@@ -141,7 +145,9 @@ func (c Config) Validate() error {
 		return c.Embedded.Validate()
 	case BackendMemory:
 		return c.Memory.Validate()
+	case BackendJaeger:
+		return c.Jaeger.Validate()
 	default:
-		return fmt.Errorf("store: unknown backend %q (want %q or %q)", c.Backend, BackendEmbedded, BackendMemory)
+		return fmt.Errorf("store: unknown backend %q (want %q, %q or %q)", c.Backend, BackendEmbedded, BackendMemory, BackendJaeger)
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.uber.org/fx"
@@ -18,8 +19,11 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if cfg.Backend == BackendMemory {
+	switch cfg.Backend {
+	case BackendMemory:
 		return NewMemory(cfg.Memory, w), nil
+	case BackendJaeger:
+		return OpenJaeger(ctx, cfg.Jaeger, w, tel)
 	}
 	p, err := OpenPebble(ctx, cfg.Embedded, w, tel)
 	if err != nil {
@@ -45,9 +49,14 @@ func New(p Params) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pb, ok := s.(*Pebble); ok {
-		p.Lifecycle.Append(fx.StartStopHook(pb.Start, pb.Shutdown))
-	} else {
+	switch st := s.(type) {
+	case *Pebble:
+		p.Lifecycle.Append(fx.StartStopHook(st.Start, st.Shutdown))
+	case *Jaeger:
+		p.Lifecycle.Append(fx.StartStopHook(st.Start, func(ctx context.Context) error {
+			return errors.Join(st.Stop(ctx), st.Close())
+		}))
+	default:
 		p.Lifecycle.Append(fx.StopHook(func() error {
 			if err := s.Close(); err != nil {
 				return fmt.Errorf("close store: %w", err)
@@ -58,7 +67,8 @@ func New(p Params) (Store, error) {
 	return s, nil
 }
 
-// Module provides the store chosen by Config (the embedded Pebble store, or memory) as Store,
+// Module provides the store chosen by Config (the embedded Pebble store, memory, or a Jaeger
+// backend) as Store,
 // and that Store as the Reader of the query side and as a sink of the aggregator. Leave it out
 // for a binary without storage (spans go only to other sinks), or replace the Store with
 // fx.Replace / fx.Decorate: the reader and the sink follow, and the built-in store is then not

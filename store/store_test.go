@@ -151,6 +151,7 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 
 	t.Run("object comes from the newest window's object span", func(t *testing.T) {
 		s := open(t)
+		skipJaeger(t, s, "objects are found by their object spans, which the aggregator writes in every window")
 		obj := ref("c", "", "pods", "ns", "p")
 		early := obj
 		early.UID = "uid-1"

@@ -65,6 +65,10 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		kubeconfig = fs.String("kubeconfig", "", "kubeconfig of the cluster, for fetching objects the audit stream did not carry (optional)")
 		otlp       = fs.String("otlp-endpoint", "", "also export spans over OTLP: host:port or grpc://host:port (gRPC, plaintext), grpcs://host:port (gRPC, TLS), http://host:4318 or https://host:4318 (OTLP/HTTP)")
 		remoteStor = fs.String("remote-storage-addr", "", "serve the merged trees through Jaeger's remote storage API (jaeger.storage.v2 gRPC, with health and reflection) on HOST:PORT, for a stock Jaeger v2 (off when empty)")
+		role       = fs.String("role", kelemetry.RoleAll, `"all" (ingest and serve queries), "ingest" (no query APIs or UI) or "query" (no webhook or ingestion)`)
+		storeBack  = fs.String("store-backend", "", `trace store: "embedded" (in --data-dir), "memory", or "jaeger" (shared by replicas: --jaeger-endpoint and --jaeger-otlp-endpoint); default embedded, memory with --data-dir ""`)
+		jaegerEP   = fs.String("jaeger-endpoint", "", "with --store-backend jaeger: Jaeger's remote storage API (jaeger.storage.v2 gRPC) to read traces from, host:port or grpcs://host:port")
+		jaegerOTLP = fs.String("jaeger-otlp-endpoint", "", "with --store-backend jaeger: the Jaeger collector's OTLP receiver to write spans to (forms as --otlp-endpoint); not needed with --role query")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
 		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
@@ -146,6 +150,10 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })
 	override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
 	override("remote-storage-addr", func() { cfg.RemoteStorageAddr = *remoteStor })
+	override("role", func() { cfg.Role = *role })
+	override("store-backend", func() { cfg.StoreBackend = *storeBack })
+	override("jaeger-endpoint", func() { cfg.Jaeger.Endpoint = *jaegerEP })
+	override("jaeger-otlp-endpoint", func() { cfg.Jaeger.OTLP.Endpoint = *jaegerOTLP })
 	override("event-api", func() { cfg.Event.Source.API = *eventAPI })
 	override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
 	override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
@@ -205,7 +213,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 // newApp builds the application; options are appended (tests use them to populate values).
 func newApp(cfg kelemetry.Config, logger *slog.Logger, opts ...fx.Option) *fx.App {
 	return fx.New(append([]fx.Option{
-		kelemetry.Module,
+		kelemetry.Modules(cfg.Role),
 		fx.Supply(cfg, logger),
 		fx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.SlogLogger{Logger: logger.With("component", "fx")}

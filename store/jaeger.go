@@ -1,0 +1,511 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/storageapi/storagev2"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// Defaults of JaegerConfig.
+const (
+	DefaultJaegerTimeout      = 10 * time.Second
+	DefaultJaegerCacheBytes   = 64 << 20
+	DefaultJaegerCacheTTL     = 5 * time.Second
+	DefaultJaegerSearchDepth  = 1000
+	DefaultJaegerProbeWindows = 16
+)
+
+// ClusterService is the service name of the cluster markers the jaeger backend writes: one span
+// per cluster and window, named after the cluster, so that Clusters is one GetOperations call.
+const ClusterService = "kelemetry-clusters"
+
+// kindCluster is the span kind of cluster markers; readers skip them.
+const kindCluster aggregator.SpanKind = "cluster"
+
+// settleAfter is how long after its window ends a trace is taken as complete: until then, cached
+// reads of it expire after CacheTTL; later ones after settledTTL.
+const (
+	settleAfter = 10 * time.Minute
+	settledTTL  = 10 * time.Minute
+)
+
+// getBatch bounds the traces one GetTraces call asks for.
+const getBatch = 64
+
+// maxRecvBytes is the largest streamed message accepted from the backend.
+const maxRecvBytes = 64 << 20
+
+// JaegerConfig configures the jaeger backend: traces written over OTLP to a Jaeger collector (or
+// any OTLP receiver in front of a Jaeger database), and read back through Jaeger's remote storage
+// API (jaeger.storage.v2 gRPC, e.g. Jaeger v2 running its remote_storage extension). Any number
+// of processes may write and read the same backend.
+type JaegerConfig struct {
+	// Endpoint is the jaeger.storage.v2 gRPC endpoint traces are read from: host:port or
+	// grpc://host:port (plaintext unless TLS.Enabled), grpcs://host:port (TLS). Required.
+	Endpoint string `yaml:"endpoint"`
+	// TLS configures TLS to Endpoint (CA, client certificate, server name).
+	TLS otlpsink.TLSConfig `yaml:"tls"`
+	// TokenFile holds a bearer token sent with every read as gRPC metadata "authorization".
+	TokenFile string `yaml:"tokenFile"`
+	// Timeout bounds one read call (default 10s).
+	Timeout time.Duration `yaml:"timeout"`
+	// CacheBytes bounds the cache of traces read (default 64 MiB).
+	CacheBytes int64 `yaml:"cacheBytes"`
+	// CacheTTL is how long a cached trace is reused while its window may still receive spans
+	// (until 10 minutes after it ends; default 5s). Older windows are cached for 10 minutes.
+	CacheTTL time.Duration `yaml:"cacheTTL"`
+	// SearchDepth is the most traces one search asks the backend for (default 1000). Objects
+	// whose windows are beyond it are missed: narrow the search.
+	SearchDepth int `yaml:"searchDepth"`
+	// ProbeWindows: an object's windows in a range of at most this many windows are read by their
+	// computed trace IDs (default 16); a longer range is searched by the object's attributes.
+	ProbeWindows int `yaml:"probeWindows"`
+	// OTLP is where spans are written: the OTLP receiver of the Jaeger collector (see
+	// otlpsink.Config). Without an endpoint the backend is read-only (a query replica).
+	OTLP otlpsink.Config `yaml:"otlp"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c JaegerConfig) WithDefaults() JaegerConfig {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultJaegerTimeout
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultJaegerCacheBytes
+	}
+	if c.CacheTTL == 0 {
+		c.CacheTTL = DefaultJaegerCacheTTL
+	}
+	if c.SearchDepth == 0 {
+		c.SearchDepth = DefaultJaegerSearchDepth
+	}
+	if c.ProbeWindows == 0 {
+		c.ProbeWindows = DefaultJaegerProbeWindows
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c JaegerConfig) Validate() error {
+	c = c.WithDefaults()
+	if c.Endpoint == "" {
+		return errors.New("store: jaeger.endpoint (the jaeger.storage.v2 gRPC address to read from) is required")
+	}
+	if _, _, err := c.target(); err != nil {
+		return err
+	}
+	switch {
+	case c.Timeout < 0, c.CacheTTL < 0:
+		return errors.New("store: jaeger.timeout and jaeger.cacheTTL must not be negative")
+	case c.CacheBytes < 0, c.SearchDepth < 0, c.ProbeWindows < 0:
+		return errors.New("store: jaeger.cacheBytes, jaeger.searchDepth and jaeger.probeWindows must not be negative")
+	}
+	if c.OTLP.Endpoint != "" {
+		if err := c.OTLP.Validate(); err != nil {
+			return fmt.Errorf("store: jaeger.otlp: %w", err)
+		}
+	}
+	return nil
+}
+
+// target is the gRPC target of Endpoint and whether it uses TLS.
+func (c JaegerConfig) target() (addr string, useTLS bool, err error) {
+	addr, useTLS = c.Endpoint, c.TLS.Enabled
+	switch {
+	case strings.HasPrefix(addr, "grpcs://"):
+		addr, useTLS = strings.TrimPrefix(addr, "grpcs://"), true
+	case strings.HasPrefix(addr, "grpc://"):
+		addr = strings.TrimPrefix(addr, "grpc://")
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", false, fmt.Errorf("store: jaeger.endpoint %q: want host:port, grpc://host:port or grpcs://host:port: %w", c.Endpoint, err)
+	}
+	return addr, useTLS, nil
+}
+
+// Jaeger is the jaeger backend: a Store whose spans go over OTLP to a Jaeger collector and are
+// read back through jaeger.storage.v2. Several ingesting processes may write it and any number of
+// query processes read it; a span written more than once is read once, in its newest version.
+//
+// Reads need no index of their own: an object's trace IDs are computed from its key and window
+// (aggregator.TraceIDFor) and read in batches; objects are found with attribute searches
+// (FindTraceIDs) on the object spans. FindTraces (a trace ID prefix scan) is not supported.
+type Jaeger struct {
+	cfg    JaegerConfig
+	window time.Duration
+	logger *slog.Logger
+	conn   *grpc.ClientConn
+	client storagev2.TraceReaderClient
+	sink   *otlpsink.Sink // nil: read-only
+	cache  *traceCache
+	now    func() time.Time
+
+	marked *lru.Cache[clusterWindow, struct{}]
+
+	servicesMu sync.Mutex
+	services   []string
+	servicesAt time.Time
+
+	reads     metric.Int64Counter
+	dups      metric.Int64Counter
+	truncated metric.Int64Counter
+	cacheReg  metric.Registration
+}
+
+type clusterWindow struct {
+	cluster string
+	window  int64
+}
+
+var (
+	_ Store                    = (*Jaeger)(nil)
+	_ aggregator.HealthChecker = (*Jaeger)(nil)
+)
+
+// OpenJaeger connects to the backend cfg names, for traces of window length w. No connection is
+// made yet: a backend that is down fails reads (with ErrUnavailable) until it is back.
+func OpenJaeger(ctx context.Context, cfg JaegerConfig, w aggregator.Window, tel telemetry.Settings) (*Jaeger, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	addr, useTLS, err := cfg.target()
+	if err != nil {
+		return nil, err
+	}
+	creds := insecure.NewCredentials()
+	if useTLS {
+		tc, err := cfg.TLS.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("store: jaeger.tls: %w", err)
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)),
+	}
+	if cfg.TokenFile != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(&tokenFile{path: cfg.TokenFile, secure: useTLS}))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store: jaeger endpoint %s: %w", cfg.Endpoint, err)
+	}
+	marked, err := lru.New[clusterWindow, struct{}](4096)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	j := &Jaeger{
+		cfg: cfg, window: w.Length(), logger: tel.Log().With("component", "store", "backend", "jaeger", "endpoint", cfg.Endpoint),
+		conn: conn, client: storagev2.NewTraceReaderClient(conn), cache: newTraceCache(cfg.CacheBytes), now: time.Now, marked: marked,
+	}
+	if cfg.OTLP.Endpoint != "" {
+		if j.sink, err = otlpsink.New(ctx, cfg.OTLP, tel); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("store: jaeger.otlp: %w", err)
+		}
+	}
+	m := tel.Meter("github.com/kelemetry/kelemetry/store")
+	j.reads = m.Counter("kelemetry.store.jaeger.reads", "Calls to the jaeger.storage.v2 backend, by method and result.", "")
+	j.dups = m.Counter("kelemetry.store.jaeger.duplicate_spans", "Repeated versions of spans read and dropped (several writers, updated spans).", "")
+	j.truncated = m.Counter("kelemetry.store.jaeger.search_truncated", "Searches that reached searchDepth: objects beyond it were missed.", "")
+	j.cacheReg = m.Gauge("kelemetry.store.jaeger.cache.evictions", "Traces evicted from the read cache for room.", "", func() (int64, bool) {
+		_, _, ev := j.cache.stats()
+		return ev, true
+	})
+	if err := m.Err(); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	j.logger.Info("trace store: jaeger", "write", cfg.OTLP.Endpoint, "readOnly", j.sink == nil)
+	return j, nil
+}
+
+// tokenFile sends the bearer token of a file, re-read at most every 10 seconds.
+type tokenFile struct {
+	path   string
+	secure bool
+
+	mu    sync.Mutex
+	token string
+	read  time.Time
+}
+
+func (t *tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.token == "" || time.Since(t.read) > 10*time.Second {
+		b, err := os.ReadFile(t.path)
+		if err != nil {
+			return nil, fmt.Errorf("store: jaeger.tokenFile: %w", err)
+		}
+		t.token, t.read = strings.TrimSpace(string(b)), time.Now()
+	}
+	return map[string]string{"authorization": "Bearer " + t.token}, nil
+}
+
+func (t *tokenFile) RequireTransportSecurity() bool { return t.secure }
+
+// Start starts the writer.
+func (j *Jaeger) Start(ctx context.Context) error {
+	if j.sink == nil {
+		return nil
+	}
+	return j.sink.Start(ctx)
+}
+
+// Stop flushes the writer within ctx.
+func (j *Jaeger) Stop(ctx context.Context) error {
+	if j.sink == nil {
+		return nil
+	}
+	return j.sink.Stop(ctx)
+}
+
+// Close closes the connection to the backend (Stop flushes writes first).
+func (j *Jaeger) Close() error {
+	j.cacheReg.Unregister() //nolint:errcheck // best effort
+	if err := j.conn.Close(); err != nil {
+		return fmt.Errorf("store: close jaeger connection: %w", err)
+	}
+	return nil
+}
+
+// Health reports the writer's state (busy while its queue is nearly full).
+func (j *Jaeger) Health(ctx context.Context) error {
+	if j.sink == nil {
+		return nil
+	}
+	return j.sink.Health(ctx)
+}
+
+// Export writes spans over OTLP, with a cluster marker for each cluster and window not marked
+// yet by this process. A read-only backend refuses.
+func (j *Jaeger) Export(ctx context.Context, spans []*aggregator.Span) error {
+	if j.sink == nil {
+		return errors.New("store: the jaeger backend is read-only (no jaeger.otlp.endpoint)")
+	}
+	var marks []clusterWindow
+	batch := spans
+	for _, sp := range spans {
+		cw := clusterWindow{cluster: sp.Object.Cluster, window: windowNanos(sp)}
+		if cw.cluster == "" || j.marked.Contains(cw) || slices.Contains(marks, cw) {
+			continue
+		}
+		if len(marks) == 0 {
+			batch = slices.Clone(spans)
+		}
+		marks = append(marks, cw)
+		batch = append(batch, j.marker(cw))
+	}
+	if err := j.sink.Export(ctx, batch); err != nil {
+		return err
+	}
+	for _, cw := range marks {
+		j.marked.Add(cw, struct{}{})
+	}
+	for _, sp := range spans {
+		j.cache.drop(sp.TraceID)
+	}
+	return nil
+}
+
+func (j *Jaeger) marker(cw clusterWindow) *aggregator.Span {
+	w := time.Unix(0, cw.window).UTC()
+	tid := aggregator.TraceIDFor(aggregator.ObjectKey{Cluster: cw.cluster}, w)
+	return &aggregator.Span{
+		TraceID: tid, SpanID: aggregator.ObjectSpanID(tid), Kind: kindCluster, Source: ClusterService,
+		Name: cw.cluster, Object: aggregator.ObjectRef{Cluster: cw.cluster}, Window: w, Start: w, End: w.Add(j.window),
+	}
+}
+
+// readError classifies a failed call: the backend down or too slow wraps ErrUnavailable.
+func (j *Jaeger) readError(ctx context.Context, method string, err error) error {
+	result := "error"
+	defer func() {
+		j.reads.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method), attribute.String("result", result)))
+	}()
+	code := status.Code(err)
+	if errors.Is(ctx.Err(), context.Canceled) || code == codes.Canceled {
+		result = "canceled"
+		return fmt.Errorf("jaeger %s: %w", method, context.Canceled)
+	}
+	switch code {
+	case codes.DeadlineExceeded:
+		result = "unavailable"
+		return fmt.Errorf("%w: jaeger storage at %s: %s timed out after %s", ErrUnavailable, j.cfg.Endpoint, method, j.cfg.Timeout)
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		result = "unavailable"
+		return fmt.Errorf("%w: jaeger storage at %s: %s: %s", ErrUnavailable, j.cfg.Endpoint, method, status.Convert(err).Message())
+	}
+	return fmt.Errorf("jaeger storage at %s: %s: %w", j.cfg.Endpoint, method, err)
+}
+
+func (j *Jaeger) ok(ctx context.Context, method string) {
+	j.reads.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method), attribute.String("result", "ok")))
+}
+
+// expiry is when a cached read of the trace of window w goes stale.
+func (j *Jaeger) expiry(w time.Time, now time.Time) time.Time {
+	if now.Sub(w.Add(j.window)) > settleAfter {
+		return now.Add(settledTTL)
+	}
+	return now.Add(j.cfg.CacheTTL)
+}
+
+// GetTrace returns the spans of one trace, or ErrNotFound.
+func (j *Jaeger) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
+	var w time.Time
+	if _, tw, ok := aggregator.ParseTraceID(id); ok {
+		w = tw
+	}
+	out, err := j.GetTraces(ctx, []ObjectWindow{{Window: w, TraceID: id}})
+	if err != nil {
+		return nil, err
+	}
+	if len(out[0]) == 0 {
+		return nil, ErrNotFound
+	}
+	return out[0], nil
+}
+
+// GetTraces reads the traces of ws, from the cache or in batches from the backend.
+func (j *Jaeger) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error) {
+	out := make([][]*aggregator.Span, len(ws))
+	now := j.now()
+	var miss []int
+	for i, w := range ws {
+		if spans, ok := j.cache.get(w.TraceID, now); ok {
+			out[i] = inWindow(spans, w.Window)
+			continue
+		}
+		miss = append(miss, i)
+	}
+	for len(miss) > 0 {
+		n := min(len(miss), getBatch)
+		batch := miss[:n]
+		miss = miss[n:]
+		req := &storagev2.GetTracesRequest{}
+		seen := map[trace.TraceID]bool{}
+		for _, i := range batch {
+			w := ws[i]
+			if seen[w.TraceID] {
+				continue
+			}
+			seen[w.TraceID] = true
+			p := &storagev2.GetTraceParams{TraceId: w.TraceID[:]}
+			if !w.Window.IsZero() {
+				p.StartTime, p.EndTime = timestamppb.New(w.Window), timestamppb.New(w.Window.Add(j.window))
+			}
+			req.Query = append(req.Query, p)
+		}
+		got, err := j.read(ctx, "GetTraces", func(ctx context.Context) (grpc.ServerStreamingClient[tracev1.TracesData], error) {
+			return j.client.GetTraces(ctx, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range batch {
+			w := ws[i]
+			spans := got.sorted(w.TraceID)
+			out[i] = inWindow(spans, w.Window)
+			j.cache.put(w.TraceID, spans, j.expiry(w.Window, now))
+		}
+	}
+	return out, nil
+}
+
+// inWindow returns the spans of window w (all when w is zero); a trace ID asked for with another
+// window than its own has none.
+func inWindow(spans []*aggregator.Span, w time.Time) []*aggregator.Span {
+	if w.IsZero() || len(spans) == 0 || spans[0].Window.Equal(w) && spans[len(spans)-1].Window.Equal(w) {
+		return spans
+	}
+	var out []*aggregator.Span
+	for _, sp := range spans {
+		if sp.Window.Equal(w) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// read runs one streaming call within the read timeout and collects its spans.
+func (j *Jaeger) read(ctx context.Context, method string, call func(context.Context) (grpc.ServerStreamingClient[tracev1.TracesData], error)) (*traceSpans, error) {
+	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	defer cancel()
+	stream, err := call(ctx)
+	if err != nil {
+		return nil, j.readError(ctx, method, err)
+	}
+	got := newTraceSpans(j.window)
+	for {
+		td, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if status.Code(err) == codes.NotFound {
+				break
+			}
+			return nil, j.readError(ctx, method, err)
+		}
+		got.add(td)
+	}
+	if got.dups > 0 {
+		j.dups.Add(ctx, int64(got.dups))
+	}
+	j.ok(ctx, method)
+	return got, nil
+}
+
+// FindTraces is not supported: remote backends cannot scan trace IDs by prefix.
+func (j *Jaeger) FindTraces(context.Context, TraceQuery) ([]TraceRef, error) {
+	return nil, fmt.Errorf("store: the jaeger backend cannot find traces by an ID prefix: %w", errors.ErrUnsupported)
+}
+
+// Clusters returns the clusters written by any process (their markers).
+func (j *Jaeger) Clusters(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	defer cancel()
+	resp, err := j.client.GetOperations(ctx, &storagev2.GetOperationsRequest{Service: ClusterService})
+	if err != nil {
+		return nil, j.readError(ctx, "GetOperations", err)
+	}
+	j.ok(ctx, "GetOperations")
+	out := make([]string, 0, len(resp.GetOperations()))
+	for _, op := range resp.GetOperations() {
+		if op.GetName() != "" && !slices.Contains(out, op.GetName()) {
+			out = append(out, op.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+func TestJaeger(t *testing.T) {
+	testStore(t, func(t *testing.T) Store { return openJaegerTest(t, newFakeJaeger(t), nil) })
+}
+
+func TestJaegerSearch(t *testing.T) {
+	testSearch(t, func(t *testing.T) Store { return openJaegerTest(t, newFakeJaeger(t), nil) })
+}
+
+// Several replicas write the same object and link spans, and a repeated Kubernetes Event
+// rewrites its span: reads keep one span per ID, the newest version.
+func TestJaegerDuplicatesNewestWins(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeJaeger(t)
+	a, b := openJaegerTest(t, f, nil), openJaegerTest(t, f, nil)
+	obj := ref("c", "", "pods", "ns", "p")
+	ev := eventSpan(obj, t0, "e", time.Minute)
+	later := *ev
+	later.End = ev.End.Add(time.Minute)
+	later.Attributes = aggregator.Attrs{{Key: "kelemetry.event.count", Value: "2"}}
+	export(t, a, objectSpan(obj, t0), &later)
+	export(t, b, objectSpan(obj, t0), ev) // an older version, written after the newer one
+
+	got, err := a.GetTrace(ctx, ev.TraceID)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "one object span, one event span")
+	assert.Equal(t, later.End, got[1].End)
+	assert.Equal(t, later.Attributes, got[1].Attributes)
+
+	res, err := b.FindObjects(ctx, ObjectQuery{Resource: "pods"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c//pods/ns/p:1"}, keys(res))
+}
+
+// An object's windows over a short range are read by their computed trace IDs: no search.
+func TestJaegerExactObjectNeedsNoSearch(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeJaeger(t)
+	s := openJaegerTest(t, f, nil)
+	obj := ref("c", "apps", "deployments", "ns", "d")
+	export(t, s, objectSpan(obj, t0), objectSpan(obj, t0.Add(2*win)))
+	res, err := s.FindObjects(ctx, ObjectQuery{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "d",
+		Exact: true, From: t0, To: t0.Add(3 * win)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c/apps/deployments/ns/d:2"}, keys(res))
+	assert.Zero(t, f.count("FindTraceIDs"))
+
+	// A long range searches instead, with the same answer.
+	res, err = s.FindObjects(ctx, ObjectQuery{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "d",
+		Exact: true, From: t0, To: t0.Add(100 * win)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c/apps/deployments/ns/d:2"}, keys(res))
+	assert.Equal(t, 1, f.count("FindTraceIDs"))
+}
+
+// Reads of windows long closed are cached; the cache is bounded in bytes.
+func TestJaegerCache(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeJaeger(t)
+	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheBytes = 4 << 10 })
+	var ws []ObjectWindow
+	for i := range 20 {
+		obj := ref("c", "", "pods", "ns", string(rune('a'+i)))
+		export(t, s, objectSpan(obj, t0), eventSpan(obj, t0, "e", time.Minute))
+		ws = append(ws, ObjectWindow{Window: t0, TraceID: aggregator.TraceIDFor(obj.Key(), t0)})
+	}
+	_, err := s.GetTraces(ctx, ws[:1])
+	require.NoError(t, err)
+	calls := f.count("GetTraces")
+	_, err = s.GetTraces(ctx, ws[:1])
+	require.NoError(t, err)
+	assert.Equal(t, calls, f.count("GetTraces"), "served from the cache")
+
+	got, err := s.GetTraces(ctx, ws)
+	require.NoError(t, err)
+	for i := range got {
+		assert.Len(t, got[i], 2)
+	}
+	_, bytes, evicted := s.cache.stats()
+	assert.LessOrEqual(t, bytes, int64(4<<10))
+	assert.Positive(t, evicted)
+}
+
+// With the backend down, reads fail fast with ErrUnavailable and recover once it is back.
+func TestJaegerBackendDown(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeJaeger(t)
+	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheTTL = time.Nanosecond })
+	obj := ref("c", "", "pods", "ns", "p")
+	export(t, s, objectSpan(obj, time.Now().Truncate(win)))
+	f.stop()
+
+	start := time.Now()
+	_, err := s.FindObjects(ctx, ObjectQuery{Resource: "pods"})
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+	assert.Contains(t, err.Error(), f.addr)
+	_, err = s.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), time.Now().Truncate(win)))
+	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+	_, err = s.Clusters(ctx)
+	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+	assert.Less(t, time.Since(start), 10*time.Second, "no hang")
+
+	f.start(t, f.addr)
+	require.Eventually(t, func() bool {
+		res, err := s.FindObjects(ctx, ObjectQuery{Resource: "pods"})
+		return err == nil && len(res) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+}
+
+func TestJaegerReadOnly(t *testing.T) {
+	f := newFakeJaeger(t)
+	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP.Endpoint = "" })
+	err := s.Jaeger.Export(context.Background(), []*aggregator.Span{objectSpan(ref("c", "", "pods", "", "p"), t0)})
+	assert.ErrorContains(t, err, "read-only")
+}
+
+func TestJaegerConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  JaegerConfig
+		want string
+	}{
+		{JaegerConfig{}, "endpoint"},
+		{JaegerConfig{Endpoint: "nohost"}, "host:port"},
+		{JaegerConfig{Endpoint: "h:1", SearchDepth: -1}, "searchDepth"},
+		{JaegerConfig{Endpoint: "h:1", OTLP: otlpConfig("ftp://x")}, "jaeger.otlp"},
+	} {
+		assert.ErrorContains(t, Config{Backend: BackendJaeger, Jaeger: tc.cfg}.Validate(), tc.want)
+	}
+	assert.NoError(t, Config{Backend: BackendJaeger, Jaeger: JaegerConfig{Endpoint: "grpcs://h:1"}}.Validate())
+}

@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/storageapi/storagev2"
+)
+
+// servicesTTL is how long the backend's service list is reused.
+const servicesTTL = 30 * time.Second
+
+// FindObjects finds objects. An exact key over a short range is read by its computed trace IDs
+// (no search); otherwise the object spans (or, with q.Attributes, the event spans) are searched by
+// attributes, and each object found is named by reading its newest window.
+func (j *Jaeger) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
+	m := newMatcher(q, j.window)
+	if q.Exact && m.hasFrom && m.hasTo {
+		first := aggregator.WindowStart(q.From, j.window)
+		if n := q.To.Sub(first)/j.window + 1; n <= time.Duration(j.cfg.ProbeWindows) {
+			return j.probe(ctx, &m, first)
+		}
+	}
+	return j.search(ctx, &m)
+}
+
+// probe reads the windows of one object (m.q names its key) from first to m.q.To.
+func (j *Jaeger) probe(ctx context.Context, m *matcher, first time.Time) ([]ObjectWindows, error) {
+	key := m.q.key()
+	var ws []ObjectWindow
+	for w := first; !w.After(m.q.To); w = w.Add(j.window) {
+		if m.window(w.UnixNano()) {
+			ws = append(ws, ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(key, w)})
+		}
+	}
+	traces, err := j.GetTraces(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	var res ObjectWindows
+	for i, spans := range traces {
+		ref, ok := j.objectIn(spans, m)
+		if !ok || ref.Key() != key {
+			continue
+		}
+		res.Object = ref
+		res.Windows = append(res.Windows, ws[i])
+	}
+	if len(res.Windows) == 0 {
+		return nil, nil
+	}
+	return []ObjectWindows{res}, nil
+}
+
+// objectIn returns the object of one window's spans when they match m's attributes.
+func (j *Jaeger) objectIn(spans []*aggregator.Span, m *matcher) (aggregator.ObjectRef, bool) {
+	ref, ok := TraceObject(spans)
+	if !ok || !m.object(ref.Key()) {
+		return ref, false
+	}
+	if len(m.q.Attributes) > 0 && !slices.ContainsFunc(spans, m.event) {
+		return ref, false
+	}
+	return ref, true
+}
+
+// TraceObject returns the object of one trace's spans: its object span's, else that of the first
+// span naming one. ok is false when no span names an object.
+func TraceObject(spans []*aggregator.Span) (ref aggregator.ObjectRef, ok bool) {
+	for _, sp := range spans {
+		if sp.Kind == aggregator.KindObject {
+			return sp.Object, true
+		}
+	}
+	for _, sp := range spans {
+		if sp.Object.Resource != "" && sp.Object.Name != "" {
+			return sp.Object, true
+		}
+	}
+	return aggregator.ObjectRef{}, false
+}
+
+// foundObject is the windows of one object a search found, before its key is known.
+type foundObject struct {
+	windows []ObjectWindow
+}
+
+// search finds objects by attributes.
+func (j *Jaeger) search(ctx context.Context, m *matcher) ([]ObjectWindows, error) {
+	q := &m.q
+	services := []string{string(aggregator.KindObject)}
+	if len(q.Attributes) > 0 {
+		var err error
+		if services, err = j.eventServices(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var attrs []*storagev2.KeyValue
+	for _, a := range [...][2]string{
+		{aggregator.AttrCluster, q.Cluster}, {aggregator.AttrGroup, q.Group}, {aggregator.AttrResource, q.Resource},
+		{aggregator.AttrNamespace, q.Namespace}, {aggregator.AttrName, q.Name},
+	} {
+		if a[1] != "" {
+			attrs = append(attrs, stringKV(a[0], a[1]))
+		}
+	}
+	for _, a := range q.Attributes {
+		attrs = append(attrs, stringKV(a.Key, a.Value))
+	}
+	from, to := time.Unix(0, 0), j.now().Add(DefaultMaxFutureSkew)
+	if m.hasTo {
+		to = q.To
+	}
+	if m.hasFrom {
+		from = q.From
+		if len(q.Attributes) == 0 {
+			from = from.Add(-j.window) // object spans start at their window's start
+		}
+	}
+	groups := map[string]*foundObject{}
+	var order []string
+	for _, svc := range services {
+		ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+		resp, err := j.client.FindTraceIDs(ctx, &storagev2.FindTracesRequest{Query: &storagev2.TraceQueryParameters{
+			ServiceName: svc, Attributes: attrs, StartTimeMin: timestamppb.New(from), StartTimeMax: timestamppb.New(to),
+			SearchDepth: int32(min(j.cfg.SearchDepth, math.MaxInt32)), //nolint:gosec // bounded
+		}})
+		if err != nil {
+			err = j.readError(ctx, "FindTraceIDs", err)
+			cancel()
+			return nil, err
+		}
+		j.ok(ctx, "FindTraceIDs")
+		cancel()
+		if len(resp.GetTraceIds()) >= j.cfg.SearchDepth {
+			j.truncated.Add(ctx, 1)
+			j.logger.Warn("search reached jaeger.searchDepth: objects beyond it are missed; narrow the search", "searchDepth", j.cfg.SearchDepth, "service", svc)
+		}
+		for _, f := range resp.GetTraceIds() {
+			var id trace.TraceID
+			if len(f.GetTraceId()) != len(id) {
+				continue
+			}
+			copy(id[:], f.GetTraceId())
+			gk := string(id[:])
+			w := aggregator.WindowStart(f.GetStart().AsTime(), j.window)
+			if oh, tw, ok := aggregator.ParseTraceID(id); ok {
+				gk, w = string(oh[:]), tw
+			}
+			if !m.window(w.UnixNano()) {
+				continue
+			}
+			g := groups[gk]
+			if g == nil {
+				g = &foundObject{}
+				groups[gk] = g
+				order = append(order, gk)
+			}
+			if !slices.ContainsFunc(g.windows, func(x ObjectWindow) bool { return x.TraceID == id }) {
+				g.windows = append(g.windows, ObjectWindow{Window: w, TraceID: id})
+			}
+		}
+	}
+	// Name each object by reading windows, newest first: the newest only when no event
+	// attribute must be checked, each of them otherwise.
+	var reads []ObjectWindow
+	for _, gk := range order {
+		g := groups[gk]
+		slices.SortFunc(g.windows, func(a, b ObjectWindow) int { return b.Window.Compare(a.Window) })
+		if len(q.Attributes) == 0 {
+			reads = append(reads, g.windows[0])
+		} else {
+			reads = append(reads, g.windows...)
+		}
+	}
+	traces, err := j.GetTraces(ctx, reads)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[aggregator.ObjectKey]*ObjectWindows{}
+	newest := map[aggregator.ObjectKey]time.Time{}
+	add := func(ref aggregator.ObjectRef, ws ...ObjectWindow) {
+		k := ref.Key()
+		o := byKey[k]
+		if o == nil {
+			o = &ObjectWindows{Object: ref}
+			byKey[k] = o
+		}
+		for _, w := range ws {
+			if w.Window.After(newest[k]) || newest[k].IsZero() {
+				newest[k], o.Object = w.Window, ref
+			}
+			if !slices.ContainsFunc(o.Windows, func(x ObjectWindow) bool { return x.TraceID == w.TraceID }) {
+				o.Windows = append(o.Windows, w)
+			}
+		}
+	}
+	i := 0
+	for _, gk := range order {
+		g := groups[gk]
+		if len(q.Attributes) == 0 {
+			if ref, ok := j.objectIn(traces[i], m); ok {
+				add(ref, g.windows...)
+			}
+			i++
+			continue
+		}
+		for _, w := range g.windows {
+			if ref, ok := j.objectIn(traces[i], m); ok {
+				add(ref, w)
+			}
+			i++
+		}
+	}
+	out := make([]ObjectWindows, 0, len(byKey))
+	for _, o := range byKey {
+		slices.SortFunc(o.Windows, func(a, b ObjectWindow) int { return a.Window.Compare(b.Window) })
+		out = append(out, *o)
+	}
+	slices.SortFunc(out, func(a, b ObjectWindows) int {
+		return compareStrings(a.Object.Key().String(), b.Object.Key().String())
+	})
+	if len(out) > m.limit() {
+		out = out[:m.limit()]
+	}
+	return out, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// eventServices lists the backend's services that hold event spans (all but the object, link and
+// cluster marker services), cached for a while.
+func (j *Jaeger) eventServices(ctx context.Context) ([]string, error) {
+	j.servicesMu.Lock()
+	defer j.servicesMu.Unlock()
+	if j.services != nil && j.now().Sub(j.servicesAt) < servicesTTL {
+		return j.services, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	defer cancel()
+	resp, err := j.client.GetServices(ctx, &storagev2.GetServicesRequest{})
+	if err != nil {
+		return nil, j.readError(ctx, "GetServices", err)
+	}
+	j.ok(ctx, "GetServices")
+	out := []string{}
+	for _, s := range resp.GetServices() {
+		switch s {
+		case string(aggregator.KindObject), string(aggregator.KindLink), ClusterService:
+		default:
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	j.services, j.servicesAt = out, j.now()
+	return out, nil
+}
+
+func stringKV(key, value string) *storagev2.KeyValue {
+	return &storagev2.KeyValue{Key: key, Value: &storagev2.AnyValue{Value: &storagev2.AnyValue_StringValue{StringValue: value}}}
+}
