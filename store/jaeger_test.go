@@ -10,21 +10,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/jaegertest"
 )
 
 func TestJaeger(t *testing.T) {
-	testStore(t, func(t *testing.T) Store { return openJaegerTest(t, newFakeJaeger(t), nil) })
+	testStore(t, func(t *testing.T) Store { return openJaegerTest(t, jaegertest.New(t), nil) })
 }
 
 func TestJaegerSearch(t *testing.T) {
-	testSearch(t, func(t *testing.T) Store { return openJaegerTest(t, newFakeJaeger(t), nil) })
+	testSearch(t, func(t *testing.T) Store { return openJaegerTest(t, jaegertest.New(t), nil) })
 }
 
 // Several replicas write the same object and link spans, and a repeated Kubernetes Event
 // rewrites its span: reads keep one span per ID, the newest version.
 func TestJaegerDuplicatesNewestWins(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeJaeger(t)
+	f := jaegertest.New(t)
 	a, b := openJaegerTest(t, f, nil), openJaegerTest(t, f, nil)
 	obj := ref("c", "", "pods", "ns", "p")
 	ev := eventSpan(obj, t0, "e", time.Minute)
@@ -48,7 +49,7 @@ func TestJaegerDuplicatesNewestWins(t *testing.T) {
 // An object's windows over a short range are read by their computed trace IDs: no search.
 func TestJaegerExactObjectNeedsNoSearch(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeJaeger(t)
+	f := jaegertest.New(t)
 	s := openJaegerTest(t, f, nil)
 	obj := ref("c", "apps", "deployments", "ns", "d")
 	export(t, s, objectSpan(obj, t0), objectSpan(obj, t0.Add(2*win)))
@@ -56,20 +57,20 @@ func TestJaegerExactObjectNeedsNoSearch(t *testing.T) {
 		Exact: true, From: t0, To: t0.Add(3 * win)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c/apps/deployments/ns/d:2"}, keys(res))
-	assert.Zero(t, f.count("FindTraceIDs"))
+	assert.Zero(t, f.Calls("FindTraceIDs"))
 
 	// A long range searches instead, with the same answer.
 	res, err = s.FindObjects(ctx, ObjectQuery{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "d",
 		Exact: true, From: t0, To: t0.Add(100 * win)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c/apps/deployments/ns/d:2"}, keys(res))
-	assert.Equal(t, 1, f.count("FindTraceIDs"))
+	assert.Equal(t, 1, f.Calls("FindTraceIDs"))
 }
 
 // Reads of windows long closed are cached; the cache is bounded in bytes.
 func TestJaegerCache(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeJaeger(t)
+	f := jaegertest.New(t)
 	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheBytes = 4 << 10 })
 	var ws []ObjectWindow
 	for i := range 20 {
@@ -79,10 +80,10 @@ func TestJaegerCache(t *testing.T) {
 	}
 	_, err := s.GetTraces(ctx, ws[:1])
 	require.NoError(t, err)
-	calls := f.count("GetTraces")
+	calls := f.Calls("GetTraces")
 	_, err = s.GetTraces(ctx, ws[:1])
 	require.NoError(t, err)
-	assert.Equal(t, calls, f.count("GetTraces"), "served from the cache")
+	assert.Equal(t, calls, f.Calls("GetTraces"), "served from the cache")
 
 	got, err := s.GetTraces(ctx, ws)
 	require.NoError(t, err)
@@ -97,24 +98,24 @@ func TestJaegerCache(t *testing.T) {
 // With the backend down, reads fail fast with ErrUnavailable and recover once it is back.
 func TestJaegerBackendDown(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeJaeger(t)
+	f := jaegertest.New(t)
 	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheTTL = time.Nanosecond })
 	obj := ref("c", "", "pods", "ns", "p")
 	export(t, s, objectSpan(obj, time.Now().Truncate(win)))
-	f.stop()
+	f.Stop()
 
 	start := time.Now()
 	_, err := s.FindObjects(ctx, ObjectQuery{Resource: "pods"})
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
-	assert.Contains(t, err.Error(), f.addr)
+	assert.Contains(t, err.Error(), f.Addr())
 	_, err = s.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), time.Now().Truncate(win)))
 	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
 	_, err = s.Clusters(ctx)
 	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
 	assert.Less(t, time.Since(start), 10*time.Second, "no hang")
 
-	f.start(t, f.addr)
+	f.Start(t, f.Addr())
 	require.Eventually(t, func() bool {
 		res, err := s.FindObjects(ctx, ObjectQuery{Resource: "pods"})
 		return err == nil && len(res) == 1
@@ -122,7 +123,7 @@ func TestJaegerBackendDown(t *testing.T) {
 }
 
 func TestJaegerReadOnly(t *testing.T) {
-	f := newFakeJaeger(t)
+	f := jaegertest.New(t)
 	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP.Endpoint = "" })
 	err := s.Jaeger.Export(context.Background(), []*aggregator.Span{objectSpan(ref("c", "", "pods", "", "p"), t0)})
 	assert.ErrorContains(t, err, "read-only")

@@ -1,32 +1,34 @@
-package store
+// Package jaegertest holds an in-process stand-in for a Jaeger backend, for unit tests of code
+// that writes OTLP and reads jaeger.storage.v2: it stores what it receives and answers reads with
+// the rules of Jaeger's memory backend. End-to-end tests run real Jaeger.
+package jaegertest
 
 import (
 	"context"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// fakeJaeger is an OTLP receiver and a jaeger.storage.v2 reader over the spans it received,
+// Backend is an OTLP receiver and a jaeger.storage.v2 reader over the spans it received,
 // with the matching rules of Jaeger's memory backend: a span written twice is kept twice, a
 // search matches a trace when one span has the service, every attribute (by string form, on the
 // span or one of its events) and a start within the bounds; newest traces first. For unit tests;
 // the end-to-end tests run real Jaeger.
-type fakeJaeger struct {
+type Backend struct {
 	storagev2.UnimplementedTraceReaderServer
 	collectortrace.UnimplementedTraceServiceServer
 
@@ -40,14 +42,17 @@ type fakeJaeger struct {
 	srv  *grpc.Server
 }
 
-func newFakeJaeger(t *testing.T) *fakeJaeger {
+// New starts a backend on a free loopback port, stopped when the test ends.
+func New(t *testing.T) *Backend {
 	t.Helper()
-	f := &fakeJaeger{traces: map[string][]*tracev1.ResourceSpans{}, calls: map[string]int{}}
-	f.start(t, "127.0.0.1:0")
+	f := &Backend{traces: map[string][]*tracev1.ResourceSpans{}, calls: map[string]int{}}
+	f.Start(t, "127.0.0.1:0")
 	return f
 }
 
-func (f *fakeJaeger) start(t *testing.T, addr string) {
+// Start serves on addr ("127.0.0.1:0" for a free port); after Stop, Start(t, b.Addr()) brings
+// the backend back with its data.
+func (f *Backend) Start(t *testing.T, addr string) {
 	t.Helper()
 	var lis net.Listener
 	var err error
@@ -66,10 +71,13 @@ func (f *fakeJaeger) start(t *testing.T, addr string) {
 	t.Cleanup(f.srv.Stop)
 }
 
-// stop stops serving (the backend goes down); start(t, f.addr) brings it back with its data.
-func (f *fakeJaeger) stop() { f.srv.Stop() }
+// Stop stops serving: the backend is down.
+func (f *Backend) Stop() { f.srv.Stop() }
 
-func (f *fakeJaeger) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+// Addr is the address the backend serves OTLP and jaeger.storage.v2 on.
+func (f *Backend) Addr() string { return f.addr }
+
+func (f *Backend) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {
@@ -88,19 +96,21 @@ func (f *fakeJaeger) Export(_ context.Context, req *collectortrace.ExportTraceSe
 	return &collectortrace.ExportTraceServiceResponse{}, nil
 }
 
-func (f *fakeJaeger) count(method string) int {
+// Calls counts the calls of a jaeger.storage.v2 method served so far.
+func (f *Backend) Calls(method string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[method]
 }
 
-func (f *fakeJaeger) received() int {
+// Spans counts the spans received so far.
+func (f *Backend) Spans() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.spans
 }
 
-func (f *fakeJaeger) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
+func (f *Backend) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
 	f.mu.Lock()
 	f.calls["GetTraces"]++
 	var out []*tracev1.TracesData
@@ -118,14 +128,14 @@ func (f *fakeJaeger) GetTraces(req *storagev2.GetTracesRequest, stream grpc.Serv
 	return nil
 }
 
-func (f *fakeJaeger) GetServices(context.Context, *storagev2.GetServicesRequest) (*storagev2.GetServicesResponse, error) {
+func (f *Backend) GetServices(context.Context, *storagev2.GetServicesRequest) (*storagev2.GetServicesResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["GetServices"]++
 	var out []string
 	for _, rss := range f.traces {
 		for _, rs := range rss {
-			if s := serviceOf(rs); !slices.Contains(out, s) {
+			if s := service(rs); !slices.Contains(out, s) {
 				out = append(out, s)
 			}
 		}
@@ -134,7 +144,7 @@ func (f *fakeJaeger) GetServices(context.Context, *storagev2.GetServicesRequest)
 	return &storagev2.GetServicesResponse{Services: out}, nil
 }
 
-func (f *fakeJaeger) GetOperations(_ context.Context, req *storagev2.GetOperationsRequest) (*storagev2.GetOperationsResponse, error) {
+func (f *Backend) GetOperations(_ context.Context, req *storagev2.GetOperationsRequest) (*storagev2.GetOperationsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["GetOperations"]++
@@ -142,7 +152,7 @@ func (f *fakeJaeger) GetOperations(_ context.Context, req *storagev2.GetOperatio
 	seen := map[string]bool{}
 	for _, rss := range f.traces {
 		for _, rs := range rss {
-			if serviceOf(rs) != req.GetService() {
+			if service(rs) != req.GetService() {
 				continue
 			}
 			for _, ss := range rs.GetScopeSpans() {
@@ -158,7 +168,7 @@ func (f *fakeJaeger) GetOperations(_ context.Context, req *storagev2.GetOperatio
 	return out, nil
 }
 
-func (f *fakeJaeger) FindTraceIDs(_ context.Context, req *storagev2.FindTracesRequest) (*storagev2.FindTraceIDsResponse, error) {
+func (f *Backend) FindTraceIDs(_ context.Context, req *storagev2.FindTracesRequest) (*storagev2.FindTraceIDsResponse, error) {
 	q := req.GetQuery()
 	if q.GetSearchDepth() <= 0 {
 		return nil, status.Error(codes.InvalidArgument, "search depth must be greater than 0")
@@ -170,7 +180,7 @@ func (f *fakeJaeger) FindTraceIDs(_ context.Context, req *storagev2.FindTracesRe
 	for i := len(f.order) - 1; i >= 0 && len(out.TraceIds) < int(q.GetSearchDepth()); i-- {
 		id := f.order[i]
 		for _, rs := range f.traces[id] {
-			if q.GetServiceName() != "" && serviceOf(rs) != q.GetServiceName() {
+			if q.GetServiceName() != "" && service(rs) != q.GetServiceName() {
 				continue
 			}
 			if sp := rs.GetScopeSpans()[0].GetSpans()[0]; matchSpan(q, sp) {
@@ -190,13 +200,13 @@ func matchSpan(q *storagev2.TraceQueryParameters, sp *tracev1.Span) bool {
 next:
 	for _, want := range q.GetAttributes() {
 		for _, kv := range sp.GetAttributes() {
-			if kv.GetKey() == want.GetKey() && anyString(kv.GetValue()) == want.GetValue().GetStringValue() {
+			if kv.GetKey() == want.GetKey() && valueString(kv.GetValue()) == want.GetValue().GetStringValue() {
 				continue next
 			}
 		}
 		for _, ev := range sp.GetEvents() {
 			for _, kv := range ev.GetAttributes() {
-				if kv.GetKey() == want.GetKey() && anyString(kv.GetValue()) == want.GetValue().GetStringValue() {
+				if kv.GetKey() == want.GetKey() && valueString(kv.GetValue()) == want.GetValue().GetStringValue() {
 					continue next
 				}
 			}
@@ -206,78 +216,24 @@ next:
 	return true
 }
 
-// jaegerTestStore is a Jaeger store writing into and reading from f; Export returns once f holds
-// the spans, so that tests read their writes.
-type jaegerTestStore struct {
-	*Jaeger
-	f       *fakeJaeger
-	objects map[aggregator.ObjectKey]map[time.Time]bool
-}
-
-// mark notes an object span of key in window w; it reports whether none was noted before.
-func (s *jaegerTestStore) mark(key aggregator.ObjectKey, w time.Time) bool {
-	if s.objects[key] == nil {
-		s.objects[key] = map[time.Time]bool{}
-	}
-	if s.objects[key][w] {
-		return false
-	}
-	s.objects[key][w] = true
-	return true
-}
-
-func openJaegerTest(t *testing.T, f *fakeJaeger, mutate func(*JaegerConfig)) *jaegerTestStore {
-	t.Helper()
-	cfg := JaegerConfig{Endpoint: f.addr, Timeout: 2 * time.Second,
-		OTLP: otlpsink.Config{Endpoint: f.addr, FlushInterval: 5 * time.Millisecond, RetryBackoff: 20 * time.Millisecond}}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	j, err := OpenJaeger(context.Background(), cfg, aggregator.Window(win), telemetry.Settings{})
-	require.NoError(t, err)
-	require.NoError(t, j.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = j.Stop(ctx)
-		_ = j.Close()
-	})
-	return &jaegerTestStore{Jaeger: j, f: f}
-}
-
-// Export writes spans as the aggregator does: with an object span in every window of an object
-// (the jaeger backend finds objects by them), here added for windows that have none yet.
-func (s *jaegerTestStore) Export(ctx context.Context, spans []*aggregator.Span) error {
-	if s.objects == nil {
-		s.objects = map[aggregator.ObjectKey]map[time.Time]bool{}
-	}
-	for _, sp := range spans {
-		if sp.Kind == aggregator.KindObject {
-			s.mark(sp.Object.Key(), sp.Window)
+// service is the service.name of a resource.
+func service(rs *tracev1.ResourceSpans) string {
+	for _, kv := range rs.GetResource().GetAttributes() {
+		if kv.GetKey() == "service.name" {
+			return kv.GetValue().GetStringValue()
 		}
 	}
-	for _, sp := range spans {
-		if sp.Kind != aggregator.KindObject && s.mark(sp.Object.Key(), sp.Window) {
-			spans = append(spans, objectSpan(sp.Object, sp.Window))
-		}
-	}
-	before := s.f.received()
-	if err := s.Jaeger.Export(ctx, spans); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.f.received() < before+len(spans) && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
-	return nil
+	return ""
 }
 
-// skipJaeger skips a shared store test that needs what the jaeger backend does not promise.
-func skipJaeger(t *testing.T, s Store, why string) {
-	t.Helper()
-	if _, ok := s.(*jaegerTestStore); ok {
-		t.Skip("jaeger backend: " + why)
+// valueString is the string form of scalar values, which searches compare.
+func valueString(v *commonv1.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *commonv1.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10)
+	case *commonv1.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue)
+	default:
+		return v.GetStringValue()
 	}
 }
-
-func otlpConfig(endpoint string) otlpsink.Config { return otlpsink.Config{Endpoint: endpoint} }

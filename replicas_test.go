@@ -1,0 +1,153 @@
+package kelemetry_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/jaegertest"
+)
+
+// replica starts one process of the given role; with a backend, on the shared jaeger store,
+// without one on a memory store.
+func replica(t *testing.T, role string, backend *jaegertest.Backend) (*fxtest.App, *httpserver.Servers) {
+	t.Helper()
+	cfg := localConfig("")
+	cfg.Role = role
+	if backend != nil {
+		cfg.StoreBackend = store.BackendJaeger
+		cfg.Jaeger = store.JaegerConfig{Endpoint: backend.Addr()}
+		if role != kelemetry.RoleQuery {
+			cfg.Jaeger.OTLP = otlpsink.Config{Endpoint: backend.Addr(), FlushInterval: 10 * time.Millisecond}
+		}
+	}
+	var servers *httpserver.Servers
+	app := fxtest.New(t, kelemetry.Modules(role), fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	return app, servers
+}
+
+// rolloutTraces asks a process's Jaeger API for the rollout's Deployment with its related
+// objects, reduced to what replicas must agree on: each span's operation, times, tags and log
+// messages. Diff logs and deletion snapshots are left out: each ingest replica diffs against
+// the versions it saw (see the README, "Running at scale").
+func rolloutTraces(t *testing.T, apiAddr string) []string {
+	t.Helper()
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
+		"start": {"0"}, "end": {"1830000000000000"}}
+	code, body := get(t, "http://"+apiAddr+"/api/traces?"+q.Encode())
+	require.Equal(t, http.StatusOK, code, body)
+	var resp struct {
+		Data []frontend.JaegerTrace `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &resp))
+	var out []string
+	for _, tr := range resp.Data {
+		for _, sp := range tr.Spans {
+			line := fmt.Sprintf("%s %s %d", sp.OperationName, time.UnixMicro(sp.StartTime).UTC().Format(time.RFC3339Nano), sp.Duration)
+			for _, tag := range sp.Tags {
+				line += fmt.Sprintf(" %s=%v", tag.Key, tag.Value)
+			}
+			for _, l := range sp.Logs {
+				for _, f := range l.Fields {
+					if f.Key == "snapshot" || strings.HasSuffix(f.Key, "diff") {
+						continue // the object's versions as this replica saw them
+					}
+					line += fmt.Sprintf(" | %s=%v", f.Key, f.Value)
+				}
+			}
+			out = append(out, line)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Two ingest replicas each receive half of the webhook batches (alternating); a query replica that
+// never ingested reads the shared backend, and its merged tree equals a single all-in-one's.
+func TestReplicasShareOneStore(t *testing.T) {
+	backend := jaegertest.New(t)
+	single, singleServers := replica(t, kelemetry.RoleAll, nil)
+	defer single.RequireStop()
+	a, aServers := replica(t, kelemetry.RoleIngest, backend)
+	b, bServers := replica(t, kelemetry.RoleIngest, backend)
+	query, queryServers := replica(t, kelemetry.RoleQuery, backend)
+	defer query.RequireStop()
+	resp, err := http.Post("http://"+queryServers.APIAddr()+"/audit/demo", "application/json", strings.NewReader(`{"items":[]}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "a query replica serves no webhook")
+
+	data, err := os.ReadFile(filepath.Join("testdata", "rollout", "webhook-batches.jsonl"))
+	require.NoError(t, err)
+	i := 0
+	for line := range bytes.Lines(data) {
+		for _, addr := range []string{singleServers.AuditAddr(), [2]string{aServers.AuditAddr(), bServers.AuditAddr()}[i%2]} {
+			resp, err := http.Post("http://"+addr+"/audit/demo", "application/json", bytes.NewReader(line))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+		i++
+	}
+	require.Greater(t, i, 10)
+	// Stopping the ingest replicas drains their queues and flushes their writers.
+	a.RequireStop()
+	b.RequireStop()
+	require.Eventually(t, func() bool { return demoTraceFound(t, singleServers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+
+	want := rolloutTraces(t, singleServers.APIAddr())
+	require.Greater(t, len(want), 10, "the Deployment, its ReplicaSets and Pods")
+	got := rolloutTraces(t, queryServers.APIAddr())
+	for _, line := range want {
+		if !slices.Contains(got, line) {
+			t.Errorf("missing on the query replica: %.400s", line)
+		}
+	}
+	for _, line := range got {
+		if !slices.Contains(want, line) {
+			t.Errorf("only on the query replica: %.400s", line)
+		}
+	}
+
+	// The search result's display ID resolves on the query replica: no prefix scan.
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`}, "start": {"0"}}
+	code, body := get(t, "http://"+queryServers.APIAddr()+"/api/traces?"+q.Encode())
+	require.Equal(t, http.StatusOK, code, body)
+	var found struct {
+		Data []frontend.JaegerTrace `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &found))
+	require.Len(t, found.Data, 1)
+	code, body = get(t, "http://"+queryServers.APIAddr()+"/api/traces/"+found.Data[0].TraceID)
+	require.Equal(t, http.StatusOK, code, body)
+	var byID struct {
+		Data []frontend.JaegerTrace `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &byID))
+	require.Len(t, byID.Data, 1)
+	assert.Len(t, byID.Data[0].Spans, len(found.Data[0].Spans))
+
+	// The cluster list comes from the markers the ingest replicas wrote.
+	code, body = get(t, "http://"+queryServers.APIAddr()+"/api/services/tracing/operations")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `"demo"`)
+}
