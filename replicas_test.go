@@ -146,6 +146,11 @@ func TestReplicasShareOneStore(t *testing.T) {
 	require.Len(t, byID.Data, 1)
 	assert.Len(t, byID.Data[0].Spans, len(found.Data[0].Spans))
 
+	// A display ID of the earlier layout needs a prefix scan: the query replica says so.
+	code, body = get(t, "http://"+queryServers.APIAddr()+"/api/traces/ff200000006b0c5308001518316dfb35")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, "earlier release")
+
 	// The cluster list comes from the markers the ingest replicas wrote.
 	code, body = get(t, "http://"+queryServers.APIAddr()+"/api/services/tracing/operations")
 	require.Equal(t, http.StatusOK, code, body)

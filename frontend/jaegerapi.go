@@ -585,7 +585,7 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrBadTraceID):
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, ErrTraceNotFound):
-		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: "trace not found", TraceID: JaegerTraceID(id)}}})
+		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: JaegerTraceID(id)}}})
 	case err != nil:
 		a.internalError(w, "get trace", err)
 	default:
@@ -621,7 +621,7 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 			jaegerError(w, http.StatusBadRequest, "%v", err)
 			return
 		case errors.Is(err, ErrTraceNotFound):
-			resp.Errors = append(resp.Errors, JaegerError{Msg: "trace not found", TraceID: JaegerTraceID(id)})
+			resp.Errors = append(resp.Errors, JaegerError{Msg: err.Error(), TraceID: JaegerTraceID(id)})
 		case err != nil:
 			a.internalError(w, "get trace", err)
 			return

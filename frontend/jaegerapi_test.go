@@ -15,6 +15,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/store"
 )
 
 type envelope struct {
@@ -268,4 +269,38 @@ func TestDisplayIDLayout(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, m, p)
 	}
+}
+
+// Traces stored by an earlier release have trace IDs that do not name their object: their search
+// results keep the earlier display ID layout, which still resolves by the anchor's ID prefix.
+func TestLegacyDisplayIDResolves(t *testing.T) {
+	st := store.NewMemory(store.MemoryConfig{}, 0)
+	w := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	obj := aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "old"}
+	tid := trace.TraceID{0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} // not TraceIDFor's scheme
+	root := aggregator.ObjectSpanID(tid)
+	require.NoError(t, st.Export(t.Context(), []*aggregator.Span{
+		{TraceID: tid, SpanID: root, Kind: aggregator.KindObject, Source: "object", Name: "deployments/old", Object: obj, Window: w, Start: w, End: w.Add(30 * time.Minute)},
+		{TraceID: tid, SpanID: aggregator.EventSpanID(tid, "audit", "1"), ParentID: root, Kind: aggregator.KindEvent, Source: "audit", Name: "admin create",
+			Object: obj, Window: w, Start: w.Add(time.Minute), End: w.Add(time.Minute + time.Second)},
+	}))
+	_, srv := newAPI(t, st)
+	q := url.Values{"service": {"tracing"}, "tags": {`{"resource":"deployments","name":"old"}`},
+		"start": {strconv.FormatInt(w.UnixMicro(), 10)}, "end": {strconv.FormatInt(w.Add(time.Hour).UnixMicro(), 10)}}
+	code, env := call(t, srv.URL+"/api/traces?"+q.Encode())
+	require.Equal(t, http.StatusOK, code)
+	var found []frontend.JaegerTrace
+	require.NoError(t, json.Unmarshal(env.Data, &found))
+	require.Len(t, found, 1)
+	id := found[0].TraceID
+	assert.Equal(t, "ff20000000", id[:10], "the earlier layout")
+	assert.Equal(t, tid.String()[:8], id[24:], "names the stored trace by its first bytes")
+
+	code, env = call(t, srv.URL+"/api/traces/"+id)
+	require.Equal(t, http.StatusOK, code)
+	var got []frontend.JaegerTrace
+	require.NoError(t, json.Unmarshal(env.Data, &got))
+	require.Len(t, got, 1)
+	assert.Equal(t, id, got[0].TraceID)
+	assert.Len(t, got[0].Spans, len(found[0].Spans))
 }
