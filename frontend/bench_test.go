@@ -16,19 +16,15 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// BenchmarkDeployment1000Pods is the target: find, follow, merge and draw (tracing, full
-// tree) a Deployment with one ReplicaSet and 1,000 Pods over 4 windows, from the Pebble store.
-func BenchmarkDeployment1000Pods(b *testing.B) {
-	ctx := context.Background()
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = st.Close() })
-
+// deployment1000Pods is a Deployment with one ReplicaSet and 1,000 Pods over 4 windows.
+func deployment1000Pods() [][]*aggregator.Span {
 	dep, rs := obj("deployments", "web"), obj("replicasets", "web-1")
+	var out [][]*aggregator.Span
 	for i := range 4 {
 		window := w0.Add(time.Duration(i) * win)
 		var w world
@@ -41,20 +37,84 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 			w.event(pod, window.Add(2*time.Minute), fmt.Sprintf("a%d", i))
 			w.event(pod, window.Add(3*time.Minute), fmt.Sprintf("b%d", i))
 		}
-		require.NoError(b, st.Export(ctx, w.spans))
+		out = append(out, w.spans)
 	}
-	engine := frontend.NewEngine(st, 0, frontend.EngineConfig{PerLevel: 2000, Total: 2000})
+	return out
+}
+
+// BenchmarkDeployment1000Pods is the target: find, follow, merge and draw (tracing, full
+// tree) a Deployment with one ReplicaSet and 1,000 Pods over 4 windows, from the embedded
+// (Pebble) store and, when the Jaeger binary the e2e tier builds is at hand, from Jaeger's memory
+// backend through jaeger.storage.v2 (remote_storage), with and without the reader's cache.
+func BenchmarkDeployment1000Pods(b *testing.B) {
+	ctx := context.Background()
+	b.Run("embedded", func(b *testing.B) {
+		st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = st.Close() })
+		for _, spans := range deployment1000Pods() {
+			require.NoError(b, st.Export(ctx, spans))
+		}
+		benchTree(b, func() store.Reader { return st })
+	})
+	b.Run("jaeger", func(b *testing.B) {
+		otlp, remote := startJaeger(b)
+		w, err := store.OpenJaeger(ctx, store.JaegerConfig{Endpoint: remote, OTLP: otlpsink.Config{Endpoint: otlp}}, 0, telemetry.Settings{})
+		require.NoError(b, err)
+		require.NoError(b, w.Start(ctx))
+		n := 0
+		for _, spans := range deployment1000Pods() {
+			require.NoError(b, w.Export(ctx, spans))
+			n += len(spans)
+		}
+		require.NoError(b, w.Stop(ctx))
+		require.NoError(b, w.Close())
+		open := func(b *testing.B) *store.Jaeger {
+			r, err := store.OpenJaeger(ctx, store.JaegerConfig{Endpoint: remote}, 0, telemetry.Settings{})
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = r.Close() })
+			return r
+		}
+		// cold: each query on a new reader (an empty cache); cached: one reader for all queries.
+		b.Run("cold", func(b *testing.B) { benchTree(b, func() store.Reader { return open(b) }) })
+		b.Run("cached", func(b *testing.B) {
+			r := open(b)
+			benchTree(b, func() store.Reader { return r })
+		})
+	})
+}
+
+// benchTree searches and draws the Deployment of deployment1000Pods from the reader reader
+// returns for each query.
+func benchTree(b *testing.B, reader func() store.Reader) {
+	ctx := context.Background()
+	dep := obj("deployments", "web")
 	q := frontend.Query{Resource: "deployments", Name: "web", From: w0, To: w0.Add(4*win - 1)}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
+	draw := func() error {
+		engine := frontend.NewEngine(reader(), 0, frontend.EngineConfig{PerLevel: 2000, Total: 2000})
 		gs, err := engine.Search(ctx, q, frontend.LinkFullTree)
 		if err != nil || len(gs) != 1 || len(gs[0].Objects) != 1002 {
-			b.Fatalf("search: %v %d", err, len(gs))
+			return fmt.Errorf("search: %v, %d results", err, len(gs))
 		}
 		tr := frontend.Render(gs[0], frontend.DisplayTracing, aggregator.TraceIDFor(dep.Key(), w0))
 		if len(tr.Spans) != 1002 {
-			b.Fatalf("%d spans", len(tr.Spans))
+			return fmt.Errorf("%d spans", len(tr.Spans))
+		}
+		return nil
+	}
+	// A backend that writes asynchronously shows everything a moment later.
+	deadline := time.Now().Add(30 * time.Second)
+	for err := draw(); err != nil; err = draw() {
+		if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := draw(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

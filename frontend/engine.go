@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -136,6 +137,10 @@ var ErrNoObject = errors.New("object not found")
 // ErrBudget is wrapped by the errors of Search and Expand when a budget of the request ran
 // out before anything could be shown.
 var ErrBudget = errors.New("query budget exhausted")
+
+// lookupParallelism bounds the object lookups (store.Reader.FindObjects) one request runs at
+// once.
+const lookupParallelism = 8
 
 // readChunk bounds the windows one store read asks for, so that the span budget is checked
 // between reads.
@@ -345,13 +350,25 @@ func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) erro
 		todo = append(todo, o)
 		if l.truncated != "" {
 			o.Unread = true
+		}
+	}
+	// Find the objects' windows, several lookups at a time: a remote store answers each after a
+	// round trip. The answers are then taken in order, as if looked up one by one.
+	results := make([]lookup, len(todo))
+	if finder, ok := l.e.r.(store.ExactFinder); ok {
+		l.findExact(ctx, finder, todo, results)
+	} else {
+		l.findEach(ctx, todo, results)
+	}
+	for i, o := range todo {
+		if o.Unread {
 			continue
 		}
-		found, err := l.e.r.FindObjects(ctx, store.ObjectQuery{
-			Cluster: key.Cluster, Group: key.Group, Resource: key.Resource, Namespace: key.Namespace, Name: key.Name,
-			From: l.from, To: l.to, Limit: 1, Exact: true,
-		})
-		if err != nil {
+		if l.truncated != "" {
+			o.Unread = true
+			continue
+		}
+		if err := results[i].err; err != nil {
 			if isDeadline(ctx, err) {
 				l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
 				o.Unread = true
@@ -359,8 +376,8 @@ func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) erro
 			}
 			return err
 		}
-		for _, f := range found {
-			if f.Object.Key() == key {
+		for _, f := range results[i].found {
+			if f.Object.Key() == o.Key {
 				o.Ref = f.Object
 				o.Windows = f.Windows
 				break
@@ -380,6 +397,58 @@ func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) erro
 		}
 	}
 	return nil
+}
+
+// lookup is the answer of one object's lookup.
+type lookup struct {
+	found []store.ObjectWindows
+	err   error
+}
+
+// findExact looks up the objects of todo not marked Unread with one call of finder.
+func (l *loader) findExact(ctx context.Context, finder store.ExactFinder, todo []*Object, results []lookup) {
+	var keys []aggregator.ObjectKey
+	var idx []int
+	for i, o := range todo {
+		if !o.Unread {
+			keys, idx = append(keys, o.Key), append(idx, i)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	found, err := finder.FindExact(ctx, keys, l.from, l.to)
+	for n, i := range idx {
+		if err != nil {
+			results[i].err = err
+			continue
+		}
+		if len(found[n].Windows) > 0 {
+			results[i].found = found[n : n+1]
+		}
+	}
+}
+
+// findEach looks up the objects of todo not marked Unread one by one, several at a time.
+func (l *loader) findEach(ctx context.Context, todo []*Object, results []lookup) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, lookupParallelism)
+	for i, o := range todo {
+		if o.Unread {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			key := o.Key
+			results[i].found, results[i].err = l.e.r.FindObjects(ctx, store.ObjectQuery{
+				Cluster: key.Cluster, Group: key.Group, Resource: key.Resource, Namespace: key.Namespace, Name: key.Name,
+				From: l.from, To: l.to, Limit: 1, Exact: true,
+			})
+		}()
+	}
+	wg.Wait()
 }
 
 // read reads the windows of a batch of objects and fills them, counting the spans read.

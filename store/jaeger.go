@@ -54,8 +54,12 @@ const (
 	settledTTL  = 10 * time.Minute
 )
 
-// getBatch bounds the traces one GetTraces call asks for.
-const getBatch = 64
+// getBatch bounds the traces one GetTraces call asks for, and getParallelism the calls one read
+// runs at once.
+const (
+	getBatch       = 64
+	getParallelism = 4
+)
 
 // maxRecvBytes is the largest streamed message accepted from the backend.
 const maxRecvBytes = 64 << 20
@@ -408,38 +412,60 @@ func (j *Jaeger) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 		}
 		miss = append(miss, i)
 	}
+	// The batches run a few at a time: each is a round trip.
+	var batches [][]int
 	for len(miss) > 0 {
 		n := min(len(miss), getBatch)
-		batch := miss[:n]
+		batches = append(batches, miss[:n])
 		miss = miss[n:]
-		req := &storagev2.GetTracesRequest{}
-		seen := map[trace.TraceID]bool{}
-		for _, i := range batch {
-			w := ws[i]
-			if seen[w.TraceID] {
-				continue
-			}
-			seen[w.TraceID] = true
-			p := &storagev2.GetTraceParams{TraceId: w.TraceID[:]}
-			if !w.Window.IsZero() {
-				p.StartTime, p.EndTime = timestamppb.New(w.Window), timestamppb.New(w.Window.Add(j.window))
-			}
-			req.Query = append(req.Query, p)
-		}
-		got, err := j.read(ctx, "GetTraces", func(ctx context.Context) (grpc.ServerStreamingClient[tracev1.TracesData], error) {
-			return j.client.GetTraces(ctx, req)
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, i := range batch {
-			w := ws[i]
-			spans := got.sorted(w.TraceID)
-			out[i] = inWindow(spans, w.Window)
-			j.cache.put(w.TraceID, spans, j.expiry(w.Window, now))
-		}
+	}
+	errs := make([]error, len(batches))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, getParallelism)
+	for bi, batch := range batches {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[bi] = j.getBatch(ctx, ws, batch, out, now)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// getBatch reads the traces ws[i] of one batch of indexes into out[i] and the cache.
+func (j *Jaeger) getBatch(ctx context.Context, ws []ObjectWindow, batch []int, out [][]*aggregator.Span, now time.Time) error {
+	req := &storagev2.GetTracesRequest{}
+	seen := map[trace.TraceID]bool{}
+	for _, i := range batch {
+		w := ws[i]
+		if seen[w.TraceID] {
+			continue
+		}
+		seen[w.TraceID] = true
+		p := &storagev2.GetTraceParams{TraceId: w.TraceID[:]}
+		if !w.Window.IsZero() {
+			p.StartTime, p.EndTime = timestamppb.New(w.Window), timestamppb.New(w.Window.Add(j.window))
+		}
+		req.Query = append(req.Query, p)
+	}
+	got, err := j.read(ctx, "GetTraces", func(ctx context.Context) (grpc.ServerStreamingClient[tracev1.TracesData], error) {
+		return j.client.GetTraces(ctx, req)
+	})
+	if err != nil {
+		return err
+	}
+	for _, i := range batch {
+		w := ws[i]
+		spans := got.sorted(w.TraceID)
+		out[i] = inWindow(spans, w.Window)
+		j.cache.put(w.TraceID, spans, j.expiry(w.Window, now))
+	}
+	return nil
 }
 
 // inWindow returns the spans of window w (all when w is zero); a trace ID asked for with another

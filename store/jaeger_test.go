@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -142,4 +143,40 @@ func TestJaegerConfig(t *testing.T) {
 		assert.ErrorContains(t, Config{Backend: BackendJaeger, Jaeger: tc.cfg}.Validate(), tc.want)
 	}
 	assert.NoError(t, Config{Backend: BackendJaeger, Jaeger: JaegerConfig{Endpoint: "grpcs://h:1"}}.Validate())
+}
+
+// FindExact reads the windows of many objects in a few calls, and answers like FindObjects.
+func TestJaegerFindExact(t *testing.T) {
+	ctx := context.Background()
+	f := jaegertest.New(t)
+	s := openJaegerTest(t, f, nil)
+	var keys []aggregator.ObjectKey
+	for i := range 100 {
+		obj := ref("c", "", "pods", "ns", fmt.Sprintf("p%d", i))
+		keys = append(keys, obj.Key())
+		if i%2 == 0 {
+			export(t, s, objectSpan(obj, t0), objectSpan(obj, t0.Add(2*win)))
+		}
+	}
+	before := f.Calls("GetTraces")
+	got, err := s.FindExact(ctx, keys, t0, t0.Add(3*win))
+	require.NoError(t, err)
+	require.Len(t, got, 100)
+	assert.LessOrEqual(t, f.Calls("GetTraces")-before, 400/64+1, "batched")
+	assert.Zero(t, f.Calls("FindTraceIDs"))
+	for i, k := range keys {
+		want, err := s.FindObjects(ctx, exactQuery(k, t0, t0.Add(3*win)))
+		require.NoError(t, err)
+		if i%2 == 1 {
+			assert.Empty(t, want)
+			assert.Empty(t, got[i].Windows, i)
+			continue
+		}
+		require.Len(t, want, 1)
+		assert.Equal(t, want[0], got[i], i)
+		assert.Len(t, got[i].Windows, 2)
+	}
+	long, err := s.FindExact(ctx, keys[:3], t0, t0.Add(100*win))
+	require.NoError(t, err)
+	assert.Equal(t, got[:3], long)
 }

@@ -30,6 +30,56 @@ func (j *Jaeger) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	return j.search(ctx, &m)
 }
 
+// FindExact finds the windows of many objects at once (see ExactFinder): over a range of at most
+// ProbeWindows windows, every window of every key is read by its computed trace ID, in batches;
+// over a longer one, each key is searched.
+func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]ObjectWindows, error) {
+	out := make([]ObjectWindows, len(keys))
+	first := aggregator.WindowStart(from, j.window)
+	if from.IsZero() || to.IsZero() || to.Sub(first)/j.window+1 > time.Duration(j.cfg.ProbeWindows) {
+		for i, k := range keys {
+			found, err := j.FindObjects(ctx, exactQuery(k, from, to))
+			if err != nil {
+				return nil, err
+			}
+			if len(found) > 0 {
+				out[i] = found[0]
+			}
+		}
+		return out, nil
+	}
+	var ws []ObjectWindow
+	var owner []int
+	for i, k := range keys {
+		m := newMatcher(exactQuery(k, from, to), j.window)
+		for w := first; !w.After(to); w = w.Add(j.window) {
+			if m.window(w.UnixNano()) {
+				ws = append(ws, ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(k, w)})
+				owner = append(owner, i)
+			}
+		}
+	}
+	traces, err := j.GetTraces(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	for n, spans := range traces {
+		i := owner[n]
+		ref, ok := TraceObject(spans)
+		if !ok || ref.Key() != keys[i] {
+			continue
+		}
+		out[i].Object = ref
+		out[i].Windows = append(out[i].Windows, ws[n])
+	}
+	return out, nil
+}
+
+func exactQuery(k aggregator.ObjectKey, from, to time.Time) ObjectQuery {
+	return ObjectQuery{Cluster: k.Cluster, Group: k.Group, Resource: k.Resource, Namespace: k.Namespace, Name: k.Name,
+		From: from, To: to, Limit: 1, Exact: true}
+}
+
 // probe reads the windows of one object (m.q names its key) from first to m.q.To.
 func (j *Jaeger) probe(ctx context.Context, m *matcher, first time.Time) ([]ObjectWindows, error) {
 	key := m.q.key()

@@ -91,6 +91,15 @@ type Reader interface {
 	Clusters(ctx context.Context) ([]string, error)
 }
 
+// ExactFinder is implemented by readers that find many objects' windows in one call faster than
+// one FindObjects each (a remote store, where each call is a round trip). The query engine uses
+// it to load the objects a link walk reaches.
+type ExactFinder interface {
+	// FindExact returns, for each key, what FindObjects returns for the exact key over [from,
+	// to]: out[i] is keys[i]'s object and windows, with no windows when nothing is stored.
+	FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]ObjectWindows, error)
+}
+
 // Store is a sink that can be read back.
 type Store interface {
 	aggregator.Sink
@@ -102,6 +111,7 @@ var (
 	_ Store                    = (*Memory)(nil)
 	_ Store                    = (*Pebble)(nil)
 	_ aggregator.HealthChecker = (*Pebble)(nil)
+	_ ExactFinder              = (*Jaeger)(nil)
 )
 
 // windowNanos is the window of a span in Unix nanoseconds. A span without a window (which the
