@@ -93,8 +93,11 @@ func benchTree(b *testing.B, reader func() store.Reader) {
 	draw := func() error {
 		engine := frontend.NewEngine(reader(), 0, frontend.EngineConfig{PerLevel: 2000, Total: 2000})
 		gs, err := engine.Search(ctx, q, frontend.LinkFullTree)
-		if err != nil || len(gs) != 1 || len(gs[0].Objects) != 1002 {
-			return fmt.Errorf("search: %v, %d results", err, len(gs))
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		if len(gs) != 1 || len(gs[0].Objects) != 1002 {
+			return fmt.Errorf("search: %d results", len(gs))
 		}
 		tr := frontend.Render(gs[0], frontend.DisplayTracing, aggregator.TraceIDFor(dep.Key(), w0))
 		if len(tr.Spans) != 1002 {
