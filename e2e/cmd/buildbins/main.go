@@ -56,7 +56,7 @@ func run() error {
 	}
 	logger.Info("binaries ready", "dir", *cacheDir, "took", time.Since(start).Round(time.Second),
 		"controlPlaneCached", rep.ControlPlaneCached, "controlPlane", rep.ControlPlane.Round(time.Second),
-		"kwok", rep.Kwok.Round(time.Second), "allinone", rep.AllInOne.Round(time.Second))
+		"kwok", rep.Kwok.Round(time.Second), "jaegerCached", rep.JaegerCached, "jaeger", rep.Jaeger.Round(time.Second), "allinone", rep.AllInOne.Round(time.Second))
 	return nil
 }
 
