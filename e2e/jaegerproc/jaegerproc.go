@@ -302,6 +302,10 @@ func startProcess(bin string, args []string, logPath string) (*process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
+	// The remote_storage extension traces itself whatever the configuration says, to the OTLP
+	// default endpoint (localhost:4317, maybe another test's Jaeger), and waits up to 10s at
+	// shutdown to flush: sample nothing instead.
+	cmd.Env = append(os.Environ(), "OTEL_TRACES_SAMPLER=always_off")
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
