@@ -226,6 +226,162 @@ func TestJaegerQueryOverKelemetry(t *testing.T) {
 		"recovered after Kelemetry's restart in", time.Since(restartedAt).Round(time.Millisecond))
 }
 
+// TestJaegerBackendStoresKelemetrySpans writes into Jaeger as the trace database: the all-in-one
+// replays the recorded rollout into its embedded store and, through its OTLP sink, into a Jaeger
+// with a memory backend (jaegerproc.ModeBackend, the shape Kelemetry's Jaeger-backed store reads
+// through remote_storage). Every stored trace of every object is then in Jaeger with the same
+// spans, and Jaeger finds the Deployment's object trace by its attributes.
+func TestJaegerBackendStoresKelemetrySpans(t *testing.T) {
+	needEnv(t)
+	start := time.Now()
+	ctx := t.Context()
+	binDir, err := bins.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb := jaegerproc.StartT(t, jaegerproc.Options{Mode: jaegerproc.ModeBackend})
+	work := t.TempDir()
+	audit, err := filepath.Abs(filepath.Join(rolloutDir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := filepath.Abs(filepath.Join(rolloutDir, "events-core-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aio, err := cluster.StartAllInOne(ctx, cluster.AllInOneOptions{
+		BinDir:  binDir,
+		Cluster: rolloutCluster,
+		LogFile: filepath.Join(work, "kelemetry.log"),
+		ExtraArgs: []string{
+			"--replay=" + audit,
+			"--replay-events=" + events,
+			"--otlp-endpoint=grpc://" + jb.OTLPAddr,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = aio.Stop()
+		if t.Failed() {
+			t.Logf("kelemetry log %s:\n%s", aio.LogFile, tail(aio.LogFile, 6000))
+		}
+	})
+	kel := kapi.New(aio.URL)
+	jc := jb.Client()
+
+	var objects []kapi.Object
+	eventually(t, kelemetryTimeout, "the replayed rollout in the all-in-one", func(ctx context.Context) error {
+		if err := aio.Exited(); err != nil {
+			t.Fatal(err)
+		}
+		objs, err := kel.Objects(ctx, kapi.Query{Cluster: rolloutCluster, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		pods := 0
+		for _, o := range objs {
+			if o.Resource == "pods" {
+				pods++
+			}
+		}
+		if pods < 8 {
+			return fmt.Errorf("%d objects, %d pods, want 8 pods at least", len(objs), pods)
+		}
+		objects = objs
+		return nil
+	})
+
+	traces, spans, dups := 0, 0, 0
+	eventually(t, kelemetryTimeout, "every stored trace in Jaeger", func(ctx context.Context) error {
+		traces, spans, dups = 0, 0, 0
+		for _, o := range objects {
+			for _, w := range o.Windows {
+				want, err := kel.StoredTrace(ctx, w.TraceID)
+				if err != nil {
+					return err
+				}
+				got, err := jc.Trace(ctx, w.TraceID)
+				if err != nil {
+					return fmt.Errorf("%s/%s: %w", o.Resource, o.Name, err)
+				}
+				d, err := sameSpans(got, want)
+				if err != nil {
+					return fmt.Errorf("%s/%s trace %s: %w", o.Resource, o.Name, w.TraceID, err)
+				}
+				traces++
+				spans += len(want.Spans)
+				dups += d
+			}
+		}
+		return nil
+	})
+
+	services, err := jc.Services(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := containsAll(services, []string{"object", "audit", "link"}); err != nil {
+		t.Errorf("Jaeger /api/services: %v", err)
+	}
+	from, to := rolloutRange(t)
+	found, err := jc.FindTraces(ctx, jaegerproc.TraceQuery{
+		Service: "object",
+		Tags:    map[string]string{"kelemetry.object.resource": "deployments", "kelemetry.object.name": "demo"},
+		Start:   from.Add(-time.Hour), End: to.Add(time.Hour), Limit: 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantIDs, gotIDs []string
+	for _, o := range objects {
+		if o.Resource == "deployments" && o.Name == "demo" {
+			for _, w := range o.Windows {
+				wantIDs = append(wantIDs, normID(w.TraceID))
+			}
+		}
+	}
+	for _, tr := range found {
+		gotIDs = append(gotIDs, normID(tr.TraceID))
+	}
+	if err := sameSet(gotIDs, wantIDs); err != nil {
+		t.Errorf("Jaeger's search for deployments/demo by its attributes: %v", err)
+	}
+	logTimings(t, start, "objects", len(objects), "traces", traces, "spans", spans, "extra copies in Jaeger", dups)
+}
+
+// sameSpans checks that a trace read back from Jaeger holds the spans of Kelemetry's stored
+// trace: the same span IDs, operations and parents. The same span may have been delivered more
+// than once (the embedded store upserts, Jaeger keeps every copy; a Jaeger-backed reader keeps
+// one per span ID): it returns the number of extra copies.
+func sameSpans(got, want kapi.Trace) (dups int, err error) {
+	gs := map[string]kapi.Span{}
+	for _, s := range got.Spans {
+		if _, ok := gs[s.SpanID]; ok {
+			dups++
+		}
+		gs[s.SpanID] = s
+	}
+	ws := map[string]bool{}
+	for _, w := range want.Spans {
+		ws[w.SpanID] = true
+		g, ok := gs[w.SpanID]
+		if !ok {
+			return dups, fmt.Errorf("span %s (%s) missing", w.SpanID, w.OperationName)
+		}
+		if g.OperationName != w.OperationName || parent(g) != parent(w) {
+			return dups, fmt.Errorf("span %s: %q under %q, want %q under %q", w.SpanID, g.OperationName, parent(g), w.OperationName, parent(w))
+		}
+	}
+	for id, g := range gs {
+		if !ws[id] {
+			return dups, fmt.Errorf("span %s (%s) is not in Kelemetry's store", id, g.OperationName)
+		}
+	}
+	return dups, nil
+}
+
 // objectCounts counts the object spans of a trace by resource.
 func objectCounts(tr kapi.Trace) map[string]int {
 	out := map[string]int{}
