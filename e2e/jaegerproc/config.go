@@ -80,7 +80,7 @@ func (p *Ports) fill(mode Mode) error {
 		if *port != 0 {
 			continue
 		}
-		free, err := freePort()
+		free, err := pickPort()
 		if err != nil {
 			return err
 		}
@@ -101,6 +101,9 @@ func FreeAddr() (string, error) {
 	}
 	return Addr(p), nil
 }
+
+// pickPort picks the free ports of Ports.fill (a variable for tests).
+var pickPort = freePort
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -121,15 +121,40 @@ func Start(ctx context.Context, opts Options) (*Jaeger, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.Ports.fill(opts.Mode); err != nil {
-		return nil, err
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("jaegerproc: %w", err)
 	}
+	// A port picked free may be taken by another process before Jaeger binds it: pick again.
+	const attempts = 3
+	given := opts.Ports
+	for attempt := 1; ; attempt++ {
+		opts.Ports = given
+		if err := opts.Ports.fill(opts.Mode); err != nil {
+			return nil, err
+		}
+		j, err := newJaeger(opts)
+		if err != nil {
+			return nil, err
+		}
+		err = j.StartAgain(ctx)
+		if err == nil {
+			return j, nil
+		}
+		if attempt == attempts || !errors.Is(err, errPortBusy) || opts.Ports == given {
+			return nil, err
+		}
+		opts.Logger.Info("jaeger: a port was taken meanwhile, picking new ones", "attempt", attempt, "error", err)
+	}
+}
+
+// errPortBusy says that Jaeger could not listen on one of its ports.
+var errPortBusy = errors.New("jaegerproc: a port is in use")
+
+// newJaeger writes the configuration of opts (with every port set).
+func newJaeger(opts Options) (*Jaeger, error) {
 	cfg, err := Config(opts, opts.Ports)
 	if err != nil {
 		return nil, err
-	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("jaegerproc: %w", err)
 	}
 	j := &Jaeger{
 		QueryURL:      "http://" + Addr(opts.Ports.QueryHTTP),
@@ -147,9 +172,6 @@ func Start(ctx context.Context, opts Options) (*Jaeger, error) {
 	if err := os.WriteFile(j.ConfigFile, cfg, 0o644); err != nil {
 		return nil, fmt.Errorf("jaegerproc: %w", err)
 	}
-	if err := j.StartAgain(ctx); err != nil {
-		return nil, err
-	}
 	return j, nil
 }
 
@@ -163,6 +185,10 @@ func (j *Jaeger) StartAgain(ctx context.Context) error {
 			return errors.New("jaegerproc: jaeger is running: Stop it first")
 		}
 	}
+	var logStart int64
+	if st, err := os.Stat(j.LogFile); err == nil {
+		logStart = st.Size()
+	}
 	p, err := startProcess(j.opts.Bin, []string{"--config=file:" + j.ConfigFile}, j.LogFile)
 	if err != nil {
 		return err
@@ -171,9 +197,26 @@ func (j *Jaeger) StartAgain(ctx context.Context) error {
 	j.opts.Logger.Debug("jaeger started", "pid", p.cmd.Process.Pid, "mode", j.opts.Mode, "query", j.QueryURL, "log", j.LogFile)
 	if err := j.waitHealthy(ctx, p); err != nil {
 		_ = p.stop(j.opts.StopGrace)
+		if log := fileFrom(j.LogFile, logStart); strings.Contains(log, "address already in use") {
+			err = fmt.Errorf("%w: %w", errPortBusy, err)
+		}
 		return fmt.Errorf("%w; log tail:\n%s", err, fileTail(j.LogFile, 4000))
 	}
 	return nil
+}
+
+// fileFrom returns the file's content from offset on (at most 1 MiB).
+func fileFrom(path string, offset int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	return string(b)
 }
 
 func (j *Jaeger) waitHealthy(ctx context.Context, p *process) error {

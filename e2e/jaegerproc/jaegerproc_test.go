@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -191,5 +192,53 @@ func TestStartRejectsMissingBinary(t *testing.T) {
 func TestStartNeedsDir(t *testing.T) {
 	if _, err := Start(t.Context(), Options{Bin: "/bin/true"}); err == nil {
 		t.Fatal("Start without Dir succeeded")
+	}
+}
+
+// listenBusy occupies a port on 127.0.0.1 until the test ends.
+func listenBusy(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A port picked free but taken by someone else before Jaeger binds it (parallel runs): Start
+// picks new ports and tries again.
+func TestStartRetriesPortsTakenMeanwhile(t *testing.T) {
+	busy := listenBusy(t)
+	calls := 0
+	orig := pickPort
+	pickPort = func() (int, error) {
+		calls++
+		if calls == 1 {
+			return busy, nil
+		}
+		return orig()
+	}
+	t.Cleanup(func() { pickPort = orig })
+	j := StartT(t, Options{Mode: ModeQuery, RemoteStorage: "127.0.0.1:1"})
+	if j.Ports.OTLPGRPC == busy || j.Ports.OTLPGRPC == 0 {
+		t.Errorf("OTLP receiver on port %d, the busy one being %d", j.Ports.OTLPGRPC, busy)
+	}
+	if err := j.Exited(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A port given by the caller that is busy: Start fails at once, saying so.
+func TestStartFailsOnABusyGivenPort(t *testing.T) {
+	busy := listenBusy(t)
+	StartT(t, Options{Mode: ModeBackend}) // skips without the binary
+	start := time.Now()
+	_, err := Start(t.Context(), Options{Mode: ModeBackend, Dir: t.TempDir(), Ports: Ports{QueryHTTP: busy}})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("Start on a busy port: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Start took %s to fail", took)
 	}
 }
