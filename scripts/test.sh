@@ -2,8 +2,8 @@
 # The project's test command (README "Run the tests"; CI runs it through .ci/run).
 # Formatting, vet, golangci-lint, the unit, golden and fuzz-corpus tests, the race detector on the concurrent
 # packages, one pass of every benchmark so they cannot rot, then the end-to-end scenarios against a
-# real control plane (scripts/e2e.sh; the first run builds Kubernetes, 20-35 minutes on 2 cores;
-# KELEMETRY_SKIP_E2E=1 skips them for a quick local run).
+# real control plane and Jaeger (scripts/e2e.sh; the first run builds Kubernetes and Jaeger, 35-50
+# minutes on 2 cores; KELEMETRY_SKIP_E2E=1 skips them for a quick local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,7 +1,7 @@
 // Package bins locates and builds the binaries the end-to-end tests run: the Kubernetes control
-// plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, and this
-// repository's examples/allinone. They live in one cache folder, $KELEMETRY_E2E_CACHE or
-// $HOME/.cache/kelemetry-e2e/bin.
+// plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, Jaeger v2
+// (from the nested tool module tools/jaeger), and this repository's examples/allinone. They live
+// in one cache folder, $KELEMETRY_E2E_CACHE or $HOME/.cache/kelemetry-e2e/bin.
 package bins
 
 import (
@@ -19,13 +19,16 @@ const (
 	Kubectl               = "kubectl"
 	Kwok                  = "kwok"
 	AllInOne              = "kelemetry-allinone"
+	// Jaeger is Jaeger v2's binary (github.com/jaegertracing/jaeger/cmd/jaeger, pinned in
+	// e2e/tools/jaeger/go.mod).
+	Jaeger = "jaeger"
 
 	// KwokStagesDir is the folder (under the cache folder) holding kwok's stage YAMLs.
 	KwokStagesDir = "kwok-stages"
 )
 
 // All lists every binary the end-to-end environment needs.
-var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne}
+var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, Jaeger}
 
 // EnvCache names the environment variable that overrides the cache folder.
 const EnvCache = "KELEMETRY_E2E_CACHE"

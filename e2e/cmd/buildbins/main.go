@@ -1,8 +1,9 @@
 // Command buildbins builds the binaries the end-to-end tests need into the cache folder
 // ($KELEMETRY_E2E_CACHE, default $HOME/.cache/kelemetry-e2e/bin): kube-apiserver,
-// kube-controller-manager, kube-scheduler and kubectl from k8s.io/kubernetes, kwok, and this
-// repository's examples/allinone. The control plane is reused when already built for the same
-// versions; the all-in-one is always rebuilt. Run it from the e2e folder:
+// kube-controller-manager, kube-scheduler and kubectl from k8s.io/kubernetes, kwok, Jaeger v2
+// (tools/jaeger), and this repository's examples/allinone. The control plane and Jaeger are
+// reused when already built for the same versions (a cold build takes 20-35 and about 13 minutes
+// on 2 cores); the all-in-one is always rebuilt. Run it from the e2e folder:
 //
 //	go run ./cmd/buildbins
 package main
@@ -38,7 +39,7 @@ func run() error {
 	var (
 		cacheDir = flag.String("cache", defaultCache, "folder receiving the binaries (default: $"+bins.EnvCache+" or ~/.cache/kelemetry-e2e/bin)")
 		e2eDir   = flag.String("e2e-dir", "", "the e2e module folder (default: found from the working directory)")
-		force    = flag.Bool("force", false, "rebuild the control plane even when the cache is up to date")
+		force    = flag.Bool("force", false, "rebuild the control plane and Jaeger even when the cache is up to date")
 	)
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -56,7 +57,7 @@ func run() error {
 	}
 	logger.Info("binaries ready", "dir", *cacheDir, "took", time.Since(start).Round(time.Second),
 		"controlPlaneCached", rep.ControlPlaneCached, "controlPlane", rep.ControlPlane.Round(time.Second),
-		"kwok", rep.Kwok.Round(time.Second), "allinone", rep.AllInOne.Round(time.Second))
+		"kwok", rep.Kwok.Round(time.Second), "jaegerCached", rep.JaegerCached, "jaeger", rep.Jaeger.Round(time.Second), "allinone", rep.AllInOne.Round(time.Second))
 	return nil
 }
 
