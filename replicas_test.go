@@ -81,8 +81,9 @@ func rolloutTraces(t *testing.T, apiAddr string) []string {
 	return out
 }
 
-// Two ingest replicas each receive half of the webhook batches (alternating); a query replica that
-// never ingested reads the shared backend, and its merged tree equals a single all-in-one's.
+// Two ingest replicas each receive half of the webhook batches (alternating), and one stops in
+// the middle (its batches then go to the other); a query replica that never ingested reads the
+// shared backend, and its merged tree equals a single all-in-one's.
 func TestReplicasShareOneStore(t *testing.T) {
 	backend := jaegertest.New(t)
 	single, singleServers := replica(t, kelemetry.RoleAll, nil)
@@ -98,19 +99,29 @@ func TestReplicasShareOneStore(t *testing.T) {
 
 	data, err := os.ReadFile(filepath.Join("testdata", "rollout", "webhook-batches.jsonl"))
 	require.NoError(t, err)
-	i := 0
-	for line := range bytes.Lines(data) {
-		for _, addr := range []string{singleServers.AuditAddr(), [2]string{aServers.AuditAddr(), bServers.AuditAddr()}[i%2]} {
-			resp, err := http.Post("http://"+addr+"/audit/demo", "application/json", bytes.NewReader(line))
-			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, http.StatusOK, resp.StatusCode)
+	lines := slices.Collect(bytes.Lines(data))
+	require.Greater(t, len(lines), 10)
+	post := func(addr string, line []byte) int {
+		resp, err := http.Post("http://"+addr+"/audit/demo", "application/json", bytes.NewReader(line))
+		if err != nil {
+			return 0
 		}
-		i++
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	require.Greater(t, i, 10)
-	// Stopping the ingest replicas drains their queues and flushes their writers.
-	a.RequireStop()
+	resent := 0
+	for i, line := range lines {
+		require.Equal(t, http.StatusOK, post(singleServers.AuditAddr(), line))
+		if i == len(lines)/2 {
+			a.RequireStop() // a rolling update: it drains what it accepted
+		}
+		if post([2]string{aServers.AuditAddr(), bServers.AuditAddr()}[i%2], line) != http.StatusOK {
+			resent++
+			require.Equal(t, http.StatusOK, post(bServers.AuditAddr(), line))
+		}
+	}
+	require.Positive(t, resent)
+	// Stopping the ingest replica drains its queue and flushes its writer.
 	b.RequireStop()
 	require.Eventually(t, func() bool { return demoTraceFound(t, singleServers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
 

@@ -35,7 +35,7 @@ import (
 const (
 	DefaultJaegerTimeout      = 10 * time.Second
 	DefaultJaegerCacheBytes   = 64 << 20
-	DefaultJaegerCacheTTL     = 5 * time.Second
+	DefaultJaegerCacheTTL     = 10 * time.Second
 	DefaultJaegerSearchDepth  = 1000
 	DefaultJaegerProbeWindows = 16
 )
@@ -46,13 +46,6 @@ const ClusterService = "kelemetry-clusters"
 
 // kindCluster is the span kind of cluster markers; readers skip them.
 const kindCluster aggregator.SpanKind = "cluster"
-
-// settleAfter is how long after its window ends a trace is taken as complete: until then, cached
-// reads of it expire after CacheTTL; later ones after settledTTL.
-const (
-	settleAfter = 10 * time.Minute
-	settledTTL  = 10 * time.Minute
-)
 
 // getBatch bounds the traces one GetTraces call asks for, and getParallelism the calls one read
 // runs at once.
@@ -80,8 +73,8 @@ type JaegerConfig struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// CacheBytes bounds the cache of traces read (default 64 MiB).
 	CacheBytes int64 `yaml:"cacheBytes"`
-	// CacheTTL is how long a cached trace is reused while its window may still receive spans
-	// (until 10 minutes after it ends; default 5s). Older windows are cached for 10 minutes.
+	// CacheTTL is how long a trace read is reused (default 10s): reads of one query share it, and
+	// spans written since show up after at most this long.
 	CacheTTL time.Duration `yaml:"cacheTTL"`
 	// SearchDepth is the most traces one search asks the backend for (default 1000). Objects
 	// whose windows are beyond it are missed: narrow the search.
@@ -376,13 +369,9 @@ func (j *Jaeger) ok(ctx context.Context, method string) {
 	j.reads.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method), attribute.String("result", "ok")))
 }
 
-// expiry is when a cached read of the trace of window w goes stale.
-func (j *Jaeger) expiry(w time.Time, now time.Time) time.Time {
-	if now.Sub(w.Add(j.window)) > settleAfter {
-		return now.Add(settledTTL)
-	}
-	return now.Add(j.cfg.CacheTTL)
-}
+// expiry is when a cached read goes stale. Every window ages alike: a replay, a late Kubernetes
+// Event or a replica catching up may still write into a window long closed.
+func (j *Jaeger) expiry(now time.Time) time.Time { return now.Add(j.cfg.CacheTTL) }
 
 // GetTrace returns the spans of one trace, or ErrNotFound.
 func (j *Jaeger) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
@@ -463,7 +452,7 @@ func (j *Jaeger) getBatch(ctx context.Context, ws []ObjectWindow, batch []int, o
 		w := ws[i]
 		spans := got.sorted(w.TraceID)
 		out[i] = inWindow(spans, w.Window)
-		j.cache.put(w.TraceID, spans, j.expiry(w.Window, now))
+		j.cache.put(w.TraceID, spans, j.expiry(now))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -160,6 +161,11 @@ func Config(opts Options, ports Ports) ([]byte, error) {
 		}
 		extensions = append(extensions, "remote_storage")
 		backends[MemoryBackend] = m{"memory": m{"max_traces": opts.MaxTraces}}
+		if opts.BadgerDir != "" {
+			backends[MemoryBackend] = m{"badger": m{"ephemeral": false, "directories": m{
+				"keys": filepath.Join(opts.BadgerDir, "keys"), "values": filepath.Join(opts.BadgerDir, "values"),
+			}}}
+		}
 		queryBackend, sinkTo = MemoryBackend, MemoryBackend
 	case ModeQuery:
 		backends[RemoteBackend] = m{"grpc": m{

@@ -46,6 +46,9 @@ type Options struct {
 	RemoteTimeout time.Duration
 	// MaxTraces bounds ModeBackend's memory backend (default DefaultMaxTraces).
 	MaxTraces int
+	// BadgerDir, when set, makes ModeBackend store traces in a Badger database in this folder
+	// instead of memory, so that they survive a restart.
+	BadgerDir string
 	// Ports are the listen ports; zero ones are picked free at the first start.
 	Ports Ports
 	// LogLevel is Jaeger's log level (default DefaultLogLevel).
