@@ -58,7 +58,8 @@ type jaegerFile struct {
 		OTLP *struct {
 			Protocols struct {
 				GRPC *struct {
-					Endpoint string `yaml:"endpoint"`
+					Endpoint          string `yaml:"endpoint"`
+					MaxRecvMsgSizeMiB int    `yaml:"max_recv_msg_size_mib"`
 				} `yaml:"grpc"`
 			} `yaml:"protocols"`
 		} `yaml:"otlp"`
@@ -345,6 +346,8 @@ func TestDeployScaleConfigs(t *testing.T) {
 		file, port = m.route(t, endpoint)
 		assert.Equal(t, "jaeger-collector-remote-storage.yaml", file, "jaeger.otlp.endpoint reaches the collector")
 		assert.Equal(t, listenPort(t, collector.Receivers.OTLP.Protocols.GRPC.Endpoint), port, "jaeger.otlp.endpoint = the OTLP gRPC receiver")
+		assert.GreaterOrEqual(t, collector.Receivers.OTLP.Protocols.GRPC.MaxRecvMsgSizeMiB, 16,
+			"a batch of audit spans with large snapshots exceeds gRPC's default 4 MiB, and a refused batch is retried, not dropped")
 	})
 
 	t.Run("jaeger query over kelemetry", func(t *testing.T) {
