@@ -229,6 +229,9 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				w.reject(ctx, rw, http.StatusTooManyRequests, rejectQueueFull, cluster,
 					fmt.Sprintf("enqueue %d events: %v", len(events), err))
 			case errors.Is(err, ErrStopped):
+				// A replica shutting down: kube-apiserver retries a 503 only with Retry-After, and
+				// the retry reaches another replica through the Service.
+				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusServiceUnavailable, rejectStopped, cluster,
 					fmt.Sprintf("enqueue %d events: %v", len(events), err))
 			default:

@@ -22,6 +22,9 @@ const (
 	// partial: the receiver took the batch but rejected some of its spans (OTLP partial
 	// success); sending it again would duplicate the rest.
 	partial
+	// tooLarge: the request exceeded the receiver's size limit (gRPC ResourceExhausted "larger
+	// than max", HTTP 413); smaller requests may pass.
+	tooLarge
 )
 
 // partialPrefix starts the error the OTLP exporters return for a partial success.
@@ -29,6 +32,9 @@ const partialPrefix = "OTLP partial success:"
 
 // httpRejected matches the OTLP/HTTP exporter's error for an answer it does not retry.
 var httpRejected = regexp.MustCompile(`^failed to send to \S+: [0-9]{3}\b`)
+
+// httpTooLarge matches the OTLP/HTTP exporter's error for 413 Request Entity Too Large.
+var httpTooLarge = regexp.MustCompile(`^failed to send to \S+: 413\b`)
 
 // partialRejected extracts the number of rejected spans from a partial-success error.
 var partialRejected = regexp.MustCompile(`\(([0-9]+) spans rejected\)$`)
@@ -54,6 +60,9 @@ func classify(err error) (outcome, int64) {
 		return partial, rejectedSpans
 	}
 	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max") {
+			return tooLarge, 0
+		}
 		switch st.Code() {
 		case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
 			codes.FailedPrecondition, codes.Unimplemented, codes.Unauthenticated:
@@ -61,6 +70,9 @@ func classify(err error) (outcome, int64) {
 		}
 	}
 	for _, e := range leaves {
+		if httpTooLarge.MatchString(e.Error()) {
+			return tooLarge, 0
+		}
 		if httpRejected.MatchString(e.Error()) {
 			return rejected, 0
 		}

@@ -25,6 +25,7 @@ const (
 	DefaultQueueSize      = 10_000
 	DefaultMaxQueueBytes  = 64 << 20
 	DefaultBatchSize      = 512
+	DefaultMaxBatchBytes  = 2 << 20
 	DefaultFlushInterval  = 2 * time.Second
 	DefaultEnqueueTimeout = time.Second
 	DefaultTimeout        = 10 * time.Second
@@ -68,6 +69,11 @@ type Config struct {
 	MaxQueueBytes int64 `yaml:"maxQueueBytes"`
 	// BatchSize is the largest number of spans sent in one request (default 512).
 	BatchSize int `yaml:"batchSize"`
+	// MaxBatchBytes bounds the estimated size of one request (default 2 MiB, well below gRPC's
+	// default 4 MiB receive limit); a span larger than it is sent alone. A request the receiver
+	// refuses as too large is split in halves and sent again; a single span it refuses so is
+	// dropped (counted, reason rejected).
+	MaxBatchBytes int64 `yaml:"maxBatchBytes"`
 	// FlushInterval is the longest a queued span waits for its batch to fill (default 2s).
 	FlushInterval time.Duration `yaml:"flushInterval"`
 	// EnqueueTimeout is how long Export waits for room in a full queue (default 1s; negative: no
@@ -116,6 +122,9 @@ func (c Config) WithDefaults() Config {
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
 	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
 	if c.FlushInterval == 0 {
 		c.FlushInterval = DefaultFlushInterval
 	}
@@ -134,7 +143,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.Compression != "" && c.Compression != "none" && c.Compression != "gzip":
 		return fmt.Errorf("otlpsink: compression %q is neither none nor gzip", c.Compression)
-	case c.QueueSize < 0, c.BatchSize < 0, c.MaxQueueBytes < 0:
+	case c.QueueSize < 0, c.BatchSize < 0, c.MaxQueueBytes < 0, c.MaxBatchBytes < 0:
 		return errors.New("otlpsink: queueSize, maxQueueBytes and batchSize must not be negative")
 	case c.Timeout < 0, c.FlushInterval < 0, c.RetryBackoff < 0:
 		return errors.New("otlpsink: timeout, flushInterval and retryBackoff must not be negative")

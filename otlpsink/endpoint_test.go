@@ -217,9 +217,8 @@ type grpcReceiver struct {
 	served chan struct{}
 }
 
-func startGRPCReceiver(t *testing.T, lis net.Listener, tc *tls.Config, got *received) *grpcReceiver {
+func startGRPCReceiver(t *testing.T, lis net.Listener, tc *tls.Config, got *received, opts ...grpc.ServerOption) *grpcReceiver {
 	t.Helper()
-	var opts []grpc.ServerOption
 	if tc != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
 	}
@@ -493,4 +492,50 @@ func TestReceiverDownDropWhenFull(t *testing.T) {
 	assert.Equal(t, int64(0), m.value(t, "kelemetry.otlp.spans.refused", ""))
 	assert.Equal(t, len(spans)-failed, got.count(), "the rest arrived")
 	assert.Equal(t, fmt.Sprint(len(spans)-failed), fmt.Sprint(m.value(t, "kelemetry.otlp.spans.exported", "")))
+}
+
+// A receiver with a small request size limit: batches it refuses as too large are split until
+// they pass, and only a span too large on its own is dropped, counted as rejected. Before, the
+// refused batch was retried forever and the queue filled.
+func TestOversizeRequestsAreSplit(t *testing.T) {
+	ctx := context.Background()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	got := &received{}
+	startGRPCReceiver(t, lis, nil, got, grpc.MaxRecvMsgSize(64<<10))
+	m, mp := newMetrics()
+	s, err := New(ctx, Config{Endpoint: lis.Addr().String(), MaxBatchBytes: 10 << 20, RetryBackoff: 10 * time.Millisecond},
+		telemetry.Settings{Logger: quiet, MeterProvider: mp})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(ctx))
+	spans := manySpans(41)
+	for i, sp := range spans {
+		size := 8 << 10
+		if i == 40 {
+			size = 100 << 10 // larger than the receiver takes in one request
+		}
+		sp.Attributes = aggregator.Attrs{{Key: "payload", Value: strings.Repeat("x", size)}}
+	}
+	require.NoError(t, s.Export(ctx, spans))
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Stop(stopCtx))
+	assert.Equal(t, 40, got.count())
+	assert.Equal(t, int64(40), m.value(t, "kelemetry.otlp.spans.exported", ""))
+	assert.Equal(t, int64(1), m.value(t, "kelemetry.otlp.spans.dropped", "rejected"))
+}
+
+// Requests are bounded by MaxBatchBytes as well as BatchSize.
+func TestBatchesByBytes(t *testing.T) {
+	exp := &recorder{}
+	s := newSink(t, Config{BatchSize: 100, MaxBatchBytes: 20 << 10, FlushInterval: time.Hour}, exp, nil)
+	require.NoError(t, s.Start(context.Background()))
+	spans := manySpans(10)
+	for _, sp := range spans {
+		sp.Attributes = aggregator.Attrs{{Key: "payload", Value: strings.Repeat("x", 4<<10)}}
+	}
+	require.NoError(t, s.Export(context.Background(), spans))
+	require.NoError(t, s.Stop(context.Background()))
+	batches, _, _ := exp.state()
+	assert.Equal(t, []int{4, 4, 2}, batches, "about 4.5 KiB each: four fit in 20 KiB")
 }

@@ -65,11 +65,16 @@ func (q *spanQueue) push(spans []*aggregator.Span) (bool, <-chan struct{}) {
 	return true, nil
 }
 
-// peek appends up to max spans from the head to dst, without removing them.
-func (q *spanQueue) peek(dst []*aggregator.Span, maxSpans int) []*aggregator.Span {
+// peek appends up to maxSpans spans of at most maxBytes together (one at least) from the head to
+// dst, without removing them.
+func (q *spanQueue) peek(dst []*aggregator.Span, maxSpans int, maxBytes int64) []*aggregator.Span {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var bytes int64
 	for i := q.head; i < len(q.items) && len(dst) < maxSpans; i++ {
+		if bytes += q.items[i].bytes; bytes > maxBytes && len(dst) > 0 {
+			break
+		}
 		dst = append(dst, q.items[i].span)
 	}
 	return dst

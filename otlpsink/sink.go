@@ -407,7 +407,7 @@ func (s *Sink) run(stop, ctx context.Context) {
 // sendHead sends one batch from the head of the queue and removes it. It returns batch emptied,
 // for reuse.
 func (s *Sink) sendHead(ctx, stop context.Context, batch []*aggregator.Span) []*aggregator.Span {
-	batch = s.queue.peek(batch[:0], s.cfg.BatchSize)
+	batch = s.queue.peek(batch[:0], s.cfg.BatchSize, s.cfg.MaxBatchBytes)
 	if len(batch) > 0 {
 		s.send(ctx, stop, batch)
 		s.queue.remove(len(batch))
@@ -466,6 +466,17 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
 		case rejected:
 			s.dropped.Add(mctx, int64(len(spans)), s.byRejected)
 			s.warnRejected("otlp receiver refused a batch for good (not retried)", "spans", len(spans), "error", err)
+			return
+		case tooLarge:
+			if len(batch) == 1 {
+				s.dropped.Add(mctx, 1, s.byRejected)
+				s.warnRejected("otlp receiver refused a span as too large (not retried); raise its request size limit", "span", batch[0].Name, "error", err)
+				return
+			}
+			// Smaller requests may pass: send each half (the receiver took none of this one).
+			half := len(batch) / 2
+			s.send(ctx, stop, batch[:half])
+			s.send(ctx, stop, batch[half:])
 			return
 		}
 		s.failures.Add(mctx, 1)
