@@ -3,15 +3,21 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,4 +311,167 @@ func TestJaegerOutageDuringIngest(t *testing.T) {
 		return sameMergedTree(got, want)
 	})
 	logTimings(t, start, "batches", len(batches), "429 answers", tooMany, "spans", len(want[0].Spans))
+}
+
+// serviceProxy stands for a Kubernetes Service in front of ingest replicas: it serves the
+// webhook address kube-apiserver posts to (over the same TLS, requiring its client certificate)
+// and sends each batch to the next replica in turn, or to another when that one fails.
+type serviceProxy struct {
+	srv      *http.Server
+	replicas []string // webhook URLs
+	next     atomic.Int64
+	counts   []atomic.Int64
+}
+
+func startServiceProxy(t *testing.T, addr string, tlsFiles *cluster.WebhookTLS, replicas ...string) *serviceProxy {
+	t.Helper()
+	p := &serviceProxy{replicas: replicas, counts: make([]atomic.Int64, len(replicas))}
+	ca, err := os.ReadFile(tlsFiles.ClientCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cert, err := tls.LoadX509KeyPair(tlsFiles.CertFile, tlsFiles.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lis net.Listener
+	for range 100 { // the stopped all-in-one's port may take a moment to be free
+		if lis, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.srv = &http.Server{
+		Handler:           http.HandlerFunc(p.forward),
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12},
+	}
+	go func() { _ = p.srv.ServeTLS(lis, "", "") }()
+	t.Cleanup(func() { _ = p.srv.Close() })
+	return p
+}
+
+func (p *serviceProxy) forward(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	first := int(p.next.Add(1)) % len(p.replicas)
+	code := 0
+	for i := range p.replicas {
+		n := (first + i) % len(p.replicas)
+		if code = postBatch(r.Context(), p.replicas[n], body); code == http.StatusOK {
+			p.counts[n].Add(1)
+			break
+		}
+	}
+	if code == 0 {
+		code = http.StatusBadGateway
+	}
+	w.WriteHeader(code)
+}
+
+// TestJaegerReplicasOnControlPlane puts two ingest replicas on one Jaeger behind a stand-in for a
+// Service, in place of the shared environment's all-in-one, while the real control plane rolls a
+// Deployment out and scales it: kube-apiserver's batches spread over both replicas, and a query
+// replica that ingested nothing shows the Deployment with its ReplicaSet and every Pod in one
+// tree.
+func TestJaegerReplicasOnControlPlane(t *testing.T) {
+	needEnv(t)
+	start := time.Now()
+	ctx := t.Context()
+	aio := env.Kelemetry
+	if aio.AuditTLS == nil {
+		t.Skip("the environment's webhook is not served over TLS")
+	}
+	u, err := url.Parse(aio.AuditURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterName := path.Base(u.Path)
+	jb := jaegerproc.StartT(t, jaegerproc.Options{Mode: jaegerproc.ModeBackend})
+	binDir, err := bins.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func(name, role string) *cluster.AllInOne {
+		args := append(jaegerStoreArgs(jb, role), "--event-watch=false", "--diff-informer=false", "--link-rules-watch=false")
+		a, err := cluster.StartAllInOne(ctx, cluster.AllInOneOptions{BinDir: binDir, Cluster: clusterName, Kubeconfig: env.Cluster.Kubeconfig,
+			LogFile: filepath.Join(t.TempDir(), name+".log"), ExtraArgs: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = a.Stop()
+			if t.Failed() {
+				t.Logf("%s log:\n%s", name, tail(a.LogFile, 4000))
+			}
+		})
+		return a
+	}
+	a, b := replica("ingest-a", "ingest"), replica("ingest-b", "ingest")
+	query := replica("query", "query")
+
+	// The environment's all-in-one makes way for the replicas, and comes back afterwards.
+	if err := env.StopKelemetry(); err != nil {
+		t.Fatal(err)
+	}
+	proxy := startServiceProxy(t, u.Host, aio.AuditTLS, a.AuditURL, b.AuditURL)
+	t.Cleanup(func() {
+		_ = proxy.srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := env.StartKelemetry(ctx); err != nil {
+			t.Errorf("start the environment's all-in-one again: %v", err)
+		}
+	})
+
+	ns := newNamespace(t, "replicas")
+	s := session(t, ns)
+	const name = "spread"
+	if err := s.CreateDeployment(ctx, name, "alpine:3.16", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitRolledOut(ctx, name, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Scale(ctx, name, 4); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := s.WaitRolledOut(ctx, name, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc := jaegerproc.NewClient(query.URL)
+	eventually(t, kelemetryTimeout, "the Deployment's tree on the query replica", func(ctx context.Context) error {
+		found, err := qc.FindTraces(ctx, jaegerproc.TraceQuery{Service: "tracing [full tree]", Operation: clusterName,
+			Tags: map[string]string{"resource": "deployments", "namespace": ns, "name": name}, Start: start.Add(-time.Minute), End: time.Now().Add(time.Minute)})
+		if err != nil {
+			return err
+		}
+		if len(found) != 1 {
+			return fmt.Errorf("%d results", len(found))
+		}
+		counts := objectCounts(found[0])
+		var names []string
+		for _, sp := range found[0].Spans {
+			if sp.Kind() == kapi.KindObject && sp.Tag("resource") == "pods" {
+				names = append(names, sp.Tag("name"))
+			}
+		}
+		if counts["deployments"] != 1 || counts["replicasets"] != 1 {
+			return fmt.Errorf("objects %v", counts)
+		}
+		return containsAll(names, pods)
+	})
+	if proxy.counts[0].Load() == 0 || proxy.counts[1].Load() == 0 {
+		t.Errorf("batches per replica: %d and %d, want both used", proxy.counts[0].Load(), proxy.counts[1].Load())
+	}
+	logTimings(t, start, "batches to a", proxy.counts[0].Load(), "batches to b", proxy.counts[1].Load(), "pods", len(pods))
 }
