@@ -73,4 +73,5 @@ refused=$(sum "$work/j.metrics" otelcol_receiver_refused_spans)
 echo "spans exported by Kelemetry before its final flush: $exported, dropped: $dropped"
 echo "spans Jaeger's OTLP receiver accepted: $accepted, refused: $refused"
 to_sinks=$(sum "$work/k.metrics" kelemetry_aggregator_spans)
-echo "spans the aggregator handed to its sinks: $to_sinks; lost: $((to_sinks - accepted))"
+markers=$(sum "$work/k.metrics" kelemetry_store_jaeger_cluster_markers)
+echo "spans the aggregator handed to its sinks: $to_sinks, plus $markers cluster markers; lost: $((to_sinks + markers - accepted))"

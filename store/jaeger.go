@@ -169,6 +169,7 @@ type Jaeger struct {
 	servicesAt time.Time
 
 	reads     metric.Int64Counter
+	markers   metric.Int64Counter
 	dups      metric.Int64Counter
 	truncated metric.Int64Counter
 	cacheReg  metric.Registration
@@ -231,6 +232,7 @@ func OpenJaeger(ctx context.Context, cfg JaegerConfig, w aggregator.Window, tel 
 	}
 	m := tel.Meter("github.com/kelemetry/kelemetry/store")
 	j.reads = m.Counter("kelemetry.store.jaeger.reads", "Calls to the jaeger.storage.v2 backend, by method and result.", "")
+	j.markers = m.Counter("kelemetry.store.jaeger.cluster_markers", "Cluster marker spans written (one per cluster and window; they name the clusters).", "")
 	j.dups = m.Counter("kelemetry.store.jaeger.duplicate_spans", "Repeated versions of spans read and dropped (several writers, updated spans).", "")
 	j.truncated = m.Counter("kelemetry.store.jaeger.search_truncated", "Searches that reached searchDepth: objects beyond it were missed.", "")
 	j.cacheReg = m.Gauge("kelemetry.store.jaeger.cache.evictions", "Traces evicted from the read cache for room.", "", func() (int64, bool) {
@@ -327,6 +329,9 @@ func (j *Jaeger) Export(ctx context.Context, spans []*aggregator.Span) error {
 	}
 	for _, cw := range marks {
 		j.marked.Add(cw, struct{}{})
+	}
+	if len(marks) > 0 {
+		j.markers.Add(ctx, int64(len(marks)))
 	}
 	for _, sp := range spans {
 		j.cache.drop(sp.TraceID)
