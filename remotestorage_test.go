@@ -34,7 +34,14 @@ func TestRemoteStorageAddrServesMergedTrees(t *testing.T) {
 	postRollout(t, servers.AuditAddr())
 	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 10*time.Second, 50*time.Millisecond)
 
-	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	assert.Greater(t, storageAPIFindDemo(t, l.Addr().String()), 1, "the Deployment with its ReplicaSets and Pods")
+}
+
+// storageAPIFindDemo checks the gRPC health of a jaeger.storage.v2 listener and returns the
+// number of spans FindTraces streams for the rollout's Deployment with its related objects.
+func storageAPIFindDemo(t *testing.T, addr string) int {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
 	ctx := t.Context()
@@ -65,7 +72,7 @@ func TestRemoteStorageAddrServesMergedTrees(t *testing.T) {
 			}
 		}
 	}
-	assert.Greater(t, spans, 1, "the Deployment with its ReplicaSets and Pods")
+	return spans
 }
 
 func TestRemoteStorageTakesAPISecurity(t *testing.T) {

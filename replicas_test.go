@@ -22,16 +22,20 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/jaegertest"
 )
 
 // replica starts one process of the given role; with a backend, on the shared jaeger store,
 // without one on a memory store.
-func replica(t *testing.T, role string, backend *jaegertest.Backend) (*fxtest.App, *httpserver.Servers) {
+func replica(t *testing.T, role string, backend *jaegertest.Backend, opts ...fx.Option) (*fxtest.App, *httpserver.Servers) {
 	t.Helper()
 	cfg := localConfig("")
 	cfg.Role = role
+	if role == kelemetry.RoleQuery {
+		cfg.RemoteStorageAddr = "127.0.0.1:0"
+	}
 	if backend != nil {
 		cfg.StoreBackend = store.BackendJaeger
 		cfg.Jaeger = store.JaegerConfig{Endpoint: backend.Addr()}
@@ -40,7 +44,7 @@ func replica(t *testing.T, role string, backend *jaegertest.Backend) (*fxtest.Ap
 		}
 	}
 	var servers *httpserver.Servers
-	app := fxtest.New(t, kelemetry.Modules(role), fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
+	app := fxtest.New(t, append([]fx.Option{kelemetry.Modules(role), fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger}, opts...)...)
 	app.RequireStart()
 	return app, servers
 }
@@ -90,7 +94,8 @@ func TestReplicasShareOneStore(t *testing.T) {
 	defer single.RequireStop()
 	a, aServers := replica(t, kelemetry.RoleIngest, backend)
 	b, bServers := replica(t, kelemetry.RoleIngest, backend)
-	query, queryServers := replica(t, kelemetry.RoleQuery, backend)
+	var storageAPI *storageapi.Listener
+	query, queryServers := replica(t, kelemetry.RoleQuery, backend, fx.Populate(&storageAPI))
 	defer query.RequireStop()
 	resp, err := http.Post("http://"+queryServers.APIAddr()+"/audit/demo", "application/json", strings.NewReader(`{"items":[]}`))
 	require.NoError(t, err)
@@ -161,6 +166,9 @@ func TestReplicasShareOneStore(t *testing.T) {
 	code, body = get(t, "http://"+queryServers.APIAddr()+"/api/traces/ff200000006b0c5308001518316dfb35")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, "earlier release")
+
+	// Its storage API serves the same merged tree from the shared store.
+	assert.Len(t, found.Data[0].Spans, storageAPIFindDemo(t, storageAPI.Addr().String()))
 
 	// The cluster list comes from the markers the ingest replicas wrote.
 	code, body = get(t, "http://"+queryServers.APIAddr()+"/api/services/tracing/operations")
