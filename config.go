@@ -86,8 +86,9 @@ type Config struct {
 	// LinkRules configures the LinkRule linker: a directory of rule files, and the watch of
 	// LinkRule objects in the cluster named Cluster (on when it has a kubeconfig).
 	LinkRules linkrule.Config `yaml:"linkRules"`
-	// Role is "all" (default), "ingest" or "query" (see Modules). Replicas of several roles share
-	// traces through StoreBackend "jaeger".
+	// Role is "all" (default), "ingest" or "query": mains compose Modules(Role) (Module is the
+	// "all" bundle whatever Role says). Replicas of several roles share traces through
+	// StoreBackend "jaeger".
 	Role string `yaml:"role"`
 	// StoreBackend is "embedded" (in DataDir), "memory", or "jaeger" (configured by Jaeger); empty
 	// means embedded with a DataDir, memory without.
