@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelemetry/kelemetry/e2e/bins"
 	"github.com/kelemetry/kelemetry/e2e/cluster"
 	"github.com/kelemetry/kelemetry/e2e/jaegerproc"
 	"github.com/kelemetry/kelemetry/e2e/kapi"
@@ -73,42 +72,13 @@ func TestJaegerQueryOverKelemetry(t *testing.T) {
 	needEnv(t)
 	start := time.Now()
 	ctx := t.Context()
-	binDir, err := bins.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rsAddr, err := jaegerproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
-	audit, err := filepath.Abs(filepath.Join(rolloutDir, "audit.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := filepath.Abs(filepath.Join(rolloutDir, "events-core-v1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	aio, err := cluster.StartAllInOne(ctx, cluster.AllInOneOptions{
-		BinDir:  binDir,
-		Cluster: rolloutCluster,
-		DataDir: filepath.Join(work, "data"),
-		LogFile: filepath.Join(work, "kelemetry.log"),
-		ExtraArgs: []string{
-			"--replay=" + audit,
-			"--replay-events=" + events,
-			"--remote-storage-addr=" + rsAddr,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = aio.Stop()
-		if t.Failed() {
-			t.Logf("kelemetry log %s:\n%s", aio.LogFile, tail(aio.LogFile, 6000))
-		}
+	aio := startKelemetryOpts(t, "kelemetry", cluster.AllInOneOptions{
+		DataDir:   filepath.Join(t.TempDir(), "data"),
+		ExtraArgs: append(rolloutReplayArgs(t), "--remote-storage-addr="+rsAddr),
 	})
 	kel := jaegerproc.NewClient(aio.URL)
 	started := time.Now()
@@ -214,6 +184,7 @@ func TestJaegerQueryOverKelemetry(t *testing.T) {
 	if aio, err = aio.StartAgain(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = aio.Stop() }) // startKelemetryOpts stops the first process
 	restartedAt := time.Now()
 	eventually(t, kelemetryTimeout, "Jaeger answering again once Kelemetry is back", func(ctx context.Context) error {
 		tr, err := jc.Trace(ctx, byID.TraceID)
@@ -235,39 +206,8 @@ func TestJaegerBackendStoresKelemetrySpans(t *testing.T) {
 	needEnv(t)
 	start := time.Now()
 	ctx := t.Context()
-	binDir, err := bins.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	jb := jaegerproc.StartT(t, jaegerproc.Options{Mode: jaegerproc.ModeBackend})
-	work := t.TempDir()
-	audit, err := filepath.Abs(filepath.Join(rolloutDir, "audit.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := filepath.Abs(filepath.Join(rolloutDir, "events-core-v1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	aio, err := cluster.StartAllInOne(ctx, cluster.AllInOneOptions{
-		BinDir:  binDir,
-		Cluster: rolloutCluster,
-		LogFile: filepath.Join(work, "kelemetry.log"),
-		ExtraArgs: []string{
-			"--replay=" + audit,
-			"--replay-events=" + events,
-			"--otlp-endpoint=grpc://" + jb.OTLPAddr,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = aio.Stop()
-		if t.Failed() {
-			t.Logf("kelemetry log %s:\n%s", aio.LogFile, tail(aio.LogFile, 6000))
-		}
-	})
+	aio := startKelemetry(t, "kelemetry", append(rolloutReplayArgs(t), "--otlp-endpoint=grpc://"+jb.OTLPAddr)...)
 	kel := kapi.New(aio.URL)
 	jc := jb.Client()
 

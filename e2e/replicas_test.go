@@ -30,23 +30,53 @@ import (
 // startKelemetry starts an all-in-one named name with extra flags, stopped when the test ends.
 func startKelemetry(t *testing.T, name string, args ...string) *cluster.AllInOne {
 	t.Helper()
-	binDir, err := bins.Dir()
-	if err != nil {
-		t.Fatal(err)
+	return startKelemetryOpts(t, name, cluster.AllInOneOptions{ExtraArgs: args})
+}
+
+// startKelemetryOpts starts an all-in-one named name with opts, by default of cluster
+// rolloutCluster and logging to a fresh name.log, and stops it when the test ends, showing the
+// tail of its log when the test failed. The test stops a process started again itself.
+func startKelemetryOpts(t *testing.T, name string, opts cluster.AllInOneOptions) *cluster.AllInOne {
+	t.Helper()
+	if opts.BinDir == "" {
+		binDir, err := bins.Dir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.BinDir = binDir
 	}
-	aio, err := cluster.StartAllInOne(t.Context(), cluster.AllInOneOptions{
-		BinDir: binDir, Cluster: rolloutCluster, LogFile: filepath.Join(t.TempDir(), name+".log"), ExtraArgs: args,
-	})
+	if opts.Cluster == "" {
+		opts.Cluster = rolloutCluster
+	}
+	if opts.LogFile == "" {
+		opts.LogFile = filepath.Join(t.TempDir(), name+".log")
+	}
+	aio, err := cluster.StartAllInOne(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = aio.Stop()
 		if t.Failed() {
-			t.Logf("%s log %s:\n%s", name, aio.LogFile, tail(aio.LogFile, 4000))
+			t.Logf("%s log %s:\n%s", name, aio.LogFile, tail(aio.LogFile, 6000))
 		}
 	})
 	return aio
+}
+
+// rolloutReplayArgs are the all-in-one flags replaying the recorded rollout: its audit log and
+// its core/v1 Events, by absolute path.
+func rolloutReplayArgs(t *testing.T) []string {
+	t.Helper()
+	audit, err := filepath.Abs(filepath.Join(rolloutDir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := filepath.Abs(filepath.Join(rolloutDir, "events-core-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--replay=" + audit, "--replay-events=" + events}
 }
 
 // jaegerStoreArgs are the flags of a replica on the jaeger store backend of jb.
@@ -396,24 +426,9 @@ func TestJaegerReplicasOnControlPlane(t *testing.T) {
 	}
 	clusterName := path.Base(u.Path)
 	jb := jaegerproc.StartT(t, jaegerproc.Options{Mode: jaegerproc.ModeBackend})
-	binDir, err := bins.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	replica := func(name, role string) *cluster.AllInOne {
 		args := append(jaegerStoreArgs(jb, role), "--event-watch=false", "--diff-informer=false", "--link-rules-watch=false")
-		a, err := cluster.StartAllInOne(ctx, cluster.AllInOneOptions{BinDir: binDir, Cluster: clusterName, Kubeconfig: env.Cluster.Kubeconfig,
-			LogFile: filepath.Join(t.TempDir(), name+".log"), ExtraArgs: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = a.Stop()
-			if t.Failed() {
-				t.Logf("%s log:\n%s", name, tail(a.LogFile, 4000))
-			}
-		})
-		return a
+		return startKelemetryOpts(t, name, cluster.AllInOneOptions{Cluster: clusterName, Kubeconfig: env.Cluster.Kubeconfig, ExtraArgs: args})
 	}
 	a, b := replica("ingest-a", "ingest"), replica("ingest-b", "ingest")
 	query := replica("query", "query")

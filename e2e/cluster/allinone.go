@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/e2e/bins"
+	"github.com/kelemetry/kelemetry/e2e/internal/proc"
 )
 
 // AllInOneOptions configure StartAllInOne.
@@ -63,19 +64,19 @@ type AllInOne struct {
 	// EventCheckpointFile).
 	EventCheckpoint string
 	opts            AllInOneOptions // with the ports picked
-	proc            *process
+	proc            *proc.Process
 }
 
 // PlanAllInOne picks the ports of an all-in-one not started yet and returns its webhook URL, so
 // that kube-apiserver can be configured before the all-in-one starts.
 func PlanAllInOne(opts *AllInOneOptions) (auditURL string, err error) {
 	if opts.AuditPort == 0 {
-		if opts.AuditPort, err = freePort(); err != nil {
+		if opts.AuditPort, err = proc.FreePort(); err != nil {
 			return "", err
 		}
 	}
 	if opts.HTTPPort == 0 {
-		if opts.HTTPPort, err = freePort(); err != nil {
+		if opts.HTTPPort, err = proc.FreePort(); err != nil {
 			return "", err
 		}
 	}
@@ -83,7 +84,7 @@ func PlanAllInOne(opts *AllInOneOptions) (auditURL string, err error) {
 	if opts.AuditTLS != nil {
 		scheme = "https://"
 	}
-	return scheme + hostPort(opts.AuditPort) + "/audit/" + opts.Cluster, nil
+	return scheme + proc.HostPort(opts.AuditPort) + "/audit/" + opts.Cluster, nil
 }
 
 // StartAllInOne starts examples/allinone and waits until /healthz answers.
@@ -103,8 +104,8 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 	}
 	args := []string{
 		"--cluster=" + opts.Cluster,
-		"--audit-addr=" + hostPort(opts.AuditPort),
-		"--http-addr=" + hostPort(opts.HTTPPort),
+		"--audit-addr=" + proc.HostPort(opts.AuditPort),
+		"--http-addr=" + proc.HostPort(opts.HTTPPort),
 		"--data-dir=" + opts.DataDir,
 		"--log-level=" + opts.LogLevel,
 	}
@@ -124,16 +125,16 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 	} else if opts.DataDir != "" {
 		checkpoint = filepath.Join(opts.DataDir, "event-checkpoint.json")
 	}
-	p, err := startProcess(opts.Logger, "kelemetry-allinone", filepath.Join(opts.BinDir, bins.AllInOne), args, nil, opts.LogFile)
+	p, err := proc.Start(opts.Logger, "kelemetry-allinone", filepath.Join(opts.BinDir, bins.AllInOne), args, nil, opts.LogFile)
 	if err != nil {
 		return nil, err
 	}
-	a := &AllInOne{URL: "http://" + hostPort(opts.HTTPPort), AuditURL: auditURL, LogFile: opts.LogFile, AuditTLS: opts.AuditTLS,
+	a := &AllInOne{URL: "http://" + proc.HostPort(opts.HTTPPort), AuditURL: auditURL, LogFile: opts.LogFile, AuditTLS: opts.AuditTLS,
 		EventCheckpoint: checkpoint, opts: opts, proc: p}
 	client := &http.Client{Timeout: 2 * time.Second}
 	err = poll(ctx, 100*time.Millisecond, time.Minute, "kelemetry-allinone /healthz", func(ctx context.Context) (bool, error) {
-		if done, perr := p.exited(); done {
-			return false, fmt.Errorf("kelemetry-allinone exited (%v): %s", perr, p.logTail(3000))
+		if done, perr := p.Exited(); done {
+			return false, fmt.Errorf("kelemetry-allinone exited (%v): %s", perr, p.LogTail(3000))
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/healthz", nil)
 		if err != nil {
@@ -147,7 +148,7 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		_ = p.stop(5 * time.Second)
+		_ = p.Stop(5 * time.Second)
 		return nil, err
 	}
 	return a, nil
@@ -155,23 +156,23 @@ func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error)
 
 // Exited returns an error when the process has ended.
 func (a *AllInOne) Exited() error {
-	if done, err := a.proc.exited(); done {
-		return fmt.Errorf("kelemetry-allinone exited (%v): %s", err, a.proc.logTail(3000))
+	if done, err := a.proc.Exited(); done {
+		return fmt.Errorf("kelemetry-allinone exited (%v): %s", err, a.proc.LogTail(3000))
 	}
 	return nil
 }
 
 // Stop sends SIGTERM (the all-in-one drains its queue and flushes), then SIGKILL after 30s.
-func (a *AllInOne) Stop() error { return a.proc.stop(30 * time.Second) }
+func (a *AllInOne) Stop() error { return a.proc.Stop(30 * time.Second) }
 
 // Kill ends the all-in-one with SIGKILL, as a crash would: nothing is drained or saved.
-func (a *AllInOne) Kill() error { return a.proc.kill() }
+func (a *AllInOne) Kill() error { return a.proc.Kill() }
 
 // StartAgain starts a stopped all-in-one again with the same options: the same ports (the
 // webhook URL kube-apiserver posts to and the API URL stay valid), data dir, Event checkpoint
 // and log file (appended to). It returns the new process.
 func (a *AllInOne) StartAgain(ctx context.Context) (*AllInOne, error) {
-	if done, _ := a.proc.exited(); !done {
+	if done, _ := a.proc.Exited(); !done {
 		return nil, errors.New("kelemetry-allinone is still running: Stop it first")
 	}
 	return StartAllInOne(ctx, a.opts)

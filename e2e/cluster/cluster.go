@@ -27,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kelemetry/kelemetry/e2e/bins"
+	"github.com/kelemetry/kelemetry/e2e/internal/proc"
 )
 
 // Identities of the control plane's clients (static tokens).
@@ -110,7 +111,7 @@ type Cluster struct {
 	logger   *slog.Logger
 	etcd     *embed.Etcd
 	etcdURL  string
-	procs    []*process // in start order
+	procs    []*proc.Process // in start order
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -208,7 +209,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kwokPort, err := freePort()
+	kwokPort, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -216,7 +217,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--kubeconfig=" + c.path("kwok.kubeconfig"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--server-address=" + hostPort(kwokPort),
+		"--server-address=" + proc.HostPort(kwokPort),
 		"--node-ip=127.0.0.1",
 	}
 	for _, s := range stages {
@@ -248,11 +249,11 @@ func (c *Cluster) writeFiles() error {
 	if err := writeServiceAccountKey(c.path("sa.key"), c.path("sa.pub")); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
-	c.Server = "https://" + hostPort(port)
+	c.Server = "https://" + proc.HostPort(port)
 	tokens := map[string]string{}
 	var tokenFile strings.Builder
 	for _, u := range []struct{ name, user, groups string }{
@@ -322,19 +323,19 @@ func writeKubeconfig(path, server, caFile, user, token string) error {
 }
 
 func (c *Cluster) startEtcd(ctx context.Context) error {
-	clientPort, err := freePort()
+	clientPort, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort()
+	peerPort, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
 	cfg := embed.NewConfig()
 	cfg.Name = "e2e"
 	cfg.Dir = c.path("etcd")
-	client := url.URL{Scheme: "http", Host: hostPort(clientPort)}
-	peer := url.URL{Scheme: "http", Host: hostPort(peerPort)}
+	client := url.URL{Scheme: "http", Host: proc.HostPort(clientPort)}
+	peer := url.URL{Scheme: "http", Host: proc.HostPort(peerPort)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
@@ -393,8 +394,8 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	return poll(ctx, 200*time.Millisecond, time.Until(deadline(ctx)), "kube-apiserver /readyz", func(ctx context.Context) (bool, error) {
-		if done, perr := p.exited(); done {
-			return false, fmt.Errorf("kube-apiserver exited (%v): %s", perr, p.logTail(3000))
+		if done, perr := p.Exited(); done {
+			return false, fmt.Errorf("kube-apiserver exited (%v): %s", perr, p.LogTail(3000))
 		}
 		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
@@ -412,8 +413,8 @@ func deadline(ctx context.Context) time.Time {
 }
 
 // run starts one of the binaries, logging to <name>.log in the work folder.
-func (c *Cluster) run(name, binName string, args, env []string) (*process, error) {
-	p, err := startProcess(c.logger, name, c.bin(binName), args, env, c.path(name+".log"))
+func (c *Cluster) run(name, binName string, args, env []string) (*proc.Process, error) {
+	p, err := proc.Start(c.logger, name, c.bin(binName), args, env, c.path(name+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -478,8 +479,8 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 // checkProcesses returns an error naming the first component that exited.
 func (c *Cluster) checkProcesses() error {
 	for _, p := range c.procs {
-		if done, err := p.exited(); done {
-			return fmt.Errorf("%s exited (%v); log %s: %s", p.name, err, p.logPath, p.logTail(3000))
+		if done, err := p.Exited(); done {
+			return fmt.Errorf("%s exited (%v); log %s: %s", p.Name(), err, p.LogPath(), p.LogTail(3000))
 		}
 	}
 	return nil
@@ -492,7 +493,7 @@ func (c *Cluster) Healthy() error { return c.checkProcesses() }
 func (c *Cluster) LogFiles() []string {
 	out := []string{c.path("etcd.log")}
 	for _, p := range c.procs {
-		out = append(out, p.logPath)
+		out = append(out, p.LogPath())
 	}
 	return out
 }
@@ -507,7 +508,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 			grace = min(grace, max(time.Until(d)/time.Duration(len(c.procs)+1), time.Second))
 		}
 		for i := len(c.procs) - 1; i >= 0; i-- {
-			if err := c.procs[i].stop(grace); err != nil {
+			if err := c.procs[i].Stop(grace); err != nil {
 				errs = append(errs, err)
 			}
 		}

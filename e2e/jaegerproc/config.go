@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kelemetry/kelemetry/e2e/internal/proc"
 )
 
 // Mode is the shape of the Jaeger configuration.
@@ -91,12 +93,12 @@ func (p *Ports) fill(mode Mode) error {
 }
 
 // Addr returns 127.0.0.1:port.
-func Addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+func Addr(port int) string { return proc.HostPort(port) }
 
 // FreeAddr returns a 127.0.0.1:port address that was free a moment ago, e.g. for Kelemetry's
 // --remote-storage-addr.
 func FreeAddr() (string, error) {
-	p, err := freePort()
+	p, err := proc.FreePort()
 	if err != nil {
 		return "", err
 	}
@@ -104,16 +106,7 @@ func FreeAddr() (string, error) {
 }
 
 // pickPort picks the free ports of Ports.fill (a variable for tests).
-var pickPort = freePort
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+var pickPort = proc.FreePort
 
 // validate checks the options Config renders.
 func (o *Options) validate() error {

@@ -22,14 +22,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kelemetry/kelemetry/e2e/bins"
+	"github.com/kelemetry/kelemetry/e2e/internal/proc"
 )
 
 // Options configure Start.
@@ -104,7 +103,7 @@ type Jaeger struct {
 	opts Options
 
 	mu   sync.Mutex
-	proc *process // nil once stopped
+	proc *proc.Process // nil once stopped
 }
 
 // Start writes the configuration and starts Jaeger, then waits until healthcheckv2 reports it
@@ -184,7 +183,7 @@ func (j *Jaeger) StartAgain(ctx context.Context) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.proc != nil {
-		if done, _ := j.proc.exited(); !done {
+		if done, _ := j.proc.Exited(); !done {
 			return errors.New("jaegerproc: jaeger is running: Stop it first")
 		}
 	}
@@ -192,18 +191,22 @@ func (j *Jaeger) StartAgain(ctx context.Context) error {
 	if st, err := os.Stat(j.LogFile); err == nil {
 		logStart = st.Size()
 	}
-	p, err := startProcess(j.opts.Bin, []string{"--config=file:" + j.ConfigFile}, j.LogFile)
+	// The remote_storage extension traces itself whatever the configuration says, to the OTLP
+	// default endpoint (localhost:4317, maybe another test's Jaeger), and waits up to 10s at
+	// shutdown to flush: sample nothing instead.
+	env := []string{"OTEL_TRACES_SAMPLER=always_off"}
+	p, err := proc.Start(j.opts.Logger, "jaeger", j.opts.Bin, []string{"--config=file:" + j.ConfigFile}, env, j.LogFile)
 	if err != nil {
-		return err
+		return fmt.Errorf("jaegerproc: %w", err)
 	}
 	j.proc = p
-	j.opts.Logger.Debug("jaeger started", "pid", p.cmd.Process.Pid, "mode", j.opts.Mode, "query", j.QueryURL, "log", j.LogFile)
+	j.opts.Logger.Debug("jaeger started", "mode", j.opts.Mode, "query", j.QueryURL)
 	if err := j.waitHealthy(ctx, p); err != nil {
-		_ = p.stop(j.opts.StopGrace)
+		_ = p.Stop(j.opts.StopGrace)
 		if log := fileFrom(j.LogFile, logStart); strings.Contains(log, "address already in use") {
 			err = fmt.Errorf("%w: %w", errPortBusy, err)
 		}
-		return fmt.Errorf("%w; log tail:\n%s", err, fileTail(j.LogFile, 4000))
+		return fmt.Errorf("%w; log tail:\n%s", err, proc.FileTail(j.LogFile, 4000))
 	}
 	return nil
 }
@@ -222,14 +225,14 @@ func fileFrom(path string, offset int64) string {
 	return string(b)
 }
 
-func (j *Jaeger) waitHealthy(ctx context.Context, p *process) error {
+func (j *Jaeger) waitHealthy(ctx context.Context, p *proc.Process) error {
 	ctx, cancel := context.WithTimeout(ctx, j.opts.StartTimeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if done, err := p.exited(); done {
+		if done, err := p.Exited(); done {
 			return fmt.Errorf("jaegerproc: jaeger exited while starting (%v)", err)
 		}
 		last = j.check(ctx)
@@ -292,8 +295,8 @@ func (j *Jaeger) Exited() error {
 	if p == nil {
 		return errors.New("jaegerproc: jaeger is stopped")
 	}
-	if done, err := p.exited(); done {
-		return fmt.Errorf("jaegerproc: jaeger exited (%v): %s", err, fileTail(j.LogFile, 3000))
+	if done, err := p.Exited(); done {
+		return fmt.Errorf("jaegerproc: jaeger exited (%v): %s", err, proc.FileTail(j.LogFile, 3000))
 	}
 	return nil
 }
@@ -301,25 +304,25 @@ func (j *Jaeger) Exited() error {
 // Stop sends SIGTERM, then SIGKILL after Options.StopGrace, and waits for the process to end.
 // Stopping a stopped Jaeger does nothing.
 func (j *Jaeger) Stop() error {
-	return j.end(func(p *process) error { return p.stop(j.opts.StopGrace) })
+	return j.end(func(p *proc.Process) error { return p.Stop(j.opts.StopGrace) })
 }
 
 // Kill ends Jaeger with SIGKILL, as a crash would.
 func (j *Jaeger) Kill() error {
-	return j.end(func(p *process) error { return p.kill() })
+	return j.end(func(p *proc.Process) error { return p.Kill() })
 }
 
-func (j *Jaeger) end(how func(*process) error) error {
+func (j *Jaeger) end(how func(*proc.Process) error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.proc == nil {
 		return nil
 	}
-	err := how(j.proc)
-	if err == nil {
-		j.proc = nil
+	if err := how(j.proc); err != nil {
+		return fmt.Errorf("jaegerproc: %w", err)
 	}
-	return err
+	j.proc = nil
+	return nil
 }
 
 // Restart stops Jaeger (SIGTERM) and starts it again on the same ports.
@@ -331,92 +334,4 @@ func (j *Jaeger) Restart(ctx context.Context) error {
 }
 
 // LogTail returns the last n bytes of Jaeger's log.
-func (j *Jaeger) LogTail(n int64) string { return fileTail(j.LogFile, n) }
-
-// process is a child process in its own process group.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // valid once done is closed
-}
-
-func startProcess(bin string, args []string, logPath string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("jaegerproc: log: %w", err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	// The remote_storage extension traces itself whatever the configuration says, to the OTLP
-	// default endpoint (localhost:4317, maybe another test's Jaeger), and waits up to 10s at
-	// shutdown to flush: sample nothing instead.
-	cmd.Env = append(os.Environ(), "OTEL_TRACES_SAMPLER=always_off")
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("jaegerproc: start %s: %w", bin, err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *process) exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after grace.
-func (p *process) stop(grace time.Duration) error {
-	if done, _ := p.exited(); !done {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-p.done:
-		case <-t.C:
-		}
-	}
-	return p.kill()
-}
-
-// kill sends SIGKILL to the process group and waits for the process to end.
-func (p *process) kill() error {
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("jaegerproc: kill: %w", err)
-	}
-	t := time.NewTimer(10 * time.Second)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("jaegerproc: jaeger (pid %d) did not exit after SIGKILL", p.cmd.Process.Pid)
-	}
-}
-
-func fileTail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	if _, err := f.Seek(max(st.Size()-n, 0), io.SeekStart); err != nil {
-		return ""
-	}
-	b, _ := io.ReadAll(f)
-	return strings.TrimSpace(string(b))
-}
+func (j *Jaeger) LogTail(n int64) string { return proc.FileTail(j.LogFile, n) }
