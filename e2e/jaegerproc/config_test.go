@@ -94,6 +94,21 @@ func TestConfigBackend(t *testing.T) {
 	}
 }
 
+// With BadgerDir the backend keeps its traces on disk, so that they survive a restart.
+func TestConfigBadger(t *testing.T) {
+	cfg := render(t, Options{Mode: ModeBackend, BadgerDir: "/data/badger"}, testPorts)
+	backend, ok := get(t, cfg, "extensions.jaeger_storage.backends."+MemoryBackend).(map[string]any)
+	if !ok || backend["memory"] != nil {
+		t.Fatalf("backend %v, want badger only", backend)
+	}
+	if got := get(t, cfg, "extensions.jaeger_storage.backends."+MemoryBackend+".badger.directories.keys"); got != "/data/badger/keys" {
+		t.Errorf("keys in %v", got)
+	}
+	if got := get(t, cfg, "extensions.jaeger_storage.backends."+MemoryBackend+".badger.ephemeral"); got != false {
+		t.Errorf("ephemeral = %v", got)
+	}
+}
+
 func TestConfigQuery(t *testing.T) {
 	ports := testPorts
 	ports.RemoteStorage = 0
