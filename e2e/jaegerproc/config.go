@@ -42,7 +42,8 @@ func (m Mode) String() string {
 
 // Backend names in the jaeger_storage extension.
 const (
-	// MemoryBackend is ModeBackend's memory store (remote_storage and jaeger_query serve it).
+	// MemoryBackend is ModeBackend's store (remote_storage and jaeger_query serve it): memory,
+	// or Badger with Options.BadgerDir; the name stays.
 	MemoryBackend = "memory"
 	// RemoteBackend is ModeQuery's grpc storage backend (the remote jaeger.storage.v2 server).
 	RemoteBackend = "remote"
