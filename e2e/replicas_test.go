@@ -242,6 +242,14 @@ func TestJaegerReplicas(t *testing.T) {
 		}
 		return sameMergedTree(got, want)
 	})
+	// The clusters, from the markers the ingest replicas wrote.
+	ops, err := qc.Operations(ctx, "tracing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ops, rolloutCluster) {
+		t.Errorf("the query replica's clusters: %v, want %s", ops, rolloutCluster)
+	}
 	// The display ID resolves on the query replica: computed trace IDs, no prefix scan.
 	tr, err := qc.Trace(ctx, want[0].TraceID)
 	if err != nil {
