@@ -1,35 +1,16 @@
 package frontend_test
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// jaegerConfig runs Jaeger's memory backend behind an OTLP gRPC receiver and serves it through
-// the remote_storage extension (jaeger.storage.v2), every listener on loopback.
-const jaegerConfig = `service:
-  extensions: [jaeger_storage, remote_storage, healthcheckv2]
-  pipelines:
-    traces: {receivers: [otlp], processors: [batch], exporters: [jaeger_storage_exporter]}
-  telemetry: {logs: {level: warn}, metrics: {level: none}}
-extensions:
-  healthcheckv2: {use_v2: true, http: {endpoint: "%[1]s"}}
-  jaeger_storage: {backends: {mem: {memory: {max_traces: 100000}}}}
-  remote_storage: {endpoint: "%[2]s", storage: mem}
-receivers:
-  otlp: {protocols: {grpc: {endpoint: "%[3]s"}}}
-processors:
-  batch: {timeout: 100ms}
-exporters:
-  jaeger_storage_exporter: {trace_storage: mem}
-`
 
 // startJaeger runs the Jaeger v1.76.0 binary the e2e tier builds ($KELEMETRY_JAEGER_BIN, or
 // jaeger in $KELEMETRY_E2E_CACHE or ~/.cache/kelemetry-e2e/bin; the benchmark is skipped without
@@ -48,18 +29,24 @@ func startJaeger(b *testing.B) (otlp, storage string) {
 	if _, err := os.Stat(bin); err != nil {
 		b.Skipf("no Jaeger binary (%v): run ./scripts/e2e.sh once, or set KELEMETRY_JAEGER_BIN", err)
 	}
-	var addrs [3]string
-	for i := range addrs {
+	// health, remote storage, OTLP, metrics
+	var ports [4]string
+	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		addrs[i] = l.Addr().String()
+		_, ports[i], _ = net.SplitHostPort(l.Addr().String())
 		_ = l.Close()
+	}
+	tmpl, err := os.ReadFile(filepath.Join("..", "testdata", "jaeger", "memory-backend.yaml"))
+	if err != nil {
+		b.Fatal(err)
 	}
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "jaeger.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, jaegerConfig, addrs[0], addrs[1], addrs[2]), 0o600); err != nil {
+	yaml := strings.NewReplacer("{HEALTH}", ports[0], "{REMOTE}", ports[1], "{OTLP}", ports[2], "{METRICS}", ports[3]).Replace(string(tmpl))
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	logf, err := os.Create(filepath.Join(dir, "jaeger.log"))
@@ -67,6 +54,7 @@ func startJaeger(b *testing.B) (otlp, storage string) {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--config=file:"+cfg)
+	cmd.Env = append(os.Environ(), "OTEL_TRACES_SAMPLER=always_off") // else remote_storage traces itself
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -85,11 +73,11 @@ func startJaeger(b *testing.B) (otlp, storage string) {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + addrs[0] + "/status")
+		resp, err := http.Get("http://127.0.0.1:" + ports[0] + "/status")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return addrs[2], addrs[1]
+				return "127.0.0.1:" + ports[2], "127.0.0.1:" + ports[1]
 			}
 		}
 		if time.Now().After(deadline) {

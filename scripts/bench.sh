@@ -34,26 +34,8 @@ jaeger=${KELEMETRY_JAEGER_BIN:-${KELEMETRY_E2E_CACHE:-$HOME/.cache/kelemetry-e2e
 otlp="" remote="" jmetrics=""
 if [ -x "$jaeger" ]; then
 	otlp=$(port) remote=$(port) health=$(port) jmetrics=$(port)
-	cat >"$work/jaeger.yaml" <<EOF
-service:
-  extensions: [jaeger_storage, remote_storage, healthcheckv2]
-  pipelines:
-    traces: {receivers: [otlp], exporters: [jaeger_storage_exporter]}
-  telemetry:
-    logs: {level: warn}
-    metrics:
-      level: basic
-      readers:
-        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: $jmetrics}}}
-extensions:
-  healthcheckv2: {use_v2: true, http: {endpoint: "127.0.0.1:$health"}}
-  jaeger_storage: {backends: {mem: {memory: {max_traces: 1000000}}}}
-  remote_storage: {endpoint: "127.0.0.1:$remote", storage: mem}
-receivers:
-  otlp: {protocols: {grpc: {endpoint: "127.0.0.1:$otlp"}}}
-exporters:
-  jaeger_storage_exporter: {trace_storage: mem}
-EOF
+	sed -e "s/{HEALTH}/$health/; s/{REMOTE}/$remote/; s/{OTLP}/$otlp/; s/{METRICS}/$jmetrics/" \
+		testdata/jaeger/memory-backend.yaml >"$work/jaeger.yaml"
 	OTEL_TRACES_SAMPLER=always_off "$jaeger" --config="file:$work/jaeger.yaml" >"$work/jaeger.log" 2>&1 &
 	pids+=($!)
 	until curl -sf "http://127.0.0.1:$health/status" >/dev/null; do sleep 0.2; done
