@@ -155,8 +155,13 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 			return fmt.Errorf("audit queue: event %d of the batch is nil", i)
 		}
 	}
-	rec := appendBatch(batchBuffer(batchSizeHint(events)), cluster, events)
+	bp := getRecordBuffer(batchSizeHint(events))
+	rec := appendBatch(*bp, cluster, events)
 	id, err := d.log.Append(rec)
+	// The record was copied to the file: its buffer serves the next batch (the events do not
+	// alias it).
+	*bp = rec
+	putRecordBuffer(bp)
 	if err != nil {
 		if errors.Is(err, ErrQueueFull) {
 			d.diskRejected.Add(ctx, int64(len(events)))
@@ -176,9 +181,31 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 func batchSizeHint(events []*Event) int {
 	n := 64
 	for _, ev := range events {
-		n += len(ev.RequestObject) + len(ev.ResponseObject) + 512
+		n += len(ev.RequestObject) + len(ev.ResponseObject) + 384
 	}
 	return n
+}
+
+// maxPooledRecord bounds the record buffers kept for reuse.
+const maxPooledRecord = 8 << 20
+
+var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// getRecordBuffer returns a batchBuffer of at least sizeHint bytes of room, reused if possible.
+func getRecordBuffer(sizeHint int) *[]byte {
+	bp, _ := recordBuffers.Get().(*[]byte)
+	if bp == nil || cap(*bp) < recHeader+sizeHint {
+		b := batchBuffer(sizeHint)
+		return &b
+	}
+	*bp = (*bp)[:recHeader]
+	return bp
+}
+
+func putRecordBuffer(bp *[]byte) {
+	if cap(*bp) <= maxPooledRecord {
+		recordBuffers.Put(bp)
+	}
 }
 
 // Start starts the in-memory queue and replays, in the background, the batches of the log that

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -270,4 +271,22 @@ func TestKill9KeepsAcknowledgedEvents(t *testing.T) {
 	require.NotZero(t, want)
 	assert.Zero(t, lost, "acknowledged events lost")
 	assert.Zero(t, doubled, "events stored twice")
+}
+
+func TestParseDurableQueueFlag(t *testing.T) {
+	cfg, _, err := parseFlags([]string{"--data-dir", "d"}, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, cfg.WithDefaults().Audit.Queue.IsDurable(), "durable by default with a data folder")
+	assert.Equal(t, filepath.Join("d", "audit-queue"), cfg.WithDefaults().Audit.Queue.Dir)
+
+	cfg, _, err = parseFlags([]string{"--data-dir", "d", "--audit-queue-durable=false"}, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, cfg.WithDefaults().Audit.Queue.IsDurable())
+
+	cfg, _, err = parseFlags([]string{"--data-dir", ""}, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, cfg.WithDefaults().Audit.Queue.IsDurable(), "in memory without a data folder")
+
+	_, _, err = parseFlags([]string{"--data-dir", "", "--audit-queue-durable=true"}, io.Discard)
+	require.Error(t, err, "durable needs a folder")
 }
