@@ -157,7 +157,7 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 	}
 	bp := getRecordBuffer(batchSizeHint(events))
 	rec := appendBatch(*bp, cluster, events)
-	id, err := d.log.Append(rec)
+	id, target, err := d.log.write(rec)
 	// The record was copied to the file: its buffer serves the next batch (the events do not
 	// alias it).
 	*bp = rec
@@ -169,11 +169,17 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 		d.mem.record(ctx, len(events), err)
 		return err
 	}
+	// The events are handled while the record is being synced: a crash before the sync only
+	// loses a batch that was not acknowledged (its sender retries it), and a batch handled
+	// twice stores nothing twice.
 	tr := newBatchTrack(len(events), func() { d.log.Ack(id) })
 	if err := d.mem.enqueueTracked(ctx, cluster, events, tr, wait); err != nil {
 		// The sender keeps the batch: do not replay it.
 		d.log.Ack(id)
 		return err
+	}
+	if err := d.log.syncTo(target); err != nil {
+		return fmt.Errorf("audit queue: %w", err)
 	}
 	return nil
 }

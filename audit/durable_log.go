@@ -280,36 +280,49 @@ func batchBuffer(sizeHint int) []byte {
 // once it is on disk. Appends that wait for an fsync at the same time share it. When the log
 // holds maxBytes it returns an error wrapping ErrQueueFull.
 func (l *diskLog) Append(rec []byte) (uint64, error) {
+	id, target, err := l.write(rec)
+	if err != nil {
+		return 0, err
+	}
+	if err := l.syncTo(target); err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+// write is Append without waiting for the disk: it returns the batch's ID and the position to
+// pass to syncTo.
+func (l *diskLog) write(rec []byte) (id, target uint64, err error) {
 	size := int64(len(rec))
 	if len(rec)-8 > maxRecord {
-		return 0, fmt.Errorf("%w (%w): a batch of %d bytes is over the record limit", ErrBatchTooLarge, ErrQueueFull, len(rec))
+		return 0, 0, fmt.Errorf("%w (%w): a batch of %d bytes is over the record limit", ErrBatchTooLarge, ErrQueueFull, len(rec))
 	}
 	l.mu.Lock()
 	switch {
 	case l.closed:
 		l.mu.Unlock()
-		return 0, ErrStopped
+		return 0, 0, ErrStopped
 	case l.failed != nil:
 		err := l.failed
 		l.mu.Unlock()
-		return 0, fmt.Errorf("audit queue log failed earlier: %w", err)
+		return 0, 0, fmt.Errorf("audit queue log failed earlier: %w", err)
 	case size > l.maxBytes:
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w (%w): a batch of %d bytes on disk can never fit audit.queue.maxDiskBytes %d",
+		return 0, 0, fmt.Errorf("%w (%w): a batch of %d bytes on disk can never fit audit.queue.maxDiskBytes %d",
 			ErrBatchTooLarge, ErrQueueFull, size, l.maxBytes)
 	case l.size+size > l.maxBytes:
 		used := l.size
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w: %d of %d bytes on disk taken, batch of %d bytes", ErrQueueFull, used, l.maxBytes, size)
+		return 0, 0, fmt.Errorf("%w: %d of %d bytes on disk taken, batch of %d bytes", ErrQueueFull, used, l.maxBytes, size)
 	}
 	if a := l.active(); a.size > 0 && a.size+size > l.segmentBytes {
 		if err := l.rotate(); err != nil {
 			l.failed = err
 			l.mu.Unlock()
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	id := l.nextID
+	id = l.nextID
 	l.nextID++
 	binary.LittleEndian.PutUint32(rec[0:4], uint32(len(rec)-8)) //nolint:gosec // bounded by maxRecord above
 	rec[8] = recBatch
@@ -320,20 +333,16 @@ func (l *diskLog) Append(rec []byte) (uint64, error) {
 		// Part of the record may be in the file: take no more, the next start skips the torn tail.
 		l.failed = fmt.Errorf("write audit queue segment: %w", err)
 		l.mu.Unlock()
-		return 0, l.failed
+		return 0, 0, l.failed
 	}
 	a.size += size
 	l.size += size
 	a.pending++
 	l.batchSeg[id] = a
 	l.written += uint64(size)
-	target := l.written
+	target = l.written
 	l.mu.Unlock()
-
-	if err := l.syncTo(target); err != nil {
-		return 0, err
-	}
-	return id, nil
+	return id, target, nil
 }
 
 // syncTo returns once everything written up to target is on disk. One caller fsyncs everything
@@ -349,6 +358,11 @@ func (l *diskLog) syncTo(target uint64) error {
 		err := l.failed
 		l.mu.Unlock()
 		return err
+	}
+	if l.closed {
+		// Close synced what was written (or set failed).
+		l.mu.Unlock()
+		return nil
 	}
 	upTo, f := l.written, l.active().f
 	l.mu.Unlock()
@@ -453,6 +467,7 @@ func (l *diskLog) Close() error {
 	if l.failed == nil {
 		if serr := l.active().f.Sync(); serr != nil {
 			err = fmt.Errorf("sync audit queue segment: %w", serr)
+			l.failed = err
 		}
 	}
 	l.closeFiles()
