@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -42,6 +43,16 @@ type DurableQueue struct {
 	stopped bool
 	cancel  context.CancelFunc
 
+	// Handled batches wait in acks until the sinks synced (sinkSync), then are marked done.
+	sinkSync    func(context.Context) error
+	ackMu       sync.Mutex
+	acks        []uint64
+	ackWake     chan struct{} // capacity 1
+	ackStop     chan struct{} // closed by Stop once the in-memory queue drained
+	ackStopOnce sync.Once
+	ackerDone   chan struct{}
+	syncFails   metric.Int64Counter
+
 	diskRejected metric.Int64Counter
 	replayed     metric.Int64Counter
 	corrupt      metric.Int64Counter
@@ -70,7 +81,8 @@ func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Durabl
 		_ = mem.Stop(context.Background())
 		return nil, fmt.Errorf("open audit queue log: %w", err)
 	}
-	d := &DurableQueue{mem: mem, log: l, logger: logger, replay: pending, replayDone: make(chan struct{})}
+	d := &DurableQueue{mem: mem, log: l, logger: logger, replay: pending, replayDone: make(chan struct{}),
+		ackWake: make(chan struct{}, 1), ackStop: make(chan struct{}), ackerDone: make(chan struct{})}
 	d.replaying.Store(true)
 	if len(pending) > 0 {
 		logger.Info("audit queue: batches to replay from the log", "batches", len(pending))
@@ -81,6 +93,8 @@ func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Durabl
 		"Audit events refused because the durable queue's log reached maxDiskBytes; their sender keeps them.", "{event}")
 	d.replayed = meter.Counter("kelemetry.audit.queue.replayed",
 		"Audit events replayed from the durable queue's log at start-up (not handled before a crash or stop).", "{event}")
+	d.syncFails = meter.Counter("kelemetry.audit.queue.sink_sync_failures",
+		"Failed syncs of the sinks before marking durable audit batches done (the batches stay in the log and are retried).", "{sync}")
 	d.corrupt = meter.Counter("kelemetry.audit.queue.corrupt_records",
 		"Records of the durable queue's log skipped because they were torn or did not decode (lost).", "{record}")
 	if n := l.corruptRecords.Load(); n > 0 {
@@ -101,6 +115,12 @@ func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Durabl
 	}
 	return d, nil
 }
+
+// SetSinkSync sets what makes the spans of handled events survive a crash of the process
+// (aggregator.Engine.SyncSinks, which syncs the embedded store's write-ahead log): a batch is
+// marked done only after it returned nil. Without it a batch is done once its events were
+// handled. Call it before Start.
+func (d *DurableQueue) SetSinkSync(sync func(context.Context) error) { d.sinkSync = sync }
 
 // Memory returns the in-memory queue the durable queue feeds. Sources that can read their input
 // again themselves (log replay and follow) may enqueue there directly.
@@ -172,7 +192,7 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 	// The events are handled while the record is being synced: a crash before the sync only
 	// loses a batch that was not acknowledged (its sender retries it), and a batch handled
 	// twice stores nothing twice.
-	tr := newBatchTrack(len(events), func() { d.log.Ack(id) })
+	tr := newBatchTrack(len(events), func() { d.handled(id) })
 	if err := d.mem.enqueueTracked(ctx, cluster, events, tr, wait); err != nil {
 		// The sender keeps the batch: do not replay it.
 		d.log.Ack(id)
@@ -229,7 +249,89 @@ func (d *DurableQueue) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go d.replayLog(runCtx)
+	go d.acker()
 	return nil
+}
+
+// ackInterval is how long handled batches gather before one sync of the sinks marks them done.
+const ackInterval = 20 * time.Millisecond
+
+// handled is called once every event of batch id was handled.
+func (d *DurableQueue) handled(id uint64) {
+	if d.sinkSync == nil {
+		d.log.Ack(id)
+		return
+	}
+	d.ackMu.Lock()
+	d.acks = append(d.acks, id)
+	d.ackMu.Unlock()
+	select {
+	case d.ackWake <- struct{}{}:
+	default:
+	}
+}
+
+// acker marks handled batches done in the log after a sync of the sinks, a group at a time,
+// until Stop; then it marks what is left.
+func (d *DurableQueue) acker() {
+	defer close(d.ackerDone)
+	ctx := context.Background()
+	timer := time.NewTimer(0)
+	<-timer.C
+	for {
+		select {
+		case <-d.ackWake:
+		case <-d.ackStop:
+			d.flushAcks(ctx)
+			return
+		}
+		// Let more batches finish: one sync serves them all.
+		timer.Reset(ackInterval)
+		select {
+		case <-timer.C:
+		case <-d.ackStop:
+			d.flushAcks(ctx)
+			return
+		}
+		if !d.flushAcks(ctx) {
+			// The sinks failed to sync: the batches stay pending and are retried.
+			timer.Reset(time.Second)
+			select {
+			case <-timer.C:
+			case <-d.ackStop:
+				d.flushAcks(ctx)
+				return
+			}
+			select {
+			case d.ackWake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// flushAcks syncs the sinks and marks the batches handled so far done. It reports false if the
+// sync failed (the batches then stay pending).
+func (d *DurableQueue) flushAcks(ctx context.Context) bool {
+	d.ackMu.Lock()
+	ids := d.acks
+	d.acks = nil
+	d.ackMu.Unlock()
+	if len(ids) == 0 {
+		return true
+	}
+	if err := d.sinkSync(ctx); err != nil {
+		d.syncFails.Add(ctx, 1)
+		d.logger.Warn("audit queue: the sinks did not sync; handled batches stay in the log", "batches", len(ids), "error", err)
+		d.ackMu.Lock()
+		d.acks = append(ids, d.acks...)
+		d.ackMu.Unlock()
+		return false
+	}
+	for _, id := range ids {
+		d.log.Ack(id)
+	}
+	return true
 }
 
 func (d *DurableQueue) replayLog(ctx context.Context) {
@@ -258,7 +360,7 @@ func (d *DurableQueue) replayLog(ctx context.Context) {
 			continue
 		}
 		id := loc.id
-		tr := newBatchTrack(len(evs), func() { d.log.Ack(id) })
+		tr := newBatchTrack(len(evs), func() { d.handled(id) })
 		if err := d.mem.enqueueTracked(ctx, cluster, evs, tr, true); err != nil {
 			// Stopping: what is left stays in the log for the next start.
 			break
@@ -296,6 +398,10 @@ func (d *DurableQueue) Stop(ctx context.Context) error {
 		d.endReplay()
 	}
 	err := d.mem.Stop(ctx)
+	if started {
+		d.ackStopOnce.Do(func() { close(d.ackStop) })
+		<-d.ackerDone
+	}
 	if cerr := d.log.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close audit queue log: %w", cerr))
 	}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +342,39 @@ func TestDurableQueueConfig(t *testing.T) {
 	_, err = NewDurableQueue(QueueConfig{Dir: filepath.Join(file, "q")}, func(context.Context, string, *Event) {}, telemetry.Settings{})
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, ErrQueueFull))
+}
+
+// A batch is done only once the sinks synced after its events were handled: while the sync
+// fails, the handled batch stays in the log and comes back after a restart.
+func TestDurableQueueMarksDoneAfterSinkSync(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	var syncs atomic.Int64
+	failing := errors.New("log not synced")
+
+	first := &handledLog{}
+	d := newTestDurable(t, QueueConfig{Dir: dir}, first.handle)
+	d.SetSinkSync(func(context.Context) error { syncs.Add(1); return failing })
+	require.NoError(t, d.Start(ctx))
+	require.NoError(t, d.EnqueueWait(ctx, "c", []*Event{queueEvent("ns", "p", "1")}))
+	require.NoError(t, d.Flush(ctx))
+	require.Eventually(t, func() bool { return syncs.Load() > 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, d.Stop(ctx))
+	assert.Equal(t, 1, first.count())
+
+	second := &handledLog{}
+	d = newTestDurable(t, QueueConfig{Dir: dir}, second.handle)
+	d.SetSinkSync(func(context.Context) error { syncs.Add(1); return nil })
+	require.NoError(t, d.Start(ctx))
+	require.NoError(t, d.EnqueueWait(ctx, "c", nil))
+	require.NoError(t, d.Flush(ctx))
+	assert.Equal(t, map[string][]string{"p": {"1"}}, second.byName, "replayed: the sinks never synced it")
+	require.NoError(t, d.Stop(ctx))
+
+	third := &handledLog{}
+	d = newTestDurable(t, QueueConfig{Dir: dir}, third.handle)
+	require.NoError(t, d.Start(ctx))
+	require.NoError(t, d.EnqueueWait(ctx, "c", nil))
+	require.NoError(t, d.Flush(ctx))
+	assert.Equal(t, 0, third.count())
 }

@@ -119,6 +119,10 @@ func New(p Params) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		if s, ok := p.Aggregator.(interface{ SyncSinks(context.Context) error }); ok {
+			// A batch is done once the store's log holds its spans, not only its memtable.
+			dq.SetSinkSync(s.SyncSinks)
+		}
 		p.Lifecycle.Append(fx.StartStopHook(dq.Start, dq.Stop))
 		// Log replay and follow read their files again after a crash: they need no second copy.
 		q, eq = dq.Memory(), dq

@@ -260,6 +260,9 @@ func TestKill9KeepsAcknowledgedEvents(t *testing.T) {
 		want++
 		if len(got[id]) == 0 {
 			lost++
+			if lost <= 5 {
+				t.Logf("lost %s", id)
+			}
 		}
 	}
 	for id, spans := range got {
