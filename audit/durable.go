@@ -362,8 +362,16 @@ func (d *DurableQueue) replayLog(ctx context.Context) {
 		id := loc.id
 		tr := newBatchTrack(len(evs), func() { d.handled(id) })
 		if err := d.mem.enqueueTracked(ctx, cluster, evs, tr, true); err != nil {
-			// Stopping: what is left stays in the log for the next start.
-			break
+			if ctx.Err() != nil || errors.Is(err, ErrStopped) {
+				// Stopping: what is left stays in the log for the next start.
+				break
+			}
+			// E.g. a batch larger than a capacity lowered since it was written: it can never be
+			// queued, and keeping it would keep the log from being deleted.
+			d.corrupt.Add(ctx, 1)
+			d.logger.Error("audit queue: a batch of the log cannot be queued; skipped", "batch", loc.id, "events", len(evs), "error", err)
+			d.log.Ack(loc.id)
+			continue
 		}
 		d.replayed.Add(ctx, int64(len(evs)))
 		batches++
