@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -173,6 +174,10 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DataDir != "" && c.Store.Dir == "" {
 		c.Store.Dir = c.DataDir
+	}
+	if c.DataDir != "" && c.Audit.Queue.Dir == "" {
+		// The audit queue is durable (audit.queue.durable unset or true) in the data folder.
+		c.Audit.Queue.Dir = filepath.Join(c.DataDir, "audit-queue")
 	}
 	if c.Event.Cluster == "" {
 		c.Event.Cluster = c.Cluster

@@ -141,7 +141,7 @@ type HealthReplay struct {
 // newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
 // the start-up replays, and whether the sinks take writes (503 "unavailable" when they do not,
 // e.g. the store's disk is full).
-func newHealth(r *audit.Replayer, ev *event.Replayer, q *audit.Queue, agg *aggregator.Engine) httpserver.Health {
+func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *aggregator.Engine) httpserver.Health {
 	return healthHandler(func() Health {
 		h := Health{Status: "ok", QueueDepth: q.Len()}
 		select {

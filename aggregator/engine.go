@@ -288,6 +288,23 @@ func (e *Engine) SinkHealth(ctx context.Context) error {
 	return nil
 }
 
+// SyncSinks calls Sync on the sinks that implement Syncer: once it returns nil, every span
+// exported before the call survives a crash of the process (as far as those sinks go).
+func (e *Engine) SyncSinks(ctx context.Context) error {
+	var errs []error
+	for _, s := range e.sinks {
+		if y, ok := s.(Syncer); ok {
+			if err := y.Sync(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("aggregator: sync sinks: %w", err)
+	}
+	return nil
+}
+
 func validateEvent(ev *Event) error {
 	switch {
 	case ev == nil:

@@ -75,6 +75,14 @@ type HealthChecker interface {
 	Health(ctx context.Context) error
 }
 
+// Syncer is implemented by a sink whose Export may return before the spans would survive a crash
+// of the process (e.g. the embedded store, whose write-ahead log is written in the background).
+// Sync returns once every span Export returned for before the call would. The durable audit
+// queue calls it (through Engine.SyncSinks) before it marks batches handled.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
 // ErrSinkUnavailable is wrapped by the error of a sink that cannot take writes now but will
 // again (the embedded store on a full disk): Send returns it, and the audit consumer retries the
 // event with backoff instead of dropping it.

@@ -17,3 +17,22 @@ var ErrQueueFull = errors.New("audit queue full")
 
 // ErrStopped means the queue no longer accepts events because it is shutting down.
 var ErrStopped = errors.New("audit queue stopped")
+
+// EventQueue is what the producers of audit events (the webhook, log replay and follow) and the
+// health endpoint need from the queue in front of the consumer. *Queue (in memory) and
+// *DurableQueue (on local disk first) implement it.
+type EventQueue interface {
+	Enqueuer
+	WaitEnqueuer
+	// Flush waits until every event enqueued before the call has been handled.
+	Flush(ctx context.Context) error
+	// Len returns the number of events accepted and not yet handled.
+	Len() int
+	// Bytes returns the estimated memory (EventBytes) of the events Len counts.
+	Bytes() int64
+}
+
+var (
+	_ EventQueue = (*Queue)(nil)
+	_ EventQueue = (*DurableQueue)(nil)
+)

@@ -55,7 +55,7 @@ type Replayer = replay.Runner[ReplayStats]
 // NewReplayer replays files into q, as cluster, dropping events with timestamps more than
 // maxFutureSkew ahead (zero: aggregator.DefaultMaxFutureSkew, negative: no limit) or outside the
 // representable range (see ReplayFile); ts gives its logger (may be unset).
-func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q *Queue, ts telemetry.Settings) *Replayer {
+func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q EventQueue, ts telemetry.Settings) *Replayer {
 	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
 		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts)
 		if err == nil {
@@ -81,10 +81,14 @@ type Params struct {
 type Result struct {
 	fx.Out
 
-	Queue    *Queue
-	Consumer *Consumer
-	Webhook  *Webhook
-	Replayer *Replayer
+	// Queue is the in-memory queue in front of the consumer (fed by the durable queue, if any).
+	Queue *Queue
+	// EventQueue is what the webhook enqueues into: the DurableQueue when
+	// Config.Queue.IsDurable(), else Queue.
+	EventQueue EventQueue
+	Consumer   *Consumer
+	Webhook    *Webhook
+	Replayer   *Replayer
 }
 
 // Module provides the audit pipeline (New): webhook handler, queue, consumer, replay and follow
@@ -108,17 +112,33 @@ func New(p Params) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	q, err := NewQueue(cfg.Queue, consumer.Handle, ts)
-	if err != nil {
-		return Result{}, err
+	var q *Queue
+	var eq EventQueue
+	if cfg.Queue.IsDurable() {
+		dq, err := NewDurableQueue(cfg.Queue, consumer.Handle, ts)
+		if err != nil {
+			return Result{}, err
+		}
+		if s, ok := p.Aggregator.(interface{ SyncSinks(context.Context) error }); ok {
+			// A batch is done once the store's log holds its spans, not only its memtable.
+			dq.SetSinkSync(s.SyncSinks)
+		}
+		p.Lifecycle.Append(fx.StartStopHook(dq.Start, dq.Stop))
+		// Log replay and follow read their files again after a crash: they need no second copy.
+		q, eq = dq.Memory(), dq
+	} else {
+		if q, err = NewQueue(cfg.Queue, consumer.Handle, ts); err != nil {
+			return Result{}, err
+		}
+		p.Lifecycle.Append(fx.StartStopHook(q.Start, q.Stop))
+		eq = q
 	}
-	p.Lifecycle.Append(fx.StartStopHook(q.Start, q.Stop))
 	wcfg := cfg.Webhook
 	if wcfg.DefaultCluster == "" {
 		wcfg.DefaultCluster = cfg.Cluster
 	}
 	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
-	webhook := NewWebhook(wcfg, q, ts)
+	webhook := NewWebhook(wcfg, eq, ts)
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
 		webhook.SetHealth(h.SinkHealth)
 	}
@@ -131,5 +151,5 @@ func New(p Params) (Result, error) {
 	}
 	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, q, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
-	return Result{Queue: q, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
+	return Result{Queue: q, EventQueue: eq, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
 }

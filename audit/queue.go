@@ -51,6 +51,33 @@ type QueueConfig struct {
 	// Partitions is the number of partitions, each drained by one goroutine (default
 	// 2*GOMAXPROCS).
 	Partitions int `yaml:"partitions"`
+
+	// Durable, unset or true, makes the queue durable when Dir is set (see DurableQueue): the
+	// webhook answers 200 only once a batch is on disk, and batches not yet handled are replayed
+	// after a crash. false keeps the queue in memory only. The all-in-one sets Dir from its data
+	// folder, so its queue is durable unless this is false.
+	Durable *bool `yaml:"durable"`
+	// Dir is the folder of the durable queue's log (the all-in-one's default:
+	// <dataDir>/audit-queue). Empty: the queue is in memory only.
+	Dir string `yaml:"dir"`
+	// MaxDiskBytes bounds the durable queue's log on disk (default 1 GiB). A batch that does not
+	// fit is refused (the webhook answers 429) and counted.
+	MaxDiskBytes int64 `yaml:"maxDiskBytes"`
+	// SegmentBytes is the size at which the durable queue starts a new log file (default 64 MiB,
+	// at most MaxDiskBytes); a file is deleted once every batch in it, and in the older ones, was
+	// handled.
+	SegmentBytes int64 `yaml:"segmentBytes"`
+}
+
+// DefaultQueueMaxDiskBytes is the default bound of the durable queue's log on disk.
+const DefaultQueueMaxDiskBytes = 1 << 30
+
+// DefaultQueueSegmentBytes is the default size of a file of the durable queue's log.
+const DefaultQueueSegmentBytes = 64 << 20
+
+// IsDurable reports whether the queue is durable: Dir is set and Durable is not false.
+func (c QueueConfig) IsDurable() bool {
+	return c.Dir != "" && (c.Durable == nil || *c.Durable)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -63,6 +90,12 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 2 * runtime.GOMAXPROCS(0)
+	}
+	if c.MaxDiskBytes == 0 {
+		c.MaxDiskBytes = DefaultQueueMaxDiskBytes
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = min(DefaultQueueSegmentBytes, c.MaxDiskBytes)
 	}
 	return c
 }
@@ -77,6 +110,12 @@ func (c QueueConfig) Validate() error {
 	}
 	if c.Partitions < 0 {
 		return fmt.Errorf("audit queue: partitions %d is negative", c.Partitions)
+	}
+	if c.MaxDiskBytes < 0 || c.SegmentBytes < 0 {
+		return fmt.Errorf("audit queue: maxDiskBytes %d or segmentBytes %d is negative", c.MaxDiskBytes, c.SegmentBytes)
+	}
+	if c.Durable != nil && *c.Durable && c.Dir == "" {
+		return errors.New("audit queue: durable needs dir (or the all-in-one's data folder)")
 	}
 	return nil
 }
@@ -144,6 +183,27 @@ type queued struct {
 	cluster string
 	ev      *Event
 	bytes   int64
+	// track, if set, counts the handled events of the batch the event came in (DurableQueue).
+	track *batchTrack
+}
+
+// batchTrack counts the events of one enqueued batch not yet handled and calls done once all of
+// them were. Events abandoned at Stop are never counted as handled.
+type batchTrack struct {
+	remaining atomic.Int64
+	done      func()
+}
+
+func newBatchTrack(n int, done func()) *batchTrack {
+	t := &batchTrack{done: done}
+	t.remaining.Store(int64(n))
+	return t
+}
+
+func (t *batchTrack) eventDone() {
+	if t.remaining.Add(-1) == 0 {
+		t.done()
+	}
 }
 
 type partition struct {
@@ -219,7 +279,7 @@ func (q *Queue) Bytes() int64 { return q.bytes.Load() }
 // of the whole batch duplicates nothing. A batch larger than the whole capacity also wraps
 // ErrBatchTooLarge. Once Stop has begun, Enqueue returns ErrStopped. It never blocks.
 func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
-	err := q.tryEnqueue(cluster, events)
+	err := q.tryEnqueue(cluster, events, nil)
 	q.record(ctx, len(events), err)
 	return err
 }
@@ -228,7 +288,22 @@ func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*Event) er
 // Use it where backpressure beats dropping, e.g. replaying a file. It still fails at once with
 // ErrBatchTooLarge or ErrStopped.
 func (q *Queue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
-	err := q.tryEnqueue(cluster, events)
+	return q.enqueueWait(ctx, cluster, events, nil)
+}
+
+// enqueueTracked is Enqueue, or EnqueueWait if wait is set, with every event counted in tr once
+// handled.
+func (q *Queue) enqueueTracked(ctx context.Context, cluster string, events []*Event, tr *batchTrack, wait bool) error {
+	if wait {
+		return q.enqueueWait(ctx, cluster, events, tr)
+	}
+	err := q.tryEnqueue(cluster, events, tr)
+	q.record(ctx, len(events), err)
+	return err
+}
+
+func (q *Queue) enqueueWait(ctx context.Context, cluster string, events []*Event, tr *batchTrack) error {
+	err := q.tryEnqueue(cluster, events, tr)
 	for errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrBatchTooLarge) {
 		// Take the signal channel before trying again, so that a release between the attempt and
 		// the wait is not missed.
@@ -236,7 +311,7 @@ func (q *Queue) EnqueueWait(ctx context.Context, cluster string, events []*Event
 		q.roomMu.Lock()
 		room := q.roomCh
 		q.roomMu.Unlock()
-		if err = q.tryEnqueue(cluster, events); !errors.Is(err, ErrQueueFull) {
+		if err = q.tryEnqueue(cluster, events, tr); !errors.Is(err, ErrQueueFull) {
 			q.roomWaiters.Add(-1)
 			break
 		}
@@ -248,7 +323,7 @@ func (q *Queue) EnqueueWait(ctx context.Context, cluster string, events []*Event
 			return fmt.Errorf("wait for room in audit queue: %w", ctx.Err())
 		}
 		q.roomWaiters.Add(-1)
-		err = q.tryEnqueue(cluster, events)
+		err = q.tryEnqueue(cluster, events, tr)
 	}
 	q.record(ctx, len(events), err)
 	return err
@@ -266,7 +341,7 @@ func (q *Queue) record(ctx context.Context, n int, err error) {
 	}
 }
 
-func (q *Queue) tryEnqueue(cluster string, events []*Event) error {
+func (q *Queue) tryEnqueue(cluster string, events []*Event, tr *batchTrack) error {
 	n := int64(len(events))
 	if n > q.capacity {
 		return fmt.Errorf("%w (%w): a batch of %d events can never fit the capacity of %d",
@@ -313,7 +388,7 @@ func (q *Queue) tryEnqueue(cluster string, events []*Event) error {
 	for _, ev := range events {
 		p := q.parts[partitionIndex(cluster, ev, len(q.parts))]
 		p.mu.Lock()
-		p.items = append(p.items, queued{cluster: cluster, ev: ev, bytes: EventBytes(ev)})
+		p.items = append(p.items, queued{cluster: cluster, ev: ev, bytes: EventBytes(ev), track: tr})
 		p.enqueued++
 		wasEmpty := len(p.items) == 1
 		p.mu.Unlock()
@@ -542,6 +617,10 @@ func (q *Queue) run(ctx context.Context, p *partition) {
 				return
 			}
 			q.call(ctx, batch[i])
+			// A handler interrupted by an abort may not have finished: its batch is not done.
+			if batch[i].track != nil && !q.aborted.Load() {
+				batch[i].track.eventDone()
+			}
 			pendingBytes += batch[i].bytes
 			batch[i] = queued{}
 			if pending++; pending == releaseEvery {

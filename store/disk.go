@@ -240,6 +240,16 @@ func (p *Pebble) writeSpace() error {
 	return nil
 }
 
+// Sync writes and syncs the write-ahead log up to now (aggregator.Syncer): an Export returns
+// once its batch is queued for the log, and a process crash can lose what the log writer had not
+// written yet. The durable audit queue calls it before it marks batches handled.
+func (p *Pebble) Sync(context.Context) error {
+	if err := p.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("sync store log: %w", err)
+	}
+	return nil
+}
+
 // Health reports why the store cannot take writes now (disk full, disk errors, read-only, a
 // long write stall, a fatal Pebble error), or nil. It is cheap enough for every health check.
 func (p *Pebble) Health(context.Context) error {

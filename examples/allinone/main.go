@@ -69,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		storeBack  = fs.String("store-backend", "", `trace store: "embedded" (in --data-dir), "memory", or "jaeger" (shared by replicas: --jaeger-endpoint and --jaeger-otlp-endpoint); default embedded, memory with --data-dir ""`)
 		jaegerEP   = fs.String("jaeger-endpoint", "", "with --store-backend jaeger: Jaeger's remote storage API (jaeger.storage.v2 gRPC) to read traces from, host:port or grpcs://host:port")
 		jaegerOTLP = fs.String("jaeger-otlp-endpoint", "", "with --store-backend jaeger: the Jaeger collector's OTLP receiver to write spans to (forms as --otlp-endpoint); not needed with --role query")
+		durableQ   = fs.Bool("audit-queue-durable", true, "with --data-dir: write each audit webhook batch to <data-dir>/audit-queue (fsync'd) before answering 200, and replay what was not handled after a crash; false keeps the queue in memory")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
 		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
@@ -156,6 +157,10 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("jaeger-otlp-endpoint", func() { cfg.Jaeger.OTLP.Endpoint = *jaegerOTLP })
 	override("event-api", func() { cfg.Event.Source.API = *eventAPI })
 	override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
+	if set["audit-queue-durable"] {
+		v := *durableQ
+		cfg.Audit.Queue.Durable = &v
+	}
 	override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
 	override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
 	override("link-rules", func() { cfg.LinkRules.Dir = *linkRules })
