@@ -29,8 +29,11 @@ import (
 // Pebble is the persistent Store, a Pebble database under PebbleConfig.Dir.
 //
 // Durability: every Export is one atomic batch written to the write-ahead log without an fsync
-// (pebble.NoSync). A process crash loses nothing that Export returned; a machine crash or power
-// loss may lose the most recent batches. Close flushes the memtable to disk and syncs.
+// (pebble.NoSync): Export returns once its batch is queued for the log, which Pebble writes in
+// the background, so a process crash (kill -9) or a power loss may lose the most recent batches.
+// Sync writes and syncs the log up to now; the durable audit queue calls it before it marks
+// events handled, so that they are replayed if their spans did not reach the disk. Close flushes
+// the memtable to disk and syncs.
 //
 // Start runs the retention loop, which deletes whole windows older than MaxAge and, while the
 // database is larger than MaxBytes, the oldest windows.
