@@ -63,7 +63,10 @@ type Config struct {
 	// MaxRetryBackoff caps RetryBackoff's doubling.
 	MaxRetryBackoff time.Duration `yaml:"maxRetryBackoff"`
 	// MaxInFlight bounds the unacknowledged messages of one partition held by a member
-	// (default 64).
+	// (default 64). A member handles them one at a time in order; when a member dies, its
+	// unacknowledged messages come back after AckWait, possibly after newer ones of the same
+	// partition reached the standby. 1 keeps the order strict across a crash, at a throughput
+	// cost.
 	MaxInFlight int `yaml:"maxInFlight"`
 	// PinnedTTL is how long a partition stays pinned to a member that stopped pulling: the
 	// takeover time when a member dies (default 10s).
@@ -171,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
 		errs = append(errs, fmt.Errorf("replicas %d: must be 1, 3 or 5", c.Replicas))
+	}
+	if c.PinnedTTL < 2*time.Second {
+		errs = append(errs, fmt.Errorf("pinnedTTL %s: must be at least 2s (pulls renew the pin every pinnedTTL/2, at least 1s)", c.PinnedTTL))
 	}
 	if c.MaxBytes < 0 || c.MaxMsgs < 0 {
 		errs = append(errs, errors.New("maxBytes and maxMsgs must not be negative"))

@@ -117,6 +117,8 @@ func TestConfigValidate(t *testing.T) {
 		{"replicas", Config{URLs: []string{"n"}, Replicas: 2}, "replicas"},
 		{"half cert", Config{URLs: []string{"n"}, TLS: TLSConfig{CertFile: "x"}}, "certFile and keyFile"},
 		{"both creds", Config{URLs: []string{"n"}, CredentialsFile: "a", NKeySeedFile: "b"}, "exclusive"},
+		{"pinned ttl", Config{URLs: []string{"n"}, PinnedTTL: time.Second}, "pinnedTTL"},
+		{"member", Config{URLs: []string{"n"}, Members: 2, Member: 2}, "member"},
 		{"missing file", Config{URLs: []string{"n"}, CredentialsFile: "/nonexistent"}, "credentialsFile"},
 	}
 	for _, tt := range tests {
