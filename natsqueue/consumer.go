@@ -209,8 +209,8 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		}
 	}
 	c.nc.Close()
-	<-done
 	_ = c.heldGauge.Unregister()
+	// When ctx ended first, a handler ignores its context: return rather than hang with it.
 	return err
 }
 
@@ -328,7 +328,7 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 	backoff := c.cfg.RetryBackoff
 	var herr error
 	for d.Attempt <= c.cfg.MaxDeliveries {
-		herr = c.h(ctx, d)
+		herr = c.call(ctx, d)
 		if herr == nil {
 			if err := c.ack(ctx, msg); err != nil {
 				log.Debug("ack", "seq", seq, "err", err)
@@ -391,6 +391,17 @@ func (c *Consumer) deadLetter(ctx context.Context, p int, msg jetstream.Msg, d D
 	c.deadLettered.Add(ctx, 1)
 	log.Warn("message moved to dead-letter stream", "seq", d.Sequence, "id", d.ID,
 		"subject", msg.Subject(), "deliveries", d.Attempt, "err", cause)
+}
+
+// call runs the handler, turning a panic into an error so that a message the handler cannot
+// cope with is retried and then dead-lettered instead of ending the process.
+func (c *Consumer) call(ctx context.Context, d Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("natsqueue: handler panicked: %v", r)
+		}
+	}()
+	return c.h(ctx, d)
 }
 
 // ack acknowledges msg and waits for the server's confirmation.

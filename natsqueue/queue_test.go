@@ -216,7 +216,10 @@ func TestRetryThenDeadLetter(t *testing.T) {
 		key, num := splitPayload(string(d.Payload))
 		_ = key
 		switch {
-		case num == 1: // poison: always fails
+		case num == 1: // poison: always fails, the last time with a panic
+			if attempts[string(d.Payload)] == cfg.MaxDeliveries {
+				panic("poison")
+			}
 			return errors.New("poison")
 		case num == 2 && attempts[string(d.Payload)] < 2: // fails once, then succeeds
 			return errors.New("transient")
@@ -243,7 +246,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	m, err := dead.GetLastMsgForSubject(ctx, cfg.WithDefaults().deadSubject("c1", 0))
 	require.NoError(t, err)
 	assert.Equal(t, "apps/deployments/default/d0#1", string(m.Data))
-	assert.Equal(t, "poison", m.Header.Get(HeaderError))
+	assert.Equal(t, "natsqueue: handler panicked: poison", m.Header.Get(HeaderError))
 	assert.Equal(t, strconv.Itoa(cfg.MaxDeliveries), m.Header.Get(HeaderDeliveries))
 	info, err := dead.Info(ctx)
 	require.NoError(t, err)

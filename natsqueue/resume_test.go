@@ -132,3 +132,33 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, int64(cfg.MaxDeliveries-1), counter(t, reader, "kelemetry.natsqueue.redelivered", ""))
 	assert.Equal(t, int64(1), counter(t, reader, "kelemetry.natsqueue.partitions_held", ""))
 }
+
+func TestStopDoesNotHangOnAStuckHandler(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Partitions = 1
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	c, err := NewConsumer(ctx, cfg, func(context.Context, Delivery) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release // ignores its context
+		return nil
+	}, telemetry.Settings{})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	require.NoError(t, p.Publish(ctx, batch(1, 1, 0)))
+	<-entered
+
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	require.ErrorIs(t, c.Stop(sctx), context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	close(release)
+	c.wg.Wait()
+}
