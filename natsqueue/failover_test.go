@@ -2,7 +2,9 @@ package natsqueue
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -229,4 +231,39 @@ func TestClusterR3NodeLoss(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // let a doubled message show up if there is one
 	log.check(t, all, false)
 	t.Logf("published %d messages in 30 batches, %d batch retries, %d handler calls", len(all), retries, log.handled)
+}
+
+// TestPartitionSpread starts 1, 2 and 3 members with static membership together and checks that
+// each one processes exactly its share of the 16 partitions.
+func TestPartitionSpread(t *testing.T) {
+	for members := 1; members <= 3; members++ {
+		t.Run(fmt.Sprintf("%d members", members), func(t *testing.T) {
+			n := singleNode(t)
+			cfg := testConfig(n.url())
+			cfg.Partitions = 16
+			cfg.Members = members
+			p := newProducer(t, cfg)
+			log := newAckLog()
+			for m := range members {
+				mc := cfg
+				mc.Member = m
+				newMember(t, mc, log, strconv.Itoa(m))
+			}
+			ctx := testCtx(t, 30*time.Second)
+			msgs := batch(200, 1, 0)
+			require.NoError(t, p.Publish(ctx, msgs))
+			require.Eventually(t, func() bool { return log.drained(ctx, t, cfg, len(msgs)) }, 20*time.Second, 50*time.Millisecond)
+			for m := range members {
+				var want []int
+				for part := range cfg.Partitions {
+					if part%members == m {
+						want = append(want, part)
+					}
+				}
+				assert.Equal(t, want, log.parts(strconv.Itoa(m)), "member %d", m)
+				t.Logf("member %d of %d: partitions %v", m, members, log.parts(strconv.Itoa(m)))
+			}
+			log.check(t, msgs, true)
+		})
+	}
 }
