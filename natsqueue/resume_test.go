@@ -61,7 +61,7 @@ func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond)
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(second) >= 10 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(second) >= 10 }, 30*time.Second, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
