@@ -1,0 +1,206 @@
+package natsqueue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultStream           = "KELEMETRY_AUDIT"
+	DefaultSubjectPrefix    = "kelemetry.audit"
+	DefaultPartitions       = 16
+	DefaultReplicas         = 1
+	DefaultAckWait          = 30 * time.Second
+	DefaultMaxDeliveries    = 5
+	DefaultRetryBackoff     = 200 * time.Millisecond
+	DefaultMaxRetryBackoff  = 5 * time.Second
+	DefaultMaxInFlight      = 64
+	DefaultPinnedTTL        = 10 * time.Second
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultPublishTimeout   = 5 * time.Second
+	DefaultReconnectWait    = 200 * time.Millisecond
+	DefaultMaxReconnectWait = 5 * time.Second
+	DefaultMaxPending       = 4096
+	DefaultDeadMaxMsgs      = 100_000
+	// PriorityGroup is the pinned-client priority group every partition consumer declares.
+	PriorityGroup = "kelemetry"
+)
+
+// Config says where NATS is, how the stream is laid out and how consumption behaves. The zero
+// value plus URLs is usable: WithDefaults fills the rest.
+type Config struct {
+	// URLs are the NATS servers (nats://host:4222, tls://...); required.
+	URLs []string `yaml:"urls"`
+	// Stream is the JetStream stream of audit messages (default KELEMETRY_AUDIT). Dead letters
+	// go to the stream <Stream>_DEAD.
+	Stream string `yaml:"stream"`
+	// SubjectPrefix starts every subject: <prefix>.<cluster>.<partition> for messages,
+	// <prefix>.dead.<cluster>.<partition> for dead letters (default kelemetry.audit).
+	SubjectPrefix string `yaml:"subjectPrefix"`
+	// Partitions is the number of partitions of the object key space (default 16). Changing it
+	// moves objects between partitions: drain the stream first.
+	Partitions int `yaml:"partitions"`
+	// Replicas is the stream's replication factor R (default 1; 3 on a 3-node cluster).
+	Replicas int `yaml:"replicas"`
+	// MaxBytes and MaxMsgs bound the stream (0: unbounded). At a limit the stream discards new
+	// messages and Publish returns ErrFull.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// MaxMsgs bounds the number of messages in the stream (0: unbounded).
+	MaxMsgs int64 `yaml:"maxMsgs"`
+	// AckWait is how long the server waits for an acknowledgement before it redelivers
+	// (default 30s).
+	AckWait time.Duration `yaml:"ackWait"`
+	// MaxDeliveries is how many times a failing message is handed to the Handler before it is
+	// moved to the dead-letter stream (default 5).
+	MaxDeliveries int `yaml:"maxDeliveries"`
+	// RetryBackoff is the wait before the first retry of a failed message; it doubles up to
+	// MaxRetryBackoff (defaults 200ms and 5s).
+	RetryBackoff time.Duration `yaml:"retryBackoff"`
+	// MaxRetryBackoff caps RetryBackoff's doubling.
+	MaxRetryBackoff time.Duration `yaml:"maxRetryBackoff"`
+	// MaxInFlight bounds the unacknowledged messages of one partition held by a member
+	// (default 64). A member handles them one at a time in order; when a member dies, its
+	// unacknowledged messages come back after AckWait, possibly after newer ones of the same
+	// partition reached the standby. 1 keeps the order strict across a crash, at a throughput
+	// cost.
+	MaxInFlight int `yaml:"maxInFlight"`
+	// PinnedTTL is how long a partition stays pinned to a member that stopped pulling: the
+	// takeover time when a member dies (default 10s).
+	PinnedTTL time.Duration `yaml:"pinnedTTL"`
+	// DeadMaxMsgs bounds the dead-letter stream; the oldest dead letters go first (default
+	// 100000).
+	DeadMaxMsgs int64 `yaml:"deadMaxMsgs"`
+	// MaxPending bounds the asynchronous publishes awaiting their acknowledgement (default 4096).
+	MaxPending int `yaml:"maxPending"`
+	// PublishTimeout bounds the wait for JetStream's acknowledgement of a message (default 5s).
+	PublishTimeout time.Duration `yaml:"publishTimeout"`
+	// ConnectTimeout bounds a connection attempt to one server (default 5s).
+	ConnectTimeout time.Duration `yaml:"connectTimeout"`
+	// ReconnectWait is the first wait between reconnection attempts; it doubles up to
+	// MaxReconnectWait, with jitter (defaults 200ms and 5s).
+	ReconnectWait time.Duration `yaml:"reconnectWait"`
+	// MaxReconnectWait caps ReconnectWait's doubling.
+	MaxReconnectWait time.Duration `yaml:"maxReconnectWait"`
+	// TLS configures TLS to the servers.
+	TLS TLSConfig `yaml:"tls"`
+	// CredentialsFile is a NATS credentials file (user JWT and NKey seed).
+	CredentialsFile string `yaml:"credentialsFile"`
+	// NKeySeedFile is a file holding an NKey seed (exclusive with CredentialsFile).
+	NKeySeedFile string `yaml:"nkeySeedFile"`
+	// Members and Member spread partitions over replicas by static membership: with Members > 0
+	// the member with index Member (0..Members-1, e.g. a StatefulSet ordinal) pulls the partitions
+	// p with p % Members == Member at once and the others only after PinnedTTL, as a standby, so
+	// that each member gets its share when all start together. With Members 0 (the default) every
+	// member pulls every partition at once and the first one pinned keeps it. A member that comes
+	// back does not take its partitions back from the standby that covers them.
+	Members int `yaml:"members"`
+	// Member is this replica's index among Members.
+	Member int `yaml:"member"`
+	// Name is the connection's name shown by the server's monitoring (default "kelemetry").
+	Name string `yaml:"name"`
+}
+
+// TLSConfig are the files of TLS to NATS. All empty means no client TLS configuration (tls://
+// URLs still verify the server against the system roots).
+type TLSConfig struct {
+	// CAFile verifies the servers' certificates.
+	CAFile string `yaml:"caFile"`
+	// CertFile and KeyFile are the client certificate and its key (both or neither).
+	CertFile string `yaml:"certFile"`
+	// KeyFile is the client certificate's key.
+	KeyFile string `yaml:"keyFile"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	setStr := func(p *string, d string) {
+		if *p == "" {
+			*p = d
+		}
+	}
+	setInt := func(p *int, d int) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	setDur := func(p *time.Duration, d time.Duration) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	setStr(&c.Stream, DefaultStream)
+	setStr(&c.SubjectPrefix, DefaultSubjectPrefix)
+	setStr(&c.Name, "kelemetry")
+	setInt(&c.Partitions, DefaultPartitions)
+	setInt(&c.Replicas, DefaultReplicas)
+	setInt(&c.MaxDeliveries, DefaultMaxDeliveries)
+	setInt(&c.MaxInFlight, DefaultMaxInFlight)
+	setInt(&c.MaxPending, DefaultMaxPending)
+	setDur(&c.AckWait, DefaultAckWait)
+	setDur(&c.RetryBackoff, DefaultRetryBackoff)
+	setDur(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	setDur(&c.PinnedTTL, DefaultPinnedTTL)
+	setDur(&c.PublishTimeout, DefaultPublishTimeout)
+	setDur(&c.ConnectTimeout, DefaultConnectTimeout)
+	setDur(&c.ReconnectWait, DefaultReconnectWait)
+	setDur(&c.MaxReconnectWait, DefaultMaxReconnectWait)
+	if c.DeadMaxMsgs <= 0 {
+		c.DeadMaxMsgs = DefaultDeadMaxMsgs
+	}
+	return c
+}
+
+// Validate reports an unusable configuration: no URL, a bad stream name or subject prefix, a
+// replication factor other than 1, 3 or 5, negative limits, half a client certificate, both
+// credential kinds, or files that cannot be read.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	if len(c.URLs) == 0 {
+		errs = append(errs, errors.New("urls: at least one NATS server is required"))
+	}
+	if strings.ContainsAny(c.Stream, ". *>\t\n/\\") {
+		errs = append(errs, fmt.Errorf("stream %q: must not contain '.', '*', '>', '/', '\\' or whitespace", c.Stream))
+	}
+	for _, tok := range strings.Split(c.SubjectPrefix, ".") {
+		if tok == "" || strings.ContainsAny(tok, " *>\t\n") {
+			errs = append(errs, fmt.Errorf("subjectPrefix %q: tokens must be non-empty literals", c.SubjectPrefix))
+			break
+		}
+	}
+	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		errs = append(errs, fmt.Errorf("replicas %d: must be 1, 3 or 5", c.Replicas))
+	}
+	if c.PinnedTTL < 2*time.Second {
+		errs = append(errs, fmt.Errorf("pinnedTTL %s: must be at least 2s (pulls renew the pin every pinnedTTL/2, at least 1s)", c.PinnedTTL))
+	}
+	if c.MaxBytes < 0 || c.MaxMsgs < 0 {
+		errs = append(errs, errors.New("maxBytes and maxMsgs must not be negative"))
+	}
+	if c.Members < 0 || c.Member < 0 || (c.Members > 0 && c.Member >= c.Members) || (c.Members == 0 && c.Member != 0) {
+		errs = append(errs, fmt.Errorf("member %d of %d members: need 0 <= member < members", c.Member, c.Members))
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		errs = append(errs, errors.New("tls: certFile and keyFile go together"))
+	}
+	if c.CredentialsFile != "" && c.NKeySeedFile != "" {
+		errs = append(errs, errors.New("credentialsFile and nkeySeedFile are exclusive"))
+	}
+	for _, nf := range [][2]string{
+		{"tls.caFile", c.TLS.CAFile}, {"tls.certFile", c.TLS.CertFile}, {"tls.keyFile", c.TLS.KeyFile},
+		{"credentialsFile", c.CredentialsFile}, {"nkeySeedFile", c.NKeySeedFile},
+	} {
+		name, f := nf[0], nf[1]
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,202 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrFull means the stream is at its MaxMsgs or MaxBytes limit and discarded the message: retry
+// later (the webhook answers 429 with Retry-After).
+var ErrFull = errors.New("natsqueue: stream full")
+
+// ErrUnavailable means NATS is unreachable or JetStream has no quorum for the stream: retry
+// later (the webhook answers 503).
+var ErrUnavailable = errors.New("natsqueue: NATS unavailable")
+
+// Partition returns the partition of an object key: FNV-1a of the key modulo partitions, so
+// every producer agrees without coordination. partitions <= 0 yields 0.
+func Partition(key string, partitions int) int {
+	if partitions <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(partitions))
+}
+
+// Subject returns the subject of a message of cluster in partition.
+func (c Config) Subject(cluster string, partition int) string {
+	return c.SubjectPrefix + "." + cluster + "." + strconv.Itoa(partition)
+}
+
+// deadSubject returns the dead-letter subject of a message of cluster in partition.
+func (c Config) deadSubject(cluster string, partition int) string {
+	return c.SubjectPrefix + ".dead." + cluster + "." + strconv.Itoa(partition)
+}
+
+func (c Config) deadStream() string { return c.Stream + "_DEAD" }
+
+func (c Config) consumerName(partition int) string {
+	return fmt.Sprintf("%s_p%d", c.Stream, partition)
+}
+
+// validCluster reports whether cluster can be one subject token.
+func validCluster(cluster string) error {
+	if cluster == "" || strings.ContainsAny(cluster, ". *>\t\r\n") {
+		return fmt.Errorf("cluster %q: must be a non-empty subject token (no '.', '*', '>' or whitespace)", cluster)
+	}
+	return nil
+}
+
+// connect opens a connection with the configured security, timeouts and reconnect backoff.
+// Publishing while disconnected fails at once instead of being buffered, so that a producer
+// learns that NATS is down within its timeout.
+func connect(cfg Config, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.Timeout(cfg.ConnectTimeout),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectBufSize(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			d := cfg.ReconnectWait
+			for i := 1; i < attempts && d < cfg.MaxReconnectWait; i++ {
+				d *= 2
+			}
+			d = min(d, cfg.MaxReconnectWait)
+			return d/2 + rand.N(d/2+1) //nolint:gosec // jitter, not security
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("NATS disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("NATS asynchronous error", "err", err)
+		}),
+	}
+	if cfg.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLS.CAFile))
+	}
+	if cfg.TLS.CertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
+	}
+	if cfg.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredentialsFile))
+	}
+	if cfg.NKeySeedFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("read nkey seed: %w", err)
+		}
+		opts = append(opts, opt)
+	}
+	nc, err := nats.Connect(strings.Join(cfg.URLs, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	return nc, nil
+}
+
+// ensureStreams creates or updates the message stream and the dead-letter stream.
+func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	maxBytes, maxMsgs := cfg.MaxBytes, cfg.MaxMsgs
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	if maxMsgs == 0 {
+		maxMsgs = -1
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "Kelemetry audit events, partitioned by object",
+		Subjects:    []string{cfg.SubjectPrefix + ".*.*"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    maxBytes,
+		MaxMsgs:     maxMsgs,
+		Replicas:    cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("create stream %s: %w", cfg.Stream, classify(err))
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.deadStream(),
+		Description: "Kelemetry audit events that kept failing",
+		Subjects:    []string{cfg.SubjectPrefix + ".dead.*.*"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxMsgs:     cfg.DeadMaxMsgs,
+		Replicas:    cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("create stream %s: %w", cfg.deadStream(), classify(err))
+	}
+	return nil
+}
+
+// errorKind names the class of a publish error for metrics: "full", "unavailable" or "other".
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, ErrFull):
+		return "full"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	default:
+		return "other"
+	}
+}
+
+// classify wraps err with ErrFull or ErrUnavailable when it is one of those; other errors (a
+// message larger than the stream allows, a canceled context) are returned as they are.
+func classify(err error) error {
+	if err == nil || errors.Is(err, ErrFull) || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		desc := apiErr.Description
+		if strings.Contains(desc, "maximum messages") || strings.Contains(desc, "maximum bytes") ||
+			strings.Contains(desc, "resource limits exceeded") || strings.Contains(desc, "insufficient resources") {
+			return fmt.Errorf("%w: %w", ErrFull, err)
+		}
+		if apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+			return err
+		}
+		if apiErr.Code == 503 || apiErr.Code == 408 || apiErr.Code == 500 {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrReconnectBufExceeded),
+		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrAsyncPublishTimeout),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs), isConnErr(err):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// isConnErr reports errors that only say the connection is unusable.
+func isConnErr(err error) bool {
+	return errors.Is(err, nats.ErrConnectionDraining) || errors.Is(err, nats.ErrStaleConnection) ||
+		errors.Is(err, nats.ErrAuthorization)
+}

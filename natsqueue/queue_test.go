@@ -1,0 +1,254 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// recorder is a Handler that records what it handled, per consumer.
+type recorder struct {
+	mu      sync.Mutex
+	byKey   map[string][]int // key -> payload sequence numbers in handling order
+	ids     map[string]int   // payload ID -> handled count
+	acked   map[string]bool
+	fail    func(d Delivery) error
+	handled int
+}
+
+func newRecorder() *recorder {
+	return &recorder{byKey: map[string][]int{}, ids: map[string]int{}, acked: map[string]bool{}}
+}
+
+func (r *recorder) handle(_ context.Context, d Delivery) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		if err := r.fail(d); err != nil {
+			return err
+		}
+	}
+	key, n := splitPayload(string(d.Payload))
+	r.byKey[key] = append(r.byKey[key], n)
+	r.ids[string(d.Payload)]++
+	r.handled++
+	return nil
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handled
+}
+
+func payload(key string, n int) []byte { return []byte(key + "#" + strconv.Itoa(n)) }
+
+func splitPayload(s string) (string, int) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '#' {
+			n, _ := strconv.Atoi(s[i+1:])
+			return s[:i], n
+		}
+	}
+	return s, 0
+}
+
+func batch(keys, perKey, from int) []Message {
+	var msgs []Message
+	for n := from; n < from+perKey; n++ {
+		for k := range keys {
+			key := fmt.Sprintf("apps/deployments/default/d%d", k)
+			msgs = append(msgs, Message{Cluster: "c1", Key: key, ID: string(payload(key, n)), Payload: payload(key, n)})
+		}
+	}
+	return msgs
+}
+
+func startConsumer(t *testing.T, cfg Config, h Handler) *Consumer {
+	t.Helper()
+	c, err := NewConsumer(testCtx(t, 10*time.Second), cfg, h, telemetry.Settings{})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
+}
+
+func newProducer(t *testing.T, cfg Config) *Producer {
+	t.Helper()
+	p, err := NewProducer(testCtx(t, 10*time.Second), cfg, telemetry.Settings{})
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestPartitionStable(t *testing.T) {
+	assert.Equal(t, Partition("a/b", 16), Partition("a/b", 16))
+	assert.Equal(t, 0, Partition("x", 0))
+	seen := map[int]bool{}
+	for i := range 100 {
+		p := Partition("key"+strconv.Itoa(i), 16)
+		require.True(t, p >= 0 && p < 16)
+		seen[p] = true
+	}
+	assert.Greater(t, len(seen), 10, "keys spread over partitions")
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"ok", Config{URLs: []string{"nats://x"}}, ""},
+		{"no urls", Config{}, "urls"},
+		{"bad stream", Config{URLs: []string{"n"}, Stream: "a.b"}, "stream"},
+		{"bad prefix", Config{URLs: []string{"n"}, SubjectPrefix: "a..b"}, "subjectPrefix"},
+		{"replicas", Config{URLs: []string{"n"}, Replicas: 2}, "replicas"},
+		{"half cert", Config{URLs: []string{"n"}, TLS: TLSConfig{CertFile: "x"}}, "certFile and keyFile"},
+		{"both creds", Config{URLs: []string{"n"}, CredentialsFile: "a", NKeySeedFile: "b"}, "exclusive"},
+		{"pinned ttl", Config{URLs: []string{"n"}, PinnedTTL: time.Second}, "pinnedTTL"},
+		{"member", Config{URLs: []string{"n"}, Members: 2, Member: 2}, "member"},
+		{"missing file", Config{URLs: []string{"n"}, CredentialsFile: "/nonexistent"}, "credentialsFile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	d := Config{}.WithDefaults()
+	assert.Equal(t, DefaultStream, d.Stream)
+	assert.Equal(t, DefaultSubjectPrefix, d.SubjectPrefix)
+	assert.Equal(t, 16, d.Partitions)
+}
+
+func TestRoundTripOrderPerKey(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	p := newProducer(t, cfg)
+	rec := newRecorder()
+	startConsumer(t, cfg, rec.handle)
+
+	ctx := testCtx(t, 30*time.Second)
+	const keys, perKey = 10, 50
+	for i := 0; i < perKey; i += 10 {
+		require.NoError(t, p.Publish(ctx, batch(keys, 10, i)))
+	}
+	require.Eventually(t, func() bool { return rec.count() == keys*perKey }, 20*time.Second, 20*time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.byKey, keys)
+	for key, seq := range rec.byKey {
+		for i, v := range seq {
+			require.Equal(t, i, v, "order of %s", key)
+		}
+	}
+	require.Error(t, p.Publish(ctx, []Message{{Cluster: "bad.cluster", Key: "k"}}))
+}
+
+func TestStreamFullThenRoom(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.MaxMsgs = 20
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+
+	require.NoError(t, p.Publish(ctx, batch(4, 5, 0)))
+	err := p.Publish(ctx, batch(1, 1, 100))
+	require.ErrorIs(t, err, ErrFull)
+	require.NotErrorIs(t, err, ErrUnavailable)
+
+	rec := newRecorder()
+	c := startConsumer(t, cfg, rec.handle)
+	require.Eventually(t, func() bool { return rec.count() == 20 }, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, c.Stop(ctx))
+	require.Eventually(t, func() bool { return p.Publish(ctx, batch(1, 1, 100)) == nil }, 5*time.Second, 50*time.Millisecond,
+		"acknowledged messages leave the work queue and free room")
+}
+
+func TestUnavailableThenRecovery(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 60*time.Second)
+	require.NoError(t, p.Publish(ctx, batch(1, 1, 0)))
+
+	n.stop()
+	start := time.Now()
+	err := p.Publish(ctx, batch(2, 2, 1))
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.Less(t, time.Since(start), cfg.PublishTimeout+time.Second, "fails within the publish timeout")
+
+	n.start()
+	require.Eventually(t, func() bool { return p.Publish(ctx, batch(2, 2, 1)) == nil }, 20*time.Second, 100*time.Millisecond)
+	rec := newRecorder()
+	startConsumer(t, cfg, rec.handle)
+	require.Eventually(t, func() bool { return rec.count() == 5 }, 10*time.Second, 20*time.Millisecond)
+}
+
+func TestRetryThenDeadLetter(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Partitions = 1
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+
+	attempts := map[string]int{}
+	rec := newRecorder()
+	rec.fail = func(d Delivery) error {
+		attempts[string(d.Payload)]++
+		key, num := splitPayload(string(d.Payload))
+		_ = key
+		switch {
+		case num == 1: // poison: always fails, the last time with a panic
+			if attempts[string(d.Payload)] == cfg.MaxDeliveries {
+				panic("poison")
+			}
+			return errors.New("poison")
+		case num == 2 && attempts[string(d.Payload)] < 2: // fails once, then succeeds
+			return errors.New("transient")
+		}
+		return nil
+	}
+	startConsumer(t, cfg, rec.handle)
+	require.NoError(t, p.Publish(ctx, batch(1, 4, 0)))
+	require.Eventually(t, func() bool { return rec.count() == 3 }, 10*time.Second, 20*time.Millisecond)
+
+	rec.mu.Lock()
+	assert.Equal(t, []int{0, 2, 3}, rec.byKey["apps/deployments/default/d0"], "the partition continues after the poison message, in order")
+	assert.Equal(t, cfg.MaxDeliveries, attempts["apps/deployments/default/d0#1"])
+	assert.Equal(t, 2, attempts["apps/deployments/default/d0#2"])
+	rec.mu.Unlock()
+
+	nc, err := nats.Connect(n.url())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	dead, err := js.Stream(ctx, cfg.WithDefaults().deadStream())
+	require.NoError(t, err)
+	m, err := dead.GetLastMsgForSubject(ctx, cfg.WithDefaults().deadSubject("c1", 0))
+	require.NoError(t, err)
+	assert.Equal(t, "apps/deployments/default/d0#1", string(m.Data))
+	assert.Equal(t, "natsqueue: handler panicked: poison", m.Header.Get(HeaderError))
+	assert.Equal(t, strconv.Itoa(cfg.MaxDeliveries), m.Header.Get(HeaderDeliveries))
+	info, err := dead.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.State.Msgs, "dead-lettered once")
+}

@@ -1,0 +1,164 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Partitions = 1
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 60*time.Second)
+	msgs := batch(1, 20, 0)
+	require.NoError(t, p.Publish(ctx, msgs))
+
+	var mu sync.Mutex
+	var first, second []int
+	a, err := NewConsumer(ctx, cfg, func(hctx context.Context, d Delivery) error {
+		_, num := splitPayload(string(d.Payload))
+		if num >= 10 {
+			<-hctx.Done() // stuck until the consumer stops
+			return hctx.Err()
+		}
+		mu.Lock()
+		first = append(first, num)
+		mu.Unlock()
+		return nil
+	}, telemetry.Settings{})
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(first) == 10 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, a.Stop(ctx))
+
+	// Restart everything: the server on the same store, then a new consumer.
+	p.Close()
+	n.stop()
+	n.start()
+	var b *Consumer
+	require.Eventually(t, func() bool {
+		var err error
+		b, err = NewConsumer(ctx, cfg, func(_ context.Context, d Delivery) error {
+			_, num := splitPayload(string(d.Payload))
+			mu.Lock()
+			second = append(second, num)
+			mu.Unlock()
+			return nil
+		}, telemetry.Settings{})
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond)
+	require.NoError(t, b.Start(ctx))
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(second) >= 10 }, 30*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, first)
+	assert.Equal(t, []int{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, second, "resumes after the last acknowledged message, nothing twice")
+}
+
+// counter sums an int64 metric's points, restricted to kind when set.
+func counter(t *testing.T, r *sdkmetric.ManualReader, name, kind string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			}
+			for _, p := range points {
+				if v, _ := p.Attributes.Value(attribute.Key("kind")); kind == "" || v.AsString() == kind {
+					total += p.Value
+				}
+			}
+		}
+	}
+	return total
+}
+
+func TestMetrics(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Partitions = 1
+	cfg.MaxMsgs = 5
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	set := telemetry.Settings{MeterProvider: mp}
+	ctx := testCtx(t, 30*time.Second)
+
+	p, err := NewProducer(ctx, cfg, set)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	require.NoError(t, p.Publish(ctx, batch(1, 5, 0)))
+	require.ErrorIs(t, p.Publish(ctx, batch(1, 1, 5)), ErrFull)
+	assert.Equal(t, int64(5), counter(t, reader, "kelemetry.natsqueue.published", ""))
+	assert.Equal(t, int64(1), counter(t, reader, "kelemetry.natsqueue.publish_errors", "full"))
+
+	c, err := NewConsumer(ctx, cfg, func(_ context.Context, d Delivery) error {
+		if _, num := splitPayload(string(d.Payload)); num == 1 {
+			return errors.New("poison")
+		}
+		return nil
+	}, set)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	require.Eventually(t, func() bool {
+		return counter(t, reader, "kelemetry.natsqueue.consumed", "") == 4 &&
+			counter(t, reader, "kelemetry.natsqueue.dead_lettered", "") == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, int64(cfg.MaxDeliveries-1), counter(t, reader, "kelemetry.natsqueue.redelivered", ""))
+	assert.Equal(t, int64(1), counter(t, reader, "kelemetry.natsqueue.partitions_held", ""))
+}
+
+func TestStopDoesNotHangOnAStuckHandler(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Partitions = 1
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	c, err := NewConsumer(ctx, cfg, func(context.Context, Delivery) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release // ignores its context
+		return nil
+	}, telemetry.Settings{})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	require.NoError(t, p.Publish(ctx, batch(1, 1, 0)))
+	<-entered
+
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	require.ErrorIs(t, c.Stop(sctx), context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	close(release)
+	c.wg.Wait()
+}
