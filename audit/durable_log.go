@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -111,7 +112,7 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 		}
 		l.segs = append(l.segs, &logSegment{num: num, path: filepath.Join(dir, e.Name())})
 	}
-	slices.SortFunc(l.segs, func(a, b *logSegment) int { return cmpUint(a.num, b.num) })
+	slices.SortFunc(l.segs, func(a, b *logSegment) int { return cmp.Compare(a.num, b.num) })
 
 	var batches []batchLoc
 	acked := map[uint64]bool{}
@@ -155,16 +156,6 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 	}
 	l.collect()
 	return l, pending, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // scan reads a segment's records. It stops at the first torn or corrupt record (counted).

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -274,22 +275,12 @@ func (j *Jaeger) search(ctx context.Context, m *matcher) ([]ObjectWindows, error
 		out = append(out, *o)
 	}
 	slices.SortFunc(out, func(a, b ObjectWindows) int {
-		return compareStrings(a.Object.Key().String(), b.Object.Key().String())
+		return cmp.Compare(a.Object.Key().String(), b.Object.Key().String())
 	})
 	if len(out) > m.limit() {
 		out = out[:m.limit()]
 	}
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // eventServices lists the backend's services that hold event spans (all but the object, link and
