@@ -9,11 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
@@ -72,29 +71,7 @@ func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
 // counter sums an int64 metric's points, restricted to kind when set.
 func counter(t *testing.T, r *sdkmetric.ManualReader, name, kind string) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
-	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			var points []metricdata.DataPoint[int64]
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				points = d.DataPoints
-			case metricdata.Gauge[int64]:
-				points = d.DataPoints
-			}
-			for _, p := range points {
-				if v, _ := p.Attributes.Value(attribute.Key("kind")); kind == "" || v.AsString() == kind {
-					total += p.Value
-				}
-			}
-		}
-	}
-	return total
+	return telemetrytest.Int64(t, r, name, "kind", kind)
 }
 
 func TestMetrics(t *testing.T) {

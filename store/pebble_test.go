@@ -16,12 +16,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 func openTestPebble(t testing.TB, cfg PebbleConfig, mp *sdkmetric.MeterProvider) *Pebble {
@@ -44,31 +43,7 @@ func openTestPebble(t testing.TB, cfg PebbleConfig, mp *sdkmetric.MeterProvider)
 // metricValue sums the data points of an int64 sum or gauge, restricted to reason if set.
 func metricValue(t *testing.T, r *sdkmetric.ManualReader, name, reason string) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
-	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			var points []metricdata.DataPoint[int64]
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				points = d.DataPoints
-			case metricdata.Gauge[int64]:
-				points = d.DataPoints
-			default:
-				t.Fatalf("metric %s has data %T", name, m.Data)
-			}
-			for _, p := range points {
-				if v, _ := p.Attributes.Value(attribute.Key("reason")); reason == "" || v.AsString() == reason {
-					total += p.Value
-				}
-			}
-		}
-	}
-	return total
+	return telemetrytest.Int64(t, r, name, "reason", reason)
 }
 
 func TestPebbleReopenKeepsData(t *testing.T) {

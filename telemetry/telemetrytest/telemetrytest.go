@@ -1,0 +1,45 @@
+// Package telemetrytest reads metrics in tests: a manual reader's int64 counters, up-down
+// counters and gauges, summed over their points.
+package telemetrytest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// Int64 collects r and returns the sum of the points of the int64 sum or gauge name whose
+// attribute key is value (an empty key: every point). It fails the test for a metric of another
+// type.
+func Int64(t testing.TB, r *sdkmetric.ManualReader, name, key, value string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			default:
+				t.Fatalf("metric %s has data %T", name, m.Data)
+			}
+			for _, p := range points {
+				if v, _ := p.Attributes.Value(attribute.Key(key)); key == "" || v.AsString() == value {
+					total += p.Value
+				}
+			}
+		}
+	}
+	return total
+}
