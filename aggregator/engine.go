@@ -34,11 +34,10 @@ type Engine struct {
 	objects *lru.Cache[windowKey, objectState]
 	objMu   sync.Mutex // serialises the check-and-set on objects
 
-	jobsMu sync.RWMutex // guards closed and the send on jobs against close
-	// jobs has one queue per link worker; an object's jobs always go to the same worker (by a
-	// hash of its key), so they run one at a time and in the order its events came in: which
-	// jobs run, and which of them writes a link span last, does not depend on timing.
-	jobs     []chan linkJob
+	jobsMu sync.RWMutex // guards closed and the send on the lanes' queues against close
+	// lanes are the sets of link workers: one shared by the linkers that are not isolated, and
+	// one per IsolatedLinker, so that a slow linker holds only its own workers and queue.
+	lanes    []*lane
 	stopping bool // no new jobs from Send; transitive jobs still run
 	closed   bool // jobs is closed
 	started  bool
@@ -61,6 +60,15 @@ type objectState struct {
 	linkedWithBody bool
 	// metaHash is the Object.MetaHash of the body that job had.
 	metaHash uint64
+}
+
+// lane is a set of link workers with their queues and the linkers they run. Its jobs has one
+// queue per link worker; an object's jobs always go to the same worker (by a hash of its key),
+// so they run one at a time and in the order its events came in: which jobs run, and which of
+// them writes a link span last, does not depend on timing (within the lane).
+type lane struct {
+	linkers []Linker
+	jobs    []chan linkJob
 }
 
 type linkJob struct {
@@ -113,11 +121,16 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		linkers:    linkers,
 		decorators: decorators,
 	}
-	// LinkQueueSize is shared out among the workers' queues.
-	per := max(1, (cfg.LinkQueueSize+cfg.LinkWorkers-1)/max(1, cfg.LinkWorkers))
-	e.jobs = make([]chan linkJob, max(1, cfg.LinkWorkers))
-	for i := range e.jobs {
-		e.jobs[i] = make(chan linkJob, per)
+	var shared []Linker
+	for _, l := range linkers {
+		if il, ok := l.(IsolatedLinker); ok {
+			e.lanes = append(e.lanes, newLane([]Linker{l}, il.LinkWorkers(), cfg.LinkQueueSize))
+		} else {
+			shared = append(shared, l)
+		}
+	}
+	if len(shared) > 0 || len(e.lanes) == 0 {
+		e.lanes = append([]*lane{newLane(shared, cfg.LinkWorkers, cfg.LinkQueueSize)}, e.lanes...)
 	}
 	if err := e.initMetrics(deps.Telemetry); err != nil {
 		return nil, err
@@ -130,6 +143,17 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	}
 	e.objects = objects
 	return e, nil
+}
+
+// newLane builds a lane of workers goroutines (at least 1) sharing out queueSize jobs.
+func newLane(linkers []Linker, workers, queueSize int) *lane {
+	workers = max(1, workers)
+	per := max(1, (queueSize+workers-1)/workers)
+	l := &lane{linkers: linkers, jobs: make([]chan linkJob, workers)}
+	for i := range l.jobs {
+		l.jobs[i] = make(chan linkJob, per)
+	}
+	return l
 }
 
 func (e *Engine) initMetrics(tel telemetry.Settings) error {
@@ -163,10 +187,11 @@ func (e *Engine) Start(context.Context) error {
 		return nil
 	}
 	e.started = true
-	workers := make([]func(context.Context), len(e.jobs))
-	for i := range workers {
-		jobs := e.jobs[i]
-		workers[i] = func(ctx context.Context) { e.worker(ctx, jobs) }
+	var workers []func(context.Context)
+	for _, ln := range e.lanes {
+		for _, jobs := range ln.jobs {
+			workers = append(workers, func(ctx context.Context) { e.worker(ctx, ln.linkers, jobs) })
+		}
 	}
 	e.workers.Start(workers...)
 	return nil
@@ -193,8 +218,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.jobsMu.Lock()
 	if !e.closed {
 		e.closed = true
-		for _, jobs := range e.jobs {
-			close(jobs)
+		for _, ln := range e.lanes {
+			for _, jobs := range ln.jobs {
+				close(jobs)
+			}
 		}
 	}
 	e.jobsMu.Unlock()
@@ -202,9 +229,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 	_ = e.workers.Stop(context.Background(), "aggregator")
 	if !started {
 		// Nobody will run what is queued: account for it.
-		for _, jobs := range e.jobs {
-			for range jobs {
-				e.pending.Done()
+		for _, ln := range e.lanes {
+			for _, jobs := range ln.jobs {
+				for range jobs {
+					e.pending.Done()
+				}
 			}
 		}
 	}
@@ -427,23 +456,28 @@ func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "dropped")))
 		return
 	}
-	e.pending.Add(1)
-	select {
-	case e.jobs[jobQueue(job.obj.Key(), len(e.jobs))] <- job:
-		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "queued")))
-	default:
-		e.pending.Done()
-		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "dropped")))
-		e.forgetLinks(job.obj.Key(), job.window)
-		e.logger.Debug("link queue full, job dropped", "object", job.obj.String())
+	for _, ln := range e.lanes {
+		e.pending.Add(1)
+		select {
+		case ln.jobs[jobQueue(job.obj.Key(), len(ln.jobs))] <- job:
+			e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "queued")))
+		default:
+			e.pending.Done()
+			e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "dropped")))
+			// The object's next event retries its links (every lane's: their spans are idempotent).
+			e.forgetLinks(job.obj.Key(), job.window)
+			e.logger.Debug("link queue full, job dropped", "object", job.obj.String())
+		}
 	}
 }
 
 // queued is the number of link jobs waiting in the workers' queues.
 func (e *Engine) queued() int {
 	n := 0
-	for _, jobs := range e.jobs {
-		n += len(jobs)
+	for _, ln := range e.lanes {
+		for _, jobs := range ln.jobs {
+			n += len(jobs)
+		}
 	}
 	return n
 }
@@ -464,21 +498,21 @@ func jobQueue(k ObjectKey, n int) int {
 
 // worker runs the jobs of its queue one after the other: an object's jobs all come to one worker,
 // in the order they were queued, so one object never has two lookups at once.
-func (e *Engine) worker(ctx context.Context, jobs <-chan linkJob) {
+func (e *Engine) worker(ctx context.Context, linkers []Linker, jobs <-chan linkJob) {
 	for job := range jobs {
 		if ctx.Err() == nil {
-			e.runLinkJob(ctx, job)
+			e.runLinkJob(ctx, linkers, job)
 		}
 		e.pending.Done()
 	}
 }
 
-func (e *Engine) runLinkJob(ctx context.Context, job linkJob) {
+func (e *Engine) runLinkJob(ctx context.Context, linkers []Linker, job linkJob) {
 	// The linkers' look-ups are bounded by LinkTimeout; writing the links they found is not,
 	// so that links survive a sink outage (see exportRetry).
 	lookupCtx, cancel := context.WithTimeout(ctx, e.cfg.LinkTimeout)
 	defer cancel()
-	for _, l := range e.linkers {
+	for _, l := range linkers {
 		links, err := l.Lookup(lookupCtx, job.obj)
 		if err != nil {
 			e.m.linkErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("linker", l.Name())))

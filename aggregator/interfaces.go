@@ -30,6 +30,19 @@ type Linker interface {
 	Lookup(ctx context.Context, obj Object) ([]Link, error)
 }
 
+// IsolatedLinker is a Linker whose Lookup may wait on something slow or absent, e.g. a linker
+// served by another process (package remotelinker). The engine runs it on link workers of its
+// own, LinkWorkers() goroutines with a queue of Config.LinkQueueSize jobs, instead of the shared
+// workers: while it waits, only its own links are delayed, and when its queue is full its jobs are
+// dropped (and counted) without holding up the other linkers or Send. Its links may then be
+// written before or after the other linkers' links of the same object.
+type IsolatedLinker interface {
+	Linker
+	// LinkWorkers is the number of goroutines that run this linker's look-ups (at least 1). It
+	// is called once, when the aggregator is built.
+	LinkWorkers() int
+}
+
 // Decorator may change a span before it is exported. Decorators run in the order of Name().
 //
 // Concurrency: Decorate runs on the send path: in the goroutine that called Send (an audit
