@@ -21,6 +21,7 @@ import (
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
 )
@@ -87,6 +88,10 @@ type Config struct {
 	// LinkRules configures the LinkRule linker: a directory of rule files, and the watch of
 	// LinkRule objects in the cluster named Cluster (on when it has a kubeconfig).
 	LinkRules linkrule.Config `yaml:"linkRules"`
+	// RemoteLinkers are linkers served by other processes over NATS (remoteLinkers.linkers:
+	// name, subject, timeout, maxInFlight) and the NATS connection (remoteLinkers.nats: urls,
+	// tls, credentialsFile, nkeySeedFile, ...); see package remotelinker and examples/linkerworker.
+	RemoteLinkers remotelinker.Config `yaml:"remoteLinkers"`
 	// Role is "all" (default), "ingest" or "query": mains compose Modules(Role) (Module is the
 	// "all" bundle whatever Role says). Replicas of several roles share traces through
 	// StoreBackend "jaeger".
@@ -213,6 +218,9 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.HTTP().Validate(), c.StoreConfig().Validate(), c.RemoteStorage().Validate())
+	if len(c.RemoteLinkers.Linkers) > 0 {
+		errs = append(errs, c.RemoteLinkers.Validate(), c.RemoteLinkers.ValidateTimeouts(c.Aggregator.WithDefaults().LinkTimeout))
+	}
 	switch c.Role {
 	case "", RoleAll, RoleIngest, RoleQuery:
 	default:

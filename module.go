@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -52,6 +53,7 @@ func Modules(role string) fx.Option {
 		event.Module,
 		linker.Module,
 		linkrule.Module,
+		remotelinker.Module,
 		informer.Module,
 		fx.Invoke(joinInformerDiffs),
 	}
@@ -95,6 +97,7 @@ type configs struct {
 	Kube         kube.Config
 	InformerDiff informer.ModuleConfig
 	LinkRules    linkrule.Config
+	Remote       remotelinker.Config
 	Query        frontend.Config
 	StorageAPI   storageapi.Config
 }
@@ -116,6 +119,7 @@ func subConfigs(c Config) (configs, error) {
 		Kube:         c.Kube(),
 		InformerDiff: c.InformerDiff,
 		LinkRules:    c.LinkRules,
+		Remote:       c.RemoteLinkers,
 		Query:        c.Query,
 		StorageAPI:   c.RemoteStorage(),
 	}, nil

@@ -34,6 +34,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -90,6 +91,14 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		httpCert   = fs.String("http-tls-cert", "", "PEM certificate of the API listener: serve HTTPS (reloaded when the file changes)")
 		httpKey    = fs.String("http-tls-key", "", "PEM key of --http-tls-cert")
 		proxyCA    = fs.String("http-proxy-client-ca", "", "PEM CA bundle of an authenticating proxy's client certificate: trust its X-Forwarded-User / X-Auth-Request-User / X-Remote-User header; needs --http-tls-cert")
+		rlTimeout  = fs.Duration("remote-linker-timeout", 0, "with --remote-linker: how long to wait for a worker's links (default 5s; below the aggregator's link timeout, 10s)")
+		rlCreds    = fs.String("remote-linker-nats-creds", "", "with --remote-linker: NATS credentials file (user JWT and NKey seed)")
+		rlNKey     = fs.String("remote-linker-nats-nkey", "", "with --remote-linker: file of an NKey seed to authenticate to NATS")
+		rlCA       = fs.String("remote-linker-nats-tls-ca", "", "with --remote-linker: PEM CA bundle that verifies the NATS servers")
+		rlCert     = fs.String("remote-linker-nats-tls-cert", "", "with --remote-linker: PEM client certificate for NATS")
+		rlKey      = fs.String("remote-linker-nats-tls-key", "", "PEM key of --remote-linker-nats-tls-cert")
+		remoteLk   stringList
+		rlURLs     stringList
 		auditToks  stringList
 		httpToks   stringList
 		proxyNames stringList
@@ -104,6 +113,8 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	fs.Var(&replay, "replay", "audit log file (JSON lines, .gz ok) to ingest at start-up, then keep serving; repeatable")
 	fs.Var(&follow, "follow", "audit log file to follow like tail -F (survives rotation); repeatable")
 	fs.Var(&clusterKC, "cluster-kubeconfig", "another cluster as NAME=KUBECONFIG (its traces can be joined by link rules and parent-link annotations); repeatable")
+	fs.Var(&remoteLk, "remote-linker", "a linker served by other processes over NATS (examples/linkerworker), as NAME or NAME=SUBJECT (default subject kelemetry.link.NAME); needs --remote-linker-nats-url; repeatable")
+	fs.Var(&rlURLs, "remote-linker-nats-url", "NATS server of the remote linkers (nats://host:4222, tls://...); repeatable")
 	fs.Var(&replayEv, "replay-events", "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return kelemetry.Config{}, 0, err
@@ -206,6 +217,21 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
 		cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")
 	}
+	for _, spec := range remoteLk {
+		name, subject, _ := strings.Cut(spec, "=")
+		cfg.RemoteLinkers.Linkers = append(cfg.RemoteLinkers.Linkers, remotelinker.LinkerConfig{Name: name, Subject: subject})
+	}
+	for i := range cfg.RemoteLinkers.Linkers {
+		if set["remote-linker-timeout"] {
+			cfg.RemoteLinkers.Linkers[i].Timeout = *rlTimeout
+		}
+	}
+	cfg.RemoteLinkers.NATS.URLs = append(cfg.RemoteLinkers.NATS.URLs, rlURLs...)
+	override("remote-linker-nats-creds", func() { cfg.RemoteLinkers.NATS.CredentialsFile = *rlCreds })
+	override("remote-linker-nats-nkey", func() { cfg.RemoteLinkers.NATS.NKeySeedFile = *rlNKey })
+	override("remote-linker-nats-tls-ca", func() { cfg.RemoteLinkers.NATS.TLS.CAFile = *rlCA })
+	override("remote-linker-nats-tls-cert", func() { cfg.RemoteLinkers.NATS.TLS.CertFile = *rlCert })
+	override("remote-linker-nats-tls-key", func() { cfg.RemoteLinkers.NATS.TLS.KeyFile = *rlKey })
 	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
 	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
 	cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
