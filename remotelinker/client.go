@@ -58,6 +58,9 @@ type clientMetrics struct {
 	links    metric.Int64Counter
 	bytes    metric.Int64Counter
 	duration metric.Float64Histogram
+	// bodiesDropped counts jobs sent without the object's body, which was over the servers'
+	// maximum payload.
+	bodiesDropped metric.Int64Counter
 }
 
 // NewClient builds the client of one remote linker on nc (which the caller closes).
@@ -90,6 +93,8 @@ func newClient(conn func() *nats.Conn, cfg LinkerConfig, tel telemetry.Settings)
 		bytes: m.Counter("kelemetry.remotelinker.bytes", "Bytes of link jobs sent and results received, by linker and direction (sent, received).", "By"),
 		duration: m.Histogram("kelemetry.remotelinker.duration", "Time from sending a link job to its result, by linker.", "s",
 			0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10),
+		bodiesDropped: m.Counter("kelemetry.remotelinker.bodies.dropped",
+			"Link jobs sent without the object's body, which was larger than the NATS servers' maximum payload, by linker.", ""),
 	}
 	if err := m.Err(); err != nil {
 		return nil, fmt.Errorf("remotelinker: %w", err)
@@ -142,6 +147,13 @@ func (c *Client) lookup(ctx context.Context, obj aggregator.Object) ([]aggregato
 		job.Body = obj.Body
 	}
 	data, err := json.Marshal(job)
+	if err == nil && int64(len(data)) > nc.MaxPayload() && job.Body != nil {
+		// Too large for the servers: send the reference only (the worker fetches the object
+		// itself, or finds nothing, as for an object seen without a body).
+		job.Body = nil
+		data, err = json.Marshal(job)
+		c.m.bodiesDropped.Add(ctx, 1, c.attrs)
+	}
 	if err != nil {
 		return nil, ResultError, fmt.Errorf("encode job: %w", err)
 	}

@@ -3,10 +3,12 @@ package remotelinker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -209,4 +211,28 @@ func TestClientConfigValidation(t *testing.T) {
 	assert.Error(t, Config{Linkers: []LinkerConfig{{Name: "x"}}}.Validate(), "linkers need NATS URLs")
 	assert.Error(t, Config{Linkers: []LinkerConfig{{Name: "x", Timeout: 10 * time.Second}}}.ValidateTimeouts(10*time.Second))
 	assert.NoError(t, Config{Linkers: []LinkerConfig{{Name: "x"}}}.ValidateTimeouts(10*time.Second))
+}
+
+func TestBodyOverMaxPayloadIsLeftOut(t *testing.T) {
+	url := natsServerWith(t, func(o *server.Options) { o.MaxPayload = 2048 })
+	tel, reader := metrics()
+	var mu sync.Mutex
+	var bodies []int
+	startWorker(t, connect(t, url), &funcLinker{name: "big", fn: func(_ context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
+		mu.Lock()
+		bodies = append(bodies, len(obj.Body))
+		mu.Unlock()
+		return nil, nil
+	}}, WorkerConfig{}, telemetry.Settings{})
+	c, err := NewClient(connect(t, url), LinkerConfig{Name: "big"}, tel)
+	require.NoError(t, err)
+	big := json.RawMessage(`{"data":"` + strings.Repeat("x", 4096) + `"}`)
+	_, err = c.Lookup(context.Background(), aggregator.Object{ObjectRef: pod, Body: big})
+	require.NoError(t, err)
+	_, err = c.Lookup(context.Background(), aggregator.Object{ObjectRef: pod, Body: json.RawMessage(`{"small":1}`)})
+	require.NoError(t, err)
+	mu.Lock()
+	assert.Equal(t, []int{0, len(`{"small":1}`)}, bodies, "the large body is left out, the small one sent")
+	mu.Unlock()
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.bodies.dropped", "", ""))
 }

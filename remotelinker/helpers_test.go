@@ -20,11 +20,19 @@ import (
 // natsServer starts an embedded nats-server on a loopback port and returns its URL.
 func natsServer(t testing.TB) string {
 	t.Helper()
+	return natsServerWith(t, func(*server.Options) {})
+}
+
+// natsServerWith is natsServer with options changed by edit.
+func natsServerWith(t testing.TB, edit func(*server.Options)) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	opts := &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true}
+	edit(opts)
+	s, err := server.NewServer(opts)
 	require.NoError(t, err)
 	go s.Start()
 	require.True(t, s.ReadyForConnections(10*time.Second))
