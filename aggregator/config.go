@@ -20,10 +20,11 @@ type Config struct {
 	SpanCacheSize int `yaml:"spanCacheSize"`
 	// LinkQueueSize bounds the queue of pending link jobs, shared out evenly among the link
 	// workers; a job that does not fit is dropped (and counted) and retried on the object's next
-	// event.
+	// event. An IsolatedLinker (e.g. a remote linker) has a queue of this size of its own.
 	LinkQueueSize int `yaml:"linkQueueSize"`
 	// LinkWorkers is the number of goroutines running linkers. An object's jobs always run on the
-	// same worker, in order, so that the links stored do not depend on timing.
+	// same worker, in order, so that the links stored do not depend on timing. An IsolatedLinker
+	// runs on workers of its own instead (IsolatedLinker.LinkWorkers).
 	LinkWorkers int `yaml:"linkWorkers"`
 	// LinkDepth limits how far linking follows linked objects transitively (1 = only the
 	// objects that have events).
