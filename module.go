@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
@@ -49,6 +50,7 @@ func Modules(role string) fx.Option {
 		otlpsink.Module,
 		aggregator.Module,
 		audit.Module,
+		kelemetrix.Module,
 		event.Module,
 		linker.Module,
 		linkrule.Module,
@@ -97,6 +99,7 @@ type configs struct {
 	LinkRules    linkrule.Config
 	Query        frontend.Config
 	StorageAPI   storageapi.Config
+	Kelemetrix   kelemetrix.Config
 }
 
 func subConfigs(c Config) (configs, error) {
@@ -118,6 +121,7 @@ func subConfigs(c Config) (configs, error) {
 		LinkRules:    c.LinkRules,
 		Query:        c.Query,
 		StorageAPI:   c.RemoteStorage(),
+		Kelemetrix:   c.Kelemetrix,
 	}, nil
 }
 

@@ -124,9 +124,9 @@ func TestTagFilters(t *testing.T) {
 
 func TestQuantityFilters(t *testing.T) {
 	evs := []*audit.Event{
-		req("a", "list", "pods", 200, 10*time.Second), // latency ratio 1/6 of the default 60s
-		req("b", "list", "pods", 200, 30*time.Second), // 0.5
-		req("c", "list", "pods", 200, 45*time.Second), // 0.75
+		req("a", "list", "pods", 200, 10*time.Second),                                  // latency ratio 1/6 of the default 60s
+		req("b", "list", "pods", 200, 30*time.Second),                                  // 0.5
+		req("c", "list", "pods", 200, 45*time.Second),                                  // 0.75
 		{Stage: "ResponseComplete", User: audit.UserInfo{Username: "d"}, Verb: "list"}, // no latency
 	}
 	for _, c := range []struct {

@@ -4,7 +4,8 @@
 //
 //	go run ./examples/allinone --replay testdata/rollout/audit.jsonl --replay-events testdata/rollout/events-core-v1.json
 //
-// Then: curl 'localhost:16686/api/objects?resource=deployments'.
+// Then: curl 'localhost:16686/api/objects?resource=deployments'. With
+// --kelemetrix-config deploy/kelemetrix.yaml, /metrics also shows metrics of the audit stream.
 //
 // Both listeners bind to localhost by default. Exposed, they should serve TLS and authenticate:
 //
@@ -34,6 +35,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -89,6 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		auditCA    = fs.String("audit-client-ca", "", "PEM CA bundle: the webhook accepts clients with a certificate of these CAs (kube-apiserver's client-certificate); needs --audit-tls-cert")
 		httpCert   = fs.String("http-tls-cert", "", "PEM certificate of the API listener: serve HTTPS (reloaded when the file changes)")
 		httpKey    = fs.String("http-tls-key", "", "PEM key of --http-tls-cert")
+		kxConfig   = fs.String("kelemetrix-config", "", "kelemetrix metrics definitions (YAML, e.g. deploy/kelemetrix.yaml): metrics from every audit event, reads included, on /metrics; replaces the kelemetrix key of --config")
 		proxyCA    = fs.String("http-proxy-client-ca", "", "PEM CA bundle of an authenticating proxy's client certificate: trust its X-Forwarded-User / X-Auth-Request-User / X-Remote-User header; needs --http-tls-cert")
 		auditToks  stringList
 		httpToks   stringList
@@ -205,6 +208,13 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	}
 	if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
 		cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")
+	}
+	if *kxConfig != "" {
+		kx, err := kelemetrix.LoadConfig(*kxConfig)
+		if err != nil {
+			return kelemetry.Config{}, 0, fmt.Errorf("--kelemetrix-config: %w", err)
+		}
+		cfg.Kelemetrix = kx
 	}
 	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
 	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
