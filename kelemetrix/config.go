@@ -411,3 +411,20 @@ func (c Config) ExportedNames() []string {
 	}
 	return names
 }
+
+// Merge returns c with the metrics of o added after its own, and o's non-zero settings
+// (queueSize, maxSeries, defaultTimeout) replacing c's. The result may define a metric twice:
+// Validate says so.
+func (c Config) Merge(o Config) Config {
+	c.Metrics = append(slices.Clip(c.Metrics), o.Metrics...)
+	if o.QueueSize != 0 {
+		c.QueueSize = o.QueueSize
+	}
+	if o.MaxSeries != 0 {
+		c.MaxSeries = o.MaxSeries
+	}
+	if o.DefaultTimeout != 0 {
+		c.DefaultTimeout = o.DefaultTimeout
+	}
+	return c
+}

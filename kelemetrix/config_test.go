@@ -142,3 +142,18 @@ func TestExportedNames(t *testing.T) {
 		t.Errorf("exposition families %v, ExportedNames %v", got, want)
 	}
 }
+
+func TestMerge(t *testing.T) {
+	a := Config{QueueSize: 5, MaxSeries: 7, Metrics: []MetricConfig{counter("a")}}
+	b := Config{MaxSeries: 9, DefaultTimeout: time.Second, Metrics: []MetricConfig{counter("b")}}
+	m := a.Merge(b)
+	if m.QueueSize != 5 || m.MaxSeries != 9 || m.DefaultTimeout != time.Second || len(m.Metrics) != 2 || m.Metrics[1].Name != "b" {
+		t.Errorf("merged %+v", m)
+	}
+	if len(a.Metrics) != 1 {
+		t.Error("Merge changed its receiver")
+	}
+	if err := m.Merge(b).Validate(); err == nil || !strings.Contains(err.Error(), `"b" is defined twice`) {
+		t.Errorf("twice merged: %v", err)
+	}
+}

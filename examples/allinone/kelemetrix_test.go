@@ -26,6 +26,14 @@ func TestKelemetrixFlagAndKey(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, cfg.Kelemetrix.Metrics)
 
+	extra := filepath.Join(t.TempDir(), "extra.yaml")
+	require.NoError(t, os.WriteFile(extra, []byte("metrics:\n- name: extra\n  kind: counter\n  quantity: requestCount\n"), 0o600))
+	merged, _, err := parseFlags([]string{"--kelemetrix-config", defaultKelemetrix, "--kelemetrix-config", extra}, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, merged.Kelemetrix.Metrics, len(cfg.Kelemetrix.Metrics)+1, "repeated: the metrics of both files")
+	_, _, err = parseFlags([]string{"--kelemetrix-config", extra, "--kelemetrix-config", extra}, io.Discard)
+	assert.ErrorContains(t, err, "defined twice")
+
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("cluster: a\nkelemetrix:\n  metrics:\n  - name: m\n    kind: counter\n    quantity: requestCount\n"), 0o600))
 	cfg, _, err = parseFlags([]string{"--config", file}, io.Discard)

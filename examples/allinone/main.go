@@ -91,7 +91,6 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		auditCA    = fs.String("audit-client-ca", "", "PEM CA bundle: the webhook accepts clients with a certificate of these CAs (kube-apiserver's client-certificate); needs --audit-tls-cert")
 		httpCert   = fs.String("http-tls-cert", "", "PEM certificate of the API listener: serve HTTPS (reloaded when the file changes)")
 		httpKey    = fs.String("http-tls-key", "", "PEM key of --http-tls-cert")
-		kxConfig   = fs.String("kelemetrix-config", "", "kelemetrix metrics definitions (YAML, e.g. deploy/kelemetrix.yaml): metrics from every audit event, reads included, on /metrics; replaces the kelemetrix key of --config")
 		proxyCA    = fs.String("http-proxy-client-ca", "", "PEM CA bundle of an authenticating proxy's client certificate: trust its X-Forwarded-User / X-Auth-Request-User / X-Remote-User header; needs --http-tls-cert")
 		auditToks  stringList
 		httpToks   stringList
@@ -100,7 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		replay     stringList
 		follow     stringList
 		replayEv   stringList
+		kxConfigs  stringList
 	)
+	fs.Var(&kxConfigs, "kelemetrix-config", "kelemetrix metrics definitions (YAML, e.g. deploy/kelemetrix.yaml): metrics from every audit event, reads included, on /metrics; replaces the kelemetrix key of --config; repeatable (the metrics of every file, the other settings of the last file that sets them)")
 	fs.Var(&auditToks, "audit-token-file", "file of bearer tokens (one a line) the audit webhook accepts; repeatable")
 	fs.Var(&httpToks, "http-token-file", "file of bearer tokens (one a line) the API, the UI's API calls and /metrics accept; repeatable")
 	fs.Var(&proxyNames, "http-proxy-allowed-name", "common name of the authenticating proxy's client certificate (default: any of --http-proxy-client-ca); repeatable")
@@ -209,12 +210,16 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
 		cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")
 	}
-	if *kxConfig != "" {
-		kx, err := kelemetrix.LoadConfig(*kxConfig)
-		if err != nil {
-			return kelemetry.Config{}, 0, fmt.Errorf("--kelemetrix-config: %w", err)
+	if len(kxConfigs) > 0 {
+		var merged kelemetrix.Config
+		for _, file := range kxConfigs {
+			kx, err := kelemetrix.LoadConfig(file)
+			if err != nil {
+				return kelemetry.Config{}, 0, fmt.Errorf("--kelemetrix-config: %w", err)
+			}
+			merged = merged.Merge(kx)
 		}
-		cfg.Kelemetrix = kx
+		cfg.Kelemetrix = merged
 	}
 	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
 	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
