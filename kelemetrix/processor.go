@@ -2,6 +2,7 @@ package kelemetrix
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -279,7 +280,7 @@ func (p *Processor) ObserveAudit(cluster string, events []*audit.Event) {
 	}
 	if err := p.Enqueue(context.Background(), cluster, events); err != nil {
 		reason := "queue_full"
-		if err == audit.ErrStopped {
+		if errors.Is(err, audit.ErrStopped) {
 			reason = "stopped"
 		}
 		p.dropped.Add(context.Background(), int64(len(events)), metric.WithAttributes(attribute.String("reason", reason)))
@@ -322,7 +323,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*audit.E
 func (p *Processor) EnqueueWait(ctx context.Context, cluster string, events []*audit.Event) error {
 	for {
 		err := p.Enqueue(ctx, cluster, events)
-		if err == nil || !isQueueFull(err) {
+		if err == nil || !errors.Is(err, audit.ErrQueueFull) {
 			return err
 		}
 		select {
@@ -367,20 +368,6 @@ func (p *Processor) Updates() int64 { return p.updates.Load() }
 
 var _ audit.EventQueue = (*Processor)(nil)
 var _ audit.Observer = (*Processor)(nil)
-
-func isQueueFull(err error) bool {
-	for e := err; e != nil; {
-		if e == audit.ErrQueueFull {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
-}
 
 // eventState caches the tags and quantities of one event, computing each on first use.
 type eventState struct {

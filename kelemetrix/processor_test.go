@@ -54,7 +54,7 @@ func points(t *testing.T, r *sdkmetric.ManualReader, name string) map[string]flo
 func attrString(set attribute.Set) string {
 	var parts []string
 	for _, kv := range set.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
