@@ -37,7 +37,9 @@ import (
 // without this bundle to leave some out (see the README, "Compose your own binary").
 var Module = Modules(RoleAll)
 
-// Modules is Module for one role: RoleAll (or "") is Module; RoleIngest leaves out the query
+// Modules is Module for one role: RoleAll (or "") is Module (kelemetrix, the metrics of the
+// audit stream, is part of the ingest side: it records nothing unless Config.Kelemetrix defines
+// metrics); RoleIngest leaves out the query
 // side (the Jaeger and native APIs, the web UI, the storage API), so the API listener serves only
 // /metrics and /healthz; RoleQuery leaves out the ingest side (the webhook, replays, Event
 // watches, linkers, the aggregator), so no webhook port is opened and the store is only read.
