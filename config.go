@@ -17,6 +17,7 @@ import (
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
@@ -112,6 +113,9 @@ type Config struct {
 	// Jaeger v2 with a "grpc" storage backend (see package storageapi). Empty (the default):
 	// off. It takes the API's HTTPTLS and HTTPAuth.TokenFiles (bearer tokens as gRPC metadata).
 	RemoteStorageAddr string `yaml:"remoteStorageAddr"`
+	// Kelemetrix defines metrics computed from the audit stream, reads included (see package
+	// kelemetrix and deploy/kelemetrix.yaml); none by default.
+	Kelemetrix kelemetrix.Config `yaml:"kelemetrix"`
 	// Query bounds what one query may cost (spans read, bytes rendered, time, link budgets) and
 	// how many heavy queries run at once (see frontend.Config).
 	Query frontend.Config `yaml:"query"`
@@ -200,7 +204,7 @@ func (c Config) Validate() error {
 		// The audit, event and link rule configurations take this name too: one error is enough.
 		return fmt.Errorf("cluster: %w", err)
 	}
-	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate(), c.Query.Validate()}
+	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate(), c.Query.Validate(), c.Kelemetrix.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/linkrule"
@@ -37,7 +38,9 @@ import (
 // without this bundle to leave some out (see the README, "Compose your own binary").
 var Module = Modules(RoleAll)
 
-// Modules is Module for one role: RoleAll (or "") is Module; RoleIngest leaves out the query
+// Modules is Module for one role: RoleAll (or "") is Module (kelemetrix, the metrics of the
+// audit stream, is part of the ingest side: it records nothing unless Config.Kelemetrix defines
+// metrics); RoleIngest leaves out the query
 // side (the Jaeger and native APIs, the web UI, the storage API), so the API listener serves only
 // /metrics and /healthz; RoleQuery leaves out the ingest side (the webhook, replays, Event
 // watches, linkers, the aggregator), so no webhook port is opened and the store is only read.
@@ -50,6 +53,7 @@ func Modules(role string) fx.Option {
 		otlpsink.Module,
 		aggregator.Module,
 		audit.Module,
+		kelemetrix.Module,
 		event.Module,
 		linker.Module,
 		linkrule.Module,
@@ -100,6 +104,7 @@ type configs struct {
 	Remote       remotelinker.Config
 	Query        frontend.Config
 	StorageAPI   storageapi.Config
+	Kelemetrix   kelemetrix.Config
 }
 
 func subConfigs(c Config) (configs, error) {
@@ -122,6 +127,7 @@ func subConfigs(c Config) (configs, error) {
 		Remote:       c.RemoteLinkers,
 		Query:        c.Query,
 		StorageAPI:   c.RemoteStorage(),
+		Kelemetrix:   c.Kelemetrix,
 	}, nil
 }
 

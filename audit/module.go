@@ -75,6 +75,8 @@ type Params struct {
 	Telemetry  telemetry.Settings `optional:"true"`
 	Aggregator aggregator.Aggregator
 	Lifecycle  fx.Lifecycle
+	// Observers see every batch the webhook, replay and follow enqueue (see Observer).
+	Observers []Observer `group:"kelemetry.audit.observers"`
 }
 
 // Result are the fx outputs of New.
@@ -138,18 +140,18 @@ func New(p Params) (Result, error) {
 		wcfg.DefaultCluster = cfg.Cluster
 	}
 	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
-	webhook := NewWebhook(wcfg, eq, ts)
+	webhook := NewWebhook(wcfg, Observe(eq, p.Observers...), ts)
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
 		webhook.SetHealth(h.SinkHealth)
 	}
 	for _, f := range cfg.Follow {
-		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, q, ts)
+		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, Observe(q, p.Observers...), ts)
 		if err != nil {
 			return Result{}, err
 		}
 		p.Lifecycle.Append(fx.StartStopHook(fl.Start, fl.Stop))
 	}
-	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, q, ts)
+	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, Observe(q, p.Observers...), ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
 	return Result{Queue: q, EventQueue: eq, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
 }

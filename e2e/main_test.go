@@ -69,6 +69,15 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	var kelemetrixArgs []string
+	for _, f := range kelemetrixConfigs {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		kelemetrixArgs = append(kelemetrixArgs, "--kelemetrix-config="+abs)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
@@ -76,7 +85,8 @@ func testMain(m *testing.M) int {
 		BinDir:          binDir,
 		ClusterName:     clusterName,
 		AuditPolicyFile: policy, // the policy this repository ships
-		KeepWorkDir:     true,   // removed below when every test passed
+		AllInOneArgs:    kelemetrixArgs,
+		KeepWorkDir:     true, // removed below when every test passed
 		Logger:          logger,
 	})
 	if err != nil {

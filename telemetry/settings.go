@@ -130,3 +130,13 @@ func (m *Meter) Gauge(name, desc, unit string, callback func() (int64, bool)) me
 type noRegistration struct{ metric.Registration }
 
 func (noRegistration) Unregister() error { return nil }
+
+// FloatCounter creates a monotonic float counter (e.g. seconds or bytes summed).
+func (m *Meter) FloatCounter(name, desc, unit string) metric.Float64Counter {
+	c, err := m.m.Float64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	if err != nil || c == nil {
+		m.fail(name, err)
+		return noop.Float64Counter{}
+	}
+	return c
+}

@@ -35,7 +35,9 @@ type EnvOptions struct {
 	// it stops). The proxy speaks plain HTTP, so the webhook does too; without a proxy,
 	// kube-apiserver posts over TLS with a client certificate, which the all-in-one requires.
 	AuditWebhookVia func(allInOneURL string) (string, error)
-	Logger          *slog.Logger
+	// AllInOneArgs are appended to the all-in-one's command line (e.g. --kelemetrix-config=FILE).
+	AllInOneArgs []string
+	Logger       *slog.Logger
 }
 
 // Env is a test cluster whose kube-apiserver sends its audit batches to a Kelemetry all-in-one,
@@ -71,13 +73,14 @@ func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 		}
 	}()
 	aio := AllInOneOptions{
-		BinDir:   opts.BinDir,
-		Cluster:  opts.ClusterName,
-		DataDir:  filepath.Join(env.WorkDir, "kelemetry-data"),
-		Window:   opts.Window,
-		LogFile:  filepath.Join(env.WorkDir, "kelemetry.log"),
-		HTTPPort: opts.HTTPPort,
-		Logger:   opts.Logger,
+		BinDir:    opts.BinDir,
+		Cluster:   opts.ClusterName,
+		DataDir:   filepath.Join(env.WorkDir, "kelemetry-data"),
+		Window:    opts.Window,
+		LogFile:   filepath.Join(env.WorkDir, "kelemetry.log"),
+		HTTPPort:  opts.HTTPPort,
+		ExtraArgs: opts.AllInOneArgs,
+		Logger:    opts.Logger,
 	}
 	var webhookCA, clientCert, clientKey string
 	if opts.AuditWebhookVia == nil {

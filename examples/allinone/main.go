@@ -4,7 +4,8 @@
 //
 //	go run ./examples/allinone --replay testdata/rollout/audit.jsonl --replay-events testdata/rollout/events-core-v1.json
 //
-// Then: curl 'localhost:16686/api/objects?resource=deployments'.
+// Then: curl 'localhost:16686/api/objects?resource=deployments'. With
+// --kelemetrix-config deploy/kelemetrix.yaml, /metrics also shows metrics of the audit stream.
 //
 // Both listeners bind to localhost by default. Exposed, they should serve TLS and authenticate:
 //
@@ -35,6 +36,7 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/remotelinker"
+	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -106,7 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		replay     stringList
 		follow     stringList
 		replayEv   stringList
+		kxConfigs  stringList
 	)
+	fs.Var(&kxConfigs, "kelemetrix-config", "kelemetrix metrics definitions (YAML, e.g. deploy/kelemetrix.yaml): metrics from every audit event, reads included, on /metrics; replaces the kelemetrix key of --config; repeatable (the metrics of every file, the other settings of the last file that sets them)")
 	fs.Var(&auditToks, "audit-token-file", "file of bearer tokens (one a line) the audit webhook accepts; repeatable")
 	fs.Var(&httpToks, "http-token-file", "file of bearer tokens (one a line) the API, the UI's API calls and /metrics accept; repeatable")
 	fs.Var(&proxyNames, "http-proxy-allowed-name", "common name of the authenticating proxy's client certificate (default: any of --http-proxy-client-ca); repeatable")
@@ -232,6 +236,17 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	override("remote-linker-nats-tls-ca", func() { cfg.RemoteLinkers.NATS.TLS.CAFile = *rlCA })
 	override("remote-linker-nats-tls-cert", func() { cfg.RemoteLinkers.NATS.TLS.CertFile = *rlCert })
 	override("remote-linker-nats-tls-key", func() { cfg.RemoteLinkers.NATS.TLS.KeyFile = *rlKey })
+	if len(kxConfigs) > 0 {
+		var merged kelemetrix.Config
+		for _, file := range kxConfigs {
+			kx, err := kelemetrix.LoadConfig(file)
+			if err != nil {
+				return kelemetry.Config{}, 0, fmt.Errorf("--kelemetrix-config: %w", err)
+			}
+			merged = merged.Merge(kx)
+		}
+		cfg.Kelemetrix = merged
+	}
 	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
 	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
 	cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)

@@ -1,0 +1,93 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// recordingObserver keeps the batches it saw.
+type recordingObserver struct {
+	mu      sync.Mutex
+	batches [][]*Event
+}
+
+func (o *recordingObserver) ObserveAudit(_ string, events []*Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.batches = append(o.batches, events)
+}
+
+func (o *recordingObserver) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, b := range o.batches {
+		n += len(b)
+	}
+	return n
+}
+
+// fullQueue refuses every batch.
+type fullQueue struct{ EventQueue }
+
+func (fullQueue) Enqueue(context.Context, string, []*Event) error     { return ErrQueueFull }
+func (fullQueue) EnqueueWait(context.Context, string, []*Event) error { return ErrStopped }
+
+// TestObserveSeesAcceptedBatchesOnly: an observer sees what the queue accepted, reads included,
+// and not a batch the queue refused (kube-apiserver retries it: it would count twice).
+func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
+	var handled []*Event
+	var mu sync.Mutex
+	q, err := NewQueue(QueueConfig{}, func(_ context.Context, _ string, ev *Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		handled = append(handled, ev)
+	}, telemetry.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &recordingObserver{}
+	oq := Observe(q, obs, nil)
+	ctx := context.Background()
+	if err := q.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = q.Stop(ctx) }()
+	read := &Event{AuditID: "r", Stage: "ResponseComplete", Verb: "list"}
+	write := &Event{AuditID: "w", Stage: "ResponseComplete", Verb: "create"}
+	if err := oq.Enqueue(ctx, "c", []*Event{read}); err != nil {
+		t.Fatal(err)
+	}
+	if err := oq.EnqueueWait(ctx, "c", []*Event{write}); err != nil {
+		t.Fatal(err)
+	}
+	if err := oq.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(handled) != 2 {
+		t.Errorf("queue handled %d events, want 2", len(handled))
+	}
+	mu.Unlock()
+	if obs.count() != 2 {
+		t.Errorf("observer saw %d events, want 2", obs.count())
+	}
+	refused := &recordingObserver{}
+	fq := Observe(fullQueue{q}, refused)
+	if err := fq.Enqueue(ctx, "c", []*Event{read}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if err := fq.EnqueueWait(ctx, "c", []*Event{read}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("EnqueueWait: %v", err)
+	}
+	if refused.count() != 0 {
+		t.Errorf("observer saw %d refused events", refused.count())
+	}
+	if Observe(q) != EventQueue(q) {
+		t.Error("Observe without observers wraps the queue")
+	}
+}

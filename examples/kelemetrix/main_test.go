@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
+
+	"github.com/kelemetry/kelemetry/httpserver"
+)
+
+// TestMain fails the package's tests when a goroutine outlives them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var (
+	defaultConfig = filepath.Join("..", "..", "deploy", "kelemetrix.yaml")
+	rolloutDir    = filepath.Join("..", "..", "testdata", "rollout")
+)
+
+func TestParseFlags(t *testing.T) {
+	_, err := parseFlags(nil, io.Discard)
+	assert.ErrorContains(t, err, "--kelemetrix-config is required")
+	c, err := parseFlags([]string{"--kelemetrix-config", defaultConfig, "--replay", "a.log", "--follow", "b.log", "--cluster", "c1"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.log"}, c.replay)
+	assert.Equal(t, []string{"b.log"}, c.follow)
+	assert.Equal(t, "c1", c.cluster)
+	assert.NotEmpty(t, c.metrics.Metrics)
+	bad := filepath.Join(t.TempDir(), "k.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  labels: [nope]\n"), 0o600))
+	_, err = parseFlags([]string{"--kelemetrix-config", bad}, io.Discard)
+	assert.ErrorContains(t, err, "line 2")
+}
+
+func TestValidate(t *testing.T) {
+	c, err := parseFlags([]string{"--kelemetrix-config", defaultConfig}, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, fx.ValidateApp(options(c, slog.Default())))
+}
+
+// requestsByUser sums kelemetrix_requests_total of /metrics by user and verb.
+func requestsByUser(t *testing.T, url string) map[string]int {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]int{}
+	userVerb := regexp.MustCompile(`user="([^"]*)".*verb="([^"]*)"`)
+	for _, m := range regexp.MustCompile(`(?m)^kelemetrix_requests_total\{([^}]*)\} (\S+)$`).FindAllStringSubmatch(string(body), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		require.NoError(t, err)
+		uv := userVerb.FindStringSubmatch(m[1])
+		require.NotNil(t, uv, m[1])
+		out[uv[1]+" "+uv[2]] += int(v)
+	}
+	return out
+}
+
+// TestWebhookAndReplayToMetrics: the binary turns a replayed audit log and the same events
+// posted to its webhook into /metrics counts (twice the log's), without any store.
+func TestWebhookAndReplayToMetrics(t *testing.T) {
+	c, err := parseFlags([]string{"--kelemetrix-config", defaultConfig, "--replay", filepath.Join(rolloutDir, "audit.jsonl"),
+		"--audit-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--cluster", "demo"}, io.Discard)
+	require.NoError(t, err)
+	var servers *httpserver.Servers
+	app := fxtest.New(t, options(c, slog.New(slog.DiscardHandler)), fx.Populate(&servers))
+	app.RequireStart()
+	defer app.RequireStop()
+
+	f, err := os.Open(filepath.Join(rolloutDir, "webhook-batches.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		resp, err := http.Post("http://"+servers.AuditAddr()+"/audit/demo", "application/json", bytes.NewReader(sc.Bytes()))
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	require.NoError(t, sc.Err())
+
+	// The counts of the log by user and verb: each event is posted once and replayed once.
+	want := map[string]int{}
+	logFile, err := os.ReadFile(filepath.Join(rolloutDir, "audit.jsonl"))
+	require.NoError(t, err)
+	userRE := regexp.MustCompile(`"verb":"([a-z]+)","user":\{"username":"([^"]*)"`)
+	for _, line := range bytes.Split(logFile, []byte("\n")) {
+		if m := userRE.FindSubmatch(line); m != nil {
+			want[string(m[2])+" "+string(m[1])] += 2
+		}
+	}
+	require.NotEmpty(t, want)
+	var got map[string]int
+	require.Eventually(t, func() bool {
+		got = requestsByUser(t, "http://"+servers.APIAddr()+"/metrics")
+		return assert.ObjectsAreEqual(want, got)
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, want, got)
+}

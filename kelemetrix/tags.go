@@ -1,0 +1,201 @@
+package kelemetrix
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kelemetry/kelemetry/audit"
+)
+
+// Tag names: the labels and tag filters a metric may use.
+const (
+	TagCluster         = "cluster"         // the cluster the event came from
+	TagUser            = "user"            // the impersonated user, else the user; system:node:* is folded to system:node
+	TagUserAgent       = "userAgent"       // the user agent's component: "kube-controller-manager/v1.31.0 (...)" is kube-controller-manager
+	TagVerb            = "verb"            // get, list, watch, create, update, patch, delete, ...
+	TagCode            = "code"            // the HTTP status code ("" before the response)
+	TagCodeClass       = "codeClass"       // 2xx, 3xx, 4xx or 5xx ("" before the response)
+	TagErrorReason     = "errorReason"     // the failure's metav1 StatusReason (NotFound, Conflict, ...), "" on success
+	TagGroup           = "group"           // the API group ("" is core)
+	TagVersion         = "version"         // the API version
+	TagResource        = "resource"        // the resource ("" for a non-resource URL)
+	TagSubresource     = "subresource"     // the subresource (status, scale, binding, ...)
+	TagNamespace       = "namespace"       // the namespace
+	TagName            = "name"            // the object's name
+	TagResourceVersion = "resourceVersion" // the request's resourceVersion parameter: "zero" ("0"), "empty" (none) or "other"
+	TagHasSelector     = "hasSelector"     // "true" when the request has a labelSelector or fieldSelector
+	TagStage           = "stage"           // the audit stage
+)
+
+// maxTagLen bounds a tag value taken from the client (user, user agent): a longer one is cut.
+const maxTagLen = 128
+
+// tagID numbers the tags, indexing the per-event cache of their values.
+type tagID uint8
+
+// tag is one tag provider.
+type tag struct {
+	name  string
+	value func(cluster string, ev *audit.Event) string
+}
+
+// tags are the tag providers, in tagID order.
+var tags = []tag{
+	{TagCluster, func(cluster string, _ *audit.Event) string { return cluster }},
+	{TagUser, userTag},
+	{TagUserAgent, func(_ string, ev *audit.Event) string { return userAgentComponent(ev.UserAgent) }},
+	{TagVerb, func(_ string, ev *audit.Event) string { return ev.Verb }},
+	{TagCode, func(_ string, ev *audit.Event) string {
+		if ev.ResponseStatus == nil || ev.ResponseStatus.Code == 0 {
+			return ""
+		}
+		return strconv.Itoa(int(ev.ResponseStatus.Code))
+	}},
+	{TagCodeClass, func(_ string, ev *audit.Event) string {
+		if ev.ResponseStatus == nil {
+			return ""
+		}
+		return codeClass(ev.ResponseStatus.Code)
+	}},
+	{TagErrorReason, func(_ string, ev *audit.Event) string {
+		st := ev.ResponseStatus
+		if st == nil || (st.Code > 0 && st.Code < 400) {
+			return ""
+		}
+		return clip(st.Reason)
+	}},
+	{TagGroup, func(_ string, ev *audit.Event) string { return ref(ev).APIGroup }},
+	{TagVersion, func(_ string, ev *audit.Event) string { return ref(ev).APIVersion }},
+	{TagResource, func(_ string, ev *audit.Event) string { return ref(ev).Resource }},
+	{TagSubresource, func(_ string, ev *audit.Event) string { return ref(ev).Subresource }},
+	{TagNamespace, func(_ string, ev *audit.Event) string { return ref(ev).Namespace }},
+	{TagName, func(_ string, ev *audit.Event) string { return ref(ev).Name }},
+	{TagResourceVersion, func(_ string, ev *audit.Event) string {
+		rv, ok := queryParam(ev.RequestURI, "resourceVersion")
+		switch {
+		case !ok || rv == "":
+			return "empty"
+		case rv == "0":
+			return "zero"
+		default:
+			return "other"
+		}
+	}},
+	{TagHasSelector, func(_ string, ev *audit.Event) string {
+		l, _ := queryParam(ev.RequestURI, "labelSelector")
+		f, _ := queryParam(ev.RequestURI, "fieldSelector")
+		return strconv.FormatBool(l != "" || f != "")
+	}},
+	{TagStage, func(_ string, ev *audit.Event) string { return ev.Stage }},
+}
+
+// TagNames returns the names of the tags, sorted.
+func TagNames() []string {
+	names := make([]string, len(tags))
+	for i, t := range tags {
+		names[i] = t.name
+	}
+	slices.Sort(names)
+	return names
+}
+
+func tagByName(name string) (tagID, bool) {
+	for i, t := range tags {
+		if t.name == name {
+			return tagID(i), true
+		}
+	}
+	return 0, false
+}
+
+var noRef audit.ObjectReference
+
+func ref(ev *audit.Event) *audit.ObjectReference {
+	if ev.ObjectRef == nil {
+		return &noRef
+	}
+	return ev.ObjectRef
+}
+
+// userTag is the impersonated user, else the authenticated one, with every node's user folded into
+// system:node.
+func userTag(_ string, ev *audit.Event) string {
+	name := ev.User.Username
+	if ev.ImpersonatedUser != nil && ev.ImpersonatedUser.Username != "" {
+		name = ev.ImpersonatedUser.Username
+	}
+	if strings.HasPrefix(name, "system:node:") {
+		return "system:node"
+	}
+	return clip(name)
+}
+
+// userAgentComponent reduces a user agent to its component: what precedes the first "/" or
+// space ("kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/abc/..." is
+// kube-controller-manager), cut to maxTagLen bytes.
+func userAgentComponent(ua string) string {
+	ua = strings.TrimSpace(ua)
+	if i := strings.IndexAny(ua, "/ "); i >= 0 {
+		ua = ua[:i]
+	}
+	return clip(ua)
+}
+
+// codeClass is "2xx" for 200-299 and so on, "" for a code out of 100-599.
+func codeClass(code int32) string {
+	switch {
+	case code >= 100 && code < 200:
+		return "1xx"
+	case code >= 200 && code < 300:
+		return "2xx"
+	case code >= 300 && code < 400:
+		return "3xx"
+	case code >= 400 && code < 500:
+		return "4xx"
+	case code >= 500 && code < 600:
+		return "5xx"
+	}
+	return ""
+}
+
+// clip cuts s to maxTagLen bytes at a UTF-8 boundary.
+func clip(s string) string {
+	if len(s) <= maxTagLen {
+		return s
+	}
+	n := maxTagLen
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// queryParam returns the value of the query parameter key of uri (its first occurrence) without
+// allocating when it needs no unescaping; ok is false when the parameter is absent.
+func queryParam(uri, key string) (value string, ok bool) {
+	i := strings.IndexByte(uri, '?')
+	if i < 0 {
+		return "", false
+	}
+	q := uri[i+1:]
+	if j := strings.IndexByte(q, '#'); j >= 0 {
+		q = q[:j]
+	}
+	for q != "" {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		if k != key {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			if u, err := url.QueryUnescape(v); err == nil {
+				v = u
+			}
+		}
+		return v, true
+	}
+	return "", false
+}
