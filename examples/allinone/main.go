@@ -35,8 +35,8 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
-	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/kelemetrix"
+	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
