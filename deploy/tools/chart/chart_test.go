@@ -194,9 +194,12 @@ func TestClusterRoleLeastPrivilege(t *testing.T) {
 				}
 			}
 			for _, want := range []string{"/pods:watch", "apps/replicasets:get", "apps/deployments:list", "/events:watch",
-				"kelemetry.io/linkrules:watch", "kelemetry.io/linkrules/status:patch"} {
+				"kelemetry.io/linkrules:watch", "kelemetry.io/linkrules/status:patch", "/configmaps:get"} {
 				assert.True(t, granted[want], want)
 			}
+			// ConfigMaps are fetched by name only (Metadata-level audit), never listed.
+			assert.False(t, granted["/configmaps:list"])
+			assert.False(t, granted["/configmaps:watch"])
 		})
 	}
 }
@@ -258,6 +261,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"misspelt key", map[string]any{"replicas": 3}, []string{"additional properties 'replicas' not allowed"}},
 		{"scaled without jaeger", map[string]any{"mode": "scaled"}, []string{"scaled/jaeger/endpoint", "minLength"}},
 		{"secrets watched", map[string]any{"watchedResources": []any{"pods", "secrets"}}, []string{"watchedResources/1"}},
+		{"secrets fetched", map[string]any{"linkerGetResources": []any{"secrets"}}, []string{"linkerGetResources/0"}},
 		{"bad volume size", map[string]any{"allinone": map[string]any{"persistence": map[string]any{"size": "lots"}}}, []string{"allinone/persistence/size"}},
 		{"zero replicas", map[string]any{"scaled": map[string]any{"ingest": map[string]any{"replicas": 0}}}, []string{"scaled/ingest/replicas", "minimum"}},
 		{"bad nats url", map[string]any{"scaled": map[string]any{"nats": map[string]any{"urls": []any{"localhost:4222"}}}}, []string{"scaled/nats/urls/0"}},
