@@ -52,8 +52,9 @@ const (
 // and kwok run it, then runs the all-in-one out of cluster with the chart's configuration and a
 // token of the chart's ServiceAccount (TokenRequest), so that the chart's RBAC is all it has.
 // Owner linking through the object cache, informer diffs, the Event watch, LinkRule status
-// writes and leader election must work with no "forbidden" in its log. Then one rule (Events)
-// is removed from the ClusterRole and a fresh all-in-one must report the failure in its log.
+// writes and leader election must work with no "forbidden" in its log, even at debug level. Then
+// one rule at a time (Events, ConfigMaps) is removed from the ClusterRole and a fresh all-in-one
+// must report the failure at Warn, naming the permission.
 func TestHelmChartRBAC(t *testing.T) {
 	needEnv(t)
 	ctx := t.Context()
@@ -234,37 +235,47 @@ func TestHelmChartRBAC(t *testing.T) {
 		t.Error(err)
 	}
 
-	// One rule less: the Event watch's list is refused and the all-in-one says so.
-	cr, err := kube.RbacV1().ClusterRoles().Get(ctx, chartName, metav1.GetOptions{})
+	// One rule less: the part that needs it fails and the all-in-one says so, naming the
+	// permission: the Event watch's list, and a linker's fetch through the object cache.
+	orig, err := kube.RbacV1().ClusterRoles().Get(ctx, chartName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := cr.Rules[:0]
-	removed := false
-	for _, r := range cr.Rules {
-		if len(r.Resources) == 1 && r.Resources[0] == "events" {
-			removed = true
-			continue
+	for _, c := range []struct {
+		resource string
+		want     *regexp.Regexp
+	}{
+		{"events", regexp.MustCompile(`level=WARN msg="list events" .*error="list events: events is forbidden: User \\"` +
+			regexp.QuoteMeta(sa) + `\\" cannot list resource \\"events\\"`)},
+		{"configmaps", regexp.MustCompile(`level=WARN msg="object cache: permission denied; grant get on this resource to the identity of the cluster's kubeconfig" .*resource=configmaps .*cannot get resource \\"configmaps\\"`)},
+	} {
+		cr, err := kube.RbacV1().ClusterRoles().Get(ctx, chartName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		kept = append(kept, r)
-	}
-	if !removed {
-		t.Fatalf("no events rule in the ClusterRole: %+v", cr.Rules)
-	}
-	cr.Rules = kept
-	if _, err := kube.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b := startChartAllInOne(t, cfgFile, "events-removed")
-	want := regexp.MustCompile(`level=WARN msg="list events" .*error="list events: events is forbidden: User \\"` + regexp.QuoteMeta(sa) + `\\" cannot list resource \\"events\\"`)
-	pollUntil(t, chartTimeout, "the missing permission is reported", b.Exited, func(context.Context) error {
-		if lines := grepLog(t, b.LogFile, want); len(lines) == 0 {
-			return fmt.Errorf("no line matching %s in %s", want, b.LogFile)
+		cr.Rules = nil
+		for _, r := range orig.Rules {
+			if len(r.Resources) == 1 && r.Resources[0] == c.resource {
+				continue
+			}
+			cr.Rules = append(cr.Rules, r)
 		}
-		return nil
-	})
-	if err := b.Stop(); err != nil {
-		t.Error(err)
+		if len(cr.Rules) != len(orig.Rules)-1 {
+			t.Fatalf("no single %s rule in the ClusterRole: %+v", c.resource, orig.Rules)
+		}
+		if _, err := kube.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b := startChartAllInOne(t, cfgFile, "without-"+c.resource)
+		pollUntil(t, chartTimeout, "the missing permission on "+c.resource+" is reported", b.Exited, func(context.Context) error {
+			if lines := grepLog(t, b.LogFile, c.want); len(lines) == 0 {
+				return fmt.Errorf("no line matching %s in %s", c.want, b.LogFile)
+			}
+			return nil
+		})
+		if err := b.Stop(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
