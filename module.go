@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
@@ -139,6 +140,9 @@ type Health struct {
 	Reason     string       `json:"reason,omitempty"`
 	QueueDepth int          `json:"queueDepth"`
 	Replay     HealthReplay `json:"replay"`
+	// Version and Commit name the running build (see --version).
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
 }
 
 // HealthReplay reports the start-up replay.
@@ -153,7 +157,8 @@ type HealthReplay struct {
 // e.g. the store's disk is full).
 func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *aggregator.Engine) httpserver.Health {
 	return healthHandler(func() Health {
-		h := Health{Status: "ok", QueueDepth: q.Len()}
+		build := version.Get()
+		h := Health{Status: "ok", QueueDepth: q.Len(), Version: build.Version, Commit: build.Commit}
 		select {
 		case <-r.Done():
 			select {

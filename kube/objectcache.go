@@ -20,6 +20,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -64,6 +65,7 @@ type ObjectCache struct {
 	clusters Clusters
 	cfg      ObjectCacheConfig
 	logger   *slog.Logger
+	denied   ratelog.Limiter // Warn lines of GETs refused by RBAC
 	now      func() time.Time
 
 	lru *lru.Cache[aggregator.ObjectKey, cacheEntry]
@@ -134,6 +136,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 		clusters:     clusters,
 		cfg:          cfg,
 		logger:       set.Log().With("component", "kube.objectcache"),
+		denied:       ratelog.Limiter{Every: time.Minute, Burst: 3},
 		now:          time.Now,
 		inflight:     map[aggregator.ObjectKey]*fetchCall{},
 		requests:     requests,
@@ -247,8 +250,25 @@ func (c *ObjectCache) Get(ctx context.Context, ref aggregator.ObjectRef) (json.R
 		c.requests.Add(ctx, 1, c.notFound)
 	default:
 		c.requests.Add(ctx, 1, c.failed)
+		c.reportDenied(ctx, ref, call.err)
 	}
 	return nil, fmt.Errorf("get %s: %w", ref, call.err)
+}
+
+// reportDenied logs a GET that RBAC refused at Warn (rate-limited): a missing permission is a
+// configuration error that retries do not fix, and the linkers log their failures at Debug only.
+func (c *ObjectCache) reportDenied(ctx context.Context, ref aggregator.ObjectRef, err error) {
+	if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+		return
+	}
+	ok, suppressed := c.denied.Allow(c.now())
+	if !ok {
+		return
+	}
+	c.logger.LogAttrs(ctx, slog.LevelWarn, "object cache: permission denied; grant get on this resource to the identity of the cluster's kubeconfig",
+		slog.String("cluster", ref.Cluster), slog.String("group", ref.Group), slog.String("resource", ref.Resource),
+		slog.String("namespace", ref.Namespace), slog.String("name", ref.Name), slog.Any("error", err),
+		slog.Int("suppressed", suppressed))
 }
 
 // join returns the running GET of key, or starts one. The GET runs in its own goroutine so that

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -301,4 +305,46 @@ func TestObjectCacheBytesBound(t *testing.T) {
 	_, err = c.Get(ctx, kubetest.PodRef("c1", "default", "huge"))
 	require.NoError(t, err)
 	assert.Equal(t, gets+3, dyn.Gets())
+}
+
+// A GET refused by RBAC is a configuration error, not a transient one: it is logged at Warn with
+// the resource to grant (rate-limited), where a Debug "linker failed" line alone would hide it.
+func TestObjectCacheReportsForbidden(t *testing.T) {
+	dyn := kubetest.NewDynamic()
+	dyn.Err = apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
+		errors.New(`User "system:serviceaccount:kelemetry:kelemetry" cannot get resource "deployments"`))
+	rec := &logtest.Recorder{}
+	m := kubetest.NewMetrics()
+	c, err := kube.NewObjectCache(kubetest.Clusters{"c1": dyn}, kube.ObjectCacheConfig{},
+		telemetry.Settings{MeterProvider: m.Provider, Logger: slog.New(rec)})
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := c.Get(context.Background(), kubetest.PodRef("c1", "default", fmt.Sprintf("web-%d", i)))
+		require.Error(t, err)
+		assert.True(t, apierrors.IsForbidden(errors.Unwrap(err)) || strings.Contains(err.Error(), "forbidden"), err)
+	}
+	warns := rec.Count(slog.LevelWarn)
+	assert.GreaterOrEqual(t, warns, 1, "a refused GET is reported")
+	assert.LessOrEqual(t, warns, 5, "rate-limited")
+	var msg string
+	for _, r := range rec.Records() {
+		if r.Level == slog.LevelWarn {
+			msg = r.Message
+			r.Attrs(func(a slog.Attr) bool { msg += " " + a.Key + "=" + a.Value.String(); return true })
+			break
+		}
+	}
+	assert.Contains(t, msg, "permission denied")
+	assert.Contains(t, msg, "resource=pods")
+	assert.Contains(t, msg, "cluster=c1")
+
+	// Other errors stay quiet (the linkers retry and count them).
+	rec2 := &logtest.Recorder{}
+	dyn2 := kubetest.NewDynamic()
+	dyn2.Err = errors.New("connection refused")
+	c2, err := kube.NewObjectCache(kubetest.Clusters{"c1": dyn2}, kube.ObjectCacheConfig{}, telemetry.Settings{Logger: slog.New(rec2)})
+	require.NoError(t, err)
+	_, err = c2.Get(context.Background(), kubetest.PodRef("c1", "default", "web"))
+	require.Error(t, err)
+	assert.Zero(t, rec2.Count(slog.LevelWarn))
 }

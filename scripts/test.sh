@@ -28,6 +28,9 @@ go test -count=1 -race ./aggregator/... ./audit/... ./store/... ./otlpsink/... .
 echo "== diff cache against a real (embedded) etcd (nested module e2e/etcdcache)"
 (cd e2e/etcdcache && go vet ./... && go test -count=1 -race ./...)
 
+echo "== image builder and Helm chart (nested module deploy/tools)"
+(cd deploy/tools && go vet ./... && go test -count=1 ./...)
+
 echo "== benchmarks compile and run once"
 go test -count=1 -run '^$' -bench . -benchtime 1x ./... > /dev/null
 echo "unit tests passed"

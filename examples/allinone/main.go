@@ -35,6 +35,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -52,6 +53,9 @@ type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// errShowVersion is what parseFlags returns for --version.
+var errShowVersion = errors.New("--version")
 
 // parseFlags builds the configuration: defaults, then the YAML file of --config, then the flags
 // given on the command line.
@@ -74,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		jaegerOTLP = fs.String("jaeger-otlp-endpoint", "", "with --store-backend jaeger: the Jaeger collector's OTLP receiver to write spans to (forms as --otlp-endpoint); not needed with --role query")
 		durableQ   = fs.Bool("audit-queue-durable", true, "with --data-dir: write each audit webhook batch to <data-dir>/audit-queue (fsync'd) before answering 200, and replay what was not handled after a crash; false keeps the queue in memory")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		showVer    = fs.Bool("version", false, "print the version and commit of this build and exit")
 		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
 		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
 		eventCkpt  = fs.String("event-checkpoint-file", "", "file keeping the Event watch's position across restarts (default: <data-dir>/event-checkpoint.json)")
@@ -125,6 +130,9 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	}
 	if fs.NArg() > 0 {
 		return kelemetry.Config{}, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *showVer {
+		return kelemetry.Config{}, 0, errShowVersion
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -274,6 +282,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg, level, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
+	}
+	if errors.Is(err, errShowVersion) {
+		_, err := fmt.Fprintln(stderr, version.Get().String())
+		return err
 	}
 	if err != nil {
 		return err

@@ -1,0 +1,240 @@
+{{/* The release's full name, at most 63 characters. */}}
+{{- define "kelemetry.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kelemetry.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kelemetry.labels" -}}
+{{ include "kelemetry.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "kelemetry.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "kelemetry.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kelemetry.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Where the pods find their files. */}}
+{{- define "kelemetry.configDir" -}}/etc/kelemetry{{- end -}}
+
+{{/*
+kelemetry.config renders Kelemetry's configuration file for one role ("all", "ingest", "query",
+"events"): dict "root" $ "role" ROLE.
+*/}}
+{{- define "kelemetry.config" -}}
+{{- $v := .root.Values -}}
+{{- $role := .role -}}
+{{- $dir := include "kelemetry.configDir" .root -}}
+{{- $c := dict "cluster" $v.cluster "window" $v.window "auditAddr" (printf ":%d" (int $v.webhook.port)) "httpAddr" (printf ":%d" (int $v.api.port)) -}}
+{{- $_ := set $c "kubeconfig" (printf "%s/kubeconfig/kubeconfig" $dir) -}}
+{{- if eq $role "all" -}}
+{{- $_ := set $c "role" "all" -}}
+{{- $_ := set $c "dataDir" "/data" -}}
+{{- $_ := set $c "store" (dict "maxAge" $v.allinone.store.maxAge "maxBytes" (include "kelemetry.bytes" $v.allinone.store.maxBytes | int64)) -}}
+{{- else -}}
+{{- $_ := set $c "role" (ternary "query" "ingest" (eq $role "query")) -}}
+{{- $_ := set $c "dataDir" (ternary "" "/data" (eq $role "query")) -}}
+{{- $_ := set $c "storeBackend" "jaeger" -}}
+{{- $jaeger := dict "endpoint" $v.scaled.jaeger.endpoint -}}
+{{- if and (ne $role "query") $v.scaled.jaeger.otlpEndpoint -}}
+{{- $_ := set $jaeger "otlp" (dict "endpoint" $v.scaled.jaeger.otlpEndpoint) -}}
+{{- end -}}
+{{- $_ := set $c "jaeger" $jaeger -}}
+{{- if and (eq $role "ingest") $v.scaled.nats.urls -}}
+{{- $nats := dict "urls" $v.scaled.nats.urls -}}
+{{- if $v.scaled.nats.stream -}}{{- $_ := set $nats "stream" $v.scaled.nats.stream -}}{{- end -}}
+{{- $_ := set $c "audit" (dict "queue" (dict "nats" $nats)) -}}
+{{- end -}}
+{{- end -}}
+{{- if $v.webhook.tlsSecret -}}
+{{- $_ := set $c "auditTLS" (dict "certFile" (printf "%s/tls/webhook/tls.crt" $dir) "keyFile" (printf "%s/tls/webhook/tls.key" $dir)) -}}
+{{- end -}}
+{{- $auditAuth := dict -}}
+{{- if $v.webhook.clientCASecret -}}{{- $_ := set $auditAuth "clientCAFile" (printf "%s/tls/webhook-client-ca/ca.crt" $dir) -}}{{- end -}}
+{{- if $v.webhook.tokenSecret -}}{{- $_ := set $auditAuth "tokenFiles" (list (printf "%s/tokens/webhook/tokens" $dir)) -}}{{- end -}}
+{{- if $auditAuth -}}{{- $_ := set $c "auditAuth" $auditAuth -}}{{- end -}}
+{{- if $v.api.tlsSecret -}}
+{{- $_ := set $c "httpTLS" (dict "certFile" (printf "%s/tls/api/tls.crt" $dir) "keyFile" (printf "%s/tls/api/tls.key" $dir)) -}}
+{{- end -}}
+{{- if $v.api.tokenSecret -}}
+{{- $_ := set $c "httpAuth" (dict "tokenFiles" (list (printf "%s/tokens/api/tokens" $dir))) -}}
+{{- end -}}
+{{- /* Events: the all-in-one watches them; scaled, only the events Deployment does. */ -}}
+{{- $ev := dict "watch" (and $v.events.watch (or (eq $role "all") (eq $role "events"))) -}}
+{{- if $ev.watch -}}
+{{- $src := dict "api" $v.events.api -}}
+{{- if eq $role "all" -}}
+{{- $_ := set $src "checkpointFile" "/data/event-checkpoint.json" -}}
+{{- else -}}
+{{- $_ := set $src "checkpointConfigMap" (printf "%s/%s-event-checkpoint" .root.Release.Namespace (include "kelemetry.fullname" .root)) -}}
+{{- end -}}
+{{- $_ := set $ev "source" $src -}}
+{{- end -}}
+{{- $_ := set $c "event" $ev -}}
+{{- $inf := dict "enabled" (and $v.informerDiff.enabled (or (eq $role "all") (eq $role "ingest"))) -}}
+{{- if $inf.enabled -}}
+{{- $_ := set $inf "informer" (dict "resources" $v.watchedResources) -}}
+{{- $_ := set $inf "leaderElection" (dict "enabled" true "leaseNamespace" .root.Release.Namespace "leaseName" $v.informerDiff.leaseName) -}}
+{{- end -}}
+{{- $_ := set $c "informerDiff" $inf -}}
+{{- $_ := set $c "linkRules" (dict "disableWatch" (not (and $v.linkRules.watch (ne $role "query")))) -}}
+{{- toYaml (mustMergeOverwrite $c (deepCopy $v.config)) -}}
+{{- end -}}
+
+{{/* kelemetry.bytes turns a quantity ("16Gi", "500M", 1024) into bytes. */}}
+{{- define "kelemetry.bytes" -}}
+{{- $s := toString . -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $n := regexFind "^[0-9]+" $s -}}
+{{- $u := trimPrefix $n $s -}}
+{{- if $u -}}{{- mul (int64 $n) (get $units $u) -}}{{- else -}}{{- $n -}}{{- end -}}
+{{- end -}}
+
+{{/* The in-cluster kubeconfig: the pod's ServiceAccount token, re-read when rotated. */}}
+{{- define "kelemetry.kubeconfig" -}}
+apiVersion: v1
+kind: Config
+clusters:
+- name: in-cluster
+  cluster:
+    server: https://kubernetes.default.svc
+    certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+contexts:
+- name: in-cluster
+  context:
+    cluster: in-cluster
+    user: kelemetry
+current-context: in-cluster
+users:
+- name: kelemetry
+  user:
+    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+{{- end -}}
+
+{{/* The container of a role: dict "root" $ "role" ROLE "resources" RESOURCES. */}}
+{{- define "kelemetry.container" -}}
+{{- $v := .root.Values -}}
+{{- $dir := include "kelemetry.configDir" .root -}}
+{{- $scheme := ternary "HTTPS" "HTTP" (ne $v.api.tlsSecret "") -}}
+- name: kelemetry
+  image: {{ include "kelemetry.image" .root }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  args:
+    - --config={{ $dir }}/config/{{ .role }}.yaml
+    - --log-level={{ $v.logLevel }}
+  ports:
+    {{- if ne .role "query" }}
+    - {name: webhook, containerPort: {{ $v.webhook.port }}, protocol: TCP}
+    {{- end }}
+    - {name: http, containerPort: {{ $v.api.port }}, protocol: TCP}
+  startupProbe:
+    httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
+    periodSeconds: 5
+    failureThreshold: 60
+  readinessProbe:
+    httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
+    periodSeconds: 10
+  livenessProbe:
+    httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
+    periodSeconds: 20
+    failureThreshold: 6
+  resources:
+    {{- toYaml .resources | nindent 4 }}
+  securityContext:
+    {{- toYaml $v.securityContext | nindent 4 }}
+  volumeMounts:
+    - {name: config, mountPath: {{ $dir }}/config, readOnly: true}
+    - {name: kubeconfig, mountPath: {{ $dir }}/kubeconfig, readOnly: true}
+    {{- if ne .role "query" }}
+    - {name: data, mountPath: /data}
+    {{- end }}
+    - {name: tmp, mountPath: /tmp}
+    {{- if $v.webhook.tlsSecret }}
+    - {name: webhook-tls, mountPath: {{ $dir }}/tls/webhook, readOnly: true}
+    {{- end }}
+    {{- if $v.webhook.clientCASecret }}
+    - {name: webhook-client-ca, mountPath: {{ $dir }}/tls/webhook-client-ca, readOnly: true}
+    {{- end }}
+    {{- if $v.webhook.tokenSecret }}
+    - {name: webhook-tokens, mountPath: {{ $dir }}/tokens/webhook, readOnly: true}
+    {{- end }}
+    {{- if $v.api.tlsSecret }}
+    - {name: api-tls, mountPath: {{ $dir }}/tls/api, readOnly: true}
+    {{- end }}
+    {{- if $v.api.tokenSecret }}
+    - {name: api-tokens, mountPath: {{ $dir }}/tokens/api, readOnly: true}
+    {{- end }}
+{{- end -}}
+
+{{/* The pod's volumes but data (the StatefulSet's claim, or an emptyDir in Deployments). */}}
+{{- define "kelemetry.volumes" -}}
+{{- $v := .Values -}}
+- name: config
+  configMap: {name: {{ include "kelemetry.fullname" . }}}
+- name: kubeconfig
+  configMap: {name: {{ include "kelemetry.fullname" . }}-kubeconfig}
+- name: tmp
+  emptyDir: {sizeLimit: 64Mi}
+{{- if $v.webhook.tlsSecret }}
+- name: webhook-tls
+  secret: {secretName: {{ $v.webhook.tlsSecret }}}
+{{- end }}
+{{- if $v.webhook.clientCASecret }}
+- name: webhook-client-ca
+  secret: {secretName: {{ $v.webhook.clientCASecret }}}
+{{- end }}
+{{- if $v.webhook.tokenSecret }}
+- name: webhook-tokens
+  secret: {secretName: {{ $v.webhook.tokenSecret }}}
+{{- end }}
+{{- if $v.api.tlsSecret }}
+- name: api-tls
+  secret: {secretName: {{ $v.api.tlsSecret }}}
+{{- end }}
+{{- if $v.api.tokenSecret }}
+- name: api-tokens
+  secret: {secretName: {{ $v.api.tokenSecret }}}
+{{- end }}
+{{- end -}}
+
+{{/* Pod spec fields shared by every workload. */}}
+{{- define "kelemetry.podCommon" -}}
+serviceAccountName: {{ include "kelemetry.serviceAccountName" . }}
+automountServiceAccountToken: true
+terminationGracePeriodSeconds: 45
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

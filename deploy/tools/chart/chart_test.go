@@ -1,0 +1,286 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden renders in testdata/golden")
+
+const chartDir = "../../helm/kelemetry"
+
+// rel is the release of the golden renders (the end-to-end test applies allinone.yaml).
+var rel = Release{Name: "kelemetry", Namespace: "kelemetry"}
+
+// cases are the value sets rendered, linted and kept as golden files.
+var cases = []struct {
+	name string
+	vals map[string]any
+}{
+	{"allinone", nil},
+	{"allinone-secured", map[string]any{
+		"cluster": "prod-1",
+		"image":   map[string]any{"repository": "registry.example/kelemetry", "tag": "v1.0.0"},
+		"webhook": map[string]any{"tlsSecret": "kelemetry-webhook-tls", "clientCASecret": "kube-apiserver-client-ca",
+			"service": map[string]any{"clusterIP": "10.96.0.50"}},
+		"api":            map[string]any{"tlsSecret": "kelemetry-api-tls", "tokenSecret": "kelemetry-api-tokens"},
+		"networkPolicy":  map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}},
+		"serviceMonitor": map[string]any{"enabled": true, "bearerTokenSecret": map[string]any{"name": "kelemetry-api-tokens", "key": "prometheus"}},
+	}},
+	{"scaled", map[string]any{
+		"mode":    "scaled",
+		"cluster": "prod-1",
+		"scaled": map[string]any{
+			"ingest": map[string]any{"replicas": 3},
+			"query":  map[string]any{"replicas": 2},
+			"jaeger": map[string]any{"endpoint": "jaeger:17271", "otlpEndpoint": "jaeger:4317"},
+			"nats":   map[string]any{"urls": []any{"nats://nats:4222"}, "stream": "KELEMETRY_AUDIT"},
+		},
+	}},
+}
+
+func render(t *testing.T, vals map[string]any) Rendered {
+	t.Helper()
+	r, err := Render(context.Background(), chartDir, rel, vals)
+	require.NoError(t, err)
+	return r
+}
+
+// docs splits a manifest into its objects.
+func docs(t *testing.T, manifest string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, d := range strings.Split(manifest, "\n---\n") {
+		var obj map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(d), &obj), d)
+		if obj != nil {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+func find(t *testing.T, objs []map[string]any, kind, name string) map[string]any {
+	t.Helper()
+	for _, o := range objs {
+		md, _ := o["metadata"].(map[string]any)
+		if o["kind"] == kind && md["name"] == name {
+			return o
+		}
+	}
+	require.Failf(t, "object not rendered", "%s %s", kind, name)
+	return nil
+}
+
+func path(o any, keys ...any) any {
+	for _, k := range keys {
+		switch k := k.(type) {
+		case string:
+			m, _ := o.(map[string]any)
+			o = m[k]
+		case int:
+			l, _ := o.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			o = l[k]
+		}
+	}
+	return o
+}
+
+func TestLint(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Empty(t, Lint(chartDir, c.vals))
+		})
+	}
+}
+
+// The renders are kept in testdata/golden (go test -run TestGolden -update rewrites them); a
+// change of the chart shows there in review.
+func TestGolden(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := render(t, c.vals)
+			for file, got := range map[string]string{c.name + ".yaml": r.Manifest, c.name + ".NOTES.txt": r.Notes} {
+				p := filepath.Join("testdata", "golden", file)
+				if *update {
+					require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+					require.NoError(t, os.WriteFile(p, []byte(got), 0o644))
+					continue
+				}
+				want, err := os.ReadFile(p)
+				require.NoError(t, err, "run go test -run TestGolden -update")
+				assert.Equal(t, string(want), got, "%s differs: run go test -run TestGolden -update and review", p)
+			}
+		})
+	}
+}
+
+// The all-in-one: one StatefulSet replica, its data on a claim mounted at /data, non-root and
+// read-only root filesystem, probes on /healthz, configuration the binary takes.
+func TestAllInOneRender(t *testing.T) {
+	objs := docs(t, render(t, nil).Manifest)
+	sts := find(t, objs, "StatefulSet", "kelemetry")
+	assert.EqualValues(t, 1, path(sts, "spec", "replicas"))
+	assert.Equal(t, "data", path(sts, "spec", "volumeClaimTemplates", 0, "metadata", "name"))
+	pod := path(sts, "spec", "template", "spec")
+	assert.Equal(t, "kelemetry", path(pod, "serviceAccountName"))
+	assert.Equal(t, true, path(pod, "securityContext", "runAsNonRoot"))
+	assert.EqualValues(t, 65532, path(pod, "securityContext", "runAsUser"))
+	ctr := path(pod, "containers", 0)
+	assert.Equal(t, true, path(ctr, "securityContext", "readOnlyRootFilesystem"))
+	assert.Equal(t, "/healthz", path(ctr, "readinessProbe", "httpGet", "path"))
+	assert.Equal(t, "/healthz", path(ctr, "livenessProbe", "httpGet", "path"))
+	assert.Equal(t, []any{"--config=/etc/kelemetry/config/all.yaml", "--log-level=info"}, path(ctr, "args"))
+	assert.NotNil(t, path(ctr, "resources", "requests"))
+	mounts, _ := path(ctr, "volumeMounts").([]any)
+	var data bool
+	for _, m := range mounts {
+		if path(m, "name") == "data" {
+			data = path(m, "mountPath") == "/data"
+		}
+	}
+	assert.True(t, data, "the claim is mounted at /data")
+
+	find(t, objs, "Service", "kelemetry-webhook")
+	find(t, objs, "Service", "kelemetry")
+	find(t, objs, "PodDisruptionBudget", "kelemetry-allinone")
+	find(t, objs, "CustomResourceDefinition", "linkrules.kelemetry.io")
+	find(t, objs, "ServiceAccount", "kelemetry")
+
+	cm := find(t, objs, "ConfigMap", "kelemetry")
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(path(cm, "data", "all.yaml").(string)), &cfg))
+	assert.Equal(t, "/data", cfg["dataDir"])
+	assert.Equal(t, ":8080", cfg["auditAddr"])
+	assert.Equal(t, true, path(cfg, "event", "watch"))
+	assert.Equal(t, "kelemetry", path(cfg, "informerDiff", "leaderElection", "leaseNamespace"))
+	assert.EqualValues(t, 16<<30, path(cfg, "store", "maxBytes"))
+}
+
+// The ClusterRole grants reads of the watched resources and Events, and the LinkRule status
+// patch; no wildcard, no Secrets, no write outside linkrules/status.
+func TestClusterRoleLeastPrivilege(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cr := find(t, docs(t, render(t, c.vals).Manifest), "ClusterRole", "kelemetry")
+			rules, _ := path(cr, "rules").([]any)
+			require.NotEmpty(t, rules)
+			granted := map[string]bool{}
+			for _, r := range rules {
+				for _, g := range path(r, "apiGroups").([]any) {
+					for _, res := range path(r, "resources").([]any) {
+						for _, v := range path(r, "verbs").([]any) {
+							assert.NotEqual(t, "*", g)
+							assert.NotEqual(t, "*", res)
+							assert.NotEqual(t, "secrets", res)
+							if v != "get" && v != "list" && v != "watch" {
+								assert.Equal(t, "linkrules/status", res, "write verb %s", v)
+							}
+							granted[g.(string)+"/"+res.(string)+":"+v.(string)] = true
+						}
+					}
+				}
+			}
+			for _, want := range []string{"/pods:watch", "apps/replicasets:get", "apps/deployments:list", "/events:watch",
+				"kelemetry.io/linkrules:watch", "kelemetry.io/linkrules/status:patch", "/configmaps:get"} {
+				assert.True(t, granted[want], want)
+			}
+			// ConfigMaps are fetched by name only (Metadata-level audit), never listed.
+			assert.False(t, granted["/configmaps:list"])
+			assert.False(t, granted["/configmaps:watch"])
+		})
+	}
+}
+
+// Scaled: ingest and query Deployments with their replicas, Jaeger and NATS in the
+// configuration, one Event watcher.
+func TestScaledRender(t *testing.T) {
+	objs := docs(t, render(t, cases[2].vals).Manifest)
+	assert.EqualValues(t, 3, path(find(t, objs, "Deployment", "kelemetry-ingest"), "spec", "replicas"))
+	assert.EqualValues(t, 2, path(find(t, objs, "Deployment", "kelemetry-query"), "spec", "replicas"))
+	assert.EqualValues(t, 1, path(find(t, objs, "Deployment", "kelemetry-events"), "spec", "replicas"))
+	for _, o := range objs {
+		assert.NotEqual(t, "StatefulSet", o["kind"])
+	}
+	cm := find(t, objs, "ConfigMap", "kelemetry")
+	parse := func(role string) map[string]any {
+		var cfg map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(path(cm, "data", role+".yaml").(string)), &cfg))
+		return cfg
+	}
+	ingest, query, events := parse("ingest"), parse("query"), parse("events")
+	assert.Equal(t, "ingest", ingest["role"])
+	assert.Equal(t, "jaeger", ingest["storeBackend"])
+	assert.Equal(t, "jaeger:4317", path(ingest, "jaeger", "otlp", "endpoint"))
+	assert.Equal(t, []any{"nats://nats:4222"}, path(ingest, "audit", "queue", "nats", "urls"))
+	assert.Equal(t, "KELEMETRY_AUDIT", path(ingest, "audit", "queue", "nats", "stream"))
+	assert.Equal(t, false, path(ingest, "event", "watch"))
+	assert.Equal(t, "query", query["role"])
+	assert.Equal(t, "jaeger:17271", path(query, "jaeger", "endpoint"))
+	assert.Equal(t, true, path(events, "event", "watch"))
+	assert.Equal(t, "kelemetry/kelemetry-event-checkpoint", path(events, "event", "source", "checkpointConfigMap"))
+	find(t, objs, "Service", "kelemetry-webhook")
+	assert.Equal(t, "ingest", path(find(t, objs, "Service", "kelemetry-webhook"), "spec", "selector", "app.kubernetes.io/component"))
+	assert.Equal(t, "query", path(find(t, objs, "Service", "kelemetry"), "spec", "selector", "app.kubernetes.io/component"))
+}
+
+// The notes print the kube-apiserver flags and a webhook kubeconfig pointing at the Service.
+func TestNotes(t *testing.T) {
+	n := render(t, nil).Notes
+	assert.Contains(t, n, "--audit-webhook-config-file=")
+	assert.Contains(t, n, "--audit-policy-file=")
+	assert.Contains(t, n, "server: http://kelemetry-webhook.kelemetry.svc:8080/audit/default")
+	assert.Contains(t, n, "WARNING: the webhook serves plain HTTP")
+	n = render(t, cases[1].vals).Notes
+	assert.Contains(t, n, "server: https://10.96.0.50:8080/audit/prod-1")
+	assert.Contains(t, n, "client-certificate:")
+	assert.NotContains(t, n, "WARNING")
+}
+
+// Bad values are refused before anything renders, naming the value and what is wrong.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		vals map[string]any
+		want []string
+	}{
+		{"unknown mode", map[string]any{"mode": "big"}, []string{"mode", "allinone", "scaled"}},
+		{"bad cluster name", map[string]any{"cluster": "Prod/1"}, []string{"cluster", "does not match pattern"}},
+		{"misspelt key", map[string]any{"replicas": 3}, []string{"additional properties 'replicas' not allowed"}},
+		{"scaled without jaeger", map[string]any{"mode": "scaled"}, []string{"scaled/jaeger/endpoint", "minLength"}},
+		{"secrets watched", map[string]any{"watchedResources": []any{"pods", "secrets"}}, []string{"watchedResources/1"}},
+		{"secrets fetched", map[string]any{"linkerGetResources": []any{"secrets"}}, []string{"linkerGetResources/0"}},
+		{"bad volume size", map[string]any{"allinone": map[string]any{"persistence": map[string]any{"size": "lots"}}}, []string{"allinone/persistence/size"}},
+		{"zero replicas", map[string]any{"scaled": map[string]any{"ingest": map[string]any{"replicas": 0}}}, []string{"scaled/ingest/replicas", "minimum"}},
+		{"bad nats url", map[string]any{"scaled": map[string]any{"nats": map[string]any{"urls": []any{"localhost:4222"}}}}, []string{"scaled/nats/urls/0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Render(context.Background(), chartDir, rel, c.vals)
+			require.Error(t, err)
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// The chart's CRD is deploy/crds' (kept in the chart because templates read only its files).
+func TestCRDMatchesDeploy(t *testing.T) {
+	a, err := os.ReadFile(filepath.Join(chartDir, "files", "kelemetry.io_linkrules.yaml"))
+	require.NoError(t, err)
+	b, err := os.ReadFile("../../crds/kelemetry.io_linkrules.yaml")
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(a, b), "copy deploy/crds/kelemetry.io_linkrules.yaml to deploy/helm/kelemetry/files/")
+}
