@@ -1,0 +1,67 @@
+package kelemetry_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/httpserver"
+)
+
+// startApp starts an all-in-one on the memory store with cfg's audit settings.
+func startApp(t *testing.T, auditCfg audit.Config) (*fxtest.App, *httpserver.Servers) {
+	t.Helper()
+	cfg := localConfig("")
+	cfg.Audit = auditCfg
+	var servers *httpserver.Servers
+	app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	return app, servers
+}
+
+// A chain of two all-in-ones: A forwards every batch it accepts to B's webhook, and B stores the
+// same trees as A.
+func TestAuditForwardChain(t *testing.T) {
+	b, bServers := startApp(t, audit.Config{})
+	defer b.RequireStop()
+	a, aServers := startApp(t, audit.Config{Forward: []audit.ForwardConfig{{URL: "http://" + bServers.AuditAddr() + "/audit/{cluster}"}}})
+	defer a.RequireStop()
+
+	postRollout(t, aServers.AuditAddr())
+	require.Eventually(t, func() bool { return demoTraceFound(t, aServers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+	want := rolloutTraces(t, aServers.APIAddr())
+	require.NotEmpty(t, want)
+	require.Eventually(t, func() bool {
+		return demoTraceFound(t, bServers.APIAddr()) && len(rolloutTraces(t, bServers.APIAddr())) == len(want)
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, want, rolloutTraces(t, bServers.APIAddr()))
+}
+
+// An all-in-one dumps what its webhook accepts; a fresh one replaying the dump (--replay) stores
+// the same trees.
+func TestAuditDumpReplay(t *testing.T) {
+	dump := filepath.Join(t.TempDir(), "dump", "audit.jsonl")
+	a, aServers := startApp(t, audit.Config{Dump: audit.DumpConfig{Path: dump}})
+	postRollout(t, aServers.AuditAddr())
+	require.Eventually(t, func() bool { return demoTraceFound(t, aServers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+	want := rolloutTraces(t, aServers.APIAddr())
+	a.RequireStop() // flushes the dump
+	st, err := os.Stat(dump)
+	require.NoError(t, err)
+	require.Positive(t, st.Size())
+
+	c, cServers := startApp(t, audit.Config{Replay: []string{dump}})
+	defer c.RequireStop()
+	require.Eventually(t, func() bool {
+		return demoTraceFound(t, cServers.APIAddr()) && len(rolloutTraces(t, cServers.APIAddr())) == len(want)
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, want, rolloutTraces(t, cServers.APIAddr()))
+}
