@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,7 +106,6 @@ type Dumper struct {
 
 	group loop.Group
 	abort atomic.Bool // Stop's context ended: drop what is left
-	done  sync.WaitGroup
 
 	// Owned by the writing goroutine (and Stop after it).
 	f    *os.File

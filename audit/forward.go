@@ -143,7 +143,7 @@ func NewForwarder(cfg ForwardConfig, ts telemetry.Settings) (*Forwarder, error) 
 	}
 	cfg = cfg.WithDefaults()
 	target := cfg.URL
-	if u, err := url.Parse(cfg.URL); err == nil {
+	if u, err := url.Parse(cfg.URL); err == nil && u.User != nil {
 		target = u.Redacted()
 	}
 	tlsCfg, err := forwardTLS(cfg)
