@@ -34,6 +34,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -89,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		auditCA    = fs.String("audit-client-ca", "", "PEM CA bundle: the webhook accepts clients with a certificate of these CAs (kube-apiserver's client-certificate); needs --audit-tls-cert")
 		httpCert   = fs.String("http-tls-cert", "", "PEM certificate of the API listener: serve HTTPS (reloaded when the file changes)")
 		httpKey    = fs.String("http-tls-key", "", "PEM key of --http-tls-cert")
+		auditDump  = fs.String("audit-dump", "", "write every audit event the webhook accepts as a JSON line to FILE (rotated at audit.dump.maxBytes, readable by --replay)")
 		proxyCA    = fs.String("http-proxy-client-ca", "", "PEM CA bundle of an authenticating proxy's client certificate: trust its X-Forwarded-User / X-Auth-Request-User / X-Remote-User header; needs --http-tls-cert")
 		auditToks  stringList
 		httpToks   stringList
@@ -97,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		replay     stringList
 		follow     stringList
 		replayEv   stringList
+		forward    stringList
 	)
 	fs.Var(&auditToks, "audit-token-file", "file of bearer tokens (one a line) the audit webhook accepts; repeatable")
 	fs.Var(&httpToks, "http-token-file", "file of bearer tokens (one a line) the API, the UI's API calls and /metrics accept; repeatable")
@@ -105,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	fs.Var(&follow, "follow", "audit log file to follow like tail -F (survives rotation); repeatable")
 	fs.Var(&clusterKC, "cluster-kubeconfig", "another cluster as NAME=KUBECONFIG (its traces can be joined by link rules and parent-link annotations); repeatable")
 	fs.Var(&replayEv, "replay-events", "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
+	fs.Var(&forward, "audit-forward", "also post every batch the webhook accepts to this audit webhook URL ({cluster} in it is the batch's cluster), with retries and a bounded buffer; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return kelemetry.Config{}, 0, err
 	}
@@ -209,6 +213,10 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
 	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
 	cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
+	override("audit-dump", func() { cfg.Audit.Dump.Path = *auditDump })
+	for _, u := range forward {
+		cfg.Audit.Forward = append(cfg.Audit.Forward, audit.ForwardConfig{URL: u})
+	}
 	if err := cfg.Validate(); err != nil {
 		return kelemetry.Config{}, 0, err
 	}
