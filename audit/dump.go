@@ -2,9 +2,7 @@ package audit
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -111,7 +109,7 @@ type Dumper struct {
 	f    *os.File
 	w    *bufio.Writer
 	size int64
-	line bytes.Buffer
+	line []byte
 }
 
 // NewDumper returns a dumper of cfg (which must be enabled); ts gives its logger and meter
@@ -160,6 +158,9 @@ func (d *Dumper) drop(ctx context.Context, reason string, n int64) {
 // Start opens (appends to) the dump file, creating its folder, and starts writing. It does not
 // block.
 func (d *Dumper) Start(_ context.Context) error {
+	if d.q.isClosed() {
+		return errors.New("audit dump: start: stopped")
+	}
 	if err := os.MkdirAll(filepath.Dir(d.cfg.Path), 0o700); err != nil {
 		return fmt.Errorf("audit dump: %w", err)
 	}
@@ -227,16 +228,12 @@ func (d *Dumper) run(ctx context.Context) {
 func (d *Dumper) write(b AcceptedBatch) {
 	ctx := context.Background()
 	written := int64(0)
-	err := eachItem(b.Body, b.Dropped, func(raw []byte) error {
+	err := eachItem(b.Body, b.Dropped, b.Events+len(b.Dropped), func(raw []byte) error {
 		if d.abort.Load() {
 			return errQueueClosed
 		}
-		d.line.Reset()
-		if err := json.Compact(&d.line, raw); err != nil {
-			return fmt.Errorf("compact event: %w", err)
-		}
-		d.line.WriteByte('\n')
-		n := int64(d.line.Len())
+		d.line = append(appendCompactJSON(d.line[:0], raw), '\n')
+		n := int64(len(d.line))
 		if n > d.cfg.MaxBytes {
 			d.drop(ctx, dumpDropTooLarge, 1)
 			written++
@@ -252,7 +249,7 @@ func (d *Dumper) write(b AcceptedBatch) {
 				return err
 			}
 		}
-		if _, err := d.w.Write(d.line.Bytes()); err != nil {
+		if _, err := d.w.Write(d.line); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 		d.size += n

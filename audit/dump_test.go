@@ -206,14 +206,30 @@ func TestRawListItems(t *testing.T) {
 	items, err = rawListItems([]byte(`{"items":[{"a":1} , { "b" : [2, {}] }]}`))
 	require.NoError(t, err)
 	assert.Equal(t, []string{`{"a":1}`, `{ "b" : [2, {}] }`}, []string{string(items[0]), string(items[1])})
-	for _, bad := range []string{``, `[]`, `{"items":[1]}`, `{"items":[{"a":}]}`} {
+	items, err = rawListItems([]byte(`{"k\u0069nd":"EventList","\u0069tems":[{"a":1}],"items":[]}`))
+	require.NoError(t, err)
+	assert.Empty(t, items, "escaped member names are decoded")
+	// The body was accepted by DecodeEventList: what is checked is the structure, not every token.
+	for _, bad := range []string{``, ` `, `[]`, `{"items":[1]}`, `{"items":[{"a":"}]}`, `{}{}`, `{"items":[{}]}}`} {
 		_, err := rawListItems([]byte(bad))
 		assert.Error(t, err, bad)
 	}
+	assert.ErrorContains(t, eachItem([]byte(`{"items":[{"i":0}]}`), nil, 2, func([]byte) error { return nil }), "decoded 2")
 	var got []string
-	require.NoError(t, eachItem([]byte(`{"items":[{"i":0},{"i":1},{"i":2},{"i":3}]}`), []int{0, 2}, func(raw []byte) error {
+	require.NoError(t, eachItem([]byte(`{"items":[{"i":0},{"i":1},{"i":2},{"i":3}]}`), []int{0, 2}, 4, func(raw []byte) error {
 		got = append(got, string(raw))
 		return nil
 	}))
 	assert.Equal(t, []string{`{"i":1}`, `{"i":3}`}, got)
+}
+
+// Strings hide quotes, braces and whitespace from the item scanner and from compaction.
+func TestRawItemsStringsAndCompaction(t *testing.T) {
+	body := `{"items":[ {"a" : "x\"}] \\", "b":"\\\\"} ,{"c":"{[ ]}" , "d" : [ 1 , 2 ]}]}`
+	items, err := rawListItems([]byte(body))
+	require.NoError(t, err)
+	require.Len(t, items, 2)
+	assert.Equal(t, `{"a" : "x\"}] \\", "b":"\\\\"}`, string(items[0]))
+	assert.Equal(t, `{"a":"x\"}] \\","b":"\\\\"}`, string(appendCompactJSON(nil, items[0])))
+	assert.Equal(t, `{"c":"{[ ]}","d":[1,2]}`, string(appendCompactJSON(nil, items[1])))
 }

@@ -391,7 +391,7 @@ func forwardBody(b AcceptedBatch) ([]byte, error) {
 	buf.Grow(len(b.Body))
 	buf.WriteString(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[`)
 	first := true
-	err := eachItem(b.Body, b.Dropped, func(raw []byte) error {
+	err := eachItem(b.Body, b.Dropped, b.Events+len(b.Dropped), func(raw []byte) error {
 		if !first {
 			buf.WriteByte(',')
 		}

@@ -62,12 +62,16 @@ func (w *Webhook) notifyTaps(ctx context.Context, cluster string, body []byte, r
 }
 
 // eachItem calls fn with the raw JSON of each item of the EventList body, in order, skipping
-// the indexes in dropped (increasing). The raw item is valid only during the call. If the list
+// the indexes in dropped (increasing). The raw item is valid only during the call. want is the
+// number of items the webhook decoded (negative: unknown); another count is an error. If the list
 // repeats its items member, the last one counts (as for DecodeEventList).
-func eachItem(body []byte, dropped []int, fn func(raw []byte) error) error {
+func eachItem(body []byte, dropped []int, want int, fn func(raw []byte) error) error {
 	items, err := rawListItems(body)
 	if err != nil {
 		return err
+	}
+	if want >= 0 && len(items) != want {
+		return fmt.Errorf("event list: %d items, the webhook decoded %d", len(items), want)
 	}
 	for i, raw := range items {
 		if len(dropped) > 0 && dropped[0] == i {
@@ -81,8 +85,118 @@ func eachItem(body []byte, dropped []int, fn func(raw []byte) error) error {
 	return nil
 }
 
-// rawListItems returns the raw items of an EventList body; they alias body.
+// rawListItems returns the raw items of an EventList body; they alias body. body was accepted
+// by DecodeEventList: one pass that follows strings and nesting finds the items, and anything
+// unexpected is an error rather than a guess.
 func rawListItems(body []byte) ([][]byte, error) {
+	var items [][]byte
+	var key []byte // the last member name of the top-level object
+	depth, start := 0, -1
+	inItems := false // inside the items array
+	object := false  // the top-level object was seen
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case depth == 0 && c != '{' && !isJSONSpace(c), depth == 0 && c == '{' && object,
+			depth == 2 && inItems && c != '{' && c != ',' && c != ']' && !isJSONSpace(c):
+			return nil, fmt.Errorf("event list: unexpected %q at offset %d", c, i)
+		case depth == 0 && c == '{':
+			object = true
+		}
+		switch c {
+		case '"':
+			end := jsonStringEnd(body, i)
+			if end < 0 {
+				return nil, fmt.Errorf("event list: unterminated string at offset %d", i)
+			}
+			if depth == 1 {
+				if j := skipJSONSpace(body, end+1); j < len(body) && body[j] == ':' {
+					if bytes.IndexByte(body[i+1:end], '\\') >= 0 {
+						return rawListItemsEscaped(body) // a member name with escapes: decode it properly
+					}
+					key = body[i+1 : end]
+				}
+			}
+			i = end
+		case '{', '[':
+			depth++
+			switch {
+			case depth == 2 && c == '[' && string(key) == "items":
+				inItems, items = true, items[:0] // the last items member counts
+			case depth == 3 && inItems && c == '{':
+				start = i
+			}
+		case '}', ']':
+			if depth == 3 && inItems && start >= 0 {
+				items = append(items, body[start:i+1])
+				start = -1
+			}
+			depth--
+			switch {
+			case depth < 0:
+				return nil, fmt.Errorf("event list: unbalanced %q at offset %d", c, i)
+			case depth == 1:
+				inItems = false
+			}
+		}
+	}
+	if depth != 0 || !object {
+		return nil, fmt.Errorf("event list: %w", io.ErrUnexpectedEOF)
+	}
+	return items, nil
+}
+
+// jsonStringEnd returns the index of the quote that ends the string starting at b[i] (-1 if
+// none): the next quote preceded by an even number of backslashes.
+func jsonStringEnd(b []byte, i int) int {
+	for k := i + 1; k < len(b); {
+		q := bytes.IndexByte(b[k:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += k
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		k = q + 1
+	}
+	return -1
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && isJSONSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// appendCompactJSON appends raw (valid JSON) to dst without the whitespace outside strings.
+func appendCompactJSON(dst, raw []byte) []byte {
+	for k := 0; k < len(raw); k++ {
+		c := raw[k]
+		switch {
+		case c == '"':
+			end := jsonStringEnd(raw, k)
+			if end < 0 {
+				end = len(raw) - 1
+			}
+			dst = append(dst, raw[k:end+1]...)
+			k = end
+		case !isJSONSpace(c):
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// rawListItemsEscaped is rawListItems for a body whose member names have escapes.
+func rawListItemsEscaped(body []byte) ([][]byte, error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, fmt.Errorf("event list: not an object: %w", errors.Join(err, io.ErrUnexpectedEOF))
@@ -191,6 +305,13 @@ func (q *byteQueue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true
+}
+
+// isClosed reports whether close was called.
+func (q *byteQueue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
 }
 
 // takeAll empties the queue and returns what it held.
