@@ -65,3 +65,22 @@ func TestAuditDumpReplay(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	assert.Equal(t, want, rolloutTraces(t, cServers.APIAddr()))
 }
+
+// The README's dump and forward YAML loads into the audit configuration.
+func TestAuditDumpForwardConfigLoads(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`audit:
+  dump: {path: /var/lib/kelemetry/audit-dump.jsonl, maxBytes: 104857600, maxFiles: 5}
+  forward:
+    - url: https://kelemetry-b:8080/audit/{cluster}
+      caFile: /etc/kelemetry/b-ca.pem
+      bearerTokenFile: /etc/kelemetry/b-token
+      maxBufferBytes: 1048576
+      timeout: 5s
+`), 0o600))
+	cfg, err := kelemetry.LoadConfig(file)
+	require.NoError(t, err)
+	assert.Equal(t, audit.DumpConfig{Path: "/var/lib/kelemetry/audit-dump.jsonl", MaxBytes: 100 << 20, MaxFiles: 5}, cfg.Audit.Dump)
+	assert.Equal(t, []audit.ForwardConfig{{URL: "https://kelemetry-b:8080/audit/{cluster}", CAFile: "/etc/kelemetry/b-ca.pem",
+		BearerTokenFile: "/etc/kelemetry/b-token", MaxBufferBytes: 1 << 20, Timeout: 5 * time.Second}}, cfg.Audit.Forward)
+}
