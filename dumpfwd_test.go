@@ -3,6 +3,7 @@ package kelemetry_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,35 @@ func startApp(t *testing.T, auditCfg audit.Config) (*fxtest.App, *httpserver.Ser
 	return app, servers
 }
 
+// stableTraces waits until the rollout's trees at apiAddr stop changing (the queue and link jobs
+// are done) and returns them.
+func stableTraces(t *testing.T, apiAddr string) []string {
+	t.Helper()
+	var prev []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		if !demoTraceFound(t, apiAddr) {
+			continue
+		}
+		cur := rolloutTraces(t, apiAddr)
+		if slices.Equal(cur, prev) {
+			return cur
+		}
+		prev = cur
+	}
+	require.FailNow(t, "the rollout's trees did not settle")
+	return nil
+}
+
+// sameTraces waits until apiAddr serves want, and shows the difference if it never does.
+func sameTraces(t *testing.T, apiAddr string, want []string) {
+	t.Helper()
+	if !assert.Eventually(t, func() bool {
+		return demoTraceFound(t, apiAddr) && slices.Equal(rolloutTraces(t, apiAddr), want)
+	}, 20*time.Second, 50*time.Millisecond) {
+		assert.Equal(t, want, rolloutTraces(t, apiAddr))
+	}
+}
+
 // A chain of two all-in-ones: A forwards every batch it accepts to B's webhook, and B stores the
 // same trees as A.
 func TestAuditForwardChain(t *testing.T) {
@@ -36,13 +66,9 @@ func TestAuditForwardChain(t *testing.T) {
 	defer a.RequireStop()
 
 	postRollout(t, aServers.AuditAddr())
-	require.Eventually(t, func() bool { return demoTraceFound(t, aServers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
-	want := rolloutTraces(t, aServers.APIAddr())
+	want := stableTraces(t, aServers.APIAddr())
 	require.NotEmpty(t, want)
-	require.Eventually(t, func() bool {
-		return demoTraceFound(t, bServers.APIAddr()) && len(rolloutTraces(t, bServers.APIAddr())) == len(want)
-	}, 10*time.Second, 20*time.Millisecond)
-	assert.Equal(t, want, rolloutTraces(t, bServers.APIAddr()))
+	sameTraces(t, bServers.APIAddr(), want)
 }
 
 // An all-in-one dumps what its webhook accepts; a fresh one replaying the dump (--replay) stores
@@ -51,8 +77,7 @@ func TestAuditDumpReplay(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "dump", "audit.jsonl")
 	a, aServers := startApp(t, audit.Config{Dump: audit.DumpConfig{Path: dump}})
 	postRollout(t, aServers.AuditAddr())
-	require.Eventually(t, func() bool { return demoTraceFound(t, aServers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
-	want := rolloutTraces(t, aServers.APIAddr())
+	want := stableTraces(t, aServers.APIAddr())
 	a.RequireStop() // flushes the dump
 	st, err := os.Stat(dump)
 	require.NoError(t, err)
@@ -60,10 +85,7 @@ func TestAuditDumpReplay(t *testing.T) {
 
 	c, cServers := startApp(t, audit.Config{Replay: []string{dump}})
 	defer c.RequireStop()
-	require.Eventually(t, func() bool {
-		return demoTraceFound(t, cServers.APIAddr()) && len(rolloutTraces(t, cServers.APIAddr())) == len(want)
-	}, 10*time.Second, 20*time.Millisecond)
-	assert.Equal(t, want, rolloutTraces(t, cServers.APIAddr()))
+	sameTraces(t, cServers.APIAddr(), want)
 }
 
 // The README's dump and forward YAML loads into the audit configuration.
