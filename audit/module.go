@@ -31,6 +31,10 @@ type Config struct {
 	// outside what the store can represent (years 1678-2262), are dropped and counted by the
 	// webhook and by log replay and follow.
 	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
+	// Dump writes every event the webhook accepted to a rotating file (see Dumper).
+	Dump DumpConfig `yaml:"dump"`
+	// Forward posts every batch the webhook accepted to other audit webhooks (see Forwarder).
+	Forward []ForwardConfig `yaml:"forward"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -45,7 +49,7 @@ func (c Config) Validate() error {
 	if q, w := c.Queue.WithDefaults(), c.Webhook.WithDefaults(); q.MaxBytes > 0 && q.MaxBytes < w.MaxBodyBytes {
 		fit = fmt.Errorf("audit: queue.maxBytes %d is below webhook.maxBodyBytes %d: a batch the webhook accepts could never be queued", q.MaxBytes, w.MaxBodyBytes)
 	}
-	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit)
+	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps())
 }
 
 // Replayer ingests audit log files once, in the background, each file flushed through the queue
@@ -143,6 +147,9 @@ func New(p Params) (Result, error) {
 	webhook := NewWebhook(wcfg, Observe(eq, p.Observers...), ts)
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
 		webhook.SetHealth(h.SinkHealth)
+	}
+	if err := addTaps(cfg, webhook, p.Lifecycle, ts); err != nil {
+		return Result{}, err
 	}
 	for _, f := range cfg.Follow {
 		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, Observe(q, p.Observers...), ts)

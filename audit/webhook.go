@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,6 +109,7 @@ type Webhook struct {
 	q      Enqueuer
 	logger *slog.Logger
 	health func(context.Context) error // see SetHealth
+	taps   []BatchTap                  // see AddTap
 
 	requests metric.Int64Counter
 	events   metric.Int64Counter
@@ -212,6 +214,10 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, cluster, err.Error())
 		return
 	}
+	received := events
+	if len(w.taps) > 0 {
+		received = slices.Clone(events) // checkTimes filters in place; taps need the dropped items' indexes
+	}
 	events, dropNote, ok := w.checkTimes(ctx, rw, cluster, events)
 	if !ok {
 		return
@@ -243,6 +249,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	w.events.Add(ctx, int64(len(events)))
+	w.notifyTaps(ctx, cluster, data, received, events)
 	w.count(ctx, http.StatusOK)
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.WriteHeader(http.StatusOK)

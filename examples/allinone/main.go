@@ -35,6 +35,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/remotelinker"
@@ -97,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		auditCA    = fs.String("audit-client-ca", "", "PEM CA bundle: the webhook accepts clients with a certificate of these CAs (kube-apiserver's client-certificate); needs --audit-tls-cert")
 		httpCert   = fs.String("http-tls-cert", "", "PEM certificate of the API listener: serve HTTPS (reloaded when the file changes)")
 		httpKey    = fs.String("http-tls-key", "", "PEM key of --http-tls-cert")
+		auditDump  = fs.String("audit-dump", "", "write every audit event the webhook accepts as a JSON line to FILE (rotated at audit.dump.maxBytes, readable by --replay)")
 		proxyCA    = fs.String("http-proxy-client-ca", "", "PEM CA bundle of an authenticating proxy's client certificate: trust its X-Forwarded-User / X-Auth-Request-User / X-Remote-User header; needs --http-tls-cert")
 		rlTimeout  = fs.Duration("remote-linker-timeout", 0, "with --remote-linker: how long to wait for a worker's links (default 5s; below the aggregator's link timeout, 10s)")
 		rlCreds    = fs.String("remote-linker-nats-creds", "", "with --remote-linker: NATS credentials file (user JWT and NKey seed)")
@@ -114,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		follow     stringList
 		replayEv   stringList
 		kxConfigs  stringList
+		forward    stringList
 	)
 	fs.Var(&kxConfigs, "kelemetrix-config", "kelemetrix metrics definitions (YAML, e.g. deploy/kelemetrix.yaml): metrics from every audit event, reads included, on /metrics; replaces the kelemetrix key of --config; repeatable (the metrics of every file, the other settings of the last file that sets them)")
 	fs.Var(&auditToks, "audit-token-file", "file of bearer tokens (one a line) the audit webhook accepts; repeatable")
@@ -125,6 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	fs.Var(&remoteLk, "remote-linker", "a linker served by other processes over NATS (examples/linkerworker), as NAME or NAME=SUBJECT (default subject kelemetry.link.NAME); needs --remote-linker-nats-url; repeatable")
 	fs.Var(&rlURLs, "remote-linker-nats-url", "NATS server of the remote linkers (nats://host:4222, tls://...); repeatable")
 	fs.Var(&replayEv, "replay-events", "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
+	fs.Var(&forward, "audit-forward", "also post every batch the webhook accepts to this audit webhook URL ({cluster} in it is the batch's cluster), with retries and a bounded buffer; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return kelemetry.Config{}, 0, err
 	}
@@ -258,6 +262,10 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
 	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
 	cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
+	override("audit-dump", func() { cfg.Audit.Dump.Path = *auditDump })
+	for _, u := range forward {
+		cfg.Audit.Forward = append(cfg.Audit.Forward, audit.ForwardConfig{URL: u})
+	}
 	if err := cfg.Validate(); err != nil {
 		return kelemetry.Config{}, 0, err
 	}

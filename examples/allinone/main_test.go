@@ -24,6 +24,7 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 )
@@ -587,4 +588,14 @@ func TestWebUIServed(t *testing.T) {
 	assert.Contains(t, body, "demo")
 	code, _, _ = get("/healthz")
 	assert.Equal(t, http.StatusOK, code, "the UI does not shadow the API")
+}
+
+func TestParseFlagsDumpForward(t *testing.T) {
+	cfg, _, err := parseFlags([]string{"--data-dir", "", "--audit-dump", "/tmp/dump.jsonl",
+		"--audit-forward", "http://b:8080/audit/{cluster}", "--audit-forward", "https://c/audit"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "/tmp/dump.jsonl", cfg.Audit.Dump.Path)
+	assert.Equal(t, []audit.ForwardConfig{{URL: "http://b:8080/audit/{cluster}"}, {URL: "https://c/audit"}}, cfg.Audit.Forward)
+	_, _, err = parseFlags([]string{"--audit-forward", "ftp://x"}, io.Discard)
+	assert.ErrorContains(t, err, "want http or https")
 }
