@@ -54,13 +54,13 @@ func (s *stampSink) at(id string) (time.Time, bool) {
 // natsPipeline is webhook -> NATSQueue (embedded JetStream on loopback) -> consumer ->
 // aggregator (built-in linkers) -> memory store, as the all-in-one wires it with
 // audit.queue.nats.
-func newNATSBenchPipeline(b *testing.B) (http.Handler, *audit.NATSQueue, *stampSink) {
+func newNATSBenchPipeline(b *testing.B, st aggregator.Sink) (http.Handler, *audit.NATSQueue, *stampSink) {
 	b.Helper()
 	ctx := context.Background()
 	js := startEmbeddedJS(b)
 	stamps := &stampSink{stored: map[string]time.Time{}}
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
-		Sinks: []aggregator.Sink{store.NewMemory(store.MemoryConfig{}, 0), stamps},
+		Sinks: []aggregator.Sink{st, stamps},
 		Linkers: []aggregator.Linker{
 			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
 			linker.NewAnnotationLinker(nil, telemetry.Settings{}),
@@ -100,8 +100,21 @@ func postOK(b *testing.B, h http.Handler, batch []byte) {
 // apiserver); events/s of the whole loop and per CPU-second of this process (which here also
 // runs nats-server).
 func BenchmarkEndToEndNATS(b *testing.B) {
+	benchmarkEndToEndNATS(b, store.NewMemory(store.MemoryConfig{}, 0))
+}
+
+// BenchmarkEndToEndNATSPebble: the same into the embedded Pebble store, whose write-ahead log is
+// synced before messages are acknowledged (one sync shared by the partitions handling at once).
+func BenchmarkEndToEndNATSPebble(b *testing.B) {
+	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = st.Close() })
+	benchmarkEndToEndNATS(b, st)
+}
+
+func benchmarkEndToEndNATS(b *testing.B, st aggregator.Sink) {
 	batches, events := bulkBatches(b)
-	h, q, _ := newNATSBenchPipeline(b)
+	h, q, _ := newNATSBenchPipeline(b, st)
 	ctx := context.Background()
 	b.ReportAllocs()
 	cpu0 := processCPU(b)
@@ -142,7 +155,7 @@ func BenchmarkNATSLatency(b *testing.B) {
 	if len(batches) > 50 {
 		batches = batches[:50]
 	}
-	h, q, stamps := newNATSBenchPipeline(b)
+	h, q, stamps := newNATSBenchPipeline(b, store.NewMemory(store.MemoryConfig{}, 0))
 	ctx := context.Background()
 	var lat []time.Duration
 	b.ResetTimer()
