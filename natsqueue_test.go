@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,10 +187,11 @@ func TestNATSQueueApp(t *testing.T) {
 	assert.Equal(t, "nats: connected", h.Queue)
 
 	js.stop()
-	code, h = health()
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Equal(t, "unavailable", h.Status)
-	assert.Contains(t, h.Queue, "unavailable")
+	// The client notices the lost connection within moments.
+	require.Eventually(t, func() bool {
+		code, h = health()
+		return code == http.StatusServiceUnavailable && h.Status == "unavailable" && strings.Contains(h.Queue, "unavailable")
+	}, 10*time.Second, 20*time.Millisecond, "/healthz reports NATS down")
 	js.start()
 	require.Eventually(t, func() bool { code, _ := health(); return code == http.StatusOK }, 20*time.Second, 50*time.Millisecond)
 }

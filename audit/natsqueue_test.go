@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -202,7 +203,8 @@ func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	assert.Contains(t, rec.Body.String(), "unavailable")
-	assert.ErrorIs(t, q.Health(context.Background()), ErrQueueUnavailable)
+	require.Eventually(t, func() bool { return errors.Is(q.Health(context.Background()), ErrQueueUnavailable) },
+		10*time.Second, 10*time.Millisecond, "Health reports NATS down")
 
 	js.start()
 	// The sender retries until it gets a 200.
