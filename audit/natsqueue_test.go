@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -347,4 +349,32 @@ func TestGroupSyncShares(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.LessOrEqual(t, calls, 2, "concurrent callers share calls")
+}
+
+// TestNATSQueuePoisonMessage: a message that does not decode is retried, moved to the
+// dead-letter stream and counted, and its partition goes on with the next messages.
+func TestNATSQueuePoisonMessage(t *testing.T) {
+	js := startJS(t)
+	log := newNATSHandled()
+	cfg := natsTestConfig(js.url())
+	cfg.Partitions = 1
+	cfg.MaxDeliveries = 2
+	q, h := natsPipeline(t, cfg, log)
+
+	nc, err := nats.Connect(js.url())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.Publish(cfg.WithDefaults().Subject("c1", 0), []byte("not an audit record")))
+	require.NoError(t, nc.Flush())
+
+	b, ids := natsBatch("after", 4)
+	require.Equal(t, http.StatusOK, postBatch(h, b).Code)
+	require.NoError(t, q.Flush(testCtx(t)))
+	log.requireExactlyOnce(t, ids)
+
+	jsc, err := jetstream.New(nc)
+	require.NoError(t, err)
+	dead, err := jsc.Stream(testCtx(t), cfg.WithDefaults().Stream+"_DEAD")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), dead.CachedInfo().State.Msgs, "the poison message is in the dead-letter stream")
 }
