@@ -32,7 +32,9 @@ import (
 //	GET /api/operations?service=            cluster names as {name, spanKind}
 //	GET /api/traces?service=&operation=&tags=&tag=&start=&end=&lookback=&limit=&minDuration=&maxDuration=
 //	GET /api/traces?traceID=...             lookup by display ID (repeatable)
-//	GET /api/traces/{traceID}               one result, in the mode its ID names
+//	GET /api/traces/{traceID}               one result, in the mode its ID names, or a merge
+//	                                        (a merge ID: see MergeID)
+//	GET /api/traces/merge?id=&id=...        several results as one trace (see MergeID)
 //	GET /redirect?cluster=&group=&resource=&namespace=&name=&time=&mode=
 //	                                        302 to /trace/{id}, 404 when nothing matches
 type JaegerAPI struct{ queryAPI }
@@ -77,6 +79,7 @@ func (a *JaegerAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/operations", a.operations)
 	mux.HandleFunc("GET /api/traces", a.heavy(a.search))
 	mux.HandleFunc("GET /api/traces/{traceID}", a.heavy(a.getTrace))
+	mux.HandleFunc("GET /api/traces/merge", a.heavy(a.merge))
 	mux.HandleFunc("GET /redirect", a.redirect)
 }
 
@@ -575,6 +578,15 @@ func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID, b *re
 }
 
 func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
+	if s := r.PathValue("traceID"); len(s) > 32 {
+		ids, err := ParseMergeID(s)
+		if err != nil {
+			jaegerError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		a.writeMerge(w, r, ids)
+		return
+	}
 	id, err := ParseTraceID(r.PathValue("traceID"))
 	if err != nil {
 		jaegerError(w, http.StatusBadRequest, "%v", err)
@@ -610,18 +622,29 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 			left++
 			continue
 		}
-		id, err := ParseTraceID(s)
-		if err != nil {
-			jaegerError(w, http.StatusBadRequest, "%v", err)
-			return
+		var tr JaegerTrace
+		var id trace.TraceID
+		var err error
+		if len(s) > 32 {
+			var ids []trace.TraceID
+			if ids, err = ParseMergeID(s); err != nil {
+				jaegerError(w, http.StatusBadRequest, "%v", err)
+				return
+			}
+			tr, err = a.mergeTrace(r.Context(), ids, b)
+		} else {
+			if id, err = ParseTraceID(s); err != nil {
+				jaegerError(w, http.StatusBadRequest, "%v", err)
+				return
+			}
+			tr, err = a.trace(r.Context(), id, b)
 		}
-		tr, err := a.trace(r.Context(), id, b)
 		switch {
-		case errors.Is(err, ErrBadTraceID):
+		case errors.Is(err, ErrBadTraceID), errors.Is(err, ErrBadMerge):
 			jaegerError(w, http.StatusBadRequest, "%v", err)
 			return
 		case errors.Is(err, ErrTraceNotFound):
-			resp.Errors = append(resp.Errors, JaegerError{Msg: err.Error(), TraceID: JaegerTraceID(id)})
+			resp.Errors = append(resp.Errors, JaegerError{Msg: err.Error(), TraceID: lookupID(s, id)})
 		case err != nil:
 			a.internalError(w, "get trace", err)
 			return
@@ -683,4 +706,12 @@ func (a *JaegerAPI) redirect(w http.ResponseWriter, r *http.Request) {
 	}
 	id := NewDisplayID(mode, from, to, found[0].Object.Key(), found[0].Windows[0].TraceID)
 	http.Redirect(w, r, "/trace/"+id.String(), http.StatusFound)
+}
+
+// lookupID names a looked-up ID in an error: a merge ID as given, a trace ID as Jaeger writes it.
+func lookupID(s string, id trace.TraceID) string {
+	if len(s) > 32 {
+		return s
+	}
+	return JaegerTraceID(id)
 }

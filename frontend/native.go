@@ -44,10 +44,24 @@ func (a *NativeAPI) ShareLimits(e *Engine) *NativeAPI {
 	return a
 }
 
-// Register adds the routes to mux. Both count as heavy requests (Config.MaxConcurrent).
+// Register adds the routes to mux. All count as heavy requests (Config.MaxConcurrent).
+//
+//	GET /api/objects?cluster=&group=&resource=&namespace=&name=&from=&to=&limit=
+//	GET /api/stored-traces/{traceID}
+//	GET /api/objects/at?cluster=&group=&resource=&namespace=&name=&time=   an ObjectState
+//	GET /api/objects/diff?cluster=&group=&resource=&namespace=&name=&from=&to=   an ObjectDiff
+//	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/at?time=
+//	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/diff?from=&to=
+//
+// In the path forms "-" stands for an empty segment (the core group, no namespace); times of
+// the object endpoints are RFC 3339 or Unix milliseconds.
 func (a *NativeAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/objects", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objects))
 	mux.HandleFunc("GET /api/stored-traces/{traceID}", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.storedTrace))
+	mux.HandleFunc("GET /api/objects/at", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectAt))
+	mux.HandleFunc("GET /api/objects/diff", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectDiff))
+	mux.HandleFunc("GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/at", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectAt))
+	mux.HandleFunc("GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/diff", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectDiff))
 }
 
 // readError answers a failed read: 503 when the store is unavailable or the request's time ran
