@@ -44,7 +44,14 @@ type ObjectState struct {
 	Gaps []StateGap `json:"gaps"`
 	// Untracked lists the fields whose value the stored history does not follow (bookkeeping
 	// fields the diff ignores); they are left out of Body once a change was applied.
+	// metadata.resourceVersion is listed, and left out, when the last write applied did not
+	// say it (a write of the scale subresource, whose response is a Scale).
 	Untracked []string `json:"untracked"`
+	// Unordered lists the keyed lists (items matched by a merge key such as type or name:
+	// conditions, containers, ...) that got an item whose place the history does not say: the
+	// diff names added items by key, not position, and the item was put at the end. Kubernetes
+	// treats these lists as maps; their items are right, their order may not be.
+	Unordered []string `json:"unordered"`
 }
 
 // StateSource is the origin of a reconstructed object.
@@ -60,7 +67,7 @@ type StateSource struct {
 	ChangesApplied int `json:"changesApplied"`
 	// LastChange is the time of the last write applied (the snapshot's when none).
 	LastChange time.Time `json:"lastChange"`
-	// ResourceVersion is the object's resourceVersion after the last write, when known.
+	// ResourceVersion is the object's resourceVersion after the last write; empty when unknown.
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
@@ -114,7 +121,7 @@ type historyWrite struct {
 // the object is stored up to at, and ErrNoHistory when no snapshot is.
 func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, at time.Time) (ObjectState, error) {
 	cfg = cfg.WithDefaults()
-	st := ObjectState{Object: key, Time: at.UTC(), Gaps: []StateGap{}, Untracked: slices.Clone(untrackedFields)}
+	st := ObjectState{Object: key, Time: at.UTC(), Gaps: []StateGap{}, Untracked: slices.Clone(untrackedFields), Unordered: []string{}}
 	found, err := r.FindObjects(ctx, store.ObjectQuery{Cluster: key.Cluster, Group: key.Group, Resource: key.Resource,
 		Namespace: key.Namespace, Name: key.Name, To: at, Limit: 1, Exact: true})
 	if err != nil {
@@ -184,14 +191,21 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 			gap("", "a snapshot too large to store")
 		}
 		applied := 0
-		doc, applied = applyWrite(doc, w, gap)
+		doc, applied = applyWrite(doc, w, gap, func(path string) {
+			if !slices.Contains(st.Unordered, path) {
+				st.Unordered = append(st.Unordered, path)
+			}
+		})
 		if applied > 0 {
 			st.Source.WritesApplied++
 			st.Source.ChangesApplied += applied
 			st.Source.LastChange = w.at.UTC()
 		}
-		if w.newRV != "" {
+		switch {
+		case w.newRV != "":
 			rv = w.newRV
+		case applied > 0:
+			rv = "" // a write whose response was not the object (a Scale): the version is unknown
 		}
 		last = w.at
 	}
@@ -200,6 +214,9 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 		if meta, ok := m["metadata"].(map[string]any); ok {
 			if rv != "" {
 				meta["resourceVersion"] = rv
+			} else if _, had := meta["resourceVersion"]; had {
+				delete(meta, "resourceVersion")
+				st.Untracked = append(st.Untracked, "metadata.resourceVersion")
 			}
 			if st.Source.WritesApplied > 0 {
 				delete(meta, "generation")
@@ -270,7 +287,7 @@ type pendingChange struct {
 // index otherwise, and emits an outer list's changes before its items': the changes of one write
 // are applied by depth, and at each depth removals (highest index first), then additions (lowest
 // first), then the rest.
-func applyWrite(doc any, w historyWrite, gap func(path, msg string)) (any, int) {
+func applyWrite(doc any, w historyWrite, gap func(path, msg string), unordered func(path string)) (any, int) {
 	var pending []pendingChange
 	for _, l := range w.logs {
 		op, _ := l.Attributes.Get(diff.AttrOp)
@@ -320,20 +337,58 @@ func applyWrite(doc any, w historyWrite, gap func(path, msg string)) (any, int) 
 		}
 		pending = append(pending, c)
 	}
+	placeKeyedAdds(pending)
 	slices.SortStableFunc(pending, func(a, b pendingChange) int {
 		return cmp.Or(cmp.Compare(a.order[0], b.order[0]), cmp.Compare(a.order[1], b.order[1]), cmp.Compare(a.order[2], b.order[2]))
 	})
 	applied := 0
 	for _, c := range pending {
-		nd, err := applyOp(doc, c.segs, c.op, c.value)
+		blind := false
+		nd, err := applyOp(doc, c.segs, c.op, c.value, &blind)
 		if err != nil {
 			gap(c.path, fmt.Sprintf("cannot apply %s: %v", c.op, err))
 			continue
+		}
+		if blind {
+			unordered(c.path[:strings.LastIndex(c.path, "["+c.segs[len(c.segs)-1].field+"=")])
 		}
 		doc = nd
 		applied++
 	}
 	return doc, applied
+}
+
+// placeKeyedAdds finds where items added to keyed lists go. The diff does not say; it emits
+// the changes of a keyed list in the order of the new list (changed and added items), then the
+// removals. So an added item goes before the next item of the same list that the write changed,
+// and at the end when there is none (an unchanged item after it cannot be told).
+func placeKeyedAdds(pending []pendingChange) {
+	for i := range pending {
+		c := &pending[i]
+		n := len(c.segs)
+		if c.op != "add" || n == 0 || c.segs[n-1].kind != segMatch {
+			continue
+		}
+		for _, later := range pending[i+1:] {
+			if later.op == "remove" || len(later.segs) < n || !samePrefix(c.segs[:n-1], later.segs) {
+				continue
+			}
+			if s := later.segs[n-1]; s.kind == segMatch && s.field == c.segs[n-1].field && s.value != c.segs[n-1].value {
+				c.segs = slices.Clone(c.segs)
+				c.segs[n-1].before = &s
+				break
+			}
+		}
+	}
+}
+
+func samePrefix(prefix, segs []pathSeg) bool {
+	for i, s := range prefix {
+		if !s.same(segs[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // ObjectDiffBetween reconstructs the object at from and at to (ObjectAt) and compares them.

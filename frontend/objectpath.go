@@ -16,6 +16,14 @@ type pathSeg struct {
 	field string // segField: the field name; segMatch: the merge key
 	index int    // segIndex
 	value string // segMatch: the key's value as a string (numbers as written)
+	// before, on the last step of an add to a keyed list, is the item the new one goes before
+	// (see applyWrite); nil appends it.
+	before *pathSeg
+}
+
+// same reports whether s and o name the same step.
+func (s pathSeg) same(o pathSeg) bool {
+	return s.kind == o.kind && s.field == o.field && s.index == o.index && s.value == o.value
 }
 
 type segKind uint8
@@ -147,9 +155,10 @@ func (s pathSeg) matches(item any) bool {
 }
 
 // applyOp changes doc (decoded with json.Number) at path: op "add", "remove" or "replace"
-// with value v. An add to a matched list item appends it (the diff does not say where the new
-// item went). It returns the new document.
-func applyOp(doc any, segs []pathSeg, op string, v any) (any, error) {
+// with value v. An add to a keyed list inserts the item before the one seg.before matches, or
+// appends it, setting *blind when the list had items (the new item's place is then unknown).
+// It returns the new document.
+func applyOp(doc any, segs []pathSeg, op string, v any, blind *bool) (any, error) {
 	if len(segs) == 0 {
 		if op == "remove" {
 			return nil, nil
@@ -175,7 +184,7 @@ func applyOp(doc any, segs []pathSeg, op string, v any) (any, error) {
 		if !ok {
 			return doc, fmt.Errorf("field %q not found", seg.field)
 		}
-		nc, err := applyOp(child, rest, op, v)
+		nc, err := applyOp(child, rest, op, v, blind)
 		if err != nil {
 			return doc, err
 		}
@@ -192,7 +201,14 @@ func applyOp(doc any, segs []pathSeg, op string, v any) (any, error) {
 			i = slices.IndexFunc(c, seg.matches)
 		}
 		if len(rest) == 0 && op == "add" {
-			if seg.kind == segMatch || i > len(c) {
+			if seg.kind == segMatch {
+				i = -1
+				if seg.before != nil {
+					i = slices.IndexFunc(c, seg.before.matches)
+				}
+				*blind = i < 0 && len(c) > 0
+			}
+			if i < 0 || i > len(c) {
 				return append(c, v), nil
 			}
 			return slices.Insert(c, i, v), nil
@@ -207,7 +223,7 @@ func applyOp(doc any, segs []pathSeg, op string, v any) (any, error) {
 			c[i] = v
 			return c, nil
 		}
-		nc, err := applyOp(c[i], rest, op, v)
+		nc, err := applyOp(c[i], rest, op, v, blind)
 		if err != nil {
 			return doc, err
 		}
