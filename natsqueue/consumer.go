@@ -60,6 +60,10 @@ type Consumer struct {
 	redelivered  metric.Int64Counter
 	deadLettered metric.Int64Counter
 	heldGauge    metric.Registration
+	warmM        warmMetrics
+
+	// warmer, when set, rebuilds state on takeover (WithWarmer).
+	warmer Warmer
 
 	// lastMsg holds, per partition, the Unix nanoseconds of the last message received.
 	lastMsg []atomic.Int64
@@ -78,7 +82,7 @@ type Consumer struct {
 
 // NewConsumer connects to NATS and creates or updates the streams and one durable consumer per
 // partition (filter <prefix>.*.<partition>, explicit ack, pinned-client priority group).
-func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Settings) (*Consumer, error) {
+func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Settings, opts ...ConsumerOption) (*Consumer, error) {
 	if h == nil {
 		return nil, errors.New("natsqueue: nil handler")
 	}
@@ -97,6 +101,10 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
 		lastMsg:      make([]atomic.Int64, cfg.Partitions),
 		lastAcked:    make([]atomic.Uint64, cfg.Partitions),
+		warmM:        newWarmMetrics(m),
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	c.heldGauge = m.Gauge("kelemetry.natsqueue.partitions_held",
 		"Partitions this member received a message of within the last pinnedTTL", "{partition}",
@@ -260,6 +268,7 @@ func (c *Consumer) runPartition(ctx context.Context, p int) {
 		}
 	}
 	backoff := c.cfg.RetryBackoff
+	var tk takeover
 	for ctx.Err() == nil {
 		cons, err := c.js.Consumer(ctx, c.cfg.Stream, c.cfg.consumerName(p))
 		var it jetstream.MessagesContext
@@ -277,12 +286,12 @@ func (c *Consumer) runPartition(ctx context.Context, p int) {
 			continue
 		}
 		backoff = c.cfg.RetryBackoff
-		c.consume(ctx, p, it, log)
+		c.consume(ctx, p, it, &tk, log)
 	}
 }
 
 // consume handles the iterator's messages until ctx ends or the iterator fails.
-func (c *Consumer) consume(ctx context.Context, p int, it jetstream.MessagesContext, log *slog.Logger) {
+func (c *Consumer) consume(ctx context.Context, p int, it jetstream.MessagesContext, tk *takeover, log *slog.Logger) {
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -296,6 +305,11 @@ func (c *Consumer) consume(ctx context.Context, p int, it jetstream.MessagesCont
 			return
 		}
 		c.lastMsg[p].Store(time.Now().UnixNano())
+		if tk.changed(msg) {
+			if md, err := msg.Metadata(); err == nil {
+				c.warm(ctx, p, md.Sequence.Stream, log)
+			}
+		}
 		c.handle(ctx, p, msg, log)
 	}
 }
