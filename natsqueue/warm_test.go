@@ -123,3 +123,129 @@ func TestTakeoverKeepsDiffsContinuous(t *testing.T) {
 	assert.NotZero(t, tookOver, "b took over objects a had handled")
 	assert.NotZero(t, fb.warmed, "b warmed up from the history")
 }
+
+// spreadOf starts members consumers with the given static membership (0: elastic), waits until
+// their assignments converge and returns each member's partitions.
+func waitSpread(t *testing.T, members []*Consumer, partitions int) [][]int {
+	t.Helper()
+	var parts [][]int
+	require.Eventually(t, func() bool {
+		parts = parts[:0]
+		seen := map[int]int{}
+		for _, m := range members {
+			ps, n := m.Assigned()
+			if n != len(members) {
+				return false
+			}
+			parts = append(parts, ps)
+			for _, p := range ps {
+				seen[p]++
+			}
+		}
+		if len(seen) != partitions {
+			return false
+		}
+		for _, k := range seen {
+			if k != 1 {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "assignments converge: %v", parts)
+	return parts
+}
+
+// TestElasticRebalance starts one member, adds a second and a third, stops one and kills
+// another: each time the partitions spread evenly over the live members, every message is
+// handled, and the partitions of a member that leaves or dies are taken over.
+func TestElasticRebalance(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Partitions = 16
+	cfg.MaxInFlight = 1
+	p := newProducer(t, cfg)
+	log := newAckLog()
+	ctx := testCtx(t, 120*time.Second)
+	total := 0
+	publish := func(from int) {
+		msgs := batch(32, 3, from)
+		require.NoError(t, p.Publish(ctx, msgs))
+		total += len(msgs)
+		require.Eventually(t, func() bool { return log.drained(ctx, t, cfg, total) }, 30*time.Second, 50*time.Millisecond)
+	}
+	spread := func(ms []*Consumer) string {
+		parts := waitSpread(t, ms, cfg.Partitions)
+		var sizes []int
+		for _, ps := range parts {
+			sizes = append(sizes, len(ps))
+			assert.InDelta(t, cfg.Partitions/len(ms), len(ps), 1, "an even share")
+		}
+		return fmt.Sprint(sizes)
+	}
+
+	a := newMember(t, cfg, log, "a")
+	t.Logf("1 member: %s", spread([]*Consumer{a}))
+	publish(0)
+	b := newMember(t, cfg, log, "b")
+	start := time.Now()
+	t.Logf("2 members: %s (after %s)", spread([]*Consumer{a, b}), time.Since(start))
+	publish(3)
+	assert.NotEmpty(t, log.parts("b"), "the new member processes partitions")
+	c := newMember(t, cfg, log, "c")
+	start = time.Now()
+	t.Logf("3 members: %s (after %s)", spread([]*Consumer{a, b, c}), time.Since(start))
+	publish(6)
+	assert.NotEmpty(t, log.parts("c"), "the new member processes partitions")
+
+	require.NoError(t, b.Stop(ctx))
+	start = time.Now()
+	t.Logf("b stopped: %s (after %s)", spread([]*Consumer{a, c}), time.Since(start))
+	publish(9)
+	c.kill()
+	start = time.Now()
+	t.Logf("c killed: %s (after %s)", spread([]*Consumer{a}), time.Since(start))
+	publish(12)
+	ps, _ := a.Assigned()
+	assert.Equal(t, seq(cfg.Partitions), ps, "a holds every partition again")
+	log.check(t, batch(32, 15, 0), true)
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// TestStaticMemberGetsPartitionsBack kills member 0 of 2 static members: member 1 takes its
+// partitions over, and gives them back when member 0 returns.
+func TestStaticMemberGetsPartitionsBack(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Members = 2
+	cfg.MaxInFlight = 1
+	p := newProducer(t, cfg)
+	log := newAckLog()
+	ctx := testCtx(t, 60*time.Second)
+	cfgB := cfg
+	cfgB.Member = 1
+	a := newMember(t, cfg, log, "a")
+	b := newMember(t, cfgB, log, "b")
+	assert.Equal(t, [][]int{{0, 2}, {1, 3}}, waitSpread(t, []*Consumer{a, b}, cfg.Partitions))
+	a.kill()
+	start := time.Now()
+	assert.Equal(t, [][]int{{0, 1, 2, 3}}, waitSpread(t, []*Consumer{b}, cfg.Partitions))
+	t.Logf("member 1 assigned member 0's partitions %s after the kill", time.Since(start))
+	msgs := batch(20, 2, 0)
+	require.NoError(t, p.Publish(ctx, msgs))
+	require.Eventually(t, func() bool { return log.drained(ctx, t, cfg, len(msgs)) }, 30*time.Second, 50*time.Millisecond)
+
+	a2 := newMember(t, cfg, log, "a2")
+	assert.Equal(t, [][]int{{0, 2}, {1, 3}}, waitSpread(t, []*Consumer{a2, b}, cfg.Partitions), "member 0 gets its partitions back")
+	more := batch(20, 2, 2)
+	require.NoError(t, p.Publish(ctx, more))
+	require.Eventually(t, func() bool { return log.drained(ctx, t, cfg, len(msgs)+len(more)) }, 30*time.Second, 50*time.Millisecond)
+	assert.Equal(t, []int{0, 2}, log.parts("a2"), "the returning member processes its own partitions")
+	log.check(t, append(msgs, more...), true)
+}
