@@ -175,8 +175,9 @@ func (c Config) WithDefaults() Config {
 	if c.DataDir != "" && c.Store.Dir == "" {
 		c.Store.Dir = c.DataDir
 	}
-	if c.DataDir != "" && c.Audit.Queue.Dir == "" {
-		// The audit queue is durable (audit.queue.durable unset or true) in the data folder.
+	if c.DataDir != "" && c.Audit.Queue.Dir == "" && !c.Audit.Queue.IsNATS() {
+		// The audit queue is durable (audit.queue.durable unset or true) in the data folder,
+		// unless it is on NATS (audit.queue.nats.urls).
 		c.Audit.Queue.Dir = filepath.Join(c.DataDir, "audit-queue")
 	}
 	if c.Event.Cluster == "" {

@@ -3,6 +3,7 @@ package kelemetry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -126,9 +127,12 @@ type Health struct {
 	// Status is "ok", or "unavailable" (HTTP 503) while a sink cannot take writes.
 	Status string `json:"status"`
 	// Reason says why the status is not ok, e.g. the store's disk is full.
-	Reason     string       `json:"reason,omitempty"`
-	QueueDepth int          `json:"queueDepth"`
-	Replay     HealthReplay `json:"replay"`
+	Reason     string `json:"reason,omitempty"`
+	QueueDepth int    `json:"queueDepth"`
+	// Queue is the state of the audit queue's connection to NATS ("nats: connected", or why it
+	// is unavailable, which also makes Status "unavailable"); empty for the other queues.
+	Queue  string       `json:"queue,omitempty"`
+	Replay HealthReplay `json:"replay"`
 }
 
 // HealthReplay reports the start-up replay.
@@ -139,8 +143,8 @@ type HealthReplay struct {
 }
 
 // newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
-// the start-up replays, and whether the sinks take writes (503 "unavailable" when they do not,
-// e.g. the store's disk is full).
+// the start-up replays, and whether the sinks take writes and the NATS queue is connected (503
+// "unavailable" when not, e.g. the store's disk is full or NATS is out of reach).
 func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *aggregator.Engine) httpserver.Health {
 	return healthHandler(func() Health {
 		h := Health{Status: "ok", QueueDepth: q.Len()}
@@ -158,8 +162,24 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *a
 		if err != nil {
 			h.Replay.Error = err.Error()
 		}
+		if qh, ok := q.(interface{ Health(context.Context) error }); ok {
+			h.Queue = "nats: connected"
+			if err := qh.Health(context.Background()); err != nil {
+				h.Queue = "nats: " + err.Error()
+			}
+		}
 		return h
-	}, agg.SinkHealth)
+	}, healthOf(q, agg.SinkHealth))
+}
+
+// healthOf adds the health of the audit queue, when it has one (the NATS queue), to that of the
+// sinks.
+func healthOf(q audit.EventQueue, sinkHealth func(context.Context) error) func(context.Context) error {
+	qh, ok := q.(interface{ Health(context.Context) error })
+	if !ok {
+		return sinkHealth
+	}
+	return func(ctx context.Context) error { return errors.Join(sinkHealth(ctx), qh.Health(ctx)) }
 }
 
 // healthHandler serves status, turned "unavailable" (HTTP 503) with the reason while sinkHealth

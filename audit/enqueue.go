@@ -15,12 +15,17 @@ type Enqueuer interface {
 // ErrQueueFull means the queue has no room for the batch now.
 var ErrQueueFull = errors.New("audit queue full")
 
+// ErrQueueUnavailable means the queue cannot take the batch now because what it stores batches in
+// is unreachable (NATS, for the NATSQueue): the webhook answers 503 with Retry-After and the
+// reason, and the sender retries.
+var ErrQueueUnavailable = errors.New("audit queue unavailable")
+
 // ErrStopped means the queue no longer accepts events because it is shutting down.
 var ErrStopped = errors.New("audit queue stopped")
 
 // EventQueue is what the producers of audit events (the webhook, log replay and follow) and the
-// health endpoint need from the queue in front of the consumer. *Queue (in memory) and
-// *DurableQueue (on local disk first) implement it.
+// health endpoint need from the queue in front of the consumer. *Queue (in memory),
+// *DurableQueue (on local disk first) and *NATSQueue (on NATS JetStream) implement it.
 type EventQueue interface {
 	Enqueuer
 	WaitEnqueuer
@@ -35,4 +40,5 @@ type EventQueue interface {
 var (
 	_ EventQueue = (*Queue)(nil)
 	_ EventQueue = (*DurableQueue)(nil)
+	_ EventQueue = (*NATSQueue)(nil)
 )

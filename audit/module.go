@@ -81,10 +81,11 @@ type Params struct {
 type Result struct {
 	fx.Out
 
-	// Queue is the in-memory queue in front of the consumer (fed by the durable queue, if any).
+	// Queue is the in-memory queue in front of the consumer (fed by the durable queue, if any);
+	// nil with the NATS queue.
 	Queue *Queue
-	// EventQueue is what the webhook enqueues into: the DurableQueue when
-	// Config.Queue.IsDurable(), else Queue.
+	// EventQueue is what the webhook enqueues into: the NATSQueue when Config.Queue.IsNATS(),
+	// the DurableQueue when Config.Queue.IsDurable(), else Queue.
 	EventQueue EventQueue
 	Consumer   *Consumer
 	Webhook    *Webhook
@@ -114,7 +115,17 @@ func New(p Params) (Result, error) {
 	}
 	var q *Queue
 	var eq EventQueue
-	if cfg.Queue.IsDurable() {
+	if cfg.Queue.IsNATS() {
+		nq, err := NewNATSQueue(cfg.Queue.NATS, consumer.Handle, ts)
+		if err != nil {
+			return Result{}, err
+		}
+		if s, ok := p.Aggregator.(interface{ SyncSinks(context.Context) error }); ok {
+			nq.SetSinkSync(s.SyncSinks)
+		}
+		p.Lifecycle.Append(fx.StartStopHook(nq.Start, nq.Stop))
+		eq = nq
+	} else if cfg.Queue.IsDurable() {
 		dq, err := NewDurableQueue(cfg.Queue, consumer.Handle, ts)
 		if err != nil {
 			return Result{}, err
@@ -142,14 +153,20 @@ func New(p Params) (Result, error) {
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
 		webhook.SetHealth(h.SinkHealth)
 	}
+	// Log replay and follow read their files again after a crash: they need no second copy on
+	// local disk. Through NATS their events reach the replicas that own the partitions.
+	replayQ := EventQueue(q)
+	if q == nil {
+		replayQ = eq
+	}
 	for _, f := range cfg.Follow {
-		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, q, ts)
+		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
 		if err != nil {
 			return Result{}, err
 		}
 		p.Lifecycle.Append(fx.StartStopHook(fl.Start, fl.Stop))
 	}
-	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, q, ts)
+	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
 	return Result{Queue: q, EventQueue: eq, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
 }

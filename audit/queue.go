@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -67,7 +68,16 @@ type QueueConfig struct {
 	// at most MaxDiskBytes); a file is deleted once every batch in it, and in the older ones, was
 	// handled.
 	SegmentBytes int64 `yaml:"segmentBytes"`
+	// NATS, with urls set, makes the queue a NATSQueue on NATS JetStream: the webhook answers 200
+	// once JetStream acknowledged the batch's messages, and every replica with this setting
+	// publishes and consumes (see NATSQueue). It replaces the durable queue: the all-in-one then
+	// leaves Dir unset, and setting Dir or Durable true with it is an error. Capacity, MaxBytes
+	// and Partitions do not apply (the stream's limits and NATS.Partitions do).
+	NATS natsqueue.Config `yaml:"nats"`
 }
+
+// IsNATS reports whether the queue is on NATS JetStream: NATS.URLs is set.
+func (c QueueConfig) IsNATS() bool { return len(c.NATS.URLs) > 0 }
 
 // DefaultQueueMaxDiskBytes is the default bound of the durable queue's log on disk.
 const DefaultQueueMaxDiskBytes = 1 << 30
@@ -75,9 +85,10 @@ const DefaultQueueMaxDiskBytes = 1 << 30
 // DefaultQueueSegmentBytes is the default size of a file of the durable queue's log.
 const DefaultQueueSegmentBytes = 64 << 20
 
-// IsDurable reports whether the queue is durable: Dir is set and Durable is not false.
+// IsDurable reports whether the queue is durable on local disk: Dir is set, Durable is not false
+// and the queue is not on NATS.
 func (c QueueConfig) IsDurable() bool {
-	return c.Dir != "" && (c.Durable == nil || *c.Durable)
+	return c.Dir != "" && (c.Durable == nil || *c.Durable) && !c.IsNATS()
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -113,6 +124,15 @@ func (c QueueConfig) Validate() error {
 	}
 	if c.MaxDiskBytes < 0 || c.SegmentBytes < 0 {
 		return fmt.Errorf("audit queue: maxDiskBytes %d or segmentBytes %d is negative", c.MaxDiskBytes, c.SegmentBytes)
+	}
+	if c.IsNATS() {
+		if c.Dir != "" || (c.Durable != nil && *c.Durable) {
+			return errors.New("audit queue: nats.urls and dir (or durable: true) are exclusive: the NATS queue replaces the durable local one, unset dir and durable")
+		}
+		if err := c.NATS.Validate(); err != nil {
+			return fmt.Errorf("audit queue: nats: %w", err)
+		}
+		return nil
 	}
 	if c.Durable != nil && *c.Durable && c.Dir == "" {
 		return errors.New("audit queue: durable needs dir (or the all-in-one's data folder)")
@@ -425,19 +445,9 @@ func fnvAdd(h uint64, s string) uint64 {
 // hash by audit ID.
 func partitionIndex(cluster string, ev *Event, n int) int {
 	h := fnvAdd(fnvOffset64, cluster)
-	if ev.ObjectRef != nil {
-		r := objectRef(ev)
-		ns, name := r.Namespace, r.Name
-		if name == "" && len(ev.ResponseObject) > 0 && !isCollectionDelete(ev) {
-			if meta, ok := responseIsObject(r, ev.ResponseObject); ok {
-				name = meta.name
-				if ns == "" {
-					ns = meta.namespace
-				}
-			}
-		}
-		h = fnvAdd(h, r.APIGroup)
-		h = fnvAdd(h, r.Resource)
+	if group, resource, ns, name, ok := partitionObject(ev); ok {
+		h = fnvAdd(h, group)
+		h = fnvAdd(h, resource)
 		h = fnvAdd(h, ns)
 		h = fnvAdd(h, name)
 	} else {
@@ -445,6 +455,25 @@ func partitionIndex(cluster string, ev *Event, n int) int {
 		h = fnvAdd(h, ev.AuditID)
 	}
 	return int(h % uint64(n))
+}
+
+// partitionObject names the object an event is partitioned by (see partitionIndex); ok is false
+// for an event without an objectRef, which is partitioned by its audit ID.
+func partitionObject(ev *Event) (group, resource, namespace, name string, ok bool) {
+	if ev.ObjectRef == nil {
+		return "", "", "", "", false
+	}
+	r := objectRef(ev)
+	namespace, name = r.Namespace, r.Name
+	if name == "" && len(ev.ResponseObject) > 0 && !isCollectionDelete(ev) {
+		if meta, ok := responseIsObject(r, ev.ResponseObject); ok {
+			name = meta.name
+			if namespace == "" {
+				namespace = meta.namespace
+			}
+		}
+	}
+	return r.APIGroup, r.Resource, namespace, name, true
 }
 
 func (p *partition) signal() {

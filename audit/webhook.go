@@ -86,7 +86,8 @@ func (c WebhookConfig) Validate() error {
 // (--audit-webhook-config-file pointing at http(s)://<host>/audit/<cluster>). It decodes each posted
 // audit.k8s.io/v1 EventList and enqueues the whole batch; it answers 200 only once the batch is
 // enqueued, 429 with Retry-After when the queue is full or too many bytes are being read at once
-// (MaxInflightBytes; kube-apiserver retries), 503 when the queue is stopped (or, with Retry-After,
+// (MaxInflightBytes; kube-apiserver retries), 503 with Retry-After when the queue is unavailable
+// (ErrQueueUnavailable: NATS out of reach) or stopped (or, with Retry-After,
 // while the sinks are unhealthy: see SetHealth), 400 for a malformed batch and 413 for one over the
 // size limit.
 //
@@ -124,7 +125,9 @@ const (
 	rejectTooLarge   = "too_large"
 	rejectQueueFull  = "queue_full"
 	rejectStopped    = "stopped"
-	rejectError      = "error"
+	// rejectQueueUnavailable is a 503 because the queue's store (NATS) is out of reach.
+	rejectQueueUnavailable = "queue_unavailable"
+	rejectError            = "error"
 	// rejectInflight is a 429 because MaxInflightBytes were being read.
 	rejectInflight = "inflight_bytes"
 	// rejectBadTimestamp is a 400 for a batch whose every item has a bad timestamp.
@@ -148,7 +151,7 @@ func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
 	w.events = meter.Counter("kelemetry.audit.webhook.events",
 		"Audit events accepted by the webhook (enqueued).", "{event}")
 	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",
-		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, stopped, unavailable, error, inflight_bytes, bad_timestamp).", "{batch}")
+		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, queue_unavailable, stopped, unavailable, error, inflight_bytes, bad_timestamp).", "{batch}")
 	w.dropped = meter.Counter("kelemetry.audit.webhook.dropped_events",
 		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
 	if err := meter.Err(); err != nil {
@@ -227,6 +230,12 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			case errors.Is(err, ErrQueueFull):
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusTooManyRequests, rejectQueueFull, cluster,
+					fmt.Sprintf("enqueue %d events: %v", len(events), err))
+			case errors.Is(err, ErrQueueUnavailable):
+				// The queue's store (NATS) is out of reach: the batch was not accepted, and
+				// kube-apiserver retries a 503 that carries Retry-After.
+				rw.Header().Set("Retry-After", webhookRetryAfter)
+				w.reject(ctx, rw, http.StatusServiceUnavailable, rejectQueueUnavailable, cluster,
 					fmt.Sprintf("enqueue %d events: %v", len(events), err))
 			case errors.Is(err, ErrStopped):
 				// A replica shutting down: kube-apiserver retries a 503 only with Retry-After, and

@@ -368,6 +368,7 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 		{name: "queue full", err: fmt.Errorf("partition 3: %w", ErrQueueFull), wantStatus: http.StatusTooManyRequests, wantReason: "queue_full"},
 		{name: "batch can never fit", err: fmt.Errorf("%w: %w", ErrQueueFull, ErrBatchTooLarge), wantStatus: http.StatusRequestEntityTooLarge, wantReason: "too_large"},
 		{name: "stopped", err: ErrStopped, wantStatus: http.StatusServiceUnavailable, wantReason: "stopped"},
+		{name: "queue unavailable", err: fmt.Errorf("%w: NATS disconnected", ErrQueueUnavailable), wantStatus: http.StatusServiceUnavailable, wantReason: "queue_unavailable"},
 		{name: "other", err: errors.New("disk on fire"), wantStatus: http.StatusInternalServerError, wantReason: "error"},
 	}
 	for _, tt := range tests {
@@ -377,7 +378,7 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 			rec := wt.post("/audit", strings.NewReader(testBatch), nil)
 			require.Equal(t, tt.wantStatus, rec.Code)
 			assert.Contains(t, rec.Body.String(), tt.err.Error())
-			if tt.wantStatus == http.StatusTooManyRequests || tt.wantReason == "stopped" {
+			if tt.wantStatus == http.StatusTooManyRequests || tt.wantStatus == http.StatusServiceUnavailable {
 				assert.Equal(t, "1", rec.Header().Get("Retry-After"), "kube-apiserver retries")
 			} else {
 				assert.Empty(t, rec.Header().Get("Retry-After"))

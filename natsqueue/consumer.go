@@ -376,8 +376,11 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 		return
 	}
 	seq := md.Sequence.Stream
-	if seq <= c.lastAcked[p].Load() {
-		_ = msg.Ack() // a stale redelivery of a message already acknowledged here
+	if md.NumDelivered > 1 && seq == c.lastAcked[p].Load() {
+		// A stale redelivery of the message just acknowledged here. An older sequence is not
+		// one: messages another member (or a previous process) pulled and never acknowledged
+		// come back after AckWait, behind newer ones.
+		_ = msg.Ack()
 		return
 	}
 	d := Delivery{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,6 +40,8 @@ type Producer struct {
 	js     jetstream.JetStream
 	pub    metric.Int64Counter
 	pubErr metric.Int64Counter
+	// lastSeq is the highest stream sequence JetStream acknowledged to Publish.
+	lastSeq atomic.Uint64
 }
 
 // NewProducer connects to NATS and creates or updates the streams. It fails when NATS cannot be
@@ -112,8 +116,9 @@ func (p *Producer) Publish(ctx context.Context, msgs []Message) error {
 			break
 		}
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
 			acked++
+			p.noteSequence(ack.Sequence)
 		case err := <-f.Err():
 			first = fmt.Errorf("publish: %w", classify(err))
 		case <-ctx.Done():
@@ -125,6 +130,41 @@ func (p *Producer) Publish(ctx context.Context, msgs []Message) error {
 		p.pubErr.Add(ctx, int64(len(msgs)-acked), metric.WithAttributes(attribute.String("kind", errorKind(first))))
 	}
 	return first
+}
+
+func (p *Producer) noteSequence(seq uint64) {
+	for {
+		cur := p.lastSeq.Load()
+		if seq <= cur || p.lastSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// LastSequence returns the highest stream sequence of a message this producer published and
+// JetStream acknowledged (0 before the first).
+func (p *Producer) LastSequence() uint64 { return p.lastSeq.Load() }
+
+// Consumed reports whether every message of the stream up to sequence seq was acknowledged by
+// the consumers (or dead-lettered): the stream keeps a message only until its acknowledgement
+// (work-queue retention), so this holds once the stream is empty or its first sequence is past
+// seq. It fails with a wrapped ErrUnavailable when the stream cannot be asked.
+func (p *Producer) Consumed(ctx context.Context, seq uint64) (bool, error) {
+	s, err := p.js.Stream(ctx, p.cfg.Stream)
+	if err != nil {
+		return false, fmt.Errorf("stream %s: %w", p.cfg.Stream, classify(err))
+	}
+	st := s.CachedInfo().State
+	return st.Msgs == 0 || st.FirstSeq > seq, nil
+}
+
+// Connected returns nil while the connection to NATS is up, else an error wrapping
+// ErrUnavailable that names the connection's state.
+func (p *Producer) Connected() error {
+	if st := p.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("%w: connection %s", ErrUnavailable, strings.ToLower(st.String()))
+	}
+	return nil
 }
 
 // Close closes the connection; publishes still waiting for their acknowledgement fail.

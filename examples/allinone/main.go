@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +51,21 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// parseMember parses I/N of --audit-queue-nats-member.
+func parseMember(v string) (member, members int, err error) {
+	is, ns, ok := strings.Cut(v, "/")
+	if ok {
+		member, err = strconv.Atoi(is)
+		if err == nil {
+			members, err = strconv.Atoi(ns)
+		}
+	}
+	if !ok || err != nil || members < 1 || member < 0 || member >= members {
+		return 0, 0, fmt.Errorf("%q: want I/N with 0 <= I < N, e.g. 2/3", v)
+	}
+	return member, members, nil
+}
+
 // parseFlags builds the configuration: defaults, then the YAML file of --config, then the flags
 // given on the command line.
 func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, error) {
@@ -70,6 +86,9 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 		jaegerEP   = fs.String("jaeger-endpoint", "", "with --store-backend jaeger: Jaeger's remote storage API (jaeger.storage.v2 gRPC) to read traces from, host:port or grpcs://host:port")
 		jaegerOTLP = fs.String("jaeger-otlp-endpoint", "", "with --store-backend jaeger: the Jaeger collector's OTLP receiver to write spans to (forms as --otlp-endpoint); not needed with --role query")
 		durableQ   = fs.Bool("audit-queue-durable", true, "with --data-dir: write each audit webhook batch to <data-dir>/audit-queue (fsync'd) before answering 200, and replay what was not handled after a crash; false keeps the queue in memory")
+		natsURLs   = fs.String("audit-queue-nats", "", "NATS server URL[,URL...]: queue audit events on NATS JetStream (stream KELEMETRY_AUDIT) instead of the durable local queue; every replica with it publishes and consumes (README \"The audit queue\")")
+		natsCreds  = fs.String("audit-queue-nats-creds", "", "with --audit-queue-nats: NATS credentials file (user JWT and NKey seed)")
+		natsMember = fs.String("audit-queue-nats-member", "", "with --audit-queue-nats: static membership I/N (e.g. a StatefulSet ordinal and the replica count): this replica takes partitions p with p % N == I first, the others only as a standby")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
 		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
@@ -160,6 +179,24 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 	if set["audit-queue-durable"] {
 		v := *durableQ
 		cfg.Audit.Queue.Durable = &v
+	}
+	if set["audit-queue-nats"] {
+		cfg.Audit.Queue.NATS.URLs = nil
+		for _, u := range strings.Split(*natsURLs, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				cfg.Audit.Queue.NATS.URLs = append(cfg.Audit.Queue.NATS.URLs, u)
+			}
+		}
+	}
+	if set["audit-queue-nats-creds"] {
+		cfg.Audit.Queue.NATS.CredentialsFile = *natsCreds
+	}
+	if set["audit-queue-nats-member"] {
+		i, n, err := parseMember(*natsMember)
+		if err != nil {
+			return kelemetry.Config{}, 0, fmt.Errorf("--audit-queue-nats-member: %w", err)
+		}
+		cfg.Audit.Queue.NATS.Member, cfg.Audit.Queue.NATS.Members = i, n
 	}
 	override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
 	override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })

@@ -1,0 +1,425 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kelemetry/kelemetry/natsqueue"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// NATSQueue is the EventQueue on NATS JetStream (package natsqueue), for several ingest replicas
+// behind one Service and for surviving restarts and rolling updates. Every replica with it both
+// publishes and consumes:
+//
+//   - Enqueue encodes each event of the batch as one message (the durable queue's record format)
+//     on the subject of its object's partition (<prefix>.<cluster>.<partition>, the object as
+//     Queue partitions it), with the message ID <cluster>/<auditID>/<stage> so that JetStream
+//     drops a copy published again within its duplicate window (a retried batch stores nothing
+//     twice), and returns once JetStream acknowledged every message. A stream at its limits
+//     gives an error wrapping ErrQueueFull (the webhook answers 429 with Retry-After); NATS or a
+//     JetStream quorum out of reach gives ErrQueueUnavailable (503 with Retry-After).
+//   - A natsqueue.Consumer handles each partition on one replica at a time, in order: every
+//     message is decoded and handed to the Handler, and acknowledged only after the Handler
+//     returned and the sinks synced (SetSinkSync), as the DurableQueue marks a batch done. A
+//     message redelivered after a crash is handled again, which stores nothing twice (event span
+//     IDs are deterministic, the stores upsert). A message that keeps failing goes to the
+//     dead-letter stream after NATS.MaxDeliveries attempts.
+//
+// Flush waits until JetStream holds none of the messages this process published before the call
+// unacknowledged, whichever replica consumes them. Len and Bytes count what this process holds:
+// events being published and events being handled.
+type NATSQueue struct {
+	cfg    natsqueue.Config
+	h      Handler
+	ts     telemetry.Settings
+	logger *slog.Logger
+
+	sinkSync *groupSync
+
+	// mu orders Enqueue (read lock while publishing) against Start and Stop.
+	mu      sync.RWMutex
+	prod    *natsqueue.Producer
+	cons    *natsqueue.Consumer
+	stopped bool
+
+	events atomic.Int64 // events published now or being handled
+	bytes  atomic.Int64 // their EventBytes
+
+	accepted     metric.Int64Counter
+	rejected     metric.Int64Counter
+	rejectFull   metric.MeasurementOption
+	rejectUnav   metric.MeasurementOption
+	rejectStop   metric.MeasurementOption
+	rejectOther  metric.MeasurementOption
+	syncFails    metric.Int64Counter
+	corrupt      metric.Int64Counter
+	gauges       []metric.Registration
+	unregister   sync.Once
+	flushPollGap time.Duration
+}
+
+// NewNATSQueue returns a queue on the JetStream of cfg that passes events to h. It does not
+// connect: Start does. ts gives its logger and meter provider (either may be unset).
+func NewNATSQueue(cfg natsqueue.Config, h Handler, ts telemetry.Settings) (*NATSQueue, error) {
+	if h == nil {
+		return nil, errors.New("audit queue: nil handler")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("audit queue: nats: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	q := &NATSQueue{cfg: cfg, h: h, ts: ts, flushPollGap: 20 * time.Millisecond,
+		logger: ts.Log().With("component", "audit.queue", "stream", cfg.Stream)}
+	meter := ts.Meter(meterName)
+	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
+	q.rejected = meter.Counter("kelemetry.audit.queue.rejected",
+		"Audit events the queue refused (full, unavailable, stopping, too_large, error), by reason; their sender keeps them.", "{event}")
+	q.rejectFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
+	q.rejectUnav = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "unavailable")))
+	q.rejectStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
+	q.rejectOther = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "error")))
+	q.syncFails = meter.Counter("kelemetry.audit.queue.sink_sync_failures",
+		"Failed syncs of the sinks before acknowledging queued audit events (they are retried).", "{sync}")
+	q.corrupt = meter.Counter("kelemetry.audit.queue.corrupt_records",
+		"Queued audit records that did not decode (NATS: retried, then dead-lettered).", "{record}")
+	q.gauges = append(q.gauges,
+		meter.Gauge("kelemetry.audit.queue.depth", "Audit events queued or being handled (NATS: being published or handled by this process).", "{event}",
+			func() (int64, bool) { return q.events.Load(), true }),
+		meter.Gauge("kelemetry.audit.queue.bytes", "Estimated bytes of the audit events the depth counts.", "By",
+			func() (int64, bool) { return q.bytes.Load(), true }),
+	)
+	if err := meter.Err(); err != nil {
+		q.unregisterGauges()
+		return nil, fmt.Errorf("audit queue: %w", err)
+	}
+	return q, nil
+}
+
+// SetSinkSync sets what makes the spans of handled events survive a crash of the process
+// (aggregator.Engine.SyncSinks): a message is acknowledged only after it returned nil.
+// Concurrent partitions share one call. Call it before Start.
+func (q *NATSQueue) SetSinkSync(fn func(context.Context) error) {
+	if fn == nil {
+		q.sinkSync = nil
+		return
+	}
+	q.sinkSync = newGroupSync(fn)
+}
+
+// Start connects to NATS, creates or updates the streams and the partitions' consumers, and
+// starts consuming. It fails when NATS cannot be reached before ctx ends.
+func (q *NATSQueue) Start(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped {
+		return fmt.Errorf("start audit queue: %w", ErrStopped)
+	}
+	if q.prod != nil {
+		return nil
+	}
+	prod, err := natsqueue.NewProducer(ctx, q.cfg, q.ts)
+	if err != nil {
+		return fmt.Errorf("start audit queue on NATS: %w", err)
+	}
+	cons, err := natsqueue.NewConsumer(ctx, q.cfg, q.handle, q.ts)
+	if err != nil {
+		prod.Close()
+		return fmt.Errorf("start audit queue on NATS: %w", err)
+	}
+	if err := cons.Start(ctx); err != nil {
+		_ = cons.Stop(ctx)
+		prod.Close()
+		return fmt.Errorf("start audit queue on NATS: %w", err)
+	}
+	q.prod, q.cons = prod, cons
+	return nil
+}
+
+// Stop stops accepting batches (ErrStopped), waits for the publishes and the handlers in
+// progress, hands this replica's partitions to a standby and closes the connections. Messages
+// not acknowledged stay in the stream for the next consumer. It is safe without Start and more
+// than once.
+func (q *NATSQueue) Stop(ctx context.Context) error {
+	q.mu.Lock()
+	q.stopped = true
+	prod, cons := q.prod, q.cons
+	q.prod, q.cons = nil, nil
+	q.mu.Unlock()
+	var err error
+	if cons != nil {
+		err = cons.Stop(ctx)
+	}
+	if prod != nil {
+		prod.Close()
+	}
+	q.unregisterGauges()
+	return err
+}
+
+func (q *NATSQueue) unregisterGauges() {
+	q.unregister.Do(func() {
+		for _, g := range q.gauges {
+			_ = g.Unregister()
+		}
+	})
+}
+
+// Len returns the events this process is publishing or handling now.
+func (q *NATSQueue) Len() int { return int(q.events.Load()) }
+
+// Bytes returns the estimated memory (EventBytes) of the events Len counts.
+func (q *NATSQueue) Bytes() int64 { return q.bytes.Load() }
+
+// Enqueue publishes the batch, one message per event, and returns once JetStream acknowledged
+// all of them. Errors wrap ErrQueueFull (the stream is at its limits; a message larger than
+// NATS allows also wraps ErrBatchTooLarge), ErrQueueUnavailable (NATS unreachable, or not
+// started) or ErrStopped. After an error some events of the batch may be in the stream: the
+// sender's retry of the whole batch stores them once (message IDs).
+func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	for i, ev := range events {
+		if ev == nil {
+			return fmt.Errorf("audit queue: event %d of the batch is nil", i)
+		}
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	n := int64(len(events))
+	if q.stopped {
+		q.rejected.Add(ctx, n, q.rejectStop)
+		return ErrStopped
+	}
+	if q.prod == nil {
+		q.rejected.Add(ctx, n, q.rejectUnav)
+		return fmt.Errorf("%w: not connected to NATS yet", ErrQueueUnavailable)
+	}
+	msgs := make([]natsqueue.Message, len(events))
+	var nb int64
+	for i, ev := range events {
+		nb += EventBytes(ev)
+		msgs[i] = natsqueue.Message{Cluster: cluster, Key: natsKey(ev), ID: natsMsgID(cluster, ev),
+			Payload: appendBatch(make([]byte, 0, batchSizeHint(events[i:i+1])), cluster, events[i:i+1])}
+	}
+	q.hold(n, nb)
+	defer q.hold(-n, -nb)
+	if err := q.prod.Publish(ctx, msgs); err != nil {
+		return q.publishError(ctx, n, err)
+	}
+	q.accepted.Add(ctx, n)
+	return nil
+}
+
+// publishError maps a natsqueue error to the queue's errors and counts the refusal.
+func (q *NATSQueue) publishError(ctx context.Context, n int64, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		q.rejected.Add(ctx, n, q.rejectOther)
+		return fmt.Errorf("%w: %w: an event is larger than NATS's max_payload: %w", ErrQueueFull, ErrBatchTooLarge, err)
+	case errors.Is(err, natsqueue.ErrFull):
+		q.rejected.Add(ctx, n, q.rejectFull)
+		return fmt.Errorf("%w: %w", ErrQueueFull, err)
+	case errors.Is(err, natsqueue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		q.rejected.Add(ctx, n, q.rejectUnav)
+		return fmt.Errorf("%w: %w", ErrQueueUnavailable, err)
+	default:
+		q.rejected.Add(ctx, n, q.rejectOther)
+		return fmt.Errorf("audit queue: %w", err)
+	}
+}
+
+// EnqueueWait is Enqueue that retries, with a backoff and honouring ctx, while the stream is full
+// or NATS is unavailable. It still fails at once with ErrBatchTooLarge or ErrStopped.
+func (q *NATSQueue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := q.Enqueue(ctx, cluster, events)
+		if err == nil || errors.Is(err, ErrBatchTooLarge) ||
+			(!errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrQueueUnavailable)) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("wait for room in the audit queue: %w (last: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// Flush waits until every message this process published before the call was acknowledged by a
+// consumer (of any replica) or dead-lettered: JetStream keeps a message only until then, so
+// Flush polls the stream until its first sequence is past the last one published here.
+func (q *NATSQueue) Flush(ctx context.Context) error {
+	q.mu.RLock()
+	prod := q.prod
+	q.mu.RUnlock()
+	if prod == nil {
+		return nil
+	}
+	seq := prod.LastSequence()
+	if seq == 0 {
+		return nil
+	}
+	for {
+		done, err := prod.Consumed(ctx, seq)
+		if err == nil && done {
+			return nil
+		}
+		t := time.NewTimer(q.flushPollGap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if err != nil {
+				return fmt.Errorf("flush audit queue: %w (last: %w)", ctx.Err(), err)
+			}
+			return fmt.Errorf("flush audit queue: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Health returns nil while the connection to NATS is up, else an error wrapping
+// ErrQueueUnavailable that says why (for /healthz).
+func (q *NATSQueue) Health(context.Context) error {
+	q.mu.RLock()
+	prod, stopped := q.prod, q.stopped
+	q.mu.RUnlock()
+	switch {
+	case stopped:
+		return ErrStopped
+	case prod == nil:
+		return fmt.Errorf("%w: not connected to NATS yet", ErrQueueUnavailable)
+	}
+	if err := prod.Connected(); err != nil {
+		return fmt.Errorf("%w: %w", ErrQueueUnavailable, err)
+	}
+	return nil
+}
+
+// Held returns the partitions this replica consumed a message of recently (see
+// natsqueue.Consumer.Held); nil before Start.
+func (q *NATSQueue) Held() []int {
+	q.mu.RLock()
+	cons := q.cons
+	q.mu.RUnlock()
+	if cons == nil {
+		return nil
+	}
+	return cons.Held()
+}
+
+func (q *NATSQueue) hold(n, nb int64) {
+	q.events.Add(n)
+	q.bytes.Add(nb)
+}
+
+// handle is the natsqueue.Handler: it decodes the message, hands its events to the Handler and
+// syncs the sinks; a nil return acknowledges the message.
+func (q *NATSQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
+	cluster, events, err := decodeBatch(d.Payload)
+	if err != nil {
+		q.corrupt.Add(ctx, 1)
+		return fmt.Errorf("decode audit message %d: %w", d.Sequence, err)
+	}
+	var nb int64
+	for _, ev := range events {
+		nb += EventBytes(ev)
+	}
+	n := int64(len(events))
+	q.hold(n, nb)
+	defer q.hold(-n, -nb)
+	for _, ev := range events {
+		q.h(ctx, cluster, ev)
+	}
+	if err := ctx.Err(); err != nil {
+		// Stopping: the handler may have given the event up; the message comes back.
+		return fmt.Errorf("handle audit message %d: %w", d.Sequence, err)
+	}
+	if q.sinkSync != nil {
+		if err := q.sinkSync.do(ctx); err != nil {
+			q.syncFails.Add(ctx, 1)
+			return fmt.Errorf("sync sinks for audit message %d: %w", d.Sequence, err)
+		}
+	}
+	return nil
+}
+
+// natsKey is the object key a message is partitioned by: the object as Queue partitions it, or
+// the audit ID of an event without an objectRef.
+func natsKey(ev *Event) string {
+	group, resource, ns, name, ok := partitionObject(ev)
+	if !ok {
+		return "\x00auditID/" + ev.AuditID
+	}
+	return group + "/" + resource + "/" + ns + "/" + name
+}
+
+// natsMsgID is the JetStream message ID of an event: cluster, audit ID and stage identify it
+// (none without an audit ID).
+func natsMsgID(cluster string, ev *Event) string {
+	if ev.AuditID == "" {
+		return ""
+	}
+	return cluster + "/" + ev.AuditID + "/" + ev.Stage
+}
+
+// groupSync shares calls of a sync function among concurrent callers: a caller waits for a call
+// that started after it arrived, and callers arriving while one runs share the next one.
+type groupSync struct {
+	sync    func(context.Context) error
+	mu      sync.Mutex
+	cond    *sync.Cond
+	running bool
+	next    *syncRound
+}
+
+type syncRound struct {
+	finished bool
+	err      error
+}
+
+func newGroupSync(fn func(context.Context) error) *groupSync {
+	g := &groupSync{sync: fn}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// do returns the result of a call of the sync function that started after do was called. The
+// caller that finds no call running makes it, with its ctx.
+func (g *groupSync) do(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.next == nil {
+		g.next = &syncRound{}
+	}
+	r := g.next
+	for !r.finished {
+		if g.running {
+			g.cond.Wait()
+			continue
+		}
+		g.running = true
+		g.next = nil
+		g.mu.Unlock()
+		err := g.sync(ctx)
+		g.mu.Lock()
+		r.err, r.finished = err, true
+		g.running = false
+		g.cond.Broadcast()
+	}
+	return r.err
+}

@@ -1,0 +1,348 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/natsqueue"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// jsServer is an embedded nats-server with JetStream that keeps its port and store across a
+// stop and a start.
+type jsServer struct {
+	t    *testing.T
+	opts server.Options
+	srv  *server.Server
+}
+
+func startJS(t *testing.T) *jsServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	s := &jsServer{t: t, opts: server.Options{ServerName: "audit-test", Host: "127.0.0.1", Port: port,
+		JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true}}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *jsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
+
+func (s *jsServer) start() {
+	s.t.Helper()
+	opts := s.opts
+	srv, err := server.NewServer(&opts)
+	require.NoError(s.t, err)
+	go srv.Start()
+	require.True(s.t, srv.ReadyForConnections(10*time.Second), "nats-server not ready")
+	s.srv = srv
+}
+
+func (s *jsServer) stop() {
+	if s.srv == nil {
+		return
+	}
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	s.srv = nil
+}
+
+// natsTestConfig is a small, fast configuration for tests.
+func natsTestConfig(url string) natsqueue.Config {
+	return natsqueue.Config{
+		URLs:            []string{url},
+		Partitions:      4,
+		AckWait:         2 * time.Second,
+		PinnedTTL:       2 * time.Second,
+		RetryBackoff:    20 * time.Millisecond,
+		MaxRetryBackoff: 100 * time.Millisecond,
+		MaxInFlight:     8,
+		PublishTimeout:  2 * time.Second,
+		ConnectTimeout:  time.Second,
+		ReconnectWait:   20 * time.Millisecond,
+	}
+}
+
+// natsHandled records the events a handler saw, by audit ID, in order.
+type natsHandled struct {
+	mu    sync.Mutex
+	count map[string]int
+	order []string
+	gate  chan struct{} // if set, the handler waits for it to close (or ctx)
+}
+
+func newNATSHandled() *natsHandled { return &natsHandled{count: map[string]int{}} }
+
+func (l *natsHandled) handle(ctx context.Context, _ string, ev *Event) {
+	if l.gate != nil {
+		select {
+		case <-l.gate:
+		case <-ctx.Done():
+			return
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count[ev.AuditID]++
+	l.order = append(l.order, ev.AuditID)
+}
+
+func (l *natsHandled) snapshot() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.count))
+	for k, v := range l.count {
+		out[k] = v
+	}
+	return out
+}
+
+// requireExactlyOnce waits until every id was handled, then a little longer for doubles, and
+// asserts each was handled exactly once and nothing else was.
+func (l *natsHandled) requireExactlyOnce(t *testing.T, ids []string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, missing := l.snapshot(), 0
+		for _, id := range ids {
+			if got[id] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d accepted events never handled; handled: %v", missing, len(ids), got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	want := map[string]int{}
+	for _, id := range ids {
+		want[id] = 1
+	}
+	assert.Equal(t, want, l.snapshot(), "each accepted event handled once, nothing else")
+}
+
+// natsBatch is an EventList of n events named prefix-0..n-1, on n/2 objects: each object's
+// events are consecutive updates.
+func natsBatch(prefix string, n int) (string, []string) {
+	var items, ids []string
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		ids = append(ids, id)
+		items = append(items, fmt.Sprintf(`{"level":"RequestResponse","auditID":%q,"stage":"ResponseComplete","verb":"update",`+
+			`"user":{"username":"admin"},"objectRef":{"resource":"configmaps","namespace":"default","name":"%s-obj%d","apiVersion":"v1"},`+
+			`"responseStatus":{"code":200},"responseObject":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"%s-obj%d","namespace":"default","resourceVersion":"%d"},"data":{"k":"%s"}},`+
+			`"requestReceivedTimestamp":"2026-11-29T17:09:30.000000Z","stageTimestamp":"2026-11-29T17:09:30.123456Z"}`,
+			id, prefix, i/2, prefix, i/2, 100+i, strings.Repeat("x", 64)))
+	}
+	return `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[` + strings.Join(items, ",") + `]}`, ids
+}
+
+func postBatch(h http.Handler, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/audit/c1", strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// natsPipeline is webhook -> NATSQueue -> natsHandled.
+func natsPipeline(t *testing.T, cfg natsqueue.Config, log *natsHandled) (*NATSQueue, http.Handler) {
+	t.Helper()
+	q, err := NewNATSQueue(cfg, log.handle, telemetry.Settings{})
+	require.NoError(t, err)
+	ctx := testCtx(t)
+	require.NoError(t, q.Start(ctx))
+	t.Cleanup(func() { _ = q.Stop(context.Background()) })
+	mux := http.NewServeMux()
+	NewWebhook(WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
+	return q, mux
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestNATSQueueWebhookUnavailableWhileNATSDown: the webhook answers 200 once JetStream has the
+// batch; with the server down it answers 503 with Retry-After and the reason, and once the server
+// is back the retried batch is handled, with nothing lost and nothing doubled.
+func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
+	js := startJS(t)
+	log := newNATSHandled()
+	q, h := natsPipeline(t, natsTestConfig(js.url()), log)
+
+	b1, ids1 := natsBatch("before", 6)
+	rec := postBatch(h, b1)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	log.requireExactlyOnce(t, ids1)
+	require.NoError(t, q.Health(context.Background()))
+
+	js.stop()
+	b2, ids2 := natsBatch("during", 6)
+	rec = postBatch(h, b2)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	assert.Contains(t, rec.Body.String(), "unavailable")
+	assert.ErrorIs(t, q.Health(context.Background()), ErrQueueUnavailable)
+
+	js.start()
+	// The sender retries until it gets a 200.
+	require.Eventually(t, func() bool { return postBatch(h, b2).Code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, q.Flush(testCtx(t)))
+	log.requireExactlyOnce(t, append(ids1, ids2...))
+	assert.Zero(t, q.Len())
+}
+
+// TestNATSQueueStreamFull: with the stream at its byte limit (discard new) the webhook answers
+// 429 with Retry-After; a client that retries what was refused completes once the consumer
+// catches up, with nothing lost and nothing doubled.
+func TestNATSQueueStreamFull(t *testing.T) {
+	js := startJS(t)
+	log := newNATSHandled()
+	log.gate = make(chan struct{})
+	cfg := natsTestConfig(js.url())
+	cfg.MaxBytes = 16 << 10
+	_, h := natsPipeline(t, cfg, log)
+
+	var bodies []string
+	var all []string
+	for i := range 40 {
+		b, ids := natsBatch(fmt.Sprintf("b%d", i), 4)
+		bodies = append(bodies, b)
+		all = append(all, ids...)
+	}
+	// The consumer is stuck: the stream fills up.
+	full := -1
+	for i, b := range bodies {
+		rec := postBatch(h, b)
+		if rec.Code == http.StatusTooManyRequests {
+			assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+			assert.Contains(t, rec.Body.String(), "full")
+			full = i
+			break
+		}
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	}
+	require.GreaterOrEqual(t, full, 1, "the stream filled up after some batches")
+
+	close(log.gate)
+	// The retrying client: each refused batch again after a pause, in order.
+	ctx := testCtx(t)
+	for _, b := range bodies[full:] {
+		for {
+			rec := postBatch(h, b)
+			if rec.Code == http.StatusOK {
+				break
+			}
+			require.Contains(t, []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}, rec.Code, rec.Body.String())
+			require.NotEmpty(t, rec.Header().Get("Retry-After"))
+			select {
+			case <-ctx.Done():
+				t.Fatal("the retrying client did not complete")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	log.requireExactlyOnce(t, all)
+}
+
+// TestNATSQueueRestartResumes: a new process on the same stream handles what the previous one
+// left (published but not acknowledged) and nothing it had acknowledged. (Messages the stopped
+// process had pulled come back after natsqueue's AckWait, possibly behind newer ones of their
+// partition: see natsqueue.Config.MaxInFlight.)
+func TestNATSQueueRestartResumes(t *testing.T) {
+	js := startJS(t)
+	cfg := natsTestConfig(js.url())
+	log1 := newNATSHandled()
+	q1, err := NewNATSQueue(cfg, log1.handle, telemetry.Settings{})
+	require.NoError(t, err)
+	ctx := testCtx(t)
+	require.NoError(t, q1.Start(ctx))
+	mux1 := http.NewServeMux()
+	NewWebhook(WebhookConfig{}, q1, telemetry.Settings{}).Register(mux1)
+
+	b1, ids1 := natsBatch("first", 8)
+	require.Equal(t, http.StatusOK, postBatch(mux1, b1).Code)
+	require.NoError(t, q1.Flush(ctx))
+	log1.requireExactlyOnce(t, ids1)
+
+	// The next batch is accepted but the process stops before handling it.
+	log1.mu.Lock()
+	log1.gate = make(chan struct{})
+	log1.mu.Unlock()
+	b2, ids2 := natsBatch("second", 8)
+	require.Equal(t, http.StatusOK, postBatch(mux1, b2).Code)
+	require.NoError(t, q1.Stop(ctx))
+	assert.Equal(t, len(ids1), len(log1.snapshot()), "the stopped process handled nothing more")
+
+	log2 := newNATSHandled()
+	q2, h2 := natsPipeline(t, cfg, log2)
+	b3, ids3 := natsBatch("third", 8)
+	require.Equal(t, http.StatusOK, postBatch(h2, b3).Code)
+	require.NoError(t, q2.Flush(ctx))
+	log2.requireExactlyOnce(t, append(ids2, ids3...))
+	assert.Equal(t, len(ids1), len(log1.snapshot()), "the first process handled nothing after its stop")
+}
+
+func TestQueueConfigNATSExclusive(t *testing.T) {
+	yes := true
+	cfg := QueueConfig{NATS: natsqueue.Config{URLs: []string{"nats://127.0.0.1:4222"}}}
+	require.NoError(t, cfg.Validate())
+	assert.True(t, cfg.IsNATS())
+	withDir := cfg
+	withDir.Dir = t.TempDir()
+	assert.ErrorContains(t, withDir.Validate(), "nats.urls and dir")
+	assert.False(t, withDir.IsDurable(), "NATS wins over the durable queue")
+	withDurable := cfg
+	withDurable.Durable = &yes
+	assert.ErrorContains(t, withDurable.Validate(), "exclusive")
+	bad := cfg
+	bad.NATS.Replicas = 2
+	assert.ErrorContains(t, bad.Validate(), "replicas 2")
+}
+
+func TestGroupSyncShares(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	release := make(chan struct{})
+	g := newGroupSync(func(context.Context) error {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		<-release
+		return nil
+	})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, g.do(context.Background()))
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.LessOrEqual(t, calls, 2, "concurrent callers share calls")
+}
