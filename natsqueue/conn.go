@@ -46,7 +46,8 @@ func (c Config) deadSubject(cluster string, partition int) string {
 
 func (c Config) deadStream() string { return c.Stream + "_DEAD" }
 
-// historyStream is the mirror of the stream that keeps acknowledged messages for warm-ups.
+// historyStream sources the stream and keeps its messages after their acknowledgement, for
+// warm-ups. Each of its messages carries its sequence in the stream (header Nats-Stream-Source).
 func (c Config) historyStream() string { return c.Stream + "_HISTORY" }
 
 // membersBucket is the key-value bucket of live members (elastic or static membership).
@@ -152,7 +153,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.historyStream(),
 		Description: "Kelemetry audit events kept after their acknowledgement, to rebuild state on takeover",
-		Mirror:      &jetstream.StreamSource{Name: cfg.Stream},
+		Sources:     []*jetstream.StreamSource{{Name: cfg.Stream}},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      cfg.HistoryMaxAge,

@@ -62,7 +62,10 @@ type Consumer struct {
 	heldGauge    metric.Registration
 	warmM        warmMetrics
 	released     metric.Int64Counter
-	ms           *membership
+	histLagged   metric.Int64Counter
+	// histSeq is the highest stream sequence the history stream is known to hold.
+	histSeq atomic.Uint64
+	ms      *membership
 
 	// warmer, when set, rebuilds state on takeover (WithWarmer).
 	warmer Warmer
@@ -104,6 +107,8 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		lastMsg:      make([]atomic.Int64, cfg.Partitions),
 		lastAcked:    make([]atomic.Uint64, cfg.Partitions),
 		warmM:        newWarmMetrics(m),
+		histLagged: m.Counter("kelemetry.natsqueue.history_lagged",
+			"Messages acknowledged before the history stream held them (after waiting publishTimeout): a takeover's warm-up misses them", "{message}"),
 		released: m.Counter("kelemetry.natsqueue.partitions_released",
 			"Partitions this member released because the membership assigned them to another member", "{partition}"),
 	}
@@ -399,6 +404,7 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 	for d.Attempt <= c.cfg.MaxDeliveries {
 		herr = c.call(ctx, d)
 		if herr == nil {
+			c.waitHistory(ctx, seq)
 			if err := c.ack(ctx, msg); err != nil {
 				log.Debug("ack", "seq", seq, "err", err)
 				return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -129,71 +130,91 @@ func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *s
 	if err != nil {
 		return 0, outcomeOf(err), fmt.Errorf("history stream: %w", err)
 	}
-	// The mirror may lag behind the stream: wait until it holds everything before upTo.
+	// The history may lag behind the stream: wait until it holds everything before upTo.
 	info := hs.CachedInfo()
-	for info.State.LastSeq < upTo-1 {
-		if !sleep(ctx, 20*time.Millisecond) {
-			return 0, warmTimeout, fmt.Errorf("history stream at %d, waiting for %d: %w", info.State.LastSeq, upTo-1, ctx.Err())
+	for {
+		last, err := historyLast(ctx, hs, info)
+		if err != nil {
+			return 0, outcomeOf(err), err
+		}
+		if last >= upTo-1 {
+			break
+		}
+		if !sleep(ctx, 10*time.Millisecond) {
+			return 0, warmTimeout, fmt.Errorf("history at stream sequence %d, waiting for %d: %w", last, upTo-1, ctx.Err())
 		}
 		if info, err = hs.Info(ctx); err != nil {
 			return 0, outcomeOf(err), fmt.Errorf("history stream: %w", err)
 		}
 	}
-	from := uint64(1)
-	if upTo > uint64(c.cfg.WarmLookback) {
-		from = upTo - uint64(c.cfg.WarmLookback)
-	}
+	from := info.State.FirstSeq
 	outcome := warmComplete
-	if info.State.Msgs > 0 && info.State.FirstSeq < from {
+	if info.State.LastSeq > uint64(c.cfg.WarmLookback) && info.State.LastSeq-uint64(c.cfg.WarmLookback) > from {
+		from = info.State.LastSeq - uint64(c.cfg.WarmLookback)
 		outcome = warmTruncated
 	}
-	from = max(from, info.State.FirstSeq)
-	oc, err := hs.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.cfg.SubjectPrefix + ".*." + strconv.Itoa(p)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
+	// An ephemeral consumer of the partition's subjects from the window's start; its info
+	// says how many messages it will deliver, so that the reading stops without waiting.
+	cons, err := hs.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubject:     c.cfg.SubjectPrefix + ".*." + strconv.Itoa(p),
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: c.cfg.WarmTimeout + time.Minute,
+		MemoryStorage:     true,
+		Replicas:          1,
 	})
 	if err != nil {
 		return 0, outcomeOf(err), fmt.Errorf("read history: %w", err)
 	}
-	ci, err := oc.Info(ctx)
-	if err != nil {
-		return 0, outcomeOf(err), fmt.Errorf("read history: %w", err)
-	}
-	if ci.NumPending == 0 {
-		return 0, outcome, nil
-	}
-	it, err := oc.Messages(jetstream.PullMaxMessages(256))
-	if err != nil {
-		return 0, outcomeOf(err), fmt.Errorf("read history: %w", err)
-	}
-	defer it.Stop()
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PublishTimeout)
+		defer cancel()
+		_ = hs.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	pending := cons.CachedInfo().NumPending
 	n := 0
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+	for pending > 0 {
+		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(min(time.Second, max(time.Until(deadlineOf(ctx)), 10*time.Millisecond))))
 		if err != nil {
 			return n, outcomeOf(err), fmt.Errorf("read history: %w", err)
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return n, warmError, fmt.Errorf("read history: %w", err)
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			md, err := msg.Metadata()
+			if err != nil {
+				return n, warmError, fmt.Errorf("read history: %w", err)
+			}
+			pending = md.NumPending
+			seq, ok := sourceSeq(msg.Headers())
+			if !ok {
+				continue
+			}
+			if seq >= upTo {
+				return n, outcome, nil
+			}
+			c.callWarmer(ctx, log, Delivery{
+				Cluster:   clusterOf(msg.Subject(), c.cfg.SubjectPrefix),
+				Partition: p,
+				ID:        msg.Headers().Get(nats.MsgIdHdr),
+				Payload:   msg.Data(),
+				Sequence:  seq,
+			})
+			n++
+			c.warmM.messages.Add(ctx, 1)
 		}
-		if md.Sequence.Stream >= upTo {
-			return n, outcome, nil
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return n, outcomeOf(err), fmt.Errorf("read history: %w", err)
 		}
-		c.callWarmer(ctx, log, Delivery{
-			Cluster:   clusterOf(msg.Subject(), c.cfg.SubjectPrefix),
-			Partition: p,
-			ID:        msg.Headers().Get(nats.MsgIdHdr),
-			Payload:   msg.Data(),
-			Sequence:  md.Sequence.Stream,
-		})
-		n++
-		c.warmM.messages.Add(ctx, 1)
-		if md.NumPending == 0 {
-			return n, outcome, nil
+		if got == 0 {
+			if ctx.Err() != nil {
+				return n, warmTimeout, fmt.Errorf("read history: %w", ctx.Err())
+			}
+			return n, outcome, nil // nothing more arrives: the history holds no more of p
 		}
 	}
+	return n, outcome, nil
 }
 
 // callWarmer runs the warmer on d, logging a panic instead of ending the process: a message the
@@ -205,4 +226,65 @@ func (c *Consumer) callWarmer(ctx context.Context, log *slog.Logger, d Delivery)
 		}
 	}()
 	c.warmer(ctx, d)
+}
+
+// deadlineOf is ctx's deadline, or a second from now when it has none.
+func deadlineOf(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Second)
+}
+
+// sourceHeader is the header by which the history stream's messages carry their origin:
+// "<stream> <sequence> ...".
+const sourceHeader = "Nats-Stream-Source"
+
+// sourceSeq returns the sequence in the stream of a history message.
+func sourceSeq(h nats.Header) (uint64, bool) {
+	f := strings.Fields(h.Get(sourceHeader))
+	if len(f) < 2 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(f[1], 10, 64)
+	return seq, err == nil
+}
+
+// historyLast returns the stream sequence of the history's last message (0 when empty).
+func historyLast(ctx context.Context, hs jetstream.Stream, info *jetstream.StreamInfo) (uint64, error) {
+	if info.State.Msgs == 0 {
+		return 0, nil
+	}
+	m, err := hs.GetMsg(ctx, info.State.LastSeq)
+	if err != nil {
+		return 0, fmt.Errorf("history stream: last message: %w", err)
+	}
+	seq, _ := sourceSeq(m.Header)
+	return seq, nil
+}
+
+// waitHistory waits, before a message is acknowledged (the stream then deletes it), until the
+// history stream holds it, so that the warm-up of the next member of its partition sees it. It
+// gives up after PublishTimeout (counted in kelemetry.natsqueue.history_lagged).
+func (c *Consumer) waitHistory(ctx context.Context, seq uint64) {
+	if c.histSeq.Load() >= seq {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	defer cancel()
+	for {
+		if hs, err := c.js.Stream(ctx, c.cfg.historyStream()); err == nil {
+			if last, err := historyLast(ctx, hs, hs.CachedInfo()); err == nil {
+				for cur := c.histSeq.Load(); last > cur && !c.histSeq.CompareAndSwap(cur, last); cur = c.histSeq.Load() {
+				}
+			}
+		}
+		if c.histSeq.Load() >= seq {
+			return
+		}
+		if !sleep(ctx, 2*time.Millisecond) {
+			c.histLagged.Add(context.WithoutCancel(ctx), 1)
+			return
+		}
+	}
 }

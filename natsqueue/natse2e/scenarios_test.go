@@ -1,0 +1,86 @@
+//go:build e2e
+
+package natse2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// setup starts the 3-node cluster, Jaeger and n replicas, and returns the expected diffs of
+// the recorded batches.
+func setup(t *testing.T, n int) (nodes []*natsNode, j jaegerProc, bin, cfg string, rs []*replica, batches [][]byte, want map[string][]string) {
+	t.Helper()
+	j = startJaeger(t)
+	bin = buildAllInOne(t)
+	nodes = natsCluster(t)
+	cfg = replicaConfig(t, nodes, j)
+	for i := range n {
+		rs = append(rs, startReplica(t, bin, cfg, string(rune('a'+i))))
+	}
+	batches = readBatches(t)
+	want = expected(t, batches)
+	return
+}
+
+// TestNATSNodeLossDuringIngest stops one of the three NATS nodes while the replicas ingest:
+// nothing is lost, nothing doubled, and the diffs are those of one replica handling everything.
+func TestNATSNodeLossDuringIngest(t *testing.T) {
+	nodes, j, _, _, rs, batches, want := setup(t, 2)
+	p := newPoster(rs...)
+	half := len(batches) / 2
+	p.post(t, batches[:half])
+	nodes[2].stop()
+	start := time.Now()
+	p.post(t, batches[half:])
+	t.Logf("posted the second half with a node down in %s (%d retries)", time.Since(start), p.retries)
+	waitIdle(t, nodes[:2], rs...)
+	check(t, want, readStored(t, j))
+}
+
+// TestReplicaKill9Takeover kills the replica holding some partitions with SIGKILL in the
+// middle of the ingest: the other takes them over, the diffs stay continuous and no span is
+// stored twice.
+func TestReplicaKill9Takeover(t *testing.T) {
+	nodes, j, _, _, rs, batches, want := setup(t, 3)
+	p := newPoster(rs...)
+	third := len(batches) / 3
+	p.post(t, batches[:third])
+	rs[0].kill9(t)
+	p.set(rs[1:]...)
+	start := time.Now()
+	p.post(t, batches[third:])
+	t.Logf("posted the rest after the kill in %s", time.Since(start))
+	waitIdle(t, nodes, rs[1:]...)
+	t.Logf("stream drained %s after the kill", time.Since(start))
+	check(t, want, readStored(t, j))
+}
+
+// TestRestartEverything kills the replicas mid-stream, restarts the NATS nodes one by one and
+// then the replicas: consumption resumes from the acknowledged position, nothing lost or
+// doubled.
+func TestRestartEverything(t *testing.T) {
+	nodes, j, bin, cfg, rs, batches, want := setup(t, 2)
+	p := newPoster(rs...)
+	half := len(batches) / 2
+	p.post(t, batches[:half])
+	for _, r := range rs {
+		r.kill9(t)
+	}
+	for _, n := range nodes {
+		n.stop()
+	}
+	for _, n := range nodes {
+		n.start()
+	}
+	waitJetStream(t, nodes)
+	rs = []*replica{startReplica(t, bin, cfg, "a2"), startReplica(t, bin, cfg, "b2")}
+	p.set(rs...)
+	p.post(t, batches[half:])
+	waitIdle(t, nodes, rs...)
+	got := readStored(t, j)
+	require.NotEmpty(t, got.diffs)
+	check(t, want, got)
+}
