@@ -75,6 +75,10 @@ type Consumer struct {
 	// lastAcked holds, per partition, the stream sequence of the last confirmed ack, so that a
 	// stale redelivery of an acknowledged message is not handled again.
 	lastAcked []atomic.Uint64
+	// lastHandled holds, per partition, the stream sequence of the last message the handler
+	// accepted, acknowledged or not: when its ack is lost (a NATS node going away), its
+	// redelivery is acknowledged without handling it again.
+	lastHandled []atomic.Uint64
 
 	// onAck, when set (tests), is called after an acknowledgement was confirmed.
 	onAck func(d Delivery)
@@ -106,6 +110,7 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
 		lastMsg:      make([]atomic.Int64, cfg.Partitions),
 		lastAcked:    make([]atomic.Uint64, cfg.Partitions),
+		lastHandled:  make([]atomic.Uint64, cfg.Partitions),
 		warmM:        newWarmMetrics(m),
 		histLagged: m.Counter("kelemetry.natsqueue.history_lagged",
 			"Messages acknowledged before the history stream held them (after waiting publishTimeout): a takeover's warm-up misses them", "{message}"),
@@ -381,10 +386,11 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 		return
 	}
 	seq := md.Sequence.Stream
-	if md.NumDelivered > 1 && seq == c.lastAcked[p].Load() {
-		// A stale redelivery of the message just acknowledged here. An older sequence is not
-		// one: messages another member (or a previous process) pulled and never acknowledged
-		// come back after AckWait, behind newer ones.
+	if md.NumDelivered > 1 && (seq == c.lastAcked[p].Load() || seq == c.lastHandled[p].Load()) {
+		// A stale redelivery of the message just acknowledged here, or of the one just
+		// handled whose ack was lost. An older sequence is not one: messages another member
+		// (or a previous process) pulled and never acknowledged come back after AckWait,
+		// behind newer ones.
 		_ = msg.Ack()
 		return
 	}
@@ -404,6 +410,7 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 	for d.Attempt <= c.cfg.MaxDeliveries {
 		herr = c.call(ctx, d)
 		if herr == nil {
+			c.lastHandled[p].Store(seq)
 			c.waitHistory(ctx, seq)
 			if err := c.ack(ctx, msg); err != nil {
 				log.Debug("ack", "seq", seq, "err", err)
