@@ -100,7 +100,21 @@ func (c *Consumer) warm(ctx context.Context, p int, upTo uint64, log *slog.Logge
 		return
 	}
 	start := time.Now()
-	n, outcome, err := c.replayHistory(ctx, p, upTo, log)
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.WarmTimeout)
+	defer cancel()
+	var (
+		n       int
+		outcome string
+		err     error
+	)
+	// A history that cannot be read (no responders while a NATS node goes away, a stream
+	// leader election) is read again from the start until WarmTimeout: warming is idempotent.
+	for {
+		n, outcome, err = c.replayHistory(wctx, p, upTo, log)
+		if err == nil || outcome != warmError || !sleep(wctx, 100*time.Millisecond) {
+			break
+		}
+	}
 	if ctx.Err() != nil {
 		return // stopping
 	}
@@ -115,8 +129,6 @@ func (c *Consumer) warm(ctx context.Context, p int, upTo uint64, log *slog.Logge
 }
 
 func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *slog.Logger) (int, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.WarmTimeout)
-	defer cancel()
 	outcomeOf := func(err error) string {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return warmTimeout
