@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -202,7 +205,8 @@ func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	assert.Contains(t, rec.Body.String(), "unavailable")
-	assert.ErrorIs(t, q.Health(context.Background()), ErrQueueUnavailable)
+	require.Eventually(t, func() bool { return errors.Is(q.Health(context.Background()), ErrQueueUnavailable) },
+		10*time.Second, 10*time.Millisecond, "Health reports NATS down")
 
 	js.start()
 	// The sender retries until it gets a 200.
@@ -345,4 +349,32 @@ func TestGroupSyncShares(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.LessOrEqual(t, calls, 2, "concurrent callers share calls")
+}
+
+// TestNATSQueuePoisonMessage: a message that does not decode is retried, moved to the
+// dead-letter stream and counted, and its partition goes on with the next messages.
+func TestNATSQueuePoisonMessage(t *testing.T) {
+	js := startJS(t)
+	log := newNATSHandled()
+	cfg := natsTestConfig(js.url())
+	cfg.Partitions = 1
+	cfg.MaxDeliveries = 2
+	q, h := natsPipeline(t, cfg, log)
+
+	nc, err := nats.Connect(js.url())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.Publish(cfg.WithDefaults().Subject("c1", 0), []byte("not an audit record")))
+	require.NoError(t, nc.Flush())
+
+	b, ids := natsBatch("after", 4)
+	require.Equal(t, http.StatusOK, postBatch(h, b).Code)
+	require.NoError(t, q.Flush(testCtx(t)))
+	log.requireExactlyOnce(t, ids)
+
+	jsc, err := jetstream.New(nc)
+	require.NoError(t, err)
+	dead, err := jsc.Stream(testCtx(t), cfg.WithDefaults().Stream+"_DEAD")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), dead.CachedInfo().State.Msgs, "the poison message is in the dead-letter stream")
 }

@@ -1,0 +1,196 @@
+package kelemetry_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// stampSink notes when each audit event's span reached the sinks, by audit ID.
+type stampSink struct {
+	mu     sync.Mutex
+	stored map[string]time.Time
+}
+
+func (s *stampSink) Export(_ context.Context, spans []*aggregator.Span) error {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range spans {
+		if sp.Kind != aggregator.KindEvent {
+			continue
+		}
+		if id, ok := sp.Attributes.Get("kelemetry.audit.id"); ok {
+			if _, seen := s.stored[id]; !seen {
+				s.stored[id] = now
+			}
+		}
+	}
+	return nil
+}
+
+func (s *stampSink) at(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.stored[id]
+	return t, ok
+}
+
+// natsPipeline is webhook -> NATSQueue (embedded JetStream on loopback) -> consumer ->
+// aggregator (built-in linkers) -> memory store, as the all-in-one wires it with
+// audit.queue.nats.
+func newNATSBenchPipeline(b *testing.B, st aggregator.Sink) (http.Handler, *audit.NATSQueue, *stampSink) {
+	b.Helper()
+	ctx := context.Background()
+	js := startEmbeddedJS(b)
+	stamps := &stampSink{stored: map[string]time.Time{}}
+	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
+		Sinks: []aggregator.Sink{st, stamps},
+		Linkers: []aggregator.Linker{
+			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
+			linker.NewAnnotationLinker(nil, telemetry.Settings{}),
+		},
+	})
+	require.NoError(b, err)
+	require.NoError(b, engine.Start(ctx))
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
+	require.NoError(b, err)
+	cfg := fastNATS(js.url())
+	cfg.Partitions = 16
+	cfg.MaxInFlight = 256
+	q, err := audit.NewNATSQueue(cfg, consumer.Handle, telemetry.Settings{})
+	require.NoError(b, err)
+	q.SetSinkSync(engine.SyncSinks)
+	require.NoError(b, q.Start(ctx))
+	mux := http.NewServeMux()
+	audit.NewWebhook(audit.WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
+	b.Cleanup(func() {
+		_ = q.Stop(ctx)
+		_ = engine.Stop(ctx)
+	})
+	return mux, q, stamps
+}
+
+func postOK(b *testing.B, h http.Handler, batch []byte) {
+	req := httptest.NewRequest(http.MethodPost, "/audit/bench", bytes.NewReader(batch))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		b.Fatalf("webhook answered %d: %s", rec.Code, rec.Body.String())
+	}
+}
+
+// BenchmarkEndToEndNATS: webhook -> JetStream -> consumer -> in-memory store, bulk fixture, the
+// batches posted by 4 concurrent senders (kube-apiserver's webhook sends one batch at a time per
+// apiserver); events/s of the whole loop and per CPU-second of this process (which here also
+// runs nats-server).
+func BenchmarkEndToEndNATS(b *testing.B) {
+	benchmarkEndToEndNATS(b, store.NewMemory(store.MemoryConfig{}, 0))
+}
+
+// BenchmarkEndToEndNATSPebble: the same into the embedded Pebble store, whose write-ahead log is
+// synced before messages are acknowledged (one sync shared by the partitions handling at once).
+func BenchmarkEndToEndNATSPebble(b *testing.B) {
+	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = st.Close() })
+	benchmarkEndToEndNATS(b, st)
+}
+
+func benchmarkEndToEndNATS(b *testing.B, st aggregator.Sink) {
+	batches, events := bulkBatches(b)
+	h, q, _ := newNATSBenchPipeline(b, st)
+	ctx := context.Background()
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	for range b.N {
+		var wg sync.WaitGroup
+		next := make(chan []byte)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for batch := range next {
+					postOK(b, h, batch)
+				}
+			}()
+		}
+		for _, batch := range batches {
+			next <- batch
+		}
+		close(next)
+		wg.Wait()
+		require.NoError(b, q.Flush(ctx))
+	}
+	b.StopTimer()
+	total := float64(events) * float64(b.N)
+	perSec := total / b.Elapsed().Seconds()
+	b.ReportMetric(perSec, "events/s")
+	b.ReportMetric(perSec/float64(runtime.GOMAXPROCS(0)), "events/s/core")
+	b.ReportMetric(total/(processCPU(b)-cpu0).Seconds(), "events/cpu-s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkNATSLatency: the bulk fixture's batches posted one at a time at a steady pace (one
+// batch, about 40 events, every 100ms: well below the throughput above): the time from the start of the webhook request to the
+// event's span reaching the sinks, p50 and p99 over the events.
+func BenchmarkNATSLatency(b *testing.B) {
+	batches, _ := bulkBatches(b)
+	if len(batches) > 50 {
+		batches = batches[:50]
+	}
+	h, q, stamps := newNATSBenchPipeline(b, store.NewMemory(store.MemoryConfig{}, 0))
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		posted := map[string]time.Time{}
+		tick := time.NewTicker(100 * time.Millisecond)
+		for _, batch := range batches {
+			<-tick.C
+			evs, err := audit.DecodeEventList(batch)
+			require.NoError(b, err)
+			start := time.Now()
+			postOK(b, h, batch)
+			for _, ev := range evs {
+				if _, ok := posted[ev.AuditID]; !ok {
+					posted[ev.AuditID] = start
+				}
+			}
+		}
+		tick.Stop()
+		require.NoError(b, q.Flush(ctx))
+		for id, start := range posted {
+			if at, ok := stamps.at(id); ok && at.After(start) {
+				lat = append(lat, at.Sub(start))
+			}
+		}
+		// The next round posts the same events: a fresh record.
+		stamps.mu.Lock()
+		stamps.stored = map[string]time.Time{}
+		stamps.mu.Unlock()
+	}
+	b.StopTimer()
+	require.NotEmpty(b, lat, "no event reached the sinks")
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(len(lat))/float64(b.N), "events/round")
+	b.ReportMetric(0, "ns/op")
+}

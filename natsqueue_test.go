@@ -1,0 +1,218 @@
+package kelemetry_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/audittest"
+	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/kube"
+	"github.com/kelemetry/kelemetry/linker"
+	"github.com/kelemetry/kelemetry/natsqueue"
+	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// embeddedJS is a nats-server with JetStream in the test process, on a loopback port it keeps
+// across a stop and a start.
+type embeddedJS struct {
+	tb   testing.TB
+	opts server.Options
+	srv  *server.Server
+}
+
+func startEmbeddedJS(tb testing.TB) *embeddedJS {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(tb, l.Close())
+	s := &embeddedJS{tb: tb, opts: server.Options{ServerName: "kelemetry-test", Host: "127.0.0.1", Port: port,
+		JetStream: true, StoreDir: filepath.Join(tb.TempDir(), "js"), NoLog: true, NoSigs: true}}
+	s.start()
+	tb.Cleanup(s.stop)
+	return s
+}
+
+func (s *embeddedJS) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
+
+func (s *embeddedJS) start() {
+	opts := s.opts
+	srv, err := server.NewServer(&opts)
+	require.NoError(s.tb, err)
+	go srv.Start()
+	require.True(s.tb, srv.ReadyForConnections(10*time.Second), "nats-server not ready")
+	s.srv = srv
+}
+
+func (s *embeddedJS) stop() {
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+		s.srv = nil
+	}
+}
+
+// fastNATS is a NATS queue configuration with short timeouts for tests.
+func fastNATS(url string) natsqueue.Config {
+	return natsqueue.Config{URLs: []string{url}, Partitions: 8, AckWait: 5 * time.Second, PinnedTTL: 2 * time.Second,
+		RetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, ConnectTimeout: time.Second,
+		ReconnectWait: 20 * time.Millisecond, PublishTimeout: 2 * time.Second}
+}
+
+// replayEvents runs batches through a queue (in process, or on NATS with natsURL set) ->
+// consumer -> aggregator (built-in linkers) into the memory store and returns the stored spans
+// rendered as JSON, keyed by trace and span ID.
+func replayEvents(t *testing.T, batches [][]*audit.Event, natsURL string) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sink := &aggregatortest.RecordingSink{}
+	mem := store.NewMemory(store.MemoryConfig{}, 0)
+	engine, err := aggregator.New(aggregator.Config{LinkWorkers: 2}, aggregator.Deps{
+		Sinks: []aggregator.Sink{sink, mem},
+		Linkers: []aggregator.Linker{
+			linker.NewOwnerLinker(kube.NewStaticMapper(), nil, telemetry.Settings{}),
+			linker.NewAnnotationLinker(nil, telemetry.Settings{}),
+		},
+	})
+	require.NoError(t, err)
+	require.NoError(t, engine.Start(ctx))
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
+	require.NoError(t, err)
+	var q interface {
+		audit.EventQueue
+		Start(context.Context) error
+		Stop(context.Context) error
+	}
+	if natsURL != "" {
+		nq, err := audit.NewNATSQueue(fastNATS(natsURL), consumer.Handle, telemetry.Settings{})
+		require.NoError(t, err)
+		nq.SetSinkSync(engine.SyncSinks)
+		q = nq
+	} else {
+		mq, err := audit.NewQueue(audit.QueueConfig{Partitions: 8}, consumer.Handle, telemetry.Settings{})
+		require.NoError(t, err)
+		q = mq
+	}
+	require.NoError(t, q.Start(ctx))
+	for _, evs := range batches {
+		require.NoError(t, q.EnqueueWait(ctx, "determ", evs))
+	}
+	require.NoError(t, q.Flush(ctx))
+	require.NoError(t, q.Stop(ctx))
+	require.NoError(t, engine.Stop(ctx))
+
+	out := map[string]string{}
+	traces := map[trace.TraceID]bool{}
+	for _, sp := range sink.Spans() {
+		traces[sp.TraceID] = true
+	}
+	for tid := range traces {
+		spans, err := mem.GetTrace(ctx, tid)
+		require.NoError(t, err)
+		for _, sp := range spans {
+			b, err := json.Marshal(sp)
+			require.NoError(t, err)
+			out[sp.TraceID.String()+"/"+sp.SpanID.String()] = string(b)
+		}
+	}
+	return out
+}
+
+// TestNATSQueueRolloutSameSpans: the recorded rollout gives the same stored spans (IDs and
+// contents) through JetStream as through the in-process queue.
+func TestNATSQueueRolloutSameSpans(t *testing.T) {
+	events, err := audittest.ReadFile(filepath.Join("testdata", "rollout", "audit.jsonl"))
+	require.NoError(t, err)
+	var batches [][]*audit.Event
+	for i := 0; i < len(events); i += 25 {
+		batches = append(batches, events[i:min(i+25, len(events))])
+	}
+	base := replayEvents(t, batches, "")
+	require.NotEmpty(t, base)
+	js := startEmbeddedJS(t)
+	got := replayEvents(t, batches, js.url())
+	diffs := diffReplays(base, got)
+	if len(diffs) > 10 {
+		diffs = append(diffs[:10], fmt.Sprintf("... %d more", len(diffs)-10))
+	}
+	require.Empty(t, diffs, "%d spans through JetStream against %d in process", len(got), len(base))
+	t.Logf("%d events in %d batches, %d distinct spans", len(events), len(batches), len(base))
+}
+
+// TestNATSQueueApp: the whole application with audit.queue.nats: the webhook feeds JetStream, the
+// same process consumes it into the store, the durable local queue is not used even with a data
+// folder, and /healthz reports the NATS connection (503 while NATS is down).
+func TestNATSQueueApp(t *testing.T) {
+	js := startEmbeddedJS(t)
+	dir := t.TempDir()
+	cfg := localConfig(dir)
+	cfg.Audit.Queue.NATS = fastNATS(js.url())
+	app, servers := replicaWithConfig(t, cfg)
+	defer app.RequireStop()
+
+	postRollout(t, servers.AuditAddr())
+	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 30*time.Second, 50*time.Millisecond)
+	_, err := os.Stat(filepath.Join(dir, "audit-queue"))
+	assert.True(t, os.IsNotExist(err), "no durable local queue with NATS: %v", err)
+
+	health := func() (int, kelemetry.Health) {
+		code, body := get(t, "http://"+servers.APIAddr()+"/healthz")
+		var h kelemetry.Health
+		require.NoError(t, json.Unmarshal([]byte(body), &h), body)
+		return code, h
+	}
+	code, h := health()
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "nats: connected", h.Queue)
+
+	js.stop()
+	// The client notices the lost connection within moments.
+	require.Eventually(t, func() bool {
+		code, h = health()
+		return code == http.StatusServiceUnavailable && h.Status == "unavailable" && strings.Contains(h.Queue, "unavailable")
+	}, 10*time.Second, 20*time.Millisecond, "/healthz reports NATS down")
+	js.start()
+	require.Eventually(t, func() bool { code, _ := health(); return code == http.StatusOK }, 20*time.Second, 50*time.Millisecond)
+}
+
+func TestConfigNATSQueue(t *testing.T) {
+	cfg := localConfig(t.TempDir())
+	cfg.Audit.Queue.NATS.URLs = []string{"nats://127.0.0.1:4222"}
+	require.NoError(t, cfg.Validate())
+	d := cfg.WithDefaults()
+	assert.Empty(t, d.Audit.Queue.Dir, "the data folder gives no durable queue dir with NATS")
+	assert.True(t, d.Audit.Queue.IsNATS())
+
+	cfg.Audit.Queue.Dir = t.TempDir()
+	assert.ErrorContains(t, cfg.Validate(), "nats.urls and dir")
+}
+
+// replicaWithConfig starts the whole application with cfg.
+func replicaWithConfig(t *testing.T, cfg kelemetry.Config) (*fxtest.App, *httpserver.Servers) {
+	t.Helper()
+	var servers *httpserver.Servers
+	app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	return app, servers
+}
