@@ -295,7 +295,36 @@ audit:
 	return p
 }
 
+// startReplica starts a replica; one that exits before it is healthy (its start timed out
+// while the NATS cluster elects stream leaders after a restart) is started again, 3 times at most.
 func startReplica(t *testing.T, bin, cfgFile, name string) *replica {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		r := startReplicaOnce(t, bin, cfgFile, name)
+		ok := false
+		deadline := time.Now().Add(60 * time.Second)
+		for !ok && time.Now().Before(deadline) {
+			select {
+			case <-r.exited:
+				deadline = time.Now()
+			case <-time.After(100 * time.Millisecond):
+				if resp, err := http.Get(r.apiURL + "/healthz"); err == nil {
+					resp.Body.Close()
+					ok = resp.StatusCode == http.StatusOK
+				}
+			}
+		}
+		if ok {
+			return r
+		}
+		require.Less(t, attempt, 3, "replica %s does not come up", name)
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+		t.Logf("replica %s did not come up (attempt %d), starting it again", name, attempt)
+	}
+}
+
+func startReplicaOnce(t *testing.T, bin, cfgFile, name string) *replica {
 	t.Helper()
 	auditAddr, apiAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "--config="+cfgFile, "--cluster="+testCluster, "--data-dir=",
@@ -315,14 +344,6 @@ func startReplica(t *testing.T, bin, cfgFile, name string) *replica {
 		_ = cmd.Process.Kill()
 		<-r.exited
 	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(r.apiURL + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 100*time.Millisecond, "replica %s does not come up", name)
 	return r
 }
 
