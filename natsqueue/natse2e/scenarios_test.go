@@ -3,10 +3,13 @@
 package natse2e
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/audit"
 )
 
 // setup starts the 3-node cluster, Jaeger and n replicas, and returns the expected diffs of
@@ -55,7 +58,28 @@ func TestReplicaKill9Takeover(t *testing.T) {
 	t.Logf("posted the rest after the kill in %s", time.Since(start))
 	waitIdle(t, nodes, rs[1:]...)
 	t.Logf("stream drained %s after the kill", time.Since(start))
-	check(t, want, readSettled(t, j, want))
+	got := readSettled(t, j, want)
+	// Where the lost events come from: before the kill (handled, maybe by the killed replica)
+	// or after it.
+	lostBefore, lostAfter := 0, 0
+	for i, b := range batches {
+		evs, err := audit.DecodeEventList(bytes.Clone(b))
+		require.NoError(t, err)
+		for _, ev := range evs {
+			if _, ok := want[ev.AuditID]; !ok {
+				continue
+			}
+			if _, ok := got.diffs[ev.AuditID]; !ok {
+				if i < third {
+					lostBefore++
+				} else {
+					lostAfter++
+				}
+			}
+		}
+	}
+	t.Logf("missing events posted before the kill: %d, after: %d", lostBefore, lostAfter)
+	check(t, want, got)
 }
 
 // TestRestartEverything stops the replicas while messages are still queued, restarts the three
