@@ -29,6 +29,9 @@ type CriticalStep struct {
 	// Time is when the request arrived, End when it completed.
 	Time time.Time `json:"time"`
 	End  time.Time `json:"end"`
+	// TimeMicros is Time in Unix microseconds: the event's timestamp in the Jaeger API (the
+	// folded log's, or the event span's start), to find the step in a drawn trace.
+	TimeMicros int64 `json:"timeMicros"`
 	// Object is what was written.
 	Object SummaryObject `json:"object"`
 	// User is the user that acted; Controller its short name (ControllerName).
@@ -235,7 +238,8 @@ func (c *causal) cause(s *causalEvent) (*causalEvent, string) {
 
 func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) CriticalStep {
 	return CriticalStep{
-		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.sp.End.UTC(), Object: summaryObject(ev.key),
+		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.sp.End.UTC(), TimeMicros: ev.sp.Start.UnixMicro(),
+		Object: summaryObject(ev.key),
 		User: ev.user, Controller: ev.controller, Verb: ev.verb, Subresource: ev.sub, Fields: ev.fields, Title: ev.sp.Name,
 		Rule: rule, WaitSeconds: seconds(wait), ActSeconds: seconds(ev.sp.End.Sub(ev.sp.Start)),
 	}
