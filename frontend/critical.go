@@ -240,7 +240,7 @@ func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) Critical
 	return CriticalStep{
 		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.sp.End.UTC(), TimeMicros: ev.sp.Start.UnixMicro(),
 		Object: summaryObject(ev.key),
-		User: ev.user, Controller: ev.controller, Verb: ev.verb, Subresource: ev.sub, Fields: ev.fields, Title: ev.sp.Name,
+		User:   ev.user, Controller: ev.controller, Verb: ev.verb, Subresource: ev.sub, Fields: ev.fields, Title: ev.sp.Name,
 		Rule: rule, WaitSeconds: seconds(wait), ActSeconds: seconds(ev.sp.End.Sub(ev.sp.Start)),
 	}
 }
