@@ -120,16 +120,21 @@ type causal struct {
 	rules  []CausalRule
 	events []*causalEvent
 	byObj  map[aggregator.ObjectKey][]*causalEvent
+	// byParent holds, per object, the events of its children in one list, in order.
+	byParent map[aggregator.ObjectKey][]*causalEvent
 	// parents and children are the relations of the graph (tree edges and references).
 	parents, children map[aggregator.ObjectKey][]aggregator.ObjectKey
 	truncated         string
 }
 
 func newCausal(g *Graph, rules []CausalRule) *causal {
-	c := &causal{rules: rules, byObj: map[aggregator.ObjectKey][]*causalEvent{},
+	c := &causal{rules: rules, byObj: map[aggregator.ObjectKey][]*causalEvent{}, byParent: map[aggregator.ObjectKey][]*causalEvent{},
 		parents: map[aggregator.ObjectKey][]aggregator.ObjectKey{}, children: map[aggregator.ObjectKey][]aggregator.ObjectKey{}}
+	seen := map[[2]aggregator.ObjectKey]bool{}
 	addEdge := func(e Edge) {
-		if !slices.Contains(c.children[e.Parent], e.Child) {
+		pair := [2]aggregator.ObjectKey{e.Parent, e.Child}
+		if !seen[pair] {
+			seen[pair] = true
 			c.children[e.Parent] = append(c.children[e.Parent], e.Child)
 			c.parents[e.Child] = append(c.parents[e.Child], e.Parent)
 		}
@@ -174,31 +179,36 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 	for i, ev := range c.events {
 		ev.idx = i
 		c.byObj[ev.key] = append(c.byObj[ev.key], ev)
+		for _, p := range c.parents[ev.key] {
+			c.byParent[p] = append(c.byParent[p], ev)
+		}
 	}
 	return c
 }
 
-// related lists the objects in relation rel to k.
-func (c *causal) related(k aggregator.ObjectKey, rel Relation) []aggregator.ObjectKey {
-	switch rel {
-	case RelSelf:
-		return []aggregator.ObjectKey{k}
-	case RelParent:
-		return c.parents[k]
-	case RelChild:
-		return c.children[k]
-	default:
-		out := []aggregator.ObjectKey{k}
-		out = append(out, c.parents[k]...)
-		return append(out, c.children[k]...)
+// related lists the event lists (each in order) of the objects in relation rel to k: the
+// children's events come in one list.
+func (c *causal) related(k aggregator.ObjectKey, rel Relation) [][]*causalEvent {
+	var out [][]*causalEvent
+	if rel == RelSelf || rel == RelLinked {
+		out = append(out, c.byObj[k])
 	}
+	if rel == RelParent || rel == RelLinked {
+		for _, p := range c.parents[k] {
+			out = append(out, c.byObj[p])
+		}
+	}
+	if rel == RelChild || rel == RelLinked {
+		out = append(out, c.byParent[k])
+	}
+	return out
 }
 
-// latest returns the latest event before index idx of an object in objs that ok accepts.
-func (c *causal) latest(objs []aggregator.ObjectKey, idx int, ok func(*causalEvent) bool) *causalEvent {
+// latest returns the latest event before index idx in lists that ok accepts, looking at most
+// maxCauseScan events back in each list.
+func (c *causal) latest(lists [][]*causalEvent, idx int, ok func(*causalEvent) bool) *causalEvent {
 	var best *causalEvent
-	for _, k := range objs {
-		evs := c.byObj[k]
+	for _, evs := range lists {
 		i := sort.Search(len(evs), func(i int) bool { return evs[i].idx >= idx })
 		for n := 0; i > 0 && n < maxCauseScan; n++ {
 			i--
