@@ -69,4 +69,14 @@ func TestBrowserCriticalPath(t *testing.T) {
 	// A step of the list opens its event in the detail panel.
 	p.eval(`(() => { const a = [...document.querySelectorAll('.critical-steps li')].find(li => li.innerText.includes('kube-scheduler')).querySelector('a'); a.click(); return true; })()`, new(bool))
 	p.waitText(`.event-detail .event-title`, "kube-scheduler create binding")
+
+	// In tree mode events are rows of their own: the path's are marked by span ID.
+	p.open(srv.URL + "/trace/" + id[:2] + "0" + id[3:])
+	p.waitJS("the critical path in tree mode", `kelemetryUI.criticalSteps() > 0 && document.querySelectorAll('.row.kind-event.on-path').length > 0`)
+	var eventRows []string
+	p.eval(`[...document.querySelectorAll('.row.kind-event.on-path .lbl')].map(e => e.innerText)`, &eventRows)
+	assert.NotEmpty(t, eventRows)
+	for _, r := range eventRows {
+		assert.NotContains(t, r, " get", "reads are not on the path")
+	}
 }
