@@ -47,13 +47,13 @@ func parsePath(p string) ([]pathSeg, error) {
 	var segs []pathSeg
 	i := 0
 	for i < len(p) {
-		switch c := p[i]; {
-		case c == '.':
+		switch p[i] {
+		case '.':
 			if i == 0 || i+1 >= len(p) || p[i+1] == '.' || p[i+1] == '[' {
 				return nil, fmt.Errorf("%w %q: stray dot at %d", errBadPath, p, i)
 			}
 			i++
-		case c == '[':
+		case '[':
 			seg, n, err := parseBracket(p[i:])
 			if err != nil {
 				return nil, fmt.Errorf("%w %q at %d: %w", errBadPath, p, i, err)
