@@ -52,6 +52,8 @@ func (a *NativeAPI) ShareLimits(e *Engine) *NativeAPI {
 //	GET /api/objects/diff?cluster=&group=&resource=&namespace=&name=&from=&to=   an ObjectDiff
 //	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/at?time=
 //	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/diff?from=&to=
+//	GET /api/objects/history?cluster=&group=&resource=&namespace=&name=&from=&to=   an ObjectHistory
+//	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/history?from=&to=
 //
 // In the path forms "-" stands for an empty segment (the core group, no namespace); times of
 // the object endpoints are RFC 3339 or Unix milliseconds.
@@ -62,6 +64,8 @@ func (a *NativeAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/objects/diff", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectDiff))
 	mux.HandleFunc("GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/at", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectAt))
 	mux.HandleFunc("GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/diff", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectDiff))
+	mux.HandleFunc("GET /api/objects/history", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectHistory))
+	mux.HandleFunc("GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/history", heavy(a.limiter, a.metrics, a.cfg.Timeout, a.objectHistory))
 }
 
 // readError answers a failed read: 503 when the store is unavailable or the request's time ran

@@ -108,6 +108,7 @@ type historyWrite struct {
 	at      time.Time
 	start   time.Time
 	span    string
+	name    string // the event's name ("alice update")
 	snap    *aggregator.Log // a usable snapshot
 	logs    []aggregator.Log
 	baseRV  string
@@ -236,7 +237,7 @@ func writeOf(sp *aggregator.Span) (historyWrite, bool) {
 	if sp.Kind != aggregator.KindEvent {
 		return historyWrite{}, false
 	}
-	w := historyWrite{start: sp.Start, span: sp.SpanID.String()}
+	w := historyWrite{start: sp.Start, span: sp.SpanID.String(), name: sp.Name}
 	for i := range sp.Logs {
 		l := &sp.Logs[i]
 		switch l.Type {
