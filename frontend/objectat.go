@@ -108,7 +108,7 @@ type historyWrite struct {
 	at      time.Time
 	start   time.Time
 	span    string
-	name    string // the event's name ("alice update")
+	name    string          // the event's name ("alice update")
 	snap    *aggregator.Log // a usable snapshot
 	logs    []aggregator.Log
 	baseRV  string
