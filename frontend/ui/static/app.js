@@ -432,7 +432,67 @@ async function showSearch(params, token) {
   fill(results,
     el('h2', { text: `${plural(list.length, 'result')} · ${fmtRange(range.start, range.end)}` }),
     truncationBanner(searchTruncation(body)),
-    list.map(r => resultCard(r, p)));
+    list.length > 1 ? mergeList(list, p) : list.map(r => resultCard(r, p)));
+}
+
+// ---------- ad-hoc merge ----------
+// Several results open as one trace on one time axis: its ID is the members' IDs, 32 hex digits
+// each, concatenated (the server's merge ID, so the URL is shareable and Jaeger UI takes it too).
+
+const MAX_MERGE = 20;
+
+function full32(id) { return str(id).padStart(32, '0'); }
+
+function isMergeID(id) { return id.length > 32 && id.length % 32 === 0 && id.length <= 32 * MAX_MERGE && /^[0-9a-fA-F]+$/.test(id); }
+
+function mergeMembers(id) {
+  const out = [];
+  for (let i = 0; i + 32 <= id.length; i += 32) out.push(id.slice(i, i + 32));
+  return out;
+}
+
+// mergeList draws the results with a check box each and a bar that opens the checked ones as
+// one merged view (in the list's order).
+function mergeList(list, p) {
+  const boxes = [];
+  const open = el('button', { class: 'merge-open primary', type: 'button', text: 'Open as one view', disabled: true });
+  const count = el('span', { class: 'merge-count', text: 'Check results to open them together on one time axis.' });
+  const picked = () => boxes.filter(b => b.checked).map(b => b.dataset.id);
+  const update = () => {
+    const n = picked().length;
+    open.disabled = n < 2 || n > MAX_MERGE;
+    count.textContent = n === 0 ? 'Check results to open them together on one time axis.'
+      : n > MAX_MERGE ? `${n} selected: at most ${MAX_MERGE} can be merged.`
+        : `${plural(n, 'result')} selected${n < 2 ? ': check at least one more' : ''}.`;
+  };
+  open.addEventListener('click', () => {
+    const ids = picked();
+    if (ids.length >= 2 && ids.length <= MAX_MERGE) navigate('/trace/' + ids.join(''));
+  });
+  const items = list.map(r => {
+    const box = el('input', { type: 'checkbox', class: 'pick', dataset: { id: full32(r.traceID) },
+      attrs: { 'aria-label': `Select ${objectLabel(r.root)} for a merged view` }, onchange: update });
+    boxes.push(box);
+    return el('div', { class: 'result-item' }, el('label', { class: 'pick-box', title: 'Select for a merged view' }, box), resultCard(r, p));
+  });
+  return [el('div', { class: 'merge-bar' }, count, open), items];
+}
+
+// mergeBar lists the members of a merged view: each opens alone, and with more than two each
+// can be left out.
+function mergeBar(v) {
+  const members = mergeMembers(v.id);
+  const root = v.model.roots[0];
+  const label = new Map();
+  for (const c of root ? root.children : []) {
+    const m = c.tags.get('kelemetry.merge.member');
+    if (m !== undefined && !label.has(full32(m))) label.set(full32(m), `${c.service} ${c.op}`.trim());
+  }
+  return el('div', { class: 'merge-members' }, el('span', { class: 'lead', text: 'Merged:' }),
+    members.map(m => el('span', { class: 'member' },
+      el('a', { href: `/trace/${m}`, dataset: { nav: '' }, text: label.get(m) || m, title: 'Open this trace alone' }),
+      members.length > 2 ? el('a', { href: `/trace/${members.filter(x => x !== m).join('')}`, dataset: { nav: '' }, class: 'drop',
+        text: '×', title: 'Leave this trace out', attrs: { 'aria-label': 'Leave this trace out' } }) : null)));
 }
 
 // ---------- truncation ----------
@@ -806,9 +866,10 @@ function idWithMode(id, display, link) {
 
 async function showTrace(id, params, token) {
   fill(app(), el('p', { class: 'note', text: 'Loading the trace…' }));
-  if (!/^[0-9a-fA-F]{1,32}$/.test(id)) {
+  if (!/^[0-9a-fA-F]{1,32}$/.test(id) && !isMergeID(id)) {
     fill(app(), el('div', { class: 'msg error', attrs: { role: 'alert' } }, el('h3', { text: 'Bad trace ID' }),
-      el('div', { text: `"${id}" is not a trace ID: it should be up to 32 hexadecimal digits, as the search results link them.` })));
+      el('div', { text: `"${id}" is not a trace ID: it should be up to 32 hexadecimal digits, as the search results link them, ` +
+        `or a merged view: 2 to ${MAX_MERGE} such IDs of 32 digits each, concatenated.` })));
     return;
   }
   let body;
@@ -841,7 +902,7 @@ function renderTrace(id, model, params) {
     : new Set((params.get('collapsed') || '').split(',').filter(Boolean));
   const v = {
     id, model, mode, collapsed, visible: [], selected: null, selectedLog: null,
-    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null, critical: null, criticalEl: null,
+    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null, critical: null, criticalEl: null, history: null,
   };
   view = v;
 
@@ -856,7 +917,8 @@ function renderTrace(id, model, params) {
     navigate(`/trace/${idWithMode(id, display, link)}${q.toString() ? '?' + q : ''}`);
   };
   const root = model.roots[0];
-  const title = root ? `${root.service} ${root.op}`.trim() : model.traceID;
+  const merged = isMergeID(id);
+  const title = merged ? `Merged view of ${plural(mergeMembers(id).length, 'trace')}` : root ? `${root.service} ${root.op}`.trim() : model.traceID;
   const facts = `${plural(model.objects, 'object')} · ${plural(model.events, 'event')}` +
     (model.omitted ? ` · ${model.omitted} omitted` : '') + ` · ${fmtDur(model.duration)}`;
   const bar = el('div', { class: 'tracebar' },
@@ -878,10 +940,11 @@ function renderTrace(id, model, params) {
   v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
   v.detail = el('aside', { class: 'detail' });
   v.detail.hidden = true;
-  v.criticalEl = el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
-  fill(app(), bar, truncationBanner(model.warnings.filter(isTruncation)), warnings, v.criticalEl,
+  // A merged view has no critical path of its own: its members are unrelated.
+  v.criticalEl = merged ? null : el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
+  fill(app(), bar, merged ? mergeBar(v) : null, truncationBanner(model.warnings.filter(isTruncation)), warnings, v.criticalEl,
     el('div', { class: 'tracebody' }, el('div', { class: 'gantt' }, axis, v.rowsEl), v.detail));
-  loadCritical(v);
+  if (!merged) loadCritical(v);
 
   const onScroll = () => schedule(v);
   v.rowsEl.addEventListener('scroll', onScroll, { passive: true });
@@ -1291,6 +1354,7 @@ function nodeDetail(v, n) {
   for (const w of n.span.warnings || []) parts.push(el('div', { class: 'box message', text: w }));
   const link = n.kind === 'object' || n.kind === 'reference' ? redirectURL(n, v) : null;
   if (link) parts.push(el('p', {}, el('a', { href: link, class: 'own-trace', text: 'Open this object\'s own trace' })));
+  if (n.kind === 'object' && k.resource && k.name) parts.push(historyPanel(v, k));
   const rel = n.children.filter(c => c.kind === 'object');
   if (n.parent && objectNodeOf(n.parent)) rel.unshift(objectNodeOf(n.parent));
   // Events: folded logs, or event child spans.
@@ -1319,11 +1383,142 @@ function nodeDetail(v, n) {
   return el('div', { class: 'node-detail' }, parts);
 }
 
+// ---------- the object at any moment ----------
+// The object panel's time slider: its positions are the object's stored writes in the trace's
+// range (GET /api/objects/history); each shows the object reconstructed just after that write
+// (GET /api/objects/at) and its changes since a second moment (GET /api/objects/diff).
+
+// isoMicros writes Unix microseconds as RFC 3339 with microseconds.
+function isoMicros(us) {
+  const t = Math.floor(us);
+  return new Date(Math.floor(t / 1000)).toISOString().replace(/Z$/, pad(((t % 1000) + 1000) % 1000, 3) + 'Z');
+}
+
+function objectQuery(k) {
+  const q = new URLSearchParams();
+  for (const f of ['cluster', 'group', 'resource', 'namespace', 'name']) q.set(f, k[f]);
+  return q;
+}
+
+// historyPanel is a folded section of the object panel; it loads when opened.
+function historyPanel(v, k) {
+  const body = el('div', { class: 'history-body' });
+  const d = el('details', { class: 'history' }, el('summary', { text: 'Object at any moment' }), body);
+  let loaded = false;
+  d.addEventListener('toggle', () => {
+    if (!d.open || loaded) return;
+    loaded = true;
+    loadHistory(v, k, body);
+  });
+  return d;
+}
+
+async function loadHistory(v, k, box) {
+  fill(box, el('p', { class: 'note-inline', text: 'Loading the stored history…' }));
+  const q = objectQuery(k);
+  q.set('from', isoMicros(v.model.t0));
+  q.set('to', isoMicros(v.model.t1 + 1));
+  let h;
+  try {
+    const resp = await apiGet('/api/objects/history?' + q);
+    h = resp && resp.data && typeof resp.data === 'object' ? resp.data : {};
+  } catch (e) {
+    if (view !== v) return;
+    fill(box, errorBox('Loading the history failed', e));
+    return;
+  }
+  if (view !== v || !box.isConnected) return;
+  const moments = Array.isArray(h.moments) ? h.moments.filter(m => m && typeof m.time === 'string') : [];
+  if (!moments.length) {
+    fill(box, el('div', { class: 'note-inline', text: 'No writes of this object are stored in the trace\'s range.' }));
+    return;
+  }
+  const label = (m, i) => `${i + 1}. ${fmtTime(Date.parse(m.time) * 1000)} ${str(m.event)}`;
+  const slider = el('input', { type: 'range', class: 'history-slider', min: 0, max: moments.length - 1, step: 1, value: moments.length - 1,
+    attrs: { 'aria-label': 'Moment of the object\'s history' } });
+  const from = el('select', { class: 'history-from', attrs: { 'aria-label': 'Compare with the moment' } },
+    moments.map((m, i) => el('option', { value: String(i), text: label(m, i), selected: i === 0 })));
+  const moment = el('div', { class: 'history-moment' });
+  const out = el('div', { class: 'history-state' });
+  const diffBox = el('div', { class: 'history-diff' });
+  const st = { seq: 0, timer: 0, shown: -1 };
+  v.history = st;
+  const show = async () => {
+    const seq = ++st.seq;
+    const i = Number(slider.value), j = Number(from.value);
+    const m = moments[i];
+    fill(moment, el('strong', { text: `Moment ${i + 1} of ${moments.length}` }), ` · ${fmtTime(Date.parse(m.time) * 1000)} UTC · `,
+      el('span', { class: 'event', text: str(m.event) }),
+      m.snapshot ? el('span', { class: 'badge', text: 'snapshot' }) : m.changes ? el('span', { class: 'badge', text: plural(m.changes, 'change') }) : null,
+      m.gap ? el('span', { class: 'badge warn', text: 'history incomplete' }) : null);
+    const at = objectQuery(k);
+    at.set('time', m.time);
+    const a = moments[Math.min(i, j)], b = moments[Math.max(i, j)];
+    const dq = objectQuery(k);
+    dq.set('from', a.time);
+    dq.set('to', b.time);
+    let state, changes;
+    try {
+      [state, changes] = await Promise.all([apiGet('/api/objects/at?' + at), i === j ? null : apiGet('/api/objects/diff?' + dq)]);
+    } catch (e) {
+      if (seq !== st.seq || view !== v) return;
+      fill(out, errorBox('Reconstructing the object failed', e));
+      fill(diffBox);
+      st.shown = i;
+      return;
+    }
+    if (seq !== st.seq || view !== v) return;
+    const o = state && state.data ? state.data : {};
+    const src = o.source || {};
+    const gaps = Array.isArray(o.gaps) ? o.gaps : [];
+    const untracked = Array.isArray(o.untracked) ? o.untracked : [];
+    fill(out,
+      el('div', { class: 'history-source note-inline', text: `From the ${str(src.snapshotKind) || 'stored'} snapshot of ${fmtTime(Date.parse(src.snapshotTime) * 1000)} UTC` +
+        ` and ${plural(Number(src.writesApplied) || 0, 'write')} after it` + (src.resourceVersion ? ` · resourceVersion ${src.resourceVersion}` : '') }),
+      gaps.length ? el('div', { class: 'history-gaps' }, gaps.map(g => el('div', { class: 'box message',
+        text: `${fmtTime(Date.parse(g.from) * 1000)} – ${fmtTime(Date.parse(g.to) * 1000)}: ${g.path ? g.path + ': ' : ''}${str(g.message)}` }))) : null,
+      untracked.length ? el('div', { class: 'note-inline', text: `Not followed by the stored history: ${untracked.join(', ')}` }) : null,
+      jsonTree(JSON.stringify(o.body === undefined ? null : o.body)));
+    const cs = changes && changes.data && Array.isArray(changes.data.changes) ? changes.data.changes : [];
+    fill(diffBox,
+      el('h3', { text: i === j ? 'Changes' : `Changes from moment ${Math.min(i, j) + 1} to ${Math.max(i, j) + 1}` }),
+      i === j ? el('div', { class: 'note-inline', text: 'Pick another moment to compare with.' })
+        : cs.length ? changeTable(cs) : el('div', { class: 'note-inline', text: 'No field changes between these moments.' }));
+    st.shown = i;
+  };
+  const later = () => { clearTimeout(st.timer); st.timer = setTimeout(show, 120); };
+  slider.addEventListener('input', later);
+  from.addEventListener('change', later);
+  fill(box,
+    el('div', { class: 'history-controls' }, el('span', { class: 'edge', text: fmtTime(Date.parse(moments[0].time) * 1000) }), slider,
+      el('span', { class: 'edge', text: fmtTime(Date.parse(moments[moments.length - 1].time) * 1000) })),
+    moment,
+    el('label', { class: 'history-compare' }, 'Compare with ', from),
+    h.truncated ? el('div', { class: 'msg truncated', text: str(h.truncated) }) : null,
+    diffBox, el('h3', { text: 'The object' }), out);
+  show();
+}
+
+// changeTable draws the changes of GET /api/objects/diff like an event's diff.
+function changeTable(changes) {
+  const val = raw => raw === undefined ? '<none>' : JSON.stringify(raw);
+  return el('table', { class: 'diff mono' }, el('tbody', {}, changes.map(c => {
+    const o = val(c.old), n = val(c.new);
+    return el('tr', { class: 'diff-line' + (c.redacted ? ' redacted' : '') },
+      el('td', { class: 'path', text: str(c.path) }),
+      el('td', { class: 'old' + (o === '<none>' ? ' none' : ''), text: o }),
+      el('td', { class: 'arrow', text: '→' }),
+      el('td', { class: 'new' + (n === '<none>' ? ' none' : ''), text: n }));
+  })));
+}
+
 // Test hooks: the browser tests read these; they change nothing.
 window.kelemetryUI = {
   rowCount: () => (view ? view.visible.length : 0),
   renderedRows: () => document.querySelectorAll('.row').length,
   criticalSteps: () => (view && view.critical ? view.critical.steps.length : -1),
+  // historyShown is the slider position whose object is shown (-1 before the first answer).
+  historyShown: () => (view && view.history ? view.history.shown : -1),
   splitDiff, parseResource, parseTimeInput: s => { const d = parseTimeInput(s); return d ? d.toISOString() : null; },
 };
 
