@@ -23,7 +23,7 @@ import (
 // A merge ID is its member IDs, each written as 32 hex digits, concatenated in order: 2 to
 // MaxMergeMembers members, so 64 to 640 hex digits. A member is any ID GET /api/traces/{id}
 // answers: a display ID (in the mode it names) or a stored trace ID. The merged trace has a
-// synthetic root span ("merged: N traces") spanning every member, with each member's root
+// synthetic root span ("merged: N traces", kelemetry.span.kind=merge) spanning every member, with each member's root
 // under it, tagged kelemetry.merge.member with the member's ID; span IDs that two members share
 // (an object in both) are renamed in the later member, and the warnings of each member are kept
 // with the member's ID in front.
@@ -46,7 +46,8 @@ func MergeID(ids []trace.TraceID) string {
 // ParseMergeID reads a merge ID: 2 to MaxMergeMembers member IDs of 32 hex digits each.
 func ParseMergeID(s string) ([]trace.TraceID, error) {
 	if len(s) <= 32 || len(s)%32 != 0 {
-		return nil, fmt.Errorf("%w: merge ID of %d hex digits: want a multiple of 32, at least 64", ErrBadMerge, len(s))
+		return nil, fmt.Errorf("%w: an ID of %d hex digits: a trace ID has at most 32 hex digits, a merge ID a multiple of 32, at least 64",
+			ErrBadMerge, len(s))
 	}
 	if n := len(s) / 32; n > MaxMergeMembers {
 		return nil, fmt.Errorf("%w: %d members, at most %d", ErrBadMerge, n, MaxMergeMembers)
@@ -95,7 +96,7 @@ func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *rend
 	out.Processes["merge"] = JaegerProcess{ServiceName: "merge", Tags: []JaegerKeyValue{}}
 	root := JaegerSpan{TraceID: mid, SpanID: rootID, OperationName: fmt.Sprintf("merged: %d traces", len(ids)),
 		References: []JaegerReference{}, Logs: []JaegerLog{}, ProcessID: "merge",
-		Tags: []JaegerKeyValue{str("kelemetry.merge.id", mid)}}
+		Tags: []JaegerKeyValue{str("kelemetry.span.kind", "merge"), str("kelemetry.merge.id", mid)}}
 	out.Spans = append(out.Spans, root)
 	used := map[string]bool{rootID: true}
 	var start, end int64

@@ -74,6 +74,7 @@ func TestMergeUnrelated(t *testing.T) {
 	require.Len(t, roots, 1)
 	root := roots[0]
 	assert.Equal(t, "merged: 2 traces", root.OperationName)
+	assert.Contains(t, root.Tags, frontend.JaegerKeyValue{Key: "kelemetry.span.kind", Type: "string", Value: "merge"})
 	members := map[string]bool{}
 	for _, s := range m.Spans {
 		for _, r := range s.References {

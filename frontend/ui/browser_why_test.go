@@ -116,6 +116,11 @@ func TestBrowserObjectSlider(t *testing.T) {
 	assert.Equal(t, want, shown)
 	assert.Contains(t, p.text(`.history-diff h3`), fmt.Sprintf("from moment 1 to %d", mid+1))
 	assert.Contains(t, p.text(`.history-source`), "resourceVersion "+rvAt(mid))
+	// The chart marks the moment.
+	var line struct{ X, Lo, Hi float64 }
+	p.eval(`(() => { const l = document.querySelector('.gantt .moment-line').getBoundingClientRect(), tl = document.querySelector('.axis .tl').getBoundingClientRect();
+		return { X: l.left, Lo: tl.left, Hi: tl.right }; })()`, &line)
+	assert.True(t, line.X > line.Lo && line.X < line.Hi, "the moment's line lies on the time axis: %+v", line)
 	p.screenshot("ui-slider.png", true)
 }
 
@@ -156,6 +161,7 @@ func TestBrowserMergeUnrelated(t *testing.T) {
 		assert.Contains(t, rows, "kwok-node-1")
 		assert.Contains(t, rows, "demo-7fb4c846ff-b7qjt")
 		assert.Contains(t, p.text(`.trace-title`), "Merged view of 2 traces")
+		assert.Contains(t, p.text(`.tracebar .facts`), "2 objects", "the merge's root is no object")
 		assert.Equal(t, 2, p.evalInt(`document.querySelectorAll('.merge-members .member').length`))
 		// One axis: the merged root's bar spans the whole chart, and each member's bar lies on it.
 		var bars []float64
@@ -196,4 +202,3 @@ func (p *page) evalBool(expr string) bool {
 	p.eval(expr, &b)
 	return b
 }
-

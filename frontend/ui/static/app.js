@@ -902,7 +902,7 @@ function renderTrace(id, model, params) {
     : new Set((params.get('collapsed') || '').split(',').filter(Boolean));
   const v = {
     id, model, mode, collapsed, visible: [], selected: null, selectedLog: null,
-    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null, critical: null, criticalEl: null, history: null,
+    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null, critical: null, criticalEl: null, history: null, gantt: null,
   };
   view = v;
 
@@ -940,10 +940,11 @@ function renderTrace(id, model, params) {
   v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
   v.detail = el('aside', { class: 'detail' });
   v.detail.hidden = true;
+  v.gantt = el('div', { class: 'gantt' }, axis, v.rowsEl);
   // A merged view has no critical path of its own: its members are unrelated.
   v.criticalEl = merged ? null : el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
   fill(app(), bar, merged ? mergeBar(v) : null, truncationBanner(model.warnings.filter(isTruncation)), warnings, v.criticalEl,
-    el('div', { class: 'tracebody' }, el('div', { class: 'gantt' }, axis, v.rowsEl), v.detail));
+    el('div', { class: 'tracebody' }, v.gantt, v.detail));
   if (!merged) loadCritical(v);
 
   const onScroll = () => schedule(v);
@@ -1293,6 +1294,7 @@ function redirectURL(n, v) {
 function renderDetail(v) {
   const n = v.selected;
   const d = v.detail;
+  momentLine(v, null);
   if (!n) { d.hidden = true; fill(d); return; }
   d.hidden = false;
   const close = el('button', { class: 'close', text: 'Close', onclick: () => { v.selected = null; v.selectedLog = null; updateURL(v); renderDetail(v); draw(v); } });
@@ -1485,6 +1487,7 @@ async function loadHistory(v, k, box) {
       i === j ? el('div', { class: 'note-inline', text: 'Pick another moment to compare with.' })
         : cs.length ? changeTable(cs) : el('div', { class: 'note-inline', text: 'No field changes between these moments.' }));
     st.shown = i;
+    momentLine(v, m);
   };
   const later = () => { clearTimeout(st.timer); st.timer = setTimeout(show, 120); };
   slider.addEventListener('input', later);
@@ -1497,6 +1500,17 @@ async function loadHistory(v, k, box) {
     h.truncated ? el('div', { class: 'msg truncated', text: str(h.truncated) }) : null,
     diffBox, el('h3', { text: 'The object' }), out);
   show();
+}
+
+// momentLine marks the slider's moment on the chart with a vertical line (none: m null).
+function momentLine(v, m) {
+  let line = v.gantt ? v.gantt.querySelector('.moment-line') : null;
+  const t = m ? Date.parse(m.time) * 1000 : NaN;
+  if (!isFinite(t)) { if (line) line.remove(); return; }
+  if (!line) v.gantt.append(line = el('div', { class: 'moment-line', attrs: { 'aria-hidden': 'true' } }));
+  const f = Math.min(Math.max((t - v.model.t0) / (v.model.t1 - v.model.t0), 0), 1);
+  line.style.left = `calc(var(--label) + (100% - var(--label)) * ${f.toFixed(5)})`;
+  line.title = `${fmtTime(t)} UTC: the moment the object panel shows`;
 }
 
 // changeTable draws the changes of GET /api/objects/diff like an event's diff.
