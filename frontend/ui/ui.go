@@ -4,8 +4,11 @@
 // The pages are a search form with a result list (/, /search) and a trace page (/trace/{id})
 // that draws a result as a collapsible, virtualised timeline of its object tree with event
 // markers, event details (diff, snapshot, errors) and in-place display and link mode switches.
-// The UI reads GET /api/traces/{id} (frontend.JaegerAPI) and GET /api/ui/search and
-// /api/ui/suggestions (frontend.UIAPI); the Jaeger API's GET /redirect lands on /trace/{id}.
+// The UI reads GET /api/traces/{id} (frontend.JaegerAPI; an ad-hoc merge of checked search
+// results is /trace/{mergeID}), GET /api/ui/search, /api/ui/suggestions and
+// /api/critical-path/{id} (frontend.UIAPI), and the object panel's time slider GET
+// /api/objects/history, /at and /diff (frontend.NativeAPI); the Jaeger API's GET /redirect lands
+// on /trace/{id}.
 package ui
 
 import (
