@@ -1446,6 +1446,7 @@ async function loadHistory(v, k, box) {
   const st = { seq: 0, timer: 0, shown: -1 };
   v.history = st;
   const show = async () => {
+    if (view !== v || !box.isConnected) return; // the panel was closed or the page left
     const seq = ++st.seq;
     const i = Number(slider.value), j = Number(from.value);
     const m = moments[i];
