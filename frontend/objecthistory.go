@@ -38,8 +38,9 @@ type HistoryMoment struct {
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
-// ObjectHistory is the answer of GET /api/objects/history: an object's writes in [From, To],
-// oldest first.
+// ObjectHistory is the answer of GET /api/objects/history: an object's writes whose request
+// overlaps [From, To] (received at or before To, stored at or after From), oldest first. A view
+// that knows an event by its start (the UI's folded events) so finds the write it drew.
 type ObjectHistory struct {
 	Object  aggregator.ObjectKey `json:"object"`
 	From    time.Time            `json:"from"`
@@ -49,7 +50,8 @@ type ObjectHistory struct {
 	Truncated string `json:"truncated,omitempty"`
 }
 
-// ObjectHistoryBetween lists the stored writes of key in [from, to] (zero times: unbounded),
+// ObjectHistoryBetween lists the stored writes of key whose request overlaps [from, to] (zero
+// times: unbounded),
 // reading its windows oldest first within Config.MaxSpans. It returns an error wrapping
 // ErrNoObject when nothing of the object is stored in the range.
 func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, from, to time.Time) (ObjectHistory, error) {
@@ -79,7 +81,14 @@ func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key a
 			spans += len(tr)
 			for _, sp := range tr {
 				w, ok := writeOf(sp)
-				if !ok || (!from.IsZero() && w.at.Before(from)) || (!to.IsZero() && w.at.After(to)) {
+				if !ok {
+					continue
+				}
+				received := w.at
+				if !w.start.IsZero() && w.start.Before(received) {
+					received = w.start
+				}
+				if (!from.IsZero() && w.at.Before(from)) || (!to.IsZero() && received.After(to)) {
 					continue
 				}
 				writes = append(writes, w)

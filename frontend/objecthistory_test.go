@@ -63,6 +63,17 @@ func TestObjectHistorySecret(t *testing.T) {
 	q := url.Values{"from": {v.Get("from")}, "to": {v.Get("to")}}
 	require.Equal(t, http.StatusOK, getJSON(t, srv.URL+"/api/objects/test/-/secrets/default/creds/history?"+q.Encode(), &byPath))
 	assert.Equal(t, bounded, byPath)
+
+	// A write counts when its request overlaps the range: the update received at +5s-1ms and
+	// stored at +5s is in a range that ends in between.
+	v.Set("to", secretT0.Add(5*time.Second-time.Millisecond/2).Format(time.RFC3339Nano))
+	var overlap objectHistory
+	require.Equal(t, http.StatusOK, getJSON(t, srv.URL+"/api/objects/history?"+v.Encode(), &overlap))
+	require.Len(t, overlap.Data.Moments, 1)
+	assert.True(t, overlap.Data.Moments[0].Time.Equal(m[1].Time))
+	v.Set("to", secretT0.Add(5*time.Second-2*time.Millisecond).Format(time.RFC3339Nano))
+	require.Equal(t, http.StatusOK, getJSON(t, srv.URL+"/api/objects/history?"+v.Encode(), &overlap))
+	assert.Empty(t, overlap.Data.Moments, "received after the range's end")
 }
 
 // TestObjectHistoryRollout: the Deployment's moments are in time order, and at each one that

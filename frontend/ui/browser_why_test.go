@@ -1,15 +1,24 @@
 package ui_test
 
 import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/store"
 )
 
 // moment is one entry of GET /api/objects/history.
@@ -201,4 +210,69 @@ func (p *page) evalBool(expr string) bool {
 	var b bool
 	p.eval(expr, &b)
 	return b
+}
+
+// TestBrowserSliderRedacted steps the slider over a Secret's writes: its data shows as
+// redaction markers at every moment and in the diff, never as the plain or base64 values.
+func TestBrowserSliderRedacted(t *testing.T) {
+	browser := newBrowser(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	secrets := []string{"hunter2", "hunter3", "tok-1"}
+	var lines []string
+	for i, data := range []map[string]string{{"password": secrets[0]}, {"password": secrets[1], "token": secrets[2]}} {
+		enc := map[string]string{}
+		for k, v := range data {
+			enc[k] = base64.StdEncoding.EncodeToString([]byte(v))
+		}
+		body, err := json.Marshal(map[string]any{"kind": "Secret", "apiVersion": "v1", "type": "Opaque", "data": enc,
+			"metadata": map[string]any{"name": "creds", "namespace": "default", "uid": "u-1", "resourceVersion": fmt.Sprint(10 + i)}})
+		require.NoError(t, err)
+		verb, code := "create", 201
+		if i > 0 {
+			verb, code = "update", 200
+		}
+		at := t0.Add(time.Duration(i) * 5 * time.Second)
+		lines = append(lines, fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","auditID":"s%d","stage":"ResponseComplete",`+
+			`"requestURI":"/api/v1/namespaces/default/secrets/creds","verb":%q,"user":{"username":"alice"},"sourceIPs":["127.0.0.1"],`+
+			`"objectRef":{"resource":"secrets","namespace":"default","name":"creds","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":%d},`+
+			`"requestObject":%s,"responseObject":%s,"requestReceivedTimestamp":%q,"stageTimestamp":%q}`,
+			i, verb, code, body, body, at.Add(-time.Millisecond).Format(time.RFC3339Nano), at.Format(time.RFC3339Nano)))
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	st := store.NewMemory(store.MemoryConfig{}, 0)
+	require.NoError(t, audittest.ReplayFile(ctx, audittest.Config{Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}}}, path))
+	srv := serve(t, st, frontend.EngineConfig{})
+	sum := searchOne(t, srv.URL, "tracing", map[string]string{"resource": "secrets", "name": "creds"}, t0.Add(-time.Hour), t0.Add(time.Hour))
+
+	p := newPage(t, browser)
+	p.open(srv.URL + "/trace/" + sum.TraceID)
+	p.waitJS("the Secret's row", `[...document.querySelectorAll('.row .lbl')].some(e => e.innerText.includes('creds'))`)
+	p.clickRow("creds", ".op")
+	p.click(`details.history summary`)
+	p.waitJS("the Secret at its last write", `kelemetryUI.historyShown() === 1`)
+	noSecret := func(what string) {
+		t.Helper()
+		// Every shown node of the JSON tree, folded or not, and the diff.
+		shown := p.text(`.history-state`) + p.text(`.history-diff`) + p.text(`.history-moment`)
+		var html string
+		p.eval(`document.querySelector('.detail').innerHTML`, &html)
+		for _, s := range secrets {
+			for _, v := range []string{s, base64.StdEncoding.EncodeToString([]byte(s))} {
+				assert.NotContains(t, shown, v, what)
+				assert.NotContains(t, html, v, what)
+			}
+		}
+		assert.Contains(t, shown, "<redacted", what)
+	}
+	noSecret("the last write")
+	p.setSlider(0)
+	noSecret("the creation")
+	p.eval(`(() => { const s = document.querySelector('.history-from'); s.value = '1'; s.dispatchEvent(new Event('change')); return true; })()`, new(bool))
+	p.waitText(`.history-diff h3`, "from moment 1 to 2")
+	var paths []string
+	p.eval(`[...document.querySelectorAll('.history-diff td.path')].map(e => e.innerText)`, &paths)
+	assert.ElementsMatch(t, []string{"data.password", "data.token"}, paths)
+	noSecret("the diff")
 }
