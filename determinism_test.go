@@ -68,7 +68,15 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	require.NoError(t, q.Stop(ctx))
 	require.NoError(t, engine.Stop(ctx))
 
-	// What the memory store holds, trace by trace (the recording sink names the traces).
+	out := storedSpans(ctx, t, sink, mem)
+	require.Len(t, out, len(sink.Spans()), "the store holds every distinct span")
+	return out
+}
+
+// storedSpans is what the memory store holds, trace by trace (the recording sink names the
+// traces): each span's JSON by trace and span ID.
+func storedSpans(ctx context.Context, t *testing.T, sink *aggregatortest.RecordingSink, mem *store.Memory) map[string]string {
+	t.Helper()
 	out := map[string]string{}
 	traces := map[trace.TraceID]bool{}
 	for _, sp := range sink.Spans() {
@@ -83,7 +91,6 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 			out[sp.TraceID.String()+"/"+sp.SpanID.String()] = string(b)
 		}
 	}
-	require.Len(t, out, len(sink.Spans()), "the store holds every distinct span")
 	return out
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
@@ -122,21 +121,7 @@ func replayEvents(t *testing.T, batches [][]*audit.Event, natsURL string) map[st
 	require.NoError(t, q.Stop(ctx))
 	require.NoError(t, engine.Stop(ctx))
 
-	out := map[string]string{}
-	traces := map[trace.TraceID]bool{}
-	for _, sp := range sink.Spans() {
-		traces[sp.TraceID] = true
-	}
-	for tid := range traces {
-		spans, err := mem.GetTrace(ctx, tid)
-		require.NoError(t, err)
-		for _, sp := range spans {
-			b, err := json.Marshal(sp)
-			require.NoError(t, err)
-			out[sp.TraceID.String()+"/"+sp.SpanID.String()] = string(b)
-		}
-	}
-	return out
+	return storedSpans(ctx, t, sink, mem)
 }
 
 // TestNATSQueueRolloutSameSpans: the recorded rollout gives the same stored spans (IDs and

@@ -2,11 +2,8 @@ package remotelinker
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -14,33 +11,20 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // natsServer starts an embedded nats-server on a loopback port and returns its URL.
 func natsServer(t testing.TB) string {
 	t.Helper()
-	return natsServerWith(t, func(*server.Options) {})
+	return natstest.Start(t, nil).URL()
 }
 
 // natsServerWith is natsServer with options changed by edit.
 func natsServerWith(t testing.TB, edit func(*server.Options)) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	opts := &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true}
-	edit(opts)
-	s, err := server.NewServer(opts)
-	require.NoError(t, err)
-	go s.Start()
-	require.True(t, s.ReadyForConnections(10*time.Second))
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return fmt.Sprintf("nats://127.0.0.1:%d", port)
+	return natstest.Start(t, edit).URL()
 }
 
 func connect(t testing.TB, url string) *nats.Conn {

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 func freeAddr(t *testing.T) string {
@@ -158,18 +158,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Skip("builds two binaries")
 	}
 	// NATS.
-	natsAddr := freeAddr(t)
-	host, portStr, _ := net.SplitHostPort(natsAddr)
-	port, _ := strconv.Atoi(portStr)
-	ns, err := server.NewServer(&server.Options{Host: host, Port: port, NoLog: true, NoSigs: true})
-	require.NoError(t, err)
-	go ns.Start()
-	require.True(t, ns.ReadyForConnections(10*time.Second))
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	natsURL := "nats://" + natsAddr
+	natsURL := natstest.Start(t, nil).URL()
 
 	// Both binaries.
 	dir := t.TempDir()
