@@ -296,6 +296,8 @@ func TestBrowserReview(t *testing.T) {
 		p := newPage(t, browser)
 		p.open(srv.URL + "/trace/" + sum.TraceID)
 		p.waitJS("rows", `document.querySelectorAll('.row').length > 3`)
+		// The critical path's answer redraws every row to mark the path: wait for it first.
+		p.waitJS("the critical path", `!document.querySelector('details.critical summary').innerText.includes('loading')`)
 		p.do(chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('.row').forEach(r => { r.__seen = true; });
 			document.querySelector('.rows').scrollTop += 5 * 24;`))
 		p.waitJS("rows below", `[...document.querySelectorAll('.row')].some(r => !r.__seen)`)
