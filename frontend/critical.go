@@ -101,7 +101,10 @@ type CriticalPath struct {
 
 // causalEvent is one write of the analysed graph.
 type causalEvent struct {
-	sp         *aggregator.Span
+	sp *aggregator.Span
+	// end is the write's end: its span's, or its start when the span has none or ends
+	// before it starts (clock skew between the request's stages).
+	end        time.Time
 	key        aggregator.ObjectKey
 	idx        int
 	user       string
@@ -157,7 +160,10 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 			}
 			user, _ := sp.Attributes.Get(aggregator.AttrUser)
 			sub, _ := sp.Attributes.Get(aggregator.AttrSubresource)
-			ev := &causalEvent{sp: sp, key: k, user: user, controller: ControllerName(user), verb: verb, sub: sub}
+			ev := &causalEvent{sp: sp, end: sp.End, key: k, user: user, controller: ControllerName(user), verb: verb, sub: sub}
+			if ev.end.Before(sp.Start) {
+				ev.end = sp.Start
+			}
 			for _, l := range sp.Logs {
 				if l.Type != aggregator.LogTypeDiff {
 					continue
@@ -170,7 +176,7 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 		}
 	}
 	slices.SortFunc(c.events, func(a, b *causalEvent) int {
-		return cmp.Or(a.sp.Start.Compare(b.sp.Start), a.sp.End.Compare(b.sp.End), bytes.Compare(a.sp.SpanID[:], b.sp.SpanID[:]))
+		return cmp.Or(a.sp.Start.Compare(b.sp.Start), a.end.Compare(b.end), bytes.Compare(a.sp.SpanID[:], b.sp.SpanID[:]))
 	})
 	if n := len(c.events); n > MaxCausalEvents {
 		c.events = c.events[n-MaxCausalEvents:]
@@ -248,10 +254,10 @@ func (c *causal) cause(s *causalEvent) (*causalEvent, string) {
 
 func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) CriticalStep {
 	return CriticalStep{
-		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.sp.End.UTC(), TimeMicros: ev.sp.Start.UnixMicro(),
+		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.end.UTC(), TimeMicros: ev.sp.Start.UnixMicro(),
 		Object: summaryObject(ev.key),
 		User:   ev.user, Controller: ev.controller, Verb: ev.verb, Subresource: ev.sub, Fields: ev.fields, Title: ev.sp.Name,
-		Rule: rule, WaitSeconds: seconds(wait), ActSeconds: seconds(ev.sp.End.Sub(ev.sp.Start)),
+		Rule: rule, WaitSeconds: seconds(wait), ActSeconds: seconds(ev.end.Sub(ev.sp.Start)),
 	}
 }
 
@@ -280,7 +286,7 @@ func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 	// The path: back from the write that ended last.
 	last := c.events[0]
 	for _, ev := range c.events[1:] {
-		if !ev.sp.End.Before(last.sp.End) {
+		if !ev.end.Before(last.end) {
 			last = ev
 		}
 	}
@@ -307,12 +313,12 @@ func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 			rev = append(rev, c.step(cur, "start", 0))
 			break
 		}
-		rev = append(rev, c.step(cur, rule, cur.sp.Start.Sub(prev.sp.End)))
+		rev = append(rev, c.step(cur, rule, cur.sp.Start.Sub(prev.end)))
 		cur = prev
 	}
 	slices.Reverse(rev)
 	out.Steps = rev
-	out.Start, out.End = rev[0].Time, last.sp.End.UTC()
+	out.Start, out.End = rev[0].Time, last.end.UTC()
 	out.DurationSeconds = seconds(out.End.Sub(out.Start))
 
 	waits := map[string]*ControllerWait{}
@@ -344,11 +350,11 @@ func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 			t.Users = append(t.Users, ev.user)
 		}
 		t.Writes++
-		act := seconds(ev.sp.End.Sub(ev.sp.Start))
+		act := seconds(ev.end.Sub(ev.sp.Start))
 		t.ActSeconds += act
 		t.MaxActSeconds = max(t.MaxActSeconds, act)
 		if causes[i] != nil {
-			wait := seconds(ev.sp.Start.Sub(causes[i].sp.End))
+			wait := seconds(ev.sp.Start.Sub(causes[i].end))
 			t.Reactions++
 			t.WaitSeconds += wait
 			t.MaxWaitSeconds = max(t.MaxWaitSeconds, wait)

@@ -190,3 +190,47 @@ func BenchmarkCriticalPath100kWrites(b *testing.B) {
 		}
 	}
 }
+
+// TestAnalyzeCriticalOddTimes: a write stored without an end time, or with an end before its
+// start (clock skew between the API server's stages), ends when it starts: the next step's
+// wait is measured from its start, not from year 1 (a wait of centuries), and no time in the
+// answer is the zero time.
+func TestAnalyzeCriticalOddTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(start time.Time) time.Time
+	}{
+		{"no end", func(time.Time) time.Time { return time.Time{} }},
+		{"end before start", func(start time.Time) time.Time { return start.Add(-time.Hour) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCausalGraph()
+			dep, rs := ckey("deployments", "d"), ckey("replicasets", "d-1")
+			c.object(dep, nil)
+			c.object(rs, &dep)
+			create := c.write(dep, 0, "admin", "create", "")
+			create.End = tc.end(create.Start)
+			rsCreate := c.write(rs, 200, depCtl, "create", "")
+			cp := frontend.AnalyzeCritical(c.g, "id", nil)
+			require.Len(t, cp.Steps, 2)
+			assert.Equal(t, rsCreate.SpanID.String(), cp.Steps[1].SpanID)
+			assert.InDelta(t, 0.2, cp.Steps[1].WaitSeconds, 1e-9, "waited from the cause's start")
+			assert.Zero(t, cp.Steps[0].ActSeconds)
+			assert.Equal(t, create.Start.UTC(), cp.Steps[0].End, "ends when it starts")
+			assert.InDelta(t, 0.205, cp.DurationSeconds, 1e-9)
+			for _, ct := range cp.Controllers {
+				assert.LessOrEqual(t, ct.MaxWaitSeconds, 0.2+1e-9, ct.Controller)
+			}
+
+			// Alone, such a write is the whole path and the answer ends when it starts.
+			c = newCausalGraph()
+			c.object(dep, nil)
+			only := c.write(dep, 0, "admin", "create", "")
+			only.End = tc.end(only.Start)
+			cp = frontend.AnalyzeCritical(c.g, "id", nil)
+			require.Len(t, cp.Steps, 1)
+			assert.Equal(t, only.Start.UTC(), cp.End)
+			assert.Equal(t, only.Start.UTC(), cp.Steps[0].End)
+		})
+	}
+}
