@@ -292,3 +292,20 @@ func TestLookupSharesRenderBudget(t *testing.T) {
 	assert.LessOrEqual(t, size, 2048+4096)
 	assert.Contains(t, env.Truncated, "result truncated: render budget of 2048 bytes reached; narrow the time range")
 }
+
+// TestMergeSharesRenderBudget: the members of a merge share the request's render budget, and
+// a member cut short makes the merged answer say it is truncated (envelope and header), like
+// any other lookup.
+func TestMergeSharesRenderBudget(t *testing.T) {
+	st := wideWorld(t, 50)
+	srv := serveAll(t, st, frontend.Config{MaxRenderBytes: 2048}, telemetry.Settings{})
+	var ids []string
+	for p := range 3 {
+		ids = append(ids, aggregator.TraceIDFor(obj("pods", fmt.Sprintf("web-1-%04d", p)).Key(), w0).String())
+	}
+	ans, env, size := getTrunc(t, srv.URL+"/api/traces/"+strings.Join(ids, ""))
+	require.Equal(t, http.StatusOK, ans.StatusCode)
+	assert.LessOrEqual(t, size, 2048+4096)
+	assert.Contains(t, env.Truncated, "result truncated: render budget of 2048 bytes reached; narrow the time range")
+	assert.Contains(t, ans.Header.Get("X-Kelemetry-Truncated"), "render budget")
+}

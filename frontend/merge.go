@@ -26,7 +26,8 @@ import (
 // synthetic root span ("merged: N traces", kelemetry.span.kind=merge) spanning every member, with each member's root
 // under it, tagged kelemetry.merge.member with the member's ID; span IDs that two members share
 // (an object in both) are renamed in the later member, and the warnings of each member are kept
-// with the member's ID in front.
+// with the member's ID in front. The members share the request's render budget; a truncation of
+// any member is also marked on the merged trace as is, so the answer says it is truncated.
 
 // MaxMergeMembers bounds the members of a merge, and so the length of a merge ID.
 const MaxMergeMembers = 20
@@ -101,6 +102,7 @@ func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *rend
 	used := map[string]bool{rootID: true}
 	var start, end int64
 	first := true
+	var cut truncation
 	for i, id := range ids {
 		tr, err := a.trace(ctx, id, b)
 		if err != nil {
@@ -110,6 +112,7 @@ func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *rend
 		for _, w := range tr.Warnings {
 			out.Warnings = append(out.Warnings, member+": "+w)
 		}
+		cut.fromTraces([]JaegerTrace{tr})
 		for pid, p := range tr.Processes {
 			out.Processes["m"+strconv.Itoa(i+1)+pid] = p
 		}
@@ -146,6 +149,9 @@ func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *rend
 		}
 	}
 	out.Spans[0].StartTime, out.Spans[0].Duration = start, max(end-start, 0)
+	for _, msg := range cut.msgs {
+		markTruncated(&out, msg, false)
+	}
 	return out, nil
 }
 
