@@ -7,7 +7,8 @@
 // matched by merge key (name, containerPort, type, uid, ... as strategic merge patch does) before
 // falling back to a longest-common-subsequence alignment, numbers compare by value, and
 // bookkeeping fields (metadata.managedFields, resourceVersion, generation) are ignored by default.
-// Secrets' data and stringData, and any field matched by a redaction rule, are replaced by a keyed
+// Secrets' data, stringData and kubectl.kubernetes.io/last-applied-configuration annotation (which
+// holds the data of an applied Secret), and any field matched by a redaction rule, are replaced by a keyed
 // hash marker in every output (changes, snapshots, stored versions).
 //
 // Stream keeps the previous version of each object seen in the audit stream (bounded LRU) and turns

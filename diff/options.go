@@ -63,7 +63,8 @@ type Options struct {
 	// ("spec.template.spec.containers") or a bare field name ("containers"); the value lists the
 	// candidate keys in order of preference. An empty value makes the list positional.
 	MergeKeys map[string][]string `yaml:"mergeKeys"`
-	// Redact lists redaction rules, on top of the built-in one for Secrets' data and stringData.
+	// Redact lists redaction rules, on top of the built-in one for Secrets' data, stringData and
+	// kubectl's last-applied-configuration annotation.
 	Redact []RedactRule `yaml:"redact"`
 	// MaxLCS bounds the alignment table of unkeyed lists (default DefaultMaxLCS cells).
 	MaxLCS int `yaml:"maxLCS"`
@@ -116,6 +117,10 @@ type Resource struct {
 }
 
 var secrets = Resource{Resource: "secrets"}
+
+// lastAppliedPath is the annotation kubectl apply writes the applied manifest to: on a Secret it
+// holds data and stringData in the clear, so it is redacted with them.
+const lastAppliedPath = `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`
 
 // ParseResource reads "resource" (the core group) or "group/resource"; "" is the zero Resource.
 func ParseResource(s string) (Resource, error) {
@@ -224,6 +229,7 @@ func (d *Differ) planFor(res Resource) *plan {
 	if res == secrets {
 		p.redact["data"] = struct{}{}
 		p.redact["stringData"] = struct{}{}
+		p.redact[lastAppliedPath] = struct{}{}
 	}
 	for _, r := range d.rules {
 		if !r.all && r.res != res {

@@ -157,3 +157,53 @@ func TestObjectAtGap(t *testing.T) {
 	assert.True(t, g.From.Equal(secretT0.Add(5*time.Second)), "gap from %s", g.From)
 	assert.True(t, g.To.Equal(secretT0.Add(10*time.Second)), "gap to %s", g.To)
 }
+
+// TestObjectAtAppliedSecret: a Secret written by kubectl apply carries its whole manifest, data
+// included, in the kubectl.kubernetes.io/last-applied-configuration annotation; that copy is
+// redacted like data, at every moment and in the diff.
+func TestObjectAtAppliedSecret(t *testing.T) {
+	applied := func(id, verb string, sec int, rv, pw string) string {
+		enc := base64.StdEncoding.EncodeToString([]byte(pw))
+		manifest := fmt.Sprintf(`{"apiVersion":"v1","data":{"password":%q},"kind":"Secret","metadata":{"annotations":{},"name":"creds","namespace":"default"}}`, enc)
+		body, _ := json.Marshal(map[string]any{
+			"kind": "Secret", "apiVersion": "v1", "type": "Opaque", "data": map[string]string{"password": enc},
+			"metadata": map[string]any{"name": "creds", "namespace": "default", "uid": "u-1", "resourceVersion": rv,
+				"annotations": map[string]string{"kubectl.kubernetes.io/last-applied-configuration": manifest + "\n"}},
+		})
+		line := secretWrite(id, verb, sec, rv, nil)
+		// Swap the plain body of secretWrite for the applied one (request and response).
+		plain, _ := json.Marshal(map[string]any{
+			"kind": "Secret", "apiVersion": "v1", "type": "Opaque", "data": map[string]string{},
+			"metadata": map[string]any{"name": "creds", "namespace": "default", "uid": "u-1", "resourceVersion": rv,
+				"labels": map[string]string{"app": "demo"}},
+		})
+		require.Contains(t, line, string(plain))
+		return strings.ReplaceAll(line, string(plain), string(body))
+	}
+	st := store.NewMemory(store.MemoryConfig{}, 0)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	lines := []string{applied("b1", "create", 0, "10", "hunter2"), applied("b2", "update", 5, "11", "hunter3")}
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	require.NoError(t, audittest.ReplayFile(context.Background(), audittest.Config{
+		Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}},
+	}, path))
+	_, srv := newAPI(t, st)
+
+	clear := []string{"hunter2", "hunter3", base64.StdEncoding.EncodeToString([]byte("hunter2")),
+		base64.StdEncoding.EncodeToString([]byte("hunter3"))}
+	for _, sec := range []int{0, 5} {
+		code, raw := fetch(t, secretAt(srv.URL, secretT0.Add(time.Duration(sec)*time.Second)))
+		require.Equal(t, http.StatusOK, code, string(raw))
+		for _, s := range clear {
+			assert.NotContains(t, string(raw), s, "at %ds", sec)
+		}
+		assert.Contains(t, string(raw), "last-applied-configuration", "the annotation is kept, as a marker")
+	}
+	v := url.Values{"cluster": {"test"}, "resource": {"secrets"}, "namespace": {"default"}, "name": {"creds"},
+		"from": {secretT0.Format(time.RFC3339Nano)}, "to": {secretT0.Add(5 * time.Second).Format(time.RFC3339Nano)}}
+	code, raw := fetch(t, srv.URL+"/api/objects/diff?"+v.Encode())
+	require.Equal(t, http.StatusOK, code, string(raw))
+	for _, s := range clear {
+		assert.NotContains(t, string(raw), s, "diff")
+	}
+}
