@@ -309,3 +309,21 @@ func TestMergeSharesRenderBudget(t *testing.T) {
 	assert.Contains(t, env.Truncated, "result truncated: render budget of 2048 bytes reached; narrow the time range")
 	assert.Contains(t, ans.Header.Get("X-Kelemetry-Truncated"), "render budget")
 }
+
+// TestObjectHistoryRenderBudget: an object's history is bounded like a drawn trace, by the
+// render budget: past it the moments are the oldest that fit and the answer says it is
+// truncated.
+func TestObjectHistoryRenderBudget(t *testing.T) {
+	q := "/api/objects/test/-/secrets/default/creds/history"
+	var full, cut objectHistory
+	require.Equal(t, http.StatusOK, getJSON(t, serveAll(t, secretStore(t), frontend.Config{}, telemetry.Settings{}).URL+q, &full))
+	require.Len(t, full.Data.Moments, 3)
+	assert.Empty(t, full.Data.Truncated)
+
+	srv := serveAll(t, secretStore(t), frontend.Config{MaxRenderBytes: 250}, telemetry.Settings{})
+	require.Equal(t, http.StatusOK, getJSON(t, srv.URL+q, &cut))
+	require.NotEmpty(t, cut.Data.Moments, "the oldest moments that fit")
+	assert.Less(t, len(cut.Data.Moments), 3)
+	assert.Equal(t, full.Data.Moments[:len(cut.Data.Moments)], cut.Data.Moments)
+	assert.Contains(t, cut.Data.Truncated, "render budget of 250 bytes reached")
+}

@@ -46,13 +46,15 @@ type ObjectHistory struct {
 	From    time.Time            `json:"from"`
 	To      time.Time            `json:"to"`
 	Moments []HistoryMoment      `json:"moments"`
-	// Truncated is set when the span budget ran out: Moments then holds the oldest writes only.
+	// Truncated is set when the span budget or the render budget (Config.MaxRenderBytes, spent
+	// by the moments) ran out: Moments then holds the oldest writes only.
 	Truncated string `json:"truncated,omitempty"`
 }
 
 // ObjectHistoryBetween lists the stored writes of key whose request overlaps [from, to] (zero
 // times: unbounded),
-// reading its windows oldest first within Config.MaxSpans. It returns an error wrapping
+// reading its windows oldest first within Config.MaxSpans and listing moments within
+// Config.MaxRenderBytes. It returns an error wrapping
 // ErrNoObject when nothing of the object is stored in the range.
 func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, from, to time.Time) (ObjectHistory, error) {
 	cfg = cfg.WithDefaults()
@@ -96,6 +98,7 @@ func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key a
 		}
 	}
 	sortWrites(writes)
+	b := newRenderBudget(cfg.MaxRenderBytes)
 	for _, w := range writes {
 		m := HistoryMoment{Time: w.at.UTC(), Event: w.name, Snapshot: w.snap != nil, Gap: w.partial, ResourceVersion: w.newRV}
 		for _, l := range w.logs {
@@ -106,6 +109,10 @@ func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key a
 			default:
 				m.Gap = true
 			}
+		}
+		if !b.take(m, false) {
+			out.Truncated = joinNonEmptyMsg(out.Truncated, b.message())
+			break
 		}
 		out.Moments = append(out.Moments, m)
 	}
