@@ -273,6 +273,25 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 	c.send(ctx, cluster, ev.AuditID, out, oc)
 }
 
+// Warm rebuilds the audit-stream diff's state from ev without sending anything: ev was handled
+// before, by another replica (or by this one before a queue partition moved away and back). A
+// queue consumer that takes a partition over calls it with the partition's recent events, in
+// order, before it handles the partition's first event (natsqueue.WithWarmer), so that the
+// first diff of each object compares against the previous version instead of saying "no
+// previous version seen". Events handled by the informer join, collection deletes and
+// filtered or invalid events are skipped; nothing is counted but the diff's warmed writes.
+func (c *Consumer) Warm(ctx context.Context, cluster string, ev *Event) {
+	if c.stream == nil || ev == nil || isCollectionDelete(ev) {
+		return
+	}
+	var info convertInfo
+	out, _, err := c.conv.convert(cluster, ev, &info)
+	if err != nil || out == nil || out.Error || c.join.applies(ev, &info) {
+		return
+	}
+	c.stream.warm(ctx, ev, out, &info)
+}
+
 // send sends out (when not nil) and counts oc, or send_error. While a sink is unavailable
 // (aggregator.ErrSinkUnavailable: a full disk) it retries with backoff until ctx ends, holding
 // the queue partition: the queue then fills and the webhook answers 429, so that the senders keep

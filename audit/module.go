@@ -126,6 +126,7 @@ func New(p Params) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		nq.SetWarmer(consumer.Warm) // continuous diffs when a partition moves here
 		if s, ok := p.Aggregator.(interface{ SyncSinks(context.Context) error }); ok {
 			nq.SetSinkSync(s.SyncSinks)
 		}

@@ -45,6 +45,8 @@ type NATSQueue struct {
 	logger *slog.Logger
 
 	sinkSync *groupSync
+	// warm, when set, rebuilds the consumer's state on a partition takeover (SetWarmer).
+	warm Handler
 
 	// mu orders Enqueue (read lock while publishing) against Start and Stop.
 	mu      sync.RWMutex
@@ -116,6 +118,26 @@ func (q *NATSQueue) SetSinkSync(fn func(context.Context) error) {
 	q.sinkSync = newGroupSync(fn)
 }
 
+// SetWarmer sets what rebuilds the consumer's state from events handled before this replica
+// took their partition (Consumer.Warm): when it starts processing a partition it did not hold
+// (first start, takeover, rebalancing), the partition's recent messages are decoded and passed
+// to it, in order, before the first message is handled (natsqueue.WithWarmer). Call it before
+// Start.
+func (q *NATSQueue) SetWarmer(fn Handler) { q.warm = fn }
+
+// warmMsg is the natsqueue.Warmer: it decodes a message handled before the takeover and passes
+// its events to the warmer; a message that does not decode is counted and skipped.
+func (q *NATSQueue) warmMsg(ctx context.Context, d natsqueue.Delivery) {
+	cluster, events, err := decodeBatch(d.Payload)
+	if err != nil {
+		q.corrupt.Add(ctx, 1)
+		return
+	}
+	for _, ev := range events {
+		q.warm(ctx, cluster, ev)
+	}
+}
+
 // Start connects to NATS, creates or updates the streams and the partitions' consumers, and
 // starts consuming. It fails when NATS cannot be reached before ctx ends.
 func (q *NATSQueue) Start(ctx context.Context) error {
@@ -131,7 +153,11 @@ func (q *NATSQueue) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start audit queue on NATS: %w", err)
 	}
-	cons, err := natsqueue.NewConsumer(ctx, q.cfg, q.handle, q.ts)
+	var opts []natsqueue.ConsumerOption
+	if q.warm != nil {
+		opts = append(opts, natsqueue.WithWarmer(q.warmMsg))
+	}
+	cons, err := natsqueue.NewConsumer(ctx, q.cfg, q.handle, q.ts, opts...)
 	if err != nil {
 		prod.Close()
 		return fmt.Errorf("start audit queue on NATS: %w", err)

@@ -17,8 +17,18 @@ type streamDiff struct {
 // add adds the audit-stream diff of a successful write to out: diff or snapshot logs, see
 // diff.Stream. It never waits.
 func (s streamDiff) add(ctx context.Context, ev *Event, out *aggregator.Event, info *convertInfo) {
+	s.observe(ctx, write(ev, out, info), out)
+}
+
+// warm records the version of a write that was handled elsewhere (see Consumer.Warm).
+func (s streamDiff) warm(ctx context.Context, ev *Event, out *aggregator.Event, info *convertInfo) {
+	s.Warm(ctx, write(ev, out, info))
+}
+
+// write is the diff.Write of a successful write.
+func write(ev *Event, out *aggregator.Event, info *convertInfo) diff.Write {
 	ref := ev.ObjectRef
-	s.observe(ctx, diff.Write{
+	return diff.Write{
 		Object:                 out.Object.ObjectRef,
 		Verb:                   ev.Verb,
 		Subresource:            ref.Subresource,
@@ -29,7 +39,7 @@ func (s streamDiff) add(ctx context.Context, ev *Event, out *aggregator.Event, i
 		IsObject:               info.isObject,
 		ResourceVersion:        info.meta.resourceVersion,
 		Time:                   out.End,
-	}, out)
+	}
 }
 
 // observe adds the diff of w to out.

@@ -192,6 +192,7 @@ const (
 	resultSnapshot    = "snapshot"
 	resultSkipped     = "skipped"
 	resultError       = "error"
+	resultWarmed      = "warmed"
 )
 
 // NewStream builds a Stream; ts gives its logger and meter provider (either may be unset).
@@ -207,13 +208,14 @@ func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	s := &Stream{cfg: cfg, format: cfg.LogFormat(), differ: d, logger: ts.Log().With("component", "diff.stream"), resultOpt: map[string]metric.MeasurementOption{}}
 	meter := ts.Meter(meterScope)
 	s.results = meter.Counter("kelemetry.diff.stream.writes",
-		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error).", "{write}")
+		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error; "+
+			"warmed: replayed to rebuild state after a takeover).", "{write}")
 	s.evictions = meter.Counter("kelemetry.diff.stream.evictions",
 		"Object versions evicted from the audit-stream diff cache, by reason (objects, bytes).", "{object}")
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("diff stream: %w", err)
 	}
-	for _, r := range []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError} {
+	for _, r := range []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError, resultWarmed} {
 		s.resultOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
 	evictOpt := map[string]metric.MeasurementOption{}
@@ -489,4 +491,47 @@ func compareRV(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// Warm records w's version of its object like Observe, without computing what its span would
+// carry: a queue member that takes a partition over replays the partition's recent writes to
+// Warm (their spans were already emitted), so that its first diff of each object compares
+// against the previous version. A version older than the one kept is ignored. Writes are
+// counted as result warmed.
+func (s *Stream) Warm(ctx context.Context, w Write) {
+	if s == nil || s.cfg.Disabled {
+		return
+	}
+	s.warm(w)
+	s.results.Add(ctx, 1, s.resultOpt[resultWarmed])
+}
+
+func (s *Stream) warm(w Write) {
+	key := w.Object.Key()
+	gr := Resource{Group: w.Object.Group, Resource: w.Object.Resource}
+	newer := func() bool {
+		prev, ok := s.cache.Peek(key)
+		return ok && compareRV(prev.rv, w.ResourceVersion) > 0
+	}
+	switch w.Verb {
+	case "create", "update", "patch":
+		switch {
+		case w.Subresource == "binding" && w.Verb == "create":
+			s.binding(key, w)
+		case w.Subresource == "scale":
+			s.scale(key, w)
+		case w.IsObject && (w.Subresource == "" || w.Verb != "create") && !newer():
+			_, _ = s.keep(key, gr, w, w.ResourceVersion)
+		}
+	case "delete", "deletecollection":
+		switch {
+		case w.Subresource != "" || newer():
+		case w.IsObject:
+			if _, err := s.keep(key, gr, w, w.ResourceVersion); err == nil {
+				s.markDeleting(key)
+			}
+		default:
+			s.cache.Remove(key)
+		}
+	}
 }

@@ -26,6 +26,10 @@ const (
 	DefaultMaxReconnectWait = 5 * time.Second
 	DefaultMaxPending       = 4096
 	DefaultDeadMaxMsgs      = 100_000
+	DefaultHistoryMaxAge    = 15 * time.Minute
+	DefaultHistoryMaxBytes  = 256 << 20
+	DefaultWarmLookback     = 100_000
+	DefaultWarmTimeout      = 10 * time.Second
 	// PriorityGroup is the pinned-client priority group every partition consumer declares.
 	PriorityGroup = "kelemetry"
 )
@@ -91,12 +95,30 @@ type Config struct {
 	CredentialsFile string `yaml:"credentialsFile"`
 	// NKeySeedFile is a file holding an NKey seed (exclusive with CredentialsFile).
 	NKeySeedFile string `yaml:"nkeySeedFile"`
-	// Members and Member spread partitions over replicas by static membership: with Members > 0
-	// the member with index Member (0..Members-1, e.g. a StatefulSet ordinal) pulls the partitions
-	// p with p % Members == Member at once and the others only after PinnedTTL, as a standby, so
-	// that each member gets its share when all start together. With Members 0 (the default) every
-	// member pulls every partition at once and the first one pinned keeps it. A member that comes
-	// back does not take its partitions back from the standby that covers them.
+	// HistoryMaxAge and HistoryMaxBytes bound the history stream <Stream>_HISTORY, a mirror of
+	// the stream that keeps messages after their acknowledgement (the stream itself is a work
+	// queue): a member that takes a partition over reads the partition's recent history from it
+	// to rebuild its state (see WithWarmer). Defaults 15m and 256 MiB.
+	HistoryMaxAge time.Duration `yaml:"historyMaxAge"`
+	// HistoryMaxBytes bounds the history stream's size; the oldest messages go first.
+	HistoryMaxBytes int64 `yaml:"historyMaxBytes"`
+	// WarmLookback bounds a takeover's warm-up: it reads the partition's messages among the
+	// WarmLookback stream messages before the first one it processes (default 100000).
+	WarmLookback int `yaml:"warmLookback"`
+	// WarmTimeout bounds a takeover's warm-up in time (default 10s); processing starts when it
+	// ends, warmed or not.
+	WarmTimeout time.Duration `yaml:"warmTimeout"`
+	// Members and Member choose how partitions spread over replicas. With Members 0 (the
+	// default) the spread is elastic: each member announces itself in the key-value bucket
+	// <Stream>_MEMBERS (an entry that expires after PinnedTTL unless renewed), and with n live
+	// members sorted by their random IDs, the member of rank r pulls the partitions p with
+	// p % n == r; a member that is no longer assigned a partition finishes its message in
+	// progress, returns the ones it pulled and unpins the partition, so that adding a replica
+	// spreads the partitions and a member that dies has its partitions taken over within about
+	// PinnedTTL. With Members > 0 the membership is static: the member with index Member
+	// (0..Members-1, e.g. a StatefulSet ordinal) owns the partitions p with p % Members ==
+	// Member; the partitions of members that are not live go to the live ones (p modulo their
+	// number), and back to their owner when it returns.
 	Members int `yaml:"members"`
 	// Member is this replica's index among Members.
 	Member int `yaml:"member"`
@@ -151,6 +173,12 @@ func (c Config) WithDefaults() Config {
 	if c.DeadMaxMsgs <= 0 {
 		c.DeadMaxMsgs = DefaultDeadMaxMsgs
 	}
+	setDur(&c.HistoryMaxAge, DefaultHistoryMaxAge)
+	if c.HistoryMaxBytes <= 0 {
+		c.HistoryMaxBytes = DefaultHistoryMaxBytes
+	}
+	setInt(&c.WarmLookback, DefaultWarmLookback)
+	setDur(&c.WarmTimeout, DefaultWarmTimeout)
 	return c
 }
 

@@ -46,6 +46,13 @@ func (c Config) deadSubject(cluster string, partition int) string {
 
 func (c Config) deadStream() string { return c.Stream + "_DEAD" }
 
+// historyStream sources the stream and keeps its messages after their acknowledgement, for
+// warm-ups. Each of its messages carries its sequence in the stream (header Nats-Stream-Source).
+func (c Config) historyStream() string { return c.Stream + "_HISTORY" }
+
+// membersBucket is the key-value bucket of live members (elastic or static membership).
+func (c Config) membersBucket() string { return c.Stream + "_MEMBERS" }
+
 func (c Config) consumerName(partition int) string {
 	return fmt.Sprintf("%s_p%d", c.Stream, partition)
 }
@@ -142,6 +149,19 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		Storage:     jetstream.FileStorage,
 	}); err != nil {
 		return fmt.Errorf("create stream %s: %w", cfg.deadStream(), classify(err))
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.historyStream(),
+		Description: "Kelemetry audit events kept after their acknowledgement, to rebuild state on takeover",
+		Sources:     []*jetstream.StreamSource{{Name: cfg.Stream}},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      cfg.HistoryMaxAge,
+		MaxBytes:    cfg.HistoryMaxBytes,
+		Replicas:    cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("create stream %s: %w", cfg.historyStream(), classify(err))
 	}
 	return nil
 }

@@ -60,12 +60,25 @@ type Consumer struct {
 	redelivered  metric.Int64Counter
 	deadLettered metric.Int64Counter
 	heldGauge    metric.Registration
+	warmM        warmMetrics
+	released     metric.Int64Counter
+	histLagged   metric.Int64Counter
+	// histSeq is the highest stream sequence the history stream is known to hold.
+	histSeq atomic.Uint64
+	ms      *membership
+
+	// warmer, when set, rebuilds state on takeover (WithWarmer).
+	warmer Warmer
 
 	// lastMsg holds, per partition, the Unix nanoseconds of the last message received.
 	lastMsg []atomic.Int64
 	// lastAcked holds, per partition, the stream sequence of the last confirmed ack, so that a
 	// stale redelivery of an acknowledged message is not handled again.
 	lastAcked []atomic.Uint64
+	// lastHandled holds, per partition, the stream sequence of the last message the handler
+	// accepted, acknowledged or not: when its ack is lost (a NATS node going away), its
+	// redelivery is acknowledged without handling it again.
+	lastHandled []atomic.Uint64
 
 	// onAck, when set (tests), is called after an acknowledgement was confirmed.
 	onAck func(d Delivery)
@@ -78,7 +91,7 @@ type Consumer struct {
 
 // NewConsumer connects to NATS and creates or updates the streams and one durable consumer per
 // partition (filter <prefix>.*.<partition>, explicit ack, pinned-client priority group).
-func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Settings) (*Consumer, error) {
+func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Settings, opts ...ConsumerOption) (*Consumer, error) {
 	if h == nil {
 		return nil, errors.New("natsqueue: nil handler")
 	}
@@ -97,6 +110,15 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
 		lastMsg:      make([]atomic.Int64, cfg.Partitions),
 		lastAcked:    make([]atomic.Uint64, cfg.Partitions),
+		lastHandled:  make([]atomic.Uint64, cfg.Partitions),
+		warmM:        newWarmMetrics(m),
+		histLagged: m.Counter("kelemetry.natsqueue.history_lagged",
+			"Messages acknowledged before the history stream held them (after waiting publishTimeout): a takeover's warm-up misses them", "{message}"),
+		released: m.Counter("kelemetry.natsqueue.partitions_released",
+			"Partitions this member released because the membership assigned them to another member", "{partition}"),
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	c.heldGauge = m.Gauge("kelemetry.natsqueue.partitions_held",
 		"Partitions this member received a message of within the last pinnedTTL", "{partition}",
@@ -118,6 +140,11 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 	}
 	c.nc, c.js = nc, js
 	if err := c.ensureConsumers(ctx); err != nil {
+		nc.Close()
+		_ = c.heldGauge.Unregister()
+		return nil, err
+	}
+	if c.ms, err = newMembership(ctx, js, cfg, log); err != nil {
 		nc.Close()
 		_ = c.heldGauge.Unregister()
 		return nil, err
@@ -163,6 +190,11 @@ func (c *Consumer) Start(_ context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.ms.run(ctx)
+	}()
 	for p := range c.cfg.Partitions {
 		c.wg.Add(1)
 		go func() {
@@ -174,8 +206,8 @@ func (c *Consumer) Start(_ context.Context) error {
 }
 
 // Stop stops pulling, waits for the handlers in progress (a handler whose context ends returns
-// its message to the server), unpins this member's partitions so that a standby takes them over at once, and
-// closes the connection. Messages pulled but not yet handled are redelivered after AckWait. It
+// its message to the server), leaves the membership and unpins this member's partitions so that
+// the others take them over at once, and closes the connection. Messages pulled but not yet handled are redelivered after AckWait. It
 // is safe without Start and more than once.
 func (c *Consumer) Stop(ctx context.Context) error {
 	c.mu.Lock()
@@ -202,6 +234,7 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		err = fmt.Errorf("natsqueue: stop: %w", ctx.Err())
 	}
 	if err == nil {
+		c.ms.leave(ctx)
 		if s, serr := c.js.Stream(ctx, c.cfg.Stream); serr == nil {
 			for _, p := range held {
 				_ = s.UnpinConsumer(ctx, c.cfg.consumerName(p), PriorityGroup)
@@ -228,6 +261,10 @@ func (c *Consumer) kill() {
 	_ = c.heldGauge.Unregister()
 }
 
+// Assigned returns the partitions the membership assigns to this member (see Config.Members),
+// in increasing order, and the number of live members it counted.
+func (c *Consumer) Assigned() (partitions []int, members int) { return c.ms.partitions() }
+
 // Held returns the partitions this member received a message of within the last PinnedTTL, in
 // increasing order.
 func (c *Consumer) Held() []int {
@@ -253,20 +290,20 @@ func (c *Consumer) pullOpts() []jetstream.PullMessagesOpt {
 // runPartition pulls one partition until ctx ends, reopening the pull after errors.
 func (c *Consumer) runPartition(ctx context.Context, p int) {
 	log := c.log.With("partition", p)
-	if c.cfg.Members > 0 && p%c.cfg.Members != c.cfg.Member {
-		// Another member's partition: stand by so that it pins its own share first.
-		if !sleep(ctx, c.cfg.PinnedTTL) {
+	backoff := c.cfg.RetryBackoff
+	var tk takeover
+	for ctx.Err() == nil {
+		pctx, pcancel, ok := c.ms.acquire(ctx, p)
+		if !ok {
 			return
 		}
-	}
-	backoff := c.cfg.RetryBackoff
-	for ctx.Err() == nil {
-		cons, err := c.js.Consumer(ctx, c.cfg.Stream, c.cfg.consumerName(p))
+		cons, err := c.js.Consumer(pctx, c.cfg.Stream, c.cfg.consumerName(p))
 		var it jetstream.MessagesContext
 		if err == nil {
 			it, err = cons.Messages(c.pullOpts()...)
 		}
 		if err != nil {
+			pcancel()
 			if ctx.Err() == nil {
 				log.Debug("pull partition", "err", err)
 			}
@@ -277,25 +314,64 @@ func (c *Consumer) runPartition(ctx context.Context, p int) {
 			continue
 		}
 		backoff = c.cfg.RetryBackoff
-		c.consume(ctx, p, it, log)
+		c.consume(ctx, pctx, p, it, &tk, log)
+		pcancel()
+		if ctx.Err() == nil && !c.ms.isAssigned(p) {
+			c.release(ctx, p, &tk, log)
+		}
 	}
 }
 
+// release gives partition p up after the membership assigned it to another member: the
+// messages pulled and not handled go back to the server (redelivered first), and the partition
+// is unpinned so that the server pins the member that now pulls it.
+func (c *Consumer) release(ctx context.Context, p int, tk *takeover, log *slog.Logger) {
+	tk.reset()
+	c.lastMsg[p].Store(0)
+	s, err := c.js.Stream(ctx, c.cfg.Stream)
+	if err == nil {
+		err = s.UnpinConsumer(ctx, c.cfg.consumerName(p), PriorityGroup)
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Debug("unpin released partition", "err", err)
+	}
+	c.released.Add(ctx, 1)
+	log.Info("partition released to another member")
+}
+
 // consume handles the iterator's messages until ctx ends or the iterator fails.
-func (c *Consumer) consume(ctx context.Context, p int, it jetstream.MessagesContext, log *slog.Logger) {
+func (c *Consumer) consume(ctx, pctx context.Context, p int, it jetstream.MessagesContext, tk *takeover, log *slog.Logger) {
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+		msg, err := it.Next(jetstream.NextContext(pctx))
 		if err != nil {
+			if ctx.Err() == nil && pctx.Err() != nil {
+				// Reassigned: return the messages pulled and not handled, oldest first, so
+				// that the next member gets them before newer ones.
+				it.Drain()
+				for {
+					m, err := it.Next(jetstream.NextMaxWait(time.Second))
+					if err != nil {
+						break
+					}
+					_ = m.Nak()
+				}
+				return
+			}
 			// A missed heartbeat, a closed iterator or connection: pull afresh (with a new
 			// pin ID once the server unpinned this member).
 			if ctx.Err() == nil {
 				log.Debug("next message", "err", err)
 			}
 			it.Stop()
-			sleep(ctx, c.cfg.RetryBackoff)
+			sleep(pctx, c.cfg.RetryBackoff)
 			return
 		}
 		c.lastMsg[p].Store(time.Now().UnixNano())
+		if tk.changed(msg) {
+			if md, err := msg.Metadata(); err == nil {
+				c.warm(ctx, p, md.Sequence.Stream, log)
+			}
+		}
 		c.handle(ctx, p, msg, log)
 	}
 }
@@ -310,10 +386,11 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 		return
 	}
 	seq := md.Sequence.Stream
-	if md.NumDelivered > 1 && seq == c.lastAcked[p].Load() {
-		// A stale redelivery of the message just acknowledged here. An older sequence is not
-		// one: messages another member (or a previous process) pulled and never acknowledged
-		// come back after AckWait, behind newer ones.
+	if md.NumDelivered > 1 && (seq == c.lastAcked[p].Load() || seq == c.lastHandled[p].Load()) {
+		// A stale redelivery of the message just acknowledged here, or of the one just
+		// handled whose ack was lost. An older sequence is not one: messages another member
+		// (or a previous process) pulled and never acknowledged come back after AckWait,
+		// behind newer ones.
 		_ = msg.Ack()
 		return
 	}
@@ -333,6 +410,8 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 	for d.Attempt <= c.cfg.MaxDeliveries {
 		herr = c.call(ctx, d)
 		if herr == nil {
+			c.lastHandled[p].Store(seq)
+			c.waitHistory(ctx, seq)
 			if err := c.ack(ctx, msg); err != nil {
 				log.Debug("ack", "seq", seq, "err", err)
 				return

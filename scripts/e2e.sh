@@ -25,6 +25,10 @@ echo "e2e: binaries ready in $((t1 - t0))s"
 before=$(pgrep -f "^$cache/" | sort || true)
 status=0
 (cd e2e && KELEMETRY_E2E_REQUIRE=1 go test -count=1 -timeout 40m -v ./...) || status=$?
+# The multi-process tests of the NATS audit queue (root module, build tag e2e): the cached
+# all-in-one as replicas, a 3-node JetStream cluster embedded in the test, the cached Jaeger.
+KELEMETRY_E2E_REQUIRE=1 KELEMETRY_ALLINONE_BIN="$cache/kelemetry-allinone" go test -tags e2e -count=1 -timeout 20m -v \
+	-run 'TestNATSNodeLossDuringIngest|TestReplicaKill9Takeover|TestRestartEverything' ./natsqueue/natse2e || status=$?
 t2=$(date +%s)
 echo "e2e: tests took $((t2 - t1))s (exit $status); total $((t2 - t0))s"
 

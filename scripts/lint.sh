@@ -16,4 +16,5 @@ if [ ! -x "$bin" ]; then
 	mv "$tmp/golangci-lint" "$bin"
 	rmdir "$tmp"
 fi
-"$bin" run --timeout 20m ./...
+# -tags e2e: the multi-process tests of the root module (natsqueue/natse2e) are checked too.
+"$bin" run --build-tags e2e --timeout 20m ./...

@@ -15,6 +15,7 @@ fi
 
 echo "== go vet"
 go vet ./...
+go vet -tags e2e ./natsqueue/natse2e # the multi-process tests scripts/e2e.sh runs
 
 echo "== golangci-lint (.golangci.yml)"
 ./scripts/lint.sh

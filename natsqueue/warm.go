@@ -1,0 +1,302 @@
+package natsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Warmer rebuilds a member's state from a message that was processed before this member took
+// its partition over (by another member, or by this one before it lost the partition). It is
+// called in stream order, before the Handler sees the partition's first message, and must only
+// observe: no output, no acknowledgement (e.g. the audit-stream diff records the object's
+// version without emitting a span).
+type Warmer func(ctx context.Context, d Delivery)
+
+// ConsumerOption configures a Consumer beyond its Config.
+type ConsumerOption func(*Consumer)
+
+// WithWarmer makes the Consumer warm w up whenever it starts processing a partition it did not
+// hold (first start, takeover after a failure, rebalancing): before the first message, w sees
+// the partition's messages among the Config.WarmLookback stream messages before it, read from
+// the history stream (<Stream>_HISTORY), within Config.WarmTimeout. Warm-ups are counted
+// (kelemetry.natsqueue.warm.*).
+func WithWarmer(w Warmer) ConsumerOption {
+	return func(c *Consumer) { c.warmer = w }
+}
+
+// pinHeader is the header by which the server tells a pinned member its pin ID.
+const pinHeader = "Nats-Pin-Id"
+
+// Outcomes of a warm-up, the outcome attribute of kelemetry.natsqueue.warm.takeovers.
+const (
+	warmComplete  = "complete"  // read every message of the lookback window
+	warmTruncated = "truncated" // the history holds older messages than the window reaches
+	warmTimeout   = "timeout"   // WarmTimeout ended it
+	warmError     = "error"     // the history could not be read
+)
+
+// warmMetrics counts warm-ups.
+type warmMetrics struct {
+	takeovers metric.Int64Counter
+	messages  metric.Int64Counter
+	duration  metric.Float64Histogram
+	outcome   map[string]metric.MeasurementOption
+}
+
+func newWarmMetrics(m interface {
+	Counter(name, desc, unit string) metric.Int64Counter
+	Histogram(name, desc, unit string, bounds ...float64) metric.Float64Histogram
+}) warmMetrics {
+	w := warmMetrics{
+		takeovers: m.Counter("kelemetry.natsqueue.warm.takeovers",
+			"Partitions this member started processing and warmed up first, by outcome (complete, truncated: "+
+				"the history holds older messages than warmLookback reaches, timeout, error)", "{takeover}"),
+		messages: m.Counter("kelemetry.natsqueue.warm.messages", "Messages replayed to the warmer", "{message}"),
+		duration: m.Histogram("kelemetry.natsqueue.warm.duration", "Time a takeover spent warming up", "s",
+			0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30),
+		outcome: map[string]metric.MeasurementOption{},
+	}
+	for _, o := range []string{warmComplete, warmTruncated, warmTimeout, warmError} {
+		w.outcome[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
+	}
+	return w
+}
+
+// takeover tracks whether a partition's pin changed since the last message.
+type takeover struct {
+	seen bool
+	pin  string
+}
+
+// changed reports whether msg starts a new pin of the partition (including the first message
+// this member receives) and records its pin.
+func (t *takeover) changed(msg jetstream.Msg) bool {
+	pin := msg.Headers().Get(pinHeader)
+	if t.seen && pin == t.pin {
+		return false
+	}
+	t.seen, t.pin = true, pin
+	return true
+}
+
+// reset forgets the pin: the next message is a takeover (after this member released the
+// partition or stopped pulling it).
+func (t *takeover) reset() { t.seen = false }
+
+// warm replays partition p's messages before stream sequence upTo from the history stream to
+// the warmer, bounded by WarmLookback messages and WarmTimeout.
+func (c *Consumer) warm(ctx context.Context, p int, upTo uint64, log *slog.Logger) {
+	if c.warmer == nil {
+		return
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.WarmTimeout)
+	defer cancel()
+	var (
+		n       int
+		outcome string
+		err     error
+	)
+	// A history that cannot be read (no responders while a NATS node goes away, a stream
+	// leader election) is read again from the start until WarmTimeout: warming is idempotent.
+	for {
+		n, outcome, err = c.replayHistory(wctx, p, upTo, log)
+		if err == nil || outcome != warmError || !sleep(wctx, 100*time.Millisecond) {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return // stopping
+	}
+	took := time.Since(start)
+	c.warmM.takeovers.Add(ctx, 1, c.warmM.outcome[outcome])
+	c.warmM.duration.Record(ctx, took.Seconds())
+	if err != nil {
+		log.Warn("warm up partition from its history", "upTo", upTo, "messages", n, "outcome", outcome, "err", err)
+		return
+	}
+	log.Debug("warmed up partition", "upTo", upTo, "messages", n, "outcome", outcome, "took", took)
+}
+
+func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *slog.Logger) (int, string, error) {
+	outcomeOf := func(err error) string {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return warmTimeout
+		}
+		return warmError
+	}
+	if upTo <= 1 {
+		return 0, warmComplete, nil
+	}
+	hs, err := c.js.Stream(ctx, c.cfg.historyStream())
+	if err != nil {
+		return 0, outcomeOf(err), fmt.Errorf("history stream: %w", err)
+	}
+	// The history may lag behind the stream: wait until it holds everything before upTo.
+	info := hs.CachedInfo()
+	for {
+		last, err := historyLast(ctx, hs, info)
+		if err != nil {
+			return 0, outcomeOf(err), err
+		}
+		if last >= upTo-1 {
+			break
+		}
+		if !sleep(ctx, 10*time.Millisecond) {
+			return 0, warmTimeout, fmt.Errorf("history at stream sequence %d, waiting for %d: %w", last, upTo-1, ctx.Err())
+		}
+		if info, err = hs.Info(ctx); err != nil {
+			return 0, outcomeOf(err), fmt.Errorf("history stream: %w", err)
+		}
+	}
+	from := info.State.FirstSeq
+	outcome := warmComplete
+	if info.State.LastSeq > uint64(c.cfg.WarmLookback) && info.State.LastSeq-uint64(c.cfg.WarmLookback) > from {
+		from = info.State.LastSeq - uint64(c.cfg.WarmLookback)
+		outcome = warmTruncated
+	}
+	// An ephemeral consumer of the partition's subjects from the window's start; its info
+	// says how many messages it will deliver, so that the reading stops without waiting.
+	cons, err := hs.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubject:     c.cfg.SubjectPrefix + ".*." + strconv.Itoa(p),
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: c.cfg.WarmTimeout + time.Minute,
+		MemoryStorage:     true,
+		Replicas:          1,
+	})
+	if err != nil {
+		return 0, outcomeOf(err), fmt.Errorf("read history: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PublishTimeout)
+		defer cancel()
+		_ = hs.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	pending := cons.CachedInfo().NumPending
+	n := 0
+	for pending > 0 {
+		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(min(time.Second, max(time.Until(deadlineOf(ctx)), 10*time.Millisecond))))
+		if err != nil {
+			return n, outcomeOf(err), fmt.Errorf("read history: %w", err)
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			md, err := msg.Metadata()
+			if err != nil {
+				return n, warmError, fmt.Errorf("read history: %w", err)
+			}
+			pending = md.NumPending
+			seq, ok := sourceSeq(msg.Headers())
+			if !ok {
+				continue
+			}
+			if seq >= upTo {
+				return n, outcome, nil
+			}
+			c.callWarmer(ctx, log, Delivery{
+				Cluster:   clusterOf(msg.Subject(), c.cfg.SubjectPrefix),
+				Partition: p,
+				ID:        msg.Headers().Get(nats.MsgIdHdr),
+				Payload:   msg.Data(),
+				Sequence:  seq,
+			})
+			n++
+			c.warmM.messages.Add(ctx, 1)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return n, outcomeOf(err), fmt.Errorf("read history: %w", err)
+		}
+		if got == 0 {
+			if ctx.Err() != nil {
+				return n, warmTimeout, fmt.Errorf("read history: %w", ctx.Err())
+			}
+			return n, outcome, nil // nothing more arrives: the history holds no more of p
+		}
+	}
+	return n, outcome, nil
+}
+
+// callWarmer runs the warmer on d, logging a panic instead of ending the process: a message the
+// warmer cannot cope with only leaves its object without a previous version.
+func (c *Consumer) callWarmer(ctx context.Context, log *slog.Logger, d Delivery) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Warn("warmer panicked, message skipped", "seq", d.Sequence, "panic", fmt.Sprint(r))
+		}
+	}()
+	c.warmer(ctx, d)
+}
+
+// deadlineOf is ctx's deadline, or a second from now when it has none.
+func deadlineOf(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Second)
+}
+
+// sourceHeader is the header by which the history stream's messages carry their origin:
+// "<stream> <sequence> ...".
+const sourceHeader = "Nats-Stream-Source"
+
+// sourceSeq returns the sequence in the stream of a history message.
+func sourceSeq(h nats.Header) (uint64, bool) {
+	f := strings.Fields(h.Get(sourceHeader))
+	if len(f) < 2 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(f[1], 10, 64)
+	return seq, err == nil
+}
+
+// historyLast returns the stream sequence of the history's last message (0 when empty).
+func historyLast(ctx context.Context, hs jetstream.Stream, info *jetstream.StreamInfo) (uint64, error) {
+	if info.State.Msgs == 0 {
+		return 0, nil
+	}
+	m, err := hs.GetMsg(ctx, info.State.LastSeq)
+	if err != nil {
+		return 0, fmt.Errorf("history stream: last message: %w", err)
+	}
+	seq, _ := sourceSeq(m.Header)
+	return seq, nil
+}
+
+// waitHistory waits, before a message is acknowledged (the stream then deletes it), until the
+// history stream holds it, so that the warm-up of the next member of its partition sees it. It
+// gives up after PublishTimeout (counted in kelemetry.natsqueue.history_lagged).
+func (c *Consumer) waitHistory(ctx context.Context, seq uint64) {
+	if c.histSeq.Load() >= seq {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	defer cancel()
+	for {
+		if hs, err := c.js.Stream(ctx, c.cfg.historyStream()); err == nil {
+			if last, err := historyLast(ctx, hs, hs.CachedInfo()); err == nil {
+				for cur := c.histSeq.Load(); last > cur && !c.histSeq.CompareAndSwap(cur, last); cur = c.histSeq.Load() {
+				}
+			}
+		}
+		if c.histSeq.Load() >= seq {
+			return
+		}
+		if !sleep(ctx, 2*time.Millisecond) {
+			c.histLagged.Add(context.WithoutCancel(ctx), 1)
+			return
+		}
+	}
+}
