@@ -102,6 +102,7 @@ if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	echo '```'
 	go test ./audit -run '^$' -bench 'DecodeEventList$' -benchmem -cpu 1 | grep Benchmark
 	go test . -run '^$' -bench EndToEnd -benchmem -cpu 1 | grep Benchmark
-	go test ./frontend -run '^$' -bench Deployment1000Pods -benchtime 10x | grep Benchmark
+	go test ./frontend -run '^$' -bench Deployment1000Pods -benchtime 10x -benchmem | grep Benchmark
+	go test ./frontend -run '^$' -bench Deployment10000Pods -benchtime 3x -benchmem | grep Benchmark
 	echo '```'
 fi
