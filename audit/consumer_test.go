@@ -687,7 +687,7 @@ func BenchmarkConvertBodyMeta(b *testing.B) {
 		}
 	}
 	require.NotEmpty(b, bodies)
-	b.Run("jsontext", func(b *testing.B) {
+	b.Run("scanner", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			if _, err := decodeBodyMeta(bodies[i%len(bodies)]); err != nil {

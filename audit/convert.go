@@ -9,7 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+	"unicode/utf8"
+
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -390,109 +391,151 @@ type bodyMeta struct {
 // metaSeed seeds metaHash; fingerprints are compared within one process only.
 var metaSeed = maphash.MakeSeed()
 
-type metaDecoder struct {
-	buf bytes.Buffer
-	dec jsontext.Decoder
-}
-
-var metaDecoders = sync.Pool{New: func() any { return new(metaDecoder) }}
-
 // decodeBodyMeta reads apiVersion, kind and metadata.{name,namespace,uid,resourceVersion} from a
 // JSON object, skipping every other member without decoding it, and stops as soon as it has the
 // three top-level members (kube-apiserver writes them first, so spec and status are not scanned).
+// It scans the body in place with the audit decoder's scanner; the part it scanned must be valid
+// UTF-8. A repeated member name is not an error: its last value counts.
 func decodeBodyMeta(body []byte) (bodyMeta, error) {
-	md := metaDecoders.Get().(*metaDecoder)
-	defer func() {
-		md.buf = bytes.Buffer{} // drop the references to the body
-		md.dec.Reset(&md.buf)
-		metaDecoders.Put(md)
-	}()
-	// The decoder parses a bytes.Buffer in place, without copying the body.
-	md.buf = *bytes.NewBuffer(body)
-	md.dec.Reset(&md.buf)
-	d := &md.dec
-
+	d := getDecoder(body)
+	defer putDecoder(d)
 	var m bodyMeta
-	tok, err := d.ReadToken()
-	if err != nil {
+	if null, err := d.beginObject(); err != nil || null {
+		if err == nil {
+			err = errors.New("response object is not a JSON object")
+		}
 		return m, err
 	}
-	if tok.Kind() != '{' {
-		return m, errors.New("response object is not a JSON object")
-	}
-	for d.PeekKind() != '}' {
-		name, err := d.ReadValue()
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
 		if err != nil {
 			return m, err
 		}
-		switch {
-		case isName(name, "apiVersion"):
-			m.apiVersion, err = readString(d)
+		if !more {
+			break
+		}
+		switch string(name) {
+		case "apiVersion":
+			m.apiVersion, err = d.metaString()
 			m.seenAPIVersion = true
-		case isName(name, "kind"):
-			m.kind, err = readString(d)
+		case "kind":
+			m.kind, err = d.metaString()
 			m.seenKind = true
-		case isName(name, "metadata"):
-			err = readMetadata(d, &m)
+		case "metadata":
+			err = d.bodyMetadata(&m)
 			m.seenMetadata = true
 		default:
-			err = d.SkipValue()
+			err = d.skipValue()
 		}
 		if err != nil {
 			return m, err
 		}
 		if m.seenAPIVersion && m.seenKind && m.seenMetadata {
-			return m, nil
+			break
 		}
+	}
+	if !utf8.Valid(body[:d.pos]) {
+		return bodyMeta{}, errors.New("response object is not valid UTF-8")
 	}
 	return m, nil
 }
 
-func readMetadata(d *jsontext.Decoder, m *bodyMeta) error {
-	if d.PeekKind() != '{' {
-		return d.SkipValue()
+// bodyMetadata reads the metadata member of an object body into m.
+func (d *eventDecoder) bodyMetadata(m *bodyMeta) error {
+	if d.ws() != '{' {
+		return d.skipValue()
 	}
-	if _, err := d.ReadToken(); err != nil {
-		return err
-	}
+	d.pos++
 	m.metaHash = 1
-	for d.PeekKind() != '}' {
-		name, err := d.ReadValue()
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
 		if err != nil {
 			return err
 		}
-		switch {
-		case isName(name, "labels"), isName(name, "annotations"), isName(name, "ownerReferences"):
-			var v jsontext.Value
-			if v, err = d.ReadValue(); err == nil {
-				m.metaHash = (m.metaHash*1099511628211^maphash.Bytes(metaSeed, name))*1099511628211 ^ maphash.Bytes(metaSeed, v)
+		if !more {
+			return nil
+		}
+		switch string(name) {
+		case "labels", "annotations", "ownerReferences":
+			h := maphash.Bytes(metaSeed, name)
+			var v []byte
+			if v, err = d.readRaw(); err == nil {
+				if v == nil {
+					v = nullValue
+				}
+				m.metaHash = (m.metaHash*1099511628211^h)*1099511628211 ^ maphash.Bytes(metaSeed, v)
 				if m.metaHash == 0 {
 					m.metaHash = 1
 				}
 			}
-		case isName(name, "name"):
-			m.name, err = readString(d)
-		case isName(name, "namespace"):
-			m.namespace, err = readString(d)
-		case isName(name, "uid"):
-			m.uid, err = readString(d)
-		case isName(name, "resourceVersion"):
-			m.resourceVersion, err = readString(d)
-		case isName(name, "deletionTimestamp"):
-			m.deletionTimestamp, err = readString(d)
-		case isName(name, "deletionGracePeriodSeconds"):
-			m.gracePeriod, err = readInt(d)
-		case isName(name, "finalizers"):
-			m.finalizers, err = readStrings(d, m.finalizers[:0])
+		case "name":
+			m.name, err = d.metaString()
+		case "namespace":
+			m.namespace, err = d.metaString()
+		case "uid":
+			m.uid, err = d.metaString()
+		case "resourceVersion":
+			m.resourceVersion, err = d.metaString()
+		case "deletionTimestamp":
+			m.deletionTimestamp, err = d.metaString()
+		case "deletionGracePeriodSeconds":
+			m.gracePeriod, err = d.metaInt()
+		case "finalizers":
+			m.finalizers, err = d.metaStrings(m.finalizers[:0])
 		default:
-			err = d.SkipValue()
+			err = d.skipValue()
 		}
 		if err != nil {
 			return err
 		}
 	}
-	_, err := d.ReadToken() // '}'
-	return err
+}
+
+// nullValue is the JSON null that readRaw returns as nil.
+var nullValue = []byte("null")
+
+// metaString reads a string value; any other value is skipped and reads as "".
+func (d *eventDecoder) metaString() (string, error) {
+	if d.ws() != '"' {
+		return "", d.skipValue()
+	}
+	b, err := d.readStr()
+	return string(b), err
+}
+
+// metaInt reads an integer; any other value is skipped and reads as 0 (a fraction or a number
+// too large too).
+func (d *eventDecoder) metaInt() (int64, error) {
+	if c := d.ws(); c != '-' && !isDigit(c) {
+		return 0, d.skipValue()
+	}
+	start := d.pos
+	if err := d.scanNumber(); err != nil {
+		return 0, err
+	}
+	n, _ := strconv.ParseInt(string(d.data[start:d.pos]), 10, 64)
+	return n, nil
+}
+
+// metaStrings appends the non-empty strings of an array to dst; other values are skipped.
+func (d *eventDecoder) metaStrings(dst []string) ([]string, error) {
+	if d.ws() != '[' {
+		return dst, d.skipValue()
+	}
+	d.pos++
+	for first := true; ; first = false {
+		more, err := d.nextElement(first)
+		if err != nil || !more {
+			return dst, err
+		}
+		s, err := d.metaString()
+		if err != nil {
+			return dst, err
+		}
+		if s != "" {
+			dst = append(dst, s)
+		}
+	}
 }
 
 // isName reports whether the raw JSON string v (quotes included) is want.
@@ -521,39 +564,4 @@ func readString(d *jsontext.Decoder) (string, error) {
 	}
 	s, err := jsontext.AppendUnquote(nil, v)
 	return string(s), err
-}
-
-// readInt reads an integer; any other value is skipped and reads as 0.
-func readInt(d *jsontext.Decoder) (int64, error) {
-	if d.PeekKind() != '0' {
-		return 0, d.SkipValue()
-	}
-	v, err := d.ReadValue()
-	if err != nil {
-		return 0, err
-	}
-	// Not an integer (a fraction, too large): reads as 0.
-	n, _ := strconv.ParseInt(string(v), 10, 64)
-	return n, nil
-}
-
-// readStrings appends the strings of an array to dst; other values are skipped.
-func readStrings(d *jsontext.Decoder, dst []string) ([]string, error) {
-	if d.PeekKind() != '[' {
-		return dst, d.SkipValue()
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return dst, err
-	}
-	for d.PeekKind() != ']' {
-		s, err := readString(d)
-		if err != nil {
-			return dst, err
-		}
-		if s != "" {
-			dst = append(dst, s)
-		}
-	}
-	_, err := d.ReadToken() // ']'
-	return dst, err
 }

@@ -2,6 +2,7 @@ package diff
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -35,17 +36,36 @@ func trim(b []byte) []byte {
 	return b[i:j]
 }
 
-// stringEnd returns the index just past the string that starts (with its quote) at b[i].
+// stringEnd returns the index just past the string that starts (with its quote) at b[i]. It
+// skips 8 bytes at a time while they hold no quote or backslash.
 func stringEnd(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
+	j := i + 1
+	for j < len(b) {
+		for j+8 <= len(b) && !hasQuoteOrBackslash(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
+		// A quote or a backslash is within the next 8 bytes (or the input ends first).
+		for j < len(b) {
+			c := b[j]
+			if c == '"' {
+				return j + 1, nil
+			}
 			j++
-		case '"':
-			return j + 1, nil
+			if c == '\\' {
+				j++ // the escaped byte
+				break
+			}
 		}
 	}
 	return 0, fmt.Errorf("%w: unterminated string", errSyntax)
+}
+
+// hasQuoteOrBackslash reports whether any byte of w is '"' or '\\' (has-zero-byte tests of w
+// xor each, from "Bit Twiddling Hacks").
+func hasQuoteOrBackslash(w uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q, bs := w^(lo*'"'), w^(lo*'\\')
+	return ((q-lo)&^q|(bs-lo)&^bs)&hi != 0
 }
 
 // valueEnd returns the index just past the value that starts at b[i] (no leading space).

@@ -22,7 +22,10 @@ import (
 )
 
 // deployment1000Pods is a Deployment with one ReplicaSet and 1,000 Pods over 4 windows.
-func deployment1000Pods() [][]*aggregator.Span {
+func deployment1000Pods() [][]*aggregator.Span { return deploymentPods(1000) }
+
+// deploymentPods is a Deployment with one ReplicaSet and n Pods over 4 windows.
+func deploymentPods(n int) [][]*aggregator.Span {
 	dep, rs := obj("deployments", "web"), obj("replicasets", "web-1")
 	var out [][]*aggregator.Span
 	for i := range 4 {
@@ -31,7 +34,7 @@ func deployment1000Pods() [][]*aggregator.Span {
 		w.event(dep, window.Add(time.Minute), fmt.Sprintf("d%d", i))
 		w.event(rs, window.Add(time.Minute), fmt.Sprintf("r%d", i))
 		w.link(dep, rs, window, "children")
-		for p := range 1000 {
+		for p := range n {
 			pod := obj("pods", fmt.Sprintf("web-1-%04d", p))
 			w.link(rs, pod, window, "children")
 			w.event(pod, window.Add(2*time.Minute), fmt.Sprintf("a%d", i))
@@ -55,7 +58,7 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 		for _, spans := range deployment1000Pods() {
 			require.NoError(b, st.Export(ctx, spans))
 		}
-		benchTree(b, func() store.Reader { return st })
+		benchTree(b, 1000, func() store.Reader { return st })
 	})
 	b.Run("jaeger", func(b *testing.B) {
 		otlp, remote := startJaeger(b)
@@ -76,32 +79,46 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 			return r
 		}
 		// cold: each query on a new reader (an empty cache); cached: one reader for all queries.
-		b.Run("cold", func(b *testing.B) { benchTree(b, func() store.Reader { return open(b) }) })
+		b.Run("cold", func(b *testing.B) { benchTree(b, 1000, func() store.Reader { return open(b) }) })
 		b.Run("cached", func(b *testing.B) {
 			r := open(b)
-			benchTree(b, func() store.Reader { return r })
+			benchTree(b, 1000, func() store.Reader { return r })
 		})
 	})
 }
 
-// benchTree searches and draws the Deployment of deployment1000Pods from the reader reader
-// returns for each query.
-func benchTree(b *testing.B, reader func() store.Reader) {
+// BenchmarkDeployment10000Pods is BenchmarkDeployment1000Pods/embedded with 10,000 Pods (about
+// 160,000 spans, above the default span budget, so the engine is given 1,000,000); it reports the peak live heap of a query above the heap before it.
+func BenchmarkDeployment10000Pods(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = st.Close() })
+	for _, spans := range deploymentPods(10000) {
+		require.NoError(b, st.Export(ctx, spans))
+	}
+	benchTree(b, 10000, func() store.Reader { return st })
+}
+
+// benchTree searches and draws the Deployment of deploymentPods(pods) from the reader reader
+// returns for each query, and reports the highest live heap growth of a query (peak-heap-B/op)
+// and the slowest query (max-ms).
+func benchTree(b *testing.B, pods int, reader func() store.Reader) {
 	ctx := context.Background()
 	dep := obj("deployments", "web")
 	q := frontend.Query{Resource: "deployments", Name: "web", From: w0, To: w0.Add(4*win - 1)}
 	draw := func() error {
-		engine := frontend.NewEngine(reader(), 0, frontend.EngineConfig{PerLevel: 2000, Total: 2000})
+		engine := frontend.NewEngine(reader(), 0, frontend.EngineConfig{PerLevel: 2 * pods, Total: 2 * pods, MaxSpans: 100 * pods})
 		gs, err := engine.Search(ctx, q, frontend.LinkFullTree)
 		if err != nil {
 			return fmt.Errorf("search: %w", err)
 		}
-		if len(gs) != 1 || len(gs[0].Objects) != 1002 {
+		if len(gs) != 1 || len(gs[0].Objects) != pods+2 {
 			return fmt.Errorf("search: %d results", len(gs))
 		}
 		tr := frontend.Render(gs[0], frontend.DisplayTracing, aggregator.TraceIDFor(dep.Key(), w0))
-		if len(tr.Spans) != 1002 {
-			return fmt.Errorf("%d spans", len(tr.Spans))
+		if len(tr.Spans) != pods+2 {
+			return fmt.Errorf("%d spans (truncated: %q)", len(tr.Spans), gs[0].Truncated)
 		}
 		return nil
 	}
@@ -114,12 +131,29 @@ func benchTree(b *testing.B, reader func() store.Reader) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.ReportAllocs()
+	runtime.GC()
+	base := liveHeap()
+	var peak uint64
+	var slowest time.Duration
 	b.ResetTimer()
 	for b.Loop() {
-		if err := draw(); err != nil {
+		stop := peakHeap()
+		start := time.Now()
+		err := draw()
+		slowest = max(slowest, time.Since(start))
+		if p := stop(); p > peak {
+			peak = p
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	if peak > base {
+		b.ReportMetric(float64(peak-base), "peak-heap-B/op")
+	}
+	// The slowest query of the run: the target is every query under a bound, not the mean.
+	b.ReportMetric(float64(slowest.Microseconds())/1000, "max-ms")
 }
 
 // countingWriter is a ResponseWriter that keeps only the size of the body.

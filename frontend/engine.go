@@ -533,7 +533,7 @@ func (l *loader) fill(o *Object, perWindow [][]*aggregator.Span) {
 		return cmp.Or(a.Start.Compare(b.Start), bytes.Compare(a.SpanID[:], b.SpanID[:]))
 	})
 	slices.SortFunc(o.links, func(a, b objLink) int {
-		return cmp.Or(strings.Compare(a.class, b.class), strings.Compare(a.target.Key().String(), b.target.Key().String()),
+		return cmp.Or(strings.Compare(a.class, b.class), keyLess(a.target.Key(), b.target.Key()),
 			strings.Compare(string(a.role), string(b.role)))
 	})
 	o.Start, o.End = l.from, l.to
@@ -775,7 +775,21 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 	return out
 }
 
-func keyLess(a, b aggregator.ObjectKey) int { return strings.Compare(a.String(), b.String()) }
+// keyLess orders object keys as their strings (aggregator.ObjectKey.String) compare, without
+// building the strings: the keys are joined into stack buffers (longer keys spill to the heap).
+func keyLess(a, b aggregator.ObjectKey) int {
+	var ab, bb [256]byte
+	return bytes.Compare(appendKey(ab[:0], a), appendKey(bb[:0], b))
+}
+
+// appendKey appends the bytes of k.String() to dst.
+func appendKey(dst []byte, k aggregator.ObjectKey) []byte {
+	dst = append(append(dst, k.Cluster...), '/')
+	dst = append(append(dst, k.Group...), '/')
+	dst = append(append(dst, k.Resource...), '/')
+	dst = append(append(dst, k.Namespace...), '/')
+	return append(dst, k.Name...)
+}
 
 // buildTree turns the collected edges (in g.Children, possibly with duplicates and several
 // parents per object) into a tree: each object keeps one parent (owner-class links first, then

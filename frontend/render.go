@@ -1,9 +1,9 @@
 package frontend
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,14 +71,20 @@ func Render(g *Graph, d DisplayMode, id trace.TraceID) JaegerTrace {
 	return renderWithin(g, d, id, nil)
 }
 
+// hashID is the 64-bit FNV-1a hash of the parts, each followed by a zero byte (computed inline:
+// hash/fnv through its interface costs an allocation per part).
 func hashID(parts ...string) trace.SpanID {
-	h := fnv.New64a()
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
 	for _, p := range parts {
-		_, _ = h.Write([]byte(p))
-		_, _ = h.Write([]byte{0})
+		for i := 0; i < len(p); i++ {
+			h ^= uint64(p[i])
+			h *= prime64
+		}
+		h *= prime64 // the zero byte after the part: h ^= 0
 	}
 	var id trace.SpanID
-	binary.BigEndian.PutUint64(id[:], h.Sum64())
+	binary.BigEndian.PutUint64(id[:], h)
 	if !id.IsValid() {
 		id[7] = 1
 	}
@@ -292,13 +298,19 @@ func foldEvent(ev *aggregator.Span) outLog {
 			fields = append(fields, str(t.to, v))
 		}
 	}
-	var diffs = map[string][]string{}
+	var diffs, verbose []string // the lines of the classes "diff" and "verbose diff"
 	var other []JaegerKeyValue
 	for _, l := range ev.Logs {
 		if l.Type == aggregator.LogTypeDiff {
 			for _, line := range strings.Split(strings.TrimRight(l.Message, "\n"), "\n") {
-				if c := diffClass(line); c != "" && line != "" {
-					diffs[c] = append(diffs[c], line)
+				if line == "" {
+					continue
+				}
+				switch diffClass(line) {
+				case "diff":
+					diffs = append(diffs, line)
+				case "verbose diff":
+					verbose = append(verbose, line)
 				}
 			}
 			continue
@@ -309,10 +321,11 @@ func foldEvent(ev *aggregator.Span) outLog {
 		}
 		other = appendField(other, name, l.Message)
 	}
-	for _, c := range []string{"diff", "verbose diff"} {
-		if len(diffs[c]) > 0 {
-			fields = append(fields, str(c, strings.Join(diffs[c], "\n")))
-		}
+	if len(diffs) > 0 {
+		fields = append(fields, str("diff", strings.Join(diffs, "\n")))
+	}
+	if len(verbose) > 0 {
+		fields = append(fields, str("verbose diff", strings.Join(verbose, "\n")))
 	}
 	if ev.Error && !hasField(other, "error") {
 		other = append(other, JaegerKeyValue{Key: "error", Type: "bool", Value: true})
@@ -435,7 +448,7 @@ func flatten(root *node) *node {
 		n.children, n.parent = nil, root
 	}
 	slices.SortStableFunc(moved, func(a, b *node) int {
-		return cmp.Or(a.start.Compare(b.start), strings.Compare(a.id.String(), b.id.String()))
+		return cmp.Or(a.start.Compare(b.start), bytes.Compare(a.id[:], b.id[:])) // as their hex strings
 	})
 	root.children = moved
 	return root

@@ -9,12 +9,15 @@ data=$(mktemp -d)
 go build -o "$bin" ./examples/allinone
 args=()
 for _ in $(seq "$n"); do args+=(--replay testdata/bulk/audit.jsonl.gz); done
-port=$((20000 + RANDOM % 20000))
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 start=$(date +%s.%N)
 "$bin" --data-dir "$data" --audit-addr 127.0.0.1:0 --http-addr "127.0.0.1:$port" --log-level warn "${args[@]}" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$data" "$(dirname "$bin")"' EXIT
-until curl -sf "http://127.0.0.1:$port/healthz" | grep -q '"done":true'; do sleep 0.2; done
+until curl -sf "http://127.0.0.1:$port/healthz" | grep -q '"done":true'; do
+	kill -0 $pid 2>/dev/null || { echo "measure-rss: the all-in-one exited before its replay was done" >&2; exit 1; }
+	sleep 0.2
+done
 end=$(date +%s.%N)
 hwm=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
 cpu=$(awk '{print ($14+$15)/100}' /proc/$pid/stat)

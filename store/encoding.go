@@ -245,11 +245,20 @@ func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
 // decodeSpan decodes an encoding made by appendSpan.
 func decodeSpan(data []byte) (*aggregator.Span, error) {
-	d := decoder{s: string(data)}
-	if v := d.byte(); v != spanEncodingVersion {
-		return nil, fmt.Errorf("decode span: unknown encoding version %d: %w", v, errCorrupt)
-	}
 	sp := &aggregator.Span{}
+	if err := decodeSpanInto(sp, string(data)); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// decodeSpanInto decodes an encoding made by appendSpan into *sp (zero); its strings are
+// substrings of data.
+func decodeSpanInto(sp *aggregator.Span, data string) error {
+	d := decoder{s: data}
+	if v := d.byte(); v != spanEncodingVersion {
+		return fmt.Errorf("decode span: unknown encoding version %d: %w", v, errCorrupt)
+	}
 	d.bytes(sp.TraceID[:])
 	d.bytes(sp.SpanID[:])
 	d.bytes(sp.ParentID[:])
@@ -300,9 +309,9 @@ func decodeSpan(data []byte) (*aggregator.Span, error) {
 		sp.Link.Class = d.string()
 	}
 	if d.err || d.off != len(d.s) {
-		return nil, fmt.Errorf("decode span: %w", errCorrupt)
+		return fmt.Errorf("decode span: %w", errCorrupt)
 	}
-	return sp, nil
+	return nil
 }
 
 // Object reference encoding: version(1) and the 7 strings of appendRef.

@@ -437,6 +437,10 @@ func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 		return nil, fmt.Errorf("get traces: iterate: %w", err)
 	}
 	defer it.Close()
+	// The values of one trace are gathered into one buffer and decoded from one string, into one
+	// slice of spans: three allocations per trace rather than three per span.
+	var vals, keyBuf []byte
+	var ends, keyEnds []int
 	for n, i := range order {
 		if n%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -444,16 +448,30 @@ func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 			}
 		}
 		prefix := keys[i]
+		vals, keyBuf, ends, keyEnds = vals[:0], keyBuf[:0], ends[:0], keyEnds[:0]
 		for valid := it.SeekGE(prefix); valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
 			v, err := it.ValueAndErr()
 			if err != nil {
 				return nil, fmt.Errorf("get traces: read %x: %w", it.Key(), err)
 			}
-			sp, err := decodeSpan(v)
-			if err != nil {
-				return nil, fmt.Errorf("get traces: key %x: %w", it.Key(), err)
+			vals = append(vals, v...)
+			ends = append(ends, len(vals))
+			keyBuf = append(keyBuf, it.Key()...)
+			keyEnds = append(keyEnds, len(keyBuf))
+		}
+		if len(ends) == 0 {
+			continue
+		}
+		all := string(vals)
+		spans := make([]aggregator.Span, len(ends))
+		out[i] = make([]*aggregator.Span, len(ends))
+		start, keyStart := 0, 0
+		for j, end := range ends {
+			if err := decodeSpanInto(&spans[j], all[start:end]); err != nil {
+				return nil, fmt.Errorf("get traces: key %x: %w", keyBuf[keyStart:keyEnds[j]], err)
 			}
-			out[i] = append(out[i], sp)
+			out[i][j] = &spans[j]
+			start, keyStart = end, keyEnds[j]
 		}
 		slices.SortFunc(out[i], spanLess)
 	}
