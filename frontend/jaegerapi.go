@@ -493,46 +493,57 @@ func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, e
 
 // trace is Trace within the render budget b, which several lookups may share.
 func (a *JaegerAPI) trace(ctx context.Context, id trace.TraceID, b *renderBudget) (JaegerTrace, error) {
+	g, display, err := a.resolve(ctx, id)
+	if err != nil {
+		return JaegerTrace{}, err
+	}
+	return renderWithin(g, display, id, b), nil
+}
+
+// resolve finds the graph a display ID (or a stored trace ID, shown in the default mode over its
+// window) names, and the display mode to draw it in. It returns an error wrapping
+// ErrTraceNotFound or ErrBadTraceID for unknown or malformed IDs.
+func (a *queryAPI) resolve(ctx context.Context, id trace.TraceID) (*Graph, DisplayMode, error) {
 	d, err := ParseDisplayID(id)
 	if errors.Is(err, errNotDisplayID) {
-		return a.storedAsDisplay(ctx, id, b)
+		return a.storedAsDisplay(ctx, id)
 	}
 	if err != nil {
 		// A stored trace ID may start with ff too.
-		if tr, serr := a.storedAsDisplay(ctx, id, b); serr == nil {
-			return tr, nil
+		if g, display, serr := a.storedAsDisplay(ctx, id); serr == nil {
+			return g, display, nil
 		}
-		return JaegerTrace{}, fmt.Errorf("%w: %w", ErrBadTraceID, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrBadTraceID, err)
 	}
 	if d.Legacy {
-		return a.legacyTrace(ctx, id, d, b)
+		return a.legacyTrace(ctx, id, d)
 	}
 	ref, anchor, err := a.engine.FindAnchor(ctx, d.Object, d.Start, d.End)
 	if errors.Is(err, ErrNoObject) {
-		return a.storedAsDisplay(ctx, id, b)
+		return a.storedAsDisplay(ctx, id)
 	}
 	if err != nil {
-		return JaegerTrace{}, err
+		return nil, 0, err
 	}
 	g, err := a.engine.Expand(ctx, ref, anchor, d.Start, d.End, d.Mode.Link)
 	if errors.Is(err, ErrNoObject) {
-		return a.storedAsDisplay(ctx, id, b)
+		return a.storedAsDisplay(ctx, id)
 	}
 	if err != nil {
-		return JaegerTrace{}, err
+		return nil, 0, err
 	}
-	return renderWithin(g, d.Mode.Display, id, b), nil
+	return g, d.Mode.Display, nil
 }
 
 // legacyTrace resolves a display ID of the earlier layout by the prefix of its anchor's stored
 // trace ID, on stores that support it.
-func (a *JaegerAPI) legacyTrace(ctx context.Context, id trace.TraceID, d DisplayID, b *renderBudget) (JaegerTrace, error) {
+func (a *queryAPI) legacyTrace(ctx context.Context, id trace.TraceID, d DisplayID) (*Graph, DisplayMode, error) {
 	refs, err := a.reader.FindTraces(ctx, store.TraceQuery{IDPrefix: d.LegacyAnchor[:], From: d.Start, To: d.End})
 	if errors.Is(err, errors.ErrUnsupported) {
-		return JaegerTrace{}, fmt.Errorf("%w: display ID %s of an earlier release: this store cannot resolve it (search again)", ErrTraceNotFound, id)
+		return nil, 0, fmt.Errorf("%w: display ID %s of an earlier release: this store cannot resolve it (search again)", ErrTraceNotFound, id)
 	}
 	if err != nil {
-		return JaegerTrace{}, err
+		return nil, 0, err
 	}
 	for _, tr := range refs {
 		if tr.Object.Resource == "" || tr.Object.Name == "" {
@@ -543,20 +554,20 @@ func (a *JaegerAPI) legacyTrace(ctx context.Context, id trace.TraceID, d Display
 			continue
 		}
 		if err != nil {
-			return JaegerTrace{}, err
+			return nil, 0, err
 		}
-		return renderWithin(g, d.Mode.Display, id, b), nil
+		return g, d.Mode.Display, nil
 	}
-	return a.storedAsDisplay(ctx, id, b)
+	return a.storedAsDisplay(ctx, id)
 }
 
-func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID, b *renderBudget) (JaegerTrace, error) {
+func (a *queryAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (*Graph, DisplayMode, error) {
 	spans, err := a.reader.GetTrace(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return JaegerTrace{}, ErrTraceNotFound
+		return nil, 0, ErrTraceNotFound
 	}
 	if err != nil {
-		return JaegerTrace{}, err
+		return nil, 0, err
 	}
 	sp := spans[0]
 	window := sp.Window
@@ -566,12 +577,12 @@ func (a *JaegerAPI) storedAsDisplay(ctx context.Context, id trace.TraceID, b *re
 	from, to := window, window.Add(a.engine.window).Add(-time.Nanosecond)
 	g, err := a.engine.Expand(ctx, sp.Object, store.ObjectWindow{Window: window, TraceID: id}, from, to, DefaultMode.Link)
 	if errors.Is(err, ErrNoObject) {
-		return JaegerTrace{}, ErrTraceNotFound
+		return nil, 0, ErrTraceNotFound
 	}
 	if err != nil {
-		return JaegerTrace{}, err
+		return nil, 0, err
 	}
-	return renderWithin(g, DefaultMode.Display, id, b), nil
+	return g, DefaultMode.Display, nil
 }
 
 func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {

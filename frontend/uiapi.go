@@ -17,19 +17,32 @@ import (
 //
 //	GET /api/ui/search?<the parameters of GET /api/traces>   one SearchSummary per result
 //	GET /api/ui/suggestions?cluster=&start=&end=             a Suggestions
+//	GET /api/critical-path/{traceID}                          a CriticalPath
+//	GET /api/controller-times/{traceID}                       []ControllerTimes
 //
 // Both answer in the JaegerResponse envelope; errors carry a code and a message.
-type UIAPI struct{ queryAPI }
+type UIAPI struct {
+	queryAPI
+	rules []CausalRule
+}
 
 // NewUIAPI serves the web UI's API over the engine's store.
 func NewUIAPI(e *Engine, tel telemetry.Settings) *UIAPI {
-	return &UIAPI{newQueryAPI(e, tel, "ui")}
+	return &UIAPI{queryAPI: newQueryAPI(e, tel, "ui")}
 }
 
-// Register adds the routes to mux. Both count as heavy requests (Config.MaxConcurrent).
+// WithCausalRules replaces the rules the critical path follows (DefaultCausalRules by default)
+// and returns a.
+func (a *UIAPI) WithCausalRules(rules []CausalRule) *UIAPI {
+	a.rules = rules
+	return a
+}
+
+// Register adds the routes to mux. All count as heavy requests (Config.MaxConcurrent).
 func (a *UIAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/ui/search", a.heavy(a.search))
 	mux.HandleFunc("GET /api/ui/suggestions", a.heavy(a.suggestions))
+	a.registerCritical(mux)
 }
 
 // SummaryObject names one object of a SearchSummary.

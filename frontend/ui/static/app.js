@@ -841,7 +841,7 @@ function renderTrace(id, model, params) {
     : new Set((params.get('collapsed') || '').split(',').filter(Boolean));
   const v = {
     id, model, mode, collapsed, visible: [], selected: null, selectedLog: null,
-    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null,
+    rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null, critical: null, criticalEl: null,
   };
   view = v;
 
@@ -878,7 +878,10 @@ function renderTrace(id, model, params) {
   v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
   v.detail = el('aside', { class: 'detail' });
   v.detail.hidden = true;
-  fill(app(), bar, truncationBanner(model.warnings.filter(isTruncation)), warnings, el('div', { class: 'tracebody' }, el('div', { class: 'gantt' }, axis, v.rowsEl), v.detail));
+  v.criticalEl = el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
+  fill(app(), bar, truncationBanner(model.warnings.filter(isTruncation)), warnings, v.criticalEl,
+    el('div', { class: 'tracebody' }, el('div', { class: 'gantt' }, axis, v.rowsEl), v.detail));
+  loadCritical(v);
 
   const onScroll = () => schedule(v);
   v.rowsEl.addEventListener('scroll', onScroll, { passive: true });
@@ -898,6 +901,87 @@ function renderTrace(id, model, params) {
   } else {
     draw(v);
   }
+}
+
+// stepKey names a critical step's event as a folded log: its object and its time.
+function stepKey(o, micros) { return `${str(o.cluster)}/${str(o.group)}/${str(o.resource)}/${str(o.namespace)}/${str(o.name)}|${micros}`; }
+
+// loadCritical fetches the trace's critical path and controller times, highlights the path's
+// events on the chart and fills the panel above it.
+async function loadCritical(v) {
+  let body;
+  try {
+    body = await apiGet('/api/critical-path/' + encodeURIComponent(v.id));
+  } catch (e) {
+    if (view !== v) return;
+    fill(v.criticalEl, el('summary', { text: 'Critical path: not available' }), el('div', { class: 'note', text: str(e && e.message) }));
+    return;
+  }
+  if (view !== v) return;
+  const cp = body && body.data && typeof body.data === 'object' ? body.data : {};
+  const steps = Array.isArray(cp.steps) ? cp.steps : [];
+  const crit = { spans: new Set(), logs: new Set(), objects: new Set(), steps };
+  for (const s of steps) {
+    if (!s) continue;
+    crit.spans.add(str(s.spanID));
+    crit.logs.add(stepKey(s.object || {}, Number(s.timeMicros)));
+    crit.objects.add(stepKey(s.object || {}, ''));
+  }
+  v.critical = crit;
+  const secs = x => fmtDur((Number(x) || 0) * 1e6);
+  const waits = (Array.isArray(cp.waits) ? cp.waits : []).slice(0, 5);
+  const ctrls = Array.isArray(cp.controllers) ? cp.controllers : [];
+  const t0 = steps.length ? Number(steps[0].timeMicros) : 0;
+  const list = el('ol', { class: 'critical-steps' }, steps.map(s => {
+    const o = s.object || {};
+    const a = el('a', { href: '#', text: `${resourceLabel(o)} ${o.namespace ? o.namespace + '/' : ''}${str(o.name)}`,
+      onclick: e => { e.preventDefault(); showStep(v, s); } });
+    return el('li', { class: Number(s.waitSeconds) > 0 ? '' : 'nowait' },
+      el('span', { class: 'at', text: '+' + fmtDur(Number(s.timeMicros) - t0) }),
+      el('span', { class: 'wait', text: `waited ${secs(s.waitSeconds)}`, title: `rule: ${str(s.rule)}` }),
+      el('span', { class: 'who', text: str(s.controller), title: str(s.user) }),
+      el('span', { class: 'what', text: `${str(s.verb)}${s.subresource ? ' ' + s.subresource : ''}` }), a);
+  }));
+  const table = (cls, head, rows) => el('table', { class: cls }, el('tr', {}, head.map(h => el('th', { text: h }))),
+    rows.map(r => el('tr', {}, r.map(c => el('td', { text: c })))));
+  const top = waits.length ? waits[0] : null;
+  fill(v.criticalEl,
+    el('summary', { text: `Critical path: ${plural(steps.length, 'step')} over ${secs(cp.durationSeconds)}` +
+      (top ? ` · longest wait: ${str(top.controller)} (${secs(top.waitSeconds)})` : '') }),
+    cp.truncated ? el('div', { class: 'msg', text: str(cp.truncated) }) : null,
+    el('div', { class: 'critical-body' },
+      el('div', { class: 'critical-col' }, el('h3', { text: 'Where the time went' }),
+        table('where', ['Controller', 'Steps', 'Waited', 'Acting'], waits.map(w => [str(w.controller), String(w.steps), secs(w.waitSeconds), secs(w.actSeconds)])),
+        el('h3', { text: 'Controller reaction times' }),
+        table('reactions', ['Controller', 'Writes', 'Mean wait', 'Max wait', 'Total wait', 'Acting'],
+          ctrls.map(c => [str(c.controller), String(c.writes), secs(c.meanWaitSeconds), secs(c.maxWaitSeconds), secs(c.waitSeconds), secs(c.actSeconds)]))),
+      el('div', { class: 'critical-col' }, el('h3', { text: 'Steps' }), list)));
+  draw(v);
+}
+
+// showStep selects a critical step's event on the chart: its own row (tree, timeline) or its
+// marker on its object's row (tracing, grouped).
+function showStep(v, s) {
+  const byID = v.model.byId.get(str(s.spanID));
+  if (byID && byID.kind === 'event') { select(v, byID, null); reveal(v, byID); return; }
+  const want = stepKey(s.object || {}, Number(s.timeMicros));
+  for (const n of v.model.nodes) {
+    if (n.kind === 'event') continue;
+    const obj = objectNodeOf(n);
+    if (!obj) continue;
+    const i = n.logs.findIndex(l => eventOfLog(l) && stepKey(objectKey(obj), logTime(l, n)) === want);
+    if (i >= 0) { select(v, n, i); reveal(v, n); return; }
+  }
+}
+
+// onPath tells whether a row's event, or a folded event at ts on an object row, is a step of the
+// critical path.
+function onPath(v, n, ts) {
+  const c = v.critical;
+  if (!c) return false;
+  if (n.kind === 'event') return c.spans.has(n.id);
+  const obj = objectNodeOf(n);
+  return !!obj && c.logs.has(stepKey(objectKey(obj), ts));
 }
 
 function axisTicks(model) {
@@ -1049,8 +1133,10 @@ function rowEl(v, n, i) {
   const tl = el('div', { class: 'tl' });
   const left = pct(v, n.start), width = Math.max(pct(v, n.end) - left, 0);
   tl.append(el('div', { class: 'bar', style: { left: `${left}%`, width: `${width}%` } }));
+  let pathHere = false;
   if (n.kind === 'event') {
-    tl.append(el('button', { class: `mk ${markerClass(n.span.tags, n.op, n.service)}${v.selected === n ? ' selected' : ''}`,
+    pathHere = onPath(v, n);
+    tl.append(el('button', { class: `mk ${markerClass(n.span.tags, n.op, n.service)}${v.selected === n ? ' selected' : ''}${pathHere ? ' critical' : ''}`,
       title: `${fmtTime(n.start)} ${n.op}`, dataset: { log: '' }, style: { left: `${left}%` } }));
   } else {
     let drawn = 0;
@@ -1058,15 +1144,17 @@ function rowEl(v, n, i) {
       const f = eventOfLog(l);
       if (!f || drawn++ >= MAX_MARKERS) return;
       const ts = logTime(l, n);
+      const crit = onPath(v, n, ts);
+      pathHere = pathHere || crit;
       tl.append(el('button', {
-        class: `mk ${markerClass(f, f[0].value, f[0].key)}${v.selected === n && v.selectedLog === li ? ' selected' : ''}`,
+        class: `mk ${markerClass(f, f[0].value, f[0].key)}${v.selected === n && v.selectedLog === li ? ' selected' : ''}${crit ? ' critical' : ''}`,
         title: `${fmtTime(ts)} ${str(f[0].value)}`, dataset: { log: String(li) }, style: { left: `${pct(v, ts)}%` },
       }));
     });
   }
   const bad = n.kind === 'event' && markerClass(n.span.tags, n.op, n.service) === 'error';
   return el('div', {
-    class: `row kind-${n.kind}${v.selected === n ? ' selected' : ''}${bad ? ' error' : ''}`, dataset: { id: n.id, index: String(i) },
+    class: `row kind-${n.kind}${v.selected === n ? ' selected' : ''}${bad ? ' error' : ''}${pathHere ? ' on-path' : ''}`, dataset: { id: n.id, index: String(i) },
     tabIndex: 0, title: `${n.service} ${n.op}`.trim(),
     style: { top: `${i * ROW_H}px` }, attrs: { role: 'treeitem', 'aria-level': String(n.depth + 1),
       'aria-selected': String(v.selected === n), 'aria-expanded': hasKids ? String(!isCollapsed) : null },
@@ -1235,6 +1323,7 @@ function nodeDetail(v, n) {
 window.kelemetryUI = {
   rowCount: () => (view ? view.visible.length : 0),
   renderedRows: () => document.querySelectorAll('.row').length,
+  criticalSteps: () => (view && view.critical ? view.critical.steps.length : -1),
   splitDiff, parseResource, parseTimeInput: s => { const d = parseTimeInput(s); return d ? d.toISOString() : null; },
 };
 
