@@ -455,12 +455,12 @@ func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstr
 			return
 		}
 	}
-	c.flush(ctx, ps)
+	c.flushLast(ctx, ps)
 }
 
-// flushLast flushes the accepted messages when ctx (stopping) or the pull (reassigned) ended:
-// the commit is tried once, bounded by PublishTimeout, and the messages go back to the server
-// when it fails.
+// flushLast flushes the accepted messages at the end of a batch. When ctx (stopping) or the
+// pull (reassigned) ended, the commit is tried once, bounded by PublishTimeout, and the messages
+// go back to the server when it fails.
 func (c *Consumer) flushLast(ctx context.Context, ps *partition) {
 	if len(ps.done) == 0 {
 		return
@@ -536,10 +536,9 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 	return true
 }
 
-// flush commits the accepted messages of ps.done and acknowledges them: all but the last
-// without waiting, the last with the server's confirmation, which comes after the others' (one
-// connection, processed in order). When the commit cannot be made before the pull ends, they go
-// back to the server.
+// flush commits the accepted messages of ps.done and acknowledges them, all at once, each ack
+// waiting for the server's confirmation. When the commit cannot be made before the pull ends,
+// they go back to the server.
 func (c *Consumer) flush(ctx context.Context, ps *partition) {
 	if len(ps.done) == 0 {
 		return
@@ -548,28 +547,57 @@ func (c *Consumer) flush(ctx context.Context, ps *partition) {
 		c.giveBack(ps)
 		return
 	}
-	last := ps.done[len(ps.done)-1]
-	c.waitHistory(ctx, last.d.Sequence)
+	c.waitHistory(ctx, ps.done[len(ps.done)-1].d.Sequence)
 	clear(ps.recent)
 	for _, a := range ps.done {
 		ps.recent[a.d.Sequence] = struct{}{}
 	}
-	for _, a := range ps.done[:len(ps.done)-1] {
-		_ = a.msg.Ack()
-	}
-	err := c.ack(ctx, last.msg)
-	if err != nil {
-		ps.log.Debug("ack", "seq", last.d.Sequence, "err", err)
-	} else {
-		c.consumed.Add(ctx, int64(len(ps.done)))
+	errs := c.ackAll(ctx, ps.done)
+	confirmed := 0
+	for i, a := range ps.done {
+		if errs[i] != nil {
+			ps.log.Debug("ack", "seq", a.d.Sequence, "err", errs[i])
+			continue
+		}
+		confirmed++
 		if c.onAck != nil {
-			for _, a := range ps.done {
-				c.onAck(a.d)
-			}
+			c.onAck(a.d)
 		}
 	}
+	c.consumed.Add(ctx, int64(confirmed))
 	clear(ps.done)
 	ps.done = ps.done[:0]
+}
+
+// ackParallel bounds the acknowledgements of one batch waiting for their confirmation at once.
+const ackParallel = 32
+
+// ackAll acknowledges msgs concurrently, each waiting for the server's confirmation (a lost
+// ack must be known: its message is then not confirmed, and its redelivery is recognised as
+// stale), and returns the error of each.
+func (c *Consumer) ackAll(ctx context.Context, msgs []accepted) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 1 {
+		errs[0] = c.ack(ctx, msgs[0].msg)
+		return errs
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(ackParallel, len(msgs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = c.ack(ctx, msgs[i].msg)
+			}
+		}()
+	}
+	for i := range msgs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errs
 }
 
 // commitBatch calls the Committer until it succeeds, with a backoff, keeping the batch's
@@ -651,9 +679,10 @@ func (c *Consumer) call(ctx context.Context, d Delivery) (err error) {
 	return c.h(ctx, d)
 }
 
-// ack acknowledges msg and waits for the server's confirmation.
+// ack acknowledges msg and waits for the server's confirmation, for PublishTimeout at most even
+// when ctx ends (stopping): the message was handled and committed.
 func (c *Consumer) ack(ctx context.Context, msg jetstream.Msg) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PublishTimeout)
 	defer cancel()
 	if err := msg.DoubleAck(ctx); err != nil {
 		return fmt.Errorf("ack: %w", err)
