@@ -569,12 +569,11 @@ func (c *Consumer) flush(ctx context.Context, ps *partition) {
 	ps.done = ps.done[:0]
 }
 
-// ackParallel bounds the acknowledgements of one batch waiting for their confirmation at once.
-const ackParallel = 32
-
-// ackAll acknowledges msgs concurrently, each waiting for the server's confirmation (a lost
-// ack must be known: its message is then not confirmed, and its redelivery is recognised as
-// stale), and returns the error of each.
+// ackAll acknowledges msgs all at once (one goroutine each, at most MaxInFlight), each waiting
+// for the server's confirmation, and returns the error of each. All acks go out together so
+// that a crash leaves as few committed, unacknowledged messages as it can (their redelivery
+// would write their spans again), and each is confirmed: a lost ack leaves its message
+// unconfirmed, and its redelivery is recognised as stale.
 func (c *Consumer) ackAll(ctx context.Context, msgs []accepted) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 1 {
@@ -582,20 +581,13 @@ func (c *Consumer) ackAll(ctx context.Context, msgs []accepted) []error {
 		return errs
 	}
 	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(ackParallel, len(msgs)) {
+	for i := range msgs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				errs[i] = c.ack(ctx, msgs[i].msg)
-			}
+			errs[i] = c.ack(ctx, msgs[i].msg)
 		}()
 	}
-	for i := range msgs {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 	return errs
 }
