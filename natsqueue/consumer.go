@@ -94,10 +94,12 @@ type Consumer struct {
 	// onAck, when set (tests), is called after an acknowledgement was confirmed.
 	onAck func(d Delivery)
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	stopped bool
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	// stopPull ends the pulls (and the membership) but not the handlers (Stop).
+	stopPull context.CancelFunc
+	wg       sync.WaitGroup
+	stopped  bool
 }
 
 // NewConsumer connects to NATS and creates or updates the streams and one durable consumer per
@@ -198,26 +200,28 @@ func (c *Consumer) Start(_ context.Context) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	pull, stopPull := context.WithCancel(ctx)
+	c.cancel, c.stopPull = cancel, stopPull
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.ms.run(ctx)
+		c.ms.run(pull)
 	}()
 	for p := range c.cfg.Partitions {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			c.runPartition(ctx, p)
+			c.runPartition(ctx, pull, p)
 		}()
 	}
 	return nil
 }
 
-// Stop stops pulling, waits for the handlers in progress (a handler whose context ends returns
-// its message to the server), leaves the membership and unpins this member's partitions so that
-// the others take them over at once, and closes the connection. Messages pulled but not yet handled are redelivered after AckWait. It
-// is safe without Start and more than once.
+// Stop stops pulling, lets the batches in progress finish (handled, committed, acknowledged)
+// for PublishTimeout at most (and until ctx ends), then ends their handlers' context (a handler whose context ends returns its
+// message to the server), leaves the membership and unpins this member's partitions so that the
+// others take them over at once, and closes the connection. Messages pulled but not yet handled
+// are redelivered after AckWait. It is safe without Start and more than once.
 func (c *Consumer) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if c.stopped {
@@ -225,17 +229,28 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.stopped = true
-	cancel := c.cancel
+	cancel, stopPull := c.cancel, c.stopPull
 	c.mu.Unlock()
 	held := c.Held()
-	if cancel != nil {
-		cancel()
+	if stopPull != nil {
+		stopPull()
 	}
 	done := make(chan struct{})
 	go func() {
 		c.wg.Wait()
 		close(done)
 	}()
+	// The batches in progress get PublishTimeout to finish, then their handlers' context ends.
+	grace := time.NewTimer(c.cfg.PublishTimeout)
+	select {
+	case <-done:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	grace.Stop()
+	if cancel != nil {
+		cancel()
+	}
 	var err error
 	select {
 	case <-done:
@@ -260,10 +275,11 @@ func (c *Consumer) Stop(ctx context.Context) error {
 func (c *Consumer) kill() {
 	c.mu.Lock()
 	c.stopped = true
-	cancel := c.cancel
+	cancel, stopPull := c.cancel, c.stopPull
 	c.mu.Unlock()
 	c.nc.Close()
 	if cancel != nil {
+		stopPull()
 		cancel()
 	}
 	c.wg.Wait()
@@ -305,7 +321,8 @@ type partition struct {
 	p    int
 	log  *slog.Logger
 	tk   takeover
-	pctx context.Context // of the current pull: ends when the partition is reassigned
+	pctx context.Context // of the current pull: ends when the partition is reassigned or pull ends
+	pull context.Context // ends when the Consumer stops pulling
 	// done holds the messages of the current batch the handler accepted, in order, waiting
 	// for the commit and their acknowledgement.
 	done []accepted
@@ -326,12 +343,13 @@ type accepted struct {
 	d   Delivery
 }
 
-// runPartition pulls one partition until ctx ends, reopening the pull after errors.
-func (c *Consumer) runPartition(ctx context.Context, p int) {
-	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}}
+// runPartition pulls one partition until pull ends, reopening the pull after errors; ctx is
+// the handlers' context.
+func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
+	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, pull: pull}
 	backoff := c.cfg.RetryBackoff
-	for ctx.Err() == nil {
-		pctx, pcancel, ok := c.ms.acquire(ctx, p)
+	for pull.Err() == nil {
+		pctx, pcancel, ok := c.ms.acquire(pull, p)
 		if !ok {
 			return
 		}
@@ -342,10 +360,10 @@ func (c *Consumer) runPartition(ctx context.Context, p int) {
 		}
 		if err != nil {
 			pcancel()
-			if ctx.Err() == nil {
+			if pull.Err() == nil {
 				ps.log.Debug("pull partition", "err", err)
 			}
-			if !sleep(ctx, backoff) {
+			if !sleep(pull, backoff) {
 				return
 			}
 			backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
@@ -355,7 +373,7 @@ func (c *Consumer) runPartition(ctx context.Context, p int) {
 		ps.pctx = pctx
 		c.consume(ctx, ps, it)
 		pcancel()
-		if ctx.Err() == nil && !c.ms.isAssigned(p) {
+		if pull.Err() == nil && !c.ms.isAssigned(p) {
 			c.release(ctx, p, &ps.tk, ps.log)
 		}
 	}
@@ -411,7 +429,7 @@ func (c *Consumer) consume(ctx context.Context, ps *partition, it jetstream.Mess
 
 // endPull ends a pull after Next failed with err.
 func (c *Consumer) endPull(ctx context.Context, ps *partition, it jetstream.MessagesContext, err error) {
-	if ctx.Err() == nil && ps.pctx.Err() != nil {
+	if ctx.Err() == nil && ps.pull.Err() == nil && ps.pctx.Err() != nil {
 		// Reassigned: return the messages pulled and not handled, oldest first, so that the
 		// next member gets them before newer ones.
 		it.Drain()
