@@ -28,12 +28,14 @@ import (
 //     twice), and returns once JetStream acknowledged every message. A stream at its limits
 //     gives an error wrapping ErrQueueFull (the webhook answers 429 with Retry-After); NATS or a
 //     JetStream quorum out of reach gives ErrQueueUnavailable (503 with Retry-After).
-//   - A natsqueue.Consumer handles each partition on one replica at a time, in order: every
-//     message is decoded and handed to the Handler, and acknowledged only after the Handler
-//     returned and the sinks synced (SetSinkSync), as the DurableQueue marks a batch done. A
-//     message redelivered after a crash is handled again, which stores nothing twice (event span
-//     IDs are deterministic, the stores upsert). A message that keeps failing goes to the
-//     dead-letter stream after NATS.MaxDeliveries attempts.
+//   - A natsqueue.Consumer handles each partition on one replica at a time, in order, in
+//     batches of the messages it pulled and has at hand: every message is decoded and handed to
+//     the Handler, then the sinks sync once for the batch (SetSinkSync; a failed sync is retried,
+//     the messages stay unacknowledged), then the batch's messages are acknowledged, as the
+//     DurableQueue marks a batch done. A message redelivered after a crash is handled again,
+//     which stores nothing twice (event span IDs are deterministic, the stores upsert). A
+//     message that does not decode goes to the dead-letter stream after NATS.MaxDeliveries
+//     attempts.
 //
 // Flush waits until JetStream holds none of the messages this process published before the call
 // unacknowledged, whichever replica consumes them. Len and Bytes count what this process holds:
@@ -108,8 +110,9 @@ func NewNATSQueue(cfg natsqueue.Config, h Handler, ts telemetry.Settings) (*NATS
 }
 
 // SetSinkSync sets what makes the spans of handled events survive a crash of the process
-// (aggregator.Engine.SyncSinks): a message is acknowledged only after it returned nil.
-// Concurrent partitions share one call. Call it before Start.
+// (aggregator.Engine.SyncSinks): a message is acknowledged only after a call that started once
+// it was handled returned nil; one call serves a partition's batch, and concurrent partitions
+// share one call. Call it before Start.
 func (q *NATSQueue) SetSinkSync(fn func(context.Context) error) {
 	if fn == nil {
 		q.sinkSync = nil
@@ -156,6 +159,9 @@ func (q *NATSQueue) Start(ctx context.Context) error {
 	var opts []natsqueue.ConsumerOption
 	if q.warm != nil {
 		opts = append(opts, natsqueue.WithWarmer(q.warmMsg))
+	}
+	if q.sinkSync != nil {
+		opts = append(opts, natsqueue.WithCommitter(q.commit))
 	}
 	cons, err := natsqueue.NewConsumer(ctx, q.cfg, q.handle, q.ts, opts...)
 	if err != nil {
@@ -353,8 +359,8 @@ func (q *NATSQueue) hold(n, nb int64) {
 	q.bytes.Add(nb)
 }
 
-// handle is the natsqueue.Handler: it decodes the message, hands its events to the Handler and
-// syncs the sinks; a nil return acknowledges the message.
+// handle is the natsqueue.Handler: it decodes the message and hands its events to the Handler;
+// a nil return accepts the message (acknowledged after commit).
 func (q *NATSQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
 	cluster, events, err := decodeBatch(d.Payload)
 	if err != nil {
@@ -375,11 +381,15 @@ func (q *NATSQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
 		// Stopping: the handler may have given the event up; the message comes back.
 		return fmt.Errorf("handle audit message %d: %w", d.Sequence, err)
 	}
-	if q.sinkSync != nil {
-		if err := q.sinkSync.do(ctx); err != nil {
-			q.syncFails.Add(ctx, 1)
-			return fmt.Errorf("sync sinks for audit message %d: %w", d.Sequence, err)
-		}
+	return nil
+}
+
+// commit is the natsqueue.Committer: it syncs the sinks once for the messages a partition
+// handled as a batch, before they are acknowledged.
+func (q *NATSQueue) commit(ctx context.Context) error {
+	if err := q.sinkSync.do(ctx); err != nil {
+		q.syncFails.Add(ctx, 1)
+		return fmt.Errorf("sync sinks: %w", err)
 	}
 	return nil
 }

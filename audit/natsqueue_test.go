@@ -378,3 +378,48 @@ func TestNATSQueuePoisonMessage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), dead.CachedInfo().State.Msgs, "the poison message is in the dead-letter stream")
 }
+
+// TestNATSQueueBatchesSyncs: messages a partition has pulled are handled as a batch, in order,
+// with one sink sync for the batch before it is acknowledged, instead of a sync and an
+// acknowledgement round trip per message. Every event is handled once.
+func TestNATSQueueBatchesSyncs(t *testing.T) {
+	js := startJS(t)
+	log := newNATSHandled()
+	log.gate = make(chan struct{})
+	cfg := natsTestConfig(js.url())
+	cfg.Partitions = 1
+	cfg.MaxInFlight = 256
+	q, err := NewNATSQueue(cfg, log.handle, telemetry.Settings{})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	syncs, handledAtSync := 0, 0
+	q.SetSinkSync(func(context.Context) error {
+		log.mu.Lock()
+		n := len(log.order)
+		log.mu.Unlock()
+		mu.Lock()
+		syncs++
+		handledAtSync = n
+		mu.Unlock()
+		return nil
+	})
+	ctx := testCtx(t)
+	require.NoError(t, q.Start(ctx))
+	t.Cleanup(func() { _ = q.Stop(context.Background()) })
+	mux := http.NewServeMux()
+	NewWebhook(WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
+
+	// The handler waits while the batch is published: the partition's messages pile up.
+	b, ids := natsBatch("batch", 200)
+	require.Equal(t, http.StatusOK, postBatch(mux, b).Code)
+	close(log.gate)
+	require.NoError(t, q.Flush(ctx))
+	log.requireExactlyOnce(t, ids)
+	log.mu.Lock()
+	assert.Equal(t, ids, log.order, "handled in order")
+	log.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.LessOrEqual(t, syncs, 10, "one sync per batch, not per message")
+	assert.Equal(t, len(ids), handledAtSync, "the last sync came after the last event was handled")
+}

@@ -67,7 +67,8 @@ type Config struct {
 	// MaxRetryBackoff caps RetryBackoff's doubling.
 	MaxRetryBackoff time.Duration `yaml:"maxRetryBackoff"`
 	// MaxInFlight bounds the unacknowledged messages of one partition held by a member
-	// (default 64). A member handles them one at a time in order; when a member dies, its
+	// (default 64), and so the batches a member handles (in order, then one Committer call and
+	// the acknowledgements per batch of the messages at hand); when a member dies, its
 	// unacknowledged messages come back after AckWait, possibly after newer ones of the same
 	// partition reached the standby. 1 keeps the order strict across a crash, at a throughput
 	// cost.

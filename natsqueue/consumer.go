@@ -33,12 +33,28 @@ type Delivery struct {
 	Attempt int
 }
 
-// Handler processes one message. A nil error acknowledges it; an error makes the Consumer retry
-// it after a backoff, and after Config.MaxDeliveries attempts move it to the dead-letter stream.
+// Handler processes one message. A nil error accepts it: it is acknowledged with the other
+// messages of its batch once the Committer returned nil. An error makes the Consumer retry it
+// after a backoff, and after Config.MaxDeliveries attempts move it to the dead-letter stream.
 // Handlers of different partitions run concurrently; one partition's messages are handled one at
 // a time, in stream order. A message may be handled again after a crash (at-least-once), never
 // after its acknowledgement was confirmed.
 type Handler func(ctx context.Context, d Delivery) error
+
+// Committer makes the effects of the messages a partition's Handler accepted durable (e.g. syncs
+// the sinks) before they are acknowledged (WithCommitter). The Consumer handles the messages a
+// partition pulled and has at hand as one batch: each in order through the Handler, then one
+// Committer call, then the acknowledgements. Partitions call it concurrently.
+type Committer func(ctx context.Context) error
+
+// WithCommitter sets the Committer. Without one a batch is acknowledged as soon as its messages
+// were handled. A Committer error makes the Consumer retry the call with a backoff (keeping the
+// batch's messages in progress); after Config.MaxDeliveries failed calls the batch's messages go
+// back to the server and are handled again later. They are not dead-lettered: the messages are
+// not at fault.
+func WithCommitter(fn Committer) ConsumerOption {
+	return func(c *Consumer) { c.commit = fn }
+}
 
 // Dead-letter headers, set on each message moved to the dead-letter stream.
 const (
@@ -69,24 +85,21 @@ type Consumer struct {
 
 	// warmer, when set, rebuilds state on takeover (WithWarmer).
 	warmer Warmer
+	// commit, when set, runs once per batch before its acknowledgements (WithCommitter).
+	commit Committer
 
 	// lastMsg holds, per partition, the Unix nanoseconds of the last message received.
 	lastMsg []atomic.Int64
-	// lastAcked holds, per partition, the stream sequence of the last confirmed ack, so that a
-	// stale redelivery of an acknowledged message is not handled again.
-	lastAcked []atomic.Uint64
-	// lastHandled holds, per partition, the stream sequence of the last message the handler
-	// accepted, acknowledged or not: when its ack is lost (a NATS node going away), its
-	// redelivery is acknowledged without handling it again.
-	lastHandled []atomic.Uint64
 
 	// onAck, when set (tests), is called after an acknowledgement was confirmed.
 	onAck func(d Delivery)
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	stopped bool
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	// stopPull ends the pulls (and the membership) but not the handlers (Stop).
+	stopPull context.CancelFunc
+	wg       sync.WaitGroup
+	stopped  bool
 }
 
 // NewConsumer connects to NATS and creates or updates the streams and one durable consumer per
@@ -109,8 +122,6 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		redelivered:  m.Counter("kelemetry.natsqueue.redelivered", "Messages handed to the handler again (retry or redelivery)", "{message}"),
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
 		lastMsg:      make([]atomic.Int64, cfg.Partitions),
-		lastAcked:    make([]atomic.Uint64, cfg.Partitions),
-		lastHandled:  make([]atomic.Uint64, cfg.Partitions),
 		warmM:        newWarmMetrics(m),
 		histLagged: m.Counter("kelemetry.natsqueue.history_lagged",
 			"Messages acknowledged before the history stream held them (after waiting publishTimeout): a takeover's warm-up misses them", "{message}"),
@@ -189,26 +200,28 @@ func (c *Consumer) Start(_ context.Context) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	pull, stopPull := context.WithCancel(ctx)
+	c.cancel, c.stopPull = cancel, stopPull
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.ms.run(ctx)
+		c.ms.run(pull)
 	}()
 	for p := range c.cfg.Partitions {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			c.runPartition(ctx, p)
+			c.runPartition(ctx, pull, p)
 		}()
 	}
 	return nil
 }
 
-// Stop stops pulling, waits for the handlers in progress (a handler whose context ends returns
-// its message to the server), leaves the membership and unpins this member's partitions so that
-// the others take them over at once, and closes the connection. Messages pulled but not yet handled are redelivered after AckWait. It
-// is safe without Start and more than once.
+// Stop stops pulling, lets the batches in progress finish (handled, committed, acknowledged)
+// for PublishTimeout at most (and until ctx ends), then ends their handlers' context (a handler whose context ends returns its
+// message to the server), leaves the membership and unpins this member's partitions so that the
+// others take them over at once, and closes the connection. Messages pulled but not yet handled
+// are redelivered after AckWait. It is safe without Start and more than once.
 func (c *Consumer) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if c.stopped {
@@ -216,17 +229,28 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.stopped = true
-	cancel := c.cancel
+	cancel, stopPull := c.cancel, c.stopPull
 	c.mu.Unlock()
 	held := c.Held()
-	if cancel != nil {
-		cancel()
+	if stopPull != nil {
+		stopPull()
 	}
 	done := make(chan struct{})
 	go func() {
 		c.wg.Wait()
 		close(done)
 	}()
+	// The batches in progress get PublishTimeout to finish, then their handlers' context ends.
+	grace := time.NewTimer(c.cfg.PublishTimeout)
+	select {
+	case <-done:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	grace.Stop()
+	if cancel != nil {
+		cancel()
+	}
 	var err error
 	select {
 	case <-done:
@@ -251,10 +275,11 @@ func (c *Consumer) Stop(ctx context.Context) error {
 func (c *Consumer) kill() {
 	c.mu.Lock()
 	c.stopped = true
-	cancel := c.cancel
+	cancel, stopPull := c.cancel, c.stopPull
 	c.mu.Unlock()
 	c.nc.Close()
 	if cancel != nil {
+		stopPull()
 		cancel()
 	}
 	c.wg.Wait()
@@ -287,13 +312,44 @@ func (c *Consumer) pullOpts() []jetstream.PullMessagesOpt {
 	}
 }
 
-// runPartition pulls one partition until ctx ends, reopening the pull after errors.
-func (c *Consumer) runPartition(ctx context.Context, p int) {
-	log := c.log.With("partition", p)
+// batchLinger is how long a partition waits for one more message before handling those it has:
+// a batch is what already arrived, it is not held back to grow.
+const batchLinger = time.Millisecond
+
+// partition is the state of the goroutine pulling one partition.
+type partition struct {
+	p    int
+	log  *slog.Logger
+	tk   takeover
+	pctx context.Context // of the current pull: ends when the partition is reassigned or pull ends
+	pull context.Context // ends when the Consumer stops pulling
+	// done holds the messages of the current batch the handler accepted, in order, waiting
+	// for the commit and their acknowledgement.
+	done []accepted
+	// since is when the first message of done was accepted.
+	since time.Time
+	// recent holds the stream sequences of the last batch acknowledged (confirmed or not) and
+	// of messages dead-lettered since: a redelivery of one of them is stale (its ack was lost,
+	// e.g. a NATS node going away, or crossed the redelivery) and is acknowledged without
+	// being handled again. An older sequence is not stale: messages another member (or a
+	// previous process) pulled and never acknowledged come back after AckWait, behind newer
+	// ones.
+	recent map[uint64]struct{}
+}
+
+// accepted is a message the handler accepted.
+type accepted struct {
+	msg jetstream.Msg
+	d   Delivery
+}
+
+// runPartition pulls one partition until pull ends, reopening the pull after errors; ctx is
+// the handlers' context.
+func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
+	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, pull: pull}
 	backoff := c.cfg.RetryBackoff
-	var tk takeover
-	for ctx.Err() == nil {
-		pctx, pcancel, ok := c.ms.acquire(ctx, p)
+	for pull.Err() == nil {
+		pctx, pcancel, ok := c.ms.acquire(pull, p)
 		if !ok {
 			return
 		}
@@ -304,20 +360,21 @@ func (c *Consumer) runPartition(ctx context.Context, p int) {
 		}
 		if err != nil {
 			pcancel()
-			if ctx.Err() == nil {
-				log.Debug("pull partition", "err", err)
+			if pull.Err() == nil {
+				ps.log.Debug("pull partition", "err", err)
 			}
-			if !sleep(ctx, backoff) {
+			if !sleep(pull, backoff) {
 				return
 			}
 			backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
 			continue
 		}
 		backoff = c.cfg.RetryBackoff
-		c.consume(ctx, pctx, p, it, &tk, log)
+		ps.pctx = pctx
+		c.consume(ctx, ps, it)
 		pcancel()
-		if ctx.Err() == nil && !c.ms.isAssigned(p) {
-			c.release(ctx, p, &tk, log)
+		if pull.Err() == nil && !c.ms.isAssigned(p) {
+			c.release(ctx, p, &ps.tk, ps.log)
 		}
 	}
 }
@@ -339,64 +396,119 @@ func (c *Consumer) release(ctx context.Context, p int, tk *takeover, log *slog.L
 	log.Info("partition released to another member")
 }
 
-// consume handles the iterator's messages until ctx ends or the iterator fails.
-func (c *Consumer) consume(ctx, pctx context.Context, p int, it jetstream.MessagesContext, tk *takeover, log *slog.Logger) {
+// consume handles the iterator's messages, in batches of those already received (at most
+// MaxInFlight), until ctx ends or the iterator fails.
+func (c *Consumer) consume(ctx context.Context, ps *partition, it jetstream.MessagesContext) {
+	batch := make([]jetstream.Msg, 0, c.cfg.MaxInFlight)
 	for {
-		msg, err := it.Next(jetstream.NextContext(pctx))
+		msg, err := it.Next(jetstream.NextContext(ps.pctx))
 		if err != nil {
-			if ctx.Err() == nil && pctx.Err() != nil {
-				// Reassigned: return the messages pulled and not handled, oldest first, so
-				// that the next member gets them before newer ones.
-				it.Drain()
-				for {
-					m, err := it.Next(jetstream.NextMaxWait(time.Second))
-					if err != nil {
-						break
-					}
-					_ = m.Nak()
-				}
-				return
-			}
-			// A missed heartbeat, a closed iterator or connection: pull afresh (with a new
-			// pin ID once the server unpinned this member).
-			if ctx.Err() == nil {
-				log.Debug("next message", "err", err)
-			}
-			it.Stop()
-			sleep(pctx, c.cfg.RetryBackoff)
+			c.endPull(ctx, ps, it, err)
 			return
 		}
-		c.lastMsg[p].Store(time.Now().UnixNano())
-		if tk.changed(msg) {
-			if md, err := msg.Metadata(); err == nil {
-				c.warm(ctx, p, md.Sequence.Stream, log)
+		batch = append(batch[:0], msg)
+		var nextErr error
+		for len(batch) < cap(batch) {
+			m, err := it.Next(jetstream.NextMaxWait(batchLinger))
+			if err != nil {
+				if !errors.Is(err, nats.ErrTimeout) {
+					nextErr = err
+				}
+				break
 			}
+			batch = append(batch, m)
 		}
-		c.handle(ctx, p, msg, log)
+		c.handleBatch(ctx, ps, batch)
+		clear(batch)
+		if nextErr != nil {
+			c.endPull(ctx, ps, it, nextErr)
+			return
+		}
 	}
 }
 
-// handle runs the handler on msg, retrying in place so that later messages of the partition
-// never overtake a failing one, and acknowledges or dead-letters it.
-func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *slog.Logger) {
-	md, err := msg.Metadata()
-	if err != nil {
-		log.Warn("message without JetStream metadata, terminated", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+// endPull ends a pull after Next failed with err.
+func (c *Consumer) endPull(ctx context.Context, ps *partition, it jetstream.MessagesContext, err error) {
+	if ctx.Err() == nil && ps.pull.Err() == nil && ps.pctx.Err() != nil {
+		// Reassigned: return the messages pulled and not handled, oldest first, so that the
+		// next member gets them before newer ones.
+		it.Drain()
+		for {
+			m, err := it.Next(jetstream.NextMaxWait(time.Second))
+			if err != nil {
+				break
+			}
+			_ = m.Nak()
+		}
 		return
 	}
-	seq := md.Sequence.Stream
-	if md.NumDelivered > 1 && (seq == c.lastAcked[p].Load() || seq == c.lastHandled[p].Load()) {
-		// A stale redelivery of the message just acknowledged here, or of the one just
-		// handled whose ack was lost. An older sequence is not one: messages another member
-		// (or a previous process) pulled and never acknowledged come back after AckWait,
-		// behind newer ones.
-		_ = msg.Ack()
+	// A missed heartbeat, a closed iterator or connection: pull afresh (with a new pin ID once
+	// the server unpinned this member).
+	if ctx.Err() == nil {
+		ps.log.Debug("next message", "err", err)
+	}
+	it.Stop()
+	sleep(ps.pctx, c.cfg.RetryBackoff)
+}
+
+// handleBatch handles msgs in order, then commits and acknowledges those the handler accepted.
+// When ctx ends first the messages not acknowledged go back to the server, oldest first.
+func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstream.Msg) {
+	for i, msg := range msgs {
+		c.lastMsg[ps.p].Store(time.Now().UnixNano())
+		if ps.tk.changed(msg) {
+			if md, err := msg.Metadata(); err == nil {
+				c.warm(ctx, ps.p, md.Sequence.Stream, ps.log)
+			}
+		}
+		if len(ps.done) > 0 && time.Since(ps.since) > c.cfg.AckWait/4 {
+			// Slow handling: acknowledge what is done before AckWait redelivers it.
+			c.flush(ctx, ps)
+		}
+		if !c.handle(ctx, ps, msg) {
+			c.flushLast(ctx, ps)
+			for _, m := range msgs[i:] {
+				_ = m.Nak()
+			}
+			return
+		}
+	}
+	c.flushLast(ctx, ps)
+}
+
+// flushLast flushes the accepted messages at the end of a batch. When ctx (stopping) or the
+// pull (reassigned) ended, the commit is tried once, bounded by PublishTimeout, and the messages
+// go back to the server when it fails.
+func (c *Consumer) flushLast(ctx context.Context, ps *partition) {
+	if len(ps.done) == 0 {
 		return
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PublishTimeout)
+		defer cancel()
+	}
+	c.flush(ctx, ps)
+}
+
+// handle runs the handler on msg, retrying in place so that later messages of the partition
+// never overtake a failing one; an accepted message joins ps.done, one that keeps failing is
+// dead-lettered. It returns false, leaving msg alone, when ctx or the pull ended first.
+func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg) bool {
+	md, err := msg.Metadata()
+	if err != nil {
+		ps.log.Warn("message without JetStream metadata, terminated", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return true
+	}
+	seq := md.Sequence.Stream
+	if _, stale := ps.recent[seq]; stale && md.NumDelivered > 1 {
+		_ = msg.Ack()
+		return true
 	}
 	d := Delivery{
 		Cluster:   clusterOf(msg.Subject(), c.cfg.SubjectPrefix),
-		Partition: p,
+		Partition: ps.p,
 		ID:        msg.Headers().Get(nats.MsgIdHdr),
 		Payload:   msg.Data(),
 		Sequence:  seq,
@@ -410,29 +522,25 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 	for d.Attempt <= c.cfg.MaxDeliveries {
 		herr = c.call(ctx, d)
 		if herr == nil {
-			c.lastHandled[p].Store(seq)
-			c.waitHistory(ctx, seq)
-			if err := c.ack(ctx, msg); err != nil {
-				log.Debug("ack", "seq", seq, "err", err)
-				return
+			if len(ps.done) == 0 {
+				ps.since = time.Now()
 			}
-			c.lastAcked[p].Store(seq)
-			c.consumed.Add(ctx, 1)
-			if c.onAck != nil {
-				c.onAck(d)
-			}
-			return
+			ps.done = append(ps.done, accepted{msg: msg, d: d})
+			return true
 		}
 		if ctx.Err() != nil {
-			_ = msg.Nak()
-			return
+			return false
+		}
+		// The messages accepted before this one do not wait for its retries.
+		c.flush(ctx, ps)
+		if ps.pctx.Err() != nil {
+			return false
 		}
 		if d.Attempt == c.cfg.MaxDeliveries {
 			break
 		}
 		if !sleep(ctx, backoff) {
-			_ = msg.Nak()
-			return
+			return false
 		}
 		_ = msg.InProgress()
 		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
@@ -442,13 +550,108 @@ func (c *Consumer) handle(ctx context.Context, p int, msg jetstream.Msg, log *sl
 	if herr == nil {
 		herr = fmt.Errorf("delivered %d times", d.Attempt)
 	}
-	c.deadLetter(ctx, p, msg, d, herr, log)
+	c.deadLetter(ctx, ps, msg, d, herr)
+	return true
+}
+
+// flush commits the accepted messages of ps.done and acknowledges them, all at once, each ack
+// waiting for the server's confirmation. When the commit cannot be made before the pull ends,
+// they go back to the server.
+func (c *Consumer) flush(ctx context.Context, ps *partition) {
+	if len(ps.done) == 0 {
+		return
+	}
+	if !c.commitBatch(ctx, ps) {
+		c.giveBack(ps)
+		return
+	}
+	c.waitHistory(ctx, ps.done[len(ps.done)-1].d.Sequence)
+	clear(ps.recent)
+	for _, a := range ps.done {
+		ps.recent[a.d.Sequence] = struct{}{}
+	}
+	errs := c.ackAll(ctx, ps.done)
+	confirmed := 0
+	for i, a := range ps.done {
+		if errs[i] != nil {
+			ps.log.Debug("ack", "seq", a.d.Sequence, "err", errs[i])
+			continue
+		}
+		confirmed++
+		if c.onAck != nil {
+			c.onAck(a.d)
+		}
+	}
+	c.consumed.Add(ctx, int64(confirmed))
+	clear(ps.done)
+	ps.done = ps.done[:0]
+}
+
+// ackAll acknowledges msgs all at once (one goroutine each, at most MaxInFlight), each waiting
+// for the server's confirmation, and returns the error of each. All acks go out together so
+// that a crash leaves as few committed, unacknowledged messages as it can (their redelivery
+// would write their spans again), and each is confirmed: a lost ack leaves its message
+// unconfirmed, and its redelivery is recognised as stale.
+func (c *Consumer) ackAll(ctx context.Context, msgs []accepted) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 1 {
+		errs[0] = c.ack(ctx, msgs[0].msg)
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i := range msgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.ack(ctx, msgs[i].msg)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// commitBatch calls the Committer until it succeeds, with a backoff, keeping the batch's
+// messages in progress meanwhile. It returns false when the pull ended first.
+func (c *Consumer) commitBatch(ctx context.Context, ps *partition) bool {
+	if c.commit == nil {
+		return true
+	}
+	backoff := c.cfg.RetryBackoff
+	for failures := 0; ; failures++ {
+		err := c.commit(ctx)
+		if err == nil {
+			if failures > 0 {
+				ps.log.Info("commit succeeded after failures", "failures", failures, "messages", len(ps.done))
+			}
+			return true
+		}
+		if failures == 0 && ctx.Err() == nil {
+			ps.log.Warn("commit of handled messages failed, retrying", "messages", len(ps.done), "err", err)
+		}
+		if !sleep(ps.pctx, backoff) {
+			return false
+		}
+		for _, a := range ps.done {
+			_ = a.msg.InProgress()
+		}
+		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
+	}
+}
+
+// giveBack returns the accepted messages not acknowledged to the server, oldest first, for a
+// later delivery (here or to the member taking the partition over).
+func (c *Consumer) giveBack(ps *partition) {
+	for _, a := range ps.done {
+		_ = a.msg.Nak()
+	}
+	clear(ps.done)
+	ps.done = ps.done[:0]
 }
 
 // deadLetter moves msg to the dead-letter stream and acknowledges it; when that fails the
 // message goes back to the server for a later attempt.
-func (c *Consumer) deadLetter(ctx context.Context, p int, msg jetstream.Msg, d Delivery, cause error, log *slog.Logger) {
-	dm := nats.NewMsg(c.cfg.deadSubject(d.Cluster, p))
+func (c *Consumer) deadLetter(ctx context.Context, ps *partition, msg jetstream.Msg, d Delivery, cause error) {
+	dm := nats.NewMsg(c.cfg.deadSubject(d.Cluster, ps.p))
 	dm.Data = msg.Data()
 	reason := cause.Error()
 	if len(reason) > 512 {
@@ -461,17 +664,17 @@ func (c *Consumer) deadLetter(ctx context.Context, p int, msg jetstream.Msg, d D
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
 	defer cancel()
 	if _, err := c.js.PublishMsg(pctx, dm); err != nil {
-		log.Warn("move message to dead-letter stream, retrying later", "seq", d.Sequence, "err", err)
+		ps.log.Warn("move message to dead-letter stream, retrying later", "seq", d.Sequence, "err", err)
 		_ = msg.NakWithDelay(c.cfg.MaxRetryBackoff)
 		return
 	}
+	ps.recent[d.Sequence] = struct{}{}
 	if err := c.ack(ctx, msg); err != nil {
-		log.Debug("ack dead-lettered message", "seq", d.Sequence, "err", err)
+		ps.log.Debug("ack dead-lettered message", "seq", d.Sequence, "err", err)
 		return
 	}
-	c.lastAcked[p].Store(d.Sequence)
 	c.deadLettered.Add(ctx, 1)
-	log.Warn("message moved to dead-letter stream", "seq", d.Sequence, "id", d.ID,
+	ps.log.Warn("message moved to dead-letter stream", "seq", d.Sequence, "id", d.ID,
 		"subject", msg.Subject(), "deliveries", d.Attempt, "err", cause)
 }
 
@@ -486,9 +689,10 @@ func (c *Consumer) call(ctx context.Context, d Delivery) (err error) {
 	return c.h(ctx, d)
 }
 
-// ack acknowledges msg and waits for the server's confirmation.
+// ack acknowledges msg and waits for the server's confirmation, for PublishTimeout at most even
+// when ctx ends (stopping): the message was handled and committed.
 func (c *Consumer) ack(ctx context.Context, msg jetstream.Msg) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PublishTimeout)
 	defer cancel()
 	if err := msg.DoubleAck(ctx); err != nil {
 		return fmt.Errorf("ack: %w", err)

@@ -9,16 +9,18 @@
 // A Consumer processes every partition in order with one active member per partition across
 // all replicas: each partition has a durable pull consumer with a pinned-client priority group
 // (NATS 2.11+), so the server delivers a partition to one member at a time and pins another one
-// when the active member stops pulling. A message is acknowledged only after the Handler
-// returned nil; a message that keeps failing is moved to a dead-letter stream so that it never
-// blocks its partition.
+// when the active member stops pulling. A member handles the messages of a partition it pulled
+// and has at hand as a batch: each in order through the Handler, then one Committer call (e.g.
+// syncing the sinks), then the acknowledgements; a message is acknowledged only after the
+// Handler returned nil and a commit that followed succeeded. A message that keeps failing is
+// moved to a dead-letter stream so that it never blocks its partition.
 //
 // Members decide which partitions they pull from a membership kept in the key-value bucket
 // <Stream>_MEMBERS (elastic by default, or static with Config.Members): adding a replica
 // spreads the partitions, a member that leaves or dies has its partitions taken over, and a
 // member that returns gets its share back. A member that starts processing a partition it did
-// not hold first replays the partition's recent history (the mirror <Stream>_HISTORY, which
-// keeps messages after their acknowledgement) to a Warmer, so that state built from previous
+// not hold first replays the partition's recent history (the stream <Stream>_HISTORY, which
+// sources the stream and keeps messages after their acknowledgement) to a Warmer, so that state built from previous
 // messages, such as the last version of each object for the audit-stream diff, is continuous
 // across takeovers.
 package natsqueue

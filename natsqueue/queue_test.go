@@ -252,3 +252,88 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.State.Msgs, "dead-lettered once")
 }
+
+// TestCommitterBatches: a partition's pulled messages are handled in order as one batch, the
+// Committer runs once per batch and is retried when it fails, and a message is acknowledged only
+// after a commit that started once it was handled succeeded; a failed commit handles nothing
+// twice.
+func TestCommitterBatches(t *testing.T) {
+	n := singleNode(t)
+	cfg := testConfig(n.url())
+	cfg.Partitions = 1
+	cfg.MaxInFlight = 64
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+
+	gate := make(chan struct{})
+	rec := newRecorder()
+	handledAt := map[string]int{} // payload -> handled count when it was handled
+	rec.fail = func(d Delivery) error {
+		<-gate
+		handledAt[string(d.Payload)] = rec.handled + 1
+		return nil
+	}
+	var (
+		mu                      sync.Mutex
+		calls, failed, okCommit int
+		committed               int // handled count at the start of the last successful commit
+		acked                   = map[string]int{}
+		earlyAcks               []string
+	)
+	commit := func(context.Context) error {
+		handled := rec.count()
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls <= 2 {
+			failed++
+			return errors.New("sink down")
+		}
+		okCommit++
+		committed = handled
+		return nil
+	}
+	c, err := NewConsumer(ctx, cfg, rec.handle, telemetry.Settings{}, WithCommitter(commit))
+	require.NoError(t, err)
+	c.onAck = func(d Delivery) {
+		rec.mu.Lock()
+		at := handledAt[string(d.Payload)]
+		rec.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		acked[string(d.Payload)]++
+		if at == 0 || at > committed {
+			earlyAcks = append(earlyAcks, string(d.Payload))
+		}
+	}
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+
+	msgs := batch(3, 20, 0)
+	require.NoError(t, p.Publish(ctx, msgs))
+	close(gate)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) == len(msgs)
+	}, 20*time.Second, 20*time.Millisecond)
+
+	rec.mu.Lock()
+	for k := range 3 {
+		key := fmt.Sprintf("apps/deployments/default/d%d", k)
+		want := make([]int, 20)
+		for i := range want {
+			want[i] = i
+		}
+		assert.Equal(t, want, rec.byKey[key], "key %s handled once each, in order", key)
+	}
+	rec.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, earlyAcks, "acknowledged before a commit covering them")
+	assert.Equal(t, 2, failed)
+	assert.LessOrEqual(t, okCommit, 10, "one commit per batch, not per message")
+	for _, m := range msgs {
+		assert.Equal(t, 1, acked[string(m.Payload)], "acknowledged once: %s", m.Payload)
+	}
+}

@@ -21,8 +21,14 @@ type spanQueue struct {
 	// full batch): the worker, which looks at the size before it waits, needs no other wake-up.
 	ready  chan struct{}
 	wakeAt int
-	// room is closed (and replaced) when spans are removed, waking waiting pushes.
+	// room is closed (and replaced) when spans are removed, waking waiting pushes and Syncs.
 	room chan struct{}
+	// pushed and removed count the spans ever pushed and removed: a span's position is the
+	// value of pushed before it was appended, and it has left the queue once removed is past it.
+	pushed, removed uint64
+	// flushTo asks the worker to send, without waiting for a full batch or the flush interval,
+	// until removed reaches it (Sync).
+	flushTo uint64
 }
 
 type queued struct {
@@ -56,6 +62,7 @@ func (q *spanQueue) push(spans []*aggregator.Span) (bool, <-chan struct{}) {
 		q.items = append(q.items, queued{span: sp, bytes: sizes[i]})
 	}
 	q.bytes += total
+	q.pushed += uint64(len(spans))
 	if n == 0 || (n < q.wakeAt && n+len(spans) >= q.wakeAt) {
 		select {
 		case q.ready <- struct{}{}:
@@ -90,6 +97,7 @@ func (q *spanQueue) remove(n int) {
 		q.items[i] = queued{}
 	}
 	q.head += n
+	q.removed += uint64(n)
 	if q.head == len(q.items) {
 		q.items, q.head = q.items[:0], 0
 	} else if q.head > len(q.items)/2 && q.head > 1024 {
@@ -101,6 +109,47 @@ func (q *spanQueue) remove(n int) {
 		close(q.room)
 		q.room = make(chan struct{})
 	}
+}
+
+// flushAll asks the worker to send everything pushed so far at once, wakes it, and returns the
+// position up to which it asked: the spans pushed so far have all left the queue once removed
+// reaches it.
+func (q *spanQueue) flushAll() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.flushTo = max(q.flushTo, q.pushed)
+	if q.removed < q.flushTo {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return q.pushed
+}
+
+// flushing reports whether spans asked for by flushAll are still queued.
+func (q *spanQueue) flushing() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.removed < q.flushTo
+}
+
+// removedUpTo returns whether the spans before position to have all been removed and, when not,
+// a channel closed at the next removal.
+func (q *spanQueue) removedUpTo(to uint64) (bool, <-chan struct{}) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.removed >= to {
+		return true, nil
+	}
+	return false, q.room
+}
+
+// headPos returns the position of the first span queued.
+func (q *spanQueue) headPos() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.removed
 }
 
 // size returns the number of spans held and their estimated bytes.

@@ -26,6 +26,9 @@ import (
 
 // Errors returned by Export and Health, checked with errors.Is.
 var (
+	// ErrNotSynced is wrapped by Sync's error when spans it covers were dropped (refused by the
+	// receiver, retries given up, or the sink stopped) or could not be sent before its ctx ended.
+	ErrNotSynced = errors.New("otlp spans not synced")
 	// ErrQueueFull means the queue stayed full for EnqueueTimeout. Without DropWhenFull the
 	// error also wraps aggregator.ErrSinkBusy: nothing was dropped and the caller should retry;
 	// with DropWhenFull the spans were dropped and counted.
@@ -73,6 +76,12 @@ type Sink struct {
 	lastFailLog   time.Time    // worker only
 	lastRejectLog time.Time    // worker only
 	failing       atomic.Bool  // the last send attempt failed
+
+	// dropMu guards dropEnd and syncFloor, which let Sync report spans dropped after they were
+	// queued (positions as counted by the queue).
+	dropMu    sync.Mutex
+	dropEnd   uint64 // the position after the last queued span dropped (0: none yet)
+	syncFloor uint64 // the highest position a finished Sync covered
 
 	exported     metric.Int64Counter
 	dropped      metric.Int64Counter
@@ -315,6 +324,48 @@ func (s *Sink) full(ctx context.Context, n int, cause error) error {
 	return err
 }
 
+var _ aggregator.Syncer = (*Sink)(nil)
+
+// Sync implements aggregator.Syncer: it has every span Export accepted before the call sent at
+// once (without waiting for a full batch or FlushInterval) and returns nil once the receiver
+// acknowledged them all. It returns an error wrapping ErrNotSynced when ctx ends first (the
+// receiver is down or slow: retries go on in the background), when the sink is not started,
+// or when spans were dropped since the previous Sync (refused for good by the receiver,
+// MaxRetries reached, or stopped): the caller must then keep its input for a retry, as
+// re-exporting is harmless. The audit queues call it before they acknowledge a batch.
+func (s *Sink) Sync(ctx context.Context) error {
+	s.dropMu.Lock()
+	floor := s.syncFloor
+	s.dropMu.Unlock()
+	to := s.queue.flushAll()
+	for {
+		done, removed := s.queue.removedUpTo(to)
+		if done {
+			break
+		}
+		s.lifeMu.Lock()
+		idle := !s.stopping && !s.worker.Running()
+		s.lifeMu.Unlock()
+		if idle {
+			return fmt.Errorf("otlpsink: sync: the sink is not started: %w", ErrNotSynced)
+		}
+		select {
+		case <-removed:
+		case <-ctx.Done():
+			n, _ := s.queue.size()
+			return fmt.Errorf("otlpsink: sync: %d spans queued, the receiver is not answering: %w (%w)", n, ErrNotSynced, ctx.Err())
+		}
+	}
+	s.dropMu.Lock()
+	dropped := s.dropEnd > floor
+	s.syncFloor = max(s.syncFloor, to)
+	s.dropMu.Unlock()
+	if dropped {
+		return fmt.Errorf("otlpsink: sync: spans were dropped (see kelemetry.otlp.spans.dropped): %w", ErrNotSynced)
+	}
+	return nil
+}
+
 // Start runs the worker that sends batches. It does not block. Calling it again, or after
 // Stop, does nothing.
 func (s *Sink) Start(_ context.Context) error {
@@ -382,7 +433,7 @@ func (s *Sink) run(stop, ctx context.Context) {
 	var due <-chan time.Time
 	for {
 		n, _ := s.queue.size()
-		if n >= s.cfg.BatchSize || (n > 0 && due == nil && s.cfg.FlushInterval == 0) {
+		if n >= s.cfg.BatchSize || (n > 0 && due == nil && s.cfg.FlushInterval == 0) || (n > 0 && s.queue.flushing()) {
 			timer.Stop()
 			due = nil
 			batch = s.sendHead(ctx, stop, batch)
@@ -407,9 +458,14 @@ func (s *Sink) run(stop, ctx context.Context) {
 // sendHead sends one batch from the head of the queue and removes it. It returns batch emptied,
 // for reuse.
 func (s *Sink) sendHead(ctx, stop context.Context, batch []*aggregator.Span) []*aggregator.Span {
+	pos := s.queue.headPos()
 	batch = s.queue.peek(batch[:0], s.cfg.BatchSize, s.cfg.MaxBatchBytes)
 	if len(batch) > 0 {
-		s.send(ctx, stop, batch)
+		if !s.send(ctx, stop, batch) {
+			s.dropMu.Lock()
+			s.dropEnd = max(s.dropEnd, pos+uint64(len(batch)))
+			s.dropMu.Unlock()
+		}
 		s.queue.remove(len(batch))
 	}
 	clear(batch)
@@ -429,12 +485,12 @@ func (s *Sink) flush(ctx context.Context) error {
 
 // send exports one batch, retrying with backoff (up to MaxRetries when positive), and counts the
 // outcome. It gives up when ctx ends (Stop's deadline). stop, when it ends, cuts a backoff short
-// so that Stop's flush starts at once.
-func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
+// so that Stop's flush starts at once. It reports whether every span was delivered.
+func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 	mctx := context.WithoutCancel(ctx)
 	if ctx.Err() != nil {
 		s.dropped.Add(mctx, int64(len(batch)), s.byStopped)
-		return
+		return false
 	}
 	spans := make([]sdktrace.ReadOnlySpan, len(batch))
 	for i, sp := range batch {
@@ -454,7 +510,7 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
 			if s.failing.Swap(false) {
 				s.logger.Info("otlp export works again", "attempts", attempts)
 			}
-			return
+			return true
 		}
 		switch kind, n := classify(err); kind {
 		case partial:
@@ -462,22 +518,22 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
 			s.exported.Add(mctx, int64(len(spans))-n)
 			s.dropped.Add(mctx, n, s.byRejected)
 			s.warnRejected("otlp receiver rejected some spans of a batch", "spans", len(spans), "rejected", n, "error", err)
-			return
+			return n == 0
 		case rejected:
 			s.dropped.Add(mctx, int64(len(spans)), s.byRejected)
 			s.warnRejected("otlp receiver refused a batch for good (not retried)", "spans", len(spans), "error", err)
-			return
+			return false
 		case tooLarge:
 			if len(batch) == 1 {
 				s.dropped.Add(mctx, 1, s.byRejected)
 				s.warnRejected("otlp receiver refused a span as too large (not retried); raise its request size limit", "span", batch[0].Name, "error", err)
-				return
+				return false
 			}
 			// Smaller requests may pass: send each half (the receiver took none of this one).
 			half := len(batch) / 2
-			s.send(ctx, stop, batch[:half])
-			s.send(ctx, stop, batch[half:])
-			return
+			first := s.send(ctx, stop, batch[:half])
+			second := s.send(ctx, stop, batch[half:])
+			return first && second
 		}
 		s.failures.Add(mctx, 1)
 		s.failing.Store(true)
@@ -505,6 +561,7 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) {
 	}
 	s.dropped.Add(mctx, int64(len(spans)), reason)
 	s.logger.Warn("otlp export failed, dropping batch", "spans", len(spans), "attempts", attempts, "error", err)
+	return false
 }
 
 // warnRejected logs a rejection, at most once every logEvery (worker only).

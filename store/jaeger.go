@@ -183,6 +183,7 @@ type clusterWindow struct {
 var (
 	_ Store                    = (*Jaeger)(nil)
 	_ aggregator.HealthChecker = (*Jaeger)(nil)
+	_ aggregator.Syncer        = (*Jaeger)(nil)
 )
 
 // OpenJaeger connects to the backend cfg names, for traces of window length w. No connection is
@@ -303,6 +304,20 @@ func (j *Jaeger) Health(ctx context.Context) error {
 		return nil
 	}
 	return j.sink.Health(ctx)
+}
+
+// Sync implements aggregator.Syncer: it returns once the collector acknowledged every span
+// Export accepted before the call, sending them at once (otlpsink.Sink.Sync), or an error
+// when it did not (receiver down until ctx ends, spans dropped). A read-only backend has
+// nothing to sync.
+func (j *Jaeger) Sync(ctx context.Context) error {
+	if j.sink == nil {
+		return nil
+	}
+	if err := j.sink.Sync(ctx); err != nil {
+		return fmt.Errorf("store: jaeger: %w", err)
+	}
+	return nil
 }
 
 // Export writes spans over OTLP, with a cluster marker for each cluster and window not marked

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store/jaegertest"
 )
 
@@ -179,4 +180,24 @@ func TestJaegerFindExact(t *testing.T) {
 	long, err := s.FindExact(ctx, keys[:3], t0, t0.Add(100*win))
 	require.NoError(t, err)
 	assert.Equal(t, got[:3], long)
+}
+
+// The jaeger backend is an aggregator.Syncer: Sync returns once the spans exported before it are
+// at the collector (the NATS audit queue acknowledges its messages after it), without waiting
+// for the OTLP flush interval; a read-only backend has nothing to sync.
+func TestJaegerSync(t *testing.T) {
+	ctx := context.Background()
+	f := jaegertest.New(t)
+	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP.FlushInterval = time.Hour })
+	y, ok := any(s.Jaeger).(aggregator.Syncer)
+	require.True(t, ok, "store.Jaeger implements aggregator.Syncer")
+	obj := ref("c", "", "pods", "ns", "p")
+	require.NoError(t, s.Jaeger.Export(ctx, []*aggregator.Span{objectSpan(obj, t0), eventSpan(obj, t0, "e", time.Minute)}))
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, y.Sync(sctx))
+	assert.Equal(t, 3, f.Spans(), "two spans and the cluster marker are at the collector")
+
+	ro := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP = otlpsink.Config{} })
+	require.NoError(t, any(ro.Jaeger).(aggregator.Syncer).Sync(ctx))
 }

@@ -128,7 +128,7 @@ func parseConfigFlags(args []string, stderr io.Writer, pprofAddr *string) (kelem
 		durableQ   = fs.Bool("audit-queue-durable", true, "with --data-dir: write each audit webhook batch to <data-dir>/audit-queue (fsync'd) before answering 200, and replay what was not handled after a crash; false keeps the queue in memory")
 		natsURLs   = fs.String("audit-queue-nats", "", "NATS server URL[,URL...]: queue audit events on NATS JetStream (stream KELEMETRY_AUDIT) instead of the durable local queue; every replica with it publishes and consumes (README \"The audit queue\")")
 		natsCreds  = fs.String("audit-queue-nats-creds", "", "with --audit-queue-nats: NATS credentials file (user JWT and NKey seed)")
-		natsMember = fs.String("audit-queue-nats-member", "", "with --audit-queue-nats: static membership I/N (e.g. a StatefulSet ordinal and the replica count): this replica takes partitions p with p % N == I first, the others only as a standby")
+		natsMember = fs.String("audit-queue-nats-member", "", "with --audit-queue-nats: static membership I/N (e.g. a StatefulSet ordinal and the replica count): this replica owns the partitions p with p % N == I; the partitions of members not live go to the live ones (p modulo their number) and back to their owner when it returns")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		showVer    = fs.Bool("version", false, "print the version and commit of this build and exit")
 		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
