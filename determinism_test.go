@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,14 @@ import (
 type replayShape struct {
 	partitions, linkWorkers int
 	regroup                 uint64 // 0: the recorded batches as they are; else the shuffle seed
+	// passes is how many times the batches are posted (0 or 1: once), one pass after the other,
+	// as `auditload --repeat` or a sender retrying everything would.
+	passes int
+	// posters enqueue batches at once (0 or 1: one after the other): an object whose events
+	// span several batches then sees them in an order that depends on timing.
+	posters int
+	// dedupSize is the consumer's ConsumerConfig.DedupSize.
+	dedupSize int
 }
 
 // replayFixture runs the recorded batches through queue -> consumer -> aggregator (built-in
@@ -46,7 +55,7 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	})
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
+	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: shape.dedupSize}, engine, telemetry.Settings{})
 	require.NoError(t, err)
 	q, err := audit.NewQueue(audit.QueueConfig{Partitions: shape.partitions}, consumer.Handle, telemetry.Settings{})
 	require.NoError(t, err)
@@ -61,9 +70,28 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	if shape.regroup != 0 {
 		lists = regroup(lists, shape.regroup)
 	}
-	for _, evs := range lists {
-		require.NoError(t, q.EnqueueWait(ctx, "determ", evs))
+	work := make(chan []*audit.Event)
+	errs := make(chan error, max(1, shape.posters))
+	var posting sync.WaitGroup
+	for range max(1, shape.posters) {
+		posting.Go(func() {
+			for evs := range work {
+				if err := q.EnqueueWait(ctx, "determ", evs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
 	}
+	for range max(1, shape.passes) {
+		for _, evs := range lists {
+			work <- evs
+		}
+	}
+	close(work)
+	posting.Wait()
+	close(errs)
+	require.NoError(t, <-errs)
 	require.NoError(t, q.Flush(ctx))
 	require.NoError(t, q.Stop(ctx))
 	require.NoError(t, engine.Stop(ctx))
@@ -185,6 +213,68 @@ func TestReplayDeterministic(t *testing.T) {
 		{partitions: 16, linkWorkers: 2, regroup: 2},
 	} {
 		got := replayFixture(t, batches, shape)
+		diffs := diffReplays(base, got)
+		if len(diffs) > 10 {
+			diffs = append(diffs[:10], fmt.Sprintf("... %d more", len(diffs)-10))
+		}
+		require.Empty(t, diffs, "shape %+v: %d spans against %d", shape, len(got), len(base))
+	}
+}
+
+// TestReplayRepeatedDeterministic: posting the same audit events again (same audit IDs, as
+// `auditload --repeat` or a sender's retries do) leaves the stored spans as one posting does,
+// whatever the partitions and link workers. Before the consumer dropped repeated deliveries, each
+// later pass rewrote the event spans with diffs against the object's last version of the previous
+// pass ("the last version seen is newer than this one").
+func TestReplayRepeatedDeterministic(t *testing.T) {
+	batches, _ := bulkBatches(t)
+	if os.Getenv("KELEMETRY_DETERM_FULL") == "" && len(batches) > 40 {
+		batches = batches[:40]
+	}
+	base := replayFixture(t, batches, replayShape{partitions: 1, linkWorkers: 1})
+	for _, shape := range []replayShape{
+		{partitions: 1, linkWorkers: 1, passes: 3},
+		{partitions: 8, linkWorkers: 4, passes: 3, regroup: 3},
+		{partitions: 3, linkWorkers: 8, passes: 5},
+	} {
+		got := replayFixture(t, batches, shape)
+		diffs := diffReplays(base, got)
+		if len(diffs) > 10 {
+			diffs = append(diffs[:10], fmt.Sprintf("... %d more", len(diffs)-10))
+		}
+		require.Empty(t, diffs, "shape %+v: %d spans against %d", shape, len(got), len(base))
+	}
+}
+
+// TestReplayConcurrentPostersSameSpanIDs: when batches are posted several at once (as
+// kube-apiserver's batching webhook backend and auditload --workers do), an object whose events
+// span adjacent batches may see them in another order; its diffs (against the previous version
+// seen) and the time of a link span may then differ, but the set of stored spans does not: the
+// same span IDs, kinds and names, repeated passes included.
+func TestReplayConcurrentPostersSameSpanIDs(t *testing.T) {
+	batches, _ := bulkBatches(t)
+	if os.Getenv("KELEMETRY_DETERM_FULL") == "" && len(batches) > 40 {
+		batches = batches[:40]
+	}
+	skeleton := func(spans map[string]string) map[string]string {
+		out := make(map[string]string, len(spans))
+		for k, v := range spans {
+			var sp struct {
+				Kind, Name string
+				ParentID   string `json:"parentID"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(v), &sp))
+			out[k] = sp.Kind + " " + sp.Name + " " + sp.ParentID
+		}
+		return out
+	}
+	base := skeleton(replayFixture(t, batches, replayShape{partitions: 1, linkWorkers: 1}))
+	for _, shape := range []replayShape{
+		{partitions: 4, linkWorkers: 2, posters: 4},
+		{partitions: 8, linkWorkers: 4, posters: 4, passes: 3},
+		{partitions: 2, linkWorkers: 3, posters: 8, passes: 3, dedupSize: -1},
+	} {
+		got := skeleton(replayFixture(t, batches, shape))
 		diffs := diffReplays(base, got)
 		if len(diffs) > 10 {
 			diffs = append(diffs[:10], fmt.Sprintf("... %d more", len(diffs)-10))

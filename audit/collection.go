@@ -412,6 +412,10 @@ func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *Eve
 		c.counter.Add(ctx, 1, c.outcomes[oc])
 		return
 	}
+	if c.repeated(cluster, ev) {
+		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate])
+		return
+	}
 	items, isList := c.conv.collectionItems(ev, base)
 	if !isList {
 		if c.join.holdCollection(ctx, cluster, ev.AuditID, base) {

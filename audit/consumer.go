@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -48,7 +49,17 @@ type ConsumerConfig struct {
 	// InformerJoin configures the join of informer diffs (SetInformerDiffs) onto writes whose
 	// audit event has no response body (Metadata-level auditing).
 	InformerJoin InformerJoinConfig `yaml:"informerJoin"`
+	// DedupSize is how many recent audit events (cluster, audit ID, stage) the consumer remembers
+	// so that a repeated delivery of one (a sender's retry, the same batch posted again) is
+	// counted as filtered (reason duplicate) instead of being handled again: handling it again
+	// would rewrite its span with a diff against a later version of the object. 0 means
+	// DefaultDedupSize; a negative value turns the check off. The oldest are forgotten first
+	// (kelemetry.audit.consumer.dedup.evictions counts them).
+	DedupSize int `yaml:"dedupSize"`
 }
+
+// DefaultDedupSize is the default ConsumerConfig.DedupSize: about 10 MB of hashes.
+const DefaultDedupSize = 100_000
 
 // WithDefaults returns c with unset fields set to their defaults.
 func (c ConsumerConfig) WithDefaults() ConsumerConfig {
@@ -60,6 +71,9 @@ func (c ConsumerConfig) WithDefaults() ConsumerConfig {
 	}
 	if c.ExcludeResources == nil {
 		c.ExcludeResources = DefaultExcludeResources
+	}
+	if c.DedupSize == 0 {
+		c.DedupSize = DefaultDedupSize
 	}
 	return c
 }
@@ -133,6 +147,8 @@ type Consumer struct {
 	// stream is the audit-stream diff (nil when disabled); join attaches informer diffs.
 	stream *streamDiff
 	join   *informerJoin
+	// seen holds the hashes of the audit events handled lately (nil when DedupSize < 0).
+	seen *lru.Cache[uint64, struct{}]
 
 	counter  metric.Int64Counter
 	retries  metric.Int64Counter
@@ -153,6 +169,7 @@ const (
 	outcomeFilteredResource
 	outcomeFilteredUserAgent
 	outcomeFilteredDeleteCollection
+	outcomeFilteredDuplicate
 	outcomeInvalidEvent
 	outcomeInvalidNoAuditID
 	outcomeInvalidNoName
@@ -171,6 +188,7 @@ var outcomeAttrs = [numOutcomes][2]string{
 	outcomeFilteredResource:         {"filtered", "resource"},
 	outcomeFilteredUserAgent:        {"filtered", "user_agent"},
 	outcomeFilteredDeleteCollection: {"filtered", "deletecollection"},
+	outcomeFilteredDuplicate:        {"filtered", "duplicate"},
 	outcomeInvalidEvent:             {"invalid", "nil_event"},
 	outcomeInvalidNoAuditID:         {"invalid", "no_audit_id"},
 	outcomeInvalidNoName:            {"invalid", "no_name"},
@@ -228,6 +246,15 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 		c.send(ctx, cluster, auditID, out, outcomeSent)
 	})
 	c.join.sendAll = c.sendAll
+	if cfg.DedupSize > 0 {
+		evictions := meter.Counter("kelemetry.audit.consumer.dedup.evictions",
+			"Audit events forgotten by the repeated-delivery check (DedupSize): a repeat of one of them is handled again.", "{event}")
+		seen, err := lru.NewWithEvict(cfg.DedupSize, func(uint64, struct{}) { evictions.Add(context.Background(), 1) })
+		if err != nil {
+			return nil, fmt.Errorf("audit consumer: dedup cache: %w", err)
+		}
+		c.seen = seen
+	}
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit consumer: %w", err)
 	}
@@ -261,6 +288,10 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 	if err != nil {
 		c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 	}
+	if out != nil && c.repeated(cluster, ev) {
+		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate])
+		return
+	}
 	if out != nil && !out.Error {
 		if c.join.applies(ev, &info) {
 			if c.join.hold(ctx, cluster, ev, out) {
@@ -271,6 +302,30 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 		}
 	}
 	c.send(ctx, cluster, ev.AuditID, out, oc)
+}
+
+// repeated reports whether ev (by cluster, audit ID and stage) was handled lately, and remembers
+// it. An object's events are handled one at a time (the queue partitions by object), so two
+// deliveries of one event never race here.
+func (c *Consumer) repeated(cluster string, ev *Event) bool {
+	if c.seen == nil {
+		return false
+	}
+	found, _ := c.seen.ContainsOrAdd(eventHash(cluster, ev.AuditID, ev.Stage), struct{}{})
+	return found
+}
+
+// eventHash is FNV-1a (64 bits) over cluster, audit ID and stage, NUL-separated.
+func eventHash(cluster, auditID, stage string) uint64 {
+	h := uint64(14695981039346656037)
+	for _, s := range [...]string{cluster, auditID, stage} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
+		h *= 1099511628211 // separator
+	}
+	return h
 }
 
 // Warm rebuilds the audit-stream diff's state from ev without sending anything: ev was handled

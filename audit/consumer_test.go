@@ -622,10 +622,72 @@ func TestConsumerHandleCounts(t *testing.T) {
 
 	// Aggregator failures are counted.
 	agg.Err = errors.New("sink down")
-	c.Handle(ctx, "kind", consumerEvent())
+	failing := consumerEvent()
+	failing.AuditID = "a2" // a1 was the deletecollection's: a repeat
+	c.Handle(ctx, "kind", failing)
 	byResult = metricSums(t, reader, "result")
 	assert.Equal(t, int64(1), byResult["kelemetry.audit.consumer.events{result=send_error}"])
 	assert.Equal(t, int64(142), byResult["kelemetry.audit.consumer.events{result=sent}"])
+}
+
+// TestConsumerDropsRepeatedEvents: a second delivery of an audit event (same cluster, audit ID and
+// stage) is counted as filtered (duplicate) and not sent again, so that it cannot rewrite the
+// span of the first with a diff against a later version; the check remembers DedupSize events
+// and counts those it forgets.
+func TestConsumerDropsRepeatedEvents(t *testing.T) {
+	ctx := context.Background()
+	withID := func(id, stage string) *Event {
+		ev := consumerEvent()
+		ev.AuditID, ev.Stage = id, stage
+		return ev
+	}
+	for _, tc := range []struct {
+		name      string
+		size      int
+		clusters  []string
+		events    []*Event
+		sent      []string // audit IDs sent, in order
+		dups      int64
+		evictions int64
+	}{
+		{name: "repeat dropped", clusters: []string{"c", "c"},
+			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
+			sent:   []string{"a1"}, dups: 1},
+		{name: "other cluster is another event", clusters: []string{"c", "d"},
+			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
+			sent:   []string{"a1", "a1"}},
+		{name: "other stage is another event", size: 10, clusters: []string{"c", "c"},
+			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseStarted")},
+			sent:   []string{"a1", "a1"}},
+		{name: "off", size: -1, clusters: []string{"c", "c"},
+			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
+			sent:   []string{"a1", "a1"}},
+		{name: "forgotten after size others", size: 2, clusters: []string{"c", "c", "c", "c", "c"},
+			events: []*Event{withID("a1", "ResponseComplete"), withID("a2", "ResponseComplete"),
+				withID("a3", "ResponseComplete"), withID("a3", "ResponseComplete"), withID("a1", "ResponseComplete")},
+			sent: []string{"a1", "a2", "a3", "a1"}, dups: 1, evictions: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			agg := &aggregatortest.RecordingAggregator{}
+			cfg := ConsumerConfig{DedupSize: tc.size, Stages: []string{"ResponseComplete", "ResponseStarted"}}
+			c, err := NewConsumer(cfg, agg, telemetry.Settings{MeterProvider: mp})
+			require.NoError(t, err)
+			for i, ev := range tc.events {
+				c.Handle(ctx, tc.clusters[i], ev)
+			}
+			var sent []string
+			for _, ev := range agg.Events() {
+				id, _, _ := strings.Cut(ev.ID, "/")
+				sent = append(sent, id)
+			}
+			assert.Equal(t, tc.sent, sent)
+			byReason := metricSums(t, reader, "reason")
+			assert.Equal(t, tc.dups, byReason["kelemetry.audit.consumer.events{reason=duplicate}"])
+			assert.Equal(t, tc.evictions, metricSums(t, reader, "")["kelemetry.audit.consumer.dedup.evictions"])
+		})
+	}
 }
 
 // TestConsumerThroughQueue runs the consumer as the queue's handler over the rollout fixture.
