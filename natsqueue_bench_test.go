@@ -16,6 +16,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
@@ -64,7 +65,7 @@ func newNATSBenchPipeline(b *testing.B, st aggregator.Sink) (http.Handler, *audi
 func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Pointer[chan struct{}]) (http.Handler, *audit.NATSQueue, *stampSink) {
 	b.Helper()
 	ctx := context.Background()
-	js := startEmbeddedJS(b)
+	js := natstest.StartJetStream(b)
 	stamps := &stampSink{stored: map[string]time.Time{}}
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Sinks: []aggregator.Sink{st, stamps},
@@ -77,7 +78,7 @@ func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Po
 	require.NoError(b, engine.Start(ctx))
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	require.NoError(b, err)
-	cfg := fastNATS(js.url())
+	cfg := fastNATS(js.URL())
 	cfg.Partitions = 16
 	cfg.MaxInFlight = 256
 	handle := consumer.Handle

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -24,6 +22,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/natsqueue"
@@ -31,47 +30,6 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// embeddedJS is a nats-server with JetStream in the test process, on a loopback port it keeps
-// across a stop and a start.
-type embeddedJS struct {
-	tb   testing.TB
-	opts server.Options
-	srv  *server.Server
-}
-
-func startEmbeddedJS(tb testing.TB) *embeddedJS {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(tb, l.Close())
-	s := &embeddedJS{tb: tb, opts: server.Options{ServerName: "kelemetry-test", Host: "127.0.0.1", Port: port,
-		JetStream: true, StoreDir: filepath.Join(tb.TempDir(), "js"), NoLog: true, NoSigs: true}}
-	s.start()
-	tb.Cleanup(s.stop)
-	return s
-}
-
-func (s *embeddedJS) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
-
-func (s *embeddedJS) start() {
-	opts := s.opts
-	srv, err := server.NewServer(&opts)
-	require.NoError(s.tb, err)
-	go srv.Start()
-	require.True(s.tb, srv.ReadyForConnections(10*time.Second), "nats-server not ready")
-	s.srv = srv
-}
-
-func (s *embeddedJS) stop() {
-	if s.srv != nil {
-		s.srv.Shutdown()
-		s.srv.WaitForShutdown()
-		s.srv = nil
-	}
-}
-
-// fastNATS is a NATS queue configuration with short timeouts for tests.
 func fastNATS(url string) natsqueue.Config {
 	return natsqueue.Config{URLs: []string{url}, Partitions: 8, AckWait: 5 * time.Second, PinnedTTL: 2 * time.Second,
 		RetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, ConnectTimeout: time.Second,
@@ -135,8 +93,8 @@ func TestNATSQueueRolloutSameSpans(t *testing.T) {
 	}
 	base := replayEvents(t, batches, "")
 	require.NotEmpty(t, base)
-	js := startEmbeddedJS(t)
-	got := replayEvents(t, batches, js.url())
+	js := natstest.StartJetStream(t)
+	got := replayEvents(t, batches, js.URL())
 	diffs := diffReplays(base, got)
 	if len(diffs) > 10 {
 		diffs = append(diffs[:10], fmt.Sprintf("... %d more", len(diffs)-10))
@@ -149,10 +107,10 @@ func TestNATSQueueRolloutSameSpans(t *testing.T) {
 // same process consumes it into the store, the durable local queue is not used even with a data
 // folder, and /healthz reports the NATS connection (503 while NATS is down).
 func TestNATSQueueApp(t *testing.T) {
-	js := startEmbeddedJS(t)
+	js := natstest.StartJetStream(t)
 	dir := t.TempDir()
 	cfg := localConfig(dir)
-	cfg.Audit.Queue.NATS = fastNATS(js.url())
+	cfg.Audit.Queue.NATS = fastNATS(js.URL())
 	app, servers := replicaWithConfig(t, cfg)
 	defer app.RequireStop()
 
@@ -171,13 +129,13 @@ func TestNATSQueueApp(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "nats: connected", h.Queue)
 
-	js.stop()
+	js.Stop()
 	// The client notices the lost connection within moments.
 	require.Eventually(t, func() bool {
 		code, h = health()
 		return code == http.StatusServiceUnavailable && h.Status == "unavailable" && strings.Contains(h.Queue, "unavailable")
 	}, 10*time.Second, 20*time.Millisecond, "/healthz reports NATS down")
-	js.start()
+	js.Start()
 	require.Eventually(t, func() bool { code, _ := health(); return code == http.StatusOK }, 20*time.Second, 50*time.Millisecond)
 }
 

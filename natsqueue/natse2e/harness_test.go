@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -35,6 +33,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -42,114 +41,15 @@ import (
 
 const testCluster = "natse2e"
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// natsNode is one embedded JetStream server of the cluster; it can be stopped and started
-// again on the same ports and store.
-type natsNode struct {
-	t    testing.TB
-	opts server.Options
-	mu   sync.Mutex
-	srv  *server.Server
-}
-
-func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
-
-func (n *natsNode) start() {
-	n.t.Helper()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.srv != nil {
-		return
-	}
-	opts := n.opts
-	s, err := server.NewServer(&opts)
-	require.NoError(n.t, err)
-	go s.Start()
-	require.True(n.t, s.ReadyForConnections(20*time.Second), "NATS node %s not ready", n.opts.ServerName)
-	n.srv = s
-}
-
-func (n *natsNode) stop() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.srv == nil {
-		return
-	}
-	n.srv.Shutdown()
-	n.srv.WaitForShutdown()
-	n.srv = nil
-}
-
-// natsCluster starts a 3-node JetStream cluster on loopback.
-func natsCluster(t *testing.T) []*natsNode {
-	t.Helper()
-	dir := t.TempDir()
-	routes := make([]int, 3)
-	for i := range routes {
-		routes[i] = freePort(t)
-	}
-	var rs []string
-	for _, r := range routes {
-		rs = append(rs, fmt.Sprintf("nats-route://127.0.0.1:%d", r))
-	}
-	nodes := make([]*natsNode, 3)
-	var wg sync.WaitGroup
-	for i := range nodes {
-		nodes[i] = &natsNode{t: t, opts: server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: freePort(t),
-			JetStream: true, StoreDir: filepath.Join(dir, fmt.Sprintf("n%d", i)), NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "natse2e", Host: "127.0.0.1", Port: routes[i]},
-			Routes:  server.RoutesFromStr(strings.Join(rs, ",")),
-		}}
-		t.Cleanup(nodes[i].stop)
-		wg.Go(nodes[i].start)
-	}
-	wg.Wait()
-	waitJetStream(t, nodes)
-	return nodes
-}
-
-// waitJetStream waits until the cluster has elected its JetStream meta leader.
-func waitJetStream(t *testing.T, nodes []*natsNode) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		nc, err := nats.Connect(strings.Join(urls(nodes), ","), nats.Timeout(time.Second))
-		if err != nil {
-			return false
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return false
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err = js.AccountInfo(ctx)
-		return err == nil
-	}, 60*time.Second, 200*time.Millisecond, "JetStream cluster ready")
-}
-
-func urls(nodes []*natsNode) []string {
-	var out []string
-	for _, n := range nodes {
-		out = append(out, n.url())
-	}
-	return out
-}
+// freePort returns a loopback port that was free a moment ago.
+var freePort = natstest.FreePort
 
 // waitStreams waits until the streams and the partition consumers answer (their leaders are
 // elected), e.g. after the nodes restarted.
-func waitStreams(t *testing.T, nodes []*natsNode) {
+func waitStreams(t *testing.T, nodes []*natstest.Node) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		nc, err := nats.Connect(strings.Join(urls(nodes), ","), nats.Timeout(time.Second))
+		nc, err := nats.Connect(strings.Join(natstest.URLs(nodes), ","), nats.Timeout(time.Second))
 		if err != nil {
 			return false
 		}
@@ -176,8 +76,8 @@ func waitStreams(t *testing.T, nodes []*natsNode) {
 
 // streamEmpty reports whether the audit stream holds no message: every message was handled
 // and acknowledged (the stream is a work queue).
-func streamEmpty(t *testing.T, nodes []*natsNode) bool {
-	nc, err := nats.Connect(strings.Join(urls(nodes), ","), nats.Timeout(time.Second))
+func streamEmpty(t *testing.T, nodes []*natstest.Node) bool {
+	nc, err := nats.Connect(strings.Join(natstest.URLs(nodes), ","), nats.Timeout(time.Second))
 	if err != nil {
 		return false
 	}
@@ -271,7 +171,7 @@ type replica struct {
 
 // replicaConfig is the YAML configuration of the replicas: the NATS queue (R3, 8 partitions,
 // a short pinnedTTL so that takeovers are quick), the jaeger store backend.
-func replicaConfig(t *testing.T, nodes []*natsNode, j jaegerProc) string {
+func replicaConfig(t *testing.T, nodes []*natstest.Node, j jaegerProc) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`role: ingest
 storeBackend: jaeger
@@ -289,7 +189,7 @@ audit:
       maxInFlight: 1
       publishTimeout: 3s
       connectTimeout: 1s
-`, j.remote, j.otlp, `"`+strings.Join(urls(nodes), `", "`)+`"`)
+`, j.remote, j.otlp, `"`+strings.Join(natstest.URLs(nodes), `", "`)+`"`)
 	p := filepath.Join(t.TempDir(), "replica.yaml")
 	require.NoError(t, os.WriteFile(p, []byte(cfg), 0o600))
 	return p
@@ -626,7 +526,7 @@ func equal(a, b []string) bool {
 }
 
 // waitIdle waits until the stream is empty and the spans stopped arriving in Jaeger.
-func waitIdle(t *testing.T, nodes []*natsNode, rs ...*replica) {
+func waitIdle(t *testing.T, nodes []*natstest.Node, rs ...*replica) {
 	t.Helper()
 	require.Eventually(t, func() bool { return streamEmpty(t, nodes) }, 3*time.Minute, 200*time.Millisecond, "stream drained")
 	require.Eventually(t, func() bool {

@@ -10,15 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 // setup starts the 3-node cluster, Jaeger and n replicas, and returns the expected diffs of
 // the recorded batches.
-func setup(t *testing.T, n int) (nodes []*natsNode, j jaegerProc, bin, cfg string, rs []*replica, batches [][]byte, want map[string][]string) {
+func setup(t *testing.T, n int) (nodes []*natstest.Node, j jaegerProc, bin, cfg string, rs []*replica, batches [][]byte, want map[string][]string) {
 	t.Helper()
 	j = startJaeger(t)
 	bin = buildAllInOne(t)
-	nodes = natsCluster(t)
+	nodes = natstest.Cluster(t, 3)
 	cfg = replicaConfig(t, nodes, j)
 	for i := range n {
 		rs = append(rs, startReplica(t, bin, cfg, string(rune('a'+i))))
@@ -35,7 +36,7 @@ func TestNATSNodeLossDuringIngest(t *testing.T) {
 	p := newPoster(rs...)
 	half := len(batches) / 2
 	p.post(t, batches[:half])
-	nodes[2].stop()
+	nodes[2].Stop()
 	start := time.Now()
 	p.post(t, batches[half:])
 	t.Logf("posted the second half with a node down in %s (%d retries)", time.Since(start), p.retries)
@@ -95,12 +96,12 @@ func TestRestartEverything(t *testing.T) {
 	}
 	t.Logf("replicas stopped; stream empty: %v", streamEmpty(t, nodes))
 	for _, n := range nodes {
-		n.stop()
+		n.Stop()
 	}
 	for _, n := range nodes {
-		n.start()
+		n.Start()
 	}
-	waitJetStream(t, nodes)
+	natstest.WaitJetStream(t, nodes)
 	waitStreams(t, nodes)
 	rs = []*replica{startReplica(t, bin, cfg, "a2"), startReplica(t, bin, cfg, "b2")}
 	p.set(rs...)
