@@ -604,13 +604,20 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr, err := a.Trace(r.Context(), id)
+	a.writeOneTrace(w, r, tr, err, "get trace", JaegerTraceID(id))
+}
+
+// writeOneTrace answers with tr, or with the error err that getting the trace (called idStr)
+// gave: 400 for a bad ID or merge, 404 when it is not stored, 500 otherwise (what names the
+// operation in the log).
+func (a *JaegerAPI) writeOneTrace(w http.ResponseWriter, r *http.Request, tr JaegerTrace, err error, what, idStr string) {
 	switch {
-	case errors.Is(err, ErrBadTraceID):
+	case errors.Is(err, ErrBadMerge), errors.Is(err, ErrBadTraceID):
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, ErrTraceNotFound):
-		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: JaegerTraceID(id)}}})
+		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: idStr}}})
 	case err != nil:
-		a.internalError(w, "get trace", err)
+		a.internalError(w, what, err)
 	default:
 		resp := JaegerResponse{Total: 1}
 		var t truncation

@@ -186,20 +186,5 @@ func (a *JaegerAPI) merge(w http.ResponseWriter, r *http.Request) {
 // writeMerge draws and writes the merge of ids.
 func (a *JaegerAPI) writeMerge(w http.ResponseWriter, r *http.Request, ids []trace.TraceID) {
 	tr, err := a.MergeTrace(r.Context(), ids)
-	switch {
-	case errors.Is(err, ErrBadMerge), errors.Is(err, ErrBadTraceID):
-		jaegerError(w, http.StatusBadRequest, "%v", err)
-	case errors.Is(err, ErrTraceNotFound):
-		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: MergeID(ids)}}})
-	case err != nil:
-		a.internalError(w, "merge traces", err)
-	default:
-		resp := JaegerResponse{Total: 1}
-		var t truncation
-		t.fromTraces([]JaegerTrace{tr})
-		if t.apply(w, &resp) {
-			a.truncated(r.Context())
-		}
-		writeTraces(w, http.StatusOK, resp, []JaegerTrace{tr})
-	}
+	a.writeOneTrace(w, r, tr, err, "merge traces", MergeID(ids))
 }
