@@ -141,22 +141,7 @@ func benchmarkEndToEndNATS(b *testing.B, st aggregator.Sink) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		var wg sync.WaitGroup
-		next := make(chan []byte)
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for batch := range next {
-					postOK(b, h, batch)
-				}
-			}()
-		}
-		for _, batch := range batches {
-			next <- batch
-		}
-		close(next)
-		wg.Wait()
+		postAll(b, h, batches)
 		posting += time.Since(start)
 		require.NoError(b, q.Flush(ctx))
 	}
@@ -199,22 +184,7 @@ func BenchmarkNATSSides(b *testing.B) {
 		g := make(chan struct{})
 		gate.Store(&g)
 		start, cpu0 := time.Now(), processCPU(b)
-		var wg sync.WaitGroup
-		next := make(chan []byte)
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for batch := range next {
-					postOK(b, h, batch)
-				}
-			}()
-		}
-		for _, batch := range batches {
-			next <- batch
-		}
-		close(next)
-		wg.Wait()
+		postAll(b, h, batches)
 		mid, cpu1 := time.Now(), processCPU(b)
 		close(g)
 		require.NoError(b, q.Flush(ctx))
@@ -279,4 +249,23 @@ func BenchmarkNATSLatency(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(len(lat))/float64(b.N), "events/round")
 	b.ReportMetric(0, "ns/op")
+}
+
+// postAll posts batches to h with 4 concurrent posters and returns when every one was answered
+// 200.
+func postAll(b *testing.B, h http.Handler, batches [][]byte) {
+	var wg sync.WaitGroup
+	next := make(chan []byte)
+	for range 4 {
+		wg.Go(func() {
+			for batch := range next {
+				postOK(b, h, batch)
+			}
+		})
+	}
+	for _, batch := range batches {
+		next <- batch
+	}
+	close(next)
+	wg.Wait()
 }
