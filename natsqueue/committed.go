@@ -95,11 +95,15 @@ func (c *Consumer) putMark(ctx context.Context, ps *partition) {
 	}
 }
 
-// loadMark reads partition p's commit marker into ps.inherited (on a takeover). A missing marker
-// leaves it empty; a failure is logged and leaves it empty (the redeliveries are then handled
-// again, as without a marker).
+// loadMark adds partition p's commit marker to ps.inherited (on a takeover). The sequences
+// inherited before stay (a stream sequence is never reused, and the messages of an earlier holder
+// may still be on their way back) unless they would pass 8 x MaxInFlight: then they are dropped.
+// A missing marker adds nothing; a failure is logged (those redeliveries are then handled again,
+// as without a marker).
 func (c *Consumer) loadMark(ctx context.Context, ps *partition) {
-	clear(ps.inherited)
+	if len(ps.inherited) > 7*c.cfg.MaxInFlight {
+		clear(ps.inherited)
+	}
 	gctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
 	defer cancel()
 	e, err := c.marks.Get(gctx, markKey(ps.p))

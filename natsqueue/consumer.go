@@ -355,6 +355,8 @@ type partition struct {
 	// batch the previous holder (or process) committed. A redelivery of one is acknowledged
 	// without being handled again.
 	inherited map[uint64]struct{}
+	// logged is whether a committed redelivery was logged since the last takeover.
+	logged bool
 	// seen is the highest stream sequence the warmer or the handler saw since the last
 	// takeover: a committed redelivery above it is warmed, one below it was already seen.
 	seen uint64
@@ -481,7 +483,7 @@ func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstr
 		c.lastMsg[ps.p].Store(time.Now().UnixNano())
 		if ps.tk.changed(msg) {
 			c.loadMark(ctx, ps)
-			ps.seen = 0
+			ps.seen, ps.logged = 0, false
 			if md, err := msg.Metadata(); err == nil {
 				c.warm(ctx, ps.p, md.Sequence.Stream, ps.log)
 				ps.seen = md.Sequence.Stream - 1
@@ -543,6 +545,11 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 				// Committed by the previous holder after what the warm-up replayed: the
 				// state sees it as if it had been handled here.
 				c.callWarmer(ctx, ps.log, d)
+			}
+			if committed && !stale && !ps.logged {
+				ps.logged = true
+				ps.log.Info("redelivery of a message the previous holder committed, acknowledged without handling it again (logged once per takeover)",
+					"seq", seq, "id", d.ID)
 			}
 			ps.seen = max(ps.seen, seq)
 			c.skipped.Add(ctx, 1)
