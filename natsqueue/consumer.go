@@ -75,6 +75,8 @@ type Consumer struct {
 	consumed     metric.Int64Counter
 	redelivered  metric.Int64Counter
 	deadLettered metric.Int64Counter
+	skipped      metric.Int64Counter
+	markFailures metric.Int64Counter
 	heldGauge    metric.Registration
 	warmM        warmMetrics
 	released     metric.Int64Counter
@@ -87,12 +89,17 @@ type Consumer struct {
 	warmer Warmer
 	// commit, when set, runs once per batch before its acknowledgements (WithCommitter).
 	commit Committer
+	// marks is the commit marker bucket (committed.go).
+	marks jetstream.KeyValue
 
 	// lastMsg holds, per partition, the Unix nanoseconds of the last message received.
 	lastMsg []atomic.Int64
 
 	// onAck, when set (tests), is called after an acknowledgement was confirmed.
 	onAck func(d Delivery)
+	// crashBeforeAcks, when set (tests), is called after a batch's commit marker was put; when
+	// it returns true the batch is not acknowledged, as if the process died there.
+	crashBeforeAcks func(p int) bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -121,8 +128,12 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		consumed:     m.Counter("kelemetry.natsqueue.consumed", "Messages handled and acknowledged", "{message}"),
 		redelivered:  m.Counter("kelemetry.natsqueue.redelivered", "Messages handed to the handler again (retry or redelivery)", "{message}"),
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
-		lastMsg:      make([]atomic.Int64, cfg.Partitions),
-		warmM:        newWarmMetrics(m),
+		skipped: m.Counter("kelemetry.natsqueue.committed_redeliveries",
+			"Redelivered messages already committed (last batch, commit marker), acknowledged without being handled again", "{message}"),
+		markFailures: m.Counter("kelemetry.natsqueue.commit_marker_failures",
+			"Batches whose commit marker could not be written (a crash before their acks makes them handled again)", "{batch}"),
+		lastMsg: make([]atomic.Int64, cfg.Partitions),
+		warmM:   newWarmMetrics(m),
 		histLagged: m.Counter("kelemetry.natsqueue.history_lagged",
 			"Messages acknowledged before the history stream held them (after waiting publishTimeout): a takeover's warm-up misses them", "{message}"),
 		released: m.Counter("kelemetry.natsqueue.partitions_released",
@@ -151,6 +162,11 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 	}
 	c.nc, c.js = nc, js
 	if err := c.ensureConsumers(ctx); err != nil {
+		nc.Close()
+		_ = c.heldGauge.Unregister()
+		return nil, err
+	}
+	if c.marks, err = ensureMarks(ctx, js, cfg); err != nil {
 		nc.Close()
 		_ = c.heldGauge.Unregister()
 		return nil, err
@@ -335,6 +351,15 @@ type partition struct {
 	// previous process) pulled and never acknowledged come back after AckWait, behind newer
 	// ones.
 	recent map[uint64]struct{}
+	// inherited holds the sequences of the commit marker read at the last takeover: the last
+	// batch the previous holder (or process) committed. A redelivery of one is acknowledged
+	// without being handled again.
+	inherited map[uint64]struct{}
+	// logged is whether a committed redelivery was logged since the last takeover.
+	logged bool
+	// seen is the highest stream sequence the warmer or the handler saw since the last
+	// takeover: a committed redelivery above it is warmed, one below it was already seen.
+	seen uint64
 }
 
 // accepted is a message the handler accepted.
@@ -346,7 +371,7 @@ type accepted struct {
 // runPartition pulls one partition until pull ends, reopening the pull after errors; ctx is
 // the handlers' context.
 func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
-	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, pull: pull}
+	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, inherited: map[uint64]struct{}{}, pull: pull}
 	backoff := c.cfg.RetryBackoff
 	for pull.Err() == nil {
 		pctx, pcancel, ok := c.ms.acquire(pull, p)
@@ -457,8 +482,11 @@ func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstr
 	for i, msg := range msgs {
 		c.lastMsg[ps.p].Store(time.Now().UnixNano())
 		if ps.tk.changed(msg) {
+			c.loadMark(ctx, ps)
+			ps.seen, ps.logged = 0, false
 			if md, err := msg.Metadata(); err == nil {
 				c.warm(ctx, ps.p, md.Sequence.Stream, ps.log)
+				ps.seen = md.Sequence.Stream - 1
 			}
 		}
 		if len(ps.done) > 0 && time.Since(ps.since) > c.cfg.AckWait/4 {
@@ -502,10 +530,6 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		return true
 	}
 	seq := md.Sequence.Stream
-	if _, stale := ps.recent[seq]; stale && md.NumDelivered > 1 {
-		_ = msg.Ack()
-		return true
-	}
 	d := Delivery{
 		Cluster:   clusterOf(msg.Subject(), c.cfg.SubjectPrefix),
 		Partition: ps.p,
@@ -513,6 +537,25 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		Payload:   msg.Data(),
 		Sequence:  seq,
 		Attempt:   int(md.NumDelivered),
+	}
+	if md.NumDelivered > 1 {
+		_, stale := ps.recent[seq]
+		if _, committed := ps.inherited[seq]; stale || committed {
+			if committed && !stale && c.warmer != nil && seq > ps.seen {
+				// Committed by the previous holder after what the warm-up replayed: the
+				// state sees it as if it had been handled here.
+				c.callWarmer(ctx, ps.log, d)
+			}
+			if committed && !stale && !ps.logged {
+				ps.logged = true
+				ps.log.Info("redelivery of a message the previous holder committed, acknowledged without handling it again (logged once per takeover)",
+					"seq", seq, "id", d.ID)
+			}
+			ps.seen = max(ps.seen, seq)
+			c.skipped.Add(ctx, 1)
+			_ = msg.Ack()
+			return true
+		}
 	}
 	if d.Attempt > 1 {
 		c.redelivered.Add(ctx, 1)
@@ -526,6 +569,7 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 				ps.since = time.Now()
 			}
 			ps.done = append(ps.done, accepted{msg: msg, d: d})
+			ps.seen = max(ps.seen, seq)
 			return true
 		}
 		if ctx.Err() != nil {
@@ -569,6 +613,12 @@ func (c *Consumer) flush(ctx context.Context, ps *partition) {
 	clear(ps.recent)
 	for _, a := range ps.done {
 		ps.recent[a.d.Sequence] = struct{}{}
+	}
+	c.putMark(ctx, ps)
+	if c.crashBeforeAcks != nil && c.crashBeforeAcks(ps.p) {
+		clear(ps.done)
+		ps.done = ps.done[:0]
+		return
 	}
 	errs := c.ackAll(ctx, ps.done)
 	confirmed := 0
