@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 // BenchmarkPublishConsume measures publish (batches of 100, waiting for every ack) plus
@@ -26,8 +28,8 @@ func BenchmarkPublishConsume(b *testing.B) {
 }
 
 func benchPublishConsume(b *testing.B, batchSize int, pace time.Duration) {
-	n := newNode(b, "bench", b.TempDir(), 0, nil)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(b)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 16
 	cfg.MaxInFlight = 256
 	ctx := context.Background()

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 func TestMarkEncoding(t *testing.T) {
@@ -31,8 +33,8 @@ func TestMarkEncoding(t *testing.T) {
 // redelivered messages without handling them (each message is handled once in all) and warms
 // its state up with them, and it handles the rest.
 func TestCommittedBatchNotHandledAgain(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 1
 	p := newProducer(t, cfg)
 	ctx := testCtx(t, 60*time.Second)

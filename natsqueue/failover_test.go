@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 // ackLog records handling and confirmed acknowledgements across members.
@@ -139,8 +141,8 @@ func newMember(t *testing.T, cfg Config, log *ackLog, name string) *Consumer {
 }
 
 func TestStandbyTakesOverPartitions(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Members = 2
 	cfg.MaxInFlight = 1 // strict order across a crash
 	p := newProducer(t, cfg)
@@ -176,8 +178,8 @@ func TestClusterR3NodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster")
 	}
-	nodes := cluster3(t)
-	cfg := testConfig(nodes[0].url(), nodes[1].url(), nodes[2].url())
+	nodes := natstest.Cluster(t, 3)
+	cfg := testConfig(nodes[0].URL(), nodes[1].URL(), nodes[2].URL())
 	cfg.Replicas = 3
 	cfg.PublishTimeout = 3 * time.Second
 	ctx := testCtx(t, 120*time.Second)
@@ -214,7 +216,7 @@ func TestClusterR3NodeLoss(t *testing.T) {
 	retries := 0
 	for i := range 30 {
 		if i == 10 {
-			nodes[2].stop()
+			nodes[2].Stop()
 		}
 		b := batch(10, 2, 2*i)
 		all = append(all, b...)
@@ -242,8 +244,8 @@ func TestClusterR3NodeLoss(t *testing.T) {
 func TestPartitionSpread(t *testing.T) {
 	for members := 1; members <= 3; members++ {
 		t.Run(fmt.Sprintf("%d members", members), func(t *testing.T) {
-			n := singleNode(t)
-			cfg := testConfig(n.url())
+			n := natstest.StartJetStream(t)
+			cfg := testConfig(n.URL())
 			cfg.Partitions = 16
 			cfg.Members = members
 			p := newProducer(t, cfg)

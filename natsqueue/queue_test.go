@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 // recorder is a Handler that records what it handled, per consumer.
@@ -139,8 +141,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestRoundTripOrderPerKey(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	p := newProducer(t, cfg)
 	rec := newRecorder()
 	startConsumer(t, cfg, rec.handle)
@@ -163,8 +165,8 @@ func TestRoundTripOrderPerKey(t *testing.T) {
 }
 
 func TestStreamFullThenRoom(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.MaxMsgs = 20
 	p := newProducer(t, cfg)
 	ctx := testCtx(t, 30*time.Second)
@@ -183,19 +185,19 @@ func TestStreamFullThenRoom(t *testing.T) {
 }
 
 func TestUnavailableThenRecovery(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	p := newProducer(t, cfg)
 	ctx := testCtx(t, 60*time.Second)
 	require.NoError(t, p.Publish(ctx, batch(1, 1, 0)))
 
-	n.stop()
+	n.Stop()
 	start := time.Now()
 	err := p.Publish(ctx, batch(2, 2, 1))
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.Less(t, time.Since(start), cfg.PublishTimeout+time.Second, "fails within the publish timeout")
 
-	n.start()
+	n.Start()
 	require.Eventually(t, func() bool { return p.Publish(ctx, batch(2, 2, 1)) == nil }, 20*time.Second, 100*time.Millisecond)
 	rec := newRecorder()
 	startConsumer(t, cfg, rec.handle)
@@ -203,8 +205,8 @@ func TestUnavailableThenRecovery(t *testing.T) {
 }
 
 func TestRetryThenDeadLetter(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 1
 	p := newProducer(t, cfg)
 	ctx := testCtx(t, 30*time.Second)
@@ -236,7 +238,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	assert.Equal(t, 2, attempts["apps/deployments/default/d0#2"])
 	rec.mu.Unlock()
 
-	nc, err := nats.Connect(n.url())
+	nc, err := nats.Connect(n.URL())
 	require.NoError(t, err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -258,8 +260,8 @@ func TestRetryThenDeadLetter(t *testing.T) {
 // after a commit that started once it was handled succeeded; a failed commit handles nothing
 // twice.
 func TestCommitterBatches(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 1
 	cfg.MaxInFlight = 64
 	p := newProducer(t, cfg)

@@ -13,11 +13,13 @@ import (
 
 	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
+
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 1
 	p := newProducer(t, cfg)
 	ctx := testCtx(t, 60*time.Second)
@@ -44,8 +46,8 @@ func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
 
 	// Restart everything: the server on the same store, then a new consumer.
 	p.Close()
-	n.stop()
-	n.start()
+	n.Stop()
+	n.Start()
 	var b *Consumer
 	require.Eventually(t, func() bool {
 		var err error
@@ -75,8 +77,8 @@ func counter(t *testing.T, r *sdkmetric.ManualReader, name, kind string) int64 {
 }
 
 func TestMetrics(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 1
 	cfg.MaxMsgs = 5
 	reader := sdkmetric.NewManualReader()
@@ -111,8 +113,8 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestStopDoesNotHangOnAStuckHandler(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 1
 	p := newProducer(t, cfg)
 	ctx := testCtx(t, 30*time.Second)

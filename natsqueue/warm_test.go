@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 // fakeDiff stands in for the audit-stream diff of one member: it keeps each key's last payload
@@ -61,8 +63,8 @@ func (f *fakeDiff) handledN() int {
 // from the partitions' history, so that every update it handles compares against the previous
 // update's new value, for every object.
 func TestTakeoverKeepsDiffsContinuous(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Members = 2
 	cfg.MaxInFlight = 1 // strict order across a crash
 	p := newProducer(t, cfg)
@@ -159,8 +161,8 @@ func waitSpread(t *testing.T, members []*Consumer, partitions int) [][]int {
 // another: each time the partitions spread evenly over the live members, every message is
 // handled, and the partitions of a member that leaves or dies are taken over.
 func TestElasticRebalance(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Partitions = 16
 	cfg.MaxInFlight = 1
 	p := newProducer(t, cfg)
@@ -221,8 +223,8 @@ func seq(n int) []int {
 // TestStaticMemberGetsPartitionsBack kills member 0 of 2 static members: member 1 takes its
 // partitions over, and gives them back when member 0 returns.
 func TestStaticMemberGetsPartitionsBack(t *testing.T) {
-	n := singleNode(t)
-	cfg := testConfig(n.url())
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
 	cfg.Members = 2
 	cfg.MaxInFlight = 1
 	p := newProducer(t, cfg)
