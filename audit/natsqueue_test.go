@@ -4,66 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
-
-// jsServer is an embedded nats-server with JetStream that keeps its port and store across a
-// stop and a start.
-type jsServer struct {
-	t    *testing.T
-	opts server.Options
-	srv  *server.Server
-}
-
-func startJS(t *testing.T) *jsServer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	s := &jsServer{t: t, opts: server.Options{ServerName: "audit-test", Host: "127.0.0.1", Port: port,
-		JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true}}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *jsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
-
-func (s *jsServer) start() {
-	s.t.Helper()
-	opts := s.opts
-	srv, err := server.NewServer(&opts)
-	require.NoError(s.t, err)
-	go srv.Start()
-	require.True(s.t, srv.ReadyForConnections(10*time.Second), "nats-server not ready")
-	s.srv = srv
-}
-
-func (s *jsServer) stop() {
-	if s.srv == nil {
-		return
-	}
-	s.srv.Shutdown()
-	s.srv.WaitForShutdown()
-	s.srv = nil
-}
 
 // natsTestConfig is a small, fast configuration for tests.
 func natsTestConfig(url string) natsqueue.Config {
@@ -189,9 +145,9 @@ func testCtx(t *testing.T) context.Context {
 // batch; with the server down it answers 503 with Retry-After and the reason, and once the server
 // is back the retried batch is handled, with nothing lost and nothing doubled.
 func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
-	js := startJS(t)
+	js := natstest.StartJetStream(t)
 	log := newNATSHandled()
-	q, h := natsPipeline(t, natsTestConfig(js.url()), log)
+	q, h := natsPipeline(t, natsTestConfig(js.URL()), log)
 
 	b1, ids1 := natsBatch("before", 6)
 	rec := postBatch(h, b1)
@@ -199,7 +155,7 @@ func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 	log.requireExactlyOnce(t, ids1)
 	require.NoError(t, q.Health(context.Background()))
 
-	js.stop()
+	js.Stop()
 	b2, ids2 := natsBatch("during", 6)
 	rec = postBatch(h, b2)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
@@ -208,7 +164,7 @@ func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 	require.Eventually(t, func() bool { return errors.Is(q.Health(context.Background()), ErrQueueUnavailable) },
 		10*time.Second, 10*time.Millisecond, "Health reports NATS down")
 
-	js.start()
+	js.Start()
 	// The sender retries until it gets a 200.
 	require.Eventually(t, func() bool { return postBatch(h, b2).Code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, q.Flush(testCtx(t)))
@@ -220,10 +176,10 @@ func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 // 429 with Retry-After; a client that retries what was refused completes once the consumer
 // catches up, with nothing lost and nothing doubled.
 func TestNATSQueueStreamFull(t *testing.T) {
-	js := startJS(t)
+	js := natstest.StartJetStream(t)
 	log := newNATSHandled()
 	log.gate = make(chan struct{})
-	cfg := natsTestConfig(js.url())
+	cfg := natsTestConfig(js.URL())
 	cfg.MaxBytes = 16 << 10
 	_, h := natsPipeline(t, cfg, log)
 
@@ -274,8 +230,8 @@ func TestNATSQueueStreamFull(t *testing.T) {
 // process had pulled come back after natsqueue's AckWait, possibly behind newer ones of their
 // partition: see natsqueue.Config.MaxInFlight.)
 func TestNATSQueueRestartResumes(t *testing.T) {
-	js := startJS(t)
-	cfg := natsTestConfig(js.url())
+	js := natstest.StartJetStream(t)
+	cfg := natsTestConfig(js.URL())
 	log1 := newNATSHandled()
 	q1, err := NewNATSQueue(cfg, log1.handle, telemetry.Settings{})
 	require.NoError(t, err)
@@ -354,14 +310,14 @@ func TestGroupSyncShares(t *testing.T) {
 // TestNATSQueuePoisonMessage: a message that does not decode is retried, moved to the
 // dead-letter stream and counted, and its partition goes on with the next messages.
 func TestNATSQueuePoisonMessage(t *testing.T) {
-	js := startJS(t)
+	js := natstest.StartJetStream(t)
 	log := newNATSHandled()
-	cfg := natsTestConfig(js.url())
+	cfg := natsTestConfig(js.URL())
 	cfg.Partitions = 1
 	cfg.MaxDeliveries = 2
 	q, h := natsPipeline(t, cfg, log)
 
-	nc, err := nats.Connect(js.url())
+	nc, err := nats.Connect(js.URL())
 	require.NoError(t, err)
 	defer nc.Close()
 	require.NoError(t, nc.Publish(cfg.WithDefaults().Subject("c1", 0), []byte("not an audit record")))
@@ -383,10 +339,10 @@ func TestNATSQueuePoisonMessage(t *testing.T) {
 // with one sink sync for the batch before it is acknowledged, instead of a sync and an
 // acknowledgement round trip per message. Every event is handled once.
 func TestNATSQueueBatchesSyncs(t *testing.T) {
-	js := startJS(t)
+	js := natstest.StartJetStream(t)
 	log := newNATSHandled()
 	log.gate = make(chan struct{})
-	cfg := natsTestConfig(js.url())
+	cfg := natsTestConfig(js.URL())
 	cfg.Partitions = 1
 	cfg.MaxInFlight = 256
 	q, err := NewNATSQueue(cfg, log.handle, telemetry.Settings{})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -31,8 +32,8 @@ func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
 		want[ev.Object.String()+" "+ev.ID] = ev.Logs
 	}
 
-	js := startJS(t)
-	cfg := natsTestConfig(js.url())
+	js := natstest.StartJetStream(t)
+	cfg := natsTestConfig(js.URL())
 	cfg.Partitions = 1
 	cfg.MaxInFlight = 1
 	var handled atomic.Int64

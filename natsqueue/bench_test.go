@@ -12,9 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/telemetry"
-
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // BenchmarkPublishConsume measures publish (batches of 100, waiting for every ack) plus

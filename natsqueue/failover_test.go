@@ -15,9 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/telemetry"
-
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // ackLog records handling and confirmed acknowledgements across members.

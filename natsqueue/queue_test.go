@@ -14,9 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/telemetry"
-
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // recorder is a Handler that records what it handled, per consumer.

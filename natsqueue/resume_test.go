@@ -11,10 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
-
-	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {

@@ -10,9 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/telemetry"
-
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // fakeDiff stands in for the audit-stream diff of one member: it keeps each key's last payload
