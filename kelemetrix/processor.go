@@ -339,6 +339,13 @@ func (p *Processor) EnqueueWait(ctx context.Context, cluster string, events []*a
 
 // Flush waits until every batch accepted before the call has been handled (needs Start).
 func (p *Processor) Flush(ctx context.Context) error {
+	// A select picks among ready cases at random: after Stop the queue channel may still have
+	// room, so the stop check comes first.
+	select {
+	case <-p.stop:
+		return audit.ErrStopped
+	default:
+	}
 	done := make(chan struct{})
 	select {
 	case p.ch <- batch{flushed: done}:
