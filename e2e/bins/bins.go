@@ -1,7 +1,8 @@
 // Package bins locates and builds the binaries the end-to-end tests run: the Kubernetes control
 // plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, Jaeger v2
-// (from the nested tool module tools/jaeger), and this repository's examples/allinone. They live
-// in one cache folder, $KELEMETRY_E2E_CACHE or $HOME/.cache/kelemetry-e2e/bin.
+// (from the nested tool module tools/jaeger), this repository's examples/allinone, and nats-server
+// (the version the repository's go.mod pins, for the scenarios through the NATS JetStream audit
+// queue). They live in one cache folder, $KELEMETRY_E2E_CACHE or $HOME/.cache/kelemetry-e2e/bin.
 package bins
 
 import (
@@ -22,13 +23,19 @@ const (
 	// Jaeger is Jaeger v2's binary (github.com/jaegertracing/jaeger/cmd/jaeger, pinned in
 	// e2e/tools/jaeger/go.mod).
 	Jaeger = "jaeger"
+	// NATSServer is nats-server (NATSServerPackage), built from the repository's module, whose
+	// go.mod pins it: the version the NATS audit queue is tested against.
+	NATSServer = "nats-server"
 
 	// KwokStagesDir is the folder (under the cache folder) holding kwok's stage YAMLs.
 	KwokStagesDir = "kwok-stages"
 )
 
 // All lists every binary the end-to-end environment needs.
-var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, Jaeger}
+var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, Jaeger, NATSServer}
+
+// NATSServerPackage is nats-server's main package.
+const NATSServerPackage = "github.com/nats-io/nats-server/v2"
 
 // EnvCache names the environment variable that overrides the cache folder.
 const EnvCache = "KELEMETRY_E2E_CACHE"

@@ -28,7 +28,7 @@ func fakeCache(t *testing.T, names ...string) string {
 var controlPlane = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok}
 
 func TestMissingListsJaeger(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer)...)
 	if got := Missing(dir); !slices.Equal(got, []string{Jaeger}) {
 		t.Errorf("Missing = %v, want [%s]", got, Jaeger)
 	}
@@ -37,10 +37,24 @@ func TestMissingListsJaeger(t *testing.T) {
 	}
 }
 
+// A cache built before nats-server was added lists it as missing, and the build adds it without
+// rebuilding the control plane or Jaeger (it is built with the all-in-one, every time).
+func TestPlanBuildsNATSServerWithTheAllInOne(t *testing.T) {
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, Jaeger)...)
+	if got := Missing(dir); !slices.Equal(got, []string{NATSServer}) {
+		t.Errorf("Missing = %v, want [%s]", got, NATSServer)
+	}
+	writeStamp(t, dir, controlPlaneStamp, "cp-key")
+	writeStamp(t, dir, jaegerStamp, "jaeger-key")
+	if p := plan(dir, "cp-key", "jaeger-key", false); p.controlPlane || p.jaeger {
+		t.Errorf("plan = %+v, want the control plane and Jaeger reused", p)
+	}
+}
+
 // A cache built before Jaeger was added (control plane, kwok, all-in-one and the control-plane
 // stamp) keeps its control plane: only Jaeger is built.
 func TestPlanBuildsOnlyJaegerIntoAnOlderCache(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer)...)
 	writeStamp(t, dir, controlPlaneStamp, "cp-key")
 	p := plan(dir, "cp-key", "jaeger-key", false)
 	if p.controlPlane || !p.jaeger {
@@ -49,7 +63,7 @@ func TestPlanBuildsOnlyJaegerIntoAnOlderCache(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	all := append(slices.Clone(controlPlane), AllInOne, Jaeger)
+	all := append(slices.Clone(controlPlane), AllInOne, Jaeger, NATSServer)
 	for _, tc := range []struct {
 		name                 string
 		files                []string

@@ -167,6 +167,9 @@ func (s Span) Kind() string { return s.Tag(TagSpanKind) }
 type Health struct {
 	Status     string `json:"status"`
 	QueueDepth int    `json:"queueDepth"`
+	// Queue is the NATS audit queue's connection ("nats: connected"); empty with the other
+	// queues.
+	Queue string `json:"queue"`
 }
 
 // Query selects objects; empty fields match anything.

@@ -1,9 +1,10 @@
 // Command buildbins builds the binaries the end-to-end tests need into the cache folder
 // ($KELEMETRY_E2E_CACHE, default $HOME/.cache/kelemetry-e2e/bin): kube-apiserver,
 // kube-controller-manager, kube-scheduler and kubectl from k8s.io/kubernetes, kwok, Jaeger v2
-// (tools/jaeger), and this repository's examples/allinone. The control plane and Jaeger are
-// reused when already built for the same versions (a cold build takes 20-35 and about 13 minutes
-// on 2 cores); the all-in-one is always rebuilt. Run it from the e2e folder:
+// (tools/jaeger), this repository's examples/allinone, and nats-server (pinned by the repository's
+// go.mod). The control plane and Jaeger are reused when already built for the same versions (a
+// cold build takes 20-35 and about 13 minutes on 2 cores); the all-in-one and nats-server are
+// always rebuilt (seconds from the Go build cache). Run it from the e2e folder:
 //
 //	go run ./cmd/buildbins
 package main
@@ -57,7 +58,8 @@ func run() error {
 	}
 	logger.Info("binaries ready", "dir", *cacheDir, "took", time.Since(start).Round(time.Second),
 		"controlPlaneCached", rep.ControlPlaneCached, "controlPlane", rep.ControlPlane.Round(time.Second),
-		"kwok", rep.Kwok.Round(time.Second), "jaegerCached", rep.JaegerCached, "jaeger", rep.Jaeger.Round(time.Second), "allinone", rep.AllInOne.Round(time.Second))
+		"kwok", rep.Kwok.Round(time.Second), "jaegerCached", rep.JaegerCached, "jaeger", rep.Jaeger.Round(time.Second), "allinone", rep.AllInOne.Round(time.Second),
+		"natsServer", rep.NATSServer.Round(time.Second))
 	return nil
 }
 
