@@ -334,6 +334,54 @@ func (e *Engine) SyncSinks(ctx context.Context) error {
 	return nil
 }
 
+// HasEvents reports, for each of evs, whether its event span is already stored by every sink
+// that implements SpanChecker, as Send would place it; with no such sink it reports false for
+// all (the sinks upsert: sending an event again is harmless). A queue redelivering events
+// after a crash acknowledges those found without sending them again, so that a store that does
+// not upsert (Jaeger) holds each span once. A nil entry of evs gives false.
+func (e *Engine) HasEvents(ctx context.Context, evs []*Event) ([]bool, error) {
+	out := make([]bool, len(evs))
+	var checkers []SpanChecker
+	for _, s := range e.sinks {
+		if c, ok := s.(SpanChecker); ok {
+			checkers = append(checkers, c)
+		}
+	}
+	if len(checkers) == 0 || len(evs) == 0 {
+		return out, nil
+	}
+	refs := make([]SpanRef, 0, len(evs))
+	idx := make([]int, 0, len(evs))
+	for i, ev := range evs {
+		if ev == nil || validateEvent(ev) != nil {
+			continue
+		}
+		window := WindowStart(ev.Start.UTC(), e.window)
+		tid := TraceIDFor(ev.Object.Key(), window)
+		refs = append(refs, SpanRef{TraceID: tid, SpanID: EventSpanID(tid, ev.Source, ev.ID), Window: window})
+		idx = append(idx, i)
+	}
+	if len(refs) == 0 {
+		return out, nil
+	}
+	for _, i := range idx {
+		out[i] = true
+	}
+	for _, c := range checkers {
+		has, err := c.HasSpans(ctx, refs)
+		if err != nil {
+			return make([]bool, len(evs)), fmt.Errorf("aggregator: check stored spans: %w", err)
+		}
+		if len(has) != len(refs) {
+			return make([]bool, len(evs)), fmt.Errorf("aggregator: check stored spans: %d answers for %d spans", len(has), len(refs))
+		}
+		for j, i := range idx {
+			out[i] = out[i] && has[j]
+		}
+	}
+	return out, nil
+}
+
 func validateEvent(ev *Event) error {
 	switch {
 	case ev == nil:

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Aggregator places events in their object's trace.
@@ -94,6 +97,24 @@ type HealthChecker interface {
 // queue calls it (through Engine.SyncSinks) before it marks batches handled.
 type Syncer interface {
 	Sync(ctx context.Context) error
+}
+
+// SpanRef names one span of a trace and the trace's window.
+type SpanRef struct {
+	TraceID trace.TraceID
+	SpanID  trace.SpanID
+	Window  time.Time
+}
+
+// SpanChecker is implemented by a sink that stores a span written twice twice (Jaeger's
+// backends append, they do not upsert) and can tell which spans it already holds, read past any
+// cache. A queue that redelivers a message after a crash asks it (through Engine.HasEvents)
+// whether the message's spans were written before the crash, and then does not write them
+// again. A sink that upserts (the embedded and memory stores) need not implement it: writing a
+// span again changes nothing there.
+type SpanChecker interface {
+	// HasSpans reports, for each of refs, whether the sink holds that span.
+	HasSpans(ctx context.Context, refs []SpanRef) ([]bool, error)
 }
 
 // ErrSinkUnavailable is wrapped by the error of a sink that cannot take writes now but will

@@ -396,6 +396,40 @@ func (c *Consumer) Convert(cluster string, ev *Event) (out *aggregator.Event, ke
 	return out, out != nil, err
 }
 
+// Stored reports, for each of evs (from cluster), whether the aggregator's sinks already hold its
+// event span (aggregator.Engine.HasEvents: asked of the sinks that keep every copy of a span,
+// such as the jaeger store backend, past their caches). The NATS queue asks it about messages
+// redelivered after their previous holder died without committing them, and acknowledges those
+// found without handling them again. It reports false for all when the aggregator cannot tell
+// (its sinks upsert: handling again is harmless), and for events that convert to nothing (filtered,
+// invalid, a deletecollection naming no object).
+func (c *Consumer) Stored(ctx context.Context, cluster string, evs []*Event) ([]bool, error) {
+	out := make([]bool, len(evs))
+	checker, ok := c.agg.(interface {
+		HasEvents(context.Context, []*aggregator.Event) ([]bool, error)
+	})
+	if !ok || len(evs) == 0 {
+		return out, nil
+	}
+	conv := make([]*aggregator.Event, len(evs))
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		if a, _, err := c.conv.convert(cluster, ev, nil); err == nil {
+			conv[i] = a
+		}
+	}
+	has, err := checker.HasEvents(ctx, conv)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	for i := range out {
+		out[i] = conv[i] != nil && i < len(has) && has[i]
+	}
+	return out, nil
+}
+
 // SetInformerDiffs makes the consumer attach the diffs and snapshots src recorded (see
 // informer.Informer) to create, update, patch and delete events that have no response body,
 // instead of the audit-stream diff. Call it before Start and before any event is handled.

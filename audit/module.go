@@ -126,7 +126,8 @@ func New(p Params) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		nq.SetWarmer(consumer.Warm) // continuous diffs when a partition moves here
+		nq.SetWarmer(consumer.Warm)        // continuous diffs when a partition moves here
+		nq.SetStoredCheck(consumer.Stored) // a redelivery whose spans were written is not written again
 		if s, ok := p.Aggregator.(interface{ SyncSinks(context.Context) error }); ok {
 			nq.SetSinkSync(s.SyncSinks)
 		}

@@ -49,6 +49,8 @@ type NATSQueue struct {
 	sinkSync *groupSync
 	// warm, when set, rebuilds the consumer's state on a partition takeover (SetWarmer).
 	warm Handler
+	// stored, when set, tells which redelivered events the sinks hold already (SetStoredCheck).
+	stored StoredFunc
 
 	// mu orders Enqueue (read lock while publishing) against Start and Stop.
 	mu      sync.RWMutex
@@ -128,6 +130,56 @@ func (q *NATSQueue) SetSinkSync(fn func(context.Context) error) {
 // Start.
 func (q *NATSQueue) SetWarmer(fn Handler) { q.warm = fn }
 
+// StoredFunc reports, for each of evs (from cluster), whether the sinks already hold what handling
+// it writes (Consumer.Stored).
+type StoredFunc func(ctx context.Context, cluster string, evs []*Event) ([]bool, error)
+
+// SetStoredCheck sets what tells, for a message redelivered after its previous holder died
+// without committing it, whether its spans were written all the same (Consumer.Stored): such a
+// message is acknowledged without being handled again (and warms the diff instead), so that a
+// store that keeps every copy of a span (Jaeger) holds it once. Call it before Start.
+func (q *NATSQueue) SetStoredCheck(fn StoredFunc) { q.stored = fn }
+
+// storedMsgs is the natsqueue.StoredCheck: it decodes the messages and asks the StoredFunc, one
+// call per cluster; a message is stored when every event of it is (one that does not decode is
+// not: it is handled, and dead-lettered).
+func (q *NATSQueue) storedMsgs(ctx context.Context, ds []natsqueue.Delivery) ([]bool, error) {
+	out := make([]bool, len(ds))
+	byCluster := map[string][]*Event{}
+	owners := map[string][]int{}
+	counts := make([]int, len(ds))
+	for i, d := range ds {
+		cluster, events, err := decodeBatch(d.Payload)
+		if err != nil || len(events) == 0 {
+			continue
+		}
+		counts[i] = len(events)
+		for _, ev := range events {
+			byCluster[cluster] = append(byCluster[cluster], ev)
+			owners[cluster] = append(owners[cluster], i)
+		}
+	}
+	found := make([]int, len(ds))
+	for cluster, evs := range byCluster {
+		has, err := q.stored(ctx, cluster, evs)
+		if err != nil {
+			return nil, err
+		}
+		if len(has) != len(evs) {
+			return nil, fmt.Errorf("stored check: %d answers for %d events", len(has), len(evs))
+		}
+		for j, h := range has {
+			if h {
+				found[owners[cluster][j]]++
+			}
+		}
+	}
+	for i := range ds {
+		out[i] = counts[i] > 0 && found[i] == counts[i]
+	}
+	return out, nil
+}
+
 // warmMsg is the natsqueue.Warmer: it decodes a message handled before the takeover and passes
 // its events to the warmer; a message that does not decode is counted and skipped.
 func (q *NATSQueue) warmMsg(ctx context.Context, d natsqueue.Delivery) {
@@ -162,6 +214,9 @@ func (q *NATSQueue) Start(ctx context.Context) error {
 	}
 	if q.sinkSync != nil {
 		opts = append(opts, natsqueue.WithCommitter(q.commit))
+	}
+	if q.stored != nil {
+		opts = append(opts, natsqueue.WithStoredCheck(q.storedMsgs))
 	}
 	cons, err := natsqueue.NewConsumer(ctx, q.cfg, q.handle, q.ts, opts...)
 	if err != nil {

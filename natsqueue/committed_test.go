@@ -2,6 +2,7 @@ package natsqueue
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -106,4 +107,119 @@ func TestCommittedBatchNotHandledAgain(t *testing.T) {
 		assert.Contains(t, warmedB, seq, "committed message %d warmed", seq)
 	}
 	assert.True(t, slices.IsSorted(warmedB), "warmed in stream order: %v", warmedB)
+}
+
+// TestStoredRedeliveryNotHandledAgain: a member's handler writes each message's effect to a
+// sink at once (as the aggregator exports spans before the batch's sync), and the member dies
+// before its batch is committed: no commit marker names those messages. The member taking the
+// partition over asks the StoredCheck about the redeliveries, acknowledges those the sink
+// holds without handling them (each effect is written once in all) and warms its state up with
+// them; what the sink does not hold is handled. A check that fails makes the messages handled
+// again.
+func TestStoredRedeliveryNotHandledAgain(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		name := "check answers"
+		if failing {
+			name = "check fails"
+		}
+		t.Run(name, func(t *testing.T) {
+			n := natstest.StartJetStream(t)
+			cfg := testConfig(n.URL())
+			cfg.Partitions = 1
+			p := newProducer(t, cfg)
+			ctx := testCtx(t, 60*time.Second)
+			msgs := batch(1, 20, 0)
+			require.NoError(t, p.Publish(ctx, msgs))
+
+			var mu sync.Mutex
+			written := map[string]int{} // the sink: payload -> copies written
+			var writtenA, warmedB []string
+			var asked [][]uint64
+			crashed := make(chan struct{})
+			var fired atomic.Bool
+			handler := func(member string) Handler {
+				return func(hctx context.Context, d Delivery) error {
+					if member == "a" && fired.Load() {
+						<-hctx.Done()
+						return hctx.Err()
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					written[string(d.Payload)]++
+					if member == "a" {
+						writtenA = append(writtenA, string(d.Payload))
+					}
+					return nil
+				}
+			}
+			a, err := NewConsumer(ctx, cfg, handler("a"), telemetry.Settings{}, WithCommitter(func(cctx context.Context) error {
+				if fired.CompareAndSwap(false, true) {
+					close(crashed)
+				}
+				<-cctx.Done() // dead before the commit: no marker
+				return cctx.Err()
+			}))
+			require.NoError(t, err)
+			require.NoError(t, a.Start(ctx))
+			select {
+			case <-crashed:
+			case <-ctx.Done():
+				t.Fatal("no batch handled")
+			}
+			a.kill()
+			mu.Lock()
+			stored := slices.Clone(writtenA)
+			mu.Unlock()
+			require.NotEmpty(t, stored)
+
+			b, err := NewConsumer(ctx, cfg, handler("b"), telemetry.Settings{},
+				WithWarmer(func(_ context.Context, d Delivery) {
+					mu.Lock()
+					defer mu.Unlock()
+					warmedB = append(warmedB, string(d.Payload))
+				}),
+				WithStoredCheck(func(_ context.Context, ds []Delivery) ([]bool, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					var seqs []uint64
+					out := make([]bool, len(ds))
+					for i, d := range ds {
+						seqs = append(seqs, d.Sequence)
+						out[i] = written[string(d.Payload)] > 0
+					}
+					asked = append(asked, seqs)
+					if failing {
+						return nil, errors.New("backend down")
+					}
+					return out, nil
+				}))
+			require.NoError(t, err)
+			require.NoError(t, b.Start(ctx))
+			t.Cleanup(func() { _ = b.Stop(context.Background()) })
+			l := newAckLog()
+			require.Eventually(t, func() bool {
+				mu.Lock()
+				n := len(written)
+				mu.Unlock()
+				return n == len(msgs) && l.drained(ctx, t, cfg, 0)
+			}, 30*time.Second, 50*time.Millisecond, "every message written and the stream drained")
+
+			mu.Lock()
+			defer mu.Unlock()
+			require.NotEmpty(t, asked, "the redeliveries were checked")
+			for _, m := range stored {
+				if failing {
+					assert.Equal(t, 2, written[m], "message %s handled again after the failed check", m)
+					continue
+				}
+				assert.Equal(t, 1, written[m], "message %s written once", m)
+				assert.Contains(t, warmedB, m, "stored message %s warmed", m)
+			}
+			for _, m := range msgs {
+				if !slices.Contains(stored, string(m.Payload)) {
+					assert.Equal(t, 1, written[string(m.Payload)], "message %s written once", m.Payload)
+				}
+			}
+		})
+	}
 }

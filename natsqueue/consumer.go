@@ -56,6 +56,21 @@ func WithCommitter(fn Committer) ConsumerOption {
 	return func(c *Consumer) { c.commit = fn }
 }
 
+// StoredCheck reports, for each of the redelivered messages ds, whether its effects are durable
+// already although its acknowledgement never came: the previous holder died after the sinks
+// wrote its spans and before it committed the message (another partition's sink sync wrote them
+// early, or the crash fell between the sync and the commit marker). Such a message is
+// acknowledged without being handled again (WithStoredCheck), so that sinks that store a span
+// written twice twice (Jaeger) hold it once. It is asked only about redeliveries that neither
+// the commit marker nor this member's last batch accounts for.
+type StoredCheck func(ctx context.Context, ds []Delivery) ([]bool, error)
+
+// WithStoredCheck sets the StoredCheck. A check that fails (or times out after PublishTimeout)
+// is counted and logged, and the messages it asked about are handled again.
+func WithStoredCheck(fn StoredCheck) ConsumerOption {
+	return func(c *Consumer) { c.stored = fn }
+}
+
 // Dead-letter headers, set on each message moved to the dead-letter stream.
 const (
 	HeaderOriginalSubject = "Kelemetry-Original-Subject"
@@ -89,6 +104,10 @@ type Consumer struct {
 	warmer Warmer
 	// commit, when set, runs once per batch before its acknowledgements (WithCommitter).
 	commit Committer
+	// stored, when set, tells which redeliveries are durable already (WithStoredCheck).
+	stored        StoredCheck
+	storedSkipped metric.Int64Counter
+	storedFails   metric.Int64Counter
 	// marks is the commit marker bucket (committed.go).
 	marks jetstream.KeyValue
 
@@ -130,6 +149,10 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
 		skipped: m.Counter("kelemetry.natsqueue.committed_redeliveries",
 			"Redelivered messages already committed (last batch, commit marker), acknowledged without being handled again", "{message}"),
+		storedSkipped: m.Counter("kelemetry.natsqueue.stored_redeliveries",
+			"Redelivered messages whose spans the sinks already held (the previous holder died after writing them, before committing), acknowledged without being handled again", "{message}"),
+		storedFails: m.Counter("kelemetry.natsqueue.stored_check_failures",
+			"Checks of redelivered messages against the sinks that failed (those messages are handled again)", "{check}"),
 		markFailures: m.Counter("kelemetry.natsqueue.commit_marker_failures",
 			"Batches whose commit marker could not be written (a crash before their acks makes them handled again)", "{batch}"),
 		lastMsg: make([]atomic.Int64, cfg.Partitions),
@@ -357,6 +380,11 @@ type partition struct {
 	inherited map[uint64]struct{}
 	// logged is whether a committed redelivery was logged since the last takeover.
 	logged bool
+	// stored holds the StoredCheck's answers for the current batch's doubtful redeliveries.
+	stored map[uint64]bool
+	// storedLogged is whether a stored redelivery (or a failed check) was logged since the
+	// last takeover.
+	storedLogged bool
 	// seen is the highest stream sequence the warmer or the handler saw since the last
 	// takeover: a committed redelivery above it is warmed, one below it was already seen.
 	seen uint64
@@ -371,7 +399,8 @@ type accepted struct {
 // runPartition pulls one partition until pull ends, reopening the pull after errors; ctx is
 // the handlers' context.
 func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
-	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, inherited: map[uint64]struct{}{}, pull: pull}
+	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, inherited: map[uint64]struct{}{},
+		stored: map[uint64]bool{}, pull: pull}
 	backoff := c.cfg.RetryBackoff
 	for pull.Err() == nil {
 		pctx, pcancel, ok := c.ms.acquire(pull, p)
@@ -483,10 +512,17 @@ func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstr
 		c.lastMsg[ps.p].Store(time.Now().UnixNano())
 		if ps.tk.changed(msg) {
 			c.loadMark(ctx, ps)
-			ps.seen, ps.logged = 0, false
+			ps.seen, ps.logged, ps.storedLogged = 0, false, false
 			if md, err := msg.Metadata(); err == nil {
 				c.warm(ctx, ps.p, md.Sequence.Stream, ps.log)
 				ps.seen = md.Sequence.Stream - 1
+			}
+		}
+		if c.stored != nil {
+			if seq, ok := c.doubtful(ps, msg); ok {
+				if _, asked := ps.stored[seq]; !asked {
+					c.checkStored(ctx, ps, msgs[i:])
+				}
 			}
 		}
 		if len(ps.done) > 0 && time.Since(ps.since) > c.cfg.AckWait/4 {
@@ -498,10 +534,84 @@ func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstr
 			for _, m := range msgs[i:] {
 				_ = m.Nak()
 			}
+			clear(ps.stored)
 			return
 		}
 	}
 	c.flushLast(ctx, ps)
+	clear(ps.stored)
+}
+
+// doubtful returns the stream sequence of msg when it is a redelivery that neither this member's
+// last batch (ps.recent) nor the commit marker (ps.inherited) accounts for: its effects may or
+// may not be durable.
+func (c *Consumer) doubtful(ps *partition, msg jetstream.Msg) (uint64, bool) {
+	md, err := msg.Metadata()
+	if err != nil || md.NumDelivered <= 1 {
+		return 0, false
+	}
+	seq := md.Sequence.Stream
+	if _, stale := ps.recent[seq]; stale {
+		return 0, false
+	}
+	if _, committed := ps.inherited[seq]; committed {
+		return 0, false
+	}
+	return seq, true
+}
+
+// checkStored asks the StoredCheck, in one call, about the doubtful redeliveries among msgs
+// not asked about yet, and records the answers in ps.stored. A failed check records false for
+// all of them (handled again).
+func (c *Consumer) checkStored(ctx context.Context, ps *partition, msgs []jetstream.Msg) {
+	var ds []Delivery
+	for _, m := range msgs {
+		seq, ok := c.doubtful(ps, m)
+		if !ok {
+			continue
+		}
+		if _, asked := ps.stored[seq]; asked {
+			continue
+		}
+		ds = append(ds, Delivery{
+			Cluster:   clusterOf(m.Subject(), c.cfg.SubjectPrefix),
+			Partition: ps.p,
+			ID:        m.Headers().Get(nats.MsgIdHdr),
+			Payload:   m.Data(),
+			Sequence:  seq,
+		})
+	}
+	if len(ds) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	defer cancel()
+	has, err := c.callStored(cctx, ds)
+	if err == nil && len(has) != len(ds) {
+		err = fmt.Errorf("stored check: %d answers for %d messages", len(has), len(ds))
+	}
+	if err != nil {
+		c.storedFails.Add(ctx, 1)
+		if !ps.storedLogged && ctx.Err() == nil {
+			ps.storedLogged = true
+			ps.log.Warn("check whether redelivered messages are stored failed; they are handled again (logged once per takeover)",
+				"messages", len(ds), "err", err)
+		}
+		has = make([]bool, len(ds))
+	}
+	for i, d := range ds {
+		ps.stored[d.Sequence] = has[i]
+	}
+}
+
+// callStored runs the StoredCheck, turning a panic into an error.
+func (c *Consumer) callStored(ctx context.Context, ds []Delivery) (has []bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("natsqueue: stored check panicked: %v", r)
+		}
+	}()
+	return c.stored(ctx, ds)
 }
 
 // flushLast flushes the accepted messages at the end of a batch. When ctx (stopping) or the
@@ -540,19 +650,30 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 	}
 	if md.NumDelivered > 1 {
 		_, stale := ps.recent[seq]
-		if _, committed := ps.inherited[seq]; stale || committed {
-			if committed && !stale && c.warmer != nil && seq > ps.seen {
-				// Committed by the previous holder after what the warm-up replayed: the
-				// state sees it as if it had been handled here.
+		_, committed := ps.inherited[seq]
+		stored := !stale && !committed && ps.stored[seq]
+		if stale || committed || stored {
+			if !stale && c.warmer != nil && seq > ps.seen {
+				// Committed (or stored) by the previous holder after what the warm-up
+				// replayed: the state sees it as if it had been handled here.
 				c.callWarmer(ctx, ps.log, d)
 			}
-			if committed && !stale && !ps.logged {
+			switch {
+			case committed && !stale && !ps.logged:
 				ps.logged = true
 				ps.log.Info("redelivery of a message the previous holder committed, acknowledged without handling it again (logged once per takeover)",
 					"seq", seq, "id", d.ID)
+			case stored && !ps.storedLogged:
+				ps.storedLogged = true
+				ps.log.Info("redelivery of a message whose spans are stored already, acknowledged without handling it again (logged once per takeover)",
+					"seq", seq, "id", d.ID)
 			}
 			ps.seen = max(ps.seen, seq)
-			c.skipped.Add(ctx, 1)
+			if stored {
+				c.storedSkipped.Add(ctx, 1)
+			} else {
+				c.skipped.Add(ctx, 1)
+			}
 			_ = msg.Ack()
 			return true
 		}

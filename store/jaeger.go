@@ -421,12 +421,20 @@ func (j *Jaeger) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 		}
 		miss = append(miss, i)
 	}
-	// The batches run a few at a time: each is a round trip.
+	if err := inBatches(miss, func(batch []int) error { return j.getBatch(ctx, ws, batch, out, now) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// inBatches calls fn on idx cut into batches of getBatch, getParallelism at a time (each batch
+// is a round trip), and joins their errors.
+func inBatches(idx []int, fn func(batch []int) error) error {
 	var batches [][]int
-	for len(miss) > 0 {
-		n := min(len(miss), getBatch)
-		batches = append(batches, miss[:n])
-		miss = miss[n:]
+	for len(idx) > 0 {
+		n := min(len(idx), getBatch)
+		batches = append(batches, idx[:n])
+		idx = idx[n:]
 	}
 	errs := make([]error, len(batches))
 	var wg sync.WaitGroup
@@ -436,12 +444,59 @@ func (j *Jaeger) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[bi] = j.getBatch(ctx, ws, batch, out, now)
+			errs[bi] = fn(batch)
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	return errors.Join(errs...)
+}
+
+// HasSpans implements aggregator.SpanChecker: it reads the traces of refs from the backend,
+// past the cache (another replica may have written them a moment ago), and reports which of the
+// spans they hold. Errors are those of GetTraces (ErrUnavailable while the backend is down).
+func (j *Jaeger) HasSpans(ctx context.Context, refs []aggregator.SpanRef) ([]bool, error) {
+	out := make([]bool, len(refs))
+	// One query per trace and window.
+	type tw struct {
+		tid trace.TraceID
+		w   int64
+	}
+	first := map[tw]int{}
+	var uniq []int
+	for i, r := range refs {
+		k := tw{r.TraceID, r.Window.UnixNano()}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+			uniq = append(uniq, i)
+		}
+	}
+	var mu sync.Mutex
+	err := inBatches(uniq, func(batch []int) error {
+		req := &storagev2.GetTracesRequest{}
+		for _, i := range batch {
+			p := &storagev2.GetTraceParams{TraceId: refs[i].TraceID[:]}
+			if w := refs[i].Window; !w.IsZero() {
+				p.StartTime, p.EndTime = timestamppb.New(w), timestamppb.New(w.Add(j.window))
+			}
+			req.Query = append(req.Query, p)
+		}
+		got, err := j.read(ctx, "GetTraces", func(ctx context.Context) (grpc.ServerStreamingClient[tracev1.TracesData], error) {
+			return j.client.GetTraces(ctx, req)
+		})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, r := range refs {
+			if _, ok := got.byID[r.TraceID][r.SpanID]; ok {
+				out[i] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: jaeger: check stored spans: %w", err)
 	}
 	return out, nil
 }

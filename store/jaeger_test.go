@@ -201,3 +201,34 @@ func TestJaegerSync(t *testing.T) {
 	ro := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP = otlpsink.Config{} })
 	require.NoError(t, any(ro.Jaeger).(aggregator.Syncer).Sync(ctx))
 }
+
+// HasSpans says which spans Jaeger holds, past the read cache: another replica's write of a
+// moment ago counts although this replica cached the trace before it.
+func TestJaegerHasSpans(t *testing.T) {
+	ctx := context.Background()
+	f := jaegertest.New(t)
+	a, b := openJaegerTest(t, f, nil), openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheTTL = time.Hour })
+	obj := ref("c", "", "pods", "ns", "p")
+	other := ref("c", "", "pods", "ns", "q")
+	first, second := eventSpan(obj, t0, "e1", time.Minute), eventSpan(obj, t0, "e2", 2*time.Minute)
+	export(t, a, objectSpan(obj, t0), first)
+	_, err := b.GetTrace(ctx, first.TraceID) // cached by b without the second event
+	require.NoError(t, err)
+	export(t, a, second)
+	refOf := func(sp *aggregator.Span) aggregator.SpanRef {
+		return aggregator.SpanRef{TraceID: sp.TraceID, SpanID: sp.SpanID, Window: sp.Window}
+	}
+	missing := eventSpan(obj, t0, "e3", 3*time.Minute)
+	elsewhere := eventSpan(other, t0, "e1", time.Minute)
+	inOtherWindow := eventSpan(obj, t0.Add(win), "e1", time.Minute)
+	has, err := b.HasSpans(ctx, []aggregator.SpanRef{refOf(first), refOf(second), refOf(missing), refOf(elsewhere), refOf(inOtherWindow), refOf(first)})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, true, false, false, false, true}, has)
+	cached, err := b.GetTrace(ctx, first.TraceID)
+	require.NoError(t, err)
+	assert.Len(t, cached, 2, "the read cache is not what HasSpans answers from")
+
+	f.Stop()
+	_, err = b.HasSpans(ctx, []aggregator.SpanRef{refOf(first)})
+	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+}

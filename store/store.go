@@ -112,6 +112,7 @@ var (
 	_ Store                    = (*Pebble)(nil)
 	_ aggregator.HealthChecker = (*Pebble)(nil)
 	_ ExactFinder              = (*Jaeger)(nil)
+	_ aggregator.SpanChecker   = (*Jaeger)(nil)
 )
 
 // windowNanos is the window of a span in Unix nanoseconds. A span without a window (which the

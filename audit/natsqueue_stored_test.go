@@ -1,0 +1,98 @@
+package audit
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/natsqueue"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+// spanCheckingSink is a recording sink that tells which spans it holds, as the jaeger store does.
+type spanCheckingSink struct{ aggregatortest.RecordingSink }
+
+func (s *spanCheckingSink) HasSpans(_ context.Context, refs []aggregator.SpanRef) ([]bool, error) {
+	held := map[[24]byte]bool{}
+	for _, sp := range s.Spans() {
+		var k [24]byte
+		copy(k[:16], sp.TraceID[:])
+		copy(k[16:], sp.SpanID[:])
+		held[k] = true
+	}
+	out := make([]bool, len(refs))
+	for i, r := range refs {
+		var k [24]byte
+		copy(k[:16], r.TraceID[:])
+		copy(k[16:], r.SpanID[:])
+		out[i] = held[k]
+	}
+	return out, nil
+}
+
+// Stored says which of the recorded rollout's events the sinks hold: those handled, not the
+// others, nor the events that write no span; the NATS queue's check asks it per message.
+func TestConsumerStored(t *testing.T) {
+	ctx := testCtx(t)
+	events := consumerFixtureEvents(t, "rollout")
+	sink := &spanCheckingSink{}
+	e, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	c, err := NewConsumer(ConsumerConfig{}, e, telemetry.Settings{})
+	require.NoError(t, err)
+	half := len(events) / 2
+	for _, ev := range events[:half] {
+		c.Handle(ctx, "kind", ev)
+	}
+	has, err := c.Stored(ctx, "kind", events)
+	require.NoError(t, err)
+	require.Len(t, has, len(events))
+	var stored, spanless int
+	for i, ev := range events {
+		_, keep, _ := c.Convert("kind", ev)
+		switch {
+		case !keep:
+			spanless++
+			assert.False(t, has[i], "event %d writes no span", i)
+		case i < half:
+			stored++
+			assert.True(t, has[i], "event %d was handled", i)
+		default:
+			assert.False(t, has[i], "event %d was not handled", i)
+		}
+	}
+	require.Positive(t, stored)
+	has, err = c.Stored(ctx, "other-cluster", events[:half])
+	require.NoError(t, err)
+	assert.NotContains(t, has, true, "another cluster's objects are other traces")
+
+	// Per message, through the NATS queue's check.
+	q, err := NewNATSQueue(natsTestConfig("nats://127.0.0.1:1"), c.Handle, telemetry.Settings{})
+	require.NoError(t, err)
+	q.SetStoredCheck(c.Stored)
+	var ds []natsqueue.Delivery
+	var want []bool
+	for i, ev := range events {
+		_, keep, _ := c.Convert("kind", ev)
+		ds = append(ds, natsqueue.Delivery{Sequence: uint64(i + 1), Payload: appendBatch(nil, "kind", []*Event{ev})})
+		want = append(want, keep && i < half)
+	}
+	ds = append(ds, natsqueue.Delivery{Sequence: 9999, Payload: []byte("not a record")})
+	want = append(want, false)
+	got, err := q.storedMsgs(ctx, ds)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	// An aggregator that cannot tell: nothing is stored, the events are handled again.
+	plain, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
+	require.NoError(t, err)
+	has, err = plain.Stored(ctx, "kind", events)
+	require.NoError(t, err)
+	assert.NotContains(t, has, true)
+}
