@@ -430,6 +430,12 @@ func (c *Consumer) Stored(ctx context.Context, cluster string, evs []*Event) ([]
 	return out, nil
 }
 
+// Settle waits until the events Handle held for their informer diffs before the call were sent to
+// the aggregator (at most InformerJoin.Wait), or until ctx ends. The durable and NATS queues call
+// it before syncing the sinks for a batch: a held event has not reached them, and acknowledging
+// its message would lose it in a crash.
+func (c *Consumer) Settle(ctx context.Context) error { return c.join.settle(ctx) }
+
 // SetInformerDiffs makes the consumer attach the diffs and snapshots src recorded (see
 // informer.Informer) to create, update, patch and delete events that have no response body,
 // instead of the audit-stream diff. Call it before Start and before any event is handled.

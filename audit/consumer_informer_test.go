@@ -293,3 +293,45 @@ func waitEvents(t *testing.T, agg *aggregatortest.RecordingAggregator, n int) []
 	require.Eventually(t, func() bool { return len(agg.Events()) >= n }, 5*time.Second, time.Millisecond)
 	return agg.Events()
 }
+
+// TestConsumerSettleWaitsForHeldEvents: Settle returns once the events held when it was called
+// reached the aggregator (their diff arrived, or their deadline passed), and fails when its
+// context ends first; a queue runs it before syncing the sinks for a batch.
+func TestConsumerSettleWaitsForHeldEvents(t *testing.T) {
+	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 10 * time.Second, Interval: 5 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
+	require.NoError(t, c.Settle(ctx), "nothing held")
+
+	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", time.Now()))
+	require.Empty(t, agg.Events(), "held")
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, c.Settle(short), context.DeadlineExceeded, "still held")
+
+	settled := make(chan error, 1)
+	go func() { settled <- c.Settle(ctx) }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-settled:
+		t.Fatalf("settled while the event is held: %v", err)
+	default:
+	}
+	cache.Put(replicasChange("web", "5", "6"))
+	select {
+	case err := <-settled:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Settle did not return once the event was sent")
+	}
+	require.Len(t, agg.Events(), 1, "sent before Settle returned")
+
+	// Past its deadline, an event is sent without its diff, and Settle returns.
+	c2, agg2, _ := newJoinConsumer(t, InformerJoinConfig{Wait: 100 * time.Millisecond, Interval: 5 * time.Millisecond})
+	require.NoError(t, c2.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c2.Stop(ctx)) })
+	c2.Handle(ctx, "c1", metadataEvent("u2", "update", "web", "5", time.Now()))
+	require.NoError(t, c2.Settle(ctx))
+	require.Len(t, agg2.Events(), 1)
+}

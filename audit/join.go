@@ -137,9 +137,12 @@ type informerJoin struct {
 	held map[aggregator.ObjectKey]int
 	// nheld counts the events held (pending, or being looked up again by the join loop, which
 	// takes them out of pending meanwhile): MaxPending bounds it.
-	nheld   int
-	running bool
-	quit    chan struct{}
+	nheld int
+	// outstanding holds, per held event or collection delete, a channel closed once the join
+	// sent it (settle waits on them).
+	outstanding map[any]chan struct{}
+	running     bool
+	quit        chan struct{}
 	// looping is the join loop of the current run (a new one per start: a run may outlive the
 	// stop that gave up on it).
 	looping *sync.WaitGroup
@@ -167,7 +170,7 @@ type pendingJoin struct {
 
 func newInformerJoin(cfg InformerJoinConfig, format diff.LogFormat, meter *telemetry.Meter, send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)) *informerJoin {
 	j := &informerJoin{cfg: cfg.WithDefaults(), format: format.WithDefaults(), send: send,
-		opts: map[string]metric.MeasurementOption{}, held: map[aggregator.ObjectKey]int{}}
+		opts: map[string]metric.MeasurementOption{}, held: map[aggregator.ObjectKey]int{}, outstanding: map[any]chan struct{}{}}
 	j.claims = claimSet{max: j.cfg.MaxClaims, ttl: claimTTL, keys: map[changes.RecordKey]struct{}{}}
 	j.results = meter.Counter("kelemetry.audit.consumer.informer_diffs",
 		"Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, buffer_full, shutdown, not_recorded).", "{event}")
@@ -295,7 +298,9 @@ func (j *informerJoin) hold(ctx context.Context, cluster string, ev *Event, out 
 		unavailable(out, "diff unavailable: too many events waiting for informer diffs")
 		return false
 	}
-	j.pending = append(j.pending, &pendingJoin{cluster: cluster, auditID: ev.AuditID, q: q, out: out, deadline: deadline, byTime: byTime})
+	p := &pendingJoin{cluster: cluster, auditID: ev.AuditID, q: q, out: out, deadline: deadline, byTime: byTime}
+	j.pending = append(j.pending, p)
+	j.outstanding[p] = make(chan struct{})
 	j.held[q.Object]++
 	j.nheld++
 	return true
@@ -461,7 +466,38 @@ func (j *informerJoin) finish(ctx context.Context, p *pendingJoin, now time.Time
 	j.nheld--
 	j.mu.Unlock()
 	j.send(ctx, p.cluster, p.auditID, p.out)
+	j.release(p)
 	return true
+}
+
+// release marks the held p (a *pendingJoin or *pendingCollection) sent.
+func (j *informerJoin) release(p any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if ch, ok := j.outstanding[p]; ok {
+		close(ch)
+		delete(j.outstanding, p)
+	}
+}
+
+// settle waits until every event held when it was called was sent (with its diff, or with
+// "diff unavailable" past its deadline: at most Wait), or until ctx ends. A queue calls it
+// before it counts a batch as handled: an event held here has not reached the sinks yet.
+func (j *informerJoin) settle(ctx context.Context) error {
+	j.mu.Lock()
+	chans := make([]chan struct{}, 0, len(j.outstanding))
+	for _, ch := range j.outstanding {
+		chans = append(chans, ch)
+	}
+	j.mu.Unlock()
+	for _, ch := range chans {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("audit consumer: wait for the events held for their informer diffs: %w", ctx.Err())
+		}
+	}
+	return nil
 }
 
 // attach adds rec's logs and attributes to out.
@@ -524,6 +560,7 @@ func (j *informerJoin) holdCollection(ctx context.Context, cluster, auditID stri
 	hold := j.running && p.deadline.After(now) && j.nheld < j.cfg.MaxPending
 	if hold {
 		j.collections = append(j.collections, p)
+		j.outstanding[p] = make(chan struct{})
 		j.nheld++
 	}
 	full := j.running && p.deadline.After(now) && !hold
@@ -567,6 +604,7 @@ func (j *informerJoin) finishCollection(ctx context.Context, p *pendingCollectio
 		j.results.Add(ctx, 1, j.opts[joinShutdown])
 	}
 	j.sendCollection(ctx, p, dels, !final)
+	j.release(p)
 }
 
 // sendCollection looks the deletions of p up and sends one event per object; count says whether

@@ -108,6 +108,22 @@ var Module = fx.Module("audit",
 	fx.Invoke(func(*Queue, *Replayer) {}),
 )
 
+// commitSync is what a durable or NATS queue runs before it counts a batch as handled: the
+// events the consumer held for their informer diffs are sent (Consumer.Settle), then the sinks
+// synced (aggregator.Engine.SyncSinks), when agg can.
+func commitSync(consumer *Consumer, agg aggregator.Aggregator) func(context.Context) error {
+	s, _ := agg.(interface{ SyncSinks(context.Context) error })
+	return func(ctx context.Context) error {
+		if err := consumer.Settle(ctx); err != nil {
+			return err
+		}
+		if s == nil {
+			return nil
+		}
+		return s.SyncSinks(ctx)
+	}
+}
+
 // New builds the audit pipeline and registers the parts' Start and Stop with the lifecycle.
 func New(p Params) (Result, error) {
 	cfg := p.Config
@@ -128,9 +144,7 @@ func New(p Params) (Result, error) {
 		}
 		nq.SetWarmer(consumer.Warm)        // continuous diffs when a partition moves here
 		nq.SetStoredCheck(consumer.Stored) // a redelivery whose spans were written is not written again
-		if s, ok := p.Aggregator.(interface{ SyncSinks(context.Context) error }); ok {
-			nq.SetSinkSync(s.SyncSinks)
-		}
+		nq.SetSinkSync(commitSync(consumer, p.Aggregator))
 		p.Lifecycle.Append(fx.StartStopHook(nq.Start, nq.Stop))
 		eq = nq
 	} else if cfg.Queue.IsDurable() {
@@ -138,10 +152,8 @@ func New(p Params) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if s, ok := p.Aggregator.(interface{ SyncSinks(context.Context) error }); ok {
-			// A batch is done once the store's log holds its spans, not only its memtable.
-			dq.SetSinkSync(s.SyncSinks)
-		}
+		// A batch is done once the store's log holds its spans, not only its memtable.
+		dq.SetSinkSync(commitSync(consumer, p.Aggregator))
 		p.Lifecycle.Append(fx.StartStopHook(dq.Start, dq.Stop))
 		// Log replay and follow read their files again after a crash: they need no second copy.
 		q, eq = dq.Memory(), dq
