@@ -30,6 +30,7 @@ const (
 	DefaultHistoryMaxBytes  = 256 << 20
 	DefaultWarmLookback     = 100_000
 	DefaultWarmTimeout      = 10 * time.Second
+	DefaultHistoryWait      = time.Minute
 	// PriorityGroup is the pinned-client priority group every partition consumer declares.
 	PriorityGroup = "kelemetry"
 )
@@ -109,6 +110,13 @@ type Config struct {
 	// WarmTimeout bounds a takeover's warm-up in time (default 10s); processing starts when it
 	// ends, warmed or not.
 	WarmTimeout time.Duration `yaml:"warmTimeout"`
+	// HistoryWait bounds how long a handled batch waits for the history stream to hold its
+	// messages before they are acknowledged (default 1m): the stream deletes a message once it is
+	// acknowledged, so one the history has not copied yet would be missing from every later
+	// warm-up. The history lags while a NATS node goes away and its streams elect leaders;
+	// meanwhile the batch stays in progress (its messages are not redelivered). Past the bound the
+	// messages are acknowledged anyway, counted in kelemetry.natsqueue.history_lagged.
+	HistoryWait time.Duration `yaml:"historyWait"`
 	// Members and Member choose how partitions spread over replicas. With Members 0 (the
 	// default) the spread is elastic: each member announces itself in the key-value bucket
 	// <Stream>_MEMBERS (an entry that expires after PinnedTTL unless renewed), and with n live
@@ -180,6 +188,7 @@ func (c Config) WithDefaults() Config {
 	}
 	setInt(&c.WarmLookback, DefaultWarmLookback)
 	setDur(&c.WarmTimeout, DefaultWarmTimeout)
+	setDur(&c.HistoryWait, DefaultHistoryWait)
 	return c
 }
 

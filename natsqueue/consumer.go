@@ -730,7 +730,7 @@ func (c *Consumer) flush(ctx context.Context, ps *partition) {
 		c.giveBack(ps)
 		return
 	}
-	c.waitHistory(ctx, ps.done[len(ps.done)-1].d.Sequence)
+	c.waitHistory(ctx, ps)
 	clear(ps.recent)
 	for _, a := range ps.done {
 		ps.recent[a.d.Sequence] = struct{}{}

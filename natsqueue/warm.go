@@ -275,16 +275,33 @@ func historyLast(ctx context.Context, hs jetstream.Stream, info *jetstream.Strea
 	return seq, nil
 }
 
-// waitHistory waits, before a message is acknowledged (the stream then deletes it), until the
-// history stream holds it, so that the warm-up of the next member of its partition sees it. It
-// gives up after PublishTimeout (counted in kelemetry.natsqueue.history_lagged).
-func (c *Consumer) waitHistory(ctx context.Context, seq uint64) {
+// waitHistory waits, before the batch ps.done is acknowledged (the stream then deletes its
+// messages), until the history stream holds its last message, so that the warm-up of the next
+// member of its partition sees them. Meanwhile the batch stays in progress. It gives up after
+// HistoryWait, or when ctx ends (counted in kelemetry.natsqueue.history_lagged, and logged).
+func (c *Consumer) waitHistory(ctx context.Context, ps *partition) {
+	seq := ps.done[len(ps.done)-1].d.Sequence
 	if c.histSeq.Load() >= seq {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.HistoryWait)
 	defer cancel()
+	progress := time.Now()
+	defer func() {
+		if waited := time.Since(start); waited > time.Second {
+			ps.log.Info("waited for the history stream before acknowledging", "seq", seq, "waited", waited.Round(time.Millisecond),
+				"held", c.histSeq.Load() >= seq)
+		}
+	}()
 	for {
+		if time.Since(progress) > c.cfg.AckWait/3 {
+			// Keep the batch from being redelivered while the history catches up.
+			for _, a := range ps.done {
+				_ = a.msg.InProgress()
+			}
+			progress = time.Now()
+		}
 		if hs, err := c.js.Stream(ctx, c.cfg.historyStream()); err == nil {
 			if last, err := historyLast(ctx, hs, hs.CachedInfo()); err == nil {
 				for cur := c.histSeq.Load(); last > cur && !c.histSeq.CompareAndSwap(cur, last); cur = c.histSeq.Load() {
@@ -294,8 +311,14 @@ func (c *Consumer) waitHistory(ctx context.Context, seq uint64) {
 		if c.histSeq.Load() >= seq {
 			return
 		}
-		if !sleep(ctx, 2*time.Millisecond) {
-			c.histLagged.Add(context.WithoutCancel(ctx), 1)
+		wait := 2 * time.Millisecond
+		if time.Since(start) > 100*time.Millisecond {
+			wait = 20 * time.Millisecond // a node change: poll gently
+		}
+		if !sleep(ctx, wait) {
+			c.histLagged.Add(context.WithoutCancel(ctx), int64(len(ps.done)))
+			ps.log.Warn("acknowledging messages the history stream does not hold yet: a later takeover's warm-up misses them",
+				"seq", seq, "waited", time.Since(start).Round(time.Millisecond))
 			return
 		}
 	}

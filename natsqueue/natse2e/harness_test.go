@@ -545,3 +545,33 @@ func waitIdle(t *testing.T, nodes []*natstest.Node, rs ...*replica) {
 		return true
 	}, time.Minute, 200*time.Millisecond, "replicas idle")
 }
+
+// logQueueMetrics logs the queue's takeover and redelivery counters of the live replicas, to
+// tell what a failing check saw.
+func logQueueMetrics(t *testing.T, rs ...*replica) {
+	t.Helper()
+	for _, r := range rs {
+		resp, err := http.Get(r.apiURL + "/metrics")
+		if err != nil {
+			t.Logf("replica %s: metrics: %v", r.name, err)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		var lines []string
+		for _, l := range strings.Split(string(body), "\n") {
+			for _, m := range []string{"kelemetry_natsqueue_warm_takeovers", "kelemetry_natsqueue_history_lagged",
+				"kelemetry_natsqueue_committed_redeliveries", "kelemetry_natsqueue_stored_redeliveries",
+				"kelemetry_natsqueue_stored_check_failures", "kelemetry_natsqueue_redelivered", "kelemetry_natsqueue_partitions_released",
+				"kelemetry_natsqueue_commit_marker_failures", "kelemetry_natsqueue_dead_lettered"} {
+				if strings.HasPrefix(l, m) {
+					lines = append(lines, l)
+				}
+			}
+		}
+		t.Logf("replica %s:\n  %s", r.name, strings.Join(lines, "\n  "))
+	}
+}

@@ -41,7 +41,9 @@ func TestNATSNodeLossDuringIngest(t *testing.T) {
 	p.post(t, batches[half:])
 	t.Logf("posted the second half with a node down in %s (%d retries)", time.Since(start), p.retries)
 	waitIdle(t, nodes[:2], rs...)
-	check(t, want, readSettled(t, j, want))
+	got := readSettled(t, j, want)
+	logQueueMetrics(t, rs...)
+	check(t, want, got)
 }
 
 // TestReplicaKill9Takeover kills the replica holding some partitions with SIGKILL in the
@@ -80,6 +82,7 @@ func TestReplicaKill9Takeover(t *testing.T) {
 		}
 	}
 	t.Logf("missing events posted before the kill: %d, after: %d", lostBefore, lostAfter)
+	logQueueMetrics(t, rs[1:]...)
 	check(t, want, got)
 }
 
