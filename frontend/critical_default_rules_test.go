@@ -84,6 +84,7 @@ func TestDefaultCausalRulesByName(t *testing.T) {
 			return cause, c.write(pod, 200, gcCtl, "delete", "")
 		},
 	}
+	require.NoError(t, frontend.ValidateCausalRules(frontend.DefaultCausalRules))
 	for _, r := range frontend.DefaultCausalRules {
 		assert.Contains(t, cases, r.Name, "default rule %q has a case here", r.Name)
 	}
