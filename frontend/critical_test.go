@@ -417,3 +417,95 @@ func TestControllerName(t *testing.T) {
 		assert.Equal(t, want, frontend.ControllerName(user), user)
 	}
 }
+
+// criticalAt fetches the critical path of any ID (a merge ID too).
+func criticalAt(t *testing.T, srvURL, id string) frontend.CriticalPath {
+	t.Helper()
+	code, env := call(t, srvURL+"/api/critical-path/"+id)
+	require.Equal(t, http.StatusOK, code, "%s: %+v", id, env.Errors)
+	var cp frontend.CriticalPath
+	require.NoError(t, json.Unmarshal(env.Data, &cp))
+	return cp
+}
+
+// TestCriticalPathMerge: the critical path of a merge ID analyses the members as one graph. Two
+// unrelated members (a Node and a Pod): the controllers' writes are those of both, and the path
+// crosses from one to the other as "unexplained". A member that is part of another (a Pod of
+// the Deployment's tree) changes nothing: writes are counted once. Bad merges are refused.
+func TestCriticalPathMerge(t *testing.T) {
+	srv := newUIAPI(t, rollout(t), frontend.EngineConfig{})
+	one := func(tags map[string]string, service string) string {
+		got := traces(t, searchURL(srv.URL, service, tags))
+		require.Len(t, got, 1)
+		return full32(got[0].TraceID)
+	}
+	node := one(map[string]string{"resource": "nodes", "name": "kwok-node-1"}, "tracing")
+	pod := one(map[string]string{"resource": "pods", "name": "demo-7fb4c846ff-b7qjt"}, "tracing")
+	dep := one(map[string]string{"resource": "deployments", "name": "demo"}, "tracing [full tree]")
+
+	t.Run("unrelated", func(t *testing.T) {
+		nodeCP, podCP := criticalAt(t, srv.URL, node), criticalAt(t, srv.URL, pod)
+		cp := criticalAt(t, srv.URL, node+pod)
+		assert.Equal(t, node+pod, cp.TraceID)
+		writes := func(cps ...frontend.CriticalPath) map[string]int {
+			out := map[string]int{}
+			for _, c := range cps {
+				for _, ct := range c.Controllers {
+					out[ct.Controller] += ct.Writes
+				}
+			}
+			return out
+		}
+		assert.Equal(t, writes(nodeCP, podCP), writes(cp), "every write of both members, once")
+		require.NotEmpty(t, cp.Steps)
+		objects := map[string]bool{}
+		for _, s := range cp.Steps {
+			objects[s.Object.Resource] = true
+		}
+		assert.True(t, objects["nodes"] && objects["pods"], "the path runs through both members: %v", objects)
+		rules := map[string]bool{}
+		for _, s := range cp.Steps {
+			rules[s.Rule] = true
+		}
+		assert.True(t, rules["unexplained"], "a step with nothing linked before it: %v", rules)
+		// It starts at the earliest first write of a root and ends with the last write.
+		start := nodeCP.Start
+		if podCP.Start.Before(start) {
+			start = podCP.Start
+		}
+		assert.True(t, start.Equal(cp.Start), "start %s, want %s", cp.Start, start)
+		end := nodeCP.End
+		if podCP.End.After(end) {
+			end = podCP.End
+		}
+		assert.True(t, end.Equal(cp.End), "end %s, want %s", cp.End, end)
+
+		code, env := call(t, srv.URL+"/api/controller-times/"+node+pod)
+		require.Equal(t, http.StatusOK, code)
+		var alone []frontend.ControllerTimes
+		require.NoError(t, json.Unmarshal(env.Data, &alone))
+		assert.Equal(t, cp.Controllers, alone)
+	})
+
+	t.Run("overlapping", func(t *testing.T) {
+		alone := criticalAt(t, srv.URL, dep)
+		cp := criticalAt(t, srv.URL, dep+pod)
+		assert.Equal(t, alone.Steps, cp.Steps)
+		assert.Equal(t, alone.Controllers, cp.Controllers)
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			id   string
+			code int
+			msg  string
+		}{
+			{node + node, http.StatusBadRequest, "given twice"},
+			{node + pod[:16], http.StatusBadRequest, "a merge ID a multiple of 32"},
+			{node + "0123456789abcdef0123456789abcdef", http.StatusNotFound, "member 0123456789abcdef0123456789abcdef"},
+			{node + strings.Repeat("zz", 16), http.StatusBadRequest, "member 2"},
+		} {
+			expectError(t, srv.URL+"/api/critical-path/"+tc.id, tc.code, tc.msg)
+		}
+	})
+}
