@@ -1,6 +1,8 @@
 package frontend
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -127,4 +129,70 @@ func (r *CausalRule) causes(c *causalEvent) bool {
 		}
 	}
 	return false
+}
+
+// Rule names the answers use for steps no rule explains; a CausalRule may not take them.
+var reservedRuleNames = []string{"start", "linked", "unexplained"}
+
+// writeVerbs are the verbs a rule may name: the critical path considers writes only.
+var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
+
+// ValidateCausalRules reports the rules that cannot work: a missing, repeated or reserved name
+// ("start", "linked", "unexplained"), a relation other than self, parent, child or linked, a
+// verb that is not a write (create, update, patch, delete, deletecollection), an empty
+// controller name or a subresource without a resource. Each error names the rule by its place
+// and name: causalRules[2] "my-rule": relation "sibling": want self, parent, child or linked.
+func ValidateCausalRules(rules []CausalRule) error { return errors.Join(causalRuleErrors(rules)...) }
+
+func causalRuleErrors(rules []CausalRule) []error {
+	var errs []error
+	seen := map[string]int{}
+	for i, r := range rules {
+		at := fmt.Sprintf("causalRules[%d]", i)
+		if r.Name != "" {
+			at += fmt.Sprintf(" %q", r.Name)
+		}
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case r.Name == "":
+			bad("name is required (it names the rule in the answers' steps)")
+		case slices.Contains(reservedRuleNames, r.Name):
+			bad("name %q is reserved for steps no rule explains (%s)", r.Name, strings.Join(reservedRuleNames, ", "))
+		default:
+			if j, dup := seen[r.Name]; dup {
+				bad("name given twice (also causalRules[%d])", j)
+			} else {
+				seen[r.Name] = i
+			}
+		}
+		switch r.Relation {
+		case RelSelf, RelParent, RelChild, RelLinked:
+		case "":
+			bad("relation is required: self, parent, child or linked (where the cause's object is, seen from the reaction's)")
+		default:
+			bad("relation %q: want self, parent, child or linked", r.Relation)
+		}
+		for _, v := range []struct {
+			field string
+			verbs []string
+		}{{"verbs", r.Verbs}, {"causeVerbs", r.CauseVerbs}} {
+			for _, verb := range v.verbs {
+				if !slices.Contains(writeVerbs, verb) {
+					bad("%s: %q is not a write verb (want %s)", v.field, verb, strings.Join(writeVerbs, ", "))
+				}
+			}
+		}
+		if slices.Contains(r.Controllers, "") {
+			bad("controllers: an empty name (controller names are as ControllerName gives them, e.g. deployment-controller)")
+		}
+		if r.Resource == "" && r.Subresource != "" && r.Subresource != "*" {
+			bad("subresource %q without a resource", r.Subresource)
+		}
+		if r.CauseResource == "" && r.CauseSubresource != "" && r.CauseSubresource != "*" {
+			bad("causeSubresource %q without a causeResource", r.CauseSubresource)
+		}
+	}
+	return errs
 }

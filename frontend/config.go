@@ -32,6 +32,11 @@ type Config struct {
 	// QueueWait is how long a heavy request waits for a turn before it is refused with 503 and
 	// Retry-After (default 2s). At most 4×MaxConcurrent requests wait; others are refused at once.
 	QueueWait time.Duration `yaml:"queueWait"`
+
+	// CausalRules replace the rules the critical path follows (GET /api/critical-path): unset
+	// (nil) means DefaultCausalRules; an empty list means none, so every step follows the latest
+	// write of a linked object. See CausalRule and ValidateCausalRules.
+	CausalRules []CausalRule `yaml:"causalRules"`
 }
 
 // EngineConfig is the former name of Config, kept for existing callers.
@@ -78,7 +83,7 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports a configuration that cannot work: negative values.
+// Validate reports a configuration that cannot work: negative values, invalid causal rules.
 func (c Config) Validate() error {
 	var errs []error
 	for _, f := range []struct {
@@ -92,6 +97,9 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("frontend: %s %d is negative", f.name, f.v))
 		}
+	}
+	for _, err := range causalRuleErrors(c.CausalRules) {
+		errs = append(errs, fmt.Errorf("frontend: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -164,11 +164,7 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 		}
 	}
 	if snapAt < 0 {
-		msg := fmt.Sprintf("%s: no snapshot stored at or before %s", key, at.UTC().Format(time.RFC3339Nano))
-		if len(writes) > 0 {
-			msg += fmt.Sprintf(" (the stored history from %s has none)", writes[0].at.UTC().Format(time.RFC3339Nano))
-		}
-		return st, fmt.Errorf("%s: %w", msg, ErrNoHistory)
+		return st, fmt.Errorf("%s: %w", noSnapshotMsg(key, at, writes), ErrNoHistory)
 	}
 	base := writes[snapAt]
 	dec := json.NewDecoder(strings.NewReader(base.snap.Message))
@@ -230,6 +226,19 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 	}
 	st.Body = body
 	return st, nil
+}
+
+// noSnapshotMsg says why an object cannot be reconstructed at at: what is missing (a full body
+// to start from) and why (only creations and deletions store one).
+func noSnapshotMsg(key aggregator.ObjectKey, at time.Time, writes []historyWrite) string {
+	msg := fmt.Sprintf("%s: no snapshot stored at or before %s: a full body of an object is stored only at its creation "+
+		"(creation snapshot) and deletion (deletion snapshot), and the diffs of other writes need one to start from", key, at.UTC().Format(time.RFC3339Nano))
+	if len(writes) == 0 {
+		return msg + "; no write of the object with a diff or a snapshot is stored up to then (the time is before its first " +
+			"stored write, or its writes were audited at Metadata level without the informer diff)"
+	}
+	return msg + fmt.Sprintf("; its creation was not recorded (it was created before Kelemetry saw it, or that window is past retention): "+
+		"%d stored writes from %s to %s carry diffs only", len(writes), writes[0].at.UTC().Format(time.RFC3339Nano), writes[len(writes)-1].at.UTC().Format(time.RFC3339Nano))
 }
 
 // writeOf collects the diff and snapshot logs of an event span.

@@ -234,7 +234,13 @@ func TestObjectAtRollout(t *testing.T) {
 			code := getJSON(t, objectAtURL(srv.URL, group, resource, ns, name, bs[len(bs)-1].at), &st)
 			assert.Equal(t, http.StatusNotFound, code, k)
 			if assert.NotEmpty(t, st.Errors, k) {
-				assert.Contains(t, st.Errors[0].Msg, "no snapshot stored", k)
+				// It says what is missing and why: the writes stored carry diffs only.
+				msg := st.Errors[0].Msg
+				assert.Contains(t, msg, "no snapshot stored", k)
+				assert.Contains(t, msg, "stored only at its creation (creation snapshot) and deletion", k)
+				assert.Contains(t, msg, "its creation was not recorded", k)
+				assert.Contains(t, msg, fmt.Sprintf("%d stored writes from %s to %s carry diffs only", len(bs),
+					bs[0].at.UTC().Format(time.RFC3339Nano), bs[len(bs)-1].at.UTC().Format(time.RFC3339Nano)), k)
 			}
 			continue
 		}

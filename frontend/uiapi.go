@@ -26,13 +26,14 @@ type UIAPI struct {
 	rules []CausalRule
 }
 
-// NewUIAPI serves the web UI's API over the engine's store.
+// NewUIAPI serves the web UI's API over the engine's store. The critical path follows the
+// engine's Config.CausalRules (DefaultCausalRules when unset).
 func NewUIAPI(e *Engine, tel telemetry.Settings) *UIAPI {
-	return &UIAPI{queryAPI: newQueryAPI(e, tel, "ui")}
+	return &UIAPI{queryAPI: newQueryAPI(e, tel, "ui"), rules: e.cfg.CausalRules}
 }
 
-// WithCausalRules replaces the rules the critical path follows (DefaultCausalRules by default)
-// and returns a.
+// WithCausalRules replaces the rules the critical path follows (Config.CausalRules, or
+// DefaultCausalRules by default) and returns a; nil means DefaultCausalRules.
 func (a *UIAPI) WithCausalRules(rules []CausalRule) *UIAPI {
 	a.rules = rules
 	return a

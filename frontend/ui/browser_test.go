@@ -271,6 +271,21 @@ func TestBrowser(t *testing.T) {
 	st := ingestRollout(t)
 	srv := serve(t, st, frontend.EngineConfig{})
 
+	// Several results: each has a check box to open the checked ones as one merged view.
+	t.Run("SearchSeveralToMerge", func(t *testing.T) {
+		p := newPage(t, browser)
+		p.open(srv.URL + "/search?" + rolloutRange() + "&resource=pods&link=none")
+		p.waitJS("several results", `document.querySelectorAll('.result-item input.pick').length >= 3`)
+		results := p.text(`.results`)
+		assert.Regexp(t, `\d+ results`, results)
+		assert.Contains(t, results, "pods default/demo-")
+		assert.True(t, p.evalBool(`document.querySelector('button.merge-open').disabled`), "nothing checked yet")
+		p.eval(`(() => { const b = [...document.querySelectorAll('.result-item input.pick')]; b[0].click(); b[1].click(); return true; })()`, new(bool))
+		p.waitText(`.merge-bar`, "2 results selected")
+		assert.False(t, p.evalBool(`document.querySelector('button.merge-open').disabled`), "two checked: they can be merged")
+		p.screenshot("ui-search.png", true)
+	})
+
 	t.Run("RolloutSearchTraceAndDiff", func(t *testing.T) {
 		p := newPage(t, browser)
 		p.open(srv.URL + "/")
@@ -292,7 +307,7 @@ func TestBrowser(t *testing.T) {
 		assert.Contains(t, results, "cluster: test")
 		assert.Contains(t, p.location(), "/search?", "the search is in the URL")
 		assert.Contains(t, p.location(), "name=demo")
-		p.screenshot("ui-search.png", true)
+		p.screenshot("ui-search-one.png", false)
 
 		p.click(`a.result`)
 		p.waitJS("the trace rows", `document.querySelectorAll('.row').length > 3`)

@@ -184,6 +184,14 @@ func TestBrowserMergeUnrelated(t *testing.T) {
 		}
 	}
 	check()
+	// The critical path runs over both members as one graph, and is marked on both rows.
+	p.waitJS("the merged view's critical path", `kelemetryUI.criticalSteps() > 0`)
+	assert.Contains(t, p.waitText(`details.critical summary`, "Critical path:"), "steps")
+	var onPath []string
+	p.eval(`[...document.querySelectorAll('.row.on-path .lbl')].map(e => e.innerText)`, &onPath)
+	joined := strings.Join(onPath, "\n")
+	assert.Contains(t, joined, "kwok-node-1")
+	assert.Contains(t, joined, "demo-7fb4c846ff-b7qjt")
 	p.screenshot("ui-merge.png", true)
 
 	// Shareable: the same URL opened afresh draws the same view.

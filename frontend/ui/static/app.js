@@ -941,11 +941,12 @@ function renderTrace(id, model, params) {
   v.detail = el('aside', { class: 'detail' });
   v.detail.hidden = true;
   v.gantt = el('div', { class: 'gantt' }, axis, v.rowsEl);
-  // A merged view has no critical path of its own: its members are unrelated.
-  v.criticalEl = merged ? null : el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
+  // A merged view's critical path runs over its members as one graph: a step of a member that
+  // follows nothing linked is "unexplained".
+  v.criticalEl = el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
   fill(app(), bar, merged ? mergeBar(v) : null, truncationBanner(model.warnings.filter(isTruncation)), warnings, v.criticalEl,
     el('div', { class: 'tracebody' }, v.gantt, v.detail));
-  if (!merged) loadCritical(v);
+  loadCritical(v);
 
   const onScroll = () => schedule(v);
   v.rowsEl.addEventListener('scroll', onScroll, { passive: true });
