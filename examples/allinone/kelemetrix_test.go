@@ -42,7 +42,7 @@ func TestKelemetrixFlagAndKey(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(file, []byte("cluster: a\nkelemetrix:\n  metrics:\n  - name: m\n    kind: counter\n    quantity: requestCount\n    tagFilters:\n    - tag: verb\n      regex: \"[\"\n"), 0o600))
 	_, _, err = parseFlags([]string{"--config", file}, io.Discard)
-	assert.ErrorContains(t, err, "line 8")
+	assert.ErrorContains(t, err, "line 9: kelemetrix metrics[0]: tag filter on \"verb\": regex")
 }
 
 // rolloutCounts counts the ResponseComplete events of the rollout fixture by user and verb.
