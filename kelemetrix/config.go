@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Kinds of MetricConfig.Kind.
@@ -42,7 +44,8 @@ type Config struct {
 	// When it is full, an observed batch is dropped and counted
 	// (kelemetry.kelemetrix.dropped_events); the webhook of a standalone processor answers 429.
 	QueueSize int `yaml:"queueSize"`
-	// MaxSeries is the default cap of a metric's label sets (default 1000).
+	// MaxSeries is the default cap of a metric's series (default 1000): at most MaxSeries-1 label
+	// sets, then one series whose labels are all "other" (see MetricConfig.MaxSeries).
 	MaxSeries int `yaml:"maxSeries"`
 	// DefaultTimeout is the timeout of a request whose URI names none (the latencyRatio
 	// quantity), like kube-apiserver's --request-timeout (default 60s).
@@ -73,7 +76,12 @@ type MetricConfig struct {
 	Stages []string `yaml:"stages"`
 	// Buckets are a histogram's bucket boundaries, increasing (default: by quantity).
 	Buckets []float64 `yaml:"buckets"`
-	// MaxSeries caps the metric's label sets (default Config.MaxSeries).
+	// MaxSeries caps the metric's series, the "other" one included (default Config.MaxSeries):
+	// the first MaxSeries-1 label sets seen get a series each, later ones are folded into the
+	// other series and counted (kelemetry.kelemetrix.series_overflow). The meter provider of
+	// telemetry.Module keeps that many series (see CardinalityLimit); a provider of one's own
+	// needs sdkmetric.WithCardinalityLimit(int(cfg.CardinalityLimit())) or more, else the SDK
+	// folds series itself into otel_metric_overflow="true".
 	MaxSeries int `yaml:"maxSeries"`
 	// TagFilters must all pass for an event to count.
 	TagFilters []TagFilter `yaml:"tagFilters"`
@@ -241,6 +249,21 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CardinalityLimit returns the OpenTelemetry SDK cardinality limit that keeps every series of c's
+// metrics: the largest maxSeries plus one (the SDK's limit counts its own overflow series); zero
+// without metrics.
+func (c Config) CardinalityLimit() telemetry.CardinalityLimit {
+	if len(c.Metrics) == 0 {
+		return 0
+	}
+	c = c.WithDefaults()
+	largest := c.MaxSeries
+	for _, m := range c.Metrics {
+		largest = max(largest, m.MaxSeries)
+	}
+	return telemetry.CardinalityLimit(largest + 1)
 }
 
 // compileFull compiles an expression that must match a whole value.

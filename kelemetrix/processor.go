@@ -457,7 +457,8 @@ func (m *compiledMetric) observe(ctx context.Context, st *eventState, overflow m
 	}
 	s, ok := m.series[string(m.key)]
 	if !ok {
-		if len(m.series) >= m.maxSeries {
+		// maxSeries bounds the exported series, the other series included.
+		if len(m.series) >= m.maxSeries-1 {
 			s = m.other
 			overflow.Add(ctx, 1, metric.WithAttributes(attribute.String("metric", m.name)))
 		} else {

@@ -173,9 +173,10 @@ func TestStagesDefaultToCompletion(t *testing.T) {
 	}
 }
 
+// TestCardinalityCapFoldsIntoOther: maxSeries bounds the series, the other one included.
 func TestCardinalityCapFoldsIntoOther(t *testing.T) {
 	m := counter("m", TagUser, TagVerb)
-	m.MaxSeries = 2
+	m.MaxSeries = 3
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
 	var evs []*audit.Event
 	for _, u := range []string{"u1", "u2", "u3", "u4", "u1", "u2", "u3"} {
