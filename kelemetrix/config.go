@@ -28,6 +28,7 @@ const (
 // Defaults of Config.
 const (
 	DefaultQueueSize      = 65536
+	DefaultQueueBytes     = 256 << 20
 	DefaultMaxSeries      = 1000
 	DefaultRequestTimeout = 60 * time.Second
 )
@@ -44,6 +45,11 @@ type Config struct {
 	// When it is full, an observed batch is dropped and counted
 	// (kelemetry.kelemetrix.dropped_events); the webhook of a standalone processor answers 429.
 	QueueSize int `yaml:"queueSize"`
+	// QueueBytes bounds the estimated memory (audit.EventBytes: the request and response bodies
+	// plus 1 KiB an event) of the events waiting (default 256 MiB). A batch over it is dropped
+	// and counted like one over QueueSize, with reason queue_bytes; a batch larger than
+	// QueueBytes is still taken when nothing waits, so that it is never refused for ever.
+	QueueBytes int64 `yaml:"queueBytes"`
 	// MaxSeries is the default cap of a metric's series (default 1000): at most MaxSeries-1 label
 	// sets, then one series whose labels are all "other" (see MetricConfig.MaxSeries).
 	MaxSeries int `yaml:"maxSeries"`
@@ -148,6 +154,9 @@ func (c Config) WithDefaults() Config {
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
 	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
 	if c.MaxSeries == 0 {
 		c.MaxSeries = DefaultMaxSeries
 	}
@@ -171,6 +180,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueueSize < 0 {
 		top("queueSize", "kelemetrix queueSize %d is negative", c.QueueSize)
+	}
+	if c.QueueBytes < 0 {
+		top("queueBytes", "kelemetrix queueBytes %d is negative", c.QueueBytes)
 	}
 	if c.MaxSeries < 0 {
 		top("maxSeries", "kelemetrix maxSeries %d is negative", c.MaxSeries)
@@ -323,6 +335,7 @@ func (c *Config) UnmarshalYAML(node *yaml.Node) error {
 			})
 		},
 		"queueSize":      scalar(&out.QueueSize),
+		"queueBytes":     scalar(&out.QueueBytes),
 		"maxSeries":      scalar(&out.MaxSeries),
 		"defaultTimeout": scalar(&out.DefaultTimeout),
 	})
@@ -489,13 +502,16 @@ func (c Config) ExportedNames() []string {
 }
 
 // Merge returns c with the metrics of o added after its own, and o's non-zero settings
-// (queueSize, maxSeries, defaultTimeout) replacing c's. The result may define a metric twice:
+// (queueSize, queueBytes, maxSeries, defaultTimeout) replacing c's. The result may define a metric twice:
 // Validate says so.
 func (c Config) Merge(o Config) Config {
 	c.Metrics = append(slices.Clip(c.Metrics), o.Metrics...)
 	c.lines = nil // the settings may come from either file: their lines would mislead
 	if o.QueueSize != 0 {
 		c.QueueSize = o.QueueSize
+	}
+	if o.QueueBytes != 0 {
+		c.QueueBytes = o.QueueBytes
 	}
 	if o.MaxSeries != 0 {
 		c.MaxSeries = o.MaxSeries

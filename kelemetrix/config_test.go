@@ -15,6 +15,7 @@ import (
 func TestParseConfig(t *testing.T) {
 	cfg, err := ParseConfig([]byte(`
 queueSize: 100
+queueBytes: 4096
 defaultTimeout: 30s
 metrics:
 - name: lists
@@ -37,7 +38,7 @@ metrics:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.QueueSize != 100 || cfg.DefaultTimeout != 30*time.Second || len(cfg.Metrics) != 1 {
+	if cfg.QueueSize != 100 || cfg.QueueBytes != 4096 || cfg.DefaultTimeout != 30*time.Second || len(cfg.Metrics) != 1 {
 		t.Fatalf("parsed %+v", cfg)
 	}
 	m := cfg.Metrics[0]
@@ -46,7 +47,7 @@ metrics:
 		!m.TagFilters[0].Negate || m.TagFilters[0].Regex != "w.*" || m.QuantityFilters[0].Threshold != 0.5 {
 		t.Fatalf("parsed metric %+v", m)
 	}
-	if d := (Config{}).WithDefaults(); d.QueueSize != DefaultQueueSize || d.MaxSeries != DefaultMaxSeries || d.DefaultTimeout != DefaultRequestTimeout {
+	if d := (Config{}).WithDefaults(); d.QueueSize != DefaultQueueSize || d.QueueBytes != DefaultQueueBytes || d.MaxSeries != DefaultMaxSeries || d.DefaultTimeout != DefaultRequestTimeout {
 		t.Errorf("defaults %+v", d)
 	}
 }
@@ -66,6 +67,7 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"label listed twice", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  labels:\n  - user\n  - user\n", "line 7: kelemetrix metrics[0]: label \"user\" is listed twice"},
 		{"unknown stage in a block list", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  stages:\n  - ResponseComplete\n  - Done\n", "line 7: kelemetrix metrics[0]: stage \"Done\""},
 		{"unknown filter tag", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  tagFilters:\n  - oneOf: [get]\n    tag: vrb\n", "line 7: kelemetrix metrics[0]: tag filter: tag \"vrb\""},
+		{"negative queueBytes", "queueBytes: -5\n", "line 1: kelemetrix queueBytes -5 is negative"},
 		{"negative queueSize", "maxSeries: 5\nqueueSize: -1\n", "line 2: kelemetrix queueSize -1 is negative"},
 		{"negative metric maxSeries", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  maxSeries: -2\n", "line 5: kelemetrix metrics[0]: maxSeries -2 is negative"},
 		{"wrong type", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  maxSeries: many\n", "line 5:"},
@@ -152,9 +154,9 @@ func TestExportedNames(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	a := Config{QueueSize: 5, MaxSeries: 7, Metrics: []MetricConfig{counter("a")}}
-	b := Config{MaxSeries: 9, DefaultTimeout: time.Second, Metrics: []MetricConfig{counter("b")}}
+	b := Config{MaxSeries: 9, QueueBytes: 10, DefaultTimeout: time.Second, Metrics: []MetricConfig{counter("b")}}
 	m := a.Merge(b)
-	if m.QueueSize != 5 || m.MaxSeries != 9 || m.DefaultTimeout != time.Second || len(m.Metrics) != 2 || m.Metrics[1].Name != "b" {
+	if m.QueueSize != 5 || m.QueueBytes != 10 || m.MaxSeries != 9 || m.DefaultTimeout != time.Second || len(m.Metrics) != 2 || m.Metrics[1].Name != "b" {
 		t.Errorf("merged %+v", m)
 	}
 	if len(a.Metrics) != 1 {
