@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Kinds of MetricConfig.Kind.
@@ -26,6 +28,7 @@ const (
 // Defaults of Config.
 const (
 	DefaultQueueSize      = 65536
+	DefaultQueueBytes     = 256 << 20
 	DefaultMaxSeries      = 1000
 	DefaultRequestTimeout = 60 * time.Second
 )
@@ -42,11 +45,19 @@ type Config struct {
 	// When it is full, an observed batch is dropped and counted
 	// (kelemetry.kelemetrix.dropped_events); the webhook of a standalone processor answers 429.
 	QueueSize int `yaml:"queueSize"`
-	// MaxSeries is the default cap of a metric's label sets (default 1000).
+	// QueueBytes bounds the estimated memory (audit.EventBytes: the request and response bodies
+	// plus 1 KiB an event) of the events waiting (default 256 MiB). A batch over it is dropped
+	// and counted like one over QueueSize, with reason queue_bytes; a batch larger than
+	// QueueBytes is still taken when nothing waits, so that it is never refused for ever.
+	QueueBytes int64 `yaml:"queueBytes"`
+	// MaxSeries is the default cap of a metric's series (default 1000): at most MaxSeries-1 label
+	// sets, then one series whose labels are all "other" (see MetricConfig.MaxSeries).
 	MaxSeries int `yaml:"maxSeries"`
 	// DefaultTimeout is the timeout of a request whose URI names none (the latencyRatio
 	// quantity), like kube-apiserver's --request-timeout (default 60s).
 	DefaultTimeout time.Duration `yaml:"defaultTimeout"`
+
+	lines keyLines
 }
 
 // MetricConfig defines one metric.
@@ -71,14 +82,41 @@ type MetricConfig struct {
 	Stages []string `yaml:"stages"`
 	// Buckets are a histogram's bucket boundaries, increasing (default: by quantity).
 	Buckets []float64 `yaml:"buckets"`
-	// MaxSeries caps the metric's label sets (default Config.MaxSeries).
+	// MaxSeries caps the metric's series, the "other" one included (default Config.MaxSeries):
+	// the first MaxSeries-1 label sets seen get a series each, later ones are folded into the
+	// other series and counted (kelemetry.kelemetrix.series_overflow). The meter provider of
+	// telemetry.Module keeps that many series (see CardinalityLimit); a provider of one's own
+	// needs sdkmetric.WithCardinalityLimit(int(cfg.CardinalityLimit())) or more, else the SDK
+	// folds series itself into otel_metric_overflow="true".
 	MaxSeries int `yaml:"maxSeries"`
 	// TagFilters must all pass for an event to count.
 	TagFilters []TagFilter `yaml:"tagFilters"`
 	// QuantityFilters must all pass for an event to count.
 	QuantityFilters []QuantityFilter `yaml:"quantityFilters"`
 
-	line int
+	line       int      // of the metric's list item
+	lines      keyLines // of its keys
+	labelLines []int    // of each label
+	stageLines []int    // of each stage
+}
+
+// keyLines are the lines of a parsed mapping's keys (nil when not parsed from YAML).
+type keyLines map[string]int
+
+// of returns the line of key, else fallback.
+func (l keyLines) of(key string, fallback int) int {
+	if n := l[key]; n > 0 {
+		return n
+	}
+	return fallback
+}
+
+// itemLine returns lines[i], else fallback.
+func itemLine(lines []int, i, fallback int) int {
+	if i < len(lines) && lines[i] > 0 {
+		return lines[i]
+	}
+	return fallback
 }
 
 // TagFilter passes an event whose tag is one of OneOf or matches Regex (the whole value); Negate
@@ -93,7 +131,8 @@ type TagFilter struct {
 	// Negate passes what would not pass, and the reverse.
 	Negate bool `yaml:"negate"`
 
-	line int
+	line  int
+	lines keyLines
 }
 
 // QuantityFilter passes an event whose quantity compares with Threshold as Op says. An event
@@ -106,13 +145,17 @@ type QuantityFilter struct {
 	// Threshold is what the quantity is compared with (seconds, bytes, a ratio or 1).
 	Threshold float64 `yaml:"threshold"`
 
-	line int
+	line  int
+	lines keyLines
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
+	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = DefaultQueueBytes
 	}
 	if c.MaxSeries == 0 {
 		c.MaxSeries = DefaultMaxSeries
@@ -126,17 +169,26 @@ func (c Config) WithDefaults() Config {
 var metricName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // Validate reports a configuration that cannot work; errors of a parsed configuration name the
-// line.
+// line of the value at fault (the key's line, or the list item's for a label or a stage).
 func (c Config) Validate() error {
 	var errs []error
+	top := func(key, format string, args ...any) {
+		if line := c.lines.of(key, 0); line > 0 {
+			format = "line " + strconv.Itoa(line) + ": " + format
+		}
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
 	if c.QueueSize < 0 {
-		errs = append(errs, fmt.Errorf("kelemetrix queueSize %d is negative", c.QueueSize))
+		top("queueSize", "kelemetrix queueSize %d is negative", c.QueueSize)
+	}
+	if c.QueueBytes < 0 {
+		top("queueBytes", "kelemetrix queueBytes %d is negative", c.QueueBytes)
 	}
 	if c.MaxSeries < 0 {
-		errs = append(errs, fmt.Errorf("kelemetrix maxSeries %d is negative", c.MaxSeries))
+		top("maxSeries", "kelemetrix maxSeries %d is negative", c.MaxSeries)
 	}
 	if c.DefaultTimeout < 0 {
-		errs = append(errs, fmt.Errorf("kelemetrix defaultTimeout %s is negative", c.DefaultTimeout))
+		top("defaultTimeout", "kelemetrix defaultTimeout %s is negative", c.DefaultTimeout)
 	}
 	names := map[string]bool{}
 	for i, m := range c.Metrics {
@@ -147,66 +199,83 @@ func (c Config) Validate() error {
 			}
 			errs = append(errs, fmt.Errorf(where+": "+format, args...))
 		}
+		key := func(k string) int { return m.lines.of(k, m.line) }
 		if !metricName.MatchString(m.Name) {
-			at(m.line, "name %q: want [a-zA-Z_][a-zA-Z0-9_]*", m.Name)
+			at(key("name"), "name %q: want [a-zA-Z_][a-zA-Z0-9_]*", m.Name)
 		} else if names[m.Name] {
-			at(m.line, "name %q is defined twice", m.Name)
+			at(key("name"), "name %q is defined twice", m.Name)
 		}
 		names[m.Name] = true
 		switch m.Kind {
 		case KindCounter, KindHistogram:
 		default:
-			at(m.line, "kind %q: want %q or %q", m.Kind, KindCounter, KindHistogram)
+			at(key("kind"), "kind %q: want %q or %q", m.Kind, KindCounter, KindHistogram)
 		}
 		if _, ok := quantityByName(m.Quantity); !ok {
-			at(m.line, "quantity %q: want one of %v", m.Quantity, QuantityNames())
+			at(key("quantity"), "quantity %q: want one of %v", m.Quantity, QuantityNames())
 		}
 		if len(m.Buckets) > 0 && m.Kind != KindHistogram {
-			at(m.line, "buckets are for histograms only")
+			at(key("buckets"), "buckets are for histograms only")
 		}
 		if !slices.IsSorted(m.Buckets) || len(slices.Compact(slices.Clone(m.Buckets))) != len(m.Buckets) {
-			at(m.line, "buckets %v are not increasing", m.Buckets)
+			at(key("buckets"), "buckets %v are not increasing", m.Buckets)
 		}
 		if m.MaxSeries < 0 {
-			at(m.line, "maxSeries %d is negative", m.MaxSeries)
+			at(key("maxSeries"), "maxSeries %d is negative", m.MaxSeries)
 		}
 		seen := map[string]bool{}
-		for _, l := range m.Labels {
+		for j, l := range m.Labels {
+			line := itemLine(m.labelLines, j, key("labels"))
 			if _, ok := tagByName(l); !ok {
-				at(m.line, "label %q is no tag: want one of %v", l, TagNames())
+				at(line, "label %q is no tag: want one of %v", l, TagNames())
 			} else if seen[l] {
-				at(m.line, "label %q is listed twice", l)
+				at(line, "label %q is listed twice", l)
 			}
 			seen[l] = true
 		}
-		for _, s := range m.Stages {
+		for j, s := range m.Stages {
 			if !slices.Contains(stages, s) {
-				at(m.line, "stage %q: want one of %v", s, stages)
+				at(itemLine(m.stageLines, j, key("stages")), "stage %q: want one of %v", s, stages)
 			}
 		}
 		for _, f := range m.TagFilters {
 			if _, ok := tagByName(f.Tag); !ok {
-				at(f.line, "tag filter: tag %q: want one of %v", f.Tag, TagNames())
+				at(f.lines.of("tag", f.line), "tag filter: tag %q: want one of %v", f.Tag, TagNames())
 			}
 			if len(f.OneOf) == 0 && f.Regex == "" {
 				at(f.line, "tag filter on %q: needs oneOf or regex", f.Tag)
 			}
 			if f.Regex != "" {
 				if _, err := compileFull(f.Regex); err != nil {
-					at(f.line, "tag filter on %q: regex: %w", f.Tag, err)
+					at(f.lines.of("regex", f.line), "tag filter on %q: regex: %w", f.Tag, err)
 				}
 			}
 		}
 		for _, f := range m.QuantityFilters {
 			if _, ok := quantityByName(f.Quantity); !ok {
-				at(f.line, "quantity filter: quantity %q: want one of %v", f.Quantity, QuantityNames())
+				at(f.lines.of("quantity", f.line), "quantity filter: quantity %q: want one of %v", f.Quantity, QuantityNames())
 			}
 			if _, ok := parseOp(f.Op); !ok {
-				at(f.line, "quantity filter on %q: op %q: want <, >, <= or >=", f.Quantity, f.Op)
+				at(f.lines.of("op", f.line), "quantity filter on %q: op %q: want <, >, <= or >=", f.Quantity, f.Op)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CardinalityLimit returns the OpenTelemetry SDK cardinality limit that keeps every series of c's
+// metrics: the largest maxSeries plus one (the SDK's limit counts its own overflow series); zero
+// without metrics.
+func (c Config) CardinalityLimit() telemetry.CardinalityLimit {
+	if len(c.Metrics) == 0 {
+		return 0
+	}
+	c = c.WithDefaults()
+	largest := c.MaxSeries
+	for _, m := range c.Metrics {
+		largest = max(largest, m.MaxSeries)
+	}
+	return telemetry.CardinalityLimit(largest + 1)
 }
 
 // compileFull compiles an expression that must match a whole value.
@@ -256,8 +325,8 @@ func ParseConfig(data []byte) (Config, error) {
 // UnmarshalYAML decodes c strictly from node: unknown keys are errors with their line, and the
 // lines of metrics and filters are kept for the errors of Validate.
 func (c *Config) UnmarshalYAML(node *yaml.Node) error {
-	var out Config
-	err := decodeMap(node, map[string]func(*yaml.Node) error{
+	out := Config{lines: keyLines{}}
+	err := decodeMap(node, out.lines, map[string]func(*yaml.Node) error{
 		"metrics": func(n *yaml.Node) error {
 			return decodeList(n, func(item *yaml.Node) error {
 				m, err := decodeMetric(item)
@@ -266,6 +335,7 @@ func (c *Config) UnmarshalYAML(node *yaml.Node) error {
 			})
 		},
 		"queueSize":      scalar(&out.QueueSize),
+		"queueBytes":     scalar(&out.QueueBytes),
 		"maxSeries":      scalar(&out.MaxSeries),
 		"defaultTimeout": scalar(&out.DefaultTimeout),
 	})
@@ -277,20 +347,20 @@ func (c *Config) UnmarshalYAML(node *yaml.Node) error {
 }
 
 func decodeMetric(node *yaml.Node) (MetricConfig, error) {
-	m := MetricConfig{line: node.Line}
-	err := decodeMap(node, map[string]func(*yaml.Node) error{
+	m := MetricConfig{line: node.Line, lines: keyLines{}}
+	err := decodeMap(node, m.lines, map[string]func(*yaml.Node) error{
 		"name":      scalar(&m.Name),
 		"help":      scalar(&m.Help),
 		"kind":      scalar(&m.Kind),
 		"quantity":  scalar(&m.Quantity),
-		"labels":    scalar(&m.Labels),
-		"stages":    scalar(&m.Stages),
+		"labels":    list(&m.Labels, &m.labelLines),
+		"stages":    list(&m.Stages, &m.stageLines),
 		"buckets":   scalar(&m.Buckets),
 		"maxSeries": scalar(&m.MaxSeries),
 		"tagFilters": func(n *yaml.Node) error {
 			return decodeList(n, func(item *yaml.Node) error {
-				f := TagFilter{line: item.Line}
-				err := decodeMap(item, map[string]func(*yaml.Node) error{
+				f := TagFilter{line: item.Line, lines: keyLines{}}
+				err := decodeMap(item, f.lines, map[string]func(*yaml.Node) error{
 					"tag":    scalar(&f.Tag),
 					"oneOf":  scalar(&f.OneOf),
 					"regex":  scalar(&f.Regex),
@@ -302,8 +372,8 @@ func decodeMetric(node *yaml.Node) (MetricConfig, error) {
 		},
 		"quantityFilters": func(n *yaml.Node) error {
 			return decodeList(n, func(item *yaml.Node) error {
-				f := QuantityFilter{line: item.Line}
-				err := decodeMap(item, map[string]func(*yaml.Node) error{
+				f := QuantityFilter{line: item.Line, lines: keyLines{}}
+				err := decodeMap(item, f.lines, map[string]func(*yaml.Node) error{
 					"quantity":  scalar(&f.Quantity),
 					"op":        scalar(&f.Op),
 					"threshold": scalar(&f.Threshold),
@@ -316,9 +386,9 @@ func decodeMetric(node *yaml.Node) (MetricConfig, error) {
 	return m, err
 }
 
-// decodeMap calls the field's function for each key of the mapping node; an unknown key is an
-// error with its line.
-func decodeMap(node *yaml.Node, fields map[string]func(*yaml.Node) error) error {
+// decodeMap calls the field's function for each key of the mapping node, recording the key's line
+// in lines; an unknown key is an error with its line.
+func decodeMap(node *yaml.Node, lines keyLines, fields map[string]func(*yaml.Node) error) error {
 	if node.Kind == yaml.DocumentNode && len(node.Content) == 1 {
 		node = node.Content[0]
 	}
@@ -344,6 +414,9 @@ func decodeMap(node *yaml.Node, fields map[string]func(*yaml.Node) error) error 
 			return fmt.Errorf("line %d: key %q given twice", k.Line, k.Value)
 		}
 		seen[k.Value] = true
+		if lines != nil {
+			lines[k.Value] = k.Line
+		}
 		if err := f(v); err != nil {
 			return err
 		}
@@ -365,6 +438,22 @@ func decodeList(node *yaml.Node, item func(*yaml.Node) error) error {
 		}
 	}
 	return nil
+}
+
+// list decodes a list of scalars into v and the line of each item into lines.
+func list(v *[]string, lines *[]int) func(*yaml.Node) error {
+	return func(n *yaml.Node) error {
+		if err := scalar(v)(n); err != nil {
+			return err
+		}
+		*lines = (*lines)[:0]
+		if n.Kind == yaml.SequenceNode {
+			for _, item := range n.Content {
+				*lines = append(*lines, item.Line)
+			}
+		}
+		return nil
+	}
 }
 
 // scalar decodes a value (a scalar or a list of scalars) into v, with the line in its error.
@@ -413,12 +502,16 @@ func (c Config) ExportedNames() []string {
 }
 
 // Merge returns c with the metrics of o added after its own, and o's non-zero settings
-// (queueSize, maxSeries, defaultTimeout) replacing c's. The result may define a metric twice:
+// (queueSize, queueBytes, maxSeries, defaultTimeout) replacing c's. The result may define a metric twice:
 // Validate says so.
 func (c Config) Merge(o Config) Config {
 	c.Metrics = append(slices.Clip(c.Metrics), o.Metrics...)
+	c.lines = nil // the settings may come from either file: their lines would mislead
 	if o.QueueSize != 0 {
 		c.QueueSize = o.QueueSize
+	}
+	if o.QueueBytes != 0 {
+		c.QueueBytes = o.QueueBytes
 	}
 	if o.MaxSeries != 0 {
 		c.MaxSeries = o.MaxSeries

@@ -15,6 +15,7 @@ import (
 func TestParseConfig(t *testing.T) {
 	cfg, err := ParseConfig([]byte(`
 queueSize: 100
+queueBytes: 4096
 defaultTimeout: 30s
 metrics:
 - name: lists
@@ -37,7 +38,7 @@ metrics:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.QueueSize != 100 || cfg.DefaultTimeout != 30*time.Second || len(cfg.Metrics) != 1 {
+	if cfg.QueueSize != 100 || cfg.QueueBytes != 4096 || cfg.DefaultTimeout != 30*time.Second || len(cfg.Metrics) != 1 {
 		t.Fatalf("parsed %+v", cfg)
 	}
 	m := cfg.Metrics[0]
@@ -46,7 +47,7 @@ metrics:
 		!m.TagFilters[0].Negate || m.TagFilters[0].Regex != "w.*" || m.QuantityFilters[0].Threshold != 0.5 {
 		t.Fatalf("parsed metric %+v", m)
 	}
-	if d := (Config{}).WithDefaults(); d.QueueSize != DefaultQueueSize || d.MaxSeries != DefaultMaxSeries || d.DefaultTimeout != DefaultRequestTimeout {
+	if d := (Config{}).WithDefaults(); d.QueueSize != DefaultQueueSize || d.QueueBytes != DefaultQueueBytes || d.MaxSeries != DefaultMaxSeries || d.DefaultTimeout != DefaultRequestTimeout {
 		t.Errorf("defaults %+v", d)
 	}
 }
@@ -60,18 +61,26 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		{"unknown top key", "metric:\n- name: a\n", "line 1: unknown key \"metric\""},
 		{"unknown metric key", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  lables: [user]\n", "line 5: unknown key \"lables\""},
 		{"unknown filter key", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  tagFilters:\n  - tag: verb\n    one_of: [get]\n", "line 7: unknown key \"one_of\""},
-		{"bad regex", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  tagFilters:\n  - tag: verb\n    regex: \"(get\"\n", "line 6: kelemetrix metrics[0]: tag filter on \"verb\": regex"},
+		{"bad regex", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  tagFilters:\n  - tag: verb\n    regex: \"(get\"\n", "line 7: kelemetrix metrics[0]: tag filter on \"verb\": regex"},
+		{"bad regex, filter on one line", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  tagFilters:\n  - {tag: verb, oneOf: [get]}\n  - {tag: user, regex: \"[\"}\n", "line 7: kelemetrix metrics[0]: tag filter on \"user\": regex"},
+		{"unknown tag in a block list", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  labels:\n  - user\n  - verb\n  - usr\n", "line 8: kelemetrix metrics[0]: label \"usr\" is no tag"},
+		{"label listed twice", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  labels:\n  - user\n  - user\n", "line 7: kelemetrix metrics[0]: label \"user\" is listed twice"},
+		{"unknown stage in a block list", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  stages:\n  - ResponseComplete\n  - Done\n", "line 7: kelemetrix metrics[0]: stage \"Done\""},
+		{"unknown filter tag", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  tagFilters:\n  - oneOf: [get]\n    tag: vrb\n", "line 7: kelemetrix metrics[0]: tag filter: tag \"vrb\""},
+		{"negative queueBytes", "queueBytes: -5\n", "line 1: kelemetrix queueBytes -5 is negative"},
+		{"negative queueSize", "maxSeries: 5\nqueueSize: -1\n", "line 2: kelemetrix queueSize -1 is negative"},
+		{"negative metric maxSeries", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  maxSeries: -2\n", "line 5: kelemetrix metrics[0]: maxSeries -2 is negative"},
 		{"wrong type", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  maxSeries: many\n", "line 5:"},
-		{"unknown tag", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  labels: [usr]\n", "line 2: kelemetrix metrics[0]: label \"usr\" is no tag"},
-		{"unknown quantity", "metrics:\n- name: a\n  kind: counter\n  quantity: requests\n", "line 2: kelemetrix metrics[0]: quantity \"requests\""},
-		{"unknown kind", "metrics:\n- name: a\n  kind: gauge\n  quantity: requestCount\n", "line 2: kelemetrix metrics[0]: kind \"gauge\""},
-		{"bad op", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  quantityFilters:\n  - quantity: latency\n    op: \"=\"\n", "line 6: kelemetrix metrics[0]: quantity filter on \"latency\": op \"=\""},
+		{"unknown tag", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  labels: [usr]\n", "line 5: kelemetrix metrics[0]: label \"usr\" is no tag"},
+		{"unknown quantity", "metrics:\n- name: a\n  kind: counter\n  quantity: requests\n", "line 4: kelemetrix metrics[0]: quantity \"requests\""},
+		{"unknown kind", "metrics:\n- name: a\n  kind: gauge\n  quantity: requestCount\n", "line 3: kelemetrix metrics[0]: kind \"gauge\""},
+		{"bad op", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  quantityFilters:\n  - quantity: latency\n    op: \"=\"\n", "line 7: kelemetrix metrics[0]: quantity filter on \"latency\": op \"=\""},
 		{"duplicate name", "metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n- name: a\n  kind: counter\n  quantity: requestCount\n", "line 5: kelemetrix metrics[1]: name \"a\" is defined twice"},
 		{"bad name", "metrics:\n- name: a-b\n  kind: counter\n  quantity: requestCount\n", "line 2: kelemetrix metrics[0]: name \"a-b\""},
-		{"buckets not increasing", "metrics:\n- name: a\n  kind: histogram\n  quantity: latency\n  buckets: [1, 0.5]\n", "line 2: kelemetrix metrics[0]: buckets [1 0.5] are not increasing"},
-		{"buckets on a counter", "metrics:\n- name: a\n  kind: counter\n  quantity: latency\n  buckets: [1]\n", "buckets are for histograms only"},
+		{"buckets not increasing", "metrics:\n- name: a\n  kind: histogram\n  quantity: latency\n  buckets: [1, 0.5]\n", "line 5: kelemetrix metrics[0]: buckets [1 0.5] are not increasing"},
+		{"buckets on a counter", "metrics:\n- name: a\n  kind: counter\n  quantity: latency\n  buckets: [1]\n", "line 5: kelemetrix metrics[0]: buckets are for histograms only"},
 		{"filter without choices", "metrics:\n- name: a\n  kind: counter\n  quantity: latency\n  tagFilters:\n  - tag: verb\n", "line 6: kelemetrix metrics[0]: tag filter on \"verb\": needs oneOf or regex"},
-		{"unknown stage", "metrics:\n- name: a\n  kind: counter\n  quantity: latency\n  stages: [Done]\n", "stage \"Done\""},
+		{"unknown stage", "metrics:\n- name: a\n  kind: counter\n  quantity: latency\n  stages: [Done]\n", "line 5: kelemetrix metrics[0]: stage \"Done\""},
 		{"duplicate key", "metrics:\n- name: a\n  name: b\n", "line 3: key \"name\" given twice"},
 		{"not a mapping", "metrics:\n- [a]\n", "line 2: want a mapping"},
 		{"not a list", "metrics: a\n", "line 1: want a list"},
@@ -145,9 +154,9 @@ func TestExportedNames(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	a := Config{QueueSize: 5, MaxSeries: 7, Metrics: []MetricConfig{counter("a")}}
-	b := Config{MaxSeries: 9, DefaultTimeout: time.Second, Metrics: []MetricConfig{counter("b")}}
+	b := Config{MaxSeries: 9, QueueBytes: 10, DefaultTimeout: time.Second, Metrics: []MetricConfig{counter("b")}}
 	m := a.Merge(b)
-	if m.QueueSize != 5 || m.MaxSeries != 9 || m.DefaultTimeout != time.Second || len(m.Metrics) != 2 || m.Metrics[1].Name != "b" {
+	if m.QueueSize != 5 || m.QueueBytes != 10 || m.MaxSeries != 9 || m.DefaultTimeout != time.Second || len(m.Metrics) != 2 || m.Metrics[1].Name != "b" {
 		t.Errorf("merged %+v", m)
 	}
 	if len(a.Metrics) != 1 {

@@ -37,7 +37,26 @@ func NewModule(p Params) (Result, error) {
 	return Result{Processor: proc, Observer: proc}, nil
 }
 
+// cardinality gives telemetry.Module's provider the series kelemetrix's metrics keep.
+type cardinality struct {
+	fx.Out
+
+	Limit telemetry.CardinalityLimit `group:"kelemetry.telemetry.cardinality"`
+}
+
+// cardinalityParams are the inputs of newCardinality.
+type cardinalityParams struct {
+	fx.In
+
+	Config Config `optional:"true"`
+}
+
+func newCardinality(p cardinalityParams) cardinality {
+	return cardinality{Limit: p.Config.CardinalityLimit()}
+}
+
 // Module provides the Processor and attaches it to audit.Module's pipeline as an observer: every
 // batch the webhook, log replay and log follow enqueue is also turned into metric points. It
-// needs a Config (optional: no metrics without one) and telemetry.Settings.
-var Module = fx.Module("kelemetrix", fx.Provide(NewModule))
+// needs a Config (optional: no metrics without one) and telemetry.Settings, and makes the
+// provider of telemetry.Module keep every series of the metrics (Config.CardinalityLimit).
+var Module = fx.Module("kelemetrix", fx.Provide(NewModule, newCardinality))

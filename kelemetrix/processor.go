@@ -55,8 +55,12 @@ type Processor struct {
 type batch struct {
 	cluster string
 	events  []*audit.Event
+	size    int64 // audit.EventBytes of events
 	flushed chan struct{}
 }
+
+// errBytesFull is the error of a batch refused for QueueBytes.
+var errBytesFull = fmt.Errorf("kelemetrix queueBytes: %w", audit.ErrQueueFull)
 
 // compiledMetric is a MetricConfig ready to evaluate.
 type compiledMetric struct {
@@ -116,7 +120,7 @@ func New(cfg Config, ts telemetry.Settings) (*Processor, error) {
 	own := ts.Meter(meterScope)
 	p.processed = own.Counter("kelemetry.kelemetrix.events", "Audit events turned into metric points by kelemetrix.", "{event}")
 	p.dropped = own.Counter("kelemetry.kelemetrix.dropped_events",
-		"Audit events kelemetrix dropped, by reason (queue_full: its queue had no room; stopped).", "{event}")
+		"Audit events kelemetrix dropped, by reason (queue_full: its queue had queueSize events; queue_bytes: queueBytes; stopped).", "{event}")
 	p.overflow = own.Counter("kelemetry.kelemetrix.series_overflow",
 		"Points of kelemetrix metrics recorded in the metric's \"other\" series because it had maxSeries label sets, by metric.", "{point}")
 	if err := own.Err(); err != nil {
@@ -260,11 +264,7 @@ func (p *Processor) handleBatch(ctx context.Context, b batch) {
 		return
 	}
 	p.Handle(ctx, b.cluster, b.events)
-	var size int64
-	for _, ev := range b.events {
-		size += audit.EventBytes(ev)
-	}
-	p.bytes.Add(-size)
+	p.bytes.Add(-b.size)
 	p.pending.Add(-int64(len(b.events)))
 	select {
 	case p.room <- struct{}{}:
@@ -280,15 +280,18 @@ func (p *Processor) ObserveAudit(cluster string, events []*audit.Event) {
 	}
 	if err := p.Enqueue(context.Background(), cluster, events); err != nil {
 		reason := "queue_full"
-		if errors.Is(err, audit.ErrStopped) {
+		switch {
+		case errors.Is(err, audit.ErrStopped):
 			reason = "stopped"
+		case errors.Is(err, errBytesFull):
+			reason = "queue_bytes"
 		}
 		p.dropped.Add(context.Background(), int64(len(events)), metric.WithAttributes(attribute.String("reason", reason)))
 	}
 }
 
 // Enqueue accepts a batch, or returns an error wrapping audit.ErrQueueFull when it does not fit
-// now, audit.ErrStopped after Stop. It never blocks.
+// now (QueueSize events or QueueBytes), audit.ErrStopped after Stop. It never blocks.
 func (p *Processor) Enqueue(_ context.Context, cluster string, events []*audit.Event) error {
 	if len(events) == 0 {
 		return nil
@@ -299,23 +302,30 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*audit.E
 	default:
 	}
 	n := int64(len(events))
+	var size int64
+	for _, ev := range events {
+		if ev != nil {
+			size += audit.EventBytes(ev)
+		}
+	}
 	// A batch larger than the queue is taken when the queue is empty, so that it is never refused
 	// for ever (the webhook bounds a batch's size).
 	if after := p.pending.Add(n); after > int64(p.cfg.QueueSize) && after != n {
 		p.pending.Add(-n)
 		return fmt.Errorf("kelemetrix: %d events queued: %w", after-n, audit.ErrQueueFull)
 	}
+	if after := p.bytes.Add(size); after > p.cfg.QueueBytes && after != size {
+		p.bytes.Add(-size)
+		p.pending.Add(-n)
+		return fmt.Errorf("kelemetrix: %d bytes queued: %w", after-size, errBytesFull)
+	}
 	select {
-	case p.ch <- batch{cluster: cluster, events: events}:
+	case p.ch <- batch{cluster: cluster, events: events, size: size}:
 	default:
+		p.bytes.Add(-size)
 		p.pending.Add(-n)
 		return fmt.Errorf("kelemetrix: %d batches queued: %w", maxBatches, audit.ErrQueueFull)
 	}
-	var size int64
-	for _, ev := range events {
-		size += audit.EventBytes(ev)
-	}
-	p.bytes.Add(size)
 	return nil
 }
 
@@ -457,7 +467,8 @@ func (m *compiledMetric) observe(ctx context.Context, st *eventState, overflow m
 	}
 	s, ok := m.series[string(m.key)]
 	if !ok {
-		if len(m.series) >= m.maxSeries {
+		// maxSeries bounds the exported series, the other series included.
+		if len(m.series) >= m.maxSeries-1 {
 			s = m.other
 			overflow.Add(ctx, 1, metric.WithAttributes(attribute.String("metric", m.name)))
 		} else {

@@ -173,9 +173,10 @@ func TestStagesDefaultToCompletion(t *testing.T) {
 	}
 }
 
+// TestCardinalityCapFoldsIntoOther: maxSeries bounds the series, the other one included.
 func TestCardinalityCapFoldsIntoOther(t *testing.T) {
 	m := counter("m", TagUser, TagVerb)
-	m.MaxSeries = 2
+	m.MaxSeries = 3
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
 	var evs []*audit.Event
 	for _, u := range []string{"u1", "u2", "u3", "u4", "u1", "u2", "u3"} {
@@ -280,6 +281,55 @@ func TestObserverDropsWhenFull(t *testing.T) {
 	}
 	if d := points(t, r, "kelemetry.kelemetrix.dropped_events"); d["reason=stopped"] != 2 {
 		t.Errorf("dropped %v, want 2 stopped", d)
+	}
+}
+
+// TestQueueBytesBound: batches beyond QueueBytes (audit.EventBytes) are dropped and counted
+// (reason queue_bytes), or refused with ErrQueueFull; a batch larger than the bound is taken when
+// nothing waits; EnqueueWait waits for room.
+func TestQueueBytesBound(t *testing.T) {
+	big := func() *audit.Event {
+		ev := req("a", "get", "pods", 200, 0)
+		ev.ResponseObject = make([]byte, 1000)
+		return ev
+	}
+	one := []*audit.Event{big()}
+	size := audit.EventBytes(one[0])
+	p, r := newTestProcessor(t, Config{QueueBytes: size + size/2, Metrics: []MetricConfig{counter("m", TagUser)}})
+	p.ObserveAudit("c", one) // accepted
+	p.ObserveAudit("c", one) // 2 x size > 1.5 x size: dropped
+	if err := p.Enqueue(context.Background(), "c", one); !errors.Is(err, audit.ErrQueueFull) {
+		t.Errorf("Enqueue over queueBytes: %v, want ErrQueueFull", err)
+	}
+	if p.Len() != 1 || p.Bytes() != size {
+		t.Errorf("Len %d, Bytes %d, want 1 and %d", p.Len(), p.Bytes(), size)
+	}
+	if d := points(t, r, "kelemetry.kelemetrix.dropped_events"); d["reason=queue_bytes"] != 1 || d["reason=queue_full"] != 0 {
+		t.Errorf("dropped %v, want 1 queue_bytes", d)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if err := p.EnqueueWait(ctx, "c", one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Bytes() != 0 {
+		t.Errorf("Bytes %d once handled, want 0", p.Bytes())
+	}
+	if err := p.Enqueue(ctx, "c", []*audit.Event{big(), big(), nil}); err != nil {
+		t.Errorf("a batch over queueBytes into an empty queue: %v", err)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := points(t, r, "m"); got["user=a"] != 23 {
+		t.Errorf("m %v, want 23 for user a", got)
 	}
 }
 

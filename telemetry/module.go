@@ -18,6 +18,9 @@ type Params struct {
 	// MeterProvider replaces the built-in Prometheus provider; /metrics is then not served.
 	MeterProvider metric.MeterProvider `optional:"true"`
 	Lifecycle     fx.Lifecycle
+	// Cardinality are the attribute sets per instrument the built-in provider must keep at least
+	// (kelemetrix.Module provides its metrics' maxSeries); they do not apply to MeterProvider.
+	Cardinality []CardinalityLimit `group:"kelemetry.telemetry.cardinality"`
 }
 
 // Result is what Module provides.
@@ -41,7 +44,11 @@ func New(p Params) (Result, error) {
 	if p.MeterProvider != nil {
 		return Result{Settings: s, HTTPMeter: httpserver.Meter{Provider: s.MeterProvider}}, nil
 	}
-	prom, err := NewPrometheus()
+	var opts []PrometheusOption
+	for _, c := range p.Cardinality {
+		opts = append(opts, WithCardinality(c))
+	}
+	prom, err := NewPrometheus(opts...)
 	if err != nil {
 		return Result{}, err
 	}

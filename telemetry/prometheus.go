@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,9 +23,62 @@ type Prometheus struct {
 	Handler  http.Handler
 }
 
+// DefaultCardinalityLimit is the OpenTelemetry SDK's default cap of the attribute sets of one
+// instrument: past it, measurements go to one series labelled otel_metric_overflow="true".
+const DefaultCardinalityLimit = 2000
+
+// CardinalityEnv is the SDK's variable that replaces DefaultCardinalityLimit (0 or less: none).
+const CardinalityEnv = "OTEL_GO_X_CARDINALITY_LIMIT"
+
+// CardinalityLimit is an SDK cardinality limit some instruments need so that the SDK never folds
+// their series: the SDK's limit counts its own overflow series, so instruments that keep at most N
+// attribute sets need N+1. Module's provider has at least the largest one provided to
+// CardinalityGroup. Zero needs nothing.
+type CardinalityLimit int
+
+// CardinalityGroup is the fx value group tag of the CardinalityLimits Module honours.
+const CardinalityGroup = `group:"kelemetry.telemetry.cardinality"`
+
+// SDKCardinalityLimit returns the cardinality limit of a provider whose instruments need the given
+// limits: the largest of them and of the SDK's (DefaultCardinalityLimit, or CardinalityEnv when
+// set: 0 or less there means no limit, which is kept).
+func SDKCardinalityLimit(need ...CardinalityLimit) int {
+	limit := DefaultCardinalityLimit
+	if v := strings.TrimSpace(os.Getenv(CardinalityEnv)); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			limit = n
+		}
+	}
+	if limit <= 0 {
+		return 0
+	}
+	for _, n := range need {
+		limit = max(limit, int(n))
+	}
+	return limit
+}
+
+// PrometheusOption configures NewPrometheus.
+type PrometheusOption func(*prometheusOptions)
+
+type prometheusOptions struct {
+	need []CardinalityLimit
+}
+
+// WithCardinality makes the provider keep at least limit attribute sets per instrument (see
+// SDKCardinalityLimit); without it the SDK's default applies.
+func WithCardinality(limit CardinalityLimit) PrometheusOption {
+	return func(o *prometheusOptions) { o.need = append(o.need, limit) }
+}
+
 // NewPrometheus creates a meter provider with its own Prometheus registry (no global state), plus
-// the Go runtime and process collectors.
-func NewPrometheus() (*Prometheus, error) {
+// the Go runtime and process collectors. Its cardinality limit per instrument is
+// SDKCardinalityLimit of the WithCardinality options.
+func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
+	var o prometheusOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	reg := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
@@ -34,8 +90,9 @@ func NewPrometheus() (*Prometheus, error) {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
 	return &Prometheus{
-		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
-		Handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
+			sdkmetric.WithCardinalityLimit(SDKCardinalityLimit(o.need...))),
+		Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	}, nil
 }
 

@@ -10,11 +10,18 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/kelemetrix"
+	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
 var defaultKelemetrix = filepath.Join("..", "..", "deploy", "kelemetrix.yaml")
@@ -42,7 +49,7 @@ func TestKelemetrixFlagAndKey(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(file, []byte("cluster: a\nkelemetrix:\n  metrics:\n  - name: m\n    kind: counter\n    quantity: requestCount\n    tagFilters:\n    - tag: verb\n      regex: \"[\"\n"), 0o600))
 	_, _, err = parseFlags([]string{"--config", file}, io.Discard)
-	assert.ErrorContains(t, err, "line 8")
+	assert.ErrorContains(t, err, "line 9: kelemetrix metrics[0]: tag filter on \"verb\": regex")
 }
 
 // rolloutCounts counts the ResponseComplete events of the rollout fixture by user and verb.
@@ -107,4 +114,108 @@ func TestKelemetrixMetricsFromReplay(t *testing.T) {
 		return fmt.Sprint(got) == fmt.Sprint(want)
 	}, 10*time.Second, 50*time.Millisecond, "kelemetrix_requests_total by user and verb")
 	assert.Equal(t, want, got)
+}
+
+// auditEvent is one audit event of a webhook batch (JSON), at ResponseComplete.
+func auditEvent(id, user, verb, name string, code int, at time.Time) string {
+	uri := "/api/v1/namespaces/default/pods/" + name
+	body := ""
+	if verb == "create" {
+		uri = "/api/v1/namespaces/default/pods"
+		body = fmt.Sprintf(`,"responseObject":{"kind":"Pod","apiVersion":"v1","metadata":{"name":%q,"namespace":"default","uid":"uid-%s","resourceVersion":"7"}}`, name, name)
+	}
+	return fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","auditID":%q,"stage":"ResponseComplete",`+
+		`"requestURI":%q,"verb":%q,"user":{"username":%q},"objectRef":{"resource":"pods","namespace":"default","name":%q,"apiVersion":"v1"},`+
+		`"responseStatus":{"metadata":{},"code":%d},"requestReceivedTimestamp":%q,"stageTimestamp":%q%s}`,
+		id, uri, verb, user, name, code, at.Format(time.RFC3339Nano), at.Add(5*time.Millisecond).Format(time.RFC3339Nano), body)
+}
+
+// kelemetrixCounts sums kelemetrix_requests_total of /metrics by user and verb.
+func kelemetrixCounts(t *testing.T, r running) map[string]int {
+	t.Helper()
+	resp, err := http.Get(r.api("/metrics"))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	got := map[string]int{}
+	userVerb := regexp.MustCompile(`user="([^"]*)".*verb="([^"]*)"`)
+	for _, m := range regexp.MustCompile(`(?m)^kelemetrix_requests_total\{([^}]*)\} (\S+)$`).FindAllStringSubmatch(string(body), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		require.NoError(t, err)
+		uv := userVerb.FindStringSubmatch(m[1])
+		require.NotNil(t, uv, m[1])
+		got[uv[1]+" "+uv[2]] += int(v)
+	}
+	return got
+}
+
+// TestKelemetrixFedByEveryQueue: whatever the audit queue (the durable local queue, or NATS
+// JetStream), the batch posted to the webhook reaches kelemetrix through audit.Module's
+// observers: its counters equal the batch's requests, reads included, while the tracer stores a
+// span for the write and none for the reads.
+func TestKelemetrixFedByEveryQueue(t *testing.T) {
+	for _, queue := range []string{"durable", "nats"} {
+		t.Run(queue, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(t, dir)
+			cfg.Kelemetrix = kelemetrix.Config{Metrics: []kelemetrix.MetricConfig{{Name: "kelemetrix_requests", Kind: kelemetrix.KindCounter,
+				Quantity: kelemetrix.QuantityRequestCount, Labels: []string{kelemetrix.TagUser, kelemetrix.TagVerb}}}}
+			if queue == "nats" {
+				js := natstest.StartJetStream(t)
+				cfg.Audit.Queue.NATS = natsqueue.Config{URLs: []string{js.URL()}, Partitions: 4, AckWait: 5 * time.Second, PinnedTTL: 2 * time.Second, RetryBackoff: 20 * time.Millisecond,
+					MaxRetryBackoff: 200 * time.Millisecond, ConnectTimeout: time.Second, ReconnectWait: 20 * time.Millisecond,
+					PublishTimeout: 2 * time.Second}
+			}
+			r := start(t, cfg)
+
+			// A read of the pod before its create (same object: handled in order), a read of a pod
+			// nobody writes, and a failed read.
+			at := time.Now().Add(-time.Minute).UTC()
+			batch := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join([]string{
+				auditEvent("e1", "bob", "get", "written", 404, at),
+				auditEvent("e2", "alice", "create", "written", 201, at.Add(time.Second)),
+				auditEvent("e3", "bob", "get", "only-read", 200, at.Add(2*time.Second)),
+				auditEvent("e4", "carol", "get", "only-read", 200, at.Add(3*time.Second)),
+			}, ",") + `]}`
+			code, body := post(t, r.audit("/audit"), []byte(batch))
+			require.Equal(t, http.StatusOK, code, body)
+
+			want := map[string]int{"alice create": 1, "bob get": 2, "carol get": 1}
+			var got map[string]int
+			require.Eventually(t, func() bool {
+				got = kelemetrixCounts(t, r)
+				return fmt.Sprint(got) == fmt.Sprint(want)
+			}, 20*time.Second, 50*time.Millisecond, "kelemetrix counts of the batch")
+			assert.Equal(t, want, got)
+
+			// The queue in use is the one under test.
+			var h kelemetry.Health
+			require.Equal(t, http.StatusOK, getJSON(t, r.api("/healthz"), &h))
+			_, err := os.Stat(filepath.Join(dir, "audit-queue"))
+			if queue == "nats" {
+				assert.Equal(t, "nats: connected", h.Queue)
+				assert.True(t, os.IsNotExist(err), "no durable local queue with NATS: %v", err)
+			} else {
+				assert.Empty(t, h.Queue)
+				assert.NoError(t, err, "the durable local queue's folder")
+			}
+
+			// The tracer: the write is stored, the reads are not.
+			obj := findObject(t, r, "resource=pods&name=written")
+			require.Len(t, obj.Windows, 1)
+			var titles []string
+			require.Eventually(t, func() bool {
+				titles = nil
+				for _, s := range spansOfKind(storedTrace(t, r, obj.Windows[0].TraceID), "event") {
+					titles = append(titles, s.OperationName)
+				}
+				return len(titles) > 0
+			}, 10*time.Second, 20*time.Millisecond)
+			assert.Equal(t, []string{"alice create"}, titles, "no span for bob's get of the same pod")
+			var none frontend.ObjectsResponse
+			require.Equal(t, http.StatusOK, getJSON(t, r.api("/api/objects?resource=pods&name=only-read"), &none))
+			assert.Empty(t, none.Objects, "no span for the reads of a pod nobody wrote")
+		})
+	}
 }

@@ -123,7 +123,10 @@ func options(c config, logger *slog.Logger) fx.Option {
 		telemetry.Module,  // the Prometheus provider and GET /metrics
 		httpserver.Module, // the audit listener (webhook) and the API listener (/metrics, /healthz)
 		fx.Supply(c, logger, httpserver.Config{AuditAddr: c.auditAddr, APIAddr: c.httpAddr}),
-		fx.Provide(newPipeline),
+		fx.Provide(newPipeline,
+			// The provider keeps every series of the metrics (maxSeries above the SDK's 2000).
+			fx.Annotate(func(c config) telemetry.CardinalityLimit { return c.metrics.CardinalityLimit() },
+				fx.ResultTags(telemetry.CardinalityGroup))),
 		fx.Invoke(func(*kelemetrix.Processor, *audit.Replayer) {}),
 		fx.NopLogger,
 	)

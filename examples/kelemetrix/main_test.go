@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,7 +21,10 @@ import (
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/goleak"
 
+	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/kelemetrix"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them.
@@ -44,7 +49,7 @@ func TestParseFlags(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "k.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("metrics:\n- name: a\n  kind: counter\n  quantity: requestCount\n  labels: [nope]\n"), 0o600))
 	_, err = parseFlags([]string{"--kelemetrix-config", bad}, io.Discard)
-	assert.ErrorContains(t, err, "line 2")
+	assert.ErrorContains(t, err, "line 5: kelemetrix metrics[0]: label \"nope\" is no tag")
 }
 
 func TestValidate(t *testing.T) {
@@ -115,4 +120,36 @@ func TestWebhookAndReplayToMetrics(t *testing.T) {
 		return assert.ObjectsAreEqual(want, got)
 	}, 10*time.Second, 50*time.Millisecond)
 	assert.Equal(t, want, got)
+}
+
+// TestMaxSeriesAboveSDKDefault: the binary's provider keeps a metric's maxSeries series when that
+// is above the SDK's default cardinality limit (2000): no otel_metric_overflow series.
+func TestMaxSeriesAboveSDKDefault(t *testing.T) {
+	t.Setenv(telemetry.CardinalityEnv, "")
+	file := filepath.Join(t.TempDir(), "k.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("maxSeries: 2500\nmetrics:\n- name: by_user\n  kind: counter\n  quantity: requestCount\n  labels: [user]\n"), 0o600))
+	c, err := parseFlags([]string{"--kelemetrix-config", file, "--audit-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, io.Discard)
+	require.NoError(t, err)
+	var servers *httpserver.Servers
+	var proc *kelemetrix.Processor
+	app := fxtest.New(t, options(c, slog.New(slog.DiscardHandler)), fx.Populate(&servers, &proc))
+	app.RequireStart()
+	defer app.RequireStop()
+
+	var evs []*audit.Event
+	for i := range 2200 {
+		evs = append(evs, &audit.Event{AuditID: "a", Stage: "ResponseComplete", Verb: "get",
+			User: audit.UserInfo{Username: fmt.Sprintf("u%d", i)}, ResponseStatus: &audit.Status{Code: 200}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, proc.EnqueueWait(ctx, "c", evs))
+	require.NoError(t, proc.Flush(ctx))
+	resp, err := http.Get("http://" + servers.APIAddr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.False(t, bytes.Contains(body, []byte("otel_metric_overflow")), "the SDK folded series into otel_metric_overflow")
+	assert.Len(t, regexp.MustCompile(`(?m)^by_user_total\{user="u\d+"\} 1$`).FindAllIndex(body, -1), 2200)
 }
