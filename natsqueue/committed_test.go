@@ -87,16 +87,11 @@ func TestCommittedBatchNotHandledAgain(t *testing.T) {
 		defer mu.Unlock()
 		warmedB = append(warmedB, d.Sequence)
 	}))
-	require.NoError(t, err)
-	require.NoError(t, b.Start(ctx))
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	l := newAckLog()
-	require.Eventually(t, func() bool {
+	runUntilDrained(ctx, t, cfg, b, err, func() bool {
 		mu.Lock()
-		n := len(handled)
-		mu.Unlock()
-		return n == len(msgs) && l.drained(ctx, t, cfg, 0)
-	}, 30*time.Second, 50*time.Millisecond, "every message handled and the stream drained")
+		defer mu.Unlock()
+		return len(handled) == len(msgs)
+	})
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -193,16 +188,11 @@ func TestStoredRedeliveryNotHandledAgain(t *testing.T) {
 					}
 					return out, nil
 				}))
-			require.NoError(t, err)
-			require.NoError(t, b.Start(ctx))
-			t.Cleanup(func() { _ = b.Stop(context.Background()) })
-			l := newAckLog()
-			require.Eventually(t, func() bool {
+			runUntilDrained(ctx, t, cfg, b, err, func() bool {
 				mu.Lock()
-				n := len(written)
-				mu.Unlock()
-				return n == len(msgs) && l.drained(ctx, t, cfg, 0)
-			}, 30*time.Second, 50*time.Millisecond, "every message written and the stream drained")
+				defer mu.Unlock()
+				return len(written) == len(msgs)
+			})
 
 			mu.Lock()
 			defer mu.Unlock()
@@ -222,4 +212,16 @@ func TestStoredRedeliveryNotHandledAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runUntilDrained starts the member b taking a partition over (err: NewConsumer's) and waits
+// until done reports every message handled and the stream is drained.
+func runUntilDrained(ctx context.Context, t *testing.T, cfg Config, b *Consumer, err error, done func() bool) {
+	t.Helper()
+	require.NoError(t, err)
+	require.NoError(t, b.Start(ctx))
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	l := newAckLog()
+	require.Eventually(t, func() bool { return done() && l.drained(ctx, t, cfg, 0) },
+		30*time.Second, 50*time.Millisecond, "every message handled and the stream drained")
 }

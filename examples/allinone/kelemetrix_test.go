@@ -22,6 +22,8 @@ import (
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/natsqueue"
+
+	"github.com/kelemetry/kelemetry/kelemetrix/kelemetrixtest"
 )
 
 var defaultKelemetrix = filepath.Join("..", "..", "deploy", "kelemetrix.yaml")
@@ -130,26 +132,6 @@ func auditEvent(id, user, verb, name string, code int, at time.Time) string {
 		id, uri, verb, user, name, code, at.Format(time.RFC3339Nano), at.Add(5*time.Millisecond).Format(time.RFC3339Nano), body)
 }
 
-// kelemetrixCounts sums kelemetrix_requests_total of /metrics by user and verb.
-func kelemetrixCounts(t *testing.T, r running) map[string]int {
-	t.Helper()
-	resp, err := http.Get(r.api("/metrics"))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	got := map[string]int{}
-	userVerb := regexp.MustCompile(`user="([^"]*)".*verb="([^"]*)"`)
-	for _, m := range regexp.MustCompile(`(?m)^kelemetrix_requests_total\{([^}]*)\} (\S+)$`).FindAllStringSubmatch(string(body), -1) {
-		v, err := strconv.ParseFloat(m[2], 64)
-		require.NoError(t, err)
-		uv := userVerb.FindStringSubmatch(m[1])
-		require.NotNil(t, uv, m[1])
-		got[uv[1]+" "+uv[2]] += int(v)
-	}
-	return got
-}
-
 // TestKelemetrixFedByEveryQueue: whatever the audit queue (the durable local queue, or NATS
 // JetStream), the batch posted to the webhook reaches kelemetrix through audit.Module's
 // observers: its counters equal the batch's requests, reads included, while the tracer stores a
@@ -184,7 +166,7 @@ func TestKelemetrixFedByEveryQueue(t *testing.T) {
 			want := map[string]int{"alice create": 1, "bob get": 2, "carol get": 1}
 			var got map[string]int
 			require.Eventually(t, func() bool {
-				got = kelemetrixCounts(t, r)
+				got = kelemetrixtest.RequestsByUser(t, r.api("/metrics"))
 				return fmt.Sprint(got) == fmt.Sprint(want)
 			}, 20*time.Second, 50*time.Millisecond, "kelemetrix counts of the batch")
 			assert.Equal(t, want, got)

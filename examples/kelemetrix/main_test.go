@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -25,6 +24,8 @@ import (
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/telemetry"
+
+	"github.com/kelemetry/kelemetry/kelemetrix/kelemetrixtest"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them.
@@ -56,26 +57,6 @@ func TestValidate(t *testing.T) {
 	c, err := parseFlags([]string{"--kelemetrix-config", defaultConfig}, io.Discard)
 	require.NoError(t, err)
 	require.NoError(t, fx.ValidateApp(options(c, slog.Default())))
-}
-
-// requestsByUser sums kelemetrix_requests_total of /metrics by user and verb.
-func requestsByUser(t *testing.T, url string) map[string]int {
-	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	out := map[string]int{}
-	userVerb := regexp.MustCompile(`user="([^"]*)".*verb="([^"]*)"`)
-	for _, m := range regexp.MustCompile(`(?m)^kelemetrix_requests_total\{([^}]*)\} (\S+)$`).FindAllStringSubmatch(string(body), -1) {
-		v, err := strconv.ParseFloat(m[2], 64)
-		require.NoError(t, err)
-		uv := userVerb.FindStringSubmatch(m[1])
-		require.NotNil(t, uv, m[1])
-		out[uv[1]+" "+uv[2]] += int(v)
-	}
-	return out
 }
 
 // TestWebhookAndReplayToMetrics: the binary turns a replayed audit log and the same events
@@ -116,7 +97,7 @@ func TestWebhookAndReplayToMetrics(t *testing.T) {
 	require.NotEmpty(t, want)
 	var got map[string]int
 	require.Eventually(t, func() bool {
-		got = requestsByUser(t, "http://"+servers.APIAddr()+"/metrics")
+		got = kelemetrixtest.RequestsByUser(t, "http://"+servers.APIAddr()+"/metrics")
 		return assert.ObjectsAreEqual(want, got)
 	}, 10*time.Second, 50*time.Millisecond)
 	assert.Equal(t, want, got)
