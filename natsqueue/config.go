@@ -30,7 +30,7 @@ const (
 	DefaultHistoryMaxBytes  = 256 << 20
 	DefaultWarmLookback     = 100_000
 	DefaultWarmTimeout      = 10 * time.Second
-	DefaultHistoryWait      = time.Minute
+	DefaultHistoryWait      = 2 * time.Second
 	// PriorityGroup is the pinned-client priority group every partition consumer declares.
 	PriorityGroup = "kelemetry"
 )
@@ -110,12 +110,13 @@ type Config struct {
 	// WarmTimeout bounds a takeover's warm-up in time (default 10s); processing starts when it
 	// ends, warmed or not.
 	WarmTimeout time.Duration `yaml:"warmTimeout"`
-	// HistoryWait bounds how long a handled batch waits for the history stream to hold its
-	// messages before they are acknowledged (default 1m): the stream deletes a message once it is
-	// acknowledged, so one the history has not copied yet would be missing from every later
-	// warm-up. The history lags while a NATS node goes away and its streams elect leaders;
-	// meanwhile the batch stays in progress (its messages are not redelivered). Past the bound the
-	// messages are acknowledged anyway, counted in kelemetry.natsqueue.history_lagged.
+	// HistoryWait bounds how long a handled batch waits for the history stream's sourcing to
+	// copy its messages before they are acknowledged (default 2s; 100ms while the sourcing has
+	// made no progress for HistoryWait). The stream deletes a message once it is acknowledged, so
+	// one the history lacked would be missing from every later warm-up; past the bound the
+	// consumer copies the messages into the history itself (<SubjectPrefix>.history.<cluster>.<p>,
+	// kelemetry.natsqueue.history_copied). The sourcing lags while a NATS node goes away: JetStream
+	// sets its source consumer up again with a backoff of up to two minutes.
 	HistoryWait time.Duration `yaml:"historyWait"`
 	// Members and Member choose how partitions spread over replicas. With Members 0 (the
 	// default) the spread is elastic: each member announces itself in the key-value bucket

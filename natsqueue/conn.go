@@ -47,8 +47,16 @@ func (c Config) deadSubject(cluster string, partition int) string {
 func (c Config) deadStream() string { return c.Stream + "_DEAD" }
 
 // historyStream sources the stream and keeps its messages after their acknowledgement, for
-// warm-ups. Each of its messages carries its sequence in the stream (header Nats-Stream-Source).
+// warm-ups. Each of its messages carries its sequence in the stream (header Nats-Stream-Source,
+// or HeaderStreamSeq on the copies a consumer writes while the sourcing lags: historyCopySubject).
 func (c Config) historyStream() string { return c.Stream + "_HISTORY" }
+
+// historyCopySubject is the subject of a message's copy in the history stream, written by the
+// consumer when the history's sourcing lags (a NATS node went away and the source consumer is
+// being set up again, which JetStream retries with a backoff of up to two minutes).
+func (c Config) historyCopySubject(cluster string, partition int) string {
+	return c.SubjectPrefix + ".history." + cluster + "." + strconv.Itoa(partition)
+}
 
 // membersBucket is the key-value bucket of live members (elastic or static membership).
 func (c Config) membersBucket() string { return c.Stream + "_MEMBERS" }
@@ -154,6 +162,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		Name:        cfg.historyStream(),
 		Description: "Kelemetry audit events kept after their acknowledgement, to rebuild state on takeover",
 		Sources:     []*jetstream.StreamSource{{Name: cfg.Stream}},
+		Subjects:    []string{cfg.SubjectPrefix + ".history.*.*"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      cfg.HistoryMaxAge,

@@ -76,6 +76,9 @@ const (
 	HeaderOriginalSubject = "Kelemetry-Original-Subject"
 	HeaderDeliveries      = "Kelemetry-Deliveries"
 	HeaderError           = "Kelemetry-Error"
+	// HeaderStreamSeq is set on a message's copy in the history stream (written when the
+	// history's sourcing lags): the message's sequence in the stream.
+	HeaderStreamSeq = "Kelemetry-Stream-Seq"
 )
 
 // Consumer processes the stream's partitions. Every replica runs one; each partition is
@@ -96,6 +99,9 @@ type Consumer struct {
 	warmM        warmMetrics
 	released     metric.Int64Counter
 	histLagged   metric.Int64Counter
+	histCopied   metric.Int64Counter
+	// histProgress is when histSeq last grew (Unix nanoseconds).
+	histProgress atomic.Int64
 	// histSeq is the highest stream sequence the history stream is known to hold.
 	histSeq atomic.Uint64
 	ms      *membership
@@ -158,7 +164,9 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		lastMsg: make([]atomic.Int64, cfg.Partitions),
 		warmM:   newWarmMetrics(m),
 		histLagged: m.Counter("kelemetry.natsqueue.history_lagged",
-			"Messages acknowledged before the history stream held them (after waiting publishTimeout): a takeover's warm-up misses them", "{message}"),
+			"Messages acknowledged although the history stream did not hold them (its sourcing lagged and the copy failed): a takeover's warm-up misses them", "{message}"),
+		histCopied: m.Counter("kelemetry.natsqueue.history_copied",
+			"Messages copied into the history stream by the consumer before their acknowledgement, because its sourcing lagged past historyWait", "{message}"),
 		released: m.Counter("kelemetry.natsqueue.partitions_released",
 			"Partitions this member released because the membership assigned them to another member", "{partition}"),
 	}

@@ -142,23 +142,12 @@ func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *s
 	if err != nil {
 		return 0, outcomeOf(err), fmt.Errorf("history stream: %w", err)
 	}
-	// The history may lag behind the stream: wait until it holds everything before upTo.
+	// No waiting for the sourcing to catch up: every message acknowledged before upTo is in the
+	// history already (sourced, or copied by the member that acknowledged it: waitHistory), and
+	// one handled but not acknowledged comes back as a redelivery, warmed then when the commit
+	// marker or the StoredCheck accounts for it, else handled. (Waiting here could outlast the
+	// pin: a member that does not pull for PinnedTTL loses its partition.)
 	info := hs.CachedInfo()
-	for {
-		last, err := historyLast(ctx, hs, info)
-		if err != nil {
-			return 0, outcomeOf(err), err
-		}
-		if last >= upTo-1 {
-			break
-		}
-		if !sleep(ctx, 10*time.Millisecond) {
-			return 0, warmTimeout, fmt.Errorf("history at stream sequence %d, waiting for %d: %w", last, upTo-1, ctx.Err())
-		}
-		if info, err = hs.Info(ctx); err != nil {
-			return 0, outcomeOf(err), fmt.Errorf("history stream: %w", err)
-		}
-	}
 	from := info.State.FirstSeq
 	outcome := warmComplete
 	if info.State.LastSeq > uint64(c.cfg.WarmLookback) && info.State.LastSeq-uint64(c.cfg.WarmLookback) > from {
@@ -168,7 +157,8 @@ func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *s
 	// An ephemeral consumer of the partition's subjects from the window's start; its info
 	// says how many messages it will deliver, so that the reading stops without waiting.
 	cons, err := hs.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		FilterSubject:     c.cfg.SubjectPrefix + ".*." + strconv.Itoa(p),
+		FilterSubjects: []string{c.cfg.SubjectPrefix + ".*." + strconv.Itoa(p),
+			c.cfg.SubjectPrefix + ".history.*." + strconv.Itoa(p)},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       from,
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -186,6 +176,7 @@ func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *s
 	}()
 	pending := cons.CachedInfo().NumPending
 	n := 0
+	var replayed uint64 // the highest sequence replayed: a message sourced and copied is replayed once
 	for pending > 0 {
 		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(min(time.Second, max(time.Until(deadlineOf(ctx)), 10*time.Millisecond))))
 		if err != nil {
@@ -206,8 +197,12 @@ func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *s
 			if seq >= upTo {
 				return n, outcome, nil
 			}
+			if seq <= replayed {
+				continue
+			}
+			replayed = seq
 			c.callWarmer(ctx, log, Delivery{
-				Cluster:   clusterOf(msg.Subject(), c.cfg.SubjectPrefix),
+				Cluster:   c.historyCluster(msg.Subject()),
 				Partition: p,
 				ID:        msg.Headers().Get(nats.MsgIdHdr),
 				Payload:   msg.Data(),
@@ -252,14 +247,27 @@ func deadlineOf(ctx context.Context) time.Time {
 // "<stream> <sequence> ...".
 const sourceHeader = "Nats-Stream-Source"
 
-// sourceSeq returns the sequence in the stream of a history message.
+// sourceSeq returns the sequence in the stream of a history message: sourced (header
+// Nats-Stream-Source) or copied by a consumer (HeaderStreamSeq).
 func sourceSeq(h nats.Header) (uint64, bool) {
-	f := strings.Fields(h.Get(sourceHeader))
-	if len(f) < 2 {
-		return 0, false
+	if f := strings.Fields(h.Get(sourceHeader)); len(f) >= 2 {
+		seq, err := strconv.ParseUint(f[1], 10, 64)
+		return seq, err == nil
 	}
-	seq, err := strconv.ParseUint(f[1], 10, 64)
-	return seq, err == nil
+	if v := h.Get(HeaderStreamSeq); v != "" {
+		seq, err := strconv.ParseUint(v, 10, 64)
+		return seq, err == nil
+	}
+	return 0, false
+}
+
+// historyCluster returns the cluster token of a history message's subject, sourced
+// (<prefix>.<cluster>.<partition>) or copied (<prefix>.history.<cluster>.<partition>).
+func (c *Consumer) historyCluster(subject string) string {
+	if copied := c.cfg.SubjectPrefix + ".history."; strings.HasPrefix(subject, copied) {
+		return clusterOf(subject, copied[:len(copied)-1])
+	}
+	return clusterOf(subject, c.cfg.SubjectPrefix)
 }
 
 // historyLast returns the stream sequence of the history's last message (0 when empty).
@@ -271,43 +279,37 @@ func historyLast(ctx context.Context, hs jetstream.Stream, info *jetstream.Strea
 	if err != nil {
 		return 0, fmt.Errorf("history stream: last message: %w", err)
 	}
-	seq, _ := sourceSeq(m.Header)
+	// Only a sourced message tells how far the sourcing got (it copies the stream in order); a
+	// consumer's copy (last while the sourcing lags) says nothing of other partitions.
+	f := strings.Fields(m.Header.Get(sourceHeader))
+	if len(f) < 2 {
+		return 0, nil
+	}
+	seq, _ := strconv.ParseUint(f[1], 10, 64)
 	return seq, nil
 }
 
-// waitHistory waits, before the batch ps.done is acknowledged (the stream then deletes its
-// messages), until the history stream holds its last message, so that the warm-up of the next
-// member of its partition sees them. Meanwhile the batch stays in progress. It gives up after
-// HistoryWait, or when ctx ends (counted in kelemetry.natsqueue.history_lagged, and logged).
+// waitHistory makes sure, before the batch ps.done is acknowledged (the stream then deletes its
+// messages), that the history stream holds them, so that the warm-up of the next member of their
+// partition sees them: it waits for the history's sourcing to reach the batch's last message, for
+// HistoryWait at most (100ms while the sourcing has made no progress for HistoryWait: it is
+// stalled), and then copies the messages it lacks into the history itself (copyToHistory). Only
+// when the copy fails too are the messages acknowledged without being in the history (counted in
+// kelemetry.natsqueue.history_lagged, and logged).
 func (c *Consumer) waitHistory(ctx context.Context, ps *partition) {
 	seq := ps.done[len(ps.done)-1].d.Sequence
 	if c.histSeq.Load() >= seq {
 		return
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.HistoryWait)
+	bound := c.cfg.HistoryWait
+	if last := c.histProgress.Load(); last != 0 && time.Since(time.Unix(0, last)) > c.cfg.HistoryWait {
+		bound = min(bound, 100*time.Millisecond)
+	}
+	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	progress := time.Now()
-	defer func() {
-		if waited := time.Since(start); waited > time.Second {
-			ps.log.Info("waited for the history stream before acknowledging", "seq", seq, "waited", waited.Round(time.Millisecond),
-				"held", c.histSeq.Load() >= seq)
-		}
-	}()
 	for {
-		if time.Since(progress) > c.cfg.AckWait/3 {
-			// Keep the batch from being redelivered while the history catches up.
-			for _, a := range ps.done {
-				_ = a.msg.InProgress()
-			}
-			progress = time.Now()
-		}
-		if hs, err := c.js.Stream(ctx, c.cfg.historyStream()); err == nil {
-			if last, err := historyLast(ctx, hs, hs.CachedInfo()); err == nil {
-				for cur := c.histSeq.Load(); last > cur && !c.histSeq.CompareAndSwap(cur, last); cur = c.histSeq.Load() {
-				}
-			}
-		}
+		c.readHistorySeq(wctx)
 		if c.histSeq.Load() >= seq {
 			return
 		}
@@ -315,11 +317,71 @@ func (c *Consumer) waitHistory(ctx context.Context, ps *partition) {
 		if time.Since(start) > 100*time.Millisecond {
 			wait = 20 * time.Millisecond // a node change: poll gently
 		}
-		if !sleep(ctx, wait) {
-			c.histLagged.Add(context.WithoutCancel(ctx), int64(len(ps.done)))
-			ps.log.Warn("acknowledging messages the history stream does not hold yet: a later takeover's warm-up misses them",
-				"seq", seq, "waited", time.Since(start).Round(time.Millisecond))
+		if !sleep(wctx, wait) {
+			break
+		}
+	}
+	if err := c.copyToHistory(ctx, ps); err != nil {
+		c.histLagged.Add(context.WithoutCancel(ctx), int64(len(ps.done)))
+		ps.log.Warn("acknowledging messages the history stream does not hold: a later takeover's warm-up misses them",
+			"seq", seq, "waited", time.Since(start).Round(time.Millisecond), "err", err)
+	}
+}
+
+// readHistorySeq raises histSeq to the stream sequence of the history's last sourced message.
+func (c *Consumer) readHistorySeq(ctx context.Context) {
+	hs, err := c.js.Stream(ctx, c.cfg.historyStream())
+	if err != nil {
+		return
+	}
+	last, err := historyLast(ctx, hs, hs.CachedInfo())
+	if err != nil {
+		return
+	}
+	for cur := c.histSeq.Load(); last > cur; cur = c.histSeq.Load() {
+		if c.histSeq.CompareAndSwap(cur, last) {
+			c.histProgress.Store(time.Now().UnixNano())
 			return
 		}
 	}
+	if c.histProgress.Load() == 0 {
+		c.histProgress.Store(time.Now().UnixNano())
+	}
+}
+
+// copyToHistory publishes the messages of ps.done the history's sourcing has not reached into
+// the history stream (historyCopySubject, with HeaderStreamSeq and a message ID so that a retry
+// writes nothing twice) and waits for JetStream's acknowledgements, for PublishTimeout at most.
+// A message both sourced and copied is replayed once: warm-ups skip a sequence they replayed.
+func (c *Consumer) copyToHistory(ctx context.Context, ps *partition) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PublishTimeout)
+	defer cancel()
+	held := c.histSeq.Load()
+	var futures []jetstream.PubAckFuture
+	for _, a := range ps.done {
+		if a.d.Sequence <= held {
+			continue
+		}
+		m := nats.NewMsg(c.cfg.historyCopySubject(a.d.Cluster, ps.p))
+		m.Data = a.d.Payload
+		seq := strconv.FormatUint(a.d.Sequence, 10)
+		m.Header.Set(HeaderStreamSeq, seq)
+		m.Header.Set(nats.MsgIdHdr, c.cfg.Stream+"-history-"+seq)
+		f, err := c.js.PublishMsgAsync(m)
+		if err != nil {
+			return fmt.Errorf("copy message %d into the history: %w", a.d.Sequence, err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("copy message into the history: %w", err)
+		case <-pctx.Done():
+			return fmt.Errorf("copy messages into the history: %w", pctx.Err())
+		}
+	}
+	c.histCopied.Add(ctx, int64(len(futures)))
+	return nil
 }

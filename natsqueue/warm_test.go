@@ -3,10 +3,13 @@ package natsqueue
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -62,6 +65,13 @@ func (f *fakeDiff) handledN() int {
 // from the partitions' history, so that every update it handles compares against the previous
 // update's new value, for every object.
 func TestTakeoverKeepsDiffsContinuous(t *testing.T) {
+	t.Run("history sourced", func(t *testing.T) { testTakeoverKeepsDiffsContinuous(t, false) })
+	// The history's sourcing stopped (as while JetStream sets a lost node's source consumer up
+	// again): the members copy what they acknowledge into the history themselves.
+	t.Run("history sourcing stalled", func(t *testing.T) { testTakeoverKeepsDiffsContinuous(t, true) })
+}
+
+func testTakeoverKeepsDiffsContinuous(t *testing.T, stalled bool) {
 	n := natstest.StartJetStream(t)
 	cfg := testConfig(n.URL())
 	cfg.Members = 2
@@ -79,11 +89,21 @@ func TestTakeoverKeepsDiffsContinuous(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	js := jetStreamOf(t, cfg)
+	dcfg := cfg.WithDefaults()
+	if stalled {
+		hs, err := js.Stream(ctx, dcfg.historyStream())
+		require.NoError(t, err)
+		hcfg := hs.CachedInfo().Config
+		hcfg.Sources = nil
+		_, err = js.UpdateStream(ctx, hcfg)
+		require.NoError(t, err)
+	}
 
 	const keys, updates = 12, 40
 	first := batch(keys, updates/2, 0)
 	require.NoError(t, p.Publish(ctx, first))
-	require.Eventually(t, func() bool { return fa.handledN()+fb.handledN() == len(first) }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return fa.handledN()+fb.handledN() == len(first) }, 30*time.Second, 20*time.Millisecond, "first half handled: %d+%d", fa.handledN(), fb.handledN())
 	require.NotZero(t, fa.handledN(), "a holds partitions")
 	require.NotZero(t, fb.handledN(), "b holds partitions")
 
@@ -123,6 +143,21 @@ func TestTakeoverKeepsDiffsContinuous(t *testing.T) {
 	}
 	assert.NotZero(t, tookOver, "b took over objects a had handled")
 	assert.NotZero(t, fb.warmed, "b warmed up from the history")
+	hs, err := js.Stream(ctx, dcfg.historyStream())
+	require.NoError(t, err)
+	info, err := hs.Info(ctx, jetstream.WithSubjectFilter(dcfg.SubjectPrefix+".history.>"))
+	require.NoError(t, err)
+	var copies uint64
+	for _, n := range info.State.Subjects {
+		copies += n
+	}
+	if stalled {
+		// a may die between a batch's copy and its ack: b copies that message again (same ID,
+		// stored once) or finds it committed.
+		assert.InDelta(t, keys*updates, copies, keys, "the messages acknowledged were copied into the history")
+	} else {
+		assert.Zero(t, copies, "the sourcing copied everything")
+	}
 }
 
 // spreadOf starts members consumers with the given static membership (0: elastic), waits until
@@ -249,4 +284,15 @@ func TestStaticMemberGetsPartitionsBack(t *testing.T) {
 	require.Eventually(t, func() bool { return log.drained(ctx, t, cfg, len(msgs)+len(more)) }, 30*time.Second, 50*time.Millisecond)
 	assert.Equal(t, []int{0, 2}, log.parts("a2"), "the returning member processes its own partitions")
 	log.check(t, append(msgs, more...), true)
+}
+
+// jetStreamOf connects to cfg's servers for the test's own look at the streams.
+func jetStreamOf(t *testing.T, cfg Config) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(strings.Join(cfg.URLs, ","))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return js
 }
