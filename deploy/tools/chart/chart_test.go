@@ -101,9 +101,49 @@ func path(o any, keys ...any) any {
 func TestLint(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Empty(t, Lint(chartDir, c.vals))
+			assert.NoError(t, Lint(chartDir, c.vals))
 		})
 	}
+}
+
+// copyChart copies the chart into a temporary folder, for tests that break it.
+func copyChart(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "kelemetry")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(chartDir)))
+	return dir
+}
+
+// Lint fails when there is no chart to lint or the chart is broken, naming what is wrong; the
+// untouched copy lints clean, so that the breakage is what fails.
+func TestLintFailsOnBrokenChart(t *testing.T) {
+	require.NoError(t, Lint(copyChart(t), nil), "the copy lints like the chart")
+
+	err := Lint(filepath.Join(t.TempDir(), "missing"), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "0 charts linted, want 1")
+
+	err = Lint("testdata", nil)
+	require.Error(t, err, "a folder without Chart.yaml")
+	assert.Contains(t, err.Error(), "0 charts linted, want 1")
+
+	dir := copyChart(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "broken.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: [\n"), 0o644))
+	err = Lint(dir, nil)
+	require.Error(t, err, "a template rendering invalid YAML")
+	assert.Contains(t, err.Error(), "templates/broken.yaml")
+
+	dir = copyChart(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "broken.yaml"), []byte("{{ .Values.nothing.here }}\n"), 0o644))
+	err = Lint(dir, nil)
+	require.Error(t, err, "a template failing to render")
+	assert.Contains(t, err.Error(), "nil pointer evaluating")
+
+	dir = copyChart(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: kelemetry\n"), 0o644))
+	err = Lint(dir, nil)
+	require.Error(t, err, "a Chart.yaml without a version")
+	assert.Contains(t, err.Error(), "Chart.yaml: version is required")
 }
 
 // The renders are kept in testdata/golden (go test -run TestGolden -update rewrites them); a
