@@ -40,6 +40,8 @@ var cases = []renderCase{
 		"networkPolicy":  map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}},
 		"serviceMonitor": map[string]any{"enabled": true, "bearerTokenSecret": map[string]any{"name": "kelemetry-api-tokens", "key": "prometheus"}},
 	}},
+	// The managed-cluster recipe of the README: follow an audit log a collector writes on a node.
+	{"allinone-follow", rel, followVals},
 	{"scaled", Release{Name: "kelemetry-scaled", Namespace: "kelemetry-scaled"}, map[string]any{
 		"mode":    "scaled",
 		"cluster": "prod-1",
@@ -50,6 +52,27 @@ var cases = []renderCase{
 			"nats":   map[string]any{"urls": []any{"nats://nats:4222"}, "stream": "KELEMETRY_AUDIT"},
 		},
 	}},
+}
+
+// followVals are the README's values for a managed cluster: the all-in-one follows the audit log
+// a collector writes into a folder of the node it is pinned to.
+var followVals = map[string]any{
+	"cluster":           "prod-1",
+	"nodeSelector":      map[string]any{"kubernetes.io/hostname": "node-1"},
+	"extraVolumes":      []any{map[string]any{"name": "audit-log", "hostPath": map[string]any{"path": "/var/log/kelemetry-audit", "type": "Directory"}}},
+	"extraVolumeMounts": []any{map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit", "readOnly": true}},
+	"config":            map[string]any{"audit": map[string]any{"follow": []any{"/var/log/kelemetry-audit/audit.log"}}},
+}
+
+func caseNamed(t *testing.T, name string) renderCase {
+	t.Helper()
+	for _, c := range cases {
+		if c.name == name {
+			return c
+		}
+	}
+	require.Failf(t, "no render case", "%s", name)
+	return renderCase{}
 }
 
 func render(t *testing.T, c renderCase) Rendered {
@@ -174,7 +197,7 @@ func TestGolden(t *testing.T) {
 // The all-in-one: one StatefulSet replica, its data on a claim mounted at /data, non-root and
 // read-only root filesystem, probes on /healthz, configuration the binary takes.
 func TestAllInOneRender(t *testing.T) {
-	objs := docs(t, render(t, cases[0]).Manifest)
+	objs := docs(t, render(t, caseNamed(t, "allinone")).Manifest)
 	sts := find(t, objs, "StatefulSet", "kelemetry")
 	assert.EqualValues(t, 1, path(sts, "spec", "replicas"))
 	assert.Equal(t, "data", path(sts, "spec", "volumeClaimTemplates", 0, "metadata", "name"))
@@ -322,10 +345,38 @@ func TestRoleLeastPrivilege(t *testing.T) {
 	}
 }
 
+// extraVolumes and extraVolumeMounts reach the pod and its container after the chart's own, and
+// config merges audit.follow into the configuration: the all-in-one follows the node's audit log.
+func TestFollowRender(t *testing.T) {
+	objs := docs(t, render(t, caseNamed(t, "allinone-follow")).Manifest)
+	pod := path(find(t, objs, "StatefulSet", "kelemetry"), "spec", "template", "spec")
+	vols, _ := path(pod, "volumes").([]any)
+	require.NotEmpty(t, vols)
+	assert.Equal(t, map[string]any{"name": "audit-log", "hostPath": map[string]any{"path": "/var/log/kelemetry-audit", "type": "Directory"}}, vols[len(vols)-1])
+	mounts, _ := path(pod, "containers", 0, "volumeMounts").([]any)
+	require.NotEmpty(t, mounts)
+	assert.Equal(t, map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit", "readOnly": true}, mounts[len(mounts)-1])
+	assert.Equal(t, "node-1", path(pod, "nodeSelector", "kubernetes.io/hostname"))
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(path(find(t, objs, "ConfigMap", "kelemetry"), "data", "all.yaml").(string)), &cfg))
+	assert.Equal(t, []any{"/var/log/kelemetry-audit/audit.log"}, path(cfg, "audit", "follow"))
+	assert.Equal(t, "/data", cfg["dataDir"], "the rest of the configuration stays")
+
+	// Scaled: every Deployment gets them.
+	vals := map[string]any{"mode": "scaled", "scaled": caseNamed(t, "scaled").vals["scaled"],
+		"extraVolumes": followVals["extraVolumes"], "extraVolumeMounts": followVals["extraVolumeMounts"]}
+	objs = docs(t, render(t, renderCase{rel: rel, vals: vals}).Manifest)
+	for _, d := range []string{"ingest", "query", "events"} {
+		pod := path(find(t, objs, "Deployment", "kelemetry-"+d), "spec", "template", "spec")
+		assert.Contains(t, path(pod, "volumes"), followVals["extraVolumes"].([]any)[0], d)
+		assert.Contains(t, path(pod, "containers", 0, "volumeMounts"), followVals["extraVolumeMounts"].([]any)[0], d)
+	}
+}
+
 // Scaled: ingest and query Deployments with their replicas, Jaeger and NATS in the
 // configuration, one Event watcher.
 func TestScaledRender(t *testing.T) {
-	c := cases[2]
+	c := caseNamed(t, "scaled")
 	objs := docs(t, render(t, c).Manifest)
 	name := c.rel.Name // the release name holds the chart name: the full name
 	assert.EqualValues(t, 3, path(find(t, objs, "Deployment", name+"-ingest"), "spec", "replicas"))
@@ -358,12 +409,12 @@ func TestScaledRender(t *testing.T) {
 
 // The notes print the kube-apiserver flags and a webhook kubeconfig pointing at the Service.
 func TestNotes(t *testing.T) {
-	n := render(t, cases[0]).Notes
+	n := render(t, caseNamed(t, "allinone")).Notes
 	assert.Contains(t, n, "--audit-webhook-config-file=")
 	assert.Contains(t, n, "--audit-policy-file=")
 	assert.Contains(t, n, "server: http://kelemetry-webhook.kelemetry.svc:8080/audit/default")
 	assert.Contains(t, n, "WARNING: the webhook serves plain HTTP")
-	n = render(t, cases[1]).Notes
+	n = render(t, caseNamed(t, "allinone-secured")).Notes
 	assert.Contains(t, n, "server: https://10.96.0.50:8080/audit/prod-1")
 	assert.Contains(t, n, "client-certificate:")
 	assert.NotContains(t, n, "WARNING")
@@ -384,6 +435,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"secrets fetched", map[string]any{"linkerGetResources": []any{"secrets"}}, []string{"linkerGetResources/0"}},
 		{"bad volume size", map[string]any{"allinone": map[string]any{"persistence": map[string]any{"size": "lots"}}}, []string{"allinone/persistence/size"}},
 		{"zero replicas", map[string]any{"scaled": map[string]any{"ingest": map[string]any{"replicas": 0}}}, []string{"scaled/ingest/replicas", "minimum"}},
+		{"mount without a path", map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "logs"}}}, []string{"extraVolumeMounts/0", "mountPath"}},
+		{"relative mount path", map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "logs", "mountPath": "logs"}}}, []string{"extraVolumeMounts/0/mountPath"}},
+		{"volume without a name", map[string]any{"extraVolumes": []any{map[string]any{"emptyDir": map[string]any{}}}}, []string{"extraVolumes/0", "name"}},
+		{"volume named like the chart's", map[string]any{"extraVolumes": []any{map[string]any{"name": "data", "emptyDir": map[string]any{}}}}, []string{"extraVolumes/0/name"}},
 		{"bad nats url", map[string]any{"scaled": map[string]any{"nats": map[string]any{"urls": []any{"localhost:4222"}}}}, []string{"scaled/nats/urls/0"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
