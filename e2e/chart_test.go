@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
@@ -34,10 +35,12 @@ import (
 
 	"github.com/kelemetry/kelemetry/e2e/bins"
 	"github.com/kelemetry/kelemetry/e2e/cluster"
+	"github.com/kelemetry/kelemetry/e2e/jaegerproc"
+	"github.com/kelemetry/kelemetry/e2e/kapi"
 )
 
-// The golden render of the Helm chart in mode allinone, release "kelemetry" in namespace
-// "kelemetry" (deploy/tools/chart; regenerated there with -update).
+// The golden renders of the Helm chart (deploy/tools/chart; regenerated there with -update), each
+// its own release in a namespace of its name, applied side by side.
 const (
 	chartGolden    = "../deploy/tools/chart/testdata/golden/allinone.yaml"
 	chartNamespace = "kelemetry"
@@ -47,101 +50,74 @@ const (
 	chartTimeout = 90 * time.Second
 )
 
-// TestHelmChartRBAC applies the chart's rendered all-in-one manifests to the real control plane
-// (server-side dry run first, then for real), sees the controllers create the StatefulSet's Pod
-// and kwok run it, then runs the all-in-one out of cluster with the chart's configuration and a
-// token of the chart's ServiceAccount (TokenRequest), so that the chart's RBAC is all it has.
-// Owner linking through the object cache, informer diffs, the Event watch, LinkRule status
-// writes and leader election must work with no "forbidden" in its log, even at debug level. Then
-// one rule at a time (Events, ConfigMaps) is removed from the ClusterRole and a fresh all-in-one
-// must report the failure at Warn, naming the permission.
+// chartRelease is one golden render: its release name (the full name of its objects) is its
+// namespace too.
+type chartRelease struct {
+	golden, name string
+	objs         []*unstructured.Unstructured
+}
+
+var chartReleases = []chartRelease{
+	{golden: chartGolden, name: chartName},
+	// NetworkPolicy, ServiceMonitor, TLS and token Secrets (the pods are created without them:
+	// kwok mounts nothing).
+	{golden: "../deploy/tools/chart/testdata/golden/allinone-secured.yaml", name: "kelemetry-secured"},
+	// ingest, query and events Deployments, the Event checkpoint ConfigMap's Role.
+	{golden: "../deploy/tools/chart/testdata/golden/scaled.yaml", name: "kelemetry-scaled"},
+}
+
+// serviceMonitorCRD is the smallest CRD serving monitoring.coreos.com/v1 ServiceMonitors, for the
+// secured render when the Prometheus operator's CRD is not installed.
+var serviceMonitorCRD = map[string]any{
+	"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+	"metadata": map[string]any{"name": "servicemonitors.monitoring.coreos.com"},
+	"spec": map[string]any{
+		"group": "monitoring.coreos.com", "scope": "Namespaced",
+		"names": map[string]any{"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors", "singular": "servicemonitor"},
+		"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+			"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+	},
+}
+
+// TestHelmChartRBAC applies the chart's rendered manifests to the real control plane, each mode
+// (allinone; allinone with TLS, tokens, NetworkPolicy and ServiceMonitor; scaled) its own release
+// (server-side dry run first, then for real), and sees the controllers create the StatefulSets'
+// and Deployments' Pods and kwok run them. Then it runs the all-in-one out of cluster with the
+// chart's configuration and a token of the chart's ServiceAccount (TokenRequest), so that the
+// chart's RBAC is all it has. Owner linking through the object cache (the links are in the stored
+// traces), informer diffs, the Event watch, LinkRule status writes and leader election must work
+// with no "forbidden" in its log, even at debug level. The scaled render's events role runs the
+// same way with its own ServiceAccount: the Event checkpoint ConfigMap is created and updated.
+// Then one rule at a time (Events, ConfigMaps) is removed from the ClusterRole and a fresh
+// all-in-one must report the failure at Warn, naming the permission.
 func TestHelmChartRBAC(t *testing.T) {
 	needEnv(t)
 	ctx := t.Context()
-	objs := readYAML(t, chartGolden)
-	if len(objs) < 10 {
-		t.Fatalf("%s: only %d objects", chartGolden, len(objs))
-	}
 	dyn, err := dynamic.NewForConfig(env.Cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cleanupChart(objs) })
-
-	// No provisioner in the test cluster: a volume bound in advance to the StatefulSet's claim.
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "kelemetry-e2e-data"},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
-			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/kelemetry-e2e"}},
-			ClaimRef:               &corev1.ObjectReference{Namespace: chartNamespace, Name: "data-" + chartName + "-0"},
-		},
-	}
-	if _, err := kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	apply := func(o *unstructured.Unstructured, dryRun bool) error {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			mapper.Reset()
-			if m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-				return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
-			}
+	rels := make([]chartRelease, len(chartReleases))
+	for i, r := range chartReleases {
+		r.objs = readYAML(t, r.golden)
+		if len(r.objs) < 10 {
+			t.Fatalf("%s: only %d objects", r.golden, len(r.objs))
 		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(m.Resource).Namespace(chartNamespace)
-		}
-		opts := metav1.ApplyOptions{FieldManager: "helm", Force: true}
-		if dryRun {
-			opts.DryRun = []string{metav1.DryRunAll}
-		}
-		if _, err := ri.Apply(ctx, o.GetName(), o, opts); err != nil {
-			return fmt.Errorf("%s %s (dry run %v): %w", gvk.Kind, o.GetName(), dryRun, err)
-		}
-		return nil
+		rels[i] = r
+		applyChart(t, dyn, mapper, r)
 	}
-	// The CRD first, for real: nothing else depends on it, and the all-in-one watches it.
-	for _, o := range objs {
-		if o.GetKind() == "CustomResourceDefinition" {
-			if err := apply(o, false); err != nil {
-				t.Fatal(err)
-			}
-		}
+	for _, r := range rels {
+		checkChartPods(t, r)
 	}
-	for _, dryRun := range []bool{true, false} {
-		for _, o := range objs {
-			if o.GetKind() == "CustomResourceDefinition" {
-				continue
-			}
-			if err := apply(o, dryRun); err != nil {
-				t.Fatalf("kube-apiserver refuses the chart's manifest: %v", err)
-			}
-		}
-	}
-	eventually(t, clusterTimeout, "the StatefulSet's Pod runs", func(ctx context.Context) error {
-		p, err := kube.CoreV1().Pods(chartNamespace).Get(ctx, chartName+"-0", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Spec.ServiceAccountName != chartName {
-			return fmt.Errorf("service account %q", p.Spec.ServiceAccountName)
-		}
-		if p.Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
-		}
-		return nil
-	})
-
 	// The chart's configuration, run out of cluster with the ServiceAccount's token.
-	cfgFile := chartConfig(t, objs)
+	cfgFile := chartConfig(t, rels[0], "all", func(cfg map[string]any) {
+		if ev, ok := cfg["event"].(map[string]any); ok {
+			delete(ev, "source") // checkpoint in the data folder
+		}
+		// The webhook of the test cluster feeds the shared all-in-one: this one follows the audit log.
+		cfg["audit"] = map[string]any{"follow": []any{env.Cluster.AuditLog}}
+	})
 	a := startChartAllInOne(t, cfgFile, "granted")
 
 	ns := newNamespace(t, "chart")
@@ -216,6 +192,69 @@ func TestHelmChartRBAC(t *testing.T) {
 		}
 		return nil
 	})
+	// Owner linking lands in the stored traces: the Deployment's trace holds its scale write (its
+	// audit body is a Scale: the Deployment came through the object cache) and a child link to
+	// each of its ReplicaSets, whose traces link it back as parent and their Pods as children,
+	// and each Pod's trace its ReplicaSet as parent.
+	kc := kapi.New(a.URL)
+	eventually(t, chartTimeout, "owner links in the stored traces", func(ctx context.Context) error {
+		rss, err := kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=chart-e2e"})
+		if err != nil {
+			return err
+		}
+		var rsNames []string
+		for _, rs := range rss.Items {
+			if c := metav1.GetControllerOf(&rs); c != nil && c.Kind == "Deployment" && c.Name == "web" {
+				rsNames = append(rsNames, rs.Name)
+			}
+		}
+		if len(rsNames) == 0 {
+			return errors.New("no ReplicaSet of the Deployment yet")
+		}
+		d, err := kc.ObjectTraces(ctx, kapi.Query{Cluster: clusterName, Group: "apps", Resource: "deployments", Namespace: ns, Name: "web"})
+		if err != nil {
+			return err
+		}
+		if !d.HasEvent("*", "update", "scale") {
+			return errors.New("the Deployment's trace has no scale update")
+		}
+		if err := sameSet(d.LinksTo(kapi.RoleChild, "replicasets"), rsNames); err != nil {
+			return fmt.Errorf("the Deployment's child ReplicaSets: %w", err)
+		}
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=chart-e2e"})
+		if err != nil {
+			return err
+		}
+		podsOf := map[string][]string{}
+		for _, p := range pods.Items {
+			if c := metav1.GetControllerOf(&p); c != nil && c.Kind == "ReplicaSet" {
+				podsOf[c.Name] = append(podsOf[c.Name], p.Name)
+				o, err := kc.ObjectTraces(ctx, kapi.Query{Cluster: clusterName, Resource: "pods", Namespace: ns, Name: p.Name})
+				if err != nil {
+					return err
+				}
+				if err := sameSet(o.LinksTo(kapi.RoleParent, "replicasets"), []string{c.Name}); err != nil {
+					return fmt.Errorf("pod %s's parent: %w", p.Name, err)
+				}
+			}
+		}
+		if len(pods.Items) != 3 {
+			return fmt.Errorf("%d pods, want 3", len(pods.Items))
+		}
+		for _, rs := range rsNames {
+			o, err := kc.ObjectTraces(ctx, kapi.Query{Cluster: clusterName, Group: "apps", Resource: "replicasets", Namespace: ns, Name: rs})
+			if err != nil {
+				return err
+			}
+			if err := sameSet(o.LinksTo(kapi.RoleParent, "deployments"), []string{"web"}); err != nil {
+				return fmt.Errorf("ReplicaSet %s's parent: %w", rs, err)
+			}
+			if err := sameSet(o.LinksTo(kapi.RoleChild, "pods"), podsOf[rs]); err != nil {
+				return fmt.Errorf("ReplicaSet %s's Pods: %w", rs, err)
+			}
+		}
+		return nil
+	})
 	eventually(t, chartTimeout, "the LinkRule's status is written with the ServiceAccount", func(ctx context.Context) error {
 		return findAudit(env.Cluster.AuditLog, func(e auditLine) bool {
 			return e.User.Username == sa && e.ObjectRef.Resource == "linkrules" && e.ObjectRef.Subresource == "status" &&
@@ -234,6 +273,8 @@ func TestHelmChartRBAC(t *testing.T) {
 	if err := a.Stop(); err != nil {
 		t.Error(err)
 	}
+
+	checkEventsRole(t, rels[2])
 
 	// One rule less: the part that needs it fails and the all-in-one says so, naming the
 	// permission: the Event watch's list, and a linker's fetch through the object cache.
@@ -279,24 +320,252 @@ func TestHelmChartRBAC(t *testing.T) {
 	}
 }
 
-// chartConfig writes the chart's all-in-one configuration, pointed at a kubeconfig with a token
-// of the chart's ServiceAccount, and returns its path.
-func chartConfig(t *testing.T, objs []*unstructured.Unstructured) string {
+// checkEventsRole runs the scaled render's events role out of cluster with a token of that
+// release's ServiceAccount (and a Jaeger for its store): the Event watch keeps its position in the
+// checkpoint ConfigMap its Role names, which must be created, then read and updated, with no
+// "forbidden" in the log.
+func checkEventsRole(t *testing.T, r chartRelease) {
+	t.Helper()
+	ctx := t.Context()
+	jb := jaegerproc.StartT(t, jaegerproc.Options{Mode: jaegerproc.ModeBackend})
+	cfgFile := chartConfig(t, r, "events", func(cfg map[string]any) {
+		if src, _, _ := unstructured.NestedString(cfg, "event", "source", "checkpointConfigMap"); src != r.name+"/"+r.name+"-event-checkpoint" {
+			t.Fatalf("events role: checkpointConfigMap %q", src)
+		}
+		cfg["jaeger"] = map[string]any{"endpoint": jb.RemoteStorageAddr, "otlp": map[string]any{"endpoint": "grpc://" + jb.OTLPAddr}}
+	})
+	ev := startChartAllInOne(t, cfgFile, r.name+"-events")
+	cmName := r.name + "-event-checkpoint"
+	sa := "system:serviceaccount:" + r.name + ":" + r.name
+	checkpoint := func(ctx context.Context) (string, error) {
+		cm, err := kube.CoreV1().ConfigMaps(r.name).Get(ctx, cmName, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if cm.Data["checkpoint.json"] == "" {
+			return "", fmt.Errorf("ConfigMap %s: no checkpoint.json: %v", cmName, cm.Data)
+		}
+		return cm.Data["checkpoint.json"], nil
+	}
+	wrote := func(verb string, code int) func(ctx context.Context) error {
+		return func(context.Context) error {
+			if err := ev.Exited(); err != nil {
+				t.Fatal(err)
+			}
+			return findAudit(env.Cluster.AuditLog, func(e auditLine) bool {
+				return e.User.Username == sa && e.Verb == verb && e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Namespace == r.name &&
+					(e.ObjectRef.Name == cmName || e.ObjectRef.Name == "" && verb == "create") && e.ResponseStatus.Code == code
+			})
+		}
+	}
+	eventually(t, chartTimeout, "the events role creates its checkpoint ConfigMap", func(ctx context.Context) error {
+		if _, err := checkpoint(ctx); err != nil {
+			return err
+		}
+		return wrote("create", http.StatusCreated)(ctx)
+	})
+	// A new Event (about an object the ClusterRole lets the linkers read) moves the checkpoint:
+	// the ConfigMap is read and updated.
+	e, err := kube.CoreV1().Events(r.name).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "chart-e2e-"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Deployment", Namespace: r.name, Name: r.name + "-events", APIVersion: "apps/v1"},
+		Reason:         "ChartE2E", Message: "moves the events role's checkpoint", Type: corev1.EventTypeNormal,
+		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+		Source: corev1.EventSource{Component: "e2e"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, chartTimeout, "the events role updates its checkpoint with a new Event", func(ctx context.Context) error {
+		cp, err := checkpoint(ctx)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(cp, string(e.UID)) {
+			return fmt.Errorf("Event %s not in the checkpoint yet", e.UID)
+		}
+		// Save reads the ConfigMap before the update (the test cluster does not audit reads).
+		return wrote("update", http.StatusOK)(ctx)
+	})
+	if m, err := scrape(ctx, ev.URL+"/metrics"); err != nil {
+		t.Error(err)
+	} else if m["kelemetry_event_source_events|sent"] == 0 {
+		t.Errorf("the events role sent no Event: %v", m)
+	}
+	if lines := grepLog(t, ev.LogFile, regexp.MustCompile(`(?i)forbidden`)); len(lines) > 0 {
+		t.Errorf("the scaled chart's RBAC is not enough for the events role: %d forbidden lines, first: %s", len(lines), lines[0])
+	}
+	if err := ev.Stop(); err != nil {
+		t.Error(err)
+	}
+}
+
+// applyChart applies one render in its namespace: the CRDs first, for real, then everything with
+// a server-side dry run, then for real. A StatefulSet's claim gets a volume bound in advance (no
+// provisioner in the test cluster); a ServiceMonitor, the minimal CRD when none is installed.
+func applyChart(t *testing.T, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, r chartRelease) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cleanupChart(r) })
+	apply := func(o *unstructured.Unstructured, dryRun bool) error {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			mapper.Reset()
+			if m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+				return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+			}
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = dyn.Resource(m.Resource).Namespace(r.name)
+		}
+		opts := metav1.ApplyOptions{FieldManager: "helm", Force: true}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		if _, err := ri.Apply(ctx, o.GetName(), o, opts); err != nil {
+			return fmt.Errorf("%s %s (dry run %v): %w", gvk.Kind, o.GetName(), dryRun, err)
+		}
+		return nil
+	}
+	crds := []*unstructured.Unstructured{}
+	for _, o := range r.objs {
+		switch o.GetKind() {
+		case "CustomResourceDefinition":
+			crds = append(crds, o)
+		case "ServiceMonitor":
+			if _, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version); err == nil {
+				continue
+			}
+			crd := &unstructured.Unstructured{Object: serviceMonitorCRD}
+			if _, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				t.Log("no ServiceMonitor CRD: installing a minimal one for the test")
+				crds = append(crds, crd)
+				t.Cleanup(func() {
+					_ = dyn.Resource(crdGVR).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
+				})
+			}
+		case "StatefulSet":
+			claims, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumeClaimTemplates")
+			if len(claims) != 1 {
+				t.Fatalf("StatefulSet %s: %d claim templates", o.GetName(), len(claims))
+			}
+			claim, _, _ := unstructured.NestedString(claims[0].(map[string]any), "metadata", "name")
+			pv := &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + r.name + "-data"},
+				Spec: corev1.PersistentVolumeSpec{
+					Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
+					AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/kelemetry-e2e/" + r.name}},
+					ClaimRef:               &corev1.ObjectReference{Namespace: r.name, Name: claim + "-" + o.GetName() + "-0"},
+				},
+			}
+			if _, err := kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, crd := range crds {
+		if err := apply(crd, false); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, clusterTimeout, "CRD "+crd.GetName()+" established", func(ctx context.Context) error {
+			cur, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+			return fmt.Errorf("not established: %v", conds)
+		})
+	}
+	mapper.Reset()
+	for _, dryRun := range []bool{true, false} {
+		for _, o := range r.objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue
+			}
+			if err := apply(o, dryRun); err != nil {
+				t.Fatalf("kube-apiserver refuses the chart's manifest %s: %v", r.golden, err)
+			}
+		}
+	}
+}
+
+// checkChartPods waits until the controllers created every Pod of the render's StatefulSets and
+// Deployments, with the release's ServiceAccount, and kwok runs them.
+func checkChartPods(t *testing.T, r chartRelease) {
+	t.Helper()
+	workloads := 0
+	for _, o := range r.objs {
+		if o.GetKind() != "StatefulSet" && o.GetKind() != "Deployment" {
+			continue
+		}
+		workloads++
+		v, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas")
+		var replicas int64
+		switch v := v.(type) {
+		case int64:
+			replicas = v
+		case float64: // readYAML decodes through JSON
+			replicas = int64(v)
+		}
+		if replicas < 1 {
+			t.Fatalf("%s %s: replicas %v", o.GetKind(), o.GetName(), v)
+		}
+		sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+		what := fmt.Sprintf("the %d Pods of %s %s/%s run", replicas, o.GetKind(), r.name, o.GetName())
+		eventually(t, clusterTimeout, what, func(ctx context.Context) error {
+			pods, err := kube.CoreV1().Pods(r.name).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+			if err != nil {
+				return err
+			}
+			if int64(len(pods.Items)) != replicas {
+				return fmt.Errorf("%d pods", len(pods.Items))
+			}
+			for _, p := range pods.Items {
+				if p.Spec.ServiceAccountName != r.name {
+					return fmt.Errorf("pod %s: service account %q", p.Name, p.Spec.ServiceAccountName)
+				}
+				if p.Status.Phase != corev1.PodRunning {
+					return fmt.Errorf("pod %s: phase %s, conditions %v", p.Name, p.Status.Phase, p.Status.Conditions)
+				}
+			}
+			return nil
+		})
+	}
+	if workloads == 0 {
+		t.Fatalf("%s: no StatefulSet or Deployment", r.golden)
+	}
+}
+
+// chartConfig writes the configuration of one role of a render ("all", or scaled's "ingest",
+// "query", "events"), pointed at a kubeconfig with a token of the release's ServiceAccount, with
+// edit applied, and returns its path. The listeners and data folder come from flags.
+func chartConfig(t *testing.T, r chartRelease, role string, edit func(cfg map[string]any)) string {
 	t.Helper()
 	var data string
-	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" && o.GetName() == chartName {
-			data, _, _ = unstructured.NestedString(o.Object, "data", "all.yaml")
+	for _, o := range r.objs {
+		if o.GetKind() == "ConfigMap" && o.GetName() == r.name {
+			data, _, _ = unstructured.NestedString(o.Object, "data", role+".yaml")
 		}
 	}
 	if data == "" {
-		t.Fatal("the chart's ConfigMap has no all.yaml")
+		t.Fatalf("the chart's ConfigMap %s has no %s.yaml", r.name, role)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := kube.CoreV1().ServiceAccounts(chartNamespace).CreateToken(t.Context(), chartName,
+	tok, err := kube.CoreV1().ServiceAccounts(r.name).CreateToken(t.Context(), r.name,
 		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -312,16 +581,12 @@ func chartConfig(t *testing.T, objs []*unstructured.Unstructured) string {
 	if err := clientcmd.WriteToFile(*kc, kcFile); err != nil {
 		t.Fatal(err)
 	}
-	// The pod's paths become the test's; the listeners and data folder come from flags.
+	// The pod's paths become the test's.
 	cfg["kubeconfig"] = kcFile
 	delete(cfg, "auditAddr")
 	delete(cfg, "httpAddr")
 	delete(cfg, "dataDir")
-	if ev, ok := cfg["event"].(map[string]any); ok {
-		delete(ev, "source") // checkpoint in the data folder
-	}
-	// The webhook of the test cluster feeds the shared all-in-one: this one follows the audit log.
-	cfg["audit"] = map[string]any{"follow": []any{env.Cluster.AuditLog}}
+	edit(cfg)
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +595,7 @@ func chartConfig(t *testing.T, objs []*unstructured.Unstructured) string {
 	if err := os.WriteFile(p, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("chart configuration run out of cluster:\n%s", out)
+	t.Logf("chart configuration %s/%s run out of cluster:\n%s", r.name, role, out)
 	return p
 }
 
@@ -355,12 +620,12 @@ func startChartAllInOne(t *testing.T, cfgFile, name string) *cluster.AllInOne {
 	return a
 }
 
-// cleanupChart deletes what the chart created outside the test's namespace (the CRD stays:
-// other tests use it).
-func cleanupChart(objs []*unstructured.Unstructured) {
+// cleanupChart deletes what a render created outside the test's namespaces and its namespace
+// (the LinkRule CRD stays: other tests use it).
+func cleanupChart(r chartRelease) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, o := range objs {
+	for _, o := range r.objs {
 		switch o.GetKind() {
 		case "ClusterRole":
 			_ = kube.RbacV1().ClusterRoles().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
@@ -368,8 +633,8 @@ func cleanupChart(objs []*unstructured.Unstructured) {
 			_ = kube.RbacV1().ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		}
 	}
-	_ = kube.CoreV1().Namespaces().Delete(ctx, chartNamespace, metav1.DeleteOptions{})
-	_ = kube.CoreV1().PersistentVolumes().Delete(ctx, "kelemetry-e2e-data", metav1.DeleteOptions{})
+	_ = kube.CoreV1().Namespaces().Delete(ctx, r.name, metav1.DeleteOptions{})
+	_ = kube.CoreV1().PersistentVolumes().Delete(ctx, "e2e-"+r.name+"-data", metav1.DeleteOptions{})
 }
 
 // scrape reads counters from a Prometheus text page: "name|result" -> sum over other labels.
@@ -413,9 +678,11 @@ type auditLine struct {
 	User struct {
 		Username string `json:"username"`
 	} `json:"user"`
+	Verb      string `json:"verb"`
 	ObjectRef struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus struct {

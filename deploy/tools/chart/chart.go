@@ -4,6 +4,7 @@ package chart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -46,18 +47,34 @@ func Render(ctx context.Context, dir string, rel Release, vals map[string]any) (
 	return Rendered{Manifest: r.Manifest, Notes: r.Info.Notes}, nil
 }
 
-// Lint runs helm lint --strict on the chart in dir with vals; it returns the messages of warning
-// or error severity.
-func Lint(dir string, vals map[string]any) []string {
+// Lint runs helm lint --strict on the chart in dir with vals. It fails when the chart cannot be
+// linted (no chart in dir, a Chart.yaml that does not load), when other than exactly one chart was
+// linted, and on every message of warning or error severity, each naming its file.
+func Lint(dir string, vals map[string]any) error {
 	l := action.NewLint()
 	l.Strict = true
 	l.KubeVersion = kubeVersion
 	res := l.Run([]string{dir}, vals)
-	var out []string
+	if res.TotalChartsLinted != 1 {
+		err := errors.Join(res.Errors...)
+		if err == nil {
+			err = errors.New("no error reported")
+		}
+		return fmt.Errorf("chart: lint %s: %d charts linted, want 1: %w", dir, res.TotalChartsLinted, err)
+	}
+	var errs []error
 	for _, m := range res.Messages {
 		if m.Severity >= support.WarningSev {
-			out = append(out, m.Error())
+			errs = append(errs, errors.New(m.Error()))
 		}
 	}
-	return out
+	if len(errs) == 0 {
+		// Run reports every message of warning severity and above in Errors too: whatever is
+		// there without a message is still a failure.
+		errs = res.Errors
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("chart: lint %s: %w", dir, err)
+	}
+	return nil
 }

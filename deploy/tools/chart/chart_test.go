@@ -18,16 +18,20 @@ var update = flag.Bool("update", false, "rewrite the golden renders in testdata/
 
 const chartDir = "../../helm/kelemetry"
 
-// rel is the release of the golden renders (the end-to-end test applies allinone.yaml).
+// rel is the release of the default render (allinone.yaml).
 var rel = Release{Name: "kelemetry", Namespace: "kelemetry"}
 
-// cases are the value sets rendered, linted and kept as golden files.
-var cases = []struct {
+// renderCase is a value set rendered, linted and kept as a golden file, for its own release: the
+// end-to-end test (e2e/chart_test.go) applies the golden renders side by side.
+type renderCase struct {
 	name string
+	rel  Release
 	vals map[string]any
-}{
-	{"allinone", nil},
-	{"allinone-secured", map[string]any{
+}
+
+var cases = []renderCase{
+	{"allinone", rel, nil},
+	{"allinone-secured", Release{Name: "kelemetry-secured", Namespace: "kelemetry-secured"}, map[string]any{
 		"cluster": "prod-1",
 		"image":   map[string]any{"repository": "registry.example/kelemetry", "tag": "v1.0.0"},
 		"webhook": map[string]any{"tlsSecret": "kelemetry-webhook-tls", "clientCASecret": "kube-apiserver-client-ca",
@@ -36,7 +40,9 @@ var cases = []struct {
 		"networkPolicy":  map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}},
 		"serviceMonitor": map[string]any{"enabled": true, "bearerTokenSecret": map[string]any{"name": "kelemetry-api-tokens", "key": "prometheus"}},
 	}},
-	{"scaled", map[string]any{
+	// The managed-cluster recipe of the README: follow an audit log a collector writes on a node.
+	{"allinone-follow", rel, followVals},
+	{"scaled", Release{Name: "kelemetry-scaled", Namespace: "kelemetry-scaled"}, map[string]any{
 		"mode":    "scaled",
 		"cluster": "prod-1",
 		"scaled": map[string]any{
@@ -48,9 +54,30 @@ var cases = []struct {
 	}},
 }
 
-func render(t *testing.T, vals map[string]any) Rendered {
+// followVals are the README's values for a managed cluster: the all-in-one follows the audit log
+// a collector writes into a folder of the node it is pinned to.
+var followVals = map[string]any{
+	"cluster":           "prod-1",
+	"nodeSelector":      map[string]any{"kubernetes.io/hostname": "node-1"},
+	"extraVolumes":      []any{map[string]any{"name": "audit-log", "hostPath": map[string]any{"path": "/var/log/kelemetry-audit", "type": "Directory"}}},
+	"extraVolumeMounts": []any{map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit", "readOnly": true}},
+	"config":            map[string]any{"audit": map[string]any{"follow": []any{"/var/log/kelemetry-audit/audit.log"}}},
+}
+
+func caseNamed(t *testing.T, name string) renderCase {
 	t.Helper()
-	r, err := Render(context.Background(), chartDir, rel, vals)
+	for _, c := range cases {
+		if c.name == name {
+			return c
+		}
+	}
+	require.Failf(t, "no render case", "%s", name)
+	return renderCase{}
+}
+
+func render(t *testing.T, c renderCase) Rendered {
+	t.Helper()
+	r, err := Render(context.Background(), chartDir, c.rel, c.vals)
 	require.NoError(t, err)
 	return r
 }
@@ -101,9 +128,49 @@ func path(o any, keys ...any) any {
 func TestLint(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Empty(t, Lint(chartDir, c.vals))
+			assert.NoError(t, Lint(chartDir, c.vals))
 		})
 	}
+}
+
+// copyChart copies the chart into a temporary folder, for tests that break it.
+func copyChart(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "kelemetry")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(chartDir)))
+	return dir
+}
+
+// Lint fails when there is no chart to lint or the chart is broken, naming what is wrong; the
+// untouched copy lints clean, so that the breakage is what fails.
+func TestLintFailsOnBrokenChart(t *testing.T) {
+	require.NoError(t, Lint(copyChart(t), nil), "the copy lints like the chart")
+
+	err := Lint(filepath.Join(t.TempDir(), "missing"), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "0 charts linted, want 1")
+
+	err = Lint("testdata", nil)
+	require.Error(t, err, "a folder without Chart.yaml")
+	assert.Contains(t, err.Error(), "0 charts linted, want 1")
+
+	dir := copyChart(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "broken.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: [\n"), 0o644))
+	err = Lint(dir, nil)
+	require.Error(t, err, "a template rendering invalid YAML")
+	assert.Contains(t, err.Error(), "templates/broken.yaml")
+
+	dir = copyChart(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "broken.yaml"), []byte("{{ .Values.nothing.here }}\n"), 0o644))
+	err = Lint(dir, nil)
+	require.Error(t, err, "a template failing to render")
+	assert.Contains(t, err.Error(), "nil pointer evaluating")
+
+	dir = copyChart(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: kelemetry\n"), 0o644))
+	err = Lint(dir, nil)
+	require.Error(t, err, "a Chart.yaml without a version")
+	assert.Contains(t, err.Error(), "Chart.yaml: version is required")
 }
 
 // The renders are kept in testdata/golden (go test -run TestGolden -update rewrites them); a
@@ -111,7 +178,7 @@ func TestLint(t *testing.T) {
 func TestGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := render(t, c.vals)
+			r := render(t, c)
 			for file, got := range map[string]string{c.name + ".yaml": r.Manifest, c.name + ".NOTES.txt": r.Notes} {
 				p := filepath.Join("testdata", "golden", file)
 				if *update {
@@ -130,7 +197,7 @@ func TestGolden(t *testing.T) {
 // The all-in-one: one StatefulSet replica, its data on a claim mounted at /data, non-root and
 // read-only root filesystem, probes on /healthz, configuration the binary takes.
 func TestAllInOneRender(t *testing.T) {
-	objs := docs(t, render(t, nil).Manifest)
+	objs := docs(t, render(t, caseNamed(t, "allinone")).Manifest)
 	sts := find(t, objs, "StatefulSet", "kelemetry")
 	assert.EqualValues(t, 1, path(sts, "spec", "replicas"))
 	assert.Equal(t, "data", path(sts, "spec", "volumeClaimTemplates", 0, "metadata", "name"))
@@ -174,7 +241,7 @@ func TestAllInOneRender(t *testing.T) {
 func TestClusterRoleLeastPrivilege(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cr := find(t, docs(t, render(t, c.vals).Manifest), "ClusterRole", "kelemetry")
+			cr := find(t, docs(t, render(t, c).Manifest), "ClusterRole", c.rel.Name)
 			rules, _ := path(cr, "rules").([]any)
 			require.NotEmpty(t, rules)
 			granted := map[string]bool{}
@@ -204,17 +271,121 @@ func TestClusterRoleLeastPrivilege(t *testing.T) {
 	}
 }
 
+// rule is an RBAC rule as the renders hold it.
+func rule(group, resource string, names []any, verbs ...any) map[string]any {
+	r := map[string]any{"apiGroups": []any{group}, "resources": []any{resource}, "verbs": verbs}
+	if names != nil {
+		r["resourceNames"] = names
+	}
+	return r
+}
+
+// The release namespace's Role, the only one rendered, grants exactly the informer diff's leader
+// election on its Lease and, scaled, the Event watch's checkpoint ConfigMap: create (which cannot
+// be limited to a name) and get/update of the names the configuration uses, nothing else. Its
+// RoleBinding gives it to the chart's ServiceAccount.
+func TestRoleLeastPrivilege(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs := docs(t, render(t, c).Manifest)
+			var roles, bindings []map[string]any
+			for _, o := range objs {
+				switch o["kind"] {
+				case "Role":
+					roles = append(roles, o)
+				case "RoleBinding":
+					bindings = append(bindings, o)
+				}
+			}
+			require.Len(t, roles, 1)
+			require.Len(t, bindings, 1)
+			name := c.rel.Name
+			assert.Equal(t, name, path(roles[0], "metadata", "name"))
+			assert.Nil(t, path(roles[0], "metadata", "namespace"), "in the release namespace")
+
+			const lease = "kelemetry-diff-informer"
+			want := []any{
+				rule("coordination.k8s.io", "leases", nil, "create"),
+				rule("coordination.k8s.io", "leases", []any{lease}, "get", "update"),
+			}
+			cm := find(t, objs, "ConfigMap", name)
+			var roleCfgs []map[string]any
+			for _, data := range path(cm, "data").(map[string]any) {
+				var cfg map[string]any
+				require.NoError(t, yaml.Unmarshal([]byte(data.(string)), &cfg))
+				roleCfgs = append(roleCfgs, cfg)
+			}
+			if c.vals["mode"] == "scaled" {
+				want = append(want,
+					rule("", "configmaps", nil, "create"),
+					rule("", "configmaps", []any{name + "-event-checkpoint"}, "get", "update"))
+			}
+			assert.Equal(t, want, path(roles[0], "rules"))
+
+			// The names granted are those the configuration uses.
+			var leases, checkpoints int
+			for _, cfg := range roleCfgs {
+				if path(cfg, "informerDiff", "enabled") == true {
+					leases++
+					assert.Equal(t, lease, path(cfg, "informerDiff", "leaderElection", "leaseName"))
+					assert.Equal(t, c.rel.Namespace, path(cfg, "informerDiff", "leaderElection", "leaseNamespace"))
+				}
+				if cm := path(cfg, "event", "source", "checkpointConfigMap"); cm != nil {
+					checkpoints++
+					assert.Equal(t, c.rel.Namespace+"/"+name+"-event-checkpoint", cm)
+				}
+			}
+			assert.Equal(t, 1, leases, "one role elects the informer diff's leader")
+			assert.Equal(t, map[bool]int{true: 1, false: 0}[c.vals["mode"] == "scaled"], checkpoints, "scaled: the events role keeps its checkpoint in the ConfigMap")
+
+			b := bindings[0]
+			assert.Equal(t, map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, path(b, "roleRef"))
+			assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": name, "namespace": c.rel.Namespace}}, path(b, "subjects"))
+		})
+	}
+}
+
+// extraVolumes and extraVolumeMounts reach the pod and its container after the chart's own, and
+// config merges audit.follow into the configuration: the all-in-one follows the node's audit log.
+func TestFollowRender(t *testing.T) {
+	objs := docs(t, render(t, caseNamed(t, "allinone-follow")).Manifest)
+	pod := path(find(t, objs, "StatefulSet", "kelemetry"), "spec", "template", "spec")
+	vols, _ := path(pod, "volumes").([]any)
+	require.NotEmpty(t, vols)
+	assert.Equal(t, map[string]any{"name": "audit-log", "hostPath": map[string]any{"path": "/var/log/kelemetry-audit", "type": "Directory"}}, vols[len(vols)-1])
+	mounts, _ := path(pod, "containers", 0, "volumeMounts").([]any)
+	require.NotEmpty(t, mounts)
+	assert.Equal(t, map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit", "readOnly": true}, mounts[len(mounts)-1])
+	assert.Equal(t, "node-1", path(pod, "nodeSelector", "kubernetes.io/hostname"))
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(path(find(t, objs, "ConfigMap", "kelemetry"), "data", "all.yaml").(string)), &cfg))
+	assert.Equal(t, []any{"/var/log/kelemetry-audit/audit.log"}, path(cfg, "audit", "follow"))
+	assert.Equal(t, "/data", cfg["dataDir"], "the rest of the configuration stays")
+
+	// Scaled: every Deployment gets them.
+	vals := map[string]any{"mode": "scaled", "scaled": caseNamed(t, "scaled").vals["scaled"],
+		"extraVolumes": followVals["extraVolumes"], "extraVolumeMounts": followVals["extraVolumeMounts"]}
+	objs = docs(t, render(t, renderCase{rel: rel, vals: vals}).Manifest)
+	for _, d := range []string{"ingest", "query", "events"} {
+		pod := path(find(t, objs, "Deployment", "kelemetry-"+d), "spec", "template", "spec")
+		assert.Contains(t, path(pod, "volumes"), followVals["extraVolumes"].([]any)[0], d)
+		assert.Contains(t, path(pod, "containers", 0, "volumeMounts"), followVals["extraVolumeMounts"].([]any)[0], d)
+	}
+}
+
 // Scaled: ingest and query Deployments with their replicas, Jaeger and NATS in the
 // configuration, one Event watcher.
 func TestScaledRender(t *testing.T) {
-	objs := docs(t, render(t, cases[2].vals).Manifest)
-	assert.EqualValues(t, 3, path(find(t, objs, "Deployment", "kelemetry-ingest"), "spec", "replicas"))
-	assert.EqualValues(t, 2, path(find(t, objs, "Deployment", "kelemetry-query"), "spec", "replicas"))
-	assert.EqualValues(t, 1, path(find(t, objs, "Deployment", "kelemetry-events"), "spec", "replicas"))
+	c := caseNamed(t, "scaled")
+	objs := docs(t, render(t, c).Manifest)
+	name := c.rel.Name // the release name holds the chart name: the full name
+	assert.EqualValues(t, 3, path(find(t, objs, "Deployment", name+"-ingest"), "spec", "replicas"))
+	assert.EqualValues(t, 2, path(find(t, objs, "Deployment", name+"-query"), "spec", "replicas"))
+	assert.EqualValues(t, 1, path(find(t, objs, "Deployment", name+"-events"), "spec", "replicas"))
 	for _, o := range objs {
 		assert.NotEqual(t, "StatefulSet", o["kind"])
 	}
-	cm := find(t, objs, "ConfigMap", "kelemetry")
+	cm := find(t, objs, "ConfigMap", name)
 	parse := func(role string) map[string]any {
 		var cfg map[string]any
 		require.NoError(t, yaml.Unmarshal([]byte(path(cm, "data", role+".yaml").(string)), &cfg))
@@ -230,20 +401,20 @@ func TestScaledRender(t *testing.T) {
 	assert.Equal(t, "query", query["role"])
 	assert.Equal(t, "jaeger:17271", path(query, "jaeger", "endpoint"))
 	assert.Equal(t, true, path(events, "event", "watch"))
-	assert.Equal(t, "kelemetry/kelemetry-event-checkpoint", path(events, "event", "source", "checkpointConfigMap"))
-	find(t, objs, "Service", "kelemetry-webhook")
-	assert.Equal(t, "ingest", path(find(t, objs, "Service", "kelemetry-webhook"), "spec", "selector", "app.kubernetes.io/component"))
-	assert.Equal(t, "query", path(find(t, objs, "Service", "kelemetry"), "spec", "selector", "app.kubernetes.io/component"))
+	assert.Equal(t, c.rel.Namespace+"/"+name+"-event-checkpoint", path(events, "event", "source", "checkpointConfigMap"))
+	find(t, objs, "Service", name+"-webhook")
+	assert.Equal(t, "ingest", path(find(t, objs, "Service", name+"-webhook"), "spec", "selector", "app.kubernetes.io/component"))
+	assert.Equal(t, "query", path(find(t, objs, "Service", name), "spec", "selector", "app.kubernetes.io/component"))
 }
 
 // The notes print the kube-apiserver flags and a webhook kubeconfig pointing at the Service.
 func TestNotes(t *testing.T) {
-	n := render(t, nil).Notes
+	n := render(t, caseNamed(t, "allinone")).Notes
 	assert.Contains(t, n, "--audit-webhook-config-file=")
 	assert.Contains(t, n, "--audit-policy-file=")
 	assert.Contains(t, n, "server: http://kelemetry-webhook.kelemetry.svc:8080/audit/default")
 	assert.Contains(t, n, "WARNING: the webhook serves plain HTTP")
-	n = render(t, cases[1].vals).Notes
+	n = render(t, caseNamed(t, "allinone-secured")).Notes
 	assert.Contains(t, n, "server: https://10.96.0.50:8080/audit/prod-1")
 	assert.Contains(t, n, "client-certificate:")
 	assert.NotContains(t, n, "WARNING")
@@ -264,6 +435,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"secrets fetched", map[string]any{"linkerGetResources": []any{"secrets"}}, []string{"linkerGetResources/0"}},
 		{"bad volume size", map[string]any{"allinone": map[string]any{"persistence": map[string]any{"size": "lots"}}}, []string{"allinone/persistence/size"}},
 		{"zero replicas", map[string]any{"scaled": map[string]any{"ingest": map[string]any{"replicas": 0}}}, []string{"scaled/ingest/replicas", "minimum"}},
+		{"mount without a path", map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "logs"}}}, []string{"extraVolumeMounts/0", "mountPath"}},
+		{"relative mount path", map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "logs", "mountPath": "logs"}}}, []string{"extraVolumeMounts/0/mountPath"}},
+		{"volume without a name", map[string]any{"extraVolumes": []any{map[string]any{"emptyDir": map[string]any{}}}}, []string{"extraVolumes/0", "name"}},
+		{"volume named like the chart's", map[string]any{"extraVolumes": []any{map[string]any{"name": "data", "emptyDir": map[string]any{}}}}, []string{"extraVolumes/0/name"}},
 		{"bad nats url", map[string]any{"scaled": map[string]any{"nats": map[string]any{"urls": []any{"localhost:4222"}}}}, []string{"scaled/nats/urls/0"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,14 +2,21 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,6 +118,9 @@ func TestBuildImageReadBackAndRun(t *testing.T) {
 		o, _ := exec.CommandContext(ctx, ldd, exe).CombinedOutput()
 		assert.Contains(t, string(o), "not a dynamic executable")
 	}
+	t.Run("healthz with only the data dir writable", func(t *testing.T) {
+		runHealthz(ctx, t, bin.body, cf.Config.Cmd, ver, commit)
+	})
 
 	// The same image as a docker-load tarball.
 	tb := filepath.Join(t.TempDir(), "image.tar")
@@ -142,4 +152,144 @@ func TestValidateRejectsBadOptions(t *testing.T) {
 	assert.ErrorContains(t, Options{}.Validate(), "SourceDir is required")
 	assert.ErrorContains(t, Options{SourceDir: t.TempDir()}.Validate(), "not the kelemetry module")
 	assert.ErrorContains(t, Options{SourceDir: "../../..", Version: "v1 -X x=y"}.Validate(), "must not contain spaces")
+}
+
+// runHealthz runs the binary taken out of the image with the image's command, as the image's user
+// when the test runs as root (otherwise as the test's user), from a read-only working folder,
+// without HOME, with only its --data-dir writable, and checks that /healthz reports the stamped
+// version and commit: what a read-only root filesystem and one volume leave it.
+func runHealthz(ctx context.Context, t *testing.T, binary []byte, cmd []string, ver, commit string) {
+	root, err := os.MkdirTemp("", "kelemetry-image-run")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	// Traversable by the image's user; only data is writable.
+	require.NoError(t, os.Chmod(root, 0o755))
+	exe := filepath.Join(root, "kelemetry")
+	require.NoError(t, os.WriteFile(exe, binary, 0o555))
+	work, data := filepath.Join(root, "work"), filepath.Join(root, "data")
+	require.NoError(t, os.Mkdir(work, 0o555))
+	require.NoError(t, os.Mkdir(data, 0o700))
+	asImageUser := os.Geteuid() == 0
+	if asImageUser {
+		// root writes anywhere: run as the image's user, for whom work and root are read-only.
+		require.NoError(t, os.Chown(data, UID, GID))
+	}
+
+	auditAddr, httpAddr := freeAddr(t), freeAddr(t)
+	// The image's command; later flags win: the test's data dir and listeners on localhost.
+	args := append(append([]string(nil), cmd...), "--data-dir="+data, "--audit-addr="+auditAddr, "--http-addr="+httpAddr)
+	c := exec.Command(exe, args...)
+	c.Dir = work
+	c.Env = []string{} // no HOME, no XDG_*, nothing
+	out := &syncBuffer{}
+	c.Stdout, c.Stderr = out, out
+	if asImageUser {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: UID, Gid: GID}}
+	}
+	require.NoError(t, c.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		_ = c.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(30 * time.Second):
+			_ = c.Process.Kill()
+			<-exited
+			return errors.New("no exit 30s after SIGTERM")
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+
+	var h struct {
+		Status, Version, Commit string
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			stopped = true
+			t.Fatalf("exited before /healthz answered (%v):\n%s", err, out.String())
+		default:
+		}
+		err := getJSON(ctx, "http://"+httpAddr+"/healthz", &h)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz: %v\n%s", err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.Equal(t, "ok", h.Status)
+	assert.Equal(t, ver, h.Version, "the stamped version in /healthz")
+	assert.Equal(t, commit, h.Commit, "the stamped commit in /healthz")
+	require.NoError(t, stop(), "SIGTERM ends it cleanly:\n%s", out.String())
+	assert.NotContains(t, strings.ToLower(out.String()), "permission denied", out.String())
+	assert.NotContains(t, strings.ToLower(out.String()), "read-only file system", out.String())
+
+	left, err := os.ReadDir(work)
+	require.NoError(t, err)
+	assert.Empty(t, left, "nothing written to the working folder")
+	kept, err := os.ReadDir(data)
+	require.NoError(t, err)
+	assert.NotEmpty(t, kept, "the store is in the data dir")
+}
+
+// freeAddr returns a localhost address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// getJSON decodes the body of a 200 answer to GET url into v.
+func getJSON(ctx context.Context, url string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("request %s: %w", url, err)
+	}
+	req.Close = true // no idle connection outlives the test
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("get %s: %s: %s", url, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decode %s: %w", url, err)
+	}
+	return nil
+}
+
+// syncBuffer is the process output, written by exec's copying goroutine while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

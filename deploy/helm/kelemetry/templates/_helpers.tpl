@@ -181,9 +181,12 @@ users:
     {{- if $v.api.tokenSecret }}
     - {name: api-tokens, mountPath: {{ $dir }}/tokens/api, readOnly: true}
     {{- end }}
+    {{- with $v.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end -}}
 
-{{/* The pod's volumes but data (the StatefulSet's claim, or an emptyDir in Deployments). */}}
+{{/* The pod's volumes but data (the StatefulSet's claim, or an emptyDir in Deployments), then extraVolumes. */}}
 {{- define "kelemetry.volumes" -}}
 {{- $v := .Values -}}
 - name: config
@@ -211,6 +214,9 @@ users:
 {{- if $v.api.tokenSecret }}
 - name: api-tokens
   secret: {secretName: {{ $v.api.tokenSecret }}}
+{{- end }}
+{{- with $v.extraVolumes }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
 
