@@ -566,7 +566,7 @@ func logQueueMetrics(t *testing.T, rs ...*replica) {
 			for _, m := range []string{"kelemetry_natsqueue_warm_takeovers", "kelemetry_natsqueue_history_lagged",
 				"kelemetry_natsqueue_committed_redeliveries", "kelemetry_natsqueue_stored_redeliveries",
 				"kelemetry_natsqueue_stored_check_failures", "kelemetry_natsqueue_redelivered", "kelemetry_natsqueue_partitions_released",
-				"kelemetry_natsqueue_commit_marker_failures", "kelemetry_natsqueue_dead_lettered"} {
+				"kelemetry_natsqueue_commit_marker_failures", "kelemetry_natsqueue_dead_lettered", "kelemetry_natsqueue_history_copied"} {
 				if strings.HasPrefix(l, m) {
 					lines = append(lines, l)
 				}
