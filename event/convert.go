@@ -193,7 +193,8 @@ func Decode(raw []byte) (*Record, error) {
 	}
 }
 
-// ErrNoObject means an Event names no object (no kind or name in involvedObject / regarding).
+// ErrNoObject means an Event names no object (no kind or name in involvedObject / regarding), or
+// names an object of a kind known to be namespaced without its namespace.
 var ErrNoObject = errors.New("event names no object")
 
 // RelatedClass is the link class of an Event's related object: the object the Event is about
@@ -328,14 +329,25 @@ func (c *Converter) objectRef(ctx context.Context, o *corev1.ObjectReference) (a
 	if err != nil {
 		return aggregator.ObjectRef{}, fmt.Errorf("%w: apiVersion %q: %w", aggregator.ErrInvalidEvent, o.APIVersion, err)
 	}
-	gvr, namespaced, err := c.mapper.ResourceFor(ctx, c.cluster, gv.WithKind(o.Kind))
+	gvr, namespaced, known, err := kube.ResourceScope(ctx, c.mapper, c.cluster, gv.WithKind(o.Kind))
 	if err != nil {
 		return aggregator.ObjectRef{}, fmt.Errorf("map %s %s: %w", o.APIVersion, o.Kind, err)
 	}
 	ns := o.Namespace
-	if !namespaced {
+	switch {
+	case !namespaced:
 		ns = ""
+	case ns == "" && known:
+		// A namespaced object referred to without its namespace, as controllers do with an
+		// object they failed to create (the endpoint controller's FailedToCreateEndpoint names
+		// the Endpoints it built, which has none; the Event then lives in "default"). Which
+		// object it is cannot be told: filing it under an empty namespace would make up an
+		// object that does not exist (and a cluster-scoped look-up of it).
+		return aggregator.ObjectRef{}, fmt.Errorf("%w: %s %s %q is namespaced but the reference has no namespace",
+			ErrNoObject, o.APIVersion, o.Kind, o.Name)
 	}
+	// A kind whose scope is only guessed (a custom resource discovery does not know) keeps the
+	// namespace the Event gave, none included: a cluster-scoped custom resource has none.
 	return aggregator.ObjectRef{
 		Cluster: c.cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
 		Namespace: ns, Name: o.Name, UID: string(o.UID),

@@ -10,9 +10,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -144,4 +148,79 @@ func TestRelatedBecomesALink(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []aggregator.Link{{Target: aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "nodes", Name: "node-1"},
 		Role: aggregator.RoleParent, Class: RelatedClass}}, ev.Links)
+}
+
+// failedToCreateEndpoint is the Event kube-controller-manager's endpoint controller wrote when
+// its create of Endpoints chart-632411/web was refused with 409 AlreadyExists (e2e
+// TestHelmChartRBAC): involvedObject is the Endpoints it built, without a namespace, so the
+// Event is in "default".
+const failedToCreateEndpoint = `{"apiVersion":"v1","kind":"Event","metadata":{"name":"web.18ed3bd83de15b4d","namespace":"default","uid":"0e16b089-64ff-4683-8de8-bdbfbfe80695","creationTimestamp":"2026-12-01T20:40:26Z"},
+"involvedObject":{"kind":"Endpoints","name":"web","apiVersion":"v1"},"reason":"FailedToCreateEndpoint",
+"message":"Failed to create endpoint for service chart-632411/web: endpoints \"web\" already exists","source":{"component":"endpoint-controller"},
+"firstTimestamp":"2026-12-01T20:40:26Z","lastTimestamp":"2026-12-01T20:40:26Z","count":1,"type":"Warning"}`
+
+// scopeFake is a Mapper of another package: its answers count as known.
+type scopeFake struct{}
+
+func (f scopeFake) ResourceFor(ctx context.Context, cluster string, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
+	return kube.NewStaticMapper().ResourceFor(ctx, cluster, gvk)
+}
+
+func TestNamespacedObjectWithoutNamespace(t *testing.T) {
+	ctx := context.Background()
+	rec, err := Decode([]byte(failedToCreateEndpoint))
+	require.NoError(t, err)
+	rec.Last, rec.First = time.Now(), time.Now()
+	core, coreLists := mapperGroup("", "Endpoints", "endpoints", true)
+	crd, crdLists := mapperGroup("example.com", "Fleet", "fleets", false)
+	discovery := &staticDiscoverer{groups: []*metav1.APIGroup{core, crd}, lists: append(coreLists, crdLists...)}
+	dm, err := kube.NewDiscoveryMapper(discoveryClusters{"c": discovery}, kube.DiscoveryConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dm.Stop(context.Background()) })
+	for name, m := range map[string]kube.Mapper{"static": nil, "discovery": dm, "other": scopeFake{}} {
+		conv := NewConverter("test", m, 0)
+		_, err := conv.Convert(ctx, rec, time.Time{})
+		require.ErrorIs(t, err, ErrNoObject, "%s: the Endpoints cannot be test//endpoints//web", name)
+	}
+
+	// A kind whose scope is only guessed keeps the reference as given: a cluster-scoped custom
+	// resource has no namespace.
+	fleet := *rec
+	fleet.Regarding = corev1.ObjectReference{APIVersion: "example.com/v1", Kind: "Fleet", Name: "f1"}
+	ev, err := NewConverter("test", nil, 0).Convert(ctx, &fleet, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, aggregator.ObjectRef{Cluster: "test", Group: "example.com", Version: "v1", Resource: "fleets", Name: "f1"}, ev.Object.ObjectRef)
+	ev, err = NewConverter("test", dm, 0).Convert(ctx, &fleet, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, "", ev.Object.Namespace, "discovery: cluster-scoped")
+
+	// With the namespace, the Endpoints is found where it is.
+	withNS := *rec
+	withNS.Regarding.Namespace = "chart-632411"
+	ev, err = NewConverter("test", dm, 0).Convert(ctx, &withNS, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, "test//endpoints/chart-632411/web", ev.Object.Key().String())
+}
+
+// mapperGroup is the discovery of one kind in group, version v1.
+func mapperGroup(group, kind, resource string, namespaced bool) (*metav1.APIGroup, []*metav1.APIResourceList) {
+	gv := schema.GroupVersion{Group: group, Version: "v1"}
+	v := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: "v1"}
+	return &metav1.APIGroup{Name: group, Versions: []metav1.GroupVersionForDiscovery{v}, PreferredVersion: v},
+		[]*metav1.APIResourceList{{GroupVersion: gv.String(), APIResources: []metav1.APIResource{{Name: resource, Kind: kind, Namespaced: namespaced}}}}
+}
+
+type staticDiscoverer struct {
+	groups []*metav1.APIGroup
+	lists  []*metav1.APIResourceList
+}
+
+func (d *staticDiscoverer) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	return d.groups, d.lists, nil
+}
+
+type discoveryClusters map[string]kube.ResourceDiscoverer
+
+func (c discoveryClusters) Discovery(cluster string) (kube.ResourceDiscoverer, error) {
+	return c[cluster], nil
 }

@@ -121,16 +121,40 @@ func NewStaticMapper() *StaticMapper { return &StaticMapper{} }
 // for a cluster-scoped child (Kubernetes does not let a cluster-scoped object have a namespaced
 // owner), and right for the common case of a namespaced custom resource owning a namespaced
 // object. The cluster is ignored.
-func (*StaticMapper) ResourceFor(_ context.Context, _ string, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
+func (m *StaticMapper) ResourceFor(ctx context.Context, cluster string, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
+	gvr, namespaced, _, err := m.resourceScope(ctx, cluster, gvk)
+	return gvr, namespaced, err
+}
+
+// resourceScope is ResourceFor; known is false when the kind is not in the table (guessed).
+func (*StaticMapper) resourceScope(_ context.Context, _ string, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, bool, error) {
 	gvk, err := normalizeGVK(gvk)
 	if err != nil {
-		return schema.GroupVersionResource{}, false, err
+		return schema.GroupVersionResource{}, false, false, err
 	}
 	info, ok := staticKinds[gvk.GroupKind()]
 	if !ok {
 		info = resourceInfo{resource: GuessResource(gvk.Kind), namespaced: true}
 	}
-	return gvk.GroupVersion().WithResource(info.resource), info.namespaced, nil
+	return gvk.GroupVersion().WithResource(info.resource), info.namespaced, ok, nil
+}
+
+// scopeMapper is a Mapper that tells a known scope from a guessed one.
+type scopeMapper interface {
+	resourceScope(ctx context.Context, cluster string, gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, namespaced, known bool, err error)
+}
+
+// ResourceScope is m.ResourceFor, and also reports whether the scope is known (the built-in
+// table, or the cluster's discovery) rather than guessed: StaticMapper guesses that a kind it
+// does not know is namespaced, and so does DiscoveryMapper when discovery does not know the
+// kind (yet), fails, or the caller's context ends first. A caller that must not invent a
+// namespace, or drop one, checks known. A Mapper of another type is taken at its word (known).
+func ResourceScope(ctx context.Context, m Mapper, cluster string, gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, namespaced, known bool, err error) {
+	if sm, ok := m.(scopeMapper); ok {
+		return sm.resourceScope(ctx, cluster, gvk)
+	}
+	gvr, namespaced, err = m.ResourceFor(ctx, cluster, gvk)
+	return gvr, namespaced, err == nil, err
 }
 
 // Known reports whether gvk's group and kind are in the built-in table.
@@ -247,13 +271,19 @@ func NewDiscoveryMapper(clusters DiscoveryClusters, cfg DiscoveryConfig, set tel
 // ResourceFor maps gvk with cluster's discovery results, discovering again when gvk is unknown
 // (rate-limited) or the results are older than Config.MaxAge, and falls back to the StaticMapper.
 func (m *DiscoveryMapper) ResourceFor(ctx context.Context, cluster string, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
+	gvr, namespaced, _, err := m.resourceScope(ctx, cluster, gvk)
+	return gvr, namespaced, err
+}
+
+// resourceScope is ResourceFor; known is false when the answer is the StaticMapper's guess.
+func (m *DiscoveryMapper) resourceScope(ctx context.Context, cluster string, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, bool, error) {
 	gvk, err := normalizeGVK(gvk)
 	if err != nil {
-		return schema.GroupVersionResource{}, false, err
+		return schema.GroupVersionResource{}, false, false, err
 	}
 	st := m.clusterState(cluster)
 	if st == nil {
-		return m.static.ResourceFor(ctx, cluster, gvk)
+		return m.static.resourceScope(ctx, cluster, gvk)
 	}
 	info, found, stale := st.lookup(gvk, m.now(), m.cfg.MaxAge)
 	if !found || stale {
@@ -267,9 +297,9 @@ func (m *DiscoveryMapper) ResourceFor(ctx context.Context, cluster string, gvk s
 		}
 	}
 	if !found {
-		return m.static.ResourceFor(ctx, cluster, gvk)
+		return m.static.resourceScope(ctx, cluster, gvk)
 	}
-	return gvk.GroupVersion().WithResource(info.resource), info.namespaced, nil
+	return gvk.GroupVersion().WithResource(info.resource), info.namespaced, true, nil
 }
 
 // clusterState returns the state of cluster, or nil when it has no discovery client.

@@ -331,3 +331,40 @@ func TestDiscoveryMapperPartialFailure(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "fleetz", gvr.Resource)
 }
+
+func TestResourceScopeKnown(t *testing.T) {
+	ctx := context.Background()
+	fleet := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Fleet"}
+	endpoints := schema.GroupVersionKind{Version: "v1", Kind: "Endpoints"}
+
+	_, namespaced, known, err := kube.ResourceScope(ctx, kube.NewStaticMapper(), "c1", endpoints)
+	require.NoError(t, err)
+	assert.True(t, namespaced && known, "a built-in kind's scope is known")
+	_, namespaced, known, err = kube.ResourceScope(ctx, kube.NewStaticMapper(), "c1", fleet)
+	require.NoError(t, err)
+	assert.True(t, namespaced, "guessed namespaced")
+	assert.False(t, known, "an unknown kind's scope is a guess")
+
+	crd, crdLists := apiGroup("example.com", []string{"v1"}, map[string]string{"Fleet": "*fleets"})
+	d := &fakeDiscoverer{}
+	d.set(nil, nil, errors.New("discovery down"))
+	dm, clock, _ := newTestDiscoveryMapper(t, fakeDiscoveryClusters{"c1": d})
+	_, namespaced, known, err = kube.ResourceScope(ctx, dm, "c1", fleet)
+	require.NoError(t, err)
+	assert.True(t, namespaced)
+	assert.False(t, known, "failed discovery: the static guess")
+	_, _, known, err = kube.ResourceScope(ctx, dm, "c1", endpoints)
+	require.NoError(t, err)
+	assert.True(t, known, "failed discovery: the built-in table still knows Endpoints")
+
+	d.set([]*metav1.APIGroup{crd}, crdLists, nil)
+	clock.Advance(time.Hour)
+	_, namespaced, known, err = kube.ResourceScope(ctx, dm, "c1", fleet)
+	require.NoError(t, err)
+	assert.False(t, namespaced)
+	assert.True(t, known, "discovered")
+
+	_, _, known, err = kube.ResourceScope(ctx, dm, "c1", schema.GroupVersionKind{})
+	require.ErrorIs(t, err, kube.ErrInvalidKind)
+	assert.False(t, known)
+}
