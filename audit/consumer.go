@@ -283,14 +283,25 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 		c.handleCollection(ctx, cluster, ev)
 		return
 	}
+	// A repeat is dropped before it is converted: only events that converted to something are
+	// remembered, and conversion is a function of the event, so a repeat would convert to
+	// something too. The bulk of a replayed batch costs one lookup instead of a conversion.
+	var key uint64
+	if c.seen != nil {
+		key = eventHash(cluster, ev.AuditID, ev.Stage)
+		if c.seen.Contains(key) {
+			c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate])
+			return
+		}
+	}
 	var info convertInfo
 	out, oc, err := c.conv.convert(cluster, ev, &info)
 	if err != nil {
 		c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 	}
-	if out != nil && c.repeated(cluster, ev) {
-		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate])
-		return
+	if out != nil && c.seen != nil {
+		// Contains and Add leave the cache as ContainsOrAdd did: a hit does not refresh the entry.
+		c.seen.Add(key, struct{}{})
 	}
 	if out != nil && !out.Error {
 		if c.join.applies(ev, &info) {
