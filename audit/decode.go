@@ -156,6 +156,25 @@ type eventDecoder struct {
 	// intern holds strings of low-cardinality fields (verbs, stages, users, resources, groups, ...)
 	// so that repeated values share one allocation across the events of a batch and across calls.
 	intern map[string]string
+	// lists remembers, per list field, the last string array read (its JSON and the result):
+	// the groups and source IPs of a sender's events repeat event after event.
+	lists [numListFields]listCache
+}
+
+// List fields of readStrings.
+const (
+	listSourceIPs = iota
+	listGroups
+	numListFields
+)
+
+// maxCachedList bounds the JSON of a string array that listCache keeps.
+const maxCachedList = 1 << 10
+
+type listCache struct {
+	raw  []byte // a copy: the cache outlives the data
+	list []string
+	ok   bool
 }
 
 var decoderPool = sync.Pool{New: func() any {
@@ -357,7 +376,7 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 				ev.ImpersonatedUser = nil
 			}
 		case "sourceIPs":
-			ev.SourceIPs, err = d.readStrings()
+			ev.SourceIPs, err = d.readStrings(listSourceIPs)
 		case "userAgent":
 			ev.UserAgent, err = d.readInterned()
 		case "objectRef":
@@ -420,7 +439,7 @@ func (d *eventDecoder) decodeUser(u *UserInfo) (null bool, err error) {
 		case "uid":
 			u.UID, err = d.readInterned()
 		case "groups":
-			u.Groups, err = d.readStrings()
+			u.Groups, err = d.readStrings(listGroups)
 		default:
 			err = d.skipValue()
 		}
@@ -1135,12 +1154,41 @@ func (d *eventDecoder) internBytes(b []byte) string {
 }
 
 // readStrings reads an array of strings, or null. A null element becomes "". The strings are
-// interned: the arrays decoded are groups and source IPs, which repeat.
-func (d *eventDecoder) readStrings() ([]string, error) {
+// interned: the arrays decoded are groups and source IPs, which repeat, so that an array whose
+// JSON is the one read last for the field (slot) gives the same list again, capped so that an
+// append cannot reach the other holders (the lists are only read).
+func (d *eventDecoder) readStrings(slot int) ([]string, error) {
+	c := &d.lists[slot]
+	if d.ws() == '[' {
+		start := d.pos
+		if err := d.skipValue(); err != nil {
+			d.pos = start // the list reader reports the error as ever
+			return d.readStringList()
+		}
+		raw := d.data[start:d.pos]
+		if c.ok && bytes.Equal(raw, c.raw) {
+			return c.list, nil
+		}
+		d.pos = start
+		list, err := d.readStringList()
+		if err != nil {
+			return nil, err
+		}
+		list = list[:len(list):len(list)]
+		if len(raw) <= maxCachedList {
+			c.raw = append(c.raw[:0], raw...)
+			c.list, c.ok = list, true
+		}
+		return list, nil
+	}
+	return d.readStringList()
+}
+
+func (d *eventDecoder) readStringList() ([]string, error) {
 	if null, err := d.beginArray(); null || err != nil {
 		return nil, err
 	}
-	list := []string{}
+	list := make([]string, 0, 4)
 	for i := 0; ; i++ {
 		more, err := d.nextElement(i == 0)
 		if err != nil {
