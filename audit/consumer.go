@@ -152,7 +152,7 @@ type Consumer struct {
 
 	counter  metric.Int64Counter
 	retries  metric.Int64Counter
-	outcomes [numOutcomes]metric.MeasurementOption
+	outcomes [numOutcomes][]metric.AddOption // slices: a variadic argument made at the call is an allocation per Add
 	sendWarn ratelog.Limiter
 	retryMin time.Duration // first backoff of a send to an unavailable sink
 }
@@ -263,7 +263,7 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 		if kv[1] != "" {
 			attrs = append(attrs, attribute.String("reason", kv[1]))
 		}
-		c.outcomes[o] = metric.WithAttributeSet(attribute.NewSet(attrs...))
+		c.outcomes[o] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	}
 	return c, nil
 }
@@ -277,7 +277,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 			if err != nil {
 				c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 			}
-			c.counter.Add(ctx, 1, c.outcomes[oc])
+			c.counter.Add(ctx, 1, c.outcomes[oc]...)
 			return
 		}
 		c.handleCollection(ctx, cluster, ev)
@@ -290,7 +290,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 	if c.seen != nil {
 		key = eventHash(cluster, ev.AuditID, ev.Stage)
 		if c.seen.Contains(key) {
-			c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate])
+			c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate]...)
 			return
 		}
 	}
@@ -375,7 +375,7 @@ func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggre
 			}
 		}
 	}
-	c.counter.Add(ctx, 1, c.outcomes[oc])
+	c.counter.Add(ctx, 1, c.outcomes[oc]...)
 }
 
 // sendRetrying sends out, again after a backoff while the error says a sink is unavailable.
