@@ -11,7 +11,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -247,7 +246,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 // Send places ev in its object's trace and exports the resulting spans.
 func (e *Engine) Send(ctx context.Context, ev *Event) error {
 	if err := validateEvent(ev); err != nil {
-		e.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "invalid")))
+		e.m.events.Add(ctx, 1, resultInvalid...)
 		return err
 	}
 	start, end := ev.Start.UTC(), ev.End.UTC()
@@ -293,10 +292,10 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 		e.enqueueLink(ctx, linkJob{obj: ev.Object, window: window, at: start, depth: 0})
 	}
 	if err != nil {
-		e.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "export_error")))
+		e.m.events.Add(ctx, 1, resultExportError...)
 		return err
 	}
-	e.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "ok")))
+	e.m.events.Add(ctx, 1, resultOK...)
 	return nil
 }
 
@@ -468,9 +467,7 @@ func (e *Engine) export(ctx context.Context, spans []*Span) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, sp := range spans {
-		e.m.spans.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", string(sp.Kind))))
-	}
+	countSpans(ctx, e.m.spans, spans)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("aggregator: export: %w", err)
 	}
@@ -501,17 +498,17 @@ func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 	e.jobsMu.RLock()
 	defer e.jobsMu.RUnlock()
 	if e.closed || (e.stopping && job.depth == 0) {
-		e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "dropped")))
+		e.m.linkJobs.Add(ctx, 1, resultDropped...)
 		return
 	}
 	for _, ln := range e.lanes {
 		e.pending.Add(1)
 		select {
 		case ln.jobs[jobQueue(job.obj.Key(), len(ln.jobs))] <- job:
-			e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "queued")))
+			e.m.linkJobs.Add(ctx, 1, resultQueued...)
 		default:
 			e.pending.Done()
-			e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "dropped")))
+			e.m.linkJobs.Add(ctx, 1, resultDropped...)
 			// The object's next event retries its links (every lane's: their spans are idempotent).
 			e.forgetLinks(job.obj.Key(), job.window)
 			e.logger.Debug("link queue full, job dropped", "object", job.obj.String())
@@ -563,7 +560,7 @@ func (e *Engine) runLinkJob(ctx context.Context, linkers []Linker, job linkJob) 
 	for _, l := range linkers {
 		links, err := l.Lookup(lookupCtx, job.obj)
 		if err != nil {
-			e.m.linkErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("linker", l.Name())))
+			e.m.linkErrors.Add(ctx, 1, linkerOpt(l.Name())...)
 			e.logger.Debug("linker failed", "linker", l.Name(), "object", job.obj.String(), "error", err)
 			continue
 		}
@@ -572,10 +569,10 @@ func (e *Engine) runLinkJob(ctx context.Context, linkers []Linker, job linkJob) 
 				e.logger.Warn("emit link", "linker", l.Name(), "object", job.obj.String(), "error", err)
 				continue
 			}
-			e.m.links.Add(ctx, 1, metric.WithAttributes(attribute.String("linker", l.Name())))
+			e.m.links.Add(ctx, 1, linkerOpt(l.Name())...)
 		}
 	}
-	e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "done")))
+	e.m.linkJobs.Add(ctx, 1, resultDone...)
 }
 
 // emitLink writes the forward link span in the source trace, the backward one in the target
@@ -619,7 +616,7 @@ func (e *Engine) emitLink(ctx context.Context, job linkJob, link Link) error {
 		if job.depth+1 < e.cfg.LinkDepth {
 			e.enqueueLink(ctx, linkJob{obj: Object{ObjectRef: target}, window: job.window, at: job.at, depth: job.depth + 1})
 		} else {
-			e.m.linkJobs.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "depth_limit")))
+			e.m.linkJobs.Add(ctx, 1, resultDepthLimit...)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package aggregator
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -95,11 +96,22 @@ func EventSpanID(tid trace.TraceID, source, id string) trace.SpanID {
 type byteWriter interface{ Write([]byte) (int, error) }
 
 func writeKey(h byteWriter, key ObjectKey) {
+	// One write of the parts, each NUL-terminated, from a pooled buffer (FNV is a stream: the
+	// same hash as writing them one by one, without a conversion per part).
+	bp := keyBufs.Get().(*[]byte)
+	b := (*bp)[:0]
 	for _, s := range [...]string{key.Cluster, key.Group, key.Resource, key.Namespace, key.Name} {
-		_, _ = h.Write([]byte(s))
-		_, _ = h.Write([]byte{0})
+		b = append(b, s...)
+		b = append(b, 0)
+	}
+	_, _ = h.Write(b)
+	if cap(b) <= 4<<10 {
+		*bp = b
+		keyBufs.Put(bp)
 	}
 }
+
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 func spanID(tid trace.TraceID, parts ...string) trace.SpanID {
 	h := fnv.New64a()

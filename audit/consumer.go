@@ -152,7 +152,7 @@ type Consumer struct {
 
 	counter  metric.Int64Counter
 	retries  metric.Int64Counter
-	outcomes [numOutcomes]metric.MeasurementOption
+	outcomes [numOutcomes][]metric.AddOption // slices: a variadic argument made at the call is an allocation per Add
 	sendWarn ratelog.Limiter
 	retryMin time.Duration // first backoff of a send to an unavailable sink
 }
@@ -263,7 +263,7 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 		if kv[1] != "" {
 			attrs = append(attrs, attribute.String("reason", kv[1]))
 		}
-		c.outcomes[o] = metric.WithAttributeSet(attribute.NewSet(attrs...))
+		c.outcomes[o] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	}
 	return c, nil
 }
@@ -277,20 +277,31 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 			if err != nil {
 				c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 			}
-			c.counter.Add(ctx, 1, c.outcomes[oc])
+			c.counter.Add(ctx, 1, c.outcomes[oc]...)
 			return
 		}
 		c.handleCollection(ctx, cluster, ev)
 		return
+	}
+	// A repeat is dropped before it is converted: only events that converted to something are
+	// remembered, and conversion is a function of the event, so a repeat would convert to
+	// something too. The bulk of a replayed batch costs one lookup instead of a conversion.
+	var key uint64
+	if c.seen != nil {
+		key = eventHash(cluster, ev.AuditID, ev.Stage)
+		if c.seen.Contains(key) {
+			c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate]...)
+			return
+		}
 	}
 	var info convertInfo
 	out, oc, err := c.conv.convert(cluster, ev, &info)
 	if err != nil {
 		c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 	}
-	if out != nil && c.repeated(cluster, ev) {
-		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate])
-		return
+	if out != nil && c.seen != nil {
+		// Contains and Add leave the cache as ContainsOrAdd did: a hit does not refresh the entry.
+		c.seen.Add(key, struct{}{})
 	}
 	if out != nil && !out.Error {
 		if c.join.applies(ev, &info) {
@@ -364,7 +375,7 @@ func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggre
 			}
 		}
 	}
-	c.counter.Add(ctx, 1, c.outcomes[oc])
+	c.counter.Add(ctx, 1, c.outcomes[oc]...)
 }
 
 // sendRetrying sends out, again after a backoff while the error says a sink is unavailable.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"strconv"
 	"sync"
 	"time"
@@ -155,6 +156,25 @@ type eventDecoder struct {
 	// intern holds strings of low-cardinality fields (verbs, stages, users, resources, groups, ...)
 	// so that repeated values share one allocation across the events of a batch and across calls.
 	intern map[string]string
+	// lists remembers, per list field, the last string array read (its JSON and the result):
+	// the groups and source IPs of a sender's events repeat event after event.
+	lists [numListFields]listCache
+}
+
+// List fields of readStrings.
+const (
+	listSourceIPs = iota
+	listGroups
+	numListFields
+)
+
+// maxCachedList bounds the JSON of a string array that listCache keeps.
+const maxCachedList = 1 << 10
+
+type listCache struct {
+	raw  []byte // a copy: the cache outlives the data
+	list []string
+	ok   bool
 }
 
 var decoderPool = sync.Pool{New: func() any {
@@ -356,7 +376,7 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 				ev.ImpersonatedUser = nil
 			}
 		case "sourceIPs":
-			ev.SourceIPs, err = d.readStrings()
+			ev.SourceIPs, err = d.readStrings(listSourceIPs)
 		case "userAgent":
 			ev.UserAgent, err = d.readInterned()
 		case "objectRef":
@@ -419,7 +439,7 @@ func (d *eventDecoder) decodeUser(u *UserInfo) (null bool, err error) {
 		case "uid":
 			u.UID, err = d.readInterned()
 		case "groups":
-			u.Groups, err = d.readStrings()
+			u.Groups, err = d.readStrings(listGroups)
 		default:
 			err = d.skipValue()
 		}
@@ -837,6 +857,20 @@ var skipSafe = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	swarOnes  = 0x0101010101010101
+	swarHighs = 0x8080808080808080
+)
+
+// swarSpecial flags (high bit of the byte) the bytes of x, eight bytes of a string read little
+// endian, that skipSafe does not mark: '"', '\\' and control characters. The lowest flag is
+// exact; flags above a true one may be spurious.
+func swarSpecial(x uint64) uint64 {
+	q := x ^ (swarOnes * '"')
+	b := x ^ (swarOnes * '\\')
+	return ((x - swarOnes*0x20) | (q - swarOnes) | (b - swarOnes)) &^ x & swarHighs
+}
+
 // isSpace marks JSON whitespace.
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
@@ -985,8 +1019,17 @@ func (d *eventDecoder) skipString(i int) (int, error) {
 	data := d.data
 	i++
 	for {
-		for i+4 <= len(data) && skipSafe[data[i]] && skipSafe[data[i+1]] && skipSafe[data[i+2]] && skipSafe[data[i+3]] {
-			i += 4
+		// Eight bytes at a time: m flags the bytes that end the run of safe ones (the lowest
+		// flag is exact; those above it may be spurious and are not looked at).
+		for i+8 <= len(data) {
+			x := binary.LittleEndian.Uint64(data[i:])
+			m := swarSpecial(x)
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+			break
 		}
 		for i < len(data) && skipSafe[data[i]] {
 			i++
@@ -1111,12 +1154,41 @@ func (d *eventDecoder) internBytes(b []byte) string {
 }
 
 // readStrings reads an array of strings, or null. A null element becomes "". The strings are
-// interned: the arrays decoded are groups and source IPs, which repeat.
-func (d *eventDecoder) readStrings() ([]string, error) {
+// interned: the arrays decoded are groups and source IPs, which repeat, so that an array whose
+// JSON is the one read last for the field (slot) gives the same list again, capped so that an
+// append cannot reach the other holders (the lists are only read).
+func (d *eventDecoder) readStrings(slot int) ([]string, error) {
+	c := &d.lists[slot]
+	if d.ws() == '[' {
+		start := d.pos
+		if err := d.skipValue(); err != nil {
+			d.pos = start // the list reader reports the error as ever
+			return d.readStringList()
+		}
+		raw := d.data[start:d.pos]
+		if c.ok && bytes.Equal(raw, c.raw) {
+			return c.list, nil
+		}
+		d.pos = start
+		list, err := d.readStringList()
+		if err != nil {
+			return nil, err
+		}
+		list = list[:len(list):len(list)]
+		if len(raw) <= maxCachedList {
+			c.raw = append(c.raw[:0], raw...)
+			c.list, c.ok = list, true
+		}
+		return list, nil
+	}
+	return d.readStringList()
+}
+
+func (d *eventDecoder) readStringList() ([]string, error) {
 	if null, err := d.beginArray(); null || err != nil {
 		return nil, err
 	}
-	list := []string{}
+	list := make([]string, 0, 4)
 	for i := 0; ; i++ {
 		more, err := d.nextElement(i == 0)
 		if err != nil {

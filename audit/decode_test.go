@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -379,4 +380,36 @@ func ExampleDecodeEventList() {
 	// Output:
 	// create deployments demo {"kind":"Deployment"} 1795972170123456
 	// decode audit event list: wrong kind "Foo", want EventList
+}
+
+// TestDecodeRepeatedStringLists: events whose groups and source IPs repeat the previous event's
+// get the same values (one list shared, capped), and a different list is read afresh.
+func TestDecodeRepeatedStringLists(t *testing.T) {
+	ev := func(id, ips, groups string) string {
+		return `{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"` + id + `","stage":"ResponseComplete",` +
+			`"verb":"get","user":{"username":"u","groups":` + groups + `},"sourceIPs":` + ips + `}`
+	}
+	data := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` +
+		ev("a", `["10.0.0.1"]`, `["g1","g2"]`) + `,` +
+		ev("b", `["10.0.0.1"]`, `["g1","g2"]`) + `,` +
+		ev("c", `["10.0.0.2"]`, `[ "g1" ,"g3"]`) + `,` +
+		ev("d", `[]`, `null`) + `]}`)
+	events, err := DecodeEventList(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ ips, groups []string }{
+		{[]string{"10.0.0.1"}, []string{"g1", "g2"}},
+		{[]string{"10.0.0.1"}, []string{"g1", "g2"}},
+		{[]string{"10.0.0.2"}, []string{"g1", "g3"}},
+		{[]string{}, nil},
+	}
+	for i, w := range want {
+		if !reflect.DeepEqual(events[i].SourceIPs, w.ips) || !reflect.DeepEqual(events[i].User.Groups, w.groups) {
+			t.Errorf("event %d: sourceIPs %q groups %q, want %q %q", i, events[i].SourceIPs, events[i].User.Groups, w.ips, w.groups)
+		}
+	}
+	if g := events[0].User.Groups; cap(g) != len(g) {
+		t.Errorf("shared groups list has room to append: len %d cap %d", len(g), cap(g))
+	}
 }

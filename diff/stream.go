@@ -173,7 +173,7 @@ type Stream struct {
 
 	results   metric.Int64Counter
 	evictions metric.Int64Counter
-	resultOpt map[string]metric.MeasurementOption
+	resultOpt map[string][]metric.AddOption // slices: a variadic argument made at the call is an allocation per Add
 }
 
 type version struct {
@@ -205,7 +205,7 @@ func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{cfg: cfg, format: cfg.LogFormat(), differ: d, logger: ts.Log().With("component", "diff.stream"), resultOpt: map[string]metric.MeasurementOption{}}
+	s := &Stream{cfg: cfg, format: cfg.LogFormat(), differ: d, logger: ts.Log().With("component", "diff.stream"), resultOpt: map[string][]metric.AddOption{}}
 	meter := ts.Meter(meterScope)
 	s.results = meter.Counter("kelemetry.diff.stream.writes",
 		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error; "+
@@ -216,7 +216,7 @@ func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
 		return nil, fmt.Errorf("diff stream: %w", err)
 	}
 	for _, r := range []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError, resultWarmed} {
-		s.resultOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+		s.resultOpt[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))}
 	}
 	evictOpt := map[string]metric.MeasurementOption{}
 	for _, r := range []string{evictObjects, evictBytes} {
@@ -247,7 +247,7 @@ func (s *Stream) Observe(ctx context.Context, w Write) Result {
 		return Result{}
 	}
 	res, result := s.observe(w)
-	s.results.Add(ctx, 1, s.resultOpt[result])
+	s.results.Add(ctx, 1, s.resultOpt[result]...)
 	return res
 }
 
@@ -503,7 +503,7 @@ func (s *Stream) Warm(ctx context.Context, w Write) {
 		return
 	}
 	s.warm(w)
-	s.results.Add(ctx, 1, s.resultOpt[resultWarmed])
+	s.results.Add(ctx, 1, s.resultOpt[resultWarmed]...)
 }
 
 func (s *Stream) warm(w Write) {

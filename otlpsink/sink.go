@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -62,6 +64,10 @@ type Sink struct {
 	logger   *slog.Logger
 	queue    *spanQueue
 	conv     *converter
+	// upload, when set (New), sends the requests pconv builds from the spans, skipping the
+	// exporter's conversion of conv's SDK spans; the exporter then only starts and stops it.
+	upload func(context.Context, []*tracepb.ResourceSpans) error
+	pconv  *protoConverter
 
 	// mu is held shared by Export while it enqueues and exclusively by Stop to end enqueuing.
 	mu      sync.RWMutex
@@ -105,7 +111,7 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 	if err != nil {
 		return nil, err
 	}
-	exp, err := newExporter(ctx, cfg, t)
+	exp, client, err := newExporter(ctx, cfg, t)
 	if err != nil {
 		return nil, fmt.Errorf("otlpsink: create exporter for %s: %w", t, err)
 	}
@@ -114,6 +120,7 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 		_ = exp.Shutdown(ctx)
 		return nil, err
 	}
+	s.upload, s.pconv = client.UploadTraces, newProtoConverter()
 	s.logger = s.logger.With("target", t.String())
 	s.logger.Info("exporting spans over OTLP", "protocol", t.protocol, "tls", t.tls)
 	return s, nil
@@ -144,12 +151,14 @@ func (c TLSConfig) ClientConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExporter, error) {
+// newExporter returns the SDK's OTLP exporter for t and the client it sends with, which the sink
+// hands the requests it builds itself (protoConverter).
+func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExporter, otlptrace.Client, error) {
 	var tc *tls.Config
 	if t.tls {
 		var err error
 		if tc, err = cfg.TLS.ClientConfig(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	plain := !t.tls && (!t.fromEnv || cfg.Insecure)
@@ -175,7 +184,9 @@ func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExport
 		if gzip {
 			opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
 		}
-		return otlptracehttp.New(ctx, opts...)
+		client := otlptracehttp.NewClient(opts...)
+		exp, err := otlptrace.New(ctx, client)
+		return exp, client, err
 	}
 	opts := []otlptracegrpc.Option{
 		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}),
@@ -196,7 +207,9 @@ func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExport
 	if gzip {
 		opts = append(opts, otlptracegrpc.WithCompressor("gzip"))
 	}
-	return otlptracegrpc.New(ctx, opts...)
+	client := otlptracegrpc.NewClient(opts...)
+	exp, err := otlptrace.New(ctx, client)
+	return exp, client, err
 }
 
 // NewWithExporter creates a sink that sends through exporter, which Stop shuts down. The
@@ -492,9 +505,15 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 		s.dropped.Add(mctx, int64(len(batch)), s.byStopped)
 		return false
 	}
-	spans := make([]sdktrace.ReadOnlySpan, len(batch))
-	for i, sp := range batch {
-		spans[i] = s.conv.span(sp)
+	var spans []sdktrace.ReadOnlySpan
+	var req []*tracepb.ResourceSpans
+	if s.upload != nil {
+		req = s.pconv.request(batch)
+	} else {
+		spans = make([]sdktrace.ReadOnlySpan, len(batch))
+		for i, sp := range batch {
+			spans[i] = s.conv.span(sp)
+		}
 	}
 	var stopped <-chan struct{}
 	if stop != nil {
@@ -505,8 +524,8 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 	var err error
 	for {
 		attempts++
-		if err = s.exportOnce(ctx, spans); err == nil {
-			s.exported.Add(mctx, int64(len(spans)))
+		if err = s.exportOnce(ctx, spans, req); err == nil {
+			s.exported.Add(mctx, int64(len(batch)))
 			if s.failing.Swap(false) {
 				s.logger.Info("otlp export works again", "attempts", attempts)
 			}
@@ -514,14 +533,14 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 		}
 		switch kind, n := classify(err); kind {
 		case partial:
-			n = min(max(n, 0), int64(len(spans)))
-			s.exported.Add(mctx, int64(len(spans))-n)
+			n = min(max(n, 0), int64(len(batch)))
+			s.exported.Add(mctx, int64(len(batch))-n)
 			s.dropped.Add(mctx, n, s.byRejected)
-			s.warnRejected("otlp receiver rejected some spans of a batch", "spans", len(spans), "rejected", n, "error", err)
+			s.warnRejected("otlp receiver rejected some spans of a batch", "spans", len(batch), "rejected", n, "error", err)
 			return n == 0
 		case rejected:
-			s.dropped.Add(mctx, int64(len(spans)), s.byRejected)
-			s.warnRejected("otlp receiver refused a batch for good (not retried)", "spans", len(spans), "error", err)
+			s.dropped.Add(mctx, int64(len(batch)), s.byRejected)
+			s.warnRejected("otlp receiver refused a batch for good (not retried)", "spans", len(batch), "error", err)
 			return false
 		case tooLarge:
 			if len(batch) == 1 {
@@ -542,7 +561,7 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 		}
 		if now := time.Now(); now.Sub(s.lastFailLog) >= logEvery {
 			s.lastFailLog = now
-			s.logger.Warn("otlp export failed, retrying", "spans", len(spans), "attempts", attempts, "backoff", backoff, "error", err)
+			s.logger.Warn("otlp export failed, retrying", "spans", len(batch), "attempts", attempts, "backoff", backoff, "error", err)
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -559,8 +578,8 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 	if ctx.Err() != nil {
 		reason = s.byStopped
 	}
-	s.dropped.Add(mctx, int64(len(spans)), reason)
-	s.logger.Warn("otlp export failed, dropping batch", "spans", len(spans), "attempts", attempts, "error", err)
+	s.dropped.Add(mctx, int64(len(batch)), reason)
+	s.logger.Warn("otlp export failed, dropping batch", "spans", len(batch), "attempts", attempts, "error", err)
 	return false
 }
 
@@ -572,8 +591,18 @@ func (s *Sink) warnRejected(msg string, args ...any) {
 	}
 }
 
-func (s *Sink) exportOnce(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+// exportOnce sends req through upload when set, else spans through the exporter.
+func (s *Sink) exportOnce(ctx context.Context, spans []sdktrace.ReadOnlySpan, req []*tracepb.ResourceSpans) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if s.upload != nil {
+		if len(req) == 0 {
+			return nil
+		}
+		if err := s.upload(ctx, req); err != nil {
+			return fmt.Errorf("traces export: %w", err) // as the exporter wraps it
+		}
+		return nil
+	}
 	return s.exporter.ExportSpans(ctx, spans)
 }
