@@ -728,12 +728,15 @@ func (d *eventDecoder) literal(lit string) error {
 
 // strSafe marks the bytes that a JSON string holds as they are and that need no attention:
 // printable ASCII other than '"' and '\'.
-var strSafe = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
+var strSafe = safeBytes(0x80)
+
+// safeBytes marks the bytes from 0x20 up to (not including) end, but '"' and '\'.
+func safeBytes(end int) (t [256]bool) {
+	for c := 0x20; c < end; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
 	return t
-}()
+}
 
 const (
 	swarLow  = 0x0101010101010101
@@ -850,25 +853,15 @@ func (d *eventDecoder) scanNumber() error {
 
 // skipSafe marks the bytes that a skipped JSON string holds as they are: all but '"', '\' and
 // control characters. Invalid UTF-8 is not an error (encoding/json accepts it too).
-var skipSafe = func() (t [256]bool) {
-	for c := 0x20; c < 0x100; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-const (
-	swarOnes  = 0x0101010101010101
-	swarHighs = 0x8080808080808080
-)
+var skipSafe = safeBytes(0x100)
 
 // swarSpecial flags (high bit of the byte) the bytes of x, eight bytes of a string read little
 // endian, that skipSafe does not mark: '"', '\\' and control characters. The lowest flag is
 // exact; flags above a true one may be spurious.
 func swarSpecial(x uint64) uint64 {
-	q := x ^ (swarOnes * '"')
-	b := x ^ (swarOnes * '\\')
-	return ((x - swarOnes*0x20) | (q - swarOnes) | (b - swarOnes)) &^ x & swarHighs
+	q := x ^ (swarLow * '"')
+	b := x ^ (swarLow * '\\')
+	return ((x - swarLow*0x20) | (q - swarLow) | (b - swarLow)) &^ x & swarHigh
 }
 
 // isSpace marks JSON whitespace.
