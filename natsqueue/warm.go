@@ -308,7 +308,15 @@ func (c *Consumer) waitHistory(ctx context.Context, ps *partition) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
+	progress := ps.since // when the batch's first message was accepted
 	for {
+		if time.Since(progress) > c.cfg.AckWait/4 {
+			// Keep the batch from being redelivered while the history catches up.
+			for _, a := range ps.done {
+				_ = a.msg.InProgress()
+			}
+			progress = time.Now()
+		}
 		c.readHistorySeq(wctx)
 		if c.histSeq.Load() >= seq {
 			return
