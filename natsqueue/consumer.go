@@ -375,13 +375,15 @@ type partition struct {
 	done []accepted
 	// since is when the first message of done was accepted.
 	since time.Time
-	// recent holds the stream sequences of the last batch acknowledged (confirmed or not) and
-	// of messages dead-lettered since: a redelivery of one of them is stale (its ack was lost,
-	// e.g. a NATS node going away, or crossed the redelivery) and is acknowledged without
-	// being handled again. An older sequence is not stale: messages another member (or a
-	// previous process) pulled and never acknowledged come back after AckWait, behind newer
-	// ones.
-	recent map[uint64]struct{}
+	// recent holds the stream sequences of the messages this member committed and
+	// acknowledged (confirmed or not) or dead-lettered, the last 8 x MaxInFlight of them
+	// (recentOrder, oldest first): a redelivery of one of them is stale (its ack was lost, e.g. a
+	// NATS node going away, or crossed the redelivery after a slow commit) and is acknowledged
+	// without being handled again. A sequence not in it is not stale: messages another member
+	// (or a previous process) pulled and never acknowledged come back after AckWait, behind
+	// newer ones.
+	recent      map[uint64]struct{}
+	recentOrder []uint64
 	// inherited holds the sequences of the commit marker read at the last takeover: the last
 	// batch the previous holder (or process) committed. A redelivery of one is acknowledged
 	// without being handled again.
@@ -396,6 +398,22 @@ type partition struct {
 	// seen is the highest stream sequence the warmer or the handler saw since the last
 	// takeover: a committed redelivery above it is warmed, one below it was already seen.
 	seen uint64
+}
+
+// remember adds seq to ps.recent, forgetting the oldest beyond bound.
+func (ps *partition) remember(seq uint64, bound int) {
+	if _, ok := ps.recent[seq]; ok {
+		return
+	}
+	ps.recent[seq] = struct{}{}
+	ps.recentOrder = append(ps.recentOrder, seq)
+	if len(ps.recentOrder) > bound {
+		drop := len(ps.recentOrder) - bound
+		for _, old := range ps.recentOrder[:drop] {
+			delete(ps.recent, old)
+		}
+		ps.recentOrder = append(ps.recentOrder[:0], ps.recentOrder[drop:]...)
+	}
 }
 
 // accepted is a message the handler accepted.
@@ -551,7 +569,7 @@ func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstr
 }
 
 // doubtful returns the stream sequence of msg when it is a redelivery that neither this member's
-// last batch (ps.recent) nor the commit marker (ps.inherited) accounts for: its effects may or
+// recent acknowledgements (ps.recent) nor the commit marker (ps.inherited) accounts for: its effects may or
 // may not be durable.
 func (c *Consumer) doubtful(ps *partition, msg jetstream.Msg) (uint64, bool) {
 	md, err := msg.Metadata()
@@ -739,9 +757,8 @@ func (c *Consumer) flush(ctx context.Context, ps *partition) {
 		return
 	}
 	c.waitHistory(ctx, ps)
-	clear(ps.recent)
 	for _, a := range ps.done {
-		ps.recent[a.d.Sequence] = struct{}{}
+		ps.remember(a.d.Sequence, 8*c.cfg.MaxInFlight)
 	}
 	c.putMark(ctx, ps)
 	if c.crashBeforeAcks != nil && c.crashBeforeAcks(ps.p) {
@@ -847,7 +864,7 @@ func (c *Consumer) deadLetter(ctx context.Context, ps *partition, msg jetstream.
 		_ = msg.NakWithDelay(c.cfg.MaxRetryBackoff)
 		return
 	}
-	ps.recent[d.Sequence] = struct{}{}
+	ps.remember(d.Sequence, 8*c.cfg.MaxInFlight)
 	if err := c.ack(ctx, msg); err != nil {
 		ps.log.Debug("ack dead-lettered message", "seq", d.Sequence, "err", err)
 		return

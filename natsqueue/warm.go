@@ -329,6 +329,9 @@ func (c *Consumer) waitHistory(ctx context.Context, ps *partition) {
 			break
 		}
 	}
+	for _, a := range ps.done {
+		_ = a.msg.InProgress() // the copy may take up to PublishTimeout
+	}
 	if err := c.copyToHistory(ctx, ps); err != nil {
 		c.histLagged.Add(context.WithoutCancel(ctx), int64(len(ps.done)))
 		ps.log.Warn("acknowledging messages the history stream does not hold: a later takeover's warm-up misses them",
