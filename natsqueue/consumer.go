@@ -679,9 +679,11 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		_, committed := ps.inherited[seq]
 		stored := !stale && !committed && ps.stored[seq]
 		if stale || committed || stored {
-			if !stale && c.warmer != nil && seq > ps.seen {
-				// Committed (or stored) by the previous holder after what the warm-up
-				// replayed: the state sees it as if it had been handled here.
+			if c.warmer != nil && seq > ps.seen {
+				// Committed (or stored) by the previous holder, or by this member before it
+				// lost the partition and got it back (stale), after what the warm-up replayed:
+				// the warm-up stopped before this message and replayed older versions of its
+				// object, so the state sees it again as if it had been handled here.
 				c.callWarmer(ctx, ps.log, d)
 			}
 			switch {
