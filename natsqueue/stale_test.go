@@ -1,0 +1,70 @@
+package natsqueue
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// fakeMsg is a redelivered message for the unit tests of handle: only Metadata, Data, Headers,
+// Subject and Ack matter.
+type fakeMsg struct {
+	jetstream.Msg
+	seq, delivered uint64
+	acked          bool
+}
+
+func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}, NumDelivered: m.delivered}, nil
+}
+func (m *fakeMsg) Data() []byte         { return payload("apps/deployments/default/d0", int(m.seq)) }
+func (m *fakeMsg) Headers() nats.Header { return nats.Header{} }
+func (m *fakeMsg) Subject() string      { return "kelemetry.audit.c1.0" }
+func (m *fakeMsg) Ack() error           { m.acked = true; return nil }
+
+// A redelivery of a message this member committed (stale: its ack was lost) that comes first
+// after the member got its partition back is warmed: the warm-up stopped before it and replayed
+// older versions of its object. One at or below what the member saw is only acknowledged.
+func TestStaleRedeliveryAfterTakeoverWarms(t *testing.T) {
+	var handled, warmed []uint64
+	m := noop.NewMeterProvider().Meter("test")
+	skipped, _ := m.Int64Counter("skipped")
+	redelivered, _ := m.Int64Counter("redelivered")
+	c := &Consumer{
+		cfg: testConfig("nats://127.0.0.1:1").WithDefaults(),
+		log: slog.Default(),
+		h: func(_ context.Context, d Delivery) error {
+			handled = append(handled, d.Sequence)
+			return nil
+		},
+		warmer:      func(_ context.Context, d Delivery) { warmed = append(warmed, d.Sequence) },
+		skipped:     skipped,
+		redelivered: redelivered,
+	}
+	ps := &partition{p: 0, log: slog.Default(), recent: map[uint64]struct{}{}, inherited: map[uint64]struct{}{},
+		stored: map[uint64]bool{}, pctx: context.Background(), since: time.Now()}
+	for _, seq := range []uint64{3, 4, 5} {
+		ps.remember(seq, 8)
+	}
+	ps.seen = 4 // after a takeover whose first message is 5: the warm-up replayed up to 4
+	ctx := context.Background()
+
+	first := &fakeMsg{seq: 5, delivered: 2}
+	require.True(t, c.handle(ctx, ps, first))
+	assert.True(t, first.acked)
+	assert.Equal(t, []uint64{5}, warmed, "the stale redelivery past the warm-up is warmed")
+	assert.Empty(t, handled, "and not handled again")
+
+	again := &fakeMsg{seq: 4, delivered: 3}
+	require.True(t, c.handle(ctx, ps, again))
+	assert.True(t, again.acked)
+	assert.Equal(t, []uint64{5}, warmed, "a stale redelivery already seen is only acknowledged")
+	assert.Empty(t, handled)
+}
