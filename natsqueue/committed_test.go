@@ -33,13 +33,7 @@ func TestMarkEncoding(t *testing.T) {
 // redelivered messages without handling them (each message is handled once in all) and warms
 // its state up with them, and it handles the rest.
 func TestCommittedBatchNotHandledAgain(t *testing.T) {
-	n := natstest.StartJetStream(t)
-	cfg := testConfig(n.URL())
-	cfg.Partitions = 1
-	p := newProducer(t, cfg)
-	ctx := testCtx(t, 60*time.Second)
-	msgs := batch(1, 20, 0)
-	require.NoError(t, p.Publish(ctx, msgs))
+	cfg, ctx, msgs := publishedPartition(t)
 
 	var mu sync.Mutex
 	handled := map[uint64]int{}
@@ -118,13 +112,7 @@ func TestStoredRedeliveryNotHandledAgain(t *testing.T) {
 			name = "check fails"
 		}
 		t.Run(name, func(t *testing.T) {
-			n := natstest.StartJetStream(t)
-			cfg := testConfig(n.URL())
-			cfg.Partitions = 1
-			p := newProducer(t, cfg)
-			ctx := testCtx(t, 60*time.Second)
-			msgs := batch(1, 20, 0)
-			require.NoError(t, p.Publish(ctx, msgs))
+			cfg, ctx, msgs := publishedPartition(t)
 
 			var mu sync.Mutex
 			written := map[string]int{} // the sink: payload -> copies written
@@ -224,4 +212,18 @@ func runUntilDrained(ctx context.Context, t *testing.T, cfg Config, b *Consumer,
 	l := newAckLog()
 	require.Eventually(t, func() bool { return done() && l.drained(ctx, t, cfg, 0) },
 		30*time.Second, 50*time.Millisecond, "every message handled and the stream drained")
+}
+
+// publishedPartition starts a JetStream server with a one-partition stream holding 20 messages
+// of one key, and returns the configuration, the test's context and the messages.
+func publishedPartition(t *testing.T) (Config, context.Context, []Message) {
+	t.Helper()
+	n := natstest.StartJetStream(t)
+	cfg := testConfig(n.URL())
+	cfg.Partitions = 1
+	p := newProducer(t, cfg)
+	ctx := testCtx(t, 60*time.Second)
+	msgs := batch(1, 20, 0)
+	require.NoError(t, p.Publish(ctx, msgs))
+	return cfg, ctx, msgs
 }
