@@ -218,6 +218,13 @@ func runUntilDrained(ctx context.Context, t *testing.T, cfg Config, b *Consumer,
 // of one key, and returns the configuration, the test's context and the messages.
 func publishedPartition(t *testing.T) (Config, context.Context, []Message) {
 	t.Helper()
+	_, _, cfg, ctx, msgs := publishedPartitionOn(t)
+	return cfg, ctx, msgs
+}
+
+// publishedPartitionOn is publishedPartition that also returns the server and the producer.
+func publishedPartitionOn(t *testing.T) (*natstest.Node, *Producer, Config, context.Context, []Message) {
+	t.Helper()
 	n := natstest.StartJetStream(t)
 	cfg := testConfig(n.URL())
 	cfg.Partitions = 1
@@ -225,5 +232,5 @@ func publishedPartition(t *testing.T) (Config, context.Context, []Message) {
 	ctx := testCtx(t, 60*time.Second)
 	msgs := batch(1, 20, 0)
 	require.NoError(t, p.Publish(ctx, msgs))
-	return cfg, ctx, msgs
+	return n, p, cfg, ctx, msgs
 }

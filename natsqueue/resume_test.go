@@ -17,13 +17,7 @@ import (
 )
 
 func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
-	n := natstest.StartJetStream(t)
-	cfg := testConfig(n.URL())
-	cfg.Partitions = 1
-	p := newProducer(t, cfg)
-	ctx := testCtx(t, 60*time.Second)
-	msgs := batch(1, 20, 0)
-	require.NoError(t, p.Publish(ctx, msgs))
+	n, p, cfg, ctx, _ := publishedPartitionOn(t)
 
 	var mu sync.Mutex
 	var first, second []int
