@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -224,8 +227,18 @@ func classify(err error) error {
 	return err
 }
 
-// isConnErr reports errors that only say the connection is unusable.
+// isConnErr reports errors that only say the connection is unusable: the client's own
+// connection states, and the socket's errors when a server goes away under a write (a broken
+// pipe or reset while the client has not yet noticed the loss and still flushes to it).
 func isConnErr(err error) bool {
-	return errors.Is(err, nats.ErrConnectionDraining) || errors.Is(err, nats.ErrStaleConnection) ||
-		errors.Is(err, nats.ErrAuthorization)
+	if errors.Is(err, nats.ErrConnectionDraining) || errors.Is(err, nats.ErrStaleConnection) ||
+		errors.Is(err, nats.ErrAuthorization) {
+		return true
+	}
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr)
 }
