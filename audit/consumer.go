@@ -326,17 +326,25 @@ func (c *Consumer) repeated(cluster string, ev *Event) bool {
 	return found
 }
 
-// eventHash is FNV-1a (64 bits) over cluster, audit ID and stage, NUL-separated.
-func eventHash(cluster, auditID, stage string) uint64 {
+// eventHash is FNV-1a (64 bits) over cluster, audit ID and stage, NUL-separated. The audit ID may
+// be the decoder's bytes (the webhook's repeat check, before the event's strings exist).
+func eventHash[T ~string | ~[]byte](cluster string, auditID T, stage string) uint64 {
 	h := uint64(14695981039346656037)
-	for _, s := range [...]string{cluster, auditID, stage} {
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= 1099511628211
-		}
-		h *= 1099511628211 // separator
+	h = fnvString(h, cluster)
+	for i := 0; i < len(auditID); i++ {
+		h ^= uint64(auditID[i])
+		h *= 1099511628211
 	}
-	return h
+	h *= 1099511628211 // separator
+	return fnvString(h, stage)
+}
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h * 1099511628211 // separator
 }
 
 // Warm rebuilds the audit-stream diff's state from ev without sending anything: ev was handled

@@ -55,13 +55,25 @@ func DecodeEvent(data []byte) (*Event, error) {
 // modify nor reuse data while the events are in use. Errors name the item index and the field,
 // such as "items[3].user.groups[1]: want string, got number".
 func DecodeEventList(data []byte) ([]*Event, error) {
+	events, _, err := decodeEventListSkipping(data, nil)
+	return events, err
+}
+
+// decodeEventListSkipping is DecodeEventList that leaves out the items for which skip (when not
+// nil) reports true, given their audit ID and stage as soon as both are read, and returns how
+// many it left out. A skipped item is checked for JSON syntax and for its kind and apiVersion
+// as far as they came before its audit ID and stage (kube-apiserver writes them first), not
+// for the types of its other fields. An item whose audit ID or stage comes again after skip
+// was asked (the last one wins) is decoded whole as usual.
+func decodeEventListSkipping(data []byte, skip func(auditID []byte, stage string) bool) ([]*Event, int, error) {
 	d := getDecoder(data)
 	defer putDecoder(d)
+	d.skip = skip
 	events, err := d.decodeTopList()
 	if err != nil {
-		return nil, fmt.Errorf("decode audit event list: %w", err)
+		return nil, 0, fmt.Errorf("decode audit event list: %w", err)
 	}
-	return events, nil
+	return events, d.skipped, nil
 }
 
 // decodeError is a decoding error at a path inside the document, such as items[3].user.groups[1].
@@ -159,7 +171,19 @@ type eventDecoder struct {
 	// lists remembers, per list field, the last string array read (its JSON and the result):
 	// the groups and source IPs of a sender's events repeat event after event.
 	lists [numListFields]listCache
+
+	// skip, when set, is asked about each item of a list once its audit ID and stage are read:
+	// true skips the rest of the item (checked for syntax only) and leaves it out of the result.
+	skip    func(auditID []byte, stage string) bool
+	skipped int
 }
+
+// errSkipped ends decodeEvent for an item that skip left out; errRedecode for one whose audit ID
+// or stage was repeated after skip was asked, so that it must be decoded again without skip.
+var (
+	errSkipped  = errors.New("audit: item skipped")
+	errRedecode = errors.New("audit: item decoded again")
+)
 
 // List fields of readStrings.
 const (
@@ -192,6 +216,8 @@ func putDecoder(d *eventDecoder) {
 	// Drop every reference to the caller's data and events before pooling.
 	d.data = nil
 	d.blocks = nil
+	d.skip = nil
+	d.skipped = 0
 	if cap(d.scratch) > 64<<10 {
 		d.scratch = nil
 	}
@@ -323,10 +349,31 @@ func (d *eventDecoder) decodeItems() ([]*Event, error) {
 		switch d.ws() {
 		case '{':
 			b := d.newBlock(true)
-			if err := d.decodeEvent(b); err != nil {
-				return nil, atIndex(i, err)
+			start := d.pos
+			err := d.decodeEvent(b)
+			switch {
+			case err == nil:
+				events = append(events, &b.ev)
+				continue
+			case errors.Is(err, errSkipped):
+				// The block serves the next item.
+				*b = eventBlock{}
+				d.blocks = d.blocks[:len(d.blocks)-1]
+				d.skipped++
+				continue
+			case errors.Is(err, errRedecode):
+				*b = eventBlock{}
+				d.pos = start
+				skip := d.skip
+				d.skip = nil
+				err = d.decodeEvent(b)
+				d.skip = skip
+				if err == nil {
+					events = append(events, &b.ev)
+					continue
+				}
 			}
-			events = append(events, &b.ev)
+			return nil, atIndex(i, err)
 		case 'n':
 			return nil, atIndex(i, errors.New("null event"))
 		default:
@@ -341,6 +388,8 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 	d.arena = d.arena[:0]
 	d.pending = d.pending[:0]
 	ev := &b.ev
+	asked := d.skip == nil
+	idSlot := -1 // the audit ID's entry in d.pending
 	for first := true; ; first = false {
 		name, more, err := d.nextMember(first)
 		if err != nil {
@@ -358,6 +407,7 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 			ev.Level, err = d.readInterned()
 		case "auditID":
 			err = d.readEventString(&ev.AuditID)
+			idSlot = len(d.pending) - 1
 		case "stage":
 			ev.Stage, err = d.readInterned()
 		case "requestURI":
@@ -419,9 +469,40 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 		if err != nil {
 			return atField(string(name), err)
 		}
+		if !asked && idSlot >= 0 && ev.Stage != "" {
+			asked = true
+			id := d.pending[idSlot]
+			if d.skip(d.arena[id.start:id.end], ev.Stage) {
+				if err := checkType(ev.Kind, ev.APIVersion, eventKind, false); err != nil {
+					return err
+				}
+				return d.skipRest()
+			}
+		}
 	}
 	d.flushEventStrings()
 	return checkType(ev.Kind, ev.APIVersion, eventKind, false)
+}
+
+// skipRest checks the syntax of the rest of the event being decoded and skips it: errSkipped, or
+// errRedecode when its audit ID or stage comes again (the last one wins, so what skip was asked
+// about may not be the event's identity).
+func (d *eventDecoder) skipRest() error {
+	for {
+		name, more, err := d.nextMember(false)
+		if err != nil {
+			return err
+		}
+		if !more {
+			return errSkipped
+		}
+		if n := string(name); n == "auditID" || n == "stage" || n == "kind" || n == "apiVersion" {
+			return errRedecode
+		}
+		if err := d.skipValue(); err != nil {
+			return atField(string(name), err)
+		}
+	}
 }
 
 func (d *eventDecoder) decodeUser(u *UserInfo) (null bool, err error) {

@@ -169,7 +169,8 @@ func New(p Params) (Result, error) {
 		wcfg.DefaultCluster = cfg.Cluster
 	}
 	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
-	webhook := NewWebhook(wcfg, Observe(eq, p.Observers...), ts)
+	// Observers see every event; the queue only those the consumer does not filter.
+	webhook := NewWebhook(wcfg, Observe(Prefilter(eq, consumer), p.Observers...), ts)
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
 		webhook.SetHealth(h.SinkHealth)
 	}
@@ -182,7 +183,7 @@ func New(p Params) (Result, error) {
 	if q == nil {
 		replayQ = eq
 	}
-	replayQ = Observe(replayQ, p.Observers...)
+	replayQ = Observe(Prefilter(replayQ, consumer), p.Observers...)
 	for _, f := range cfg.Follow {
 		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
 		if err != nil {

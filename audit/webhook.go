@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -50,6 +51,14 @@ type WebhookConfig struct {
 	// (default aggregator.DefaultMaxFutureSkew, 24h; negative: no limit). New sets it from
 	// Config.MaxFutureSkew (the audit.maxFutureSkew key).
 	MaxFutureSkew time.Duration `yaml:"-"`
+	// RepeatWindow is how many of the events it enqueued lately (cluster, audit ID and stage) the
+	// webhook remembers, so that an event posted again (kube-apiserver retrying a batch whose
+	// answer it did not get, a dump or log replayed twice) is answered 200 but not queued again:
+	// it is counted in kelemetry.audit.webhook.repeated_events. Default
+	// DefaultWebhookRepeatWindow (100,000, about 4 MB); negative turns the check off. The
+	// consumer's own check (ConsumerConfig.DedupSize) still catches repeats that reach another
+	// replica or come back from a queue's redelivery.
+	RepeatWindow int `yaml:"repeatWindow"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -62,6 +71,9 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 	}
 	if c.MaxFutureSkew == 0 {
 		c.MaxFutureSkew = aggregator.DefaultMaxFutureSkew
+	}
+	if c.RepeatWindow == 0 {
+		c.RepeatWindow = DefaultWebhookRepeatWindow
 	}
 	return c
 }
@@ -116,6 +128,9 @@ type Webhook struct {
 	events   metric.Int64Counter
 	rejected metric.Int64Counter
 	dropped  metric.Int64Counter
+	repeated metric.Int64Counter
+	repeats  *repeatSet // nil when RepeatWindow < 0
+	bodies   *repeatSet // the hashes of the bodies whose every event was queued; nil as repeats
 
 	inflight *byteBudget
 	badLog   ratelog.Limiter
@@ -156,6 +171,16 @@ func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
 		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, queue_unavailable, stopped, unavailable, error, inflight_bytes, bad_timestamp).", "{batch}")
 	w.dropped = meter.Counter("kelemetry.audit.webhook.dropped_events",
 		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
+	w.repeated = meter.Counter("kelemetry.audit.webhook.repeated_events",
+		"Audit events answered 200 but not queued because the webhook queued the same event (cluster, audit ID, stage) lately (repeatWindow).", "{event}")
+	if w.cfg.RepeatWindow > 0 {
+		forgotten := meter.Counter("kelemetry.audit.webhook.repeat_evictions",
+			"Audit events the webhook's repeat check forgot to stay within repeatWindow: a repeat of one of them is queued again (and caught by the consumer's check).", "{event}")
+		w.repeats = newRepeatSet(w.cfg.RepeatWindow, func(n int) { forgotten.Add(context.Background(), int64(n)) })
+		forgottenBodies := meter.Counter("kelemetry.audit.webhook.repeat_body_evictions",
+			"Request bodies the webhook's repeat check forgot (it remembers 4096): one posted again is decoded and its events checked one by one.", "{batch}")
+		w.bodies = newRepeatSet(repeatBodies, func(n int) { forgottenBodies.Add(context.Background(), int64(n)) })
+	}
 	if err := meter.Err(); err != nil {
 		w.logger.Warn("audit webhook", "error", err)
 	}
@@ -212,7 +237,20 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	events, err := DecodeEventList(data)
+	// A body posted again whole (kube-apiserver retries a batch with the same bytes) is answered
+	// at once; repeats in a new body are left out while decoding, which spares most of their
+	// cost. Not while taps need every item.
+	var bodyKey uint64
+	var skip func([]byte, string) bool
+	if w.repeats != nil && len(w.taps) == 0 {
+		bodyKey = bodyHash(cluster, data)
+		if n, ok := w.bodies.get(bodyKey); ok {
+			w.answerRepeats(ctx, rw, int(n))
+			return
+		}
+		skip = func(auditID []byte, stage string) bool { return w.repeats.has(eventHash(cluster, auditID, stage)) }
+	}
+	events, repeats, err := decodeEventListSkipping(data, skip)
 	if err != nil {
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, cluster, err.Error())
 		return
@@ -221,54 +259,89 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if len(w.taps) > 0 {
 		received = slices.Clone(events) // checkTimes filters in place; taps need the dropped items' indexes
 	}
-	events, dropNote, ok := w.checkTimes(ctx, rw, cluster, events)
+	if repeats > 0 && len(events) == 0 {
+		w.bodies.put(bodyKey, int32(min(repeats, math.MaxInt32)))
+		w.answerRepeats(ctx, rw, repeats)
+		return
+	}
+	total := len(events) + repeats
+	events, dropNote, ok := w.checkTimes(ctx, rw, cluster, events, repeats)
 	if !ok {
 		return
 	}
+	whole := dropNote == "" // every event of the body is queued once this one is
+	queued := events
+	if w.repeats != nil && len(w.taps) > 0 {
+		var n int
+		queued, n = w.repeats.filter(cluster, events)
+		repeats += n
+	}
+	if repeats > 0 {
+		dropNote += ", " + strconv.Itoa(repeats) + " repeated events were queued before"
+	}
 
-	if len(events) > 0 {
-		if err := w.q.Enqueue(ctx, cluster, events); err != nil {
+	if len(queued) > 0 {
+		if err := w.q.Enqueue(ctx, cluster, queued); err != nil {
 			switch {
 			case errors.Is(err, ErrBatchTooLarge):
 				// Retrying cannot help: say so rather than asking for a retry.
 				w.reject(ctx, rw, http.StatusRequestEntityTooLarge, rejectTooLarge, cluster,
-					fmt.Sprintf("enqueue %d events: %v (raise audit.queue.capacity or lower --audit-webhook-batch-max-size)", len(events), err))
+					fmt.Sprintf("enqueue %d events: %v (raise audit.queue.capacity or lower --audit-webhook-batch-max-size)", len(queued), err))
 			case errors.Is(err, ErrQueueFull):
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusTooManyRequests, rejectQueueFull, cluster,
-					fmt.Sprintf("enqueue %d events: %v", len(events), err))
+					fmt.Sprintf("enqueue %d events: %v", len(queued), err))
 			case errors.Is(err, ErrQueueUnavailable):
 				// The queue's store (NATS) is out of reach: the batch was not accepted, and
 				// kube-apiserver retries a 503 that carries Retry-After.
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusServiceUnavailable, rejectQueueUnavailable, cluster,
-					fmt.Sprintf("enqueue %d events: %v", len(events), err))
+					fmt.Sprintf("enqueue %d events: %v", len(queued), err))
 			case errors.Is(err, ErrStopped):
 				// A replica shutting down: kube-apiserver retries a 503 only with Retry-After, and
 				// the retry reaches another replica through the Service.
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusServiceUnavailable, rejectStopped, cluster,
-					fmt.Sprintf("enqueue %d events: %v", len(events), err))
+					fmt.Sprintf("enqueue %d events: %v", len(queued), err))
 			default:
 				w.reject(ctx, rw, http.StatusInternalServerError, rejectError, cluster,
-					fmt.Sprintf("enqueue %d events: %v", len(events), err))
+					fmt.Sprintf("enqueue %d events: %v", len(queued), err))
 			}
 			return
 		}
 	}
 
-	w.events.Add(ctx, int64(len(events)))
+	if w.repeats != nil {
+		w.repeats.add(cluster, queued)
+		if whole && total > 0 && bodyKey != 0 {
+			w.bodies.put(bodyKey, int32(min(total, math.MaxInt32)))
+		}
+	}
+	w.events.Add(ctx, int64(len(queued)))
+	if repeats > 0 {
+		w.repeated.Add(ctx, int64(repeats))
+	}
 	w.notifyTaps(ctx, cluster, data, received, events)
 	w.count(ctx, http.StatusOK)
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(rw, "accepted "+strconv.Itoa(len(events))+" events"+dropNote+"\n")
+	_, _ = io.WriteString(rw, "accepted "+strconv.Itoa(len(queued))+" events"+dropNote+"\n")
+}
+
+// answerRepeats answers 200 for a batch whose every item was queued before.
+func (w *Webhook) answerRepeats(ctx context.Context, rw http.ResponseWriter, repeats int) {
+	w.repeated.Add(ctx, int64(repeats))
+	w.count(ctx, http.StatusOK)
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	rw.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(rw, "accepted 0 events, "+strconv.Itoa(repeats)+" repeated events were queued before\n")
 }
 
 // checkTimes drops the events with a timestamp that aggregator.CheckTime refuses, counts and logs
 // them (rate-limited). It returns the events to enqueue and a note on what was dropped for the
-// answer; when every event was dropped it answers 400 itself and reports false.
-func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluster string, events []*Event) ([]*Event, string, bool) {
+// answer; when every event was dropped and the batch held no repeat either it answers 400
+// itself and reports false.
+func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluster string, events []*Event, repeats int) ([]*Event, string, bool) {
 	n := len(events)
 	kept, problems := filterEventTimes(events, time.Now(), w.cfg.MaxFutureSkew, func(i int) string {
 		return "items[" + strconv.Itoa(i) + "]."
@@ -280,7 +353,7 @@ func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluste
 		w.dropped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.reason)))
 	}
 	summary := summarizeProblems(problems)
-	if len(kept) == 0 {
+	if len(kept) == 0 && repeats == 0 {
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadTimestamp, cluster,
 			fmt.Sprintf("all %d events have bad timestamps: %s", n, summary))
 		return nil, "", false

@@ -61,16 +61,18 @@ run() {
 	curl -sf "http://127.0.0.1:$api/metrics" >"$work/k.metrics"
 	kill -TERM "$kpid"
 	wait "$kpid" || true
-	local accepted perCPU rss consumed tosinks markers lost bad
+	local accepted perCPU rss consumed repeats tosinks markers lost bad
 	accepted=$(field "$work/load.txt" "events accepted" 3)
 	perCPU=$(field "$work/load.txt" "server pid" 6)
 	rss=$(field "$work/load.txt" "server pid" 12)
 	consumed=$(metric "$work/k.metrics" kelemetry_audit_consumer_events)
+	# Events posted again that the webhook answered without queueing (its repeat check).
+	repeats=$(metric "$work/k.metrics" kelemetry_audit_webhook_repeated_events)
 	tosinks=$(metric "$work/k.metrics" kelemetry_aggregator_spans)
 	markers=$(metric "$work/k.metrics" kelemetry_store_jaeger_cluster_markers)
 	# Events the consumer could not hand on (send_error, abandoned) count as lost too.
 	bad=$( (grep '^kelemetry_audit_consumer_events' "$work/k.metrics" || true) | (grep -E 'send_error|abandoned' || true) | awk '{s += $NF} END {printf "%.0f\n", s}')
-	lost="$((accepted - consumed + bad)) events"
+	lost="$((accepted - consumed - repeats + bad)) events"
 	if [ -n "$jmetrics" ] && [[ " $* " == *" --otlp-endpoint "* || " $* " == *" --jaeger-otlp-endpoint "* ]]; then
 		sleep 1
 		curl -sf "http://127.0.0.1:$jmetrics/metrics" >"$work/j.metrics"

@@ -433,6 +433,7 @@ const (
 	metricExported     = "kelemetry_otlp_spans_exported"
 	metricLinkQueue    = "kelemetry_aggregator_link_queue_depth"
 	metricConsumerSeen = "kelemetry_audit_consumer_events"
+	metricRepeated     = "kelemetry_audit_webhook_repeated_events"
 )
 
 func fetchMetrics(ctx context.Context, client *http.Client, u, token string) (string, error) {
@@ -583,6 +584,8 @@ feed:
 			{"spans stored", metricStored},
 			{"spans exported", metricExported},
 			{"consumer events", metricConsumerSeen},
+			// Events posted again (--repeat) that the webhook answered without queueing them.
+			{"repeats skipped", metricRepeated},
 		} {
 			v, ok := metricSum(final, m.name)
 			if !ok {

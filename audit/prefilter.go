@@ -1,0 +1,82 @@
+package audit
+
+import "context"
+
+// Prefilter returns q with the events that c's filter drops (by verb, stage, resource, user
+// agent, or without an object reference: ConsumerConfig) left out of each batch before q
+// takes it, and counted in c's kelemetry.audit.consumer.events once q accepted the rest. Such
+// events would be dropped by the consumer anyway; leaving them out first spares their copy in
+// the durable log or on NATS and their trip through the queue (reads and lease renewals are a
+// third of a typical audit stream). Invalid events still reach the consumer, which logs them.
+// Observers wrapped around the result (Observe) still see every event.
+func Prefilter(q EventQueue, c *Consumer) EventQueue {
+	if c == nil {
+		return q
+	}
+	return &prefilteredQueue{EventQueue: q, c: c}
+}
+
+type prefilteredQueue struct {
+	EventQueue
+	c *Consumer
+}
+
+func (q *prefilteredQueue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+	return q.enqueue(ctx, cluster, events, q.EventQueue.Enqueue)
+}
+
+func (q *prefilteredQueue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+	return q.enqueue(ctx, cluster, events, q.EventQueue.EnqueueWait)
+}
+
+func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events []*Event,
+	next func(context.Context, string, []*Event) error,
+) error {
+	var dropped [numOutcomes]int64
+	kept := q.split(events, &dropped)
+	if len(kept) > 0 || len(events) == 0 {
+		if err := next(ctx, cluster, kept); err != nil {
+			return err
+		}
+	}
+	for oc, n := range dropped {
+		if n > 0 {
+			q.c.counter.Add(ctx, n, q.c.outcomes[oc]...)
+		}
+	}
+	return nil
+}
+
+// split returns the events the consumer would not filter and counts, by outcome, those it
+// would. It returns events itself when none is filtered.
+func (q *prefilteredQueue) split(events []*Event, dropped *[numOutcomes]int64) []*Event {
+	var kept []*Event
+	for i, ev := range events {
+		oc, _ := q.c.conv.filter(ev)
+		if !oc.prefiltered() {
+			if kept != nil {
+				kept = append(kept, ev)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = make([]*Event, i, len(events)-1)
+			copy(kept, events[:i])
+		}
+		dropped[oc]++
+	}
+	if kept == nil {
+		return events
+	}
+	return kept
+}
+
+// prefiltered reports the outcomes of converter.filter that Prefilter leaves out: what the
+// configuration filters, not what is invalid.
+func (o outcome) prefiltered() bool {
+	switch o {
+	case outcomeFilteredVerb, outcomeFilteredStage, outcomeFilteredNoObjectRef, outcomeFilteredResource, outcomeFilteredUserAgent:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,115 @@
+package audit
+
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// DefaultWebhookRepeatWindow is the default WebhookConfig.RepeatWindow.
+const DefaultWebhookRepeatWindow = 100_000
+
+// repeatBodies is how many request bodies (their hashes) the webhook remembers: a body posted
+// again whole, as kube-apiserver's retry of a batch is, is answered without being decoded.
+const repeatBodies = 4096
+
+// repeatSet remembers the events (cluster, audit ID and stage, as eventHash) that the webhook
+// enqueued lately, so that a batch posted again (kube-apiserver retrying after an answer it did
+// not get, a replayed log) is not written to the queue a second time. It is bounded: two
+// generations of at most half the window each; when the current one is full, the previous one is
+// forgotten (and counted) and the current one becomes the previous. An event is thus remembered
+// for at least half the window's events and at most the whole window.
+type repeatSet struct {
+	mu        sync.Mutex
+	cur, prev map[uint64]int32 // the value: the events of a body (bodySet)
+	half      int
+	forgotten func(n int) // called with the size of each forgotten generation, outside mu
+}
+
+func newRepeatSet(window int, forgotten func(int)) *repeatSet {
+	half := max(window/2, 1)
+	return &repeatSet{cur: make(map[uint64]int32, min(half, 4096)), prev: map[uint64]int32{}, half: half, forgotten: forgotten}
+}
+
+// has reports whether the event hash h was added lately.
+func (s *repeatSet) has(h uint64) bool {
+	_, ok := s.get(h)
+	return ok
+}
+
+func (s *repeatSet) get(h uint64) (int32, bool) {
+	s.mu.Lock()
+	v, ok := s.cur[h]
+	if !ok {
+		v, ok = s.prev[h]
+	}
+	s.mu.Unlock()
+	return v, ok
+}
+
+// put remembers h with v, forgetting the older generation if the current one is full.
+func (s *repeatSet) put(h uint64, v int32) {
+	s.mu.Lock()
+	dropped := s.putLocked(h, v)
+	s.mu.Unlock()
+	if dropped > 0 && s.forgotten != nil {
+		s.forgotten(dropped)
+	}
+}
+
+func (s *repeatSet) putLocked(h uint64, v int32) (dropped int) {
+	if len(s.cur) >= s.half {
+		dropped = len(s.prev)
+		s.prev, s.cur = s.cur, make(map[uint64]int32, min(s.half, 4096))
+	}
+	s.cur[h] = v
+	return dropped
+}
+
+// add remembers the events of a batch that was enqueued.
+func (s *repeatSet) add(cluster string, events []*Event) {
+	dropped := 0
+	s.mu.Lock()
+	for _, ev := range events {
+		dropped += s.putLocked(eventHash(cluster, ev.AuditID, ev.Stage), 0)
+	}
+	s.mu.Unlock()
+	if dropped > 0 && s.forgotten != nil {
+		s.forgotten(dropped)
+	}
+}
+
+// filter returns the events of the batch that were not added lately, in order, and how many were
+// left out. It returns events itself when none was.
+func (s *repeatSet) filter(cluster string, events []*Event) ([]*Event, int) {
+	var kept []*Event
+	for i, ev := range events {
+		if !s.has(eventHash(cluster, ev.AuditID, ev.Stage)) {
+			if kept != nil {
+				kept = append(kept, ev)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = make([]*Event, i, len(events)-1)
+			copy(kept, events[:i])
+		}
+	}
+	if kept == nil {
+		return events, 0
+	}
+	return kept, len(events) - len(kept)
+}
+
+// bodySeed keys the request body hashes: random per process, so that no one can craft bodies
+// that collide.
+var bodySeed = maphash.MakeSeed()
+
+// bodyHash identifies a request body posted for cluster.
+func bodyHash(cluster string, body []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(bodySeed)
+	_, _ = h.WriteString(cluster)
+	_ = h.WriteByte(0)
+	_, _ = h.Write(body)
+	return h.Sum64()
+}
