@@ -91,7 +91,7 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 		if obj.UID == "" {
 			obj.UID = meta.uid
 		}
-		obj.Body = c.snapshot(ref, ev.ResponseObject)
+		obj.Body = c.snapshotKnown(ref, ev.ResponseObject, &meta)
 		obj.MetaHash = meta.metaHash
 	}
 	if info != nil {
@@ -165,6 +165,18 @@ func (c *converter) filter(ev *Event) (outcome, error) {
 // fields hidden.
 func (c *converter) snapshot(ref *ObjectReference, body []byte) []byte {
 	if snap, err := c.differ.Snapshot(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, body); err == nil {
+		return snap
+	}
+	return bytes.Clone(body)
+}
+
+// snapshotKnown is snapshot of a response body whose metadata decodeBodyMeta read (meta): the
+// managedFields it found are cut without scanning the body again.
+func (c *converter) snapshotKnown(ref *ObjectReference, body []byte, meta *bodyMeta) []byte {
+	if !meta.managedFieldsKnown {
+		return c.snapshot(ref, body)
+	}
+	if snap, err := c.differ.SnapshotKnown(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, body, meta.managedFields); err == nil {
 		return snap
 	}
 	return bytes.Clone(body)
@@ -386,6 +398,10 @@ type bodyMeta struct {
 	// metaHash fingerprints metadata.labels, annotations and ownerReferences (non-zero once
 	// metadata was read): the aggregator runs linkers again when it changes.
 	metaHash uint64
+	// managedFields is where metadata.managedFields is in the body, for its snapshot; known once
+	// metadata, an object, was read whole.
+	managedFields      diff.ManagedFields
+	managedFieldsKnown bool
 }
 
 // metaSeed seeds metaHash; fingerprints are compared within one process only.
@@ -447,15 +463,25 @@ func (d *eventDecoder) bodyMetadata(m *bodyMeta) error {
 	}
 	d.pos++
 	m.metaHash = 1
+	mf := diff.ManagedFields{Absent: true}
 	for first := true; ; first = false {
 		name, more, err := d.nextMember(first)
 		if err != nil {
 			return err
 		}
 		if !more {
+			m.managedFields, m.managedFieldsKnown = mf, true
 			return nil
 		}
 		switch string(name) {
+		case "managedFields":
+			d.ws()
+			start := d.pos
+			if err = d.skipValue(); err == nil {
+				if mf.Absent { // the first one, as Snapshot strips
+					mf = diff.ManagedFields{Start: start, End: d.pos}
+				}
+			}
 		case "labels", "annotations", "ownerReferences":
 			h := maphash.Bytes(metaSeed, name)
 			var v []byte

@@ -171,6 +171,11 @@ type eventDecoder struct {
 	// lists remembers, per list field, the last string array read (its JSON and the result):
 	// the groups and source IPs of a sender's events repeat event after event.
 	lists [numListFields]listCache
+	// annots remembers the last annotation maps read (their JSON and the map): a sender's
+	// events carry the same authorization annotations, event after event. The map is shared by
+	// the events that carry it, which must not modify it (nothing modifies decoded events).
+	annots [numAnnotCache]mapCache
+	annotNext int
 
 	// skip, when set, is asked about each item of a list once its audit ID and stage are read:
 	// true skips the rest of the item (checked for syntax only) and leaves it out of the result.
@@ -191,6 +196,14 @@ const (
 	listGroups
 	numListFields
 )
+
+// numAnnotCache is how many annotation maps a decoder remembers.
+const numAnnotCache = 4
+
+type mapCache struct {
+	raw []byte // a copy: the cache outlives the data
+	m   map[string]string
+}
 
 // maxCachedList bounds the JSON of a string array that listCache keeps.
 const maxCachedList = 1 << 10
@@ -462,7 +475,7 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 		case "stageTimestamp":
 			ev.StageTimestamp, err = d.readTime()
 		case "annotations":
-			ev.Annotations, err = d.readStringMap()
+			ev.Annotations, err = d.readAnnotations()
 		default:
 			err = d.skipValue()
 		}
@@ -1300,6 +1313,34 @@ func (d *eventDecoder) readStringMap() (map[string]string, error) {
 		}
 		m[key] = d.internBytes(v)
 	}
+}
+
+// readAnnotations is readStringMap that returns the map read before for the same JSON.
+func (d *eventDecoder) readAnnotations() (map[string]string, error) {
+	if d.ws() != '{' {
+		return d.readStringMap()
+	}
+	start := d.pos
+	if err := d.skipValue(); err != nil {
+		d.pos = start // the map reader reports the error as ever
+		return d.readStringMap()
+	}
+	raw := d.data[start:d.pos]
+	for i := range d.annots {
+		if c := &d.annots[i]; c.m != nil && bytes.Equal(raw, c.raw) {
+			return c.m, nil
+		}
+	}
+	d.pos = start
+	m, err := d.readStringMap()
+	if err != nil || len(raw) > maxCachedList {
+		return m, err
+	}
+	c := &d.annots[d.annotNext]
+	d.annotNext = (d.annotNext + 1) % numAnnotCache
+	c.raw = append(c.raw[:0], raw...)
+	c.m = m
+	return m, nil
 }
 
 // readRaw checks and reads any JSON value and returns it as it is in the input, without a copy;

@@ -25,6 +25,15 @@ func skipSpace(b []byte, i int) int {
 }
 
 // trim removes surrounding whitespace.
+// trimLeft returns b without leading JSON whitespace.
+func trimLeft(b []byte) []byte {
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return b[i:]
+}
+
 func trim(b []byte) []byte {
 	i, j := 0, len(b)
 	for i < j && isSpace(b[i]) {

@@ -34,6 +34,74 @@ func (d *Differ) Snapshot(res Resource, body []byte) ([]byte, error) {
 	return out, nil
 }
 
+// ManagedFields says where a caller that already scanned a body found its
+// metadata.managedFields, so that SnapshotKnown need not scan for it again: the byte offsets in
+// the body of the member's value (Start < End), or Absent when the body's metadata is an object
+// without it.
+type ManagedFields struct {
+	Start, End int
+	Absent     bool
+}
+
+// SnapshotKnown is Snapshot for a body whose metadata.managedFields the caller located (mf, as
+// offsets into body as given). The result is the same as Snapshot's when mf is right; a value
+// at mf that is not a member named managedFields is ignored (Snapshot scans as usual). The
+// caller vouches that the member is metadata's and that metadata is an object.
+func (d *Differ) SnapshotKnown(res Resource, body []byte, mf ManagedFields) ([]byte, error) {
+	if res == (Resource{}) || !d.planFor(res).stripOnly {
+		return d.Snapshot(res, body)
+	}
+	if mf.Absent {
+		if t := trim(body); len(t) > 0 && t[0] == '{' {
+			return bytes.Clone(t), nil
+		}
+		return d.Snapshot(res, body)
+	}
+	if !isManagedFieldsValue(body, mf.Start, mf.End) {
+		return d.Snapshot(res, body)
+	}
+	lead := len(body) - len(trimLeft(body))
+	t := trim(body)
+	return cutMember(t, mf.Start-lead, mf.End-lead), nil
+}
+
+// isManagedFieldsValue reports whether body[start:end] is a JSON value that follows a member
+// name "managedFields" and its colon.
+func isManagedFieldsValue(body []byte, start, end int) bool {
+	if start <= 0 || end > len(body) || start >= end {
+		return false
+	}
+	switch body[start] {
+	case '[':
+		if body[end-1] != ']' {
+			return false
+		}
+	case '{':
+		if body[end-1] != '}' {
+			return false
+		}
+	case 'n':
+		if string(body[start:end]) != "null" {
+			return false
+		}
+	default:
+		return false
+	}
+	i := start - 1
+	for i >= 0 && isSpace(body[i]) {
+		i--
+	}
+	if i < 0 || body[i] != ':' {
+		return false
+	}
+	i--
+	for i >= 0 && isSpace(body[i]) {
+		i--
+	}
+	const key = `"managedFields"`
+	return i+1 >= len(key) && string(body[i+1-len(key):i+1]) == key
+}
+
 // rewrite appends v to dst, dropping stripped fields (in snapshot mode) and replacing redacted
 // values by markers. Objects under redaction keep their keys.
 func (w *walker) rewrite(dst, v []byte, red bool) []byte {
@@ -127,21 +195,26 @@ func stripManagedFields(body []byte) ([]byte, bool) {
 	if !ok {
 		return bytes.Clone(body), true
 	}
-	// Extend the cut to the member's key and one adjacent comma.
+	return cutMember(body, ms+fs, ms+fe), true
+}
+
+// cutMember copies body without the object member whose value is body[fs:fe]: its key, the
+// value and one adjacent comma.
+func cutMember(body []byte, fs, fe int) []byte {
 	ks := fs
-	for ks > 0 && meta[ks-1] != ',' && meta[ks-1] != '{' {
+	for ks > 0 && body[ks-1] != ',' && body[ks-1] != '{' {
 		ks--
 	}
-	cutStart, cutEnd := ks, skipSpace(meta, fe)
-	if cutEnd < len(meta) && meta[cutEnd] == ',' {
-		cutEnd = skipSpace(meta, cutEnd+1) // drop the comma after
-	} else if cutStart > 0 && meta[cutStart-1] == ',' {
+	cutStart, cutEnd := ks, skipSpace(body, fe)
+	if cutEnd < len(body) && body[cutEnd] == ',' {
+		cutEnd = skipSpace(body, cutEnd+1) // drop the comma after
+	} else if cutStart > 0 && body[cutStart-1] == ',' {
 		cutStart-- // last member: drop the comma before
 	}
 	out := make([]byte, 0, len(body)-(cutEnd-cutStart))
-	out = append(out, body[:ms+cutStart]...)
-	out = append(out, body[ms+cutEnd:]...)
-	return out, true
+	out = append(out, body[:cutStart]...)
+	out = append(out, body[cutEnd:]...)
+	return out
 }
 
 // memberStart returns where the value of the top-level member key of obj starts, scanning only
