@@ -409,11 +409,11 @@ func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *Eve
 		if err != nil {
 			c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 		}
-		c.counter.Add(ctx, 1, c.outcomes[oc]...)
+		c.counter.Add(int(oc), 1)
 		return
 	}
 	if c.repeated(cluster, ev) {
-		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate]...)
+		c.counter.Add(int(outcomeFilteredDuplicate), 1)
 		return
 	}
 	items, isList := c.conv.collectionItems(ev, base)
@@ -421,7 +421,7 @@ func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *Eve
 		if c.join.holdCollection(ctx, cluster, ev.AuditID, base) {
 			return // sent by the join
 		}
-		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDeleteCollection]...)
+		c.counter.Add(int(outcomeFilteredDeleteCollection), 1)
 		return
 	}
 	outs := make([]*aggregator.Event, len(items))
@@ -439,7 +439,7 @@ func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *Eve
 // send_error when a send failed, or filtered (deletecollection) when it deleted nothing.
 func (c *Consumer) sendAll(ctx context.Context, cluster, auditID string, outs []*aggregator.Event) {
 	if len(outs) == 0 {
-		c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDeleteCollection]...)
+		c.counter.Add(int(outcomeFilteredDeleteCollection), 1)
 		return
 	}
 	oc := outcomeSent
@@ -452,5 +452,5 @@ func (c *Consumer) sendAll(ctx context.Context, cluster, auditID string, outs []
 			}
 		}
 	}
-	c.counter.Add(ctx, 1, c.outcomes[oc]...)
+	c.counter.Add(int(oc), 1)
 }

@@ -150,9 +150,8 @@ type Consumer struct {
 	// seen holds the hashes of the audit events handled lately (nil when DedupSize < 0).
 	seen *lru.Cache[uint64, struct{}]
 
-	counter  metric.Int64Counter
+	counter  *telemetry.FixedCounter // one point per outcome
 	retries  metric.Int64Counter
-	outcomes [numOutcomes][]metric.AddOption // slices: a variadic argument made at the call is an allocation per Add
 	sendWarn ratelog.Limiter
 	retryMin time.Duration // first backoff of a send to an unavailable sink
 }
@@ -237,9 +236,17 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 	}
 	c.conv = newConverter(cfg, differ)
 	meter := ts.Meter(meterName)
-	c.counter = meter.Counter("kelemetry.audit.consumer.events",
+	outcomeSets := make([]attribute.Set, numOutcomes)
+	for o, kv := range outcomeAttrs {
+		attrs := []attribute.KeyValue{attribute.String("result", kv[0])}
+		if kv[1] != "" {
+			attrs = append(attrs, attribute.String("reason", kv[1]))
+		}
+		outcomeSets[o] = attribute.NewSet(attrs...)
+	}
+	c.counter = meter.FixedCounter("kelemetry.audit.consumer.events",
 		"Audit events seen by the consumer, by result (sent, filtered, invalid, send_error) and reason "+
-			"(abandoned: the sink stayed unavailable until the queue gave up, e.g. at shutdown).", "{event}")
+			"(abandoned: the sink stayed unavailable until the queue gave up, e.g. at shutdown).", "{event}", outcomeSets...)
 	c.retries = meter.Counter("kelemetry.audit.consumer.send.retries",
 		"Sends retried because a sink was unavailable (e.g. the store's disk is full).", "{retry}")
 	c.join = newInformerJoin(cfg.InformerJoin, cfg.Diff.LogFormat(), meter, func(ctx context.Context, cluster, auditID string, out *aggregator.Event) {
@@ -258,13 +265,6 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit consumer: %w", err)
 	}
-	for o, kv := range outcomeAttrs {
-		attrs := []attribute.KeyValue{attribute.String("result", kv[0])}
-		if kv[1] != "" {
-			attrs = append(attrs, attribute.String("reason", kv[1]))
-		}
-		c.outcomes[o] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
-	}
 	return c, nil
 }
 
@@ -277,7 +277,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 			if err != nil {
 				c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 			}
-			c.counter.Add(ctx, 1, c.outcomes[oc]...)
+			c.counter.Add(int(oc), 1)
 			return
 		}
 		c.handleCollection(ctx, cluster, ev)
@@ -290,7 +290,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 	if c.seen != nil {
 		key = eventHash(cluster, ev.AuditID, ev.Stage)
 		if c.seen.Contains(key) {
-			c.counter.Add(ctx, 1, c.outcomes[outcomeFilteredDuplicate]...)
+			c.counter.Add(int(outcomeFilteredDuplicate), 1)
 			return
 		}
 	}
@@ -383,7 +383,7 @@ func (c *Consumer) send(ctx context.Context, cluster, auditID string, out *aggre
 			}
 		}
 	}
-	c.counter.Add(ctx, 1, c.outcomes[oc]...)
+	c.counter.Add(int(oc), 1)
 }
 
 // sendRetrying sends out, again after a backoff while the error says a sink is unavailable.

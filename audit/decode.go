@@ -174,7 +174,7 @@ type eventDecoder struct {
 	// annots remembers the last annotation maps read (their JSON and the map): a sender's
 	// events carry the same authorization annotations, event after event. The map is shared by
 	// the events that carry it, which must not modify it (nothing modifies decoded events).
-	annots [numAnnotCache]mapCache
+	annots    [numAnnotCache]mapCache
 	annotNext int
 
 	// skip, when set, is asked about each item of a list once its audit ID and stage are read:

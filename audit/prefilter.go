@@ -41,7 +41,7 @@ func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events [
 	}
 	for oc, n := range dropped {
 		if n > 0 {
-			q.c.counter.Add(ctx, n, q.c.outcomes[oc]...)
+			q.c.counter.Add(int(oc), n)
 		}
 	}
 	return nil

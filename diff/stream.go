@@ -171,9 +171,9 @@ type Stream struct {
 	cache  *versionCache
 	logger *slog.Logger
 
-	results   metric.Int64Counter
+	results   *telemetry.FixedCounter
 	evictions metric.Int64Counter
-	resultOpt map[string][]metric.AddOption // slices: a variadic argument made at the call is an allocation per Add
+	resultIdx map[string]int // the point of each result in results
 }
 
 type version struct {
@@ -205,18 +205,21 @@ func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{cfg: cfg, format: cfg.LogFormat(), differ: d, logger: ts.Log().With("component", "diff.stream"), resultOpt: map[string][]metric.AddOption{}}
+	s := &Stream{cfg: cfg, format: cfg.LogFormat(), differ: d, logger: ts.Log().With("component", "diff.stream"), resultIdx: map[string]int{}}
 	meter := ts.Meter(meterScope)
-	s.results = meter.Counter("kelemetry.diff.stream.writes",
+	results := []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError, resultWarmed}
+	resultSets := make([]attribute.Set, len(results))
+	for i, r := range results {
+		s.resultIdx[r] = i
+		resultSets[i] = attribute.NewSet(attribute.String("result", r))
+	}
+	s.results = meter.FixedCounter("kelemetry.diff.stream.writes",
 		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error; "+
-			"warmed: replayed to rebuild state after a takeover).", "{write}")
+			"warmed: replayed to rebuild state after a takeover).", "{write}", resultSets...)
 	s.evictions = meter.Counter("kelemetry.diff.stream.evictions",
 		"Object versions evicted from the audit-stream diff cache, by reason (objects, bytes).", "{object}")
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("diff stream: %w", err)
-	}
-	for _, r := range []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError, resultWarmed} {
-		s.resultOpt[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))}
 	}
 	evictOpt := map[string]metric.MeasurementOption{}
 	for _, r := range []string{evictObjects, evictBytes} {
@@ -247,7 +250,7 @@ func (s *Stream) Observe(ctx context.Context, w Write) Result {
 		return Result{}
 	}
 	res, result := s.observe(w)
-	s.results.Add(ctx, 1, s.resultOpt[result]...)
+	s.results.Add(s.resultIdx[result], 1)
 	return res
 }
 
@@ -503,7 +506,7 @@ func (s *Stream) Warm(ctx context.Context, w Write) {
 		return
 	}
 	s.warm(w)
-	s.results.Add(ctx, 1, s.resultOpt[resultWarmed]...)
+	s.results.Add(s.resultIdx[resultWarmed], 1)
 }
 
 func (s *Stream) warm(w Write) {

@@ -1,0 +1,37 @@
+package telemetry
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
+)
+
+func TestFixedCounter(t *testing.T) {
+	r := sdkmetric.NewManualReader()
+	m := Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))}.Meter("t")
+	c := m.FixedCounter("x.events", "events", "{event}",
+		attribute.NewSet(attribute.String("result", "sent")), attribute.NewSet(attribute.String("result", "filtered")))
+	assert.NoError(t, m.Err())
+	assert.Zero(t, telemetrytest.Int64(t, r, "x.events", "", ""), "nothing reported before an Add")
+	c.Add(0, 3)
+	c.Add(1, 1)
+	c.Add(0, 2)
+	assert.Equal(t, int64(5), telemetrytest.Int64(t, r, "x.events", "result", "sent"))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, r, "x.events", "result", "filtered"))
+	assert.Equal(t, int64(5), telemetrytest.Int64(t, r, "x.events", "result", "sent"), "cumulative: collecting again reports the same")
+
+	// Two counters of one name (a component made twice on one provider) report their sum.
+	c2 := m.FixedCounter("x.events", "events", "{event}",
+		attribute.NewSet(attribute.String("result", "sent")), attribute.NewSet(attribute.String("result", "filtered")))
+	c2.Add(0, 10)
+	assert.Equal(t, int64(15), telemetrytest.Int64(t, r, "x.events", "result", "sent"))
+
+	plain := m.FixedCounter("x.plain", "", "")
+	plain.Add(0, 7)
+	assert.Equal(t, int64(7), telemetrytest.Int64(t, r, "x.plain", "", ""))
+	assert.Equal(t, int64(7), plain.Value(0))
+}
