@@ -110,8 +110,13 @@ func (c *converter) span(sp *aggregator.Span) sdktrace.ReadOnlySpan {
 }
 
 func attributes(sp *aggregator.Span) []attribute.KeyValue {
+	return appendSpanAttributes(make([]attribute.KeyValue, 0, 16+len(sp.Attributes)), sp)
+}
+
+// appendSpanAttributes appends the attributes of sp to attrs, which must be empty (its room is
+// reused).
+func appendSpanAttributes(attrs []attribute.KeyValue, sp *aggregator.Span) []attribute.KeyValue {
 	o := &sp.Object
-	attrs := make([]attribute.KeyValue, 0, 16+len(sp.Attributes))
 	attrs = append(attrs,
 		attribute.String(AttrSpanKind, string(sp.Kind)),
 		attribute.String(aggregator.AttrCluster, o.Cluster),

@@ -19,7 +19,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcgzip "google.golang.org/grpc/encoding/gzip"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/loop"
@@ -68,6 +71,11 @@ type Sink struct {
 	// exporter's conversion of conv's SDK spans; the exporter then only starts and stops it.
 	upload func(context.Context, []*tracepb.ResourceSpans) error
 	pconv  *protoConverter
+	// uploadRaw, when set (New, gRPC to an endpoint given in the configuration), sends the
+	// requests wenc encodes itself over conn, which Stop closes.
+	uploadRaw func(context.Context, []byte) error
+	wenc      *wireEncoder
+	conn      *grpc.ClientConn
 
 	// mu is held shared by Export while it enqueues and exclusively by Stop to end enqueuing.
 	mu      sync.RWMutex
@@ -111,16 +119,34 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 	if err != nil {
 		return nil, err
 	}
-	exp, client, err := newExporter(ctx, cfg, t)
+	conn, err := newConn(cfg, t)
 	if err != nil {
+		return nil, fmt.Errorf("otlpsink: connect to %s: %w", t, err)
+	}
+	exp, client, err := newExporter(ctx, cfg, t, conn)
+	if err != nil {
+		if conn != nil {
+			_ = conn.Close()
+		}
 		return nil, fmt.Errorf("otlpsink: create exporter for %s: %w", t, err)
 	}
 	s, err := NewWithExporter(cfg, exp, tel)
 	if err != nil {
 		_ = exp.Shutdown(ctx)
+		if conn != nil {
+			_ = conn.Close()
+		}
 		return nil, err
 	}
-	s.upload, s.pconv = client.UploadTraces, newProtoConverter()
+	if conn != nil {
+		var callOpts []grpc.CallOption
+		if cfg.Compression == "gzip" {
+			callOpts = append(callOpts, grpc.UseCompressor(grpcgzip.Name))
+		}
+		s.uploadRaw, s.wenc, s.conn = grpcUpload(conn, cfg.Headers, callOpts...), &wireEncoder{}, conn
+	} else {
+		s.upload, s.pconv = client.UploadTraces, newProtoConverter()
+	}
 	s.logger = s.logger.With("target", t.String())
 	s.logger.Info("exporting spans over OTLP", "protocol", t.protocol, "tls", t.tls)
 	return s, nil
@@ -151,9 +177,27 @@ func (c TLSConfig) ClientConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
+// newConn returns the gRPC connection to the endpoint of t that the sink sends its own encoded
+// requests over (wireEncoder), or nil: for OTLP/HTTP, and for an endpoint taken from the
+// OTEL_EXPORTER_OTLP_* environment, which the SDK's exporter reads itself.
+func newConn(cfg Config, t target) (*grpc.ClientConn, error) {
+	if t.protocol == ProtocolHTTP || t.hostPort == "" || t.fromEnv {
+		return nil, nil
+	}
+	creds := insecure.NewCredentials()
+	if t.tls {
+		tc, err := cfg.TLS.ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	return grpc.NewClient(t.hostPort, grpc.WithTransportCredentials(creds), grpc.WithUserAgent("kelemetry-otlpsink"))
+}
+
 // newExporter returns the SDK's OTLP exporter for t and the client it sends with, which the sink
-// hands the requests it builds itself (protoConverter).
-func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExporter, otlptrace.Client, error) {
+// hands the requests it builds itself (protoConverter). With conn (newConn) the client uses it.
+func newExporter(ctx context.Context, cfg Config, t target, conn *grpc.ClientConn) (sdktrace.SpanExporter, otlptrace.Client, error) {
 	var tc *tls.Config
 	if t.tls {
 		var err error
@@ -191,6 +235,9 @@ func newExporter(ctx context.Context, cfg Config, t target) (sdktrace.SpanExport
 	opts := []otlptracegrpc.Option{
 		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}),
 		otlptracegrpc.WithTimeout(cfg.Timeout),
+	}
+	if conn != nil {
+		opts = append(opts, otlptracegrpc.WithGRPCConn(conn))
 	}
 	if t.hostPort != "" {
 		opts = append(opts, otlptracegrpc.WithEndpoint(t.hostPort))
@@ -430,6 +477,11 @@ func (s *Sink) Stop(ctx context.Context) error {
 	if err := s.exporter.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("shut down exporter: %w", err))
 	}
+	if s.conn != nil {
+		if err := s.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close connection: %w", err))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("otlpsink: stop: %w", err)
 	}
@@ -507,9 +559,13 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 	}
 	var spans []sdktrace.ReadOnlySpan
 	var req []*tracepb.ResourceSpans
-	if s.upload != nil {
+	var raw []byte
+	switch {
+	case s.uploadRaw != nil:
+		raw = s.wenc.request(batch)
+	case s.upload != nil:
 		req = s.pconv.request(batch)
-	} else {
+	default:
 		spans = make([]sdktrace.ReadOnlySpan, len(batch))
 		for i, sp := range batch {
 			spans[i] = s.conv.span(sp)
@@ -524,7 +580,7 @@ func (s *Sink) send(ctx, stop context.Context, batch []*aggregator.Span) bool {
 	var err error
 	for {
 		attempts++
-		if err = s.exportOnce(ctx, spans, req); err == nil {
+		if err = s.exportOnce(ctx, spans, req, raw); err == nil {
 			s.exported.Add(mctx, int64(len(batch)))
 			if s.failing.Swap(false) {
 				s.logger.Info("otlp export works again", "attempts", attempts)
@@ -591,10 +647,20 @@ func (s *Sink) warnRejected(msg string, args ...any) {
 	}
 }
 
-// exportOnce sends req through upload when set, else spans through the exporter.
-func (s *Sink) exportOnce(ctx context.Context, spans []sdktrace.ReadOnlySpan, req []*tracepb.ResourceSpans) error {
+// exportOnce sends raw through uploadRaw or req through upload when set, else spans through the
+// exporter.
+func (s *Sink) exportOnce(ctx context.Context, spans []sdktrace.ReadOnlySpan, req []*tracepb.ResourceSpans, raw []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if s.uploadRaw != nil {
+		if len(raw) == 0 {
+			return nil
+		}
+		if err := s.uploadRaw(ctx, raw); err != nil {
+			return fmt.Errorf("traces export: %w", err) // as the exporter wraps it
+		}
+		return nil
+	}
 	if s.upload != nil {
 		if len(req) == 0 {
 			return nil

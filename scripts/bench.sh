@@ -7,7 +7,8 @@
 # ($KELEMETRY_JAEGER_BIN, or jaeger in $KELEMETRY_E2E_CACHE or ~/.cache/kelemetry-e2e/bin; run
 # ./scripts/e2e.sh once); without it they are skipped.
 #
-# Usage: scripts/bench.sh [N]      (KELEMETRY_BENCH_SKIP_GO=1 leaves out the Go benchmarks)
+# Usage: scripts/bench.sh [N]      (KELEMETRY_BENCH_SKIP_GO=1 leaves out the Go benchmarks;
+#                                  KELEMETRY_BENCH_RUNS=K runs each setup K times, default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-3}
@@ -44,10 +45,37 @@ else
 fi
 
 rows=()
-# run NAME ARGS...: one fresh all-in-one with ARGS, loaded with the fixture, then stopped.
+# Each setup runs $runs times (KELEMETRY_BENCH_RUNS, default 5): the machines are shared and a
+# single run varies by 10-20%, so the table shows the median and the range of events per
+# CPU-second, the highest peak RSS and what all runs lost.
+runs=${KELEMETRY_BENCH_RUNS:-5}
+# run NAME ARGS...: $runs fresh all-in-ones with ARGS, each loaded with the fixture, then stopped.
 run() {
 	local name=$1
 	shift
+	local i percpus=() maxrss=0 lostev=0 lostsp="" acc="" sinks=""
+	for i in $(seq "$runs"); do
+		once "$@"
+		percpus+=("$perCPU")
+		[ "$rss" -gt "$maxrss" ] && maxrss=$rss
+		lostev=$((lostev + lostEvents))
+		[ -n "$lostSpans" ] && lostsp=$(( ${lostsp:-0} + lostSpans ))
+		acc=$accepted sinks=$tosinks
+	done
+	local sorted med
+	sorted=$(printf '%s\n' "${percpus[@]}" | sort -n)
+	med=$(echo "$sorted" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	local range
+	range="$(echo "$sorted" | head -1)-$(echo "$sorted" | tail -1)"
+	local lost="$lostev events"
+	[ -n "$lostsp" ] && lost="$lost, $lostsp spans"
+	rows+=("| $name | $acc | **$med** ($range) | $maxrss MiB | $sinks | $lost |")
+	echo "measured: $name: $(echo "$sorted" | tr '\n' ' ')" >&2
+}
+
+# once ARGS...: one fresh all-in-one with ARGS, loaded with the fixture, then stopped; sets
+# accepted, perCPU, rss, tosinks, lostEvents and lostSpans (empty without Jaeger).
+once() {
 	local audit api dir
 	audit=$(port) api=$(port) dir="$work/data-$RANDOM"
 	"$work/allinone" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" --log-level warn \
@@ -61,7 +89,7 @@ run() {
 	curl -sf "http://127.0.0.1:$api/metrics" >"$work/k.metrics"
 	kill -TERM "$kpid"
 	wait "$kpid" || true
-	local accepted perCPU rss consumed repeats tosinks markers lost bad
+	local consumed repeats markers bad
 	accepted=$(field "$work/load.txt" "events accepted" 3)
 	perCPU=$(field "$work/load.txt" "server pid" 6)
 	rss=$(field "$work/load.txt" "server pid" 12)
@@ -72,14 +100,13 @@ run() {
 	markers=$(metric "$work/k.metrics" kelemetry_store_jaeger_cluster_markers)
 	# Events the consumer could not hand on (send_error, abandoned) count as lost too.
 	bad=$( (grep '^kelemetry_audit_consumer_events' "$work/k.metrics" || true) | (grep -E 'send_error|abandoned' || true) | awk '{s += $NF} END {printf "%.0f\n", s}')
-	lost="$((accepted - consumed - repeats + bad)) events"
+	lostEvents=$((accepted - consumed - repeats + bad))
+	lostSpans=""
 	if [ -n "$jmetrics" ] && [[ " $* " == *" --otlp-endpoint "* || " $* " == *" --jaeger-otlp-endpoint "* ]]; then
 		sleep 1
 		curl -sf "http://127.0.0.1:$jmetrics/metrics" >"$work/j.metrics"
-		lost="$lost, $((tosinks + markers - ($(metric "$work/j.metrics" otelcol_receiver_accepted_spans) - before))) spans"
+		lostSpans=$((tosinks + markers - ($(metric "$work/j.metrics" otelcol_receiver_accepted_spans) - before)))
 	fi
-	rows+=("| $name | $accepted | $perCPU | $rss MiB | $tosinks | $lost |")
-	echo "measured: $name" >&2
 }
 
 run "embedded store, field diffs and linkers on (default)"
@@ -93,7 +120,7 @@ fi
 rss10=$(./scripts/measure-rss.sh 10 | sed -n 's/.*peak_rss=\([0-9]*\)MiB.*/\1/p')
 
 echo
-echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (scripts/bench.sh $n)"
+echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (scripts/bench.sh $n; $runs runs per setup: median, range)"
 echo
 echo "| setup (bulk fixture x$n over the webhook) | events accepted | events per CPU-second | peak RSS | spans to sinks | lost |"
 echo "| --- | --- | --- | --- | --- | --- |"
