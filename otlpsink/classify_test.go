@@ -54,8 +54,8 @@ func TestRejectedBatchNotRetried(t *testing.T) {
 	}
 }
 
-// Against a real OTLP/HTTP receiver: 503 is retried, 400 is not, and a partial success counts
-// the rejected spans without sending the batch again.
+// Against a real OTLP/HTTP receiver: 503 is retried, 400 is not, 413 splits the batch, and a
+// partial success counts the rejected spans without sending the batch again.
 func TestHTTPReceiverAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
@@ -73,6 +73,13 @@ func TestHTTPReceiverAnswers(t *testing.T) {
 		{"400 is dropped at once", func(_ int32, w http.ResponseWriter) {
 			http.Error(w, "malformed", http.StatusBadRequest)
 		}, 1, 0, 3},
+		{"413 is split until it fits", func(call int32, w http.ResponseWriter) {
+			if call == 1 {
+				http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			writeOTLP(w, &coltracepb.ExportTraceServiceResponse{})
+		}, 3, 3, 0},
 		{"partial success is not resent", func(_ int32, w http.ResponseWriter) {
 			writeOTLP(w, &coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{
 				RejectedSpans: 1, ErrorMessage: "span too old",

@@ -136,6 +136,7 @@ func TestHTTPEndpoint(t *testing.T) {
 		Headers: map[string]string{"X-Tenant": "team-a"},
 	}, telemetry.Settings{Logger: quiet, MeterProvider: mp})
 	require.NoError(t, err)
+	require.NotNil(t, s.uploadRaw, "an endpoint from the configuration: the sink's own encoder and client")
 	require.NoError(t, s.Start(ctx))
 	sent := testSpans()
 	require.NoError(t, s.Export(ctx, sent))

@@ -72,10 +72,12 @@ type Sink struct {
 	upload func(context.Context, []*tracepb.ResourceSpans) error
 	pconv  *protoConverter
 	// uploadRaw, when set (New, gRPC to an endpoint given in the configuration), sends the
-	// requests wenc encodes itself over conn, which Stop closes.
+	// requests wenc encodes itself over conn, which Stop closes; likewise OTLP/HTTP to an
+	// endpoint given in the configuration, without conn.
 	uploadRaw func(context.Context, []byte) error
 	wenc      *wireEncoder
 	conn      *grpc.ClientConn
+	closeIdle func() // the OTLP/HTTP client's, at Stop
 
 	// mu is held shared by Export while it enqueues and exclusively by Stop to end enqueuing.
 	mu      sync.RWMutex
@@ -138,13 +140,27 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 		}
 		return nil, err
 	}
-	if conn != nil {
+	switch {
+	case conn != nil:
 		var callOpts []grpc.CallOption
 		if cfg.Compression == "gzip" {
 			callOpts = append(callOpts, grpc.UseCompressor(grpcgzip.Name))
 		}
 		s.uploadRaw, s.wenc, s.conn = grpcUpload(conn, cfg.Headers, callOpts...), &wireEncoder{}, conn
-	} else {
+	case t.protocol == ProtocolHTTP && t.hostPort != "" && !t.fromEnv:
+		var tc *tls.Config
+		scheme := "http"
+		if t.tls {
+			if tc, err = cfg.TLS.ClientConfig(); err != nil {
+				_ = exp.Shutdown(ctx)
+				return nil, err
+			}
+			scheme = "https"
+		}
+		hc := newHTTPClient(tc)
+		s.uploadRaw, s.wenc = httpUpload(hc, scheme+"://"+t.hostPort+t.path, cfg.Headers, cfg.Compression == "gzip"), &wireEncoder{}
+		s.closeIdle = hc.CloseIdleConnections
+	default:
 		s.upload, s.pconv = client.UploadTraces, newProtoConverter()
 	}
 	s.logger = s.logger.With("target", t.String())
@@ -481,6 +497,9 @@ func (s *Sink) Stop(ctx context.Context) error {
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close connection: %w", err))
 		}
+	}
+	if s.closeIdle != nil {
+		s.closeIdle()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("otlpsink: stop: %w", err)
