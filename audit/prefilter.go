@@ -50,25 +50,14 @@ func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events [
 // split returns the events the consumer would not filter and counts, by outcome, those it
 // would. It returns events itself when none is filtered.
 func (q *prefilteredQueue) split(events []*Event, dropped *[numOutcomes]int64) []*Event {
-	var kept []*Event
-	for i, ev := range events {
+	return keepEvents(events, func(ev *Event) bool {
 		oc, _ := q.c.conv.filter(ev)
-		if !oc.prefiltered() {
-			if kept != nil {
-				kept = append(kept, ev)
-			}
-			continue
+		if oc.prefiltered() {
+			dropped[oc]++
+			return false
 		}
-		if kept == nil {
-			kept = make([]*Event, i, len(events)-1)
-			copy(kept, events[:i])
-		}
-		dropped[oc]++
-	}
-	if kept == nil {
-		return events
-	}
-	return kept
+		return true
+	})
 }
 
 // prefiltered reports the outcomes of converter.filter that Prefilter leaves out: what the

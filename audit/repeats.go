@@ -81,9 +81,16 @@ func (s *repeatSet) add(cluster string, events []*Event) {
 // filter returns the events of the batch that were not added lately, in order, and how many were
 // left out. It returns events itself when none was.
 func (s *repeatSet) filter(cluster string, events []*Event) ([]*Event, int) {
+	kept := keepEvents(events, func(ev *Event) bool { return !s.has(eventHash(cluster, ev.AuditID, ev.Stage)) })
+	return kept, len(events) - len(kept)
+}
+
+// keepEvents returns the events for which keep is true, in order: events itself when it is true
+// for all of them, else a new slice.
+func keepEvents(events []*Event, keep func(*Event) bool) []*Event {
 	var kept []*Event
 	for i, ev := range events {
-		if !s.has(eventHash(cluster, ev.AuditID, ev.Stage)) {
+		if keep(ev) {
 			if kept != nil {
 				kept = append(kept, ev)
 			}
@@ -95,9 +102,9 @@ func (s *repeatSet) filter(cluster string, events []*Event) ([]*Event, int) {
 		}
 	}
 	if kept == nil {
-		return events, 0
+		return events
 	}
-	return kept, len(events) - len(kept)
+	return kept
 }
 
 // bodySeed keys the request body hashes: random per process, so that no one can craft bodies

@@ -34,9 +34,9 @@ func bySource(rs []*tracepb.ResourceSpans) []*tracepb.ResourceSpans {
 	return out
 }
 
-// TestProtoConverterMatchesExporter: the requests the sink builds itself are the ones the SDK's
-// OTLP exporter builds from converter.span's spans, field for field.
-func TestProtoConverterMatchesExporter(t *testing.T) {
+// variedSpans are testSpans and variants of the event span: no source, parent or times, logs
+// without a type or a message, an error span without an error log, and a few plain copies.
+func variedSpans() []*aggregator.Span {
 	spans := testSpans()
 	extra := *spans[2]
 	extra.Source, extra.ParentID, extra.Error = "", [8]byte{}, false
@@ -44,8 +44,16 @@ func TestProtoConverterMatchesExporter(t *testing.T) {
 	extra.Logs = []aggregator.Log{{Type: aggregator.LogTypeError, Message: "m"}, {Attributes: aggregator.Attrs{{Key: "k", Value: "v"}}}}
 	noErrLog := *spans[2]
 	noErrLog.Logs = []aggregator.Log{{Type: "info", Message: "x"}}
-	spans = append(spans, &extra, &noErrLog)
-	spans = append(spans, manySpans(5)...)
+	errNoMessage := *spans[2]
+	errNoMessage.Logs = nil
+	spans = append(spans, &extra, &noErrLog, &errNoMessage)
+	return append(spans, manySpans(5)...)
+}
+
+// TestProtoConverterMatchesExporter: the requests the sink builds itself are the ones the SDK's
+// OTLP exporter builds from converter.span's spans, field for field.
+func TestProtoConverterMatchesExporter(t *testing.T) {
+	spans := variedSpans()
 
 	ctx := context.Background()
 	capture := &captureClient{}

@@ -671,23 +671,19 @@ func (s *Sink) warnRejected(msg string, args ...any) {
 func (s *Sink) exportOnce(ctx context.Context, spans []sdktrace.ReadOnlySpan, req []*tracepb.ResourceSpans, raw []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	if s.uploadRaw != nil {
-		if len(raw) == 0 {
-			return nil
-		}
-		if err := s.uploadRaw(ctx, raw); err != nil {
-			return fmt.Errorf("traces export: %w", err) // as the exporter wraps it
-		}
-		return nil
+	var err error
+	switch {
+	case s.uploadRaw != nil && len(raw) > 0:
+		err = s.uploadRaw(ctx, raw)
+	case s.upload != nil && len(req) > 0:
+		err = s.upload(ctx, req)
+	case s.uploadRaw != nil || s.upload != nil:
+		return nil // nothing to send
+	default:
+		return s.exporter.ExportSpans(ctx, spans)
 	}
-	if s.upload != nil {
-		if len(req) == 0 {
-			return nil
-		}
-		if err := s.upload(ctx, req); err != nil {
-			return fmt.Errorf("traces export: %w", err) // as the exporter wraps it
-		}
-		return nil
+	if err != nil {
+		return fmt.Errorf("traces export: %w", err) // as the exporter wraps it
 	}
-	return s.exporter.ExportSpans(ctx, spans)
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,20 +24,12 @@ import (
 // to the message protoConverter builds (which TestProtoConverterMatchesExporter compares with
 // the SDK exporter's), and protobuf-go writes the same bytes for it.
 func TestWireEncoderMatchesProto(t *testing.T) {
-	spans := testSpans()
-	extra := *spans[2]
-	extra.Source, extra.ParentID, extra.Error = "", [8]byte{}, false
-	extra.Start, extra.End = time.Time{}, time.Time{}
-	extra.Logs = []aggregator.Log{{Type: aggregator.LogTypeError, Message: "m"}, {Attributes: aggregator.Attrs{{Key: "k", Value: "v"}}}}
-	noErrLog := *spans[2]
-	noErrLog.Logs = []aggregator.Log{{Type: "info", Message: "x"}}
-	errNoMessage := *spans[2]
-	errNoMessage.Logs = nil
+	spans := variedSpans()
 	big := *spans[2]
 	big.Name = strings.Repeat("n", 300)
 	big.Logs = []aggregator.Log{{Type: "diff", Message: strings.Repeat("a long snapshot ", 2000), Attributes: aggregator.Attrs{{Key: "empty", Value: ""}}}}
 	big.Attributes = append(aggregator.Attrs{{Key: "", Value: strings.Repeat("v", 200)}}, big.Attributes...)
-	spans = append(spans, &extra, &noErrLog, &errNoMessage, &big)
+	spans = append(spans, &big)
 	spans = append(spans, manySpans(50)...)
 
 	enc := &wireEncoder{}
