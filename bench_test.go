@@ -68,15 +68,16 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	})
 	require.NoError(tb, err)
 	require.NoError(tb, engine.Start(ctx))
-	// The benchmarks post the same fixture b.N times: without DedupSize -1 the consumer would
-	// drop every pass after the first as repeated deliveries and the figure would measure that.
+	// The benchmarks post the same fixture b.N times: without DedupSize -1 (and the webhook's
+	// RepeatWindow -1 below) the consumer (and the webhook) would drop every pass after the first
+	// as repeated deliveries and the figure would measure that.
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: -1}, engine, telemetry.Settings{})
 	require.NoError(tb, err)
 	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, telemetry.Settings{})
 	require.NoError(tb, err)
 	require.NoError(tb, q.Start(ctx))
 	mux := http.NewServeMux()
-	audit.NewWebhook(audit.WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
+	audit.NewWebhook(audit.WebhookConfig{RepeatWindow: -1}, q, telemetry.Settings{}).Register(mux)
 	p := &pipeline{handler: mux, queue: q, engine: engine}
 	tb.Cleanup(func() {
 		_ = q.Stop(ctx)
