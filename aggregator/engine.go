@@ -78,7 +78,7 @@ type linkJob struct {
 }
 
 type engineMetrics struct {
-	events       metric.Int64Counter
+	events       *telemetry.FixedCounter // by eventResultSets
 	spans        metric.Int64Counter
 	exportErrors metric.Int64Counter
 	linkJobs     metric.Int64Counter
@@ -158,7 +158,8 @@ func newLane(linkers []Linker, workers, queueSize int) *lane {
 func (e *Engine) initMetrics(tel telemetry.Settings) error {
 	m := tel.Meter("github.com/kelemetry/kelemetry/aggregator")
 	e.m = engineMetrics{
-		events:       m.Counter("kelemetry.aggregator.events", "Events received, by result.", ""),
+		events: m.FixedCounter("kelemetry.aggregator.events", "Events received, by result.", "",
+			eventResultSets[eventInvalid], eventResultSets[eventExportError], eventResultSets[eventOK]),
 		spans:        m.Counter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind.", ""),
 		exportErrors: m.Counter("kelemetry.aggregator.export.errors", "Sink exports that failed.", ""),
 		linkJobs:     m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, done, depth_limit).", ""),
@@ -246,7 +247,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 // Send places ev in its object's trace and exports the resulting spans.
 func (e *Engine) Send(ctx context.Context, ev *Event) error {
 	if err := validateEvent(ev); err != nil {
-		e.m.events.Add(ctx, 1, resultInvalid...)
+		e.m.events.Add(eventInvalid, 1)
 		return err
 	}
 	start, end := ev.Start.UTC(), ev.End.UTC()
@@ -292,10 +293,10 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 		e.enqueueLink(ctx, linkJob{obj: ev.Object, window: window, at: start, depth: 0})
 	}
 	if err != nil {
-		e.m.events.Add(ctx, 1, resultExportError...)
+		e.m.events.Add(eventExportError, 1)
 		return err
 	}
-	e.m.events.Add(ctx, 1, resultOK...)
+	e.m.events.Add(eventOK, 1)
 	return nil
 }
 

@@ -240,7 +240,25 @@ func (p *Pebble) diskUsage(flush bool) (uint64, error) {
 			return 0, err
 		}
 	}
-	return dirUsage(p.cfg.Dir)
+	usage, err := dirUsage(p.cfg.Dir)
+	if err != nil {
+		return 0, err
+	}
+	// Tables a compaction made obsolete stay on disk until Pebble's cleaner deletes them (paced,
+	// in the background) or the last iterator reading them closes: they are leaving, and counting
+	// them made a busy store delete more windows than it needed to.
+	return usage - min(usage, p.leavingBytes()), nil
+}
+
+// leavingBytes is the size of the obsolete and zombie tables not yet deleted.
+func (p *Pebble) leavingBytes() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.usable() != nil {
+		return 0
+	}
+	m := p.db.Metrics()
+	return m.Table.ObsoleteSize + m.Table.ZombieSize
 }
 
 // diskFlush flushes the memtable unless the disk cannot take it now.
