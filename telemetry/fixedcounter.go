@@ -33,6 +33,9 @@ type fixedKey struct {
 	name  string
 }
 
+// fixedInstruments has one entry per instrument name and meter a process makes FixedCounters
+// with: a handful of names per meter provider, kept for the provider's life (its callback
+// reads them).
 var fixedInstruments sync.Map // fixedKey -> *fixedInstrument
 
 // FixedCounter creates a FixedCounter with one point per set (none: a single point without
