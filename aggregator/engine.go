@@ -79,7 +79,7 @@ type linkJob struct {
 
 type engineMetrics struct {
 	events       *telemetry.FixedCounter // by eventResultSets
-	spans        metric.Int64Counter
+	spans        *telemetry.FixedCounter // by spanKindSets
 	exportErrors metric.Int64Counter
 	linkJobs     metric.Int64Counter
 	linkErrors   metric.Int64Counter
@@ -160,7 +160,8 @@ func (e *Engine) initMetrics(tel telemetry.Settings) error {
 	e.m = engineMetrics{
 		events: m.FixedCounter("kelemetry.aggregator.events", "Events received, by result.", "",
 			eventResultSets[eventInvalid], eventResultSets[eventExportError], eventResultSets[eventOK]),
-		spans:        m.Counter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind.", ""),
+		spans: m.FixedCounter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind.", "",
+			spanKindSets[spanObject], spanKindSets[spanLink], spanKindSets[spanEvent]),
 		exportErrors: m.Counter("kelemetry.aggregator.export.errors", "Sink exports that failed.", ""),
 		linkJobs:     m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, done, depth_limit).", ""),
 		linkErrors:   m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", ""),
@@ -468,7 +469,7 @@ func (e *Engine) export(ctx context.Context, spans []*Span) error {
 			errs = append(errs, err)
 		}
 	}
-	countSpans(ctx, e.m.spans, spans)
+	countSpans(e.m.spans, spans)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("aggregator: export: %w", err)
 	}

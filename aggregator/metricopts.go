@@ -1,11 +1,12 @@
 package aggregator
 
 import (
-	"context"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The measurement options of the engine's counters, made once and passed as slices (opts...):
@@ -16,10 +17,6 @@ var (
 	resultQueued     = resultOpt("queued")
 	resultDone       = resultOpt("done")
 	resultDepthLimit = resultOpt("depth_limit")
-
-	kindObject = kindOpt(KindObject)
-	kindLink   = kindOpt(KindLink)
-	kindEvent  = kindOpt(KindEvent)
 )
 
 // The points of kelemetry.aggregator.events (a telemetry.FixedCounter: one per event).
@@ -54,27 +51,29 @@ func linkerOpt(name string) []metric.AddOption {
 	return o.([]metric.AddOption)
 }
 
-// countSpans adds spans to c by kind: one Add per kind present.
-func countSpans(ctx context.Context, c metric.Int64Counter, spans []*Span) {
-	var objects, links, events int64
+// The points of kelemetry.aggregator.spans (a telemetry.FixedCounter), by SpanKind.
+const (
+	spanObject = iota
+	spanLink
+	spanEvent
+)
+
+var spanKindSets = [...]attribute.Set{
+	spanObject: attribute.NewSet(attribute.String("kind", string(KindObject))),
+	spanLink:   attribute.NewSet(attribute.String("kind", string(KindLink))),
+	spanEvent:  attribute.NewSet(attribute.String("kind", string(KindEvent))),
+}
+
+// countSpans adds spans to c by kind (the engine makes no other kinds).
+func countSpans(c *telemetry.FixedCounter, spans []*Span) {
 	for _, sp := range spans {
 		switch sp.Kind {
 		case KindObject:
-			objects++
+			c.Add(spanObject, 1)
 		case KindLink:
-			links++
+			c.Add(spanLink, 1)
 		case KindEvent:
-			events++
-		default:
-			c.Add(ctx, 1, kindOpt(sp.Kind)...)
-		}
-	}
-	for _, k := range [...]struct {
-		n   int64
-		opt []metric.AddOption
-	}{{objects, kindObject}, {links, kindLink}, {events, kindEvent}} {
-		if k.n > 0 {
-			c.Add(ctx, k.n, k.opt...)
+			c.Add(spanEvent, 1)
 		}
 	}
 }

@@ -112,17 +112,58 @@ func propagationPolicy(body []byte) string {
 	if len(body) == 0 {
 		return ""
 	}
-	var opts struct {
-		PropagationPolicy any   `json:"propagationPolicy"`
-		OrphanDependents  *bool `json:"orphanDependents"`
-	}
-	if err := json.Unmarshal(body, &opts); err != nil {
+	d := getDecoder(body)
+	defer putDecoder(d)
+	if null, err := d.beginObject(); err != nil || null {
 		return ""
 	}
-	if p, ok := opts.PropagationPolicy.(string); ok && p != "" {
-		return p
+	var policy string
+	orphan := false
+	for first := true; ; first = false {
+		name, more, err := d.nextMember(first)
+		if err != nil {
+			return ""
+		}
+		if !more {
+			break
+		}
+		switch string(name) {
+		case "propagationPolicy":
+			policy = ""
+			if d.ws() == '"' {
+				var s []byte
+				if s, err = d.readStr(); err == nil {
+					policy = string(s)
+				}
+			} else {
+				err = d.skipValue()
+			}
+		case "orphanDependents":
+			orphan = false
+			switch d.ws() {
+			case 't':
+				orphan, err = true, d.literal("true")
+			case 'f':
+				err = d.literal("false")
+			case 'n':
+				err = d.literal("null")
+			default:
+				err = d.unexpected("boolean")
+			}
+		default:
+			err = d.skipValue()
+		}
+		if err != nil {
+			return ""
+		}
 	}
-	if opts.OrphanDependents != nil && *opts.OrphanDependents {
+	if d.finish() != nil {
+		return ""
+	}
+	if policy != "" {
+		return policy
+	}
+	if orphan {
 		return "Orphan"
 	}
 	return ""

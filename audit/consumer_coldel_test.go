@@ -463,3 +463,26 @@ func BenchmarkConsumerDeleteCollection(b *testing.B) {
 type countingAggregator struct{ n int64 }
 
 func (a *countingAggregator) Send(context.Context, *aggregator.Event) error { a.n++; return nil }
+
+func TestPropagationPolicyReadsDeleteOptions(t *testing.T) {
+	for body, want := range map[string]string{
+		``:     "",
+		`null`: "",
+		`{}`:   "",
+		`{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","propagationPolicy":"Foreground"}`: "Foreground",
+		`{"propagationPolicy":"Orphan","gracePeriodSeconds":0}`:                                   "Orphan",
+		`{"orphanDependents":true}`:                                                       "Orphan",
+		`{"orphanDependents":false}`:                                                      "",
+		`{"orphanDependents":null,"propagationPolicy":null}`:                              "",
+		`{"propagationPolicy":"Background","orphanDependents":true}`:                      "Background",
+		`{"propagationPolicy":5,"orphanDependents":true}`:                                 "Orphan",
+		`{"propagationPolicy":"Fore\u0067round"}`:                                         "Foreground",
+		`{"propagationPolicy":"Foreground"} x`:                                            "",
+		`{"propagationPolicy":"Foreground",`:                                              "",
+		`{"propagationPolicy":[1,2]`:                                                      "",
+		`{"orphanDependents":"yes"}`:                                                      "",
+		`{"dryRun":["All"],"preconditions":{"uid":"u"},"propagationPolicy":"Foreground"}`: "Foreground",
+	} {
+		assert.Equal(t, want, propagationPolicy([]byte(body)), body)
+	}
+}

@@ -57,6 +57,10 @@ func (b *byteBudget) inUse() int64 {
 type reservation struct {
 	b    *byteBudget
 	held int64
+	// body is the request body's buffer; reuse says that nothing refers to it any more, so that
+	// release gives it back to its pool.
+	body  bodyBuffer
+	reuse bool
 }
 
 // grow takes n more bytes if they fit.
@@ -75,5 +79,11 @@ func (r *reservation) shrink(n int64) {
 	r.held -= n
 }
 
-// release gives every held byte back; it may be called more than once.
-func (r *reservation) release() { r.shrink(r.held) }
+// release gives every held byte back, and the body buffer when reuse was set; it may be called
+// more than once.
+func (r *reservation) release() {
+	r.shrink(r.held)
+	if r.reuse {
+		r.body.recycle()
+	}
+}

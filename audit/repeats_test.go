@@ -237,3 +237,64 @@ func TestWebhookRemembersOnlyWholeBodies(t *testing.T) {
 	require.Len(t, wt.q.recorded(), 1, "the good event is queued once")
 	assert.Equal(t, "ok", wt.q.recorded()[0].events[0].AuditID)
 }
+
+// TestWebhookReusesOnlyUnreferencedBodies posts bodies of one pool class in an order that gives
+// a wrongly recycled buffer to the next body: the events queued from a body must keep their bytes.
+func TestWebhookReusesOnlyUnreferencedBodies(t *testing.T) {
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	body := func(id string, fill byte) []byte {
+		pad := strings.Repeat(string(fill), 40<<10)
+		return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` +
+			`{"auditID":"` + id + `","stage":"ResponseComplete","verb":"create","stageTimestamp":"2026-11-29T17:09:30Z",` +
+			`"objectRef":{"resource":"configmaps","namespace":"default","name":"` + id + `","apiVersion":"v1"},` +
+			`"requestObject":{"data":{"x":"` + pad + `"}}}]}`)
+	}
+	want := map[string][]byte{}
+	queue := func(id string, fill byte) {
+		b := body(id, fill)
+		rec := wt.post("/audit", bytes.NewReader(b), nil)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.Contains(t, rec.Body.String(), "accepted 1 events")
+		evs, err := DecodeEventList(b)
+		require.NoError(t, err)
+		want[id] = append([]byte(nil), evs[0].RequestObject...)
+	}
+	queue("a", 'a')
+	for i := range 3 {
+		// A whole repeat, the same event in other bytes, a malformed body: all three leave their
+		// buffers unreferenced; the next good body may get one of them.
+		rec := wt.post("/audit", bytes.NewReader(body("a", 'a')), nil)
+		require.Contains(t, rec.Body.String(), "accepted 0 events, 1 repeated")
+		rec = wt.post("/audit", bytes.NewReader(append(body("a", 'a'), ' ')), nil)
+		require.Contains(t, rec.Body.String(), "accepted 0 events, 1 repeated")
+		bad := body("bad", 'z')
+		rec = wt.post("/audit", bytes.NewReader(bad[:len(bad)-3]), nil)
+		require.Equal(t, http.StatusBadRequest, rec.Code)
+		queue(fmt.Sprintf("b%d", i), byte('b'+i))
+	}
+	got := 0
+	for _, b := range wt.q.recorded() {
+		for _, ev := range b.events {
+			assert.Equal(t, string(want[ev.AuditID]), string(ev.RequestObject), ev.AuditID)
+			got++
+		}
+	}
+	assert.Equal(t, 4, got)
+}
+
+func TestBodyClass(t *testing.T) {
+	for size, want := range map[int64]int{
+		1: -1, 8 << 10: -1, 8<<10 + 1: 0, 16 << 10: 0, 16<<10 + 1: 1, 32 << 10: 1,
+		200 << 10: 4, 8 << 20: 9, 8<<20 + 1: -1,
+	} {
+		assert.Equal(t, want, bodyClass(size), size)
+		if want >= 0 {
+			assert.GreaterOrEqual(t, int64(minPooledBody<<want), size)
+			buf, h := newBody(size)
+			assert.Equal(t, int(size), cap(buf))
+			assert.Equal(t, minPooledBody<<want, cap(*h.pooled))
+			h.recycle()
+			assert.Nil(t, h.pooled)
+		}
+	}
+}

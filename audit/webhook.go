@@ -222,8 +222,8 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	data, release, status, err := w.readBody(rw, r)
-	defer release()
+	data, res, status, err := w.readBody(rw, r)
+	defer res.release()
 	if err != nil {
 		reason := rejectBadRequest
 		switch status {
@@ -245,6 +245,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if w.repeats != nil && len(w.taps) == 0 {
 		bodyKey = bodyHash(cluster, data)
 		if n, ok := w.bodies.get(bodyKey); ok {
+			res.reuse = true
 			w.answerRepeats(ctx, rw, int(n))
 			return
 		}
@@ -252,6 +253,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	events, repeats, err := decodeEventListSkipping(data, skip)
 	if err != nil {
+		res.reuse = true // the events decoded so far are dropped
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, cluster, err.Error())
 		return
 	}
@@ -260,6 +262,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		received = slices.Clone(events) // checkTimes filters in place; taps need the dropped items' indexes
 	}
 	if repeats > 0 && len(events) == 0 {
+		res.reuse = true
 		w.bodies.put(bodyKey, int32(min(repeats, math.MaxInt32)))
 		w.answerRepeats(ctx, rw, repeats)
 		return
@@ -367,14 +370,16 @@ func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluste
 }
 
 // readBody reads the request body, decompressing gzip, within the size limit and within the
-// in-flight byte budget. The caller must call release (never nil) once it no longer needs the
-// bytes read. On error it returns the HTTP status to answer (400, 413, 415 or 429).
-func (w *Webhook) readBody(rw http.ResponseWriter, r *http.Request) (data []byte, release func(), status int, err error) {
-	res := &reservation{b: w.inflight}
-	release = res.release
+// in-flight byte budget. The caller must call res.release (res is never nil) once it no longer
+// needs the bytes read, and may set res.reuse first when nothing refers to them any more. On error
+// it returns the HTTP status to answer (400, 413, 415 or 429).
+func (w *Webhook) readBody(rw http.ResponseWriter, r *http.Request) (data []byte, res *reservation, status int, err error) {
+	res = &reservation{b: w.inflight}
+	defer func() { res.reuse = err != nil }() // a body that could not be read is not used
+
 	limit := w.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
-		return nil, release, http.StatusRequestEntityTooLarge,
+		return nil, res, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("body of %d bytes is over the limit of %d bytes", r.ContentLength, limit)
 	}
 	body := http.MaxBytesReader(rw, r.Body, limit)
@@ -397,41 +402,41 @@ func (w *Webhook) readBody(rw http.ResponseWriter, r *http.Request) (data []byte
 		// Take the first buffer's bytes before reading the gzip header.
 		if !res.grow(size) {
 			if !res.grow(fallback) {
-				return nil, release, http.StatusTooManyRequests, w.busyError(fallback)
+				return nil, res, http.StatusTooManyRequests, w.busyError(fallback)
 			}
 			size = fallback
 		}
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			return nil, release, readErrorStatus(err), fmt.Errorf("read gzip body: %w", err)
+			return nil, res, readErrorStatus(err), fmt.Errorf("read gzip body: %w", err)
 		}
 		defer zr.Close()
 		// Bound the decompressed size too: read at most one byte over the limit to detect it.
 		src = io.LimitReader(zr, limit+1)
 	default:
-		return nil, release, http.StatusUnsupportedMediaType,
+		return nil, res, http.StatusUnsupportedMediaType,
 			fmt.Errorf("unsupported Content-Encoding %q (want gzip or none)", truncate(enc, 40))
 	}
 	if res.held == 0 && !res.grow(size) {
 		// Answered before reading: the sender keeps the batch and retries.
-		return nil, release, http.StatusTooManyRequests, w.busyError(size)
+		return nil, res, http.StatusTooManyRequests, w.busyError(size)
 	}
 
 	data, err = readAllBudget(src, size, limit, res)
 	if err != nil {
 		if errors.Is(err, errNoBudget) {
-			return nil, release, http.StatusTooManyRequests, w.busyError(int64(cap(data)))
+			return nil, res, http.StatusTooManyRequests, w.busyError(int64(cap(data)))
 		}
 		if status := readErrorStatus(err); status == http.StatusRequestEntityTooLarge {
-			return nil, release, status, fmt.Errorf("body is over the limit of %d bytes", limit)
+			return nil, res, status, fmt.Errorf("body is over the limit of %d bytes", limit)
 		}
-		return nil, release, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+		return nil, res, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
 	}
 	if int64(len(data)) > limit {
-		return nil, release, http.StatusRequestEntityTooLarge,
+		return nil, res, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("decompressed body is over the limit of %d bytes", limit)
 	}
-	return data, release, 0, nil
+	return data, res, 0, nil
 }
 
 // busyError is the reason of a 429 for a body that needed n more bytes than the budget had.
@@ -456,7 +461,8 @@ var errNoBudget = errors.New("in-flight byte budget exhausted")
 // grows, taking the new buffer's bytes from res first, up to limit+1 bytes (one over the limit,
 // for the caller to detect it). It returns errNoBudget when res cannot grow.
 func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, error) {
-	buf := make([]byte, 0, size)
+	buf, pooled := newBody(size)
+	res.body = pooled
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) > limit {
@@ -469,6 +475,7 @@ func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, er
 			grown := make([]byte, len(buf), newCap)
 			copy(grown, buf)
 			res.shrink(int64(cap(buf)))
+			res.body.recycle() // copied: nothing refers to it
 			buf = grown
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -69,27 +68,20 @@ func NewOwnerLinker(mapper kube.Mapper, getter kube.ObjectGetter, ts telemetry.S
 // Name returns "owner".
 func (*OwnerLinker) Name() string { return OwnerLinkerName }
 
+// ownerReference is the part of a metadata.ownerReferences item the owner linker reads.
 type ownerReference struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Name       string `json:"name"`
-	UID        string `json:"uid"`
-	Controller bool   `json:"controller"`
-}
-
-type ownerMetadata struct {
-	objectIdent
-	OwnerReferences []ownerReference `json:"ownerReferences"`
+	APIVersion, Kind, Name, UID string
+	Controller                  bool
 }
 
 // Lookup returns the link to obj's controlling owner, or none.
 func (l *OwnerLinker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
-	meta, src, err := loadMetadata[ownerMetadata](ctx, l.getter, obj)
+	meta, src, err := loadMetadata(ctx, l.getter, obj, wantOwners)
 	l.lookups.Add(ctx, 1, l.sources.of(src))
 	if err != nil {
 		return nil, fmt.Errorf("owner linker: %s: %w", obj.ObjectRef, err)
 	}
-	for _, ref := range meta.OwnerReferences {
+	for _, ref := range meta.owners {
 		if !ref.Controller {
 			continue
 		}
@@ -183,24 +175,16 @@ func NewAnnotationLinker(getter kube.ObjectGetter, ts telemetry.Settings) *Annot
 // Name returns "annotation".
 func (*AnnotationLinker) Name() string { return AnnotationLinkerName }
 
-type annotationMetadata struct {
-	objectIdent
-	Annotations struct {
-		ParentLink       *string `json:"kelemetry.io/parent-link"`
-		LegacyParentLink *string `json:"kelemetry.kubewharf.io/parent-link"`
-	} `json:"annotations"`
-}
-
 // Lookup returns the link to the parent named by obj's annotation, or none.
 func (l *AnnotationLinker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
-	meta, src, err := loadMetadata[annotationMetadata](ctx, l.getter, obj)
+	meta, src, err := loadMetadata(ctx, l.getter, obj, wantAnnotations)
 	l.lookups.Add(ctx, 1, l.sources.of(src))
 	if err != nil {
 		return nil, fmt.Errorf("annotation linker: %s: %w", obj.ObjectRef, err)
 	}
-	key, value := AnnotationParentLink, meta.Annotations.ParentLink
+	key, value := AnnotationParentLink, meta.parentLink
 	if value == nil {
-		key, value = LegacyAnnotationParentLink, meta.Annotations.LegacyParentLink
+		key, value = LegacyAnnotationParentLink, meta.legacyLink
 	}
 	if value == nil {
 		return nil, nil
@@ -253,14 +237,6 @@ func (l *AnnotationLinker) reject(ctx context.Context, obj aggregator.Object, ke
 		slog.String("reason", reason), slog.Any("error", err))
 }
 
-// objectIdent is the part of metadata that tells whether a body is the object's own.
-type objectIdent struct {
-	Name string `json:"name"`
-	UID  string `json:"uid"`
-}
-
-func (o objectIdent) ident() objectIdent { return o }
-
 // bodySource says where a linker found the object.
 type bodySource int
 
@@ -283,108 +259,49 @@ func newSourceOptions() sourceOptions {
 
 func (o *sourceOptions) of(s bodySource) metric.MeasurementOption { return o[s] }
 
-// loadMetadata decodes the metadata of obj from obj.Body when that is the object's own body, or
-// else from getter. A missing object or a missing getter give a zero M and no error.
-func loadMetadata[M interface{ ident() objectIdent }](ctx context.Context, getter kube.ObjectGetter, obj aggregator.Object) (M, bodySource, error) {
-	var m M
+// loadMetadata decodes the metadata of obj (and the members want asks for) from obj.Body when that
+// is the object's own body, or else from getter. A missing object or a missing getter give a zero
+// linkMeta and no error.
+func loadMetadata(ctx context.Context, getter kube.ObjectGetter, obj aggregator.Object, want metaWant) (linkMeta, bodySource, error) {
 	if len(obj.Body) > 0 && !bytes.Equal(bytes.TrimSpace(obj.Body), []byte("null")) {
-		kind, err := decodeMetadata(obj.Body, &m)
-		if err == nil && ownBody(kind, m.ident(), obj) {
+		m, err := decodeMetadata(obj.Body, want)
+		if err == nil && ownBody(m, obj) {
 			return m, sourceBody, nil
 		}
 		if getter == nil {
-			var zero M
 			if err != nil {
-				return zero, sourceNone, fmt.Errorf("decode body: %w", err)
+				return linkMeta{}, sourceNone, fmt.Errorf("decode body: %w", err)
 			}
-			return zero, sourceNone, nil
+			return linkMeta{}, sourceNone, nil
 		}
-		m = *new(M)
 	}
 	if getter == nil {
-		return m, sourceNone, nil
+		return linkMeta{}, sourceNone, nil
 	}
 	body, err := getter.Get(ctx, obj.ObjectRef)
 	switch {
 	case errors.Is(err, kube.ErrObjectNotFound):
-		return m, sourceNotFound, nil
+		return linkMeta{}, sourceNotFound, nil
 	case err != nil:
-		return m, sourceGetter, err
+		return linkMeta{}, sourceGetter, err
 	}
-	if _, err := decodeMetadata(body, &m); err != nil {
-		return *new(M), sourceGetter, fmt.Errorf("decode fetched body: %w", err)
+	m, err := decodeMetadata(body, want)
+	if err != nil {
+		return linkMeta{}, sourceGetter, fmt.Errorf("decode fetched body: %w", err)
 	}
 	return m, sourceGetter, nil
 }
 
 // ownBody tells whether a body with this kind and identity is obj's (and not, say, the Status
 // or Scale a subresource request answered with).
-func ownBody(kind string, id objectIdent, obj aggregator.Object) bool {
-	if !kube.IsObjectKind(kind) {
+func ownBody(m linkMeta, obj aggregator.Object) bool {
+	if !kube.IsObjectKind(m.kind) {
 		return false
 	}
-	if id.Name != "" && obj.Name != "" && id.Name != obj.Name {
+	if m.name != "" && obj.Name != "" && m.name != obj.Name {
 		return false
 	}
-	return id.UID == "" || obj.UID == "" || id.UID == obj.UID
-}
-
-// metadataDecoder is a pooled decoder with the buffer it reads from.
-type metadataDecoder struct {
-	dec jsontext.Decoder
-	buf bytes.Buffer
-}
-
-var decoderPool = sync.Pool{New: func() any { return new(metadataDecoder) }}
-
-var errNotObject = errors.New("body is not a JSON object")
-
-// decodeMetadata decodes the top-level metadata member of body into out and returns the kind. It
-// stops reading once it has both, so the usually large spec and status after them are not
-// scanned.
-func decodeMetadata(body []byte, out any) (kind string, err error) {
-	d := decoderPool.Get().(*metadataDecoder)
-	d.buf = *bytes.NewBuffer(body) // the decoder reads a bytes.Buffer in place, without copying
-	d.dec.Reset(&d.buf)
-	defer func() {
-		d.buf = bytes.Buffer{} // drop the reference to body
-		decoderPool.Put(d)
-	}()
-	dec := &d.dec
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return "", err
-	}
-	if tok.Kind() != '{' {
-		return "", errNotObject
-	}
-	var haveKind, haveMeta bool
-	for !haveKind || !haveMeta {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return "", err
-		}
-		if tok.Kind() == '}' {
-			break
-		}
-		switch tok.String() {
-		case "kind":
-			if err := jsonv2.UnmarshalDecode(dec, &kind); err != nil {
-				return "", err
-			}
-			haveKind = true
-		case "metadata":
-			if err := jsonv2.UnmarshalDecode(dec, out); err != nil {
-				return "", err
-			}
-			haveMeta = true
-		default:
-			if err := dec.SkipValue(); err != nil {
-				return "", err
-			}
-		}
-	}
-	return kind, nil
+	return m.uid == "" || obj.UID == "" || m.uid == obj.UID
 }
 
 // meterScope is the instrumentation scope of the package's metrics.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,19 +329,96 @@ func TestAnnotationLinkerGetter(t *testing.T) {
 }
 
 func TestDecodeMetadata(t *testing.T) {
-	var m annotationMetadata
-	kind, err := decodeMetadata([]byte(`{"apiVersion":"v1","metadata":{"name":"x","uid":"u","annotations":{"kelemetry.io/parent-link":"v","KELEMETRY.IO/PARENT-LINK":"w"}},"kind":"Pod","spec":{"broken"`), &m)
+	m, err := decodeMetadata([]byte(`{"apiVersion":"v1","metadata":{"name":"x","uid":"u","annotations":{"kelemetry.io/parent-link":"v","KELEMETRY.IO/PARENT-LINK":"w"}},"kind":"Pod","spec":{"broken"`), wantAnnotations)
 	require.NoError(t, err, "reading stops once kind and metadata are known")
-	assert.Equal(t, "Pod", kind)
-	assert.Equal(t, "x", m.Name)
-	assert.Equal(t, "u", m.UID)
-	require.NotNil(t, m.Annotations.ParentLink)
-	assert.Equal(t, "v", *m.Annotations.ParentLink, "annotation keys match exactly")
+	assert.Equal(t, "Pod", m.kind)
+	assert.Equal(t, "x", m.name)
+	assert.Equal(t, "u", m.uid)
+	require.NotNil(t, m.parentLink)
+	assert.Equal(t, "v", *m.parentLink, "annotation keys match exactly")
+	assert.Nil(t, m.legacyLink)
 
-	_, err = decodeMetadata([]byte(`{"kind":"Pod"`), &m)
+	_, err = decodeMetadata([]byte(`{"kind":"Pod"`), wantAnnotations)
 	require.Error(t, err)
-	_, err = decodeMetadata([]byte(`null`), &m)
+	_, err = decodeMetadata([]byte(`null`), wantAnnotations)
 	require.Error(t, err)
+}
+
+// TestDecodeMetadataAgreesWithEncodingJSON compares the reader with encoding/json on bodies that
+// are valid and bodies that are not: where encoding/json decodes the metadata, the reader gives
+// the same fields; where it refuses the JSON, so does the reader.
+func TestDecodeMetadataAgreesWithEncodingJSON(t *testing.T) {
+	pod := string(readTestdata(t, "pod.json"))
+	type ref struct {
+		APIVersion, Kind, Name, UID string
+		Controller                  bool
+	}
+	type meta struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name            string            `json:"name"`
+			UID             string            `json:"uid"`
+			OwnerReferences []ref             `json:"ownerReferences"`
+			Annotations     map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	bodies := []string{
+		pod,
+		`{"kind":"Pod","metadata":{"name":"a","uid":"u1","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u2","controller":true,"blockOwnerDeletion":true}]}}`,
+		`{"metadata":{"name":"a\u00e9\n","ownerReferences":null,"annotations":null},"kind":"P\u006fd"}`,
+		`{"kind":"Pod","metadata":{"name":"a","ownerReferences":[{"name":"x","controller":null},{"name":"y","controller":false}],"labels":{"a":"b"},"n":[1,-2.5e3,true,false,null,{"x":[]}]}}`,
+		`{"kind":"Pod","metadata":{"annotations":{"kelemetry.kubewharf.io/parent-link":"{\"name\":\"x\"}","k":"\u00e9\ud83d\ude00"}}}`,
+		` { "kind" : "Pod" , "metadata" : { "name" : "sp" } } `,
+		`{"kind":"Pod","metadata":{"name":5}}`,
+		`{"kind":"Pod","metadata":{"ownerReferences":{}}}`,
+		`{"kind":"Pod","metadata":{"ownerReferences":[{"controller":"yes"}]}}`,
+		`{"kind":"Pod","metadata":{"annotations":{"kelemetry.io/parent-link":5}}}`,
+		`{"kind":"Pod","metadata":{"x":"a` + "" + `b"}}`,
+		`{"kind":"Pod","metadata":{"x":"\q"}}`,
+		`{"kind":"Pod","metadata":{"x":"\u12"}}`,
+		`{"kind":"Pod","metadata":{"x":01}}`,
+		`{"kind":"Pod","metadata":{"x":-}}`,
+		`{"kind":"Pod","metadata":{"x":tru}}`,
+		`{"kind":"Pod","metadata":{"x":[1,]}}`,
+		`{"kind":"Pod","metadata":{"x":{"a":1,}}}`,
+		`{"kind":"Pod","metadata":{"x" 1}}`,
+		`{"kind":"Pod" "metadata":{}}`,
+	}
+	for _, body := range bodies {
+		var want meta
+		wantErr := json.Unmarshal([]byte(body), &want)
+		got, err := decodeMetadata([]byte(body), wantOwners|wantAnnotations)
+		if wantErr != nil {
+			assert.Error(t, err, "%s (encoding/json: %v)", body, wantErr)
+			continue
+		}
+		require.NoError(t, err, body)
+		assert.Equal(t, want.Kind, got.kind, body)
+		assert.Equal(t, want.Metadata.Name, got.name, body)
+		assert.Equal(t, want.Metadata.UID, got.uid, body)
+		require.Len(t, got.owners, len(want.Metadata.OwnerReferences), body)
+		for i, r := range want.Metadata.OwnerReferences {
+			assert.Equal(t, r, ref(got.owners[i]), body)
+		}
+		for key, dst := range map[string]*string{AnnotationParentLink: got.parentLink, LegacyAnnotationParentLink: got.legacyLink} {
+			v, ok := want.Metadata.Annotations[key]
+			if assert.Equal(t, ok, dst != nil, body) && ok {
+				assert.Equal(t, v, *dst, body)
+			}
+		}
+	}
+	// Stricter than encoding/json: invalid UTF-8 is refused, not replaced.
+	_, err := decodeMetadata([]byte(`{"kind":"Pod","metadata":{"x":"`+"\xff"+`"}}`), wantOwners)
+	assert.ErrorContains(t, err, "invalid UTF-8")
+	// What follows kind and metadata is not read.
+	for _, body := range []string{`{"kind":"Pod","metadata":{"name":"a"}`, `{"kind":"Pod","metadata":{"name":"a"}} trailing`} {
+		got, err := decodeMetadata([]byte(body), wantOwners)
+		require.NoError(t, err, body)
+		assert.Equal(t, "a", got.name)
+	}
+	deep := `{"kind":"Pod","metadata":{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}}`
+	_, err = decodeMetadata([]byte(deep), wantOwners)
+	assert.ErrorContains(t, err, "nested more than")
 }
 
 // BenchmarkOwnerLinker measures the owner linker on a real Pod body (from an audit
