@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"time"
 
@@ -69,7 +70,7 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 	var meta bodyMeta
 	isObject := false
 	if len(ev.ResponseObject) > 0 {
-		meta, isObject = responseIsObject(ref, ev.ResponseObject)
+		meta, isObject = responseIsObject(ref, ev)
 	}
 	obj := aggregator.Object{ObjectRef: aggregator.ObjectRef{
 		Cluster:   cluster,
@@ -360,11 +361,11 @@ func joinNonEmpty(parts ...string) string {
 // group, with the same name and namespace (when ref has them). A subresource response counts only
 // for "status", whose requests return the whole object. A delete that returns the object (it has
 // finalizers, or the server answers 200 with it) counts too.
-func responseIsObject(ref *ObjectReference, body []byte) (bodyMeta, bool) {
+func responseIsObject(ref *ObjectReference, ev *Event) (bodyMeta, bool) {
 	if ref.Subresource != "" && ref.Subresource != "status" {
 		return bodyMeta{}, false
 	}
-	meta, err := decodeBodyMeta(body)
+	meta, err := responseMeta(ev)
 	if err != nil {
 		return bodyMeta{}, false
 	}
@@ -418,17 +419,35 @@ func decodeBodyMeta(body []byte) (bodyMeta, error) {
 	var m bodyMeta
 	if null, err := d.beginObject(); err != nil || null {
 		if err == nil {
-			err = errors.New("response object is not a JSON object")
+			err = errNotJSONObject
 		}
 		return m, err
 	}
+	if _, err := d.bodyMetaMembers(&m, 0); err != nil {
+		return m, err
+	}
+	if !utf8.Valid(body[:d.pos]) {
+		return bodyMeta{}, errNotUTF8
+	}
+	return m, nil
+}
+
+var (
+	errNotJSONObject = errors.New("response object is not a JSON object")
+	errNotUTF8       = errors.New("response object is not valid UTF-8")
+)
+
+// bodyMetaMembers reads the members of an object body whose '{' was read until it has apiVersion,
+// kind and metadata (then closed is false), or to its closing '}' (closed is true). base is where
+// the body starts in the decoder's data.
+func (d *eventDecoder) bodyMetaMembers(m *bodyMeta, base int) (closed bool, err error) {
 	for first := true; ; first = false {
 		name, more, err := d.nextMember(first)
 		if err != nil {
-			return m, err
+			return false, err
 		}
 		if !more {
-			break
+			return true, nil
 		}
 		switch string(name) {
 		case "apiVersion":
@@ -438,26 +457,72 @@ func decodeBodyMeta(body []byte) (bodyMeta, error) {
 			m.kind, err = d.metaString()
 			m.seenKind = true
 		case "metadata":
-			err = d.bodyMetadata(&m)
+			err = d.bodyMetadata(m, base)
 			m.seenMetadata = true
 		default:
 			err = d.skipValue()
 		}
 		if err != nil {
-			return m, err
+			return false, err
 		}
 		if m.seenAPIVersion && m.seenKind && m.seenMetadata {
-			break
+			return false, nil
 		}
 	}
-	if !utf8.Valid(body[:d.pos]) {
-		return bodyMeta{}, errors.New("response object is not valid UTF-8")
+}
+
+// respMeta is what the decoder read of an event's responseObject while it decoded the event, so
+// that the consumer does not scan the body's metadata again: decodeBodyMeta's result for body.
+type respMeta struct {
+	meta    bodyMeta
+	body    []byte // the ResponseObject it describes
+	metaEnd int    // how far decodeBodyMeta would have read (its UTF-8 check covers that)
+}
+
+// readResponse reads a responseObject like readRaw, and the bodyMeta of an object body into r
+// (r.body is nil when it has none).
+func (d *eventDecoder) readResponse(r *respMeta) ([]byte, error) {
+	*r = respMeta{}
+	if d.ws() != '{' {
+		return d.readRaw()
 	}
-	return m, nil
+	start := d.pos
+	d.pos++
+	closed, err := d.bodyMetaMembers(&r.meta, start)
+	metaEnd := d.pos - start
+	for first := false; err == nil && !closed; {
+		var more bool
+		if _, more, err = d.nextMember(first); err == nil && more {
+			err = d.skipValue()
+		}
+		closed = !more
+	}
+	if err != nil {
+		// Read it again as readRaw does, for readRaw's error.
+		*r = respMeta{}
+		d.pos = start
+		return d.readRaw()
+	}
+	r.body = d.data[start:d.pos:d.pos]
+	r.metaEnd = metaEnd
+	return r.body, nil
+}
+
+// responseMeta is decodeBodyMeta(ev.ResponseObject), from what the decoder read when it decoded
+// ev if ev.ResponseObject is still the body it read.
+func responseMeta(ev *Event) (bodyMeta, error) {
+	if r := ev.resp; r != nil && r.body != nil && len(r.body) == len(ev.ResponseObject) &&
+		unsafe.SliceData(r.body) == unsafe.SliceData(ev.ResponseObject) {
+		if !utf8.Valid(r.body[:r.metaEnd]) {
+			return bodyMeta{}, errNotUTF8
+		}
+		return r.meta, nil
+	}
+	return decodeBodyMeta(ev.ResponseObject)
 }
 
 // bodyMetadata reads the metadata member of an object body into m.
-func (d *eventDecoder) bodyMetadata(m *bodyMeta) error {
+func (d *eventDecoder) bodyMetadata(m *bodyMeta, base int) error {
 	if d.ws() != '{' {
 		return d.skipValue()
 	}
@@ -479,7 +544,7 @@ func (d *eventDecoder) bodyMetadata(m *bodyMeta) error {
 			start := d.pos
 			if err = d.skipValue(); err == nil {
 				if mf.Absent { // the first one, as Snapshot strips
-					mf = diff.ManagedFields{Start: start, End: d.pos}
+					mf = diff.ManagedFields{Start: start - base, End: d.pos - base}
 				}
 			}
 		case "labels", "annotations", "ownerReferences":

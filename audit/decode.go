@@ -137,6 +137,7 @@ type eventBlock struct {
 	ev     Event
 	ref    ObjectReference
 	status Status
+	resp   respMeta
 }
 
 const (
@@ -469,7 +470,12 @@ func (d *eventDecoder) decodeEvent(b *eventBlock) error {
 		case "requestObject":
 			ev.RequestObject, err = d.readRaw()
 		case "responseObject":
-			ev.ResponseObject, err = d.readRaw()
+			resp := &b.resp
+			if ev.resp != nil { // repeated: never overwrite what was handed out
+				resp = new(respMeta)
+			}
+			ev.ResponseObject, err = d.readResponse(resp)
+			ev.resp = resp
 		case "requestReceivedTimestamp":
 			ev.RequestReceivedTimestamp, err = d.readTime()
 		case "stageTimestamp":

@@ -32,6 +32,9 @@ func FuzzDecodeEventList(f *testing.F) {
 			require.Nil(t, events)
 			return
 		}
+		for _, ev := range events {
+			assertResponseMeta(t, ev)
+		}
 		if hasFoldedNames(data) {
 			// encoding/json matches member names case-insensitively, Kubernetes and this package
 			// do not: encoding/json may see (and reject) a field this package ignores.
@@ -73,6 +76,7 @@ func assertSameEvent(t *testing.T, want, got *Event) {
 	assert.True(t, w.StageTimestamp.Equal(g.StageTimestamp))
 	w.RequestReceivedTimestamp, g.RequestReceivedTimestamp = time.Time{}, time.Time{}
 	w.StageTimestamp, g.StageTimestamp = time.Time{}, time.Time{}
+	g.resp = nil
 	assert.Equal(t, w, g)
 }
 
@@ -121,4 +125,21 @@ func hasDuplicateNames(data []byte) bool {
 			return true
 		}
 	}
+}
+
+// assertResponseMeta checks that what the decoder noted of ev's response body is what
+// decodeBodyMeta reads from it.
+func assertResponseMeta(t *testing.T, ev *Event) {
+	t.Helper()
+	if ev == nil || len(ev.ResponseObject) == 0 {
+		return
+	}
+	want, wantErr := decodeBodyMeta(ev.ResponseObject)
+	got, err := responseMeta(ev)
+	if wantErr != nil {
+		assert.Error(t, err, "%s", ev.ResponseObject)
+		return
+	}
+	require.NoError(t, err, "%s", ev.ResponseObject)
+	assert.Equal(t, want, got, "%s", ev.ResponseObject)
 }

@@ -27,6 +27,10 @@ type Event struct {
 	RequestReceivedTimestamp time.Time         `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time         `json:"stageTimestamp"`
 	Annotations              map[string]string `json:"annotations,omitempty"`
+
+	// resp is what the decoder read of ResponseObject's metadata (see responseMeta); nil for
+	// events that did not come from it.
+	resp *respMeta
 }
 
 // UserInfo is the authenticated user of a request.

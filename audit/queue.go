@@ -466,7 +466,7 @@ func partitionObject(ev *Event) (group, resource, namespace, name string, ok boo
 	r := objectRef(ev)
 	namespace, name = r.Namespace, r.Name
 	if name == "" && len(ev.ResponseObject) > 0 && !isCollectionDelete(ev) {
-		if meta, ok := responseIsObject(r, ev.ResponseObject); ok {
+		if meta, ok := responseIsObject(r, ev); ok {
 			name = meta.name
 			if namespace == "" {
 				namespace = meta.namespace

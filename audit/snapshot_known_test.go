@@ -24,7 +24,7 @@ func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 				if ev.ObjectRef == nil || len(ev.ResponseObject) == 0 {
 					continue
 				}
-				meta, ok := responseIsObject(ev.ObjectRef, ev.ResponseObject)
+				meta, ok := responseIsObject(ev.ObjectRef, ev)
 				if !ok {
 					continue
 				}
@@ -40,4 +40,54 @@ func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 	}
 	assert.Greater(t, checked, 1000)
 	assert.Greater(t, cut, 500, "bodies with managedFields")
+}
+
+// TestResponseMeta: what the decoder notes of each response body while decoding its event is what
+// decodeBodyMeta reads from the body, for every fixture body and for bodies of every shape; an
+// event whose ResponseObject was replaced is read again.
+func TestResponseMeta(t *testing.T) {
+	noted := 0
+	for _, scenario := range []string{"rollout", "bulk"} {
+		for _, line := range readFixtureLines(t, scenario, "webhook-batches.jsonl") {
+			evs, err := DecodeEventList(line)
+			require.NoError(t, err)
+			for _, ev := range evs {
+				assertResponseMeta(t, ev)
+				if ev.resp != nil && ev.resp.body != nil {
+					noted++
+				}
+			}
+		}
+	}
+	assert.Greater(t, noted, 5000)
+
+	for _, body := range []string{
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","managedFields":[{"manager":"m"}]},"spec":{}}`,
+		`{"spec":{"x":1},"metadata":{"name":"p","namespace":"n","uid":"u","resourceVersion":"5","finalizers":["a","b"],"deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":30,"labels":{"a":"b"}},"kind":"Pod","apiVersion":"v1"}`,
+		`{"kind":"Pod","metadata":{"name":"p"},"metadata":{"name":"q"},"apiVersion":"v1","metadata":{"name":"r"}}`,
+		`{"kind":"Status","apiVersion":"v1","status":"Success"}`,
+		`{}`, `[1,2]`, `"x"`, `5`, `null`,
+		`{"kind":1,"apiVersion":["v1"],"metadata":"m"}`,
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + "\xff" + `"}}`,
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":"` + "\xff" + `"}`,
+	} {
+		line := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","stage":"ResponseComplete","verb":"update",` +
+			`"objectRef":{"resource":"pods","name":"p","apiVersion":"v1"},"responseObject":` + body + `}]}`)
+		evs, err := DecodeEventList(line)
+		require.NoError(t, err, body)
+		require.Len(t, evs, 1)
+		assertResponseMeta(t, evs[0])
+		copied := *evs[0]
+		copied.ResponseObject = append([]byte(nil), evs[0].ResponseObject...)
+		assertResponseMeta(t, &copied)
+		// A body that was changed (another slice) is read again, not taken from the note.
+		copied.ResponseObject = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"other"}}`)
+		meta, err := responseMeta(&copied)
+		require.NoError(t, err)
+		assert.Equal(t, "other", meta.name)
+	}
+	// A malformed body fails the event as before.
+	_, err := DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":{"metadata":{"name":"p"},"spec":{]}}]}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "responseObject")
 }
