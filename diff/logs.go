@@ -3,6 +3,7 @@ package diff
 import (
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 )
@@ -42,25 +43,64 @@ func (f LogFormat) WithDefaults() LogFormat {
 // ChangeLogs renders changes as logs of type aggregator.LogTypeDiff, one per change (message
 // "<path> <old> -> <new>", attributes AttrPath, AttrOp, AttrOld, AttrNew), at most MaxChanges,
 // then one OpTruncated log counting the rest. f must have its defaults set.
+//
+// The strings of all the logs (lines and values) share one buffer: a write's diff is one
+// allocation for its text instead of three per change.
 func (f LogFormat) ChangeLogs(at time.Time, changes []Change) []aggregator.Log {
 	n := min(len(changes), f.MaxChanges)
 	logs := make([]aggregator.Log, 0, n+1)
 	maxAttr := 4 * f.MaxValueBytes
 	backing := make(aggregator.Attrs, 0, 5*n)
+	// First the text, with the offsets of each string; then the strings over the finished
+	// buffer, which nothing writes afterwards.
+	type span struct{ start, end int }
+	type pieces struct{ line, old, new span }
+	size := 0
 	for _, c := range changes[:n] {
+		size += len(c.Path) + 8 + 2*min(len(c.Old)+len(c.New), 2*maxAttr)
+	}
+	text := make([]byte, 0, size)
+	spans := make([]pieces, n)
+	for i, c := range changes[:n] {
+		p := &spans[i]
+		p.line.start = len(text)
+		text = c.appendLine(text, f.MaxValueBytes)
+		p.line.end = len(text)
+		for _, kv := range [...]struct {
+			v   []byte
+			dst *span
+		}{{c.Old, &p.old}, {c.New, &p.new}} {
+			if kv.v != nil && len(kv.v) <= maxAttr {
+				kv.dst.start = len(text)
+				text = append(text, kv.v...)
+				kv.dst.end = len(text)
+			} else {
+				kv.dst.start = -1
+			}
+		}
+	}
+	str := func(s span) string {
+		if s.end == s.start {
+			return ""
+		}
+		return unsafe.String(&text[s.start], s.end-s.start)
+	}
+	for i, c := range changes[:n] {
+		p := spans[i]
 		attrs := backing[len(backing) : len(backing) : len(backing)+5]
 		attrs = append(attrs, aggregator.Attr{Key: AttrPath, Value: c.Path}, aggregator.Attr{Key: AttrOp, Value: string(c.Op)})
 		truncated := false
 		for _, kv := range [...]struct {
 			key string
 			v   []byte
-		}{{AttrOld, c.Old}, {AttrNew, c.New}} {
+			s   span
+		}{{AttrOld, c.Old, p.old}, {AttrNew, c.New, p.new}} {
 			switch {
 			case kv.v == nil:
-			case len(kv.v) > maxAttr:
+			case kv.s.start < 0:
 				truncated = true
 			default:
-				attrs = append(attrs, aggregator.Attr{Key: kv.key, Value: string(kv.v)})
+				attrs = append(attrs, aggregator.Attr{Key: kv.key, Value: str(kv.s)})
 			}
 		}
 		if c.Redacted {
@@ -70,7 +110,7 @@ func (f LogFormat) ChangeLogs(at time.Time, changes []Change) []aggregator.Log {
 			attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
 		}
 		backing = backing[:len(backing)+len(attrs)]
-		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff, Message: c.Line(f.MaxValueBytes), Attributes: attrs})
+		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff, Message: str(p.line), Attributes: attrs})
 	}
 	if rest := len(changes) - n; rest > 0 {
 		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff,

@@ -18,22 +18,27 @@ func (c Change) String() string { return c.Line(0) }
 // Line renders the change as "<path> <old> -> <new>" with each value cut to max bytes (0: no
 // limit). Absent values are written <none>; plain strings without quotes (see FormatValue).
 func (c Change) Line(max int) string {
-	path := c.Path
-	if path == "" {
-		path = "."
-	}
 	bp := linePool.Get().(*[]byte)
-	b := append((*bp)[:0], path...)
-	b = append(b, ' ')
-	b = appendValue(b, c.Old, max)
-	b = append(b, " -> "...)
-	b = appendValue(b, c.New, max)
+	b := c.appendLine((*bp)[:0], max)
 	line := string(b)
 	if cap(b) <= 64<<10 {
 		*bp = b
 		linePool.Put(bp)
 	}
 	return line
+}
+
+// appendLine appends Line(max) to dst.
+func (c Change) appendLine(dst []byte, max int) []byte {
+	path := c.Path
+	if path == "" {
+		path = "."
+	}
+	dst = append(dst, path...)
+	dst = append(dst, ' ')
+	dst = appendValue(dst, c.Old, max)
+	dst = append(dst, " -> "...)
+	return appendValue(dst, c.New, max)
 }
 
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
