@@ -36,10 +36,6 @@ func resultOpt(v string) []metric.AddOption {
 	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", v)))}
 }
 
-func kindOpt(k SpanKind) []metric.AddOption {
-	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", string(k))))}
-}
-
 // linkerOpts caches linkerOpt's options by linker name (a handful).
 var linkerOpts sync.Map
 

@@ -373,7 +373,7 @@ func TestDecodeMetadataAgreesWithEncodingJSON(t *testing.T) {
 		`{"kind":"Pod","metadata":{"ownerReferences":{}}}`,
 		`{"kind":"Pod","metadata":{"ownerReferences":[{"controller":"yes"}]}}`,
 		`{"kind":"Pod","metadata":{"annotations":{"kelemetry.io/parent-link":5}}}`,
-		`{"kind":"Pod","metadata":{"x":"a` + "" + `b"}}`,
+		`{"kind":"Pod","metadata":{"x":"a` + "\x01" + `b"}}`,
 		`{"kind":"Pod","metadata":{"x":"\q"}}`,
 		`{"kind":"Pod","metadata":{"x":"\u12"}}`,
 		`{"kind":"Pod","metadata":{"x":01}}`,

@@ -76,18 +76,7 @@ func decodeMetadata(body []byte, want metaWant) (linkMeta, error) {
 }
 
 func (r *metaReader) metadata(want metaWant, m *linkMeta) error {
-	if r.null() {
-		return nil
-	}
-	if r.ws() != '{' {
-		return r.unexpected("object")
-	}
-	r.pos++
-	for first := true; ; first = false {
-		name, more, err := r.member(first)
-		if err != nil || !more {
-			return err
-		}
+	return r.object(func(name []byte) (err error) {
 		switch {
 		case string(name) == "name":
 			m.name, err = r.str()
@@ -100,10 +89,8 @@ func (r *metaReader) metadata(want metaWant, m *linkMeta) error {
 		default:
 			err = r.skip(0)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
+		return err
+	})
 }
 
 func (r *metaReader) ownerRefs() ([]ownerReference, error) {
@@ -129,18 +116,7 @@ func (r *metaReader) ownerRefs() ([]ownerReference, error) {
 }
 
 func (r *metaReader) ownerRef(ref *ownerReference) error {
-	if r.null() {
-		return nil
-	}
-	if r.ws() != '{' {
-		return r.unexpected("object")
-	}
-	r.pos++
-	for first := true; ; first = false {
-		name, more, err := r.member(first)
-		if err != nil || !more {
-			return err
-		}
+	return r.object(func(name []byte) (err error) {
 		switch string(name) {
 		case "apiVersion":
 			ref.APIVersion, err = r.str()
@@ -155,13 +131,34 @@ func (r *metaReader) ownerRef(ref *ownerReference) error {
 		default:
 			err = r.skip(0)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
+		return err
+	})
 }
 
 func (r *metaReader) annotations(m *linkMeta) error {
+	return r.object(func(name []byte) (err error) {
+		var dst **string
+		switch string(name) {
+		case AnnotationParentLink:
+			dst = &m.parentLink
+		case LegacyAnnotationParentLink:
+			dst = &m.legacyLink
+		default:
+			return r.skip(0)
+		}
+		if r.null() {
+			*dst = nil
+			return nil
+		}
+		s, err := r.str()
+		*dst = &s
+		return err
+	})
+}
+
+// object reads an object, or null, and calls read for each member, when the member's value comes
+// next (read must read it).
+func (r *metaReader) object(read func(name []byte) error) error {
 	if r.null() {
 		return nil
 	}
@@ -174,23 +171,7 @@ func (r *metaReader) annotations(m *linkMeta) error {
 		if err != nil || !more {
 			return err
 		}
-		var dst **string
-		switch string(name) {
-		case AnnotationParentLink:
-			dst = &m.parentLink
-		case LegacyAnnotationParentLink:
-			dst = &m.legacyLink
-		}
-		if dst == nil {
-			err = r.skip(0)
-		} else if r.null() {
-			*dst = nil
-		} else {
-			var s string
-			s, err = r.str()
-			*dst = &s
-		}
-		if err != nil {
+		if err := read(name); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
