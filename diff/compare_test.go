@@ -239,9 +239,20 @@ func TestSetPath(t *testing.T) {
 		{`{"spec":{"x":1}}`, `4`, `{"spec":{"x":1,"replicas":4}}`},
 		{`{"metadata":{}}`, `4`, `{"metadata":{},"spec":{"replicas":4}}`},
 		{`{}`, `4`, `{"spec":{"replicas":4}}`},
+		{`{"spec":5}`, `4`, `{"spec":{"replicas":4}}`},
+		{` {"spec": {"replicas": null}, "spec": {"replicas": 7}} `, `4`, `{"spec": {"replicas": 4}, "spec": {"replicas": 7}}`},
 	} {
 		got, err := setPath([]byte(tt.in), []byte(tt.val), "spec", "replicas")
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, string(got))
+		// replacePath reads, in the same pass, what getPath reads before the write.
+		wantOld, wantHad := getPath([]byte(tt.in), "spec", "replicas")
+		got, old, had, err := replacePath([]byte(tt.in), []byte(tt.val), "spec", "replicas")
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, string(got))
+		assert.Equal(t, wantHad, had, tt.in)
+		assert.Equal(t, string(wantOld), string(old), tt.in)
 	}
+	_, _, _, err := replacePath([]byte(`{"spec":{"replicas":`), []byte(`4`), "spec", "replicas")
+	assert.Error(t, err)
 }

@@ -53,28 +53,39 @@ func getPath(obj []byte, keys ...string) ([]byte, bool) {
 // setPath returns a copy of obj with the value at a path of plain member names set to val,
 // creating missing objects on the way.
 func setPath(obj []byte, val []byte, keys ...string) ([]byte, error) {
+	out, _, _, err := replacePath(obj, val, keys...)
+	return out, err
+}
+
+// replacePath is setPath that also returns the value it replaced (had is false when there was
+// none), read in the same pass.
+func replacePath(obj []byte, val []byte, keys ...string) (out, old []byte, had bool, err error) {
 	if len(keys) == 0 {
-		return val, nil
+		return val, obj, true, nil
 	}
 	obj = trim(obj)
 	start, end, closing, found, err := memberRange(obj, keys[0])
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	if len(keys) > 1 {
 		child := []byte("{}")
 		if found && kindOf(obj[start:end]) == '{' {
 			child = obj[start:end]
 		}
-		if val, err = setPath(child, val, keys[1:]...); err != nil {
-			return nil, err
+		var childHad bool
+		if val, old, childHad, err = replacePath(child, val, keys[1:]...); err != nil {
+			return nil, nil, false, err
 		}
+		had = found && kindOf(obj[start:end]) == '{' && childHad
+	} else if found {
+		old, had = obj[start:end], true
 	}
-	out := make([]byte, 0, len(obj)+len(keys[0])+len(val)+4)
+	out = make([]byte, 0, len(obj)+len(keys[0])+len(val)+4)
 	if found {
 		out = append(out, obj[:start]...)
 		out = append(out, val...)
-		return append(out, obj[end:]...), nil
+		return append(out, obj[end:]...), old, had, nil
 	}
 	out = append(out, obj[:closing]...)
 	if len(trim(obj[1:closing])) > 0 {
@@ -84,5 +95,5 @@ func setPath(obj []byte, val []byte, keys ...string) ([]byte, error) {
 	out = append(out, keys[0]...) // keys set here are plain identifiers
 	out = append(out, '"', ':')
 	out = append(out, val...)
-	return append(out, obj[closing:]...), nil
+	return append(out, obj[closing:]...), old, had, nil
 }

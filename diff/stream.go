@@ -409,9 +409,8 @@ func (s *Stream) scale(key aggregator.ObjectKey, w Write) (Result, string) {
 	if compareRV(prev.rv, rv) > 0 {
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: the last version seen (resourceVersion %s) is newer than this one (%s)", prev.rv, rv)), resultUnavailable
 	}
-	oldReplicas, had := getPath(prev.body, "spec", "replicas")
 	attrs := aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}
-	body, err := setPath(prev.body, newReplicas, "spec", "replicas")
+	body, oldReplicas, had, err := replacePath(prev.body, newReplicas, "spec", "replicas")
 	if err == nil && rv != "" {
 		body, err = setPath(body, strconv.AppendQuote(nil, rv), "metadata", "resourceVersion")
 	}
@@ -444,8 +443,7 @@ func (s *Stream) binding(key aggregator.ObjectKey, w Write) (Result, string) {
 		c := Change{Path: "spec.nodeName", Op: OpAdd, New: node}
 		return Result{Logs: s.changeLogs(w.Time, []Change{c})}, resultDiff
 	}
-	old, had := getPath(prev.body, "spec", "nodeName")
-	body, err := setPath(prev.body, node, "spec", "nodeName")
+	body, old, had, err := replacePath(prev.body, node, "spec", "nodeName")
 	if err != nil {
 		s.cache.Remove(key)
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
