@@ -47,30 +47,43 @@ fi
 rows=()
 # Each setup runs $runs times (KELEMETRY_BENCH_RUNS, default 5): the machines are shared and a
 # single run varies by 10-20%, so the table shows the median and the range of events per
-# CPU-second, the highest peak RSS and what all runs lost.
+# CPU-second, the highest peak RSS and what all runs lost. The runs go round the setups (one of
+# each, then the next round), so that a slow spell of the machine falls on every setup alike
+# rather than on the setup that happens to run then.
 runs=${KELEMETRY_BENCH_RUNS:-5}
-# run NAME ARGS...: $runs fresh all-in-ones with ARGS, each loaded with the fixture, then stopped.
-run() {
-	local name=$1
+names=() argsets=()
+# setup NAME ARGS...: a setup of fresh all-in-ones started with ARGS.
+setup() {
+	names+=("$1")
 	shift
-	local i percpus=() maxrss=0 lostev=0 lostsp="" acc="" sinks=""
-	for i in $(seq "$runs"); do
-		once "$@"
-		percpus+=("$perCPU")
-		[ "$rss" -gt "$maxrss" ] && maxrss=$rss
-		lostev=$((lostev + lostEvents))
-		[ -n "$lostSpans" ] && lostsp=$(( ${lostsp:-0} + lostSpans ))
-		acc=$accepted sinks=$tosinks
+	local quoted=""
+	[ $# -gt 0 ] && quoted=$(printf '%q ' "$@")
+	argsets+=("$quoted")
+}
+declare -A percpus maxrss lostev lostsp acc sinks
+# measure: every setup $runs times, round by round, then one row per setup.
+measure() {
+	local r i
+	for r in $(seq "$runs"); do
+		for i in "${!names[@]}"; do
+			eval "once ${argsets[$i]}"
+			percpus[$i]="${percpus[$i]:-} $perCPU"
+			[ "$rss" -gt "${maxrss[$i]:-0}" ] && maxrss[$i]=$rss
+			lostev[$i]=$(( ${lostev[$i]:-0} + lostEvents ))
+			[ -n "$lostSpans" ] && lostsp[$i]=$(( ${lostsp[$i]:-0} + lostSpans ))
+			acc[$i]=$accepted sinks[$i]=$tosinks
+		done
 	done
-	local sorted med
-	sorted=$(printf '%s\n' "${percpus[@]}" | sort -n)
-	med=$(echo "$sorted" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-	local range
-	range="$(echo "$sorted" | head -1)-$(echo "$sorted" | tail -1)"
-	local lost="$lostev events"
-	[ -n "$lostsp" ] && lost="$lost, $lostsp spans"
-	rows+=("| $name | $acc | **$med** ($range) | $maxrss MiB | $sinks | $lost |")
-	echo "measured: $name: $(echo "$sorted" | tr '\n' ' ')" >&2
+	for i in "${!names[@]}"; do
+		local sorted med range lost
+		sorted=$(printf '%s\n' ${percpus[$i]} | sort -n)
+		med=$(echo "$sorted" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+		range="$(echo "$sorted" | head -1)-$(echo "$sorted" | tail -1)"
+		lost="${lostev[$i]} events"
+		[ -n "${lostsp[$i]:-}" ] && lost="$lost, ${lostsp[$i]} spans"
+		rows+=("| ${names[$i]} | ${acc[$i]} | **$med** ($range) | ${maxrss[$i]} MiB | ${sinks[$i]} | $lost |")
+		echo "measured: ${names[$i]}: $(echo "$sorted" | tr '\n' ' ')" >&2
+	done
 }
 
 # once ARGS...: one fresh all-in-one with ARGS, loaded with the fixture, then stopped; sets
@@ -109,18 +122,19 @@ once() {
 	fi
 }
 
-run "embedded store, field diffs and linkers on (default)"
-run "embedded store, field diffs off" --diff-disable
-run "memory store" --data-dir ""
+setup "embedded store, field diffs and linkers on (default)"
+setup "embedded store, field diffs off" --diff-disable
+setup "memory store" --data-dir ""
 if [ -n "$otlp" ]; then
-	run "embedded store + OTLP sink into Jaeger" --otlp-endpoint "127.0.0.1:$otlp"
-	run "jaeger backend (an ingest replica)" --role ingest --store-backend jaeger \
+	setup "embedded store + OTLP sink into Jaeger" --otlp-endpoint "127.0.0.1:$otlp"
+	setup "jaeger backend (an ingest replica)" --role ingest --store-backend jaeger \
 		--jaeger-endpoint "127.0.0.1:$remote" --jaeger-otlp-endpoint "127.0.0.1:$otlp"
 fi
+measure
 rss10=$(./scripts/measure-rss.sh 10 | sed -n 's/.*peak_rss=\([0-9]*\)MiB.*/\1/p')
 
 echo
-echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (scripts/bench.sh $n; $runs runs per setup: median, range)"
+echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (scripts/bench.sh $n; $runs rounds of the setups: median, range)"
 echo
 echo "| setup (bulk fixture x$n over the webhook) | events accepted | events per CPU-second | peak RSS | spans to sinks | lost |"
 echo "| --- | --- | --- | --- | --- | --- |"
