@@ -26,10 +26,18 @@ const DefaultQueueMaxBytes = 256 << 20
 // decoded struct, its strings and maps (a typical Metadata-level event decodes to about 1 KB).
 const eventOverhead = 1 << 10
 
+// respNoteOverhead is what the decoder's note of a response body's metadata adds (respMeta and
+// its strings).
+const respNoteOverhead = 384
+
 // EventBytes estimates the memory one queued event holds: its raw request and response bodies
-// plus a fixed overhead for the rest.
+// plus a fixed overhead for the rest (more with the decoder's note of the response body).
 func EventBytes(ev *Event) int64 {
-	return int64(len(ev.RequestObject)+len(ev.ResponseObject)) + eventOverhead
+	n := int64(len(ev.RequestObject)+len(ev.ResponseObject)) + eventOverhead
+	if ev.resp != nil && ev.resp.body != nil {
+		n += respNoteOverhead
+	}
+	return n
 }
 
 // meterName is the instrumentation scope of the package's metrics.
@@ -45,9 +53,9 @@ type QueueConfig struct {
 	// 100,000). A batch that does not fit is rejected whole.
 	Capacity int `yaml:"capacity"`
 	// MaxBytes bounds the estimated memory of those events (EventBytes: their request and
-	// response bodies plus about 1 KB each; default 256 MiB), so that a stream of large objects
-	// cannot fill the heap long before Capacity is reached. A batch that does not fit is rejected
-	// whole, like one over Capacity.
+	// response bodies plus about 1 KB each, 1.4 KB with a response body; default 256 MiB), so
+	// that a stream of large objects cannot fill the heap long before Capacity is reached. A
+	// batch that does not fit is rejected whole, like one over Capacity.
 	MaxBytes int64 `yaml:"maxBytes"`
 	// Partitions is the number of partitions, each drained by one goroutine (default
 	// 2*GOMAXPROCS).

@@ -86,8 +86,14 @@ func TestResponseMeta(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "other", meta.name)
 	}
+	// The note is counted in the queue's byte estimate.
+	evs, err := DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":{"kind":"Pod","metadata":{"name":"p"}}}]}`))
+	require.NoError(t, err)
+	body := int64(len(evs[0].ResponseObject))
+	assert.Equal(t, body+eventOverhead+respNoteOverhead, EventBytes(evs[0]))
+	assert.Equal(t, body+eventOverhead, EventBytes(&Event{ResponseObject: evs[0].ResponseObject}))
 	// A malformed body fails the event as before.
-	_, err := DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":{"metadata":{"name":"p"},"spec":{]}}]}`))
+	_, err = DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":{"metadata":{"name":"p"},"spec":{]}}]}`))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "responseObject")
 }
