@@ -147,7 +147,12 @@ func testCtx(t *testing.T) context.Context {
 func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 	js := natstest.StartJetStream(t)
 	log := newNATSHandled()
-	q, h := natsPipeline(t, natsTestConfig(js.URL()), log)
+	cfg := natsTestConfig(js.URL())
+	// This test is about the server being away, not about redelivery after AckWait. Under -race,
+	// with other packages' tests running at once, it saw one delivery handled twice in each of
+	// two full runs; the other tests' AckWait of 2 s expiring before the acks is the likely cause.
+	cfg.AckWait, cfg.PinnedTTL = 10*time.Second, 10*time.Second
+	q, h := natsPipeline(t, cfg, log)
 
 	b1, ids1 := natsBatch("before", 6)
 	rec := postBatch(h, b1)
