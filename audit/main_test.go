@@ -4,13 +4,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
-// TestMain fails the package's tests when a goroutine outlives them.
+// TestMain fails the package's tests when a goroutine outlives them, except the embedded
+// nats-server's own (natstest.IgnoreLeaks; the tests with the NATS queue).
 func TestMain(m *testing.M) {
-	// A goroutine of the embedded nats-server may outlive a test with the NATS queue: a server
-	// stopped while it sets up the history stream's source consumer leaves its 30 s wait for that
-	// consumer's answer running (see natsqueue's TestMain).
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+	goleak.VerifyTestMain(m, natstest.IgnoreLeaks()...)
 }

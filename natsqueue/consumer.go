@@ -94,6 +94,7 @@ type Consumer struct {
 	redelivered  metric.Int64Counter
 	deadLettered metric.Int64Counter
 	skipped      metric.Int64Counter
+	duplicates   metric.Int64Counter
 	markFailures metric.Int64Counter
 	heldGauge    metric.Registration
 	warmM        warmMetrics
@@ -155,6 +156,8 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
 		skipped: m.Counter("kelemetry.natsqueue.committed_redeliveries",
 			"Redelivered messages already committed (last batch, commit marker), acknowledged without being handled again", "{message}"),
+		duplicates: m.Counter("kelemetry.natsqueue.duplicates",
+			"Messages with the ID of another one of their partition handled just before (a retried publish the stream stored twice), acknowledged without being handled", "{message}"),
 		storedSkipped: m.Counter("kelemetry.natsqueue.stored_redeliveries",
 			"Redelivered messages whose spans the sinks already held (the previous holder died after writing them, before committing), acknowledged without being handled again", "{message}"),
 		storedFails: m.Counter("kelemetry.natsqueue.stored_check_failures",
@@ -398,6 +401,53 @@ type partition struct {
 	// seen is the highest stream sequence the warmer or the handler saw since the last
 	// takeover: a committed redelivery above it is warmed, one below it was already seen.
 	seen uint64
+	// ids holds the message IDs of the messages the handler accepted last (8 x MaxInFlight), with
+	// their stream sequences. A message with one of these IDs and another sequence is a second
+	// copy of a retried publish: JetStream's duplicate check usually refuses it, but not always
+	// across a stream leader change.
+	ids idWindow
+	// dupLogged is whether a duplicate was logged since the last takeover.
+	dupLogged bool
+}
+
+// idWindow maps the last bound message IDs added to the stream sequences they came with.
+type idWindow struct {
+	seq   map[string]uint64
+	order []string // oldest first
+	bound int
+}
+
+func newIDWindow(bound int) idWindow {
+	return idWindow{seq: make(map[string]uint64, bound), bound: bound}
+}
+
+// add records id with seq unless id is empty or known already, forgetting the oldest beyond
+// the bound.
+func (w *idWindow) add(id string, seq uint64) {
+	if id == "" {
+		return
+	}
+	if _, ok := w.seq[id]; ok {
+		return
+	}
+	w.seq[id] = seq
+	w.order = append(w.order, id)
+	if len(w.order) > w.bound {
+		drop := len(w.order) - w.bound
+		for _, old := range w.order[:drop] {
+			delete(w.seq, old)
+		}
+		w.order = append(w.order[:0], w.order[drop:]...)
+	}
+}
+
+// duplicate reports whether id is known with a sequence other than seq.
+func (w *idWindow) duplicate(id string, seq uint64) bool {
+	if id == "" {
+		return false
+	}
+	s, ok := w.seq[id]
+	return ok && s != seq
 }
 
 // remember adds seq to ps.recent, forgetting the oldest beyond bound.
@@ -426,7 +476,7 @@ type accepted struct {
 // the handlers' context.
 func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
 	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, inherited: map[uint64]struct{}{},
-		stored: map[uint64]bool{}, pull: pull}
+		stored: map[uint64]bool{}, pull: pull, ids: newIDWindow(8 * c.cfg.MaxInFlight)}
 	backoff := c.cfg.RetryBackoff
 	for pull.Err() == nil {
 		pctx, pcancel, ok := c.ms.acquire(pull, p)
@@ -538,7 +588,7 @@ func (c *Consumer) handleBatch(ctx context.Context, ps *partition, msgs []jetstr
 		c.lastMsg[ps.p].Store(time.Now().UnixNano())
 		if ps.tk.changed(msg) {
 			c.loadMark(ctx, ps)
-			ps.seen, ps.logged, ps.storedLogged = 0, false, false
+			ps.seen, ps.logged, ps.storedLogged, ps.dupLogged = 0, false, false, false
 			if md, err := msg.Metadata(); err == nil {
 				c.warm(ctx, ps.p, md.Sequence.Stream, ps.log)
 				ps.seen = md.Sequence.Stream - 1
@@ -674,6 +724,17 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		Sequence:  seq,
 		Attempt:   int(md.NumDelivered),
 	}
+	if ps.ids.duplicate(d.ID, seq) {
+		if !ps.dupLogged {
+			ps.dupLogged = true
+			ps.log.Info("a second copy of a message handled just before (a retried publish the stream stored twice), acknowledged without handling it (logged once per takeover)",
+				"seq", seq, "first_seq", ps.ids.seq[d.ID], "id", d.ID)
+		}
+		ps.seen = max(ps.seen, seq)
+		c.duplicates.Add(ctx, 1)
+		_ = msg.Ack()
+		return true
+	}
 	if md.NumDelivered > 1 {
 		_, stale := ps.recent[seq]
 		_, committed := ps.inherited[seq]
@@ -718,6 +779,7 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 				ps.since = time.Now()
 			}
 			ps.done = append(ps.done, accepted{msg: msg, d: d})
+			ps.ids.add(d.ID, seq)
 			ps.seen = max(ps.seen, seq)
 			return true
 		}

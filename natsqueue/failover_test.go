@@ -22,8 +22,9 @@ import (
 // ackLog records handling and confirmed acknowledgements across members.
 type ackLog struct {
 	mu         sync.Mutex
-	acked      map[string]int   // ID -> confirmed acks
-	order      map[string][]int // key -> payload numbers in confirmed-ack order
+	acked      map[string]int      // ID -> confirmed acks
+	ackedAt    map[string][]string // ID -> stream sequence and attempt of each confirmed ack
+	order      map[string][]int    // key -> payload numbers in confirmed-ack order
 	partsBy    map[string]map[int]bool
 	handled    int
 	handledIDs map[string]bool
@@ -32,7 +33,7 @@ type ackLog struct {
 }
 
 func newAckLog() *ackLog {
-	return &ackLog{acked: map[string]int{}, order: map[string][]int{}, partsBy: map[string]map[int]bool{}, handledIDs: map[string]bool{}}
+	return &ackLog{acked: map[string]int{}, ackedAt: map[string][]string{}, order: map[string][]int{}, partsBy: map[string]map[int]bool{}, handledIDs: map[string]bool{}}
 }
 
 func (l *ackLog) handler(member string) Handler {
@@ -56,6 +57,7 @@ func (l *ackLog) onAck(d Delivery) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.acked[d.ID]++
+	l.ackedAt[d.ID] = append(l.ackedAt[d.ID], fmt.Sprintf("seq %d attempt %d", d.Sequence, d.Attempt))
 	l.confirmedN++
 	key, n := splitPayload(string(d.Payload))
 	l.order[key] = append(l.order[key], n)
@@ -116,7 +118,7 @@ func (l *ackLog) check(t *testing.T, msgs []Message, ordered bool) {
 	for _, m := range msgs {
 		want[m.ID] = true
 		assert.Contains(t, l.handledIDs, m.ID, "handled")
-		assert.LessOrEqual(t, l.acked[m.ID], 1, "confirmed acks of %s", m.ID)
+		assert.LessOrEqual(t, l.acked[m.ID], 1, "confirmed acks of %s: %v", m.ID, l.ackedAt[m.ID])
 	}
 	for id := range l.handledIDs {
 		assert.True(t, want[id], "handled an unknown message %s", id)
@@ -213,9 +215,11 @@ func TestClusterR3NodeLoss(t *testing.T) {
 
 	var all []Message
 	retries := 0
+	stopped := ""
 	for i := range 30 {
 		if i == 10 {
-			nodes[2].Stop()
+			// Stop the stream's leader: the publishes that follow go through a leader change.
+			stopped = stopLeader(ctx, t, nodes, cfg.WithDefaults().Stream)
 		}
 		b := batch(10, 2, 2*i)
 		all = append(all, b...)
@@ -235,7 +239,30 @@ func TestClusterR3NodeLoss(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // let a doubled message show up if there is one
 	log.check(t, all, false)
-	t.Logf("published %d messages in 30 batches, %d batch retries, %d handler calls", len(all), retries, log.handled)
+	t.Logf("stopped the stream leader %s; published %d messages in 30 batches, %d batch retries, %d handler calls",
+		stopped, len(all), retries, log.handled)
+}
+
+// stopLeader stops the node that leads stream and returns its name.
+func stopLeader(ctx context.Context, t *testing.T, nodes []*natstest.Node, stream string) string {
+	t.Helper()
+	nc, err := nats.Connect(strings.Join(natstest.URLs(nodes), ","))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, stream)
+	require.NoError(t, err)
+	info := s.CachedInfo()
+	require.NotNil(t, info.Cluster, "stream %s is clustered", stream)
+	for _, n := range nodes {
+		if n.Name() == info.Cluster.Leader {
+			n.Stop()
+			return n.Name()
+		}
+	}
+	t.Fatalf("stream %s: leader %q is none of the nodes", stream, info.Cluster.Leader)
+	return ""
 }
 
 // TestPartitionSpread starts 1, 2 and 3 members with static membership together and checks that

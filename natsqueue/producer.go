@@ -25,8 +25,10 @@ type Message struct {
 	// land in the same partition and are consumed in publish order.
 	Key string
 	// ID, when set, lets JetStream drop a duplicate published again within its duplicate
-	// window (2 minutes by default), e.g. when a client retries after ErrUnavailable. The audit
-	// ID plus stage is a good ID.
+	// window (2 minutes by default), e.g. when a client retries after ErrUnavailable. A second
+	// copy the stream stores anyway (its check can miss one across a leader change) is
+	// acknowledged without being handled when the partition's consumer handled the first among
+	// its last 8 x MaxInFlight messages. The audit ID plus stage is a good ID.
 	ID string
 	// Payload is the message body.
 	Payload []byte

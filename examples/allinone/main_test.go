@@ -27,17 +27,15 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
 var rolloutLog = filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl")
 
 // TestMain fails the package's tests when a goroutine outlives them.
 func TestMain(m *testing.M) {
-	// A goroutine of the embedded nats-server may outlive a test with the NATS queue: a server
-	// stopped while it sets up the history stream's source consumer leaves its 30 s wait for that
-	// consumer's answer running (see natsqueue's TestMain).
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).trySetupSourceConsumer.func3"))
+	// The embedded nats-server's own goroutines (the tests with the NATS queue) are let go.
+	goleak.VerifyTestMain(m, natstest.IgnoreLeaks()...)
 }
 
 func testConfig(t *testing.T, dataDir string) kelemetry.Config {
