@@ -145,6 +145,58 @@ type decoder struct {
 	s   string
 	off int
 	err bool
+	ar  *spanArena // when set, attributes and logs are cut from its slabs
+}
+
+// spanArena hands out the attribute and log slices of the spans of one trace from shared slabs.
+// Each slice is cut with its capacity at its length, so an append to one span's attributes
+// copies them rather than overwriting the next span's. A trace's first slabs are sized from
+// its number of spans and the attributes and logs per span seen so far; slabs are never shared
+// between traces, so a trace kept (in a cache) keeps only its own.
+type spanArena struct {
+	attrSlab  aggregator.Attrs
+	logSlab   []aggregator.Log
+	spans     int // decoded so far, over all traces
+	nAttrs    int // handed out so far, over all traces
+	nLogs     int
+	attrsHint int // for the current trace's next slab
+	logsHint  int
+}
+
+// reset starts a trace of n spans.
+func (a *spanArena) reset(n int) {
+	a.attrSlab, a.logSlab = nil, nil
+	perSpan := func(total int) int {
+		if a.spans == 0 {
+			return 2 * n
+		}
+		return int(int64(total)*int64(n)/int64(a.spans)) + n/8 + 1
+	}
+	a.attrsHint, a.logsHint = min(perSpan(a.nAttrs), 1<<14), min(perSpan(a.nLogs), 1<<13)
+	a.spans += n
+}
+
+func (a *spanArena) attrs(n int) aggregator.Attrs {
+	a.nAttrs += n
+	if n > len(a.attrSlab) {
+		// The hint fell short: each further slab of the trace is half the one before.
+		a.attrSlab = make(aggregator.Attrs, max(n, a.attrsHint))
+		a.attrsHint = max(a.attrsHint/2, 4)
+	}
+	out := a.attrSlab[:n:n]
+	a.attrSlab = a.attrSlab[n:]
+	return out
+}
+
+func (a *spanArena) logs(n int) []aggregator.Log {
+	a.nLogs += n
+	if n > len(a.logSlab) {
+		a.logSlab = make([]aggregator.Log, max(n, a.logsHint))
+		a.logsHint = max(a.logsHint/2, 4)
+	}
+	out := a.logSlab[:n:n]
+	a.logSlab = a.logSlab[n:]
+	return out
 }
 
 func (d *decoder) byte() byte {
@@ -233,7 +285,12 @@ func (d *decoder) attrs() aggregator.Attrs {
 	if n == 0 {
 		return nil
 	}
-	attrs := make(aggregator.Attrs, n)
+	var attrs aggregator.Attrs
+	if d.ar != nil {
+		attrs = d.ar.attrs(n)
+	} else {
+		attrs = make(aggregator.Attrs, n)
+	}
 	for i := range attrs {
 		attrs[i].Key = d.string()
 		attrs[i].Value = d.string()
@@ -255,7 +312,13 @@ func decodeSpan(data []byte) (*aggregator.Span, error) {
 // decodeSpanInto decodes an encoding made by appendSpan into *sp (zero); its strings are
 // substrings of data.
 func decodeSpanInto(sp *aggregator.Span, data string) error {
-	d := decoder{s: data}
+	return decodeSpanWith(sp, data, nil)
+}
+
+// decodeSpanWith is decodeSpanInto with the span's attributes and logs cut from ar (when not
+// nil).
+func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
+	d := decoder{s: data, ar: ar}
 	if v := d.byte(); v != spanEncodingVersion {
 		return fmt.Errorf("decode span: unknown encoding version %d: %w", v, errCorrupt)
 	}
@@ -290,7 +353,11 @@ func decodeSpanInto(sp *aggregator.Span, data string) error {
 	}
 	sp.Attributes = d.attrs()
 	if n := d.count(4); n > 0 {
-		sp.Logs = make([]aggregator.Log, n)
+		if ar != nil {
+			sp.Logs = ar.logs(n)
+		} else {
+			sp.Logs = make([]aggregator.Log, n)
+		}
 		for i := range sp.Logs {
 			l := &sp.Logs[i]
 			if d.byte() != 0 {

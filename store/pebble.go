@@ -438,9 +438,12 @@ func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 	}
 	defer it.Close()
 	// The values of one trace are gathered into one buffer and decoded from one string, into one
-	// slice of spans: three allocations per trace rather than three per span.
-	var vals, keyBuf []byte
+	// slice of spans, their attributes and logs into a slab or two: a handful of allocations per
+	// trace rather than several per span.
+	var vals, keyBuf, prev []byte
 	var ends, keyEnds []int
+	positioned := false
+	var ar spanArena
 	for n, i := range order {
 		if n%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -449,7 +452,15 @@ func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 		}
 		prefix := keys[i]
 		vals, keyBuf, ends, keyEnds = vals[:0], keyBuf[:0], ends[:0], keyEnds[:0]
-		for valid := it.SeekGE(prefix); valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
+		// The windows come in key order, and a query mostly reads neighbouring traces: when the
+		// iterator, having passed the trace before, already stands at (or past) this trace's
+		// first key, it is not sought again (no key lies between the two). A window asked for
+		// twice is sought again.
+		valid := positioned && it.Valid() && bytes.Compare(it.Key(), prefix) >= 0 && !bytes.Equal(prefix, prev)
+		if !valid {
+			valid = it.SeekGE(prefix)
+		}
+		for ; valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
 			v, err := it.ValueAndErr()
 			if err != nil {
 				return nil, fmt.Errorf("get traces: read %x: %w", it.Key(), err)
@@ -459,15 +470,17 @@ func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 			keyBuf = append(keyBuf, it.Key()...)
 			keyEnds = append(keyEnds, len(keyBuf))
 		}
+		positioned, prev = true, prefix
 		if len(ends) == 0 {
 			continue
 		}
 		all := string(vals)
 		spans := make([]aggregator.Span, len(ends))
 		out[i] = make([]*aggregator.Span, len(ends))
+		ar.reset(len(ends))
 		start, keyStart := 0, 0
 		for j, end := range ends {
-			if err := decodeSpanInto(&spans[j], all[start:end]); err != nil {
+			if err := decodeSpanWith(&spans[j], all[start:end], &ar); err != nil {
 				return nil, fmt.Errorf("get traces: key %x: %w", keyBuf[keyStart:keyEnds[j]], err)
 			}
 			out[i][j] = &spans[j]

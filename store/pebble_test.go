@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -337,4 +339,72 @@ func TestPebbleLockHolder(t *testing.T) {
 	defer p.Close()
 	fmt.Println("holding")
 	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// TestPebbleGetTracesAgreesWithGetTrace: GetTraces (which reuses its iterator's position and
+// cuts attributes and logs from shared slabs) gives, for windows asked for in any order, twice or
+// with nothing stored, what GetTrace gives for each; and one span's slices never share room with
+// another's.
+func TestPebbleGetTracesAgreesWithGetTrace(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{}, nil)
+	var ws []ObjectWindow
+	for o := range 40 {
+		obj := ref("c1", "", "pods", "ns", fmt.Sprintf("p%02d", o))
+		for w := range 3 {
+			if (o+w)%7 == 0 {
+				continue // no trace here
+			}
+			start := t0.Add(time.Duration(w) * win)
+			spans := windowSpans(obj, start, o%5, 64)
+			for i, sp := range spans {
+				sp.Logs = make([]aggregator.Log, i%3)
+				for j := range sp.Logs {
+					sp.Logs[j] = aggregator.Log{Time: sp.Start, Type: "diff", Message: fmt.Sprintf("line %d", j),
+						Attributes: aggregator.Attrs{{Key: "k", Value: "v"}}}
+				}
+			}
+			export(t, p, spans...)
+		}
+		for w := range 3 {
+			start := t0.Add(time.Duration(w) * win)
+			ws = append(ws, ObjectWindow{Window: start, TraceID: aggregator.TraceIDFor(obj.Key(), start)})
+		}
+	}
+	r := mrand.New(mrand.NewPCG(1, 2))
+	r.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+	var again []ObjectWindow // windows with a trace, asked for twice or three times
+	for _, w := range ws {
+		if _, err := p.GetTrace(ctx, w.TraceID); err == nil && len(again) < 3 {
+			again = append(again, w)
+		}
+	}
+	ws = append(ws, again[0], again[1], again[1], again[2])
+	got, err := p.GetTraces(ctx, ws)
+	require.NoError(t, err)
+	require.Len(t, got, len(ws))
+	nonEmpty := 0
+	for i, w := range ws {
+		want, err := p.GetTrace(ctx, w.TraceID)
+		if errors.Is(err, ErrNotFound) {
+			assert.Empty(t, got[i], "window %d has no trace", i)
+			continue
+		}
+		require.NoError(t, err)
+		nonEmpty++
+		assert.Equal(t, want, got[i], "window %d", i)
+	}
+	assert.Greater(t, nonEmpty, 80)
+	// Growing one span's attributes or logs leaves its neighbours alone.
+	for _, spans := range got {
+		if len(spans) < 2 {
+			continue
+		}
+		next := slices.Clone(spans[1].Attributes)
+		spans[0].Attributes = append(spans[0].Attributes, aggregator.Attr{Key: "added", Value: "x"})
+		assert.Equal(t, next, spans[1].Attributes)
+		logs := slices.Clone(spans[1].Logs)
+		spans[0].Logs = append(spans[0].Logs, aggregator.Log{Type: "added"})
+		assert.Equal(t, logs, spans[1].Logs)
+	}
 }
