@@ -241,7 +241,9 @@ func walkNodes(n *node, fn func(*node)) {
 }
 
 // Attribute keys copied into a folded event's log, and the field names they get.
-var foldedTags = []struct{ from, to string }{
+var foldedTags = foldedTagsArr[:]
+
+var foldedTagsArr = [...]struct{ from, to string }{
 	{aggregator.AttrUser, "user"},
 	{aggregator.AttrStatusCode, "responseCode"},
 	{aggregator.AttrUserAgent, "userAgent"},
@@ -292,27 +294,19 @@ func collapseEvents(root *node) *node {
 }
 
 func foldEvent(ev *aggregator.Span) outLog {
-	fields := []JaegerKeyValue{str(ev.Source, ev.Name)}
+	// The fields are gathered on the stack and copied once into a slice of their number.
+	var buf [2 + len(foldedTagsArr) + 2]JaegerKeyValue
+	fields := append(buf[:0], str(ev.Source, ev.Name))
 	for _, t := range foldedTags {
 		if v, ok := ev.Attributes.Get(t.from); ok && v != "" {
 			fields = append(fields, str(t.to, v))
 		}
 	}
-	var diffs, verbose []string // the lines of the classes "diff" and "verbose diff"
+	var diffs, verbose lineJoin // the lines of the classes "diff" and "verbose diff"
 	var other []JaegerKeyValue
 	for _, l := range ev.Logs {
 		if l.Type == aggregator.LogTypeDiff {
-			for _, line := range strings.Split(strings.TrimRight(l.Message, "\n"), "\n") {
-				if line == "" {
-					continue
-				}
-				switch diffClass(line) {
-				case "diff":
-					diffs = append(diffs, line)
-				case "verbose diff":
-					verbose = append(verbose, line)
-				}
-			}
+			classifyDiff(strings.TrimRight(l.Message, "\n"), &diffs, &verbose)
 			continue
 		}
 		name, ok := foldedLogTypes[l.Type]
@@ -321,16 +315,81 @@ func foldEvent(ev *aggregator.Span) outLog {
 		}
 		other = appendField(other, name, l.Message)
 	}
-	if len(diffs) > 0 {
-		fields = append(fields, str("diff", strings.Join(diffs, "\n")))
+	if diffs.n > 0 {
+		fields = append(fields, str("diff", diffs.String()))
 	}
-	if len(verbose) > 0 {
-		fields = append(fields, str("verbose diff", strings.Join(verbose, "\n")))
+	if verbose.n > 0 {
+		fields = append(fields, str("verbose diff", verbose.String()))
 	}
 	if ev.Error && !hasField(other, "error") {
 		other = append(other, JaegerKeyValue{Key: "error", Type: "bool", Value: true})
 	}
-	return outLog{time: ev.Start, source: ev.Source, fields: append(fields, other...)}
+	out := make([]JaegerKeyValue, 0, len(fields)+len(other))
+	return outLog{time: ev.Start, source: ev.Source, fields: append(append(out, fields...), other...)}
+}
+
+// classifyDiff adds the non-empty lines of a diff log to diffs or verbose by their diffClass
+// (dropping the unclassed). A run of consecutive "diff" lines goes in as one piece of msg, so a
+// log whose every line is of that class costs no copy.
+func classifyDiff(msg string, diffs, verbose *lineJoin) {
+	runStart, runEnd := -1, 0
+	for pos := 0; pos <= len(msg); {
+		end := strings.IndexByte(msg[pos:], '\n')
+		if end < 0 {
+			end = len(msg)
+		} else {
+			end += pos
+		}
+		line := msg[pos:end]
+		class := ""
+		if line != "" {
+			class = diffClass(line)
+		}
+		if class == "diff" {
+			if runStart < 0 {
+				runStart = pos
+			}
+			runEnd = end
+		} else {
+			if runStart >= 0 {
+				diffs.add(msg[runStart:runEnd])
+				runStart = -1
+			}
+			if class == "verbose diff" {
+				verbose.add(line)
+			}
+		}
+		pos = end + 1
+	}
+	if runStart >= 0 {
+		diffs.add(msg[runStart:runEnd])
+	}
+}
+
+// lineJoin joins pieces of text with newlines; it copies only when there are two or more.
+type lineJoin struct {
+	first string
+	buf   []byte
+	n     int
+}
+
+func (j *lineJoin) add(s string) {
+	switch j.n {
+	case 0:
+		j.first = s
+	case 1:
+		j.buf = append(append(append(make([]byte, 0, len(j.first)+1+len(s)), j.first...), '\n'), s...)
+	default:
+		j.buf = append(append(j.buf, '\n'), s...)
+	}
+	j.n++
+}
+
+func (j *lineJoin) String() string {
+	if j.n == 1 {
+		return j.first
+	}
+	return string(j.buf)
 }
 
 // appendField adds a field, joining the values of a repeated name with newlines.
