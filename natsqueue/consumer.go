@@ -410,6 +410,19 @@ type partition struct {
 	dupLogged bool
 }
 
+// knownCommitted reports whether the message with id and seq is one this member handled and
+// committed lately.
+func (ps *partition) knownCommitted(id string, seq uint64) bool {
+	if id == "" {
+		return false
+	}
+	if s, ok := ps.ids.seq[id]; !ok || s != seq {
+		return false
+	}
+	_, ok := ps.recent[seq]
+	return ok
+}
+
 // idWindow maps the last bound message IDs added to the stream sequences they came with.
 type idWindow struct {
 	seq   map[string]uint64
@@ -735,7 +748,11 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		_ = msg.Ack()
 		return true
 	}
-	if md.NumDelivered > 1 {
+	// A message this member committed comes back as a first delivery when the server lost its
+	// consumer's state for it (a restart before that state reached its disk): it is stale all
+	// the same. (Its ID and sequence both match: a stream recreated under the same name, whose
+	// sequences start again, does not make a new message look committed.)
+	if md.NumDelivered > 1 || ps.knownCommitted(d.ID, seq) {
 		_, stale := ps.recent[seq]
 		_, committed := ps.inherited[seq]
 		stored := !stale && !committed && ps.stored[seq]

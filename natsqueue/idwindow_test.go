@@ -23,3 +23,14 @@ func TestIDWindow(t *testing.T) {
 	assert.Len(t, w.seq, 2)
 	assert.Len(t, w.order, 2)
 }
+
+func TestKnownCommitted(t *testing.T) {
+	ps := &partition{recent: map[uint64]struct{}{}, ids: newIDWindow(4)}
+	ps.ids.add("a", 1) // accepted
+	assert.False(t, ps.knownCommitted("a", 1), "accepted, not committed yet")
+	ps.remember(1, 4) // committed
+	assert.True(t, ps.knownCommitted("a", 1))
+	assert.False(t, ps.knownCommitted("a", 2), "another sequence: a second copy, not this message")
+	assert.False(t, ps.knownCommitted("b", 1), "a reused sequence with another ID (a recreated stream)")
+	assert.False(t, ps.knownCommitted("", 1), "no ID")
+}
