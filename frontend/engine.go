@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -429,24 +430,30 @@ func (l *loader) findExact(ctx context.Context, finder store.ExactFinder, todo [
 	}
 }
 
-// findEach looks up the objects of todo not marked Unread one by one, several at a time.
+// findEach looks up the objects of todo not marked Unread one by one, several at a time: a few
+// workers take the objects in turn (a goroutine per object would grow a fresh stack for each
+// store lookup).
 func (l *loader) findEach(ctx context.Context, todo []*Object, results []lookup) {
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, lookupParallelism)
-	for i, o := range todo {
-		if o.Unread {
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			key := o.Key
-			results[i].found, results[i].err = l.e.r.FindObjects(ctx, store.ObjectQuery{
-				Cluster: key.Cluster, Group: key.Group, Resource: key.Resource, Namespace: key.Namespace, Name: key.Name,
-				From: l.from, To: l.to, Limit: 1, Exact: true,
-			})
-		}()
+	for range min(lookupParallelism, len(todo)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(todo) {
+					return
+				}
+				o := todo[i]
+				if o.Unread {
+					continue
+				}
+				key := o.Key
+				results[i].found, results[i].err = l.e.r.FindObjects(ctx, store.ObjectQuery{
+					Cluster: key.Cluster, Group: key.Group, Resource: key.Resource, Namespace: key.Namespace, Name: key.Name,
+					From: l.from, To: l.to, Limit: 1, Exact: true,
+				})
+			}
+		})
 	}
 	wg.Wait()
 }
