@@ -379,14 +379,13 @@ type partition struct {
 	// since is when the first message of done was accepted.
 	since time.Time
 	// recent holds the stream sequences of the messages this member committed and
-	// acknowledged (confirmed or not) or dead-lettered, the last 8 x MaxInFlight of them
-	// (recentOrder, oldest first): a redelivery of one of them is stale (its ack was lost, e.g. a
+	// acknowledged (confirmed or not) or dead-lettered, the last 8 x MaxInFlight of them: a
+	// redelivery of one of them is stale (its ack was lost, e.g. a
 	// NATS node going away, or crossed the redelivery after a slow commit) and is acknowledged
 	// without being handled again. A sequence not in it is not stale: messages another member
 	// (or a previous process) pulled and never acknowledged come back after AckWait, behind
 	// newer ones.
-	recent      map[uint64]struct{}
-	recentOrder []uint64
+	recent lastN[uint64, struct{}]
 	// inherited holds the sequences of the commit marker read at the last takeover: the last
 	// batch the previous holder (or process) committed. A redelivery of one is acknowledged
 	// without being handled again.
@@ -405,78 +404,39 @@ type partition struct {
 	// their stream sequences. A message with one of these IDs and another sequence is a second
 	// copy of a retried publish: JetStream's duplicate check usually refuses it, but not always
 	// across a stream leader change.
-	ids idWindow
+	ids lastN[string, uint64]
 	// dupLogged is whether a duplicate was logged since the last takeover.
 	dupLogged bool
 }
 
-// knownCommitted reports whether the message with id and seq is one this member handled and
+// remember adds seq to ps.recent.
+func (ps *partition) remember(seq uint64) { ps.recent.add(seq, struct{}{}) }
+
+// accept records the ID of a message the handler accepted.
+func (ps *partition) accept(id string, seq uint64) {
+	if id != "" {
+		ps.ids.add(id, seq)
+	}
+}
+
+// secondCopy reports whether a message with id was accepted lately under another sequence, and
+// that sequence.
+func (ps *partition) secondCopy(id string, seq uint64) (uint64, bool) {
+	if id == "" {
+		return 0, false
+	}
+	first, ok := ps.ids.get(id)
+	return first, ok && first != seq
+}
+
+// knownCommitted reports whether the message with id and seq is one this member accepted and
 // committed lately.
 func (ps *partition) knownCommitted(id string, seq uint64) bool {
 	if id == "" {
 		return false
 	}
-	if s, ok := ps.ids.seq[id]; !ok || s != seq {
-		return false
-	}
-	_, ok := ps.recent[seq]
-	return ok
-}
-
-// idWindow maps the last bound message IDs added to the stream sequences they came with.
-type idWindow struct {
-	seq   map[string]uint64
-	order []string // oldest first
-	bound int
-}
-
-func newIDWindow(bound int) idWindow {
-	return idWindow{seq: make(map[string]uint64, bound), bound: bound}
-}
-
-// add records id with seq unless id is empty or known already, forgetting the oldest beyond
-// the bound.
-func (w *idWindow) add(id string, seq uint64) {
-	if id == "" {
-		return
-	}
-	if _, ok := w.seq[id]; ok {
-		return
-	}
-	w.seq[id] = seq
-	w.order = append(w.order, id)
-	if len(w.order) > w.bound {
-		drop := len(w.order) - w.bound
-		for _, old := range w.order[:drop] {
-			delete(w.seq, old)
-		}
-		w.order = append(w.order[:0], w.order[drop:]...)
-	}
-}
-
-// duplicate reports whether id is known with a sequence other than seq.
-func (w *idWindow) duplicate(id string, seq uint64) bool {
-	if id == "" {
-		return false
-	}
-	s, ok := w.seq[id]
-	return ok && s != seq
-}
-
-// remember adds seq to ps.recent, forgetting the oldest beyond bound.
-func (ps *partition) remember(seq uint64, bound int) {
-	if _, ok := ps.recent[seq]; ok {
-		return
-	}
-	ps.recent[seq] = struct{}{}
-	ps.recentOrder = append(ps.recentOrder, seq)
-	if len(ps.recentOrder) > bound {
-		drop := len(ps.recentOrder) - bound
-		for _, old := range ps.recentOrder[:drop] {
-			delete(ps.recent, old)
-		}
-		ps.recentOrder = append(ps.recentOrder[:0], ps.recentOrder[drop:]...)
-	}
+	first, ok := ps.ids.get(id)
+	return ok && first == seq && ps.recent.has(seq)
 }
 
 // accepted is a message the handler accepted.
@@ -488,8 +448,8 @@ type accepted struct {
 // runPartition pulls one partition until pull ends, reopening the pull after errors; ctx is
 // the handlers' context.
 func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
-	ps := &partition{p: p, log: c.log.With("partition", p), recent: map[uint64]struct{}{}, inherited: map[uint64]struct{}{},
-		stored: map[uint64]bool{}, pull: pull, ids: newIDWindow(8 * c.cfg.MaxInFlight)}
+	ps := &partition{p: p, log: c.log.With("partition", p), recent: newLastN[uint64, struct{}](8 * c.cfg.MaxInFlight),
+		inherited: map[uint64]struct{}{}, stored: map[uint64]bool{}, pull: pull, ids: newLastN[string, uint64](8 * c.cfg.MaxInFlight)}
 	backoff := c.cfg.RetryBackoff
 	for pull.Err() == nil {
 		pctx, pcancel, ok := c.ms.acquire(pull, p)
@@ -640,7 +600,7 @@ func (c *Consumer) doubtful(ps *partition, msg jetstream.Msg) (uint64, bool) {
 		return 0, false
 	}
 	seq := md.Sequence.Stream
-	if _, stale := ps.recent[seq]; stale {
+	if ps.recent.has(seq) {
 		return 0, false
 	}
 	if _, committed := ps.inherited[seq]; committed {
@@ -737,11 +697,11 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		Sequence:  seq,
 		Attempt:   int(md.NumDelivered),
 	}
-	if ps.ids.duplicate(d.ID, seq) {
+	if first, dup := ps.secondCopy(d.ID, seq); dup {
 		if !ps.dupLogged {
 			ps.dupLogged = true
 			ps.log.Info("a second copy of a message handled just before (a retried publish the stream stored twice), acknowledged without handling it (logged once per takeover)",
-				"seq", seq, "first_seq", ps.ids.seq[d.ID], "id", d.ID)
+				"seq", seq, "first_seq", first, "id", d.ID)
 		}
 		ps.seen = max(ps.seen, seq)
 		c.duplicates.Add(ctx, 1)
@@ -753,7 +713,7 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 	// the same. (Its ID and sequence both match: a stream recreated under the same name, whose
 	// sequences start again, does not make a new message look committed.)
 	if md.NumDelivered > 1 || ps.knownCommitted(d.ID, seq) {
-		_, stale := ps.recent[seq]
+		stale := ps.recent.has(seq)
 		_, committed := ps.inherited[seq]
 		stored := !stale && !committed && ps.stored[seq]
 		if stale || committed || stored {
@@ -796,7 +756,7 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 				ps.since = time.Now()
 			}
 			ps.done = append(ps.done, accepted{msg: msg, d: d})
-			ps.ids.add(d.ID, seq)
+			ps.accept(d.ID, seq)
 			ps.seen = max(ps.seen, seq)
 			return true
 		}
@@ -839,7 +799,7 @@ func (c *Consumer) flush(ctx context.Context, ps *partition) {
 	}
 	c.waitHistory(ctx, ps)
 	for _, a := range ps.done {
-		ps.remember(a.d.Sequence, 8*c.cfg.MaxInFlight)
+		ps.remember(a.d.Sequence)
 	}
 	c.putMark(ctx, ps)
 	if c.crashBeforeAcks != nil && c.crashBeforeAcks(ps.p) {
@@ -945,7 +905,7 @@ func (c *Consumer) deadLetter(ctx context.Context, ps *partition, msg jetstream.
 		_ = msg.NakWithDelay(c.cfg.MaxRetryBackoff)
 		return
 	}
-	ps.remember(d.Sequence, 8*c.cfg.MaxInFlight)
+	ps.remember(d.Sequence)
 	if err := c.ack(ctx, msg); err != nil {
 		ps.log.Debug("ack dead-lettered message", "seq", d.Sequence, "err", err)
 		return

@@ -48,10 +48,10 @@ func TestStaleRedeliveryAfterTakeoverWarms(t *testing.T) {
 		skipped:     skipped,
 		redelivered: redelivered,
 	}
-	ps := &partition{p: 0, log: slog.Default(), recent: map[uint64]struct{}{}, inherited: map[uint64]struct{}{},
+	ps := &partition{p: 0, log: slog.Default(), recent: newLastN[uint64, struct{}](8), inherited: map[uint64]struct{}{},
 		stored: map[uint64]bool{}, pctx: context.Background(), since: time.Now()}
 	for _, seq := range []uint64{3, 4, 5} {
-		ps.remember(seq, 8)
+		ps.remember(seq)
 	}
 	ps.seen = 4 // after a takeover whose first message is 5: the warm-up replayed up to 4
 	ctx := context.Background()
