@@ -59,7 +59,12 @@ func TestClusterR3(t *testing.T) {
 
 	nodes[2].Stop()
 	require.Eventually(t, func() bool {
-		_, err := js.Publish(ctx, "r.1", []byte("x"))
+		// Each attempt waits 2 s at most: a publish that reaches no stream leader during the
+		// election gets no acknowledgement, and waiting for it until ctx ends would outlast the
+		// retries.
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := js.Publish(pctx, "r.1", []byte("x"))
 		return err == nil
 	}, 30*time.Second, 200*time.Millisecond, "two of three nodes keep the stream writable")
 }
