@@ -55,6 +55,9 @@ func newConverter(cfg ConsumerConfig, differ *diff.Differ) converter {
 type convertInfo struct {
 	meta     bodyMeta
 	isObject bool
+	// layout is the Layout of the snapshot (out.Object.Body), when the decoder recorded the
+	// body's.
+	layout *diff.Layout
 }
 
 func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggregator.Event, outcome, error) {
@@ -68,6 +71,7 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 
 	// The response body, if it is the object itself (not a Status, Scale, Binding, ...).
 	var meta bodyMeta
+	var layout *diff.Layout
 	isObject := false
 	if len(ev.ResponseObject) > 0 {
 		meta, isObject = responseIsObject(ref, ev)
@@ -92,11 +96,11 @@ func (c *converter) convert(cluster string, ev *Event, info *convertInfo) (*aggr
 		if obj.UID == "" {
 			obj.UID = meta.uid
 		}
-		obj.Body = c.snapshotKnown(ref, ev.ResponseObject, &meta)
+		obj.Body, layout = c.snapshotKnown(ref, ev.ResponseObject, &meta, responseLayout(ev))
 		obj.MetaHash = meta.metaHash
 	}
 	if info != nil {
-		info.meta, info.isObject = meta, isObject
+		info.meta, info.isObject, info.layout = meta, isObject, layout
 	}
 	if obj.Name == "" {
 		return nil, outcomeInvalidNoName, fmt.Errorf("%w: audit event %s (%s %s) names no object",
@@ -172,15 +176,17 @@ func (c *converter) snapshot(ref *ObjectReference, body []byte) []byte {
 }
 
 // snapshotKnown is snapshot of a response body whose metadata decodeBodyMeta read (meta): the
-// managedFields it found are cut without scanning the body again.
-func (c *converter) snapshotKnown(ref *ObjectReference, body []byte, meta *bodyMeta) []byte {
+// managedFields it found are cut without scanning the body again. With the body's Layout (lay,
+// from the decoder; may be nil) it returns the snapshot's too, or nil.
+func (c *converter) snapshotKnown(ref *ObjectReference, body []byte, meta *bodyMeta, lay *diff.Layout) ([]byte, *diff.Layout) {
 	if !meta.managedFieldsKnown {
-		return c.snapshot(ref, body)
+		return c.snapshot(ref, body), nil
 	}
-	if snap, err := c.differ.SnapshotKnown(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, body, meta.managedFields); err == nil {
-		return snap
+	snap, snapLay, err := c.differ.SnapshotKnownLayout(diff.Resource{Group: ref.APIGroup, Resource: ref.Resource}, body, meta.managedFields, lay)
+	if err != nil {
+		return bytes.Clone(body), nil
 	}
-	return bytes.Clone(body)
+	return snap, snapLay
 }
 
 // event builds the event of ev on obj: times, title, user, outcome and request attributes.
@@ -472,21 +478,26 @@ func (d *eventDecoder) bodyMetaMembers(m *bodyMeta, base int) (closed bool, err 
 }
 
 // respMeta is what the decoder read of an event's responseObject while it decoded the event, so
-// that the consumer does not scan the body's metadata again: decodeBodyMeta's result for body.
+// that the consumer does not scan the body again: decodeBodyMeta's result for body, and the
+// body's Layout for the diff.
 type respMeta struct {
 	meta    bodyMeta
 	body    []byte // the ResponseObject it describes
 	metaEnd int    // how far decodeBodyMeta would have read (its UTF-8 check covers that)
+	layout  *diff.Layout
 }
 
-// readResponse reads a responseObject like readRaw, and the bodyMeta of an object body into r
-// (r.body is nil when it has none).
+// readResponse reads a responseObject like readRaw, and the bodyMeta and Layout of an object
+// body into r (r.body is nil when it has none).
 func (d *eventDecoder) readResponse(r *respMeta) ([]byte, error) {
 	*r = respMeta{}
 	if d.ws() != '{' {
 		return d.readRaw()
 	}
 	start := d.pos
+	d.lay.Reset()
+	d.rec, d.recBase = &d.lay, start
+	d.rec.Open(0)
 	d.pos++
 	closed, err := d.bodyMetaMembers(&r.meta, start)
 	metaEnd := d.pos - start
@@ -497,6 +508,7 @@ func (d *eventDecoder) readResponse(r *respMeta) ([]byte, error) {
 		}
 		closed = !more
 	}
+	d.rec = nil
 	if err != nil {
 		// Read it again as readRaw does, for readRaw's error.
 		*r = respMeta{}
@@ -505,14 +517,26 @@ func (d *eventDecoder) readResponse(r *respMeta) ([]byte, error) {
 	}
 	r.body = d.data[start:d.pos:d.pos]
 	r.metaEnd = metaEnd
+	if d.lay.Finish(len(r.body)) {
+		r.layout = d.lay.Clone()
+	}
 	return r.body, nil
+}
+
+// respFor is what the decoder read of ev.ResponseObject, if ev.ResponseObject is still the body
+// it read; nil otherwise.
+func respFor(ev *Event) *respMeta {
+	if r := ev.resp; r != nil && r.body != nil && len(r.body) == len(ev.ResponseObject) &&
+		unsafe.SliceData(r.body) == unsafe.SliceData(ev.ResponseObject) {
+		return r
+	}
+	return nil
 }
 
 // responseMeta is decodeBodyMeta(ev.ResponseObject), from what the decoder read when it decoded
 // ev if ev.ResponseObject is still the body it read.
 func responseMeta(ev *Event) (bodyMeta, error) {
-	if r := ev.resp; r != nil && r.body != nil && len(r.body) == len(ev.ResponseObject) &&
-		unsafe.SliceData(r.body) == unsafe.SliceData(ev.ResponseObject) {
+	if r := respFor(ev); r != nil {
 		if !utf8.Valid(r.body[:r.metaEnd]) {
 			return bodyMeta{}, errNotUTF8
 		}
@@ -521,10 +545,21 @@ func responseMeta(ev *Event) (bodyMeta, error) {
 	return decodeBodyMeta(ev.ResponseObject)
 }
 
+// responseLayout is the Layout of ev.ResponseObject the decoder recorded, or nil.
+func responseLayout(ev *Event) *diff.Layout {
+	if r := respFor(ev); r != nil {
+		return r.layout
+	}
+	return nil
+}
+
 // bodyMetadata reads the metadata member of an object body into m.
 func (d *eventDecoder) bodyMetadata(m *bodyMeta, base int) error {
 	if d.ws() != '{' {
 		return d.skipValue()
+	}
+	if d.rec != nil {
+		d.rec.Open(d.pos - d.recBase)
 	}
 	d.pos++
 	m.metaHash = 1
@@ -612,6 +647,9 @@ func (d *eventDecoder) metaInt() (int64, error) {
 func (d *eventDecoder) metaStrings(dst []string) ([]string, error) {
 	if d.ws() != '[' {
 		return dst, d.skipValue()
+	}
+	if d.rec != nil {
+		d.rec.Open(d.pos - d.recBase)
 	}
 	d.pos++
 	for first := true; ; first = false {

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kelemetry/kelemetry/diff"
 )
 
 // Kinds and API version of the audit.k8s.io/v1 objects this package decodes.
@@ -178,6 +180,12 @@ type eventDecoder struct {
 	annots    [numAnnotCache]mapCache
 	annotNext int
 
+	// rec, while readResponse reads a response body, records the body's Layout: every object
+	// and array the decoder opens and closes, at offsets from recBase (the body's '{').
+	rec     *diff.Layout
+	recBase int
+	lay     diff.Layout // behind rec, reused
+
 	// skip, when set, is asked about each item of a list once its audit ID and stage are read:
 	// true skips the rest of the item (checked for syntax only) and leaves it out of the result.
 	skip    func(auditID []byte, stage string) bool
@@ -240,6 +248,10 @@ func putDecoder(d *eventDecoder) {
 	}
 	if cap(d.stack) > 4<<10 {
 		d.stack = nil
+	}
+	d.rec = nil
+	if d.lay.Bytes() > 64<<10 {
+		d.lay = diff.Layout{}
 	}
 	if cap(d.arena) > 64<<10 {
 		d.arena = nil
@@ -757,6 +769,9 @@ func (d *eventDecoder) beginObject() (null bool, err error) {
 func (d *eventDecoder) nextMember(first bool) (name []byte, more bool, err error) {
 	c := d.ws()
 	if c == '}' {
+		if d.rec != nil {
+			d.rec.Close(d.pos - d.recBase)
+		}
 		d.pos++
 		return nil, false, nil
 	}
@@ -802,6 +817,9 @@ func (d *eventDecoder) beginArray() (null bool, err error) {
 func (d *eventDecoder) nextElement(first bool) (more bool, err error) {
 	c := d.ws()
 	if c == ']' {
+		if d.rec != nil {
+			d.rec.Close(d.pos - d.recBase)
+		}
 		d.pos++
 		return false, nil
 	}
@@ -974,6 +992,7 @@ var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 func (d *eventDecoder) skipValue() error {
 	data := d.data
 	i := d.pos
+	rec := d.rec
 	stack := d.stack[:0]
 	defer func() { d.stack = stack[:0] }()
 	for {
@@ -992,19 +1011,23 @@ func (d *eventDecoder) skipValue() error {
 				return err
 			}
 		case '{', '[':
+			open := i
 			i++
 			for i < len(data) && isSpace[data[i]] {
 				i++
 			}
 			if i < len(data) && data[i] == c+2 { // '{'+2 == '}', '['+2 == ']'
 				i++
-				break
+				break // too short for the Layout
 			}
 			if len(stack) >= maxSkipDepth {
 				d.pos = i
 				return &syntaxError{offset: i, msg: "JSON nested too deeply"}
 			}
 			stack = append(stack, c)
+			if rec != nil {
+				rec.Open(open - d.recBase)
+			}
 			if c == '[' {
 				continue // to the first element
 			}
@@ -1063,6 +1086,9 @@ func (d *eventDecoder) skipValue() error {
 						}
 					}
 				case top + 2:
+					if rec != nil {
+						rec.Close(i - d.recBase)
+					}
 					i++
 					stack = stack[:len(stack)-1]
 					continue

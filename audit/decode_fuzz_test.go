@@ -12,6 +12,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/diff"
 )
 
 // FuzzDecodeEventList checks DecodeEventList against encoding/json decoding into the same struct:
@@ -133,6 +135,13 @@ func assertResponseMeta(t *testing.T, ev *Event) {
 	t.Helper()
 	if ev == nil || len(ev.ResponseObject) == 0 {
 		return
+	}
+	if r := respFor(ev); r != nil {
+		// The Layout recorded while decoding is the one a scan of the body finds.
+		lay, err := diff.LayoutOf(ev.ResponseObject)
+		require.NoError(t, err, "%s", ev.ResponseObject)
+		require.NotNil(t, r.layout, "%s", ev.ResponseObject)
+		assert.True(t, lay.Equal(r.layout), "%s", ev.ResponseObject)
 	}
 	want, wantErr := decodeBodyMeta(ev.ResponseObject)
 	got, err := responseMeta(ev)

@@ -35,7 +35,7 @@ const respNoteOverhead = 384
 func EventBytes(ev *Event) int64 {
 	n := int64(len(ev.RequestObject)+len(ev.ResponseObject)) + eventOverhead
 	if ev.resp != nil && ev.resp.body != nil {
-		n += respNoteOverhead
+		n += respNoteOverhead + int64(ev.resp.layout.Bytes())
 	}
 	return n
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // TestSnapshotKnownMatchesSnapshot: the snapshot cut where decodeBodyMeta found managedFields
-// is byte for byte the snapshot that scans for it, for every response body of the fixtures.
+// is byte for byte the snapshot that scans for it, and its Layout (the decoder's, cut with it)
+// is the one a scan of the snapshot finds, for every response body of the fixtures.
 func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 	differ, err := diff.New(diff.Options{})
 	require.NoError(t, err)
@@ -33,7 +34,14 @@ func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 					cut++
 				}
 				want := conv.snapshot(ev.ObjectRef, ev.ResponseObject)
-				assert.Equal(t, string(want), string(conv.snapshotKnown(ev.ObjectRef, ev.ResponseObject, &meta)), ev.AuditID)
+				got, lay := conv.snapshotKnown(ev.ObjectRef, ev.ResponseObject, &meta, responseLayout(ev))
+				assert.Equal(t, string(want), string(got), ev.AuditID)
+				// The Layout carried over from the decoder's is the snapshot's own.
+				if assert.NotNil(t, lay, ev.AuditID) {
+					wantLay, err := diff.LayoutOf(got)
+					require.NoError(t, err)
+					assert.True(t, wantLay.Equal(lay), ev.AuditID)
+				}
 				checked++
 			}
 		}
@@ -86,11 +94,15 @@ func TestResponseMeta(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "other", meta.name)
 	}
-	// The note is counted in the queue's byte estimate.
-	evs, err := DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":{"kind":"Pod","metadata":{"name":"p"}}}]}`))
+	// The note and the body's Layout are counted in the queue's byte estimate.
+	evs, err := DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":` +
+		`{"kind":"Pod","metadata":{"name":"p","labels":{"app":"a-label-long-enough-for-the-layout-to-keep-it"}}}}]}`))
 	require.NoError(t, err)
 	body := int64(len(evs[0].ResponseObject))
-	assert.Equal(t, body+eventOverhead+respNoteOverhead, EventBytes(evs[0]))
+	require.NotNil(t, evs[0].resp.layout)
+	layoutBytes := int64(evs[0].resp.layout.Bytes())
+	assert.Greater(t, layoutBytes, int64(16))
+	assert.Equal(t, body+eventOverhead+respNoteOverhead+layoutBytes, EventBytes(evs[0]))
 	assert.Equal(t, body+eventOverhead, EventBytes(&Event{ResponseObject: evs[0].ResponseObject}))
 	// A malformed body fails the event as before.
 	_, err = DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":{"metadata":{"name":"p"},"spec":{]}}]}`))

@@ -36,6 +36,7 @@ func write(ev *Event, out *aggregator.Event, info *convertInfo) diff.Write {
 		Request:                ev.RequestObject,
 		Response:               ev.ResponseObject,
 		Snapshot:               out.Object.Body,
+		SnapshotLayout:         info.layout,
 		IsObject:               info.isObject,
 		ResourceVersion:        info.meta.resourceVersion,
 		Time:                   out.End,

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/big"
-	"slices"
 	"strconv"
 	"sync"
 )
@@ -64,18 +63,19 @@ func CompareValues(old, new any, opts Options) ([]Change, error) {
 // Compare returns the changes from old to new, two JSON documents of resource res (the zero
 // Resource when unknown). The result's values are copies. Equal documents give no changes.
 func (d *Differ) Compare(res Resource, old, new []byte) ([]Change, error) {
-	out, _, err := d.compare(res, old, nil, new, false)
+	out, _, err := d.compare(res, old, nil, new, nil, false)
 	for i := range out { // compare's values alias the inputs
 		out[i].Old, out[i].New = bytes.Clone(out[i].Old), bytes.Clone(out[i].New)
 	}
 	return out, err
 }
 
-// compare is Compare with an optional prebuilt index of old (read only), and, when keepIndex is
-// set, a copy of new's index for a later comparison against new.
+// compare is Compare with optional prebuilt indexes of old and new (read only; each used when it
+// is of that document, complete), and, when keepIndex is set, the index of new for a later
+// comparison against new.
 //
 // The changes' values alias old and new, which must not be modified afterwards.
-func (d *Differ) compare(res Resource, old []byte, oldIdx *index, new []byte, keepIndex bool) ([]Change, *index, error) {
+func (d *Differ) compare(res Resource, old []byte, oldIdx *index, new []byte, newIdx *index, keepIndex bool) ([]Change, *index, error) {
 	old, new = trim(old), trim(new)
 	if len(old) == 0 || len(new) == 0 {
 		return nil, nil, fmt.Errorf("%w: empty document", errSyntax)
@@ -84,7 +84,7 @@ func (d *Differ) compare(res Resource, old []byte, oldIdx *index, new []byte, ke
 	defer w.release()
 	w.alias = true
 	w.out = make([]Change, 0, 8)
-	if oldIdx != nil && len(oldIdx.root) == len(old) && len(old) > 0 && &oldIdx.root[0] == &old[0] {
+	if oldIdx.indexes(old) {
 		w.oi = oldIdx
 	} else {
 		w.oi = &w.obuf
@@ -92,9 +92,14 @@ func (d *Differ) compare(res Resource, old []byte, oldIdx *index, new []byte, ke
 			return nil, nil, err
 		}
 	}
-	w.ni = &w.nbuf
-	if err := w.ni.build(new); err != nil {
-		return nil, nil, err
+	given := newIdx.indexes(new)
+	if given {
+		w.ni = newIdx
+	} else {
+		w.ni = &w.nbuf
+		if err := w.ni.build(new); err != nil {
+			return nil, nil, err
+		}
 	}
 	w.diffValue(old, new, false)
 	if w.err != nil {
@@ -103,8 +108,11 @@ func (d *Differ) compare(res Resource, old []byte, oldIdx *index, new []byte, ke
 	out := w.out
 	w.out = nil
 	var idx *index
-	if keepIndex {
-		idx = &index{root: new, opens: slices.Clone(w.ni.opens), closes: slices.Clone(w.ni.closes)}
+	switch {
+	case keepIndex && given:
+		idx = newIdx
+	case keepIndex:
+		idx = &index{root: new, Layout: *w.ni.Clone()}
 	}
 	return out, idx, nil
 }

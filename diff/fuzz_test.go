@@ -1,12 +1,23 @@
 package diff
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
+// cloneChanges copies the values of changes as Compare does.
+func cloneChanges(changes []Change) []Change {
+	for i := range changes {
+		changes[i].Old, changes[i].New = bytes.Clone(changes[i].Old), bytes.Clone(changes[i].New)
+	}
+	return changes
+}
+
 // FuzzCompare checks that no input makes Compare or Snapshot panic, that a document equals
-// itself, and that snapshots of valid JSON are valid JSON. Run with:
+// itself, that snapshots of valid JSON are valid JSON, and that a comparison given the new
+// document's Layout finds what one that scans it finds. Run with:
 //
 //	go test ./diff -run '^$' -fuzz FuzzCompare -fuzztime 30s
 func FuzzCompare(f *testing.F) {
@@ -19,7 +30,19 @@ func FuzzCompare(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		_, _ = d.Compare(Resource{}, a, b)
+		want, wantErr := d.Compare(Resource{}, a, b)
+		// Given b's Layout, the comparison finds the same; given a's (a wrong one), it must not
+		// panic.
+		if lay, err := LayoutOf(b); err == nil {
+			got, _, gotErr := d.compare(Resource{}, a, nil, b, indexOf(trim(b), lay), false)
+			if (wantErr == nil) != (gotErr == nil) || !reflect.DeepEqual(want, cloneChanges(got)) {
+				t.Fatalf("with the Layout of %s: %v, %v; without: %v, %v", b, got, gotErr, want, wantErr)
+			}
+		}
+		if lay, err := LayoutOf(a); err == nil {
+			lay.size = len(trim(b))
+			_, _, _ = d.compare(Resource{}, a, nil, b, indexOf(trim(b), lay), false)
+		}
 		if json.Valid(a) {
 			same, err := d.Compare(Resource{}, a, a)
 			if err == nil && len(same) != 0 {

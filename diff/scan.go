@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -227,14 +229,176 @@ func keyIs(raw []byte, want string) bool {
 	return bytes.IndexByte(raw, '\\') >= 0 && unquote(raw) == want
 }
 
-// index maps the position of every '{' and '[' of one document to its matching close, so that
-// finding the end of a container costs a binary search instead of a scan. Positions are offsets
-// in root; a sub-slice of root finds its offset from its capacity.
+// Layout records where the objects and arrays of one JSON document open and close, as byte
+// offsets from its first byte, so that a comparison finds the end of a container with a binary
+// search instead of a scan. Whoever scans a document anyway (the audit decoder, which checks every
+// response body) can record its Layout on the way with Open and Close and hand it to the Stream
+// with the snapshot (Write.SnapshotLayout), which then does not scan the document again.
+//
+// Containers shorter than minIndexed bytes are left out: scanning one costs less than looking it
+// up, and the Layout stays small. The zero value is an empty Layout, ready for Open.
+type Layout struct {
+	opens  []int32 // offsets of the '{' and '[' of the recorded containers, ascending
+	closes []int32 // offsets of their matching '}' and ']'
+	stack  []int32 // slots of the containers open while recording
+	size   int     // the document's length, set by Finish
+	ok     bool    // Finish found every container closed
+	bad    bool    // a Close without an Open, or an offset out of range
+}
+
+// minIndexed is the length from which a container is recorded in a Layout.
+const minIndexed = 64
+
+// Reset empties l for another document, keeping its buffers.
+func (l *Layout) Reset() {
+	l.opens, l.closes, l.stack = l.opens[:0], l.closes[:0], l.stack[:0]
+	l.size, l.ok, l.bad = 0, false, false
+}
+
+// Open records the '{' or '[' at offset off.
+func (l *Layout) Open(off int) {
+	if off < 0 || off > maxLayoutOffset {
+		l.bad = true
+		return
+	}
+	l.stack = append(l.stack, int32(len(l.opens)))
+	l.opens = append(l.opens, int32(off))
+	l.closes = append(l.closes, -1)
+}
+
+// Close records the '}' or ']' at offset off, which closes the container opened last.
+func (l *Layout) Close(off int) {
+	if len(l.stack) == 0 {
+		l.bad = true
+		return
+	}
+	slot := l.stack[len(l.stack)-1]
+	l.stack = l.stack[:len(l.stack)-1]
+	if off < int(l.opens[slot]) || off > maxLayoutOffset {
+		l.bad = true
+		return
+	}
+	if off-int(l.opens[slot])+1 < minIndexed {
+		// Everything recorded after this container is inside it, so shorter still, and already
+		// dropped: the container is the last entry.
+		if int(slot) != len(l.opens)-1 {
+			l.bad = true
+			return
+		}
+		l.opens, l.closes = l.opens[:slot], l.closes[:slot]
+		return
+	}
+	l.closes[slot] = int32(off)
+}
+
+// Finish ends the recording of a document of size bytes. It reports whether the Layout is
+// complete: every container closed, every offset within the document.
+func (l *Layout) Finish(size int) bool {
+	l.size = size
+	l.ok = !l.bad && len(l.stack) == 0 && size <= maxLayoutOffset+1 && (len(l.opens) == 0 || l.opens[0] >= 0)
+	for _, c := range l.closes {
+		if int(c) >= size {
+			l.ok = false
+		}
+	}
+	return l.ok
+}
+
+// Clone returns a copy of a finished Layout in one allocation, without the recording state.
+func (l *Layout) Clone() *Layout {
+	n := len(l.opens)
+	buf := make([]int32, 2*n)
+	copy(buf, l.opens)
+	copy(buf[n:], l.closes)
+	return &Layout{opens: buf[:n:n], closes: buf[n:], size: l.size, ok: l.ok, bad: l.bad}
+}
+
+// Bytes is the memory l holds, by capacity.
+func (l *Layout) Bytes() int {
+	if l == nil {
+		return 0
+	}
+	return 4*(cap(l.opens)+cap(l.closes)+cap(l.stack)) + int(unsafe.Sizeof(*l))
+}
+
+// LayoutOf scans doc, a JSON document, for its Layout. It returns an error for a document whose
+// brackets do not balance (it checks no more than that).
+func LayoutOf(doc []byte) (*Layout, error) {
+	var x index
+	if err := x.build(doc); err != nil {
+		return nil, err
+	}
+	return x.Clone(), nil
+}
+
+// Equal reports whether l and o are finished Layouts of documents of one length that record the
+// same containers.
+func (l *Layout) Equal(o *Layout) bool {
+	if l == nil || o == nil {
+		return l == o
+	}
+	return l.ok == o.ok && l.size == o.size && slices.Equal(l.opens, o.opens) && slices.Equal(l.closes, o.closes)
+}
+
+// cut returns the Layout of the document made of l's document's bytes [from, cutStart) and
+// [cutEnd, to), where no container starts or ends in the bytes left out except whole ones
+// between cutStart and cutEnd (a member cut out of an object, the whitespace around a value).
+func (l *Layout) cut(from, to, cutStart, cutEnd int) *Layout {
+	gap := int32(cutEnd - cutStart)
+	// The opens are ascending: [0, a) before the cut, [a, b) inside it, [b, n) after it.
+	n := len(l.opens)
+	a, _ := slices.BinarySearch(l.opens, int32(cutStart))
+	b, _ := slices.BinarySearch(l.opens, int32(cutEnd))
+	buf := make([]int32, 2*(n-(b-a)))
+	opens, closes := buf[:0:len(buf)/2], buf[len(buf)/2:len(buf)/2]
+	f := int32(from)
+	for i := range a {
+		o, c := l.opens[i]-f, l.closes[i]-f
+		if int(l.closes[i]) >= cutEnd {
+			// Around the cut (an ancestor of the member): shorter by the gap.
+			if c -= gap; c-o+1 < minIndexed {
+				continue
+			}
+		}
+		opens = append(opens, o)
+		closes = append(closes, c)
+	}
+	for i := b; i < n; i++ {
+		opens = append(opens, l.opens[i]-f-gap)
+		closes = append(closes, l.closes[i]-f-gap)
+	}
+	out := &Layout{opens: opens, closes: closes}
+	out.Finish(to - from - int(gap))
+	return out
+}
+
+// usableFor reports whether l is the finished, complete Layout of a document of doc's length.
+func (l *Layout) usableFor(doc []byte) bool {
+	return l != nil && l.ok && l.size == len(doc)
+}
+
+// maxLayoutOffset is the largest offset a Layout holds.
+const maxLayoutOffset = 1<<31 - 1
+
+// index is the Layout of root, for finding the ends of its containers; a sub-slice of root finds
+// its offset from its capacity.
 type index struct {
-	root   []byte
-	opens  []int32
-	closes []int32
-	stack  []int32
+	root []byte
+	Layout
+}
+
+// indexes reports whether x is the complete index of doc (the same bytes in memory).
+func (x *index) indexes(doc []byte) bool {
+	return x != nil && x.ok && x.size == len(doc) && len(x.root) == len(doc) && len(doc) > 0 && &x.root[0] == &doc[0]
+}
+
+// indexOf is the index of doc from its Layout, or nil when lay is not doc's (as far as its
+// length tells).
+func indexOf(doc []byte, lay *Layout) *index {
+	if !lay.usableFor(doc) || len(doc) == 0 {
+		return nil
+	}
+	return &index{root: doc, Layout: Layout{opens: lay.opens, closes: lay.closes, size: lay.size, ok: true}}
 }
 
 // special marks the bytes buildIndex stops at.
@@ -248,8 +412,8 @@ var special = func() (t [256]bool) {
 // build indexes root. It returns an error for unbalanced input.
 func (x *index) build(root []byte) error {
 	x.root = root
-	x.opens, x.closes, x.stack = x.opens[:0], x.closes[:0], x.stack[:0]
-	if len(root) > 1<<31-1 {
+	x.Reset()
+	if len(root) > maxLayoutOffset {
 		return fmt.Errorf("%w: document too large", errSyntax)
 	}
 	n := len(root)
@@ -268,22 +432,19 @@ func (x *index) build(root []byte) error {
 			}
 			i = end - 1 // the loop steps past the closing quote
 		case '{', '[':
-			x.stack = append(x.stack, int32(len(x.opens)))
-			x.opens = append(x.opens, int32(i))
-			x.closes = append(x.closes, -1)
+			x.Open(i)
 		default: // '}', ']'
 			if len(x.stack) == 0 {
 				return fmt.Errorf("%w: unbalanced %q", errSyntax, root[i])
 			}
 			top := x.stack[len(x.stack)-1]
-			x.stack = x.stack[:len(x.stack)-1]
 			if (root[x.opens[top]] == '{') != (root[i] == '}') {
 				return fmt.Errorf("%w: mismatched %q", errSyntax, root[i])
 			}
-			x.closes[top] = int32(i)
+			x.Close(i)
 		}
 	}
-	if len(x.stack) != 0 {
+	if !x.Finish(n) {
 		return fmt.Errorf("%w: unterminated container", errSyntax)
 	}
 	return nil

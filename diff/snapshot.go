@@ -48,21 +48,46 @@ type ManagedFields struct {
 // at mf that is not a member named managedFields is ignored (Snapshot scans as usual). The
 // caller vouches that the member is metadata's and that metadata is an object.
 func (d *Differ) SnapshotKnown(res Resource, body []byte, mf ManagedFields) ([]byte, error) {
+	snap, _, err := d.SnapshotKnownLayout(res, body, mf, nil)
+	return snap, err
+}
+
+// SnapshotKnownLayout is SnapshotKnown for a body whose Layout the caller recorded too (lay,
+// finished with the body's length; nil when it has none). It also returns the Layout of the
+// snapshot, for Write.SnapshotLayout: lay itself when the snapshot is body unchanged, a new one
+// when managedFields was cut, nil when lay is missing or the snapshot was rewritten. lay is read
+// only.
+func (d *Differ) SnapshotKnownLayout(res Resource, body []byte, mf ManagedFields, lay *Layout) ([]byte, *Layout, error) {
 	if res == (Resource{}) || !d.planFor(res).stripOnly {
-		return d.Snapshot(res, body)
+		snap, err := d.Snapshot(res, body)
+		return snap, nil, err
 	}
-	if mf.Absent {
-		if t := trim(body); len(t) > 0 && t[0] == '{' {
-			return bytes.Clone(t), nil
-		}
-		return d.Snapshot(res, body)
-	}
-	if !isManagedFieldsValue(body, mf.Start, mf.End) {
-		return d.Snapshot(res, body)
+	if !lay.usableFor(body) {
+		lay = nil
 	}
 	lead := len(body) - len(trimLeft(body))
 	t := trim(body)
-	return cutMember(t, mf.Start-lead, mf.End-lead), nil
+	if mf.Absent {
+		if len(t) > 0 && t[0] == '{' {
+			if lay != nil && len(t) != len(body) {
+				lay = lay.cut(lead, lead+len(t), lead, lead)
+			}
+			return bytes.Clone(t), lay, nil
+		}
+		snap, err := d.Snapshot(res, body)
+		return snap, nil, err
+	}
+	if !isManagedFieldsValue(body, mf.Start, mf.End) {
+		snap, err := d.Snapshot(res, body)
+		return snap, nil, err
+	}
+	cs, ce := memberCut(t, mf.Start-lead, mf.End-lead)
+	snap := make([]byte, 0, len(t)-(ce-cs))
+	snap = append(append(snap, t[:cs]...), t[ce:]...)
+	if lay != nil {
+		lay = lay.cut(lead, lead+len(t), lead+cs, lead+ce)
+	}
+	return snap, lay, nil
 }
 
 // isManagedFieldsValue reports whether body[start:end] is a JSON value that follows a member
@@ -201,20 +226,26 @@ func stripManagedFields(body []byte) ([]byte, bool) {
 // cutMember copies body without the object member whose value is body[fs:fe]: its key, the
 // value and one adjacent comma.
 func cutMember(body []byte, fs, fe int) []byte {
+	cutStart, cutEnd := memberCut(body, fs, fe)
+	out := make([]byte, 0, len(body)-(cutEnd-cutStart))
+	out = append(out, body[:cutStart]...)
+	out = append(out, body[cutEnd:]...)
+	return out
+}
+
+// memberCut returns the bytes cutMember leaves out, body[cutStart:cutEnd].
+func memberCut(body []byte, fs, fe int) (cutStart, cutEnd int) {
 	ks := fs
 	for ks > 0 && body[ks-1] != ',' && body[ks-1] != '{' {
 		ks--
 	}
-	cutStart, cutEnd := ks, skipSpace(body, fe)
+	cutStart, cutEnd = ks, skipSpace(body, fe)
 	if cutEnd < len(body) && body[cutEnd] == ',' {
 		cutEnd = skipSpace(body, cutEnd+1) // drop the comma after
 	} else if cutStart > 0 && body[cutStart-1] == ',' {
 		cutStart-- // last member: drop the comma before
 	}
-	out := make([]byte, 0, len(body)-(cutEnd-cutStart))
-	out = append(out, body[:cutStart]...)
-	out = append(out, body[cutEnd:]...)
-	return out
+	return cutStart, cutEnd
 }
 
 // memberStart returns where the value of the top-level member key of obj starts, scanning only

@@ -131,7 +131,11 @@ type Write struct {
 	Response []byte
 	// Snapshot is Differ.Snapshot of Response (the Stream's Differ, with Object's resource),
 	// when the caller already has it; it must not be modified afterwards.
-	Snapshot        []byte
+	Snapshot []byte
+	// SnapshotLayout is the Layout of Snapshot when the caller recorded it (see
+	// Differ.SnapshotKnownLayout); the Stream may keep it, so it must not be modified
+	// afterwards. Without it the Stream scans the snapshot itself.
+	SnapshotLayout  *Layout
 	IsObject        bool
 	ResourceVersion string
 	// Time stamps the logs (the end of the request).
@@ -317,8 +321,17 @@ func (s *Stream) keep(key aggregator.ObjectKey, gr Resource, w Write, rv string)
 		s.cache.Remove(key)
 		return nil, err
 	}
-	s.store(key, rv, snap)
+	s.storeIndexed(key, rv, snap, givenIndex(w, snap))
 	return snap, nil
+}
+
+// givenIndex is the index of snap from w.SnapshotLayout, when snap is w's snapshot and the
+// Layout is its; nil otherwise.
+func givenIndex(w Write, snap []byte) *index {
+	if len(snap) == 0 || len(w.Snapshot) != len(snap) || &w.Snapshot[0] != &snap[0] {
+		return nil
+	}
+	return indexOf(snap, w.SnapshotLayout)
 }
 
 // markDeleting flags key's kept version: its deletion snapshot was written. Writes of one object
@@ -366,11 +379,12 @@ func (s *Stream) update(key aggregator.ObjectKey, gr Resource, w Write) (Result,
 		s.cache.Remove(key)
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: object larger than %d bytes", s.cfg.MaxBodyBytes)), resultUnavailable
 	}
+	given := givenIndex(w, snap)
 	if !havePrev {
-		s.store(key, rv, snap)
+		s.storeIndexed(key, rv, snap, given)
 		return s.unavailable(w, "diff unavailable: no previous version seen"), resultUnavailable
 	}
-	changes, idx, err := s.differ.compare(gr, prev.body, prev.idx, snap, true)
+	changes, idx, err := s.differ.compare(gr, prev.body, prev.idx, snap, given, true)
 	if err != nil {
 		s.store(key, rv, snap)
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
