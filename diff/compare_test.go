@@ -247,12 +247,12 @@ func TestSetPath(t *testing.T) {
 		assert.Equal(t, tt.want, string(got))
 		// replacePath reads, in the same pass, what getPath reads before the write.
 		wantOld, wantHad := getPath([]byte(tt.in), "spec", "replicas")
-		got, old, had, err := replacePath([]byte(tt.in), []byte(tt.val), "spec", "replicas")
+		got, old, had, _, err := replacePath([]byte(tt.in), nil, []byte(tt.val), "spec", "replicas")
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, string(got))
 		assert.Equal(t, wantHad, had, tt.in)
 		assert.Equal(t, string(wantOld), string(old), tt.in)
 	}
-	_, _, _, err := replacePath([]byte(`{"spec":{"replicas":`), []byte(`4`), "spec", "replicas")
+	_, _, _, _, err := replacePath([]byte(`{"spec":{"replicas":`), nil, []byte(`4`), "spec", "replicas")
 	assert.Error(t, err)
 }

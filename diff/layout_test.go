@@ -2,13 +2,18 @@ package diff
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // fixtureObjects returns the response bodies of the recorded rollout scenario's audit log that
@@ -216,4 +221,123 @@ func TestLayoutCut(t *testing.T) {
 	_, none, err := d.SnapshotKnownLayout(Resource{Resource: "secrets"}, secret, ManagedFields{Absent: true}, lay)
 	require.NoError(t, err)
 	assert.Nil(t, none)
+}
+
+// assertIndexRight checks that every container x records is one of x.root, with its right end.
+func assertIndexRight(t *testing.T, x *index) {
+	t.Helper()
+	require.NotNil(t, x)
+	for i, o := range x.opens {
+		c := x.root[o]
+		require.True(t, c == '{' || c == '[', "entry %d at %d: %q", i, o, c)
+		end, err := containerEnd(x.root, int(o))
+		require.NoError(t, err)
+		require.Equal(t, end-1, int(x.closes[i]), "entry %d at %d", i, o)
+	}
+}
+
+// TestLayoutSpliced: the index of a document edited by replacePath (a binding's spec.nodeName,
+// a scale's spec.replicas and resourceVersion, members that are missing and objects created on
+// the way) is derived from the index of the original: what it records is right, and
+// comparisons against the edited document find the same with it as without it.
+func TestLayoutSpliced(t *testing.T) {
+	d, err := New(Options{})
+	require.NoError(t, err)
+	docs := fixtureObjects(t)
+	edits := []struct {
+		val  string
+		keys []string
+	}{
+		{`"node-1"`, []string{"spec", "nodeName"}},
+		{`"a-much-longer-node-name-than-before-0123456789"`, []string{"spec", "nodeName"}},
+		{`7`, []string{"spec", "replicas"}},
+		{`"123456789"`, []string{"metadata", "resourceVersion"}},
+		{`{"a":"an object of more than sixty-four bytes, so that it would be indexed"}`, []string{"status", "new", "deeper"}},
+		{`"x"`, []string{"metadata"}},
+	}
+	kept := 0
+	for i, doc := range docs {
+		x := &index{}
+		require.NoError(t, x.build(doc))
+		for _, e := range edits {
+			out, _, _, sp, err := replacePath(doc, x, []byte(e.val), e.keys...)
+			require.NoError(t, err)
+			want, _, _, _, err := replacePath(doc, nil, []byte(e.val), e.keys...)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(out), "the index only speeds the search up")
+			y := x.spliced(out, sp)
+			assertIndexRight(t, y)
+			kept += len(y.opens)
+			if i+1 < len(docs) {
+				next := docs[i+1]
+				wantChanges, _, err := d.compare(Resource{}, out, nil, next, nil, false)
+				require.NoError(t, err)
+				gotChanges, _, err := d.compare(Resource{}, out, y, next, nil, false)
+				require.NoError(t, err)
+				require.Equal(t, wantChanges, gotChanges)
+			}
+		}
+	}
+	assert.Greater(t, kept, 1000)
+	// An edit that does not match the document, or a document with surrounding space, gets no
+	// index.
+	x := &index{}
+	require.NoError(t, x.build(docs[0]))
+	assert.Nil(t, x.spliced(docs[0], splice{0, 0, 3}))
+	padded := append([]byte(" "), docs[0]...)
+	require.NoError(t, x.build(padded))
+	assert.Nil(t, x.spliced(padded, splice{}))
+	assert.Nil(t, (*index)(nil).spliced(docs[0], splice{}))
+}
+
+// TestStreamKeepsLayouts: a Stream given the snapshots' Layouts keeps each version with an
+// index, the creation's included, and a binding's version gets one derived from the last; the
+// diffs are those a Stream without Layouts finds.
+func TestStreamKeepsLayouts(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
+	with, err := NewStream(StreamConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	without, err := NewStream(StreamConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	res := Resource{Resource: "pods"}
+	write := func(verb, sub string, body []byte, rv string, layout bool) Write {
+		w := Write{Object: pod, Verb: verb, Subresource: sub, Response: body, IsObject: sub != "binding", ResourceVersion: rv, Time: at}
+		if sub == "binding" {
+			w.Request = []byte(`{"kind":"Binding","apiVersion":"v1","metadata":{"name":"p"},"target":{"kind":"Node","name":"node-1"}}`)
+			w.Response = []byte(`{"kind":"Status","status":"Success"}`)
+			return w
+		}
+		snap, err := with.Differ().Snapshot(res, body)
+		require.NoError(t, err)
+		w.Snapshot = snap
+		if layout {
+			lay, err := LayoutOf(snap)
+			require.NoError(t, err)
+			w.SnapshotLayout = lay
+		}
+		return w
+	}
+	long := strings.Repeat("x", 80) // containers long enough to be indexed
+	steps := []struct {
+		verb, sub string
+		body      []byte
+		rv        string
+	}{
+		{"create", "", podBody("1", "", long), "1"},
+		{"create", "binding", nil, ""},
+		{"patch", "status", podBody("3", "node-1", "Running"+long), "3"},
+		{"update", "", podBody("4", "node-2", "Running"+long), "4"},
+	}
+	for _, st := range steps {
+		got := with.Observe(ctx, write(st.verb, st.sub, st.body, st.rv, true))
+		want := without.Observe(ctx, write(st.verb, st.sub, st.body, st.rv, false))
+		require.Equal(t, want, got, "%s %s", st.verb, st.sub)
+		v, ok := with.cache.Peek(pod.Key())
+		require.True(t, ok)
+		require.NotNil(t, v.idx, "%s %s", st.verb, st.sub)
+		assert.True(t, v.idx.indexes(v.body))
+		assertIndexRight(t, v.idx)
+		assert.NotEmpty(t, v.idx.opens)
+	}
 }

@@ -125,14 +125,25 @@ func (f LogFormat) ChangeLogs(at time.Time, changes []Change) []aggregator.Log {
 // resourceVersion (AttrSnapshotRV, left out when empty). A snapshot larger than MaxSnapshotBytes
 // is replaced by a note. f must have its defaults set.
 func (f LogFormat) SnapshotLog(at time.Time, kind, source, rv string, snap []byte) aggregator.Log {
+	return f.snapshotLog(at, kind, source, rv, snap, false)
+}
+
+// snapshotLog is SnapshotLog; with alias the message shares snap's memory instead of copying it,
+// for a snapshot that is never modified (the Stream's).
+func (f LogFormat) snapshotLog(at time.Time, kind, source, rv string, snap []byte, alias bool) aggregator.Log {
 	attrs := aggregator.Attrs{{Key: AttrSnapshotKind, Value: kind}, {Key: AttrSnapshotSource, Value: source}}
 	if rv != "" {
 		attrs = append(attrs, aggregator.Attr{Key: AttrSnapshotRV, Value: rv})
 	}
-	msg := string(snap)
-	if len(snap) > f.MaxSnapshotBytes {
+	var msg string
+	switch {
+	case len(snap) > f.MaxSnapshotBytes:
 		msg = fmt.Sprintf("%s snapshot omitted: %d bytes (more than %d)", kind, len(snap), f.MaxSnapshotBytes)
 		attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
+	case alias && len(snap) > 0:
+		msg = unsafe.String(&snap[0], len(snap))
+	default:
+		msg = string(snap)
 	}
 	return aggregator.Log{Time: at, Type: aggregator.LogTypeSnapshot, Message: msg, Attributes: attrs}
 }

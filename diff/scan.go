@@ -268,27 +268,32 @@ func (l *Layout) Open(off int) {
 
 // Close records the '}' or ']' at offset off, which closes the container opened last.
 func (l *Layout) Close(off int) {
-	if len(l.stack) == 0 {
+	n := len(l.stack) - 1
+	if n < 0 || off-int(l.opens[l.stack[n]]) < minIndexed-1 {
+		l.closeShort(off)
+		return
+	}
+	l.closes[l.stack[n]] = int32(off) // Finish checks that off is within the document
+	l.stack = l.stack[:n]
+}
+
+// closeShort is Close without an open container, or for one too short to keep (or that ends
+// before it starts).
+func (l *Layout) closeShort(off int) {
+	n := len(l.stack) - 1
+	if n < 0 {
 		l.bad = true
 		return
 	}
-	slot := l.stack[len(l.stack)-1]
-	l.stack = l.stack[:len(l.stack)-1]
-	if off < int(l.opens[slot]) || off > maxLayoutOffset {
+	slot := l.stack[n]
+	l.stack = l.stack[:n]
+	if off < int(l.opens[slot]) || int(slot) != len(l.opens)-1 {
+		// Everything recorded after a short container is inside it, so shorter still, and
+		// already dropped: a short container is the last entry.
 		l.bad = true
 		return
 	}
-	if off-int(l.opens[slot])+1 < minIndexed {
-		// Everything recorded after this container is inside it, so shorter still, and already
-		// dropped: the container is the last entry.
-		if int(slot) != len(l.opens)-1 {
-			l.bad = true
-			return
-		}
-		l.opens, l.closes = l.opens[:slot], l.closes[:slot]
-		return
-	}
-	l.closes[slot] = int32(off)
+	l.opens, l.closes = l.opens[:slot], l.closes[:slot]
 }
 
 // Finish ends the recording of a document of size bytes. It reports whether the Layout is
@@ -370,6 +375,42 @@ func (l *Layout) cut(from, to, cutStart, cutEnd int) *Layout {
 	out := &Layout{opens: opens, closes: closes}
 	out.Finish(to - from - int(gap))
 	return out
+}
+
+// spliced returns the index of out, made from x's document by the edit sp (see replacePath), or
+// nil when x is nil or does not cover the edit. What the edit wrote is not indexed (a missing
+// container is scanned for; only recorded ones must be right).
+func (x *index) spliced(out []byte, sp splice) *index {
+	if x == nil || !x.ok || len(trim(x.root)) != len(x.root) || len(x.root)-(sp.end-sp.start)+sp.n != len(out) {
+		return nil
+	}
+	delta := int32(sp.n - (sp.end - sp.start))
+	s, e := int32(sp.start), int32(sp.end)
+	buf := make([]int32, 2*len(x.opens))
+	opens, closes := buf[:0:len(x.opens)], buf[len(x.opens):len(x.opens)]
+	for i, o := range x.opens {
+		c := x.closes[i]
+		switch {
+		case o >= e: // after the edit
+			o, c = o+delta, c+delta
+		case o >= s: // replaced
+			continue
+		case c >= e: // around the edit
+			c += delta
+			if c-o+1 < minIndexed {
+				continue
+			}
+		case c >= s: // ends inside the edit: not an edit of whole values
+			return nil
+		}
+		opens = append(opens, o)
+		closes = append(closes, c)
+	}
+	out2 := &index{root: out, Layout: Layout{opens: opens, closes: closes}}
+	if !out2.Finish(len(out)) {
+		return nil
+	}
+	return out2
 }
 
 // usableFor reports whether l is the finished, complete Layout of a document of doc's length.

@@ -424,15 +424,19 @@ func (s *Stream) scale(key aggregator.ObjectKey, w Write) (Result, string) {
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: the last version seen (resourceVersion %s) is newer than this one (%s)", prev.rv, rv)), resultUnavailable
 	}
 	attrs := aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}
-	body, oldReplicas, had, err := replacePath(prev.body, newReplicas, "spec", "replicas")
+	body, oldReplicas, had, sp, err := replacePath(prev.body, prev.idx, newReplicas, "spec", "replicas")
+	idx := prev.idx.spliced(body, sp)
 	if err == nil && rv != "" {
-		body, err = setPath(body, strconv.AppendQuote(nil, rv), "metadata", "resourceVersion")
+		var sp2 splice
+		if body, _, _, sp2, err = replacePath(body, idx, strconv.AppendQuote(nil, rv), "metadata", "resourceVersion"); err == nil {
+			idx = idx.spliced(body, sp2)
+		}
 	}
 	if err != nil {
 		s.cache.Remove(key)
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
 	}
-	s.store(key, rv, body)
+	s.storeIndexed(key, rv, body, idx)
 	if had && (string(oldReplicas) == string(newReplicas) || (kindOf(oldReplicas) == '0' && kindOf(newReplicas) == '0' && numEqual(oldReplicas, newReplicas))) {
 		r := s.note(w.Time, OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
 		r.Attributes = attrs
@@ -457,12 +461,12 @@ func (s *Stream) binding(key aggregator.ObjectKey, w Write) (Result, string) {
 		c := Change{Path: "spec.nodeName", Op: OpAdd, New: node}
 		return Result{Logs: s.changeLogs(w.Time, []Change{c})}, resultDiff
 	}
-	body, old, had, err := replacePath(prev.body, node, "spec", "nodeName")
+	body, old, had, sp, err := replacePath(prev.body, prev.idx, node, "spec", "nodeName")
 	if err != nil {
 		s.cache.Remove(key)
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
 	}
-	s.store(key, prev.rv, body)
+	s.storeIndexed(key, prev.rv, body, prev.idx.spliced(body, sp))
 	c := Change{Path: "spec.nodeName", Op: OpReplace, Old: old, New: node}
 	if !had || isNull(old) {
 		c.Op, c.Old = OpAdd, nil
@@ -488,7 +492,9 @@ func (s *Stream) unavailable(w Write, msg string) Result {
 }
 
 func (s *Stream) snapshotLog(at time.Time, kind, source, rv string, snap []byte) aggregator.Log {
-	return s.format.SnapshotLog(at, kind, source, rv, snap)
+	// The Stream's snapshots (kept versions, Write.Snapshot) are never modified: the log can
+	// share their memory.
+	return s.format.snapshotLog(at, kind, source, rv, snap, true)
 }
 
 // compareRV orders two resourceVersions: etcd revisions compare as numbers. It returns 0 when
