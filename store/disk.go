@@ -353,6 +353,13 @@ func (p *Pebble) recoverStep(ctx context.Context) bool {
 	if p.readOnly != "" {
 		return false
 	}
+	// A store first opened read-only was not marked with the schema version it is now written in.
+	if err := p.checkVersion(); err != nil {
+		p.logger.Error("store: marking the schema version after the reopening failed", "error", err)
+		_ = p.closeDB(false)
+		p.db = nil
+		return false
+	}
 	p.logger.Info("store recovered: the disk works again, writes resume")
 	return true
 }

@@ -11,19 +11,77 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 )
 
-// Span encoding, version 1. All integers are varints; strings are a uvarint length and the bytes.
+// Span encoding, version 2. All integers are varints; strings are a uvarint length and the bytes.
 //
-//	version(1) traceID(16) spanID(8) parentID(8) flags(1) kind(1) [kind string when kind=0]
-//	source name object(7 strings)
+//	version(2) traceID(16) spanID(8) parentID(8) flags(1) kind(1) [kind string when kind=0]
+//	source(name) name object(7 strings)
 //	[window: varint unix nanos] [start: varint, relative to window] [end: varint, relative to start]
-//	attrs: count, then key value ...
-//	logs: count, then for each: hasTime(1) [varint time relative to start] type message attrs
+//	attrs: count, then key(name) value ...
+//	logs: count, then for each: hasTime(1) [varint time relative to start] type(name) message attrs
 //	[link: target(7 strings) role class]
+//
+// A name is one byte: 1 + the index of a well-known string (wellKnown), or 0 followed by the
+// string. Version 1 (still read) is the same with every name written as a string: attribute keys
+// were a fifth of the bytes of a typical span.
 //
 // Times are decoded in UTC; a zero time stays zero (flags). Supported times are those
 // time.Time.UnixNano can represent (years 1678 to 2262).
 
-const spanEncodingVersion = 1
+const (
+	spanEncodingVersion = 2 // written
+	spanEncodingV1      = 1 // still read
+	// refEncodingVersion is the version byte of an object reference value (unchanged since 1).
+	refEncodingVersion = 1
+)
+
+// wellKnown are the names (attribute keys, log types, span sources) that version 2 writes as one
+// byte. The list is part of the format: an entry is never removed, changed or moved, and a new
+// one needs a new encoding version.
+var wellKnown = [...]string{
+	// span sources and log types
+	"audit", "event", "object", "link", "error", "cause", "message", "diff", "snapshot", "kelemetry",
+	// object and audit attributes
+	"k8s.cluster.name", "k8s.namespace.name", "kelemetry.object.group", "kelemetry.object.version",
+	"kelemetry.object.resource", "kelemetry.object.name", "kelemetry.object.uid",
+	"user.name", "user_agent.original", "http.response.status_code", "client.address",
+	"kelemetry.audit.id", "kelemetry.audit.verb", "kelemetry.audit.subresource",
+	"kelemetry.audit.impersonator", "kelemetry.audit.proxy_ips", "kelemetry.audit.resource_version",
+	"kelemetry.audit.response_resource_version", "kelemetry.audit.label_selector",
+	"kelemetry.audit.field_selector", "kelemetry.audit.propagation_policy",
+	"kelemetry.audit.collection_size", "kelemetry.audit.deletion", "kelemetry.audit.finalizers",
+	// links
+	"kelemetry.link.cluster", "kelemetry.link.group", "kelemetry.link.resource",
+	"kelemetry.link.namespace", "kelemetry.link.name", "kelemetry.link.role", "kelemetry.link.class",
+	// diffs and snapshots
+	"kelemetry.diff.path", "kelemetry.diff.op", "kelemetry.diff.old", "kelemetry.diff.new",
+	"kelemetry.diff.redacted", "kelemetry.diff.truncated", "kelemetry.diff.base_resource_version",
+	"kelemetry.diff.informer_latency", "kelemetry.snapshot.kind", "kelemetry.snapshot.resource_version",
+	"kelemetry.snapshot.source",
+	// Kubernetes Events
+	"kelemetry.event.reason", "kelemetry.event.type", "kelemetry.event.action",
+	"kelemetry.event.reporting_controller", "kelemetry.event.reporting_instance",
+	"kelemetry.event.count", "kelemetry.event.uid", "kelemetry.event.name",
+	"kelemetry.event.field_path", "kelemetry.event.first_timestamp", "kelemetry.event.last_timestamp",
+	"kelemetry.event.related.group", "kelemetry.event.related.resource",
+	"kelemetry.event.related.namespace", "kelemetry.event.related.name",
+}
+
+// wellKnownCode is the byte of each well-known name.
+var wellKnownCode = func() map[string]byte {
+	m := make(map[string]byte, len(wellKnown))
+	for i, s := range wellKnown {
+		m[s] = byte(i + 1)
+	}
+	return m
+}()
+
+// appendName appends a name: its well-known byte, or 0 and the string.
+func appendName(b []byte, s string) []byte {
+	if c, ok := wellKnownCode[s]; ok {
+		return append(b, c)
+	}
+	return appendString(append(b, 0), s)
+}
 
 const (
 	flagError = 1 << iota
@@ -68,7 +126,7 @@ func appendRef(b []byte, r *aggregator.ObjectRef) []byte {
 func appendAttrs(b []byte, attrs aggregator.Attrs) []byte {
 	b = binary.AppendUvarint(b, uint64(len(attrs)))
 	for i := range attrs {
-		b = appendString(b, attrs[i].Key)
+		b = appendName(b, attrs[i].Key)
 		b = appendString(b, attrs[i].Value)
 	}
 	return b
@@ -101,7 +159,7 @@ func appendSpan(b []byte, sp *aggregator.Span) []byte {
 	if code == 0 {
 		b = appendString(b, string(sp.Kind))
 	}
-	b = appendString(b, sp.Source)
+	b = appendName(b, sp.Source)
 	b = appendString(b, sp.Name)
 	b = appendRef(b, &sp.Object)
 
@@ -128,7 +186,7 @@ func appendSpan(b []byte, sp *aggregator.Span) []byte {
 			b = append(b, 1)
 			b = binary.AppendVarint(b, l.Time.UnixNano()-base)
 		}
-		b = appendString(b, l.Type)
+		b = appendName(b, l.Type)
 		b = appendString(b, l.Message)
 		b = appendAttrs(b, l.Attributes)
 	}
@@ -142,10 +200,11 @@ func appendSpan(b []byte, sp *aggregator.Span) []byte {
 
 // decoder reads an encoding held in one string, so that decoded strings share its memory.
 type decoder struct {
-	s   string
-	off int
-	err bool
-	ar  *spanArena // when set, attributes and logs are cut from its slabs
+	s     string
+	off   int
+	err   bool
+	ar    *spanArena // when set, attributes and logs are cut from its slabs
+	names bool       // names are written as in version 2 (else as strings)
 }
 
 // spanArena hands out the attribute and log slices of the spans of one trace from shared slabs.
@@ -270,6 +329,22 @@ func (d *decoder) count(min int) int {
 	return int(n)
 }
 
+// name reads a name (see appendName), or a string in version 1.
+func (d *decoder) name() string {
+	if !d.names {
+		return d.string()
+	}
+	switch c := d.byte(); {
+	case c == 0:
+		return d.string()
+	case int(c) <= len(wellKnown):
+		return wellKnown[c-1]
+	default:
+		d.err = true
+		return ""
+	}
+}
+
 func (d *decoder) ref(r *aggregator.ObjectRef) {
 	r.Cluster = d.string()
 	r.Group = d.string()
@@ -292,7 +367,7 @@ func (d *decoder) attrs() aggregator.Attrs {
 		attrs = make(aggregator.Attrs, n)
 	}
 	for i := range attrs {
-		attrs[i].Key = d.string()
+		attrs[i].Key = d.name()
 		attrs[i].Value = d.string()
 	}
 	return attrs
@@ -319,7 +394,11 @@ func decodeSpanInto(sp *aggregator.Span, data string) error {
 // nil).
 func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 	d := decoder{s: data, ar: ar}
-	if v := d.byte(); v != spanEncodingVersion {
+	switch v := d.byte(); v {
+	case spanEncodingVersion:
+		d.names = true
+	case spanEncodingV1:
+	default:
 		return fmt.Errorf("decode span: unknown encoding version %d: %w", v, errCorrupt)
 	}
 	d.bytes(sp.TraceID[:])
@@ -335,7 +414,7 @@ func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 	default:
 		d.err = true
 	}
-	sp.Source = d.string()
+	sp.Source = d.name()
 	sp.Name = d.string()
 	d.ref(&sp.Object)
 
@@ -363,7 +442,7 @@ func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 			if d.byte() != 0 {
 				l.Time = unixTime(base + d.varint())
 			}
-			l.Type = d.string()
+			l.Type = d.name()
 			l.Message = d.string()
 			l.Attributes = d.attrs()
 		}
@@ -384,13 +463,13 @@ func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 // Object reference encoding: version(1) and the 7 strings of appendRef.
 
 func appendRefValue(b []byte, r *aggregator.ObjectRef) []byte {
-	return appendRef(append(b, spanEncodingVersion), r)
+	return appendRef(append(b, refEncodingVersion), r)
 }
 
 func decodeRefValue(data []byte) (aggregator.ObjectRef, error) {
 	var r aggregator.ObjectRef
 	d := decoder{s: string(data)}
-	if v := d.byte(); v != spanEncodingVersion {
+	if v := d.byte(); v != refEncodingVersion {
 		return r, fmt.Errorf("decode object: unknown encoding version %d: %w", v, errCorrupt)
 	}
 	d.ref(&r)

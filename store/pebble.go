@@ -103,7 +103,13 @@ const (
 
 var versionKey = []byte("mversion")
 
-const schemaVersion = "1"
+// schemaVersion is the store's layout: "2" since spans are written in encoding version 2. A
+// store of version "1" (written by an earlier Kelemetry) is read as it is and marked "2" once
+// opened writable; an earlier Kelemetry refuses a store marked "2" rather than misread it.
+const (
+	schemaVersion   = "2"
+	schemaVersionV1 = "1"
+)
 
 // diskSlowThreshold is how long a filesystem operation may take before it is logged as slow
 // (Pebble's default).
@@ -209,11 +215,23 @@ func (p *Pebble) checkVersion() error {
 	case err != nil:
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	defer closer.Close()
-	if string(v) != schemaVersion {
-		return fmt.Errorf("schema version %q, want %q", v, schemaVersion)
+	got := string(v)
+	_ = closer.Close()
+	switch {
+	case got == schemaVersion:
+		return nil
+	case got == schemaVersionV1 && p.readOnly != "":
+		return nil // read as it is; marked once writable
+	case got == schemaVersionV1:
+		if err := p.db.Set(versionKey, []byte(schemaVersion), pebble.Sync); err != nil {
+			return fmt.Errorf("upgrade schema version %s to %s: %w", got, schemaVersion, err)
+		}
+		p.logger.Info("store upgraded: spans written from now on use the compact encoding; an earlier Kelemetry cannot open it any more",
+			"from", got, "to", schemaVersion)
+		return nil
+	default:
+		return fmt.Errorf("schema version %q, want %q (or %q)", got, schemaVersion, schemaVersionV1)
 	}
-	return nil
 }
 
 func (p *Pebble) initMetrics(tel telemetry.Settings) error {
