@@ -861,13 +861,14 @@ const (
 	swarHigh = 0x8080808080808080
 )
 
-// hasStringSpecial reports whether any of the 8 bytes of w is '"', '\', a control character or not
-// ASCII, testing them at once with the carry tricks of "Bit Twiddling Hacks" (has a zero byte,
-// has a byte less than n).
-func hasStringSpecial(w uint64) bool {
+// stringSpecial flags (high bit of the byte) the bytes of w, eight bytes of a string read little
+// endian, that are '"', '\', a control character or not ASCII, testing them at once with the
+// carry tricks of "Bit Twiddling Hacks" (has a zero byte, has a byte less than n). The lowest
+// flag is exact; flags above a true one may be spurious.
+func stringSpecial(w uint64) uint64 {
 	quote := w ^ (swarLow * '"')
 	backslash := w ^ (swarLow * '\\')
-	return ((quote-swarLow)&^quote|(backslash-swarLow)&^backslash|(w-swarLow*0x20)&^w|w)&swarHigh != 0
+	return ((quote-swarLow)&^quote | (backslash-swarLow)&^backslash | (w-swarLow*0x20)&^w | w) & swarHigh
 }
 
 // scanString scans the JSON string that starts at the current position (a '"') and returns its
@@ -878,11 +879,20 @@ func (d *eventDecoder) scanString() (content []byte, plain bool, err error) {
 	i := start
 	plain = true
 	for {
-		for i+8 <= len(data) && !hasStringSpecial(binary.LittleEndian.Uint64(data[i:])) {
+		// Eight bytes at a time, to the first byte that needs a look (the lowest flag is exact);
+		// byte by byte in the last few.
+		for {
+			if i+8 > len(data) {
+				for i < len(data) && strSafe[data[i]] {
+					i++
+				}
+				break
+			}
+			if m := stringSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
-		}
-		for i < len(data) && strSafe[data[i]] {
-			i++
 		}
 		if i < len(data) {
 			if c := data[i]; c == '"' {
@@ -1139,19 +1149,20 @@ func (d *eventDecoder) skipString(i int) (int, error) {
 	i++
 	for {
 		// Eight bytes at a time: m flags the bytes that end the run of safe ones (the lowest
-		// flag is exact; those above it may be spurious and are not looked at).
-		for i+8 <= len(data) {
-			x := binary.LittleEndian.Uint64(data[i:])
-			m := swarSpecial(x)
-			if m == 0 {
-				i += 8
-				continue
+		// flag is exact; those above it may be spurious and are not looked at). Byte by byte in
+		// the last few.
+		for {
+			if i+8 > len(data) {
+				for i < len(data) && skipSafe[data[i]] {
+					i++
+				}
+				break
 			}
-			i += bits.TrailingZeros64(m) >> 3
-			break
-		}
-		for i < len(data) && skipSafe[data[i]] {
-			i++
+			if m := swarSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
 		}
 		if i < len(data) && data[i] == '"' {
 			return i + 1, nil

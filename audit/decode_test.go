@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -336,29 +337,58 @@ func TestDecodeEventListEmpty(t *testing.T) {
 	}
 }
 
-func TestHasStringSpecial(t *testing.T) {
-	// Every byte value at every position of an otherwise plain word.
-	for pos := range 8 {
-		for c := range 256 {
-			w := []byte("abcdefgh")
-			w[pos] = byte(c)
-			assert.Equal(t, !strSafe[c], hasStringSpecial(binary.LittleEndian.Uint64(w)), "byte %#x at %d", c, pos)
-		}
-	}
-	// Random words of mostly plain bytes, against a byte by byte check.
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 100000 {
-		var w uint64
-		want := false
-		for i := range 8 {
-			c := byte(rng.UintN(256))
-			if rng.UintN(16) != 0 {
-				c = byte('a' + rng.UintN(26))
+// TestStringSpecialMasks: the SWAR masks of the string scanners flag a word that holds a byte
+// their tables do not mark safe, and their lowest flag is on the first such byte (the scanners
+// jump there), for every byte value at every position and for random words.
+func TestStringSpecialMasks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mask func(uint64) uint64
+		safe *[256]bool
+	}{
+		{"stringSpecial", stringSpecial, &strSafe},
+		{"swarSpecial", swarSpecial, &skipSafe},
+	} {
+		check := func(w uint64) {
+			first := -1
+			for i := range 8 {
+				if !tc.safe[byte(w>>(8*i))] {
+					first = i
+					break
+				}
 			}
-			w |= uint64(c) << (8 * i)
-			want = want || !strSafe[c]
+			m := tc.mask(w)
+			if first < 0 {
+				require.Zero(t, m, "%s(%#x)", tc.name, w)
+				return
+			}
+			require.NotZero(t, m, "%s(%#x)", tc.name, w)
+			require.Equal(t, first, bits.TrailingZeros64(m)>>3, "%s(%#x): lowest flag", tc.name, w)
 		}
-		require.Equal(t, want, hasStringSpecial(w), "%#x", w)
+		// Every byte value at every position of an otherwise plain word, and after another
+		// special byte.
+		for pos := range 8 {
+			for c := range 256 {
+				w := []byte("abcdefgh")
+				w[pos] = byte(c)
+				check(binary.LittleEndian.Uint64(w))
+				w[7-pos] = '"'
+				check(binary.LittleEndian.Uint64(w))
+			}
+		}
+		// Random words of mostly plain bytes.
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 200000 {
+			var w uint64
+			for i := range 8 {
+				c := byte(rng.UintN(256))
+				if rng.UintN(8) != 0 {
+					c = byte('a' + rng.UintN(26))
+				}
+				w |= uint64(c) << (8 * i)
+			}
+			check(w)
+		}
 	}
 }
 
