@@ -992,7 +992,8 @@ func swarSpecial(x uint64) uint64 {
 	return ((x - swarLow*0x20) | (q - swarLow) | (b - swarLow)) &^ x & swarHigh
 }
 
-// isSpace marks JSON whitespace.
+// isSpace marks JSON whitespace. The scanners test "c <= ' '" first: a byte above the space is never
+// whitespace, and most bytes are.
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // skipValue checks and skips the JSON value that comes next, of any type. This is the hot loop of
@@ -1007,7 +1008,7 @@ func (d *eventDecoder) skipValue() error {
 	defer func() { d.stack = stack[:0] }()
 	for {
 		// A value.
-		for i < len(data) && isSpace[data[i]] {
+		for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
 			i++
 		}
 		if i >= len(data) {
@@ -1023,7 +1024,7 @@ func (d *eventDecoder) skipValue() error {
 		case '{', '[':
 			open := i
 			i++
-			for i < len(data) && isSpace[data[i]] {
+			for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
 				i++
 			}
 			if i < len(data) && data[i] == c+2 { // '{'+2 == '}', '['+2 == ']'
@@ -1081,7 +1082,7 @@ func (d *eventDecoder) skipValue() error {
 				d.pos = i
 				return nil
 			}
-			for i < len(data) && isSpace[data[i]] {
+			for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
 				i++
 			}
 			top := stack[len(stack)-1]
@@ -1121,7 +1122,7 @@ func (d *eventDecoder) skipValue() error {
 // returns the index after the ':'.
 func (d *eventDecoder) skipName(i int) (int, error) {
 	data := d.data
-	for i < len(data) && isSpace[data[i]] {
+	for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
 		i++
 	}
 	if i >= len(data) || data[i] != '"' {
@@ -1132,7 +1133,7 @@ func (d *eventDecoder) skipName(i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for i < len(data) && isSpace[data[i]] {
+	for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
 		i++
 	}
 	if i >= len(data) || data[i] != ':' {
