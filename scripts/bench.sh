@@ -8,7 +8,9 @@
 # ./scripts/e2e.sh once); without it they are skipped.
 #
 # Usage: scripts/bench.sh [N]      (KELEMETRY_BENCH_SKIP_GO=1 leaves out the Go benchmarks;
-#                                  KELEMETRY_BENCH_RUNS=K runs each setup K times, default 5)
+#                                  KELEMETRY_BENCH_RUNS=K runs each setup K times, default 5;
+#                                  KELEMETRY_BENCH_SKIP_INSTRUCTIONS=1 leaves out the instruction
+#                                  count, which needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-3}
@@ -140,6 +142,12 @@ echo "| setup (bulk fixture x$n over the webhook) | events accepted | events per
 echo "| --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo "| all-in-one replaying the fixture 10 times into the embedded store | | | $rss10 MiB | | |"
+# The same work counted in instructions (callgrind), which repeat to about 1% whatever the machine
+# is doing: what a change of the code saves shows there when the machine's speed hides it.
+if [ "${KELEMETRY_BENCH_SKIP_INSTRUCTIONS:-}" = "" ] && command -v valgrind >/dev/null; then
+	echo
+	echo "User-space instructions of the default setup (scripts/instructions.sh $n): $(./scripts/instructions.sh "$n")"
+fi
 if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	echo
 	echo '```'
