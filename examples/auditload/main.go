@@ -71,6 +71,7 @@ type options struct {
 	metricsURL   string
 	metricsToken string
 	settle       time.Duration
+	settleEvery  time.Duration
 	maxRetries   int
 }
 
@@ -92,6 +93,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.metricsURL, "metrics-url", "", "the server's /metrics, for the spans stored and exported")
 	fs.StringVar(&o.metricsToken, "metrics-token", "", "bearer token for --metrics-url (default: --token)")
 	fs.DurationVar(&o.settle, "settle", time.Minute, "how long to wait, after posting, for the server's queue to drain (needs --metrics-url)")
+	fs.DurationVar(&o.settleEvery, "settle-interval", 200*time.Millisecond, "how often to read --metrics-url while waiting for the queue to drain (each read costs the server some work: make it rare when counting the server's instructions)")
 	fs.IntVar(&o.maxRetries, "max-retries", 10000, "retries of one batch answered 429/503 before it counts as failed")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("flags: %w", err)
@@ -106,6 +108,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, errors.New("--workers, --repeat and --batch must be at least 1")
 	case (o.certFile == "") != (o.keyFile == ""):
 		return o, errors.New("--cert and --key go together")
+	case o.settleEvery <= 0:
+		return o, errors.New("--settle-interval must be positive")
 	}
 	if o.tokenFile != "" {
 		b, err := os.ReadFile(o.tokenFile)
@@ -482,7 +486,7 @@ func settle(ctx context.Context, client *http.Client, o options) (string, error)
 		select {
 		case <-ctx.Done():
 			return text, fmt.Errorf("server still busy after %s: %w", o.settle, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(o.settleEvery):
 		}
 	}
 }
