@@ -49,7 +49,7 @@ func versionSize(key aggregator.ObjectKey, v *version) int64 {
 	n := int64(cap(v.body)) + int64(len(v.rv)) + versionOverhead
 	n += int64(len(key.Cluster) + len(key.Group) + len(key.Resource) + len(key.Namespace) + len(key.Name))
 	if v.idx != nil {
-		n += int64(v.idx.Layout.Bytes())
+		n += int64(v.idx.Bytes())
 	}
 	return n
 }

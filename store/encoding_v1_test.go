@@ -151,4 +151,3 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `schema version "3"`)
 }
-
