@@ -40,27 +40,37 @@ func fixtureObjects(t *testing.T) [][]byte {
 	return out
 }
 
-// record records the Layout of doc the way a scanner that reads it does: Open at every '{' and
-// '[' and Close at every '}' and ']' outside strings, offsets from base.
-func record(t *testing.T, doc []byte, base int, l *Layout) {
+// brackets calls fn with the offset and byte of every '{', '[', '}' and ']' of doc outside
+// strings.
+func brackets(t *testing.T, doc []byte, fn func(i int, c byte)) {
 	t.Helper()
 	for i := 0; i < len(doc); i++ {
-		switch doc[i] {
+		switch c := doc[i]; c {
 		case '"':
 			end, err := stringEnd(doc, i)
 			require.NoError(t, err)
 			i = end - 1
-		case '{', '[':
-			l.Open(base + i)
-		case '}', ']':
-			l.Close(base + i)
+		case '{', '[', '}', ']':
+			fn(i, c)
 		}
 	}
 }
 
+// record records the Layout of doc the way a scanner that reads it does: Open at every '{' and
+// '[', Close at every '}' and ']'.
+func record(t *testing.T, doc []byte, l *Layout) {
+	t.Helper()
+	brackets(t, doc, func(i int, c byte) {
+		if c == '{' || c == '[' {
+			l.Open(i)
+		} else {
+			l.Close(i)
+		}
+	})
+}
+
 // TestLayoutRecordedMatchesScan: a Layout recorded with Open and Close while reading a document
-// (here at an offset, as the audit decoder records a body inside its batch) is the one LayoutOf
-// finds, small containers left out; it is read back by the same look-ups.
+// (as the audit decoder records a body) is the one LayoutOf finds, small containers left out.
 func TestLayoutRecordedMatchesScan(t *testing.T) {
 	var l Layout
 	kept, left := 0, 0
@@ -68,35 +78,29 @@ func TestLayoutRecordedMatchesScan(t *testing.T) {
 		want, err := LayoutOf(doc)
 		require.NoError(t, err)
 		l.Reset()
-		record(t, doc, 0, &l)
+		record(t, doc, &l)
 		require.True(t, l.Finish(len(doc)))
 		require.True(t, want.Equal(&l))
 		require.True(t, want.Equal(l.Clone()))
 		kept += len(want.opens)
-		// Every recorded container is at least minIndexed long, and every container left out is
-		// shorter.
-		var all index
-		all.root = doc
-		for i := 0; i < len(doc); i++ {
-			switch doc[i] {
-			case '"':
-				end, err := stringEnd(doc, i)
-				require.NoError(t, err)
-				i = end - 1
-			case '{', '[':
-				ce, err := containerEnd(doc, i)
-				require.NoError(t, err)
-				x := index{root: doc, Layout: *want}
-				got, ok := x.end(doc, i)
-				if ce-i >= minIndexed {
-					require.True(t, ok, "container at %d of %d bytes", i, ce-i)
-					require.Equal(t, ce, got)
-				} else {
-					require.False(t, ok)
-					left++
-				}
+		// Every container of at least minIndexed bytes is recorded with its end, every shorter
+		// one is left out.
+		x := index{root: doc, Layout: *want}
+		brackets(t, doc, func(i int, c byte) {
+			if c != '{' && c != '[' {
+				return
 			}
-		}
+			ce, err := containerEnd(doc, i)
+			require.NoError(t, err)
+			got, ok := x.end(doc, i)
+			if ce-i >= minIndexed {
+				require.True(t, ok, "container at %d of %d bytes", i, ce-i)
+				require.Equal(t, ce, got)
+			} else {
+				require.False(t, ok)
+				left++
+			}
+		})
 	}
 	assert.Greater(t, kept, 1000)
 	assert.Greater(t, left, kept, "small containers are most of them")
@@ -133,7 +137,7 @@ func TestLayoutIncomplete(t *testing.T) {
 		assert.Equal(t, want, changes, name)
 	}
 	var l Layout
-	record(t, doc, 0, &l)
+	record(t, doc, &l)
 	require.True(t, l.Finish(len(doc)))
 	assert.False(t, l.usableFor(doc[:len(doc)-1]), "another length")
 	assert.True(t, l.usableFor(doc))
