@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"strconv"
 	"sync"
+	"unsafe"
 )
 
 // Op is the kind of a change.
@@ -531,6 +532,11 @@ func (w *walker) diffKeyed(key string, oa, na, ok, nk [][]byte, red bool) {
 
 var hashSeed = maphash.MakeSeed()
 
+// hashValue hashes v in one call of the runtime's hash (maphash.Bytes makes one per 128 bytes).
+func hashValue(v []byte) uint64 {
+	return maphash.Comparable(hashSeed, unsafe.String(unsafe.SliceData(v), len(v)))
+}
+
 // diffAligned aligns two unkeyed lists: common head and tail, then a longest common subsequence
 // of equal items (when the table fits MaxLCS); unmatched items between two aligned ones are
 // compared pairwise, the rest are additions or removals.
@@ -578,10 +584,10 @@ func lcs(a, b [][]byte) [][2]int {
 	ha := make([]uint64, len(a))
 	hb := make([]uint64, len(b))
 	for i, v := range a {
-		ha[i] = maphash.Bytes(hashSeed, v)
+		ha[i] = hashValue(v)
 	}
 	for j, v := range b {
-		hb[j] = maphash.Bytes(hashSeed, v)
+		hb[j] = hashValue(v)
 	}
 	eq := func(i, j int) bool { return ha[i] == hb[j] && bytes.Equal(a[i], b[j]) }
 	n, m := len(a), len(b)

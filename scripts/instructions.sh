@@ -10,7 +10,9 @@
 # about 50 times slower, and now and then the scheduler's timers and idle spinning add 40% or more
 # to a run (seen in 3 of about 20 runs), which is work of the measurement, not of the load.
 #
-# Usage: scripts/instructions.sh [N] [K]   (needs valgrind: Debian package valgrind; a minute a run)
+# Usage: scripts/instructions.sh [N] [K]   (needs valgrind: Debian package valgrind; a minute a run;
+#                                         KELEMETRY_CALLGRIND_OUT=FILE keeps the smallest run's
+#                                         profile for callgrind_annotate)
 # Prints: instructions=<smallest> events=<accepted> per_event=<instructions per accepted event>
 #         runs=<every count> retried_batches=<batches auditload posted again after a 429/503>
 set -euo pipefail
@@ -68,6 +70,9 @@ for _ in $(seq "$runs"); do
 	once
 	counts+=("$total")
 	retriedAll=$((retriedAll + ${retried:-0}))
-	if [ -z "$best" ] || [ "$total" -lt "$best" ]; then best=$total bestEvents=$events; fi
+	if [ -z "$best" ] || [ "$total" -lt "$best" ]; then
+		best=$total bestEvents=$events
+		[ -n "${KELEMETRY_CALLGRIND_OUT:-}" ] && cat "$work"/cg.* >"$KELEMETRY_CALLGRIND_OUT"
+	fi
 done
 echo "instructions=$best events=$bestEvents per_event=$((best / bestEvents)) runs=$(IFS=,; echo "${counts[*]}") retried_batches=$retriedAll"
