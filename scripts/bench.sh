@@ -134,8 +134,9 @@ if [ -n "$otlp" ]; then
 fi
 # The machine's speed while the setups ran: the diff benchmark of two 20 KB objects (pure CPU),
 # before and after them. On shared machines it moves by up to two times from hour to hour
-# (93 us in a fast hour of the machine the README's figures come from, 215 us in a slow one)
-# and the process's figures move with it, so the table states it: compare runs at like speeds.
+# (93 us in a fast hour of the machine the README's figures come from, 215 us in a slow one);
+# the process's figures move by as much, though not always in step with it (the process
+# also waits on memory, the disk and the other cores), so the table states it as a rough gauge.
 go test -c -o "$work/diff.test" ./diff
 speed() { "$work/diff.test" -test.run '^$' -test.bench 'Compare20KB$' -test.benchtime 3000x -test.cpu 1 |
 	awk '/^BenchmarkCompare20KB/ {printf "%.0f", $3 / 1000}'; }
