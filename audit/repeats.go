@@ -114,8 +114,8 @@ var bodySeed = maphash.MakeSeed()
 
 // bodyHash identifies a request body posted for cluster. The body is hashed as a string by
 // maphash.Comparable, which is one call of the runtime's hash over the whole body: maphash.Bytes
-// and maphash.String call it for each 128 bytes, which cost 5.5% of the all-in-one's
-// instructions for the bulk fixture (scripts/instructions.sh), about 20 times as many.
+// and maphash.String call it for each 128 bytes, which made the hashing 5.5% of the all-in-one's
+// instructions for the bulk fixture (scripts/instructions.sh) and four times as slow.
 func bodyHash(cluster string, body []byte) uint64 {
 	whole := unsafe.String(unsafe.SliceData(body), len(body))
 	return maphash.Comparable(bodySeed, whole) ^ maphash.String(bodySeed, cluster)*0x9e3779b97f4a7c15
