@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -703,8 +705,85 @@ func (p *Pebble) Clusters(ctx context.Context) ([]string, error) {
 }
 
 func (p *Pebble) findObjects(ctx context.Context, match matcher) ([]ObjectWindows, error) {
+	it, err := p.db.NewIterWithContext(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("iterate: %w", err)
+	}
+	out, err := findObjectsIn(ctx, it, match, &findScratch{})
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("iterate: %w", cerr)
+	}
+	return out, err
+}
+
+// FindExact implements ExactFinder: the keys are looked up in key order with one iterator per
+// part, the parts at once up to the cores there are. One FindObjects each would open (and
+// close) an iterator per object: the 1,000-pod Deployment tree looks up 1,000 Pods.
+func (p *Pebble) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]ObjectWindows, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.usable(); err != nil {
+		return nil, fmt.Errorf("find objects: %w", err)
+	}
+	out := make([]ObjectWindows, len(keys))
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	// In about the order of the keys in the store, for the iterators' sake.
+	slices.SortFunc(order, func(a, b int) int {
+		x, y := &keys[a], &keys[b]
+		return cmp.Or(strings.Compare(x.Cluster, y.Cluster), strings.Compare(x.Group, y.Group),
+			strings.Compare(x.Resource, y.Resource), strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
+	})
+	find := func(part []int) error {
+		it, err := p.db.NewIterWithContext(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("find objects: iterate: %w", err)
+		}
+		defer it.Close()
+		var sc findScratch
+		for _, i := range part {
+			found, err := findObjectsIn(ctx, it, newMatcher(exactQuery(keys[i], from, to), p.window), &sc)
+			if err != nil {
+				return fmt.Errorf("find objects: %w", err)
+			}
+			if len(found) > 0 {
+				out[i] = found[0]
+			}
+		}
+		return nil
+	}
+	parts := min(runtime.GOMAXPROCS(0), maxReadParts, len(order)/minFindPart)
+	if parts <= 1 {
+		if err := find(order); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for k := range parts {
+		part := order[k*len(order)/parts : (k+1)*len(order)/parts]
+		wg.Go(func() { errs[k] = find(part) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// minFindPart is the fewest keys FindExact looks up in a part of its own.
+const minFindPart = 64
+
+// findScratch holds the buffers of findObjectsIn, kept from one call to the next by FindExact.
+type findScratch struct{ lower, upper, cur, lastVal, seekBuf []byte }
+
+// findObjectsIn is findObjects with the iterator it, whose bounds it sets, and the buffers of sc.
+func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *findScratch) ([]ObjectWindows, error) {
 	// Narrow the scan to the leading fields the query fixes.
-	lower := []byte{prefixObject}
+	lower := append(sc.lower[:0], prefixObject)
 	for i, f := range [...]string{match.q.Cluster, match.q.Group, match.q.Resource, match.q.Namespace, match.q.Name} {
 		if f == "" && !match.q.Exact {
 			break
@@ -716,21 +795,32 @@ func (p *Pebble) findObjects(ctx context.Context, match matcher) ([]ObjectWindow
 			lower = append(lower, 0)
 		}
 	}
-	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
-	if err != nil {
-		return nil, fmt.Errorf("iterate: %w", err)
+	upper := append(sc.upper[:0], lower...)
+	for i := len(upper) - 1; i >= 0; i-- { // prefixEnd, into sc.upper
+		if upper[i]++; upper[i] != 0 {
+			upper = upper[:i+1]
+			break
+		}
+		if i == 0 {
+			upper = nil
+		}
 	}
-	defer it.Close()
+	it.SetBounds(lower, upper) // Pebble copies the bounds
+	sc.lower, sc.upper = lower, upper[:0]
 
 	var (
 		out     []ObjectWindows
-		cur     []byte // object string of the object being read
+		cur     = sc.cur // object string of the object being read
 		haveCur bool
 		windows []ObjectWindow
-		lastVal []byte // index value of its newest matching window
-		seekBuf []byte
+		lastVal = sc.lastVal // index value of its newest matching window
+		seekBuf = sc.seekBuf
 		steps   int
 	)
+	defer func() { sc.cur, sc.lastVal, sc.seekBuf = cur[:0], lastVal[:0], seekBuf[:0] }()
+	if match.q.Exact && match.hasFrom && match.hasTo && match.length > 0 {
+		windows = make([]ObjectWindow, 0, min((match.to-match.from)/match.length+2, 64))
+	}
 	finish := func() error {
 		if len(windows) == 0 {
 			return nil

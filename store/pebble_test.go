@@ -408,3 +408,49 @@ func TestPebbleGetTracesAgreesWithGetTrace(t *testing.T) {
 		assert.Equal(t, logs, spans[1].Logs)
 	}
 }
+
+// FindExact answers like one exact FindObjects per key, in the order of the keys, whether it
+// looks them up in one part or in several at once; names that are prefixes of others stay apart.
+func TestPebbleFindExact(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{}, nil)
+	var keys []aggregator.ObjectKey
+	for i := range 300 {
+		obj := ref("c", "", "pods", "ns", fmt.Sprintf("p%d", i)) // p1 is a prefix of p10..p19, p100..
+		keys = append(keys, obj.Key())
+		if i%3 != 2 {
+			export(t, p, objectSpan(obj, t0.Add(time.Duration(i%3)*win)))
+		}
+		if i%3 == 1 { // a newer window, whose reference (the UID) wins
+			later := obj
+			later.UID = "new"
+			export(t, p, objectSpan(later, t0.Add(2*win)))
+		}
+	}
+	mrand.New(mrand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	for _, n := range []int{1, 10, len(keys)} { // one part; several at once
+		got, err := p.FindExact(ctx, keys[:n], t0, t0.Add(3*win))
+		require.NoError(t, err)
+		require.Len(t, got, n)
+		for i, k := range keys[:n] {
+			want, err := p.FindObjects(ctx, exactQuery(k, t0, t0.Add(3*win)))
+			require.NoError(t, err)
+			if len(want) == 0 {
+				assert.Empty(t, got[i].Windows, k)
+				continue
+			}
+			require.Len(t, want, 1)
+			assert.Equal(t, want[0], got[i], k)
+			assert.Equal(t, k, got[i].Object.Key())
+		}
+	}
+	// The range narrows the windows as it does for FindObjects.
+	one := ref("c", "", "pods", "ns", "p1").Key()
+	got, err := p.FindExact(ctx, []aggregator.ObjectKey{one}, t0.Add(2*win), t0.Add(3*win))
+	require.NoError(t, err)
+	require.Len(t, got[0].Windows, 1)
+	assert.Equal(t, "new", got[0].Object.UID)
+	require.NoError(t, p.Close())
+	_, err = p.FindExact(ctx, []aggregator.ObjectKey{one}, t0, t0.Add(3*win))
+	assert.ErrorIs(t, err, ErrClosed)
+}

@@ -112,6 +112,7 @@ var (
 	_ Store                    = (*Pebble)(nil)
 	_ aggregator.HealthChecker = (*Pebble)(nil)
 	_ ExactFinder              = (*Jaeger)(nil)
+	_ ExactFinder              = (*Pebble)(nil)
 	_ aggregator.SpanChecker   = (*Jaeger)(nil)
 )
 
