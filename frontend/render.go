@@ -186,10 +186,21 @@ func keyTags(k aggregator.ObjectKey) []JaegerKeyValue {
 }
 
 func objectTags(o *Object, class string) []JaegerKeyValue {
-	r := o.Ref
-	tags := append(keyTags(o.Key), str("kelemetry.span.kind", "object"),
-		str(aggregator.AttrCluster, r.Cluster), str(aggregator.AttrGroup, r.Group), str(aggregator.AttrResource, r.Resource),
-		str(aggregator.AttrNamespace, r.Namespace), str(aggregator.AttrName, r.Name))
+	r, k := &o.Ref, &o.Key
+	tags := make([]JaegerKeyValue, 0, 13+len(o.Attributes)+2)
+	// The key's fields are mostly the reference's: such a value is boxed once for both tags.
+	kv := [...]any{k.Cluster, k.Group, k.Resource, k.Namespace, k.Name}
+	rv := kv
+	for i, v := range [...]string{r.Cluster, r.Group, r.Resource, r.Namespace, r.Name} {
+		if v != kv[i] {
+			rv[i] = v
+		}
+	}
+	tag := func(key string, v any) JaegerKeyValue { return JaegerKeyValue{Key: key, Type: "string", Value: v} }
+	tags = append(tags, tag("cluster", kv[0]), tag("group", kv[1]), tag("resource", kv[2]),
+		tag("namespace", kv[3]), tag("name", kv[4]), str("kelemetry.span.kind", "object"),
+		tag(aggregator.AttrCluster, rv[0]), tag(aggregator.AttrGroup, rv[1]), tag(aggregator.AttrResource, rv[2]),
+		tag(aggregator.AttrNamespace, rv[3]), tag(aggregator.AttrName, rv[4]))
 	if r.Version != "" {
 		tags = append(tags, str(aggregator.AttrVersion, r.Version))
 	}
@@ -279,6 +290,13 @@ func collapseEvents(root *node) *node {
 		if n.kind != nodeObject {
 			return
 		}
+		events := 0
+		for _, c := range n.children {
+			if c.kind == nodeEvent {
+				events++
+			}
+		}
+		n.logs = slices.Grow(n.logs, events)
 		kept := n.children[:0]
 		for _, c := range n.children {
 			if c.kind != nodeEvent {
