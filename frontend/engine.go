@@ -523,7 +523,21 @@ func (l *loader) read(ctx context.Context, batch []*Object) error {
 // fill merges the spans of o's windows (perWindow[i] holds o.Windows[i]) into o.
 func (l *loader) fill(o *Object, perWindow [][]*aggregator.Span) {
 	key := o.Key
-	seenLinks := map[objLink]bool{}
+	// The links seen: o.links itself while there are few (most objects link to one or two
+	// others, in every window), a map once there are many.
+	var seenLinks map[objLink]bool
+	seen := func(lk objLink) bool {
+		if seenLinks == nil && len(o.links) < 16 {
+			return slices.Contains(o.links, lk)
+		}
+		if seenLinks == nil {
+			seenLinks = make(map[objLink]bool, 2*len(o.links))
+			for _, x := range o.links {
+				seenLinks[x] = true
+			}
+		}
+		return seenLinks[lk]
+	}
 	var newestObj time.Time
 	for _, spans := range perWindow {
 		for _, sp := range spans {
@@ -542,10 +556,12 @@ func (l *loader) fill(o *Object, perWindow [][]*aggregator.Span) {
 					lk.target.Cluster = key.Cluster
 				}
 				lk.target.Version, lk.target.UID = "", "" // dedup on the key
-				if lk.target.Key() == key || seenLinks[lk] {
+				if lk.target.Key() == key || seen(lk) {
 					continue
 				}
-				seenLinks[lk] = true
+				if seenLinks != nil {
+					seenLinks[lk] = true
+				}
 				o.links = append(o.links, lk)
 			case aggregator.KindEvent:
 				if l.inRange(sp.Start) {

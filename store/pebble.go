@@ -459,24 +459,27 @@ func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
 	// A large read is cut into contiguous runs of keys, one iterator and goroutine each, up to
 	// the cores there are: the 1,000-pod Deployment tree reads 4,000 traces at once.
-	parts := min(runtime.GOMAXPROCS(0), maxReadParts, len(order)/minReadPart)
+	if err := inParts(order, minReadPart, func(part []int) error { return p.readTraces(ctx, keys, part, out) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// inParts calls fn on order, or at once on contiguous parts of it of at least minPart each when
+// it is long enough, one goroutine a part up to the cores there are (at most maxReadParts).
+func inParts(order []int, minPart int, fn func(part []int) error) error {
+	parts := min(runtime.GOMAXPROCS(0), maxReadParts, len(order)/minPart)
 	if parts <= 1 {
-		if err := p.readTraces(ctx, keys, order, out); err != nil {
-			return nil, err
-		}
-		return out, nil
+		return fn(order)
 	}
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
 	for k := range parts {
 		part := order[k*len(order)/parts : (k+1)*len(order)/parts]
-		wg.Go(func() { errs[k] = p.readTraces(ctx, keys, part, out) })
+		wg.Go(func() { errs[k] = fn(part) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return errors.Join(errs...)
 }
 
 // GetTraces reads in parallel above minReadPart windows per part, in at most maxReadParts.
@@ -754,21 +757,7 @@ func (p *Pebble) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 		}
 		return nil
 	}
-	parts := min(runtime.GOMAXPROCS(0), maxReadParts, len(order)/minFindPart)
-	if parts <= 1 {
-		if err := find(order); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
-	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	for k := range parts {
-		part := order[k*len(order)/parts : (k+1)*len(order)/parts]
-		wg.Go(func() { errs[k] = find(part) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := inParts(order, minFindPart, find); err != nil {
 		return nil, err
 	}
 	return out, nil
