@@ -554,8 +554,11 @@ func appendTraceKey(b []byte, tid trace.TraceID, window int64) []byte {
 }
 
 // prefixEnd returns the smallest key after every key that starts with prefix.
-func prefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
+func prefixEnd(prefix []byte) []byte { return appendPrefixEnd(nil, prefix) }
+
+// appendPrefixEnd is prefixEnd into dst[:0] (dst and prefix must not overlap).
+func appendPrefixEnd(dst, prefix []byte) []byte {
+	end := append(dst[:0], prefix...)
 	for i := len(end) - 1; i >= 0; i-- {
 		end[i]++
 		if end[i] != 0 {

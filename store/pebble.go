@@ -746,7 +746,12 @@ func (p *Pebble) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 		}
 		defer it.Close()
 		var sc findScratch
-		for _, i := range part {
+		for n, i := range part {
+			if n%64 == 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("find objects: %w", err)
+				}
+			}
 			found, err := findObjectsIn(ctx, it, newMatcher(exactQuery(keys[i], from, to), p.window), &sc)
 			if err != nil {
 				return fmt.Errorf("find objects: %w", err)
@@ -784,18 +789,12 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *
 			lower = append(lower, 0)
 		}
 	}
-	upper := append(sc.upper[:0], lower...)
-	for i := len(upper) - 1; i >= 0; i-- { // prefixEnd, into sc.upper
-		if upper[i]++; upper[i] != 0 {
-			upper = upper[:i+1]
-			break
-		}
-		if i == 0 {
-			upper = nil
-		}
-	}
+	upper := appendPrefixEnd(sc.upper, lower)
 	it.SetBounds(lower, upper) // Pebble copies the bounds
-	sc.lower, sc.upper = lower, upper[:0]
+	sc.lower = lower
+	if upper != nil {
+		sc.upper = upper
+	}
 
 	var (
 		out     []ObjectWindows
