@@ -140,13 +140,20 @@ fi
 go test -c -o "$work/diff.test" ./diff
 speed() { "$work/diff.test" -test.run '^$' -test.bench 'Compare20KB$' -test.benchtime 3000x -test.cpu 1 |
 	awk '/^BenchmarkCompare20KB/ {printf "%.0f", $3 / 1000}'; }
+# The hypervisor's steal time over a stretch, from /proc/stat: of the time the cores had work,
+# the share in which they waited while the host ran another guest. The other gauge of a slow
+# hour: wall-clock figures (the Go benchmarks' ns/op and max-ms) grow with it.
+cpustat() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $9}' /proc/stat; }
+steal() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); d = y[1] - x[1]; s = 0; if (d > 0) s = 100 * (y[2] - x[2]) / d; printf "%.1f%%", s}'; }
 speed0=$(speed)
+stat0=$(cpustat)
 measure
+stat1=$(cpustat)
 speed1=$(speed)
 rss10=$(./scripts/measure-rss.sh 10 | sed -n 's/.*peak_rss=\([0-9]*\)MiB.*/\1/p')
 
 echo
-echo "Measured $(date -u "+%Y-%m-%d %H:%M UTC") on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (scripts/bench.sh $n; $runs rounds of the setups: median, range; machine speed: Compare20KB $speed0 us before, $speed1 us after)"
+echo "Measured $(date -u "+%Y-%m-%d %H:%M UTC") on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (scripts/bench.sh $n; $runs rounds of the setups: median, range; machine speed: Compare20KB $speed0 us before, $speed1 us after; steal time during the setups $(steal "$stat0" "$stat1"))"
 echo
 echo "| setup (bulk fixture x$n over the webhook) | events accepted | events per CPU-second | peak RSS | spans to sinks | lost |"
 echo "| --- | --- | --- | --- | --- | --- |"
@@ -160,6 +167,7 @@ if [ "${KELEMETRY_BENCH_SKIP_INSTRUCTIONS:-}" = "" ] && command -v valgrind >/de
 fi
 if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	echo
+	stat2=$(cpustat)
 	echo '```'
 	go test ./audit -run '^$' -bench 'DecodeEventList$' -benchmem -cpu 1 | grep Benchmark
 	go test . -run '^$' -bench EndToEnd -benchmem -cpu 1 | grep Benchmark
@@ -173,4 +181,5 @@ if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	go test ./linkrule -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark
 	go test ./kelemetrix -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark
 	echo '```'
+	echo "Steal time during the Go benchmarks (which include building them): $(steal "$stat2" "$(cpustat)")"
 fi
