@@ -3,6 +3,7 @@ package frontend
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -31,6 +32,24 @@ func TestKeyLessOrder(t *testing.T) {
 		for _, b := range keys {
 			require.Equal(t, strings.Compare(a.String(), b.String()), keyLess(a, b), "%q vs %q", a.String(), b.String())
 		}
+	}
+	// Random keys over a small alphabet around the separator, so that fields often are prefixes
+	// of one another and hold '/' or a byte below it.
+	rng := rand.New(rand.NewPCG(1, 2))
+	field := func() string {
+		b := make([]byte, rng.IntN(3))
+		for i := range b {
+			b[i] = ".-/0a"[rng.IntN(5)]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		a := aggregator.ObjectKey{Cluster: field(), Group: field(), Resource: field(), Namespace: field(), Name: field()}
+		b := aggregator.ObjectKey{Cluster: field(), Group: field(), Resource: field(), Namespace: field(), Name: field()}
+		if rng.IntN(2) == 0 {
+			b.Cluster, b.Group = a.Cluster, a.Group
+		}
+		require.Equal(t, strings.Compare(a.String(), b.String()), keyLess(a, b), "%q vs %q", a.String(), b.String())
 	}
 	a, b := keys[0], keys[4]
 	allocs := testing.AllocsPerRun(100, func() {

@@ -32,6 +32,7 @@ const (
 
 type node struct {
 	id                 trace.SpanID
+	sid                string // id as a string (idString), once it is drawn
 	kind               nodeKind
 	service, operation string
 	start, end         time.Time
@@ -56,12 +57,19 @@ type outLog struct {
 // step is one transform of a drawn tree.
 type step func(root *node) *node
 
-// pipelines are the steps of each display mode.
-var pipelines = map[DisplayMode][]step{
-	DisplayTree:     {nameObjects},
-	DisplayTimeline: {flatten, nameObjects},
-	DisplayTracing:  {collapseEvents, compactDurations, nameObjects},
-	DisplayGrouped:  {collapseEvents, groupBySource, compactDurations, nameObjects},
+// pipeline is how a display mode draws a graph: whether each event is folded into a log of its
+// object span as the tree is built (tracing, grouped), then the steps.
+type pipeline struct {
+	foldEvents bool
+	steps      []step
+}
+
+// pipelines are the pipelines of the display modes.
+var pipelines = map[DisplayMode]pipeline{
+	DisplayTree:     {steps: []step{nameObjects}},
+	DisplayTimeline: {steps: []step{flatten, nameObjects}},
+	DisplayTracing:  {foldEvents: true, steps: []step{compactDurations, nameObjects}},
+	DisplayGrouped:  {foldEvents: true, steps: []step{groupBySource, compactDurations, nameObjects}},
 }
 
 // Render draws g in display mode d as a Jaeger trace with the given trace ID. A truncated graph
@@ -91,13 +99,23 @@ func hashID(parts ...string) trace.SpanID {
 	return id
 }
 
+// idString is n.id as a string, made once.
+func (n *node) idString() string {
+	if n.sid == "" {
+		n.sid = n.id.String()
+	}
+	return n.sid
+}
+
 func (n *node) add(c *node) {
 	c.parent = n
 	n.children = append(n.children, c)
 }
 
-// build draws g as the tree mode shows it.
-func build(g *Graph) *node {
+// build draws g as the tree mode shows it; with foldEvents, each object's events are logs of its
+// span (in the order of its events) instead of spans under it: the modes that fold them get them
+// without a node per event (8,000 of them in the 1,000-pod tree).
+func build(g *Graph, foldEvents bool) *node {
 	nodes := map[aggregator.ObjectKey]*node{}
 	var refs []*node
 	var objectNode func(k aggregator.ObjectKey, class string) *node
@@ -113,8 +131,15 @@ func build(g *Graph) *node {
 		if o.Unread {
 			n.warnings = append(n.warnings, "not read: a budget of the request ran out first")
 		}
-		for _, ev := range o.Events {
-			n.add(eventNode(ev))
+		if foldEvents {
+			n.logs = make([]outLog, 0, len(o.Events))
+			for _, ev := range o.Events {
+				n.logs = append(n.logs, foldEvent(ev))
+			}
+		} else {
+			for _, ev := range o.Events {
+				n.add(eventNode(ev))
+			}
 		}
 		for _, e := range g.Children[k] {
 			n.add(objectNode(e.Child, e.Class))
@@ -282,33 +307,6 @@ func diffClass(line string) string {
 		return "verbose diff"
 	}
 	return "diff"
-}
-
-// collapseEvents folds every event span into a log on its object span (tracing, grouped).
-func collapseEvents(root *node) *node {
-	walkNodes(root, func(n *node) {
-		if n.kind != nodeObject {
-			return
-		}
-		events := 0
-		for _, c := range n.children {
-			if c.kind == nodeEvent {
-				events++
-			}
-		}
-		n.logs = slices.Grow(n.logs, events)
-		kept := n.children[:0]
-		for _, c := range n.children {
-			if c.kind != nodeEvent {
-				kept = append(kept, c)
-				continue
-			}
-			n.logs = append(n.logs, foldEvent(c.ev))
-		}
-		clear(n.children[len(kept):])
-		n.children = kept
-	})
-	return root
 }
 
 func foldEvent(ev *aggregator.Span) outLog {
@@ -572,7 +570,9 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 	out := JaegerTrace{TraceID: tid, Spans: []JaegerSpan{}, Processes: map[string]JaegerProcess{}}
 	var services []string
 	seenSvc := map[string]bool{}
+	count := 0
 	walkNodes(root, func(n *node) {
+		count++
 		if !seenSvc[n.service] {
 			seenSvc[n.service] = true
 			services = append(services, n.service)
@@ -585,14 +585,17 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 		pids[s] = pid
 		out.Processes[pid] = JaegerProcess{ServiceName: s, Tags: []JaegerKeyValue{}}
 	}
-	used := map[trace.SpanID]bool{}
-	// Assign unique IDs first, parents before children, so references can use them.
+	used := make(map[trace.SpanID]bool, count)
+	// Assign unique IDs first, parents before children, so references can use them (as
+	// strings, made once a node: a parent's is every child's reference).
 	walkNodes(root, func(n *node) {
 		for i := 0; used[n.id]; i++ {
 			n.id = hashID("dup", n.id.String(), strconv.Itoa(i))
 		}
 		used[n.id] = true
+		n.sid = n.id.String()
 	})
+	out.Spans = make([]JaegerSpan, 0, count)
 	walkNodes(root, func(n *node) {
 		if b != nil && b.exhausted {
 			return
@@ -601,7 +604,7 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 			eventDetails(n)
 		}
 		js := JaegerSpan{
-			TraceID: tid, SpanID: n.id.String(), OperationName: n.operation, References: []JaegerReference{},
+			TraceID: tid, SpanID: n.sid, OperationName: n.operation, References: []JaegerReference{},
 			StartTime: n.start.UnixMicro(), Duration: max(n.end.Sub(n.start).Microseconds(), 0),
 			Tags: n.tags, Logs: make([]JaegerLog, 0, len(n.logs)), ProcessID: pids[n.service], Warnings: n.warnings,
 		}
@@ -609,10 +612,10 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 			js.Tags = []JaegerKeyValue{}
 		}
 		if n.parent != nil {
-			js.References = append(js.References, JaegerReference{RefType: "CHILD_OF", TraceID: tid, SpanID: n.parent.id.String()})
+			js.References = append(js.References, JaegerReference{RefType: "CHILD_OF", TraceID: tid, SpanID: n.parent.idString()})
 		}
 		if n.ref != nil {
-			js.References = append(js.References, JaegerReference{RefType: "FOLLOWS_FROM", TraceID: tid, SpanID: n.ref.id.String()})
+			js.References = append(js.References, JaegerReference{RefType: "FOLLOWS_FROM", TraceID: tid, SpanID: n.ref.idString()})
 		}
 		for _, l := range n.logs {
 			js.Logs = append(js.Logs, JaegerLog{Timestamp: l.time.UnixMicro(), Fields: l.fields})

@@ -94,8 +94,9 @@ func markTruncated(tr *JaegerTrace, msg string, marker bool) {
 // renderWithin draws g like Render, spending b (nil: unbounded). What the budget or the
 // engine's budgets left out is marked (markTruncated).
 func renderWithin(g *Graph, d DisplayMode, id trace.TraceID, b *renderBudget) JaegerTrace {
-	root := build(g)
-	for _, s := range pipelines[d] {
+	pl := pipelines[d]
+	root := build(g, pl.foldEvents)
+	for _, s := range pl.steps {
 		root = s(root)
 	}
 	tr := toJaeger(JaegerTraceID(id), root, b)

@@ -203,11 +203,12 @@ type decoder struct {
 	s     string
 	off   int
 	err   bool
-	ar    *spanArena // when set, attributes and logs are cut from its slabs
+	ar    *spanArena // when set, attributes, logs and links are cut from its slabs
 	names bool       // names are written as in version 2 (else as strings)
 }
 
-// spanArena hands out the attribute and log slices of the spans of one trace from shared slabs.
+// spanArena hands out the attribute and log slices and the links of the spans of one trace from
+// shared slabs.
 // Each slice is cut with its capacity at its length, so an append to one span's attributes
 // copies them rather than overwriting the next span's. A trace's first slabs are sized from
 // its number of spans and the attributes and logs per span seen so far; slabs are never shared
@@ -215,6 +216,7 @@ type decoder struct {
 type spanArena struct {
 	attrSlab  aggregator.Attrs
 	logSlab   []aggregator.Log
+	linkSlab  []aggregator.Link
 	spans     int // decoded so far, over all traces
 	nAttrs    int // handed out so far, over all traces
 	nLogs     int
@@ -235,6 +237,21 @@ func (a *spanArena) reset(n int) {
 	a.spans += n
 }
 
+// spanFlagsAt is where a span's encoding (every version) holds its flags: after the version, the
+// trace ID, the span ID and the parent's.
+const spanFlagsAt = 1 + traceIDLen + 2*spanIDLen
+
+// encodedLink reports whether the encoded span v is a link span.
+func encodedLink(v string) bool { return len(v) > spanFlagsAt && v[spanFlagsAt]&flagLink != 0 }
+
+// setLinks sizes the trace's slab of links: links is how many of its spans are links.
+func (a *spanArena) setLinks(links int) {
+	a.linkSlab = nil
+	if links > 0 {
+		a.linkSlab = make([]aggregator.Link, links)
+	}
+}
+
 func (a *spanArena) attrs(n int) aggregator.Attrs {
 	a.nAttrs += n
 	if n > len(a.attrSlab) {
@@ -245,6 +262,17 @@ func (a *spanArena) attrs(n int) aggregator.Attrs {
 	out := a.attrSlab[:n:n]
 	a.attrSlab = a.attrSlab[n:]
 	return out
+}
+
+// link returns a zero Link of the trace's slab (link spans are most of a trace that holds a
+// parent's children), or a new one when setLinks was not told of it.
+func (a *spanArena) link() *aggregator.Link {
+	if len(a.linkSlab) == 0 {
+		return &aggregator.Link{}
+	}
+	l := &a.linkSlab[0]
+	a.linkSlab = a.linkSlab[1:]
+	return l
 }
 
 func (a *spanArena) logs(n int) []aggregator.Log {
@@ -449,7 +477,11 @@ func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 	}
 	sp.Error = flags&flagError != 0
 	if flags&flagLink != 0 {
-		sp.Link = &aggregator.Link{}
+		if d.ar != nil {
+			sp.Link = d.ar.link()
+		} else {
+			sp.Link = &aggregator.Link{}
+		}
 		d.ref(&sp.Link.Target)
 		sp.Link.Role = aggregator.Role(d.string())
 		sp.Link.Class = d.string()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/hex"
 	"testing"
 	"time"
 
@@ -111,4 +112,45 @@ func TestKeyOrder(t *testing.T) {
 	assert.Equal(t, []byte("b"), prefixEnd([]byte("a")))
 	assert.Equal(t, []byte("b"), prefixEnd([]byte("a\xff")))
 	assert.Nil(t, prefixEnd([]byte("\xff")))
+}
+
+// TestEncodedLinkAndLinkSlab: the link flag is read where every encoding version keeps it, and
+// the spans of one trace decoded with an arena get links of their own from its slab.
+func TestEncodedLinkAndLinkSlab(t *testing.T) {
+	link := func(name string) *aggregator.Span {
+		return &aggregator.Span{Kind: aggregator.KindLink, Window: t0, Start: t0, End: t0, SpanID: trace.SpanID{byte(len(name))},
+			Link: &aggregator.Link{Target: aggregator.ObjectRef{Resource: "pods", Name: name}, Role: aggregator.RoleChild, Class: "children"}}
+	}
+	event := &aggregator.Span{Kind: aggregator.KindEvent, Window: t0, Start: t0, Error: true}
+	v1, err := hex.DecodeString(v1Encoded)
+	require.NoError(t, err)
+	assert.False(t, encodedLink(string(v1)), "version 1 event")
+	assert.False(t, encodedLink(string(appendSpan(nil, event))))
+	assert.True(t, encodedLink(string(appendSpan(nil, link("a")))))
+	assert.False(t, encodedLink(""), "too short")
+
+	spans := []*aggregator.Span{link("a"), event, link("bb"), link("ccc")}
+	var ar spanArena
+	ar.reset(len(spans))
+	links := 0
+	for _, sp := range spans {
+		if encodedLink(string(appendSpan(nil, sp))) {
+			links++
+		}
+	}
+	require.Equal(t, 3, links)
+	ar.setLinks(links)
+	got := make([]aggregator.Span, len(spans))
+	for i, sp := range spans {
+		require.NoError(t, decodeSpanWith(&got[i], string(appendSpan(nil, sp)), &ar))
+		assert.Equal(t, *sp, got[i])
+	}
+	got[0].Link.Target.Name = "changed"
+	assert.Equal(t, "bb", got[2].Link.Target.Name, "links share no memory")
+	assert.Equal(t, "ccc", got[3].Link.Target.Name)
+	// A link setLinks was not told of still decodes, into a Link of its own.
+	var extra aggregator.Span
+	require.NoError(t, decodeSpanWith(&extra, string(appendSpan(nil, link("d"))), &ar))
+	assert.Equal(t, "d", extra.Link.Target.Name)
+	assert.Equal(t, "ccc", got[3].Link.Target.Name)
 }
