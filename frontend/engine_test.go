@@ -3,9 +3,12 @@ package frontend_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -395,4 +398,45 @@ func TestFoldedLogFields(t *testing.T) {
 	assert.Empty(t, tr.Spans[0].Logs)
 	assert.Equal(t, "audit", tr.Spans[1].OperationName)
 	assert.Len(t, tr.Spans[1].Logs, 1)
+}
+
+// TestTreeOfRandomLinks: over random links between a dozen objects (several parents each,
+// cycles), every object is drawn exactly once, under one parent or as a root, and each
+// object's children are in the order of their keys.
+func TestTreeOfRandomLinks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 30 {
+		var objs []aggregator.ObjectRef
+		for i := range 12 {
+			objs = append(objs, obj([]string{"pods", "things"}[rng.IntN(2)], fmt.Sprintf("o%02d", (i*7)%12)))
+		}
+		var w world
+		for _, o := range objs {
+			w.event(o, w0.Add(time.Minute), "e")
+		}
+		for range 20 {
+			p, c := objs[rng.IntN(len(objs))], objs[rng.IntN(len(objs))]
+			if p != c {
+				w.link(p, c, w0, []string{"children", ""}[rng.IntN(2)])
+			}
+		}
+		gs := search(t, w.store(t, uint64(round)), frontend.EngineConfig{}, frontend.Query{Resource: objs[0].Resource, Name: objs[0].Name}, frontend.LinkFullTree)
+		require.Len(t, gs, 1)
+		g := gs[0]
+		seen := map[aggregator.ObjectKey]int{}
+		for _, r := range g.Roots {
+			seen[r]++
+		}
+		for parent, es := range g.Children {
+			require.True(t, slices.IsSortedFunc(es, func(a, b frontend.Edge) int { return strings.Compare(a.Child.String(), b.Child.String()) }),
+				"round %d: children of %s out of order", round, parent)
+			for _, e := range es {
+				require.Equal(t, parent, e.Parent)
+				seen[e.Child]++
+			}
+		}
+		for k := range g.Objects {
+			require.Equal(t, 1, seen[k], "round %d: %s drawn %d times", round, k, seen[k])
+		}
+	}
 }
