@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -222,11 +223,16 @@ type spanArena struct {
 	nLogs     int
 	attrsHint int // for the current trace's next slab
 	logsHint  int
+	// lastRef is the encoded object reference of the trace's span decoded last; lastObj is it
+	// decoded.
+	lastRef string
+	lastObj aggregator.ObjectRef
 }
 
 // reset starts a trace of n spans.
 func (a *spanArena) reset(n int) {
 	a.attrSlab, a.logSlab = nil, nil
+	a.lastRef, a.lastObj = "", aggregator.ObjectRef{}
 	perSpan := func(total int) int {
 		if a.spans == 0 {
 			return 2 * n
@@ -444,7 +450,18 @@ func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 	}
 	sp.Source = d.name()
 	sp.Name = d.string()
-	d.ref(&sp.Object)
+	// The spans of a trace are of one object: a reference encoded as the one before is that
+	// one (the encoding is self-delimiting), which spares parsing its seven strings again.
+	if ar != nil && ar.lastRef != "" && !d.err && d.off <= len(d.s) && strings.HasPrefix(d.s[d.off:], ar.lastRef) {
+		sp.Object = ar.lastObj
+		d.off += len(ar.lastRef)
+	} else {
+		start := d.off
+		d.ref(&sp.Object)
+		if ar != nil && !d.err {
+			ar.lastRef, ar.lastObj = d.s[start:d.off], sp.Object
+		}
+	}
 
 	var base int64
 	if flags&flagNoWindow == 0 {

@@ -154,3 +154,30 @@ func TestEncodedLinkAndLinkSlab(t *testing.T) {
 	assert.Equal(t, "d", extra.Link.Target.Name)
 	assert.Equal(t, "ccc", got[3].Link.Target.Name)
 }
+
+// TestArenaObjectReuse: decoding a trace's spans with an arena reuses the object reference of
+// the span before when it is encoded alike, and only then: every span decodes to what was
+// encoded, and truncated spans are still corrupt.
+func TestArenaObjectReuse(t *testing.T) {
+	a := aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "ns", Name: "web-1", UID: "u"}
+	b := a
+	b.Name = "web-10" // a's encoding is not a prefix of b's: the name's length differs
+	c := a
+	c.UID = "u2"
+	var spans []*aggregator.Span
+	for i, o := range []aggregator.ObjectRef{a, a, b, b, a, c, {}, a} {
+		spans = append(spans, &aggregator.Span{Kind: aggregator.KindEvent, SpanID: trace.SpanID{byte(i + 1)}, Object: o, Window: t0, Start: t0})
+	}
+	var ar spanArena
+	ar.reset(len(spans))
+	for i, sp := range spans {
+		enc := string(appendSpan(nil, sp))
+		var got aggregator.Span
+		require.NoError(t, decodeSpanWith(&got, enc, &ar))
+		assert.Equal(t, *sp, got, "span %d", i)
+		for n := range enc {
+			var bad aggregator.Span
+			assert.ErrorIs(t, decodeSpanWith(&bad, enc[:n], &ar), errCorrupt, "span %d truncated at %d", i, n)
+		}
+	}
+}
