@@ -209,11 +209,11 @@ type decoder struct {
 }
 
 // spanArena hands out the attribute and log slices and the links of the spans of one trace from
-// shared slabs.
-// Each slice is cut with its capacity at its length, so an append to one span's attributes
-// copies them rather than overwriting the next span's. A trace's first slabs are sized from
-// its number of spans and the attributes and logs per span seen so far; slabs are never shared
-// between traces, so a trace kept (in a cache) keeps only its own.
+// shared slabs. Each slice is cut with its capacity at its length, so an append to one span's
+// attributes copies them rather than overwriting the next span's. A trace's first slabs of
+// attributes and logs are sized from its number of spans and the attributes and logs per span
+// seen so far, its slab of links from its link spans (setLinks); slabs are never shared between
+// traces, so a trace kept (in a cache) keeps only its own.
 type spanArena struct {
 	attrSlab  aggregator.Attrs
 	logSlab   []aggregator.Log
