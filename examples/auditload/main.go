@@ -292,25 +292,13 @@ const clockTicks = 100
 
 func readProc(pid int) (procStats, error) {
 	var st procStats
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return st, fmt.Errorf("proc stat: %w", err)
+	var err error
+	if st.cpu, err = processCPU(pid); err != nil {
+		// The same time in hundredths of a second.
+		if st.cpu, err = statCPU(pid); err != nil {
+			return st, err
+		}
 	}
-	// The command name, in parentheses, may hold spaces: count fields after its end.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return st, fmt.Errorf("proc stat of %d: unexpected format", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return st, fmt.Errorf("proc stat of %d: unexpected format", pid)
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return st, fmt.Errorf("proc stat of %d: %w", pid, err)
-	}
-	st.cpu = time.Duration(utime+stime) * time.Second / clockTicks
 	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return st, fmt.Errorf("proc status: %w", err)
@@ -324,6 +312,30 @@ func readProc(pid int) (procStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// statCPU reads the CPU time (user and system) of process pid from /proc/PID/stat, which counts
+// it in hundredths of a second (USER_HZ).
+func statCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("proc stat: %w", err)
+	}
+	// The command name, in parentheses, may hold spaces: count fields after its end.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc stat of %d: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("proc stat of %d: unexpected format", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("proc stat of %d: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
 // pidListening finds the process holding a listening TCP socket on port (this machine only; the
