@@ -785,6 +785,13 @@ func (d *eventDecoder) nextMember(first bool) (name []byte, more bool, err error
 	if c != '"' {
 		return nil, false, d.syntaxErr("at start of object member name")
 	}
+	if data := d.data; true { // most names: plain ASCII, the ':' right after them
+		if j := asciiStringEnd(data, d.pos); j >= 0 && j < len(data) && data[j] == ':' {
+			name = data[d.pos+1 : j-1]
+			d.pos = j + 1
+			return name, true, nil
+		}
+	}
 	name, plain, err := d.scanString()
 	if err != nil {
 		return nil, false, err
@@ -864,11 +871,13 @@ const (
 // stringSpecial flags (high bit of the byte) the bytes of w, eight bytes of a string read little
 // endian, that are '"', '\', a control character or not ASCII, testing them at once with the
 // carry tricks of "Bit Twiddling Hacks" (has a zero byte, has a byte less than n). The lowest
-// flag is exact; flags above a true one may be spurious.
+// flag is exact; flags above a true one may be spurious. A subtraction borrows into the byte
+// above only out of a special byte, so no byte below the first special one is flagged; and
+// unlike swarSpecial's, the terms need not leave out bytes that are not ASCII: w flags those.
 func stringSpecial(w uint64) uint64 {
 	quote := w ^ (swarLow * '"')
 	backslash := w ^ (swarLow * '\\')
-	return ((quote-swarLow)&^quote | (backslash-swarLow)&^backslash | (w-swarLow*0x20)&^w | w) & swarHigh
+	return ((quote - swarLow) | (backslash - swarLow) | (w - swarLow*0x20) | w) & swarHigh
 }
 
 // scanString scans the JSON string that starts at the current position (a '"') and returns its
@@ -992,6 +1001,36 @@ func swarSpecial(x uint64) uint64 {
 	return ((x - swarLow*0x20) | (q - swarLow) | (b - swarLow)) &^ x & swarHigh
 }
 
+// plainStringEnd returns the index after the closing quote of the string whose opening quote is
+// at i, when its first special byte (swarSpecial) is that quote within whole eight-byte words of
+// data; otherwise -1, and skipString takes it from the start. Most strings of a body (names,
+// short values) end so: this is the part of skipString that its callers inline.
+func plainStringEnd(data []byte, i int) int {
+	for i++; i+8 <= len(data); i += 8 {
+		if m := swarSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+			if i += bits.TrailingZeros64(m) >> 3; data[i] == '"' {
+				return i + 1
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
+// asciiStringEnd is plainStringEnd for strings that are read, not skipped: non-ASCII bytes end
+// the run too (stringSpecial), so that scanString checks and unquotes them.
+func asciiStringEnd(data []byte, i int) int {
+	for i++; i+8 <= len(data); i += 8 {
+		if m := stringSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+			if i += bits.TrailingZeros64(m) >> 3; data[i] == '"' {
+				return i + 1
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
 // isSpace marks JSON whitespace. The scanners test "c <= ' '" first: a byte above the space is never
 // whitespace, and most bytes are.
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
@@ -1017,6 +1056,10 @@ func (d *eventDecoder) skipValue() error {
 		}
 		switch c := data[i]; c {
 		case '"':
+			if j := plainStringEnd(data, i); j >= 0 {
+				i = j
+				break
+			}
 			var err error
 			if i, err = d.skipString(i); err != nil {
 				return err
@@ -1041,6 +1084,12 @@ func (d *eventDecoder) skipValue() error {
 			}
 			if c == '[' {
 				continue // to the first element
+			}
+			if i < len(data) && data[i] == '"' { // the name as most are: plain, the ':' right after it
+				if j := plainStringEnd(data, i); j >= 0 && j < len(data) && data[j] == ':' {
+					i = j + 1
+					continue
+				}
 			}
 			var err error
 			if i, err = d.skipName(i); err != nil {
@@ -1091,6 +1140,12 @@ func (d *eventDecoder) skipValue() error {
 				case ',':
 					i++
 					if top == '{' {
+						if i < len(data) && data[i] == '"' {
+							if j := plainStringEnd(data, i); j >= 0 && j < len(data) && data[j] == ':' {
+								i = j + 1
+								break
+							}
+						}
 						var err error
 						if i, err = d.skipName(i); err != nil {
 							return err
@@ -1216,6 +1271,11 @@ func (d *eventDecoder) skipEscape() error {
 func (d *eventDecoder) readStr() ([]byte, error) {
 	switch d.ws() {
 	case '"':
+		if j := asciiStringEnd(d.data, d.pos); j >= 0 {
+			s := d.data[d.pos+1 : j-1]
+			d.pos = j
+			return s, nil
+		}
 		s, plain, err := d.scanString()
 		if err != nil {
 			return nil, err
