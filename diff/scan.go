@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -51,32 +52,39 @@ func trim(b []byte) []byte {
 // skips 8 bytes at a time while they hold no quote or backslash.
 func stringEnd(b []byte, i int) (int, error) {
 	j := i + 1
-	for j < len(b) {
-		for j+8 <= len(b) && !hasQuoteOrBackslash(binary.LittleEndian.Uint64(b[j:])) {
-			j += 8
-		}
-		// A quote or a backslash is within the next 8 bytes (or the input ends first).
-		for j < len(b) {
-			c := b[j]
-			if c == '"' {
-				return j + 1, nil
-			}
-			j++
-			if c == '\\' {
-				j++ // the escaped byte
+	for {
+		// Eight bytes at a time to the first quote or backslash (the lowest flag of the mask is
+		// exact), byte by byte in the last few.
+		for {
+			if j+8 > len(b) {
+				for j < len(b) && b[j] != '"' && b[j] != '\\' {
+					j++
+				}
 				break
 			}
+			if m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			j += 8
 		}
+		if j >= len(b) {
+			return 0, fmt.Errorf("%w: unterminated string", errSyntax)
+		}
+		if b[j] == '"' {
+			return j + 1, nil
+		}
+		j += 2 // a backslash and the byte it escapes
 	}
-	return 0, fmt.Errorf("%w: unterminated string", errSyntax)
 }
 
-// hasQuoteOrBackslash reports whether any byte of w is '"' or '\\' (has-zero-byte tests of w
-// xor each, from "Bit Twiddling Hacks").
-func hasQuoteOrBackslash(w uint64) bool {
+// quoteOrBackslash flags (high bit of the byte) the bytes of w that are '"' or '\\' (has-zero-byte
+// tests of w xor each, from "Bit Twiddling Hacks"). The lowest flag is exact: a subtraction
+// borrows into the byte above only out of a zero byte, which is flagged.
+func quoteOrBackslash(w uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q, bs := w^(lo*'"'), w^(lo*'\\')
-	return ((q-lo)&^q|(bs-lo)&^bs)&hi != 0
+	return ((q-lo)&^q | (bs-lo)&^bs) & hi
 }
 
 // valueEnd returns the index just past the value that starts at b[i] (no leading space).
