@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -367,12 +368,20 @@ func (r *metaReader) rawString() ([]byte, error) {
 	i := start + 1
 	ascii := true
 	for {
-		// Eight bytes at a time while they are all plain; the byte loop finds the one that is not.
-		for i+8 <= len(r.data) && notPlain(binary.LittleEndian.Uint64(r.data[i:])) == 0 {
+		// Eight bytes at a time to the first byte that is not plain (the lowest flag of the mask
+		// is exact), byte by byte in the last few.
+		for {
+			if i+8 > len(r.data) {
+				for i < len(r.data) && plainByte[r.data[i]] {
+					i++
+				}
+				break
+			}
+			if m := notPlain(binary.LittleEndian.Uint64(r.data[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
-		}
-		for i < len(r.data) && plainByte[r.data[i]] {
-			i++
 		}
 		if i >= len(r.data) {
 			r.pos = len(r.data)
@@ -420,8 +429,9 @@ const (
 	swarHigh = 0x8080808080808080
 )
 
-// notPlain is non-zero when one of the eight bytes of x is not plainByte: a control character,
-// '"', '\\' or a byte of 0x80 and above.
+// notPlain flags (high bit of the byte) the bytes of x that are not plainByte: a control
+// character, '"', '\\' or a byte of 0x80 and above. The lowest flag is exact: a subtraction
+// borrows into the byte above only out of a byte that is flagged.
 func notPlain(x uint64) uint64 {
 	q := x ^ (swarLow * '"')
 	b := x ^ (swarLow * '\\')
