@@ -3,12 +3,9 @@ package audit
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/bits"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/kelemetry/kelemetry/internal/swartest"
 )
 
 // fixtureScenarios are the recorded scenarios under the repository's testdata folder.
@@ -339,57 +338,10 @@ func TestDecodeEventListEmpty(t *testing.T) {
 
 // TestStringSpecialMasks: the SWAR masks of the string scanners flag a word that holds a byte
 // their tables do not mark safe, and their lowest flag is on the first such byte (the scanners
-// jump there), for every byte value at every position and for random words.
+// jump there).
 func TestStringSpecialMasks(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		mask func(uint64) uint64
-		safe *[256]bool
-	}{
-		{"stringSpecial", stringSpecial, &strSafe},
-		{"swarSpecial", swarSpecial, &skipSafe},
-	} {
-		check := func(w uint64) {
-			first := -1
-			for i := range 8 {
-				if !tc.safe[byte(w>>(8*i))] {
-					first = i
-					break
-				}
-			}
-			m := tc.mask(w)
-			if first < 0 {
-				require.Zero(t, m, "%s(%#x)", tc.name, w)
-				return
-			}
-			require.NotZero(t, m, "%s(%#x)", tc.name, w)
-			require.Equal(t, first, bits.TrailingZeros64(m)>>3, "%s(%#x): lowest flag", tc.name, w)
-		}
-		// Every byte value at every position of an otherwise plain word, and after another
-		// special byte.
-		for pos := range 8 {
-			for c := range 256 {
-				w := []byte("abcdefgh")
-				w[pos] = byte(c)
-				check(binary.LittleEndian.Uint64(w))
-				w[7-pos] = '"'
-				check(binary.LittleEndian.Uint64(w))
-			}
-		}
-		// Random words of mostly plain bytes.
-		rng := rand.New(rand.NewPCG(1, 2))
-		for range 200000 {
-			var w uint64
-			for i := range 8 {
-				c := byte(rng.UintN(256))
-				if rng.UintN(8) != 0 {
-					c = byte('a' + rng.UintN(26))
-				}
-				w |= uint64(c) << (8 * i)
-			}
-			check(w)
-		}
-	}
+	swartest.CheckMask(t, "stringSpecial", stringSpecial, &strSafe)
+	swartest.CheckMask(t, "swarSpecial", swarSpecial, &skipSafe)
 }
 
 func ExampleDecodeEventList() {

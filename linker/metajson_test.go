@@ -1,57 +1,19 @@
 package linker
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"math/bits"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/internal/swartest"
 )
 
 // TestNotPlainMask: notPlain flags a word that holds a byte plainByte does not mark, and its
-// lowest flag is on the first such byte (rawString jumps there), for every byte value at every
-// position, after another such byte, and for random words.
+// lowest flag is on the first such byte (rawString jumps there).
 func TestNotPlainMask(t *testing.T) {
-	check := func(w uint64) {
-		first := -1
-		for i := range 8 {
-			if !plainByte[byte(w>>(8*i))] {
-				first = i
-				break
-			}
-		}
-		m := notPlain(w)
-		if first < 0 {
-			require.Zero(t, m, "%#x", w)
-			return
-		}
-		require.NotZero(t, m, "%#x", w)
-		require.Equal(t, first, bits.TrailingZeros64(m)>>3, "%#x: lowest flag", w)
-	}
-	for pos := range 8 {
-		for c := range 256 {
-			w := []byte("abcdefgh")
-			w[pos] = byte(c)
-			check(binary.LittleEndian.Uint64(w))
-			w[7-pos] = '"'
-			check(binary.LittleEndian.Uint64(w))
-		}
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 100000 {
-		var w uint64
-		for i := range 8 {
-			c := byte(rng.UintN(256))
-			if rng.UintN(6) != 0 {
-				c = byte('a' + rng.UintN(26))
-			}
-			w |= uint64(c) << (8 * i)
-		}
-		check(w)
-	}
+	swartest.CheckMask(t, "notPlain", notPlain, &plainByte)
 }
 
 // TestDecodeMetadataStringsAtWordEdges: names and annotation values of every length around an
