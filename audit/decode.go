@@ -785,12 +785,11 @@ func (d *eventDecoder) nextMember(first bool) (name []byte, more bool, err error
 	if c != '"' {
 		return nil, false, d.syntaxErr("at start of object member name")
 	}
-	if data := d.data; true { // most names: plain ASCII, the ':' right after them
-		if j := asciiStringEnd(data, d.pos); j >= 0 && j < len(data) && data[j] == ':' {
-			name = data[d.pos+1 : j-1]
-			d.pos = j + 1
-			return name, true, nil
-		}
+	// Most names: plain ASCII, the ':' right after them.
+	if j := asciiStringEnd(d.data, d.pos); j >= 0 && j < len(d.data) && d.data[j] == ':' {
+		name = d.data[d.pos+1 : j-1]
+		d.pos = j + 1
+		return name, true, nil
 	}
 	name, plain, err := d.scanString()
 	if err != nil {
