@@ -155,7 +155,7 @@ func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Setti
 		redelivered:  m.Counter("kelemetry.natsqueue.redelivered", "Messages handed to the handler again (retry or redelivery)", "{message}"),
 		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
 		skipped: m.Counter("kelemetry.natsqueue.committed_redeliveries",
-			"Redelivered messages already committed (last batch, commit marker), acknowledged without being handled again", "{message}"),
+			"Redelivered messages already committed (last batch, commit marker) or accepted in the batch in progress, not handled again", "{message}"),
 		duplicates: m.Counter("kelemetry.natsqueue.duplicates",
 			"Messages with the ID of another one of their partition handled just before (a retried publish the stream stored twice), acknowledged without being handled", "{message}"),
 		storedSkipped: m.Counter("kelemetry.natsqueue.stored_redeliveries",
@@ -379,7 +379,7 @@ type partition struct {
 	// since is when the first message of done was accepted.
 	since time.Time
 	// recent holds the stream sequences of the messages this member committed and
-	// acknowledged (confirmed or not) or dead-lettered, the last 8 x MaxInFlight of them: a
+	// acknowledged (confirmed or not) or dead-lettered, the last windowSize of them: a
 	// redelivery of one of them is stale (its ack was lost, e.g. a
 	// NATS node going away, or crossed the redelivery after a slow commit) and is acknowledged
 	// without being handled again. A sequence not in it is not stale: messages another member
@@ -400,7 +400,7 @@ type partition struct {
 	// seen is the highest stream sequence the warmer or the handler saw since the last
 	// takeover: a committed redelivery above it is warmed, one below it was already seen.
 	seen uint64
-	// ids holds the message IDs of the messages the handler accepted last (8 x MaxInFlight), with
+	// ids holds the message IDs of the messages the handler accepted last (windowSize), with
 	// their stream sequences. A message with one of these IDs and another sequence is a second
 	// copy of a retried publish: JetStream's duplicate check usually refuses it, but not always
 	// across a stream leader change.
@@ -411,6 +411,17 @@ type partition struct {
 
 // remember adds seq to ps.recent.
 func (ps *partition) remember(seq uint64) { ps.recent.add(seq, struct{}{}) }
+
+// pending reports whether the message with stream sequence seq was accepted in the current
+// batch and waits for its commit.
+func (ps *partition) pending(seq uint64) bool {
+	for i := range ps.done {
+		if ps.done[i].d.Sequence == seq {
+			return true
+		}
+	}
+	return false
+}
 
 // accept records the ID of a message the handler accepted.
 func (ps *partition) accept(id string, seq uint64) {
@@ -448,8 +459,8 @@ type accepted struct {
 // runPartition pulls one partition until pull ends, reopening the pull after errors; ctx is
 // the handlers' context.
 func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
-	ps := &partition{p: p, log: c.log.With("partition", p), recent: newLastN[uint64, struct{}](8 * c.cfg.MaxInFlight),
-		inherited: map[uint64]struct{}{}, stored: map[uint64]bool{}, pull: pull, ids: newLastN[string, uint64](8 * c.cfg.MaxInFlight)}
+	ps := &partition{p: p, log: c.log.With("partition", p), recent: newLastN[uint64, struct{}](windowSize(c.cfg.MaxInFlight)),
+		inherited: map[uint64]struct{}{}, stored: map[uint64]bool{}, pull: pull, ids: newLastN[string, uint64](windowSize(c.cfg.MaxInFlight))}
 	backoff := c.cfg.RetryBackoff
 	for pull.Err() == nil {
 		pctx, pcancel, ok := c.ms.acquire(pull, p)
@@ -706,6 +717,14 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		ps.seen = max(ps.seen, seq)
 		c.duplicates.Add(ctx, 1)
 		_ = msg.Ack()
+		return true
+	}
+	if ps.pending(seq) {
+		// A redelivery of a message accepted in this batch and not committed yet: its AckWait
+		// ran out while it waited in the pull's buffer behind a stalled commit (a stream leader
+		// change). The ack of the accepted delivery, after the commit, covers both; handling it
+		// again would write its spans twice.
+		c.skipped.Add(ctx, 1)
 		return true
 	}
 	// A message this member committed comes back as a first delivery when the server lost its

@@ -28,7 +28,8 @@ type Message struct {
 	// window (2 minutes by default), e.g. when a client retries after ErrUnavailable. A second
 	// copy the stream stores anyway (its check can miss one across a leader change) is
 	// acknowledged without being handled when the partition's consumer handled the first among
-	// its last 8 x MaxInFlight messages. The audit ID plus stage is a good ID.
+	// its last 4,096 messages (8 x MaxInFlight when that is more). The audit ID plus stage is a
+	// good ID.
 	ID string
 	// Payload is the message body.
 	Payload []byte

@@ -68,3 +68,36 @@ func TestStaleRedeliveryAfterTakeoverWarms(t *testing.T) {
 	assert.Equal(t, []uint64{5}, warmed, "a stale redelivery already seen is only acknowledged")
 	assert.Empty(t, handled)
 }
+
+// A redelivery of a message accepted in the batch in progress (its AckWait ran out in the pull's
+// buffer while a commit before it stalled) is not handled again, nor acknowledged before the
+// commit: the accepted delivery's ack covers it. A redelivery of another message is handled.
+func TestRedeliveryOfPendingMessageIsNotHandled(t *testing.T) {
+	var handled []uint64
+	m := noop.NewMeterProvider().Meter("test")
+	skipped, _ := m.Int64Counter("skipped")
+	redelivered, _ := m.Int64Counter("redelivered")
+	c := &Consumer{
+		cfg: testConfig("nats://127.0.0.1:1").WithDefaults(),
+		log: slog.Default(),
+		h: func(_ context.Context, d Delivery) error {
+			handled = append(handled, d.Sequence)
+			return nil
+		},
+		skipped:     skipped,
+		redelivered: redelivered,
+	}
+	ps := &partition{p: 0, log: slog.Default(), recent: newLastN[uint64, struct{}](8), inherited: map[uint64]struct{}{},
+		stored: map[uint64]bool{}, pctx: context.Background(), since: time.Now(), ids: newLastN[string, uint64](8)}
+	ctx := context.Background()
+	batch := []*fakeMsg{{seq: 7, delivered: 1}, {seq: 8, delivered: 1}, {seq: 7, delivered: 2}, {seq: 6, delivered: 2}}
+	for _, msg := range batch {
+		require.True(t, c.handle(ctx, ps, msg))
+	}
+	assert.Equal(t, []uint64{7, 8, 6}, handled, "the second delivery of 7 is not handled; 6 was never accepted here")
+	for _, msg := range batch {
+		assert.False(t, msg.acked, "nothing is acknowledged before the commit (seq %d attempt %d)", msg.seq, msg.delivered)
+	}
+	require.Len(t, ps.done, 3)
+	assert.Same(t, batch[0], ps.done[0].msg, "the first delivery of 7 waits for the commit")
+}

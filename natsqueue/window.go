@@ -1,11 +1,14 @@
 package natsqueue
 
-// lastN maps the last bound keys added (oldest first in order) to their values; adding beyond
-// the bound forgets the oldest. It backs a partition's memory of the sequences it committed and of
-// the IDs it accepted. The zero value holds nothing and forgets everything it is given.
+// lastN maps the last bound keys added to their values; adding beyond the bound forgets the
+// oldest. It backs a partition's memory of the sequences it committed and of the IDs it
+// accepted. The keys are kept in a ring (ring[next] is the oldest once full), so that adding is
+// constant time whatever the bound. The zero value holds nothing and forgets everything it is
+// given.
 type lastN[K comparable, V any] struct {
 	m     map[K]V
-	order []K
+	ring  []K
+	next  int
 	bound int
 }
 
@@ -22,14 +25,13 @@ func (w *lastN[K, V]) add(k K, v V) {
 		w.m = make(map[K]V, w.bound)
 	}
 	w.m[k] = v
-	w.order = append(w.order, k)
-	if len(w.order) > w.bound {
-		drop := len(w.order) - w.bound
-		for _, old := range w.order[:drop] {
-			delete(w.m, old)
-		}
-		w.order = append(w.order[:0], w.order[drop:]...)
+	if len(w.ring) < w.bound {
+		w.ring = append(w.ring, k)
+		return
 	}
+	delete(w.m, w.ring[w.next])
+	w.ring[w.next] = k
+	w.next = (w.next + 1) % w.bound
 }
 
 func (w *lastN[K, V]) get(k K) (V, bool) {
@@ -41,3 +43,16 @@ func (w *lastN[K, V]) has(k K) bool {
 	_, ok := w.m[k]
 	return ok
 }
+
+// len is the number of keys held.
+func (w *lastN[K, V]) len() int { return len(w.m) }
+
+// windowSize is how many committed sequences and accepted IDs a partition remembers: 8 x
+// MaxInFlight, and at least minWindow. After a stream (or consumer) leader change, the new
+// leader's state can lag the acks the old one confirmed, and it redelivers those messages after
+// AckWait, when the partition may have handled many newer ones: a window of a few batches
+// missed them (seen in a 3-node test: 6 of 600 messages handled twice, 60-100 messages after
+// their commit). 4,096 sequences and IDs cost a partition about 400 KB.
+func windowSize(maxInFlight int) int { return max(8*maxInFlight, minWindow) }
+
+const minWindow = 4096
