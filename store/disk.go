@@ -244,6 +244,15 @@ func (p *Pebble) writeSpace() error {
 // once its batch is queued for the log, and a process crash can lose what the log writer had not
 // written yet. The durable audit queue calls it before it marks batches handled.
 func (p *Pebble) Sync(context.Context) error {
+	p.mu.RLock()
+	err := p.usable()
+	if err == nil {
+		err = p.commitPendingNow()
+	}
+	p.mu.RUnlock()
+	if err != nil {
+		return fmt.Errorf("sync store: %w", err)
+	}
 	if err := p.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("sync store log: %w", err)
 	}

@@ -307,6 +307,7 @@ func TestPebbleCommitPanicIsRecovered(t *testing.T) {
 	other := openTestPebble(t, PebbleConfig{}, nil)
 	obj := ref("c", "", "pods", "ns", "p")
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 2, 16)))
+	require.NoError(t, p.Sync(ctx), "the spans are committed before the panic")
 
 	b := other.db.NewBatch()
 	require.NoError(t, b.Set([]byte("k"), []byte("v"), nil))

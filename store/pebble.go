@@ -32,12 +32,14 @@ import (
 
 // Pebble is the persistent Store, a Pebble database under PebbleConfig.Dir.
 //
-// Durability: every Export is one atomic batch written to the write-ahead log without an fsync
-// (pebble.NoSync): Export returns once its batch is queued for the log, which Pebble writes in
-// the background, so a process crash (kill -9) or a power loss may lose the most recent batches.
-// Sync writes and syncs the log up to now; the durable audit queue calls it before it marks
-// events handled, so that they are replayed if their spans did not reach the disk. Close flushes
-// the memtable to disk and syncs.
+// Durability: every Export is atomic and is written to the write-ahead log without an fsync
+// (pebble.NoSync). Export returns once its spans are pending (see pendingSpans): they are
+// committed, with the spans of the Exports around them, within pendingDelay, and before any read,
+// Sync, retention delete or Close; Pebble writes the log in the background. So a process crash
+// (kill -9) or a power loss may lose the most recent Exports. Sync commits the pending spans and
+// writes and syncs the log up to now; the durable audit queue calls it before it marks events
+// handled, so that they are replayed if their spans did not reach the disk. Close flushes the
+// memtable to disk and syncs.
 //
 // Start runs the retention loop, which deletes whole windows older than MaxAge and, while the
 // database is larger than MaxBytes, the oldest windows.
@@ -71,6 +73,8 @@ type Pebble struct {
 	loopMu    sync.Mutex
 	retention *loop.Group // the retention loop; nil when it does not run
 	fsCloser  io.Closer   // stops the disk health checks of the database's filesystem
+
+	pending pendingSpans // spans Export accepted and did not commit yet
 
 	written        *telemetry.FixedCounter
 	writeErrors    metric.Int64Counter
@@ -273,7 +277,10 @@ func (p *Pebble) usable() error {
 	return nil
 }
 
-// Export writes spans in one batch, replacing stored spans with the same trace and span ID.
+// Export stores spans, replacing stored spans with the same trace and span ID. The spans of one
+// call are committed in one batch (with those of other calls): all or none. It returns once they
+// are pending; a failure to commit the pending spans is returned by the Export (or Sync) that
+// needed their room, and leaves them pending.
 func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
 	if len(spans) == 0 {
 		return nil
@@ -286,11 +293,113 @@ func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
 	if err := p.writable(false); err != nil {
 		return fmt.Errorf("store %d spans: %w", len(spans), err)
 	}
-	if err := p.write(spans); err != nil {
-		p.writeErrors.Add(ctx, 1)
-		return fmt.Errorf("store %d spans: %w", len(spans), err)
+	pd := &p.pending
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if len(pd.spans)+len(spans) > maxPendingSpans {
+		if err := p.commitPending(); err != nil {
+			return fmt.Errorf("store %d spans: commit the %d spans before them: %w", len(spans), len(pd.spans), err)
+		}
+		if len(spans) > maxPendingSpans {
+			pd.spans = spans // committed on its own, now
+			err := p.commitPending()
+			pd.spans = nil
+			if err != nil {
+				return fmt.Errorf("store %d spans: %w", len(spans), err)
+			}
+			return nil
+		}
 	}
-	p.written.Add(0, int64(len(spans)))
+	if len(pd.spans) == 0 {
+		delay := cmp.Or(pd.delay, pendingDelay)
+		if pd.timer == nil {
+			pd.timer = time.AfterFunc(delay, p.commitPendingLater)
+		} else {
+			pd.timer.Reset(delay)
+		}
+	}
+	pd.spans = append(pd.spans, spans...)
+	return nil
+}
+
+// Most Exports carry the one or two spans of one audit event, and a Pebble commit of one span
+// costs about as much as encoding it (the commit queue, the log writer's wake-up, the memtable's
+// publication). So Export leaves its spans pending, and they are committed together: when the
+// next Export would take them past maxPendingSpans, pendingDelay after the first of them, and
+// before every read, Sync, retention delete and Close. (The all-in-one, bulk fixture: about 5%
+// less CPU per event.)
+const (
+	maxPendingSpans   = 64
+	pendingDelay      = 10 * time.Millisecond
+	pendingRetryDelay = time.Second
+)
+
+// pendingSpans are the spans Export accepted and did not commit yet. Lock order: Pebble.mu, then
+// mu.
+type pendingSpans struct {
+	mu    sync.Mutex
+	spans []*aggregator.Span
+	timer *time.Timer   // commits them pendingDelay after the first one; nil until first needed
+	delay time.Duration // pendingDelay when zero (tests set it)
+}
+
+// commitPending commits the pending spans in one batch; on an error they stay pending. Call with
+// p.mu (shared or not) and p.pending.mu held.
+func (p *Pebble) commitPending() error {
+	pd := &p.pending
+	if len(pd.spans) == 0 {
+		return nil
+	}
+	if err := p.writable(false); err != nil {
+		return err
+	}
+	if err := p.write(pd.spans); err != nil {
+		p.writeErrors.Add(context.Background(), 1)
+		return err
+	}
+	p.written.Add(0, int64(len(pd.spans)))
+	clear(pd.spans) // not kept: they may hold large strings
+	pd.spans = pd.spans[:0]
+	return nil
+}
+
+// commitPendingNow commits the pending spans; call with p.mu held (shared or not).
+func (p *Pebble) commitPendingNow() error {
+	p.pending.mu.Lock()
+	defer p.pending.mu.Unlock()
+	n := len(p.pending.spans)
+	if err := p.commitPending(); err != nil {
+		return fmt.Errorf("commit %d pending spans: %w", n, err)
+	}
+	return nil
+}
+
+// commitPendingLater is the pending timer's function. A failed commit is tried again after
+// pendingRetryDelay (and by the next Export that needs the room, read or Sync).
+func (p *Pebble) commitPendingLater() {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return
+	}
+	pd := &p.pending
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if err := p.commitPending(); err != nil {
+		p.logger.Debug("store: committing pending spans failed; trying again", "spans", len(pd.spans), "error", err)
+		pd.timer.Reset(pendingRetryDelay)
+	}
+}
+
+// readable is usable, after committing the pending spans so that a read sees every Export that
+// returned before it; when that commit fails, the read sees what is stored. Call with mu held.
+func (p *Pebble) readable() error {
+	if err := p.usable(); err != nil {
+		return err
+	}
+	if err := p.commitPendingNow(); err != nil {
+		p.logger.Debug("store: read without the pending spans", "error", err)
+	}
 	return nil
 }
 
@@ -394,7 +503,7 @@ func (p *Pebble) setObjectRef(b *pebble.Batch, enc *encoder, sp *aggregator.Span
 func (p *Pebble) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", id, err)
 	}
 	var windows []int64
@@ -440,7 +549,7 @@ func (p *Pebble) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.
 func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("get traces: %w", err)
 	}
 	out := make([][]*aggregator.Span, len(ws))
@@ -581,7 +690,7 @@ func (p *Pebble) readTraces(ctx context.Context, keys [][]byte, order []int, out
 func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
 	match := newMatcher(q, p.window)
@@ -646,7 +755,7 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
 	match := newMatcher(ObjectQuery{From: q.From, To: q.To}, p.window)
@@ -700,7 +809,7 @@ func (p *Pebble) traceObject(w int64, tid trace.TraceID) (aggregator.ObjectRef, 
 func (p *Pebble) Clusters(ctx context.Context) ([]string, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("list clusters: %w", err)
 	}
 	lower := []byte{prefixObject}
@@ -749,7 +858,7 @@ func (p *Pebble) findObjects(ctx context.Context, match matcher) ([]ObjectWindow
 func (p *Pebble) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]ObjectWindows, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
 	out := make([]ObjectWindows, len(keys))
@@ -952,11 +1061,22 @@ func (p *Pebble) Close() error {
 	if p.closed {
 		return nil
 	}
-	p.closed = true
 	var errs []error
 	if stopErr != nil {
 		errs = append(errs, stopErr)
 	}
+	if p.usable() == nil {
+		if err := p.commitPendingNow(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.closed = true
+	p.pending.mu.Lock()
+	if p.pending.timer != nil {
+		p.pending.timer.Stop()
+	}
+	p.pending.spans = nil
+	p.pending.mu.Unlock()
 	if err := p.sizeReg.Unregister(); err != nil {
 		errs = append(errs, fmt.Errorf("unregister size gauge: %w", err))
 	}

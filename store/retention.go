@@ -265,7 +265,7 @@ func (p *Pebble) leavingBytes() uint64 {
 func (p *Pebble) diskFlush() error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return err
 	}
 	if p.diskState(true) != nil {
@@ -299,6 +299,11 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, below, limit int64, kee
 	defer p.mu.Unlock()
 	if err := p.writable(true); err != nil {
 		return deletion{}, err
+	}
+	// Pending spans of the window would bring it back after the deletion. On a full disk the
+	// commit fails (the deletion is what makes room): they stay pending, and the deletion goes on.
+	if err := p.commitPendingNow(); err != nil {
+		p.logger.Debug("store: deleting a window with spans pending", "error", err)
 	}
 	w := d.window
 
@@ -365,7 +370,7 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, below, limit int64, kee
 func (p *Pebble) oldestWindow(ctx context.Context, below, limit int64, keepNewest bool) (deletion, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.usable(); err != nil {
+	if err := p.readable(); err != nil {
 		return deletion{}, err
 	}
 	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+)
+
+func pendingLen(p *Pebble) int {
+	p.pending.mu.Lock()
+	defer p.pending.mu.Unlock()
+	return len(p.pending.spans)
+}
+
+// storedSpans counts the span entries in the database itself, past the pending spans and the
+// reads that commit them.
+func storedSpans(t *testing.T, p *Pebble) int {
+	t.Helper()
+	n := 0
+	it, err := p.db.NewIter(nil)
+	require.NoError(t, err)
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) > 0 && k[0] == prefixSpan {
+			n++
+		}
+	}
+	require.NoError(t, it.Close())
+	return n
+}
+
+// Export leaves its spans pending; they are committed together when the next Export needs the
+// room, by a read, by Sync, or pendingDelay later, and an Export larger than the room is
+// committed at once (after the spans before it).
+func TestPebblePendingSpansAreCommitted(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{}, nil)
+	p.pending.delay = time.Hour
+	obj := ref("c", "", "pods", "ns", "p")
+	tid := aggregator.TraceIDFor(obj.Key(), t0)
+
+	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 2, 16)))
+	assert.Equal(t, 3, pendingLen(p))
+	assert.Zero(t, storedSpans(t, p), "not committed yet")
+	got, err := p.GetTrace(ctx, tid)
+	require.NoError(t, err)
+	assert.Len(t, got, 3, "a read sees the spans Export returned for")
+	assert.Zero(t, pendingLen(p))
+	assert.Equal(t, 3, storedSpans(t, p))
+
+	// 3 + 60 fit; the next one does not: the 63 before it are committed, it stays pending.
+	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 10, 2, 16)))
+	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 20, 60, 16)[1:]))
+	assert.Equal(t, 63, pendingLen(p))
+	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 100, 2, 16)[1:]))
+	assert.Equal(t, 2, pendingLen(p))
+	assert.Equal(t, 3+62, storedSpans(t, p))
+
+	// More than the room: the pending ones, then it, at once.
+	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 200, 100, 16)[1:]))
+	assert.Zero(t, pendingLen(p))
+	assert.Equal(t, 3+62+2+100, storedSpans(t, p))
+
+	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 400, 5, 16)[1:]))
+	require.NoError(t, p.Sync(ctx))
+	assert.Zero(t, pendingLen(p), "Sync commits them")
+	assert.Equal(t, 3+62+2+100+5, storedSpans(t, p))
+
+	// The timer commits what nothing else did.
+	p.pending.mu.Lock()
+	p.pending.delay = 5 * time.Millisecond
+	p.pending.mu.Unlock()
+	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 500, 4, 16)[1:]))
+	require.Eventually(t, func() bool { return pendingLen(p) == 0 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 3+62+2+100+5+4, storedSpans(t, p))
+	got, err = p.GetTrace(ctx, tid)
+	require.NoError(t, err)
+	assert.Len(t, got, 3+62+2+100+5+4)
+}
+
+// Pending spans that cannot be committed (a full disk) stay pending: Sync reports it, so the
+// durable queue does not mark their events handled, and they are committed once the disk has
+// room again. Close commits what is pending.
+func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
+	ctx := context.Background()
+	ffs := newFaultFS()
+	dir := t.TempDir()
+	p := openFaultPebble(t, PebbleConfig{Dir: dir, MaxAge: time.Hour, MaxBytes: 64 << 20}, ffs)
+	p.pending.delay = time.Hour
+	obj := ref("c", "", "pods", "ns", "p")
+	tid := aggregator.TraceIDFor(obj.Key(), t0)
+
+	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 4, 1024)))
+	ffs.full.Store(true)
+	time.Sleep(2 * spaceRecheck)
+	err := p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 1024))
+	require.ErrorIs(t, err, ErrUnavailable, "refused whole")
+	require.ErrorIs(t, p.Sync(ctx), ErrUnavailable, "the pending spans could not be committed")
+	assert.Equal(t, 5, pendingLen(p), "and stay pending")
+	_, err = p.GetTrace(ctx, tid)
+	require.ErrorIs(t, err, ErrNotFound, "reads go on without them")
+	assert.Equal(t, 5, pendingLen(p))
+
+	ffs.full.Store(false)
+	withinTime(t, 10*time.Second, "recovery", func() { p.recoverStep(ctx) })
+	require.NoError(t, p.Sync(ctx))
+	assert.Zero(t, pendingLen(p))
+	got, err := p.GetTrace(ctx, tid)
+	require.NoError(t, err)
+	assert.Len(t, got, 5)
+
+	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 10, 3, 1024)[1:]))
+	require.NoError(t, p.Close())
+	q := openTestPebble(t, PebbleConfig{Dir: dir}, nil)
+	got, err = q.GetTrace(ctx, tid)
+	require.NoError(t, err)
+	assert.Len(t, got, 8, "Close committed the pending spans")
+}
