@@ -412,15 +412,15 @@ type partition struct {
 // remember adds seq to ps.recent.
 func (ps *partition) remember(seq uint64) { ps.recent.add(seq, struct{}{}) }
 
-// pending reports whether the message with stream sequence seq was accepted in the current
-// batch and waits for its commit.
-func (ps *partition) pending(seq uint64) bool {
+// pending returns the index in ps.done of the message with stream sequence seq when it was
+// accepted in the current batch and waits for its commit, or -1.
+func (ps *partition) pending(seq uint64) int {
 	for i := range ps.done {
 		if ps.done[i].d.Sequence == seq {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // accept records the ID of a message the handler accepted.
@@ -719,11 +719,14 @@ func (c *Consumer) handle(ctx context.Context, ps *partition, msg jetstream.Msg)
 		_ = msg.Ack()
 		return true
 	}
-	if ps.pending(seq) {
+	if i := ps.pending(seq); i >= 0 {
 		// A redelivery of a message accepted in this batch and not committed yet: its AckWait
 		// ran out while it waited in the pull's buffer behind a stalled commit (a stream leader
-		// change). The ack of the accepted delivery, after the commit, covers both; handling it
-		// again would write its spans twice.
+		// change). Handling it again would write its spans twice. The accepted message goes on
+		// with this delivery, the one the server now waits for: its ack after the commit (by
+		// stream sequence) covers both, and a give-back's Nak of an older delivery would be
+		// ignored until AckWait.
+		ps.done[i].msg = msg
 		c.skipped.Add(ctx, 1)
 		return true
 	}

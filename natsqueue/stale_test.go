@@ -71,7 +71,8 @@ func TestStaleRedeliveryAfterTakeoverWarms(t *testing.T) {
 
 // A redelivery of a message accepted in the batch in progress (its AckWait ran out in the pull's
 // buffer while a commit before it stalled) is not handled again, nor acknowledged before the
-// commit: the accepted delivery's ack covers it. A redelivery of another message is handled.
+// commit: the accepted message is acknowledged (or given back) through the latest delivery. A
+// redelivery of another message is handled.
 func TestRedeliveryOfPendingMessageIsNotHandled(t *testing.T) {
 	var handled []uint64
 	m := noop.NewMeterProvider().Meter("test")
@@ -99,5 +100,6 @@ func TestRedeliveryOfPendingMessageIsNotHandled(t *testing.T) {
 		assert.False(t, msg.acked, "nothing is acknowledged before the commit (seq %d attempt %d)", msg.seq, msg.delivered)
 	}
 	require.Len(t, ps.done, 3)
-	assert.Same(t, batch[0], ps.done[0].msg, "the first delivery of 7 waits for the commit")
+	assert.Same(t, batch[2], ps.done[0].msg, "7 waits for the commit with its latest delivery")
+	assert.Equal(t, 1, ps.done[0].d.Attempt, "as the delivery that was handled")
 }

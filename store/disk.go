@@ -244,12 +244,12 @@ func (p *Pebble) writeSpace() error {
 // once its batch is queued for the log, and a process crash can lose what the log writer had not
 // written yet. The durable audit queue calls it before it marks batches handled.
 func (p *Pebble) Sync(context.Context) error {
-	p.mu.RLock()
+	p.mu.RLock() // held through LogData: a reopening or Close replaces p.db
+	defer p.mu.RUnlock()
 	err := p.usable()
 	if err == nil {
 		err = p.commitPendingNow()
 	}
-	p.mu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("sync store: %w", err)
 	}
@@ -266,6 +266,17 @@ func (p *Pebble) Health(context.Context) error {
 	defer p.mu.RUnlock()
 	if err := p.writable(false); err != nil {
 		return fmt.Errorf("store %s: %w", p.cfg.Dir, err)
+	}
+	p.pending.mu.Lock()
+	failed := p.pending.failed
+	if failed != nil { // try again: the disk may be back
+		if p.commitPending() == nil {
+			failed = nil
+		}
+	}
+	p.pending.mu.Unlock()
+	if failed != nil {
+		return fmt.Errorf("store %s: %w: committing the pending spans failed: %w", p.cfg.Dir, ErrUnavailable, failed)
 	}
 	if since := p.stallSince.Load(); since != 0 {
 		if d := time.Since(time.Unix(0, since)); d > stallHealthAfter {

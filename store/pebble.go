@@ -288,6 +288,10 @@ func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store %d spans: %w", len(spans), err)
 	}
+	// A nil span would fail the commit of the spans around it (for good): refused here.
+	if slices.Contains(spans, nil) {
+		return fmt.Errorf("store %d spans: a nil span", len(spans))
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.writable(false); err != nil {
@@ -300,11 +304,8 @@ func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
 		if err := p.commitPending(); err != nil {
 			return fmt.Errorf("store %d spans: commit the %d spans before them: %w", len(spans), len(pd.spans), err)
 		}
-		if len(spans) > maxPendingSpans {
-			pd.spans = spans // committed on its own, now
-			err := p.commitPending()
-			pd.spans = nil
-			if err != nil {
+		if len(spans) > maxPendingSpans { // committed on its own, now
+			if err := p.commit(spans); err != nil {
 				return fmt.Errorf("store %d spans: %w", len(spans), err)
 			}
 			return nil
@@ -341,6 +342,9 @@ type pendingSpans struct {
 	spans []*aggregator.Span
 	timer *time.Timer   // commits them pendingDelay after the first one; nil until first needed
 	delay time.Duration // pendingDelay when zero (tests set it)
+	// failed is why the last commit of the pending spans failed, until one succeeds: Health
+	// reports it.
+	failed error
 }
 
 // commitPending commits the pending spans in one batch; on an error they stay pending. Call with
@@ -348,18 +352,29 @@ type pendingSpans struct {
 func (p *Pebble) commitPending() error {
 	pd := &p.pending
 	if len(pd.spans) == 0 {
+		pd.failed = nil
 		return nil
 	}
+	if err := p.commit(pd.spans); err != nil {
+		pd.failed = err
+		return err
+	}
+	pd.failed = nil
+	clear(pd.spans) // not kept: they may hold large strings
+	pd.spans = pd.spans[:0]
+	return nil
+}
+
+// commit writes spans in one batch; call with p.mu held (shared or not).
+func (p *Pebble) commit(spans []*aggregator.Span) error {
 	if err := p.writable(false); err != nil {
 		return err
 	}
-	if err := p.write(pd.spans); err != nil {
+	if err := p.write(spans); err != nil {
 		p.writeErrors.Add(context.Background(), 1)
 		return err
 	}
-	p.written.Add(0, int64(len(pd.spans)))
-	clear(pd.spans) // not kept: they may hold large strings
-	pd.spans = pd.spans[:0]
+	p.written.Add(0, int64(len(spans)))
 	return nil
 }
 
@@ -1065,10 +1080,14 @@ func (p *Pebble) Close() error {
 	if stopErr != nil {
 		errs = append(errs, stopErr)
 	}
-	if p.usable() == nil {
-		if err := p.commitPendingNow(); err != nil {
-			errs = append(errs, err)
+	if err := p.usable(); err != nil {
+		p.pending.mu.Lock()
+		if n := len(p.pending.spans); n > 0 {
+			errs = append(errs, fmt.Errorf("%d pending spans not committed: %w", n, err))
 		}
+		p.pending.mu.Unlock()
+	} else if err := p.commitPendingNow(); err != nil {
+		errs = append(errs, fmt.Errorf("%w (not committed)", err))
 	}
 	p.closed = true
 	p.pending.mu.Lock()

@@ -107,6 +107,7 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 
 	ffs.full.Store(false)
 	withinTime(t, 10*time.Second, "recovery", func() { p.recoverStep(ctx) })
+	require.NoError(t, p.Health(ctx), "healthy once the pending spans could be committed")
 	require.NoError(t, p.Sync(ctx))
 	assert.Zero(t, pendingLen(p))
 	got, err := p.GetTrace(ctx, tid)
@@ -119,4 +120,37 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 	got, err = q.GetTrace(ctx, tid)
 	require.NoError(t, err)
 	assert.Len(t, got, 8, "Close committed the pending spans")
+}
+
+// An Export larger than the room is committed at once and leaves the caller's slice alone (the
+// aggregator hands the same slice to every sink); a nil span is refused before it could fail the
+// commit of the spans around it.
+func TestPebbleLargeExportKeepsTheCallersSlice(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{}, nil)
+	obj := ref("c", "", "pods", "ns", "p")
+	spans := windowSpans(obj, t0, 99, 16)
+	orig := append([]*aggregator.Span(nil), spans...)
+	require.NoError(t, p.Export(ctx, spans))
+	assert.Equal(t, orig, spans, "the slice is the caller's")
+	assert.Zero(t, pendingLen(p))
+	assert.Equal(t, 100, storedSpans(t, p))
+
+	require.Error(t, p.Export(ctx, []*aggregator.Span{orig[1], nil}))
+	assert.Zero(t, pendingLen(p), "nothing of it taken")
+}
+
+// Close reports the pending spans it could not commit (a store that failed meanwhile) instead of
+// dropping them quietly.
+func TestPebbleCloseReportsUncommittedSpans(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, PebbleConfig{}, nil)
+	p.pending.delay = time.Hour
+	obj := ref("c", "", "pods", "ns", "p")
+	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 2, 16)))
+	msg := "injected fatal error"
+	p.failed.Store(&msg)
+	err := p.Close()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "3 pending spans not committed")
 }
