@@ -29,25 +29,32 @@ func (m *fakeMsg) Headers() nats.Header { return nats.Header{} }
 func (m *fakeMsg) Subject() string      { return "kelemetry.audit.c1.0" }
 func (m *fakeMsg) Ack() error           { m.acked = true; return nil }
 
+// handleTestConsumer is a Consumer for the unit tests of handle, with no connection: its handler
+// records the stream sequences it is given in *handled.
+func handleTestConsumer() (*Consumer, *[]uint64) {
+	handled := &[]uint64{}
+	m := noop.NewMeterProvider().Meter("test")
+	skipped, _ := m.Int64Counter("skipped")
+	redelivered, _ := m.Int64Counter("redelivered")
+	return &Consumer{
+		cfg: testConfig("nats://127.0.0.1:1").WithDefaults(),
+		log: slog.Default(),
+		h: func(_ context.Context, d Delivery) error {
+			*handled = append(*handled, d.Sequence)
+			return nil
+		},
+		skipped:     skipped,
+		redelivered: redelivered,
+	}, handled
+}
+
 // A redelivery of a message this member committed (stale: its ack was lost) that comes first
 // after the member got its partition back is warmed: the warm-up stopped before it and replayed
 // older versions of its object. One at or below what the member saw is only acknowledged.
 func TestStaleRedeliveryAfterTakeoverWarms(t *testing.T) {
-	var handled, warmed []uint64
-	m := noop.NewMeterProvider().Meter("test")
-	skipped, _ := m.Int64Counter("skipped")
-	redelivered, _ := m.Int64Counter("redelivered")
-	c := &Consumer{
-		cfg: testConfig("nats://127.0.0.1:1").WithDefaults(),
-		log: slog.Default(),
-		h: func(_ context.Context, d Delivery) error {
-			handled = append(handled, d.Sequence)
-			return nil
-		},
-		warmer:      func(_ context.Context, d Delivery) { warmed = append(warmed, d.Sequence) },
-		skipped:     skipped,
-		redelivered: redelivered,
-	}
+	var warmed []uint64
+	c, handled := handleTestConsumer()
+	c.warmer = func(_ context.Context, d Delivery) { warmed = append(warmed, d.Sequence) }
 	ps := &partition{p: 0, log: slog.Default(), recent: newLastN[uint64, struct{}](8), inherited: map[uint64]struct{}{},
 		stored: map[uint64]bool{}, pctx: context.Background(), since: time.Now()}
 	for _, seq := range []uint64{3, 4, 5} {
@@ -60,13 +67,13 @@ func TestStaleRedeliveryAfterTakeoverWarms(t *testing.T) {
 	require.True(t, c.handle(ctx, ps, first))
 	assert.True(t, first.acked)
 	assert.Equal(t, []uint64{5}, warmed, "the stale redelivery past the warm-up is warmed")
-	assert.Empty(t, handled, "and not handled again")
+	assert.Empty(t, *handled, "and not handled again")
 
 	again := &fakeMsg{seq: 4, delivered: 3}
 	require.True(t, c.handle(ctx, ps, again))
 	assert.True(t, again.acked)
 	assert.Equal(t, []uint64{5}, warmed, "a stale redelivery already seen is only acknowledged")
-	assert.Empty(t, handled)
+	assert.Empty(t, *handled)
 }
 
 // A redelivery of a message accepted in the batch in progress (its AckWait ran out in the pull's
@@ -74,20 +81,7 @@ func TestStaleRedeliveryAfterTakeoverWarms(t *testing.T) {
 // commit: the accepted message is acknowledged (or given back) through the latest delivery. A
 // redelivery of another message is handled.
 func TestRedeliveryOfPendingMessageIsNotHandled(t *testing.T) {
-	var handled []uint64
-	m := noop.NewMeterProvider().Meter("test")
-	skipped, _ := m.Int64Counter("skipped")
-	redelivered, _ := m.Int64Counter("redelivered")
-	c := &Consumer{
-		cfg: testConfig("nats://127.0.0.1:1").WithDefaults(),
-		log: slog.Default(),
-		h: func(_ context.Context, d Delivery) error {
-			handled = append(handled, d.Sequence)
-			return nil
-		},
-		skipped:     skipped,
-		redelivered: redelivered,
-	}
+	c, handled := handleTestConsumer()
 	ps := &partition{p: 0, log: slog.Default(), recent: newLastN[uint64, struct{}](8), inherited: map[uint64]struct{}{},
 		stored: map[uint64]bool{}, pctx: context.Background(), since: time.Now(), ids: newLastN[string, uint64](8)}
 	ctx := context.Background()
@@ -95,7 +89,7 @@ func TestRedeliveryOfPendingMessageIsNotHandled(t *testing.T) {
 	for _, msg := range batch {
 		require.True(t, c.handle(ctx, ps, msg))
 	}
-	assert.Equal(t, []uint64{7, 8, 6}, handled, "the second delivery of 7 is not handled; 6 was never accepted here")
+	assert.Equal(t, []uint64{7, 8, 6}, *handled, "the second delivery of 7 is not handled; 6 was never accepted here")
 	for _, msg := range batch {
 		assert.False(t, msg.acked, "nothing is acknowledged before the commit (seq %d attempt %d)", msg.seq, msg.delivered)
 	}
