@@ -244,7 +244,7 @@ func (p *Pebble) checkVersion() error {
 func (p *Pebble) initMetrics(tel telemetry.Settings) error {
 	m := tel.Meter(meterName)
 	p.written = m.FixedCounter("kelemetry.store.spans.written", "Spans written to the store.", "{span}")
-	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per Export call).", "{error}")
+	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per failed commit of spans, which may hold the spans of several Export calls).", "{error}")
 	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason.", "{window}")
 	p.deletedSpans = m.Counter("kelemetry.store.retention.deleted.spans", "Spans deleted by retention, by reason.", "{span}")
 	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}")
