@@ -328,9 +328,7 @@ func (d *DurableQueue) flushAcks(ctx context.Context) bool {
 		d.ackMu.Unlock()
 		return false
 	}
-	for _, id := range ids {
-		d.log.Ack(id)
-	}
+	d.log.Ack(ids...)
 	return true
 }
 

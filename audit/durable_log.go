@@ -387,35 +387,55 @@ func (l *diskLog) rotate() error {
 	return nil
 }
 
-// Ack records that every event of batch id was handled. It does not wait for the disk. Acking an
-// unknown batch, or after Close, does nothing.
-func (l *diskLog) Ack(id uint64) {
+// Ack records that every event of each batch of ids was handled, with one write for all of
+// their records. It does not wait for the disk. Acking an unknown batch, or after Close, does
+// nothing.
+func (l *diskLog) Ack(ids ...uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s, ok := l.batchSeg[id]
-	if !ok || l.closed {
+	if l.closed {
 		return
 	}
-	delete(l.batchSeg, id)
-	s.pending--
-	if l.failed == nil {
-		var rec [recHeader]byte
-		binary.LittleEndian.PutUint32(rec[0:4], recHeader-8)
-		rec[8] = recAck
-		binary.LittleEndian.PutUint64(rec[9:17], id)
-		binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(rec[8:], crcTable))
+	var one [recHeader]byte
+	recs := one[:0]
+	if len(ids) > 1 {
+		recs = make([]byte, 0, recHeader*len(ids))
+	}
+	collect := false
+	for _, id := range ids {
+		s, ok := l.batchSeg[id]
+		if !ok {
+			continue
+		}
+		delete(l.batchSeg, id)
+		s.pending--
+		collect = collect || s.pending == 0
+		recs = appendAck(recs, id)
+	}
+	if len(recs) > 0 && l.failed == nil {
 		a := l.active()
-		if _, err := a.f.Write(rec[:]); err != nil {
+		if _, err := a.f.Write(recs); err != nil {
 			l.failed = fmt.Errorf("write audit queue segment: %w", err)
 		} else {
-			a.size += recHeader
-			l.size += recHeader
-			l.written += recHeader
+			n := int64(len(recs))
+			a.size += n
+			l.size += n
+			l.written += uint64(n)
 		}
 	}
-	if s.pending == 0 {
+	if collect {
 		l.collect()
 	}
+}
+
+// appendAck appends the ack record of batch id to b.
+func appendAck(b []byte, id uint64) []byte {
+	var rec [recHeader]byte
+	binary.LittleEndian.PutUint32(rec[0:4], recHeader-8)
+	rec[8] = recAck
+	binary.LittleEndian.PutUint64(rec[9:17], id)
+	binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(rec[8:], crcTable))
+	return append(b, rec[:]...)
 }
 
 // collect deletes the oldest segments while every batch in them is acknowledged (never the active

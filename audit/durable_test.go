@@ -155,6 +155,29 @@ func TestDiskLogReplaysUnhandledAfterCrash(t *testing.T) {
 	assert.Len(t, segFiles(t, dir), 1, "only the active segment is left")
 }
 
+func TestDiskLogAcksManyInOneCall(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openTestLog(t, dir, 1<<20, 512)
+	var ids []uint64
+	for i := range 12 {
+		ids = append(ids, appendTestBatch(t, l, strconv.Itoa(i)))
+	}
+	segs := len(segFiles(t, dir))
+	require.Greater(t, segs, 2)
+	// All but the last two, with an unknown ID and a repeated one among them: those write nothing.
+	l.Ack(append([]uint64{ids[11] + 1000, ids[3]}, ids[:10]...)...)
+	l.Ack()
+	assert.Less(t, len(segFiles(t, dir)), segs, "the handled segments are deleted")
+	_, acks, _, err := l.scan(l.active().path)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, ids[:10], acks, "one ack record per handled batch")
+	crash(l)
+
+	l, pending := openTestLog(t, dir, 1<<20, 512)
+	assert.Equal(t, []string{"10", "11"}, replayedNames(t, pending))
+	require.NoError(t, l.Close())
+}
+
 func TestDiskLogSkipsTornTail(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openTestLog(t, dir, 1<<20, 1<<20)
