@@ -100,6 +100,16 @@ func appendTestBatch(t *testing.T, l *diskLog, name string) uint64 {
 	return id
 }
 
+// appendNumberedBatches appends n batches to l, named "0" to "n-1", and returns their IDs.
+func appendNumberedBatches(t *testing.T, l *diskLog, n int) []uint64 {
+	t.Helper()
+	ids := make([]uint64, 0, n)
+	for i := range n {
+		ids = append(ids, appendTestBatch(t, l, strconv.Itoa(i)))
+	}
+	return ids
+}
+
 func replayedNames(t *testing.T, pending []batchLoc) []string {
 	t.Helper()
 	var names []string
@@ -158,10 +168,7 @@ func TestDiskLogReplaysUnhandledAfterCrash(t *testing.T) {
 func TestDiskLogAcksManyInOneCall(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openTestLog(t, dir, 1<<20, 512)
-	var ids []uint64
-	for i := range 12 {
-		ids = append(ids, appendTestBatch(t, l, strconv.Itoa(i)))
-	}
+	ids := appendNumberedBatches(t, l, 12)
 	segs := len(segFiles(t, dir))
 	require.Greater(t, segs, 2)
 	// All but the last two, with an unknown ID and a repeated one among them: those write nothing.
@@ -205,10 +212,7 @@ func TestDiskLogSkipsTornTail(t *testing.T) {
 func TestDiskLogDeletesHandledSegments(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openTestLog(t, dir, 1<<20, 512)
-	var ids []uint64
-	for i := range 40 {
-		ids = append(ids, appendTestBatch(t, l, strconv.Itoa(i)))
-	}
+	ids := appendNumberedBatches(t, l, 40)
 	segs := len(segFiles(t, dir))
 	require.Greater(t, segs, 4)
 	full := l.Size()
