@@ -60,6 +60,19 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// waitCaughtUp waits until the app at apiAddr has handled every audit event it accepted and
+// finished every link job (GET /healthz: queueDepth and linkJobs 0, replays done).
+func waitCaughtUp(t *testing.T, apiAddr string) {
+	t.Helper()
+	var h kelemetry.Health
+	require.Eventually(t, func() bool {
+		code, body := get(t, "http://"+apiAddr+"/healthz")
+		h = kelemetry.Health{}
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &h) == nil &&
+			h.Replay.Done && h.QueueDepth == 0 && h.LinkJobs == 0
+	}, 20*time.Second, 20*time.Millisecond)
+}
+
 // demoTraceFound asks the Jaeger API for the rollout's Deployment with its related objects.
 func demoTraceFound(t *testing.T, apiAddr string) bool {
 	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`}, "start": {"0"}}
@@ -88,7 +101,8 @@ func TestModuleWithOwnMeterProvider(t *testing.T) {
 	defer app.RequireStop()
 
 	postRollout(t, servers.AuditAddr())
-	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+	waitCaughtUp(t, servers.APIAddr())
+	require.True(t, demoTraceFound(t, servers.APIAddr()))
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
@@ -182,22 +196,17 @@ func TestModuleOneWindow(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 	postRollout(t, servers.AuditAddr())
-	require.Eventually(t, func() bool { return demoTraceFound(t, servers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+	// The node's spans are stored independently of the Deployment's tree: wait for all of them.
+	waitCaughtUp(t, servers.APIAddr())
+	require.True(t, demoTraceFound(t, servers.APIAddr()))
 
 	// The Deployment lives from 17:09:30 to 17:09:52: one window of 10 minutes, at 17:00.
 	assert.Equal(t, []time.Time{time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)},
 		objectWindows(t, servers.APIAddr(), "deployments", "demo"))
 
 	// A node patched at 17:09 and at 17:10 has two 10-minute windows (it would have one of 30m).
-	// The node's spans are stored independently of the Deployment's tree, so wait for its second
-	// window before comparing.
-	want := []time.Time{time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC), time.Date(2026, 11, 29, 17, 10, 0, 0, time.UTC)}
-	var got []time.Time
-	require.Eventually(t, func() bool {
-		got = objectWindows(t, servers.APIAddr(), "nodes", "kwok-node-1")
-		return len(got) >= len(want)
-	}, 10*time.Second, 20*time.Millisecond)
-	assert.Equal(t, want, got)
+	assert.Equal(t, []time.Time{time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC), time.Date(2026, 11, 29, 17, 10, 0, 0, time.UTC)},
+		objectWindows(t, servers.APIAddr(), "nodes", "kwok-node-1"))
 }
 
 // objectWindows returns the start of every window /api/objects lists for one object, or nil
@@ -220,4 +229,38 @@ func objectWindows(t *testing.T, apiAddr, resource, name string) []time.Time {
 		starts = append(starts, w.Start.UTC())
 	}
 	return starts
+}
+
+// /healthz counts the link jobs queued or running (here held by a user's linker that waits), and
+// reports 0 once they are done: with queueDepth 0, the tracer has caught up.
+func TestHealthCountsLinkJobs(t *testing.T) {
+	release := make(chan struct{})
+	var servers *httpserver.Servers
+	app := fxtest.New(t, kelemetry.Module,
+		fx.Supply(localConfig(""), quietLogger()),
+		fx.Provide(aggregator.AsLinker(func() aggregator.Linker {
+			return aggregator.NewLinker("waits", func(ctx context.Context, _ aggregator.Object) ([]aggregator.Link, error) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil, nil
+			})
+		})),
+		fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	defer app.RequireStop()
+	health := func() kelemetry.Health {
+		code, body := get(t, "http://"+servers.APIAddr()+"/healthz")
+		require.Equal(t, http.StatusOK, code, body)
+		var h kelemetry.Health
+		require.NoError(t, json.Unmarshal([]byte(body), &h))
+		return h
+	}
+
+	postRollout(t, servers.AuditAddr())
+	require.Eventually(t, func() bool { return health().QueueDepth == 0 }, 10*time.Second, 20*time.Millisecond)
+	assert.Positive(t, health().LinkJobs, "the held lookups")
+	close(release)
+	require.Eventually(t, func() bool { h := health(); return h.QueueDepth == 0 && h.LinkJobs == 0 }, 10*time.Second, 20*time.Millisecond)
 }

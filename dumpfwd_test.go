@@ -28,23 +28,13 @@ func startApp(t *testing.T, auditCfg audit.Config) (*fxtest.App, *httpserver.Ser
 	return app, servers
 }
 
-// stableTraces waits until the rollout's trees at apiAddr stop changing (the queue and link jobs
-// are done) and returns them.
+// stableTraces waits until the app at apiAddr has caught up (waitCaughtUp) and returns the
+// rollout's trees.
 func stableTraces(t *testing.T, apiAddr string) []string {
 	t.Helper()
-	var prev []string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		if !demoTraceFound(t, apiAddr) {
-			continue
-		}
-		cur := rolloutTraces(t, apiAddr)
-		if slices.Equal(cur, prev) {
-			return cur
-		}
-		prev = cur
-	}
-	require.FailNow(t, "the rollout's trees did not settle")
-	return nil
+	waitCaughtUp(t, apiAddr)
+	require.True(t, demoTraceFound(t, apiAddr))
+	return rolloutTraces(t, apiAddr)
 }
 
 // sameTraces waits until apiAddr serves want, and shows the difference if it never does.

@@ -140,6 +140,9 @@ type Health struct {
 	// Reason says why the status is not ok, e.g. the store's disk is full.
 	Reason     string `json:"reason,omitempty"`
 	QueueDepth int    `json:"queueDepth"`
+	// LinkJobs counts the link jobs queued or running. QueueDepth and LinkJobs both 0 (read in
+	// that order, with no new audit batches) means everything accepted is in the sinks.
+	LinkJobs int `json:"linkJobs"`
 	// Queue is the state of the audit queue's connection to NATS ("nats: connected", or why it
 	// is unavailable, which also makes Status "unavailable"); empty for the other queues.
 	Queue  string       `json:"queue,omitempty"`
@@ -162,7 +165,9 @@ type HealthReplay struct {
 func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *aggregator.Engine) httpserver.Health {
 	return healthHandler(func() Health {
 		build := version.Get()
+		// The queue's depth first: once it is 0, every handled event's link job is counted.
 		h := Health{Status: "ok", QueueDepth: q.Len(), Version: build.Version, Commit: build.Commit}
+		h.LinkJobs = agg.LinkJobs()
 		select {
 		case <-r.Done():
 			select {

@@ -128,7 +128,8 @@ func TestReplicasShareOneStore(t *testing.T) {
 	require.Positive(t, resent)
 	// Stopping the ingest replica drains its queue and flushes its writer.
 	b.RequireStop()
-	require.Eventually(t, func() bool { return demoTraceFound(t, singleServers.APIAddr()) }, 10*time.Second, 20*time.Millisecond)
+	waitCaughtUp(t, singleServers.APIAddr())
+	require.True(t, demoTraceFound(t, singleServers.APIAddr()))
 
 	want := rolloutTraces(t, singleServers.APIAddr())
 	require.Greater(t, len(want), 10, "the Deployment, its ReplicaSets and Pods")

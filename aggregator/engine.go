@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -41,6 +42,7 @@ type Engine struct {
 	closed   bool // jobs is closed
 	started  bool
 	pending  sync.WaitGroup // queued or running jobs
+	inflight atomic.Int64   // the same count as pending, readable (LinkJobs)
 	// workers are the link workers; their context, cancelled when Stop gives up waiting, bounds
 	// the lookups.
 	workers loop.Group
@@ -233,7 +235,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		for _, ln := range e.lanes {
 			for _, jobs := range ln.jobs {
 				for range jobs {
-					e.pending.Done()
+					e.donePending()
 				}
 			}
 		}
@@ -504,12 +506,12 @@ func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 		return
 	}
 	for _, ln := range e.lanes {
-		e.pending.Add(1)
+		e.addPending()
 		select {
 		case ln.jobs[jobQueue(job.obj.Key(), len(ln.jobs))] <- job:
 			e.m.linkJobs.Add(ctx, 1, resultQueued...)
 		default:
-			e.pending.Done()
+			e.donePending()
 			e.m.linkJobs.Add(ctx, 1, resultDropped...)
 			// The object's next event retries its links (every lane's: their spans are idempotent).
 			e.forgetLinks(job.obj.Key(), job.window)
@@ -517,6 +519,21 @@ func (e *Engine) enqueueLink(ctx context.Context, job linkJob) {
 		}
 	}
 }
+
+func (e *Engine) addPending() {
+	e.inflight.Add(1)
+	e.pending.Add(1)
+}
+
+func (e *Engine) donePending() {
+	e.inflight.Add(-1)
+	e.pending.Done()
+}
+
+// LinkJobs is the number of link jobs queued or running, the jobs they spawn for linked objects
+// included. With an empty audit queue, 0 means every accepted event's spans and links are in
+// the sinks: the tracer has caught up (GET /healthz reports it as linkJobs).
+func (e *Engine) LinkJobs() int { return int(e.inflight.Load()) }
 
 // queued is the number of link jobs waiting in the workers' queues.
 func (e *Engine) queued() int {
@@ -550,7 +567,7 @@ func (e *Engine) worker(ctx context.Context, linkers []Linker, jobs <-chan linkJ
 		if ctx.Err() == nil {
 			e.runLinkJob(ctx, linkers, job)
 		}
-		e.pending.Done()
+		e.donePending()
 	}
 }
 

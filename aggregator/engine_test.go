@@ -310,6 +310,31 @@ func TestOneLinkJobPerObjectAtATimeAndBoundedQueue(t *testing.T) {
 	assert.GreaterOrEqual(t, l.calls, 2)
 }
 
+// LinkJobs counts the jobs queued and the one running, not the dropped ones, and is 0 once they
+// are done: /healthz's "caught up" signal.
+func TestLinkJobsCountsQueuedAndRunning(t *testing.T) {
+	l := &blockingLinker{running: map[aggregator.ObjectKey]int{}, release: make(chan struct{})}
+	e := newEngine(t, aggregator.Config{LinkWorkers: 1, LinkQueueSize: 2}, aggregator.Deps{Linkers: []aggregator.Linker{l}})
+	ctx := context.Background()
+	assert.Equal(t, 0, e.LinkJobs())
+	require.NoError(t, e.Send(ctx, event(pod, "a", base)))
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.calls == 1 })
+	assert.Equal(t, 1, e.LinkJobs(), "the running job")
+	for i := range 4 {
+		o := pod
+		o.Name = fmt.Sprintf("other-%d", i)
+		require.NoError(t, e.Send(ctx, event(o, "x", base)))
+	}
+	assert.Equal(t, 3, e.LinkJobs(), "the running job and a full queue of 2; the other 2 were dropped")
+	close(l.release)
+	waitFor(t, func() bool { return e.LinkJobs() == 0 })
+	l.mu.Lock()
+	assert.Equal(t, 3, l.calls)
+	l.mu.Unlock()
+	require.NoError(t, e.Stop(ctx))
+	assert.Equal(t, 0, e.LinkJobs())
+}
+
 func TestStopWithoutStartAndSendAfterStop(t *testing.T) {
 	sink := &aggregatortest.RecordingSink{}
 	e, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}, Linkers: []aggregator.Linker{ownerChain()}})

@@ -259,7 +259,9 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 // TestConsumerDeleteCollectionMetadataLate: the collection waits (without blocking anything)
 // for the informer to see its deletions, up to Wait after the request.
 func TestConsumerDeleteCollectionMetadataLate(t *testing.T) {
-	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 300 * time.Millisecond, Interval: 5 * time.Millisecond})
+	// Wait bounds the test's time; it is long enough that a loaded machine's pause between Handle
+	// and the informer's records below does not end it.
+	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 2 * time.Second, Interval: 5 * time.Millisecond})
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })

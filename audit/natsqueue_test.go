@@ -297,19 +297,32 @@ func TestGroupSyncShares(t *testing.T) {
 		return nil
 	})
 	var wg sync.WaitGroup
-	for range 8 {
+	call := func(entered chan<- struct{}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			entered <- struct{}{}
 			assert.NoError(t, g.do(context.Background()))
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The first caller's call runs (and blocks); the 7 callers that come meanwhile wait for the
+	// next call, and share it.
+	entered := make(chan struct{}, 8)
+	call(entered)
+	<-entered
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return calls == 1 }, 5*time.Second, time.Millisecond)
+	for range 7 {
+		call(entered)
+	}
+	for range 7 {
+		<-entered
+	}
+	time.Sleep(20 * time.Millisecond) // from the send on entered to g.do's lock
 	close(release)
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	assert.LessOrEqual(t, calls, 2, "concurrent callers share calls")
+	assert.Equal(t, 2, calls, "concurrent callers share calls")
 }
 
 // TestNATSQueuePoisonMessage: a message that does not decode is retried, moved to the

@@ -93,25 +93,20 @@ func TestJaegerQueryOverKelemetry(t *testing.T) {
 		Start:   from.Add(-time.Hour), End: to.Add(time.Hour), Limit: 5,
 	}
 
-	// The all-in-one's own answer once the replay is in: the Deployment, 2 ReplicaSets, 8 Pods.
-	var want kapi.Trace
-	eventually(t, kelemetryTimeout, "the replayed rollout in the all-in-one", func(ctx context.Context) error {
-		if err := aio.Exited(); err != nil {
-			t.Fatal(err)
-		}
-		trs, err := kel.FindTraces(ctx, search)
-		if err != nil {
-			return err
-		}
-		if len(trs) != 1 {
-			return fmt.Errorf("%d results, want 1", len(trs))
-		}
-		if got := objectCounts(trs[0]); got["deployments"] != 1 || got["replicasets"] != 2 || got["pods"] != 8 {
-			return fmt.Errorf("objects %v, want 1 deployment, 2 replicasets, 8 pods", got)
-		}
-		want = trs[0]
-		return nil
-	})
+	// The all-in-one's own answer once the replay is in (every event handled, every link job
+	// done): the Deployment, 2 ReplicaSets, 8 Pods.
+	if err := aio.Exited(); err != nil {
+		t.Fatal(err)
+	}
+	waitCaughtUp(t, aio)
+	trs, err := kel.FindTraces(ctx, search)
+	if err != nil || len(trs) != 1 {
+		t.Fatalf("the all-in-one's tree: %d results, %v", len(trs), err)
+	}
+	if got := objectCounts(trs[0]); got["deployments"] != 1 || got["replicasets"] != 2 || got["pods"] != 8 {
+		t.Fatalf("the all-in-one's tree: objects %v, want 1 deployment, 2 replicasets, 8 pods", got)
+	}
+	want := trs[0]
 
 	services, err := jc.Services(ctx)
 	if err != nil {
@@ -127,7 +122,7 @@ func TestJaegerQueryOverKelemetry(t *testing.T) {
 		t.Errorf("Jaeger /api/services/tracing/operations = %v, %v; want [%s]", ops, err, rolloutCluster)
 	}
 
-	trs, err := jc.FindTraces(ctx, search)
+	trs, err = jc.FindTraces(ctx, search)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,23 @@ func startKelemetryOpts(t *testing.T, name string, opts cluster.AllInOneOptions)
 	return aio
 }
 
+// waitCaughtUp waits until aio has handled every audit event it accepted and finished every link
+// job: GET /healthz with the replays done, queueDepth 0 and linkJobs 0.
+func waitCaughtUp(t *testing.T, aio *cluster.AllInOne) {
+	t.Helper()
+	api := kapi.New(aio.URL)
+	eventually(t, kelemetryTimeout, "the all-in-one at "+aio.URL+" caught up", func(ctx context.Context) error {
+		h, err := api.Health(ctx)
+		if err != nil {
+			return err
+		}
+		if !h.Replay.Done || h.QueueDepth != 0 || h.LinkJobs != 0 {
+			return fmt.Errorf("replay done %v, %d events queued, %d link jobs", h.Replay.Done, h.QueueDepth, h.LinkJobs)
+		}
+		return nil
+	})
+}
+
 // rolloutReplayArgs are the all-in-one flags replaying the recorded rollout: its audit log and
 // its core/v1 Events, by absolute path.
 func rolloutReplayArgs(t *testing.T) []string {
@@ -227,6 +244,7 @@ func TestJaegerReplicas(t *testing.T) {
 		t.Fatal("no batch was refused by the stopped replica")
 	}
 
+	waitCaughtUp(t, single)
 	want, err := jaegerproc.NewClient(single.URL).FindTraces(ctx, rolloutQuery(t))
 	if err != nil {
 		t.Fatal(err)
@@ -337,6 +355,7 @@ func TestJaegerOutageDuringIngest(t *testing.T) {
 		t.Error("the webhook never answered 429 while Jaeger was down")
 	}
 
+	waitCaughtUp(t, single)
 	want, err := jaegerproc.NewClient(single.URL).FindTraces(ctx, rolloutQuery(t))
 	if err != nil {
 		t.Fatal(err)

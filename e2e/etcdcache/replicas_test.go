@@ -2,6 +2,7 @@ package etcdcache_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/diff/informer"
@@ -86,6 +89,12 @@ func TestEtcdCacheTwoReplicasLeaderElection(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		deploymentsGVR: "DeploymentList", leasesGVR: "LeaseList",
 	})
+	// Count the informers' watches of Deployments (each starts after its list).
+	var watches atomic.Int32
+	dyn.PrependWatchReactor("deployments", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil // the tracker serves the watch
+	})
 	r1 := startReplica(t, dyn, srv.endpoint, "replica-1")
 	require.Eventually(t, r1.elector.Leading, 10*time.Second, 10*time.Millisecond, "replica-1 leads")
 	r2 := startReplica(t, dyn, srv.endpoint, "replica-2")
@@ -93,8 +102,9 @@ func TestEtcdCacheTwoReplicasLeaderElection(t *testing.T) {
 	leader, follower := r1, r2
 	assert.False(t, follower.elector.Leading())
 
-	// Let both informers list and watch before the writes (the first list records nothing).
-	time.Sleep(time.Second)
+	// Both informers list and watch before the writes (the first list records nothing).
+	require.Eventually(t, func() bool { return watches.Load() >= 2 }, 10*time.Second, 5*time.Millisecond, "both informers watch")
+	time.Sleep(50 * time.Millisecond) // from the reactor to the tracker's registration of the watch
 	putDeployment(t, dyn, "100", 1, true)
 	putDeployment(t, dyn, "101", 3, false)
 	q := changes.Query{Object: deployObject("web"), Verb: "update", RequestRV: "100"}

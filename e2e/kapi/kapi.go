@@ -167,6 +167,11 @@ func (s Span) Kind() string { return s.Tag(TagSpanKind) }
 type Health struct {
 	Status     string `json:"status"`
 	QueueDepth int    `json:"queueDepth"`
+	// LinkJobs counts the link jobs queued or running.
+	LinkJobs int `json:"linkJobs"`
+	Replay   struct {
+		Done bool `json:"done"`
+	} `json:"replay"`
 	// Queue is the NATS audit queue's connection ("nats: connected"); empty with the other
 	// queues.
 	Queue string `json:"queue"`

@@ -92,11 +92,13 @@ func getJSON(t *testing.T, url string, out any) int {
 	return resp.StatusCode
 }
 
+// waitReplay waits until the start-up replay is done and the tracer has caught up: every
+// replayed event handled and every link job finished.
 func waitReplay(t *testing.T, r running) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var h kelemetry.Health
-		return getJSON(t, r.api("/healthz"), &h) == http.StatusOK && h.Replay.Done && h.QueueDepth == 0
+		return getJSON(t, r.api("/healthz"), &h) == http.StatusOK && h.Replay.Done && h.QueueDepth == 0 && h.LinkJobs == 0
 	}, 60*time.Second, 20*time.Millisecond)
 }
 

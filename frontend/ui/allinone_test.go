@@ -17,7 +17,6 @@ import (
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/event"
-	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 )
 
@@ -46,17 +45,10 @@ func TestBrowserAllInOne(t *testing.T) {
 			return false
 		}
 		defer resp.Body.Close()
-		return json.NewDecoder(resp.Body).Decode(&h) == nil && h.Replay.Done && h.QueueDepth == 0
-	}, 30*time.Second, 20*time.Millisecond, "the replay ends")
-	// Link jobs run in the background: wait until the tree stops growing.
-	var sum frontend.SearchSummary
-	last := -1
-	require.Eventually(t, func() bool {
-		sum = searchOne(t, base, "tracing [full tree]", map[string]string{"resource": "deployments", "name": "demo"}, rolloutFrom, rolloutTo)
-		settled := sum.Objects == last && sum.Objects > 2
-		last = sum.Objects
-		return settled
-	}, 30*time.Second, 300*time.Millisecond, "the Deployment's tree settles")
+		return json.NewDecoder(resp.Body).Decode(&h) == nil && h.Replay.Done && h.QueueDepth == 0 && h.LinkJobs == 0
+	}, 30*time.Second, 20*time.Millisecond, "the replay ends and its link jobs are done")
+	sum := searchOne(t, base, "tracing [full tree]", map[string]string{"resource": "deployments", "name": "demo"}, rolloutFrom, rolloutTo)
+	require.Greater(t, sum.Objects, 2, "the Deployment's tree")
 
 	p := newPage(t, browser)
 	p.open(base + "/search?resource=deployments.apps&name=demo&" + rolloutRange())

@@ -538,7 +538,7 @@ func waitIdle(t *testing.T, nodes []*natstest.Node, rs ...*replica) {
 			var h kelemetry.Health
 			err = json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
-			if err != nil || h.QueueDepth != 0 {
+			if err != nil || h.QueueDepth != 0 || h.LinkJobs != 0 {
 				return false
 			}
 		}
