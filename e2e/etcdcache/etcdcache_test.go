@@ -294,7 +294,10 @@ func TestEtcdCacheLeaderToFollower(t *testing.T) {
 	assert.Contains(t, got["delete"][0], `"replicas":5`)
 	assert.Zero(t, follower.counter(t, "kelemetry.diff.etcd.records", "result", "written"), "the follower writes nothing")
 	require.Eventually(t, func() bool { return leader.counter(t, "kelemetry.diff.etcd.records", "result", "written") == 4 }, 5*time.Second, 10*time.Millisecond)
-	assert.GreaterOrEqual(t, follower.counter(t, "kelemetry.diff.etcd.records", "result", "mirrored"), int64(4))
+	// Counted just after the record reaches the follower's cache: poll.
+	require.Eventually(t, func() bool {
+		return follower.counter(t, "kelemetry.diff.etcd.records", "result", "mirrored") >= 4
+	}, 5*time.Second, 10*time.Millisecond, "the follower mirrors the leader's records")
 
 	// In etcd: four keys under the prefix, each with a lease of about the TTL.
 	cli := client(t, srv.endpoint)
@@ -368,6 +371,9 @@ func TestEtcdCacheTTL(t *testing.T) {
 	assert.GreaterOrEqual(t, expired, time.Second, "not before the TTL (%s)", expired)
 	require.Eventually(t, func() bool { _, ok := follower.cache.Find(q); return !ok }, 5*time.Second, 10*time.Millisecond,
 		"the follower drops the expired record")
+	require.Eventually(t, func() bool { // counted just after the record leaves the cache
+		return follower.counter(t, "kelemetry.diff.etcd.records", "result", "removed") >= 1
+	}, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, int64(1), follower.counter(t, "kelemetry.diff.etcd.records", "result", "removed"))
 	t.Logf("key expired %s after the follower saw it (TTL %s)", expired.Round(time.Millisecond), cfg.TTL)
 }
