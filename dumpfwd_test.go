@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/kelemetry/kelemetry"
@@ -22,10 +21,7 @@ func startApp(t *testing.T, auditCfg audit.Config) (*fxtest.App, *httpserver.Ser
 	t.Helper()
 	cfg := localConfig("")
 	cfg.Audit = auditCfg
-	var servers *httpserver.Servers
-	app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
-	app.RequireStart()
-	return app, servers
+	return startConfig(t, cfg)
 }
 
 // stableTraces waits until the app at apiAddr has caught up (waitCaughtUp) and returns the

@@ -143,8 +143,9 @@ type Health struct {
 	// LinkJobs counts the link jobs queued or running. QueueDepth and LinkJobs both 0 (read in
 	// that order, with no new audit batches) means everything accepted is in the sinks.
 	LinkJobs int `json:"linkJobs"`
-	// Queue is the state of the audit queue's connection to NATS ("nats: connected", or why it
-	// is unavailable, which also makes Status "unavailable"); empty for the other queues.
+	// Queue is the state of the audit queue: of its connection to NATS ("nats: connected") or of
+	// the durable queue's log ("durable: ok"), or why it is unavailable, which also makes Status
+	// "unavailable" (NATS out of reach, a failed write of the log); empty for the in-memory queue.
 	Queue  string       `json:"queue,omitempty"`
 	Replay HealthReplay `json:"replay"`
 	// Version and Commit name the running build (see --version).
@@ -183,17 +184,21 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *a
 			h.Replay.Error = err.Error()
 		}
 		if qh, ok := q.(interface{ Health(context.Context) error }); ok {
-			h.Queue = "nats: connected"
+			kind, fine := "nats", "connected"
+			if _, durable := q.(*audit.DurableQueue); durable {
+				kind, fine = "durable", "ok"
+			}
+			h.Queue = kind + ": " + fine
 			if err := qh.Health(context.Background()); err != nil {
-				h.Queue = "nats: " + err.Error()
+				h.Queue = kind + ": " + err.Error()
 			}
 		}
 		return h
 	}, healthOf(q, agg.SinkHealth))
 }
 
-// healthOf adds the health of the audit queue, when it has one (the NATS queue), to that of the
-// sinks.
+// healthOf adds the health of the audit queue, when it has one (the NATS and the durable queue),
+// to that of the sinks.
 func healthOf(q audit.EventQueue, sinkHealth func(context.Context) error) func(context.Context) error {
 	qh, ok := q.(interface{ Health(context.Context) error })
 	if !ok {

@@ -107,6 +107,10 @@ func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Durabl
 			func() (int64, bool) { return l.syncs.Load(), true }),
 		meter.Gauge("kelemetry.audit.queue.deleted_segments", "Files of the durable audit queue's log deleted once handled.", "{file}",
 			func() (int64, bool) { return l.deletedSegs.Load(), true }),
+		meter.Gauge("kelemetry.audit.queue.log_failures", "Writes, syncs and probes of the durable audit queue's log that failed (the queue answers 503 until a probe succeeds).", "{failure}",
+			func() (int64, bool) { return l.failures.Load(), true }),
+		meter.Gauge("kelemetry.audit.queue.log_recoveries", "Probes of a failed durable audit queue log that succeeded (it took batches again).", "{recovery}",
+			func() (int64, bool) { return l.recoveries.Load(), true }),
 	)
 	if err := meter.Err(); err != nil {
 		_ = l.Close()
@@ -135,6 +139,13 @@ func (d *DurableQueue) Bytes() int64 { return d.mem.Bytes() }
 
 // DiskBytes returns the bytes of the log's files.
 func (d *DurableQueue) DiskBytes() int64 { return d.log.Size() }
+
+// Health returns nil while the queue takes batches, else an error wrapping ErrQueueUnavailable
+// that says why (its log failed a write or sync: a full disk, a quota, EIO). A failed log probes
+// a new file here and when a batch comes, at most once a second, and takes batches again once a
+// probe is on disk. The webhook asks before reading a body (503 with Retry-After meanwhile), and
+// /healthz reports it.
+func (d *DurableQueue) Health(context.Context) error { return d.log.Health() }
 
 // Flush waits until every event enqueued before the call has been handled.
 func (d *DurableQueue) Flush(ctx context.Context) error { return d.mem.Flush(ctx) }
@@ -177,7 +188,7 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 	}
 	bp := getRecordBuffer(batchSizeHint(events))
 	rec := appendBatch(*bp, cluster, events)
-	id, target, err := d.log.write(rec)
+	id, seg, end, err := d.log.write(rec)
 	// The record was copied to the file: its buffer serves the next batch (the events do not
 	// alias it).
 	*bp = rec
@@ -198,7 +209,7 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 		d.log.Ack(id)
 		return err
 	}
-	if err := d.log.syncTo(target); err != nil {
+	if err := d.log.syncTo(seg, end); err != nil {
 		return fmt.Errorf("audit queue: %w", err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The durable queue's log is a folder of append-only segment files, <number>.seg, written in
@@ -28,9 +29,19 @@ import (
 // every event of the batch with that ID was handled. A writer fsyncs batch records before
 // acknowledging them and writes ack records without waiting (a lost ack only replays a handled
 // batch, which is harmless: event span IDs are deterministic and the stores upsert). Segments
-// are deleted oldest first once every batch in them is acknowledged. After a crash the tail of
-// the last segment may hold a torn record: reading a segment stops at the first record that is
-// short or fails its crc, and a reopened log always writes into a new segment.
+// are deleted oldest first once every batch in them is acknowledged; an active segment whose
+// batches are all acknowledged is closed and deleted once it holds handledRotateBytes, so handled
+// data does not linger on disk. After a crash the tail of the last segment may hold a torn record:
+// reading a segment stops at the first record that is short or fails its crc, and a reopened log
+// always writes into a new segment.
+//
+// A failed write or fsync (a full disk, a quota, EIO) is an operating state, not the end: the log
+// refuses batches with ErrQueueUnavailable and, at most once a probeInterval, abandons the failed
+// segment (what it holds that was synced stays readable; what was not synced is never acknowledged)
+// and probes a new one with a synced record. Once that succeeds the log takes batches again.
+//
+// One process writes a folder: openDiskLog takes an exclusive lock on its lock file (see
+// lockDir) and refuses a folder another process holds.
 
 const (
 	recBatch byte = 1
@@ -43,15 +54,37 @@ const (
 	maxRecord = 1 << 30
 
 	segSuffix = ".seg"
+
+	// probeInterval is how often a failed log tries a new segment.
+	probeInterval = time.Second
+	// handledRotateBytes is the size from which an active segment whose batches are all
+	// acknowledged is replaced by a new one, so that it can be deleted.
+	handledRotateBytes = 1 << 20
 )
+
+// segFile is what the log needs of a segment file: an *os.File (tests inject faults).
+type segFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+func createSegFile(path string) (segFile, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
+}
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 type logSegment struct {
 	num  uint64
 	path string
-	f    *os.File // open for appending while active, for syncing until deleted; nil if read at open
-	size int64
+	f    segFile // open for appending while active, for syncing until deleted; nil if read at open
+	size int64   // bytes written whole (a failed write's torn part is not counted)
+	// synced is the bytes of the segment known to be on disk (or no longer needed).
+	synced int64
+	// abandoned marks a segment given up after a failed write or sync: its records beyond synced
+	// are never synced, and no more are written to it.
+	abandoned bool
 	// pending counts its batches not yet acknowledged.
 	pending int
 }
@@ -71,22 +104,27 @@ type diskLog struct {
 	segmentBytes int64
 	logger       *slog.Logger
 
-	mu          sync.Mutex
-	segs        []*logSegment // oldest first; the last is active
-	size        int64         // bytes of all segments
-	written     uint64        // bytes written by this process, a position that only grows
-	rotatedUpTo uint64        // written when the last segment was rotated out (synced then)
-	nextID      uint64
-	batchSeg    map[uint64]*logSegment // unacknowledged batches
-	closed      bool
-	failed      error // a write or sync error: the log takes no more batches
+	create func(path string) (segFile, error)
+	lock   io.Closer // the folder's lock, released by Close
 
-	syncMu sync.Mutex
-	synced uint64 // written up to here is on disk
+	mu       sync.Mutex
+	segs     []*logSegment // oldest first; the last is active
+	size     int64         // bytes of all segments
+	nextID   uint64
+	batchSeg map[uint64]*logSegment // unacknowledged batches
+	closed   bool
+	// failed is the last write or sync error while the log refuses batches (nil when it takes
+	// them); failedAt is when it failed or was last probed.
+	failed   error
+	failedAt time.Time
+
+	syncMu sync.Mutex // one fsync of the active segment at a time; others wait and share it
 
 	syncs          atomic.Int64 // fsyncs of appends (for tests and metrics)
 	deletedSegs    atomic.Int64
 	corruptRecords atomic.Int64
+	failures       atomic.Int64 // writes or syncs that failed
+	recoveries     atomic.Int64 // probes that brought a failed log back
 }
 
 // openDiskLog opens (creating it if needed) the log in dir and returns the batches that were
@@ -95,12 +133,17 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, fmt.Errorf("audit queue dir: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
+		_ = lock.Close()
 		return nil, nil, fmt.Errorf("audit queue dir: %w", err)
 	}
 	l := &diskLog{dir: dir, maxBytes: maxBytes, segmentBytes: segmentBytes, logger: logger,
-		batchSeg: map[uint64]*logSegment{}, nextID: 1}
+		create: createSegFile, lock: lock, batchSeg: map[uint64]*logSegment{}, nextID: 1}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), segSuffix)
 		if !ok || !e.Type().IsRegular() {
@@ -119,9 +162,10 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 	for _, s := range l.segs {
 		bs, acks, size, err := l.scan(s.path)
 		if err != nil {
+			_ = lock.Close()
 			return nil, nil, err
 		}
-		s.size = size
+		s.size, s.synced = size, size
 		l.size += size
 		batches = append(batches, bs...)
 		for _, id := range acks {
@@ -152,6 +196,7 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 	}
 	if err := l.newSegment(next); err != nil {
 		l.closeFiles()
+		_ = lock.Close()
 		return nil, nil, err
 	}
 	l.collect()
@@ -234,12 +279,13 @@ func readBatch(loc batchLoc) ([]byte, error) {
 // newSegment creates segment num and makes it the active one. l.mu is held (or l is not shared).
 func (l *diskLog) newSegment(num uint64) error {
 	path := filepath.Join(l.dir, fmt.Sprintf("%020d%s", num, segSuffix))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
+	f, err := l.create(path)
 	if err != nil {
 		return fmt.Errorf("audit queue segment: %w", err)
 	}
 	if err := syncDir(l.dir); err != nil {
 		_ = f.Close()
+		_ = os.Remove(path)
 		return err
 	}
 	l.segs = append(l.segs, &logSegment{num: num, path: path, f: f})
@@ -269,48 +315,44 @@ func batchBuffer(sizeHint int) []byte {
 
 // Append writes rec (a batchBuffer with the body appended) as a batch record and returns its ID
 // once it is on disk. Appends that wait for an fsync at the same time share it. When the log
-// holds maxBytes it returns an error wrapping ErrQueueFull.
+// holds maxBytes it returns an error wrapping ErrQueueFull; while it has failed, one wrapping
+// ErrQueueUnavailable.
 func (l *diskLog) Append(rec []byte) (uint64, error) {
-	id, target, err := l.write(rec)
+	id, seg, end, err := l.write(rec)
 	if err != nil {
 		return 0, err
 	}
-	if err := l.syncTo(target); err != nil {
+	if err := l.syncTo(seg, end); err != nil {
 		return 0, err
 	}
 	return id, nil
 }
 
-// write is Append without waiting for the disk: it returns the batch's ID and the position to
-// pass to syncTo.
-func (l *diskLog) write(rec []byte) (id, target uint64, err error) {
+// write is Append without waiting for the disk: it returns the batch's ID and the segment and
+// offset to pass to syncTo.
+func (l *diskLog) write(rec []byte) (id uint64, seg *logSegment, end int64, err error) {
 	size := int64(len(rec))
 	if len(rec)-8 > maxRecord {
-		return 0, 0, fmt.Errorf("%w (%w): a batch of %d bytes is over the record limit", ErrBatchTooLarge, ErrQueueFull, len(rec))
+		return 0, nil, 0, fmt.Errorf("%w (%w): a batch of %d bytes is over the record limit", ErrBatchTooLarge, ErrQueueFull, len(rec))
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	switch {
 	case l.closed:
-		l.mu.Unlock()
-		return 0, 0, ErrStopped
-	case l.failed != nil:
-		err := l.failed
-		l.mu.Unlock()
-		return 0, 0, fmt.Errorf("audit queue log failed earlier: %w", err)
+		return 0, nil, 0, ErrStopped
 	case size > l.maxBytes:
-		l.mu.Unlock()
-		return 0, 0, fmt.Errorf("%w (%w): a batch of %d bytes on disk can never fit audit.queue.maxDiskBytes %d",
+		return 0, nil, 0, fmt.Errorf("%w (%w): a batch of %d bytes on disk can never fit audit.queue.maxDiskBytes %d",
 			ErrBatchTooLarge, ErrQueueFull, size, l.maxBytes)
-	case l.size+size > l.maxBytes:
-		used := l.size
-		l.mu.Unlock()
-		return 0, 0, fmt.Errorf("%w: %d of %d bytes on disk taken, batch of %d bytes", ErrQueueFull, used, l.maxBytes, size)
+	}
+	if err := l.usable(time.Now()); err != nil {
+		return 0, nil, 0, err
+	}
+	if l.size+size > l.maxBytes {
+		return 0, nil, 0, fmt.Errorf("%w: %d of %d bytes on disk taken, batch of %d bytes", ErrQueueFull, l.size, l.maxBytes, size)
 	}
 	if a := l.active(); a.size > 0 && a.size+size > l.segmentBytes {
 		if err := l.rotate(); err != nil {
-			l.failed = err
-			l.mu.Unlock()
-			return 0, 0, err
+			return 0, nil, 0, l.fail(err)
 		}
 	}
 	id = l.nextID
@@ -321,55 +363,141 @@ func (l *diskLog) write(rec []byte) (id, target uint64, err error) {
 	binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(rec[8:], crcTable))
 	a := l.active()
 	if _, err := a.f.Write(rec); err != nil {
-		// Part of the record may be in the file: take no more, the next start skips the torn tail.
-		l.failed = fmt.Errorf("write audit queue segment: %w", err)
-		l.mu.Unlock()
-		return 0, 0, l.failed
+		// Part of the record may be in the file: write no more there (a restart skips the torn
+		// tail), and probe a new segment later.
+		return 0, nil, 0, l.fail(fmt.Errorf("write audit queue segment: %w", err))
 	}
 	a.size += size
 	l.size += size
 	a.pending++
 	l.batchSeg[id] = a
-	l.written += uint64(size)
-	target = l.written
-	l.mu.Unlock()
-	return id, target, nil
+	return id, a, a.size, nil
 }
 
-// syncTo returns once everything written up to target is on disk. One caller fsyncs everything
-// written so far while the others wait for it, then find their records synced (group commit).
-func (l *diskLog) syncTo(target uint64) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	if l.synced >= target {
+// fail puts the log in the failed state for err and returns the error to answer with. l.mu is
+// held.
+func (l *diskLog) fail(err error) error {
+	l.failures.Add(1)
+	if l.failed == nil {
+		l.logger.Error("audit queue: writing the log failed; batches are refused (503) until a probe write succeeds", "error", err)
+	}
+	l.failed, l.failedAt = err, time.Now()
+	return l.failedErr()
+}
+
+// failedErr is the error batches get while the log has failed. l.mu is held.
+func (l *diskLog) failedErr() error {
+	return fmt.Errorf("%w: the audit queue's log in %s failed %s ago (%w); retrying every %s",
+		ErrQueueUnavailable, l.dir, time.Since(l.failedAt).Round(time.Second), l.failed, probeInterval)
+}
+
+// usable returns nil when the log takes batches. A failed log probes a new segment when
+// probeInterval passed since the failure or the last probe. l.mu is held.
+func (l *diskLog) usable(now time.Time) error {
+	if l.failed == nil {
 		return nil
 	}
+	if now.Sub(l.failedAt) >= probeInterval {
+		if err := l.probe(); err != nil {
+			l.failed, l.failedAt = err, now
+			l.failures.Add(1)
+		} else {
+			l.logger.Info("audit queue: a probe write succeeded; the log takes batches again",
+				"failedFor", now.Sub(l.failedAt).Round(time.Millisecond).String())
+			l.failed = nil
+			l.recoveries.Add(1)
+			return nil
+		}
+	}
+	return l.failedErr()
+}
+
+// probe abandons the failed active segment and starts a new one with a synced record (an ack of
+// no batch). l.mu is held.
+func (l *diskLog) probe() error {
+	a := l.active()
+	if !a.abandoned {
+		a.abandoned = true
+		if a.f != nil {
+			_ = a.f.Close()
+			a.f = nil
+		}
+		if a.size == 0 && a.pending == 0 && len(l.segs) > 1 {
+			// Nothing was written whole to it: it need not stay.
+			_ = os.Remove(a.path)
+			l.segs = l.segs[:len(l.segs)-1]
+		}
+	}
+	if err := l.newSegment(a.num + 1); err != nil {
+		return err
+	}
+	n := l.active()
+	rec := appendAck(nil, 0)
+	if _, err := n.f.Write(rec); err != nil {
+		return fmt.Errorf("probe audit queue segment: %w", err)
+	}
+	n.size += int64(len(rec))
+	l.size += int64(len(rec))
+	if err := n.f.Sync(); err != nil {
+		return fmt.Errorf("probe audit queue segment: sync: %w", err)
+	}
+	n.synced = n.size
+	return nil
+}
+
+// Health returns nil while the log takes batches, else an error wrapping ErrQueueUnavailable that
+// says why. A failed log probes a new segment here too (at most once a probeInterval), so it
+// recovers by itself while nothing is posted.
+func (l *diskLog) Health() error {
 	l.mu.Lock()
-	if l.failed != nil {
-		err := l.failed
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrStopped
+	}
+	return l.usable(time.Now())
+}
+
+// syncTo returns once seg is on disk up to end. One caller fsyncs everything written to the
+// active segment so far while the others wait for it, then find their records synced (group
+// commit).
+func (l *diskLog) syncTo(seg *logSegment, end int64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	if err := l.syncedTo(seg, end); err != nil || seg.synced >= end {
 		l.mu.Unlock()
 		return err
 	}
-	if l.closed {
-		// Close synced what was written (or set failed).
-		l.mu.Unlock()
-		return nil
-	}
-	upTo, f := l.written, l.active().f
+	upTo, f := seg.size, seg.f
 	l.mu.Unlock()
 	l.syncs.Add(1)
-	if err := f.Sync(); err != nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if upTo <= l.rotatedUpTo {
-			// The segment was rotated out (and synced) meanwhile, and may be closed.
-			l.synced = upTo
-			return nil
+	err := f.Sync()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		if seg.synced >= end || seg.abandoned {
+			// Rotated (and synced) meanwhile, or given up by a probe: syncedTo says which.
+			return l.syncedTo(seg, end)
 		}
-		l.failed = fmt.Errorf("sync audit queue segment: %w", err)
-		return l.failed
+		return l.fail(fmt.Errorf("sync audit queue segment: %w", err))
 	}
-	l.synced = upTo
+	seg.synced = max(seg.synced, upTo)
+	return nil
+}
+
+// syncedTo returns nil if seg is on disk up to end or may still get there, else why it never
+// will. l.mu is held.
+func (l *diskLog) syncedTo(seg *logSegment, end int64) error {
+	switch {
+	case seg.synced >= end:
+		return nil
+	case seg.abandoned:
+		return fmt.Errorf("%w: a write or sync of the audit queue's log in %s failed before this batch was on disk", ErrQueueUnavailable, l.dir)
+	case l.failed != nil:
+		return l.failedErr()
+	case l.closed:
+		return ErrStopped
+	}
 	return nil
 }
 
@@ -379,7 +507,7 @@ func (l *diskLog) rotate() error {
 	if err := a.f.Sync(); err != nil {
 		return fmt.Errorf("sync audit queue segment: %w", err)
 	}
-	l.rotatedUpTo = l.written
+	a.synced = a.size
 	if err := l.newSegment(a.num + 1); err != nil {
 		return err
 	}
@@ -389,7 +517,8 @@ func (l *diskLog) rotate() error {
 
 // Ack records that every event of each batch of ids was handled, with one write for all of
 // their records. It does not wait for the disk. Acking an unknown batch, or after Close, does
-// nothing.
+// nothing. While the log has failed the records are not written (the batches would only be
+// replayed after a restart).
 func (l *diskLog) Ack(ids ...uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -415,17 +544,25 @@ func (l *diskLog) Ack(ids ...uint64) {
 	if len(recs) > 0 && l.failed == nil {
 		a := l.active()
 		if _, err := a.f.Write(recs); err != nil {
-			l.failed = fmt.Errorf("write audit queue segment: %w", err)
+			_ = l.fail(fmt.Errorf("write audit queue segment: %w", err))
 		} else {
 			n := int64(len(recs))
 			a.size += n
 			l.size += n
-			l.written += uint64(n)
 		}
 	}
-	if collect {
-		l.collect()
+	if !collect {
+		return
 	}
+	if a := l.active(); a.pending == 0 && a.size >= min(handledRotateBytes, l.segmentBytes) && l.failed == nil {
+		// Everything in the active segment is handled: start a new one so that it can go. Its
+		// content is no longer needed, so it needs no fsync: a sync waiting on it is done.
+		a.synced = a.size
+		if err := l.newSegment(a.num + 1); err != nil {
+			l.logger.Warn("audit queue: start a new log segment", "error", err)
+		}
+	}
+	l.collect()
 }
 
 // appendAck appends the ack record of batch id to b.
@@ -446,6 +583,7 @@ func (l *diskLog) collect() {
 		s := l.segs[0]
 		if s.f != nil {
 			_ = s.f.Close()
+			s.f = nil
 		}
 		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("delete handled audit queue segment", "path", s.path, "error", err)
@@ -465,8 +603,9 @@ func (l *diskLog) Size() int64 {
 	return l.size
 }
 
-// Close syncs the active segment (so that the acks written reach the disk) and closes the files.
-// Appends and acks afterwards are refused or ignored. It may be called more than once.
+// Close syncs the active segment (so that the acks written reach the disk), closes the files and
+// releases the folder's lock. Appends and acks afterwards are refused or ignored. It may be
+// called more than once.
 func (l *diskLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -475,13 +614,17 @@ func (l *diskLog) Close() error {
 	}
 	l.closed = true
 	var err error
-	if l.failed == nil {
-		if serr := l.active().f.Sync(); serr != nil {
+	if a := l.active(); l.failed == nil && a.f != nil {
+		if serr := a.f.Sync(); serr != nil {
 			err = fmt.Errorf("sync audit queue segment: %w", serr)
-			l.failed = err
+		} else {
+			a.synced = a.size
 		}
 	}
 	l.closeFiles()
+	if lerr := l.lock.Close(); lerr != nil {
+		err = errors.Join(err, fmt.Errorf("unlock audit queue dir: %w", lerr))
+	}
 	return err
 }
 

@@ -171,8 +171,20 @@ func New(p Params) (Result, error) {
 	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
 	// Observers see every event; the queue only those the consumer does not filter.
 	webhook := NewWebhook(wcfg, Observe(Prefilter(eq, consumer), p.Observers...), ts)
+	// The webhook refuses batches without reading them while the sinks or the durable queue's log
+	// cannot take them (the NATS queue says so when it is asked to enqueue).
+	var health []func(context.Context) error
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
-		webhook.SetHealth(h.SinkHealth)
+		health = append(health, h.SinkHealth)
+	}
+	if dq, ok := eq.(*DurableQueue); ok {
+		health = append(health, dq.Health)
+	}
+	switch len(health) {
+	case 1:
+		webhook.SetHealth(health[0])
+	case 2:
+		webhook.SetHealth(func(ctx context.Context) error { return errors.Join(health[0](ctx), health[1](ctx)) })
 	}
 	if err := addTaps(cfg, webhook, p.Lifecycle, ts); err != nil {
 		return Result{}, err

@@ -72,9 +72,10 @@ type QueueConfig struct {
 	// MaxDiskBytes bounds the durable queue's log on disk (default 1 GiB). A batch that does not
 	// fit is refused (the webhook answers 429) and counted.
 	MaxDiskBytes int64 `yaml:"maxDiskBytes"`
-	// SegmentBytes is the size at which the durable queue starts a new log file (default 64 MiB,
+	// SegmentBytes is the size at which the durable queue starts a new log file (default 16 MiB,
 	// at most MaxDiskBytes); a file is deleted once every batch in it, and in the older ones, was
-	// handled.
+	// handled. The active file is replaced and deleted sooner, from 1 MiB, whenever every batch
+	// in it was handled, so handled data does not stay on disk.
 	SegmentBytes int64 `yaml:"segmentBytes"`
 	// NATS, with urls set, makes the queue a NATSQueue on NATS JetStream: the webhook answers 200
 	// once JetStream acknowledged the batch's messages, and every replica with this setting
@@ -91,7 +92,7 @@ func (c QueueConfig) IsNATS() bool { return len(c.NATS.URLs) > 0 }
 const DefaultQueueMaxDiskBytes = 1 << 30
 
 // DefaultQueueSegmentBytes is the default size of a file of the durable queue's log.
-const DefaultQueueSegmentBytes = 64 << 20
+const DefaultQueueSegmentBytes = 16 << 20
 
 // IsDurable reports whether the queue is durable on local disk: Dir is set, Durable is not false
 // and the queue is not on NATS.
