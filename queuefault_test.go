@@ -80,9 +80,23 @@ func healthz(t *testing.T, apiAddr string) (int, kelemetry.Health) {
 	return code, h
 }
 
+// bigBatch is a webhook batch of one audit event with a request body of about n bytes.
+func bigBatch(n int) []byte {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	pod := `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"big","namespace":"default","annotations":{"x":"` +
+		string(bytes.Repeat([]byte("a"), n)) + `"}}}`
+	return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"level":"RequestResponse",` +
+		`"auditID":"big-` + strconv.FormatInt(time.Now().UnixNano(), 10) + `","stage":"ResponseComplete",` +
+		`"requestURI":"/api/v1/namespaces/default/pods","verb":"create","user":{"username":"admin"},` +
+		`"objectRef":{"resource":"pods","namespace":"default","name":"big","apiVersion":"v1"},` +
+		`"responseStatus":{"code":201},"requestObject":` + pod + `,` +
+		`"requestReceivedTimestamp":"` + now + `","stageTimestamp":"` + now + `"}]}`)
+}
+
 // A failed write of the durable queue's log (its volume full) does not wedge the webhook: it
 // answers 503 with Retry-After, /healthz says why, and once space is back the queue probes a new
 // file and takes batches again by itself. The batches accepted before the failure are stored.
+// A batch too large for the room left is refused up front without failing the queue.
 func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 	vol := smallVolume(t, 8<<20)
 	cfg := localConfig("")
@@ -107,8 +121,25 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 		return bytes.ReplaceAll(first, []byte(`"auditID":"`), []byte(`"auditID":"r`+strconv.Itoa(n)+`-`))
 	}
 
+	// A batch larger than the room left is refused before it is written: 503, and the queue
+	// stays healthy for the batches that fit.
 	filler := fill(t, vol)
-	code, retry, msg := postBatch(t, auditAddr, fresh())
+	st, err := os.Stat(filler)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(filler, st.Size()-2<<20))
+	code, retry, msg := postBatch(t, auditAddr, bigBatch(3<<20))
+	require.Equal(t, http.StatusServiceUnavailable, code, msg)
+	assert.NotEmpty(t, retry)
+	assert.Contains(t, msg, "disk full")
+	code, h = healthz(t, apiAddr)
+	require.Equal(t, http.StatusOK, code, "a batch refused for its size does not fail the queue")
+	assert.Equal(t, "durable: ok", h.Queue)
+	code, _, msg = postBatch(t, auditAddr, fresh())
+	require.Equal(t, http.StatusOK, code, msg)
+
+	// The volume full: the write fails, the queue is unavailable until space is back.
+	filler = fill(t, vol)
+	code, retry, msg = postBatch(t, auditAddr, fresh())
 	require.Equal(t, http.StatusServiceUnavailable, code, msg)
 	assert.NotEmpty(t, retry, "kube-apiserver retries a 503 only with Retry-After")
 	assert.Contains(t, msg, "no space left on device")

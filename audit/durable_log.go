@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -60,6 +61,10 @@ const (
 	// handledRotateBytes is the size from which an active segment whose batches are all
 	// acknowledged is replaced by a new one, so that it can be deleted.
 	handledRotateBytes = 1 << 20
+	// checkFreeBytes is the batch size from which a write first checks the free space, which
+	// must exceed the batch by freeMargin.
+	checkFreeBytes = 1 << 20
+	freeMargin     = 1 << 20
 )
 
 // segFile is what the log needs of a segment file: an *os.File (tests inject faults).
@@ -349,6 +354,14 @@ func (l *diskLog) write(rec []byte) (id uint64, seg *logSegment, end int64, err 
 	}
 	if l.size+size > l.maxBytes {
 		return 0, nil, 0, fmt.Errorf("%w: %d of %d bytes on disk taken, batch of %d bytes", ErrQueueFull, l.size, l.maxBytes, size)
+	}
+	if size >= checkFreeBytes {
+		// A large batch that cannot fit the volume is refused before it is written, so that it
+		// neither fails the log nor leaves a torn record taking the room.
+		if free, ok := freeBytes(l.dir); ok && free < uint64(size)+freeMargin {
+			return 0, nil, 0, fmt.Errorf("%w: disk full: %d bytes free in %s, a batch of %d bytes needs %d more: %w",
+				ErrQueueUnavailable, free, l.dir, size, freeMargin, syscall.ENOSPC)
+		}
 	}
 	if a := l.active(); a.size > 0 && a.size+size > l.segmentBytes {
 		if err := l.rotate(); err != nil {
