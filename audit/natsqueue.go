@@ -38,8 +38,12 @@ import (
 //     attempts.
 //
 // Flush waits until JetStream holds none of the messages this process published before the call
-// unacknowledged, whichever replica consumes them. Len and Bytes count what this process holds:
-// events being published and events being handled.
+// unacknowledged, whichever replica consumes them. Len counts the events being published and
+// what the stream still holds for this replica's partitions (natsqueue.Consumer.Backlog: every
+// partition during about PinnedTTL after the start, until the membership settled; the answer is
+// reused for a second unless this process published since, and waited for 500 ms at most), so
+// that /healthz's queueDepth 0 means this replica has caught up. Bytes counts what this process holds in memory: events being published and events
+// being handled.
 type NATSQueue struct {
 	cfg    natsqueue.Config
 	h      Handler
@@ -58,8 +62,20 @@ type NATSQueue struct {
 	cons    *natsqueue.Consumer
 	stopped bool
 
-	events atomic.Int64 // events published now or being handled
-	bytes  atomic.Int64 // their EventBytes
+	publishing atomic.Int64 // events being published
+	handling   atomic.Int64 // events being handled
+	bytes      atomic.Int64 // their EventBytes
+
+	// published counts the Enqueue calls that ended: an answer of the stream asked before the
+	// last one may miss its messages (backlogCache).
+	published atomic.Uint64
+	// backlogOf asks the stream what it holds for this replica (Consumer.Backlog): set by Start,
+	// cleared by Stop (atomic: Len does not wait for q.mu, which Stop takes after the publishes).
+	backlogOf atomic.Pointer[backlogFunc]
+	backlog   backlogCache
+	// backlogTTL is how long Len reuses the stream's answer; backlogTimeout bounds the wait for it.
+	backlogTTL     time.Duration
+	backlogTimeout time.Duration
 
 	accepted     metric.Int64Counter
 	rejected     metric.Int64Counter
@@ -85,6 +101,7 @@ func NewNATSQueue(cfg natsqueue.Config, h Handler, ts telemetry.Settings) (*NATS
 	}
 	cfg = cfg.WithDefaults()
 	q := &NATSQueue{cfg: cfg, h: h, ts: ts, flushPollGap: 20 * time.Millisecond,
+		backlogTTL: time.Second, backlogTimeout: 500 * time.Millisecond,
 		logger: ts.Log().With("component", "audit.queue", "stream", cfg.Stream)}
 	meter := ts.Meter(meterName)
 	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
@@ -100,7 +117,7 @@ func NewNATSQueue(cfg natsqueue.Config, h Handler, ts telemetry.Settings) (*NATS
 		"Queued audit records that did not decode (NATS: retried, then dead-lettered).", "{record}")
 	q.gauges = append(q.gauges,
 		meter.Gauge("kelemetry.audit.queue.depth", "Audit events queued or being handled (NATS: being published or handled by this process).", "{event}",
-			func() (int64, bool) { return q.events.Load(), true }),
+			func() (int64, bool) { return q.publishing.Load() + q.handling.Load(), true }),
 		meter.Gauge("kelemetry.audit.queue.bytes", "Estimated bytes of the audit events the depth counts.", "By",
 			func() (int64, bool) { return q.bytes.Load(), true }),
 	)
@@ -229,6 +246,8 @@ func (q *NATSQueue) Start(ctx context.Context) error {
 		return fmt.Errorf("start audit queue on NATS: %w", err)
 	}
 	q.prod, q.cons = prod, cons
+	backlogOf := backlogFunc(cons.Backlog)
+	q.backlogOf.Store(&backlogOf)
 	return nil
 }
 
@@ -241,6 +260,7 @@ func (q *NATSQueue) Stop(ctx context.Context) error {
 	q.stopped = true
 	prod, cons := q.prod, q.cons
 	q.prod, q.cons = nil, nil
+	q.backlogOf.Store(nil)
 	q.mu.Unlock()
 	var err error
 	if cons != nil {
@@ -261,10 +281,68 @@ func (q *NATSQueue) unregisterGauges() {
 	})
 }
 
-// Len returns the events this process is publishing or handling now.
-func (q *NATSQueue) Len() int { return int(q.events.Load()) }
+// Len returns the events accepted and not handled yet that are this replica's: those this
+// process is publishing, plus the messages the stream still holds for the partitions this
+// replica owns or holds (natsqueue.Backlog; every partition until the membership settled, about
+// PinnedTTL after the start, so that a replica that has not claimed its partitions yet does not
+// read 0), or the events it is handling when that is more. A message leaves the stream only
+// once it was handled and its sinks synced, so with no new batches 0 means caught up.
+//
+// It serves /healthz, so it is cheap and bounded: the stream's answer is reused for a second
+// unless this process published since, and asking waits 500 ms at most. When the stream cannot
+// be asked it reports the last answer, at least 1 (not known to be caught up). A batch another
+// replica published shows within a second. Before Start and after Stop it counts this process's
+// events only.
+func (q *NATSQueue) Len() int {
+	// The local counts first: a publish that ends after them bumps q.published, so the stream
+	// is asked again and counts its messages.
+	n := int(q.publishing.Load())
+	handling := int(q.handling.Load())
+	backlogOf := q.backlogOf.Load()
+	if backlogOf == nil {
+		return n + handling
+	}
+	return n + max(handling, q.streamBacklog(*backlogOf))
+}
 
-// Bytes returns the estimated memory (EventBytes) of the events Len counts.
+// backlogFunc asks the stream what it holds for this replica.
+type backlogFunc func(context.Context) (natsqueue.Backlog, error)
+
+// backlogCache holds the stream's last answer for Len.
+type backlogCache struct {
+	mu  sync.Mutex
+	at  time.Time // when it was asked for; zero before the first time
+	gen uint64    // q.published when it was asked for
+	n   int
+}
+
+// streamBacklog returns the messages the stream holds for this replica: the cached answer while
+// it is younger than backlogTTL and nothing was published since it was asked for, else a new
+// one, waiting backlogTimeout at most. Concurrent callers share one request.
+func (q *NATSQueue) streamBacklog(backlogOf backlogFunc) int {
+	c := &q.backlog
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gen := q.published.Load()
+	if !c.at.IsZero() && c.gen == gen && time.Since(c.at) < q.backlogTTL {
+		return c.n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.backlogTimeout)
+	defer cancel()
+	b, err := backlogOf(ctx)
+	if err != nil {
+		// Unknown is not caught up. (Health says when the connection is down.)
+		q.logger.Debug("ask the stream for this replica's backlog", "err", err)
+		c.n = max(c.n, 1)
+	} else {
+		c.n = b.Messages
+	}
+	c.at, c.gen = time.Now(), gen
+	return c.n
+}
+
+// Bytes returns the estimated memory (EventBytes) of the events this process holds: being
+// published or being handled. The stream's messages that Len also counts are not in memory.
 func (q *NATSQueue) Bytes() int64 { return q.bytes.Load() }
 
 // Enqueue publishes the batch, one message per event, and returns once JetStream acknowledged
@@ -299,9 +377,13 @@ func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*Event
 		msgs[i] = natsqueue.Message{Cluster: cluster, Key: natsKey(ev), ID: natsMsgID(cluster, ev),
 			Payload: appendBatch(make([]byte, 0, batchSizeHint(events[i:i+1])), cluster, events[i:i+1])}
 	}
-	q.hold(n, nb)
-	defer q.hold(-n, -nb)
-	if err := q.prod.Publish(ctx, msgs); err != nil {
+	q.hold(&q.publishing, n, nb)
+	err := q.prod.Publish(ctx, msgs)
+	// The stream may hold some messages even after an error: Len asks it again, and only then
+	// stops counting them here.
+	q.published.Add(1)
+	q.hold(&q.publishing, -n, -nb)
+	if err != nil {
 		return q.publishError(ctx, n, err)
 	}
 	q.accepted.Add(ctx, n)
@@ -409,8 +491,9 @@ func (q *NATSQueue) Held() []int {
 	return cons.Held()
 }
 
-func (q *NATSQueue) hold(n, nb int64) {
-	q.events.Add(n)
+// hold adds n events of nb bytes to count (q.publishing or q.handling).
+func (q *NATSQueue) hold(count *atomic.Int64, n, nb int64) {
+	count.Add(n)
 	q.bytes.Add(nb)
 }
 
@@ -427,8 +510,8 @@ func (q *NATSQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
 		nb += EventBytes(ev)
 	}
 	n := int64(len(events))
-	q.hold(n, nb)
-	defer q.hold(-n, -nb)
+	q.hold(&q.handling, n, nb)
+	defer q.hold(&q.handling, -n, -nb)
 	for _, ev := range events {
 		q.h(ctx, cluster, ev)
 	}

@@ -121,6 +121,10 @@ type Consumer struct {
 	// lastMsg holds, per partition, the Unix nanoseconds of the last message received.
 	lastMsg []atomic.Int64
 
+	// streamMu guards stream, the handle Backlog asks the stream's state with (backlog.go).
+	streamMu sync.Mutex
+	stream   jetstream.Stream
+
 	// onAck, when set (tests), is called after an acknowledgement was confirmed.
 	onAck func(d Delivery)
 	// crashBeforeAcks, when set (tests), is called after a batch's commit marker was put; when

@@ -22,5 +22,7 @@
 // not hold first replays the partition's recent history (the stream <Stream>_HISTORY, which
 // sources the stream and keeps messages after their acknowledgement) to a Warmer, so that state built from previous
 // messages, such as the last version of each object for the audit-stream diff, is continuous
-// across takeovers.
+// across takeovers. Consumer.Backlog tells how many messages the stream still holds for a
+// member's partitions (all of them until its membership settled after the start), for health
+// checks: 0 means the member has caught up.
 package natsqueue

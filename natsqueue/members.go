@@ -39,6 +39,8 @@ type membership struct {
 	assigned []bool
 	cancels  []context.CancelFunc // of the pulls in progress
 	changed  chan struct{}        // closed (and replaced) when the assignment changes
+	// refreshed is when the last successful refresh began (before it listed the members).
+	refreshed time.Time
 }
 
 func newMembership(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*membership, error) {
@@ -99,6 +101,7 @@ func (m *membership) leave(ctx context.Context) {
 // refresh renews this member's entry, reads the live members and recomputes the assignment.
 // When NATS cannot be reached the last assignment stays.
 func (m *membership) refresh(ctx context.Context) error {
+	now := time.Now()
 	if _, err := m.kv.Put(ctx, m.key, []byte(strconv.FormatInt(time.Now().Unix(), 10))); err != nil {
 		return fmt.Errorf("announce member: %w", err)
 	}
@@ -117,17 +120,30 @@ func (m *membership) refresh(ctx context.Context) error {
 		}
 	}
 	slices.Sort(live)
-	m.apply(live, time.Now())
+	m.apply(live, now)
 	return nil
 }
 
-// apply recomputes the assignment from the live members; it cancels the pulls of partitions
-// no longer assigned and wakes the partitions newly assigned.
+// settled reports whether the assignment is the one of the members live now rather than of
+// the moment this member started: a refresh that began PinnedTTL plus one heartbeat after the
+// start succeeded. By then the entry of a predecessor that died without leaving (a restart after
+// a crash) has expired (an entry lives PinnedTTL after its last renewal) and a static member's
+// start-up grace is over; before, the partitions this member will own may still be assigned to
+// that ghost.
+func (m *membership) settled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.refreshed.Before(m.start.Add(m.cfg.PinnedTTL + m.heartbeatEvery()))
+}
+
+// apply recomputes the assignment from the live members listed at now; it cancels the pulls
+// of partitions no longer assigned and wakes the partitions newly assigned.
 func (m *membership) apply(live []string, now time.Time) {
 	want := m.assignment(live, now)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.live = live
+	m.refreshed = now
 	changed := false
 	for p, a := range want {
 		if a == m.assigned[p] {
