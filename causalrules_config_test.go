@@ -86,12 +86,12 @@ query:
 			assert.Contains(t, []string{"start", "linked", "unexplained", "bound-by-scheduler"}, r, "only the configured rule")
 		}
 	})
-	t.Run("README example", func(t *testing.T) {
-		readme, err := os.ReadFile("README.md")
+	t.Run("docs example", func(t *testing.T) {
+		readme, err := os.ReadFile(filepath.Join("docs", "guides", "critical-path.md"))
 		require.NoError(t, err)
 		const open = "```yaml\nquery:\n  causalRules:\n"
 		_, block, ok := strings.Cut(string(readme), open)
-		require.True(t, ok, "the README shows query.causalRules")
+		require.True(t, ok, "the critical path guide shows query.causalRules")
 		block, _, ok = strings.Cut(block, "```")
 		require.True(t, ok)
 		rules := criticalRules(t, strings.TrimPrefix(open, "```yaml\n")+block)

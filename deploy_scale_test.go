@@ -24,7 +24,7 @@ import (
 	"github.com/kelemetry/kelemetry/store"
 )
 
-// scaleDir holds the example deployment of README "Running at scale".
+// scaleDir holds the example deployment of docs/operations/scaling.md.
 const scaleDir = "deploy/scale"
 
 // jaegerFile is the part of a Jaeger v2 configuration the scale example relies on. Jaeger
@@ -288,7 +288,7 @@ func listenPort(t *testing.T, addr string) int {
 	return port
 }
 
-// TestDeployScaleConfigs checks the example of README "Running at scale": the Kelemetry files
+// TestDeployScaleConfigs checks the example of docs/operations/scaling.md: the Kelemetry files
 // load and validate with the role and store their names say, the Jaeger files are complete
 // pipelines, and every client address reaches, through the Service of kubernetes.yaml, the
 // process and port that serve it.

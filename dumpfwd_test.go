@@ -74,7 +74,7 @@ func TestAuditDumpReplay(t *testing.T) {
 	sameTraces(t, cServers.APIAddr(), want)
 }
 
-// The README's dump and forward YAML loads into the audit configuration.
+// The dump and forward YAML of docs/ingest/dump-and-forward.md loads into the audit configuration.
 func TestAuditDumpForwardConfigLoads(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(`audit:

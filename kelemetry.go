@@ -3,7 +3,7 @@
 // API and the web UI. Module only lists the parts' own modules (telemetry, httpserver, kube, store,
 // otlpsink, aggregator, audit, event, linker, linkrule, diff/informer, frontend, ui) and fans
 // Config out into their configurations; a binary can compose any subset of them instead (see the
-// README, "Compose your own binary"). A platform team's own binary is
+// docs/sdk/compose.md). A platform team's own binary is
 //
 //	fx.New(
 //		kelemetry.Module,

@@ -37,7 +37,7 @@ import (
 // Every part can be replaced with fx's own means: fx.Replace(aggregator.Config{...}) or
 // fx.Decorate for a part's configuration; fx.Supply a metric.MeterProvider; or compose the parts
 // (telemetry.Module, httpserver.Module, store.Module, aggregator.Module, audit.Module, ...)
-// without this bundle to leave some out (see the README, "Compose your own binary").
+// without this bundle to leave some out (see docs/sdk/compose.md).
 var Module = Modules(RoleAll)
 
 // Modules is Module for one role: RoleAll (or "") is Module (kelemetrix, the metrics of the

@@ -52,7 +52,7 @@ func replica(t *testing.T, role string, backend *jaegertest.Backend, opts ...fx.
 // rolloutTraces asks a process's Jaeger API for the rollout's Deployment with its related
 // objects, reduced to what replicas must agree on: each span's operation, times, tags and log
 // messages. Diff logs and deletion snapshots are left out: each ingest replica diffs against
-// the versions it saw (see the README, "Running at scale").
+// the versions it saw (see docs/operations/scaling.md).
 func rolloutTraces(t *testing.T, apiAddr string) []string {
 	t.Helper()
 	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},

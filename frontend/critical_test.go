@@ -232,7 +232,7 @@ var auditController = map[string]string{
 }
 
 // auditCause finds what write i of the audit log reacted to, by the documented table of
-// default rules (README, "Why did it take so long") applied to the audit log itself: ownership
+// default rules (docs/guides/critical-path.md) applied to the audit log itself: ownership
 // from the response bodies' ownerReferences, spec changes from comparing the response bodies.
 // It returns the cause's index (-1 for none) and the rule's name ("linked" for the fallback).
 func auditCause(t *testing.T, writes []auditWrite, i int) (int, string) {

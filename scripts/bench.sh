@@ -3,7 +3,7 @@
 # fixture posted N times (default 3) over the webhook by examples/auditload into a fresh process,
 # in several setups, with the process's own CPU time and peak RSS from /proc, the events its
 # consumer took and the spans that reached the store or Jaeger; then the Go benchmarks the
-# README quotes. The setups with OTLP need the Jaeger binary the e2e tier builds
+# docs/performance.md quotes. The setups with OTLP need the Jaeger binary the e2e tier builds
 # ($KELEMETRY_JAEGER_BIN, or jaeger in $KELEMETRY_E2E_CACHE or ~/.cache/kelemetry-e2e/bin; run
 # ./scripts/e2e.sh once); without it they are skipped.
 #
@@ -134,7 +134,7 @@ if [ -n "$otlp" ]; then
 fi
 # The machine's speed while the setups ran: the diff benchmark of two 20 KB objects (pure CPU),
 # before and after them. On shared machines it moves by up to two times from hour to hour
-# (93 us in a fast hour of the machine the README's figures come from, 215 us in a slow one);
+# (93 us in a fast hour of the machine the figures of docs/performance.md come from, 215 us in a slow one);
 # the process's figures move by as much, though not always in step with it (the process
 # also waits on memory, the disk and the other cores), so the table states it as a rough gauge.
 go test -c -o "$work/diff.test" ./diff

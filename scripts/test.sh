@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"; CI runs it through .ci/run).
+# The project's test command (README "Develop"; CI runs it through .ci/run).
 # Formatting, vet, golangci-lint, the unit, golden and fuzz-corpus tests, the race detector on the concurrent
 # packages, one pass of every benchmark so they cannot rot, then the end-to-end scenarios against a
 # real control plane and Jaeger (scripts/e2e.sh; the first run builds Kubernetes and Jaeger, 35-50

@@ -40,7 +40,7 @@ var cases = []renderCase{
 		"networkPolicy":  map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}},
 		"serviceMonitor": map[string]any{"enabled": true, "bearerTokenSecret": map[string]any{"name": "kelemetry-api-tokens", "key": "prometheus"}},
 	}},
-	// The managed-cluster recipe of the README: follow an audit log a collector writes on a node.
+	// The managed-cluster recipe of docs/install/managed-clusters.md: follow an audit log a collector writes on a node.
 	{"allinone-follow", rel, followVals},
 	{"scaled", Release{Name: "kelemetry-scaled", Namespace: "kelemetry-scaled"}, map[string]any{
 		"mode":    "scaled",
@@ -54,7 +54,7 @@ var cases = []renderCase{
 	}},
 }
 
-// followVals are the README's values for a managed cluster: the all-in-one follows the audit log
+// followVals are the documented values for a managed cluster: the all-in-one follows the audit log
 // a collector writes into a folder of the node it is pinned to.
 var followVals = map[string]any{
 	"cluster":           "prod-1",
