@@ -21,6 +21,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/kelemetry/kelemetry/internal/ratelog"
 )
 
 // AuditAuthConfig authenticates the senders of audit batches (kube-apiserver). A request passes
@@ -248,6 +250,9 @@ type authenticator struct {
 	public       func(r *http.Request) bool
 	rejected     metric.Int64Counter
 	logger       *slog.Logger
+	// rejectLog rate-limits the lines of 401 answers: any peer can cause them.
+	rejectLog ratelog.Limiter
+	clock     func() time.Time // time.Now; tests move it
 }
 
 // Reasons of rejections (the reason attribute of kelemetry.http.auth.rejected).
@@ -327,7 +332,12 @@ func (a *authenticator) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		default:
 			a.rejected.Add(r.Context(), 1, metric.WithAttributes(attribute.String("listener", a.listener), attribute.String("reason", reason)))
-			a.logger.Debug("unauthenticated request", "listener", a.listener, "reason", reason, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			if ok, suppressed := a.rejectLog.Allow(a.clock()); ok {
+				a.logger.LogAttrs(r.Context(), slog.LevelWarn, "request refused: no valid credentials (401)",
+					slog.String("listener", a.listener), slog.String("reason", reason), slog.String("method", r.Method),
+					slog.String("path", truncate(r.URL.Path, 128)), slog.String("remote", r.RemoteAddr),
+					slog.Int("suppressedSinceLastLog", suppressed))
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kelemetry"`)
 			// The body is never read: close the connection rather than drain it.
 			w.Header().Set("Connection", "close")
@@ -354,7 +364,8 @@ func newAuditAuth(c AuditAuthConfig, interval time.Duration, rejected metric.Int
 	if err != nil {
 		return nil, err
 	}
-	return &authenticator{listener: "audit", tokens: tokens, clientCert: c.ClientCAFile != "", rejected: rejected, logger: logger}, nil
+	return &authenticator{listener: "audit", tokens: tokens, clientCert: c.ClientCAFile != "", rejected: rejected, logger: logger,
+		rejectLog: ratelog.Limiter{Burst: peerLogBurst, Every: peerLogEvery}, clock: time.Now}, nil
 }
 
 // newAPIAuth builds the API's authenticator (nil when none is configured).
@@ -371,7 +382,8 @@ func newAPIAuth(c APIAuthConfig, interval time.Duration, rejected metric.Int64Co
 		headers = DefaultUserHeaders
 	}
 	return &authenticator{listener: "api", tokens: tokens, proxy: c.Proxy.ClientCAFile != "", allowedNames: c.Proxy.AllowedNames,
-		userHeaders: headers, public: uiPublic, rejected: rejected, logger: logger}, nil
+		userHeaders: headers, public: uiPublic, rejected: rejected, logger: logger,
+		rejectLog: ratelog.Limiter{Burst: peerLogBurst, Every: peerLogEvery}, clock: time.Now}, nil
 }
 
 // caPool loads file, or returns nil for "".
@@ -380,4 +392,15 @@ func caPool(file string) (*x509.CertPool, error) {
 		return nil, nil
 	}
 	return loadCAPool(file)
+}
+
+// truncate shortens s to at most n bytes (plus an ellipsis), at a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -8,8 +8,17 @@
 // re-read when they change, TLS 1.2 at least) and authenticate its clients: the audit listener
 // with client certificates of a CA or bearer tokens (AuditAuthConfig), the API listener with bearer
 // tokens or an authenticating proxy's user header (APIAuthConfig). Unauthenticated requests get
-// 401 without their body being read and are counted in kelemetry.http.auth.rejected; GET /healthz
-// stays open and then tells only the status; the web UI's pages and static files stay open.
+// 401 without their body being read, are counted in kelemetry.http.auth.rejected and logged
+// rate-limited; GET /healthz stays open and then tells only the status; the web UI's pages and
+// static files stay open.
+//
+// Each listener keeps at most Config.MaxConnections connections open (1024 by default): one more
+// is reset as soon as it is accepted; idle keep-alive connections are closed after
+// Timeouts.Idle and silent ones after Timeouts.ReadHeader. What any peer can make a listener log
+// is rate-limited (a burst of 5, then one line per 30s, each saying how many were suppressed) and
+// counted by listener: refused connections (kelemetry.listener.refused_connections), failed TLS
+// handshakes (kelemetry.listener.tls_handshake_errors), 401 answers. Guard does this for other
+// listeners too (the storage API's gRPC one).
 //
 // Server is usable on its own: Start binds the address (so a busy port fails start-up) and serves
 // in the background; Stop shuts down gracefully.

@@ -5,11 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Server is one HTTP listener.
@@ -19,6 +22,7 @@ type Server struct {
 	srv    *http.Server
 	logger *slog.Logger
 	tls    bool
+	guard  *Guard
 
 	mu    sync.Mutex
 	bound string
@@ -59,25 +63,44 @@ func (t Timeouts) WithDefaults() Timeouts {
 	return t
 }
 
-// NewServer returns a server for handler on addr (host:port; port 0 picks a free one).
-func NewServer(name, addr string, handler http.Handler, timeouts Timeouts, logger *slog.Logger) *Server {
+// Options are a Server's limits and instruments. The zero value means the defaults.
+type Options struct {
+	// Timeouts bound slow and idle clients.
+	Timeouts Timeouts
+	// MaxConnections bounds the connections open at once (default DefaultMaxConnections;
+	// negative: no limit): one more is reset as soon as it is accepted (see Guard).
+	MaxConnections int
+	// Meter counts connections, refused connections and failed TLS handshakes (nil: not
+	// counted).
+	Meter metric.MeterProvider
+}
+
+// NewServer returns a server for handler on addr (host:port; port 0 picks a free one). What its
+// peers can make it log (failed TLS handshakes, refused connections, other errors of
+// http.Server) is rate-limited and counted by its Guard, named name.
+func NewServer(name, addr string, handler http.Handler, opts Options, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	timeouts = timeouts.WithDefaults()
+	timeouts := opts.Timeouts.WithDefaults()
+	guard := NewGuard(name, opts.MaxConnections, opts.Meter, logger)
 	return &Server{
 		name:   name,
 		addr:   addr,
 		logger: logger.With("server", name),
+		guard:  guard,
 		srv: &http.Server{
 			Handler:           handler,
 			ReadHeaderTimeout: timeouts.ReadHeader,
 			ReadTimeout:       timeouts.Read,
 			IdleTimeout:       timeouts.Idle,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+			ErrorLog:          log.New(guard.ErrorLog(), "", 0),
 		},
 	}
 }
+
+// Guard is the server's connection guard (its limit and counts).
+func (s *Server) Guard() *Guard { return s.guard }
 
 // SetTLS makes the server serve TLS with cfg (which must provide a certificate, e.g. through
 // GetCertificate). Call it before Start.
@@ -92,6 +115,7 @@ func (s *Server) Start(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s server: listen on %s: %w", s.name, s.addr, err)
 	}
+	ln = s.guard.Listener(ln)
 	s.mu.Lock()
 	s.bound = ln.Addr().String()
 	s.done = make(chan struct{})
@@ -123,6 +147,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	err := s.srv.Shutdown(ctx)
 	<-done
+	s.guard.Flush()
 	if err != nil {
 		return fmt.Errorf("%s server: shutdown: %w", s.name, err)
 	}

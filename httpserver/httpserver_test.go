@@ -17,7 +17,7 @@ func TestStartServeStop(t *testing.T) {
 	ctx := context.Background()
 	s := NewServer("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hi")
-	}), Timeouts{}, nil)
+	}), Options{}, nil)
 	require.NoError(t, s.Stop(ctx), "stop before start is a no-op")
 	require.NoError(t, s.Start(ctx))
 	resp, err := http.Get("http://" + s.Addr())
@@ -27,7 +27,7 @@ func TestStartServeStop(t *testing.T) {
 	assert.Equal(t, "hi", string(body))
 
 	// A busy port fails start-up with a clear error.
-	busy := NewServer("other", s.Addr(), http.NotFoundHandler(), Timeouts{}, nil)
+	busy := NewServer("other", s.Addr(), http.NotFoundHandler(), Options{}, nil)
 	err = busy.Start(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "other server: listen on "+s.Addr())
@@ -48,7 +48,7 @@ func TestReadTimeoutCutsTrickle(t *testing.T) {
 	s := NewServer("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, err := io.ReadAll(r.Body)
 		readErr <- err
-	}), Timeouts{Read: 300 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	}), Options{Timeouts: Timeouts{Read: 300 * time.Millisecond}}, slog.New(slog.DiscardHandler))
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { _ = s.Stop(ctx) })
 

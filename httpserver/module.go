@@ -31,6 +31,11 @@ type Config struct {
 	APIAddr string `yaml:"httpAddr"`
 	// Timeouts bound slow clients on both listeners.
 	Timeouts Timeouts `yaml:"timeouts"`
+	// MaxConnections bounds the connections each listener keeps open at once (default
+	// DefaultMaxConnections, 1024; negative: no limit). One more is reset as soon as it is
+	// accepted, counted in kelemetry.listener.refused_connections and logged rate-limited; idle
+	// connections are closed after Timeouts.Idle, silent ones after Timeouts.ReadHeader.
+	MaxConnections int `yaml:"maxConnections"`
 	// AuditTLS serves the audit listener over TLS.
 	AuditTLS TLSConfig `yaml:"auditTLS"`
 	// AuditAuth authenticates the audit webhook's clients.
@@ -79,6 +84,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ReloadInterval <= 0 {
 		c.ReloadInterval = DefaultReloadInterval
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	return c
 }
@@ -178,6 +186,7 @@ func New(p Params) (*Servers, error) {
 		return nil, fmt.Errorf("httpserver: %w", err)
 	}
 	rejected := newRejectedCounter(p.Meter.Provider)
+	opts := Options{Timeouts: cfg.Timeouts, MaxConnections: cfg.MaxConnections, Meter: p.Meter.Provider}
 	s := &Servers{}
 	if cfg.AuditAddr == cfg.APIAddr {
 		if len(p.Audit)+len(p.API) == 0 {
@@ -187,7 +196,7 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.api, err = newAPIServer(cfg, m, rejected, log); err != nil {
+		if s.api, err = newAPIServer(cfg, opts, m, rejected, log); err != nil {
 			return nil, err
 		}
 		s.audit = s.api
@@ -199,7 +208,7 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.audit, err = newAuditServer(cfg, m, rejected, log); err != nil {
+		if s.audit, err = newAuditServer(cfg, opts, m, rejected, log); err != nil {
 			return nil, err
 		}
 		s.started = append(s.started, s.audit)
@@ -209,7 +218,7 @@ func New(p Params) (*Servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.api, err = newAPIServer(cfg, m, rejected, log); err != nil {
+		if s.api, err = newAPIServer(cfg, opts, m, rejected, log); err != nil {
 			return nil, err
 		}
 		s.started = append(s.started, s.api)
@@ -231,7 +240,7 @@ func loopback(addr string) bool {
 }
 
 // newAuditServer builds the audit listener with its TLS and authentication.
-func newAuditServer(cfg Config, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
+func newAuditServer(cfg Config, opts Options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
 	auth, err := newAuditAuth(cfg.AuditAuth, cfg.ReloadInterval, rejected, log)
 	if err != nil {
 		return nil, fmt.Errorf("audit listener: %w", err)
@@ -241,7 +250,7 @@ func newAuditServer(cfg Config, h http.Handler, rejected metric.Int64Counter, lo
 	} else if !loopback(cfg.AuditAddr) {
 		log.Warn("the audit webhook accepts unauthenticated requests from the network: configure auditAuth (client certificates or tokens)", "addr", cfg.AuditAddr)
 	}
-	srv := NewServer("audit", cfg.AuditAddr, h, cfg.Timeouts, log)
+	srv := NewServer("audit", cfg.AuditAddr, h, opts, log)
 	if cfg.AuditTLS.Enabled() {
 		pool, err := caPool(cfg.AuditAuth.ClientCAFile)
 		if err != nil {
@@ -257,7 +266,7 @@ func newAuditServer(cfg Config, h http.Handler, rejected metric.Int64Counter, lo
 }
 
 // newAPIServer builds the API listener with its TLS and authentication.
-func newAPIServer(cfg Config, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
+func newAPIServer(cfg Config, opts Options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
 	auth, err := newAPIAuth(cfg.APIAuth, cfg.ReloadInterval, rejected, log)
 	if err != nil {
 		return nil, fmt.Errorf("api listener: %w", err)
@@ -267,7 +276,7 @@ func newAPIServer(cfg Config, h http.Handler, rejected metric.Int64Counter, log 
 	} else if !loopback(cfg.APIAddr) {
 		log.Warn("the API serves audit bodies to unauthenticated clients from the network: configure httpAuth (tokens or an authenticating proxy)", "addr", cfg.APIAddr)
 	}
-	srv := NewServer("api", cfg.APIAddr, h, cfg.Timeouts, log)
+	srv := NewServer("api", cfg.APIAddr, h, opts, log)
 	if cfg.APITLS.Enabled() {
 		pool, err := caPool(cfg.APIAuth.Proxy.ClientCAFile)
 		if err != nil {
