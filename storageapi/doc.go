@@ -8,5 +8,7 @@
 // call count.
 //
 // NewServer works without fx; Module serves it on Config.Addr with the gRPC health and
-// reflection services.
+// reflection services. The listener bounds its connections (Config.MaxConnections), closes idle
+// and silent ones (IdleTimeout, HandshakeTimeout), counts failed TLS handshakes, and answers a
+// request it cannot decode with InvalidArgument.
 package storageapi

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -41,12 +42,44 @@ type Config struct {
 	// ReloadInterval is how often, at most, certificate and token files are re-read (default
 	// httpserver.DefaultReloadInterval).
 	ReloadInterval time.Duration `yaml:"reloadInterval"`
+	// MaxConnections bounds the connections kept open at once (default
+	// httpserver.DefaultMaxConnections, 1024; negative: no limit). One more is reset as soon as
+	// it is accepted, counted in kelemetry.listener.refused_connections{listener="storageapi"}
+	// and logged rate-limited.
+	MaxConnections int `yaml:"maxConnections"`
+	// IdleTimeout closes a connection that has had no call for this long (gRPC's
+	// MaxConnectionIdle: a GOAWAY, after which a client reconnects for its next call; default
+	// httpserver.DefaultIdleTimeout, 2m).
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2 preface (default
+	// httpserver.DefaultReadHeaderTimeout, 10s; gRPC's own default is 120s, for which a silent
+	// peer would hold a connection).
+	HandshakeTimeout time.Duration `yaml:"handshakeTimeout"`
 }
 
-// WithDefaults returns c with the reload interval set; the zero value serves nothing.
+// Keepalive settings of the listener: the server pings a connection without traffic after
+// keepaliveTime and closes it when no answer comes within keepaliveTimeout (a vanished peer frees
+// its slot); clients may ping every keepaliveMinTime, even without calls (more often is answered
+// with GOAWAY "too_many_pings", as gRPC's enforcement does).
+const (
+	keepaliveTime    = time.Minute
+	keepaliveTimeout = 20 * time.Second
+	keepaliveMinTime = 10 * time.Second
+)
+
+// WithDefaults returns c with zero fields set to their defaults; the zero value serves nothing.
 func (c Config) WithDefaults() Config {
 	if c.ReloadInterval <= 0 {
 		c.ReloadInterval = httpserver.DefaultReloadInterval
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = httpserver.DefaultMaxConnections
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = httpserver.DefaultIdleTimeout
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = httpserver.DefaultReadHeaderTimeout
 	}
 	return c
 }
@@ -67,16 +100,27 @@ func (c Config) Validate() error {
 	if c.ReloadInterval < 0 {
 		return fmt.Errorf("storageapi: reloadInterval %s is negative", c.ReloadInterval)
 	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("storageapi: idleTimeout %s is negative", c.IdleTimeout)
+	}
+	if c.HandshakeTimeout < 0 {
+		return fmt.Errorf("storageapi: handshakeTimeout %s is negative", c.HandshakeTimeout)
+	}
 	return nil
 }
 
 // Listener serves a Server on Config.Addr together with the standard gRPC health service
-// (grpc.health.v1, SERVING while started) and server reflection.
+// (grpc.health.v1, SERVING while started) and server reflection. It keeps at most
+// Config.MaxConnections connections, closes idle ones (IdleTimeout) and silent ones
+// (HandshakeTimeout), counts failed TLS handshakes (kelemetry.listener.tls_handshake_errors) and
+// logs them rate-limited (httpserver.Guard), and answers a request it cannot decode (malformed,
+// nested deeper than protobuf's recursion limit) with InvalidArgument, not gRPC's Internal.
 type Listener struct {
 	cfg    Config
 	srv    *grpc.Server
 	health *health.Server
 	logger *slog.Logger
+	guard  *httpserver.Guard
 
 	mu   sync.Mutex
 	addr net.Addr
@@ -88,13 +132,21 @@ type Listener struct {
 func NewListener(cfg Config, s *Server, tel telemetry.Settings) (*Listener, error) {
 	cfg = cfg.WithDefaults()
 	logger := tel.Log().With("component", "storageapi")
-	var opts []grpc.ServerOption
+	guard := httpserver.NewGuard("storageapi", cfg.MaxConnections, tel.Provider(), logger)
+	opts := []grpc.ServerOption{
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.IdleTimeout,
+			Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.ChainStreamInterceptor(decodeStream),
+	}
 	if cfg.TLS.Enabled() {
 		tc, err := httpserver.ServerTLSConfig(cfg.TLS, cfg.ReloadInterval, logger)
 		if err != nil {
 			return nil, fmt.Errorf("storage API TLS: %w", err)
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		opts = append(opts, grpc.Creds(guardedCreds{TransportCredentials: credentials.NewTLS(tc), guard: guard}))
 	}
 	if len(cfg.TokenFiles) > 0 {
 		tokens, err := httpserver.NewTokenChecker(cfg.TokenFiles, cfg.ReloadInterval, logger)
@@ -106,11 +158,29 @@ func NewListener(cfg Config, s *Server, tel telemetry.Settings) (*Listener, erro
 		opts = append(opts, grpc.ChainUnaryInterceptor(a.unary), grpc.ChainStreamInterceptor(a.stream))
 	}
 	g := grpc.NewServer(opts...)
-	s.Register(g)
+	s.Register(inputErrors{g})
 	h := health.NewServer()
-	healthpb.RegisterHealthServer(g, h)
-	reflection.Register(g)
-	return &Listener{cfg: cfg, srv: g, health: h, logger: logger}, nil
+	healthpb.RegisterHealthServer(inputErrors{g}, h)
+	reflection.Register(g) // streams only: decodeStream covers it
+	return &Listener{cfg: cfg, srv: g, health: h, logger: logger, guard: guard}, nil
+}
+
+// guardedCreds counts and logs (rate-limited) failed TLS handshakes.
+type guardedCreds struct {
+	credentials.TransportCredentials
+	guard *httpserver.Guard
+}
+
+func (c guardedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.guard.HandshakeFailed(context.Background(), conn.RemoteAddr().String(), err.Error())
+	}
+	return out, info, err
+}
+
+func (c guardedCreds) Clone() credentials.TransportCredentials {
+	return guardedCreds{TransportCredentials: c.TransportCredentials.Clone(), guard: c.guard}
 }
 
 // authorizer requires a bearer token on every call but the health service's (Kubernetes gRPC
@@ -155,6 +225,7 @@ func (l *Listener) Start(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("storage API listener: %w", err)
 	}
+	ln = l.guard.Listener(ln)
 	l.mu.Lock()
 	l.addr = ln.Addr()
 	l.done = make(chan struct{})
@@ -199,6 +270,7 @@ func (l *Listener) Stop(ctx context.Context) error {
 	if done != nil {
 		<-done
 	}
+	l.guard.Flush()
 	return nil
 }
 
