@@ -3,6 +3,7 @@ package aggregator
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -57,19 +58,24 @@ type TimeError struct {
 	err error
 }
 
-// Error is, for example, "9999-01-01T00:00:00Z is outside the representable range 1678-2262" or
-// "2026-12-30T12:00:00Z is 720h ahead of this receiver's clock (audit.maxFutureSkew 24h)".
+// Error states the rule that refused the time, for example "1600-01-01T00:00:00Z is outside the
+// representable range (years 1678 to 2261)" or "2026-12-30T12:00:00Z is 720h ahead of this
+// receiver's clock (audit.maxFutureSkew 24h)".
 func (e *TimeError) Error() string {
 	ts := e.Time.UTC().Format(time.RFC3339Nano)
 	if errors.Is(e.err, ErrTimeUnrepresentable) {
-		return ts + " is outside the representable range " + strconv.Itoa(MinYear) + "-" + strconv.Itoa(MaxYear)
+		return ts + " is outside the representable range (years " + strconv.Itoa(MinYear) + " to " + strconv.Itoa(MaxYear-1) + ")"
 	}
 	setting := e.Setting
 	if setting == "" {
 		setting = "max future skew"
 	}
+	ahead := formatDuration(e.Ahead)
+	if e.Ahead == math.MaxInt64 { // time.Time.Sub saturates
+		ahead = "more than 292 years"
+	}
 	return fmt.Sprintf("%s is %s ahead of this receiver's clock (%s %s)",
-		ts, formatDuration(e.Ahead), setting, formatDuration(e.MaxFutureSkew))
+		ts, ahead, setting, formatDuration(e.MaxFutureSkew))
 }
 
 // Unwrap returns ErrTimeUnrepresentable or ErrTimeInFuture.
@@ -90,19 +96,25 @@ func (e *TimeError) WithSetting(key string) *TimeError {
 	return &c
 }
 
-// CheckTime reports, as a *TimeError, a time that Kelemetry cannot place in a trace: one outside
-// [MinTime, MaxTime) (kept, it would be stored at the wrong time and then removed by retention),
-// or one more than maxFutureSkew ahead of now (kept, a single event from a wrong clock would
-// become the newest window of the store). A negative maxFutureSkew turns the future check off;
-// zero allows no skew at all. The zero time is not checked here: sources treat it as absent.
+// CheckTime reports, as a *TimeError, a time that Kelemetry cannot place in a trace: one more than
+// maxFutureSkew ahead of now (kept, a single event from a wrong clock would become the newest
+// window of the store), or one outside [MinTime, MaxTime) (kept, it would be stored at the wrong
+// time and then removed by retention). A time that breaks both rules, such as 2262-01-01 or
+// 9999-01-01 with the skew check on, is reported as too far in the future: that is the rule a
+// sender can act on, and the message states it. A negative maxFutureSkew turns the future check
+// off; zero allows no skew at all. The zero time (0001-01-01T00:00:00Z) is before MinTime:
+// sources that read it as an absent timestamp skip it before calling CheckTime.
 func CheckTime(t, now time.Time, maxFutureSkew time.Duration) error {
-	if t.Before(MinTime) || !t.Before(MaxTime) {
+	if t.Before(MinTime) {
 		return &TimeError{Time: t, err: ErrTimeUnrepresentable}
 	}
 	if maxFutureSkew >= 0 {
 		if ahead := t.Sub(now); ahead > maxFutureSkew {
 			return &TimeError{Time: t, Ahead: ahead, MaxFutureSkew: maxFutureSkew, err: ErrTimeInFuture}
 		}
+	}
+	if !t.Before(MaxTime) {
+		return &TimeError{Time: t, err: ErrTimeUnrepresentable}
 	}
 	return nil
 }

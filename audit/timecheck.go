@@ -20,8 +20,8 @@ const maxTimeProblems = 5
 type timeProblem struct {
 	// reason is aggregator.TimeReasonUnrepresentable or aggregator.TimeReasonFuture.
 	reason string
-	// msg names the item and the field, such as "items[3].stageTimestamp: 9999-01-01T00:00:00Z
-	// is outside the representable range 1678-2262".
+	// msg names the item and the field, such as "items[3].stageTimestamp: 1600-01-01T00:00:00Z
+	// is outside the representable range (years 1678 to 2261)".
 	msg string
 	// err is "<field>: <problem>", wrapping the *aggregator.TimeError.
 	err error
@@ -51,9 +51,20 @@ func checkEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (time
 	return timeProblem{}, true
 }
 
+// noTimeProblem is the problem of an event whose timestamps are both the zero time: absent, null
+// or 0001-01-01T00:00:00Z (which decode alike). Such an event cannot be placed in time, so the
+// receivers drop it up front, as aggregator.CheckTime refuses the zero time, rather than answer
+// "accepted" and have the consumer drop it later.
+func noTimeProblem() timeProblem {
+	err := aggregator.CheckTime(time.Time{}, time.Time{}, -1)
+	err = fmt.Errorf("stageTimestamp: %w, as is requestReceivedTimestamp (absent, null or zero)", err)
+	return timeProblem{reason: aggregator.TimeReasonUnrepresentable, msg: err.Error(), err: err}
+}
+
 // filterEventTimes keeps the events whose timestamps pass checkEventTime, in order, and returns
-// the problems of the others; prefix(i) names item i in messages (e.g. "items[3]."). events is
-// filtered in place.
+// the problems of the others; prefix(i) names item i in messages (e.g. "items[3]."). An event with
+// no timestamp at all (both zero: absent, null or 0001-01-01T00:00:00Z) is dropped too
+// (noTimeProblem). events is filtered in place.
 func filterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duration, prefix func(i int) string) ([]*Event, []timeProblem) {
 	var problems []timeProblem
 	kept := events[:0]
@@ -63,6 +74,9 @@ func filterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duratio
 			continue
 		}
 		p, ok := checkEventTime(ev, now, maxFutureSkew)
+		if ok && ev.RequestReceivedTimestamp.IsZero() && ev.StageTimestamp.IsZero() {
+			p, ok = noTimeProblem(), false
+		}
 		if ok {
 			kept = append(kept, ev)
 			continue

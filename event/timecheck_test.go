@@ -43,7 +43,7 @@ func timedCore(uid string, edit func(e *corev1.Event)) *corev1.Event {
 }
 
 func TestConvertChecksTimes(t *testing.T) {
-	y9999 := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	y1600 := time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)
 	future := time.Now().Add(720 * time.Hour)
 	ctx := context.Background()
 	tests := []struct {
@@ -53,8 +53,8 @@ func TestConvertChecksTimes(t *testing.T) {
 		field string
 	}{
 		{name: "good", rec: FromCore(timedCore("a", nil))},
-		{name: "eventTime 9999", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 9999-01-01T00:00:00Z is outside the representable range 1678-2262",
-			rec: FromCore(timedCore("a", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(y9999) }))},
+		{name: "eventTime 1600", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)",
+			rec: FromCore(timedCore("a", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(y1600) }))},
 		{name: "firstTimestamp 1600", want: aggregator.ErrTimeUnrepresentable, field: "firstTimestamp: 1600-01-01T00:00:00Z is outside",
 			rec: FromCore(timedCore("a", func(e *corev1.Event) {
 				e.FirstTimestamp = metav1.NewTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -65,11 +65,11 @@ func TestConvertChecksTimes(t *testing.T) {
 			rec: FromCore(timedCore("a", func(e *corev1.Event) {
 				e.Series = &corev1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(future)}
 			}))},
-		{name: "events.k8s.io eventTime 9999", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 9999-01-01",
+		{name: "events.k8s.io eventTime 1600", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01",
 			rec: FromEventsV1(&eventsv1.Event{
 				ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "default", UID: "u"},
 				Regarding:  corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "web"},
-				EventTime:  metav1.NewMicroTime(y9999),
+				EventTime:  metav1.NewMicroTime(y1600),
 			})},
 	}
 	for _, tt := range tests {
@@ -97,7 +97,7 @@ func TestReplayDropsBadTimes(t *testing.T) {
 	var lines []string
 	for _, e := range []*corev1.Event{
 		timedCore("good", nil),
-		timedCore("y9999", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)) }),
+		timedCore("y1600", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)) }),
 		timedCore("future", func(e *corev1.Event) { e.LastTimestamp = metav1.NewTime(time.Now().Add(720 * time.Hour)) }),
 	} {
 		b, err := json.Marshal(e)
@@ -114,7 +114,7 @@ func TestReplayDropsBadTimes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ReplayStats{File: path, Events: 3, Sent: 1, Dropped: 2}, st)
 	require.Len(t, agg.Events(), 1)
-	assert.Contains(t, logs.String(), "eventTime: 9999-01-01T00:00:00Z is outside the representable range 1678-2262")
+	assert.Contains(t, logs.String(), "eventTime: 1600-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)")
 	assert.Contains(t, logs.String(), "ahead of this receiver's clock (event.maxFutureSkew 24h)")
 	assert.Equal(t, map[string]int64{aggregator.TimeReasonUnrepresentable: 1, aggregator.TimeReasonFuture: 1},
 		sums(t, reader, "kelemetry.event.dropped_events"))
@@ -126,7 +126,7 @@ func TestSourceDropsBadTimes(t *testing.T) {
 	ts := telemetry.Settings{Logger: quiet.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
 	s, err := NewSource(SourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), agg, nil, ts)
 	require.NoError(t, err)
-	bad := FromCore(timedCore("y9999", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)) }))
+	bad := FromCore(timedCore("y1600", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)) }))
 	assert.True(t, s.handle(context.Background(), bad), "a bad Event is dropped, not retried")
 	assert.True(t, s.handle(context.Background(), FromCore(timedCore("good", nil))))
 	require.Len(t, agg.Events(), 1)
