@@ -104,14 +104,21 @@ func (c WebhookConfig) Validate() error {
 // while the sinks are unhealthy: see SetHealth), 400 for a malformed batch and 413 for one over the
 // size limit.
 //
-// An item whose requestReceivedTimestamp or stageTimestamp is outside what the store can represent
-// (aggregator.CheckTime: years 1678-2262) or more than MaxFutureSkew ahead of this receiver's clock
-// is dropped and counted (kelemetry.audit.webhook.dropped_events, by reason), and the rest of the
+// An item whose requestReceivedTimestamp or stageTimestamp is more than MaxFutureSkew ahead of
+// this receiver's clock or outside what the store can represent (aggregator.CheckTime: years 1678
+// to 2261), or that has no timestamp at all (both absent, null or 0001-01-01T00:00:00Z), is
+// dropped and counted (kelemetry.audit.webhook.dropped_events, by reason), and the rest of the
 // batch is enqueued and answered 200, with the dropped items named in the answer and in a
-// rate-limited log line such as "items[3].stageTimestamp: 9999-01-01T00:00:00Z is outside the
-// representable range 1678-2262". Refusing the whole batch would lose its good items:
-// kube-apiserver does not retry a 400, and retrying could not fix the bad ones. Only a batch whose
-// every item is bad is answered 400, with the same message.
+// rate-limited log line that states the rule, such as "items[3].stageTimestamp:
+// 1600-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)" or
+// "items[4].stageTimestamp: 2262-01-01T00:00:00Z is 2060623h ahead of this receiver's clock
+// (audit.maxFutureSkew 24h)". Refusing the whole batch would lose its good items: kube-apiserver
+// does not retry a 400, and retrying could not fix the bad ones. Only a batch whose every item is
+// bad is answered 400, with the same message.
+//
+// Refused batches are logged rate-limited per reason (a burst of 5, then one line per 30s), each
+// line with the number suppressed before it (suppressedSinceLastLog); every one is counted in
+// kelemetry.audit.webhook.rejected and kelemetry.audit.webhook.requests.
 //
 // The cluster comes from the path, else from DefaultCluster; never from the client's address or
 // headers. The handler does not filter events (the consumer does). Each request body is read into
@@ -134,7 +141,20 @@ type Webhook struct {
 
 	inflight *byteBudget
 	badLog   ratelog.Limiter
+	// rejectLogs rate-limit the lines of refused batches, one limiter per reason (built in
+	// NewWebhook, read-only after), so that one retrying client's 429s do not hide a 400.
+	rejectLogs map[string]*ratelog.Limiter
 }
+
+// Rate limit of the lines of refused batches, per reason: a burst, then one line per interval,
+// each with the number suppressed before it (at most about 25 lines per reason in 10 minutes).
+const (
+	rejectLogBurst = 5
+	rejectLogEvery = 30 * time.Second
+)
+
+// rejectOther is the limiter key of reasons without a limiter of their own.
+const rejectOther = ""
 
 // Reasons of rejected batches, the reason attribute of kelemetry.audit.webhook.rejected.
 const (
@@ -156,7 +176,11 @@ const (
 // An instrument that cannot be created is logged and replaced by a no-op one.
 func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
 	w := &Webhook{cfg: cfg.WithDefaults(), q: q, logger: ts.Log().With("component", "audit-webhook"),
-		badLog: ratelog.Limiter{Burst: 10, Every: 10 * time.Second}}
+		badLog: ratelog.Limiter{Burst: 10, Every: 10 * time.Second}, rejectLogs: map[string]*ratelog.Limiter{}}
+	for _, reason := range []string{rejectOther, rejectBadRequest, rejectTooLarge, rejectQueueFull, rejectStopped,
+		rejectQueueUnavailable, rejectError, rejectInflight, rejectBadTimestamp, rejectUnavailable, rejectSinkBusy} {
+		w.rejectLogs[reason] = &ratelog.Limiter{Burst: rejectLogBurst, Every: rejectLogEvery}
+	}
 	meter := ts.Meter(meterName)
 	inflightBytes := meter.UpDownCounter("kelemetry.audit.webhook.inflight_bytes",
 		"Bytes of audit webhook request bodies being read and decoded now (bounded by maxInflightBytes).", "By")
@@ -489,15 +513,23 @@ func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, er
 	}
 }
 
-// reject answers a refused batch with status and a one-line text/plain reason, counts it and logs
-// it (without the body).
+// reject answers a refused batch with status and a one-line text/plain reason, counts it
+// (kelemetry.audit.webhook.rejected by reason, kelemetry.audit.webhook.requests by code) and logs
+// it without the body, rate-limited per reason: a client retrying a refused batch must not fill
+// the log, so a line says how many of its reason were suppressed before it.
 func (w *Webhook) reject(ctx context.Context, rw http.ResponseWriter, status int, reason, cluster, msg string) {
 	msg = truncate(strings.Join(strings.Fields(msg), " "), maxReasonLen)
 	w.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
 	w.count(ctx, status)
-	w.logger.LogAttrs(ctx, slog.LevelWarn, "audit batch rejected",
-		slog.Int("status", status), slog.String("reason", reason), slog.String("cluster", cluster),
-		slog.String("error", msg))
+	lim, ok := w.rejectLogs[reason]
+	if !ok {
+		lim = w.rejectLogs[rejectOther]
+	}
+	if ok, suppressed := lim.Allow(time.Now()); ok {
+		w.logger.LogAttrs(ctx, slog.LevelWarn, "audit batch rejected",
+			slog.Int("status", status), slog.String("reason", reason), slog.String("cluster", cluster),
+			slog.String("error", msg), slog.Int("suppressedSinceLastLog", suppressed))
+	}
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.Header().Set("X-Content-Type-Options", "nosniff")
 	rw.WriteHeader(status)

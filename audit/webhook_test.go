@@ -393,6 +393,47 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 	}
 }
 
+// One client retrying a refused batch must not fill the log (the probe saw 34 MB in 10 minutes):
+// refusals are logged rate-limited per reason, a later line says how many were suppressed, and
+// the counters count every one.
+func TestWebhookRejectLogRateLimited(t *testing.T) {
+	const n = 1000
+	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt.q.err = fmt.Errorf("partition 3: %w", ErrQueueFull)
+	for range n {
+		rec := wt.post("/audit", strings.NewReader(testBatch), nil)
+		require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	}
+	rejectedLines := func(reason string) []string {
+		var out []string
+		for _, l := range strings.Split(wt.logText(), "\n") {
+			if strings.Contains(l, `msg="audit batch rejected"`) && strings.Contains(l, "reason="+reason+" ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	assert.Len(t, rejectedLines("queue_full"), rejectLogBurst, "a burst, then nothing within the interval")
+
+	// Another reason has a limiter of its own: a malformed batch is still logged.
+	rec := wt.post("/audit", strings.NewReader("not json"), nil)
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Len(t, rejectedLines("bad_request"), 1)
+
+	// Once the interval passed, the next line carries the number suppressed.
+	wt.webhook.rejectLogs[rejectQueueFull].Every = time.Millisecond
+	time.Sleep(5 * time.Millisecond)
+	rec = wt.post("/audit", strings.NewReader(testBatch), nil)
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	lines := rejectedLines("queue_full")
+	require.Len(t, lines, rejectLogBurst+1)
+	assert.Contains(t, lines[len(lines)-1], fmt.Sprintf("suppressedSinceLastLog=%d", n-rejectLogBurst))
+
+	c := wt.counters(t)
+	assert.Equal(t, map[string]int64{"queue_full": n + 1, "bad_request": 1}, c["kelemetry.audit.webhook.rejected"])
+	assert.Equal(t, map[string]int64{"429": n + 1, "400": 1}, c["kelemetry.audit.webhook.requests"])
+}
+
 func TestWebhookAnswersAfterEnqueue(t *testing.T) {
 	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
 	wt.q.entered = make(chan struct{})
