@@ -108,7 +108,18 @@ func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, 
 // parseConfigFlags is parseFlags that also sets *pprofAddr from --pprof-addr, a process option
 // outside kelemetry.Config.
 func parseConfigFlags(args []string, stderr io.Writer, pprofAddr *string) (kelemetry.Config, slog.Level, error) {
-	fs := flag.NewFlagSet("allinone", flag.ContinueOnError)
+	fs, build := newFlagSet(stderr, pprofAddr)
+	if err := fs.Parse(args); err != nil {
+		return kelemetry.Config{}, 0, err
+	}
+	return build()
+}
+
+// newFlagSet defines the all-in-one's flags on a new flag set that writes its usage and errors to
+// stderr, and parses and runs nothing: docs/reference/cli.md is generated from it. build, called
+// after fs.Parse, turns the parsed flags into the configuration (see parseFlags).
+func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build func() (kelemetry.Config, slog.Level, error)) {
+	fs = flag.NewFlagSet("allinone", flag.ContinueOnError)
 	fs.StringVar(pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles (/debug/pprof/) on HOST:PORT, unauthenticated: bind to localhost (off when empty)")
 	fs.SetOutput(stderr)
 	var (
@@ -180,165 +191,165 @@ func parseConfigFlags(args []string, stderr io.Writer, pprofAddr *string) (kelem
 	fs.Var(&rlURLs, "remote-linker-nats-url", "NATS server of the remote linkers (nats://host:4222, tls://...); repeatable")
 	fs.Var(&replayEv, "replay-events", "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
 	fs.Var(&forward, "audit-forward", "also post every batch the webhook accepts to this audit webhook URL ({cluster} in it is the batch's cluster), with retries and a bounded buffer; repeatable")
-	if err := fs.Parse(args); err != nil {
-		return kelemetry.Config{}, 0, err
-	}
-	if fs.NArg() > 0 {
-		return kelemetry.Config{}, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if *showVer {
-		return kelemetry.Config{}, 0, errShowVersion
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return kelemetry.Config{}, 0, fmt.Errorf("--log-level: %w", err)
-	}
+	build = func() (kelemetry.Config, slog.Level, error) {
+		if fs.NArg() > 0 {
+			return kelemetry.Config{}, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+		}
+		if *showVer {
+			return kelemetry.Config{}, 0, errShowVersion
+		}
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+			return kelemetry.Config{}, 0, fmt.Errorf("--log-level: %w", err)
+		}
 
-	cfg := kelemetry.Config{DataDir: "./kelemetry-data"}
-	if *configFile != "" {
-		var err error
-		if cfg, err = kelemetry.LoadConfig(*configFile); err != nil {
-			return kelemetry.Config{}, 0, err
-		}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	override := func(name string, apply func()) {
-		if set[name] || *configFile == "" {
-			apply()
-		}
-	}
-	override("cluster", func() { cfg.Cluster = *cluster })
-	override("audit-addr", func() { cfg.AuditAddr = *auditAddr })
-	override("http-addr", func() { cfg.HTTPAddr = *httpAddr })
-	override("data-dir", func() { cfg.DataDir = *dataDir })
-	override("audit-tls-cert", func() { cfg.AuditTLS.CertFile = *auditCert })
-	override("audit-tls-key", func() { cfg.AuditTLS.KeyFile = *auditKey })
-	override("audit-client-ca", func() { cfg.AuditAuth.ClientCAFile = *auditCA })
-	override("http-tls-cert", func() { cfg.HTTPTLS.CertFile = *httpCert })
-	override("http-tls-key", func() { cfg.HTTPTLS.KeyFile = *httpKey })
-	override("http-proxy-client-ca", func() { cfg.HTTPAuth.Proxy.ClientCAFile = *proxyCA })
-	cfg.AuditAuth.TokenFiles = append(cfg.AuditAuth.TokenFiles, auditToks...)
-	cfg.HTTPAuth.TokenFiles = append(cfg.HTTPAuth.TokenFiles, httpToks...)
-	cfg.HTTPAuth.Proxy.AllowedNames = append(cfg.HTTPAuth.Proxy.AllowedNames, proxyNames...)
-	override("window", func() {
-		if *window != 0 {
-			cfg.Window = *window
-		}
-	})
-	override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })
-	override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
-	override("remote-storage-addr", func() { cfg.RemoteStorageAddr = *remoteStor })
-	override("role", func() { cfg.Role = *role })
-	override("store-backend", func() { cfg.StoreBackend = *storeBack })
-	override("jaeger-endpoint", func() { cfg.Jaeger.Endpoint = *jaegerEP })
-	override("jaeger-otlp-endpoint", func() { cfg.Jaeger.OTLP.Endpoint = *jaegerOTLP })
-	override("event-api", func() { cfg.Event.Source.API = *eventAPI })
-	override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
-	if set["audit-queue-durable"] {
-		v := *durableQ
-		cfg.Audit.Queue.Durable = &v
-	}
-	if set["audit-queue-nats"] {
-		cfg.Audit.Queue.NATS.URLs = nil
-		for _, u := range strings.Split(*natsURLs, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				cfg.Audit.Queue.NATS.URLs = append(cfg.Audit.Queue.NATS.URLs, u)
+		cfg := kelemetry.Config{DataDir: "./kelemetry-data"}
+		if *configFile != "" {
+			var err error
+			if cfg, err = kelemetry.LoadConfig(*configFile); err != nil {
+				return kelemetry.Config{}, 0, err
 			}
 		}
-	}
-	if set["audit-queue-nats-creds"] {
-		cfg.Audit.Queue.NATS.CredentialsFile = *natsCreds
-	}
-	if set["audit-queue-nats-member"] {
-		i, n, err := parseMember(*natsMember)
-		if err != nil {
-			return kelemetry.Config{}, 0, fmt.Errorf("--audit-queue-nats-member: %w", err)
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		override := func(name string, apply func()) {
+			if set[name] || *configFile == "" {
+				apply()
+			}
 		}
-		cfg.Audit.Queue.NATS.Member, cfg.Audit.Queue.NATS.Members = i, n
-	}
-	override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
-	override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
-	override("link-rules", func() { cfg.LinkRules.Dir = *linkRules })
-	override("link-rules-watch", func() { cfg.LinkRules.DisableWatch = !*ruleWatch })
-	for _, kv := range clusterKC {
-		name, path, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || path == "" {
-			return kelemetry.Config{}, 0, fmt.Errorf("--cluster-kubeconfig %q: want NAME=KUBECONFIG", kv)
+		override("cluster", func() { cfg.Cluster = *cluster })
+		override("audit-addr", func() { cfg.AuditAddr = *auditAddr })
+		override("http-addr", func() { cfg.HTTPAddr = *httpAddr })
+		override("data-dir", func() { cfg.DataDir = *dataDir })
+		override("audit-tls-cert", func() { cfg.AuditTLS.CertFile = *auditCert })
+		override("audit-tls-key", func() { cfg.AuditTLS.KeyFile = *auditKey })
+		override("audit-client-ca", func() { cfg.AuditAuth.ClientCAFile = *auditCA })
+		override("http-tls-cert", func() { cfg.HTTPTLS.CertFile = *httpCert })
+		override("http-tls-key", func() { cfg.HTTPTLS.KeyFile = *httpKey })
+		override("http-proxy-client-ca", func() { cfg.HTTPAuth.Proxy.ClientCAFile = *proxyCA })
+		cfg.AuditAuth.TokenFiles = append(cfg.AuditAuth.TokenFiles, auditToks...)
+		cfg.HTTPAuth.TokenFiles = append(cfg.HTTPAuth.TokenFiles, httpToks...)
+		cfg.HTTPAuth.Proxy.AllowedNames = append(cfg.HTTPAuth.Proxy.AllowedNames, proxyNames...)
+		override("window", func() {
+			if *window != 0 {
+				cfg.Window = *window
+			}
+		})
+		override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })
+		override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
+		override("remote-storage-addr", func() { cfg.RemoteStorageAddr = *remoteStor })
+		override("role", func() { cfg.Role = *role })
+		override("store-backend", func() { cfg.StoreBackend = *storeBack })
+		override("jaeger-endpoint", func() { cfg.Jaeger.Endpoint = *jaegerEP })
+		override("jaeger-otlp-endpoint", func() { cfg.Jaeger.OTLP.Endpoint = *jaegerOTLP })
+		override("event-api", func() { cfg.Event.Source.API = *eventAPI })
+		override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
+		if set["audit-queue-durable"] {
+			v := *durableQ
+			cfg.Audit.Queue.Durable = &v
 		}
-		cfg.Clusters = append(cfg.Clusters, kelemetry.ClusterConfig{Name: name, Kubeconfig: path})
-	}
-	for i := range cfg.Clusters {
-		if set["kube-qps"] {
-			cfg.Clusters[i].QPS = float32(*kubeQPS)
-		}
-		if set["kube-burst"] {
-			cfg.Clusters[i].Burst = *kubeBurst
-		}
-	}
-	if cfg.Kubeconfig != "" && (set["kube-qps"] || set["kube-burst"]) {
-		// The primary cluster's kubeconfig becomes an entry of Clusters so that it takes limits.
-		cfg.Clusters = append([]kelemetry.ClusterConfig{{Name: cfg.WithDefaults().Cluster, Kubeconfig: cfg.Kubeconfig,
-			QPS: float32(*kubeQPS), Burst: *kubeBurst}}, cfg.Clusters...)
-		cfg.Kubeconfig = ""
-	}
-	if main := cfg.WithDefaults().Cluster; cfg.HasCluster(main) {
-		override("event-watch", func() { cfg.Event.Watch = *eventWatch })
-		if cfg.Event.Watch && *configFile == "" {
-			// Every cluster's Events, each with its own checkpoint.
-			for _, cc := range cfg.KubeClusters() {
-				if cc.Name != main {
-					cfg.Event.WatchClusters = append(cfg.Event.WatchClusters, cc.Name)
+		if set["audit-queue-nats"] {
+			cfg.Audit.Queue.NATS.URLs = nil
+			for _, u := range strings.Split(*natsURLs, ",") {
+				if u = strings.TrimSpace(u); u != "" {
+					cfg.Audit.Queue.NATS.URLs = append(cfg.Audit.Queue.NATS.URLs, u)
 				}
 			}
 		}
-	}
-	if len(cfg.KubeClusters()) > 0 {
-		override("diff-informer", func() { cfg.InformerDiff.Enabled = *infDiff })
-		override("diff-leader-elect", func() { cfg.InformerDiff.LeaderElection.Enabled = *leaderEl })
-		override("diff-leader-elect-namespace", func() { cfg.InformerDiff.LeaderElection.LeaseNamespace = *leaseNS })
-		override("diff-leader-elect-identity", func() { cfg.InformerDiff.LeaderElection.Identity = *leaseID })
-	}
-	if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
-		cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")
-	}
-	for _, spec := range remoteLk {
-		name, subject, _ := strings.Cut(spec, "=")
-		cfg.RemoteLinkers.Linkers = append(cfg.RemoteLinkers.Linkers, remotelinker.LinkerConfig{Name: name, Subject: subject})
-	}
-	for i := range cfg.RemoteLinkers.Linkers {
-		if set["remote-linker-timeout"] {
-			cfg.RemoteLinkers.Linkers[i].Timeout = *rlTimeout
+		if set["audit-queue-nats-creds"] {
+			cfg.Audit.Queue.NATS.CredentialsFile = *natsCreds
 		}
-	}
-	cfg.RemoteLinkers.NATS.URLs = append(cfg.RemoteLinkers.NATS.URLs, rlURLs...)
-	override("remote-linker-nats-creds", func() { cfg.RemoteLinkers.NATS.CredentialsFile = *rlCreds })
-	override("remote-linker-nats-nkey", func() { cfg.RemoteLinkers.NATS.NKeySeedFile = *rlNKey })
-	override("remote-linker-nats-tls-ca", func() { cfg.RemoteLinkers.NATS.TLS.CAFile = *rlCA })
-	override("remote-linker-nats-tls-cert", func() { cfg.RemoteLinkers.NATS.TLS.CertFile = *rlCert })
-	override("remote-linker-nats-tls-key", func() { cfg.RemoteLinkers.NATS.TLS.KeyFile = *rlKey })
-	if len(kxConfigs) > 0 {
-		var merged kelemetrix.Config
-		for _, file := range kxConfigs {
-			kx, err := kelemetrix.LoadConfig(file)
+		if set["audit-queue-nats-member"] {
+			i, n, err := parseMember(*natsMember)
 			if err != nil {
-				return kelemetry.Config{}, 0, fmt.Errorf("--kelemetrix-config: %w", err)
+				return kelemetry.Config{}, 0, fmt.Errorf("--audit-queue-nats-member: %w", err)
 			}
-			merged = merged.Merge(kx)
+			cfg.Audit.Queue.NATS.Member, cfg.Audit.Queue.NATS.Members = i, n
 		}
-		cfg.Kelemetrix = merged
+		override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
+		override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
+		override("link-rules", func() { cfg.LinkRules.Dir = *linkRules })
+		override("link-rules-watch", func() { cfg.LinkRules.DisableWatch = !*ruleWatch })
+		for _, kv := range clusterKC {
+			name, path, ok := strings.Cut(kv, "=")
+			if !ok || name == "" || path == "" {
+				return kelemetry.Config{}, 0, fmt.Errorf("--cluster-kubeconfig %q: want NAME=KUBECONFIG", kv)
+			}
+			cfg.Clusters = append(cfg.Clusters, kelemetry.ClusterConfig{Name: name, Kubeconfig: path})
+		}
+		for i := range cfg.Clusters {
+			if set["kube-qps"] {
+				cfg.Clusters[i].QPS = float32(*kubeQPS)
+			}
+			if set["kube-burst"] {
+				cfg.Clusters[i].Burst = *kubeBurst
+			}
+		}
+		if cfg.Kubeconfig != "" && (set["kube-qps"] || set["kube-burst"]) {
+			// The primary cluster's kubeconfig becomes an entry of Clusters so that it takes limits.
+			cfg.Clusters = append([]kelemetry.ClusterConfig{{Name: cfg.WithDefaults().Cluster, Kubeconfig: cfg.Kubeconfig,
+				QPS: float32(*kubeQPS), Burst: *kubeBurst}}, cfg.Clusters...)
+			cfg.Kubeconfig = ""
+		}
+		if main := cfg.WithDefaults().Cluster; cfg.HasCluster(main) {
+			override("event-watch", func() { cfg.Event.Watch = *eventWatch })
+			if cfg.Event.Watch && *configFile == "" {
+				// Every cluster's Events, each with its own checkpoint.
+				for _, cc := range cfg.KubeClusters() {
+					if cc.Name != main {
+						cfg.Event.WatchClusters = append(cfg.Event.WatchClusters, cc.Name)
+					}
+				}
+			}
+		}
+		if len(cfg.KubeClusters()) > 0 {
+			override("diff-informer", func() { cfg.InformerDiff.Enabled = *infDiff })
+			override("diff-leader-elect", func() { cfg.InformerDiff.LeaderElection.Enabled = *leaderEl })
+			override("diff-leader-elect-namespace", func() { cfg.InformerDiff.LeaderElection.LeaseNamespace = *leaseNS })
+			override("diff-leader-elect-identity", func() { cfg.InformerDiff.LeaderElection.Identity = *leaseID })
+		}
+		if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
+			cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")
+		}
+		for _, spec := range remoteLk {
+			name, subject, _ := strings.Cut(spec, "=")
+			cfg.RemoteLinkers.Linkers = append(cfg.RemoteLinkers.Linkers, remotelinker.LinkerConfig{Name: name, Subject: subject})
+		}
+		for i := range cfg.RemoteLinkers.Linkers {
+			if set["remote-linker-timeout"] {
+				cfg.RemoteLinkers.Linkers[i].Timeout = *rlTimeout
+			}
+		}
+		cfg.RemoteLinkers.NATS.URLs = append(cfg.RemoteLinkers.NATS.URLs, rlURLs...)
+		override("remote-linker-nats-creds", func() { cfg.RemoteLinkers.NATS.CredentialsFile = *rlCreds })
+		override("remote-linker-nats-nkey", func() { cfg.RemoteLinkers.NATS.NKeySeedFile = *rlNKey })
+		override("remote-linker-nats-tls-ca", func() { cfg.RemoteLinkers.NATS.TLS.CAFile = *rlCA })
+		override("remote-linker-nats-tls-cert", func() { cfg.RemoteLinkers.NATS.TLS.CertFile = *rlCert })
+		override("remote-linker-nats-tls-key", func() { cfg.RemoteLinkers.NATS.TLS.KeyFile = *rlKey })
+		if len(kxConfigs) > 0 {
+			var merged kelemetrix.Config
+			for _, file := range kxConfigs {
+				kx, err := kelemetrix.LoadConfig(file)
+				if err != nil {
+					return kelemetry.Config{}, 0, fmt.Errorf("--kelemetrix-config: %w", err)
+				}
+				merged = merged.Merge(kx)
+			}
+			cfg.Kelemetrix = merged
+		}
+		cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
+		cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
+		cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
+		override("audit-dump", func() { cfg.Audit.Dump.Path = *auditDump })
+		for _, u := range forward {
+			cfg.Audit.Forward = append(cfg.Audit.Forward, audit.ForwardConfig{URL: u})
+		}
+		if err := cfg.Validate(); err != nil {
+			return kelemetry.Config{}, 0, err
+		}
+		return cfg, level, nil
 	}
-	cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
-	cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
-	cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
-	override("audit-dump", func() { cfg.Audit.Dump.Path = *auditDump })
-	for _, u := range forward {
-		cfg.Audit.Forward = append(cfg.Audit.Forward, audit.ForwardConfig{URL: u})
-	}
-	if err := cfg.Validate(); err != nil {
-		return kelemetry.Config{}, 0, err
-	}
-	return cfg, level, nil
+	return fs, build
 }
 
 // newApp builds the application; options are appended (tests use them to populate values).
