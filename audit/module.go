@@ -28,7 +28,7 @@ type Config struct {
 	Follow []string `yaml:"follow"`
 	// MaxFutureSkew is how far ahead of this receiver's clock an audit event's timestamps may be
 	// (default 24h, aggregator.DefaultMaxFutureSkew; negative: no limit). Events beyond it, or
-	// outside what the store can represent (years 1678-2262), are dropped and counted by the
+	// outside what the store can represent (years 1678 to 2261), or without a timestamp, are dropped and counted by the
 	// webhook and by log replay and follow.
 	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 	// Dump writes every event the webhook accepted to a rotating file (see Dumper).
