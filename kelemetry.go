@@ -1,17 +1,26 @@
-// Package kelemetry bundles the built-in parts of Kelemetry into one fx application: audit
-// sources, the aggregator, the built-in linkers, trace storage, optional OTLP export, the HTTP
-// API and the web UI. Module only lists the parts' own modules (telemetry, httpserver, kube, store,
-// otlpsink, aggregator, audit, event, linker, linkrule, diff/informer, frontend, ui) and fans
-// Config out into their configurations; a binary can compose any subset of them instead (see the
-// docs/sdk/compose.md). A platform team's own binary is
+// Package kelemetry bundles Kelemetry's parts into one fx application, the one the all-in-one
+// binary (examples/allinone) runs: audit sources and queues, the aggregator and its linkers
+// (owner references, the parent-link annotation, link rules, linkers in their own process),
+// diffs, Kubernetes Events and informer diffs, trace storage, optional OTLP export, kelemetrix's
+// metrics of the audit stream, the query APIs, the storage API and the web UI.
+//
+// Config is the whole application's configuration (YAML as in deploy/allinone.yaml, read by
+// LoadConfig; unknown keys are errors), and fans out into the parts' own configurations.
+// Module lists the parts' own modules (telemetry, httpserver, kube, store, otlpsink, aggregator,
+// audit, kelemetrix, event, linker, linkrule, remotelinker, diff/informer, frontend, ui,
+// storageapi); Modules(role) is the same for one role: RoleIngest without the query side,
+// RoleQuery without the ingest side, for replicas that share a store through the jaeger
+// backend. Health is the body of GET /healthz. A binary can also compose any subset of the parts
+// instead (see docs/sdk/compose.md). A platform team's own binary is
 //
 //	fx.New(
 //		kelemetry.Module,
 //		fx.Supply(cfg), // a kelemetry.Config
-//		fx.Provide(aggregator.AsLinker(NewMyLinker)),
+//		fx.Provide(kelemetry.AsLinker(NewMyLinker)),
 //	).Run()
 //
-// The aliases below name the extension points without importing the aggregator package.
+// The aliases below name the extension points (Linker, Decorator, Sink, ...) and their
+// registration helpers without importing the aggregator package.
 package kelemetry
 
 import (

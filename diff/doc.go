@@ -11,8 +11,18 @@
 // holds the data of an applied Secret), and any field matched by a redaction rule, are replaced by a keyed
 // hash marker in every output (changes, snapshots, stored versions).
 //
-// Stream keeps the previous version of each object seen in the audit stream (bounded LRU) and turns
-// each write into diff or snapshot logs for the aggregator.
+// Differ compares and snapshots with fixed Options (ignored fields, merge keys, redaction rules).
+// A Layout records where a document's larger objects and arrays open and close, so that a
+// comparison finds them without scanning again; the audit decoder records it while it checks a
+// response body and hands it over with the Write.
+//
+// Stream keeps the previous version of each object seen in the audit stream (an LRU bounded by
+// objects and bytes) and turns each write into diff or snapshot logs for the aggregator: field
+// diffs for updates and patches, the replica change of a scale write, the node of a binding,
+// creation and deletion snapshots, and a "diff unavailable" note when no previous version is
+// known. It never waits. Stream.Warm records versions without emitting anything, so that a
+// replica taking over a NATS queue partition diffs each object's next write against its
+// previous version.
 //
 // The parts built on it live in packages of their own: informer (the diff source for clusters
 // that audit at Metadata level, with its fx Module), changes (the stores of what the informer

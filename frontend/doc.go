@@ -1,19 +1,35 @@
-// Package frontend serves stored traces.
-//
-// The native API (NativeAPI) looks up objects (GET /api/objects) and returns the spans of one
-// stored trace in Jaeger's JSON trace shape (GET /api/stored-traces/{traceID}).
+// Package frontend is the query side: it reads stored traces (a store.Reader), turns them into
+// the trees users look at, and serves them over HTTP.
 //
 // The query engine (Engine) finds objects by key fields, event attributes and a time range,
 // follows their link spans per LinkMode (ancestors, descendants, full tree) breadth-first with
 // sorted edges and per-level and total budgets, and merges the windows of each object into one
 // Graph per connected group. Render draws a Graph in a DisplayMode (tracing, grouped, tree,
-// timeline), each a short pipeline of transform steps over one node tree.
+// timeline). Every request has budgets (Config: spans read, bytes rendered, time); past one the
+// answer keeps what fit and says it is truncated, in the places Jaeger UI and the web UI show.
+// At most Config.MaxConcurrent heavy requests run at once; the others wait up to QueueWait and
+// are then refused (ErrBusy, 503 with Retry-After).
 //
-// JaegerAPI serves the engine through Jaeger Query's HTTP API (services are display modes,
-// operations are clusters) plus GET /redirect. Its trace IDs are DisplayIDs: stateless, they
-// name the mode, the time range and the anchor object, and resolve against the store alone.
+// The HTTP APIs, served on the API listener by Module (New) with one Engine and its limits:
 //
-// UIAPI serves what the built-in web UI (package frontend/ui) needs besides that: short search
-// results (GET /api/ui/search) and search-field suggestions from stored data
-// (GET /api/ui/suggestions).
+//   - JaegerAPI: Jaeger Query's HTTP API (services are display modes, operations are clusters),
+//     so Jaeger UI and Grafana work unchanged, plus GET /redirect. Its trace IDs are DisplayIDs:
+//     stateless, they name the mode, the time range and the anchor object, and open on any
+//     replica. A merge ID (MergeID, ParseMergeID) joins up to MaxMergeMembers results into one
+//     trace (GET /api/traces/{mergeID}, /api/traces/merge; MergeGraphs).
+//   - NativeAPI: what is stored, window by window (GET /api/objects, /api/stored-traces/{id}),
+//     and an object over time: ObjectAt rebuilds it at any moment from its nearest stored
+//     snapshot and the diffs after it (GET /api/objects/at), ObjectDiffBetween compares two
+//     moments (/diff), ObjectHistoryBetween lists its stored writes (/history, the UI's time
+//     slider). Redacted values stay redaction markers.
+//   - UIAPI: what the web UI (package frontend/ui) needs besides: short search results and
+//     suggestions (GET /api/ui/search, /api/ui/suggestions), and the critical path
+//     (GET /api/critical-path/{id}, /api/controller-times/{id}): AnalyzeCritical follows causal
+//     rules (CausalRule, DefaultCausalRules, Config.CausalRules) from the tree's first write to
+//     its last, attributing the waits to controllers and measuring their reaction times, for
+//     one result or a merge.
+//
+// The storage API (package storageapi) serves the same engine over Jaeger's remote storage
+// gRPC API, with the same budgets and limit (Engine.Acquire). Package frontendtest holds the
+// recorded rollout replayed into a memory store, which the query tests share.
 package frontend

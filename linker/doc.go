@@ -10,5 +10,6 @@
 // kube.ObjectGetter (the shared kube.ObjectCache). The owner linker maps owner kinds to
 // resources with a kube.Mapper. Package kube builds both from the cluster configuration.
 //
-// Module wires the linkers into fx; NewLinkers builds them without fx.
+// Config turns either off. Module wires the linkers into fx (the kelemetry.linkers value group);
+// NewLinkers builds them without fx.
 package linker

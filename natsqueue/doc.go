@@ -25,4 +25,13 @@
 // across takeovers. Consumer.Backlog tells how many messages the stream still holds for a
 // member's partitions (all of them until its membership settled after the start), for health
 // checks: 0 means the member has caught up.
+//
+// A message that comes back after it was handled is recognised where the consumer can tell:
+// after a batch's commit and before its acknowledgements, the consumer writes the batch's stream
+// sequences into the key-value bucket <Stream>_COMMITTED (a commit marker a takeover reads); it
+// remembers the sequences and message IDs it handled lately, so a redelivery or a second copy of
+// a retried publish is acknowledged without being handled again; and a StoredCheck
+// (WithStoredCheck) asks the sinks whether a redelivered message's spans are already stored.
+// Handling a message again otherwise rewrites the same span IDs. Dial is the connection setup (URLs,
+// credentials, TLS, reconnects) that package remotelinker shares.
 package natsqueue

@@ -7,4 +7,12 @@
 // Prometheus meter provider served at GET /metrics on the API listener. A user's own
 // MeterProvider therefore needs no fx.Replace: supplying it is enough. RouteKlog sends client-go's
 // klog output to slog.
+//
+// Meter creates every kind of instrument with a name, a description and a unit, keeps their
+// errors for one check (Err), and replaces an instrument it cannot create with a no-op one, so a
+// metric never stops the pipeline. FixedCounter is the counter for hot paths: its attribute sets
+// are chosen up front and an Add is one atomic add. NewPrometheus builds the Prometheus provider
+// (with the Go runtime and process collectors); its cardinality limit per instrument is raised
+// for parts that need more series than the SDK's default (CardinalityLimit, CardinalityGroup:
+// kelemetrix's maxSeries).
 package telemetry

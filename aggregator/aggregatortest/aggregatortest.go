@@ -1,7 +1,8 @@
 // Package aggregatortest has fakes for testing code that uses the aggregator: a Sink that records
 // spans, an Aggregator that records events, a Linker with fixed answers, a Decorator that records
-// (and may change) the spans it sees, and a compact text rendering of object trees for golden
-// tests.
+// (and may change) the spans it sees, a compact text rendering of object trees for golden tests
+// (RenderTrees), and the cluster names every entry point must accept or reject alike
+// (ClusterNames).
 package aggregatortest
 
 import (

@@ -1,5 +1,7 @@
 // Package frontendtest holds the fixtures the query tests share: recorded audit logs replayed
-// through the real pipeline into a memory store.
+// through the real pipeline (with the built-in linkers that need no cluster, Linkers) into a
+// memory store (ReplayAuditLog), and the bundled rollout replayed once per test binary
+// (Rollout) with its time range.
 package frontendtest
 
 import (

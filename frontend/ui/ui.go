@@ -9,6 +9,12 @@
 // /api/critical-path/{id} (frontend.UIAPI), and the object panel's time slider GET
 // /api/objects/history, /at and /diff (frontend.NativeAPI); the Jaeger API's GET /redirect lands
 // on /trace/{id}.
+//
+// The trace page also shows the critical path (its steps outlined on the chart, where the time
+// went, controllers' reaction times), and a banner when a query budget truncated the result.
+// When the API wants a token (401), a sign-in form asks for it and keeps it in the tab's
+// sessionStorage. Every response carries ContentSecurityPolicy (no inline script or style, no
+// framing). Module serves the pages on the API listener; Register mounts them on any mux.
 package ui
 
 import (

@@ -1,6 +1,7 @@
 // Package kubetest holds fakes of the kube package's dependencies for tests: a dynamic client
 // serving objects from memory, a Clusters over such clients, an ObjectGetter over a map, a
-// settable clock, and a reader of the counters a meter provider collected.
+// settable clock, a reader of the counters a meter provider collected, a kubeconfig file
+// (WriteKubeconfig), and Pod objects and references to fill them with.
 package kubetest
 
 import (
