@@ -50,16 +50,24 @@ type PebbleConfig struct {
 	// MaxAge is how long a window is kept after it ends (default 7 days).
 	MaxAge time.Duration `yaml:"maxAge"`
 	// MaxBytes bounds the database size on disk, every file in Dir counted as du counts it,
-	// write-ahead log included (default 10 GiB; the smallest sensible value is MinMaxBytes). The
-	// memtable and write-ahead log are sized for it. Above it, the oldest windows are deleted. The
-	// newest window is never deleted for size; when it alone is too large, an error is logged and
-	// counted on every check.
+	// write-ahead log included (default 10 GiB, or less when the filesystem is smaller; at least
+	// MinMaxBytes, 64 MiB). The memtable (maxBytes/64, 1-32 MiB), the write-ahead logs and the
+	// free space kept for writes (the write reserve, 4 memtables plus 4 to 16 MiB) are sized for
+	// it. Opening the store compares it with the filesystem: a value set that does not fit the
+	// filesystem with the write reserve beside it is an error; the default is shrunk to fit with
+	// the write reserve and a third more (at most 1 GiB) for compactions and ingest between two
+	// checks, with a warning; either gets a warning when other files leave too little room.
+	// Above it, windows are deleted: those dated after the current window first, then the
+	// oldest. The current window (the newest one starting at or before now) is never deleted for
+	// size; when it alone is too large, an error is logged and counted on every check.
 	MaxBytes int64 `yaml:"maxBytes"`
-	// MaxFutureSkew is how far past the current time a window may start and still count as
-	// current (default 24h). A window starting later (a future-dated event) is never the newest
-	// window that size retention protects, and age retention deletes it.
+	// MaxFutureSkew is how far past the current time a window may start and still be kept by age
+	// retention (default 24h). A window starting later (a future-dated event) is deleted by age
+	// retention. A window dated after now, even within the skew, is never the current window that
+	// size retention protects: size retention deletes it before any older window.
 	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
-	// CheckInterval is the period of the retention loop (default 1m).
+	// CheckInterval is the period of the retention loop (default 1m); a nearly full disk wakes
+	// it sooner (at most every 2s).
 	CheckInterval time.Duration `yaml:"checkInterval"`
 	// IndexCacheSize bounds the in-process cache of (trace, window) pairs whose index entries
 	// were already written (default 100,000).
@@ -101,6 +109,8 @@ func (c PebbleConfig) Validate() error {
 		return errors.New("store: maxAge, checkInterval and maxFutureSkew must not be negative")
 	case c.MaxBytes < 0, c.IndexCacheSize < 0, c.CacheSize < 0:
 		return errors.New("store: maxBytes, indexCacheSize and cacheSize must not be negative")
+	case c.MaxBytes < MinMaxBytes:
+		return fmt.Errorf("store: maxBytes %d is below the minimum of %d (64 MiB)", c.MaxBytes, MinMaxBytes)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -23,8 +24,8 @@ import (
 // audit consumer retries.
 var ErrUnavailable = fmt.Errorf("store unavailable: %w", aggregator.ErrSinkUnavailable)
 
-// MinMaxBytes is the smallest sensible PebbleConfig.MaxBytes: below it the write-ahead log and
-// the other fixed files take most of the room.
+// MinMaxBytes is the smallest PebbleConfig.MaxBytes Validate accepts: below it the write-ahead
+// log and the other fixed files take most of the room.
 const MinMaxBytes = 64 << 20
 
 // Recovery timing: the first retry after a disk fault, the longest pause between retries, how
@@ -67,11 +68,20 @@ type diskFault struct {
 	at  time.Time
 }
 
-// guardFS reports every failed write of the files Pebble creates.
+// guardFS reports every failed write of the files Pebble creates, and bounds the
+// preallocation of the write-ahead log (see maxPreallocate).
 type guardFS struct {
 	vfs.FS
 	onErr func(op, name string, err error)
 }
+
+// maxPreallocate bounds one preallocation of a write-ahead log file. Pebble preallocates 110% of
+// MemTableSize for every log, even for the small memtables it starts with (256 KiB, doubling up
+// to MemTableSize), and keeps up to three live and four recycled logs: with 32 MiB memtables a
+// fresh store took 250 MB of a disk for 14 MB of data. The preallocation only saves the
+// filesystem some work on the log's first pass; bounded, a log takes the space of what was
+// written to it.
+const maxPreallocate = 1 << 20
 
 func (g *guardFS) wrap(name string, f vfs.File, err error, op string) (vfs.File, error) {
 	if err != nil {
@@ -138,7 +148,13 @@ func (f *guardFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *guardFile) Preallocate(off, n int64) error {
-	return f.check("preallocate", f.File.Preallocate(off, n))
+	err := f.File.Preallocate(off, min(n, maxPreallocate))
+	if errors.Is(err, syscall.EOPNOTSUPP) {
+		// A filesystem without fallocate (NFS, older ZFS): Pebble goes on without it, and so
+		// does the store; it is no disk fault.
+		return err
+	}
+	return f.check("preallocate", err)
 }
 
 func (f *guardFile) Sync() error { return f.check("sync", f.File.Sync()) }
@@ -159,16 +175,119 @@ func (p *Pebble) noteFault(op, name string, err error) {
 	}
 }
 
-// memTableSize sizes Pebble's memtable for maxBytes: each write-ahead log file preallocates
-// 110% of it, and up to MemTableStopWritesThreshold live plus as many recycled logs stay on disk.
+// memTableSize sizes Pebble's memtable for maxBytes: each write-ahead log file holds up to
+// about as much, and up to MemTableStopWritesThreshold live plus one more recycled logs stay on
+// disk.
 func memTableSize(maxBytes int64) uint64 {
 	return uint64(min(max(maxBytes/64, 1<<20), 32<<20))
 }
 
 // Free space the store needs: writeReserve for ingest (room to flush the memtables and start a
-// new log), maintenanceReserve for retention's flushes and compactions.
-func writeReserve(mem uint64) uint64       { return 4*mem + 16<<20 }
+// new log: 4 memtables; for the manifest and compactions: 2 memtables, within 4-16 MiB),
+// maintenanceReserve for retention's flushes and compactions. Both scale with the memtable, so
+// with maxBytes: 144 MiB and 68 MiB with the default maxBytes, 8 MiB and 6 MiB with MinMaxBytes.
+func writeReserve(mem uint64) uint64       { return 4*mem + min(max(2*mem, 4<<20), 16<<20) }
 func maintenanceReserve(mem uint64) uint64 { return 2*mem + 4<<20 }
+
+// spaceNeeded is the filesystem space a store bounded by maxBytes needs: maxBytes and the write
+// reserve that must stay free beside it; with slack also room for what the folder holds above
+// maxBytes for a while: ingest between two retention checks, and the outputs of running
+// compactions before their inputs are deleted, which rewrite up to the current window (measured
+// on a 256 MiB tmpfs with windows of 42 MB: up to 61 MB above maxBytes; with a quarter of
+// maxBytes as slack one run in six hit the full disk). A third of maxBytes, at most 1 GiB.
+func spaceNeeded(maxBytes int64, slack bool) uint64 {
+	n := uint64(maxBytes) + writeReserve(memTableSize(maxBytes))
+	if slack {
+		n += min(uint64(maxBytes)/3, 1<<30)
+	}
+	return n
+}
+
+// largestFitting is the largest maxBytes, in whole MiB and at most limit, whose spaceNeeded fits
+// in room, or 0 when not even MinMaxBytes fits.
+func largestFitting(room uint64, limit int64, slack bool) int64 {
+	if spaceNeeded(MinMaxBytes, slack) > room {
+		return 0
+	}
+	lo, hi := int64(MinMaxBytes>>20), max(limit>>20, MinMaxBytes>>20) // lo fits
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if spaceNeeded(mid<<20, slack) <= room {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return min(lo<<20, max(limit, MinMaxBytes))
+}
+
+// fitVolume compares MaxBytes with the filesystem of the store's folder, before the database is
+// opened. A MaxBytes that cannot fit the filesystem even when the store is alone on it (with the
+// write reserve beside it) is an error when it was set; the default is shrunk to fit it, with
+// its slack, and one warning says so. A MaxBytes that fits the filesystem but not, with its
+// slack, the space the store can reach now (free space plus what it holds already: other files
+// take the rest) gets a warning: writes may be refused while the disk is full. The default is
+// not shrunk for space other files take: that may be a passing state, and a smaller MaxBytes
+// would delete windows for good. An unknown disk usage skips the check.
+func (p *Pebble) fitVolume(explicit bool) error {
+	if err := p.baseFS.MkdirAll(p.cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("create folder: %w", err)
+	}
+	u, err := p.baseFS.GetDiskUsage(p.cfg.Dir)
+	if err != nil || u.UsedBytes+u.AvailBytes == 0 {
+		p.logger.Debug("store: the filesystem's size is unknown: maxBytes not compared with it", "error", err)
+		return nil
+	}
+	held, err := dirUsage(p.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	// Blocks reserved for root (ext4) are neither used nor available: not counted.
+	capacity := u.UsedBytes + u.AvailBytes
+	room := min(capacity, u.AvailBytes+held)
+	maxBytes := p.cfg.MaxBytes
+	tooSmall := func() error {
+		return fmt.Errorf("the %s filesystem is too small for the store: it needs at least %s (maxBytes %s and %s kept free for writes)",
+			sizeString(capacity), sizeString(spaceNeeded(MinMaxBytes, false)), sizeString(MinMaxBytes), sizeString(writeReserve(memTableSize(MinMaxBytes))))
+	}
+	switch {
+	case explicit && spaceNeeded(maxBytes, false) > capacity:
+		fit := largestFitting(capacity, maxBytes, false)
+		if fit == 0 {
+			return tooSmall()
+		}
+		return fmt.Errorf("maxBytes %s does not fit the %s filesystem (with %s kept free for writes): set maxBytes to at most %d (%s), or leave it unset to size it to the filesystem",
+			sizeString(uint64(maxBytes)), sizeString(capacity), sizeString(writeReserve(memTableSize(maxBytes))), fit, sizeString(uint64(fit)))
+	case !explicit && spaceNeeded(maxBytes, true) > capacity:
+		fit := largestFitting(capacity, maxBytes, true)
+		if fit == 0 {
+			if spaceNeeded(MinMaxBytes, false) > capacity {
+				return tooSmall()
+			}
+			fit = MinMaxBytes
+		}
+		p.logger.Warn("store maxBytes not set and the default does not fit the filesystem: using a smaller maxBytes (set maxBytes to choose)",
+			"maxBytes", fit, "defaultMaxBytes", maxBytes, "filesystemBytes", capacity, "freeBytes", u.AvailBytes, "storeBytes", held)
+		p.cfg.MaxBytes = fit
+	case spaceNeeded(maxBytes, true) > room:
+		p.logger.Warn("store maxBytes leaves too little free space on its filesystem: writes may be refused while the disk is full before the store reaches maxBytes",
+			"maxBytes", maxBytes, "needBytes", spaceNeeded(maxBytes, true), "filesystemBytes", capacity, "freeBytes", u.AvailBytes, "storeBytes", held,
+			"fitsBytes", largestFitting(room, maxBytes, true))
+	}
+	return nil
+}
+
+// sizeString formats n bytes for a message: "256 MiB", "9.8 GiB".
+func sizeString(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 0, 64) + " MiB"
+	default:
+		return strconv.FormatUint(n, 10) + " bytes"
+	}
+}
 
 // freeSpace reports why the filesystem has too little free space for need, or nil. An unknown
 // amount counts as enough.
@@ -220,7 +339,9 @@ func (p *Pebble) diskState(maintenance bool) error {
 const spaceRecheck = 100 * time.Millisecond
 
 // writeSpace is freeSpace(writeReserve) for the write path: a check that found room stays valid
-// for spaceRecheck, and only until the store wrote half of the room above the reserve.
+// for spaceRecheck, and only until the store wrote half of the room above the reserve. Once the
+// room above the reserve is less than the overshoot allowed between two checks (1/16 of
+// MaxBytes), it wakes the retention loop, which deletes windows if the store is over MaxBytes.
 func (p *Pebble) writeSpace() error {
 	now := time.Now().UnixNano()
 	if now-p.spaceAt.Load() < int64(spaceRecheck) && p.spaceBudget.Load() > 0 {
@@ -230,6 +351,9 @@ func (p *Pebble) writeSpace() error {
 	u, err := p.baseFS.GetDiskUsage(p.cfg.Dir)
 	if err != nil {
 		return nil //nolint:nilerr // an unknown amount counts as enough; write errors still count
+	}
+	if u.AvailBytes < need+uint64(p.cfg.MaxBytes)/16 {
+		p.wakeRetention()
 	}
 	if u.AvailBytes < need {
 		p.spaceAt.Store(0)

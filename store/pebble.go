@@ -42,7 +42,8 @@ import (
 // memtable to disk and syncs.
 //
 // Start runs the retention loop, which deletes whole windows older than MaxAge and, while the
-// database is larger than MaxBytes, the oldest windows.
+// database is larger than MaxBytes, windows dated after the current one, then the oldest
+// windows; it runs once per CheckInterval, and sooner when the disk is nearly full.
 type Pebble struct {
 	cfg    PebbleConfig
 	window time.Duration
@@ -63,6 +64,8 @@ type Pebble struct {
 	lastBgLog   atomic.Int64              // Unix nanoseconds of the last logged background error
 	spaceAt     atomic.Int64              // Unix nanoseconds of the last free-space check that found room
 	spaceBudget atomic.Int64              // bytes the store may write before checking again
+	wake        chan struct{}             // asks the retention loop for a check now (low disk space)
+	stuckOver   atomic.Bool               // the last size check could not get under MaxBytes
 
 	// mu is held shared by writes and reads, exclusively by retention deletes, reopening and
 	// Close.
@@ -138,8 +141,9 @@ func openPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	explicitMaxBytes := cfg.MaxBytes != 0
 	cfg = cfg.WithDefaults()
-	p := &Pebble{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now}
+	p := &Pebble{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
 	p.bufs.New = func() any { return &encoder{} }
 	index, err := lru.New[indexKey, aggregator.ObjectRef](max(cfg.IndexCacheSize, 1))
 	if err != nil {
@@ -150,7 +154,12 @@ func openPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 		return nil, fmt.Errorf("open store: metrics: %w", err)
 	}
 
-	p.baseFS, p.memSize = base, memTableSize(cfg.MaxBytes)
+	p.baseFS = base
+	if err := p.fitVolume(explicitMaxBytes); err != nil {
+		_ = p.sizeReg.Unregister()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	p.memSize = memTableSize(p.cfg.MaxBytes)
 	// The disk-health-checking filesystem Pebble would create itself runs a goroutine that a
 	// failed Open never stops: create it here, and close it after the database (or the failure).
 	fs, fsCloser := vfs.WithDiskHealthChecks(&guardFS{FS: base, onErr: p.noteFault}, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
@@ -184,7 +193,8 @@ func (p *Pebble) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 		ReadOnly:           readOnly,
 		// Spans are written once and read rarely: a larger memtable (up to 32 MiB; the default
 		// is 4 MiB) flushes less often, which roughly halves the compaction work under a steady
-		// ingest. Each write-ahead log preallocates 110% of it, so it shrinks with MaxBytes.
+		// ingest. The write-ahead logs and the write reserve grow with it, so it shrinks with
+		// MaxBytes.
 		MemTableSize:                p.memSize,
 		MemTableStopWritesThreshold: 3,
 		L0CompactionThreshold:       4,

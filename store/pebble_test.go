@@ -91,11 +91,19 @@ func TestPebbleConfig(t *testing.T) {
 	assert.NoError(t, PebbleConfig{Dir: "x"}.Validate())
 	assert.Error(t, PebbleConfig{Dir: "x", MaxBytes: -1}.Validate())
 	assert.Error(t, PebbleConfig{Dir: "x", MaxAge: -time.Hour}.Validate())
+	// Below the documented minimum: refused in one line, not an error logged at every check.
+	err := PebbleConfig{Dir: "x", MaxBytes: 16 << 20}.Validate()
+	require.Error(t, err)
+	assert.Equal(t, "store: maxBytes 16777216 is below the minimum of 67108864 (64 MiB)", err.Error())
+	assert.Error(t, PebbleConfig{Dir: "x", MaxBytes: MinMaxBytes - 1}.Validate())
+	assert.NoError(t, PebbleConfig{Dir: "x", MaxBytes: MinMaxBytes}.Validate())
+	_, err = OpenPebble(context.Background(), PebbleConfig{Dir: t.TempDir(), MaxBytes: 1 << 20}, 0, telemetry.Settings{})
+	assert.ErrorContains(t, err, "below the minimum")
 	c := PebbleConfig{Dir: "x"}.WithDefaults()
 	assert.Equal(t, DefaultMaxAge, c.MaxAge)
 	assert.Equal(t, int64(DefaultMaxBytes), c.MaxBytes)
 	assert.Equal(t, DefaultCheckInterval, c.CheckInterval)
-	_, err := OpenPebble(context.Background(), PebbleConfig{}, 0, telemetry.Settings{})
+	_, err = OpenPebble(context.Background(), PebbleConfig{}, 0, telemetry.Settings{})
 	assert.Error(t, err)
 }
 
@@ -182,7 +190,7 @@ func TestPebbleAgeRetention(t *testing.T) {
 func TestPebbleSizeRetention(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	p := openTestPebble(t, PebbleConfig{MaxBytes: 1 << 40}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	p := openTestPebble(t, PebbleConfig{}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	obj := ref("c", "", "pods", "ns", "p")
 	const perWindow = 40 * 4096
 	var windows []time.Time

@@ -45,6 +45,10 @@ func (p *Pebble) Stop(ctx context.Context) error {
 	return g.Stop(ctx, "store retention")
 }
 
+// minWakeInterval is the shortest time between a retention check and one that low disk space
+// asks for (wakeRetention).
+const minWakeInterval = 2 * time.Second
+
 func (p *Pebble) retentionLoop(ctx context.Context) {
 	ticker := time.NewTicker(p.cfg.CheckInterval)
 	defer ticker.Stop()
@@ -52,17 +56,36 @@ func (p *Pebble) retentionLoop(ctx context.Context) {
 		if err := p.retain(ctx, p.now()); err != nil && ctx.Err() == nil {
 			p.logger.Error("store retention failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+		last := time.Now()
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				waiting = false
+			case <-p.wake:
+				// A store that could not get under MaxBytes waits for the ticker: checking more
+				// often would not help, only log more.
+				waiting = p.stuckOver.Load() || time.Since(last) < minWakeInterval
+			}
 		}
 	}
 }
 
+// wakeRetention asks the retention loop for a check now: the disk is nearly full, and ingest
+// faster than one check interval's worth of the room left would otherwise have its writes
+// refused until the next check. Writes call it again while the space stays low.
+func (p *Pebble) wakeRetention() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
 // retain runs one retention check as of now: age first, then size. Windows starting after
-// now+MaxFutureSkew (future-dated events) are deleted by age retention and never count as the
-// newest window.
+// now+MaxFutureSkew (future-dated events) are deleted by age retention. Size retention protects
+// the current window, the newest one starting at or before now, and deletes the windows dated
+// after it (events stamped ahead of this clock, within MaxFutureSkew) before any older one.
 func (p *Pebble) retain(ctx context.Context, now time.Time) error {
 	p.mu.RLock()
 	err := p.writable(true)
@@ -76,7 +99,7 @@ func (p *Pebble) retain(ctx context.Context, now time.Time) error {
 	below := now.Add(-p.cfg.MaxAge).UnixNano() - int64(p.window) + 1
 	limit := futureLimit(now, p.cfg.MaxFutureSkew)
 	ageErr := p.retainAge(ctx, below, limit)
-	sizeErr := p.retainSize(ctx, limit)
+	sizeErr := p.retainSize(ctx, limit, now.UnixNano())
 	return errors.Join(ageErr, sizeErr)
 }
 
@@ -96,7 +119,7 @@ func (p *Pebble) retainAge(ctx context.Context, below, limit int64) error {
 		if loopErr = ctx.Err(); loopErr != nil {
 			break
 		}
-		d, err := p.deleteOldestWindow(ctx, below, limit, false)
+		d, err := p.deleteOldestWindow(ctx, windowPick{below: below, limit: limit})
 		if err != nil {
 			loopErr = fmt.Errorf("age retention: %w", err)
 			break
@@ -125,7 +148,7 @@ type deletions struct {
 	windows, spans int64
 	last           int64 // the newest deleted window that was not a future one
 	haveLast       bool
-	future         []int64 // deleted future windows
+	future         []int64 // deleted future windows (and, for size, windows dated after now)
 }
 
 func (s *deletions) add(d deletion) {
@@ -157,28 +180,34 @@ func (p *Pebble) compactDeleted(ctx context.Context, s *deletions) error {
 // estimates miss what compactions and log files add, so the folder is measured again.
 const sizeRounds = 3
 
-func (p *Pebble) retainSize(ctx context.Context, futureLimit int64) error {
-	for range sizeRounds - 1 {
-		again, err := p.retainSizeRound(ctx, futureLimit, false)
+// retainSize deletes windows while the folder is larger than MaxBytes: future windows (after
+// futureLimit) first, then the windows dated after now (newest first), then the oldest ones;
+// never the current window, the newest one starting at or before now.
+func (p *Pebble) retainSize(ctx context.Context, futureLimit, now int64) error {
+	pick := windowPick{limit: futureLimit, now: now, size: true}
+	for round := range sizeRounds {
+		again, err := p.retainSizeRound(ctx, pick, round == sizeRounds-1)
 		if err != nil || !again {
 			return err
 		}
 	}
-	_, err := p.retainSizeRound(ctx, futureLimit, true)
-	return err
+	return nil
 }
 
-// retainSizeRound deletes the oldest windows until the estimate fits MaxBytes. again says that
-// windows were deleted and the folder is still too large; only the last round reports a store
-// that cannot be brought under the limit.
-func (p *Pebble) retainSizeRound(ctx context.Context, futureLimit int64, last bool) (again bool, _ error) {
+// retainSizeRound deletes windows (see retainSize) until the estimate fits MaxBytes. again says
+// that windows were deleted and the folder is still too large; only the last round reports a
+// store that cannot be brought under the limit.
+func (p *Pebble) retainSizeRound(ctx context.Context, pick windowPick, last bool) (again bool, _ error) {
 	limit := uint64(p.cfg.MaxBytes)
 	usage, err := p.diskUsage(false)
-	if err != nil || usage <= limit {
-		return false, err
+	if err == nil && usage > limit {
+		// Estimates per window only see flushed data.
+		usage, err = p.diskUsage(true)
 	}
-	// Estimates per window only see flushed data.
-	if usage, err = p.diskUsage(true); err != nil || usage <= limit {
+	if err != nil || usage <= limit {
+		if err == nil {
+			p.stuckOver.Store(false)
+		}
 		return false, err
 	}
 	var done deletions
@@ -189,7 +218,7 @@ func (p *Pebble) retainSizeRound(ctx context.Context, futureLimit int64, last bo
 		if loopErr = ctx.Err(); loopErr != nil {
 			break
 		}
-		d, err := p.deleteOldestWindow(ctx, 0, futureLimit, true)
+		d, err := p.deleteOldestWindow(ctx, pick)
 		if err != nil {
 			loopErr = fmt.Errorf("size retention: %w", err)
 			break
@@ -220,12 +249,16 @@ func (p *Pebble) retainSizeRound(ctx context.Context, futureLimit int64, last bo
 	if err != nil {
 		return false, err
 	}
+	if after <= limit {
+		p.stuckOver.Store(false)
+	}
 	if !exhausted {
 		return after > limit && done.windows > 0, nil
 	}
 	if after > limit && (last || done.windows == 0) {
+		p.stuckOver.Store(true)
 		p.overLimit.Add(context.WithoutCancel(ctx), 1)
-		p.logger.Error("store is larger than maxBytes and only the newest window is left to delete",
+		p.logger.Error("store is larger than maxBytes and only the current window is left to delete",
 			"sizeBytes", after, "maxBytes", limit, "deletedWindows", done.windows, "dir", p.cfg.Dir)
 		return false, nil
 	}
@@ -280,18 +313,24 @@ func (p *Pebble) diskFlush() error {
 type deletion struct {
 	deleted bool
 	window  int64
-	future  bool // a window after the future limit: only its own spans go
+	future  bool // a window after the future limit, or for size after now: only its own spans go
 	spans   int64
 	bytes   uint64 // estimated disk space of the window's spans
 }
 
-// deleteOldestWindow deletes the newest window if it starts after limit (a future window),
-// else the oldest window if it starts before below (age), or, with keepNewest, if it is not the
-// newest window (size). Spans of older windows without index entries go with an oldest window.
-// Finding and measuring the window happens while writes go on; only the deletion itself
-// excludes them.
-func (p *Pebble) deleteOldestWindow(ctx context.Context, below, limit int64, keepNewest bool) (deletion, error) {
-	d, err := p.oldestWindow(ctx, below, limit, keepNewest)
+// windowPick says which window a retention step deletes (see oldestWindow).
+type windowPick struct {
+	below int64 // age: the oldest window goes when it starts before below
+	limit int64 // windows starting after limit are future windows, deleted first
+	now   int64 // size: the current window is the newest one starting at or before now
+	size  bool  // size retention: the current window is kept, windows after it go first
+}
+
+// deleteOldestWindow deletes the window oldestWindow picks. Spans of older windows without
+// index entries go with an oldest window. Finding and measuring the window happens while writes
+// go on; only the deletion itself excludes them.
+func (p *Pebble) deleteOldestWindow(ctx context.Context, pick windowPick) (deletion, error) {
+	d, err := p.oldestWindow(ctx, pick)
 	if err != nil || !d.deleted {
 		return d, err
 	}
@@ -366,8 +405,13 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, below, limit int64, kee
 }
 
 // oldestWindow finds the window deleteOldestWindow deletes, counts its spans and estimates
-// their size on disk. deleted is false when there is none.
-func (p *Pebble) oldestWindow(ctx context.Context, below, limit int64, keepNewest bool) (deletion, error) {
+// their size on disk. deleted is false when there is none. It is the newest window if it starts
+// after pick.limit (a future window); otherwise, for age, the oldest window if it starts before
+// pick.below; for size, the newest window if it starts after the current window (dated ahead of
+// this clock: an event stamped up to MaxFutureSkew ahead must not cost the data of the present),
+// else the oldest window unless it is the current one. The current window is the newest starting
+// at or before pick.now, or the oldest window when all start after it.
+func (p *Pebble) oldestWindow(ctx context.Context, pick windowPick) (deletion, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
@@ -383,21 +427,36 @@ func (p *Pebble) oldestWindow(ctx context.Context, below, limit int64, keepNewes
 	if !it.Last() || len(it.Key()) != winKeyLen {
 		return deletion{}, it.Error()
 	}
+	last := readWindow(it.Key()[1:])
+	if !it.First() || len(it.Key()) != winKeyLen {
+		return deletion{}, it.Error()
+	}
+	first := readWindow(it.Key()[1:])
 	d := deletion{deleted: true}
-	if last := readWindow(it.Key()[1:]); last > limit {
+	switch {
+	case last > pick.limit:
 		d.window, d.future = last, true
-	} else {
-		if !it.First() || len(it.Key()) != winKeyLen {
-			return deletion{}, it.Error()
-		}
-		d.window = readWindow(it.Key()[1:])
-		if keepNewest {
-			if last == d.window {
-				return deletion{}, nil
-			}
-		} else if d.window >= below {
+	case !pick.size:
+		if first >= pick.below {
 			return deletion{}, nil
 		}
+		d.window = first
+	case last > pick.now:
+		current := first
+		if pick.now < math.MaxInt64 && it.SeekLT(appendWindow([]byte{prefixWindow}, pick.now+1)) && len(it.Key()) == winKeyLen {
+			current = readWindow(it.Key()[1:])
+		} else if err := it.Error(); err != nil {
+			return deletion{}, err
+		}
+		if last == current {
+			return deletion{}, nil
+		}
+		d.window, d.future = last, true
+	default:
+		if first == last {
+			return deletion{}, nil
+		}
+		d.window = first
 	}
 	w := d.window
 
