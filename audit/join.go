@@ -92,7 +92,7 @@ type InformerDeletions interface {
 }
 
 // InformerDiffs finds what an informer recorded for an audited write; changes.Store
-// (*changes.Cache, *changes.Etcd) implements it. Find must not block.
+// (*changes.Cache, *etcdstore.Store) implements it. Find must not block.
 type InformerDiffs interface {
 	Find(q changes.Query) (changes.Record, bool)
 }

@@ -56,7 +56,7 @@ type ReplayStats struct {
 // --audit-log-format=json (one audit.k8s.io/v1 Event per line; a line may also hold a whole
 // EventList, as the webhook receives them), and enqueues its events for cluster in batches. A
 // gzip-compressed file is decompressed. Bad lines are counted, logged (rate-limited) and skipped.
-// Events with a timestamp that aggregator.CheckTime refuses (outside 1678-2262, or more than
+// Events with a timestamp that aggregator.CheckTime refuses (outside the years 1678 to 2261, or more than
 // aggregator.DefaultMaxFutureSkew ahead of the clock) are dropped, counted
 // (kelemetry.audit.file.dropped_events, by reason) and logged (rate-limited) with the line and the
 // field. It returns when the file is read, or with an error when the file cannot be read or q

@@ -192,7 +192,7 @@ func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
 	w.events = meter.Counter("kelemetry.audit.webhook.events",
 		"Audit events accepted by the webhook (enqueued).", "{event}")
 	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",
-		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, queue_unavailable, stopped, unavailable, error, inflight_bytes, bad_timestamp).", "{batch}")
+		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, queue_unavailable, stopped, unavailable, sink_busy, error, inflight_bytes, bad_timestamp).", "{batch}")
 	w.dropped = meter.Counter("kelemetry.audit.webhook.dropped_events",
 		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
 	w.repeated = meter.Counter("kelemetry.audit.webhook.repeated_events",

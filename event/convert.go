@@ -245,7 +245,7 @@ func (c *Converter) SpanStart(r *Record) time.Time {
 // Source passes the earliest occurrence it saw in the window).
 //
 // An Event whose first or last occurrence (from eventTime, firstTimestamp, lastTimestamp or
-// series.lastObservedTime) is outside what the store can represent (years 1678-2262) or more than
+// series.lastObservedTime) is outside what the store can represent (years 1678 to 2261) or more than
 // the maximum future skew ahead of this receiver's clock is refused with an error that wraps an
 // *aggregator.TimeError and names the field; the sources drop and count it
 // (kelemetry.event.dropped_events, by reason).
