@@ -324,6 +324,8 @@ func (a *authenticator) wrap(next http.Handler) http.Handler {
 		switch {
 		case reason == "":
 			next.ServeHTTP(w, ar)
+		case r.URL.Path == "/livez" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			live.ServeHTTP(w, r)
 		case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			// Probes need no credentials; they learn only that the listener serves.
 			w.Header().Set("Content-Type", "application/json")

@@ -127,7 +127,10 @@ func AsAPIHandler(ctor any) any {
 }
 
 // Health answers GET /healthz on every listener. Without one in the graph, /healthz answers
-// {"status":"ok"} once the listener serves.
+// {"status":"ok"} once the listener serves. GET /livez always answers 200 {"status":"alive"}
+// while the listener serves, whatever /healthz says: it is the liveness probe, since a restart
+// does not cure what makes /healthz answer 503 (a full disk, a failed queue write, NATS out of
+// reach) and the process recovers from those by itself.
 type Health http.Handler
 
 // Meter carries the meter provider of the listeners' metrics (package telemetry provides it;
@@ -176,6 +179,7 @@ func New(p Params) (*Servers, error) {
 			h.Register(m)
 		}
 		m.Handle("GET /healthz", health)
+		m.Handle("GET /livez", live)
 		return m, nil
 	}
 	log := p.Logger
@@ -336,3 +340,9 @@ var Module = fx.Module("httpserver",
 		fx.OnStop(func(ctx context.Context, s *Servers) error { return s.Stop(ctx) }))),
 	fx.Invoke(func(*Servers) {}),
 )
+
+// live answers GET /livez: the process serves.
+var live = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"alive"}` + "\n"))
+})

@@ -407,3 +407,31 @@ func TestLoopback(t *testing.T) {
 		assert.Equal(t, want, loopback(addr), addr)
 	}
 }
+
+// GET /livez answers 200 on every listener while /healthz says the process cannot take writes,
+// with or without credentials: a liveness probe on it does not restart a process that recovers
+// by itself.
+func TestLivezWhileUnhealthy(t *testing.T) {
+	unhealthy := Health(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"unavailable","reason":"disk full"}`))
+	}))
+	dir := t.TempDir()
+	token := writeFile(t, dir, "tokens", []byte("reader-token\n"))
+	for name, cfg := range map[string]Config{
+		"open":          {AuditAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"},
+		"authenticated": {AuditAddr: "127.0.0.2:0", APIAddr: "127.0.0.1:0", APIAuth: APIAuthConfig{TokenFiles: []string{token}}, AuditAuth: AuditAuthConfig{TokenFiles: []string{token}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := startServers(t, cfg, []Handler{HandlerFunc(func(*http.ServeMux) {})}, apiRoutes(make(chan string, 10)), unhealthy, nil)
+			c := &http.Client{Timeout: 5 * time.Second}
+			for _, addr := range []string{s.APIAddr(), s.AuditAddr()} {
+				code, body := do(t, c, http.MethodGet, "http://"+addr+"/livez", "", nil, nil)
+				assert.Equal(t, http.StatusOK, code, addr)
+				assert.JSONEq(t, `{"status":"alive"}`, body)
+				code, _ = do(t, c, http.MethodGet, "http://"+addr+"/healthz", "reader-token", nil, nil)
+				assert.Equal(t, http.StatusServiceUnavailable, code, "/healthz tells the truth to an authenticated caller")
+			}
+		})
+	}
+}

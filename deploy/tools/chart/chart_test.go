@@ -208,7 +208,7 @@ func TestAllInOneRender(t *testing.T) {
 	ctr := path(pod, "containers", 0)
 	assert.Equal(t, true, path(ctr, "securityContext", "readOnlyRootFilesystem"))
 	assert.Equal(t, "/healthz", path(ctr, "readinessProbe", "httpGet", "path"))
-	assert.Equal(t, "/healthz", path(ctr, "livenessProbe", "httpGet", "path"))
+	assert.Equal(t, "/livez", path(ctr, "livenessProbe", "httpGet", "path"), "a full disk makes /healthz 503: no restart for it")
 	assert.Equal(t, []any{"--config=/etc/kelemetry/config/all.yaml", "--log-level=info"}, path(ctr, "args"))
 	assert.NotNil(t, path(ctr, "resources", "requests"))
 	mounts, _ := path(ctr, "volumeMounts").([]any)

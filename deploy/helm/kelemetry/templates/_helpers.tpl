@@ -152,7 +152,9 @@ users:
     httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
     periodSeconds: 10
   livenessProbe:
-    httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
+    # /livez: the process serves. /healthz answers 503 while a full disk or a failed queue write
+    # keeps writes out; the process recovers from those by itself, and a restart would not help.
+    httpGet: {path: /livez, port: http, scheme: {{ $scheme }}}
     periodSeconds: 20
     failureThreshold: 6
   resources:
