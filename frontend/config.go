@@ -3,6 +3,7 @@ package frontend
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -32,6 +33,16 @@ type Config struct {
 	// QueueWait is how long a heavy request waits for a turn before it is refused with 503 and
 	// Retry-After (default 2s). At most 4×MaxConcurrent requests wait; others are refused at once.
 	QueueWait time.Duration `yaml:"queueWait"`
+	// MaxMemoryBytes bounds the memory the heavy requests running at once hold, as estimated
+	// from what they read (aggregator.Span.ApproxBytes of every span) and render (bytes of
+	// JSON). A request is admitted when its estimate, an equal share (MaxMemoryBytes /
+	// MaxConcurrent), is free: otherwise it waits like for a turn (QueueWait, then 503 with
+	// Retry-After). Running, it may use more while no other request holds it; when the budget
+	// has no room left its reads stop and the result says it is truncated ("memory budget of N
+	// MiB reached"). 0 (the default): DefaultMemoryPercent of the Go runtime's memory limit
+	// (GOMEMLIMIT, which the all-in-one sets from the container's memory limit) when one is set
+	// when the engine is built, no memory bound otherwise; -1: no memory bound.
+	MaxMemoryBytes int64 `yaml:"maxMemoryBytes"`
 
 	// CausalRules replace the rules the critical path follows (GET /api/critical-path): unset
 	// (nil) means DefaultCausalRules; an empty list means none, so every step follows the latest
@@ -52,7 +63,26 @@ const (
 	DefaultTimeout        = 30 * time.Second
 	DefaultMaxConcurrent  = 4
 	DefaultQueueWait      = 2 * time.Second
+	// DefaultMemoryPercent is the share of the Go memory limit that MaxMemoryBytes defaults to.
+	// The rest is for what ingestion keeps (about 0.6 GiB at most with the defaults, see the
+	// memory page, docs/operations/memory.md) and for garbage not collected yet: with 60%, four
+	// heavy queries at once kept the collector running almost without pause under a 2 GiB
+	// container limit.
+	DefaultMemoryPercent = 50
 )
+
+// MemoryBudget is MaxMemoryBytes resolved against goMemLimit, the Go runtime's memory limit (0
+// or math.MaxInt64: none): the bytes the heavy requests may hold at once, 0 when unbounded.
+func (c Config) MemoryBudget(goMemLimit int64) int64 {
+	switch {
+	case c.MaxMemoryBytes > 0:
+		return c.MaxMemoryBytes
+	case c.MaxMemoryBytes < 0 || goMemLimit <= 0 || goMemLimit == math.MaxInt64:
+		return 0
+	default:
+		return int64(float64(goMemLimit) * DefaultMemoryPercent / 100)
+	}
+}
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -97,6 +127,9 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("frontend: %s %d is negative", f.name, f.v))
 		}
+	}
+	if c.MaxMemoryBytes < -1 {
+		errs = append(errs, fmt.Errorf("frontend: maxMemoryBytes %d: want bytes, 0 (the default) or -1 (no memory bound)", c.MaxMemoryBytes))
 	}
 	for _, err := range causalRuleErrors(c.CausalRules) {
 		errs = append(errs, fmt.Errorf("frontend: %w", err))

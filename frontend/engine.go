@@ -103,7 +103,7 @@ type Graph struct {
 	// Omitted counts, by object, the related objects a budget or the depth left out.
 	Omitted map[aggregator.ObjectKey]int
 	// Truncated, when not empty, says which budget of the request (Config.MaxSpans,
-	// Config.Timeout) ran out, e.g. "result truncated: span budget of 200000 reached; narrow
+	// Config.Timeout, Config.MaxMemoryBytes) ran out, e.g. "result truncated: span budget of 200000 reached; narrow
 	// the time range". Objects not read then are marked Unread.
 	Truncated string
 }
@@ -117,10 +117,16 @@ type Engine struct {
 }
 
 // NewEngine returns an engine over r, whose traces have windows of length w. The APIs built
-// on it share its limit of concurrent heavy requests (Config.MaxConcurrent).
+// on it share its limits of heavy requests (Config.MaxConcurrent, Config.MaxMemoryBytes,
+// resolved against the Go memory limit set now).
 func NewEngine(r store.Reader, w aggregator.Window, cfg Config) *Engine {
 	cfg = cfg.WithDefaults()
-	return &Engine{r: r, window: w.Length(), cfg: cfg, limiter: newLimiter(cfg.MaxConcurrent, cfg.QueueWait)}
+	return &Engine{r: r, window: w.Length(), cfg: cfg, limiter: cfg.newLimiter()}
+}
+
+// newLimiter is the admission of cfg's heavy requests (cfg with defaults).
+func (c Config) newLimiter() *limiter {
+	return newLimiter(c.MaxConcurrent, c.QueueWait, c.MemoryBudget(goMemoryLimit()), c.MaxRenderBytes)
 }
 
 // Reader is the store the engine reads.
@@ -181,7 +187,7 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 		}
 		return nil, err
 	}
-	l := e.newLoader(q.From, q.To)
+	l := e.newLoader(ctx, q.From, q.To)
 	refs := make([]aggregator.ObjectRef, len(found))
 	for i, f := range found {
 		refs[i] = f.Object
@@ -229,7 +235,7 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor store.ObjectWindow, from, to time.Time, mode LinkMode) (*Graph, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
-	l := e.newLoader(from, to)
+	l := e.newLoader(ctx, from, to)
 	o, err := l.load(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -294,8 +300,12 @@ type loader struct {
 	// ran out ("" while none has).
 	spans     int
 	truncated string
-	// windowsRead counts the windows read, for the spans per window (chunkWindows).
+	// windowsRead counts the windows read and bytesRead their charge (readBytes), for the
+	// spans and bytes per window (chunkWindows).
 	windowsRead int
+	bytesRead   int64
+	// mem is the request's admission, charged with what is read (nil: not admitted).
+	mem *ticket
 	// omitted are the related objects budgets or the depth left out, by the object linking them.
 	omitted map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool
 }
@@ -327,8 +337,8 @@ func (l *loader) nothingRead(refs []aggregator.ObjectRef) error {
 	return fmt.Errorf("%w: %s", ErrBudget, strings.TrimPrefix(l.truncated, truncatedPrefix))
 }
 
-func (e *Engine) newLoader(from, to time.Time) *loader {
-	return &loader{e: e, from: from, to: to, objs: map[aggregator.ObjectKey]*Object{},
+func (e *Engine) newLoader(ctx context.Context, from, to time.Time) *loader {
+	return &loader{e: e, from: from, to: to, mem: ticketOf(ctx), objs: map[aggregator.ObjectKey]*Object{},
 		omitted: map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}}
 }
 
@@ -414,7 +424,13 @@ func (l *loader) chunkWindows() int {
 		return readChunk
 	}
 	perWindow := max(1, (l.spans+l.windowsRead-1)/l.windowsRead)
-	return min(max(readChunk, (l.e.cfg.MaxSpans-l.spans)/perWindow), maxReadChunk)
+	n := min(max(readChunk, (l.e.cfg.MaxSpans-l.spans)/perWindow), maxReadChunk)
+	if room := l.mem.room(); room >= 0 && l.bytesRead > 0 {
+		// No larger than the memory the request may still take: one read past it at most.
+		bytesPerWindow := max(1, (l.bytesRead+int64(l.windowsRead)-1)/int64(l.windowsRead))
+		n = min(n, max(readChunk, int(min(room/bytesPerWindow, maxReadChunk))))
+	}
+	return n
 }
 
 // lookup is the answer of one object's lookup.
@@ -489,6 +505,9 @@ func (l *loader) read(ctx context.Context, batch []*Object) error {
 		}
 	}
 	var spans [][]*aggregator.Span
+	// short is set when the memory budget had no room for what was read: the batch is shown
+	// (it is in memory already), nothing more is read.
+	short := false
 	if len(ws) > 0 {
 		var err error
 		spans, err = l.e.r.GetTraces(ctx, ws)
@@ -499,6 +518,11 @@ func (l *loader) read(ctx context.Context, batch []*Object) error {
 			}
 			l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
 			spans = nil
+		}
+		if l.mem != nil {
+			n := readBytes(spans)
+			l.bytesRead += n
+			short = !l.mem.chargeRead(n)
 		}
 	}
 	for _, o := range batch {
@@ -516,6 +540,9 @@ func (l *loader) read(ctx context.Context, batch []*Object) error {
 		if l.spans >= l.e.cfg.MaxSpans {
 			l.truncate(spanBudgetMsg(l.e.cfg.MaxSpans))
 		}
+	}
+	if short {
+		l.truncate(l.mem.memoryMessage())
 	}
 	return nil
 }

@@ -447,7 +447,7 @@ func (a *JaegerAPI) search1(ctx context.Context, req SearchRequest, t *truncatio
 	if err != nil {
 		return nil, err
 	}
-	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	b := newRenderBudget(ctx, a.cfg.MaxRenderBytes)
 	out := make([]JaegerTrace, 0, len(graphs))
 	left := 0
 	for _, g := range graphs {
@@ -491,7 +491,7 @@ var ErrBadTraceID = errors.New("bad trace ID")
 // and draws it. It returns an error wrapping ErrTraceNotFound or ErrBadTraceID for unknown or
 // malformed IDs.
 func (a *JaegerAPI) Trace(ctx context.Context, id trace.TraceID) (JaegerTrace, error) {
-	return a.trace(ctx, id, newRenderBudget(a.cfg.MaxRenderBytes))
+	return a.trace(ctx, id, newRenderBudget(ctx, a.cfg.MaxRenderBytes))
 }
 
 // trace is Trace within the render budget b, which several lookups may share.
@@ -633,7 +633,7 @@ func (a *JaegerAPI) writeOneTrace(w http.ResponseWriter, r *http.Request, tr Jae
 func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string) {
 	resp := JaegerResponse{Data: []JaegerTrace{}}
 	var traces []JaegerTrace
-	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	b := newRenderBudget(r.Context(), a.cfg.MaxRenderBytes)
 	left := 0
 	for _, s := range ids {
 		if b.exhausted {

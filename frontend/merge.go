@@ -84,7 +84,7 @@ func checkMembers(ids []trace.TraceID) error {
 // the first member that cannot be drawn (wrapping ErrTraceNotFound or ErrBadTraceID, with the
 // member named).
 func (a *JaegerAPI) MergeTrace(ctx context.Context, ids []trace.TraceID) (JaegerTrace, error) {
-	return a.mergeTrace(ctx, ids, newRenderBudget(a.cfg.MaxRenderBytes))
+	return a.mergeTrace(ctx, ids, newRenderBudget(ctx, a.cfg.MaxRenderBytes))
 }
 
 func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *renderBudget) (JaegerTrace, error) {

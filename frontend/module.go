@@ -1,6 +1,8 @@
 package frontend
 
 import (
+	"fmt"
+	"log/slog"
 	"net/http"
 
 	"go.uber.org/fx"
@@ -20,6 +22,8 @@ type Params struct {
 	Config    Config             `optional:"true"`
 	Window    aggregator.Window  `optional:"true"`
 	Telemetry telemetry.Settings `optional:"true"`
+	// Lifecycle, when given, unregisters the engine's gauge at stop.
+	Lifecycle fx.Lifecycle `optional:"true"`
 }
 
 // Result is what New provides.
@@ -40,6 +44,13 @@ func New(p Params) (Result, error) {
 		return Result{}, err
 	}
 	e := NewEngine(p.Reader, p.Window, p.Config)
+	logMemoryBudget(p.Telemetry.Log().With("component", "frontend"), e)
+	reg := p.Telemetry.Meter(meterScope).Gauge("kelemetry.frontend.queries.memory",
+		"Estimated memory the heavy queries running hold (their admission estimates and what they grew by), within frontend.Config.MaxMemoryBytes.", "By",
+		func() (int64, bool) { return e.limiter.reservedBytes(), true })
+	if p.Lifecycle != nil {
+		p.Lifecycle.Append(fx.StopHook(reg.Unregister))
+	}
 	native := NewNativeAPI(p.Reader, p.Telemetry).ShareLimits(e)
 	jaeger := NewJaegerAPI(e, p.Telemetry)
 	ui := NewUIAPI(e, p.Telemetry)
@@ -53,3 +64,19 @@ func New(p Params) (Result, error) {
 // Module provides the query engine and serves its APIs on the API listener (with
 // httpserver.Module). It needs a store.Reader; the web UI's pages come with ui.Module.
 var Module = fx.Module("frontend", fx.Provide(New))
+
+// logMemoryBudget says once, at start, how much memory the heavy queries may hold and why.
+func logMemoryBudget(logger *slog.Logger, e *Engine) {
+	cfg := e.Config()
+	switch b := e.MemoryBudget(); {
+	case b == 0 && cfg.MaxMemoryBytes < 0:
+		logger.Info("query memory budget: none (query.maxMemoryBytes -1)", "maxConcurrent", cfg.MaxConcurrent)
+	case b == 0:
+		logger.Info("query memory budget: none (no Go memory limit; set GOMEMLIMIT, memoryLimit or query.maxMemoryBytes)", "maxConcurrent", cfg.MaxConcurrent)
+	case cfg.MaxMemoryBytes > 0:
+		logger.Info("query memory budget from query.maxMemoryBytes", "bytes", b, "perQuery", b/int64(cfg.MaxConcurrent), "maxConcurrent", cfg.MaxConcurrent)
+	default:
+		logger.Info(fmt.Sprintf("query memory budget: %d%% of the Go memory limit", DefaultMemoryPercent), "bytes", b,
+			"goMemLimit", goMemoryLimit(), "perQuery", b/int64(cfg.MaxConcurrent), "maxConcurrent", cfg.MaxConcurrent)
+	}
+}

@@ -34,7 +34,7 @@ type NativeAPI struct {
 func NewNativeAPI(reader store.Reader, tel telemetry.Settings) *NativeAPI {
 	cfg := Config{}.WithDefaults()
 	return &NativeAPI{reader: reader, logger: tel.Log().With("component", "frontend"), cfg: cfg,
-		limiter: newLimiter(cfg.MaxConcurrent, cfg.QueueWait), metrics: newQueryMetrics(tel, "native")}
+		limiter: cfg.newLimiter(), metrics: newQueryMetrics(tel, "native")}
 }
 
 // ShareLimits makes the API use e's budgets and share its limit of concurrent heavy requests
@@ -171,13 +171,14 @@ func (a *NativeAPI) storedTrace(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, JaegerResponse{Errors: []JaegerError{{Code: http.StatusInternalServerError, Msg: err.Error()}}})
 		return
 	}
+	chargeRead(r.Context(), [][]*aggregator.Span{spans}) // one stored trace: counted, not cut
 	var t truncation
 	if len(spans) > a.cfg.MaxSpans {
 		spans = spans[:a.cfg.MaxSpans]
 		t.add(spanBudgetMsg(a.cfg.MaxSpans))
 	}
 	tr := ToJaeger(id, spans)
-	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	b := newRenderBudget(r.Context(), a.cfg.MaxRenderBytes)
 	for i := range tr.Spans {
 		if !b.take(&tr.Spans[i], i == 0) {
 			clear(tr.Spans[i:])

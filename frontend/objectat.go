@@ -150,6 +150,7 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 				}
 			}
 		}
+		memOK := chargeRead(ctx, traces)
 		writes = append(chunk, writes...)
 		sortWrites(writes)
 		for i := len(writes) - 1; i >= 0; i-- {
@@ -161,6 +162,9 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 		end = start
 		if spans >= cfg.MaxSpans && snapAt < 0 {
 			return st, fmt.Errorf("%s: %w: %s", key, ErrBudget, strings.TrimPrefix(spanBudgetMsg(cfg.MaxSpans), truncatedPrefix))
+		}
+		if !memOK && snapAt < 0 {
+			return st, fmt.Errorf("%s: %w: %s", key, ErrBudget, strings.TrimPrefix(ticketOf(ctx).memoryMessage(), truncatedPrefix))
 		}
 	}
 	if snapAt < 0 {

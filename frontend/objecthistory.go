@@ -96,9 +96,13 @@ func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key a
 				writes = append(writes, w)
 			}
 		}
+		if !chargeRead(ctx, traces) {
+			out.Truncated = ticketOf(ctx).memoryMessage()
+			break
+		}
 	}
 	sortWrites(writes)
-	b := newRenderBudget(cfg.MaxRenderBytes)
+	b := newRenderBudget(ctx, cfg.MaxRenderBytes)
 	for _, w := range writes {
 		m := HistoryMoment{Time: w.at.UTC(), Event: w.name, Snapshot: w.snap != nil, Gap: w.partial, ResourceVersion: w.newRV}
 		for _, l := range w.logs {

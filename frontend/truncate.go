@@ -3,6 +3,7 @@ package frontend
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,20 +13,23 @@ import (
 )
 
 // renderBudget is what one request may still render, in bytes of JSON. It measures each
-// value by encoding it once into a counter.
+// value by encoding it once into a counter, and charges what it takes to the request's memory
+// admission (the drawn result is held until it is written; see renderFactorNum).
 type renderBudget struct {
 	limit, used int64
 	exhausted   bool
 	counter     byteCounter
 	enc         *json.Encoder
+	mem         *ticket
 }
 
 type byteCounter struct{ n int64 }
 
 func (c *byteCounter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-func newRenderBudget(limit int64) *renderBudget {
-	b := &renderBudget{limit: limit}
+// newRenderBudget is a render budget of limit bytes for ctx's request.
+func newRenderBudget(ctx context.Context, limit int64) *renderBudget {
+	b := &renderBudget{limit: limit, mem: ticketOf(ctx)}
 	b.enc = json.NewEncoder(&b.counter)
 	return b
 }
@@ -48,6 +52,9 @@ func (b *renderBudget) take(v any, force bool) bool {
 		return false
 	}
 	b.used += b.counter.n
+	// Counted, never refused: the reads of the request stopped when its memory ran out, and
+	// what was read can be drawn within limit.
+	b.mem.chargeRender(b.counter.n * renderFactorNum / renderFactorDen)
 	if b.used > b.limit {
 		b.exhausted = true // a forced value went past the limit: nothing more fits
 	}

@@ -141,7 +141,7 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]SearchSummary, 0, len(graphs))
 	var t truncation
-	b := newRenderBudget(a.cfg.MaxRenderBytes)
+	b := newRenderBudget(r.Context(), a.cfg.MaxRenderBytes)
 	left := 0
 	for _, g := range graphs {
 		t.add(g.Truncated)

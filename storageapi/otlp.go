@@ -27,18 +27,35 @@ const maxChunkBytes = 1 << 20
 // jaeger.storage.v2 allows. Each message holds one ResourceSpans per Jaeger process.
 func chunks(id []byte, tr frontend.JaegerTrace) ([]*tracev1.TracesData, error) {
 	var out []*tracev1.TracesData
+	err := eachChunk(id, tr, func(c *tracev1.TracesData) error {
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachChunk is chunks handing each message to fn as soon as it is full, so that only one
+// message of a large trace is held at a time (a trace is up to query.maxRenderBytes of JSON).
+func eachChunk(id []byte, tr frontend.JaegerTrace, fn func(*tracev1.TracesData) error) error {
 	var cur *tracev1.TracesData
 	var byPID map[string]*tracev1.ScopeSpans
 	size := 0
 	for _, js := range tr.Spans {
 		sp, err := otlpSpan(id, js)
 		if err != nil {
-			return nil, fmt.Errorf("span %s: %w", js.SpanID, err)
+			return fmt.Errorf("span %s: %w", js.SpanID, err)
 		}
 		n := proto.Size(sp)
 		if cur == nil || (size+n > maxChunkBytes && size > 0) {
+			if cur != nil {
+				if err := fn(cur); err != nil {
+					return err
+				}
+			}
 			cur = &tracev1.TracesData{}
-			out = append(out, cur)
 			byPID = map[string]*tracev1.ScopeSpans{}
 			size = 0
 		}
@@ -54,7 +71,10 @@ func chunks(id []byte, tr frontend.JaegerTrace) ([]*tracev1.TracesData, error) {
 		ss.Spans = append(ss.Spans, sp)
 		size += n
 	}
-	return out, nil
+	if cur != nil {
+		return fn(cur)
+	}
+	return nil
 }
 
 func resource(p frontend.JaegerProcess) *resourcev1.Resource {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -35,9 +36,9 @@ const MaxDependencyObjects = 10_000
 
 // Server implements jaeger.storage.v2 TraceReader and DependencyReader over the frontend's
 // query engine, within its budgets (frontend.Config): searches, trace lookups and dependency
-// graphs count as heavy requests (MaxConcurrent, QueueWait), are bounded by Timeout and read at
-// most MaxSpans spans; rendered traces are bounded by MaxRenderBytes and say so in their span
-// warnings when truncated.
+// graphs count as heavy requests (MaxConcurrent, MaxMemoryBytes, QueueWait) until their answer
+// is sent, are bounded by Timeout and read at most MaxSpans spans; rendered traces are bounded by
+// MaxRenderBytes and say so in their span warnings when truncated.
 type Server struct {
 	storagev2.UnimplementedTraceReaderServer
 	storagev2.UnimplementedDependencyReaderServer
@@ -61,7 +62,7 @@ func NewServer(e *frontend.Engine, tel telemetry.Settings) *Server {
 		logger: tel.Log().With("component", "storageapi"),
 		now:    time.Now,
 		rejected: m.Counter("kelemetry.storageapi.queries.rejected",
-			"Heavy jaeger.storage.v2 requests refused (ResourceExhausted) because frontend.Config.MaxConcurrent were running and no turn came within QueueWait.", "{query}"),
+			"Heavy jaeger.storage.v2 requests refused (ResourceExhausted) because no turn came within QueueWait: frontend.Config.MaxConcurrent were running (reason concurrency) or their memory budget MaxMemoryBytes had no room (reason memory).", "{query}"),
 	}
 	if err := m.Err(); err != nil {
 		s.logger.Warn("storageapi metrics", "error", err)
@@ -75,14 +76,17 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	storagev2.RegisterDependencyReaderServer(g, s)
 }
 
-// heavy bounds ctx by the frontend's Timeout and takes a turn among its heavy requests.
-func (s *Server) heavy(ctx context.Context) (context.Context, func(), error) {
+// heavy bounds ctx by the frontend's Timeout and admits the request among the frontend's heavy
+// requests (frontend.Engine.Admit: a turn and its memory estimate); the returned context
+// carries the admission, so that what the request reads and draws is charged to it. Call done
+// once the answer is sent: the drawn result is held until then.
+func (s *Server) heavy(ctx context.Context) (_ context.Context, done func(), _ error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	release, err := s.engine.Acquire(ctx)
+	ctx, release, err := s.engine.Admit(ctx)
 	if err != nil {
 		cancel()
 		if errors.Is(err, frontend.ErrBusy) {
-			s.rejected.Add(ctx, 1)
+			s.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", frontend.BusyReason(err))))
 			return nil, nil, status.Errorf(codes.ResourceExhausted, "%v: try again later", err)
 		}
 		return nil, nil, s.status(ctx, "wait for a turn", err)
@@ -216,35 +220,37 @@ func attrValue(v *storagev2.AnyValue) (string, error) {
 	}
 }
 
-// search runs a storage query as the HTTP API's search.
-func (s *Server) search(ctx context.Context, q *storagev2.TraceQueryParameters) ([]frontend.JaegerTrace, error) {
+// search runs a storage query as the HTTP API's search, admitted as a heavy request: call done
+// once the traces are sent (the admission holds their memory until then).
+func (s *Server) search(ctx context.Context, q *storagev2.TraceQueryParameters) (_ []frontend.JaegerTrace, done func(), _ error) {
 	params, err := searchParams(q)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+		return nil, nil, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	req, err := frontend.ParseSearch(params, s.now())
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+		return nil, nil, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	ctx, done, err := s.heavy(ctx)
+	ctx, done, err = s.heavy(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer done()
 	traces, err := s.api.Search(ctx, req)
 	if err != nil {
-		return nil, s.status(ctx, "search", err)
+		done()
+		return nil, nil, s.status(ctx, "search", err)
 	}
-	return traces, nil
+	return traces, done, nil
 }
 
 // FindTraces streams the merged trees of the objects a search finds, one result after the
 // other (a result may span several consecutive messages).
 func (s *Server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
-	traces, err := s.search(stream.Context(), req.GetQuery())
+	traces, done, err := s.search(stream.Context(), req.GetQuery())
 	if err != nil {
 		return err
 	}
+	defer done()
 	for _, tr := range traces {
 		id, err := frontend.ParseTraceID(tr.TraceID)
 		if err != nil {
@@ -259,10 +265,11 @@ func (s *Server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.Server
 
 // FindTraceIDs answers the display IDs of a search's results with their time ranges.
 func (s *Server) FindTraceIDs(ctx context.Context, req *storagev2.FindTracesRequest) (*storagev2.FindTraceIDsResponse, error) {
-	traces, err := s.search(ctx, req.GetQuery())
+	traces, done, err := s.search(ctx, req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	out := &storagev2.FindTraceIDsResponse{TraceIds: make([]*storagev2.FoundTraceID, 0, len(traces))}
 	for _, tr := range traces {
 		id, err := frontend.ParseTraceID(tr.TraceID)
@@ -316,15 +323,19 @@ func (s *Server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerSt
 }
 
 // send streams one drawn trace under the ID it was asked by.
+// Each message is converted just before it is sent (eachChunk): an OTLP copy of a large trace
+// is never held whole.
 func (s *Server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id trace.TraceID, tr frontend.JaegerTrace) error {
-	cs, err := chunks(slices.Clone(id[:]), tr)
-	if err != nil {
+	var sendErr error
+	err := eachChunk(slices.Clone(id[:]), tr, func(c *tracev1.TracesData) error {
+		sendErr = stream.Send(c)
+		return sendErr
+	})
+	switch {
+	case sendErr != nil:
+		return sendErr
+	case err != nil:
 		return s.status(stream.Context(), "convert trace "+id.String(), err)
-	}
-	for _, c := range cs {
-		if err := stream.Send(c); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -405,6 +416,9 @@ func (s *Server) dependencies(ctx context.Context, from, to time.Time) ([]*stora
 				}
 			}
 		}
+		if !s.engine.Charge(ctx, pairsBytes(traces)) {
+			break // the memory budget has no room: answer the graph of what was read
+		}
 	}
 	counts := map[[2]string]int64{}
 	for p := range pairs {
@@ -430,6 +444,20 @@ func (s *Server) dependencies(ctx context.Context, from, to time.Time) ([]*stora
 		return 0
 	})
 	return out, nil
+}
+
+// pairsBytes is what GetDependencies keeps of traces: the spans are dropped once their link
+// pairs are taken, so only the link spans count (a pair of object keys each, at most).
+func pairsBytes(traces [][]*aggregator.Span) int64 {
+	var n int64
+	for _, spans := range traces {
+		for _, sp := range spans {
+			if sp.Kind == aggregator.KindLink {
+				n += sp.ApproxBytes()
+			}
+		}
+	}
+	return n
 }
 
 // linkPair reads a link span as (parent object, child object).
