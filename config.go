@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/memlimit"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
@@ -117,8 +119,17 @@ type Config struct {
 	// kelemetrix and deploy/kelemetrix.yaml); none by default.
 	Kelemetrix kelemetrix.Config `yaml:"kelemetrix"`
 	// Query bounds what one query may cost (spans read, bytes rendered, time, link budgets) and
-	// how many heavy queries run at once (see frontend.Config).
+	// how many heavy queries run at once, and with how much memory (see frontend.Config).
 	Query frontend.Config `yaml:"query"`
+	// MemoryLimit sets the Go runtime's soft memory limit (GOMEMLIMIT), so that the garbage
+	// collector collects harder as the heap nears the container's limit instead of leaving
+	// garbage for the OOM killer: "" (the default) is 85% of the container's memory limit
+	// (cgroup v2 memory.max, cgroup v1 memory.limit_in_bytes: the lowest of the process's cgroup
+	// and those above it) when it has one, none otherwise; "N%" is another share of it; a size
+	// ("1700MiB", "2Gi", "1073741824") is that limit; "off" or "0" sets none. A GOMEMLIMIT
+	// environment variable always wins. Mains apply it with ApplyMemoryLimit before building the
+	// application; query.maxMemoryBytes defaults to half of the limit in effect.
+	MemoryLimit string `yaml:"memoryLimit"`
 }
 
 // ClusterConfig names one Kubernetes cluster and how to reach it.
@@ -205,7 +216,7 @@ func (c Config) Validate() error {
 		// The audit, event and link rule configurations take this name too: one error is enough.
 		return fmt.Errorf("cluster: %w", err)
 	}
-	errs := []error{aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate(), c.Query.Validate(), c.Kelemetrix.Validate()}
+	errs := []error{validateMemoryLimit(c.MemoryLimit), aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate(), c.Query.Validate(), c.Kelemetrix.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}
@@ -241,6 +252,26 @@ func (c Config) Validate() error {
 		errs = append(errs, c.OTLP.Validate())
 	}
 	return errors.Join(errs...)
+}
+
+func validateMemoryLimit(s string) error {
+	if _, err := memlimit.Parse(s); err != nil {
+		return fmt.Errorf("memoryLimit: %w", err)
+	}
+	return nil
+}
+
+// ApplyMemoryLimit sets the Go runtime's memory limit as MemoryLimit says, unless the GOMEMLIMIT
+// environment variable is set, and logs once what it set and why. It returns the limit in
+// effect, 0 when none. Mains call it once, before building the application: the query
+// frontend's memory budget (query.maxMemoryBytes) defaults to a share of the limit in effect
+// when it is built. It fails only on an invalid MemoryLimit (Validate reports it too).
+func (c Config) ApplyMemoryLimit(logger *slog.Logger) (int64, error) {
+	s, err := memlimit.Parse(c.MemoryLimit)
+	if err != nil {
+		return 0, fmt.Errorf("memoryLimit: %w", err)
+	}
+	return memlimit.Apply(logger, s, os.Getenv, os.DirFS("/")), nil
 }
 
 // RemoteStorage is the configuration of the jaeger.storage.v2 listener (package storageapi):

@@ -1,7 +1,11 @@
 package kelemetry
 
 import (
+	"log/slog"
+	"math"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -14,9 +18,12 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/linkrule"
+	"github.com/kelemetry/kelemetry/store"
 )
 
 func TestKubeClustersConfig(t *testing.T) {
@@ -101,4 +108,53 @@ func TestDeployAllinoneConfigLoads(t *testing.T) {
 	require.NoError(t, withTestSecurityFiles(t, c).Validate())
 	assert.Equal(t, 30*time.Second, c.HTTPTimeouts.Read)
 	assert.Equal(t, 30*time.Minute, c.Window)
+}
+
+// memoryLimit and query.maxMemoryBytes: what Validate accepts, what ApplyMemoryLimit sets.
+func TestMemoryLimitConfig(t *testing.T) {
+	for _, ok := range []string{"", "off", "0", "85%", "1700MiB", "2Gi", "1073741824"} {
+		assert.NoError(t, Config{MemoryLimit: ok}.Validate(), ok)
+	}
+	for _, bad := range []string{"2GB", "0%", "150%", "lots"} {
+		assert.ErrorContains(t, Config{MemoryLimit: bad}.Validate(), "memoryLimit", bad)
+	}
+	assert.ErrorContains(t, Config{Query: frontend.Config{MaxMemoryBytes: -2}}.Validate(), "maxMemoryBytes")
+	assert.NoError(t, Config{Query: frontend.Config{MaxMemoryBytes: -1}}.Validate(), "-1: no memory bound")
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("memoryLimit: 1500MiB\nquery:\n  maxMemoryBytes: 536870912\n"), 0o600))
+	c, err := LoadConfig(path)
+	require.NoError(t, err)
+	assert.Equal(t, "1500MiB", c.MemoryLimit)
+	assert.Equal(t, int64(512<<20), c.Query.MaxMemoryBytes)
+
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	t.Setenv("GOMEMLIMIT", "")
+	debug.SetMemoryLimit(math.MaxInt64)
+	rec := &logtest.Recorder{}
+	got, err := Config{MemoryLimit: "768MiB"}.ApplyMemoryLimit(slog.New(rec))
+	require.NoError(t, err)
+	assert.Equal(t, int64(768<<20), got)
+	assert.Equal(t, int64(768<<20), debug.SetMemoryLimit(-1), "the Go runtime's limit is set")
+	require.Len(t, rec.Records(), 1, "said once")
+	assert.Equal(t, "memory limit: GOMEMLIMIT 768 MiB", rec.Records()[0].Message)
+	// The query frontend's memory budget defaults to a share of it.
+	e := frontend.NewEngine(store.NewMemory(store.MemoryConfig{}, 0), 0, frontend.Config{})
+	assert.Equal(t, int64(384<<20), e.MemoryBudget())
+
+	got, err = Config{MemoryLimit: "off"}.ApplyMemoryLimit(slog.New(&logtest.Recorder{}))
+	require.NoError(t, err)
+	assert.Equal(t, int64(768<<20), got, "off leaves the runtime's limit as it is")
+
+	// GOMEMLIMIT in the environment wins (the runtime applied it when the process started).
+	t.Setenv("GOMEMLIMIT", "600MiB")
+	debug.SetMemoryLimit(600 << 20)
+	got, err = Config{MemoryLimit: "768MiB"}.ApplyMemoryLimit(slog.New(&logtest.Recorder{}))
+	require.NoError(t, err)
+	assert.Equal(t, int64(600<<20), got)
+
+	_, err = Config{MemoryLimit: "2GB"}.ApplyMemoryLimit(slog.New(&logtest.Recorder{}))
+	assert.ErrorContains(t, err, "memoryLimit")
 }

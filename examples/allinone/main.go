@@ -52,7 +52,10 @@ import (
 // pipeline allocates fast and keeps little (request bodies, decoded events, diff buffers), so with
 // 100 the collector takes a sizeable share of the CPU. 200 measured about 10% more events per
 // CPU-second on the bulk fixture (scripts/bench.sh) for about 30% more peak RSS (245 MiB for ten
-// replays). GOGC and GOMEMLIMIT in the environment still apply as usual.
+// replays). GOGC and GOMEMLIMIT in the environment still apply as usual. The memory limit is
+// set too, from the container's limit or the memoryLimit key (kelemetry.Config.ApplyMemoryLimit):
+// with GOGC 200 and no limit, the garbage of one round of heavy queries was still held when the
+// next round started, and the process was OOM-killed under a 2 GiB limit.
 const defaultGCPercent = 200
 
 // gcPercent returns the GC target to set and true, or false when GOGC is set in the environment
@@ -140,6 +143,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build fu
 		natsURLs   = fs.String("audit-queue-nats", "", "NATS server URL[,URL...]: queue audit events on NATS JetStream (stream KELEMETRY_AUDIT) instead of the durable local queue; every replica with it publishes and consumes (README \"The audit queue\")")
 		natsCreds  = fs.String("audit-queue-nats-creds", "", "with --audit-queue-nats: NATS credentials file (user JWT and NKey seed)")
 		natsMember = fs.String("audit-queue-nats-member", "", "with --audit-queue-nats: static membership I/N (e.g. a StatefulSet ordinal and the replica count): this replica owns the partitions p with p % N == I; the partitions of members not live go to the live ones (p modulo their number) and back to their owner when it returns")
+		memLimit   = fs.String("memory-limit", "", `Go memory limit (GOMEMLIMIT): empty is 85% of the container's memory limit (cgroup), "N%" another share of it, a size such as 1700MiB or 2Gi, or "off"; a GOMEMLIMIT environment variable wins`)
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		showVer    = fs.Bool("version", false, "print the version and commit of this build and exit")
 		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
@@ -239,6 +243,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build fu
 		override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
 		override("remote-storage-addr", func() { cfg.RemoteStorageAddr = *remoteStor })
 		override("role", func() { cfg.Role = *role })
+		override("memory-limit", func() { cfg.MemoryLimit = *memLimit })
 		override("store-backend", func() { cfg.StoreBackend = *storeBack })
 		override("jaeger-endpoint", func() { cfg.Jaeger.Endpoint = *jaegerEP })
 		override("jaeger-otlp-endpoint", func() { cfg.Jaeger.OTLP.Endpoint = *jaegerOTLP })
@@ -382,6 +387,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
 	telemetry.RouteKlog(logger)
+	// Before the application is built: the query frontend's memory budget defaults to a share of
+	// the Go memory limit in effect then.
+	if _, err := cfg.ApplyMemoryLimit(logger); err != nil {
+		return err
+	}
 
 	app := newApp(cfg, logger)
 	if err := app.Err(); err != nil {
