@@ -35,7 +35,10 @@ var rolloutLog = filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl")
 // TestMain fails the package's tests when a goroutine outlives them.
 func TestMain(m *testing.M) {
 	// The embedded nats-server's own goroutines (the tests with the NATS queue) are let go.
-	goleak.VerifyTestMain(m, natstest.IgnoreLeaks()...)
+	goleak.VerifyTestMain(m, append(natstest.IgnoreLeaks(), goleak.Cleanup(func(code int) {
+		removeHeavyFixture() // the memory tests' binary and data
+		os.Exit(code)
+	}))...)
 }
 
 func testConfig(t *testing.T, dataDir string) kelemetry.Config {
