@@ -54,6 +54,10 @@ type Config struct {
 	// HTTPTimeouts bound slow clients on both listeners (defaults: headers 10s, whole request
 	// 30s, idle connection 2m).
 	HTTPTimeouts httpserver.Timeouts `yaml:"httpTimeouts"`
+	// HTTPMaxConnections bounds the connections each listener (audit, API, remote storage) keeps
+	// open at once (default 1024; negative: no limit). One more is reset at once and counted
+	// (kelemetry.listener.refused_connections); kube-apiserver retries it.
+	HTTPMaxConnections int `yaml:"httpMaxConnections"`
 	// AuditTLS serves the audit webhook over TLS (certificate and key files, reloaded when
 	// they change).
 	AuditTLS httpserver.TLSConfig `yaml:"auditTLS"`
@@ -104,7 +108,7 @@ type Config struct {
 	StoreBackend string `yaml:"storeBackend"`
 	// Jaeger configures the jaeger store backend: spans written over OTLP to a Jaeger collector and
 	// read back through Jaeger's remote storage API, shared by every replica (see
-	// store.JaegerConfig and the README's "Running at scale").
+	// store.JaegerConfig and docs/operations/scaling.md).
 	Jaeger store.JaegerConfig `yaml:"jaeger"`
 	// Store configures the embedded store in DataDir; Memory the in-memory one (DataDir "").
 	Store  store.PebbleConfig `yaml:"store"`
@@ -277,14 +281,16 @@ func (c Config) ApplyMemoryLimit(logger *slog.Logger) (int64, error) {
 // RemoteStorage is the configuration of the jaeger.storage.v2 listener (package storageapi):
 // RemoteStorageAddr with the API's TLS and bearer tokens.
 func (c Config) RemoteStorage() storageapi.Config {
-	return storageapi.Config{Addr: c.RemoteStorageAddr, TLS: c.HTTPTLS, TokenFiles: c.HTTPAuth.TokenFiles}
+	return storageapi.Config{Addr: c.RemoteStorageAddr, TLS: c.HTTPTLS, TokenFiles: c.HTTPAuth.TokenFiles,
+		MaxConnections: c.HTTPMaxConnections, IdleTimeout: c.HTTPTimeouts.Idle, HandshakeTimeout: c.HTTPTimeouts.ReadHeader}
 }
 
 // HTTP is the configuration of the listeners (package httpserver).
 func (c Config) HTTP() httpserver.Config {
 	c = c.WithDefaults()
 	return httpserver.Config{AuditAddr: c.AuditAddr, APIAddr: c.HTTPAddr, Timeouts: c.HTTPTimeouts,
-		AuditTLS: c.AuditTLS, AuditAuth: c.AuditAuth, APITLS: c.HTTPTLS, APIAuth: c.HTTPAuth}
+		MaxConnections: c.HTTPMaxConnections, AuditTLS: c.AuditTLS, AuditAuth: c.AuditAuth,
+		APITLS: c.HTTPTLS, APIAuth: c.HTTPAuth}
 }
 
 // StoreConfig is the store configuration: the embedded store in DataDir, or memory without one.

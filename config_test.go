@@ -19,6 +19,7 @@ import (
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/kube/kubetest"
@@ -157,4 +158,20 @@ func TestMemoryLimitConfig(t *testing.T) {
 
 	_, err = Config{MemoryLimit: "2GB"}.ApplyMemoryLimit(slog.New(&logtest.Recorder{}))
 	assert.ErrorContains(t, err, "memoryLimit")
+}
+
+// httpMaxConnections and the timeouts reach every listener: the audit and API listeners and the
+// remote storage API.
+func TestListenerLimitsConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("httpMaxConnections: 64\nhttpTimeouts: {idle: 45s, readHeader: 3s}\nremoteStorageAddr: 127.0.0.1:0\n"), 0o600))
+	cfg, err := LoadConfig(file)
+	require.NoError(t, err)
+	assert.Equal(t, 64, cfg.HTTP().MaxConnections)
+	rs := cfg.RemoteStorage()
+	assert.Equal(t, 64, rs.MaxConnections)
+	assert.Equal(t, 45*time.Second, rs.IdleTimeout)
+	assert.Equal(t, 3*time.Second, rs.HandshakeTimeout)
+	// Unset: the listeners' own defaults.
+	assert.Equal(t, httpserver.DefaultMaxConnections, Config{}.HTTP().WithDefaults().MaxConnections)
 }

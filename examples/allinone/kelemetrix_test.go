@@ -179,7 +179,7 @@ func TestKelemetrixFedByEveryQueue(t *testing.T) {
 				assert.Equal(t, "nats: connected", h.Queue)
 				assert.True(t, os.IsNotExist(err), "no durable local queue with NATS: %v", err)
 			} else {
-				assert.Empty(t, h.Queue)
+				assert.Equal(t, "durable: ok", h.Queue)
 				assert.NoError(t, err, "the durable local queue's folder")
 			}
 
