@@ -136,7 +136,7 @@ func main() {
 		"docs/bad.md:3: `audit.queue.dri` is not a configuration key",
 		`docs/bad.md:6: testdata/missing.txt: testdata/missing.txt does not exist`,
 		`docs/bad.md:6: ./scripts/noexec.sh is not an executable file`,
-		`docs/bad.md:6: go run ./cmd/tool: flag -nmae is not defined`,
+		`docs/bad.md:6: go run ./cmd/tool: flag -title is not defined`,
 		`docs/bad.md:6: go run ./cmd/nope: no package folder`, // once: not also as a missing path
 		`docs/bad.md:6: go run ./lib: no main package`,
 		`docs/bad.md:6: cd nowhere: no such folder in the repository`,
@@ -188,7 +188,7 @@ const badPage = `[a](nowhere.md) [b](target.md#no-such-section) [c](#nothing) [d
 A key that is not one: ` + "`audit.queue.dri`" + `.
 
 ` + "```sh" + `
-cat testdata/missing.txt && ./scripts/noexec.sh && go run ./cmd/tool --nmae x && go run ./cmd/nope && go run ./lib && cd nowhere
+cat testdata/missing.txt && ./scripts/noexec.sh && go run ./cmd/tool --title x && go run ./cmd/nope && go run ./lib && cd nowhere
 ` + "```" + `
 
 <!-- docs:run -->

@@ -234,6 +234,7 @@ func TestDocs(t *testing.T) {
 		NotKeys: map[string]string{
 			"aggregator.window":    "the key before it moved to the top-level window (upgrade notes)",
 			"linkRules.installCRD": "a value of the Helm chart",
+			"memory.max":           "cgroup v2's memory limit file",
 		},
 		FormerKeys: map[string]bool{"CHANGELOG.md": true},
 	})
@@ -246,7 +247,7 @@ func TestDocs(t *testing.T) {
 	assert.Greater(t, report.Anchors, 5, "#anchors")
 	assert.Greater(t, report.ShellBlocks, 15, "shell blocks")
 	assert.Greater(t, report.Commands, 40, "shell commands")
-	assert.Greater(t, report.Paths, 20, "repository paths in shell blocks")
+	assert.Greater(t, report.Paths, 15, "repository paths in shell blocks")
 	assert.Greater(t, report.GoRuns, 8, "go run commands")
 	assert.Greater(t, report.Flags, 12, "flags of go run commands")
 	assert.GreaterOrEqual(t, report.YAMLBlocks, 9, "YAML blocks loaded")
@@ -254,7 +255,7 @@ func TestDocs(t *testing.T) {
 	if !testing.Short() {
 		assert.GreaterOrEqual(t, report.RunBlocks, 1, "blocks marked docs:run")
 	}
-	assert.Len(t, report.NotKeysSeen, 2, "every entry of NotKeys is still needed")
+	assert.Len(t, report.NotKeysSeen, 3, "every entry of NotKeys is still needed")
 	t.Logf("%d files, %d links (%d anchors), %d shell blocks (%d commands, %d paths, %d go run with %d flags, %d run), %d YAML blocks, %d configuration keys in prose",
 		report.Files, report.Links, report.Anchors, report.ShellBlocks, report.Commands, report.Paths, report.GoRuns, report.Flags, report.RunBlocks, report.YAMLBlocks, report.ConfigKeySpans)
 }

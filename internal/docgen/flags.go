@@ -70,13 +70,11 @@ func FlagsTable(fs *flag.FlagSet, docs map[string]FlagDoc) (string, error) {
 // ConfigKeyLink is the link from a page of docs/reference to the row of a key in the
 // configuration reference: the section of its top-level key, or the table of top-level keys.
 func ConfigKeyLink(key string) string {
-	root := key
-	if i := strings.IndexAny(key, ".["); i >= 0 {
-		root = key[:i]
-	} else {
+	i := strings.IndexAny(key, ".[")
+	if i < 0 {
 		return "config.md#top-level-keys"
 	}
-	return "config.md#" + Slug(root)
+	return "config.md#" + Slug(key[:i])
 }
 
 // FlagNames returns the names of the flags of fs.
