@@ -14,7 +14,7 @@
 //	  --audit-client-ca tls/kube-apiserver-ca.crt \
 //	  --http-tls-cert tls/api.crt --http-tls-key tls/api.key --http-token-file tls/api-tokens
 //
-// (certificate files are re-read when they change; see the README's Security section).
+// (certificate files are re-read when they change; see docs/operations/security.md).
 package main
 
 import (
@@ -140,7 +140,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build fu
 		jaegerEP   = fs.String("jaeger-endpoint", "", "with --store-backend jaeger: Jaeger's remote storage API (jaeger.storage.v2 gRPC) to read traces from, host:port or grpcs://host:port")
 		jaegerOTLP = fs.String("jaeger-otlp-endpoint", "", "with --store-backend jaeger: the Jaeger collector's OTLP receiver to write spans to (forms as --otlp-endpoint); not needed with --role query")
 		durableQ   = fs.Bool("audit-queue-durable", true, "with --data-dir: write each audit webhook batch to <data-dir>/audit-queue (fsync'd) before answering 200, and replay what was not handled after a crash; false keeps the queue in memory")
-		natsURLs   = fs.String("audit-queue-nats", "", "NATS server URL[,URL...]: queue audit events on NATS JetStream (stream KELEMETRY_AUDIT) instead of the durable local queue; every replica with it publishes and consumes (README \"The audit queue\")")
+		natsURLs   = fs.String("audit-queue-nats", "", "NATS server URL[,URL...]: queue audit events on NATS JetStream (stream KELEMETRY_AUDIT) instead of the durable local queue; every replica with it publishes and consumes (docs/ingest/nats.md)")
 		natsCreds  = fs.String("audit-queue-nats-creds", "", "with --audit-queue-nats: NATS credentials file (user JWT and NKey seed)")
 		natsMember = fs.String("audit-queue-nats-member", "", "with --audit-queue-nats: static membership I/N (e.g. a StatefulSet ordinal and the replica count): this replica owns the partitions p with p % N == I; the partitions of members not live go to the live ones (p modulo their number) and back to their owner when it returns")
 		memLimit   = fs.String("memory-limit", "", `Go memory limit (GOMEMLIMIT): empty is 85% of the container's memory limit (cgroup), "N%" another share of it, a size such as 1700MiB or 2Gi, or "off"; a GOMEMLIMIT environment variable wins`)
