@@ -15,6 +15,14 @@
 //
 // A 429 or 503 answer is retried with the same batch after its Retry-After (default one second),
 // as kube-apiserver does; other failures are counted and not retried.
+//
+// Posting the same batches again measures the webhook's repeat check, not the pipeline. With
+// --distinct every pass is new events instead, as a real cluster sends them (namespaces renamed
+// per pass, new audit IDs and UIDs, audit timestamps of the time of posting); with --rate and
+// --duration it is a steady load for a soak (scripts/soak.sh):
+//
+//	go run ./examples/auditload --url http://127.0.0.1:8080/audit/demo --distinct \
+//	    --rate 600 --duration 15m --batch 100 --progress 1m testdata/bulk/audit.jsonl.gz
 package main
 
 import (
@@ -73,6 +81,10 @@ type options struct {
 	settle       time.Duration
 	settleEvery  time.Duration
 	maxRetries   int
+	distinct     bool
+	rate         float64
+	duration     time.Duration
+	progress     time.Duration
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -95,6 +107,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.settle, "settle", time.Minute, "how long to wait, after posting, for the server's queue to drain (needs --metrics-url)")
 	fs.DurationVar(&o.settleEvery, "settle-interval", 200*time.Millisecond, "how often to read --metrics-url while waiting for the queue to drain (each read costs the server some work: make it rare when counting the server's instructions)")
 	fs.IntVar(&o.maxRetries, "max-retries", 10000, "retries of one batch answered 429/503 before it counts as failed")
+	fs.BoolVar(&o.distinct, "distinct", false, "post every pass as new events, as a real cluster sends them: namespaces renamed <namespace>-<run>-<pass>, audit IDs and UIDs renamed per pass, audit timestamps set to the time of posting; events are cut into batches of --batch")
+	fs.Float64Var(&o.rate, "rate", 0, "events per second to post, paced batch by batch (0: as fast as the workers go)")
+	fs.DurationVar(&o.duration, "duration", 0, "post for this long, repeating the files as often as needed (--repeat is then ignored; 0: post --repeat passes)")
+	fs.DurationVar(&o.progress, "progress", 0, "print the events posted and accepted so far at this interval (0: no progress lines)")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("flags: %w", err)
 	}
@@ -110,6 +126,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, errors.New("--cert and --key go together")
 	case o.settleEvery <= 0:
 		return o, errors.New("--settle-interval must be positive")
+	case o.rate < 0, o.duration < 0, o.progress < 0:
+		return o, errors.New("--rate, --duration and --progress must not be negative")
 	}
 	if o.tokenFile != "" {
 		b, err := os.ReadFile(o.tokenFile)
@@ -204,7 +222,7 @@ func readBatches(path string, size int) ([]batch, error) {
 
 // tally counts what the server answered.
 type tally struct {
-	batches, events, retries, failed, failedEvents atomic.Int64
+	fed, batches, events, retries, failed, failedEvents atomic.Int64
 }
 
 // poster posts batches with retries.
@@ -507,6 +525,102 @@ func settle(ctx context.Context, client *http.Client, o options, beforeRead func
 	}
 }
 
+// feed hands batches to the workers: the recorded batches pass after pass, or with --distinct new
+// copies of their events cut into batches of --batch, paced at --rate, for --repeat passes or
+// until --duration has passed since start.
+func feed(ctx context.Context, o options, batches []batch, perPass int, work chan<- batch, t *tally, start time.Time) error {
+	if perPass == 0 {
+		return nil
+	}
+	var src *distinctSource
+	if o.distinct {
+		var err error
+		if src, err = newDistinctSource(batches); err != nil {
+			return err
+		}
+	}
+	total := perPass * o.repeat // events to post; -1: until --duration has passed
+	if o.duration > 0 {
+		total = -1
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, start.Add(o.duration))
+		defer cancel()
+	}
+	step := time.Microsecond // between the timestamps of consecutive distinct copies
+	if o.rate > 0 {
+		step = time.Duration(float64(time.Second) / o.rate)
+	}
+	fed := 0
+	for i := 0; total < 0 || fed < total; i++ {
+		var b batch
+		n := 0
+		if src != nil {
+			n = o.batch
+			if total >= 0 {
+				n = min(n, total-fed)
+			}
+		} else {
+			b = batches[i%len(batches)]
+			n = b.events
+		}
+		if o.rate > 0 {
+			// A batch is due when its first event is.
+			due := time.Until(start.Add(time.Duration(float64(fed) / o.rate * float64(time.Second))))
+			if due > 0 {
+				timer := time.NewTimer(due)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					return nil
+				case <-timer.C:
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if src != nil {
+			b = src.nextBatch(n, time.Now(), step)
+		}
+		select {
+		case work <- b:
+		case <-ctx.Done():
+			return nil
+		}
+		fed += n
+		t.fed.Add(int64(n))
+	}
+	return nil
+}
+
+// startProgress prints the events posted and accepted so far every interval until the returned
+// function is called (nothing when interval is 0).
+func startProgress(ctx context.Context, interval time.Duration, out io.Writer, t *tally, start time.Time) func() {
+	if interval <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				fmt.Fprintf(out, "progress %7.1fs  posted %d, accepted %d, retried %d, failed %d\n",
+					time.Since(start).Seconds(), t.fed.Load(), t.events.Load(), t.retries.Load(), t.failed.Load())
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 func run(ctx context.Context, args []string, out io.Writer) error {
 	o, err := parseFlags(args, out)
 	if err != nil {
@@ -568,22 +682,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}()
 	}
-feed:
-	for range o.repeat {
-		for _, b := range batches {
-			select {
-			case work <- b:
-			case <-ctx.Done():
-				break feed
-			}
-		}
-	}
+	stopProgress := startProgress(ctx, o.progress, out, t, start)
+	feedErr := feed(ctx, o, batches, perPass, work, t, start)
 	close(work)
 	wg.Wait()
+	stopProgress()
 	posted := time.Since(start)
+	if feedErr != nil {
+		return feedErr
+	}
 
 	fmt.Fprintf(out, "events accepted   %d of %d (%d batches, %d retried after 429/503, %d failed)\n",
-		t.events.Load(), perPass*o.repeat, t.batches.Load(), t.retries.Load(), t.failed.Load())
+		t.events.Load(), t.fed.Load(), t.batches.Load(), t.retries.Load(), t.failed.Load())
 	fmt.Fprintf(out, "wall time         %.2fs, %.0f events/s accepted\n", posted.Seconds(), float64(t.events.Load())/posted.Seconds())
 	var final string
 	var settled procStats // the server's CPU time just before settle's last read

@@ -286,6 +286,8 @@ func TestFlagErrors(t *testing.T) {
 		{"--url", "http://x/audit"},
 		{"--url", "http://x/audit", "--workers", "0", rolloutBatches},
 		{"--url", "http://x/audit", "--cert", "c.pem", rolloutBatches},
+		{"--url", "http://x/audit", "--rate", "-1", rolloutBatches},
+		{"--url", "http://x/audit", "--duration", "-1s", rolloutBatches},
 	} {
 		var out bytes.Buffer
 		assert.Error(t, run(context.Background(), args, &out), "%v", args)

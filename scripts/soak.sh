@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Soak: the all-in-one on its default configuration with a data folder (embedded store, durable
+# audit queue), fed distinct audit events (examples/auditload --distinct: every pass over the bulk
+# fixture renamed, with new audit IDs and UIDs and current timestamps, as a real cluster sends them)
+# at a fixed rate for a fixed time. It samples the process's RSS (VmRSS) every few seconds and at
+# the end prints the peak and final RSS, the Go heap after a forced GC with its largest holders
+# (a heap profile from the process's --pprof-addr, bound to 127.0.0.1), the Go runtime's memory
+# figures and the events posted and accepted. It exits 1 when the peak RSS exceeds the bound.
+# Everything it sends goes to 127.0.0.1; it stops by itself after the duration (plus up to two
+# minutes for the queue to drain).
+#
+# Usage: scripts/soak.sh [-d DURATION] [-r EVENTS_PER_S] [-m MAX_RSS_MIB] [-i SAMPLE_S] [-o OUT_DIR] [-- ALLINONE_ARGS...]
+#   -d  how long to post (default 15m; Go duration syntax)
+#   -r  distinct events per second (default 600)
+#   -m  the peak RSS bound in MiB (default 300)
+#   -i  seconds between RSS samples (default 5)
+#   -o  folder for the RSS samples, heap profile, metrics and logs (default: a new temporary folder,
+#       kept and printed)
+# Arguments after -- go to the all-in-one (e.g. --config FILE). GOGC and GOMEMLIMIT in the
+# environment reach it as usual.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=15m rate=600 bound=300 interval=5 out=""
+while getopts "d:r:m:i:o:h" opt; do
+	case $opt in
+	d) duration=$OPTARG ;;
+	r) rate=$OPTARG ;;
+	m) bound=$OPTARG ;;
+	i) interval=$OPTARG ;;
+	o) out=$OPTARG ;;
+	*) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = "--" ] && shift
+out=${out:-$(mktemp -d -t kelemetry-soak.XXXXXX)}
+mkdir -p "$out"
+work=$(mktemp -d -t kelemetry-soak-work.XXXXXX)
+kpid="" spid=""
+cleanup() {
+	[ -n "$spid" ] && kill "$spid" 2>/dev/null || true
+	if [ -n "$kpid" ] && kill -0 "$kpid" 2>/dev/null; then
+		kill -TERM "$kpid" 2>/dev/null || true
+		wait "$kpid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# metric FILE NAME: the sum of a Prometheus metric family's samples.
+metric() { awk -v name="$2" '$1 == name || index($1, name "{") == 1 {s += $NF} END {printf "%.0f\n", s}' "$1"; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.0f", b / 1048576}'; }
+# seconds DURATION: a Go duration (1h30m, 15m, 90s) in whole seconds.
+seconds() { python3 -c '
+import re, sys
+units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+print(int(sum(float(n) * units[u] for n, u in re.findall(r"([0-9.]+)(ms|h|m|s)", sys.argv[1]))))' "$1"; }
+
+go build -o "$work/allinone" ./examples/allinone
+go build -o "$work/auditload" ./examples/auditload
+audit=$(port) api=$(port) pprof=$(port)
+"$work/allinone" --data-dir "$work/data" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" \
+	--pprof-addr "127.0.0.1:$pprof" --log-level warn "$@" >"$out/allinone.log" 2>&1 &
+kpid=$!
+for _ in $(seq 300); do
+	curl -sf "http://127.0.0.1:$api/healthz" >/dev/null && break
+	kill -0 "$kpid" 2>/dev/null || { echo "soak: the all-in-one exited at start:" >&2; cat "$out/allinone.log" >&2; exit 1; }
+	sleep 0.2
+done
+
+# RSS samples: seconds since the start, VmRSS in KiB.
+(
+	t0=$(date +%s)
+	while kill -0 "$kpid" 2>/dev/null; do
+		rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$kpid/status" 2>/dev/null || true)
+		[ -n "$rss" ] && echo "$(($(date +%s) - t0)) $rss" >>"$out/rss.txt"
+		sleep "$interval"
+	done
+) &
+spid=$!
+
+echo "soak: $rate distinct events/s for $duration into pid $kpid (data $work/data, API http://127.0.0.1:$api, pprof http://127.0.0.1:$pprof); output in $out" >&2
+status=0
+# The load stops by itself after the duration and at most 2 minutes of drain; timeout guards it.
+timeout --signal=INT "$(($(seconds "$duration") + 300))" \
+	"$work/auditload" --url "http://127.0.0.1:$audit/audit/soak" --distinct --rate "$rate" --duration "$duration" \
+	--batch 100 --workers 4 --progress 60s --metrics-url "http://127.0.0.1:$api/metrics" --settle 2m \
+	--settle-interval 2s testdata/bulk/audit.jsonl.gz | tee "$out/auditload.txt" || status=$?
+[ "$status" -ne 0 ] && echo "soak: auditload exited $status" >&2
+
+sleep "$interval"
+kill "$spid" 2>/dev/null || true
+wait "$spid" 2>/dev/null || true
+spid=""
+kill -0 "$kpid" 2>/dev/null || { echo "soak: the all-in-one died; its log:" >&2; tail -20 "$out/allinone.log" >&2; exit 1; }
+hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$kpid/status")
+final=$(awk '/^VmRSS:/ {print $2}' "/proc/$kpid/status")
+peak=$(awk -v h="$hwm" '$2 > h {h = $2} END {print h}' "$out/rss.txt")
+curl -sf "http://127.0.0.1:$api/metrics" >"$out/metrics.txt"
+# The heap profile after a forced GC (gc=1): live heap and its holders.
+curl -sf "http://127.0.0.1:$pprof/debug/pprof/heap?gc=1" -o "$out/heap.pprof"
+curl -sf "http://127.0.0.1:$api/metrics" >"$out/metrics-after-gc.txt"
+curl -sf "http://127.0.0.1:$api/healthz" >"$out/healthz.json" || true
+
+echo
+echo "== soak: $rate distinct events/s for $duration, all-in-one defaults with a data folder $*"
+grep -E '^(events accepted|wall time|server pid|spans stored|consumer events|repeats skipped|settle)' "$out/auditload.txt" || true
+echo "RSS peak          $((peak / 1024)) MiB (VmHWM $((hwm / 1024)) MiB; bound $bound MiB)"
+echo "RSS final         $((final / 1024)) MiB (after the load and the drain)"
+echo "RSS over time     $(awk 'NR % 24 == 1 {printf "%ds:%dMiB ", $1, $2 / 1024}' "$out/rss.txt")"
+m=$out/metrics-after-gc.txt
+echo "Go heap after GC  live $(mib "$(metric "$m" go_memstats_heap_alloc_bytes)") MiB, in use $(mib "$(metric "$m" go_memstats_heap_inuse_bytes)") MiB, idle $(mib "$(metric "$m" go_memstats_heap_idle_bytes)") MiB (released $(mib "$(metric "$m" go_memstats_heap_released_bytes)") MiB), Go sys $(mib "$(metric "$m" go_memstats_sys_bytes)") MiB, GOGC $(metric "$m" go_gc_gogc_percent), GOMEMLIMIT $(mib "$(metric "$m" go_gc_gomemlimit_bytes)") MiB"
+echo "Go heap before GC in use $(mib "$(metric "$out/metrics.txt" go_memstats_heap_inuse_bytes)") MiB, next GC at $(mib "$(metric "$out/metrics.txt" go_memstats_next_gc_bytes)") MiB"
+echo "store size        $(mib "$(metric "$m" kelemetry_store_size_bytes)") MiB; audit queue on disk $(mib "$(metric "$m" kelemetry_audit_queue_disk_bytes)") MiB"
+echo "largest live heap holders (go tool pprof -sample_index=inuse_space -top $out/heap.pprof):"
+go tool pprof -sample_index=inuse_space -top -nodecount=15 "$out/heap.pprof" 2>/dev/null | sed -n '/^Showing\|flat%/,$p' | head -18 | sed 's/^/  /'
+echo "files: $out"
+if [ "$((peak / 1024))" -gt "$bound" ]; then
+	echo "soak: FAIL: peak RSS $((peak / 1024)) MiB > $bound MiB" >&2
+	exit 1
+fi
+[ "$status" -eq 0 ] || exit 1
+echo "soak: ok: peak RSS $((peak / 1024)) MiB <= $bound MiB"
