@@ -328,7 +328,7 @@ func v1Limit(fsys fs.FS, dir string) (int64, string, error) {
 	stat := path.Join(dir, "memory.stat")
 	data, err := fs.ReadFile(fsys, stat)
 	if err != nil {
-		return n, file, nil // memory.stat is optional
+		return n, file, nil //nolint:nilerr // memory.stat is optional
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
