@@ -187,8 +187,8 @@ func TestNATSQueueControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hB.Queue != "nats: connected" || hA.Queue != "" {
-		t.Errorf("/healthz queue: B %q (want \"nats: connected\"), A %q (want none)", hB.Queue, hA.Queue)
+	if hB.Queue != "nats: connected" || hA.Queue != "durable: ok" {
+		t.Errorf("/healthz queue: B %q (want \"nats: connected\"), A %q (want \"durable: ok\")", hB.Queue, hA.Queue)
 	}
 	if _, err := os.Stat(filepath.Join(bOpts.DataDir, "audit-queue")); !os.IsNotExist(err) {
 		t.Errorf("B has a durable local queue folder (%v): its queue must be JetStream alone", err)
