@@ -21,9 +21,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // fakeClock is time.Now moved ahead by what a test adds.
@@ -43,24 +43,7 @@ func meter(t *testing.T) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
 // listenerValue sums the points of the int64 metric name whose listener attribute is listener.
 func listenerValue(t *testing.T, reader *sdkmetric.ManualReader, name, listener string) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			require.True(t, ok, "%s is a sum", name)
-			for _, dp := range sum.DataPoints {
-				if l, _ := dp.Attributes.Value("listener"); l.AsString() == listener {
-					n += dp.Value
-				}
-			}
-		}
-	}
-	return n
+	return telemetrytest.Int64(t, reader, name, "listener", listener)
 }
 
 // messages returns the records of rec whose message is msg.

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -30,6 +29,7 @@ import (
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // startListener starts a Listener of cfg (on 127.0.0.1:0 unless set) over the rollout, with a
@@ -54,24 +54,7 @@ func startListener(t *testing.T, cfg storageapi.Config) (*storageapi.Listener, *
 // listenerValue sums the points of the int64 metric name for the storageapi listener.
 func listenerValue(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			require.True(t, ok)
-			for _, dp := range sum.DataPoints {
-				if l, _ := dp.Attributes.Value("listener"); l.AsString() == "storageapi" {
-					n += dp.Value
-				}
-			}
-		}
-	}
-	return n
+	return telemetrytest.Int64(t, reader, name, "listener", "storageapi")
 }
 
 func dial(t *testing.T, l *storageapi.Listener) *grpc.ClientConn {
