@@ -30,8 +30,11 @@ type Engine struct {
 	decorators []Decorator
 
 	// objects remembers, per (object, window), that the object span was emitted and whether
-	// the object's links were looked up with its body.
-	objects *lru.Cache[windowKey, objectState]
+	// the object's links were looked up with its body. It is keyed by the object's trace ID in
+	// the window, which names the pair as exactly as the traces do (TraceIDFor): 16 bytes, where
+	// the object's key and window took about 100 and kept the event's strings alive (about 500
+	// bytes an entry in all, some 50 MB at the default SpanCacheSize, against 15 MB).
+	objects *lru.Cache[trace.TraceID, objectState]
 	objMu   sync.Mutex // serialises the check-and-set on objects
 
 	jobsMu sync.RWMutex // guards closed and the send on the lanes' queues against close
@@ -49,11 +52,6 @@ type Engine struct {
 
 	m        engineMetrics
 	queueReg metric.Registration
-}
-
-type windowKey struct {
-	key    ObjectKey
-	window int64
 }
 
 type objectState struct {
@@ -136,7 +134,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err := e.initMetrics(deps.Telemetry); err != nil {
 		return nil, err
 	}
-	objects, err := lru.NewWithEvict(cfg.SpanCacheSize, func(windowKey, objectState) {
+	objects, err := lru.NewWithEvict(cfg.SpanCacheSize, func(trace.TraceID, objectState) {
 		e.m.evictions.Add(context.Background(), 1)
 	})
 	if err != nil {
@@ -263,7 +261,7 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 	objSID := ObjectSpanID(tid)
 
 	spans := make([]*Span, 0, 2)
-	newObject, wantLinks := e.markObject(key, window, ev.Object.Body != nil, ev.Object.MetaHash)
+	newObject, wantLinks := e.markObject(tid, ev.Object.Body != nil, ev.Object.MetaHash)
 	if newObject {
 		spans = append(spans, e.objectSpan(ev.Object.ObjectRef, window, tid, objSID))
 	}
@@ -285,7 +283,7 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 	err := e.export(ctx, spans)
 	if err != nil && newObject {
 		// The object span may not have been written: let the retry of this event write it.
-		e.forgetObject(key, window)
+		e.forgetObject(tid)
 	}
 	for _, link := range ev.Links {
 		if lerr := e.emitLink(ctx, linkJob{obj: ev.Object, window: window, at: start}, link); lerr != nil {
@@ -399,11 +397,11 @@ func validateEvent(ev *Event) error {
 	return nil
 }
 
-// markObject records that key has an event in window. newObject says the object span must be
-// emitted; wantLinks says a link job should run: first sight, first sight of a body after a job
-// that had none, or a body whose metaHash differs from the last linked one.
-func (e *Engine) markObject(key ObjectKey, window time.Time, hasBody bool, metaHash uint64) (newObject, wantLinks bool) {
-	wk := windowKey{key: key, window: window.UnixNano()}
+// markObject records that the object of trace tid has an event in the trace's window. newObject
+// says the object span must be emitted; wantLinks says a link job should run: first sight, first
+// sight of a body after a job that had none, or a body whose metaHash differs from the last
+// linked one.
+func (e *Engine) markObject(wk trace.TraceID, hasBody bool, metaHash uint64) (newObject, wantLinks bool) {
 	e.objMu.Lock()
 	defer e.objMu.Unlock()
 	st, ok := e.objects.Get(wk)
@@ -419,23 +417,17 @@ func (e *Engine) markObject(key ObjectKey, window time.Time, hasBody bool, metaH
 	return false, false
 }
 
-// ensureObject is markObject for objects reached through links (no body).
-func (e *Engine) ensureObject(key ObjectKey, window time.Time) bool {
-	n, _ := e.markObject(key, window, false, 0)
-	return n
-}
-
 // forgetObject undoes markObject after a failed export, so that the next event of the object
-// in window emits the object span (and looks up links) again.
-func (e *Engine) forgetObject(key ObjectKey, window time.Time) {
+// in the window of trace tid emits the object span (and looks up links) again.
+func (e *Engine) forgetObject(tid trace.TraceID) {
 	e.objMu.Lock()
 	defer e.objMu.Unlock()
-	e.objects.Remove(windowKey{key: key, window: window.UnixNano()})
+	e.objects.Remove(tid)
 }
 
 // forget undoes the link part of markObject so that a later event retries a dropped job.
 func (e *Engine) forgetLinks(key ObjectKey, window time.Time) {
-	wk := windowKey{key: key, window: window.UnixNano()}
+	wk := TraceIDFor(key, window)
 	e.objMu.Lock()
 	defer e.objMu.Unlock()
 	if st, ok := e.objects.Peek(wk); ok && st.linkedWithBody {
@@ -621,13 +613,13 @@ func (e *Engine) emitLink(ctx context.Context, job linkJob, link Link) error {
 		e.linkSpan(src, job, srcTID, target, link.Role, link.Class),
 		e.linkSpan(target, job, tgtTID, src, link.Role.Reverse(), link.Class),
 	)
-	newTarget := e.ensureObject(tgtKey, job.window)
+	newTarget, _ := e.markObject(tgtTID, false, 0) // reached through a link: no body
 	if newTarget {
 		spans = append(spans, e.objectSpan(target, job.window, tgtTID, ObjectSpanID(tgtTID)))
 	}
 	if err := e.exportRetry(ctx, spans); err != nil {
 		if newTarget {
-			e.forgetObject(tgtKey, job.window)
+			e.forgetObject(tgtTID)
 		}
 		return err
 	}

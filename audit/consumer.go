@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -53,12 +52,13 @@ type ConsumerConfig struct {
 	// so that a repeated delivery of one (a sender's retry, the same batch posted again) is
 	// counted as filtered (reason duplicate) instead of being handled again: handling it again
 	// would rewrite its span with a diff against a later version of the object. 0 means
-	// DefaultDedupSize; a negative value turns the check off. The oldest are forgotten first
-	// (kelemetry.audit.consumer.dedup.evictions counts them).
+	// DefaultDedupSize; a negative value turns the check off. The oldest are forgotten first, in
+	// halves: an event is remembered for at least DedupSize/2 later events and at most DedupSize
+	// (kelemetry.audit.consumer.dedup.evictions counts the forgotten ones).
 	DedupSize int `yaml:"dedupSize"`
 }
 
-// DefaultDedupSize is the default ConsumerConfig.DedupSize: about 10 MB of hashes.
+// DefaultDedupSize is the default ConsumerConfig.DedupSize: about 3 MB of hashes.
 const DefaultDedupSize = 100_000
 
 // WithDefaults returns c with unset fields set to their defaults.
@@ -148,7 +148,7 @@ type Consumer struct {
 	stream *streamDiff
 	join   *informerJoin
 	// seen holds the hashes of the audit events handled lately (nil when DedupSize < 0).
-	seen *lru.Cache[uint64, struct{}]
+	seen *repeatSet
 
 	counter  *telemetry.FixedCounter // one point per outcome
 	retries  metric.Int64Counter
@@ -256,11 +256,8 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 	if cfg.DedupSize > 0 {
 		evictions := meter.Counter("kelemetry.audit.consumer.dedup.evictions",
 			"Audit events forgotten by the repeated-delivery check (DedupSize): a repeat of one of them is handled again.", "{event}")
-		seen, err := lru.NewWithEvict(cfg.DedupSize, func(uint64, struct{}) { evictions.Add(context.Background(), 1) })
-		if err != nil {
-			return nil, fmt.Errorf("audit consumer: dedup cache: %w", err)
-		}
-		c.seen = seen
+		// The webhook's two-generation set: about 25 bytes an event, where an LRU took about 90.
+		c.seen = newRepeatSet(cfg.DedupSize, func(n int) { evictions.Add(context.Background(), int64(n)) })
 	}
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit consumer: %w", err)
@@ -289,7 +286,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 	var key uint64
 	if c.seen != nil {
 		key = eventHash(cluster, ev.AuditID, ev.Stage)
-		if c.seen.Contains(key) {
+		if c.seen.has(key) {
 			c.counter.Add(int(outcomeFilteredDuplicate), 1)
 			return
 		}
@@ -300,8 +297,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 		c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 	}
 	if out != nil && c.seen != nil {
-		// Contains and Add leave the cache as ContainsOrAdd did: a hit does not refresh the entry.
-		c.seen.Add(key, struct{}{})
+		c.seen.put(key, 0)
 	}
 	if out != nil && !out.Error {
 		if c.join.applies(ev, &info) {
@@ -322,8 +318,12 @@ func (c *Consumer) repeated(cluster string, ev *Event) bool {
 	if c.seen == nil {
 		return false
 	}
-	found, _ := c.seen.ContainsOrAdd(eventHash(cluster, ev.AuditID, ev.Stage), struct{}{})
-	return found
+	key := eventHash(cluster, ev.AuditID, ev.Stage)
+	if c.seen.has(key) {
+		return true
+	}
+	c.seen.put(key, 0)
+	return false
 }
 
 // eventHash is FNV-1a (64 bits) over cluster, audit ID and stage, NUL-separated. The audit ID may

@@ -18,7 +18,7 @@ import (
 // Defaults for StreamConfig.
 const (
 	DefaultCacheSize        = 20_000
-	DefaultCacheBytes       = 64 << 20
+	DefaultCacheBytes       = 32 << 20
 	DefaultMaxBodyBytes     = 256 << 10
 	DefaultMaxChanges       = 100
 	DefaultMaxValueBytes    = 512
@@ -59,7 +59,7 @@ type StreamConfig struct {
 	// CacheSize bounds the objects whose last version is kept (LRU, default 20,000). Memory is
 	// about CacheSize times the average object size without managedFields, up to MaxBytes.
 	CacheSize int `yaml:"cacheSize"`
-	// MaxBytes bounds the estimated heap of the kept versions (default 64 MiB): each is counted
+	// MaxBytes bounds the estimated heap of the kept versions (default 32 MiB): each is counted
 	// as its stripped object's encoded size plus its structural index and a fixed overhead, and
 	// the least recently used versions are evicted beyond it (kelemetry.diff.stream.evictions,
 	// reason bytes; reason objects for CacheSize). It must be at least MaxBodyBytes.

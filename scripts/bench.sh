@@ -173,11 +173,6 @@ if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	go test . -run '^$' -bench EndToEnd -benchmem -cpu 1 | grep Benchmark
 	go test ./frontend -run '^$' -bench Deployment1000Pods -benchtime 10x -benchmem | grep Benchmark
 	go test ./frontend -run '^$' -bench Deployment10000Pods -benchtime 3x -benchmem | grep Benchmark
-	# The same embedded queries at the all-in-one's garbage-collector setting (it runs at GOGC=200
-	# unless GOGC is set; `go test` runs at Go's default of 100): what the process's users see.
-	echo "GOGC=200 (the all-in-one's default):"
-	GOGC=200 go test ./frontend -run '^$' -bench 'Deployment1000Pods/embedded' -benchtime 10x -benchmem | grep Benchmark
-	GOGC=200 go test ./frontend -run '^$' -bench Deployment10000Pods -benchtime 3x -benchmem | grep Benchmark
 	go test ./diff -run '^$' -bench 'Compare20KB|Snapshot20KB' -benchmem -cpu 1 | grep Benchmark
 	go test ./linkrule -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark
 	go test ./kelemetrix -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark

@@ -13,7 +13,7 @@ const (
 	DefaultMaxBytes       = 10 << 30
 	DefaultCheckInterval  = time.Minute
 	DefaultIndexCacheSize = 100_000
-	DefaultCacheSize      = 64 << 20
+	DefaultCacheSize      = 32 << 20
 	DefaultMaxFutureSkew  = 24 * time.Hour
 )
 
@@ -51,7 +51,7 @@ type PebbleConfig struct {
 	MaxAge time.Duration `yaml:"maxAge"`
 	// MaxBytes bounds the database size on disk, every file in Dir counted as du counts it,
 	// write-ahead log included (default 10 GiB, or less when the filesystem is smaller; at least
-	// MinMaxBytes, 64 MiB). The memtable (maxBytes/64, 1-32 MiB), the write-ahead logs and the
+	// MinMaxBytes, 64 MiB). The memtable (maxBytes/64, 1-16 MiB), the write-ahead logs and the
 	// free space kept for writes (the write reserve, 4 memtables plus 4 to 16 MiB) are sized for
 	// it. Opening the store compares it with the filesystem: a value set that does not fit the
 	// filesystem with the write reserve beside it is an error; the default is shrunk to fit with
@@ -72,7 +72,10 @@ type PebbleConfig struct {
 	// IndexCacheSize bounds the in-process cache of (trace, window) pairs whose index entries
 	// were already written (default 100,000).
 	IndexCacheSize int `yaml:"indexCacheSize"`
-	// CacheSize is the Pebble block cache size in bytes (default 64 MiB).
+	// CacheSize is the Pebble block cache size in bytes (default 32 MiB). Pebble reserves the
+	// memtables in it (two of up to 16 MiB while ingesting: the one written and the one kept for
+	// reuse), so it bounds the store's memory outside the Go heap; what the memtables leave holds
+	// blocks read by queries.
 	CacheSize int64 `yaml:"cacheSize"`
 }
 

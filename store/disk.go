@@ -179,7 +179,7 @@ func (p *Pebble) noteFault(op, name string, err error) {
 // about as much, and up to MemTableStopWritesThreshold live plus one more recycled logs stay on
 // disk.
 func memTableSize(maxBytes int64) uint64 {
-	return uint64(min(max(maxBytes/64, 1<<20), 32<<20))
+	return uint64(min(max(maxBytes/64, 1<<20), 16<<20))
 }
 
 // Free space the store needs: writeReserve for ingest (room to flush the memtables and start a

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"math"
@@ -49,7 +50,11 @@ type Pebble struct {
 	window time.Duration
 	logger *slog.Logger
 	db     *pebble.DB
-	index  *lru.Cache[indexKey, aggregator.ObjectRef]
+	// index remembers the traces whose index entries were written, with the refHash of the
+	// object reference written: 8 bytes where the reference's seven strings took about 200 and
+	// kept the span's strings alive (about 480 bytes an entry in all against 160: 48 MB against
+	// 16 MB at the default IndexCacheSize).
+	index  *lru.Cache[indexKey, uint64]
 	bufs   sync.Pool
 	now    func() time.Time
 	failed atomic.Pointer[string] // set when Pebble reports a fatal error
@@ -96,7 +101,22 @@ type indexKey struct {
 
 type pendingRef struct {
 	key indexKey
-	ref aggregator.ObjectRef
+	ref uint64 // refHash of the object reference written
+}
+
+// refSeed keys refHash: random per process.
+var refSeed = maphash.MakeSeed()
+
+// refHash identifies an object reference in the index cache (a collision, 2^-64 for a
+// changed reference, would leave the trace's older reference in the object index).
+func refHash(r *aggregator.ObjectRef) uint64 {
+	var h maphash.Hash
+	h.SetSeed(refSeed)
+	for _, s := range [...]string{r.Cluster, r.Group, r.Version, r.Resource, r.Namespace, r.Name, r.UID} {
+		_, _ = h.WriteString(s)
+		_ = h.WriteByte(0)
+	}
+	return h.Sum64()
 }
 
 // encoder holds the scratch buffers of one Export call.
@@ -145,7 +165,7 @@ func openPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 	cfg = cfg.WithDefaults()
 	p := &Pebble{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
 	p.bufs.New = func() any { return &encoder{} }
-	index, err := lru.New[indexKey, aggregator.ObjectRef](max(cfg.IndexCacheSize, 1))
+	index, err := lru.New[indexKey, uint64](max(cfg.IndexCacheSize, 1))
 	if err != nil {
 		return nil, fmt.Errorf("open store: index cache: %w", err)
 	}
@@ -191,10 +211,12 @@ func (p *Pebble) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 		Cache:              cache,
 		FormatMajorVersion: pebble.FormatNewest,
 		ReadOnly:           readOnly,
-		// Spans are written once and read rarely: a larger memtable (up to 32 MiB; the default
+		// Spans are written once and read rarely: a larger memtable (up to 16 MiB; the default
 		// is 4 MiB) flushes less often, which roughly halves the compaction work under a steady
-		// ingest. The write-ahead logs and the write reserve grow with it, so it shrinks with
-		// MaxBytes.
+		// ingest. Pebble keeps two of them resident (the one written and one kept for reuse),
+		// allocated outside the Go heap and reserved in the block cache: 32 MiB memtables held
+		// 64 MiB of the process's RSS. The write-ahead logs and the write reserve grow with it,
+		// so it shrinks with MaxBytes.
 		MemTableSize:                p.memSize,
 		MemTableStopWritesThreshold: 3,
 		L0CompactionThreshold:       4,
@@ -431,7 +453,6 @@ func (p *Pebble) readable() error {
 func (p *Pebble) write(spans []*aggregator.Span) error {
 	enc := p.bufs.Get().(*encoder)
 	defer func() {
-		clear(enc.pend) // drop references to span strings
 		enc.pend = enc.pend[:0]
 		p.bufs.Put(enc)
 	}()
@@ -464,20 +485,24 @@ func (p *Pebble) write(spans []*aggregator.Span) error {
 func (p *Pebble) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
 	ik := indexKey{tid: sp.TraceID, window: w}
 	isObject := sp.Kind == aggregator.KindObject
+	var h uint64
+	if isObject {
+		h = refHash(&sp.Object)
+	}
 	for i := range enc.pend {
 		if enc.pend[i].key == ik {
-			if !isObject || enc.pend[i].ref == sp.Object {
+			if !isObject || enc.pend[i].ref == h {
 				return nil
 			}
-			enc.pend[i].ref = sp.Object
+			enc.pend[i].ref = h
 			return p.setObjectRef(b, enc, sp, w)
 		}
 	}
 	if ref, ok := p.index.Get(ik); ok {
-		if !isObject || ref == sp.Object {
+		if !isObject || ref == h {
 			return nil
 		}
-		enc.pend = append(enc.pend, pendingRef{key: ik, ref: sp.Object})
+		enc.pend = append(enc.pend, pendingRef{key: ik, ref: h})
 		return p.setObjectRef(b, enc, sp, w)
 	}
 	if !isObject {
@@ -490,7 +515,7 @@ func (p *Pebble) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, 
 			ref, derr := decodeRefValue(v)
 			_ = closer.Close()
 			if derr == nil {
-				enc.pend = append(enc.pend, pendingRef{key: ik, ref: ref})
+				enc.pend = append(enc.pend, pendingRef{key: ik, ref: refHash(&ref)})
 				return nil
 			}
 			// A corrupt entry is rewritten below.
@@ -498,7 +523,10 @@ func (p *Pebble) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, 
 			return fmt.Errorf("read object index: %w", err)
 		}
 	}
-	enc.pend = append(enc.pend, pendingRef{key: ik, ref: sp.Object})
+	if !isObject {
+		h = refHash(&sp.Object)
+	}
+	enc.pend = append(enc.pend, pendingRef{key: ik, ref: h})
 	if err := p.setObjectRef(b, enc, sp, w); err != nil {
 		return err
 	}

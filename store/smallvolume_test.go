@@ -158,7 +158,7 @@ func TestPebbleMaxBytesFitsFilesystem(t *testing.T) {
 		{name: "default on a large volume full of other files", size: 100 * gib, other: 95 * gib, warn: "leaves too little free space", wantMin: DefaultMaxBytes, wantMx: DefaultMaxBytes},
 		{name: "default on a volume that fits only the minimum", size: 80 * mib, warn: "default does not fit", wantMin: MinMaxBytes, wantMx: MinMaxBytes},
 		{name: "default on a volume too small", size: 70 * mib, err: "the 70 MiB filesystem is too small for the store: it needs at least 72 MiB"},
-		{name: "set, larger than the volume", maxBytes: 10 * gib, size: 256 * mib, err: "maxBytes 10.0 GiB does not fit the 256 MiB filesystem (with 144 MiB kept free for writes): set maxBytes to at most"},
+		{name: "set, larger than the volume", maxBytes: 10 * gib, size: 256 * mib, err: "maxBytes 10.0 GiB does not fit the 256 MiB filesystem (with 80 MiB kept free for writes): set maxBytes to at most"},
 		{name: "set, fills the volume", maxBytes: 250 * mib, size: 256 * mib, err: "set maxBytes to at most 245366784 (234 MiB)"},
 		{name: "set, little free space left", maxBytes: 192 * mib, size: 256 * mib, warn: "leaves too little free space", wantMin: 192 * mib, wantMx: 192 * mib},
 		{name: "set, other files take the space", maxBytes: 512 * mib, size: gib, other: 700 * mib, warn: "leaves too little free space", wantMin: 512 * mib, wantMx: 512 * mib},
