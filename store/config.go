@@ -73,9 +73,9 @@ type PebbleConfig struct {
 	// were already written (default 100,000).
 	IndexCacheSize int `yaml:"indexCacheSize"`
 	// CacheSize is the Pebble block cache size in bytes (default 32 MiB). Pebble reserves the
-	// memtables in it (two of up to 16 MiB while ingesting: the one written and the one kept for
-	// reuse), so it bounds the store's memory outside the Go heap; what the memtables leave holds
-	// blocks read by queries.
+	// memtables in it (usually two of up to 16 MiB while ingesting: the one written and the one
+	// kept for reuse; three while a flush is slow), so with the defaults the store's memory
+	// outside the Go heap stays near it; what the memtables leave holds blocks read by queries.
 	CacheSize int64 `yaml:"cacheSize"`
 }
 
