@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // largeConfigMap is a ConfigMap of about size bytes, at resourceVersion rv.
@@ -33,21 +33,7 @@ func largeConfigMap(name, rv string, size int) []byte {
 
 func evictionsByReason(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "kelemetry.diff.stream.evictions" {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				v, _ := dp.Attributes.Value("reason")
-				out[v.AsString()] += dp.Value
-			}
-		}
-	}
-	return out
+	return telemetrytest.Int64By(t, reader, "kelemetry.diff.stream.evictions", "reason")
 }
 
 func TestStreamCacheBoundedByBytes(t *testing.T) {

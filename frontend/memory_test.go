@@ -13,30 +13,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // rejectedByReason sums kelemetry.frontend.queries.rejected by its reason attribute.
 func rejectedByReason(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "kelemetry.frontend.queries.rejected" {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				reason, _ := dp.Attributes.Value("reason")
-				out[reason.AsString()] += dp.Value
-			}
-		}
-	}
-	return out
+	return telemetrytest.Int64By(t, r, "kelemetry.frontend.queries.rejected", "reason")
 }
 
 // While running queries hold the memory budget, every heavy request of the Jaeger, UI and

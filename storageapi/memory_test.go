@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // serveWith runs a Server over e on an in-memory gRPC connection with the server options.
@@ -71,19 +71,7 @@ func TestMemoryBudgetIsResourceExhausted(t *testing.T) {
 	_, err = c.deps.GetDependencies(ctxT(t), &storagev2.GetDependenciesRequest{})
 	assert.Equal(t, codes.ResourceExhausted, code(err), "%v", err)
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, metrics.Collect(context.Background(), &rm))
-	rejected := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == "kelemetry.storageapi.queries.rejected" {
-				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					reason, _ := dp.Attributes.Value("reason")
-					rejected[reason.AsString()] += dp.Value
-				}
-			}
-		}
-	}
+	rejected := telemetrytest.Int64By(t, metrics, "kelemetry.storageapi.queries.rejected", "reason")
 	assert.Equal(t, map[string]int64{"memory": 4}, rejected)
 
 	release()

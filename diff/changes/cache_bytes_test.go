@@ -1,16 +1,15 @@
 package changes
 
 import (
-	"context"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // TestCacheBoundedByBytesWithLargeObjects keeps the change cache within MaxBytes when every
@@ -36,18 +35,6 @@ func TestCacheBoundedByBytesWithLargeObjects(t *testing.T) {
 	_, ok = cache.Get(podKey("huge", "1"))
 	assert.False(t, ok)
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	byReason := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == "kelemetry.diff.informer.cache.evictions" {
-				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					v, _ := dp.Attributes.Value("reason")
-					byReason[v.AsString()] += dp.Value
-				}
-			}
-		}
-	}
+	byReason := telemetrytest.Int64By(t, reader, "kelemetry.diff.informer.cache.evictions", "reason")
 	assert.Equal(t, int64(100-cache.Len()+1), byReason["bytes"])
 }

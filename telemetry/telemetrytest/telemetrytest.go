@@ -17,9 +17,24 @@ import (
 // type.
 func Int64(t testing.TB, r *sdkmetric.ManualReader, name, key, value string) int64 {
 	t.Helper()
+	if key == "" {
+		var total int64
+		for _, v := range Int64By(t, r, name, "") {
+			total += v
+		}
+		return total
+	}
+	return Int64By(t, r, name, key)[value]
+}
+
+// Int64By collects r and returns the sums of the points of the int64 sum or gauge name by the
+// value of their attribute key (an empty key: every point under ""). It fails the test for a
+// metric of another type.
+func Int64By(t testing.TB, r *sdkmetric.ManualReader, name, key string) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, r.Collect(context.Background(), &rm))
-	var total int64
+	out := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if m.Name != name {
@@ -35,11 +50,14 @@ func Int64(t testing.TB, r *sdkmetric.ManualReader, name, key, value string) int
 				t.Fatalf("metric %s has data %T", name, m.Data)
 			}
 			for _, p := range points {
-				if v, _ := p.Attributes.Value(attribute.Key(key)); key == "" || v.AsString() == value {
-					total += p.Value
+				var v string
+				if key != "" {
+					a, _ := p.Attributes.Value(attribute.Key(key))
+					v = a.AsString()
 				}
+				out[v] += p.Value
 			}
 		}
 	}
-	return total
+	return out
 }
