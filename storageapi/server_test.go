@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,15 +17,12 @@ import (
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/frontendtest"
-	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -50,21 +46,7 @@ type clients struct {
 // serve runs a Server over e on an in-memory gRPC connection.
 func serve(t *testing.T, e *frontend.Engine) clients {
 	t.Helper()
-	ln := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	storageapi.NewServer(e, telemetry.Settings{}).Register(g)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Serve(ln) }()
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		conn.Close()
-		g.Stop()
-		<-served
-	})
-	return clients{storagev2.NewTraceReaderClient(conn), storagev2.NewDependencyReaderClient(conn)}
+	return serveWith(t, e, telemetry.Settings{})
 }
 
 func ctxT(t *testing.T) context.Context {
