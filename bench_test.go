@@ -139,6 +139,6 @@ func BenchmarkEndToEndMemory(b *testing.B) {
 func BenchmarkEndToEndPebble(b *testing.B) {
 	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
-	b.Cleanup(func() { _ = st.Close() })
+	b.Cleanup(func() { _ = st.Stop(context.Background()) })
 	benchmarkEndToEnd(b, st)
 }

@@ -127,7 +127,7 @@ func BenchmarkEndToEndNATS(b *testing.B) {
 func BenchmarkEndToEndNATSPebble(b *testing.B) {
 	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
-	b.Cleanup(func() { _ = st.Close() })
+	b.Cleanup(func() { _ = st.Stop(context.Background()) })
 	benchmarkEndToEndNATS(b, st)
 }
 

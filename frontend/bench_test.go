@@ -54,7 +54,7 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 	b.Run("embedded", func(b *testing.B) {
 		st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
 		require.NoError(b, err)
-		b.Cleanup(func() { _ = st.Close() })
+		b.Cleanup(func() { _ = st.Stop(context.Background()) })
 		for _, spans := range deployment1000Pods() {
 			require.NoError(b, st.Export(ctx, spans))
 		}
@@ -71,11 +71,10 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 			n += len(spans)
 		}
 		require.NoError(b, w.Stop(ctx))
-		require.NoError(b, w.Close())
 		open := func(b *testing.B) *store.Jaeger {
 			r, err := store.OpenJaeger(ctx, store.JaegerConfig{Endpoint: remote}, 0, telemetry.Settings{})
 			require.NoError(b, err)
-			b.Cleanup(func() { _ = r.Close() })
+			b.Cleanup(func() { _ = r.Stop(context.Background()) })
 			return r
 		}
 		// cold: each query on a new reader (an empty cache); cached: one reader for all queries.
@@ -93,7 +92,7 @@ func BenchmarkDeployment10000Pods(b *testing.B) {
 	ctx := context.Background()
 	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
-	b.Cleanup(func() { _ = st.Close() })
+	b.Cleanup(func() { _ = st.Stop(context.Background()) })
 	for _, spans := range deploymentPods(10000) {
 		require.NoError(b, st.Export(ctx, spans))
 	}

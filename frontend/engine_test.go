@@ -331,11 +331,11 @@ func TestIDsSurviveRestart(t *testing.T) {
 	before := traces(t, u)
 	require.Len(t, before, 1)
 	srv.Close()
-	require.NoError(t, st.Close())
+	require.NoError(t, st.Stop(ctx))
 
 	st, err = store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	t.Cleanup(func() { _ = st.Stop(context.Background()) })
 	_, srv = newAPI(t, st)
 	after := traces(t, srv.URL+"/api/traces/"+before[0].TraceID)
 	require.Len(t, after, 1)

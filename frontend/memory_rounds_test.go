@@ -50,10 +50,10 @@ func heavyPebble(t *testing.T, pods int) store.Reader {
 	}
 	require.NoError(t, st.Export(ctx, w.spans))
 	// Opened again, without the buffers of the writes (Pebble keeps some tens of MiB of them).
-	require.NoError(t, st.Close())
+	require.NoError(t, st.Stop(ctx))
 	st, err = store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	t.Cleanup(func() { _ = st.Stop(context.Background()) })
 	return st
 }
 

@@ -621,13 +621,13 @@ func (p *Pebble) closeDB(flush bool) error {
 	return errors.Join(errs...)
 }
 
-// Shutdown stops retention and recovery and closes the store, within ctx: on a failing disk a
-// close may hang, and then Shutdown returns ctx's error while the close goes on in the
-// background.
-func (p *Pebble) Shutdown(ctx context.Context) error {
-	stopErr := p.Stop(ctx)
+// Stop implements Store: it stops retention and recovery and closes the store (see close),
+// within ctx: on a failing disk a close may hang, and then Stop returns ctx's error while the
+// close goes on in the background. Later calls return nil.
+func (p *Pebble) Stop(ctx context.Context) error {
+	stopErr := p.stopRetention(ctx)
 	done := make(chan error, 1)
-	go func() { done <- p.Close() }()
+	go func() { done <- p.close() }()
 	select {
 	case err := <-done:
 		return errors.Join(stopErr, err)

@@ -100,7 +100,7 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 		require.NoError(t, p.Export(ctx, []*aggregator.Span{&newer}))
 		require.NoError(t, p.db.Set(appendSpanKey(nil, w, tid, old.SpanID), v1, pebble.Sync))
 		require.NoError(t, p.db.Set(versionKey, []byte(schemaVersionV1), pebble.Sync))
-		require.NoError(t, p.Close())
+		require.NoError(t, p.close())
 	}
 	version := func(p *Pebble) string {
 		v, closer, err := p.db.Get(versionKey)
@@ -125,7 +125,7 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	p := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
 	readBoth(p)
 	assert.Equal(t, schemaVersion, version(p))
-	require.NoError(t, p.Close())
+	require.NoError(t, p.close())
 
 	dir = t.TempDir()
 	writeV1(dir)
@@ -141,12 +141,12 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	require.NoError(t, p.Health(ctx))
 	assert.Equal(t, schemaVersion, version(p))
 	readBoth(p)
-	require.NoError(t, p.Close())
+	require.NoError(t, p.close())
 
 	dir = t.TempDir()
 	p = openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
 	require.NoError(t, p.db.Set(versionKey, []byte("3"), pebble.Sync))
-	require.NoError(t, p.Close())
+	require.NoError(t, p.close())
 	_, err = OpenPebble(ctx, PebbleConfig{Dir: dir}, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `schema version "3"`)

@@ -12,7 +12,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	s := store.NewMemory(store.MemoryConfig{}, 0) // or store.OpenPebble for a persistent store
-	defer s.Close()
+	defer func() { _ = s.Stop(ctx) }()
 
 	obj := aggregator.ObjectRef{Cluster: "prod", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "shop", Name: "web"}
 	window := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)

@@ -135,7 +135,7 @@ func openFaultPebble(t *testing.T, cfg PebbleConfig, fs vfs.FS) *Pebble {
 	}
 	p, err := openPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}, fs)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() { _ = p.close() })
 	return p
 }
 
@@ -256,7 +256,7 @@ func TestPebbleOpenOnFaultyDisk(t *testing.T) {
 			obj := ref("c", "", "pods", "ns", "p")
 			first := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
 			require.NoError(t, first.Export(ctx, windowSpans(obj, t0, 10, 1024)))
-			require.NoError(t, first.Close())
+			require.NoError(t, first.close())
 
 			ffs := newFaultFS()
 			fault := tc.fault(ffs)
@@ -280,14 +280,14 @@ func TestPebbleOpenOnFaultyDisk(t *testing.T) {
 	}
 }
 
-// Shutdown of a store whose writes hang (a stalled disk) ends within its deadline.
+// Stop of a store whose writes hang (a stalled disk) ends within its deadline.
 func TestPebbleShutdownBoundedOnStuckStore(t *testing.T) {
 	p := openTestPebble(t, PebbleConfig{}, nil)
 	p.mu.RLock() // a write stuck inside Pebble holds the lock
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := p.Shutdown(ctx)
+	err := p.Stop(ctx)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second)
 	p.mu.RUnlock() // the write ends: the close finishes in the background
@@ -325,6 +325,6 @@ func TestPebbleCommitPanicIsRecovered(t *testing.T) {
 	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable, "no reopen of a stuck database")
 
 	db := p.db
-	require.NoError(t, p.Close(), "Close leaves the stuck database alone")
+	require.NoError(t, p.close(), "Close leaves the stuck database alone")
 	require.NoError(t, db.Close(), "(the test closes it: this one is not really stuck)")
 }

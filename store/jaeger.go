@@ -173,6 +173,7 @@ type Jaeger struct {
 	dups      metric.Int64Counter
 	truncated metric.Int64Counter
 	cacheReg  metric.Registration
+	stopOnce  sync.Once
 }
 
 type clusterWindow struct {
@@ -273,7 +274,7 @@ func (t *tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (t *tokenFile) RequireTransportSecurity() bool { return t.secure }
 
-// Start starts the writer.
+// Start implements Store: it starts the writer.
 func (j *Jaeger) Start(ctx context.Context) error {
 	if j.sink == nil {
 		return nil
@@ -281,21 +282,20 @@ func (j *Jaeger) Start(ctx context.Context) error {
 	return j.sink.Start(ctx)
 }
 
-// Stop flushes the writer within ctx.
+// Stop implements Store: it flushes the writer within ctx and closes the connection to the
+// backend. Later calls return nil.
 func (j *Jaeger) Stop(ctx context.Context) error {
-	if j.sink == nil {
-		return nil
+	var errs []error
+	if j.sink != nil {
+		errs = append(errs, j.sink.Stop(ctx))
 	}
-	return j.sink.Stop(ctx)
-}
-
-// Close closes the connection to the backend (Stop flushes writes first).
-func (j *Jaeger) Close() error {
-	j.cacheReg.Unregister() //nolint:errcheck // best effort
-	if err := j.conn.Close(); err != nil {
-		return fmt.Errorf("store: close jaeger connection: %w", err)
-	}
-	return nil
+	j.stopOnce.Do(func() {
+		j.cacheReg.Unregister() //nolint:errcheck // best effort
+		if err := j.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close jaeger connection: %w", err))
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // Health reports the writer's state (busy while its queue is nearly full).

@@ -47,7 +47,6 @@ func openJaegerTest(t *testing.T, f *jaegertest.Backend, mutate func(*JaegerConf
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = j.Stop(ctx)
-		_ = j.Close()
 	})
 	return &jaegerTestStore{Jaeger: j, f: f}
 }

@@ -41,7 +41,7 @@ func TestPebbleMaxBytesBoundsDisk(t *testing.T) {
 	p, err := openPebble(ctx, PebbleConfig{Dir: dir, MaxBytes: limit, MaxAge: 365 * 24 * time.Hour},
 		0, telemetry.Settings{Logger: slog.New(errs), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}, vfs.Default)
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	t.Cleanup(func() { assert.NoError(t, p.close()) })
 	obj := ref("c", "", "pods", "ns", "p")
 
 	var peak uint64

@@ -297,5 +297,8 @@ func (m *Memory) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.
 	return out, nil
 }
 
-// Close implements Store; the data stays readable.
-func (m *Memory) Close() error { return nil }
+// Start implements Store: the memory store has no background work.
+func (m *Memory) Start(context.Context) error { return nil }
+
+// Stop implements Store; the data stays readable.
+func (m *Memory) Stop(context.Context) error { return nil }

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"go.uber.org/fx"
 
@@ -11,9 +9,8 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Open opens the store cfg chooses, for traces of window length w. An embedded store must be
-// started (retention) and closed; Start, Stop and Close of the returned Lifecycle do that for
-// either backend.
+// Open opens the store cfg chooses, for traces of window length w. Whatever the backend, the
+// store is then started and stopped as Store says.
 func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Settings) (Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -49,21 +46,7 @@ func New(p Params) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch st := s.(type) {
-	case *Pebble:
-		p.Lifecycle.Append(fx.StartStopHook(st.Start, st.Shutdown))
-	case *Jaeger:
-		p.Lifecycle.Append(fx.StartStopHook(st.Start, func(ctx context.Context) error {
-			return errors.Join(st.Stop(ctx), st.Close())
-		}))
-	default:
-		p.Lifecycle.Append(fx.StopHook(func() error {
-			if err := s.Close(); err != nil {
-				return fmt.Errorf("close store: %w", err)
-			}
-			return nil
-		}))
-	}
+	p.Lifecycle.Append(fx.StartStopHook(s.Start, s.Stop))
 	return s, nil
 }
 

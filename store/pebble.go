@@ -1104,11 +1104,11 @@ func (p *Pebble) scan(ctx context.Context, lower, upper []byte, fn func(*pebble.
 	return nil
 }
 
-// Close stops retention, flushes the memtable and closes the database. Later calls return nil;
+// close stops retention, flushes the memtable and closes the database. Later calls return nil;
 // other methods return ErrClosed afterwards. On a full or failing disk the memtable is not
-// flushed (see disk.go); Shutdown bounds the time Close may take.
-func (p *Pebble) Close() error {
-	stopErr := p.Stop(context.Background())
+// flushed (see disk.go); Stop bounds the time close may take.
+func (p *Pebble) close() error {
+	stopErr := p.stopRetention(context.Background())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

@@ -38,7 +38,7 @@ func openTestPebble(t testing.TB, cfg PebbleConfig, mp *sdkmetric.MeterProvider)
 		p, err = OpenPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler), MeterProvider: mp})
 	}
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	t.Cleanup(func() { assert.NoError(t, p.close()) })
 	return p
 }
 
@@ -60,8 +60,8 @@ func TestPebbleReopenKeepsData(t *testing.T) {
 	p, err := OpenPebble(ctx, PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{root, ev}))
-	require.NoError(t, p.Close())
-	require.NoError(t, p.Close(), "second close")
+	require.NoError(t, p.close())
+	require.NoError(t, p.close(), "second close")
 	_, err = p.GetTrace(ctx, root.TraceID)
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, p.Export(ctx, []*aggregator.Span{ev}), ErrClosed)
@@ -110,13 +110,15 @@ func TestPebbleConfig(t *testing.T) {
 func TestPebbleStartStop(t *testing.T) {
 	ctx := context.Background()
 	p := openTestPebble(t, PebbleConfig{CheckInterval: time.Millisecond}, nil)
-	require.NoError(t, p.Stop(ctx), "stop without start")
+	require.NoError(t, p.stopRetention(ctx), "stop without start")
 	require.NoError(t, p.Start(ctx))
 	require.NoError(t, p.Start(ctx), "second start")
-	require.NoError(t, p.Stop(ctx))
-	require.NoError(t, p.Stop(ctx), "second stop")
+	require.NoError(t, p.stopRetention(ctx))
+	require.NoError(t, p.stopRetention(ctx), "second stop")
 	require.NoError(t, p.Start(ctx), "restart")
-	// Close stops the loop.
+	require.NoError(t, p.Stop(ctx), "Stop ends the loop and closes the store")
+	require.NoError(t, p.Stop(ctx), "second Stop")
+	require.ErrorIs(t, p.Start(ctx), ErrClosed, "no start after Stop")
 }
 
 // windowSpans writes n event spans of about size bytes each (incompressible) into one object's
@@ -344,7 +346,7 @@ func TestPebbleLockHolder(t *testing.T) {
 	}
 	p, err := OpenPebble(context.Background(), PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
-	defer p.Close()
+	defer p.close()
 	fmt.Println("holding")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
@@ -458,7 +460,7 @@ func TestPebbleFindExact(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got[0].Windows, 1)
 	assert.Equal(t, "new", got[0].Object.UID)
-	require.NoError(t, p.Close())
+	require.NoError(t, p.close())
 	_, err = p.FindExact(ctx, []aggregator.ObjectKey{one}, t0, t0.Add(3*win))
 	assert.ErrorIs(t, err, ErrClosed)
 }

@@ -115,7 +115,7 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 	assert.Len(t, got, 5)
 
 	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 10, 3, 1024)[1:]))
-	require.NoError(t, p.Close())
+	require.NoError(t, p.close())
 	q := openTestPebble(t, PebbleConfig{Dir: dir}, nil)
 	got, err = q.GetTrace(ctx, tid)
 	require.NoError(t, err)
@@ -150,7 +150,7 @@ func TestPebbleCloseReportsUncommittedSpans(t *testing.T) {
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 2, 16)))
 	msg := "injected fatal error"
 	p.failed.Store(&msg)
-	err := p.Close()
+	err := p.close()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "3 pending spans not committed")
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/kelemetry/kelemetry/internal/loop"
 )
 
-// Start runs the retention loop in the background: one check at once, then one per
-// CheckInterval. It does not block; calling it again while running does nothing. After Stop it
-// starts a new loop.
+// Start implements Store: it runs the retention loop in the background: one check at once,
+// then one per CheckInterval. It does not block; calling it again while running does nothing.
+// A stopped store returns ErrClosed.
 func (p *Pebble) Start(_ context.Context) error {
 	p.loopMu.Lock()
 	defer p.loopMu.Unlock()
@@ -33,8 +33,9 @@ func (p *Pebble) Start(_ context.Context) error {
 	return nil
 }
 
-// Stop ends the retention loop and waits for it, or for ctx. It is safe without Start.
-func (p *Pebble) Stop(ctx context.Context) error {
+// stopRetention ends the retention loop and waits for it, or for ctx. It is safe without
+// Start; Start runs a new loop afterwards.
+func (p *Pebble) stopRetention(ctx context.Context) error {
 	p.loopMu.Lock()
 	g := p.retention
 	p.retention = nil

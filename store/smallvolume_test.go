@@ -130,7 +130,7 @@ func openVolumePebble(t *testing.T, cfg PebbleConfig, fs *smallVolumeFS, logs *l
 	cfg.Dir = fs.dir
 	p, err := openPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(logs)}, fs)
 	if err == nil {
-		t.Cleanup(func() { _ = p.Close() })
+		t.Cleanup(func() { _ = p.close() })
 	}
 	return p, err
 }
@@ -331,7 +331,7 @@ func TestPebbleMeasureSmallVolume(t *testing.T) {
 	p, err := openPebble(ctx, PebbleConfig{Dir: dir, MaxAge: 365 * 24 * time.Hour, MaxBytes: maxBytes}, 0,
 		telemetry.Settings{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, vfs.Default)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() { _ = p.close() })
 	clock := fakeClock(p, t0)
 	start := time.Now()
 	var peak atomic.Uint64 // the most the filesystem held, sampled every 2 ms

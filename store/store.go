@@ -100,11 +100,16 @@ type ExactFinder interface {
 	FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]ObjectWindows, error)
 }
 
-// Store is a sink that can be read back.
+// Store is a sink that can be read back, with one lifecycle for every backend. Start begins
+// the background work of the store (the retention of the embedded store, the writer of the
+// jaeger backend) and returns at once. Stop ends it: it waits for that work, commits or flushes
+// what Export accepted, and closes the store, giving up waiting when ctx ends. Stop is safe
+// without Start and more than once; a stopped store is not started again.
 type Store interface {
 	aggregator.Sink
 	Reader
-	Close() error
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
 }
 
 var (

@@ -194,7 +194,7 @@ func storedEventSpans(t *testing.T, dataDir string) map[string]map[string]bool {
 	ctx := context.Background()
 	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: dataDir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
-	defer st.Close()
+	defer st.Stop(context.Background()) //nolint:errcheck // the test ends
 	objs, err := st.FindObjects(ctx, store.ObjectQuery{Limit: 1 << 20})
 	require.NoError(t, err)
 	var ws []store.ObjectWindow

@@ -96,7 +96,7 @@ func newServer(t *testing.T, queue audit.QueueConfig, delay time.Duration) *serv
 	t.Cleanup(func() {
 		_ = q.Stop(ctx)
 		_ = engine.Stop(ctx)
-		_ = st.Close()
+		_ = st.Stop(context.Background())
 		_ = prom.Shutdown(ctx)
 	})
 	return s

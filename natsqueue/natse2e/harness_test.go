@@ -392,7 +392,7 @@ func readStored(t *testing.T, j jaegerProc) stored {
 	defer cancel()
 	st, err := store.OpenJaeger(ctx, store.JaegerConfig{Endpoint: j.remote, CacheTTL: time.Nanosecond, SearchDepth: 500_000}, 0, telemetry.Settings{})
 	require.NoError(t, err)
-	defer st.Close()
+	defer st.Stop(context.Background()) //nolint:errcheck // the test ends
 	objs, err := st.FindObjects(ctx, store.ObjectQuery{Limit: 1 << 20})
 	require.NoError(t, err)
 	var ws []store.ObjectWindow
