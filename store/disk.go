@@ -14,15 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/kelemetry/kelemetry/aggregator"
 )
-
-// ErrUnavailable is wrapped by the errors of writes the embedded store refuses while its disk is
-// full or failing. Reads keep working meanwhile, and the store recovers by itself: callers retry
-// later. Health reports the same condition. It wraps aggregator.ErrSinkUnavailable, so that the
-// audit consumer retries.
-var ErrUnavailable = fmt.Errorf("store unavailable: %w", aggregator.ErrSinkUnavailable)
 
 // MinMaxBytes is the smallest PebbleConfig.MaxBytes Validate accepts: below it the write-ahead
 // log and the other fixed files take most of the room.

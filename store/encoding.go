@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // Span encoding, version 2. All integers are varints; strings are a uvarint length and the bytes.
@@ -407,8 +407,6 @@ func (d *decoder) attrs() aggregator.Attrs {
 	return attrs
 }
 
-func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
-
 // decodeSpan decodes an encoding made by appendSpan.
 func decodeSpan(data []byte) (*aggregator.Span, error) {
 	sp := &aggregator.Span{}
@@ -466,14 +464,14 @@ func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 	var base int64
 	if flags&flagNoWindow == 0 {
 		base = d.varint()
-		sp.Window = unixTime(base)
+		sp.Window = query.UnixTime(base)
 	}
 	if flags&flagNoStart == 0 {
 		base += d.varint()
-		sp.Start = unixTime(base)
+		sp.Start = query.UnixTime(base)
 	}
 	if flags&flagNoEnd == 0 {
-		sp.End = unixTime(base + d.varint())
+		sp.End = query.UnixTime(base + d.varint())
 	}
 	sp.Attributes = d.attrs()
 	if n := d.count(4); n > 0 {
@@ -485,7 +483,7 @@ func decodeSpanWith(sp *aggregator.Span, data string, ar *spanArena) error {
 		for i := range sp.Logs {
 			l := &sp.Logs[i]
 			if d.byte() != 0 {
-				l.Time = unixTime(base + d.varint())
+				l.Time = query.UnixTime(base + d.varint())
 			}
 			l.Type = d.name()
 			l.Message = d.string()

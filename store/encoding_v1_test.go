@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -89,7 +90,7 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	ctx := context.Background()
 	old := v1Span()
 	tid := old.TraceID
-	w := windowNanos(old)
+	w := query.WindowNanos(old)
 	v1, err := hex.DecodeString(v1Encoded)
 	require.NoError(t, err)
 	writeV1 := func(dir string) {

@@ -28,6 +28,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -329,7 +330,7 @@ func (j *Jaeger) Export(ctx context.Context, spans []*aggregator.Span) error {
 	var marks []clusterWindow
 	batch := spans
 	for _, sp := range spans {
-		cw := clusterWindow{cluster: sp.Object.Cluster, window: windowNanos(sp)}
+		cw := clusterWindow{cluster: sp.Object.Cluster, window: query.WindowNanos(sp)}
 		if cw.cluster == "" || j.marked.Contains(cw) || slices.Contains(marks, cw) {
 			continue
 		}

@@ -12,15 +12,17 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/store/internal/query"
+	"github.com/kelemetry/kelemetry/store/internal/storetest"
 	"github.com/kelemetry/kelemetry/store/jaegertest"
 )
 
 func TestJaeger(t *testing.T) {
-	testStore(t, func(t *testing.T) Store { return openJaegerTest(t, jaegertest.New(t), nil) })
+	storetest.Run(t, func(t *testing.T) storetest.Store { return openJaegerTest(t, jaegertest.New(t), nil) }, jaegerLimits)
 }
 
 func TestJaegerSearch(t *testing.T) {
-	testSearch(t, func(t *testing.T) Store { return openJaegerTest(t, jaegertest.New(t), nil) })
+	storetest.RunSearch(t, func(t *testing.T) storetest.Store { return openJaegerTest(t, jaegertest.New(t), nil) }, jaegerLimits)
 }
 
 // Several replicas write the same object and link spans, and a repeated Kubernetes Event
@@ -166,7 +168,7 @@ func TestJaegerFindExact(t *testing.T) {
 	assert.LessOrEqual(t, f.Calls("GetTraces")-before, 400/64+1, "batched")
 	assert.Zero(t, f.Calls("FindTraceIDs"))
 	for i, k := range keys {
-		want, err := s.FindObjects(ctx, exactQuery(k, t0, t0.Add(3*win)))
+		want, err := s.FindObjects(ctx, query.Exact(k, t0, t0.Add(3*win)))
 		require.NoError(t, err)
 		if i%2 == 1 {
 			assert.Empty(t, want)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // fromOTLP turns a span the OTLP sink wrote (see package otlpsink) back into the aggregator's
@@ -201,6 +202,6 @@ func (t *traceSpans) sorted(id trace.TraceID) []*aggregator.Span {
 	for _, sp := range spans {
 		out = append(out, sp)
 	}
-	slices.SortFunc(out, spanLess)
+	slices.SortFunc(out, query.SpanLess)
 	return out
 }

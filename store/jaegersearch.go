@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // servicesTTL is how long the backend's service list is reused.
@@ -21,8 +22,8 @@ const servicesTTL = 30 * time.Second
 // (no search); otherwise the object spans (or, with q.Attributes, the event spans) are searched by
 // attributes, and each object found is named by reading its newest window.
 func (j *Jaeger) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
-	m := newMatcher(q, j.window)
-	if q.Exact && m.hasFrom && m.hasTo {
+	m := query.NewMatcher(q, j.window)
+	if q.Exact && m.HasFrom && m.HasTo {
 		first := aggregator.WindowStart(q.From, j.window)
 		if n := q.To.Sub(first)/j.window + 1; n <= time.Duration(j.cfg.ProbeWindows) {
 			return j.probe(ctx, &m, first)
@@ -39,7 +40,7 @@ func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 	first := aggregator.WindowStart(from, j.window)
 	if from.IsZero() || to.IsZero() || to.Sub(first)/j.window+1 > time.Duration(j.cfg.ProbeWindows) {
 		for i, k := range keys {
-			found, err := j.FindObjects(ctx, exactQuery(k, from, to))
+			found, err := j.FindObjects(ctx, query.Exact(k, from, to))
 			if err != nil {
 				return nil, err
 			}
@@ -52,9 +53,9 @@ func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 	var ws []ObjectWindow
 	var owner []int
 	for i, k := range keys {
-		m := newMatcher(exactQuery(k, from, to), j.window)
+		m := query.NewMatcher(query.Exact(k, from, to), j.window)
 		for w := first; !w.After(to); w = w.Add(j.window) {
-			if m.window(w.UnixNano()) {
+			if m.Window(w.UnixNano()) {
 				ws = append(ws, ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(k, w)})
 				owner = append(owner, i)
 			}
@@ -66,7 +67,7 @@ func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 	}
 	for n, spans := range traces {
 		i := owner[n]
-		ref, ok := TraceObject(spans)
+		ref, ok := query.TraceObject(spans)
 		if !ok || ref.Key() != keys[i] {
 			continue
 		}
@@ -76,17 +77,12 @@ func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 	return out, nil
 }
 
-func exactQuery(k aggregator.ObjectKey, from, to time.Time) ObjectQuery {
-	return ObjectQuery{Cluster: k.Cluster, Group: k.Group, Resource: k.Resource, Namespace: k.Namespace, Name: k.Name,
-		From: from, To: to, Limit: 1, Exact: true}
-}
-
-// probe reads the windows of one object (m.q names its key) from first to m.q.To.
-func (j *Jaeger) probe(ctx context.Context, m *matcher, first time.Time) ([]ObjectWindows, error) {
-	key := m.q.key()
+// probe reads the windows of one object (m.Q names its key) from first to m.Q.To.
+func (j *Jaeger) probe(ctx context.Context, m *query.Matcher, first time.Time) ([]ObjectWindows, error) {
+	key := m.Q.Key()
 	var ws []ObjectWindow
-	for w := first; !w.After(m.q.To); w = w.Add(j.window) {
-		if m.window(w.UnixNano()) {
+	for w := first; !w.After(m.Q.To); w = w.Add(j.window) {
+		if m.Window(w.UnixNano()) {
 			ws = append(ws, ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(key, w)})
 		}
 	}
@@ -110,31 +106,15 @@ func (j *Jaeger) probe(ctx context.Context, m *matcher, first time.Time) ([]Obje
 }
 
 // objectIn returns the object of one window's spans when they match m's attributes.
-func (j *Jaeger) objectIn(spans []*aggregator.Span, m *matcher) (aggregator.ObjectRef, bool) {
-	ref, ok := TraceObject(spans)
-	if !ok || !m.object(ref.Key()) {
+func (j *Jaeger) objectIn(spans []*aggregator.Span, m *query.Matcher) (aggregator.ObjectRef, bool) {
+	ref, ok := query.TraceObject(spans)
+	if !ok || !m.Object(ref.Key()) {
 		return ref, false
 	}
-	if len(m.q.Attributes) > 0 && !slices.ContainsFunc(spans, m.event) {
+	if len(m.Q.Attributes) > 0 && !slices.ContainsFunc(spans, m.Event) {
 		return ref, false
 	}
 	return ref, true
-}
-
-// TraceObject returns the object of one trace's spans: its object span's, else that of the first
-// span naming one. ok is false when no span names an object.
-func TraceObject(spans []*aggregator.Span) (ref aggregator.ObjectRef, ok bool) {
-	for _, sp := range spans {
-		if sp.Kind == aggregator.KindObject {
-			return sp.Object, true
-		}
-	}
-	for _, sp := range spans {
-		if sp.Object.Resource != "" && sp.Object.Name != "" {
-			return sp.Object, true
-		}
-	}
-	return aggregator.ObjectRef{}, false
 }
 
 // foundObject is the windows of one object a search found, before its key is known.
@@ -143,8 +123,8 @@ type foundObject struct {
 }
 
 // search finds objects by attributes.
-func (j *Jaeger) search(ctx context.Context, m *matcher) ([]ObjectWindows, error) {
-	q := &m.q
+func (j *Jaeger) search(ctx context.Context, m *query.Matcher) ([]ObjectWindows, error) {
+	q := &m.Q
 	services := []string{string(aggregator.KindObject)}
 	if len(q.Attributes) > 0 {
 		var err error
@@ -165,10 +145,10 @@ func (j *Jaeger) search(ctx context.Context, m *matcher) ([]ObjectWindows, error
 		attrs = append(attrs, stringKV(a.Key, a.Value))
 	}
 	from, to := time.Unix(0, 0), j.now().Add(DefaultMaxFutureSkew)
-	if m.hasTo {
+	if m.HasTo {
 		to = q.To
 	}
-	if m.hasFrom {
+	if m.HasFrom {
 		from = q.From
 		if len(q.Attributes) == 0 {
 			from = from.Add(-j.window) // object spans start at their window's start
@@ -204,7 +184,7 @@ func (j *Jaeger) search(ctx context.Context, m *matcher) ([]ObjectWindows, error
 			if oh, tw, ok := aggregator.ParseTraceID(id); ok {
 				gk, w = string(oh[:]), tw
 			}
-			if !m.window(w.UnixNano()) {
+			if !m.Window(w.UnixNano()) {
 				continue
 			}
 			g := groups[gk]
@@ -277,8 +257,8 @@ func (j *Jaeger) search(ctx context.Context, m *matcher) ([]ObjectWindows, error
 	slices.SortFunc(out, func(a, b ObjectWindows) int {
 		return cmp.Compare(a.Object.Key().String(), b.Object.Key().String())
 	})
-	if len(out) > m.limit() {
-		out = out[:m.limit()]
+	if len(out) > m.Limit() {
+		out = out[:m.Limit()]
 	}
 	return out, nil
 }

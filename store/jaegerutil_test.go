@@ -9,6 +9,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/store/internal/storetest"
 	"github.com/kelemetry/kelemetry/store/jaegertest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -78,12 +79,7 @@ func (s *jaegerTestStore) Export(ctx context.Context, spans []*aggregator.Span) 
 	return nil
 }
 
-// skipJaeger skips a shared store test that needs what the jaeger backend does not promise.
-func skipJaeger(t *testing.T, s Store, why string) {
-	t.Helper()
-	if _, ok := s.(*jaegerTestStore); ok {
-		t.Skip("jaeger backend: " + why)
-	}
-}
+// jaegerLimits is what the jaeger backend does not promise of the shared suites.
+var jaegerLimits = storetest.Limits{ObjectSpansOnly: true, NoPrefixScan: true}
 
 func otlpConfig(endpoint string) otlpsink.Config { return otlpsink.Config{Endpoint: endpoint} }

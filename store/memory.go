@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // Memory is an in-memory Store bounded by a number of spans. It is meant for tests and for runs
@@ -82,7 +83,7 @@ func (m *Memory) put(sp *aggregator.Span) {
 			return
 		}
 	}
-	w := windowNanos(sp)
+	w := query.WindowNanos(sp)
 	if tr != nil {
 		w = tr.window // a trace lives in one window
 	}
@@ -151,7 +152,7 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
-	match := newMatcher(q, m.length)
+	match := query.NewMatcher(q, m.length)
 	type found struct {
 		key string
 		ow  ObjectWindows
@@ -162,21 +163,21 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	objects := m.objects
 	if q.Exact {
 		objects = nil
-		if byTrace, ok := m.objects[q.key()]; ok {
-			objects = map[aggregator.ObjectKey]map[trace.TraceID]*memTrace{q.key(): byTrace}
+		if byTrace, ok := m.objects[q.Key()]; ok {
+			objects = map[aggregator.ObjectKey]map[trace.TraceID]*memTrace{q.Key(): byTrace}
 		}
 	}
 	for key, byTrace := range objects {
-		if !match.object(key) {
+		if !match.Object(key) {
 			continue
 		}
 		var newest *memTrace
 		var windows []ObjectWindow
 		for _, tr := range byTrace {
-			if !match.window(tr.window) || (len(q.Attributes) > 0 && !tr.hasEvent(&match)) {
+			if !match.Window(tr.window) || (len(q.Attributes) > 0 && !tr.hasEvent(&match)) {
 				continue
 			}
-			windows = append(windows, ObjectWindow{Window: unixTime(tr.window), TraceID: tr.id})
+			windows = append(windows, ObjectWindow{Window: query.UnixTime(tr.window), TraceID: tr.id})
 			if newest == nil || tr.window > newest.window {
 				newest = tr
 			}
@@ -188,8 +189,8 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	m.mu.RUnlock()
 
 	slices.SortFunc(all, func(a, b found) int { return strings.Compare(a.key, b.key) })
-	if len(all) > match.limit() {
-		all = all[:match.limit()]
+	if len(all) > match.Limit() {
+		all = all[:match.Limit()]
 	}
 	out := make([]ObjectWindows, len(all))
 	for i := range all {
@@ -199,9 +200,9 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	return out, nil
 }
 
-func (t *memTrace) hasEvent(match *matcher) bool {
+func (t *memTrace) hasEvent(match *query.Matcher) bool {
 	for _, sp := range t.spans {
-		if match.event(sp) {
+		if match.Event(sp) {
 			return true
 		}
 	}
@@ -229,7 +230,7 @@ func (m *Memory) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 	}
 	m.mu.RUnlock()
 	for _, spans := range out {
-		slices.SortFunc(spans, spanLess)
+		slices.SortFunc(spans, query.SpanLess)
 	}
 	return out, nil
 }
@@ -239,19 +240,19 @@ func (m *Memory) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
-	if err := validPrefix(q.IDPrefix); err != nil {
+	if err := query.ValidPrefix(q.IDPrefix); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
-	match := newMatcher(ObjectQuery{From: q.From, To: q.To}, m.length)
+	match := query.NewMatcher(ObjectQuery{From: q.From, To: q.To}, m.length)
 	var out []TraceRef
 	m.mu.RLock()
 	for id, tr := range m.traces {
-		if bytes.HasPrefix(id[:], q.IDPrefix) && match.window(tr.window) {
-			out = append(out, TraceRef{TraceID: id, Window: unixTime(tr.window), Object: tr.ref})
+		if bytes.HasPrefix(id[:], q.IDPrefix) && match.Window(tr.window) {
+			out = append(out, TraceRef{TraceID: id, Window: query.UnixTime(tr.window), Object: tr.ref})
 		}
 	}
 	m.mu.RUnlock()
-	slices.SortFunc(out, traceLess)
+	slices.SortFunc(out, query.TraceLess)
 	return out, nil
 }
 
@@ -293,7 +294,7 @@ func (m *Memory) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.
 	if len(out) == 0 {
 		return nil, fmt.Errorf("get trace %s: %w", id, ErrNotFound)
 	}
-	slices.SortFunc(out, spanLess)
+	slices.SortFunc(out, query.SpanLess)
 	return out, nil
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -459,7 +460,7 @@ func (p *Pebble) write(spans []*aggregator.Span) error {
 	b := p.db.NewBatch()
 	defer b.Close()
 	for _, sp := range spans {
-		w := windowNanos(sp)
+		w := query.WindowNanos(sp)
 		enc.key = appendSpanKey(enc.key[:0], w, sp.TraceID, sp.SpanID)
 		enc.val = appendSpan(enc.val[:0], sp)
 		if err := b.Set(enc.key, enc.val, nil); err != nil {
@@ -593,7 +594,7 @@ func (p *Pebble) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.
 	if len(spans) == 0 {
 		return nil, fmt.Errorf("get trace %s: %w", id, ErrNotFound)
 	}
-	slices.SortFunc(spans, spanLess)
+	slices.SortFunc(spans, query.SpanLess)
 	return spans, nil
 }
 
@@ -731,7 +732,7 @@ func (p *Pebble) readTraces(ctx context.Context, keys [][]byte, order []int, out
 			out[i][j] = &spans[j]
 			start, keyStart = end, keyEnds[j]
 		}
-		slices.SortFunc(out[i], spanLess)
+		slices.SortFunc(out[i], query.SpanLess)
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("get traces: iterate: %w", err)
@@ -746,10 +747,10 @@ func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
-	match := newMatcher(q, p.window)
+	match := query.NewMatcher(q, p.window)
 	scan := match
 	if len(q.Attributes) > 0 {
-		scan.q.Limit = math.MaxInt // the limit counts objects that pass the event filter
+		scan.Q.Limit = math.MaxInt // the limit counts objects that pass the event filter
 	}
 	out, err := p.findObjects(ctx, scan)
 	if err != nil {
@@ -760,7 +761,7 @@ func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	}
 	kept := out[:0]
 	for _, ow := range out {
-		if len(kept) >= match.limit() {
+		if len(kept) >= match.Limit() {
 			break
 		}
 		windows := ow.Windows[:0]
@@ -782,7 +783,7 @@ func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 }
 
 // windowHasEvent reports whether the trace tid of window w holds an event span match accepts.
-func (p *Pebble) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID, match *matcher) (bool, error) {
+func (p *Pebble) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID, match *query.Matcher) (bool, error) {
 	lower := appendWindowKey([]byte(nil), w, tid)
 	lower[0] = prefixSpan
 	found := false
@@ -795,7 +796,7 @@ func (p *Pebble) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID,
 		if err != nil {
 			return false, fmt.Errorf("key %x: %w", it.Key(), err)
 		}
-		found = match.event(sp)
+		found = match.Event(sp)
 		return !found, nil
 	})
 	return found, err
@@ -803,7 +804,7 @@ func (p *Pebble) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID,
 
 // FindTraces implements Reader.
 func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, error) {
-	if err := validPrefix(q.IDPrefix); err != nil {
+	if err := query.ValidPrefix(q.IDPrefix); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
 	p.mu.RLock()
@@ -811,7 +812,7 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
-	match := newMatcher(ObjectQuery{From: q.From, To: q.To}, p.window)
+	match := query.NewMatcher(ObjectQuery{From: q.From, To: q.To}, p.window)
 	var out []TraceRef
 	lower := append([]byte{prefixTrace}, q.IDPrefix...)
 	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
@@ -820,12 +821,12 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 			return true, nil
 		}
 		w := readWindow(k[1+traceIDLen:])
-		if !match.window(w) {
+		if !match.Window(w) {
 			return true, nil
 		}
 		var tid trace.TraceID
 		copy(tid[:], k[1:1+traceIDLen])
-		out = append(out, TraceRef{TraceID: tid, Window: unixTime(w)})
+		out = append(out, TraceRef{TraceID: tid, Window: query.UnixTime(w)})
 		return true, nil
 	})
 	if err != nil {
@@ -838,7 +839,7 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 		}
 		out[i].Object = ref
 	}
-	slices.SortFunc(out, traceLess)
+	slices.SortFunc(out, query.TraceLess)
 	return out, nil
 }
 
@@ -893,7 +894,7 @@ func (p *Pebble) Clusters(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (p *Pebble) findObjects(ctx context.Context, match matcher) ([]ObjectWindows, error) {
+func (p *Pebble) findObjects(ctx context.Context, match query.Matcher) ([]ObjectWindows, error) {
 	it, err := p.db.NewIterWithContext(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("iterate: %w", err)
@@ -938,7 +939,7 @@ func (p *Pebble) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 					return fmt.Errorf("find objects: %w", err)
 				}
 			}
-			found, err := findObjectsIn(ctx, it, newMatcher(exactQuery(keys[i], from, to), p.window), &sc)
+			found, err := findObjectsIn(ctx, it, query.NewMatcher(query.Exact(keys[i], from, to), p.window), &sc)
 			if err != nil {
 				return fmt.Errorf("find objects: %w", err)
 			}
@@ -961,11 +962,11 @@ const minFindPart = 64
 type findScratch struct{ lower, upper, cur, lastVal, seekBuf []byte }
 
 // findObjectsIn is findObjects with the iterator it, whose bounds it sets, and the buffers of sc.
-func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *findScratch) ([]ObjectWindows, error) {
+func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher, sc *findScratch) ([]ObjectWindows, error) {
 	// Narrow the scan to the leading fields the query fixes.
 	lower := append(sc.lower[:0], prefixObject)
-	for i, f := range [...]string{match.q.Cluster, match.q.Group, match.q.Resource, match.q.Namespace, match.q.Name} {
-		if f == "" && !match.q.Exact {
+	for i, f := range [...]string{match.Q.Cluster, match.Q.Group, match.Q.Resource, match.Q.Namespace, match.Q.Name} {
+		if f == "" && !match.Q.Exact {
 			break
 		}
 		lower = append(lower, f...)
@@ -992,8 +993,8 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *
 		steps   int
 	)
 	defer func() { sc.cur, sc.lastVal, sc.seekBuf = cur[:0], lastVal[:0], seekBuf[:0] }()
-	if match.q.Exact && match.hasFrom && match.hasTo && match.length > 0 {
-		windows = make([]ObjectWindow, 0, min((match.to-match.from)/match.length+2, 64))
+	if match.Q.Exact && match.HasFrom && match.HasTo && match.Length > 0 {
+		windows = make([]ObjectWindow, 0, min((match.To-match.From)/match.Length+2, 64))
 	}
 	finish := func() error {
 		if len(windows) == 0 {
@@ -1029,7 +1030,7 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *
 			if err := finish(); err != nil {
 				return nil, err
 			}
-			if len(out) >= match.limit() {
+			if len(out) >= match.Limit() {
 				break
 			}
 			cur, haveCur = append(cur[:0], obj...), true
@@ -1041,13 +1042,13 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *
 			if err != nil {
 				return nil, fmt.Errorf("object %s: %w", cur, err)
 			}
-			if !match.object(ref.Key()) {
+			if !match.Object(ref.Key()) {
 				valid = it.SeekGE(skip())
 				continue
 			}
-			if match.hasFrom {
+			if match.HasFrom {
 				// The first window that can end after From.
-				seekBuf = appendWindow(append(append(append(seekBuf[:0], prefixObject), cur...), 0), match.from-match.length+1)
+				seekBuf = appendWindow(append(append(append(seekBuf[:0], prefixObject), cur...), 0), match.From-match.Length+1)
 				if bytes.Compare(key, seekBuf) < 0 {
 					valid = it.SeekGE(seekBuf)
 					continue
@@ -1055,11 +1056,11 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *
 			}
 		}
 		w := readWindow(key[len(key)-objSuffix+1:])
-		if match.hasTo && w > match.to {
+		if match.HasTo && w > match.To {
 			valid = it.SeekGE(skip())
 			continue
 		}
-		if match.window(w) {
+		if match.Window(w) {
 			v, err := it.ValueAndErr()
 			if err != nil {
 				return nil, fmt.Errorf("read %x: %w", key, err)
@@ -1067,14 +1068,14 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match matcher, sc *
 			lastVal = append(lastVal[:0], v...)
 			var tid trace.TraceID
 			copy(tid[:], key[len(key)-traceIDLen:])
-			windows = append(windows, ObjectWindow{Window: unixTime(w), TraceID: tid})
+			windows = append(windows, ObjectWindow{Window: query.UnixTime(w), TraceID: tid})
 		}
 		valid = it.Next()
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("iterate: %w", err)
 	}
-	if len(out) < match.limit() {
+	if len(out) < match.Limit() {
 		if err := finish(); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
@@ -443,7 +444,7 @@ func TestPebbleFindExact(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, n)
 		for i, k := range keys[:n] {
-			want, err := p.FindObjects(ctx, exactQuery(k, t0, t0.Add(3*win)))
+			want, err := p.FindObjects(ctx, query.Exact(k, t0, t0.Add(3*win)))
 			require.NoError(t, err)
 			if len(want) == 0 {
 				assert.Empty(t, got[i].Windows, k)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // Start implements Store: it runs the retention loop in the background: one check at once,
@@ -137,7 +138,7 @@ func (p *Pebble) retainAge(ctx context.Context, below, limit int64) error {
 	p.deletedWindows.Add(mctx, done.windows, p.byAge)
 	p.deletedSpans.Add(mctx, done.spans, p.byAge)
 	p.logger.Info("store retention deleted old windows", "reason", ReasonAge, "windows", done.windows, "spans", done.spans,
-		"newestDeleted", unixTime(done.last), "futureWindows", len(done.future))
+		"newestDeleted", query.UnixTime(done.last), "futureWindows", len(done.future))
 	if loopErr != nil {
 		return loopErr
 	}
@@ -236,7 +237,7 @@ func (p *Pebble) retainSizeRound(ctx context.Context, pick windowPick, last bool
 		p.deletedWindows.Add(mctx, done.windows, p.bySize)
 		p.deletedSpans.Add(mctx, done.spans, p.bySize)
 		p.logger.Info("store retention deleted oldest windows", "reason", ReasonSize, "windows", done.windows, "spans", done.spans,
-			"newestDeleted", unixTime(done.last), "futureWindows", len(done.future), "sizeBytes", usage, "maxBytes", limit)
+			"newestDeleted", query.UnixTime(done.last), "futureWindows", len(done.future), "sizeBytes", usage, "maxBytes", limit)
 	}
 	if loopErr != nil {
 		return false, loopErr
@@ -397,7 +398,7 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, pick windowPick) (delet
 		return deletion{}, fmt.Errorf("batch delete: %w", err)
 	}
 	if err := p.apply(b); err != nil {
-		return deletion{}, fmt.Errorf("delete window %s: %w", unixTime(w), err)
+		return deletion{}, fmt.Errorf("delete window %s: %w", query.UnixTime(w), err)
 	}
 	for _, e := range entries {
 		p.index.Remove(indexKey{tid: e.tid, window: w})

@@ -1,74 +1,44 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // ErrNotFound is returned by GetTrace for a trace without stored spans.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = query.ErrNotFound
 
-// ErrClosed is returned by a store used after Close.
-var ErrClosed = errors.New("store closed")
+// ErrClosed is returned by a store used after Stop.
+var ErrClosed = query.ErrClosed
 
-// DefaultLimit is the number of objects FindObjects returns when ObjectQuery.Limit is 0.
-const DefaultLimit = 100
+// ErrUnavailable is wrapped by the errors of a store that cannot serve for now: writes the
+// embedded store refuses while its disk is full or failing (reads keep working meanwhile, and
+// the store recovers by itself), reads of a Jaeger backend that is down. Callers retry later.
+// It wraps aggregator.ErrSinkUnavailable, so that the audit consumer retries.
+var ErrUnavailable = query.ErrUnavailable
 
-// ObjectQuery selects objects and their windows.
-type ObjectQuery struct {
-	// Cluster, Group, Resource, Namespace and Name must equal the object's; empty matches any
-	// unless Exact is set.
-	Cluster, Group, Resource, Namespace, Name string
-	// Exact makes empty fields match only empty values: the query names one object's key.
-	Exact bool
-	// From and To bound the time range; a zero value is unbounded. A window [start, start+length)
-	// matches if it overlaps [From, To], bounds included: start <= To and From < start+length.
-	From, To time.Time
-	// Limit is the maximum number of objects (not windows) returned; 0 or less means DefaultLimit.
-	Limit int
-	// Attributes, when set, keep only windows holding an event span that has every one of these
-	// attributes (exact values) and starts within [From, To], bounds included. Objects without
-	// such a window are left out, and the limit counts the objects that remain.
-	Attributes aggregator.Attrs
-}
+// ObjectQuery selects objects and their windows: by the fields of their key (empty matches any,
+// unless Exact), by a time range that their windows overlap, and by event attributes. Limit
+// counts objects, not windows (0: 100).
+type ObjectQuery = query.ObjectQuery
 
-// TraceQuery selects stored traces by the leading bytes of their trace ID.
-type TraceQuery struct {
-	// IDPrefix is the first bytes of the trace ID (1 to 16 of them).
-	IDPrefix []byte
-	// From and To bound the windows as in ObjectQuery; a zero value is unbounded.
-	From, To time.Time
-}
+// TraceQuery selects stored traces by the leading bytes of their trace ID (IDPrefix, 1 to 16
+// bytes) and a time range that their windows overlap.
+type TraceQuery = query.TraceQuery
 
 // TraceRef is one stored trace: one object in one window.
-type TraceRef struct {
-	TraceID trace.TraceID
-	Window  time.Time
-	// Object is the reference the object index holds for the trace (see ObjectWindows.Object).
-	Object aggregator.ObjectRef
-}
+type TraceRef = query.TraceRef
 
 // ObjectWindow is one window of an object and the trace that holds it.
-type ObjectWindow struct {
-	Window  time.Time
-	TraceID trace.TraceID
-}
+type ObjectWindow = query.ObjectWindow
 
-// ObjectWindows is one object and its matching windows.
-type ObjectWindows struct {
-	// Object is taken from the newest matching window: from its latest object span if one was
-	// stored, otherwise from the first span stored in that window. Version and UID may be set.
-	Object aggregator.ObjectRef
-	// Windows are sorted by Window, ascending.
-	Windows []ObjectWindow
-}
+// ObjectWindows is one object and its matching windows, sorted by Window.
+type ObjectWindows = query.ObjectWindows
 
 // Reader reads stored traces.
 type Reader interface {
@@ -115,110 +85,18 @@ type Store interface {
 var (
 	_ Store                    = (*Memory)(nil)
 	_ Store                    = (*Pebble)(nil)
+	_ Store                    = (*Jaeger)(nil)
 	_ aggregator.HealthChecker = (*Pebble)(nil)
+	_ aggregator.HealthChecker = (*Jaeger)(nil)
+	_ aggregator.Syncer        = (*Pebble)(nil)
+	_ aggregator.Syncer        = (*Jaeger)(nil)
 	_ ExactFinder              = (*Jaeger)(nil)
 	_ ExactFinder              = (*Pebble)(nil)
 	_ aggregator.SpanChecker   = (*Jaeger)(nil)
 )
 
-// windowNanos is the window of a span in Unix nanoseconds. A span without a window (which the
-// aggregator never emits) is placed in the default-length window holding its start.
-func windowNanos(sp *aggregator.Span) int64 {
-	if !sp.Window.IsZero() {
-		return sp.Window.UnixNano()
-	}
-	return aggregator.WindowStart(sp.Start, aggregator.DefaultWindow).UnixNano()
-}
-
-// matcher holds a query's object filter and time bounds in comparable form.
-type matcher struct {
-	q              ObjectQuery
-	length         int64
-	from, to       int64
-	hasFrom, hasTo bool
-}
-
-func newMatcher(q ObjectQuery, length time.Duration) matcher {
-	m := matcher{q: q, length: int64(length)}
-	if !q.From.IsZero() {
-		m.hasFrom, m.from = true, q.From.UnixNano()
-	}
-	if !q.To.IsZero() {
-		m.hasTo, m.to = true, q.To.UnixNano()
-	}
-	return m
-}
-
-func (q *ObjectQuery) key() aggregator.ObjectKey {
-	return aggregator.ObjectKey{Cluster: q.Cluster, Group: q.Group, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name}
-}
-
-func (m *matcher) limit() int {
-	if m.q.Limit <= 0 {
-		return DefaultLimit
-	}
-	return m.q.Limit
-}
-
-func (m *matcher) object(k aggregator.ObjectKey) bool {
-	q := &m.q
-	if q.Exact {
-		return q.Cluster == k.Cluster && q.Group == k.Group && q.Resource == k.Resource &&
-			q.Namespace == k.Namespace && q.Name == k.Name
-	}
-	return (q.Cluster == "" || q.Cluster == k.Cluster) &&
-		(q.Group == "" || q.Group == k.Group) &&
-		(q.Resource == "" || q.Resource == k.Resource) &&
-		(q.Namespace == "" || q.Namespace == k.Namespace) &&
-		(q.Name == "" || q.Name == k.Name)
-}
-
-func (m *matcher) window(start int64) bool {
-	if m.hasTo && start > m.to {
-		return false
-	}
-	if m.hasFrom && start+m.length <= m.from {
-		return false
-	}
-	return true
-}
-
-// event reports whether sp is an event span starting within the bounds of m that has every
-// attribute of want.
-func (m *matcher) event(sp *aggregator.Span) bool {
-	if sp.Kind != aggregator.KindEvent {
-		return false
-	}
-	t := sp.Start.UnixNano()
-	if (m.hasFrom && t < m.from) || (m.hasTo && t > m.to) {
-		return false
-	}
-	for _, a := range m.q.Attributes {
-		if v, ok := sp.Attributes.Get(a.Key); !ok || v != a.Value {
-			return false
-		}
-	}
-	return true
-}
-
-func validPrefix(p []byte) error {
-	if len(p) == 0 || len(p) > len(trace.TraceID{}) {
-		return fmt.Errorf("trace ID prefix of %d bytes: want 1 to 16", len(p))
-	}
-	return nil
-}
-
-func traceLess(a, b TraceRef) int {
-	if c := a.Window.Compare(b.Window); c != 0 {
-		return c
-	}
-	return bytes.Compare(a.TraceID[:], b.TraceID[:])
-}
-
-// spanLess orders spans by (Start, SpanID).
-func spanLess(a, b *aggregator.Span) int {
-	if c := a.Start.Compare(b.Start); c != 0 {
-		return c
-	}
-	return bytes.Compare(a.SpanID[:], b.SpanID[:])
+// TraceObject returns the object of one trace's spans: its object span's, else that of the first
+// span naming one. ok is false when no span names an object.
+func TraceObject(spans []*aggregator.Span) (ref aggregator.ObjectRef, ok bool) {
+	return query.TraceObject(spans)
 }
