@@ -21,6 +21,7 @@ import (
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -132,7 +133,7 @@ func processCPU(tb testing.TB) time.Duration {
 
 // BenchmarkEndToEndMemory: webhook -> queue -> aggregator -> in-memory store, bulk fixture.
 func BenchmarkEndToEndMemory(b *testing.B) {
-	benchmarkEndToEnd(b, store.NewMemory(store.MemoryConfig{}, 0))
+	benchmarkEndToEnd(b, memory.New(memory.Config{}, 0))
 }
 
 // BenchmarkEndToEndPebble: the same into the embedded Pebble store.

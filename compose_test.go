@@ -27,6 +27,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -167,7 +168,7 @@ func TestQueryOnlyComposition(t *testing.T) {
 // A store of the user's own replaces the built-in one inside the bundle: the aggregator writes
 // into it, the query API reads from it, and the embedded store is never opened.
 func TestModuleReplaceStore(t *testing.T) {
-	mine := store.NewMemory(store.MemoryConfig{}, 0)
+	mine := memory.New(memory.Config{}, 0)
 	dir := filepath.Join(t.TempDir(), "never-opened")
 	var servers *httpserver.Servers
 	app := fxtest.New(t,

@@ -27,6 +27,7 @@ import (
 	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // Roles of Config.Role.
@@ -112,7 +113,7 @@ type Config struct {
 	Jaeger store.JaegerConfig `yaml:"jaeger"`
 	// Store configures the embedded store in DataDir; Memory the in-memory one (DataDir "").
 	Store  store.PebbleConfig `yaml:"store"`
-	Memory store.MemoryConfig `yaml:"memory"`
+	Memory memory.Config      `yaml:"memory"`
 	OTLP   otlpsink.Config    `yaml:"otlp"`
 	// RemoteStorageAddr, when set, serves the merged trees through Jaeger's remote storage API
 	// (jaeger.storage.v2 gRPC, with gRPC health and reflection) on this HOST:PORT, for a stock

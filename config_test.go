@@ -24,7 +24,7 @@ import (
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/linkrule"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 func TestKubeClustersConfig(t *testing.T) {
@@ -142,7 +142,7 @@ func TestMemoryLimitConfig(t *testing.T) {
 	require.Len(t, rec.Records(), 1, "said once")
 	assert.Equal(t, "memory limit: GOMEMLIMIT 768 MiB", rec.Records()[0].Message)
 	// The query frontend's memory budget defaults to a share of it.
-	e := frontend.NewEngine(store.NewMemory(store.MemoryConfig{}, 0), 0, frontend.Config{})
+	e := frontend.NewEngine(memory.New(memory.Config{}, 0), 0, frontend.Config{})
 	assert.Equal(t, int64(384<<20), e.MemoryBudget())
 
 	got, err = Config{MemoryLimit: "off"}.ApplyMemoryLimit(slog.New(&logtest.Recorder{}))

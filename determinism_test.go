@@ -18,7 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -45,7 +45,7 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	t.Helper()
 	ctx := context.Background()
 	sink := &aggregatortest.RecordingSink{}
-	mem := store.NewMemory(store.MemoryConfig{}, 0)
+	mem := memory.New(memory.Config{}, 0)
 	engine, err := aggregator.New(aggregator.Config{LinkWorkers: shape.linkWorkers}, aggregator.Deps{
 		Sinks: []aggregator.Sink{sink, mem},
 		Linkers: []aggregator.Linker{
@@ -103,7 +103,7 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 
 // storedSpans is what the memory store holds, trace by trace (the recording sink names the
 // traces): each span's JSON by trace and span ID.
-func storedSpans(ctx context.Context, t *testing.T, sink *aggregatortest.RecordingSink, mem *store.Memory) map[string]string {
+func storedSpans(ctx context.Context, t *testing.T, sink *aggregatortest.RecordingSink, mem *memory.Store) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	traces := map[trace.TraceID]bool{}

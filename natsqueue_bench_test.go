@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -119,7 +120,7 @@ func postOK(b *testing.B, h http.Handler, batch []byte) {
 // apiserver); events/s of the whole loop and per CPU-second of this process (which here also
 // runs nats-server).
 func BenchmarkEndToEndNATS(b *testing.B) {
-	benchmarkEndToEndNATS(b, store.NewMemory(store.MemoryConfig{}, 0))
+	benchmarkEndToEndNATS(b, memory.New(memory.Config{}, 0))
 }
 
 // BenchmarkEndToEndNATSPebble: the same into the embedded Pebble store, whose write-ahead log is
@@ -167,7 +168,7 @@ func BenchmarkNATSSides(b *testing.B) {
 	var gate atomic.Pointer[chan struct{}]
 	held := make(chan struct{})
 	gate.Store(&held)
-	h, q, _ := newGatedNATSBenchPipeline(b, store.NewMemory(store.MemoryConfig{}, 0), &gate)
+	h, q, _ := newGatedNATSBenchPipeline(b, memory.New(memory.Config{}, 0), &gate)
 	b.Cleanup(func() {
 		if g := *gate.Load(); g != nil {
 			select {
@@ -211,7 +212,7 @@ func BenchmarkNATSLatency(b *testing.B) {
 	if len(batches) > 50 {
 		batches = batches[:50]
 	}
-	h, q, stamps := newNATSBenchPipeline(b, store.NewMemory(store.MemoryConfig{}, 0))
+	h, q, stamps := newNATSBenchPipeline(b, memory.New(memory.Config{}, 0))
 	ctx := context.Background()
 	var lat []time.Duration
 	b.ResetTimer()

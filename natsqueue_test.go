@@ -26,7 +26,7 @@ import (
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/natsqueue"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -44,7 +44,7 @@ func replayEvents(t *testing.T, batches [][]*audit.Event, natsURL string) map[st
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sink := &aggregatortest.RecordingSink{}
-	mem := store.NewMemory(store.MemoryConfig{}, 0)
+	mem := memory.New(memory.Config{}, 0)
 	engine, err := aggregator.New(aggregator.Config{LinkWorkers: 2}, aggregator.Deps{
 		Sinks: []aggregator.Sink{sink, mem},
 		Linkers: []aggregator.Linker{

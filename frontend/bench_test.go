@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -243,7 +244,7 @@ func BenchmarkFullTree100kSpans(b *testing.B) {
 				aggregator.Attr{Key: "kelemetry.object.resourceVersion", Value: fmt.Sprintf("%d", 100000+p*100+e)})
 		}
 	}
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	require.NoError(b, st.Export(context.Background(), w.spans))
 	b.Logf("%d stored spans", len(w.spans))
 	w.spans = nil

@@ -13,10 +13,11 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // wideWorld is a Deployment with one ReplicaSet and n Pods of 5 events each, in one window.
-func wideWorld(t testing.TB, n int) *store.Memory {
+func wideWorld(t testing.TB, n int) *memory.Store {
 	t.Helper()
 	var w world
 	dep, rs := obj("deployments", "web"), obj("replicasets", "web-1")
@@ -28,7 +29,7 @@ func wideWorld(t testing.TB, n int) *store.Memory {
 			w.event(pod, w0.Add(time.Duration(e+1)*time.Minute), fmt.Sprintf("%d-%d", p, e))
 		}
 	}
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	require.NoError(t, st.Export(context.Background(), w.spans))
 	return st
 }
@@ -99,7 +100,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, key := range []string{"maxSpans", "timeout", "maxConcurrent"} {
 		assert.ErrorContains(t, err, key)
 	}
-	_, err = frontend.New(frontend.Params{Reader: store.NewMemory(store.MemoryConfig{}, 0), Config: frontend.Config{MaxRenderBytes: -1}})
+	_, err = frontend.New(frontend.Params{Reader: memory.New(memory.Config{}, 0), Config: frontend.Config{MaxRenderBytes: -1}})
 	assert.ErrorContains(t, err, "maxRenderBytes")
 	d := frontend.Config{}.WithDefaults()
 	assert.Equal(t, frontend.Config{Depth: 3, PerLevel: 100, Total: 500, MaxSpans: 200_000, MaxRenderBytes: 64 << 20,

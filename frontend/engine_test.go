@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -62,14 +63,14 @@ func (w *world) link(parent, child aggregator.ObjectRef, window time.Time, class
 	w.object(child, window)
 }
 
-func (w *world) store(t *testing.T, seed uint64) *store.Memory {
+func (w *world) store(t *testing.T, seed uint64) *memory.Store {
 	t.Helper()
 	spans := append([]*aggregator.Span(nil), w.spans...)
 	if seed != 0 {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		rng.Shuffle(len(spans), func(i, j int) { spans[i], spans[j] = spans[j], spans[i] })
 	}
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	require.NoError(t, st.Export(context.Background(), spans))
 	return st
 }

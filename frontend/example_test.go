@@ -9,14 +9,14 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // The engine reads what the aggregator stored: a search finds objects, follows their links and
 // merges their windows into a graph, which Render draws as one trace.
 func ExampleEngine() {
 	ctx := context.Background()
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 
 	// Ingest: a ReplicaSet owned by a Deployment, and one event about the ReplicaSet.
 	deploy := aggregator.ObjectRef{Cluster: "prod", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "shop", Name: "web"}

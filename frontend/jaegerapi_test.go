@@ -15,7 +15,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 type envelope struct {
@@ -274,7 +274,7 @@ func TestDisplayIDLayout(t *testing.T) {
 // Traces stored by an earlier release have trace IDs that do not name their object: their search
 // results keep the earlier display ID layout, which still resolves by the anchor's ID prefix.
 func TestLegacyDisplayIDResolves(t *testing.T) {
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	w := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	obj := aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "old"}
 	tid := trace.TraceID{0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} // not TraceIDFor's scheme

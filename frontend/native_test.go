@@ -14,7 +14,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -25,9 +25,9 @@ var (
 )
 
 // seeded runs two events through a real aggregator (with a linker) into a memory store.
-func seeded(t *testing.T) (*store.Memory, *httptest.Server) {
+func seeded(t *testing.T) (*memory.Store, *httptest.Server) {
 	t.Helper()
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	linker := &aggregatortest.StaticLinker{Links: map[aggregator.ObjectKey][]aggregator.Link{
 		rs.Key(): {{Target: dep, Role: aggregator.RoleParent, Class: "children"}},
 	}}

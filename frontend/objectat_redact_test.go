@@ -18,7 +18,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/audittest"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 var secretT0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -48,9 +48,9 @@ func secretWrite(id, verb string, sec int, rv string, data map[string]string) st
 
 // secretStore replays the Secret's writes: a creation and an update, then, as if Kelemetry had
 // restarted (a new consumer, whose diff cache is empty), one more update.
-func secretStore(t *testing.T) *store.Memory {
+func secretStore(t *testing.T) *memory.Store {
 	t.Helper()
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	dir := t.TempDir()
 	for i, lines := range [][]string{
 		{
@@ -180,7 +180,7 @@ func TestObjectAtAppliedSecret(t *testing.T) {
 		require.Contains(t, line, string(plain))
 		return strings.ReplaceAll(line, string(plain), string(body))
 	}
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	lines := []string{applied("b1", "create", 0, "10", "hunter2"), applied("b2", "update", 5, "11", "hunter3")}
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))

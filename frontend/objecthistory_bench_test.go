@@ -15,7 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // configMapWrites is an audit log of a ConfigMap created and then updated n-1 times, one write
@@ -53,7 +53,7 @@ func configMapWrites(t testing.TB, n int) string {
 func BenchmarkObjectSlider(b *testing.B) {
 	ctx := context.Background()
 	const writes = 2000
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	require.NoError(b, audittest.ReplayFile(ctx, audittest.Config{Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}}}, configMapWrites(b, writes)))
 	key := aggregator.ObjectKey{Cluster: "test", Resource: "configmaps", Namespace: "default", Name: "cm"}
 	cfg := frontend.Config{}

@@ -25,6 +25,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend/frontendtest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -36,7 +37,7 @@ var (
 
 // rollout is the bundled rollout replayed through the real pipeline (decoder, consumer,
 // aggregator with the owner and annotation linkers) into a memory store, once per test binary.
-func rollout(t testing.TB) *store.Memory { return frontendtest.Rollout(t) }
+func rollout(t testing.TB) *memory.Store { return frontendtest.Rollout(t) }
 
 type clients struct {
 	traces storagev2.TraceReaderClient

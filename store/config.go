@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // Defaults for the store configurations.
 const (
-	DefaultMaxSpans       = 1_000_000
 	DefaultMaxAge         = 7 * 24 * time.Hour
 	DefaultMaxBytes       = 10 << 30
 	DefaultCheckInterval  = time.Minute
@@ -16,31 +17,6 @@ const (
 	DefaultCacheSize      = 32 << 20
 	DefaultMaxFutureSkew  = 24 * time.Hour
 )
-
-// MemoryConfig configures the in-memory store. The zero value means defaults.
-type MemoryConfig struct {
-	// MaxSpans bounds the number of spans held (default 1,000,000). When full, the oldest
-	// windows are evicted entirely; a span for the oldest window is itself dropped.
-	MaxSpans int `yaml:"maxSpans"`
-}
-
-// WithDefaults returns c with zero fields set to their defaults.
-func (c MemoryConfig) WithDefaults() MemoryConfig {
-	if c.MaxSpans == 0 {
-		c.MaxSpans = DefaultMaxSpans
-	}
-	return c
-}
-
-// Validate reports a configuration that cannot work.
-func (c MemoryConfig) Validate() error {
-	c = c.WithDefaults()
-	switch {
-	case c.MaxSpans < 0:
-		return fmt.Errorf("store: maxSpans %d is negative", c.MaxSpans)
-	}
-	return nil
-}
 
 // PebbleConfig configures the persistent store. The zero value means defaults, except Dir,
 // which is required.
@@ -134,7 +110,7 @@ type Config struct {
 	// Embedded configures the embedded Pebble store.
 	Embedded PebbleConfig `yaml:"embedded"`
 	// Memory configures the in-memory store.
-	Memory MemoryConfig `yaml:"memory"`
+	Memory memory.Config `yaml:"memory"`
 	// Jaeger configures the jaeger backend.
 	Jaeger JaegerConfig `yaml:"jaeger"`
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/storetest"
 )
 
 func TestSpanEncodingRoundTrip(t *testing.T) {
@@ -70,7 +71,7 @@ func TestSpanEncodingRoundTrip(t *testing.T) {
 }
 
 func TestSpanEncodingIsCompact(t *testing.T) {
-	sp := benchSpans(0)[2]
+	sp := storetest.BenchSpans(0)[2]
 	enc := appendSpan(nil, sp)
 	o := sp.Object
 	payload := len(sp.Source) + len(sp.Name) + len(o.Cluster) + len(o.Group) + len(o.Version) + len(o.Resource) +

@@ -7,11 +7,12 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 func Example() {
 	ctx := context.Background()
-	s := store.NewMemory(store.MemoryConfig{}, 0) // or store.OpenPebble for a persistent store
+	s := memory.New(memory.Config{}, 0) // or store.OpenPebble for a persistent store
 	defer func() { _ = s.Stop(ctx) }()
 
 	obj := aggregator.ObjectRef{Cluster: "prod", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "shop", Name: "web"}

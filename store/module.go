@@ -6,6 +6,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -18,7 +19,7 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 	cfg = cfg.WithDefaults()
 	switch cfg.Backend {
 	case BackendMemory:
-		return NewMemory(cfg.Memory, w), nil
+		return memory.New(cfg.Memory, w), nil
 	case BackendJaeger:
 		return OpenJaeger(ctx, cfg.Jaeger, w, tel)
 	}

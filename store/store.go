@@ -8,6 +8,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store/internal/query"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // ErrNotFound is returned by GetTrace for a trace without stored spans.
@@ -83,7 +84,7 @@ type Store interface {
 }
 
 var (
-	_ Store                    = (*Memory)(nil)
+	_ Store                    = (*memory.Store)(nil)
 	_ Store                    = (*Pebble)(nil)
 	_ Store                    = (*Jaeger)(nil)
 	_ aggregator.HealthChecker = (*Pebble)(nil)

@@ -19,16 +19,8 @@ var (
 
 const win = storetest.Win
 
-func TestMemory(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Store { return NewMemory(MemoryConfig{}, 0) }, storetest.Limits{})
-}
-
 func TestPebble(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return openTestPebble(t, PebbleConfig{}, nil) }, storetest.Limits{})
-}
-
-func TestMemorySearch(t *testing.T) {
-	storetest.RunSearch(t, func(t *testing.T) storetest.Store { return NewMemory(MemoryConfig{}, 0) }, storetest.Limits{})
 }
 
 func TestPebbleSearch(t *testing.T) {

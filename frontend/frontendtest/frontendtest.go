@@ -18,7 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -40,8 +40,8 @@ func Linkers() []aggregator.Linker {
 
 // ReplayAuditLog replays an audit log file (JSON lines) through the audit consumer and the
 // aggregator with Linkers into a new memory store, as cluster audittest.DefaultCluster.
-func ReplayAuditLog(ctx context.Context, path string) (*store.Memory, error) {
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+func ReplayAuditLog(ctx context.Context, path string) (*memory.Store, error) {
+	st := memory.New(memory.Config{}, 0)
 	err := audittest.ReplayFile(ctx, audittest.Config{
 		Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}, Linkers: Linkers()},
 	}, path)
@@ -56,13 +56,13 @@ func RolloutAuditLog() string {
 
 var (
 	rolloutOnce  sync.Once
-	rolloutStore *store.Memory
+	rolloutStore *memory.Store
 	rolloutErr   error
 )
 
 // Rollout is the bundled rollout replayed with ReplayAuditLog, once per test binary: callers
 // share the store and must not write to it.
-func Rollout(t testing.TB) *store.Memory {
+func Rollout(t testing.TB) *memory.Store {
 	t.Helper()
 	rolloutOnce.Do(func() {
 		rolloutStore, rolloutErr = ReplayAuditLog(context.Background(), RolloutAuditLog())

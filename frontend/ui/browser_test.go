@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // findBrowser looks for Chromium or Chrome. Without one the browser tests skip, unless
@@ -413,7 +413,7 @@ func TestBrowser(t *testing.T) {
 		assert.Equal(t, "2026-05-01T10:30:00Z", loc.Query().Get("end"), "the end of the newest window")
 
 		// An empty store explains itself.
-		empty := serve(t, store.NewMemory(store.MemoryConfig{}, 0), frontend.EngineConfig{})
+		empty := serve(t, memory.New(memory.Config{}, 0), frontend.EngineConfig{})
 		p.open(empty.URL + "/")
 		p.waitText(`.results`, "Search stored traces")
 		assert.Equal(t, "/", mustURL(t, p.location()).Path)

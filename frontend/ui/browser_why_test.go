@@ -18,7 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // moment is one entry of GET /api/objects/history.
@@ -249,7 +249,7 @@ func TestBrowserSliderRedacted(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	require.NoError(t, audittest.ReplayFile(ctx, audittest.Config{Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}}}, path))
 	srv := serve(t, st, frontend.EngineConfig{})
 	sum := searchOne(t, srv.URL, "tracing", map[string]string{"resource": "secrets", "name": "creds"}, t0.Add(-time.Hour), t0.Add(time.Hour))

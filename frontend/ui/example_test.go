@@ -7,13 +7,13 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The UI next to the APIs it reads, on one mux.
 func ExampleRegister() {
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	e := frontend.NewEngine(st, 0, frontend.EngineConfig{}) // 0: the default window length
 	mux := http.NewServeMux()
 	frontend.NewJaegerAPI(e, telemetry.Settings{}).Register(mux)

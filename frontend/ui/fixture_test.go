@@ -23,6 +23,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend/frontendtest"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -35,10 +36,10 @@ var (
 // ingestRollout replays testdata/rollout/audit.jsonl through the audit consumer and the
 // recorded core/v1 Events through the event converter, into the aggregator (owner and
 // annotation linkers) and a memory store.
-func ingestRollout(t testing.TB) *store.Memory {
+func ingestRollout(t testing.TB) *memory.Store {
 	t.Helper()
 	ctx := context.Background()
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	p, err := audittest.Start(ctx, audittest.Config{
 		Deps: aggregator.Deps{
 			Sinks:   []aggregator.Sink{st},
@@ -148,7 +149,7 @@ func (s *synth) link(parent, child aggregator.ObjectRef) {
 }
 
 // bigDeployment stores a Deployment, one ReplicaSet and pods Pods, each with two events.
-func bigDeployment(t testing.TB, pods int) *store.Memory {
+func bigDeployment(t testing.TB, pods int) *memory.Store {
 	t.Helper()
 	var s synth
 	dep, rs := synthObj("deployments", "web"), synthObj("replicasets", "web-1")
@@ -164,7 +165,7 @@ func bigDeployment(t testing.TB, pods int) *store.Memory {
 		s.event(pod, 2*time.Minute+time.Duration(i)*time.Millisecond, fmt.Sprintf("a%d", i))
 		s.event(pod, 3*time.Minute+time.Duration(i)*time.Millisecond, fmt.Sprintf("b%d", i))
 	}
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	require.NoError(t, st.Export(context.Background(), s.spans))
 	return st
 }

@@ -17,12 +17,12 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/memory"
 )
 
 // warningDeployment stores a Deployment with one audit write and one Kubernetes Warning Event,
 // shaped as event.Converter writes it (Error set, kelemetry.event.type=Warning, a message log).
-func warningDeployment(t testing.TB) *store.Memory {
+func warningDeployment(t testing.TB) *memory.Store {
 	t.Helper()
 	var s synth
 	dep := synthObj("deployments", "web")
@@ -35,7 +35,7 @@ func warningDeployment(t testing.TB) *store.Memory {
 		Object: dep, Window: synthWindow, Start: at, End: at, Error: true,
 		Attributes: aggregator.Attrs{{Key: "kelemetry.event.reason", Value: "FailedCreate"}, {Key: "kelemetry.event.type", Value: "Warning"}},
 		Logs:       []aggregator.Log{{Time: at, Type: aggregator.LogTypeMessage, Message: `pods "web-1" is forbidden: exceeded quota`}}})
-	st := store.NewMemory(store.MemoryConfig{}, 0)
+	st := memory.New(memory.Config{}, 0)
 	require.NoError(t, st.Export(context.Background(), s.spans))
 	return st
 }

@@ -1,4 +1,4 @@
-package store
+package memory
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ import (
 	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
-// Memory is an in-memory Store bounded by a number of spans. It is meant for tests and for runs
+// Store is the in-memory store, bounded by a number of spans. It is meant for tests and for runs
 // without a data directory; everything is lost on exit.
-type Memory struct {
+type Store struct {
 	maxSpans int
 	length   time.Duration
 
@@ -27,7 +27,7 @@ type Memory struct {
 	windows map[int64][]*memTrace
 	order   []int64 // keys of windows, ascending
 	spans   int
-	stats   MemoryStats
+	stats   Stats
 }
 
 type memTrace struct {
@@ -38,8 +38,8 @@ type memTrace struct {
 	spans  map[trace.SpanID]*aggregator.Span
 }
 
-// MemoryStats counts what a Memory store holds and what it dropped to stay within MaxSpans.
-type MemoryStats struct {
+// Stats counts what a memory store holds and what it dropped to stay within MaxSpans.
+type Stats struct {
 	Spans   int
 	Windows int
 	// DroppedWindows and DroppedSpans count evicted windows and the spans they held, plus spans
@@ -48,14 +48,14 @@ type MemoryStats struct {
 	DroppedSpans   int64
 }
 
-// NewMemory returns an empty in-memory store for traces of window length w. Invalid values in cfg
+// New returns an empty in-memory store for traces of window length w. Invalid values in cfg
 // are replaced by defaults.
-func NewMemory(cfg MemoryConfig, w aggregator.Window) *Memory {
+func New(cfg Config, w aggregator.Window) *Store {
 	if cfg.Validate() != nil {
-		cfg = MemoryConfig{}
+		cfg = Config{}
 	}
-	cfg = cfg.WithDefaults()
-	return &Memory{
+	cfg = cfg.withDefaults()
+	return &Store{
 		maxSpans: cfg.MaxSpans,
 		length:   w.Length(),
 		traces:   map[trace.TraceID]*memTrace{},
@@ -65,7 +65,7 @@ func NewMemory(cfg MemoryConfig, w aggregator.Window) *Memory {
 }
 
 // Export stores spans, replacing stored spans with the same trace and span ID.
-func (m *Memory) Export(_ context.Context, spans []*aggregator.Span) error {
+func (m *Store) Export(_ context.Context, spans []*aggregator.Span) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, sp := range spans {
@@ -74,7 +74,7 @@ func (m *Memory) Export(_ context.Context, spans []*aggregator.Span) error {
 	return nil
 }
 
-func (m *Memory) put(sp *aggregator.Span) {
+func (m *Store) put(sp *aggregator.Span) {
 	tr := m.traces[sp.TraceID]
 	if tr != nil {
 		if _, ok := tr.spans[sp.SpanID]; ok {
@@ -120,7 +120,7 @@ func (t *memTrace) noteRef(sp *aggregator.Span) {
 	}
 }
 
-func (m *Memory) evict(w int64) {
+func (m *Store) evict(w int64) {
 	for _, tr := range m.windows[w] {
 		delete(m.traces, tr.id)
 		byTrace := m.objects[tr.key]
@@ -139,7 +139,7 @@ func (m *Memory) evict(w int64) {
 }
 
 // Stats returns the current counts.
-func (m *Memory) Stats() MemoryStats {
+func (m *Store) Stats() Stats {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	s := m.stats
@@ -147,15 +147,15 @@ func (m *Memory) Stats() MemoryStats {
 	return s
 }
 
-// FindObjects implements Reader.
-func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
+// FindObjects implements store.Reader.
+func (m *Store) FindObjects(ctx context.Context, q query.ObjectQuery) ([]query.ObjectWindows, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
 	match := query.NewMatcher(q, m.length)
 	type found struct {
 		key string
-		ow  ObjectWindows
+		ow  query.ObjectWindows
 	}
 	var all []found
 
@@ -172,18 +172,18 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 			continue
 		}
 		var newest *memTrace
-		var windows []ObjectWindow
+		var windows []query.ObjectWindow
 		for _, tr := range byTrace {
 			if !match.Window(tr.window) || (len(q.Attributes) > 0 && !tr.hasEvent(&match)) {
 				continue
 			}
-			windows = append(windows, ObjectWindow{Window: query.UnixTime(tr.window), TraceID: tr.id})
+			windows = append(windows, query.ObjectWindow{Window: query.UnixTime(tr.window), TraceID: tr.id})
 			if newest == nil || tr.window > newest.window {
 				newest = tr
 			}
 		}
 		if newest != nil {
-			all = append(all, found{key: key.String(), ow: ObjectWindows{Object: newest.ref, Windows: windows}})
+			all = append(all, found{key: key.String(), ow: query.ObjectWindows{Object: newest.ref, Windows: windows}})
 		}
 	}
 	m.mu.RUnlock()
@@ -192,10 +192,10 @@ func (m *Memory) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 	if len(all) > match.Limit() {
 		all = all[:match.Limit()]
 	}
-	out := make([]ObjectWindows, len(all))
+	out := make([]query.ObjectWindows, len(all))
 	for i := range all {
 		out[i] = all[i].ow
-		slices.SortFunc(out[i].Windows, func(a, b ObjectWindow) int { return a.Window.Compare(b.Window) })
+		slices.SortFunc(out[i].Windows, func(a, b query.ObjectWindow) int { return a.Window.Compare(b.Window) })
 	}
 	return out, nil
 }
@@ -209,8 +209,8 @@ func (t *memTrace) hasEvent(match *query.Matcher) bool {
 	return false
 }
 
-// GetTraces implements Reader.
-func (m *Memory) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error) {
+// GetTraces implements store.Reader.
+func (m *Store) GetTraces(ctx context.Context, ws []query.ObjectWindow) ([][]*aggregator.Span, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get traces: %w", err)
 	}
@@ -235,20 +235,20 @@ func (m *Memory) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggrega
 	return out, nil
 }
 
-// FindTraces implements Reader.
-func (m *Memory) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, error) {
+// FindTraces implements store.Reader.
+func (m *Store) FindTraces(ctx context.Context, q query.TraceQuery) ([]query.TraceRef, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
 	if err := query.ValidPrefix(q.IDPrefix); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
-	match := query.NewMatcher(ObjectQuery{From: q.From, To: q.To}, m.length)
-	var out []TraceRef
+	match := query.NewMatcher(query.ObjectQuery{From: q.From, To: q.To}, m.length)
+	var out []query.TraceRef
 	m.mu.RLock()
 	for id, tr := range m.traces {
 		if bytes.HasPrefix(id[:], q.IDPrefix) && match.Window(tr.window) {
-			out = append(out, TraceRef{TraceID: id, Window: query.UnixTime(tr.window), Object: tr.ref})
+			out = append(out, query.TraceRef{TraceID: id, Window: query.UnixTime(tr.window), Object: tr.ref})
 		}
 	}
 	m.mu.RUnlock()
@@ -256,8 +256,8 @@ func (m *Memory) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 	return out, nil
 }
 
-// Clusters implements Reader.
-func (m *Memory) Clusters(ctx context.Context) ([]string, error) {
+// Clusters implements store.Reader.
+func (m *Store) Clusters(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list clusters: %w", err)
 	}
@@ -275,8 +275,8 @@ func (m *Memory) Clusters(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// GetTrace implements Reader.
-func (m *Memory) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
+// GetTrace implements store.Reader.
+func (m *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", id, err)
 	}
@@ -292,14 +292,14 @@ func (m *Memory) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.
 	}
 	m.mu.RUnlock()
 	if len(out) == 0 {
-		return nil, fmt.Errorf("get trace %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("get trace %s: %w", id, query.ErrNotFound)
 	}
 	slices.SortFunc(out, query.SpanLess)
 	return out, nil
 }
 
-// Start implements Store: the memory store has no background work.
-func (m *Memory) Start(context.Context) error { return nil }
+// Start implements store.Store: the memory store has no background work.
+func (m *Store) Start(context.Context) error { return nil }
 
-// Stop implements Store; the data stays readable.
-func (m *Memory) Stop(context.Context) error { return nil }
+// Stop implements store.Store; the data stays readable.
+func (m *Store) Stop(context.Context) error { return nil }

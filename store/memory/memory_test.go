@@ -1,4 +1,4 @@
-package store
+package memory
 
 import (
 	"context"
@@ -8,33 +8,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
+	"github.com/kelemetry/kelemetry/store/internal/storetest"
 )
 
 func TestMemoryEvictsOldestWindows(t *testing.T) {
 	ctx := context.Background()
-	m := NewMemory(MemoryConfig{MaxSpans: 4}, 0)
+	m := New(Config{MaxSpans: 4}, 0)
 	obj := ref("c", "", "pods", "ns", "p")
 	w0, w1, w2 := t0, t0.Add(win), t0.Add(2*win)
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{objectSpan(obj, w1), eventSpan(obj, w1, "a", 0)}))
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{objectSpan(obj, w0), eventSpan(obj, w0, "a", 0)}))
-	assert.Equal(t, MemoryStats{Spans: 4, Windows: 2}, m.Stats())
+	assert.Equal(t, Stats{Spans: 4, Windows: 2}, m.Stats())
 
 	// Replacing a span takes no room.
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{objectSpan(obj, w0)}))
-	assert.Equal(t, MemoryStats{Spans: 4, Windows: 2}, m.Stats())
+	assert.Equal(t, Stats{Spans: 4, Windows: 2}, m.Stats())
 
 	// Full: a span of the oldest window is dropped; a newer one evicts the oldest window.
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{eventSpan(obj, w0, "b", 0)}))
-	assert.Equal(t, MemoryStats{Spans: 4, Windows: 2, DroppedSpans: 1}, m.Stats())
+	assert.Equal(t, Stats{Spans: 4, Windows: 2, DroppedSpans: 1}, m.Stats())
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{objectSpan(obj, w2)}))
-	assert.Equal(t, MemoryStats{Spans: 3, Windows: 2, DroppedSpans: 3, DroppedWindows: 1}, m.Stats())
+	assert.Equal(t, Stats{Spans: 3, Windows: 2, DroppedSpans: 3, DroppedWindows: 1}, m.Stats())
 
 	_, err := m.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), w0))
-	assert.ErrorIs(t, err, ErrNotFound)
-	res, err := m.FindObjects(ctx, ObjectQuery{})
+	assert.ErrorIs(t, err, query.ErrNotFound)
+	res, err := m.FindObjects(ctx, query.ObjectQuery{})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
-	assert.Equal(t, []ObjectWindow{
+	assert.Equal(t, []query.ObjectWindow{
 		{Window: w1, TraceID: aggregator.TraceIDFor(obj.Key(), w1)},
 		{Window: w2, TraceID: aggregator.TraceIDFor(obj.Key(), w2)},
 	}, res[0].Windows)
@@ -42,7 +44,7 @@ func TestMemoryEvictsOldestWindows(t *testing.T) {
 
 func TestMemoryGetTraceReturnsCopies(t *testing.T) {
 	ctx := context.Background()
-	m := NewMemory(MemoryConfig{}, 0)
+	m := New(Config{}, 0)
 	sp := objectSpan(ref("c", "", "pods", "ns", "p"), t0)
 	require.NoError(t, m.Export(ctx, []*aggregator.Span{sp}))
 	got, err := m.GetTrace(ctx, sp.TraceID)
@@ -52,15 +54,29 @@ func TestMemoryGetTraceReturnsCopies(t *testing.T) {
 }
 
 func TestMemoryConfig(t *testing.T) {
-	assert.NoError(t, MemoryConfig{}.Validate())
-	assert.Error(t, MemoryConfig{MaxSpans: -1}.Validate())
-	assert.Equal(t, DefaultMaxSpans, MemoryConfig{}.WithDefaults().MaxSpans)
+	assert.NoError(t, Config{}.Validate())
+	assert.Error(t, Config{MaxSpans: -1}.Validate())
+	assert.Equal(t, defaultMaxSpans, Config{}.withDefaults().MaxSpans)
 }
 
-func TestConfigBackend(t *testing.T) {
-	assert.Equal(t, BackendMemory, Config{}.WithDefaults().Backend)
-	assert.Equal(t, BackendEmbedded, Config{Embedded: PebbleConfig{Dir: "x"}}.WithDefaults().Backend)
-	assert.Equal(t, BackendMemory, Config{Backend: BackendMemory, Embedded: PebbleConfig{Dir: "x"}}.WithDefaults().Backend)
-	assert.ErrorContains(t, Config{Backend: "cassandra"}.Validate(), `unknown backend "cassandra"`)
-	assert.ErrorContains(t, Config{Backend: BackendEmbedded}.Validate(), "dir is required")
+func TestMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return New(Config{}, 0) }, storetest.Limits{})
 }
+
+func TestMemorySearch(t *testing.T) {
+	storetest.RunSearch(t, func(t *testing.T) storetest.Store { return New(Config{}, 0) }, storetest.Limits{})
+}
+
+func BenchmarkMemoryExport(b *testing.B) {
+	storetest.BenchmarkExport(b, New(Config{}, 0))
+}
+
+// The span builders of the shared suites.
+var (
+	t0         = storetest.T0
+	ref        = storetest.Ref
+	objectSpan = storetest.ObjectSpan
+	eventSpan  = storetest.EventSpan
+)
+
+const win = storetest.Win
