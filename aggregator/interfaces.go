@@ -170,7 +170,7 @@ func OnlyBusy(err error) bool {
 		if err == ErrSinkBusy { //nolint:errorlint // the walk itself unwraps
 			return true
 		}
-		if multi, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // the walk itself unwraps
+		if multi, ok := err.(interface{ Unwrap() []error }); ok {
 			errs := multi.Unwrap()
 			for _, e := range errs {
 				if !OnlyBusy(e) {

@@ -60,7 +60,7 @@ func (c *versionCache) Get(key aggregator.ObjectKey) (*version, bool) {
 	defer c.mu.Unlock()
 	if e, ok := c.items[key]; ok {
 		c.ll.MoveToFront(e)
-		return e.Value.(*cacheItem).v, true //nolint:forcetypeassert // the list holds only *cacheItem
+		return e.Value.(*cacheItem).v, true
 	}
 	return nil, false
 }
@@ -70,7 +70,7 @@ func (c *versionCache) Peek(key aggregator.ObjectKey) (*version, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[key]; ok {
-		return e.Value.(*cacheItem).v, true //nolint:forcetypeassert // the list holds only *cacheItem
+		return e.Value.(*cacheItem).v, true
 	}
 	return nil, false
 }
@@ -82,7 +82,7 @@ func (c *versionCache) Add(key aggregator.ObjectKey, v *version) {
 	var byObjects, byBytes int64
 	c.mu.Lock()
 	if e, ok := c.items[key]; ok {
-		it := e.Value.(*cacheItem) //nolint:forcetypeassert // the list holds only *cacheItem
+		it := e.Value.(*cacheItem)
 		c.bytes += size - it.size
 		it.v, it.size = v, size
 		c.ll.MoveToFront(e)
@@ -119,7 +119,7 @@ func (c *versionCache) Remove(key aggregator.ObjectKey) {
 }
 
 func (c *versionCache) removeElement(e *list.Element) {
-	it := e.Value.(*cacheItem) //nolint:forcetypeassert // the list holds only *cacheItem
+	it := e.Value.(*cacheItem)
 	c.ll.Remove(e)
 	delete(c.items, it.key)
 	c.bytes -= it.size

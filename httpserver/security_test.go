@@ -106,7 +106,7 @@ func TestTLSServesAndReloadsCertificate(t *testing.T) {
 	issuer := func(ca *testCA, maxVersion uint16) (string, error) {
 		pool := x509.NewCertPool()
 		pool.AddCert(ca.cert)
-		conn, err := tls.Dial("tcp", s.AuditAddr(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS10, MaxVersion: maxVersion}) //nolint:gosec // the test offers old versions on purpose
+		conn, err := tls.Dial("tcp", s.AuditAddr(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS10, MaxVersion: maxVersion}) // offers old versions on purpose
 		if err != nil {
 			return "", err
 		}

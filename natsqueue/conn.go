@@ -92,7 +92,7 @@ func connect(cfg Config, log *slog.Logger) (*nats.Conn, error) {
 				d *= 2
 			}
 			d = min(d, cfg.MaxReconnectWait)
-			return d/2 + rand.N(d/2+1) //nolint:gosec // jitter, not security
+			return d/2 + rand.N(d/2+1) // math/rand: jitter, not security
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("NATS disconnected", "err", err)

@@ -109,7 +109,7 @@ func (c *protoConverter) span(sp *aggregator.Span) *tracepb.Span {
 	return s
 }
 
-func unixNano(n int64) uint64 { return uint64(max(0, n)) } //nolint:gosec // not negative
+func unixNano(n int64) uint64 { return uint64(max(0, n)) }
 
 // keyValues converts string attributes (all the sink makes), in order, allocating the messages
 // of all of them at once. Nil when there are none, as the exporter has it.

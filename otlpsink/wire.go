@@ -77,7 +77,7 @@ const (
 func sizeVarint(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // sizeField is the size of a length-delimited field of n bytes with a one-byte tag.
-func sizeField(n int) int { return 1 + sizeVarint(uint64(n)) + n } //nolint:gosec // n >= 0
+func sizeField(n int) int { return 1 + sizeVarint(uint64(n)) + n } // n >= 0
 
 func appendField(b []byte, tag byte, data string) []byte {
 	b = append(b, tag)
@@ -108,12 +108,12 @@ func kvSize(key, value string) int {
 // appendKV appends a KeyValue field (tag) of a string attribute.
 func appendKV(b []byte, tag byte, key, value string) []byte {
 	b = append(b, tag)
-	b = binary.AppendUvarint(b, uint64(kvSize(key, value))) //nolint:gosec // a size
+	b = binary.AppendUvarint(b, uint64(kvSize(key, value)))
 	if key != "" {
 		b = appendField(b, tagKey, key)
 	}
 	b = append(b, tagValue)
-	b = binary.AppendUvarint(b, uint64(sizeField(len(value)))) //nolint:gosec // a size
+	b = binary.AppendUvarint(b, uint64(sizeField(len(value))))
 	return appendField(b, tagStringValue, value)
 }
 
@@ -202,7 +202,7 @@ func (e *wireEncoder) appendSpan(b []byte, sp *aggregator.Span) []byte {
 	n += 2 + 4 // flags: a two-byte tag
 
 	b = append(b, tagSpans)
-	b = binary.AppendUvarint(b, uint64(n)) //nolint:gosec // a size
+	b = binary.AppendUvarint(b, uint64(n))
 	b = appendBytesField(b, tagTraceID, sp.TraceID[:])
 	b = appendBytesField(b, tagSpanID, sp.SpanID[:])
 	if sp.ParentID.IsValid() {
@@ -224,7 +224,7 @@ func (e *wireEncoder) appendSpan(b []byte, sp *aggregator.Span) []byte {
 	for i := range sp.Logs {
 		l := &sp.Logs[i]
 		b = append(b, tagEvents)
-		b = binary.AppendUvarint(b, uint64(eventSize(sp, l))) //nolint:gosec // a size
+		b = binary.AppendUvarint(b, uint64(eventSize(sp, l)))
 		if t := eventTime(sp, l); t != 0 {
 			b = appendFixed64(b, tagEventTime, t)
 		}
@@ -237,7 +237,7 @@ func (e *wireEncoder) appendSpan(b []byte, sp *aggregator.Span) []byte {
 		}
 	}
 	b = append(b, tagStatus)
-	b = binary.AppendUvarint(b, uint64(statusSize(sp))) //nolint:gosec // a size
+	b = binary.AppendUvarint(b, uint64(statusSize(sp)))
 	if sp.Error {
 		if m := statusMessage(sp); m != "" {
 			b = appendField(b, tagStatusMessage, m)
@@ -290,14 +290,14 @@ func (e *wireEncoder) request(batch []*aggregator.Span) []byte {
 		res := sizeField(kvSize(AttrServiceName, g.source))
 		ss := sizeField(scope) + len(g.spans)
 		out = append(out, tagResourceSpans)
-		out = binary.AppendUvarint(out, uint64(rsSize(g, scope))) //nolint:gosec // a size
+		out = binary.AppendUvarint(out, uint64(rsSize(g, scope)))
 		out = append(out, tagResource)
-		out = binary.AppendUvarint(out, uint64(res)) //nolint:gosec // a size
+		out = binary.AppendUvarint(out, uint64(res))
 		out = appendKV(out, tagAttributes, AttrServiceName, g.source)
 		out = append(out, tagScopeSpans)
-		out = binary.AppendUvarint(out, uint64(ss)) //nolint:gosec // a size
+		out = binary.AppendUvarint(out, uint64(ss))
 		out = append(out, tagScope)
-		out = binary.AppendUvarint(out, uint64(scope)) //nolint:gosec // a size
+		out = binary.AppendUvarint(out, uint64(scope))
 		out = appendField(out, tagScopeName, scopeName)
 		out = append(out, g.spans...)
 	}

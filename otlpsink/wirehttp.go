@@ -59,11 +59,11 @@ func httpUpload(client *http.Client, url string, headers map[string]string, gzip
 		switch sc := resp.StatusCode; {
 		case sc >= 200 && sc < 300:
 			if rerr != nil || len(data) == 0 {
-				return nil //nolint:nilerr // the spans were taken; an unreadable answer only hides a partial success
+				return nil // the spans were taken; an unreadable answer only hides a partial success
 			}
 			var r coltracepb.ExportTraceServiceResponse
 			if err := proto.Unmarshal(data, &r); err != nil {
-				return nil //nolint:nilerr // as above
+				return nil // as above
 			}
 			if ps := r.GetPartialSuccess(); ps != nil && (ps.GetRejectedSpans() > 0 || ps.GetErrorMessage() != "") {
 				return errors.New(partialSuccessMessage(ps.GetErrorMessage(), ps.GetRejectedSpans()))

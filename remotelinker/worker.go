@@ -36,7 +36,7 @@ type Worker struct {
 	closed  bool
 	running sync.WaitGroup
 	// ctx bounds the lookups: cancel ends them when Stop gives up waiting.
-	ctx    context.Context //nolint:containedctx // the lookups' lifetime, not a request's
+	ctx    context.Context // the lookups' lifetime, not a request's
 	cancel context.CancelFunc
 }
 
