@@ -27,6 +27,7 @@ import (
 	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
 )
 
@@ -109,8 +110,8 @@ type Config struct {
 	StoreBackend string `yaml:"storeBackend"`
 	// Jaeger configures the jaeger store backend: spans written over OTLP to a Jaeger collector and
 	// read back through Jaeger's remote storage API, shared by every replica (see
-	// store.JaegerConfig and docs/operations/scaling.md).
-	Jaeger store.JaegerConfig `yaml:"jaeger"`
+	// package store/jaeger and docs/operations/scaling.md).
+	Jaeger jaeger.Config `yaml:"jaeger"`
 	// Store configures the embedded store in DataDir; Memory the in-memory one (DataDir "").
 	Store  store.PebbleConfig `yaml:"store"`
 	Memory memory.Config      `yaml:"memory"`

@@ -46,7 +46,7 @@ var Module = Modules(RoleAll)
 // side (the Jaeger and native APIs, the web UI, the storage API), so the API listener serves only
 // /metrics and /healthz; RoleQuery leaves out the ingest side (the webhook, replays, Event
 // watches, linkers, the aggregator), so no webhook port is opened and the store is only read.
-// Replicas of each role share a store through the jaeger backend (store.JaegerConfig).
+// Replicas of each role share a store through the jaeger backend (package store/jaeger).
 func Modules(role string) fx.Option {
 	common := []fx.Option{fx.Provide(subConfigs), telemetry.Module, httpserver.Module, store.Module}
 	ingest := []fx.Option{

@@ -24,7 +24,8 @@ import (
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
-	"github.com/kelemetry/kelemetry/store/jaegertest"
+	"github.com/kelemetry/kelemetry/store/jaeger"
+	"github.com/kelemetry/kelemetry/store/jaeger/jaegertest"
 )
 
 // replica starts one process of the given role; with a backend, on the shared jaeger store,
@@ -38,7 +39,7 @@ func replica(t *testing.T, role string, backend *jaegertest.Backend, opts ...fx.
 	}
 	if backend != nil {
 		cfg.StoreBackend = store.BackendJaeger
-		cfg.Jaeger = store.JaegerConfig{Endpoint: backend.Addr()}
+		cfg.Jaeger = jaeger.Config{Endpoint: backend.Addr()}
 		if role != kelemetry.RoleQuery {
 			cfg.Jaeger.OTLP = otlpsink.Config{Endpoint: backend.Addr(), FlushInterval: 10 * time.Millisecond}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -63,7 +64,7 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 	})
 	b.Run("jaeger", func(b *testing.B) {
 		otlp, remote := startJaeger(b)
-		w, err := store.OpenJaeger(ctx, store.JaegerConfig{Endpoint: remote, OTLP: otlpsink.Config{Endpoint: otlp}}, 0, telemetry.Settings{})
+		w, err := jaeger.Open(ctx, jaeger.Config{Endpoint: remote, OTLP: otlpsink.Config{Endpoint: otlp}}, 0, telemetry.Settings{})
 		require.NoError(b, err)
 		require.NoError(b, w.Start(ctx))
 		n := 0
@@ -72,8 +73,8 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 			n += len(spans)
 		}
 		require.NoError(b, w.Stop(ctx))
-		open := func(b *testing.B) *store.Jaeger {
-			r, err := store.OpenJaeger(ctx, store.JaegerConfig{Endpoint: remote}, 0, telemetry.Settings{})
+		open := func(b *testing.B) *jaeger.Store {
+			r, err := jaeger.Open(ctx, jaeger.Config{Endpoint: remote}, 0, telemetry.Settings{})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = r.Stop(context.Background()) })
 			return r

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kelemetry/kelemetry/store/internal/query"
+	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
 )
 
@@ -15,7 +17,7 @@ const (
 	DefaultCheckInterval  = time.Minute
 	DefaultIndexCacheSize = 100_000
 	DefaultCacheSize      = 32 << 20
-	DefaultMaxFutureSkew  = 24 * time.Hour
+	DefaultMaxFutureSkew  = query.DefaultMaxFutureSkew
 )
 
 // PebbleConfig configures the persistent store. The zero value means defaults, except Dir,
@@ -104,7 +106,7 @@ const (
 // Config chooses and configures the store. The zero value is the in-memory store.
 type Config struct {
 	// Backend is "embedded" (Pebble in Embedded.Dir), "memory", or "jaeger" (a Jaeger backend
-	// shared by several processes, see JaegerConfig); empty means embedded when Embedded.Dir is
+	// shared by several processes, see jaeger.Config); empty means embedded when Embedded.Dir is
 	// set, memory otherwise.
 	Backend string `yaml:"backend"`
 	// Embedded configures the embedded Pebble store.
@@ -112,7 +114,7 @@ type Config struct {
 	// Memory configures the in-memory store.
 	Memory memory.Config `yaml:"memory"`
 	// Jaeger configures the jaeger backend.
-	Jaeger JaegerConfig `yaml:"jaeger"`
+	Jaeger jaeger.Config `yaml:"jaeger"`
 }
 
 // WithDefaults returns c with the backend chosen.

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -21,7 +22,7 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 	case BackendMemory:
 		return memory.New(cfg.Memory, w), nil
 	case BackendJaeger:
-		return OpenJaeger(ctx, cfg.Jaeger, w, tel)
+		return jaeger.Open(ctx, cfg.Jaeger, w, tel)
 	}
 	p, err := OpenPebble(ctx, cfg.Embedded, w, tel)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store/internal/query"
+	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
 )
 
@@ -86,14 +87,14 @@ type Store interface {
 var (
 	_ Store                    = (*memory.Store)(nil)
 	_ Store                    = (*Pebble)(nil)
-	_ Store                    = (*Jaeger)(nil)
+	_ Store                    = (*jaeger.Store)(nil)
 	_ aggregator.HealthChecker = (*Pebble)(nil)
-	_ aggregator.HealthChecker = (*Jaeger)(nil)
+	_ aggregator.HealthChecker = (*jaeger.Store)(nil)
 	_ aggregator.Syncer        = (*Pebble)(nil)
-	_ aggregator.Syncer        = (*Jaeger)(nil)
-	_ ExactFinder              = (*Jaeger)(nil)
+	_ aggregator.Syncer        = (*jaeger.Store)(nil)
+	_ ExactFinder              = (*jaeger.Store)(nil)
 	_ ExactFinder              = (*Pebble)(nil)
-	_ aggregator.SpanChecker   = (*Jaeger)(nil)
+	_ aggregator.SpanChecker   = (*jaeger.Store)(nil)
 )
 
 // TraceObject returns the object of one trace's spans: its object span's, else that of the first

@@ -36,6 +36,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -390,7 +391,7 @@ func readStored(t *testing.T, j jaegerProc) stored {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := store.OpenJaeger(ctx, store.JaegerConfig{Endpoint: j.remote, CacheTTL: time.Nanosecond, SearchDepth: 500_000}, 0, telemetry.Settings{})
+	st, err := jaeger.Open(ctx, jaeger.Config{Endpoint: j.remote, CacheTTL: time.Nanosecond, SearchDepth: 500_000}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	defer st.Stop(context.Background()) //nolint:errcheck // the test ends
 	objs, err := st.FindObjects(ctx, store.ObjectQuery{Limit: 1 << 20})

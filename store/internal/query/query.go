@@ -85,3 +85,8 @@ type ObjectWindows struct {
 	// Windows are sorted by Window, ascending.
 	Windows []ObjectWindow
 }
+
+// DefaultMaxFutureSkew is how far past the current time a window may start: the embedded store
+// keeps such windows by default (its maxFutureSkew), and the jaeger backend searches that far
+// ahead.
+const DefaultMaxFutureSkew = 24 * time.Hour

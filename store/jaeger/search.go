@@ -1,4 +1,4 @@
-package store
+package jaeger
 
 import (
 	"cmp"
@@ -21,7 +21,7 @@ const servicesTTL = 30 * time.Second
 // FindObjects finds objects. An exact key over a short range is read by its computed trace IDs
 // (no search); otherwise the object spans (or, with q.Attributes, the event spans) are searched by
 // attributes, and each object found is named by reading its newest window.
-func (j *Jaeger) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
+func (j *Store) FindObjects(ctx context.Context, q query.ObjectQuery) ([]query.ObjectWindows, error) {
 	m := query.NewMatcher(q, j.window)
 	if q.Exact && m.HasFrom && m.HasTo {
 		first := aggregator.WindowStart(q.From, j.window)
@@ -35,8 +35,8 @@ func (j *Jaeger) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 // FindExact finds the windows of many objects at once (see ExactFinder): over a range of at most
 // ProbeWindows windows, every window of every key is read by its computed trace ID, in batches;
 // over a longer one, each key is searched.
-func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]ObjectWindows, error) {
-	out := make([]ObjectWindows, len(keys))
+func (j *Store) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]query.ObjectWindows, error) {
+	out := make([]query.ObjectWindows, len(keys))
 	first := aggregator.WindowStart(from, j.window)
 	if from.IsZero() || to.IsZero() || to.Sub(first)/j.window+1 > time.Duration(j.cfg.ProbeWindows) {
 		for i, k := range keys {
@@ -50,13 +50,13 @@ func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 		}
 		return out, nil
 	}
-	var ws []ObjectWindow
+	var ws []query.ObjectWindow
 	var owner []int
 	for i, k := range keys {
 		m := query.NewMatcher(query.Exact(k, from, to), j.window)
 		for w := first; !w.After(to); w = w.Add(j.window) {
 			if m.Window(w.UnixNano()) {
-				ws = append(ws, ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(k, w)})
+				ws = append(ws, query.ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(k, w)})
 				owner = append(owner, i)
 			}
 		}
@@ -78,19 +78,19 @@ func (j *Jaeger) FindExact(ctx context.Context, keys []aggregator.ObjectKey, fro
 }
 
 // probe reads the windows of one object (m.Q names its key) from first to m.Q.To.
-func (j *Jaeger) probe(ctx context.Context, m *query.Matcher, first time.Time) ([]ObjectWindows, error) {
+func (j *Store) probe(ctx context.Context, m *query.Matcher, first time.Time) ([]query.ObjectWindows, error) {
 	key := m.Q.Key()
-	var ws []ObjectWindow
+	var ws []query.ObjectWindow
 	for w := first; !w.After(m.Q.To); w = w.Add(j.window) {
 		if m.Window(w.UnixNano()) {
-			ws = append(ws, ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(key, w)})
+			ws = append(ws, query.ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(key, w)})
 		}
 	}
 	traces, err := j.GetTraces(ctx, ws)
 	if err != nil {
 		return nil, err
 	}
-	var res ObjectWindows
+	var res query.ObjectWindows
 	for i, spans := range traces {
 		ref, ok := j.objectIn(spans, m)
 		if !ok || ref.Key() != key {
@@ -102,11 +102,11 @@ func (j *Jaeger) probe(ctx context.Context, m *query.Matcher, first time.Time) (
 	if len(res.Windows) == 0 {
 		return nil, nil
 	}
-	return []ObjectWindows{res}, nil
+	return []query.ObjectWindows{res}, nil
 }
 
 // objectIn returns the object of one window's spans when they match m's attributes.
-func (j *Jaeger) objectIn(spans []*aggregator.Span, m *query.Matcher) (aggregator.ObjectRef, bool) {
+func (j *Store) objectIn(spans []*aggregator.Span, m *query.Matcher) (aggregator.ObjectRef, bool) {
 	ref, ok := query.TraceObject(spans)
 	if !ok || !m.Object(ref.Key()) {
 		return ref, false
@@ -119,11 +119,11 @@ func (j *Jaeger) objectIn(spans []*aggregator.Span, m *query.Matcher) (aggregato
 
 // foundObject is the windows of one object a search found, before its key is known.
 type foundObject struct {
-	windows []ObjectWindow
+	windows []query.ObjectWindow
 }
 
 // search finds objects by attributes.
-func (j *Jaeger) search(ctx context.Context, m *query.Matcher) ([]ObjectWindows, error) {
+func (j *Store) search(ctx context.Context, m *query.Matcher) ([]query.ObjectWindows, error) {
 	q := &m.Q
 	services := []string{string(aggregator.KindObject)}
 	if len(q.Attributes) > 0 {
@@ -144,7 +144,7 @@ func (j *Jaeger) search(ctx context.Context, m *query.Matcher) ([]ObjectWindows,
 	for _, a := range q.Attributes {
 		attrs = append(attrs, stringKV(a.Key, a.Value))
 	}
-	from, to := time.Unix(0, 0), j.now().Add(DefaultMaxFutureSkew)
+	from, to := time.Unix(0, 0), j.now().Add(query.DefaultMaxFutureSkew)
 	if m.HasTo {
 		to = q.To
 	}
@@ -193,17 +193,17 @@ func (j *Jaeger) search(ctx context.Context, m *query.Matcher) ([]ObjectWindows,
 				groups[gk] = g
 				order = append(order, gk)
 			}
-			if !slices.ContainsFunc(g.windows, func(x ObjectWindow) bool { return x.TraceID == id }) {
-				g.windows = append(g.windows, ObjectWindow{Window: w, TraceID: id})
+			if !slices.ContainsFunc(g.windows, func(x query.ObjectWindow) bool { return x.TraceID == id }) {
+				g.windows = append(g.windows, query.ObjectWindow{Window: w, TraceID: id})
 			}
 		}
 	}
 	// Name each object by reading windows, newest first: the newest only when no event
 	// attribute must be checked, each of them otherwise.
-	var reads []ObjectWindow
+	var reads []query.ObjectWindow
 	for _, gk := range order {
 		g := groups[gk]
-		slices.SortFunc(g.windows, func(a, b ObjectWindow) int { return b.Window.Compare(a.Window) })
+		slices.SortFunc(g.windows, func(a, b query.ObjectWindow) int { return b.Window.Compare(a.Window) })
 		if len(q.Attributes) == 0 {
 			reads = append(reads, g.windows[0])
 		} else {
@@ -214,20 +214,20 @@ func (j *Jaeger) search(ctx context.Context, m *query.Matcher) ([]ObjectWindows,
 	if err != nil {
 		return nil, err
 	}
-	byKey := map[aggregator.ObjectKey]*ObjectWindows{}
+	byKey := map[aggregator.ObjectKey]*query.ObjectWindows{}
 	newest := map[aggregator.ObjectKey]time.Time{}
-	add := func(ref aggregator.ObjectRef, ws ...ObjectWindow) {
+	add := func(ref aggregator.ObjectRef, ws ...query.ObjectWindow) {
 		k := ref.Key()
 		o := byKey[k]
 		if o == nil {
-			o = &ObjectWindows{Object: ref}
+			o = &query.ObjectWindows{Object: ref}
 			byKey[k] = o
 		}
 		for _, w := range ws {
 			if w.Window.After(newest[k]) || newest[k].IsZero() {
 				newest[k], o.Object = w.Window, ref
 			}
-			if !slices.ContainsFunc(o.Windows, func(x ObjectWindow) bool { return x.TraceID == w.TraceID }) {
+			if !slices.ContainsFunc(o.Windows, func(x query.ObjectWindow) bool { return x.TraceID == w.TraceID }) {
 				o.Windows = append(o.Windows, w)
 			}
 		}
@@ -249,12 +249,12 @@ func (j *Jaeger) search(ctx context.Context, m *query.Matcher) ([]ObjectWindows,
 			i++
 		}
 	}
-	out := make([]ObjectWindows, 0, len(byKey))
+	out := make([]query.ObjectWindows, 0, len(byKey))
 	for _, o := range byKey {
-		slices.SortFunc(o.Windows, func(a, b ObjectWindow) int { return a.Window.Compare(b.Window) })
+		slices.SortFunc(o.Windows, func(a, b query.ObjectWindow) int { return a.Window.Compare(b.Window) })
 		out = append(out, *o)
 	}
-	slices.SortFunc(out, func(a, b ObjectWindows) int {
+	slices.SortFunc(out, func(a, b query.ObjectWindows) int {
 		return cmp.Compare(a.Object.Key().String(), b.Object.Key().String())
 	})
 	if len(out) > m.Limit() {
@@ -265,7 +265,7 @@ func (j *Jaeger) search(ctx context.Context, m *query.Matcher) ([]ObjectWindows,
 
 // eventServices lists the backend's services that hold event spans (all but the object, link and
 // cluster marker services), cached for a while.
-func (j *Jaeger) eventServices(ctx context.Context) ([]string, error) {
+func (j *Store) eventServices(ctx context.Context) ([]string, error) {
 	j.servicesMu.Lock()
 	defer j.servicesMu.Unlock()
 	if j.services != nil && j.now().Sub(j.servicesAt) < servicesTTL {
@@ -281,7 +281,7 @@ func (j *Jaeger) eventServices(ctx context.Context) ([]string, error) {
 	out := []string{}
 	for _, s := range resp.GetServices() {
 		switch s {
-		case string(aggregator.KindObject), string(aggregator.KindLink), ClusterService:
+		case string(aggregator.KindObject), string(aggregator.KindLink), clusterService:
 		default:
 			out = append(out, s)
 		}

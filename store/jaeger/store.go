@@ -1,4 +1,4 @@
-package store
+package jaeger
 
 import (
 	"context"
@@ -32,18 +32,18 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Defaults of JaegerConfig.
+// Defaults of Config.
 const (
-	DefaultJaegerTimeout      = 10 * time.Second
-	DefaultJaegerCacheBytes   = 64 << 20
-	DefaultJaegerCacheTTL     = 10 * time.Second
-	DefaultJaegerSearchDepth  = 1000
-	DefaultJaegerProbeWindows = 16
+	defaultTimeout      = 10 * time.Second
+	defaultCacheBytes   = 64 << 20
+	defaultCacheTTL     = 10 * time.Second
+	defaultSearchDepth  = 1000
+	defaultProbeWindows = 16
 )
 
-// ClusterService is the service name of the cluster markers the jaeger backend writes: one span
+// clusterService is the service name of the cluster markers the jaeger backend writes: one span
 // per cluster and window, named after the cluster, so that Clusters is one GetOperations call.
-const ClusterService = "kelemetry-clusters"
+const clusterService = "kelemetry-clusters"
 
 // kindCluster is the span kind of cluster markers; readers skip them.
 const kindCluster aggregator.SpanKind = "cluster"
@@ -58,11 +58,11 @@ const (
 // maxRecvBytes is the largest streamed message accepted from the backend.
 const maxRecvBytes = 64 << 20
 
-// JaegerConfig configures the jaeger backend: traces written over OTLP to a Jaeger collector (or
+// Config configures the jaeger backend: traces written over OTLP to a Jaeger collector (or
 // any OTLP receiver in front of a Jaeger database), and read back through Jaeger's remote storage
 // API (jaeger.storage.v2 gRPC, e.g. Jaeger v2 running its remote_storage extension). Any number
 // of processes may write and read the same backend.
-type JaegerConfig struct {
+type Config struct {
 	// Endpoint is the jaeger.storage.v2 gRPC endpoint traces are read from: host:port or
 	// grpc://host:port (plaintext unless TLS.Enabled), grpcs://host:port (TLS). Required.
 	Endpoint string `yaml:"endpoint"`
@@ -88,29 +88,29 @@ type JaegerConfig struct {
 	OTLP otlpsink.Config `yaml:"otlp"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c JaegerConfig) WithDefaults() JaegerConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
-		c.Timeout = DefaultJaegerTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.CacheBytes == 0 {
-		c.CacheBytes = DefaultJaegerCacheBytes
+		c.CacheBytes = defaultCacheBytes
 	}
 	if c.CacheTTL == 0 {
-		c.CacheTTL = DefaultJaegerCacheTTL
+		c.CacheTTL = defaultCacheTTL
 	}
 	if c.SearchDepth == 0 {
-		c.SearchDepth = DefaultJaegerSearchDepth
+		c.SearchDepth = defaultSearchDepth
 	}
 	if c.ProbeWindows == 0 {
-		c.ProbeWindows = DefaultJaegerProbeWindows
+		c.ProbeWindows = defaultProbeWindows
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c JaegerConfig) Validate() error {
-	c = c.WithDefaults()
+func (c Config) Validate() error {
+	c = c.withDefaults()
 	if c.Endpoint == "" {
 		return errors.New("store: jaeger.endpoint (the jaeger.storage.v2 gRPC address to read from) is required")
 	}
@@ -132,7 +132,7 @@ func (c JaegerConfig) Validate() error {
 }
 
 // target is the gRPC target of Endpoint and whether it uses TLS.
-func (c JaegerConfig) target() (addr string, useTLS bool, err error) {
+func (c Config) target() (addr string, useTLS bool, err error) {
 	addr, useTLS = c.Endpoint, c.TLS.Enabled
 	switch {
 	case strings.HasPrefix(addr, "grpcs://"):
@@ -146,15 +146,15 @@ func (c JaegerConfig) target() (addr string, useTLS bool, err error) {
 	return addr, useTLS, nil
 }
 
-// Jaeger is the jaeger backend: a Store whose spans go over OTLP to a Jaeger collector and are
+// Store is the jaeger backend: a store.Store whose spans go over OTLP to a Jaeger collector and are
 // read back through jaeger.storage.v2. Several ingesting processes may write it and any number of
 // query processes read it; a span written more than once is read once, in its newest version.
 //
 // Reads need no index of their own: an object's trace IDs are computed from its key and window
 // (aggregator.TraceIDFor) and read in batches; objects are found with attribute searches
 // (FindTraceIDs) on the object spans. FindTraces (a trace ID prefix scan) is not supported.
-type Jaeger struct {
-	cfg    JaegerConfig
+type Store struct {
+	cfg    Config
 	window time.Duration
 	logger *slog.Logger
 	conn   *grpc.ClientConn
@@ -183,18 +183,18 @@ type clusterWindow struct {
 }
 
 var (
-	_ Store                    = (*Jaeger)(nil)
-	_ aggregator.HealthChecker = (*Jaeger)(nil)
-	_ aggregator.Syncer        = (*Jaeger)(nil)
+	_ aggregator.HealthChecker = (*Store)(nil)
+	_ aggregator.Syncer        = (*Store)(nil)
+	_ aggregator.SpanChecker   = (*Store)(nil)
 )
 
-// OpenJaeger connects to the backend cfg names, for traces of window length w. No connection is
-// made yet: a backend that is down fails reads (with ErrUnavailable) until it is back.
-func OpenJaeger(ctx context.Context, cfg JaegerConfig, w aggregator.Window, tel telemetry.Settings) (*Jaeger, error) {
+// Open connects to the backend cfg names, for traces of window length w. No connection is
+// made yet: a backend that is down fails reads (with store.ErrUnavailable) until it is back.
+func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Settings) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	addr, useTLS, err := cfg.target()
 	if err != nil {
 		return nil, err
@@ -223,7 +223,7 @@ func OpenJaeger(ctx context.Context, cfg JaegerConfig, w aggregator.Window, tel 
 		_ = conn.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	j := &Jaeger{
+	j := &Store{
 		cfg: cfg, window: w.Length(), logger: tel.Log().With("component", "store", "backend", "jaeger", "endpoint", cfg.Endpoint),
 		conn: conn, client: storagev2.NewTraceReaderClient(conn), cache: newTraceCache(cfg.CacheBytes), now: time.Now, marked: marked,
 	}
@@ -275,17 +275,17 @@ func (t *tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (t *tokenFile) RequireTransportSecurity() bool { return t.secure }
 
-// Start implements Store: it starts the writer.
-func (j *Jaeger) Start(ctx context.Context) error {
+// Start implements store.Store: it starts the writer.
+func (j *Store) Start(ctx context.Context) error {
 	if j.sink == nil {
 		return nil
 	}
 	return j.sink.Start(ctx)
 }
 
-// Stop implements Store: it flushes the writer within ctx and closes the connection to the
+// Stop implements store.Store: it flushes the writer within ctx and closes the connection to the
 // backend. Later calls return nil.
-func (j *Jaeger) Stop(ctx context.Context) error {
+func (j *Store) Stop(ctx context.Context) error {
 	var errs []error
 	if j.sink != nil {
 		errs = append(errs, j.sink.Stop(ctx))
@@ -300,7 +300,7 @@ func (j *Jaeger) Stop(ctx context.Context) error {
 }
 
 // Health reports the writer's state (busy while its queue is nearly full).
-func (j *Jaeger) Health(ctx context.Context) error {
+func (j *Store) Health(ctx context.Context) error {
 	if j.sink == nil {
 		return nil
 	}
@@ -311,7 +311,7 @@ func (j *Jaeger) Health(ctx context.Context) error {
 // Export accepted before the call, sending them at once (otlpsink.Sink.Sync), or an error
 // when it did not (receiver down until ctx ends, spans dropped). A read-only backend has
 // nothing to sync.
-func (j *Jaeger) Sync(ctx context.Context) error {
+func (j *Store) Sync(ctx context.Context) error {
 	if j.sink == nil {
 		return nil
 	}
@@ -323,7 +323,7 @@ func (j *Jaeger) Sync(ctx context.Context) error {
 
 // Export writes spans over OTLP, with a cluster marker for each cluster and window not marked
 // yet by this process. A read-only backend refuses.
-func (j *Jaeger) Export(ctx context.Context, spans []*aggregator.Span) error {
+func (j *Store) Export(ctx context.Context, spans []*aggregator.Span) error {
 	if j.sink == nil {
 		return errors.New("store: the jaeger backend is read-only (no jaeger.otlp.endpoint)")
 	}
@@ -355,17 +355,17 @@ func (j *Jaeger) Export(ctx context.Context, spans []*aggregator.Span) error {
 	return nil
 }
 
-func (j *Jaeger) marker(cw clusterWindow) *aggregator.Span {
+func (j *Store) marker(cw clusterWindow) *aggregator.Span {
 	w := time.Unix(0, cw.window).UTC()
 	tid := aggregator.TraceIDFor(aggregator.ObjectKey{Cluster: cw.cluster}, w)
 	return &aggregator.Span{
-		TraceID: tid, SpanID: aggregator.ObjectSpanID(tid), Kind: kindCluster, Source: ClusterService,
+		TraceID: tid, SpanID: aggregator.ObjectSpanID(tid), Kind: kindCluster, Source: clusterService,
 		Name: cw.cluster, Object: aggregator.ObjectRef{Cluster: cw.cluster}, Window: w, Start: w, End: w.Add(j.window),
 	}
 }
 
-// readError classifies a failed call: the backend down or too slow wraps ErrUnavailable.
-func (j *Jaeger) readError(ctx context.Context, method string, err error) error {
+// readError classifies a failed call: the backend down or too slow wraps query.ErrUnavailable.
+func (j *Store) readError(ctx context.Context, method string, err error) error {
 	result := "error"
 	defer func() {
 		j.reads.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method), attribute.String("result", result)))
@@ -378,40 +378,40 @@ func (j *Jaeger) readError(ctx context.Context, method string, err error) error 
 	switch code {
 	case codes.DeadlineExceeded:
 		result = "unavailable"
-		return fmt.Errorf("%w: jaeger storage at %s: %s timed out after %s", ErrUnavailable, j.cfg.Endpoint, method, j.cfg.Timeout)
+		return fmt.Errorf("%w: jaeger storage at %s: %s timed out after %s", query.ErrUnavailable, j.cfg.Endpoint, method, j.cfg.Timeout)
 	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
 		result = "unavailable"
-		return fmt.Errorf("%w: jaeger storage at %s: %s: %s", ErrUnavailable, j.cfg.Endpoint, method, status.Convert(err).Message())
+		return fmt.Errorf("%w: jaeger storage at %s: %s: %s", query.ErrUnavailable, j.cfg.Endpoint, method, status.Convert(err).Message())
 	}
 	return fmt.Errorf("jaeger storage at %s: %s: %w", j.cfg.Endpoint, method, err)
 }
 
-func (j *Jaeger) ok(ctx context.Context, method string) {
+func (j *Store) ok(ctx context.Context, method string) {
 	j.reads.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method), attribute.String("result", "ok")))
 }
 
 // expiry is when a cached read goes stale. Every window ages alike: a replay, a late Kubernetes
 // Event or a replica catching up may still write into a window long closed.
-func (j *Jaeger) expiry(now time.Time) time.Time { return now.Add(j.cfg.CacheTTL) }
+func (j *Store) expiry(now time.Time) time.Time { return now.Add(j.cfg.CacheTTL) }
 
-// GetTrace returns the spans of one trace, or ErrNotFound.
-func (j *Jaeger) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
+// GetTrace returns the spans of one trace, or query.ErrNotFound.
+func (j *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
 	var w time.Time
 	if _, tw, ok := aggregator.ParseTraceID(id); ok {
 		w = tw
 	}
-	out, err := j.GetTraces(ctx, []ObjectWindow{{Window: w, TraceID: id}})
+	out, err := j.GetTraces(ctx, []query.ObjectWindow{{Window: w, TraceID: id}})
 	if err != nil {
 		return nil, err
 	}
 	if len(out[0]) == 0 {
-		return nil, ErrNotFound
+		return nil, query.ErrNotFound
 	}
 	return out[0], nil
 }
 
 // GetTraces reads the traces of ws, from the cache or in batches from the backend.
-func (j *Jaeger) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error) {
+func (j *Store) GetTraces(ctx context.Context, ws []query.ObjectWindow) ([][]*aggregator.Span, error) {
 	out := make([][]*aggregator.Span, len(ws))
 	now := j.now()
 	var miss []int
@@ -454,8 +454,8 @@ func inBatches(idx []int, fn func(batch []int) error) error {
 
 // HasSpans implements aggregator.SpanChecker: it reads the traces of refs from the backend,
 // past the cache (another replica may have written them a moment ago), and reports which of the
-// spans they hold. Errors are those of GetTraces (ErrUnavailable while the backend is down).
-func (j *Jaeger) HasSpans(ctx context.Context, refs []aggregator.SpanRef) ([]bool, error) {
+// spans they hold. Errors are those of GetTraces (query.ErrUnavailable while the backend is down).
+func (j *Store) HasSpans(ctx context.Context, refs []aggregator.SpanRef) ([]bool, error) {
 	out := make([]bool, len(refs))
 	// One query per trace and window.
 	type tw struct {
@@ -503,7 +503,7 @@ func (j *Jaeger) HasSpans(ctx context.Context, refs []aggregator.SpanRef) ([]boo
 }
 
 // getBatch reads the traces ws[i] of one batch of indexes into out[i] and the cache.
-func (j *Jaeger) getBatch(ctx context.Context, ws []ObjectWindow, batch []int, out [][]*aggregator.Span, now time.Time) error {
+func (j *Store) getBatch(ctx context.Context, ws []query.ObjectWindow, batch []int, out [][]*aggregator.Span, now time.Time) error {
 	req := &storagev2.GetTracesRequest{}
 	seen := map[trace.TraceID]bool{}
 	for _, i := range batch {
@@ -549,7 +549,7 @@ func inWindow(spans []*aggregator.Span, w time.Time) []*aggregator.Span {
 }
 
 // read runs one streaming call within the read timeout and collects its spans.
-func (j *Jaeger) read(ctx context.Context, method string, call func(context.Context) (grpc.ServerStreamingClient[tracev1.TracesData], error)) (*traceSpans, error) {
+func (j *Store) read(ctx context.Context, method string, call func(context.Context) (grpc.ServerStreamingClient[tracev1.TracesData], error)) (*traceSpans, error) {
 	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
 	stream, err := call(ctx)
@@ -578,15 +578,15 @@ func (j *Jaeger) read(ctx context.Context, method string, call func(context.Cont
 }
 
 // FindTraces is not supported: remote backends cannot scan trace IDs by prefix.
-func (j *Jaeger) FindTraces(context.Context, TraceQuery) ([]TraceRef, error) {
+func (j *Store) FindTraces(context.Context, query.TraceQuery) ([]query.TraceRef, error) {
 	return nil, fmt.Errorf("store: the jaeger backend cannot find traces by an ID prefix: %w", errors.ErrUnsupported)
 }
 
 // Clusters returns the clusters written by any process (their markers).
-func (j *Jaeger) Clusters(ctx context.Context) ([]string, error) {
+func (j *Store) Clusters(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
-	resp, err := j.client.GetOperations(ctx, &storagev2.GetOperationsRequest{Service: ClusterService})
+	resp, err := j.client.GetOperations(ctx, &storagev2.GetOperationsRequest{Service: clusterService})
 	if err != nil {
 		return nil, j.readError(ctx, "GetOperations", err)
 	}

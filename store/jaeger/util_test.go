@@ -1,4 +1,4 @@
-package store
+package jaeger
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store/internal/storetest"
-	"github.com/kelemetry/kelemetry/store/jaegertest"
+	"github.com/kelemetry/kelemetry/store/jaeger/jaegertest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// jaegerTestStore is a Jaeger store writing into and reading from f; Export returns once f holds
+// jaegerTestStore is a jaeger store writing into and reading from f; Export returns once f holds
 // the spans, so that tests read their writes.
 type jaegerTestStore struct {
-	*Jaeger
+	*Store
 	f       *jaegertest.Backend
 	objects map[aggregator.ObjectKey]map[time.Time]bool
 }
@@ -34,14 +34,14 @@ func (s *jaegerTestStore) mark(key aggregator.ObjectKey, w time.Time) bool {
 	return true
 }
 
-func openJaegerTest(t *testing.T, f *jaegertest.Backend, mutate func(*JaegerConfig)) *jaegerTestStore {
+func openJaegerTest(t *testing.T, f *jaegertest.Backend, mutate func(*Config)) *jaegerTestStore {
 	t.Helper()
-	cfg := JaegerConfig{Endpoint: f.Addr(), Timeout: 2 * time.Second,
+	cfg := Config{Endpoint: f.Addr(), Timeout: 2 * time.Second,
 		OTLP: otlpsink.Config{Endpoint: f.Addr(), FlushInterval: 5 * time.Millisecond, RetryBackoff: 20 * time.Millisecond}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	j, err := OpenJaeger(context.Background(), cfg, aggregator.Window(win), telemetry.Settings{})
+	j, err := Open(context.Background(), cfg, aggregator.Window(win), telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, j.Start(context.Background()))
 	t.Cleanup(func() {
@@ -49,7 +49,7 @@ func openJaegerTest(t *testing.T, f *jaegertest.Backend, mutate func(*JaegerConf
 		defer cancel()
 		_ = j.Stop(ctx)
 	})
-	return &jaegerTestStore{Jaeger: j, f: f}
+	return &jaegerTestStore{Store: j, f: f}
 }
 
 // Export writes spans as the aggregator does: with an object span in every window of an object
@@ -69,7 +69,7 @@ func (s *jaegerTestStore) Export(ctx context.Context, spans []*aggregator.Span) 
 		}
 	}
 	before := s.f.Spans()
-	if err := s.Jaeger.Export(ctx, spans); err != nil {
+	if err := s.Store.Export(ctx, spans); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -83,3 +83,15 @@ func (s *jaegerTestStore) Export(ctx context.Context, spans []*aggregator.Span) 
 var jaegerLimits = storetest.Limits{ObjectSpansOnly: true, NoPrefixScan: true}
 
 func otlpConfig(endpoint string) otlpsink.Config { return otlpsink.Config{Endpoint: endpoint} }
+
+// The span builders of the shared suites.
+var (
+	t0         = storetest.T0
+	ref        = storetest.Ref
+	objectSpan = storetest.ObjectSpan
+	eventSpan  = storetest.EventSpan
+	export     = storetest.Export
+	keys       = storetest.Keys
+)
+
+const win = storetest.Win

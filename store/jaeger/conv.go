@@ -1,4 +1,4 @@
-package store
+package jaeger
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package store
+package jaeger
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/store/internal/storetest"
-	"github.com/kelemetry/kelemetry/store/jaegertest"
+	"github.com/kelemetry/kelemetry/store/jaeger/jaegertest"
 )
 
 func TestJaeger(t *testing.T) {
@@ -45,7 +45,7 @@ func TestJaegerDuplicatesNewestWins(t *testing.T) {
 	assert.Equal(t, later.End, got[1].End)
 	assert.Equal(t, later.Attributes, got[1].Attributes)
 
-	res, err := b.FindObjects(ctx, ObjectQuery{Resource: "pods"})
+	res, err := b.FindObjects(ctx, query.ObjectQuery{Resource: "pods"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c//pods/ns/p:1"}, keys(res))
 }
@@ -57,14 +57,14 @@ func TestJaegerExactObjectNeedsNoSearch(t *testing.T) {
 	s := openJaegerTest(t, f, nil)
 	obj := ref("c", "apps", "deployments", "ns", "d")
 	export(t, s, objectSpan(obj, t0), objectSpan(obj, t0.Add(2*win)))
-	res, err := s.FindObjects(ctx, ObjectQuery{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "d",
+	res, err := s.FindObjects(ctx, query.ObjectQuery{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "d",
 		Exact: true, From: t0, To: t0.Add(3 * win)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c/apps/deployments/ns/d:2"}, keys(res))
 	assert.Zero(t, f.Calls("FindTraceIDs"))
 
 	// A long range searches instead, with the same answer.
-	res, err = s.FindObjects(ctx, ObjectQuery{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "d",
+	res, err = s.FindObjects(ctx, query.ObjectQuery{Cluster: "c", Group: "apps", Resource: "deployments", Namespace: "ns", Name: "d",
 		Exact: true, From: t0, To: t0.Add(100 * win)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c/apps/deployments/ns/d:2"}, keys(res))
@@ -75,12 +75,12 @@ func TestJaegerExactObjectNeedsNoSearch(t *testing.T) {
 func TestJaegerCache(t *testing.T) {
 	ctx := context.Background()
 	f := jaegertest.New(t)
-	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheBytes = 4 << 10 })
-	var ws []ObjectWindow
+	s := openJaegerTest(t, f, func(c *Config) { c.CacheBytes = 4 << 10 })
+	var ws []query.ObjectWindow
 	for i := range 20 {
 		obj := ref("c", "", "pods", "ns", string(rune('a'+i)))
 		export(t, s, objectSpan(obj, t0), eventSpan(obj, t0, "e", time.Minute))
-		ws = append(ws, ObjectWindow{Window: t0, TraceID: aggregator.TraceIDFor(obj.Key(), t0)})
+		ws = append(ws, query.ObjectWindow{Window: t0, TraceID: aggregator.TraceIDFor(obj.Key(), t0)})
 	}
 	_, err := s.GetTraces(ctx, ws[:1])
 	require.NoError(t, err)
@@ -99,53 +99,53 @@ func TestJaegerCache(t *testing.T) {
 	assert.Positive(t, evicted)
 }
 
-// With the backend down, reads fail fast with ErrUnavailable and recover once it is back.
+// With the backend down, reads fail fast with query.ErrUnavailable and recover once it is back.
 func TestJaegerBackendDown(t *testing.T) {
 	ctx := context.Background()
 	f := jaegertest.New(t)
-	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheTTL = time.Nanosecond })
+	s := openJaegerTest(t, f, func(c *Config) { c.CacheTTL = time.Nanosecond })
 	obj := ref("c", "", "pods", "ns", "p")
 	export(t, s, objectSpan(obj, time.Now().Truncate(win)))
 	f.Stop()
 
 	start := time.Now()
-	_, err := s.FindObjects(ctx, ObjectQuery{Resource: "pods"})
+	_, err := s.FindObjects(ctx, query.ObjectQuery{Resource: "pods"})
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+	assert.True(t, errors.Is(err, query.ErrUnavailable), "got %v", err)
 	assert.Contains(t, err.Error(), f.Addr())
 	_, err = s.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), time.Now().Truncate(win)))
-	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+	assert.True(t, errors.Is(err, query.ErrUnavailable), "got %v", err)
 	_, err = s.Clusters(ctx)
-	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+	assert.True(t, errors.Is(err, query.ErrUnavailable), "got %v", err)
 	assert.Less(t, time.Since(start), 10*time.Second, "no hang")
 
 	f.Start(t, f.Addr())
 	require.Eventually(t, func() bool {
-		res, err := s.FindObjects(ctx, ObjectQuery{Resource: "pods"})
+		res, err := s.FindObjects(ctx, query.ObjectQuery{Resource: "pods"})
 		return err == nil && len(res) == 1
 	}, 10*time.Second, 50*time.Millisecond)
 }
 
 func TestJaegerReadOnly(t *testing.T) {
 	f := jaegertest.New(t)
-	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP.Endpoint = "" })
-	err := s.Jaeger.Export(context.Background(), []*aggregator.Span{objectSpan(ref("c", "", "pods", "", "p"), t0)})
+	s := openJaegerTest(t, f, func(c *Config) { c.OTLP.Endpoint = "" })
+	err := s.Store.Export(context.Background(), []*aggregator.Span{objectSpan(ref("c", "", "pods", "", "p"), t0)})
 	assert.ErrorContains(t, err, "read-only")
 }
 
 func TestJaegerConfig(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  JaegerConfig
+		cfg  Config
 		want string
 	}{
-		{JaegerConfig{}, "endpoint"},
-		{JaegerConfig{Endpoint: "nohost"}, "host:port"},
-		{JaegerConfig{Endpoint: "h:1", SearchDepth: -1}, "searchDepth"},
-		{JaegerConfig{Endpoint: "h:1", OTLP: otlpConfig("ftp://x")}, "jaeger.otlp"},
+		{Config{}, "endpoint"},
+		{Config{Endpoint: "nohost"}, "host:port"},
+		{Config{Endpoint: "h:1", SearchDepth: -1}, "searchDepth"},
+		{Config{Endpoint: "h:1", OTLP: otlpConfig("ftp://x")}, "jaeger.otlp"},
 	} {
-		assert.ErrorContains(t, Config{Backend: BackendJaeger, Jaeger: tc.cfg}.Validate(), tc.want)
+		assert.ErrorContains(t, tc.cfg.Validate(), tc.want)
 	}
-	assert.NoError(t, Config{Backend: BackendJaeger, Jaeger: JaegerConfig{Endpoint: "grpcs://h:1"}}.Validate())
+	assert.NoError(t, Config{Endpoint: "grpcs://h:1"}.Validate())
 }
 
 // FindExact reads the windows of many objects in a few calls, and answers like FindObjects.
@@ -190,18 +190,18 @@ func TestJaegerFindExact(t *testing.T) {
 func TestJaegerSync(t *testing.T) {
 	ctx := context.Background()
 	f := jaegertest.New(t)
-	s := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP.FlushInterval = time.Hour })
-	y, ok := any(s.Jaeger).(aggregator.Syncer)
-	require.True(t, ok, "store.Jaeger implements aggregator.Syncer")
+	s := openJaegerTest(t, f, func(c *Config) { c.OTLP.FlushInterval = time.Hour })
+	y, ok := any(s.Store).(aggregator.Syncer)
+	require.True(t, ok, "jaeger.Store implements aggregator.Syncer")
 	obj := ref("c", "", "pods", "ns", "p")
-	require.NoError(t, s.Jaeger.Export(ctx, []*aggregator.Span{objectSpan(obj, t0), eventSpan(obj, t0, "e", time.Minute)}))
+	require.NoError(t, s.Store.Export(ctx, []*aggregator.Span{objectSpan(obj, t0), eventSpan(obj, t0, "e", time.Minute)}))
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	require.NoError(t, y.Sync(sctx))
 	assert.Equal(t, 3, f.Spans(), "two spans and the cluster marker are at the collector")
 
-	ro := openJaegerTest(t, f, func(c *JaegerConfig) { c.OTLP = otlpsink.Config{} })
-	require.NoError(t, any(ro.Jaeger).(aggregator.Syncer).Sync(ctx))
+	ro := openJaegerTest(t, f, func(c *Config) { c.OTLP = otlpsink.Config{} })
+	require.NoError(t, any(ro.Store).(aggregator.Syncer).Sync(ctx))
 }
 
 // HasSpans says which spans Jaeger holds, past the read cache: another replica's write of a
@@ -209,7 +209,7 @@ func TestJaegerSync(t *testing.T) {
 func TestJaegerHasSpans(t *testing.T) {
 	ctx := context.Background()
 	f := jaegertest.New(t)
-	a, b := openJaegerTest(t, f, nil), openJaegerTest(t, f, func(c *JaegerConfig) { c.CacheTTL = time.Hour })
+	a, b := openJaegerTest(t, f, nil), openJaegerTest(t, f, func(c *Config) { c.CacheTTL = time.Hour })
 	obj := ref("c", "", "pods", "ns", "p")
 	other := ref("c", "", "pods", "ns", "q")
 	first, second := eventSpan(obj, t0, "e1", time.Minute), eventSpan(obj, t0, "e2", 2*time.Minute)
@@ -232,5 +232,5 @@ func TestJaegerHasSpans(t *testing.T) {
 
 	f.Stop()
 	_, err = b.HasSpans(ctx, []aggregator.SpanRef{refOf(first)})
-	assert.True(t, errors.Is(err, ErrUnavailable), "got %v", err)
+	assert.True(t, errors.Is(err, query.ErrUnavailable), "got %v", err)
 }

@@ -1,4 +1,4 @@
-package store
+package jaeger
 
 import (
 	"container/list"
