@@ -27,7 +27,10 @@ import (
 	"go.uber.org/fx"
 )
 
-//go:embed static
+// static holds the pages' files: index.html, app.css, and the ES modules app.js (the entry) and
+// js/*.js. The type checker's tsconfig.json next to them is left out.
+//
+//go:embed static/*.html static/*.css static/*.js static/js/*.js
 var static embed.FS
 
 // Register adds the UI's routes to mux: the pages GET /{$}, /search and /trace/{id}, and the

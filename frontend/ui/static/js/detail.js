@@ -1,0 +1,142 @@
+// The detail panel of the trace page: the selected event (its changes, snapshot, errors) or row
+// (its events, related objects, own trace and the object at any moment).
+import { diffTable } from './diff.js';
+import { el, fill } from './dom.js';
+import { fmtDur, fmtTime, objectLabel, resourceLabel, str } from './format.js';
+import { historyPanel, momentLine } from './history.js';
+import { jsonTree } from './json-tree.js';
+import { eventOfLog, logTime, markerClass, normalizeEvent, objectKey, objectNodeOf } from './model.js';
+import { modeName } from './modes.js';
+import { draw, reveal, select, updateURL } from './timeline.js';
+/** @import { EventInfo, TraceNode, TraceView } from './types.js' */
+
+/**
+ * redirectURL opens the own trace of row n's object (GET /redirect, anchored at the row's start,
+ * in the view's mode); null when the row names no object.
+ * @param {TraceNode} n
+ * @param {TraceView} v
+ * @returns {string | null}
+ */
+function redirectURL(n, v) {
+  const k = objectKey(n);
+  if (!k.resource || !k.name) return null;
+  const q = new URLSearchParams();
+  for (const [key, val] of Object.entries(k)) if (val) q.set(key, val);
+  q.set('time', new Date(Math.floor(n.start / 1000)).toISOString());
+  if (v.mode) q.set('mode', modeName(v.mode.display, v.mode.link));
+  return '/redirect?' + q.toString();
+}
+
+/**
+ * renderDetail fills the detail panel with the selection, or hides it.
+ * @param {TraceView} v
+ */
+export function renderDetail(v) {
+  const n = v.selected;
+  const d = v.detail;
+  momentLine(v, null);
+  if (!n) { d.hidden = true; fill(d); return; }
+  d.hidden = false;
+  const close = el('button', { class: 'close', text: 'Close', onclick: () => { v.selected = null; v.selectedLog = null; updateURL(v); renderDetail(v); draw(v); } });
+  if (n.kind === 'event' || (v.selectedLog !== null && n.logs[v.selectedLog] && eventOfLog(n.logs[v.selectedLog]))) {
+    const ev = normalizeEvent(n, n.kind === 'event' ? null : v.selectedLog);
+    fill(d, close, eventDetail(v, ev));
+  } else {
+    fill(d, close, nodeDetail(v, n));
+  }
+  d.scrollTop = 0;
+}
+
+/** @param {string} code an HTTP status */
+function codeClass(code) { const c = Number(code); return c >= 400 ? 'code-bad' : c >= 200 ? 'code-ok' : ''; }
+
+/**
+ * @param {TraceView} v
+ * @param {EventInfo} ev
+ * @returns {HTMLDivElement}
+ */
+function eventDetail(v, ev) {
+  const obj = objectNodeOf(ev.owner);
+  const back = obj ? el('a', { href: '#', class: 'back', text: `← ${obj.service} ${obj.op}`,
+    onclick: e => { e.preventDefault(); select(v, obj, null); } }) : null;
+  const meta = [
+    ['Source', ev.source], ['Time', `${fmtTime(ev.time)} UTC (+${fmtDur(ev.time - v.model.t0)})`],
+    ev.end > ev.time ? ['End', `${fmtTime(ev.end)} UTC (took ${fmtDur(ev.end - ev.time)})`] : null,
+    ['User', ev.user], ['User agent', ev.userAgent], ['Response code', ev.code, codeClass(ev.code)], ['Source IP', ev.sourceIP],
+    ['Action', ev.action], ev.warning ? ['Type', 'Warning', 'code-bad'] : null,
+  ].filter(x => x && x[1]);
+  const link = obj ? redirectURL(obj, v) : null;
+  return el('div', { class: 'event-detail' },
+    back,
+    el('h3', { class: 'event-title', text: ev.title || '(untitled event)' }),
+    el('dl', {}, meta.map(([k, val, cls]) => [el('dt', { text: k }), el('dd', { class: cls || '', text: val })])),
+    ev.errors.length ? [el('h3', { text: 'Errors' }), ev.errors.map(t => el('div', { class: 'box error', text: t }))] : null,
+    ev.messages.length ? [el('h3', { text: 'Messages' }), ev.messages.map(t => el('div', { class: 'box message', text: t }))] : null,
+    el('h3', { text: 'Changes' }),
+    ev.diff.length ? diffTable(ev.diff) : el('div', { class: 'note-inline', text: ev.snapshot
+      ? 'No field changes recorded for this event; the snapshot below holds the object.'
+      : 'No field changes recorded for this event.' }),
+    ev.verboseDiff.length ? el('details', {}, el('summary', { text: `Bookkeeping changes (${ev.verboseDiff.length})` }), diffTable(ev.verboseDiff)) : null,
+    ev.snapshot ? el('details', { class: 'snapshot' }, el('summary', { text: `Snapshot (${ev.snapshot.length} bytes)` }), jsonTree(ev.snapshot)) : null,
+    ev.other.length ? [el('h3', { text: 'Other fields' }), kvTable(ev.other)] : null,
+    ev.attrs.length ? el('details', {}, el('summary', { text: `All attributes (${ev.attrs.length})` }), kvTable(ev.attrs)) : null,
+    link ? el('p', {}, el('a', { href: link, class: 'own-trace', text: `Open the trace of ${objectLabel(objectKey(obj))} (anchored at it)` })) : null);
+}
+
+/**
+ * @param {[string, string][]} pairs
+ * @returns {HTMLTableElement}
+ */
+function kvTable(pairs) {
+  return el('table', { class: 'kv mono' }, el('tbody', {}, pairs.map(([k, val]) => el('tr', {}, el('td', { text: k }), el('td', { text: val })))));
+}
+
+/**
+ * @param {TraceView} v
+ * @param {TraceNode} n a row that is not an event
+ * @returns {HTMLDivElement}
+ */
+function nodeDetail(v, n) {
+  /** @type {HTMLElement[]} */
+  const parts = [el('h3', { class: 'node-title', text: `${n.service} ${n.op}`.trim() })];
+  if (n.kind === 'omitted') {
+    parts.push(el('div', { class: 'box message', text: 'Link following stopped here: a budget (objects per level, objects in total) or the depth limit was reached. Search for these objects directly, or pick a narrower link mode.' }));
+    return el('div', {}, parts);
+  }
+  const k = objectKey(n);
+  parts.push(el('dl', {},
+    [['Kind', n.kind], ['Cluster', k.cluster], ['Resource', resourceLabel(k)], ['Namespace', k.namespace], ['Name', k.name],
+      ['Start', fmtTime(n.start) + ' UTC'], ['End', fmtTime(n.end) + ' UTC'], ['UID', str(n.tags.get('kelemetry.object.uid'))],
+      ['Link class', str(n.tags.get('kelemetry.link.class'))]]
+      .filter(x => x[1]).map(([a, b]) => [el('dt', { text: a }), el('dd', { text: b })])));
+  for (const w of n.span.warnings || []) parts.push(el('div', { class: 'box message', text: w }));
+  const link = n.kind === 'object' || n.kind === 'reference' ? redirectURL(n, v) : null;
+  if (link) parts.push(el('p', {}, el('a', { href: link, class: 'own-trace', text: 'Open this object\'s own trace' })));
+  if (n.kind === 'object' && k.resource && k.name) parts.push(historyPanel(v, k));
+  const rel = n.children.filter(c => c.kind === 'object');
+  if (n.parent && objectNodeOf(n.parent)) rel.unshift(objectNodeOf(n.parent));
+  // Events: folded logs, or event child spans.
+  const events = [];
+  n.logs.forEach((l, i) => { const f = eventOfLog(l); if (f) events.push({ time: logTime(l, n), title: str(f[0].value), fields: f, source: f[0].key, open: () => select(v, n, i) }); });
+  for (const c of n.children) if (c.kind === 'event') events.push({ time: c.start, title: c.op, fields: c.span.tags, source: c.service, open: () => { select(v, c, null); reveal(v, c); } });
+  parts.push(el('h3', { text: `Events (${events.length})` }));
+  if (!events.length) parts.push(el('div', { class: 'note-inline', text: 'No events in this range.' }));
+  else {
+    const fieldOf = (fs, keys) => { for (const kv of fs || []) if (kv && keys.includes(kv.key)) return str(kv.value); return ''; };
+    parts.push(el('table', { class: 'events' }, el('tbody', {}, events.map(e => {
+      const code = fieldOf(e.fields, ['responseCode', 'http.response.status_code']);
+      const bad = markerClass(e.fields, e.title, e.source) === 'error';
+      return el('tr', { class: 'event-row' + (bad ? ' error' : ''), onclick: e.open, tabIndex: 0,
+        onkeydown: k => { if (k.key === 'Enter' || k.key === ' ') { k.preventDefault(); e.open(); } } },
+        el('td', { class: 't mono', text: '+' + fmtDur(e.time - v.model.t0) }),
+        el('td', { class: 'title', text: e.title }),
+        el('td', { class: codeClass(code), text: code }));
+    }))));
+  }
+  if (rel.length) {
+    parts.push(el('h3', { text: 'Related objects' }));
+    parts.push(el('ul', {}, rel.slice(0, 200).map(r => el('li', {}, el('a', { href: '#', text: `${r.service} ${r.op}`, onclick: e => { e.preventDefault(); select(v, r, null); reveal(v, r); } }),
+      ' · ', redirectURL(r, v) ? el('a', { href: redirectURL(r, v), text: 'own trace' }) : null))));
+  }
+  return el('div', { class: 'node-detail' }, parts);
+}
