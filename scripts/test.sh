@@ -20,6 +20,9 @@ go vet -tags e2e ./natsqueue/natse2e # the multi-process tests scripts/e2e.sh ru
 echo "== golangci-lint (.golangci.yml)"
 ./scripts/lint.sh
 
+echo "== tsc --checkJs (frontend/ui/static)"
+./scripts/tsc.sh
+
 echo "== go test"
 go test -count=1 ./...
 
