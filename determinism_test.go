@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store/memory"
@@ -61,16 +62,16 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
 
-	var lists [][]*audit.Event
+	var lists [][]*auditv1.Event
 	for _, b := range batches {
-		evs, err := audit.DecodeEventList(b)
+		evs, err := auditv1.DecodeEventList(b)
 		require.NoError(t, err)
 		lists = append(lists, evs)
 	}
 	if shape.regroup != 0 {
 		lists = regroup(lists, shape.regroup)
 	}
-	work := make(chan []*audit.Event)
+	work := make(chan []*auditv1.Event)
 	errs := make(chan error, max(1, shape.posters))
 	var posting sync.WaitGroup
 	for range max(1, shape.posters) {
@@ -124,9 +125,9 @@ func storedSpans(ctx context.Context, t *testing.T, sink *aggregatortest.Recordi
 
 // regroup deals the events into new batches of random sizes, taking each next event from a random
 // object: every object's events keep their relative order, objects interleave differently.
-func regroup(lists [][]*audit.Event, seed uint64) [][]*audit.Event {
+func regroup(lists [][]*auditv1.Event, seed uint64) [][]*auditv1.Event {
 	type objKey struct{ group, resource, namespace, name, id string }
-	byObj := map[objKey][]*audit.Event{}
+	byObj := map[objKey][]*auditv1.Event{}
 	var keys []objKey
 	for _, evs := range lists {
 		for _, ev := range evs {
@@ -152,8 +153,8 @@ func regroup(lists [][]*audit.Event, seed uint64) [][]*audit.Event {
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var out [][]*audit.Event
-	var cur []*audit.Event
+	var out [][]*auditv1.Event
+	var cur []*auditv1.Event
 	size := 1 + rng.IntN(200)
 	for len(keys) > 0 {
 		i := rng.IntN(len(keys))

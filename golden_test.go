@@ -14,8 +14,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/audittest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 
 // ingest runs events through the consumer, the aggregator and the built-in linkers (with event
 // bodies only, as without a kubeconfig) into a recording sink.
-func ingest(t *testing.T, events []*audit.Event) []*aggregator.Span {
+func ingest(t *testing.T, events []*auditv1.Event) []*aggregator.Span {
 	t.Helper()
 	sink := &aggregatortest.RecordingSink{}
 	require.NoError(t, audittest.Replay(context.Background(), audittest.Config{
@@ -58,7 +58,7 @@ func TestGoldenTraces(t *testing.T) {
 			require.Equal(t, string(want), got)
 
 			for seed := uint64(1); seed <= 3; seed++ {
-				shuffled := append([]*audit.Event(nil), events...)
+				shuffled := append([]*auditv1.Event(nil), events...)
 				rng := rand.New(rand.NewPCG(seed, seed))
 				rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 				assert.Equal(t, string(want), aggregatortest.RenderTrees(ingest(t, shuffled)), fmt.Sprintf("shuffle seed %d", seed))

@@ -21,6 +21,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/audittest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
@@ -39,7 +40,7 @@ func fastNATS(url string) natsqueue.Config {
 // replayEvents runs batches through a queue (in process, or on NATS with natsURL set) ->
 // consumer -> aggregator (built-in linkers) into the memory store and returns the stored spans
 // rendered as JSON, keyed by trace and span ID.
-func replayEvents(t *testing.T, batches [][]*audit.Event, natsURL string) map[string]string {
+func replayEvents(t *testing.T, batches [][]*auditv1.Event, natsURL string) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -87,7 +88,7 @@ func replayEvents(t *testing.T, batches [][]*audit.Event, natsURL string) map[st
 func TestNATSQueueRolloutSameSpans(t *testing.T) {
 	events, err := audittest.ReadFile(filepath.Join("testdata", "rollout", "audit.jsonl"))
 	require.NoError(t, err)
-	var batches [][]*audit.Event
+	var batches [][]*auditv1.Event
 	for i := 0; i < len(events); i += 25 {
 		batches = append(batches, events[i:min(i+25, len(events))])
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -16,11 +16,11 @@ import (
 func TestDeployAuditPolicyStrict(t *testing.T) {
 	data, err := os.ReadFile("deploy/audit-policy.yaml")
 	require.NoError(t, err)
-	var p auditv1.Policy
+	var p k8saudit.Policy
 	require.NoError(t, yaml.UnmarshalStrict(data, &p))
 
 	// kube-system's ConfigMaps are recorded at Metadata level, every other ConfigMap with bodies.
-	level := func(namespace string) auditv1.Level {
+	level := func(namespace string) k8saudit.Level {
 		for _, r := range p.Rules {
 			if len(r.Verbs) > 0 || (len(r.Namespaces) > 0 && !slices.Contains(r.Namespaces, namespace)) {
 				continue
@@ -34,8 +34,8 @@ func TestDeployAuditPolicyStrict(t *testing.T) {
 				return r.Level
 			}
 		}
-		return auditv1.LevelNone
+		return k8saudit.LevelNone
 	}
-	require.Equal(t, auditv1.LevelMetadata, level("kube-system"))
-	require.Equal(t, auditv1.LevelRequestResponse, level("default"))
+	require.Equal(t, k8saudit.LevelMetadata, level("kube-system"))
+	require.Equal(t, k8saudit.LevelRequestResponse, level("default"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/kube"
@@ -63,15 +64,10 @@ const NamespaceControllerUser = "system:serviceaccount:kube-system:namespace-con
 // maxCollectionDeletions bounds the objects a body-less collection delete is joined with.
 const maxCollectionDeletions = 10_000
 
-// isCollectionDelete reports whether ev is a deletecollection that names no object.
-func isCollectionDelete(ev *Event) bool {
-	return ev != nil && ev.Verb == "deletecollection" && ev.ObjectRef != nil && ev.ObjectRef.Name == ""
-}
-
 // isNamespaceController reports whether the namespace controller made the request: by its
 // user, or by its user agent when kube-controller-manager writes with its own credentials
 // ("kube-controller-manager/<version> ... /namespace-controller").
-func isNamespaceController(ev *Event) bool {
+func isNamespaceController(ev *auditv1.Event) bool {
 	if ev.User.Username == NamespaceControllerUser {
 		return true
 	}
@@ -102,100 +98,33 @@ func selectors(requestURI string) (label, field string) {
 	return values.Get("labelSelector"), values.Get("fieldSelector")
 }
 
-// foregroundFinalizer is the finalizer a Foreground delete adds: the garbage collector removes it
-// once the object's blocking dependents are gone.
-const foregroundFinalizer = "foregroundDeletion"
-
-// propagationPolicy reads DeleteOptions.propagationPolicy from a delete's request body; the
-// deprecated orphanDependents=true reads as Orphan. "" when absent or unreadable.
-func propagationPolicy(body []byte) string {
-	if len(body) == 0 {
-		return ""
-	}
-	d := getDecoder(body)
-	defer putDecoder(d)
-	if null, err := d.beginObject(); err != nil || null {
-		return ""
-	}
-	var policy string
-	orphan := false
-	for first := true; ; first = false {
-		name, more, err := d.nextMember(first)
-		if err != nil {
-			return ""
-		}
-		if !more {
-			break
-		}
-		switch string(name) {
-		case "propagationPolicy":
-			policy = ""
-			if d.ws() == '"' {
-				var s []byte
-				if s, err = d.readStr(); err == nil {
-					policy = string(s)
-				}
-			} else {
-				err = d.skipValue()
-			}
-		case "orphanDependents":
-			orphan = false
-			switch d.ws() {
-			case 't':
-				orphan, err = true, d.literal("true")
-			case 'f':
-				err = d.literal("false")
-			case 'n':
-				err = d.literal("null")
-			default:
-				err = d.unexpected("boolean")
-			}
-		default:
-			err = d.skipValue()
-		}
-		if err != nil {
-			return ""
-		}
-	}
-	if d.finish() != nil {
-		return ""
-	}
-	if policy != "" {
-		return policy
-	}
-	if orphan {
-		return "Orphan"
-	}
-	return ""
-}
-
 // deletionState notes what a successful write whose response is the object (meta) did to the
 // object's existence: a collection delete deleted it or marked it for deletion (finalizers, a
 // grace period); a delete marked it (finalizers, e.g. a foreground deletion); an update or
 // patch of an object marked for deletion that leaves it without finalizers removed it (the API
 // server deletes such an object as part of the write).
-func (c *converter) deletionState(ev *Event, out *aggregator.Event, meta bodyMeta, isObject bool) {
+func (c *converter) deletionState(ev *auditv1.Event, out *aggregator.Event, meta auditv1.BodyMeta, isObject bool) {
 	if !isObject {
 		return
 	}
 	switch ev.Verb {
 	case "delete", "deletecollection":
-		finalizers := meta.finalizers
+		finalizers := meta.Finalizers
 		var marked bool
 		if ev.Verb == "delete" {
 			// A delete answers with the object after the delete: still there (deletionTimestamp
 			// set) while finalizers remain. Its graceful termination (a Pod's) is left as is:
 			// the object's own trace shows its end.
-			marked = meta.deletionTimestamp != "" && len(finalizers) > 0
+			marked = meta.DeletionTimestamp != "" && len(finalizers) > 0
 		} else {
 			// A collection delete answers with the objects as listed before it deleted them
 			// (kube-apiserver's DeleteCollection returns its list), so an item's finalizers are
 			// those the delete waits for; a Foreground delete adds foregroundDeletion to each;
 			// an item already marked (a repeated collection delete) is still being removed.
-			if propagationPolicy(ev.RequestObject) == "Foreground" && !slices.Contains(finalizers, foregroundFinalizer) {
+			if auditv1.PropagationPolicy(ev.RequestObject) == "Foreground" && !slices.Contains(finalizers, foregroundFinalizer) {
 				finalizers = append(slices.Clip(finalizers), foregroundFinalizer)
 			}
-			marked = len(finalizers) > 0 || (meta.deletionTimestamp != "" && meta.gracePeriod > 0)
+			marked = len(finalizers) > 0 || (meta.DeletionTimestamp != "" && meta.GracePeriod > 0)
 		}
 		if !marked {
 			if ev.Verb == "deletecollection" {
@@ -211,11 +140,11 @@ func (c *converter) deletionState(ev *Event, out *aggregator.Event, meta bodyMet
 			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
 			msg += "waiting for finalizers " + fin
 		} else {
-			msg += "graceful termination, " + (time.Duration(meta.gracePeriod) * time.Second).String()
+			msg += "graceful termination, " + (time.Duration(meta.GracePeriod) * time.Second).String()
 		}
 		out.Logs = append(out.Logs, aggregator.Log{Time: out.End, Type: aggregator.LogTypeMessage, Message: msg})
 	case "update", "patch":
-		if ev.ObjectRef.Subresource == "" && meta.deletionTimestamp != "" && len(meta.finalizers) == 0 && meta.gracePeriod <= 0 {
+		if ev.ObjectRef.Subresource == "" && meta.DeletionTimestamp != "" && len(meta.Finalizers) == 0 && meta.GracePeriod <= 0 {
 			out.Title += " (deleted: last finalizer removed)"
 			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionCompleted})
 		}
@@ -253,7 +182,7 @@ func namespaceConditionLogs(body []byte, at time.Time) []aggregator.Log {
 // collectionBase is the event a collection delete puts on each object, before the object is
 // known: its Object names only the resource and namespace. ok is false when nothing can be
 // placed (a failed request, bad timestamps).
-func (c *converter) collectionBase(cluster string, ev *Event) (*aggregator.Event, outcome, error) {
+func (c *converter) collectionBase(cluster string, ev *auditv1.Event) (*aggregator.Event, outcome, error) {
 	ref := ev.ObjectRef
 	base, oc, err := c.event(ev, aggregator.Object{ObjectRef: aggregator.ObjectRef{Cluster: cluster, Group: ref.APIGroup,
 		Version: ref.APIVersion, Resource: ref.Resource, Namespace: ref.Namespace}})
@@ -281,51 +210,51 @@ func forObject(base *aggregator.Event, obj aggregator.Object, extra int) *aggreg
 type collectionItem struct {
 	out  *aggregator.Event
 	body []byte
-	meta bodyMeta
+	meta auditv1.BodyMeta
 }
 
 // collectionItems turns the response of a collection delete, when it is a list, into one event
 // per object in it (each item is the object as kube-apiserver listed it just before deleting it:
 // its last state, and its finalizers are what the delete waits for). isList is
 // false when the response is not a list (Metadata-level auditing: no response).
-func (c *converter) collectionItems(ev *Event, base *aggregator.Event) (items []collectionItem, isList bool) {
+func (c *converter) collectionItems(ev *auditv1.Event, base *aggregator.Event) (items []collectionItem, isList bool) {
 	ref := ev.ObjectRef
-	raw, listKind, listAPIVersion := listItems(ev.ResponseObject)
+	raw, listKind, listAPIVersion := auditv1.ListItems(ev.ResponseObject)
 	if raw == nil {
 		return nil, false
 	}
 	itemKind, _ := strings.CutSuffix(listKind, "List")
 	for _, item := range raw {
-		meta, err := decodeBodyMeta(item)
-		if err != nil || meta.name == "" {
+		meta, err := auditv1.DecodeBodyMeta(item)
+		if err != nil || meta.Name == "" {
 			continue
 		}
-		if !meta.seenKind && !meta.seenAPIVersion {
+		if !meta.SeenKind && !meta.SeenAPIVersion {
 			item = withTypeMeta(item, itemKind, listAPIVersion)
-			meta.kind, meta.apiVersion = itemKind, listAPIVersion
+			meta.Kind, meta.APIVersion = itemKind, listAPIVersion
 		}
-		if meta.kind != "" && !kube.IsObjectKind(meta.kind) {
+		if meta.Kind != "" && !kube.IsObjectKind(meta.Kind) {
 			continue
 		}
-		group, _, found := strings.Cut(meta.apiVersion, "/")
+		group, _, found := strings.Cut(meta.APIVersion, "/")
 		if !found {
 			group = ""
 		}
-		if meta.apiVersion != "" && group != ref.APIGroup {
+		if meta.APIVersion != "" && group != ref.APIGroup {
 			continue
 		}
-		ns := meta.namespace
+		ns := meta.Namespace
 		if ns == "" {
 			ns = ref.Namespace
 		} else if ref.Namespace != "" && ns != ref.Namespace {
 			continue
 		}
 		obj := aggregator.Object{ObjectRef: aggregator.ObjectRef{Cluster: base.Object.Cluster, Group: ref.APIGroup,
-			Version: ref.APIVersion, Resource: ref.Resource, Namespace: ns, Name: meta.name, UID: meta.uid},
-			Body: c.snapshot(ref, item), MetaHash: meta.metaHash}
+			Version: ref.APIVersion, Resource: ref.Resource, Namespace: ns, Name: meta.Name, UID: meta.UID},
+			Body: c.snapshot(ref, item), MetaHash: meta.MetaHash}
 		out := forObject(base, obj, 3)
-		if meta.resourceVersion != "" {
-			out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: meta.resourceVersion})
+		if meta.ResourceVersion != "" {
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: meta.ResourceVersion})
 		}
 		c.deletionState(ev, out, meta, true)
 		items = append(items, collectionItem{out: out, body: item, meta: meta})
@@ -335,69 +264,6 @@ func (c *converter) collectionItems(ev *Event, base *aggregator.Event) (items []
 		it.out.Attributes = append(it.out.Attributes, size)
 	}
 	return items, true
-}
-
-// listItems reads a List response: its items (raw JSON objects, copies) and its kind and
-// apiVersion. items is nil when body is not an object with an items array; a truncated or
-// malformed body yields the items read before the fault.
-func listItems(body []byte) (items [][]byte, kind, apiVersion string) {
-	if len(body) == 0 {
-		return nil, "", ""
-	}
-	d := jsontext.NewDecoder(bytes.NewReader(body))
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
-		return nil, "", ""
-	}
-	isList := false
-	for d.PeekKind() != '}' {
-		name, err := d.ReadValue()
-		if err != nil {
-			break
-		}
-		switch {
-		case isName(name, "kind"):
-			kind, err = readString(d)
-		case isName(name, "apiVersion"):
-			apiVersion, err = readString(d)
-		case isName(name, "items") && d.PeekKind() == '[':
-			isList = true
-			items, err = readObjects(d, items)
-		default:
-			err = d.SkipValue()
-		}
-		if err != nil {
-			break
-		}
-	}
-	if !isList || !strings.HasSuffix(kind, "List") {
-		return nil, "", ""
-	}
-	if items == nil {
-		items = [][]byte{}
-	}
-	return items, kind, apiVersion
-}
-
-// readObjects appends copies of the objects of an array to dst, skipping other values.
-func readObjects(d *jsontext.Decoder, dst [][]byte) ([][]byte, error) {
-	if _, err := d.ReadToken(); err != nil {
-		return dst, err
-	}
-	for d.PeekKind() != ']' {
-		if d.PeekKind() != '{' {
-			if err := d.SkipValue(); err != nil {
-				return dst, err
-			}
-			continue
-		}
-		v, err := d.ReadValue()
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, bytes.Clone(v))
-	}
-	_, err := d.ReadToken()
-	return dst, err
 }
 
 // withTypeMeta prefixes a list item (the API server leaves out the items' kind and apiVersion)
@@ -431,8 +297,8 @@ func (j *informerJoin) deletionEvent(base *aggregator.Event, rec changes.Record,
 		out.Title += " (marked for deletion)"
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionMarked})
 		// The deletion start's snapshot says what the object waits for.
-		if meta, err := decodeBodyMeta(rec.Snapshot); err == nil && len(meta.finalizers) > 0 {
-			fin := strings.Join(meta.finalizers, ",")
+		if meta, err := auditv1.DecodeBodyMeta(rec.Snapshot); err == nil && len(meta.Finalizers) > 0 {
+			fin := strings.Join(meta.Finalizers, ",")
 			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
 			out.Logs = append(out.Logs, aggregator.Log{Time: out.End, Type: aggregator.LogTypeMessage,
 				Message: "marked for deletion: waiting for finalizers " + fin})
@@ -444,7 +310,7 @@ func (j *informerJoin) deletionEvent(base *aggregator.Event, rec changes.Record,
 
 // handleCollection places a collection delete on every object it deleted: the items of its
 // response, or (without one) the deletions the informers saw, joined like the informer diffs.
-func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *Event) {
+func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *auditv1.Event) {
 	base, oc, err := c.conv.collectionBase(cluster, ev)
 	if base == nil {
 		if err != nil {
@@ -469,7 +335,7 @@ func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *Eve
 	for i, it := range items {
 		if c.stream != nil {
 			c.stream.observe(ctx, diff.Write{Object: it.out.Object.ObjectRef, Verb: ev.Verb, Response: it.body,
-				Snapshot: it.out.Object.Body, IsObject: true, ResourceVersion: it.meta.resourceVersion, Time: it.out.End}, it.out)
+				Snapshot: it.out.Object.Body, IsObject: true, ResourceVersion: it.meta.ResourceVersion, Time: it.out.End}, it.out)
 		}
 		outs[i] = it.out
 	}
@@ -495,3 +361,7 @@ func (c *Consumer) sendAll(ctx context.Context, cluster, auditID string, outs []
 	}
 	c.counter.Add(int(oc), 1)
 }
+
+// foregroundFinalizer is the finalizer a Foreground delete adds: the garbage collector removes it
+// once the object's blocking dependents are gone.
+const foregroundFinalizer = "foregroundDeletion"

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -268,8 +269,8 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 // Handle converts ev and sends it to the aggregator. It has the signature of a queue Handler.
 // Dropped events and failures are counted, not returned: invalid events are logged at debug,
 // aggregator errors at warn (rate-limited).
-func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
-	if isCollectionDelete(ev) {
+func (c *Consumer) Handle(ctx context.Context, cluster string, ev *auditv1.Event) {
+	if auditv1.IsCollectionDelete(ev) {
 		if oc, err := c.conv.filter(ev); oc != outcomeSent {
 			if err != nil {
 				c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
@@ -314,7 +315,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *Event) {
 // repeated reports whether ev (by cluster, audit ID and stage) was handled lately, and remembers
 // it. An object's events are handled one at a time (the queue partitions by object), so two
 // deliveries of one event never race here.
-func (c *Consumer) repeated(cluster string, ev *Event) bool {
+func (c *Consumer) repeated(cluster string, ev *auditv1.Event) bool {
 	if c.seen == nil {
 		return false
 	}
@@ -354,8 +355,8 @@ func fnvString(h uint64, s string) uint64 {
 // first diff of each object compares against the previous version instead of saying "no
 // previous version seen". Events handled by the informer join, collection deletes and
 // filtered or invalid events are skipped; nothing is counted but the diff's warmed writes.
-func (c *Consumer) Warm(ctx context.Context, cluster string, ev *Event) {
-	if c.stream == nil || ev == nil || isCollectionDelete(ev) {
+func (c *Consumer) Warm(ctx context.Context, cluster string, ev *auditv1.Event) {
+	if c.stream == nil || ev == nil || auditv1.IsCollectionDelete(ev) {
 		return
 	}
 	var info convertInfo
@@ -410,7 +411,7 @@ func (c *Consumer) sendRetrying(ctx context.Context, out *aggregator.Event) erro
 // is filtered out or invalid; err is set only for invalid events (wrapping
 // aggregator.ErrInvalidEvent). Convert has no side effects. A deletecollection naming no object
 // gives keep false: it becomes one event per object it deleted, which only Handle places.
-func (c *Consumer) Convert(cluster string, ev *Event) (out *aggregator.Event, keep bool, err error) {
+func (c *Consumer) Convert(cluster string, ev *auditv1.Event) (out *aggregator.Event, keep bool, err error) {
 	out, _, err = c.conv.convert(cluster, ev, nil)
 	return out, out != nil, err
 }
@@ -422,7 +423,7 @@ func (c *Consumer) Convert(cluster string, ev *Event) (out *aggregator.Event, ke
 // found without handling them again. It reports false for all when the aggregator cannot tell
 // (its sinks upsert: handling again is harmless), and for events that convert to nothing (filtered,
 // invalid, a deletecollection naming no object).
-func (c *Consumer) Stored(ctx context.Context, cluster string, evs []*Event) ([]bool, error) {
+func (c *Consumer) Stored(ctx context.Context, cluster string, evs []*auditv1.Event) ([]bool, error) {
 	out := make([]bool, len(evs))
 	checker, ok := c.agg.(interface {
 		HasEvents(context.Context, []*aggregator.Event) ([]bool, error)

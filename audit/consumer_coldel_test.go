@@ -16,6 +16,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -27,13 +28,13 @@ const nsController = "system:serviceaccount:kube-system:namespace-controller"
 // namespace controller's deletecollection of deployments, configmaps and widgets (one with a
 // finalizer), its delete of a Service, its status update of the namespace, the widget
 // controller's patch removing the last finalizer, and alice's `kubectl delete pods -l app=web`.
-func coldelEvents(t *testing.T, level string) []*Event {
+func coldelEvents(t *testing.T, level string) []*auditv1.Event {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "deletecollection", level+".jsonl"))
 	require.NoError(t, err)
-	var events []*Event
+	var events []*auditv1.Event
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		ev, err := DecodeEvent([]byte(line))
+		ev, err := auditv1.DecodeEvent([]byte(line))
 		require.NoError(t, err)
 		events = append(events, ev)
 	}
@@ -241,7 +242,7 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 	assert.Contains(t, logMessages(held, aggregator.LogTypeMessage), "marked for deletion: waiting for finalizers example.com/hold")
 
 	// The widget controller's patch removed the last finalizer: the informer saw the widget go.
-	var patch *Event
+	var patch *auditv1.Event
 	for _, ev := range events {
 		if ev.Verb == "patch" {
 			patch = ev
@@ -400,7 +401,7 @@ func TestConsumerForegroundDeleteSteps(t *testing.T) {
 
 	// A terminating Pod's status update (grace period running) deletes nothing.
 	st := consumerEvent()
-	st.ObjectRef = &ObjectReference{Resource: "pods", Namespace: "default", Name: "p", APIVersion: "v1"}
+	st.ObjectRef = &auditv1.ObjectReference{Resource: "pods", Namespace: "default", Name: "p", APIVersion: "v1"}
 	st.ResponseObject = json.RawMessage(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"default",` +
 		`"deletionTimestamp":"2026-11-29T17:09:30Z","deletionGracePeriodSeconds":30}}`)
 	out, _, err = c.Convert("c1", st)
@@ -444,9 +445,9 @@ func BenchmarkConsumerDeleteCollection(b *testing.B) {
 			`"labels":{"app":"web"},"managedFields":[{"manager":"kubectl"}]},"data":{"k":"value %d"}}`, i, i, i+1, i)
 	}
 	body.WriteString(`]}`)
-	ev := &Event{AuditID: "dc", Stage: "ResponseComplete", Verb: "deletecollection", User: UserInfo{Username: nsController},
-		ObjectRef: &ObjectReference{Resource: "configmaps", Namespace: "shop", APIVersion: "v1"}, RequestURI: "/api/v1/namespaces/shop/configmaps",
-		ResponseStatus: &Status{Code: 200}, ResponseObject: json.RawMessage(body.String()),
+	ev := &auditv1.Event{AuditID: "dc", Stage: "ResponseComplete", Verb: "deletecollection", User: auditv1.UserInfo{Username: nsController},
+		ObjectRef: &auditv1.ObjectReference{Resource: "configmaps", Namespace: "shop", APIVersion: "v1"}, RequestURI: "/api/v1/namespaces/shop/configmaps",
+		ResponseStatus: &auditv1.Status{Code: 200}, ResponseObject: json.RawMessage(body.String()),
 		RequestReceivedTimestamp: consumerT0, StageTimestamp: consumerT0.Add(time.Second)}
 	agg := &countingAggregator{}
 	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
@@ -485,6 +486,6 @@ func TestPropagationPolicyReadsDeleteOptions(t *testing.T) {
 		`{"orphanDependents":"yes"}`:                                                      "",
 		`{"dryRun":["All"],"preconditions":{"uid":"u"},"propagationPolicy":"Foreground"}`: "Foreground",
 	} {
-		assert.Equal(t, want, propagationPolicy([]byte(body)), body)
+		assert.Equal(t, want, auditv1.PropagationPolicy([]byte(body)), body)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -193,10 +194,10 @@ func TestConsumerDiffSecrets(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
-	secret := func(id, verb, rv, password string) *Event {
-		return &Event{AuditID: id, Stage: "ResponseComplete", Verb: verb, User: UserInfo{Username: "alice"},
-			ObjectRef:      &ObjectReference{Resource: "secrets", Namespace: "default", Name: "db", APIVersion: "v1"},
-			ResponseStatus: &Status{Code: 200},
+	secret := func(id, verb, rv, password string) *auditv1.Event {
+		return &auditv1.Event{AuditID: id, Stage: "ResponseComplete", Verb: verb, User: auditv1.UserInfo{Username: "alice"},
+			ObjectRef:      &auditv1.ObjectReference{Resource: "secrets", Namespace: "default", Name: "db", APIVersion: "v1"},
+			ResponseStatus: &auditv1.Status{Code: 200},
 			ResponseObject: json.RawMessage(`{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db","namespace":"default","resourceVersion":"` + rv +
 				`"},"data":{"password":"` + password + `"}}`),
 			RequestReceivedTimestamp: t0, StageTimestamp: t0}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -19,13 +20,13 @@ import (
 
 // metadataEvent is a Metadata-level audit event (no bodies) of verb on deployment default/name,
 // completed at end.
-func metadataEvent(id, verb, name, rv string, end time.Time) *Event {
-	return &Event{
+func metadataEvent(id, verb, name, rv string, end time.Time) *auditv1.Event {
+	return &auditv1.Event{
 		AuditID: id, Stage: "ResponseComplete", Verb: verb, Level: "Metadata",
-		User: UserInfo{Username: "alice"},
-		ObjectRef: &ObjectReference{Resource: "deployments", Namespace: "default", Name: name,
+		User: auditv1.UserInfo{Username: "alice"},
+		ObjectRef: &auditv1.ObjectReference{Resource: "deployments", Namespace: "default", Name: name,
 			APIGroup: "apps", APIVersion: "v1", ResourceVersion: rv},
-		ResponseStatus:           &Status{Code: 200},
+		ResponseStatus:           &auditv1.Status{Code: 200},
 		RequestReceivedTimestamp: end.Add(-10 * time.Millisecond),
 		StageTimestamp:           end,
 	}

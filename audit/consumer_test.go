@@ -20,25 +20,26 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 var consumerT0 = time.Date(2026, 11, 29, 17, 9, 30, 123456000, time.UTC)
 
 // consumerEvent is a successful update of deployment default/web by alice, returning the object.
-func consumerEvent() *Event {
-	return &Event{
+func consumerEvent() *auditv1.Event {
+	return &auditv1.Event{
 		Kind:       "Event",
 		APIVersion: "audit.k8s.io/v1",
 		AuditID:    "a1",
 		Stage:      "ResponseComplete",
 		Verb:       "update",
-		User:       UserInfo{Username: "alice", Groups: []string{"system:authenticated"}},
+		User:       auditv1.UserInfo{Username: "alice", Groups: []string{"system:authenticated"}},
 		SourceIPs:  []string{"10.0.0.1"},
 		UserAgent:  "kubectl/v1.37.2",
-		ObjectRef: &ObjectReference{Resource: "deployments", Namespace: "default", Name: "web", UID: "u1",
+		ObjectRef: &auditv1.ObjectReference{Resource: "deployments", Namespace: "default", Name: "web", UID: "u1",
 			APIGroup: "apps", APIVersion: "v1", ResourceVersion: "41"},
-		ResponseStatus: &Status{Code: 200},
+		ResponseStatus: &auditv1.Status{Code: 200},
 		RequestObject:  json.RawMessage(`{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web"}}`),
 		ResponseObject: json.RawMessage(`{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web",` +
 			`"namespace":"default","uid":"u1","resourceVersion":"42","managedFields":[{"manager":"x"}]},"spec":{"replicas":1}}`),
@@ -135,7 +136,7 @@ func TestConsumerConvertRules(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     ConsumerConfig
-		edit    func(ev *Event)
+		edit    func(ev *auditv1.Event)
 		keep    bool
 		invalid bool // want an error wrapping aggregator.ErrInvalidEvent
 		checks  []check
@@ -143,49 +144,54 @@ func TestConsumerConvertRules(t *testing.T) {
 		{name: "update returning the object", keep: true, checks: []check{titled("alice update"), hasBody(true)}},
 
 		// verbs and stages
-		{name: "get is not kept", edit: func(ev *Event) { ev.Verb = "get" }},
-		{name: "list is not kept", edit: func(ev *Event) { ev.Verb = "list"; ev.ObjectRef.Name = "" }},
-		{name: "watch is not kept", edit: func(ev *Event) { ev.Verb = "watch" }},
-		{name: "configured verbs", cfg: ConsumerConfig{Verbs: []string{"get"}}, edit: func(ev *Event) { ev.Verb = "get" },
+		{name: "get is not kept", edit: func(ev *auditv1.Event) { ev.Verb = "get" }},
+		{name: "list is not kept", edit: func(ev *auditv1.Event) { ev.Verb = "list"; ev.ObjectRef.Name = "" }},
+		{name: "watch is not kept", edit: func(ev *auditv1.Event) { ev.Verb = "watch" }},
+		{name: "configured verbs", cfg: ConsumerConfig{Verbs: []string{"get"}}, edit: func(ev *auditv1.Event) { ev.Verb = "get" },
 			keep: true, checks: []check{titled("alice get")}},
 		{name: "configured verbs drop the others", cfg: ConsumerConfig{Verbs: []string{"get"}}},
-		{name: "ResponseStarted is not kept", edit: func(ev *Event) { ev.Stage = "ResponseStarted" }},
-		{name: "RequestReceived is not kept", edit: func(ev *Event) { ev.Stage = "RequestReceived" }},
+		{name: "ResponseStarted is not kept", edit: func(ev *auditv1.Event) { ev.Stage = "ResponseStarted" }},
+		{name: "RequestReceived is not kept", edit: func(ev *auditv1.Event) { ev.Stage = "RequestReceived" }},
 		{name: "configured stages", cfg: ConsumerConfig{Stages: []string{"ResponseStarted"}},
-			edit: func(ev *Event) { ev.Stage = "ResponseStarted" }, keep: true,
+			edit: func(ev *auditv1.Event) { ev.Stage = "ResponseStarted" }, keep: true,
 			checks: []check{func(t *testing.T, out *aggregator.Event) { assert.Equal(t, "a1/ResponseStarted", out.ID) }}},
 
 		// objectRef and exclusions
-		{name: "no objectRef", edit: func(ev *Event) { ev.ObjectRef = nil }},
-		{name: "core events excluded", edit: func(ev *Event) { ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "", "events" }},
+		{name: "no objectRef", edit: func(ev *auditv1.Event) { ev.ObjectRef = nil }},
+		{name: "core events excluded", edit: func(ev *auditv1.Event) { ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "", "events" }},
 		{name: "events.k8s.io events excluded",
-			edit: func(ev *Event) { ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "events.k8s.io", "events" }},
+			edit: func(ev *auditv1.Event) { ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "events.k8s.io", "events" }},
 		{name: "leases excluded",
-			edit: func(ev *Event) { ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "coordination.k8s.io", "leases" }},
+			edit: func(ev *auditv1.Event) {
+				ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "coordination.k8s.io", "leases"
+			}},
 		{name: "a bare resource means the core group", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "example.com", "events"
 				ev.ResponseObject = nil
 			}},
 		{name: "empty exclusion list keeps events", cfg: ConsumerConfig{ExcludeResources: []string{}}, keep: true,
-			edit: func(ev *Event) { ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "", "events"; ev.ResponseObject = nil }},
+			edit: func(ev *auditv1.Event) {
+				ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "", "events"
+				ev.ResponseObject = nil
+			}},
 		{name: "configured exclusion", cfg: ConsumerConfig{ExcludeResources: []string{"apps/deployments"}}},
 		{name: "excluded user agent", cfg: ConsumerConfig{ExcludeUserAgents: []string{"/leader-election"}},
-			edit: func(ev *Event) { ev.UserAgent = "kube-controller-manager/v1.37.2/leader-election" }},
+			edit: func(ev *auditv1.Event) { ev.UserAgent = "kube-controller-manager/v1.37.2/leader-election" }},
 		{name: "other user agents pass", cfg: ConsumerConfig{ExcludeUserAgents: []string{"/leader-election"}}, keep: true},
 
 		// deletecollection
-		{name: "deletecollection names no object", edit: func(ev *Event) {
+		{name: "deletecollection names no object", edit: func(ev *auditv1.Event) {
 			ev.Verb, ev.ObjectRef.Name, ev.ObjectRef.UID = "deletecollection", "", ""
 			ev.ResponseObject = json.RawMessage(`{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{"resourceVersion":"9"},"items":[]}`)
 		}},
 		{name: "deletecollection naming an object", keep: true,
-			edit:   func(ev *Event) { ev.Verb = "deletecollection"; ev.ResponseObject = nil },
+			edit:   func(ev *auditv1.Event) { ev.Verb = "deletecollection"; ev.ResponseObject = nil },
 			checks: []check{titled("alice deletecollection")}},
 
 		// generateName
 		{name: "create with generateName takes the name from the response", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "create"
 				ev.ObjectRef.Name, ev.ObjectRef.UID, ev.ObjectRef.ResourceVersion = "", "", ""
 				ev.ResponseObject = deploymentBody("web-x7k2p")
@@ -197,9 +203,9 @@ func TestConsumerConvertRules(t *testing.T) {
 					assert.Equal(t, "u1", out.Object.UID)
 				}}},
 		{name: "create with generateName of a cluster-scoped object takes the namespace-less name", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "create"
-				ev.ObjectRef = &ObjectReference{Resource: "certificatesigningrequests", APIGroup: "certificates.k8s.io", APIVersion: "v1"}
+				ev.ObjectRef = &auditv1.ObjectReference{Resource: "certificatesigningrequests", APIGroup: "certificates.k8s.io", APIVersion: "v1"}
 				ev.ResponseObject = json.RawMessage(`{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest",` +
 					`"metadata":{"name":"csr-abc","uid":"u9","resourceVersion":"7"}}`)
 			},
@@ -207,13 +213,13 @@ func TestConsumerConvertRules(t *testing.T) {
 				assert.Equal(t, "csr-abc", out.Object.Name)
 				assert.Empty(t, out.Object.Namespace)
 			}}},
-		{name: "failed create with generateName has no name", invalid: true, edit: func(ev *Event) {
+		{name: "failed create with generateName has no name", invalid: true, edit: func(ev *auditv1.Event) {
 			ev.Verb = "create"
 			ev.ObjectRef.Name, ev.ObjectRef.UID = "", ""
-			ev.ResponseStatus = &Status{Code: 422, Reason: "Invalid"}
+			ev.ResponseStatus = &auditv1.Status{Code: 422, Reason: "Invalid"}
 			ev.ResponseObject = json.RawMessage(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":422}`)
 		}},
-		{name: "create with generateName and no response body", invalid: true, edit: func(ev *Event) {
+		{name: "create with generateName and no response body", invalid: true, edit: func(ev *auditv1.Event) {
 			ev.Verb = "create"
 			ev.ObjectRef.Name = ""
 			ev.ResponseObject = nil
@@ -221,14 +227,14 @@ func TestConsumerConvertRules(t *testing.T) {
 
 		// subresources
 		{name: "status update lands on the object with its body", keep: true,
-			edit:   func(ev *Event) { ev.ObjectRef.Subresource = "status" },
+			edit:   func(ev *auditv1.Event) { ev.ObjectRef.Subresource = "status" },
 			checks: []check{titled("alice update status"), attr(aggregator.AttrSubresource, "status"), hasBody(true)}},
 		{name: "pods/binding lands on the pod without the Status body", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "create"
 				ev.User.Username = "system:kube-scheduler"
-				ev.ObjectRef = &ObjectReference{Resource: "pods", Namespace: "default", Name: "web-0", APIVersion: "v1", Subresource: "binding"}
-				ev.ResponseStatus = &Status{Code: 201}
+				ev.ObjectRef = &auditv1.ObjectReference{Resource: "pods", Namespace: "default", Name: "web-0", APIVersion: "v1", Subresource: "binding"}
+				ev.ResponseStatus = &auditv1.Status{Code: 201}
 				ev.ResponseObject = statusBody
 			},
 			checks: []check{titled("system:kube-scheduler create binding"), hasBody(false),
@@ -238,7 +244,7 @@ func TestConsumerConvertRules(t *testing.T) {
 						Name: "web-0"}, out.Object.ObjectRef)
 				}}},
 		{name: "scale patch has no Scale body", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "patch"
 				ev.ObjectRef.Subresource = "scale"
 				ev.ResponseObject = json.RawMessage(`{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web",` +
@@ -246,34 +252,34 @@ func TestConsumerConvertRules(t *testing.T) {
 			},
 			checks: []check{titled("alice patch scale"), hasBody(false)}},
 		{name: "a Scale in the object's own group is still no body", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ObjectRef.Subresource = ""
 				ev.ResponseObject = json.RawMessage(`{"kind":"Scale","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"default"}}`)
 			},
 			checks: []check{hasBody(false)}},
 		{name: "other subresources never give a body", keep: true,
-			edit:   func(ev *Event) { ev.ObjectRef.Subresource = "ephemeralcontainers" },
+			edit:   func(ev *auditv1.Event) { ev.ObjectRef.Subresource = "ephemeralcontainers" },
 			checks: []check{hasBody(false), titled("alice update ephemeralcontainers")}},
 		{name: "serviceaccounts/token has no TokenRequest body", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "create"
-				ev.ObjectRef = &ObjectReference{Resource: "serviceaccounts", Namespace: "default", Name: "default",
+				ev.ObjectRef = &auditv1.ObjectReference{Resource: "serviceaccounts", Namespace: "default", Name: "default",
 					APIVersion: "v1", Subresource: "token"}
 				ev.ResponseObject = json.RawMessage(`{"kind":"TokenRequest","apiVersion":"authentication.k8s.io/v1",` +
 					`"metadata":{"name":"default","namespace":"default"}}`)
 			},
 			checks: []check{hasBody(false), titled("alice create token")}},
 		{name: "eviction has no body", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "create"
-				ev.ObjectRef = &ObjectReference{Resource: "pods", Namespace: "default", Name: "web-0", APIVersion: "v1", Subresource: "eviction"}
+				ev.ObjectRef = &auditv1.ObjectReference{Resource: "pods", Namespace: "default", Name: "web-0", APIVersion: "v1", Subresource: "eviction"}
 				ev.ResponseObject = json.RawMessage(`{"kind":"Eviction","apiVersion":"policy/v1","metadata":{"name":"web-0","namespace":"default"}}`)
 			},
 			checks: []check{hasBody(false)}},
 
 		// response bodies
 		{name: "delete returning Status", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "delete"
 				ev.ObjectRef.ResourceVersion = ""
 				ev.ResponseObject = json.RawMessage(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success",` +
@@ -281,55 +287,55 @@ func TestConsumerConvertRules(t *testing.T) {
 			},
 			checks: []check{hasBody(false), titled("alice delete")}},
 		{name: "delete returning the object (finalizers)", keep: true,
-			edit:   func(ev *Event) { ev.Verb = "delete"; ev.ResponseObject = deploymentBody("web") },
+			edit:   func(ev *auditv1.Event) { ev.Verb = "delete"; ev.ResponseObject = deploymentBody("web") },
 			checks: []check{hasBody(true), attr(aggregator.AttrNewRV, "42")}},
 		{name: "a body of another group is not the object", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ResponseObject = json.RawMessage(`{"kind":"Deployment","apiVersion":"extensions/v1beta1","metadata":{"name":"web","namespace":"default"}}`)
 			},
 			checks: []check{hasBody(false)}},
 		{name: "a core body for a grouped resource is not the object", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ResponseObject = json.RawMessage(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default"}}`)
 			},
 			checks: []check{hasBody(false)}},
 		{name: "a body naming another object is not the object", keep: true,
-			edit:   func(ev *Event) { ev.ResponseObject = deploymentBody("other") },
+			edit:   func(ev *auditv1.Event) { ev.ResponseObject = deploymentBody("other") },
 			checks: []check{hasBody(false)}},
 		{name: "a body with another uid is not the object", keep: true,
-			edit:   func(ev *Event) { ev.ObjectRef.UID = "u2" },
+			edit:   func(ev *auditv1.Event) { ev.ObjectRef.UID = "u2" },
 			checks: []check{hasBody(false)}},
 		{name: "DeleteOptions is not the object", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ResponseObject = json.RawMessage(`{"kind":"DeleteOptions","apiVersion":"apps/v1","metadata":{"name":"web"}}`)
 			},
 			checks: []check{hasBody(false)}},
 		{name: "Binding is not the object", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ResponseObject = json.RawMessage(`{"kind":"Binding","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"default"}}`)
 			},
 			checks: []check{hasBody(false)}},
 		{name: "a malformed body is ignored", keep: true,
-			edit:   func(ev *Event) { ev.ResponseObject = json.RawMessage(`{"kind":"Deployment","apiVersion":`) },
+			edit:   func(ev *auditv1.Event) { ev.ResponseObject = json.RawMessage(`{"kind":"Deployment","apiVersion":`) },
 			checks: []check{hasBody(false)}},
 		{name: "a body that is not an object is ignored", keep: true,
-			edit:   func(ev *Event) { ev.ResponseObject = json.RawMessage(`[1,2]`) },
+			edit:   func(ev *auditv1.Event) { ev.ResponseObject = json.RawMessage(`[1,2]`) },
 			checks: []check{hasBody(false)}},
 		{name: "fields in any order, escaped names", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ResponseObject = json.RawMessage(`{"spec":{"metadata":{"name":"x"}},"metadata":{"resourceVersion":"42",` +
 					`"labels":{"a":"b"},"n\u0061me":"web","namespace":"default"},"status":{},"apiVersion":"apps/v1","kind":"Deployment"}`)
 			},
 			checks: []check{hasBody(true), attr(aggregator.AttrNewRV, "42")}},
 		{name: "the request object is never the body", keep: true,
-			edit:   func(ev *Event) { ev.ResponseObject = nil },
+			edit:   func(ev *auditv1.Event) { ev.ResponseObject = nil },
 			checks: []check{hasBody(false)}},
 
 		// status, title, errors
 		{name: "conflict", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.ObjectRef.Subresource = "status"
-				ev.ResponseStatus = &Status{Code: 409, Status: "Failure", Reason: "Conflict",
+				ev.ResponseStatus = &auditv1.Status{Code: 409, Status: "Failure", Reason: "Conflict",
 					Message: `Operation cannot be fulfilled on deployments.apps "web"`}
 				ev.ResponseObject = statusBody
 			},
@@ -340,10 +346,10 @@ func TestConsumerConvertRules(t *testing.T) {
 						Message: `Conflict: Operation cannot be fulfilled on deployments.apps "web"`}}, out.Logs)
 				}}},
 		{name: "invalid with causes", keep: true,
-			edit: func(ev *Event) {
+			edit: func(ev *auditv1.Event) {
 				ev.Verb = "create"
-				ev.ResponseStatus = &Status{Code: 422, Status: "Failure", Reason: "Invalid", Message: "web is invalid",
-					Details: &StatusDetails{Causes: []StatusCause{
+				ev.ResponseStatus = &auditv1.Status{Code: 422, Status: "Failure", Reason: "Invalid", Message: "web is invalid",
+					Details: &auditv1.StatusDetails{Causes: []auditv1.StatusCause{
 						{Type: "FieldValueInvalid", Message: "Invalid value: 0", Field: "spec.replicas"},
 						{Type: "FieldValueRequired", Message: "Required value"},
 					}}}
@@ -358,61 +364,61 @@ func TestConsumerConvertRules(t *testing.T) {
 				}, out.Logs)
 			}}},
 		{name: "error without reason", keep: true,
-			edit: func(ev *Event) { ev.ResponseStatus = &Status{Code: 500}; ev.ResponseObject = nil },
+			edit: func(ev *auditv1.Event) { ev.ResponseStatus = &auditv1.Status{Code: 500}; ev.ResponseObject = nil },
 			checks: []check{titled("alice update (Internal Server Error)"), func(t *testing.T, out *aggregator.Event) {
 				require.Len(t, out.Logs, 1)
 				assert.Equal(t, "Internal Server Error", out.Logs[0].Message)
 			}}},
 		{name: "unknown status code", keep: true,
-			edit:   func(ev *Event) { ev.ResponseStatus = &Status{Code: 599} },
+			edit:   func(ev *auditv1.Event) { ev.ResponseStatus = &auditv1.Status{Code: 599} },
 			checks: []check{titled("alice update (599)")}},
 		{name: "3xx is an error", keep: true,
-			edit:   func(ev *Event) { ev.ResponseStatus = &Status{Code: 304} },
+			edit:   func(ev *auditv1.Event) { ev.ResponseStatus = &auditv1.Status{Code: 304} },
 			checks: []check{titled("alice update (Not Modified)")}},
 		{name: "nil responseStatus", keep: true,
-			edit: func(ev *Event) { ev.ResponseStatus = nil },
+			edit: func(ev *auditv1.Event) { ev.ResponseStatus = nil },
 			checks: []check{titled("alice update"), attr(aggregator.AttrStatusCode, ""),
 				func(t *testing.T, out *aggregator.Event) { assert.False(t, out.Error); assert.Empty(t, out.Logs) }}},
 
 		// users
 		{name: "impersonation", keep: true,
-			edit: func(ev *Event) { ev.ImpersonatedUser = &UserInfo{Username: "bob"} },
+			edit: func(ev *auditv1.Event) { ev.ImpersonatedUser = &auditv1.UserInfo{Username: "bob"} },
 			checks: []check{titled("bob update"), attr(aggregator.AttrUser, "bob"),
 				attr(aggregator.AttrImpersonator, "alice")}},
 		{name: "impersonation ignored", cfg: ConsumerConfig{IgnoreImpersonation: true}, keep: true,
-			edit: func(ev *Event) { ev.ImpersonatedUser = &UserInfo{Username: "bob"} },
+			edit: func(ev *auditv1.Event) { ev.ImpersonatedUser = &auditv1.UserInfo{Username: "bob"} },
 			checks: []check{titled("alice update"), attr(aggregator.AttrUser, "alice"),
 				attr(aggregator.AttrImpersonator, "")}},
 		{name: "no user", keep: true,
-			edit:   func(ev *Event) { ev.User = UserInfo{} },
+			edit:   func(ev *auditv1.Event) { ev.User = auditv1.UserInfo{} },
 			checks: []check{titled("unknown update")}},
 
 		// addresses
 		{name: "proxies", keep: true,
-			edit: func(ev *Event) { ev.SourceIPs = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} },
+			edit: func(ev *auditv1.Event) { ev.SourceIPs = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} },
 			checks: []check{attr(aggregator.AttrSourceIP, "10.0.0.1"),
 				attr(aggregator.AttrProxyIPs, "10.0.0.2,10.0.0.3")}},
 		{name: "no proxy", keep: true, checks: []check{attr(aggregator.AttrProxyIPs, "")}},
 		{name: "no source IP", keep: true,
-			edit:   func(ev *Event) { ev.SourceIPs = nil },
+			edit:   func(ev *auditv1.Event) { ev.SourceIPs = nil },
 			checks: []check{attr(aggregator.AttrSourceIP, ""), attr(aggregator.AttrProxyIPs, "")}},
 
 		// timestamps and IDs
 		{name: "end before start", keep: true,
-			edit: func(ev *Event) { ev.StageTimestamp = consumerT0.Add(-time.Second) },
+			edit: func(ev *auditv1.Event) { ev.StageTimestamp = consumerT0.Add(-time.Second) },
 			checks: []check{func(t *testing.T, out *aggregator.Event) {
 				assert.Equal(t, consumerT0, out.Start)
 				assert.Equal(t, consumerT0, out.End)
 			}}},
 		{name: "no request timestamp", keep: true,
-			edit: func(ev *Event) { ev.RequestReceivedTimestamp = time.Time{} },
+			edit: func(ev *auditv1.Event) { ev.RequestReceivedTimestamp = time.Time{} },
 			checks: []check{func(t *testing.T, out *aggregator.Event) {
 				assert.Equal(t, consumerT0.Add(5*time.Millisecond), out.Start)
 				assert.Equal(t, out.Start, out.End)
 			}}},
 		{name: "no timestamps", invalid: true,
-			edit: func(ev *Event) { ev.RequestReceivedTimestamp, ev.StageTimestamp = time.Time{}, time.Time{} }},
-		{name: "no audit ID", invalid: true, edit: func(ev *Event) { ev.AuditID = "" }},
+			edit: func(ev *auditv1.Event) { ev.RequestReceivedTimestamp, ev.StageTimestamp = time.Time{}, time.Time{} }},
+		{name: "no audit ID", invalid: true, edit: func(ev *auditv1.Event) { ev.AuditID = "" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -477,7 +483,7 @@ func TestConsumerConfig(t *testing.T) {
 }
 
 // consumerFixtureEvents decodes every line of an audit log fixture.
-func consumerFixtureEvents(tb testing.TB, scenario string) []*Event {
+func consumerFixtureEvents(tb testing.TB, scenario string) []*auditv1.Event {
 	tb.Helper()
 	path := filepath.Join("..", "testdata", scenario, "audit.jsonl")
 	var r io.Reader
@@ -494,11 +500,11 @@ func consumerFixtureEvents(tb testing.TB, scenario string) []*Event {
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(r, 1<<20)
-	var events []*Event
+	var events []*auditv1.Event
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(strings.TrimSpace(string(line))) > 0 {
-			ev, derr := DecodeEvent(line)
+			ev, derr := auditv1.DecodeEvent(line)
 			require.NoError(tb, derr)
 			events = append(events, ev)
 		}
@@ -636,7 +642,7 @@ func TestConsumerHandleCounts(t *testing.T) {
 // and counts those it forgets.
 func TestConsumerDropsRepeatedEvents(t *testing.T) {
 	ctx := context.Background()
-	withID := func(id, stage string) *Event {
+	withID := func(id, stage string) *auditv1.Event {
 		ev := consumerEvent()
 		ev.AuditID, ev.Stage = id, stage
 		return ev
@@ -645,25 +651,25 @@ func TestConsumerDropsRepeatedEvents(t *testing.T) {
 		name      string
 		size      int
 		clusters  []string
-		events    []*Event
+		events    []*auditv1.Event
 		sent      []string // audit IDs sent, in order
 		dups      int64
 		evictions int64
 	}{
 		{name: "repeat dropped", clusters: []string{"c", "c"},
-			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
+			events: []*auditv1.Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
 			sent:   []string{"a1"}, dups: 1},
 		{name: "other cluster is another event", clusters: []string{"c", "d"},
-			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
+			events: []*auditv1.Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
 			sent:   []string{"a1", "a1"}},
 		{name: "other stage is another event", size: 10, clusters: []string{"c", "c"},
-			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseStarted")},
+			events: []*auditv1.Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseStarted")},
 			sent:   []string{"a1", "a1"}},
 		{name: "off", size: -1, clusters: []string{"c", "c"},
-			events: []*Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
+			events: []*auditv1.Event{withID("a1", "ResponseComplete"), withID("a1", "ResponseComplete")},
 			sent:   []string{"a1", "a1"}},
 		{name: "forgotten after size others", size: 2, clusters: []string{"c", "c", "c", "c", "c"},
-			events: []*Event{withID("a1", "ResponseComplete"), withID("a2", "ResponseComplete"),
+			events: []*auditv1.Event{withID("a1", "ResponseComplete"), withID("a2", "ResponseComplete"),
 				withID("a3", "ResponseComplete"), withID("a3", "ResponseComplete"), withID("a1", "ResponseComplete")},
 			sent: []string{"a1", "a2", "a3", "a1"}, dups: 1, evictions: 2},
 	} {
@@ -752,7 +758,7 @@ func BenchmarkConvertBodyMeta(b *testing.B) {
 	b.Run("scanner", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if _, err := decodeBodyMeta(bodies[i%len(bodies)]); err != nil {
+			if _, err := auditv1.DecodeBodyMeta(bodies[i%len(bodies)]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -784,10 +790,10 @@ func TestConvertFingerprintsLinkMetadata(t *testing.T) {
 		t.Helper()
 		body := `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"default","resourceVersion":"` +
 			fmt.Sprint(len(meta)) + `"` + meta + `},"data":{"k":"v"}}`
-		ev := &Event{
+		ev := &auditv1.Event{
 			AuditID: "a", Stage: "ResponseComplete", Verb: "patch",
-			ObjectRef:                &ObjectReference{Resource: "configmaps", Namespace: "default", Name: "cm", APIVersion: "v1"},
-			ResponseStatus:           &Status{Code: 200},
+			ObjectRef:                &auditv1.ObjectReference{Resource: "configmaps", Namespace: "default", Name: "cm", APIVersion: "v1"},
+			ResponseStatus:           &auditv1.Status{Code: 200},
 			ResponseObject:           []byte(body),
 			RequestReceivedTimestamp: time.Unix(1, 0), StageTimestamp: time.Unix(2, 0),
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -39,7 +40,7 @@ func TestConsumerDedupHeapPerEvent(t *testing.T) {
 	c, err := NewConsumer(ConsumerConfig{DedupSize: 100_000, Diff: diff.StreamConfig{Disabled: true}}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	const n = 50_000
-	events := make([]*Event, n)
+	events := make([]*auditv1.Event, n)
 	for i := range events {
 		ev := consumerEvent()
 		ev.AuditID = "audit-" + strconv.Itoa(i)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -29,7 +30,7 @@ func bulkWebhookBatches(b *testing.B) ([]AcceptedBatch, int, int64) {
 	events, size := 0, int64(0)
 	for sc.Scan() {
 		body := append([]byte(nil), sc.Bytes()...)
-		evs, err := DecodeEventList(body)
+		evs, err := auditv1.DecodeEventList(body)
 		require.NoError(b, err)
 		batches = append(batches, AcceptedBatch{Cluster: "c1", Body: body, Events: len(evs)})
 		events += len(evs)

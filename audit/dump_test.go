@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -71,10 +72,10 @@ func readLines(t *testing.T, file string) []string {
 // recordingWaitQueue records what a replay enqueues.
 type recordingWaitQueue struct {
 	mu     sync.Mutex
-	events []*Event
+	events []*auditv1.Event
 }
 
-func (q *recordingWaitQueue) EnqueueWait(_ context.Context, _ string, events []*Event) error {
+func (q *recordingWaitQueue) EnqueueWait(_ context.Context, _ string, events []*auditv1.Event) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.events = append(q.events, events...)
@@ -100,7 +101,7 @@ func TestDumpIsReplayable(t *testing.T) {
 	assert.Equal(t, strings.TrimSuffix(strings.TrimPrefix(eventBatch("a", 3), `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[`), "]}"),
 		strings.Join(lines[:3], ","), "items as received")
 	assert.NotContains(t, strings.Join(lines, "\n"), "9999")
-	var enqueued []*Event
+	var enqueued []*auditv1.Event
 	for _, b := range dt.q.recorded() {
 		enqueued = append(enqueued, b.events...)
 	}
@@ -141,7 +142,7 @@ func TestDumpRotationBounded(t *testing.T) {
 		require.NoError(t, err)
 		assert.LessOrEqual(t, info.Size(), cfg.MaxBytes, f)
 		for _, l := range readLines(t, f) {
-			ev, err := DecodeEvent([]byte(l))
+			ev, err := auditv1.DecodeEvent([]byte(l))
 			require.NoError(t, err)
 			ids = append(ids, ev.AuditID)
 		}

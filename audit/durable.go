@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -154,7 +155,7 @@ func (d *DurableQueue) Flush(ctx context.Context) error { return d.mem.Flush(ctx
 // them or none (see Queue.Enqueue). It returns an error wrapping ErrQueueFull while the log is
 // full, the in-memory queue is full or the start-up replay is running, and ErrStopped once Stop
 // has begun. It blocks only for the disk.
-func (d *DurableQueue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+func (d *DurableQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	if d.replaying.Load() && len(events) > 0 {
 		select {
 		case <-d.replayDone:
@@ -168,7 +169,7 @@ func (d *DurableQueue) Enqueue(ctx context.Context, cluster string, events []*Ev
 
 // EnqueueWait is Enqueue that waits, honouring ctx, for the start-up replay and for room in
 // memory instead of refusing the batch. It still refuses a batch the log has no room for.
-func (d *DurableQueue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+func (d *DurableQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	select {
 	case <-d.replayDone:
 	case <-ctx.Done():
@@ -177,7 +178,7 @@ func (d *DurableQueue) EnqueueWait(ctx context.Context, cluster string, events [
 	return d.enqueue(ctx, cluster, events, true)
 }
 
-func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Event, wait bool) error {
+func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*auditv1.Event, wait bool) error {
 	if len(events) == 0 {
 		return d.mem.Enqueue(ctx, cluster, nil)
 	}
@@ -215,7 +216,7 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*Ev
 	return nil
 }
 
-func batchSizeHint(events []*Event) int {
+func batchSizeHint(events []*auditv1.Event) int {
 	n := 64
 	for _, ev := range events {
 		n += len(ev.RequestObject) + len(ev.ResponseObject) + 384
@@ -354,7 +355,7 @@ func (d *DurableQueue) replayLog(ctx context.Context) {
 		}
 		body, err := readBatch(loc)
 		var cluster string
-		var evs []*Event
+		var evs []*auditv1.Event
 		if err == nil {
 			cluster, evs, err = decodeBatch(body)
 		}

@@ -11,10 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-func bulkEventBatches(b *testing.B) [][]*Event {
+func bulkEventBatches(b *testing.B) [][]*auditv1.Event {
 	b.Helper()
 	f, err := os.Open(filepath.Join("..", "testdata", "bulk", "webhook-batches.jsonl.gz"))
 	require.NoError(b, err)
@@ -23,9 +24,9 @@ func bulkEventBatches(b *testing.B) [][]*Event {
 	require.NoError(b, err)
 	sc := bufio.NewScanner(zr)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	var out [][]*Event
+	var out [][]*auditv1.Event
 	for sc.Scan() {
-		evs, err := DecodeEventList(bytes.Clone(sc.Bytes()))
+		evs, err := auditv1.DecodeEventList(bytes.Clone(sc.Bytes()))
 		require.NoError(b, err)
 		out = append(out, evs)
 	}
@@ -37,7 +38,7 @@ func bulkEventBatches(b *testing.B) [][]*Event {
 // with a handler that does nothing.
 func BenchmarkDurableQueueEnqueue(b *testing.B) {
 	batches := bulkEventBatches(b)
-	d, err := NewDurableQueue(QueueConfig{Dir: b.TempDir()}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+	d, err := NewDurableQueue(QueueConfig{Dir: b.TempDir()}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.NoError(b, err)
 	ctx := context.Background()
 	require.NoError(b, d.Start(ctx))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // The durable queue stores a batch as a compact binary record of its decoded events, written and
@@ -50,7 +52,7 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 0)
 }
 
-func appendUser(b []byte, u *UserInfo) []byte {
+func appendUser(b []byte, u *auditv1.UserInfo) []byte {
 	b = appendString(b, u.Username)
 	b = appendString(b, u.UID)
 	return appendStrings(b, u.Groups)
@@ -66,7 +68,7 @@ func appendTime(b []byte, t time.Time) []byte {
 }
 
 // appendBatch appends the record of a batch of events from cluster to b.
-func appendBatch(b []byte, cluster string, events []*Event) []byte {
+func appendBatch(b []byte, cluster string, events []*auditv1.Event) []byte {
 	b = appendString(b, cluster)
 	b = binary.AppendUvarint(b, uint64(len(events)))
 	for _, ev := range events {
@@ -75,7 +77,7 @@ func appendBatch(b []byte, cluster string, events []*Event) []byte {
 	return b
 }
 
-func appendEvent(b []byte, ev *Event) []byte {
+func appendEvent(b []byte, ev *auditv1.Event) []byte {
 	for _, s := range [...]string{ev.Kind, ev.APIVersion, ev.Level, ev.AuditID, ev.Stage, ev.RequestURI, ev.Verb, ev.UserAgent} {
 		b = appendString(b, s)
 	}
@@ -213,7 +215,7 @@ func (r *recordReader) flag() bool {
 	return len(b) == 1 && b[0] != 0
 }
 
-func (r *recordReader) user(u *UserInfo) {
+func (r *recordReader) user(u *auditv1.UserInfo) {
 	u.Username = r.str()
 	u.UID = r.str()
 	u.Groups = r.strings()
@@ -230,14 +232,14 @@ func (r *recordReader) time() time.Time {
 }
 
 // decodeBatch reads a record written by appendBatch. The events alias data.
-func decodeBatch(data []byte) (cluster string, events []*Event, err error) {
+func decodeBatch(data []byte) (cluster string, events []*auditv1.Event, err error) {
 	r := &recordReader{b: data}
 	cluster = r.str()
 	n := r.uvarint()
 	if n > uint64(len(r.b)) {
 		return "", nil, errShortRecord
 	}
-	events = make([]*Event, 0, n)
+	events = make([]*auditv1.Event, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		events = append(events, r.event())
 	}
@@ -250,30 +252,30 @@ func decodeBatch(data []byte) (cluster string, events []*Event, err error) {
 	return cluster, events, nil
 }
 
-func (r *recordReader) event() *Event {
-	ev := &Event{}
+func (r *recordReader) event() *auditv1.Event {
+	ev := &auditv1.Event{}
 	for _, p := range [...]*string{&ev.Kind, &ev.APIVersion, &ev.Level, &ev.AuditID, &ev.Stage, &ev.RequestURI, &ev.Verb, &ev.UserAgent} {
 		*p = r.str()
 	}
 	r.user(&ev.User)
 	if r.flag() {
-		ev.ImpersonatedUser = &UserInfo{}
+		ev.ImpersonatedUser = &auditv1.UserInfo{}
 		r.user(ev.ImpersonatedUser)
 	}
 	ev.SourceIPs = r.strings()
 	if r.flag() {
-		ref := &ObjectReference{}
+		ref := &auditv1.ObjectReference{}
 		for _, p := range [...]*string{&ref.Resource, &ref.Namespace, &ref.Name, &ref.UID, &ref.APIGroup, &ref.APIVersion, &ref.ResourceVersion, &ref.Subresource} {
 			*p = r.str()
 		}
 		ev.ObjectRef = ref
 	}
 	if r.flag() {
-		st := &Status{Status: r.str(), Message: r.str(), Reason: r.str(), Code: int32(r.varint())}
+		st := &auditv1.Status{Status: r.str(), Message: r.str(), Reason: r.str(), Code: int32(r.varint())}
 		if r.flag() {
-			st.Details = &StatusDetails{}
+			st.Details = &auditv1.StatusDetails{}
 			if n, ok := r.count(); ok {
-				st.Details.Causes = make([]StatusCause, n)
+				st.Details.Causes = make([]auditv1.StatusCause, n)
 				for i := range st.Details.Causes {
 					c := &st.Details.Causes[i]
 					c.Type, c.Message, c.Field = r.str(), r.str(), r.str()

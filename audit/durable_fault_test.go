@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -80,7 +81,7 @@ func TestDiskLogRecoversAfterWriteFailure(t *testing.T) {
 	appendTestBatch(t, l, "a")
 
 	failWrites.Store(true)
-	_, err := l.Append(appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", "b", "id-b")}))
+	_, err := l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "b", "id-b")}))
 	require.ErrorIs(t, err, ErrQueueUnavailable)
 	assert.ErrorIs(t, err, syscall.ENOSPC)
 	require.ErrorIs(t, l.Health(), ErrQueueUnavailable)
@@ -89,7 +90,7 @@ func TestDiskLogRecoversAfterWriteFailure(t *testing.T) {
 	// Still failing: the probe fails too, and the log stays unavailable.
 	probeNow(l)
 	require.ErrorIs(t, l.Health(), ErrQueueUnavailable)
-	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", "b", "id-b")}))
+	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "b", "id-b")}))
 	require.ErrorIs(t, err, ErrQueueUnavailable)
 
 	// Space is back: within probeInterval the log still answers from its state, then a probe
@@ -115,12 +116,12 @@ func TestDiskLogRecoversAfterWriteFailure(t *testing.T) {
 // segment succeeds: the failed segment's unsynced records are given up.
 func TestDiskLogSyncFailureIsNotAcknowledgedLater(t *testing.T) {
 	l, _, failSyncs := faultyLog(t, t.TempDir())
-	rec := appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", "x", "id-x")})
+	rec := appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "x", "id-x")})
 	_, seg, end, err := l.write(rec)
 	require.NoError(t, err)
 
 	failSyncs.Store(true)
-	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", "y", "id-y")}))
+	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "y", "id-y")}))
 	require.ErrorIs(t, err, ErrQueueUnavailable)
 	assert.ErrorIs(t, err, syscall.EIO)
 
@@ -136,7 +137,7 @@ func TestDiskLogFailedProbesLeaveNoFiles(t *testing.T) {
 	dir := t.TempDir()
 	l, failWrites, _ := faultyLog(t, dir)
 	failWrites.Store(true)
-	_, err := l.Append(appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", "b", "id-b")}))
+	_, err := l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "b", "id-b")}))
 	require.Error(t, err)
 	before := len(segFiles(t, dir))
 	for range 20 {
@@ -150,14 +151,14 @@ func TestDiskLogFailedProbesLeaveNoFiles(t *testing.T) {
 // Handled data leaves the disk once handled: an active segment whose batches are all done is
 // replaced and deleted as soon as it holds handledRotateBytes, without waiting to fill up.
 func TestDurableQueueHandledDataLeavesTheDisk(t *testing.T) {
-	d := newTestDurable(t, QueueConfig{Dir: t.TempDir()}, func(context.Context, string, *Event) {})
+	d := newTestDurable(t, QueueConfig{Dir: t.TempDir()}, func(context.Context, string, *auditv1.Event) {})
 	ctx := context.Background()
 	require.NoError(t, d.Start(ctx))
 	require.Eventually(t, func() bool { return !d.replaying.Load() }, 5*time.Second, time.Millisecond)
 	var written int64
 	for i := 0; written < 4*handledRotateBytes; i++ {
 		ev := bigEvent("p"+strconv.Itoa(i), "id-"+strconv.Itoa(i), 64<<10)
-		require.NoError(t, d.Enqueue(ctx, "c", []*Event{ev}))
+		require.NoError(t, d.Enqueue(ctx, "c", []*auditv1.Event{ev}))
 		written += 64 << 10
 	}
 	require.NoError(t, d.Flush(ctx))
@@ -169,14 +170,14 @@ func TestDurableQueueHandledDataLeavesTheDisk(t *testing.T) {
 // that holds it; once the first closes, the folder is free.
 func TestDurableQueueOneWriterPerFolder(t *testing.T) {
 	dir := t.TempDir()
-	d := newTestDurable(t, QueueConfig{Dir: dir}, func(context.Context, string, *Event) {})
-	_, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+	d := newTestDurable(t, QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {})
+	_, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), dir)
 	assert.Contains(t, err.Error(), "in use by process "+strconv.Itoa(os.Getpid()))
 	assert.NotContains(t, err.Error(), "\n")
 	require.NoError(t, d.Stop(context.Background()))
-	d2, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+	d2, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, d2.Stop(context.Background()))
 }
@@ -189,7 +190,7 @@ const lockHolderEnv = "KELEMETRY_TEST_HOLD_QUEUE_DIR"
 func TestDurableQueueLockAcrossProcesses(t *testing.T) {
 	if dir := os.Getenv(lockHolderEnv); dir != "" {
 		// The child: open the queue, say so, and hold it until killed.
-		d, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+		d, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
@@ -213,7 +214,7 @@ func TestDurableQueueLockAcrossProcesses(t *testing.T) {
 	segs := segFiles(t, dir)
 	require.Len(t, segs, 1)
 
-	_, err = NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+	_, err = NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "audit queue folder "+dir+" is in use by process "+strconv.Itoa(cmd.Process.Pid))
 	assert.Equal(t, segs, segFiles(t, dir), "the other process's segment is left alone")
@@ -221,7 +222,7 @@ func TestDurableQueueLockAcrossProcesses(t *testing.T) {
 	// Killed, its lock goes with it.
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
-	d, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+	d, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, d.Stop(context.Background()))
 }

@@ -17,23 +17,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // fullEvent sets every field of Event.
-func fullEvent() *Event {
+func fullEvent() *auditv1.Event {
 	ts := time.Date(2026, 3, 4, 5, 6, 7, 891011000, time.UTC)
-	return &Event{
+	return &auditv1.Event{
 		Kind: "Event", APIVersion: "audit.k8s.io/v1", Level: "RequestResponse", AuditID: "a-1", Stage: "ResponseComplete",
 		RequestURI: "/api/v1/namespaces/ns/pods/p", Verb: "update",
-		User:             UserInfo{Username: "alice", UID: "u1", Groups: []string{"system:authenticated", ""}},
-		ImpersonatedUser: &UserInfo{Username: "bob"},
+		User:             auditv1.UserInfo{Username: "alice", UID: "u1", Groups: []string{"system:authenticated", ""}},
+		ImpersonatedUser: &auditv1.UserInfo{Username: "bob"},
 		SourceIPs:        []string{"10.0.0.1"},
 		UserAgent:        "kubectl",
-		ObjectRef: &ObjectReference{Resource: "pods", Namespace: "ns", Name: "p", UID: "uid", APIGroup: "",
+		ObjectRef: &auditv1.ObjectReference{Resource: "pods", Namespace: "ns", Name: "p", UID: "uid", APIGroup: "",
 			APIVersion: "v1", ResourceVersion: "42", Subresource: "status"},
-		ResponseStatus: &Status{Status: "Failure", Message: "conflict", Reason: "Conflict", Code: 409,
-			Details: &StatusDetails{Causes: []StatusCause{{Type: "FieldValueInvalid", Message: "bad", Field: "spec"}}}},
+		ResponseStatus: &auditv1.Status{Status: "Failure", Message: "conflict", Reason: "Conflict", Code: 409,
+			Details: &auditv1.StatusDetails{Causes: []auditv1.StatusCause{{Type: "FieldValueInvalid", Message: "bad", Field: "spec"}}}},
 		RequestObject:            json.RawMessage(`{"kind":"Pod"}`),
 		ResponseObject:           json.RawMessage(`{}`),
 		RequestReceivedTimestamp: ts,
@@ -44,15 +45,15 @@ func fullEvent() *Event {
 
 func TestDurableCodecRoundTrip(t *testing.T) {
 	exported := 0
-	for f := range reflect.TypeFor[Event]().Fields() {
+	for f := range reflect.TypeFor[auditv1.Event]().Fields() {
 		if f.IsExported() {
 			exported++
 		}
 	}
 	require.Equal(t, codecFields, exported,
 		"Event has a field the durable queue's codec does not write: add it to appendEvent and event()")
-	events := []*Event{fullEvent(), {AuditID: "bare"}, queueEvent("ns", "q", "a-3")}
-	events[1].ResponseStatus = &Status{Details: &StatusDetails{}}
+	events := []*auditv1.Event{fullEvent(), {AuditID: "bare"}, queueEvent("ns", "q", "a-3")}
+	events[1].ResponseStatus = &auditv1.Status{Details: &auditv1.StatusDetails{}}
 	rec := appendBatch(nil, "alpha", events)
 	cluster, got, err := decodeBatch(rec)
 	require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestDurableCodecRoundTrip(t *testing.T) {
 }
 
 func FuzzDurableCodec(f *testing.F) {
-	f.Add(appendBatch(nil, "c", []*Event{fullEvent()}))
+	f.Add(appendBatch(nil, "c", []*auditv1.Event{fullEvent()}))
 	f.Fuzz(func(_ *testing.T, data []byte) {
 		_, _, _ = decodeBatch(data)
 	})
@@ -96,7 +97,7 @@ func crash(l *diskLog) {
 
 func appendTestBatch(t *testing.T, l *diskLog, name string) uint64 {
 	t.Helper()
-	id, err := l.Append(appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", name, "id-"+name)}))
+	id, err := l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", name, "id-"+name)}))
 	require.NoError(t, err)
 	return id
 }
@@ -194,7 +195,7 @@ func TestDiskLogSkipsTornTail(t *testing.T) {
 	path := l.active().path
 	crash(l)
 	// A record cut short by the crash, then a record with a bad checksum.
-	rec := appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", "torn", "x")})
+	rec := appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "torn", "x")})
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, append(data, rec[:len(rec)/2]...), 0o600))
@@ -237,7 +238,7 @@ func TestDiskLogBoundedBytes(t *testing.T) {
 	var err error
 	for {
 		var id uint64
-		id, err = l.Append(appendBatch(batchBuffer(0), "c", []*Event{queueEvent("ns", "x", "id")}))
+		id, err = l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "x", "id")}))
 		if err != nil {
 			break
 		}
@@ -252,7 +253,7 @@ func TestDiskLogBoundedBytes(t *testing.T) {
 	}
 	appendTestBatch(t, l, "room-again")
 
-	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*Event{bigEvent("big", "id", 4096)}))
+	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{bigEvent("big", "id", 4096)}))
 	require.ErrorIs(t, err, ErrBatchTooLarge)
 	require.NoError(t, l.Close())
 }
@@ -298,7 +299,7 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 	// First run: the batch on "stuck" is never handled; Stop gives up on it.
 	release := make(chan struct{})
 	first := &handledLog{}
-	d := newTestDurable(t, cfg, func(ctx context.Context, c string, ev *Event) {
+	d := newTestDurable(t, cfg, func(ctx context.Context, c string, ev *auditv1.Event) {
 		if ev.ObjectRef.Name == "stuck" {
 			select {
 			case <-release:
@@ -310,8 +311,8 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 	})
 	require.NoError(t, d.Start(ctx))
 	require.Eventually(t, func() bool { return d.Enqueue(ctx, "c", nil) == nil && !d.replaying.Load() }, 5*time.Second, time.Millisecond)
-	require.NoError(t, d.Enqueue(ctx, "c", []*Event{queueEvent("ns", "done", "1"), queueEvent("ns", "done", "2")}))
-	require.NoError(t, d.Enqueue(ctx, "c", []*Event{queueEvent("ns", "stuck", "3")}))
+	require.NoError(t, d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "done", "1"), queueEvent("ns", "done", "2")}))
+	require.NoError(t, d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "stuck", "3")}))
 	require.Eventually(t, func() bool { return first.count() == 2 }, 5*time.Second, time.Millisecond)
 	stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -321,9 +322,9 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 	// Second run: only the batch not handled comes back, and new batches wait for it.
 	second := &handledLog{}
 	d = newTestDurable(t, cfg, second.handle)
-	require.ErrorIs(t, d.Enqueue(ctx, "c", []*Event{queueEvent("ns", "new", "4")}), ErrQueueFull, "refused before the replay")
+	require.ErrorIs(t, d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "new", "4")}), ErrQueueFull, "refused before the replay")
 	require.NoError(t, d.Start(ctx))
-	require.NoError(t, d.EnqueueWait(ctx, "c", []*Event{queueEvent("ns", "stuck", "5")}))
+	require.NoError(t, d.EnqueueWait(ctx, "c", []*auditv1.Event{queueEvent("ns", "stuck", "5")}))
 	require.NoError(t, d.Flush(ctx))
 	assert.Equal(t, map[string][]string{"stuck": {"3", "5"}}, second.byName)
 	require.NoError(t, d.Stop(ctx))
@@ -342,7 +343,7 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 func TestDurableQueueDiskFull(t *testing.T) {
 	block := make(chan struct{})
 	d := newTestDurable(t, QueueConfig{Dir: t.TempDir(), MaxDiskBytes: 1024, SegmentBytes: 256},
-		func(ctx context.Context, _ string, _ *Event) {
+		func(ctx context.Context, _ string, _ *auditv1.Event) {
 			select {
 			case <-block:
 			case <-ctx.Done():
@@ -354,13 +355,13 @@ func TestDurableQueueDiskFull(t *testing.T) {
 	var err error
 	for i := 0; err == nil; i++ {
 		require.Less(t, i, 100)
-		err = d.Enqueue(ctx, "c", []*Event{queueEvent("ns", "p"+strconv.Itoa(i), "id")})
+		err = d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "p"+strconv.Itoa(i), "id")})
 	}
 	require.ErrorIs(t, err, ErrQueueFull)
 	assert.LessOrEqual(t, d.DiskBytes(), int64(1024))
 	close(block)
 	require.NoError(t, d.Flush(ctx))
-	require.NoError(t, d.Enqueue(ctx, "c", []*Event{queueEvent("ns", "after", "id")}), "handled segments made room")
+	require.NoError(t, d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "after", "id")}), "handled segments made room")
 }
 
 func TestDurableQueueConfig(t *testing.T) {
@@ -369,12 +370,12 @@ func TestDurableQueueConfig(t *testing.T) {
 	assert.True(t, QueueConfig{Dir: "d"}.IsDurable())
 	assert.False(t, QueueConfig{Dir: "d", Durable: &no}.IsDurable())
 	require.Error(t, QueueConfig{Durable: &yes}.Validate())
-	_, err := NewDurableQueue(QueueConfig{}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+	_, err := NewDurableQueue(QueueConfig{}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.Error(t, err)
 	// A dir that cannot be created fails at construction.
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))
-	_, err = NewDurableQueue(QueueConfig{Dir: filepath.Join(file, "q")}, func(context.Context, string, *Event) {}, telemetry.Settings{})
+	_, err = NewDurableQueue(QueueConfig{Dir: filepath.Join(file, "q")}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, ErrQueueFull))
 }
@@ -391,7 +392,7 @@ func TestDurableQueueMarksDoneAfterSinkSync(t *testing.T) {
 	d := newTestDurable(t, QueueConfig{Dir: dir}, first.handle)
 	d.SetSinkSync(func(context.Context) error { syncs.Add(1); return failing })
 	require.NoError(t, d.Start(ctx))
-	require.NoError(t, d.EnqueueWait(ctx, "c", []*Event{queueEvent("ns", "p", "1")}))
+	require.NoError(t, d.EnqueueWait(ctx, "c", []*auditv1.Event{queueEvent("ns", "p", "1")}))
 	require.NoError(t, d.Flush(ctx))
 	require.Eventually(t, func() bool { return syncs.Load() > 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, d.Stop(ctx))

@@ -3,13 +3,15 @@ package audit
 import (
 	"context"
 	"errors"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // Enqueuer accepts decoded audit events for processing. Enqueue takes a whole batch or none of it:
 // it returns an error wrapping ErrQueueFull when the batch does not fit, so the caller can shed load
 // (the webhook answers 429 and kube-apiserver retries the batch).
 type Enqueuer interface {
-	Enqueue(ctx context.Context, cluster string, events []*Event) error
+	Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error
 }
 
 // ErrQueueFull means the queue has no room for the batch now.

@@ -6,6 +6,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -20,7 +21,7 @@ func ExampleDecodeEventList() {
 		"responseStatus":{"code":200},
 		"requestReceivedTimestamp":"2026-11-29T17:00:00.000000Z",
 		"stageTimestamp":"2026-11-29T17:00:00.012000Z"}]}`)
-	events, err := audit.DecodeEventList(body)
+	events, err := auditv1.DecodeEventList(body)
 	if err != nil {
 		fmt.Println(err)
 		return

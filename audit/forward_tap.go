@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // AcceptedBatch is a batch the webhook accepted (answered 200), as a BatchTap sees it.
@@ -41,7 +42,7 @@ func (w *Webhook) AddTap(t BatchTap) {
 
 // notifyTaps tells the taps about an accepted batch: body as received, received the events it
 // decoded (in order) and kept those it enqueued (a subsequence of received).
-func (w *Webhook) notifyTaps(ctx context.Context, cluster string, body []byte, received, kept []*Event) {
+func (w *Webhook) notifyTaps(ctx context.Context, cluster string, body []byte, received, kept []*auditv1.Event) {
 	if len(w.taps) == 0 || len(kept) == 0 {
 		return
 	}

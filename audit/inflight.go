@@ -1,6 +1,10 @@
 package audit
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+)
 
 // byteBudget bounds the bytes of webhook request bodies held at once, across requests. It never
 // blocks: what does not fit is refused (the webhook answers 429 and the sender retries).
@@ -59,7 +63,7 @@ type reservation struct {
 	held int64
 	// body is the request body's buffer; reuse says that nothing refers to it any more, so that
 	// release gives it back to its pool.
-	body  bodyBuffer
+	body  auditv1.BodyBuffer
 	reuse bool
 }
 
@@ -84,6 +88,6 @@ func (r *reservation) shrink(n int64) {
 func (r *reservation) release() {
 	r.shrink(r.held)
 	if r.reuse {
-		r.body.recycle()
+		r.body.Recycle()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/loop"
@@ -186,7 +187,7 @@ func newInformerJoin(cfg InformerJoinConfig, format diff.LogFormat, meter *telem
 
 // applies says whether ev is joined with informer diffs: a write (create, update, patch, delete
 // of the object itself or update/patch of its status) whose response is not the object.
-func (j *informerJoin) applies(ev *Event, info *convertInfo) bool {
+func (j *informerJoin) applies(ev *auditv1.Event, info *convertInfo) bool {
 	if j.src == nil || info.isObject || ev.ObjectRef == nil {
 		return false
 	}
@@ -252,7 +253,7 @@ func (j *informerJoin) stop(ctx context.Context) error {
 
 // hold attaches the informer diff of a body-less write to out. It reports true when out is held
 // for a later look-up (the join loop sends it); false means: send out now.
-func (j *informerJoin) hold(ctx context.Context, cluster string, ev *Event, out *aggregator.Event) bool {
+func (j *informerJoin) hold(ctx context.Context, cluster string, ev *auditv1.Event, out *aggregator.Event) bool {
 	ref := ev.ObjectRef
 	q := changes.Query{Object: out.Object.Key(), UID: ref.UID, Verb: ev.Verb, Subresource: ref.Subresource,
 		RequestRV: ref.ResourceVersion, Since: out.Start.Add(-joinClockSlack), Claimed: j.claims.has}

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -36,7 +37,7 @@ const (
 
 // WaitEnqueuer takes batches of events, waiting for room instead of dropping. *Queue is one.
 type WaitEnqueuer interface {
-	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
+	EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error
 }
 
 // ReplayStats counts what a replay read.
@@ -62,7 +63,7 @@ type ReplayStats struct {
 // field. It returns when the file is read, or with an error when the file cannot be read or q
 // refuses a batch (e.g. because ctx expired).
 func ReplayFile(ctx context.Context, path, cluster string, q interface {
-	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
+	EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error
 }, ts telemetry.Settings) (ReplayStats, error) {
 	return replayFile(ctx, path, cluster, 0, q, ts)
 }
@@ -191,7 +192,7 @@ type Follower struct {
 // NewFollower returns a follower that enqueues into q; ts gives its logger and meter provider
 // (either may be unset).
 func NewFollower(cfg FollowConfig, q interface {
-	EnqueueWait(ctx context.Context, cluster string, events []*Event) error
+	EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error
 }, ts telemetry.Settings) (*Follower, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -435,7 +436,7 @@ type lineBatcher struct {
 	cluster string
 	q       WaitEnqueuer
 	logger  *slog.Logger
-	batch   []*Event
+	batch   []*auditv1.Event
 	lineNo  int64
 	stats   ReplayStats
 	badLog  ratelog.Limiter
@@ -452,7 +453,7 @@ func newLineBatcher(path, cluster string, q WaitEnqueuer, logger *slog.Logger) *
 		cluster: cluster,
 		q:       q,
 		logger:  logger,
-		batch:   make([]*Event, 0, replayBatchSize),
+		batch:   make([]*auditv1.Event, 0, replayBatchSize),
 		badLog:  ratelog.Limiter{Burst: 10, Every: 10 * time.Second},
 	}
 }
@@ -489,9 +490,9 @@ func (b *lineBatcher) line(ctx context.Context, line []byte, tooLong bool) error
 
 // checkTimes drops, counts and logs (rate-limited) the events of a line whose timestamps
 // aggregator.CheckTime refuses.
-func (b *lineBatcher) checkTimes(ctx context.Context, events []*Event) []*Event {
+func (b *lineBatcher) checkTimes(ctx context.Context, events []*auditv1.Event) []*auditv1.Event {
 	single := len(events) == 1
-	kept, problems := filterEventTimes(events, time.Now(), b.maxFutureSkew, func(i int) string {
+	kept, problems := auditv1.FilterEventTimes(events, time.Now(), b.maxFutureSkew, func(i int) string {
 		if single {
 			return ""
 		}
@@ -500,11 +501,11 @@ func (b *lineBatcher) checkTimes(ctx context.Context, events []*Event) []*Event 
 	for _, p := range problems {
 		b.stats.DroppedEvents++
 		if b.droppedCounter != nil {
-			b.droppedCounter.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.reason)))
+			b.droppedCounter.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.Reason)))
 		}
 		if ok, suppressed := b.badLog.Allow(time.Now()); ok {
 			b.logger.Warn("drop audit event with a bad timestamp",
-				"error", "line "+strconv.FormatInt(b.lineNo, 10)+": "+p.msg, "suppressedSinceLastLog", suppressed)
+				"error", "line "+strconv.FormatInt(b.lineNo, 10)+": "+p.Message, "suppressedSinceLastLog", suppressed)
 		}
 	}
 	return kept
@@ -526,12 +527,12 @@ func newDroppedFileCounter(m *telemetry.Meter) metric.Int64Counter {
 
 // decodeLogLine decodes one audit log line: an Event, or an EventList as webhook bodies are. The
 // events alias line, which must not be reused.
-func decodeLogLine(line []byte) ([]*Event, error) {
-	ev, err := DecodeEvent(line)
+func decodeLogLine(line []byte) ([]*auditv1.Event, error) {
+	ev, err := auditv1.DecodeEvent(line)
 	if err != nil {
 		// Rarely, a line holds a whole EventList (a saved webhook body).
 		if bytes.Contains(line, []byte(`"EventList"`)) {
-			if events, lerr := DecodeEventList(line); lerr == nil {
+			if events, lerr := auditv1.DecodeEventList(line); lerr == nil {
 				return events, nil
 			}
 		}
@@ -540,7 +541,7 @@ func decodeLogLine(line []byte) ([]*Event, error) {
 	if ev.AuditID == "" {
 		return nil, errors.New("not an audit event: no auditID")
 	}
-	return []*Event{ev}, nil
+	return []*auditv1.Event{ev}, nil
 }
 
 func (b *lineBatcher) bad(err error) {
@@ -568,7 +569,7 @@ func (b *lineBatcher) flush(ctx context.Context) error {
 		if errors.Is(err, ErrBatchTooLarge) {
 			// The queue is smaller than a batch: hand the events over one by one.
 			for i, ev := range b.batch {
-				if err = b.q.EnqueueWait(ctx, b.cluster, []*Event{ev}); err != nil {
+				if err = b.q.EnqueueWait(ctx, b.cluster, []*auditv1.Event{ev}); err != nil {
 					b.stats.Events += int64(i)
 					break
 				}
@@ -579,7 +580,7 @@ func (b *lineBatcher) flush(ctx context.Context) error {
 		}
 		b.stats.Events += int64(len(b.batch))
 		// A new slice: the queue may keep the one it was given.
-		b.batch = make([]*Event, 0, replayBatchSize)
+		b.batch = make([]*auditv1.Event, 0, replayBatchSize)
 	}
 	if b.quit != nil {
 		select {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -32,7 +33,7 @@ type collector struct {
 	err      error
 }
 
-func (c *collector) EnqueueWait(_ context.Context, cluster string, events []*Event) error {
+func (c *collector) EnqueueWait(_ context.Context, cluster string, events []*auditv1.Event) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -171,7 +172,7 @@ func TestLogReplayErrors(t *testing.T) {
 	assert.Zero(t, stats.Events)
 
 	// A queue smaller than a batch still gets every event.
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *Event) {})
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
 	require.NoError(t, q.Start(context.Background()))
 	stats, err = ReplayFile(context.Background(), path, "c", q, telemetry.Settings{})
 	require.NoError(t, err)
@@ -341,8 +342,8 @@ func TestLogFollowStopWhileBlocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
 	require.NoError(t, os.WriteFile(path, []byte(logLine("1")+logLine("2")), 0o600))
 	// A queue that is full and never drains: the follower blocks in EnqueueWait.
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *Event) {})
-	require.NoError(t, q.Enqueue(context.Background(), "c", []*Event{queueEvent("n", "x", "x")}))
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
+	require.NoError(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{queueEvent("n", "x", "x")}))
 	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, fl.Start(context.Background()))

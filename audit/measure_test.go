@@ -12,11 +12,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 type dropQueue struct{}
 
-func (dropQueue) Enqueue(context.Context, string, []*Event) error { return nil }
+func (dropQueue) Enqueue(context.Context, string, []*auditv1.Event) error { return nil }
 
 // TestWebhookPeakHeapMeasure is the scenario, measured: 30 parallel posts of 32 MiB
 // batches to a real listener, sampling the heap in use. It runs only with

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -149,7 +150,7 @@ func (q *NATSQueue) SetWarmer(fn Handler) { q.warm = fn }
 
 // StoredFunc reports, for each of evs (from cluster), whether the sinks already hold what handling
 // it writes (Consumer.Stored).
-type StoredFunc func(ctx context.Context, cluster string, evs []*Event) ([]bool, error)
+type StoredFunc func(ctx context.Context, cluster string, evs []*auditv1.Event) ([]bool, error)
 
 // SetStoredCheck sets what tells, for a message redelivered after its previous holder died
 // without committing it, whether its spans were written all the same (Consumer.Stored): such a
@@ -162,7 +163,7 @@ func (q *NATSQueue) SetStoredCheck(fn StoredFunc) { q.stored = fn }
 // not: it is handled, and dead-lettered).
 func (q *NATSQueue) storedMsgs(ctx context.Context, ds []natsqueue.Delivery) ([]bool, error) {
 	out := make([]bool, len(ds))
-	byCluster := map[string][]*Event{}
+	byCluster := map[string][]*auditv1.Event{}
 	owners := map[string][]int{}
 	counts := make([]int, len(ds))
 	for i, d := range ds {
@@ -350,7 +351,7 @@ func (q *NATSQueue) Bytes() int64 { return q.bytes.Load() }
 // NATS allows also wraps ErrBatchTooLarge), ErrQueueUnavailable (NATS unreachable, or not
 // started) or ErrStopped. After an error some events of the batch may be in the stream: the
 // sender's retry of the whole batch stores them once (message IDs).
-func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -373,8 +374,8 @@ func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*Event
 	msgs := make([]natsqueue.Message, len(events))
 	var nb int64
 	for i, ev := range events {
-		nb += EventBytes(ev)
-		msgs[i] = natsqueue.Message{Cluster: cluster, Key: natsKey(ev), ID: natsMsgID(cluster, ev),
+		nb += auditv1.EventBytes(ev)
+		msgs[i] = natsqueue.Message{Cluster: cluster, Key: auditv1.PartitionKey(ev), ID: natsMsgID(cluster, ev),
 			Payload: appendBatch(make([]byte, 0, batchSizeHint(events[i:i+1])), cluster, events[i:i+1])}
 	}
 	q.hold(&q.publishing, n, nb)
@@ -410,7 +411,7 @@ func (q *NATSQueue) publishError(ctx context.Context, n int64, err error) error 
 
 // EnqueueWait is Enqueue that retries, with a backoff and honouring ctx, while the stream is full
 // or NATS is unavailable. It still fails at once with ErrBatchTooLarge or ErrStopped.
-func (q *NATSQueue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+func (q *NATSQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := q.Enqueue(ctx, cluster, events)
@@ -507,7 +508,7 @@ func (q *NATSQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
 	}
 	var nb int64
 	for _, ev := range events {
-		nb += EventBytes(ev)
+		nb += auditv1.EventBytes(ev)
 	}
 	n := int64(len(events))
 	q.hold(&q.handling, n, nb)
@@ -530,25 +531,6 @@ func (q *NATSQueue) commit(ctx context.Context) error {
 		return fmt.Errorf("sync sinks: %w", err)
 	}
 	return nil
-}
-
-// natsKey is the object key a message is partitioned by: the object as Queue partitions it, or
-// the audit ID of an event without an objectRef.
-func natsKey(ev *Event) string {
-	group, resource, ns, name, ok := partitionObject(ev)
-	if !ok {
-		return "\x00auditID/" + ev.AuditID
-	}
-	return group + "/" + resource + "/" + ns + "/" + name
-}
-
-// natsMsgID is the JetStream message ID of an event: cluster, audit ID and stage identify it
-// (none without an audit ID).
-func natsMsgID(cluster string, ev *Event) string {
-	if ev.AuditID == "" {
-		return ""
-	}
-	return cluster + "/" + ev.AuditID + "/" + ev.Stage
 }
 
 // groupSync shares calls of a sync function among concurrent callers: a caller waits for a call
@@ -596,4 +578,13 @@ func (g *groupSync) do(ctx context.Context) error {
 		g.cond.Broadcast()
 	}
 	return r.err
+}
+
+// natsMsgID is the JetStream message ID of an event: cluster, audit ID and stage identify it
+// (none without an audit ID).
+func natsMsgID(cluster string, ev *auditv1.Event) string {
+	if ev.AuditID == "" {
+		return ""
+	}
+	return cluster + "/" + ev.AuditID + "/" + ev.Stage
 }

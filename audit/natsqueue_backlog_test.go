@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -32,7 +33,7 @@ func TestNATSQueueLenCountsTheStreamAfterRestart(t *testing.T) {
 	require.NoError(t, q1.Start(ctx))
 	const n = 24
 	body, ids := natsBatch("restart", n)
-	events, err := DecodeEventList([]byte(body))
+	events, err := auditv1.DecodeEventList([]byte(body))
 	require.NoError(t, err)
 	require.NoError(t, q1.Enqueue(ctx, "c1", events))
 	// A crash: a Stop whose context has ended neither leaves the membership nor unpins.
@@ -41,7 +42,7 @@ func TestNATSQueueLenCountsTheStreamAfterRestart(t *testing.T) {
 	_ = q1.Stop(dead)
 
 	slow := newNATSHandled()
-	q2, err := NewNATSQueue(cfg, func(hctx context.Context, cluster string, ev *Event) {
+	q2, err := NewNATSQueue(cfg, func(hctx context.Context, cluster string, ev *auditv1.Event) {
 		select {
 		case <-time.After(20 * time.Millisecond):
 		case <-hctx.Done():
@@ -77,7 +78,7 @@ func TestNATSQueueLenCountsTheStreamAfterRestart(t *testing.T) {
 // this process published since, waits backlogTimeout at most for a new one, and reports an
 // answer it could not get as at least 1 (not known to be caught up).
 func TestNATSQueueLenAsksTheStreamSparingly(t *testing.T) {
-	q, err := NewNATSQueue(natsTestConfig("nats://127.0.0.1:1"), func(context.Context, string, *Event) {}, telemetry.Settings{})
+	q, err := NewNATSQueue(natsTestConfig("nats://127.0.0.1:1"), func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
 	require.NoError(t, err)
 	q.backlogTTL, q.backlogTimeout = time.Hour, 50*time.Millisecond
 	var (

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -80,7 +81,7 @@ func TestConsumerStored(t *testing.T) {
 	var want []bool
 	for i, ev := range events {
 		_, keep, _ := c.Convert("kind", ev)
-		ds = append(ds, natsqueue.Delivery{Sequence: uint64(i + 1), Payload: appendBatch(nil, "kind", []*Event{ev})})
+		ds = append(ds, natsqueue.Delivery{Sequence: uint64(i + 1), Payload: appendBatch(nil, "kind", []*auditv1.Event{ev})})
 		want = append(want, keep && i < half)
 	}
 	ds = append(ds, natsqueue.Delivery{Sequence: 9999, Payload: []byte("not a record")})

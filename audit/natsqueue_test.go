@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -47,7 +48,7 @@ type natsHandled struct {
 
 func newNATSHandled() *natsHandled { return &natsHandled{count: map[string]int{}} }
 
-func (l *natsHandled) handle(ctx context.Context, _ string, ev *Event) {
+func (l *natsHandled) handle(ctx context.Context, _ string, ev *auditv1.Event) {
 	if l.gate != nil {
 		select {
 		case <-l.gate:

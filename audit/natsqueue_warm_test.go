@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -41,7 +42,7 @@ func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
 		agg := &aggregatortest.RecordingAggregator{}
 		c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 		require.NoError(t, err)
-		q, err := NewNATSQueue(cfg, func(ctx context.Context, cluster string, ev *Event) {
+		q, err := NewNATSQueue(cfg, func(ctx context.Context, cluster string, ev *auditv1.Event) {
 			c.Handle(ctx, cluster, ev)
 			handled.Add(1)
 		}, telemetry.Settings{})
@@ -55,13 +56,13 @@ func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
 	a, _ := replica()
 	half := len(events) / 2
 	for _, ev := range events[:half] {
-		require.NoError(t, a.Enqueue(ctx, "kind", []*Event{ev}))
+		require.NoError(t, a.Enqueue(ctx, "kind", []*auditv1.Event{ev}))
 	}
 	require.Eventually(t, func() bool { return handled.Load() == int64(half) }, 20*time.Second, 10*time.Millisecond)
 	b, aggB := replica()
 	require.NoError(t, a.Stop(ctx)) // b takes the partition over
 	for _, ev := range events[half:] {
-		require.NoError(t, b.Enqueue(ctx, "kind", []*Event{ev}))
+		require.NoError(t, b.Enqueue(ctx, "kind", []*auditv1.Event{ev}))
 	}
 	require.Eventually(t, func() bool { return handled.Load() == int64(len(events)) }, 30*time.Second, 10*time.Millisecond)
 	require.NotEmpty(t, aggB.Events())

@@ -1,6 +1,10 @@
 package audit
 
-import "context"
+import (
+	"context"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+)
 
 // Observer sees every decoded audit event that the webhook, log replay or log follow handed to
 // the queue, whatever its verb or stage (the consumer ignores reads; an observer may not). The
@@ -9,7 +13,7 @@ import "context"
 // what it drops), and it must neither modify nor keep modifying access to the events (they are
 // shared with the consumer; reading them later is safe).
 type Observer interface {
-	ObserveAudit(cluster string, events []*Event)
+	ObserveAudit(cluster string, events []*auditv1.Event)
 }
 
 // ObserverGroup is the fx value group tag of the Observers that New attaches to the pipeline:
@@ -37,7 +41,7 @@ type observedQueue struct {
 	obs []Observer
 }
 
-func (q *observedQueue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+func (q *observedQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	if err := q.EventQueue.Enqueue(ctx, cluster, events); err != nil {
 		return err
 	}
@@ -45,7 +49,7 @@ func (q *observedQueue) Enqueue(ctx context.Context, cluster string, events []*E
 	return nil
 }
 
-func (q *observedQueue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+func (q *observedQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	if err := q.EventQueue.EnqueueWait(ctx, cluster, events); err != nil {
 		return err
 	}
@@ -53,7 +57,7 @@ func (q *observedQueue) EnqueueWait(ctx context.Context, cluster string, events 
 	return nil
 }
 
-func (q *observedQueue) notify(cluster string, events []*Event) {
+func (q *observedQueue) notify(cluster string, events []*auditv1.Event) {
 	for _, o := range q.obs {
 		o.ObserveAudit(cluster, events)
 	}

@@ -6,16 +6,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // recordingObserver keeps the batches it saw.
 type recordingObserver struct {
 	mu      sync.Mutex
-	batches [][]*Event
+	batches [][]*auditv1.Event
 }
 
-func (o *recordingObserver) ObserveAudit(_ string, events []*Event) {
+func (o *recordingObserver) ObserveAudit(_ string, events []*auditv1.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.batches = append(o.batches, events)
@@ -34,15 +35,15 @@ func (o *recordingObserver) count() int {
 // fullQueue refuses every batch.
 type fullQueue struct{ EventQueue }
 
-func (fullQueue) Enqueue(context.Context, string, []*Event) error     { return ErrQueueFull }
-func (fullQueue) EnqueueWait(context.Context, string, []*Event) error { return ErrStopped }
+func (fullQueue) Enqueue(context.Context, string, []*auditv1.Event) error     { return ErrQueueFull }
+func (fullQueue) EnqueueWait(context.Context, string, []*auditv1.Event) error { return ErrStopped }
 
 // TestObserveSeesAcceptedBatchesOnly: an observer sees what the queue accepted, reads included,
 // and not a batch the queue refused (kube-apiserver retries it: it would count twice).
 func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
-	var handled []*Event
+	var handled []*auditv1.Event
 	var mu sync.Mutex
-	q, err := NewQueue(QueueConfig{}, func(_ context.Context, _ string, ev *Event) {
+	q, err := NewQueue(QueueConfig{}, func(_ context.Context, _ string, ev *auditv1.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		handled = append(handled, ev)
@@ -57,12 +58,12 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = q.Stop(ctx) }()
-	read := &Event{AuditID: "r", Stage: "ResponseComplete", Verb: "list"}
-	write := &Event{AuditID: "w", Stage: "ResponseComplete", Verb: "create"}
-	if err := oq.Enqueue(ctx, "c", []*Event{read}); err != nil {
+	read := &auditv1.Event{AuditID: "r", Stage: "ResponseComplete", Verb: "list"}
+	write := &auditv1.Event{AuditID: "w", Stage: "ResponseComplete", Verb: "create"}
+	if err := oq.Enqueue(ctx, "c", []*auditv1.Event{read}); err != nil {
 		t.Fatal(err)
 	}
-	if err := oq.EnqueueWait(ctx, "c", []*Event{write}); err != nil {
+	if err := oq.EnqueueWait(ctx, "c", []*auditv1.Event{write}); err != nil {
 		t.Fatal(err)
 	}
 	if err := oq.Flush(ctx); err != nil {
@@ -78,10 +79,10 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 	}
 	refused := &recordingObserver{}
 	fq := Observe(fullQueue{q}, refused)
-	if err := fq.Enqueue(ctx, "c", []*Event{read}); !errors.Is(err, ErrQueueFull) {
+	if err := fq.Enqueue(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("Enqueue: %v", err)
 	}
-	if err := fq.EnqueueWait(ctx, "c", []*Event{read}); !errors.Is(err, ErrStopped) {
+	if err := fq.EnqueueWait(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, ErrStopped) {
 		t.Fatalf("EnqueueWait: %v", err)
 	}
 	if refused.count() != 0 {

@@ -1,6 +1,10 @@
 package audit
 
-import "context"
+import (
+	"context"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+)
 
 // Prefilter returns q with the events that c's filter drops (by verb, stage, resource, user
 // agent, or without an object reference: ConsumerConfig) left out of each batch before q
@@ -21,16 +25,16 @@ type prefilteredQueue struct {
 	c *Consumer
 }
 
-func (q *prefilteredQueue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+func (q *prefilteredQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	return q.enqueue(ctx, cluster, events, q.EventQueue.Enqueue)
 }
 
-func (q *prefilteredQueue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+func (q *prefilteredQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	return q.enqueue(ctx, cluster, events, q.EventQueue.EnqueueWait)
 }
 
-func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events []*Event,
-	next func(context.Context, string, []*Event) error,
+func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events []*auditv1.Event,
+	next func(context.Context, string, []*auditv1.Event) error,
 ) error {
 	var dropped [numOutcomes]int64
 	kept := q.split(events, &dropped)
@@ -49,8 +53,8 @@ func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events [
 
 // split returns the events the consumer would not filter and counts, by outcome, those it
 // would. It returns events itself when none is filtered.
-func (q *prefilteredQueue) split(events []*Event, dropped *[numOutcomes]int64) []*Event {
-	return keepEvents(events, func(ev *Event) bool {
+func (q *prefilteredQueue) split(events []*auditv1.Event, dropped *[numOutcomes]int64) []*auditv1.Event {
+	return keepEvents(events, func(ev *auditv1.Event) bool {
 		oc, _ := q.c.conv.filter(ev)
 		if oc.prefiltered() {
 			dropped[oc]++

@@ -9,6 +9,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
@@ -17,10 +18,10 @@ import (
 type recordingEventQueue struct {
 	EventQueue // unused methods
 	err        error
-	batches    [][]*Event
+	batches    [][]*auditv1.Event
 }
 
-func (q *recordingEventQueue) Enqueue(_ context.Context, _ string, events []*Event) error {
+func (q *recordingEventQueue) Enqueue(_ context.Context, _ string, events []*auditv1.Event) error {
 	if q.err != nil {
 		return q.err
 	}
@@ -28,7 +29,7 @@ func (q *recordingEventQueue) Enqueue(_ context.Context, _ string, events []*Eve
 	return nil
 }
 
-func (q *recordingEventQueue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+func (q *recordingEventQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	return q.Enqueue(ctx, cluster, events)
 }
 
@@ -37,31 +38,31 @@ func TestPrefilterQueuesOnlyWhatTheConsumerKeeps(t *testing.T) {
 	c, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
-	pod := &ObjectReference{Resource: "pods", Namespace: "n", Name: "p", APIVersion: "v1"}
-	lease := &ObjectReference{Resource: "leases", APIGroup: "coordination.k8s.io", Namespace: "n", Name: "l", APIVersion: "v1"}
-	update := &Event{AuditID: "1", Stage: "ResponseComplete", Verb: "update", ObjectRef: pod}
-	get := &Event{AuditID: "2", Stage: "ResponseComplete", Verb: "get", ObjectRef: pod}
-	renew := &Event{AuditID: "3", Stage: "ResponseComplete", Verb: "update", ObjectRef: lease}
-	noID := &Event{Stage: "ResponseComplete", Verb: "patch", ObjectRef: pod} // invalid: the consumer logs it
+	pod := &auditv1.ObjectReference{Resource: "pods", Namespace: "n", Name: "p", APIVersion: "v1"}
+	lease := &auditv1.ObjectReference{Resource: "leases", APIGroup: "coordination.k8s.io", Namespace: "n", Name: "l", APIVersion: "v1"}
+	update := &auditv1.Event{AuditID: "1", Stage: "ResponseComplete", Verb: "update", ObjectRef: pod}
+	get := &auditv1.Event{AuditID: "2", Stage: "ResponseComplete", Verb: "get", ObjectRef: pod}
+	renew := &auditv1.Event{AuditID: "3", Stage: "ResponseComplete", Verb: "update", ObjectRef: lease}
+	noID := &auditv1.Event{Stage: "ResponseComplete", Verb: "patch", ObjectRef: pod} // invalid: the consumer logs it
 	inner := &recordingEventQueue{}
 	obs := &recordingObserver{}
 	q := Observe(Prefilter(inner, c), obs)
 
-	require.NoError(t, q.Enqueue(context.Background(), "c", []*Event{get, update, renew, noID}))
+	require.NoError(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{get, update, renew, noID}))
 	require.Len(t, inner.batches, 1)
-	assert.Equal(t, []*Event{update, noID}, inner.batches[0], "reads and excluded resources stay out of the queue")
-	assert.Equal(t, [][]*Event{{get, update, renew, noID}}, obs.batches, "observers see every event")
+	assert.Equal(t, []*auditv1.Event{update, noID}, inner.batches[0], "reads and excluded resources stay out of the queue")
+	assert.Equal(t, [][]*auditv1.Event{{get, update, renew, noID}}, obs.batches, "observers see every event")
 	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.audit.consumer.events", "reason", "verb"))
 	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.audit.consumer.events", "reason", "resource"))
 
 	// A batch of only filtered events reaches no queue, and is accepted.
-	require.NoError(t, q.EnqueueWait(context.Background(), "c", []*Event{get}))
+	require.NoError(t, q.EnqueueWait(context.Background(), "c", []*auditv1.Event{get}))
 	assert.Len(t, inner.batches, 1)
 	assert.Equal(t, int64(2), telemetrytest.Int64(t, reader, "kelemetry.audit.consumer.events", "reason", "verb"))
 
 	// A refused batch counts nothing: its sender retries it.
 	inner.err = ErrQueueFull
-	require.ErrorIs(t, q.Enqueue(context.Background(), "c", []*Event{get, update}), ErrQueueFull)
+	require.ErrorIs(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{get, update}), ErrQueueFull)
 	assert.Equal(t, int64(2), telemetrytest.Int64(t, reader, "kelemetry.audit.consumer.events", "reason", "verb"))
 	assert.Len(t, obs.batches, 2, "nor is it observed")
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -21,24 +22,6 @@ const DefaultQueueCapacity = 100_000
 
 // DefaultQueueMaxBytes is the default bound on the estimated bytes of the events a Queue holds.
 const DefaultQueueMaxBytes = 256 << 20
-
-// eventOverhead is what one queued event costs besides its request and response bodies: the
-// decoded struct, its strings and maps (a typical Metadata-level event decodes to about 1 KB).
-const eventOverhead = 1 << 10
-
-// respNoteOverhead is what the decoder's note of a response body's metadata adds (respMeta and
-// its strings).
-const respNoteOverhead = 384
-
-// EventBytes estimates the memory one queued event holds: its raw request and response bodies
-// plus a fixed overhead for the rest (more with the decoder's note of the response body).
-func EventBytes(ev *Event) int64 {
-	n := int64(len(ev.RequestObject)+len(ev.ResponseObject)) + eventOverhead
-	if ev.resp != nil && ev.resp.body != nil {
-		n += respNoteOverhead + int64(ev.resp.layout.Bytes())
-	}
-	return n
-}
 
 // meterName is the instrumentation scope of the package's metrics.
 const meterName = "github.com/kelemetry/kelemetry/audit"
@@ -152,7 +135,7 @@ func (c QueueConfig) Validate() error {
 // Handler processes one audit event from cluster. Calls for one object are sequential and in
 // enqueue order; calls for different objects may run in parallel. ctx is cancelled when Stop gives
 // up on draining, so a handler that blocks must honour it.
-type Handler func(ctx context.Context, cluster string, ev *Event)
+type Handler func(ctx context.Context, cluster string, ev *auditv1.Event)
 
 // Queue is a bounded in-process queue of audit events, partitioned by object: the events of one
 // object (cluster, group, resource, namespace and name; the API version and subresource left out)
@@ -210,7 +193,7 @@ type Queue struct {
 
 type queued struct {
 	cluster string
-	ev      *Event
+	ev      *auditv1.Event
 	bytes   int64
 	// track, if set, counts the handled events of the batch the event came in (DurableQueue).
 	track *batchTrack
@@ -307,7 +290,7 @@ func (q *Queue) Bytes() int64 { return q.bytes.Load() }
 // the remaining capacity (events, or bytes), it returns an error wrapping ErrQueueFull and queues nothing, so a retry
 // of the whole batch duplicates nothing. A batch larger than the whole capacity also wraps
 // ErrBatchTooLarge. Once Stop has begun, Enqueue returns ErrStopped. It never blocks.
-func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*Event) error {
+func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	err := q.tryEnqueue(cluster, events, nil)
 	q.record(ctx, len(events), err)
 	return err
@@ -316,13 +299,13 @@ func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*Event) er
 // EnqueueWait is Enqueue that waits, honouring ctx, until the batch fits instead of rejecting it.
 // Use it where backpressure beats dropping, e.g. replaying a file. It still fails at once with
 // ErrBatchTooLarge or ErrStopped.
-func (q *Queue) EnqueueWait(ctx context.Context, cluster string, events []*Event) error {
+func (q *Queue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	return q.enqueueWait(ctx, cluster, events, nil)
 }
 
 // enqueueTracked is Enqueue, or EnqueueWait if wait is set, with every event counted in tr once
 // handled.
-func (q *Queue) enqueueTracked(ctx context.Context, cluster string, events []*Event, tr *batchTrack, wait bool) error {
+func (q *Queue) enqueueTracked(ctx context.Context, cluster string, events []*auditv1.Event, tr *batchTrack, wait bool) error {
 	if wait {
 		return q.enqueueWait(ctx, cluster, events, tr)
 	}
@@ -331,7 +314,7 @@ func (q *Queue) enqueueTracked(ctx context.Context, cluster string, events []*Ev
 	return err
 }
 
-func (q *Queue) enqueueWait(ctx context.Context, cluster string, events []*Event, tr *batchTrack) error {
+func (q *Queue) enqueueWait(ctx context.Context, cluster string, events []*auditv1.Event, tr *batchTrack) error {
 	err := q.tryEnqueue(cluster, events, tr)
 	for errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrBatchTooLarge) {
 		// Take the signal channel before trying again, so that a release between the attempt and
@@ -370,7 +353,7 @@ func (q *Queue) record(ctx context.Context, n int, err error) {
 	}
 }
 
-func (q *Queue) tryEnqueue(cluster string, events []*Event, tr *batchTrack) error {
+func (q *Queue) tryEnqueue(cluster string, events []*auditv1.Event, tr *batchTrack) error {
 	n := int64(len(events))
 	if n > q.capacity {
 		return fmt.Errorf("%w (%w): a batch of %d events can never fit the capacity of %d",
@@ -381,7 +364,7 @@ func (q *Queue) tryEnqueue(cluster string, events []*Event, tr *batchTrack) erro
 		if ev == nil {
 			return fmt.Errorf("audit queue: event %d of the batch is nil", i)
 		}
-		nb += EventBytes(ev)
+		nb += auditv1.EventBytes(ev)
 	}
 	if nb > q.maxBytes {
 		return fmt.Errorf("%w (%w): a batch of %d bytes can never fit the queue's maxBytes of %d",
@@ -415,9 +398,9 @@ func (q *Queue) tryEnqueue(cluster string, events []*Event, tr *batchTrack) erro
 		}
 	}
 	for _, ev := range events {
-		p := q.parts[partitionIndex(cluster, ev, len(q.parts))]
+		p := q.parts[auditv1.PartitionIndex(cluster, ev, len(q.parts))]
 		p.mu.Lock()
-		p.items = append(p.items, queued{cluster: cluster, ev: ev, bytes: EventBytes(ev), track: tr})
+		p.items = append(p.items, queued{cluster: cluster, ev: ev, bytes: auditv1.EventBytes(ev), track: tr})
 		p.enqueued++
 		wasEmpty := len(p.items) == 1
 		p.mu.Unlock()
@@ -426,63 +409,6 @@ func (q *Queue) tryEnqueue(cluster string, events []*Event, tr *batchTrack) erro
 		}
 	}
 	return nil
-}
-
-// FNV-1a, 64 bit, written out to hash strings without converting them to byte slices.
-const (
-	fnvOffset64 = 14695981039346656037
-	fnvPrime64  = 1099511628211
-)
-
-func fnvAdd(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime64
-	}
-	// A zero byte ends every field, so ("ab", "c") and ("a", "bc") differ.
-	h *= fnvPrime64
-	return h
-}
-
-// partitionIndex hashes the event's object key: cluster, group, resource, namespace and name, as
-// the consumer will name the object. The API version and subresource are left out, so that
-// requests on a subresource stay in order with those on the object. A create with generateName has
-// no name in its objectRef: the name (and, for a cluster-scoped object, the namespace) comes from
-// the response body, as the consumer takes it, so the create is handled before the object's later
-// events and not in parallel with them (otherwise the first diffs and link times of every
-// generated Pod or ReplicaSet depended on which partition ran first). Events without an objectRef
-// hash by audit ID.
-func partitionIndex(cluster string, ev *Event, n int) int {
-	h := fnvAdd(fnvOffset64, cluster)
-	if group, resource, ns, name, ok := partitionObject(ev); ok {
-		h = fnvAdd(h, group)
-		h = fnvAdd(h, resource)
-		h = fnvAdd(h, ns)
-		h = fnvAdd(h, name)
-	} else {
-		h = fnvAdd(h, "\x00auditID")
-		h = fnvAdd(h, ev.AuditID)
-	}
-	return int(h % uint64(n))
-}
-
-// partitionObject names the object an event is partitioned by (see partitionIndex); ok is false
-// for an event without an objectRef, which is partitioned by its audit ID.
-func partitionObject(ev *Event) (group, resource, namespace, name string, ok bool) {
-	if ev.ObjectRef == nil {
-		return "", "", "", "", false
-	}
-	r := objectRef(ev)
-	namespace, name = r.Namespace, r.Name
-	if name == "" && len(ev.ResponseObject) > 0 && !isCollectionDelete(ev) {
-		if meta, ok := responseIsObject(r, ev); ok {
-			name = meta.name
-			if namespace == "" {
-				namespace = meta.namespace
-			}
-		}
-	}
-	return r.APIGroup, r.Resource, namespace, name, true
 }
 
 func (p *partition) signal() {

@@ -16,16 +16,17 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // queueEvent is an event on pod <name> in namespace ns with audit ID id.
-func queueEvent(ns, name, id string) *Event {
-	return &Event{
+func queueEvent(ns, name, id string) *auditv1.Event {
+	return &auditv1.Event{
 		AuditID:   id,
 		Stage:     "ResponseComplete",
 		Verb:      "update",
-		ObjectRef: &ObjectReference{Resource: "pods", Namespace: ns, Name: name, APIVersion: "v1"},
+		ObjectRef: &auditv1.ObjectReference{Resource: "pods", Namespace: ns, Name: name, APIVersion: "v1"},
 	}
 }
 
@@ -36,7 +37,7 @@ type handledLog struct {
 	n      int
 }
 
-func (h *handledLog) handle(_ context.Context, _ string, ev *Event) {
+func (h *handledLog) handle(_ context.Context, _ string, ev *auditv1.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.byName == nil {
@@ -117,7 +118,7 @@ func TestQueueKeepsOrderPerObject(t *testing.T) {
 
 	// Interleave the events of 20 objects over batches, some before Start, some after.
 	const objects, perObject = 20, 50
-	var batch []*Event
+	var batch []*auditv1.Event
 	for i := range perObject {
 		for o := range objects {
 			batch = append(batch, queueEvent("default", "pod-"+strconv.Itoa(o), fmt.Sprintf("pod-%d/%03d", o, i)))
@@ -155,15 +156,15 @@ func TestQueuePartitionKey(t *testing.T) {
 	binding.ObjectRef.Subresource = "binding"
 	binding.ObjectRef.APIVersion = "v2"
 	binding.ObjectRef.ResourceVersion = "42"
-	assert.Equal(t, partitionIndex("c1", pod, n), partitionIndex("c1", binding, n),
+	assert.Equal(t, auditv1.PartitionIndex("c1", pod, n), auditv1.PartitionIndex("c1", binding, n),
 		"subresource and API version must not change the partition")
-	assert.NotEqual(t, partitionIndex("c1", pod, n), partitionIndex("c2", pod, n), "cluster is part of the key")
+	assert.NotEqual(t, auditv1.PartitionIndex("c1", pod, n), auditv1.PartitionIndex("c2", pod, n), "cluster is part of the key")
 	other := queueEvent("ns", "web-1", "a1")
-	assert.NotEqual(t, partitionIndex("c1", pod, n), partitionIndex("c1", other, n))
+	assert.NotEqual(t, auditv1.PartitionIndex("c1", pod, n), auditv1.PartitionIndex("c1", other, n))
 	// Field boundaries count: ("ab","c") is not ("a","bc").
 	a := queueEvent("ab", "c", "x")
 	b := queueEvent("a", "bc", "x")
-	assert.NotEqual(t, partitionIndex("c1", a, n), partitionIndex("c1", b, n))
+	assert.NotEqual(t, auditv1.PartitionIndex("c1", a, n), auditv1.PartitionIndex("c1", b, n))
 
 	// A create with generateName names its object only in the response: it goes where the
 	// object's later events go (issue 18: otherwise a Pod's binding and status patch could be
@@ -171,23 +172,23 @@ func TestQueuePartitionKey(t *testing.T) {
 	create := queueEvent("ns", "", "a3")
 	create.Verb = "create"
 	create.ResponseObject = []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-0","namespace":"ns","uid":"u1"}}`)
-	assert.Equal(t, partitionIndex("c1", pod, n), partitionIndex("c1", create, n),
+	assert.Equal(t, auditv1.PartitionIndex("c1", pod, n), auditv1.PartitionIndex("c1", create, n),
 		"a generateName create goes to its object's partition")
 	failed := queueEvent("ns", "", "a4")
 	failed.Verb = "create"
 	failed.ResponseObject = []byte(`{"kind":"Status","apiVersion":"v1","status":"Failure"}`)
-	assert.Equal(t, partitionIndex("c1", queueEvent("ns", "", "a5"), n), partitionIndex("c1", failed, n),
+	assert.Equal(t, auditv1.PartitionIndex("c1", queueEvent("ns", "", "a5"), n), auditv1.PartitionIndex("c1", failed, n),
 		"a create that made nothing stays with its collection")
 	// A namespace's own requests carry its name as namespace too; its create does not.
-	nsCreate := &Event{AuditID: "n1", Verb: "create", ObjectRef: &ObjectReference{Resource: "namespaces"},
+	nsCreate := &auditv1.Event{AuditID: "n1", Verb: "create", ObjectRef: &auditv1.ObjectReference{Resource: "namespaces"},
 		ResponseObject: []byte(`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"team"}}`)}
-	nsUpdate := &Event{AuditID: "n2", Verb: "update", ObjectRef: &ObjectReference{Resource: "namespaces", Namespace: "team", Name: "team"}}
-	assert.Equal(t, partitionIndex("c1", nsUpdate, n), partitionIndex("c1", nsCreate, n))
+	nsUpdate := &auditv1.Event{AuditID: "n2", Verb: "update", ObjectRef: &auditv1.ObjectReference{Resource: "namespaces", Namespace: "team", Name: "team"}}
+	assert.Equal(t, auditv1.PartitionIndex("c1", nsUpdate, n), auditv1.PartitionIndex("c1", nsCreate, n))
 
 	// Events without objectRef spread by audit ID.
 	seen := map[int]bool{}
 	for i := range 50 {
-		seen[partitionIndex("c1", &Event{AuditID: strconv.Itoa(i)}, 8)] = true
+		seen[auditv1.PartitionIndex("c1", &auditv1.Event{AuditID: strconv.Itoa(i)}, 8)] = true
 	}
 	assert.Greater(t, len(seen), 4)
 }
@@ -195,10 +196,10 @@ func TestQueuePartitionKey(t *testing.T) {
 func TestQueueRunsObjectsInParallel(t *testing.T) {
 	// Find two objects on different partitions of a 2-partition queue.
 	first := queueEvent("ns", "a", "a")
-	var second *Event
+	var second *auditv1.Event
 	for i := range 100 {
 		ev := queueEvent("ns", "b"+strconv.Itoa(i), "b")
-		if partitionIndex("c", ev, 2) != partitionIndex("c", first, 2) {
+		if auditv1.PartitionIndex("c", ev, 2) != auditv1.PartitionIndex("c", first, 2) {
 			second = ev
 			break
 		}
@@ -207,7 +208,7 @@ func TestQueueRunsObjectsInParallel(t *testing.T) {
 
 	secondRan := make(chan struct{})
 	firstDone := make(chan struct{})
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 2}, func(ctx context.Context, _ string, ev *Event) {
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 2}, func(ctx context.Context, _ string, ev *auditv1.Event) {
 		if ev == first {
 			// Blocks until the other partition has run: a sequential queue would deadlock.
 			select {
@@ -222,7 +223,7 @@ func TestQueueRunsObjectsInParallel(t *testing.T) {
 	})
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
-	require.NoError(t, q.Enqueue(ctx, "c", []*Event{first, second}))
+	require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{first, second}))
 	select {
 	case <-firstDone:
 	case <-time.After(5 * time.Second):
@@ -239,8 +240,8 @@ func TestQueueAllOrNothing(t *testing.T) {
 	var h handledLog
 	q, reader := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 3}, h.handle)
 	ctx := context.Background()
-	batch := func(n int) []*Event {
-		var evs []*Event
+	batch := func(n int) []*auditv1.Event {
+		var evs []*auditv1.Event
 		for i := range n {
 			evs = append(evs, queueEvent("ns", "p"+strconv.Itoa(i), strconv.Itoa(i)))
 		}
@@ -263,7 +264,7 @@ func TestQueueAllOrNothing(t *testing.T) {
 	err = q.EnqueueWait(ctx, "c", batch(11))
 	require.ErrorIs(t, err, ErrBatchTooLarge, "waiting cannot help a batch larger than the queue")
 
-	require.Error(t, q.Enqueue(ctx, "c", []*Event{nil}))
+	require.Error(t, q.Enqueue(ctx, "c", []*auditv1.Event{nil}))
 	require.NoError(t, q.Enqueue(ctx, "c", nil))
 
 	sums := metricSums(t, reader, "reason")
@@ -280,12 +281,12 @@ func TestQueueAllOrNothing(t *testing.T) {
 
 func TestQueueStopDrainsAndRejects(t *testing.T) {
 	var handled atomic.Int32
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 2}, func(context.Context, string, *Event) {
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 2}, func(context.Context, string, *auditv1.Event) {
 		time.Sleep(time.Millisecond) // a slow handler (waits for nothing): Stop must drain behind it
 		handled.Add(1)
 	})
 	ctx := context.Background()
-	var evs []*Event
+	var evs []*auditv1.Event
 	for i := range 40 {
 		evs = append(evs, queueEvent("ns", "p"+strconv.Itoa(i%7), strconv.Itoa(i)))
 	}
@@ -310,7 +311,7 @@ func TestQueueStopDrainsAndRejects(t *testing.T) {
 func TestQueueStopTimeoutAbandons(t *testing.T) {
 	started := make(chan struct{}, 1)
 	var cancelled atomic.Bool
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 1}, func(ctx context.Context, _ string, _ *Event) {
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 1}, func(ctx context.Context, _ string, _ *auditv1.Event) {
 		select {
 		case started <- struct{}{}:
 		default:
@@ -319,7 +320,7 @@ func TestQueueStopTimeoutAbandons(t *testing.T) {
 		cancelled.Store(true)
 	})
 	ctx := context.Background()
-	var evs []*Event
+	var evs []*auditv1.Event
 	for i := range 5 {
 		evs = append(evs, queueEvent("ns", "p", strconv.Itoa(i)))
 	}
@@ -341,11 +342,11 @@ func TestQueueStopTimeoutAbandons(t *testing.T) {
 }
 
 func TestQueueStopWithoutStart(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *Event) {})
+	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *auditv1.Event) {})
 	require.NoError(t, q.Stop(context.Background()))
 
-	q2, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *Event) {})
-	require.NoError(t, q2.Enqueue(context.Background(), "c", []*Event{queueEvent("ns", "p", "1")}))
+	q2, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *auditv1.Event) {})
+	require.NoError(t, q2.Enqueue(context.Background(), "c", []*auditv1.Event{queueEvent("ns", "p", "1")}))
 	err := q2.Stop(context.Background())
 	require.ErrorIs(t, err, ErrStopped, "events enqueued without Start are abandoned")
 	assert.Equal(t, 0, q2.Len())
@@ -354,7 +355,7 @@ func TestQueueStopWithoutStart(t *testing.T) {
 func TestQueueEnqueueWaitBackpressure(t *testing.T) {
 	gate := make(chan struct{})
 	var h handledLog
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 4, Partitions: 2}, func(ctx context.Context, cluster string, ev *Event) {
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 4, Partitions: 2}, func(ctx context.Context, cluster string, ev *auditv1.Event) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
@@ -362,7 +363,7 @@ func TestQueueEnqueueWaitBackpressure(t *testing.T) {
 		h.handle(ctx, cluster, ev)
 	})
 	ctx := context.Background()
-	var evs []*Event
+	var evs []*auditv1.Event
 	for i := range 10 {
 		evs = append(evs, queueEvent("ns", "p"+strconv.Itoa(i), strconv.Itoa(i)))
 	}
@@ -395,7 +396,7 @@ func TestQueueEnqueueWaitBackpressure(t *testing.T) {
 
 func TestQueueEnqueueWaitWakesOnRoom(t *testing.T) {
 	gate := make(chan struct{})
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 3, Partitions: 1}, func(ctx context.Context, _ string, _ *Event) {
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 3, Partitions: 1}, func(ctx context.Context, _ string, _ *auditv1.Event) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
@@ -403,14 +404,14 @@ func TestQueueEnqueueWaitWakesOnRoom(t *testing.T) {
 	})
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
-	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1"), queueEvent("n", "a", "2"), queueEvent("n", "a", "3")}))
+	require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "1"), queueEvent("n", "a", "2"), queueEvent("n", "a", "3")}))
 	var wg sync.WaitGroup
 	var errs [5]error
 	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = q.EnqueueWait(ctx, "c", []*Event{queueEvent("n", "a", "w"+strconv.Itoa(i))})
+			errs[i] = q.EnqueueWait(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "w"+strconv.Itoa(i))})
 		}()
 	}
 	require.Eventually(t, func() bool { return q.roomWaiters.Load() == int32(len(errs)) }, 5*time.Second, time.Millisecond,
@@ -425,11 +426,11 @@ func TestQueueEnqueueWaitWakesOnRoom(t *testing.T) {
 }
 
 func TestQueueStopWakesEnqueueWait(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *Event) {})
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
 	ctx := context.Background()
-	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1")}))
+	require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "1")}))
 	waited := make(chan error, 1)
-	go func() { waited <- q.EnqueueWait(ctx, "c", []*Event{queueEvent("n", "a", "2")}) }()
+	go func() { waited <- q.EnqueueWait(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "2")}) }()
 	require.Eventually(t, func() bool { return q.roomWaiters.Load() == 1 }, 5*time.Second, time.Millisecond,
 		"EnqueueWait waits for room")
 	_ = q.Stop(ctx) // never started: abandons the queued event
@@ -443,7 +444,7 @@ func TestQueueStopWakesEnqueueWait(t *testing.T) {
 
 func TestQueueHandlerPanicIsContained(t *testing.T) {
 	var h handledLog
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 1}, func(ctx context.Context, cluster string, ev *Event) {
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 1}, func(ctx context.Context, cluster string, ev *auditv1.Event) {
 		if ev.AuditID == "boom" {
 			panic(errors.New("boom"))
 		}
@@ -451,16 +452,16 @@ func TestQueueHandlerPanicIsContained(t *testing.T) {
 	})
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
-	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1"), queueEvent("n", "a", "boom"), queueEvent("n", "a", "3")}))
+	require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "1"), queueEvent("n", "a", "boom"), queueEvent("n", "a", "3")}))
 	require.NoError(t, q.Flush(ctx))
 	assert.Equal(t, []string{"1", "3"}, h.byName["a"])
 }
 
 func TestQueueFlushHonoursContext(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *Event) {})
+	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *auditv1.Event) {})
 	ctx := context.Background()
 	require.NoError(t, q.Flush(ctx), "nothing to flush")
-	require.NoError(t, q.Enqueue(ctx, "c", []*Event{queueEvent("n", "a", "1")}))
+	require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "1")}))
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, q.Flush(short), context.DeadlineExceeded, "not started: nothing is handled")
@@ -470,7 +471,7 @@ func TestQueueFlushHonoursContext(t *testing.T) {
 
 func TestQueueConcurrentEnqueue(t *testing.T) {
 	var handled atomic.Int64
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1000, Partitions: 4}, func(context.Context, string, *Event) { handled.Add(1) })
+	q, _ := newTestQueue(t, QueueConfig{Capacity: 1000, Partitions: 4}, func(context.Context, string, *auditv1.Event) { handled.Add(1) })
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
 	var wg sync.WaitGroup
@@ -480,7 +481,7 @@ func TestQueueConcurrentEnqueue(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 200 {
-				batch := []*Event{queueEvent("n", fmt.Sprintf("g%d-%d", g, i%5), "x"), queueEvent("n", "shared", "y")}
+				batch := []*auditv1.Event{queueEvent("n", fmt.Sprintf("g%d-%d", g, i%5), "x"), queueEvent("n", "shared", "y")}
 				if i%2 == 0 {
 					if q.Enqueue(ctx, "c", batch) == nil {
 						accepted.Add(2)
@@ -498,7 +499,7 @@ func TestQueueConcurrentEnqueue(t *testing.T) {
 }
 
 // bigEvent is queueEvent with a response body of n bytes.
-func bigEvent(name, id string, n int) *Event {
+func bigEvent(name, id string, n int) *auditv1.Event {
 	ev := queueEvent("ns", name, id)
 	ev.ResponseObject = make([]byte, n)
 	return ev
@@ -507,7 +508,7 @@ func bigEvent(name, id string, n int) *Event {
 func TestQueueBoundedByBytes(t *testing.T) {
 	release := make(chan struct{})
 	var h handledLog
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 1000, MaxBytes: 10 << 20, Partitions: 2}, func(ctx context.Context, c string, ev *Event) {
+	q, reader := newTestQueue(t, QueueConfig{Capacity: 1000, MaxBytes: 10 << 20, Partitions: 2}, func(ctx context.Context, c string, ev *auditv1.Event) {
 		<-release
 		h.handle(ctx, c, ev)
 	})
@@ -517,29 +518,29 @@ func TestQueueBoundedByBytes(t *testing.T) {
 	// Four 2 MiB events fit in 10 MiB; a fifth 2 MiB event does not, though the queue has room for
 	// 995 more events.
 	for i := range 4 {
-		require.NoError(t, q.Enqueue(ctx, "c", []*Event{bigEvent("p"+strconv.Itoa(i), strconv.Itoa(i), 2*mib)}))
+		require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{bigEvent("p"+strconv.Itoa(i), strconv.Itoa(i), 2*mib)}))
 	}
-	assert.Equal(t, int64(4*(2*mib+eventOverhead)), q.Bytes())
-	err := q.Enqueue(ctx, "c", []*Event{bigEvent("p9", "9", 2*mib), queueEvent("ns", "small", "s")})
+	assert.Equal(t, int64(4*(2*mib+bareEventBytes)), q.Bytes())
+	err := q.Enqueue(ctx, "c", []*auditv1.Event{bigEvent("p9", "9", 2*mib), queueEvent("ns", "small", "s")})
 	require.ErrorIs(t, err, ErrQueueFull)
 	assert.NotErrorIs(t, err, ErrBatchTooLarge)
 	assert.Contains(t, err.Error(), "bytes")
 	assert.Equal(t, 4, q.Len(), "the refused batch queued nothing, not even its small event")
-	assert.Equal(t, int64(4*(2*mib+eventOverhead)), q.Bytes(), "a refused batch gives its bytes back")
+	assert.Equal(t, int64(4*(2*mib+bareEventBytes)), q.Bytes(), "a refused batch gives its bytes back")
 
 	// A batch over the whole byte bound can never fit.
-	err = q.Enqueue(ctx, "c", []*Event{bigEvent("huge", "h", 11*mib)})
+	err = q.Enqueue(ctx, "c", []*auditv1.Event{bigEvent("huge", "h", 11*mib)})
 	require.ErrorIs(t, err, ErrBatchTooLarge)
-	require.ErrorIs(t, q.EnqueueWait(ctx, "c", []*Event{bigEvent("huge", "h", 11*mib)}), ErrBatchTooLarge)
+	require.ErrorIs(t, q.EnqueueWait(ctx, "c", []*auditv1.Event{bigEvent("huge", "h", 11*mib)}), ErrBatchTooLarge)
 
 	sums := metricSums(t, reader, "reason")
-	assert.Equal(t, int64(4*(2*mib+eventOverhead)), sums["kelemetry.audit.queue.bytes"])
+	assert.Equal(t, int64(4*(2*mib+bareEventBytes)), sums["kelemetry.audit.queue.bytes"])
 	assert.Equal(t, int64(2+1+1), sums["kelemetry.audit.queue.rejected{reason=full}"], "refused, not lost")
 
 	// Handling gives the bytes back: a waiting enqueuer gets in.
 	require.NoError(t, q.Start(ctx))
 	waited := make(chan error, 1)
-	go func() { waited <- q.EnqueueWait(ctx, "c", []*Event{bigEvent("p9", "9", 2*mib)}) }()
+	go func() { waited <- q.EnqueueWait(ctx, "c", []*auditv1.Event{bigEvent("p9", "9", 2*mib)}) }()
 	close(release)
 	require.NoError(t, <-waited)
 	require.NoError(t, q.Flush(ctx))
@@ -549,9 +550,9 @@ func TestQueueBoundedByBytes(t *testing.T) {
 }
 
 func TestQueueAbandonReleasesBytes(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{MaxBytes: 1 << 20}, func(context.Context, string, *Event) {})
-	require.NoError(t, q.Enqueue(context.Background(), "c", []*Event{bigEvent("p", "1", 1000), bigEvent("q", "2", 2000)}))
-	assert.Equal(t, int64(3000+2*eventOverhead), q.Bytes())
+	q, _ := newTestQueue(t, QueueConfig{MaxBytes: 1 << 20}, func(context.Context, string, *auditv1.Event) {})
+	require.NoError(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{bigEvent("p", "1", 1000), bigEvent("q", "2", 2000)}))
+	assert.Equal(t, int64(3000+2*bareEventBytes), q.Bytes())
 	require.ErrorIs(t, q.Stop(context.Background()), ErrStopped)
 	assert.Zero(t, q.Bytes())
 }
@@ -562,3 +563,6 @@ func TestConfigQueueBytesFitWebhookBody(t *testing.T) {
 	require.ErrorContains(t, err, "queue.maxBytes")
 	require.NoError(t, Config{Queue: QueueConfig{MaxBytes: 1 << 20}, Webhook: WebhookConfig{MaxBodyBytes: 1 << 20, MaxInflightBytes: 1 << 20}}.Validate())
 }
+
+// bareEventBytes is what the queue counts for an event without bodies.
+var bareEventBytes = auditv1.EventBytes(&auditv1.Event{})

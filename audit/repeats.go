@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"unsafe"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // DefaultWebhookRepeatWindow is the default WebhookConfig.RepeatWindow.
@@ -67,7 +69,7 @@ func (s *repeatSet) putLocked(h uint64, v int32) (dropped int) {
 }
 
 // add remembers the events of a batch that was enqueued.
-func (s *repeatSet) add(cluster string, events []*Event) {
+func (s *repeatSet) add(cluster string, events []*auditv1.Event) {
 	dropped := 0
 	s.mu.Lock()
 	for _, ev := range events {
@@ -81,15 +83,15 @@ func (s *repeatSet) add(cluster string, events []*Event) {
 
 // filter returns the events of the batch that were not added lately, in order, and how many were
 // left out. It returns events itself when none was.
-func (s *repeatSet) filter(cluster string, events []*Event) ([]*Event, int) {
-	kept := keepEvents(events, func(ev *Event) bool { return !s.has(eventHash(cluster, ev.AuditID, ev.Stage)) })
+func (s *repeatSet) filter(cluster string, events []*auditv1.Event) ([]*auditv1.Event, int) {
+	kept := keepEvents(events, func(ev *auditv1.Event) bool { return !s.has(eventHash(cluster, ev.AuditID, ev.Stage)) })
 	return kept, len(events) - len(kept)
 }
 
 // keepEvents returns the events for which keep is true, in order: events itself when it is true
 // for all of them, else a new slice.
-func keepEvents(events []*Event, keep func(*Event) bool) []*Event {
-	var kept []*Event
+func keepEvents(events []*auditv1.Event, keep func(*auditv1.Event) bool) []*auditv1.Event {
+	var kept []*auditv1.Event
 	for i, ev := range events {
 		if keep(ev) {
 			if kept != nil {
@@ -98,7 +100,7 @@ func keepEvents(events []*Event, keep func(*Event) bool) []*Event {
 			continue
 		}
 		if kept == nil {
-			kept = make([]*Event, i, len(events)-1)
+			kept = make([]*auditv1.Event, i, len(events)-1)
 			copy(kept, events[:i])
 		}
 	}

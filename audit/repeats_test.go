@@ -9,15 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // everyOther decodes the fixture's first batch and returns it with the events whose index is odd
 // marked to skip.
-func skipOdd(t *testing.T, data []byte) (all []*Event, skip func([]byte, string) bool) {
+func skipOdd(t *testing.T, data []byte) (all []*auditv1.Event, skip func([]byte, string) bool) {
 	t.Helper()
-	all, err := DecodeEventList(data)
+	all, err := auditv1.DecodeEventList(data)
 	require.NoError(t, err)
 	odd := map[string]bool{}
 	for i, ev := range all {
@@ -28,85 +30,13 @@ func skipOdd(t *testing.T, data []byte) (all []*Event, skip func([]byte, string)
 	return all, func(id []byte, stage string) bool { return odd[string(id)+"/"+stage] }
 }
 
-func TestDecodeSkippingLeavesOutOnlyWhatSkipSays(t *testing.T) {
-	for _, scenario := range []string{"rollout", "bulk"} {
-		for bi, data := range readFixtureLines(t, scenario, "webhook-batches.jsonl")[:5] {
-			all, skip := skipOdd(t, data)
-			got, n, err := decodeEventListSkipping(data, skip)
-			require.NoError(t, err)
-			var want []*Event
-			for i, ev := range all {
-				if i%2 == 0 {
-					want = append(want, ev)
-				}
-			}
-			assert.Equal(t, len(all)-len(want), n, "%s batch %d", scenario, bi)
-			assert.Equal(t, want, got, "%s batch %d: the kept events decode as without skipping", scenario, bi)
-		}
-	}
-}
-
-func TestDecodeSkippingEdges(t *testing.T) {
-	skipA1 := func(id []byte, stage string) bool { return string(id) == "a1" && stage == "ResponseComplete" }
-	list := func(items ...string) []byte {
-		return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(items, ",") + `]}`)
-	}
-	t.Run("audit ID repeated after the check: the last one wins", func(t *testing.T) {
-		evs, n, err := decodeEventListSkipping(list(`{"auditID":"a1","stage":"ResponseComplete","verb":"get","auditID":"a2"}`), skipA1)
-		require.NoError(t, err)
-		assert.Zero(t, n)
-		require.Len(t, evs, 1)
-		assert.Equal(t, "a2", evs[0].AuditID)
-		assert.Equal(t, "get", evs[0].Verb)
-	})
-	t.Run("stage after other members", func(t *testing.T) {
-		evs, n, err := decodeEventListSkipping(list(`{"auditID":"a1","verb":"get","requestURI":"/x","stage":"ResponseComplete","user":{"username":"u"}}`,
-			`{"auditID":"a1","verb":"get","stage":"ResponseStarted"}`), skipA1)
-		require.NoError(t, err)
-		assert.Equal(t, 1, n)
-		require.Len(t, evs, 1)
-		assert.Equal(t, "ResponseStarted", evs[0].Stage)
-		assert.Equal(t, "a1", evs[0].AuditID)
-	})
-	t.Run("a skipped item is still checked for syntax", func(t *testing.T) {
-		_, _, err := decodeEventListSkipping(list(`{"auditID":"a1","stage":"ResponseComplete","requestObject":{"a":]}`), skipA1)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "items[0]")
-	})
-	t.Run("a skipped item's kind is checked", func(t *testing.T) {
-		_, _, err := decodeEventListSkipping(list(`{"kind":"Pod","auditID":"a1","stage":"ResponseComplete"}`), skipA1)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), `wrong kind "Pod"`)
-		_, _, err = decodeEventListSkipping(list(`{"auditID":"a1","stage":"ResponseComplete","kind":"Pod"}`), skipA1)
-		require.Error(t, err, "a kind after the check is decoded again, and checked")
-	})
-	t.Run("skipped items free their blocks", func(t *testing.T) {
-		items := make([]string, 0, 100)
-		for i := range 100 {
-			id := "a1"
-			if i%10 == 0 {
-				id = fmt.Sprint("b", i)
-			}
-			items = append(items, `{"auditID":"`+id+`","stage":"ResponseComplete","verb":"update"}`)
-		}
-		evs, n, err := decodeEventListSkipping(list(items...), skipA1)
-		require.NoError(t, err)
-		assert.Equal(t, 90, n)
-		require.Len(t, evs, 10)
-		for i, ev := range evs {
-			assert.Equal(t, fmt.Sprint("b", i*10), ev.AuditID, "no kept event was overwritten by a skipped one")
-			assert.Equal(t, "update", ev.Verb)
-		}
-	})
-}
-
 func TestRepeatSetBounded(t *testing.T) {
 	forgotten := 0
 	s := newRepeatSet(4, func(n int) { forgotten += n })
-	evs := func(ids ...string) []*Event {
-		out := make([]*Event, len(ids))
+	evs := func(ids ...string) []*auditv1.Event {
+		out := make([]*auditv1.Event, len(ids))
 		for i, id := range ids {
-			out[i] = &Event{AuditID: id, Stage: "ResponseComplete"}
+			out[i] = &auditv1.Event{AuditID: id, Stage: "ResponseComplete"}
 		}
 		return out
 	}
@@ -130,8 +60,8 @@ func TestRepeatSetBounded(t *testing.T) {
 // retried) is answered 200 but its events are not queued again; a batch that overlaps queues
 // only what is new; a batch the queue refused is not remembered, so its retry is queued.
 func TestWebhookQueuesARepeatOnce(t *testing.T) {
-	batches := readFixtureLines(t, "rollout", "webhook-batches.jsonl")
-	first, err := DecodeEventList(batches[0])
+	batches := fixture.Lines(t, "rollout", "webhook-batches.jsonl")
+	first, err := auditv1.DecodeEventList(batches[0])
 	require.NoError(t, err)
 	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
 
@@ -158,7 +88,7 @@ func TestWebhookQueuesARepeatOnce(t *testing.T) {
 	wt.q.err = nil
 	require.Equal(t, http.StatusOK, wt.post("/audit", bytes.NewReader(batches[1]), nil).Code)
 	require.Len(t, wt.q.recorded(), 3)
-	second, err := DecodeEventList(batches[1])
+	second, err := auditv1.DecodeEventList(batches[1])
 	require.NoError(t, err)
 	assert.Equal(t, second, wt.q.recorded()[2].events)
 
@@ -182,7 +112,7 @@ func TestWebhookQueuesARepeatOnce(t *testing.T) {
 }
 
 func TestWebhookRepeatCheckOff(t *testing.T) {
-	batch := readFixtureLines(t, "rollout", "webhook-batches.jsonl")[0]
+	batch := fixture.Lines(t, "rollout", "webhook-batches.jsonl")[0]
 	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c", RepeatWindow: -1})
 	for range 2 {
 		require.Equal(t, http.StatusOK, wt.post("/audit", bytes.NewReader(batch), nil).Code)
@@ -200,7 +130,7 @@ func (r *tapRecorder) Accepted(_ context.Context, b AcceptedBatch) {
 // TestWebhookRepeatsStillReachTaps: a dump or forward tap sees every accepted batch as before
 // (what it does with a repeat is its receiver's business); only the queue is spared.
 func TestWebhookRepeatsStillReachTaps(t *testing.T) {
-	batch := readFixtureLines(t, "rollout", "webhook-batches.jsonl")[0]
+	batch := fixture.Lines(t, "rollout", "webhook-batches.jsonl")[0]
 	n := len(mustDecodeList(t, batch))
 	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
 	tap := &tapRecorder{}
@@ -213,9 +143,9 @@ func TestWebhookRepeatsStillReachTaps(t *testing.T) {
 	assert.Equal(t, int64(n), wt.counters(t)["kelemetry.audit.webhook.repeated_events"][""])
 }
 
-func mustDecodeList(t *testing.T, data []byte) []*Event {
+func mustDecodeList(t *testing.T, data []byte) []*auditv1.Event {
 	t.Helper()
-	evs, err := DecodeEventList(data)
+	evs, err := auditv1.DecodeEventList(data)
 	require.NoError(t, err)
 	return evs
 }
@@ -255,7 +185,7 @@ func TestWebhookReusesOnlyUnreferencedBodies(t *testing.T) {
 		rec := wt.post("/audit", bytes.NewReader(b), nil)
 		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 		require.Contains(t, rec.Body.String(), "accepted 1 events")
-		evs, err := DecodeEventList(b)
+		evs, err := auditv1.DecodeEventList(b)
 		require.NoError(t, err)
 		want[id] = append([]byte(nil), evs[0].RequestObject...)
 	}
@@ -280,21 +210,4 @@ func TestWebhookReusesOnlyUnreferencedBodies(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, got)
-}
-
-func TestBodyClass(t *testing.T) {
-	for size, want := range map[int64]int{
-		1: -1, 8 << 10: -1, 8<<10 + 1: 0, 16 << 10: 0, 16<<10 + 1: 1, 32 << 10: 1,
-		200 << 10: 4, 8 << 20: 9, 8<<20 + 1: -1,
-	} {
-		assert.Equal(t, want, bodyClass(size), size)
-		if want >= 0 {
-			assert.GreaterOrEqual(t, int64(minPooledBody<<want), size)
-			buf, h := newBody(size)
-			assert.Equal(t, int(size), cap(buf))
-			assert.Equal(t, minPooledBody<<want, cap(*h.pooled))
-			h.recycle()
-			assert.Nil(t, h.pooled)
-		}
-	}
 }

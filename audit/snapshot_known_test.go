@@ -6,7 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 )
 
 // TestSnapshotKnownMatchesSnapshot: the snapshot cut where decodeBodyMeta found managedFields
@@ -18,23 +20,23 @@ func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 	conv := newConverter(ConsumerConfig{}.WithDefaults(), differ)
 	checked, cut := 0, 0
 	for _, scenario := range []string{"rollout", "bulk"} {
-		for _, line := range readFixtureLines(t, scenario, "webhook-batches.jsonl") {
-			evs, err := DecodeEventList(line)
+		for _, line := range fixture.Lines(t, scenario, "webhook-batches.jsonl") {
+			evs, err := auditv1.DecodeEventList(line)
 			require.NoError(t, err)
 			for _, ev := range evs {
 				if ev.ObjectRef == nil || len(ev.ResponseObject) == 0 {
 					continue
 				}
-				meta, ok := responseIsObject(ev.ObjectRef, ev)
+				meta, ok := auditv1.ResponseIsObject(ev.ObjectRef, ev)
 				if !ok {
 					continue
 				}
-				require.True(t, meta.managedFieldsKnown, ev.AuditID)
-				if !meta.managedFields.Absent {
+				require.True(t, meta.ManagedFieldsKnown, ev.AuditID)
+				if !meta.ManagedFields.Absent {
 					cut++
 				}
 				want := conv.snapshot(ev.ObjectRef, ev.ResponseObject)
-				got, lay := conv.snapshotKnown(ev.ObjectRef, ev.ResponseObject, &meta, responseLayout(ev))
+				got, lay := conv.snapshotKnown(ev.ObjectRef, ev.ResponseObject, &meta, auditv1.ResponseLayout(ev))
 				assert.Equal(t, string(want), string(got), ev.AuditID)
 				// The Layout carried over from the decoder's is the snapshot's own.
 				if assert.NotNil(t, lay, ev.AuditID) {
@@ -48,64 +50,4 @@ func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 	}
 	assert.Greater(t, checked, 1000)
 	assert.Greater(t, cut, 500, "bodies with managedFields")
-}
-
-// TestResponseMeta: what the decoder notes of each response body while decoding its event is what
-// decodeBodyMeta reads from the body, for every fixture body and for bodies of every shape; an
-// event whose ResponseObject was replaced is read again.
-func TestResponseMeta(t *testing.T) {
-	noted := 0
-	for _, scenario := range []string{"rollout", "bulk"} {
-		for _, line := range readFixtureLines(t, scenario, "webhook-batches.jsonl") {
-			evs, err := DecodeEventList(line)
-			require.NoError(t, err)
-			for _, ev := range evs {
-				assertResponseMeta(t, ev)
-				if ev.resp != nil && ev.resp.body != nil {
-					noted++
-				}
-			}
-		}
-	}
-	assert.Greater(t, noted, 5000)
-
-	for _, body := range []string{
-		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","managedFields":[{"manager":"m"}]},"spec":{}}`,
-		`{"spec":{"x":1},"metadata":{"name":"p","namespace":"n","uid":"u","resourceVersion":"5","finalizers":["a","b"],"deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":30,"labels":{"a":"b"}},"kind":"Pod","apiVersion":"v1"}`,
-		`{"kind":"Pod","metadata":{"name":"p"},"metadata":{"name":"q"},"apiVersion":"v1","metadata":{"name":"r"}}`,
-		`{"kind":"Status","apiVersion":"v1","status":"Success"}`,
-		`{}`, `[1,2]`, `"x"`, `5`, `null`,
-		`{"kind":1,"apiVersion":["v1"],"metadata":"m"}`,
-		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + "\xff" + `"}}`,
-		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":"` + "\xff" + `"}`,
-	} {
-		line := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","stage":"ResponseComplete","verb":"update",` +
-			`"objectRef":{"resource":"pods","name":"p","apiVersion":"v1"},"responseObject":` + body + `}]}`)
-		evs, err := DecodeEventList(line)
-		require.NoError(t, err, body)
-		require.Len(t, evs, 1)
-		assertResponseMeta(t, evs[0])
-		copied := *evs[0]
-		copied.ResponseObject = append([]byte(nil), evs[0].ResponseObject...)
-		assertResponseMeta(t, &copied)
-		// A body that was changed (another slice) is read again, not taken from the note.
-		copied.ResponseObject = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"other"}}`)
-		meta, err := responseMeta(&copied)
-		require.NoError(t, err)
-		assert.Equal(t, "other", meta.name)
-	}
-	// The note and the body's Layout are counted in the queue's byte estimate.
-	evs, err := DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":` +
-		`{"kind":"Pod","metadata":{"name":"p","labels":{"app":"a-label-long-enough-for-the-layout-to-keep-it"}}}}]}`))
-	require.NoError(t, err)
-	body := int64(len(evs[0].ResponseObject))
-	require.NotNil(t, evs[0].resp.layout)
-	layoutBytes := int64(evs[0].resp.layout.Bytes())
-	assert.Greater(t, layoutBytes, int64(16))
-	assert.Equal(t, body+eventOverhead+respNoteOverhead+layoutBytes, EventBytes(evs[0]))
-	assert.Equal(t, body+eventOverhead, EventBytes(&Event{ResponseObject: evs[0].ResponseObject}))
-	// A malformed body fails the event as before.
-	_, err = DecodeEventList([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","responseObject":{"metadata":{"name":"p"},"spec":{]}}]}`))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "responseObject")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 )
 
@@ -16,17 +17,17 @@ type streamDiff struct {
 
 // add adds the audit-stream diff of a successful write to out: diff or snapshot logs, see
 // diff.Stream. It never waits.
-func (s streamDiff) add(ctx context.Context, ev *Event, out *aggregator.Event, info *convertInfo) {
+func (s streamDiff) add(ctx context.Context, ev *auditv1.Event, out *aggregator.Event, info *convertInfo) {
 	s.observe(ctx, write(ev, out, info), out)
 }
 
 // warm records the version of a write that was handled elsewhere (see Consumer.Warm).
-func (s streamDiff) warm(ctx context.Context, ev *Event, out *aggregator.Event, info *convertInfo) {
+func (s streamDiff) warm(ctx context.Context, ev *auditv1.Event, out *aggregator.Event, info *convertInfo) {
 	s.Warm(ctx, write(ev, out, info))
 }
 
 // write is the diff.Write of a successful write.
-func write(ev *Event, out *aggregator.Event, info *convertInfo) diff.Write {
+func write(ev *auditv1.Event, out *aggregator.Event, info *convertInfo) diff.Write {
 	ref := ev.ObjectRef
 	return diff.Write{
 		Object:                 out.Object.ObjectRef,
@@ -38,7 +39,7 @@ func write(ev *Event, out *aggregator.Event, info *convertInfo) diff.Write {
 		Snapshot:               out.Object.Body,
 		SnapshotLayout:         info.layout,
 		IsObject:               info.isObject,
-		ResourceVersion:        info.meta.resourceVersion,
+		ResourceVersion:        info.meta.ResourceVersion,
 		Time:                   out.End,
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -275,7 +276,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		skip = func(auditID []byte, stage string) bool { return w.repeats.has(eventHash(cluster, auditID, stage)) }
 	}
-	events, repeats, err := decodeEventListSkipping(data, skip)
+	events, repeats, err := auditv1.DecodeEventListSkipping(data, skip)
 	if err != nil {
 		res.reuse = true // the events decoded so far are dropped
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadRequest, cluster, err.Error())
@@ -368,18 +369,18 @@ func (w *Webhook) answerRepeats(ctx context.Context, rw http.ResponseWriter, rep
 // them (rate-limited). It returns the events to enqueue and a note on what was dropped for the
 // answer; when every event was dropped and the batch held no repeat either it answers 400
 // itself and reports false.
-func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluster string, events []*Event, repeats int) ([]*Event, string, bool) {
+func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluster string, events []*auditv1.Event, repeats int) ([]*auditv1.Event, string, bool) {
 	n := len(events)
-	kept, problems := filterEventTimes(events, time.Now(), w.cfg.MaxFutureSkew, func(i int) string {
+	kept, problems := auditv1.FilterEventTimes(events, time.Now(), w.cfg.MaxFutureSkew, func(i int) string {
 		return "items[" + strconv.Itoa(i) + "]."
 	})
 	if len(problems) == 0 {
 		return kept, "", true
 	}
 	for _, p := range problems {
-		w.dropped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.reason)))
+		w.dropped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.Reason)))
 	}
-	summary := summarizeProblems(problems)
+	summary := auditv1.SummarizeProblems(problems)
 	if len(kept) == 0 && repeats == 0 {
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadTimestamp, cluster,
 			fmt.Sprintf("all %d events have bad timestamps: %s", n, summary))
@@ -485,7 +486,7 @@ var errNoBudget = errors.New("in-flight byte budget exhausted")
 // grows, taking the new buffer's bytes from res first, up to limit+1 bytes (one over the limit,
 // for the caller to detect it). It returns errNoBudget when res cannot grow.
 func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, error) {
-	buf, pooled := newBody(size)
+	buf, pooled := auditv1.NewBody(size)
 	res.body = pooled
 	for {
 		if len(buf) == cap(buf) {
@@ -499,7 +500,7 @@ func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, er
 			grown := make([]byte, len(buf), newCap)
 			copy(grown, buf)
 			res.shrink(int64(cap(buf)))
-			res.body.recycle() // copied: nothing refers to it
+			res.body.Recycle() // copied: nothing refers to it
 			buf = grown
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])

@@ -22,8 +22,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -39,10 +41,10 @@ type webhookFakeQueue struct {
 
 type webhookBatch struct {
 	cluster string
-	events  []*Event
+	events  []*auditv1.Event
 }
 
-func (q *webhookFakeQueue) Enqueue(_ context.Context, cluster string, events []*Event) error {
+func (q *webhookFakeQueue) Enqueue(_ context.Context, cluster string, events []*auditv1.Event) error {
 	if q.entered != nil {
 		q.entered <- struct{}{}
 		<-q.release
@@ -453,9 +455,9 @@ func TestWebhookAnswersAfterEnqueue(t *testing.T) {
 
 func TestWebhookConcurrentBadAndGoodBatch(t *testing.T) {
 	wt := newWebhookTest(t, WebhookConfig{RepeatWindow: -1}) // the same good batch, queued each time
-	good := readFixtureLines(t, "rollout", "webhook-batches.jsonl")[0]
+	good := fixture.Lines(t, "rollout", "webhook-batches.jsonl")[0]
 	bad := append(append([]byte(nil), good[:len(good)/2]...), []byte(`,,,`)...)
-	want, err := DecodeEventList(good)
+	want, err := auditv1.DecodeEventList(good)
 	require.NoError(t, err)
 
 	const rounds = 20
@@ -494,10 +496,10 @@ func TestWebhookConcurrentBadAndGoodBatch(t *testing.T) {
 
 func TestWebhookReplaysRecordedBatches(t *testing.T) {
 	wt := newWebhookTest(t, WebhookConfig{})
-	lines := readFixtureLines(t, "rollout", "webhook-batches.jsonl")
+	lines := fixture.Lines(t, "rollout", "webhook-batches.jsonl")
 	wantEvents := 0
 	for i, line := range lines {
-		var list auditv1.EventList
+		var list k8saudit.EventList
 		require.NoError(t, json.Unmarshal(line, &list))
 		wantEvents += len(list.Items)
 		rec := wt.post("/audit/rollout", bytes.NewReader(line), http.Header{"Content-Type": {"application/json"}})

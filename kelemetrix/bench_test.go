@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // benchEvents are the rollout and bulk fixtures' events (reads, writes, watches, errors).
-func benchEvents(b *testing.B) []*audit.Event {
+func benchEvents(b *testing.B) []*auditv1.Event {
 	b.Helper()
 	evs := readFixture(b, filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
 	return append(evs, readFixture(b, gunzipFixture(b, filepath.Join("..", "testdata", "bulk", "audit.jsonl.gz")))...)

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -64,7 +64,7 @@ func TestMaxSeriesAboveSDKDefault(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 
-	var evs []*audit.Event
+	var evs []*auditv1.Event
 	for i := range users {
 		evs = append(evs, req(fmt.Sprintf("user-%04d", i), "get", "pods", 200, time.Second))
 	}

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/kelemetry/kelemetry/audit"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -144,7 +143,7 @@ func TestExportedNames(t *testing.T) {
 	ev := req("a", "get", "pods", 200, time.Second)
 	ev.RequestObject, ev.ResponseObject = []byte(`{}`), []byte(`{}`)
 	p.now = func() time.Time { return t0.Add(time.Hour) }
-	p.Handle(context.Background(), "c", []*audit.Event{ev})
+	p.Handle(context.Background(), "c", []*auditv1.Event{ev})
 	want := cfg.ExportedNames()
 	slices.Sort(want)
 	if got := prom.families(t, "x_"); !slices.Equal(got, want) {

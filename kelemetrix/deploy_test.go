@@ -10,10 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/kelemetry/kelemetry/audit"
 )
 
 // exprs returns every "expr" and templating "query"/"definition" string of a Grafana dashboard.
@@ -76,7 +75,7 @@ func TestDashboardMetricNames(t *testing.T) {
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	p.ObserveAudit("c", []*audit.Event{{}})
+	p.ObserveAudit("c", []*auditv1.Event{{}})
 	for _, f := range prom.families(t, "kelemetry_kelemetrix_") {
 		labels[f] = []string{"reason", "metric"}
 	}
@@ -113,11 +112,11 @@ func TestAuditPolicyKeepsReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p auditv1.Policy
+	var p k8saudit.Policy
 	if err := yaml.UnmarshalStrict(data, &p); err != nil {
 		t.Fatal(err)
 	}
-	levelOf := func(verb, group, resource string) auditv1.Level {
+	levelOf := func(verb, group, resource string) k8saudit.Level {
 		for _, r := range p.Rules {
 			if len(r.Verbs) > 0 && !slices.Contains(r.Verbs, verb) {
 				continue
@@ -134,21 +133,21 @@ func TestAuditPolicyKeepsReads(t *testing.T) {
 				}
 			}
 		}
-		return auditv1.LevelNone
+		return k8saudit.LevelNone
 	}
 	for _, verb := range []string{"get", "list", "watch"} {
-		if l := levelOf(verb, "", "pods"); l != auditv1.LevelMetadata {
+		if l := levelOf(verb, "", "pods"); l != k8saudit.LevelMetadata {
 			t.Errorf("%s pods: level %s, want Metadata", verb, l)
 		}
 	}
-	if l := levelOf("update", "apps", "deployments"); l != auditv1.LevelRequestResponse {
+	if l := levelOf("update", "apps", "deployments"); l != k8saudit.LevelRequestResponse {
 		t.Errorf("update deployments: level %s, want RequestResponse (the tracer needs bodies)", l)
 	}
-	if l := levelOf("get", "", "secrets"); l != auditv1.LevelMetadata {
+	if l := levelOf("get", "", "secrets"); l != k8saudit.LevelMetadata {
 		t.Errorf("get secrets: level %s, want Metadata", l)
 	}
 	for _, s := range []string{"ResponseComplete", "Panic"} {
-		if slices.Contains(p.OmitStages, auditv1.Stage(s)) {
+		if slices.Contains(p.OmitStages, k8saudit.Stage(s)) {
 			t.Errorf("stage %s is omitted", s)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -88,18 +88,18 @@ func loadDefault(t testing.TB) Config {
 }
 
 // readFixture decodes a recorded audit log (JSON lines, one event a line).
-func readFixture(t testing.TB, path string) []*audit.Event {
+func readFixture(t testing.TB, path string) []*auditv1.Event {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []*audit.Event
+	var events []*auditv1.Event
 	for i, line := range bytes.Split(data, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		ev, err := audit.DecodeEvent(line)
+		ev, err := auditv1.DecodeEvent(line)
 		if err != nil {
 			t.Fatalf("%s:%d: %v", path, i+1, err)
 		}
@@ -109,7 +109,7 @@ func readFixture(t testing.TB, path string) []*audit.Event {
 }
 
 // fixedNow is the clock of golden tests: a minute after the last event of the fixtures.
-func fixedNow(events []*audit.Event) func() time.Time {
+func fixedNow(events []*auditv1.Event) func() time.Time {
 	var last time.Time
 	for _, ev := range events {
 		if ev.StageTimestamp.After(last) {

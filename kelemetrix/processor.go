@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -54,7 +55,7 @@ type Processor struct {
 // batch is a batch of events of one cluster, or a flush marker (flushed set).
 type batch struct {
 	cluster string
-	events  []*audit.Event
+	events  []*auditv1.Event
 	size    int64 // audit.EventBytes of events
 	flushed chan struct{}
 }
@@ -274,7 +275,7 @@ func (p *Processor) handleBatch(ctx context.Context, b batch) {
 
 // ObserveAudit hands a batch to the processor without blocking (audit.Observer); a batch that
 // does not fit is dropped and counted.
-func (p *Processor) ObserveAudit(cluster string, events []*audit.Event) {
+func (p *Processor) ObserveAudit(cluster string, events []*auditv1.Event) {
 	if len(p.metrics) == 0 || len(events) == 0 {
 		return
 	}
@@ -292,7 +293,7 @@ func (p *Processor) ObserveAudit(cluster string, events []*audit.Event) {
 
 // Enqueue accepts a batch, or returns an error wrapping audit.ErrQueueFull when it does not fit
 // now (QueueSize events or QueueBytes), audit.ErrStopped after Stop. It never blocks.
-func (p *Processor) Enqueue(_ context.Context, cluster string, events []*audit.Event) error {
+func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -305,7 +306,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*audit.E
 	var size int64
 	for _, ev := range events {
 		if ev != nil {
-			size += audit.EventBytes(ev)
+			size += auditv1.EventBytes(ev)
 		}
 	}
 	// A batch larger than the queue is taken when the queue is empty, so that it is never refused
@@ -330,7 +331,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*audit.E
 }
 
 // EnqueueWait is Enqueue that waits for room, honouring ctx.
-func (p *Processor) EnqueueWait(ctx context.Context, cluster string, events []*audit.Event) error {
+func (p *Processor) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	for {
 		err := p.Enqueue(ctx, cluster, events)
 		if err == nil || !errors.Is(err, audit.ErrQueueFull) {
@@ -389,7 +390,7 @@ var _ audit.Observer = (*Processor)(nil)
 // eventState caches the tags and quantities of one event, computing each on first use.
 type eventState struct {
 	cluster string
-	ev      *audit.Event
+	ev      *auditv1.Event
 	env     *quantityEnv
 
 	tagHave uint32
@@ -422,7 +423,7 @@ func (s *eventState) quantity(id quantityID) (float64, bool) {
 // Handle records the metric points of events synchronously, on the caller's goroutine. It must
 // not run concurrently with itself or with a started processor (the processor's goroutine calls
 // it); tests and benchmarks use it directly.
-func (p *Processor) Handle(ctx context.Context, cluster string, events []*audit.Event) {
+func (p *Processor) Handle(ctx context.Context, cluster string, events []*auditv1.Event) {
 	env := quantityEnv{now: p.now(), defaultTimeout: p.cfg.DefaultTimeout}
 	var updates int64
 	for _, ev := range events {

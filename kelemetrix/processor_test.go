@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -75,10 +76,10 @@ func newTestProcessor(t *testing.T, cfg Config) (*Processor, *sdkmetric.ManualRe
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func req(user, verb, resource string, code int32, d time.Duration) *audit.Event {
-	return &audit.Event{AuditID: "id", Stage: "ResponseComplete", Verb: verb, User: audit.UserInfo{Username: user},
-		RequestURI: "/api/v1/" + resource, ObjectRef: &audit.ObjectReference{Resource: resource, APIVersion: "v1"},
-		ResponseStatus: &audit.Status{Code: code}, RequestReceivedTimestamp: t0, StageTimestamp: t0.Add(d)}
+func req(user, verb, resource string, code int32, d time.Duration) *auditv1.Event {
+	return &auditv1.Event{AuditID: "id", Stage: "ResponseComplete", Verb: verb, User: auditv1.UserInfo{Username: user},
+		RequestURI: "/api/v1/" + resource, ObjectRef: &auditv1.ObjectReference{Resource: resource, APIVersion: "v1"},
+		ResponseStatus: &auditv1.Status{Code: code}, RequestReceivedTimestamp: t0, StageTimestamp: t0.Add(d)}
 }
 
 func counter(name string, labels ...string) MetricConfig {
@@ -86,7 +87,7 @@ func counter(name string, labels ...string) MetricConfig {
 }
 
 func TestTagFilters(t *testing.T) {
-	evs := []*audit.Event{
+	evs := []*auditv1.Event{
 		req("alice", "list", "pods", 200, time.Second),
 		req("bob", "get", "pods", 404, time.Second),
 		req("system:serviceaccount:kube-system:x", "watch", "pods", 200, time.Second),
@@ -123,11 +124,11 @@ func TestTagFilters(t *testing.T) {
 }
 
 func TestQuantityFilters(t *testing.T) {
-	evs := []*audit.Event{
-		req("a", "list", "pods", 200, 10*time.Second),                                  // latency ratio 1/6 of the default 60s
-		req("b", "list", "pods", 200, 30*time.Second),                                  // 0.5
-		req("c", "list", "pods", 200, 45*time.Second),                                  // 0.75
-		{Stage: "ResponseComplete", User: audit.UserInfo{Username: "d"}, Verb: "list"}, // no latency
+	evs := []*auditv1.Event{
+		req("a", "list", "pods", 200, 10*time.Second),                                    // latency ratio 1/6 of the default 60s
+		req("b", "list", "pods", 200, 30*time.Second),                                    // 0.5
+		req("c", "list", "pods", 200, 45*time.Second),                                    // 0.75
+		{Stage: "ResponseComplete", User: auditv1.UserInfo{Username: "d"}, Verb: "list"}, // no latency
 	}
 	for _, c := range []struct {
 		op   string
@@ -159,7 +160,7 @@ func TestStagesDefaultToCompletion(t *testing.T) {
 	started.Stage = "ResponseStarted"
 	panicked := req("a", "get", "pods", 500, time.Second)
 	panicked.Stage = "Panic"
-	evs := []*audit.Event{received, started, req("a", "get", "pods", 200, time.Second), panicked}
+	evs := []*auditv1.Event{received, started, req("a", "get", "pods", 200, time.Second), panicked}
 
 	all := counter("all_stages", TagStage)
 	all.Stages = stages
@@ -178,7 +179,7 @@ func TestCardinalityCapFoldsIntoOther(t *testing.T) {
 	m := counter("m", TagUser, TagVerb)
 	m.MaxSeries = 3
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
-	var evs []*audit.Event
+	var evs []*auditv1.Event
 	for _, u := range []string{"u1", "u2", "u3", "u4", "u1", "u2", "u3"} {
 		evs = append(evs, req(u, "get", "pods", 200, time.Second))
 	}
@@ -204,7 +205,7 @@ func TestHistogramAndSkippedQuantity(t *testing.T) {
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m, lat}})
 	withBody := req("a", "get", "pods", 200, time.Second)
 	withBody.ResponseObject = []byte(`{"kind":"Pod","apiVersion":"v1"}`)
-	p.Handle(context.Background(), "c", []*audit.Event{withBody, req("a", "get", "pods", 200, time.Second)})
+	p.Handle(context.Background(), "c", []*auditv1.Event{withBody, req("a", "get", "pods", 200, time.Second)})
 	if got := points(t, r, "size"); got["verb=get"] != 1 {
 		t.Errorf("size histogram %v: want one point (the event without a body has no size)", got)
 	}
@@ -247,7 +248,7 @@ func TestOnlyUsedTagsAreComputed(t *testing.T) {
 // counted, and what was accepted is handled by Stop.
 func TestObserverDropsWhenFull(t *testing.T) {
 	p, r := newTestProcessor(t, Config{QueueSize: 3, Metrics: []MetricConfig{counter("m", TagUser)}})
-	batch := []*audit.Event{req("a", "get", "pods", 200, 0), req("a", "get", "pods", 200, 0)}
+	batch := []*auditv1.Event{req("a", "get", "pods", 200, 0), req("a", "get", "pods", 200, 0)}
 	p.ObserveAudit("c", batch) // accepted (2)
 	p.ObserveAudit("c", batch) // 4 > 3: dropped
 	if err := p.Enqueue(context.Background(), "c", batch); !errors.Is(err, audit.ErrQueueFull) {
@@ -288,13 +289,13 @@ func TestObserverDropsWhenFull(t *testing.T) {
 // (reason queue_bytes), or refused with ErrQueueFull; a batch larger than the bound is taken when
 // nothing waits; EnqueueWait waits for room.
 func TestQueueBytesBound(t *testing.T) {
-	big := func() *audit.Event {
+	big := func() *auditv1.Event {
 		ev := req("a", "get", "pods", 200, 0)
 		ev.ResponseObject = make([]byte, 1000)
 		return ev
 	}
-	one := []*audit.Event{big()}
-	size := audit.EventBytes(one[0])
+	one := []*auditv1.Event{big()}
+	size := auditv1.EventBytes(one[0])
 	p, r := newTestProcessor(t, Config{QueueBytes: size + size/2, Metrics: []MetricConfig{counter("m", TagUser)}})
 	p.ObserveAudit("c", one) // accepted
 	p.ObserveAudit("c", one) // 2 x size > 1.5 x size: dropped
@@ -322,7 +323,7 @@ func TestQueueBytesBound(t *testing.T) {
 	if p.Bytes() != 0 {
 		t.Errorf("Bytes %d once handled, want 0", p.Bytes())
 	}
-	if err := p.Enqueue(ctx, "c", []*audit.Event{big(), big(), nil}); err != nil {
+	if err := p.Enqueue(ctx, "c", []*auditv1.Event{big(), big(), nil}); err != nil {
 		t.Errorf("a batch over queueBytes into an empty queue: %v", err)
 	}
 	if err := p.Stop(ctx); err != nil {
@@ -341,7 +342,7 @@ func TestEnqueueWaitWaitsForRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 50 {
-		if err := p.EnqueueWait(ctx, "c", []*audit.Event{req("a", "get", "pods", 200, 0), req("a", "get", "pods", 200, 0)}); err != nil {
+		if err := p.EnqueueWait(ctx, "c", []*auditv1.Event{req("a", "get", "pods", 200, 0), req("a", "get", "pods", 200, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -367,7 +368,7 @@ func TestStopWithoutStart(t *testing.T) {
 
 func TestNilEventsAreSkipped(t *testing.T) {
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("m", TagResource)}})
-	p.Handle(context.Background(), "c", []*audit.Event{nil, {Stage: "ResponseComplete"}})
+	p.Handle(context.Background(), "c", []*auditv1.Event{nil, {Stage: "ResponseComplete"}})
 	if got := points(t, r, "m"); got["resource="] != 1 {
 		t.Errorf("m %v, want 1 point for the event without objectRef", got)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // Quantity names of MetricConfig.Quantity and QuantityFilter.Quantity.
@@ -36,18 +36,18 @@ type quantity struct {
 	// buckets are a histogram's default bucket boundaries.
 	buckets []float64
 	// value returns the quantity, or false when the event does not have it.
-	value func(env *quantityEnv, ev *audit.Event) (float64, bool)
+	value func(env *quantityEnv, ev *auditv1.Event) (float64, bool)
 }
 
 var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // quantities are the quantity providers, in quantityID order.
 var quantities = []quantity{
-	{QuantityRequestCount, "{request}", []float64{1}, func(*quantityEnv, *audit.Event) (float64, bool) { return 1, true }},
-	{QuantityLatency, "s", latencyBuckets, func(_ *quantityEnv, ev *audit.Event) (float64, bool) {
+	{QuantityRequestCount, "{request}", []float64{1}, func(*quantityEnv, *auditv1.Event) (float64, bool) { return 1, true }},
+	{QuantityLatency, "s", latencyBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		return latency(ev)
 	}},
-	{QuantityLatencyRatio, "1", []float64{0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.5}, func(env *quantityEnv, ev *audit.Event) (float64, bool) {
+	{QuantityLatencyRatio, "1", []float64{0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.5}, func(env *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		l, ok := latency(ev)
 		if !ok {
 			return 0, false
@@ -58,19 +58,19 @@ var quantities = []quantity{
 		}
 		return l / t.Seconds(), true
 	}},
-	{QuantityRequestSize, "By", sizeBuckets, func(_ *quantityEnv, ev *audit.Event) (float64, bool) {
+	{QuantityRequestSize, "By", sizeBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		if len(ev.RequestObject) == 0 {
 			return 0, false
 		}
 		return float64(len(ev.RequestObject)), true
 	}},
-	{QuantityResponseSize, "By", sizeBuckets, func(_ *quantityEnv, ev *audit.Event) (float64, bool) {
+	{QuantityResponseSize, "By", sizeBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		if len(ev.ResponseObject) == 0 {
 			return 0, false
 		}
 		return float64(len(ev.ResponseObject)), true
 	}},
-	{QuantityDeliveryDelay, "s", latencyBuckets, func(env *quantityEnv, ev *audit.Event) (float64, bool) {
+	{QuantityDeliveryDelay, "s", latencyBuckets, func(env *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		if ev.StageTimestamp.IsZero() {
 			return 0, false
 		}
@@ -100,7 +100,7 @@ func quantityByName(name string) (quantityID, bool) {
 }
 
 // latency is the time from receipt to the event's stage, in seconds.
-func latency(ev *audit.Event) (float64, bool) {
+func latency(ev *auditv1.Event) (float64, bool) {
 	if ev.RequestReceivedTimestamp.IsZero() || ev.StageTimestamp.IsZero() {
 		return 0, false
 	}

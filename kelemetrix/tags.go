@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // Tag names: the labels and tag filters a metric may use.
@@ -38,41 +38,41 @@ type tagID uint8
 // tag is one tag provider.
 type tag struct {
 	name  string
-	value func(cluster string, ev *audit.Event) string
+	value func(cluster string, ev *auditv1.Event) string
 }
 
 // tags are the tag providers, in tagID order.
 var tags = []tag{
-	{TagCluster, func(cluster string, _ *audit.Event) string { return cluster }},
+	{TagCluster, func(cluster string, _ *auditv1.Event) string { return cluster }},
 	{TagUser, userTag},
-	{TagUserAgent, func(_ string, ev *audit.Event) string { return userAgentComponent(ev.UserAgent) }},
-	{TagVerb, func(_ string, ev *audit.Event) string { return ev.Verb }},
-	{TagCode, func(_ string, ev *audit.Event) string {
+	{TagUserAgent, func(_ string, ev *auditv1.Event) string { return userAgentComponent(ev.UserAgent) }},
+	{TagVerb, func(_ string, ev *auditv1.Event) string { return ev.Verb }},
+	{TagCode, func(_ string, ev *auditv1.Event) string {
 		if ev.ResponseStatus == nil || ev.ResponseStatus.Code == 0 {
 			return ""
 		}
 		return strconv.Itoa(int(ev.ResponseStatus.Code))
 	}},
-	{TagCodeClass, func(_ string, ev *audit.Event) string {
+	{TagCodeClass, func(_ string, ev *auditv1.Event) string {
 		if ev.ResponseStatus == nil {
 			return ""
 		}
 		return codeClass(ev.ResponseStatus.Code)
 	}},
-	{TagErrorReason, func(_ string, ev *audit.Event) string {
+	{TagErrorReason, func(_ string, ev *auditv1.Event) string {
 		st := ev.ResponseStatus
 		if st == nil || (st.Code > 0 && st.Code < 400) {
 			return ""
 		}
 		return clip(st.Reason)
 	}},
-	{TagGroup, func(_ string, ev *audit.Event) string { return ref(ev).APIGroup }},
-	{TagVersion, func(_ string, ev *audit.Event) string { return ref(ev).APIVersion }},
-	{TagResource, func(_ string, ev *audit.Event) string { return ref(ev).Resource }},
-	{TagSubresource, func(_ string, ev *audit.Event) string { return ref(ev).Subresource }},
-	{TagNamespace, func(_ string, ev *audit.Event) string { return ref(ev).Namespace }},
-	{TagName, func(_ string, ev *audit.Event) string { return ref(ev).Name }},
-	{TagResourceVersion, func(_ string, ev *audit.Event) string {
+	{TagGroup, func(_ string, ev *auditv1.Event) string { return ref(ev).APIGroup }},
+	{TagVersion, func(_ string, ev *auditv1.Event) string { return ref(ev).APIVersion }},
+	{TagResource, func(_ string, ev *auditv1.Event) string { return ref(ev).Resource }},
+	{TagSubresource, func(_ string, ev *auditv1.Event) string { return ref(ev).Subresource }},
+	{TagNamespace, func(_ string, ev *auditv1.Event) string { return ref(ev).Namespace }},
+	{TagName, func(_ string, ev *auditv1.Event) string { return ref(ev).Name }},
+	{TagResourceVersion, func(_ string, ev *auditv1.Event) string {
 		rv, ok := queryParam(ev.RequestURI, "resourceVersion")
 		switch {
 		case !ok || rv == "":
@@ -83,12 +83,12 @@ var tags = []tag{
 			return "other"
 		}
 	}},
-	{TagHasSelector, func(_ string, ev *audit.Event) string {
+	{TagHasSelector, func(_ string, ev *auditv1.Event) string {
 		l, _ := queryParam(ev.RequestURI, "labelSelector")
 		f, _ := queryParam(ev.RequestURI, "fieldSelector")
 		return strconv.FormatBool(l != "" || f != "")
 	}},
-	{TagStage, func(_ string, ev *audit.Event) string { return ev.Stage }},
+	{TagStage, func(_ string, ev *auditv1.Event) string { return ev.Stage }},
 }
 
 // TagNames returns the names of the tags, sorted.
@@ -110,9 +110,9 @@ func tagByName(name string) (tagID, bool) {
 	return 0, false
 }
 
-var noRef audit.ObjectReference
+var noRef auditv1.ObjectReference
 
-func ref(ev *audit.Event) *audit.ObjectReference {
+func ref(ev *auditv1.Event) *auditv1.ObjectReference {
 	if ev.ObjectRef == nil {
 		return &noRef
 	}
@@ -121,7 +121,7 @@ func ref(ev *audit.Event) *audit.ObjectReference {
 
 // userTag is the impersonated user, else the authenticated one, with every node's user folded into
 // system:node.
-func userTag(_ string, ev *audit.Event) string {
+func userTag(_ string, ev *auditv1.Event) string {
 	name := ev.User.Username
 	if ev.ImpersonatedUser != nil && ev.ImpersonatedUser.Username != "" {
 		name = ev.ImpersonatedUser.Username

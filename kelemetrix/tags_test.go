@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
-func tagOf(t *testing.T, name string, ev *audit.Event) string {
+func tagOf(t *testing.T, name string, ev *auditv1.Event) string {
 	t.Helper()
 	id, ok := tagByName(name)
 	if !ok {
@@ -18,52 +18,52 @@ func tagOf(t *testing.T, name string, ev *audit.Event) string {
 }
 
 func TestTagProviders(t *testing.T) {
-	pod := &audit.ObjectReference{Resource: "pods", Subresource: "status", Namespace: "ns", Name: "p1", APIGroup: "", APIVersion: "v1"}
-	dep := &audit.ObjectReference{Resource: "deployments", Namespace: "ns", Name: "d", APIGroup: "apps", APIVersion: "v1"}
+	pod := &auditv1.ObjectReference{Resource: "pods", Subresource: "status", Namespace: "ns", Name: "p1", APIGroup: "", APIVersion: "v1"}
+	dep := &auditv1.ObjectReference{Resource: "deployments", Namespace: "ns", Name: "d", APIGroup: "apps", APIVersion: "v1"}
 	cases := []struct {
 		tag  string
-		ev   *audit.Event
+		ev   *auditv1.Event
 		want string
 	}{
-		{TagCluster, &audit.Event{}, "c1"},
-		{TagUser, &audit.Event{User: audit.UserInfo{Username: "alice"}}, "alice"},
-		{TagUser, &audit.Event{User: audit.UserInfo{Username: "system:node:kwok-node-1"}}, "system:node"},
-		{TagUser, &audit.Event{User: audit.UserInfo{Username: "admin"}, ImpersonatedUser: &audit.UserInfo{Username: "system:node:n2"}}, "system:node"},
-		{TagUser, &audit.Event{User: audit.UserInfo{Username: "admin"}, ImpersonatedUser: &audit.UserInfo{Username: "bob"}}, "bob"},
-		{TagUser, &audit.Event{User: audit.UserInfo{Username: strings.Repeat("u", 500)}}, strings.Repeat("u", maxTagLen)},
-		{TagUserAgent, &audit.Event{UserAgent: "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:deployment-controller"}, "kube-controller-manager"},
-		{TagUserAgent, &audit.Event{UserAgent: "kubectl/v1.30.0 (linux/amd64) kubernetes/$Format"}, "kubectl"},
-		{TagUserAgent, &audit.Event{UserAgent: "kwok"}, "kwok"},
-		{TagUserAgent, &audit.Event{UserAgent: "curl 8.0"}, "curl"},
-		{TagUserAgent, &audit.Event{}, ""},
-		{TagVerb, &audit.Event{Verb: "list"}, "list"},
-		{TagCode, &audit.Event{ResponseStatus: &audit.Status{Code: 409}}, "409"},
-		{TagCode, &audit.Event{}, ""},
-		{TagCodeClass, &audit.Event{ResponseStatus: &audit.Status{Code: 201}}, "2xx"},
-		{TagCodeClass, &audit.Event{ResponseStatus: &audit.Status{Code: 404}}, "4xx"},
-		{TagCodeClass, &audit.Event{ResponseStatus: &audit.Status{Code: 503}}, "5xx"},
-		{TagCodeClass, &audit.Event{ResponseStatus: &audit.Status{Code: 999}}, ""},
-		{TagCodeClass, &audit.Event{}, ""},
-		{TagErrorReason, &audit.Event{ResponseStatus: &audit.Status{Code: 409, Reason: "Conflict"}}, "Conflict"},
-		{TagErrorReason, &audit.Event{ResponseStatus: &audit.Status{Code: 200, Reason: "ignored"}}, ""},
-		{TagGroup, &audit.Event{ObjectRef: dep}, "apps"},
-		{TagGroup, &audit.Event{}, ""},
-		{TagVersion, &audit.Event{ObjectRef: dep}, "v1"},
-		{TagResource, &audit.Event{ObjectRef: pod}, "pods"},
-		{TagResource, &audit.Event{RequestURI: "/healthz"}, ""},
-		{TagSubresource, &audit.Event{ObjectRef: pod}, "status"},
-		{TagNamespace, &audit.Event{ObjectRef: pod}, "ns"},
-		{TagName, &audit.Event{ObjectRef: pod}, "p1"},
-		{TagResourceVersion, &audit.Event{RequestURI: "/api/v1/pods?resourceVersion=0&limit=500"}, "zero"},
-		{TagResourceVersion, &audit.Event{RequestURI: "/api/v1/pods?limit=500"}, "empty"},
-		{TagResourceVersion, &audit.Event{RequestURI: "/api/v1/pods?resourceVersion="}, "empty"},
-		{TagResourceVersion, &audit.Event{RequestURI: "/api/v1/pods"}, "empty"},
-		{TagResourceVersion, &audit.Event{RequestURI: "/api/v1/pods?allowWatchBookmarks=true&resourceVersion=12345&watch=true"}, "other"},
-		{TagHasSelector, &audit.Event{RequestURI: "/api/v1/pods?labelSelector=app%3Ddemo"}, "true"},
-		{TagHasSelector, &audit.Event{RequestURI: "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1"}, "true"},
-		{TagHasSelector, &audit.Event{RequestURI: "/api/v1/pods?labelSelector="}, "false"},
-		{TagHasSelector, &audit.Event{RequestURI: "/api/v1/pods"}, "false"},
-		{TagStage, &audit.Event{Stage: "ResponseStarted"}, "ResponseStarted"},
+		{TagCluster, &auditv1.Event{}, "c1"},
+		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "alice"}}, "alice"},
+		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "system:node:kwok-node-1"}}, "system:node"},
+		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "system:node:n2"}}, "system:node"},
+		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "bob"}}, "bob"},
+		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: strings.Repeat("u", 500)}}, strings.Repeat("u", maxTagLen)},
+		{TagUserAgent, &auditv1.Event{UserAgent: "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:deployment-controller"}, "kube-controller-manager"},
+		{TagUserAgent, &auditv1.Event{UserAgent: "kubectl/v1.30.0 (linux/amd64) kubernetes/$Format"}, "kubectl"},
+		{TagUserAgent, &auditv1.Event{UserAgent: "kwok"}, "kwok"},
+		{TagUserAgent, &auditv1.Event{UserAgent: "curl 8.0"}, "curl"},
+		{TagUserAgent, &auditv1.Event{}, ""},
+		{TagVerb, &auditv1.Event{Verb: "list"}, "list"},
+		{TagCode, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 409}}, "409"},
+		{TagCode, &auditv1.Event{}, ""},
+		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 201}}, "2xx"},
+		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 404}}, "4xx"},
+		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 503}}, "5xx"},
+		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 999}}, ""},
+		{TagCodeClass, &auditv1.Event{}, ""},
+		{TagErrorReason, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 409, Reason: "Conflict"}}, "Conflict"},
+		{TagErrorReason, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 200, Reason: "ignored"}}, ""},
+		{TagGroup, &auditv1.Event{ObjectRef: dep}, "apps"},
+		{TagGroup, &auditv1.Event{}, ""},
+		{TagVersion, &auditv1.Event{ObjectRef: dep}, "v1"},
+		{TagResource, &auditv1.Event{ObjectRef: pod}, "pods"},
+		{TagResource, &auditv1.Event{RequestURI: "/healthz"}, ""},
+		{TagSubresource, &auditv1.Event{ObjectRef: pod}, "status"},
+		{TagNamespace, &auditv1.Event{ObjectRef: pod}, "ns"},
+		{TagName, &auditv1.Event{ObjectRef: pod}, "p1"},
+		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?resourceVersion=0&limit=500"}, "zero"},
+		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?limit=500"}, "empty"},
+		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?resourceVersion="}, "empty"},
+		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods"}, "empty"},
+		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?allowWatchBookmarks=true&resourceVersion=12345&watch=true"}, "other"},
+		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?labelSelector=app%3Ddemo"}, "true"},
+		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1"}, "true"},
+		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?labelSelector="}, "false"},
+		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods"}, "false"},
+		{TagStage, &auditv1.Event{Stage: "ResponseStarted"}, "ResponseStarted"},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
@@ -102,30 +102,30 @@ func TestQueryParam(t *testing.T) {
 func TestQuantityProviders(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	env := &quantityEnv{now: t0.Add(10 * time.Second), defaultTimeout: time.Minute}
-	ev := func(uri string, d time.Duration) *audit.Event {
-		return &audit.Event{RequestURI: uri, RequestReceivedTimestamp: t0, StageTimestamp: t0.Add(d),
+	ev := func(uri string, d time.Duration) *auditv1.Event {
+		return &auditv1.Event{RequestURI: uri, RequestReceivedTimestamp: t0, StageTimestamp: t0.Add(d),
 			RequestObject: []byte(`{"a":1}`), ResponseObject: []byte(`{"kind":"Pod"}`)}
 	}
 	cases := []struct {
 		q    string
-		ev   *audit.Event
+		ev   *auditv1.Event
 		want float64
 		ok   bool
 	}{
-		{QuantityRequestCount, &audit.Event{}, 1, true},
+		{QuantityRequestCount, &auditv1.Event{}, 1, true},
 		{QuantityLatency, ev("/api/v1/pods", 1500*time.Millisecond), 1.5, true},
-		{QuantityLatency, &audit.Event{StageTimestamp: t0}, 0, false},
+		{QuantityLatency, &auditv1.Event{StageTimestamp: t0}, 0, false},
 		{QuantityLatency, ev("/x", -time.Second), 0, false},
 		{QuantityLatencyRatio, ev("/api/v1/pods", 30*time.Second), 0.5, true},
 		{QuantityLatencyRatio, ev("/api/v1/pods?timeoutSeconds=10&watch=true", 5*time.Second), 0.5, true},
 		{QuantityLatencyRatio, ev("/api/v1/pods?timeout=4s", 2*time.Second), 0.5, true},
 		{QuantityLatencyRatio, ev("/api/v1/pods?timeoutSeconds=abc", 6*time.Second), 0.1, true},
 		{QuantityRequestSize, ev("/x", 0), 7, true},
-		{QuantityRequestSize, &audit.Event{}, 0, false},
+		{QuantityRequestSize, &auditv1.Event{}, 0, false},
 		{QuantityResponseSize, ev("/x", 0), 14, true},
-		{QuantityResponseSize, &audit.Event{}, 0, false},
+		{QuantityResponseSize, &auditv1.Event{}, 0, false},
 		{QuantityDeliveryDelay, ev("/x", 4*time.Second), 6, true},
-		{QuantityDeliveryDelay, &audit.Event{}, 0, false},
+		{QuantityDeliveryDelay, &auditv1.Event{}, 0, false},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

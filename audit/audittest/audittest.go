@@ -25,6 +25,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // DefaultCluster is the cluster name given to replayed events when Config.Cluster is empty.
@@ -75,7 +76,7 @@ func Start(ctx context.Context, cfg Config) (*Pipeline, error) {
 }
 
 // Handle hands events to the consumer, in order.
-func (p *Pipeline) Handle(ctx context.Context, events ...*audit.Event) {
+func (p *Pipeline) Handle(ctx context.Context, events ...*auditv1.Event) {
 	for _, ev := range events {
 		p.Consumer.Handle(ctx, p.cluster, ev)
 	}
@@ -99,7 +100,7 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 }
 
 // Replay runs events through a new Pipeline and stops it.
-func Replay(ctx context.Context, cfg Config, events []*audit.Event) error {
+func Replay(ctx context.Context, cfg Config, events []*auditv1.Event) error {
 	p, err := Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -121,7 +122,7 @@ func ReplayFile(ctx context.Context, cfg Config, path string) error {
 // server's log backend writes them), gzip-compressed when path ends in ".gz". Blank lines are
 // skipped; a line that does not decode is an error. An empty log is an error too: a replay of
 // nothing is never what a test means.
-func ReadFile(path string) ([]*audit.Event, error) {
+func ReadFile(path string) ([]*auditv1.Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("audittest: %w", err)
@@ -136,7 +137,7 @@ func ReadFile(path string) ([]*audit.Event, error) {
 		defer zr.Close()
 		r = zr
 	}
-	var events []*audit.Event
+	var events []*auditv1.Event
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 16<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -144,7 +145,7 @@ func ReadFile(path string) ([]*audit.Event, error) {
 		if len(line) == 0 {
 			continue
 		}
-		ev, err := audit.DecodeEvent(bytes.Clone(line))
+		ev, err := auditv1.DecodeEvent(bytes.Clone(line))
 		if err != nil {
 			return nil, fmt.Errorf("audittest: %s:%d: %w", path, n, err)
 		}

@@ -22,8 +22,9 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -117,7 +118,7 @@ func readBulkBatches(t *testing.T) []bulkBatch {
 	var out []bulkBatch
 	for sc.Scan() {
 		body := bytes.Clone(sc.Bytes())
-		evs, err := audit.DecodeEventList(bytes.Clone(body))
+		evs, err := auditv1.DecodeEventList(bytes.Clone(body))
 		require.NoError(t, err)
 		b := bulkBatch{body: body}
 		for _, ev := range evs {
@@ -162,7 +163,7 @@ func postBatches(t *testing.T, p *process, batches []bulkBatch, killAfter int) m
 					}
 					resp.Body.Close()
 					if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-						time.Sleep(50 * time.Millisecond)
+						time.Sleep(50 * time.Millisecond) // a client's back-off on 429/503 before resending, as a webhook does (not a wait)
 						continue
 					}
 					if resp.StatusCode != http.StatusOK {
@@ -192,7 +193,7 @@ func postBatches(t *testing.T, p *process, batches []bulkBatch, killAfter int) m
 func storedEventSpans(t *testing.T, dataDir string) map[string]map[string]bool {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: dataDir}, 0, telemetry.Settings{})
+	st, err := pebble.Open(ctx, pebble.Config{Dir: dataDir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	defer st.Stop(context.Background()) //nolint:errcheck // the test ends
 	objs, err := st.FindObjects(ctx, store.ObjectQuery{Limit: 1 << 20})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // copied is what a test reads of one distinct copy of an event.
@@ -44,7 +45,7 @@ func decodeCopies(t *testing.T, b batch) []copied {
 	require.NoError(t, json.Unmarshal(b.body, &list))
 	require.Len(t, list.Items, b.events)
 	// The product's decoder reads the copies too.
-	evs, err := audit.DecodeEventList(b.body)
+	evs, err := auditv1.DecodeEventList(b.body)
 	require.NoError(t, err)
 	require.Len(t, evs, b.events)
 	return list.Items

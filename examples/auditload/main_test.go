@@ -29,9 +29,10 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
-	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -49,7 +50,7 @@ var (
 type slowSink struct{ delay time.Duration }
 
 func (s slowSink) Export(context.Context, []*aggregator.Span) error {
-	time.Sleep(s.delay)
+	time.Sleep(s.delay) // the slow sink under test (not a wait): the queue fills behind it
 	return nil
 }
 
@@ -66,7 +67,7 @@ func newServer(t *testing.T, queue audit.QueueConfig, delay time.Duration) *serv
 	prom, err := telemetry.NewPrometheus()
 	require.NoError(t, err)
 	tel := telemetry.Settings{MeterProvider: prom.Provider, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: t.TempDir()}, 0, tel)
+	st, err := pebble.Open(ctx, pebble.Config{Dir: t.TempDir()}, 0, tel)
 	require.NoError(t, err)
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{
 		Telemetry: tel,
@@ -171,7 +172,7 @@ func TestAuditLogIntoBatches(t *testing.T) {
 	require.Len(t, bs, (events+49)/50)
 	for _, b := range bs[:len(bs)-1] {
 		assert.Equal(t, 50, b.events)
-		evs, err := audit.DecodeEventList(b.body)
+		evs, err := auditv1.DecodeEventList(b.body)
 		require.NoError(t, err)
 		assert.Len(t, evs, 50)
 	}

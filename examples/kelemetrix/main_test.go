@@ -20,7 +20,7 @@ import (
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/goleak"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -117,10 +117,10 @@ func TestMaxSeriesAboveSDKDefault(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 
-	var evs []*audit.Event
+	var evs []*auditv1.Event
 	for i := range 2200 {
-		evs = append(evs, &audit.Event{AuditID: "a", Stage: "ResponseComplete", Verb: "get",
-			User: audit.UserInfo{Username: fmt.Sprintf("u%d", i)}, ResponseStatus: &audit.Status{Code: 200}})
+		evs = append(evs, &auditv1.Event{AuditID: "a", Stage: "ResponseComplete", Verb: "get",
+			User: auditv1.UserInfo{Username: fmt.Sprintf("u%d", i)}, ResponseStatus: &auditv1.Status{Code: 200}})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"errors"
@@ -17,20 +17,20 @@ const maxFutureSkewSetting = "audit.maxFutureSkew"
 const maxTimeProblems = 5
 
 // timeProblem is an event dropped for one of its timestamps.
-type timeProblem struct {
+type TimeProblem struct {
 	// reason is aggregator.TimeReasonUnrepresentable or aggregator.TimeReasonFuture.
-	reason string
+	Reason string
 	// msg names the item and the field, such as "items[3].stageTimestamp: 1600-01-01T00:00:00Z
 	// is outside the representable range (years 1678 to 2261)".
-	msg string
+	Message string
 	// err is "<field>: <problem>", wrapping the *aggregator.TimeError.
-	err error
+	Err error
 }
 
 // checkEventTime reports the first timestamp of ev that aggregator.CheckTime refuses, as
 // "<field>: <problem>". A zero timestamp counts as absent (the consumer handles events without
 // any).
-func checkEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (timeProblem, bool) {
+func CheckEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (TimeProblem, bool) {
 	for _, f := range [...]struct {
 		name string
 		t    time.Time
@@ -45,35 +45,35 @@ func checkEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (time
 				reason, err = te.Reason(), te.WithSetting(maxFutureSkewSetting)
 			}
 			err = fmt.Errorf("%s: %w", f.name, err)
-			return timeProblem{reason: reason, msg: err.Error(), err: err}, false
+			return TimeProblem{Reason: reason, Message: err.Error(), Err: err}, false
 		}
 	}
-	return timeProblem{}, true
+	return TimeProblem{}, true
 }
 
 // noTimeProblem is the problem of an event whose timestamps are both the zero time: absent, null
 // or 0001-01-01T00:00:00Z (which decode alike). Such an event cannot be placed in time, so the
 // receivers drop it up front, as aggregator.CheckTime refuses the zero time, rather than answer
 // "accepted" and have the consumer drop it later.
-func noTimeProblem() timeProblem {
+func noTimeProblem() TimeProblem {
 	err := aggregator.CheckTime(time.Time{}, time.Time{}, -1)
 	err = fmt.Errorf("stageTimestamp: %w, as is requestReceivedTimestamp (absent, null or zero)", err)
-	return timeProblem{reason: aggregator.TimeReasonUnrepresentable, msg: err.Error(), err: err}
+	return TimeProblem{Reason: aggregator.TimeReasonUnrepresentable, Message: err.Error(), Err: err}
 }
 
 // filterEventTimes keeps the events whose timestamps pass checkEventTime, in order, and returns
 // the problems of the others; prefix(i) names item i in messages (e.g. "items[3]."). An event with
 // no timestamp at all (both zero: absent, null or 0001-01-01T00:00:00Z) is dropped too
 // (noTimeProblem). events is filtered in place.
-func filterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duration, prefix func(i int) string) ([]*Event, []timeProblem) {
-	var problems []timeProblem
+func FilterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duration, prefix func(i int) string) ([]*Event, []TimeProblem) {
+	var problems []TimeProblem
 	kept := events[:0]
 	for i, ev := range events {
 		if ev == nil {
 			kept = append(kept, ev)
 			continue
 		}
-		p, ok := checkEventTime(ev, now, maxFutureSkew)
+		p, ok := CheckEventTime(ev, now, maxFutureSkew)
 		if ok && ev.RequestReceivedTimestamp.IsZero() && ev.StageTimestamp.IsZero() {
 			p, ok = noTimeProblem(), false
 		}
@@ -81,7 +81,7 @@ func filterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duratio
 			kept = append(kept, ev)
 			continue
 		}
-		p.msg = prefix(i) + p.msg
+		p.Message = prefix(i) + p.Message
 		problems = append(problems, p)
 	}
 	clear(events[len(kept):]) // do not keep dropped events reachable
@@ -89,7 +89,7 @@ func filterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duratio
 }
 
 // summarizeProblems joins the first problems into one line, saying how many more there are.
-func summarizeProblems(problems []timeProblem) string {
+func SummarizeProblems(problems []TimeProblem) string {
 	var b strings.Builder
 	for i, p := range problems {
 		if i == maxTimeProblems {
@@ -99,7 +99,7 @@ func summarizeProblems(problems []timeProblem) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(p.msg)
+		b.WriteString(p.Message)
 	}
 	return b.String()
 }

@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ var refMetaDecoders = sync.Pool{New: func() any { return new(refMetaDecoder) }}
 // refDecodeBodyMeta reads apiVersion, kind and metadata.{name,namespace,uid,resourceVersion} from a
 // JSON object, skipping every other member without decoding it, and stops as soon as it has the
 // three top-level members (kube-apiserver writes them first, so spec and status are not scanned).
-func refDecodeBodyMeta(body []byte) (bodyMeta, error) {
+func refDecodeBodyMeta(body []byte) (BodyMeta, error) {
 	md := refMetaDecoders.Get().(*refMetaDecoder)
 	defer func() {
 		md.buf = bytes.Buffer{} // drop the references to the body
@@ -35,7 +35,7 @@ func refDecodeBodyMeta(body []byte) (bodyMeta, error) {
 	md.dec.Reset(&md.buf)
 	d := &md.dec
 
-	var m bodyMeta
+	var m BodyMeta
 	tok, err := d.ReadToken()
 	if err != nil {
 		return m, err
@@ -50,35 +50,35 @@ func refDecodeBodyMeta(body []byte) (bodyMeta, error) {
 		}
 		switch {
 		case isName(name, "apiVersion"):
-			m.apiVersion, err = readString(d)
-			m.seenAPIVersion = true
+			m.APIVersion, err = readString(d)
+			m.SeenAPIVersion = true
 		case isName(name, "kind"):
-			m.kind, err = readString(d)
-			m.seenKind = true
+			m.Kind, err = readString(d)
+			m.SeenKind = true
 		case isName(name, "metadata"):
 			err = refReadMetadata(d, &m)
-			m.seenMetadata = true
+			m.SeenMetadata = true
 		default:
 			err = d.SkipValue()
 		}
 		if err != nil {
 			return m, err
 		}
-		if m.seenAPIVersion && m.seenKind && m.seenMetadata {
+		if m.SeenAPIVersion && m.SeenKind && m.SeenMetadata {
 			return m, nil
 		}
 	}
 	return m, nil
 }
 
-func refReadMetadata(d *jsontext.Decoder, m *bodyMeta) error {
+func refReadMetadata(d *jsontext.Decoder, m *BodyMeta) error {
 	if d.PeekKind() != '{' {
 		return d.SkipValue()
 	}
 	if _, err := d.ReadToken(); err != nil {
 		return err
 	}
-	m.metaHash = 1
+	m.MetaHash = 1
 	for d.PeekKind() != '}' {
 		name, err := d.ReadValue()
 		if err != nil {
@@ -88,25 +88,25 @@ func refReadMetadata(d *jsontext.Decoder, m *bodyMeta) error {
 		case isName(name, "labels"), isName(name, "annotations"), isName(name, "ownerReferences"):
 			var v jsontext.Value
 			if v, err = d.ReadValue(); err == nil {
-				m.metaHash = (m.metaHash*1099511628211^maphash.Bytes(metaSeed, name))*1099511628211 ^ maphash.Bytes(metaSeed, v)
-				if m.metaHash == 0 {
-					m.metaHash = 1
+				m.MetaHash = (m.MetaHash*1099511628211^maphash.Bytes(metaSeed, name))*1099511628211 ^ maphash.Bytes(metaSeed, v)
+				if m.MetaHash == 0 {
+					m.MetaHash = 1
 				}
 			}
 		case isName(name, "name"):
-			m.name, err = readString(d)
+			m.Name, err = readString(d)
 		case isName(name, "namespace"):
-			m.namespace, err = readString(d)
+			m.Namespace, err = readString(d)
 		case isName(name, "uid"):
-			m.uid, err = readString(d)
+			m.UID, err = readString(d)
 		case isName(name, "resourceVersion"):
-			m.resourceVersion, err = readString(d)
+			m.ResourceVersion, err = readString(d)
 		case isName(name, "deletionTimestamp"):
-			m.deletionTimestamp, err = readString(d)
+			m.DeletionTimestamp, err = readString(d)
 		case isName(name, "deletionGracePeriodSeconds"):
-			m.gracePeriod, err = refReadInt(d)
+			m.GracePeriod, err = refReadInt(d)
 		case isName(name, "finalizers"):
-			m.finalizers, err = refReadStrings(d, m.finalizers[:0])
+			m.Finalizers, err = refReadStrings(d, m.Finalizers[:0])
 		default:
 			err = d.SkipValue()
 		}

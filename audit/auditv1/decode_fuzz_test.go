@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"bytes"
@@ -143,8 +143,8 @@ func assertResponseMeta(t *testing.T, ev *Event) {
 		require.NotNil(t, r.layout, "%s", ev.ResponseObject)
 		assert.True(t, lay.Equal(r.layout), "%s", ev.ResponseObject)
 	}
-	want, wantErr := decodeBodyMeta(ev.ResponseObject)
-	got, err := responseMeta(ev)
+	want, wantErr := DecodeBodyMeta(ev.ResponseObject)
+	got, err := ResponseMeta(ev)
 	if wantErr != nil {
 		assert.Error(t, err, "%s", ev.ResponseObject)
 		return

@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"math/bits"
@@ -31,28 +31,28 @@ func bodyClass(size int64) int {
 }
 
 // bodyBuffer is a body buffer and, when it came from (or may go to) a pool, its whole capacity.
-type bodyBuffer struct {
+type BodyBuffer struct {
 	pooled *[]byte // nil: not poolable
 }
 
 // newBody returns an empty buffer of capacity size (no more, so that the byte budget holds) and
 // the handle that can give it back.
-func newBody(size int64) ([]byte, bodyBuffer) {
+func NewBody(size int64) ([]byte, BodyBuffer) {
 	c := bodyClass(size)
 	if c < 0 {
-		return make([]byte, 0, size), bodyBuffer{}
+		return make([]byte, 0, size), BodyBuffer{}
 	}
 	p, _ := bodyPools[c].Get().(*[]byte)
 	if p == nil {
 		b := make([]byte, 0, minPooledBody<<c)
 		p = &b
 	}
-	return (*p)[:0:size], bodyBuffer{pooled: p}
+	return (*p)[:0:size], BodyBuffer{pooled: p}
 }
 
 // recycle gives the buffer back to its pool. The caller must not use it, nor anything sliced from
 // it, afterwards.
-func (b *bodyBuffer) recycle() {
+func (b *BodyBuffer) Recycle() {
 	if b.pooled == nil {
 		return
 	}

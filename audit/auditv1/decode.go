@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"bytes"
@@ -57,7 +57,7 @@ func DecodeEvent(data []byte) (*Event, error) {
 // modify nor reuse data while the events are in use. Errors name the item index and the field,
 // such as "items[3].user.groups[1]: want string, got number".
 func DecodeEventList(data []byte) ([]*Event, error) {
-	events, _, err := decodeEventListSkipping(data, nil)
+	events, _, err := DecodeEventListSkipping(data, nil)
 	return events, err
 }
 
@@ -67,7 +67,7 @@ func DecodeEventList(data []byte) ([]*Event, error) {
 // as far as they came before its audit ID and stage (kube-apiserver writes them first), not
 // for the types of its other fields. An item whose audit ID or stage comes again after skip
 // was asked (the last one wins) is decoded whole as usual.
-func decodeEventListSkipping(data []byte, skip func(auditID []byte, stage string) bool) ([]*Event, int, error) {
+func DecodeEventListSkipping(data []byte, skip func(auditID []byte, stage string) bool) ([]*Event, int, error) {
 	d := getDecoder(data)
 	defer putDecoder(d)
 	d.skip = skip

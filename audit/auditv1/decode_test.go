@@ -1,13 +1,9 @@
-package audit
+package auditv1
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,44 +12,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/kelemetry/kelemetry/internal/swartest"
 )
 
-// fixtureScenarios are the recorded scenarios under the repository's testdata folder.
-var fixtureScenarios = []string{"rollout", "cronjob", "annotations", "bulk"}
-
-// readFixtureLines returns the non-empty lines of testdata/<scenario>/<name>, gunzipping
-// <name>.gz when only that exists.
-func readFixtureLines(tb testing.TB, scenario, name string) [][]byte {
-	tb.Helper()
-	path := filepath.Join("..", "testdata", scenario, name)
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		f, err := os.Open(path + ".gz")
-		require.NoError(tb, err)
-		defer f.Close()
-		zr, err := gzip.NewReader(f)
-		require.NoError(tb, err)
-		data, err = io.ReadAll(zr)
-		require.NoError(tb, err)
-	} else {
-		require.NoError(tb, err)
-	}
-	var lines [][]byte
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) > 0 {
-			lines = append(lines, line)
-		}
-	}
-	require.NotEmpty(tb, lines, path)
-	return lines
-}
-
 // assertMatchesAuditV1 compares an event field by field with the same event decoded by
 // encoding/json into the full k8s.io/apiserver audit type.
-func assertMatchesAuditV1(t *testing.T, want *auditv1.Event, got *Event, where string) {
+func assertMatchesAuditV1(t *testing.T, want *k8saudit.Event, got *Event, where string) {
 	t.Helper()
 	assert.Equal(t, want.Kind, got.Kind, where)
 	assert.Equal(t, want.APIVersion, got.APIVersion, where)
@@ -126,11 +93,11 @@ func assertMatchesAuditV1(t *testing.T, want *auditv1.Event, got *Event, where s
 }
 
 func TestDecodeEventMatchesAuditV1OnFixtures(t *testing.T) {
-	for _, scenario := range fixtureScenarios {
+	for _, scenario := range fixture.Scenarios {
 		t.Run(scenario, func(t *testing.T) {
-			lines := readFixtureLines(t, scenario, "audit.jsonl")
+			lines := fixture.Lines(t, scenario, "audit.jsonl")
 			for i, line := range lines {
-				var want auditv1.Event
+				var want k8saudit.Event
 				require.NoError(t, json.Unmarshal(line, &want))
 				got, err := DecodeEvent(line)
 				require.NoError(t, err, "line %d", i+1)
@@ -144,11 +111,11 @@ func TestDecodeEventMatchesAuditV1OnFixtures(t *testing.T) {
 }
 
 func TestDecodeEventListMatchesAuditV1OnFixtures(t *testing.T) {
-	for _, scenario := range fixtureScenarios {
+	for _, scenario := range fixture.Scenarios {
 		t.Run(scenario, func(t *testing.T) {
 			total := 0
-			for i, line := range readFixtureLines(t, scenario, "webhook-batches.jsonl") {
-				var want auditv1.EventList
+			for i, line := range fixture.Lines(t, scenario, "webhook-batches.jsonl") {
+				var want k8saudit.EventList
 				require.NoError(t, json.Unmarshal(line, &want))
 				got, err := DecodeEventList(line)
 				require.NoError(t, err, "line %d", i+1)

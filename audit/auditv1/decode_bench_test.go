@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"encoding/json"
@@ -8,8 +8,9 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/stretchr/testify/require"
-	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
 // Run with: go test ./audit -run '^$' -bench 'Decode' -benchmem -cpu 1
@@ -58,9 +59,9 @@ func processCPUTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func bulkBatches(b *testing.B) [][]byte { return readFixtureLines(b, "bulk", "webhook-batches.jsonl") }
+func bulkBatches(b *testing.B) [][]byte { return fixture.Lines(b, "bulk", "webhook-batches.jsonl") }
 
-func bulkLog(b *testing.B) [][]byte { return readFixtureLines(b, "bulk", "audit.jsonl") }
+func bulkLog(b *testing.B) [][]byte { return fixture.Lines(b, "bulk", "audit.jsonl") }
 
 // BenchmarkDecodeEventList is DecodeEventList: a hand-written decoder on jsontext.
 func BenchmarkDecodeEventList(b *testing.B) {
@@ -73,7 +74,7 @@ func BenchmarkDecodeEventList(b *testing.B) {
 // BenchmarkDecodeEventListStdlibAuditV1 is the baseline: encoding/json into the full audit type.
 func BenchmarkDecodeEventListStdlibAuditV1(b *testing.B) {
 	benchDecode(b, bulkBatches(b), func(data []byte) (int, error) {
-		var list auditv1.EventList
+		var list k8saudit.EventList
 		err := json.Unmarshal(data, &list)
 		return len(list.Items), err
 	})
@@ -100,7 +101,7 @@ func BenchmarkDecodeEventListJSONv2Event(b *testing.B) {
 // BenchmarkDecodeEventListJSONv2AuditV1 is github.com/go-json-experiment/json into the full type.
 func BenchmarkDecodeEventListJSONv2AuditV1(b *testing.B) {
 	benchDecode(b, bulkBatches(b), func(data []byte) (int, error) {
-		var list auditv1.EventList
+		var list k8saudit.EventList
 		err := jsonv2.Unmarshal(data, &list, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 		return len(list.Items), err
 	})
@@ -117,7 +118,7 @@ func BenchmarkDecodeEvent(b *testing.B) {
 // BenchmarkDecodeEventStdlibAuditV1 is the baseline for log lines.
 func BenchmarkDecodeEventStdlibAuditV1(b *testing.B) {
 	benchDecode(b, bulkLog(b), func(data []byte) (int, error) {
-		var ev auditv1.Event
+		var ev k8saudit.Event
 		err := json.Unmarshal(data, &ev)
 		return 1, err
 	})

@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package audit
+package auditv1
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 )
 
 // TestDecodeBodyMetaMatchesReference checks the in-place scanner of object bodies against the
@@ -24,23 +25,23 @@ func TestDecodeBodyMetaMatchesReference(t *testing.T) {
 		[]byte("{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{},\"spec\":\"\xff\"}"),
 	}
 	for _, fixture := range []string{"bulk", "rollout"} {
-		for _, ev := range consumerFixtureEvents(t, fixture) {
+		for _, ev := range fixtureEvents(t, fixture) {
 			bodies = append(bodies, ev.RequestObject, ev.ResponseObject)
 		}
 	}
 	hashes := map[uint64]uint64{}
 	wantHashes := map[uint64]uint64{}
 	for i, body := range bodies {
-		got, gotErr := decodeBodyMeta(body)
+		got, gotErr := DecodeBodyMeta(body)
 		want, wantErr := refDecodeBodyMeta(body)
 		require.Equal(t, wantErr != nil, gotErr != nil, "body %d %q: error %v, want %v", i, trim(body), gotErr, wantErr)
 		if wantErr != nil {
 			continue
 		}
-		gh, wh := got.metaHash, want.metaHash
-		got.metaHash, want.metaHash = 0, 0
+		gh, wh := got.MetaHash, want.MetaHash
+		got.MetaHash, want.MetaHash = 0, 0
 		// Where managedFields is: TestSnapshotKnownMatchesSnapshot checks it.
-		got.managedFields, got.managedFieldsKnown = diff.ManagedFields{}, false
+		got.ManagedFields, got.ManagedFieldsKnown = diff.ManagedFields{}, false
 		require.Equal(t, want, got, "body %d %q", i, trim(body))
 		require.Equal(t, wh == 0, gh == 0, "body %d", i)
 		// The fingerprints partition the bodies alike.
@@ -66,7 +67,7 @@ func trim(b []byte) []byte {
 // with BenchmarkConvertBodyMeta/scanner.
 func BenchmarkDecodeBodyMetaReference(b *testing.B) {
 	var bodies [][]byte
-	for _, ev := range consumerFixtureEvents(b, "bulk") {
+	for _, ev := range fixtureEvents(b, "bulk") {
 		if len(ev.ResponseObject) > 0 && ev.ResponseObject[0] == '{' {
 			bodies = append(bodies, ev.ResponseObject)
 		}
@@ -77,4 +78,16 @@ func BenchmarkDecodeBodyMetaReference(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// fixtureEvents decodes the events of testdata/<scenario>/audit.jsonl.
+func fixtureEvents(tb testing.TB, scenario string) []*Event {
+	tb.Helper()
+	var events []*Event
+	for _, line := range fixture.Lines(tb, scenario, "audit.jsonl") {
+		ev, err := DecodeEvent(line)
+		require.NoError(tb, err)
+		events = append(events, ev)
+	}
+	return events
 }
