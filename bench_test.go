@@ -20,8 +20,8 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
-	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -138,7 +138,7 @@ func BenchmarkEndToEndMemory(b *testing.B) {
 
 // BenchmarkEndToEndPebble: the same into the embedded Pebble store.
 func BenchmarkEndToEndPebble(b *testing.B) {
-	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+	st, err := pebble.Open(context.Background(), pebble.Config{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Stop(context.Background()) })
 	benchmarkEndToEnd(b, st)

@@ -28,6 +28,7 @@ import (
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -154,7 +155,7 @@ func TestQueryOnlyComposition(t *testing.T) {
 	var query *httpserver.Servers
 	app := fxtest.New(t,
 		telemetry.Module, httpserver.Module, store.Module, frontend.Module,
-		fx.Supply(quietLogger(), httpserver.Config{APIAddr: "127.0.0.1:0"}, store.Config{Embedded: store.PebbleConfig{Dir: dir}}),
+		fx.Supply(quietLogger(), httpserver.Config{APIAddr: "127.0.0.1:0"}, store.Config{Embedded: pebble.Config{Dir: dir}}),
 		fx.Populate(&query), fx.NopLogger)
 	app.RequireStart()
 	defer app.RequireStop()

@@ -29,6 +29,7 @@ import (
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 )
 
 // Roles of Config.Role.
@@ -113,9 +114,9 @@ type Config struct {
 	// package store/jaeger and docs/operations/scaling.md).
 	Jaeger jaeger.Config `yaml:"jaeger"`
 	// Store configures the embedded store in DataDir; Memory the in-memory one (DataDir "").
-	Store  store.PebbleConfig `yaml:"store"`
-	Memory memory.Config      `yaml:"memory"`
-	OTLP   otlpsink.Config    `yaml:"otlp"`
+	Store  pebble.Config   `yaml:"store"`
+	Memory memory.Config   `yaml:"memory"`
+	OTLP   otlpsink.Config `yaml:"otlp"`
 	// RemoteStorageAddr, when set, serves the merged trees through Jaeger's remote storage API
 	// (jaeger.storage.v2 gRPC, with gRPC health and reflection) on this HOST:PORT, for a stock
 	// Jaeger v2 with a "grpc" storage backend (see package storageapi). Empty (the default):

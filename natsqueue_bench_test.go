@@ -19,8 +19,8 @@ import (
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
-	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -126,7 +126,7 @@ func BenchmarkEndToEndNATS(b *testing.B) {
 // BenchmarkEndToEndNATSPebble: the same into the embedded Pebble store, whose write-ahead log is
 // synced before messages are acknowledged (one sync shared by the partitions handling at once).
 func BenchmarkEndToEndNATSPebble(b *testing.B) {
-	st, err := store.OpenPebble(context.Background(), store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+	st, err := pebble.Open(context.Background(), pebble.Config{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Stop(context.Background()) })
 	benchmarkEndToEndNATS(b, st)

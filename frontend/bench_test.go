@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -54,7 +55,7 @@ func deploymentPods(n int) [][]*aggregator.Span {
 func BenchmarkDeployment1000Pods(b *testing.B) {
 	ctx := context.Background()
 	b.Run("embedded", func(b *testing.B) {
-		st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+		st, err := pebble.Open(ctx, pebble.Config{Dir: b.TempDir()}, 0, telemetry.Settings{})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Stop(context.Background()) })
 		for _, spans := range deployment1000Pods() {
@@ -92,7 +93,7 @@ func BenchmarkDeployment1000Pods(b *testing.B) {
 // 160,000 spans, above the default span budget, so the engine is given 1,000,000); it reports the peak live heap of a query above the heap before it.
 func BenchmarkDeployment10000Pods(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: b.TempDir()}, 0, telemetry.Settings{})
+	st, err := pebble.Open(ctx, pebble.Config{Dir: b.TempDir()}, 0, telemetry.Settings{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Stop(context.Background()) })
 	for _, spans := range deploymentPods(10000) {
@@ -129,7 +130,7 @@ func benchTree(b *testing.B, pods int, reader func() store.Reader) {
 		if time.Now().After(deadline) {
 			b.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the poll interval
 	}
 	b.ReportAllocs()
 	var slowest time.Duration

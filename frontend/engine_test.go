@@ -19,6 +19,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -323,7 +324,7 @@ func TestIDsSurviveRestart(t *testing.T) {
 	w.link(dep, rs, w0, "children")
 	w.link(dep, rs, w0.Add(win), "children")
 
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	st, err := pebble.Open(ctx, pebble.Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, st.Export(ctx, w.spans))
 	_, srv := newAPI(t, st)
@@ -334,7 +335,7 @@ func TestIDsSurviveRestart(t *testing.T) {
 	srv.Close()
 	require.NoError(t, st.Stop(ctx))
 
-	st, err = store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	st, err = pebble.Open(ctx, pebble.Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Stop(context.Background()) })
 	_, srv = newAPI(t, st)

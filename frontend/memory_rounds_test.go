@@ -21,6 +21,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/store"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -31,7 +32,7 @@ func heavyPebble(t *testing.T, pods int) store.Reader {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	st, err := pebble.Open(ctx, pebble.Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	var w world
 	dep, rs := obj("deployments", "web"), obj("replicasets", "web-1")
@@ -51,7 +52,7 @@ func heavyPebble(t *testing.T, pods int) store.Reader {
 	require.NoError(t, st.Export(ctx, w.spans))
 	// Opened again, without the buffers of the writes (Pebble keeps some tens of MiB of them).
 	require.NoError(t, st.Stop(ctx))
-	st, err = store.OpenPebble(ctx, store.PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	st, err = pebble.Open(ctx, pebble.Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Stop(context.Background()) })
 	return st

@@ -8,6 +8,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -24,7 +25,7 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 	case BackendJaeger:
 		return jaeger.Open(ctx, cfg.Jaeger, w, tel)
 	}
-	p, err := OpenPebble(ctx, cfg.Embedded, w, tel)
+	p, err := pebble.Open(ctx, cfg.Embedded, w, tel)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/store/jaeger"
 	"github.com/kelemetry/kelemetry/store/memory"
+	"github.com/kelemetry/kelemetry/store/pebble"
 )
 
 // ErrNotFound is returned by GetTrace for a trace without stored spans.
@@ -86,14 +87,14 @@ type Store interface {
 
 var (
 	_ Store                    = (*memory.Store)(nil)
-	_ Store                    = (*Pebble)(nil)
+	_ Store                    = (*pebble.Store)(nil)
 	_ Store                    = (*jaeger.Store)(nil)
-	_ aggregator.HealthChecker = (*Pebble)(nil)
+	_ aggregator.HealthChecker = (*pebble.Store)(nil)
 	_ aggregator.HealthChecker = (*jaeger.Store)(nil)
-	_ aggregator.Syncer        = (*Pebble)(nil)
+	_ aggregator.Syncer        = (*pebble.Store)(nil)
 	_ aggregator.Syncer        = (*jaeger.Store)(nil)
 	_ ExactFinder              = (*jaeger.Store)(nil)
-	_ ExactFinder              = (*Pebble)(nil)
+	_ ExactFinder              = (*pebble.Store)(nil)
 	_ aggregator.SpanChecker   = (*jaeger.Store)(nil)
 )
 

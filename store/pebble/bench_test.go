@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 func BenchmarkPebbleExport(b *testing.B) {
-	storetest.BenchmarkExport(b, openTestPebble(b, PebbleConfig{}, nil))
+	storetest.BenchmarkExport(b, openTestPebble(b, Config{}, nil))
 }
 
 func BenchmarkDecodeSpan(b *testing.B) {
@@ -24,7 +24,7 @@ func BenchmarkDecodeSpan(b *testing.B) {
 
 func BenchmarkPebbleGetTrace(b *testing.B) {
 	ctx := context.Background()
-	p := openTestPebble(b, PebbleConfig{}, nil)
+	p := openTestPebble(b, Config{}, nil)
 	spans := storetest.BenchSpans(0)
 	for i := range 20 {
 		ev := *spans[2]

@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	v1, err := hex.DecodeString(v1Encoded)
 	require.NoError(t, err)
 	writeV1 := func(dir string) {
-		p := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
+		p := openFaultPebble(t, Config{Dir: dir}, vfs.Default)
 		newer := *old
 		newer.SpanID = trace.SpanID{9, 9, 9, 9, 9, 9, 9, 9}
 		newer.Attributes = aggregator.Attrs{{Key: aggregator.AttrVerb, Value: "patch"}}
@@ -103,13 +103,13 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 		require.NoError(t, p.db.Set(versionKey, []byte(schemaVersionV1), pebble.Sync))
 		require.NoError(t, p.close())
 	}
-	version := func(p *Pebble) string {
+	version := func(p *Store) string {
 		v, closer, err := p.db.Get(versionKey)
 		require.NoError(t, err)
 		defer closer.Close()
 		return string(v)
 	}
-	readBoth := func(p *Pebble) {
+	readBoth := func(p *Store) {
 		spans, err := p.GetTrace(ctx, tid)
 		require.NoError(t, err)
 		require.Len(t, spans, 2)
@@ -123,7 +123,7 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 
 	dir := t.TempDir()
 	writeV1(dir)
-	p := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
+	p := openFaultPebble(t, Config{Dir: dir}, vfs.Default)
 	readBoth(p)
 	assert.Equal(t, schemaVersion, version(p))
 	require.NoError(t, p.close())
@@ -133,7 +133,7 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	ffs := newFaultFS()
 	ffs.full.Store(true)
 	withinTime(t, 30*time.Second, "open on a full disk", func() {
-		p = openFaultPebble(t, PebbleConfig{Dir: dir}, ffs)
+		p = openFaultPebble(t, Config{Dir: dir}, ffs)
 	})
 	readBoth(p)
 	assert.Equal(t, schemaVersionV1, version(p), "not written while read-only")
@@ -145,10 +145,10 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	require.NoError(t, p.close())
 
 	dir = t.TempDir()
-	p = openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
+	p = openFaultPebble(t, Config{Dir: dir}, vfs.Default)
 	require.NoError(t, p.db.Set(versionKey, []byte("3"), pebble.Sync))
 	require.NoError(t, p.close())
-	_, err = OpenPebble(ctx, PebbleConfig{Dir: dir}, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
+	_, err = Open(ctx, Config{Dir: dir}, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `schema version "3"`)
 }

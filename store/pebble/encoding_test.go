@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"encoding/hex"

@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func liveHeap() uint64 {
 // reference is still written.
 func TestIndexCacheHeapPerTrace(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{IndexCacheSize: 50_000}, nil)
+	p := openTestPebble(t, Config{IndexCacheSize: 50_000}, nil)
 	long := strings.Repeat("x", 200)
 	obj := func(i int) aggregator.ObjectRef {
 		return aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "pods",

@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -128,7 +129,7 @@ func (f *faultFile) SyncTo(n int64) (bool, error) {
 	return f.File.SyncTo(n)
 }
 
-func openFaultPebble(t *testing.T, cfg PebbleConfig, fs vfs.FS) *Pebble {
+func openFaultPebble(t *testing.T, cfg Config, fs vfs.FS) *Store {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -159,7 +160,7 @@ func withinTime(t *testing.T, d time.Duration, what string, fn func()) {
 func TestPebbleDiskFull(t *testing.T) {
 	ctx := context.Background()
 	ffs := newFaultFS()
-	p := openFaultPebble(t, PebbleConfig{MaxAge: time.Hour, MaxBytes: 64 << 20}, ffs)
+	p := openFaultPebble(t, Config{MaxAge: time.Hour, MaxBytes: 64 << 20}, ffs)
 	obj := ref("c", "", "pods", "ns", "p")
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 10, 1024)))
 	require.NoError(t, p.Health(ctx))
@@ -169,12 +170,12 @@ func TestPebbleDiskFull(t *testing.T) {
 	for i := range 50 {
 		err := p.Export(ctx, windowSpans(obj, t0.Add(win), 10, 1024))
 		require.Error(t, err, "write %d on a full disk", i)
-		assert.ErrorIs(t, err, ErrUnavailable)
+		assert.ErrorIs(t, err, query.ErrUnavailable)
 		assert.ErrorIs(t, err, syscall.ENOSPC)
 	}
 	herr := p.Health(ctx)
 	require.Error(t, herr)
-	assert.ErrorIs(t, herr, ErrUnavailable)
+	assert.ErrorIs(t, herr, query.ErrUnavailable)
 	assert.ErrorIs(t, herr, syscall.ENOSPC, "the reason names the full disk")
 
 	got, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
@@ -198,7 +199,7 @@ func TestPebbleDiskFull(t *testing.T) {
 func TestPebbleWriteErrorsRecover(t *testing.T) {
 	ctx := context.Background()
 	ffs := newFaultFS()
-	p := openFaultPebble(t, PebbleConfig{}, ffs)
+	p := openFaultPebble(t, Config{}, ffs)
 	obj := ref("c", "", "pods", "ns", "p")
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 10, 1024)))
 	require.NoError(t, p.diskFlush(), "persist the first window")
@@ -210,7 +211,7 @@ func TestPebbleWriteErrorsRecover(t *testing.T) {
 	for i := 0; i < 2000 && !refused; i++ {
 		err := p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 1024))
 		if err != nil {
-			require.ErrorIs(t, err, ErrUnavailable)
+			require.ErrorIs(t, err, query.ErrUnavailable)
 			refused = true
 		}
 		time.Sleep(time.Millisecond)
@@ -220,7 +221,7 @@ func TestPebbleWriteErrorsRecover(t *testing.T) {
 	require.Error(t, p.Health(ctx))
 	for range 20 {
 		err := p.Export(ctx, windowSpans(obj, t0.Add(2*win), 10, 1024))
-		require.ErrorIs(t, err, ErrUnavailable)
+		require.ErrorIs(t, err, query.ErrUnavailable)
 	}
 	_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
 	require.NoError(t, err, "reads keep working")
@@ -254,20 +255,20 @@ func TestPebbleOpenOnFaultyDisk(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			obj := ref("c", "", "pods", "ns", "p")
-			first := openFaultPebble(t, PebbleConfig{Dir: dir}, vfs.Default)
+			first := openFaultPebble(t, Config{Dir: dir}, vfs.Default)
 			require.NoError(t, first.Export(ctx, windowSpans(obj, t0, 10, 1024)))
 			require.NoError(t, first.close())
 
 			ffs := newFaultFS()
 			fault := tc.fault(ffs)
 			fault.Store(true)
-			var p *Pebble
+			var p *Store
 			withinTime(t, 30*time.Second, "open on a faulty disk", func() {
-				p = openFaultPebble(t, PebbleConfig{Dir: dir}, ffs)
+				p = openFaultPebble(t, Config{Dir: dir}, ffs)
 			})
 			_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
 			require.NoError(t, err, "reads work")
-			require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable)
+			require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), query.ErrUnavailable)
 			herr := p.Health(ctx)
 			require.Error(t, herr)
 			assert.Contains(t, herr.Error(), tc.health)
@@ -282,7 +283,7 @@ func TestPebbleOpenOnFaultyDisk(t *testing.T) {
 
 // Stop of a store whose writes hang (a stalled disk) ends within its deadline.
 func TestPebbleShutdownBoundedOnStuckStore(t *testing.T) {
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	p.mu.RLock() // a write stuck inside Pebble holds the lock
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -303,8 +304,8 @@ func TestPebbleShutdownBoundedOnStuckStore(t *testing.T) {
 // reads keep working, and Close does not touch the stuck database.
 func TestPebbleCommitPanicIsRecovered(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
-	other := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
+	other := openTestPebble(t, Config{}, nil)
 	obj := ref("c", "", "pods", "ns", "p")
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 2, 16)))
 	require.NoError(t, p.Sync(ctx), "the spans are committed before the panic")
@@ -313,16 +314,16 @@ func TestPebbleCommitPanicIsRecovered(t *testing.T) {
 	require.NoError(t, b.Set([]byte("k"), []byte("v"), nil))
 	err := p.apply(b) // Pebble panics: the batch belongs to another database
 	_ = b.Close()
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, query.ErrUnavailable)
 
-	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable)
+	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), query.ErrUnavailable)
 	herr := p.Health(ctx)
 	require.Error(t, herr)
 	assert.Contains(t, herr.Error(), "restart")
 	_, err = p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), t0))
 	require.NoError(t, err, "reads keep working")
 	p.recoverStep(ctx)
-	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), ErrUnavailable, "no reopen of a stuck database")
+	require.ErrorIs(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)), query.ErrUnavailable, "no reopen of a stuck database")
 
 	db := p.db
 	require.NoError(t, p.close(), "Close leaves the stuck database alone")

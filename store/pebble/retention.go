@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
-// Start implements Store: it runs the retention loop in the background: one check at once,
+// Start implements store.Store: it runs the retention loop in the background: one check at once,
 // then one per CheckInterval. It does not block; calling it again while running does nothing.
-// A stopped store returns ErrClosed.
-func (p *Pebble) Start(_ context.Context) error {
+// A stopped store returns query.ErrClosed.
+func (p *Store) Start(_ context.Context) error {
 	p.loopMu.Lock()
 	defer p.loopMu.Unlock()
 	if p.retention != nil {
@@ -27,7 +27,7 @@ func (p *Pebble) Start(_ context.Context) error {
 	closed := p.closed
 	p.mu.RUnlock()
 	if closed {
-		return fmt.Errorf("start store retention: %w", ErrClosed)
+		return fmt.Errorf("start store retention: %w", query.ErrClosed)
 	}
 	p.retention = &loop.Group{}
 	p.retention.Start(p.retentionLoop, p.recoverLoop)
@@ -36,7 +36,7 @@ func (p *Pebble) Start(_ context.Context) error {
 
 // stopRetention ends the retention loop and waits for it, or for ctx. It is safe without
 // Start; Start runs a new loop afterwards.
-func (p *Pebble) stopRetention(ctx context.Context) error {
+func (p *Store) stopRetention(ctx context.Context) error {
 	p.loopMu.Lock()
 	g := p.retention
 	p.retention = nil
@@ -51,7 +51,7 @@ func (p *Pebble) stopRetention(ctx context.Context) error {
 // asks for (wakeRetention).
 const minWakeInterval = 2 * time.Second
 
-func (p *Pebble) retentionLoop(ctx context.Context) {
+func (p *Store) retentionLoop(ctx context.Context) {
 	ticker := time.NewTicker(p.cfg.CheckInterval)
 	defer ticker.Stop()
 	for {
@@ -77,7 +77,7 @@ func (p *Pebble) retentionLoop(ctx context.Context) {
 // wakeRetention asks the retention loop for a check now: the disk is nearly full, and ingest
 // faster than one check interval's worth of the room left would otherwise have its writes
 // refused until the next check. Writes call it again while the space stays low.
-func (p *Pebble) wakeRetention() {
+func (p *Store) wakeRetention() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -88,7 +88,7 @@ func (p *Pebble) wakeRetention() {
 // now+MaxFutureSkew (future-dated events) are deleted by age retention. Size retention protects
 // the current window, the newest one starting at or before now, and deletes the windows dated
 // after it (events stamped ahead of this clock, within MaxFutureSkew) before any older one.
-func (p *Pebble) retain(ctx context.Context, now time.Time) error {
+func (p *Store) retain(ctx context.Context, now time.Time) error {
 	p.mu.RLock()
 	err := p.writable(true)
 	p.mu.RUnlock()
@@ -114,7 +114,7 @@ func futureLimit(now time.Time, skew time.Duration) int64 {
 	return n + int64(skew)
 }
 
-func (p *Pebble) retainAge(ctx context.Context, below, limit int64) error {
+func (p *Store) retainAge(ctx context.Context, below, limit int64) error {
 	var done deletions
 	var loopErr error
 	for loopErr == nil {
@@ -137,7 +137,7 @@ func (p *Pebble) retainAge(ctx context.Context, below, limit int64) error {
 	mctx := context.WithoutCancel(ctx)
 	p.deletedWindows.Add(mctx, done.windows, p.byAge)
 	p.deletedSpans.Add(mctx, done.spans, p.byAge)
-	p.logger.Info("store retention deleted old windows", "reason", ReasonAge, "windows", done.windows, "spans", done.spans,
+	p.logger.Info("store retention deleted old windows", "reason", reasonAge, "windows", done.windows, "spans", done.spans,
 		"newestDeleted", query.UnixTime(done.last), "futureWindows", len(done.future))
 	if loopErr != nil {
 		return loopErr
@@ -164,7 +164,7 @@ func (s *deletions) add(d deletion) {
 }
 
 // compactDeleted compacts what s deleted, so that it leaves the disk.
-func (p *Pebble) compactDeleted(ctx context.Context, s *deletions) error {
+func (p *Store) compactDeleted(ctx context.Context, s *deletions) error {
 	if s.haveLast {
 		if err := p.compactRange(ctx, 0, s.last); err != nil {
 			return err
@@ -185,7 +185,7 @@ const sizeRounds = 3
 // retainSize deletes windows while the folder is larger than MaxBytes: future windows (after
 // futureLimit) first, then the windows dated after now (newest first), then the oldest ones;
 // never the current window, the newest one starting at or before now.
-func (p *Pebble) retainSize(ctx context.Context, futureLimit, now int64) error {
+func (p *Store) retainSize(ctx context.Context, futureLimit, now int64) error {
 	pick := windowPick{limit: futureLimit, now: now, size: true}
 	for round := range sizeRounds {
 		again, err := p.retainSizeRound(ctx, pick, round == sizeRounds-1)
@@ -199,7 +199,7 @@ func (p *Pebble) retainSize(ctx context.Context, futureLimit, now int64) error {
 // retainSizeRound deletes windows (see retainSize) until the estimate fits MaxBytes. again says
 // that windows were deleted and the folder is still too large; only the last round reports a
 // store that cannot be brought under the limit.
-func (p *Pebble) retainSizeRound(ctx context.Context, pick windowPick, last bool) (again bool, _ error) {
+func (p *Store) retainSizeRound(ctx context.Context, pick windowPick, last bool) (again bool, _ error) {
 	limit := uint64(p.cfg.MaxBytes)
 	usage, err := p.diskUsage(false)
 	if err == nil && usage > limit {
@@ -236,7 +236,7 @@ func (p *Pebble) retainSizeRound(ctx context.Context, pick windowPick, last bool
 		mctx := context.WithoutCancel(ctx)
 		p.deletedWindows.Add(mctx, done.windows, p.bySize)
 		p.deletedSpans.Add(mctx, done.spans, p.bySize)
-		p.logger.Info("store retention deleted oldest windows", "reason", ReasonSize, "windows", done.windows, "spans", done.spans,
+		p.logger.Info("store retention deleted oldest windows", "reason", reasonSize, "windows", done.windows, "spans", done.spans,
 			"newestDeleted", query.UnixTime(done.last), "futureWindows", len(done.future), "sizeBytes", usage, "maxBytes", limit)
 	}
 	if loopErr != nil {
@@ -269,7 +269,7 @@ func (p *Pebble) retainSizeRound(ctx context.Context, pick windowPick, last bool
 
 // diskUsage returns the disk space of the store's folder as du counts it, after flushing the
 // memtable if flush is set (and the disk allows it).
-func (p *Pebble) diskUsage(flush bool) (uint64, error) {
+func (p *Store) diskUsage(flush bool) (uint64, error) {
 	if flush {
 		if err := p.diskFlush(); err != nil {
 			return 0, err
@@ -286,7 +286,7 @@ func (p *Pebble) diskUsage(flush bool) (uint64, error) {
 }
 
 // leavingBytes is the size of the obsolete and zombie tables not yet deleted.
-func (p *Pebble) leavingBytes() uint64 {
+func (p *Store) leavingBytes() uint64 {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.usable() != nil {
@@ -297,7 +297,7 @@ func (p *Pebble) leavingBytes() uint64 {
 }
 
 // diskFlush flushes the memtable unless the disk cannot take it now.
-func (p *Pebble) diskFlush() error {
+func (p *Store) diskFlush() error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
@@ -331,7 +331,7 @@ type windowPick struct {
 // deleteOldestWindow deletes the window oldestWindow picks. Spans of older windows without
 // index entries go with an oldest window. Finding and measuring the window happens while writes
 // go on; only the deletion itself excludes them.
-func (p *Pebble) deleteOldestWindow(ctx context.Context, pick windowPick) (deletion, error) {
+func (p *Store) deleteOldestWindow(ctx context.Context, pick windowPick) (deletion, error) {
 	d, err := p.oldestWindow(ctx, pick)
 	if err != nil || !d.deleted {
 		return d, err
@@ -413,7 +413,7 @@ func (p *Pebble) deleteOldestWindow(ctx context.Context, pick windowPick) (delet
 // this clock: an event stamped up to MaxFutureSkew ahead must not cost the data of the present),
 // else the oldest window unless it is the current one. The current window is the newest starting
 // at or before pick.now, or the oldest window when all start after it.
-func (p *Pebble) oldestWindow(ctx context.Context, pick windowPick) (deletion, error) {
+func (p *Store) oldestWindow(ctx context.Context, pick windowPick) (deletion, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
@@ -479,7 +479,7 @@ func (p *Pebble) oldestWindow(ctx context.Context, pick windowPick) (deletion, e
 
 // compactRange compacts the span and window keys of windows from (0: the first) through to,
 // so that deleted data leaves the disk.
-func (p *Pebble) compactRange(ctx context.Context, from, to int64) error {
+func (p *Store) compactRange(ctx context.Context, from, to int64) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.writable(true); err != nil {

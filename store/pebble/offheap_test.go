@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // one kept for reuse), a third while a flush is slow.
 func TestPebbleMemoryOutsideHeapWithDefaults(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	peak := uint64(0)
 	for i := range 64 {
 		obj := ref("c1", "", "pods", "default", fmt.Sprintf("pod-%d", i))

@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"bufio"
@@ -22,21 +22,22 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store/internal/query"
+	"github.com/kelemetry/kelemetry/store/internal/storetest"
 	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
-func openTestPebble(t testing.TB, cfg PebbleConfig, mp *sdkmetric.MeterProvider) *Pebble {
+func openTestPebble(t testing.TB, cfg Config, mp *sdkmetric.MeterProvider) *Store {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
-	var p *Pebble
+	var p *Store
 	var err error
 	if mp == nil {
-		p, err = OpenPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
+		p, err = Open(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
 	} else {
-		p, err = OpenPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler), MeterProvider: mp})
+		p, err = Open(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler), MeterProvider: mp})
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.close()) })
@@ -58,17 +59,17 @@ func TestPebbleReopenKeepsData(t *testing.T) {
 	root := objectSpan(withUID, t0)
 	ev := eventSpan(obj, t0, "a", time.Minute)
 
-	p, err := OpenPebble(ctx, PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	p, err := Open(ctx, Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{root, ev}))
 	require.NoError(t, p.close())
 	require.NoError(t, p.close(), "second close")
 	_, err = p.GetTrace(ctx, root.TraceID)
-	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, p.Export(ctx, []*aggregator.Span{ev}), ErrClosed)
-	require.ErrorIs(t, p.Start(ctx), ErrClosed)
+	require.ErrorIs(t, err, query.ErrClosed)
+	require.ErrorIs(t, p.Export(ctx, []*aggregator.Span{ev}), query.ErrClosed)
+	require.ErrorIs(t, p.Start(ctx), query.ErrClosed)
 
-	p = openTestPebble(t, PebbleConfig{Dir: dir}, nil)
+	p = openTestPebble(t, Config{Dir: dir}, nil)
 	got, err := p.GetTrace(ctx, root.TraceID)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
@@ -77,7 +78,7 @@ func TestPebbleReopenKeepsData(t *testing.T) {
 
 	// A new event after the restart must not replace the object from the object span.
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{eventSpan(obj, t0, "b", 2*time.Minute)}))
-	res, err := p.FindObjects(ctx, ObjectQuery{})
+	res, err := p.FindObjects(ctx, query.ObjectQuery{})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	assert.Equal(t, withUID, res[0].Object)
@@ -88,29 +89,29 @@ func TestPebbleReopenKeepsData(t *testing.T) {
 }
 
 func TestPebbleConfig(t *testing.T) {
-	assert.Error(t, PebbleConfig{}.Validate(), "dir is required")
-	assert.NoError(t, PebbleConfig{Dir: "x"}.Validate())
-	assert.Error(t, PebbleConfig{Dir: "x", MaxBytes: -1}.Validate())
-	assert.Error(t, PebbleConfig{Dir: "x", MaxAge: -time.Hour}.Validate())
+	assert.Error(t, Config{}.Validate(), "dir is required")
+	assert.NoError(t, Config{Dir: "x"}.Validate())
+	assert.Error(t, Config{Dir: "x", MaxBytes: -1}.Validate())
+	assert.Error(t, Config{Dir: "x", MaxAge: -time.Hour}.Validate())
 	// Below the documented minimum: refused in one line, not an error logged at every check.
-	err := PebbleConfig{Dir: "x", MaxBytes: 16 << 20}.Validate()
+	err := Config{Dir: "x", MaxBytes: 16 << 20}.Validate()
 	require.Error(t, err)
 	assert.Equal(t, "store: maxBytes 16777216 is below the minimum of 67108864 (64 MiB)", err.Error())
-	assert.Error(t, PebbleConfig{Dir: "x", MaxBytes: MinMaxBytes - 1}.Validate())
-	assert.NoError(t, PebbleConfig{Dir: "x", MaxBytes: MinMaxBytes}.Validate())
-	_, err = OpenPebble(context.Background(), PebbleConfig{Dir: t.TempDir(), MaxBytes: 1 << 20}, 0, telemetry.Settings{})
+	assert.Error(t, Config{Dir: "x", MaxBytes: minMaxBytes - 1}.Validate())
+	assert.NoError(t, Config{Dir: "x", MaxBytes: minMaxBytes}.Validate())
+	_, err = Open(context.Background(), Config{Dir: t.TempDir(), MaxBytes: 1 << 20}, 0, telemetry.Settings{})
 	assert.ErrorContains(t, err, "below the minimum")
-	c := PebbleConfig{Dir: "x"}.WithDefaults()
-	assert.Equal(t, DefaultMaxAge, c.MaxAge)
-	assert.Equal(t, int64(DefaultMaxBytes), c.MaxBytes)
-	assert.Equal(t, DefaultCheckInterval, c.CheckInterval)
-	_, err = OpenPebble(context.Background(), PebbleConfig{}, 0, telemetry.Settings{})
+	c := Config{Dir: "x"}.withDefaults()
+	assert.Equal(t, defaultMaxAge, c.MaxAge)
+	assert.Equal(t, int64(defaultMaxBytes), c.MaxBytes)
+	assert.Equal(t, defaultCheckInterval, c.CheckInterval)
+	_, err = Open(context.Background(), Config{}, 0, telemetry.Settings{})
 	assert.Error(t, err)
 }
 
 func TestPebbleStartStop(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{CheckInterval: time.Millisecond}, nil)
+	p := openTestPebble(t, Config{CheckInterval: time.Millisecond}, nil)
 	require.NoError(t, p.stopRetention(ctx), "stop without start")
 	require.NoError(t, p.Start(ctx))
 	require.NoError(t, p.Start(ctx), "second start")
@@ -119,7 +120,7 @@ func TestPebbleStartStop(t *testing.T) {
 	require.NoError(t, p.Start(ctx), "restart")
 	require.NoError(t, p.Stop(ctx), "Stop ends the loop and closes the store")
 	require.NoError(t, p.Stop(ctx), "second Stop")
-	require.ErrorIs(t, p.Start(ctx), ErrClosed, "no start after Stop")
+	require.ErrorIs(t, p.Start(ctx), query.ErrClosed, "no start after Stop")
 }
 
 // windowSpans writes n event spans of about size bytes each (incompressible) into one object's
@@ -145,7 +146,7 @@ func windowSpansFrom(obj aggregator.ObjectRef, w time.Time, first, n, size int) 
 func TestPebbleAgeRetention(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	p := openTestPebble(t, PebbleConfig{MaxAge: time.Hour}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	p := openTestPebble(t, Config{MaxAge: time.Hour}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	obj := ref("c", "", "pods", "ns", "p")
 	other := ref("c", "", "pods", "ns", "q")
 	var windows []time.Time
@@ -162,38 +163,38 @@ func TestPebbleAgeRetention(t *testing.T) {
 	for i, w := range windows {
 		_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), w))
 		if i < 2 {
-			assert.ErrorIs(t, err, ErrNotFound, "window %d", i)
+			assert.ErrorIs(t, err, query.ErrNotFound, "window %d", i)
 		} else {
 			assert.NoError(t, err, "window %d", i)
 		}
 	}
-	res, err := p.FindObjects(ctx, ObjectQuery{})
+	res, err := p.FindObjects(ctx, query.ObjectQuery{})
 	require.NoError(t, err)
 	require.Len(t, res, 2)
 	assert.Len(t, res[0].Windows, 3)
 	assert.Equal(t, windows[2], res[0].Windows[0].Window)
-	assert.Equal(t, int64(2), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonAge))
-	assert.Equal(t, int64(6), metricValue(t, reader, "kelemetry.store.retention.deleted.spans", ReasonAge))
-	assert.Equal(t, int64(0), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
+	assert.Equal(t, int64(2), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonAge))
+	assert.Equal(t, int64(6), metricValue(t, reader, "kelemetry.store.retention.deleted.spans", reasonAge))
+	assert.Equal(t, int64(0), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonSize))
 	assert.Equal(t, int64(15), metricValue(t, reader, "kelemetry.store.spans.written", ""))
 	assert.Positive(t, metricValue(t, reader, "kelemetry.store.size", ""))
 
 	// A late span for a deleted window gets its index back, so retention finds it again.
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{eventSpan(obj, windows[0], "late", 0)}))
-	res, err = p.FindObjects(ctx, ObjectQuery{Name: "p", To: windows[0]})
+	res, err = p.FindObjects(ctx, query.ObjectQuery{Name: "p", To: windows[0]})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	require.NoError(t, p.retain(ctx, now))
-	res, err = p.FindObjects(ctx, ObjectQuery{Name: "p", To: windows[0]})
+	res, err = p.FindObjects(ctx, query.ObjectQuery{Name: "p", To: windows[0]})
 	require.NoError(t, err)
 	assert.Empty(t, res)
-	assert.Equal(t, int64(3), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonAge))
+	assert.Equal(t, int64(3), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonAge))
 }
 
 func TestPebbleSizeRetention(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	p := openTestPebble(t, PebbleConfig{}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	p := openTestPebble(t, Config{}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	obj := ref("c", "", "pods", "ns", "p")
 	const perWindow = 40 * 4096
 	var windows []time.Time
@@ -211,7 +212,7 @@ func TestPebbleSizeRetention(t *testing.T) {
 		for _, w := range windows {
 			_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), w))
 			if err != nil {
-				require.ErrorIs(t, err, ErrNotFound)
+				require.ErrorIs(t, err, query.ErrNotFound)
 			}
 			out = append(out, err == nil)
 		}
@@ -232,8 +233,8 @@ func TestPebbleSizeRetention(t *testing.T) {
 	for i := deleted; i < len(got); i++ {
 		assert.True(t, got[i], "oldest first: window %d kept: %v", i, got)
 	}
-	assert.Equal(t, int64(deleted), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
-	assert.Equal(t, int64(deleted*41), metricValue(t, reader, "kelemetry.store.retention.deleted.spans", ReasonSize))
+	assert.Equal(t, int64(deleted), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonSize))
+	assert.Equal(t, int64(deleted*41), metricValue(t, reader, "kelemetry.store.retention.deleted.spans", reasonSize))
 	assert.Equal(t, int64(0), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""))
 
 	// A limit nothing can meet: everything but the newest window goes, and it is reported.
@@ -241,23 +242,23 @@ func TestPebbleSizeRetention(t *testing.T) {
 	require.NoError(t, p.retain(ctx, now))
 	assert.Equal(t, []bool{false, false, false, false, false, true}, present())
 	assert.Equal(t, int64(1), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""))
-	assert.Equal(t, int64(5), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
+	assert.Equal(t, int64(5), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonSize))
 	require.NoError(t, p.retain(ctx, now))
 	assert.Equal(t, int64(2), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""), "reported on every check")
 }
 
 func TestPebbleFatal(t *testing.T) {
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	pebbleLogger{logger: p.logger, failed: &p.failed}.Fatalf("disk on fire: %d", 1)
 	err := p.Export(context.Background(), []*aggregator.Span{objectSpan(ref("c", "", "pods", "ns", "p"), t0)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "disk on fire: 1")
-	assert.False(t, errors.Is(err, ErrClosed))
+	assert.False(t, errors.Is(err, query.ErrClosed))
 }
 
 func TestPebbleConcurrentWritesReadsAndRetention(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{MaxAge: time.Hour}, nil)
+	p := openTestPebble(t, Config{MaxAge: time.Hour}, nil)
 	obj := ref("c", "", "pods", "ns", "p")
 	const windows = 20
 	done := make(chan struct{})
@@ -280,7 +281,7 @@ func TestPebbleConcurrentWritesReadsAndRetention(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := p.FindObjects(ctx, ObjectQuery{}); err != nil {
+			if _, err := p.FindObjects(ctx, query.ObjectQuery{}); err != nil {
 				errs <- err
 				return
 			}
@@ -299,7 +300,7 @@ func TestPebbleConcurrentWritesReadsAndRetention(t *testing.T) {
 	}
 	require.NoError(t, <-errs)
 	require.NoError(t, p.retain(ctx, t0.Add((windows-2)*win+time.Hour)))
-	res, err := p.FindObjects(ctx, ObjectQuery{})
+	res, err := p.FindObjects(ctx, query.ObjectQuery{})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	assert.Len(t, res[0].Windows, 2)
@@ -333,7 +334,7 @@ func TestPebbleLockedFolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "holding\n", line)
 
-	_, err = OpenPebble(context.Background(), PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	_, err = Open(context.Background(), Config{Dir: dir}, 0, telemetry.Settings{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "another Kelemetry process")
 }
@@ -345,7 +346,7 @@ func TestPebbleLockHolder(t *testing.T) {
 	if dir == "" {
 		t.Skip("only as TestPebbleLockedFolder's helper process")
 	}
-	p, err := OpenPebble(context.Background(), PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	p, err := Open(context.Background(), Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	defer p.close()
 	fmt.Println("holding")
@@ -358,8 +359,8 @@ func TestPebbleLockHolder(t *testing.T) {
 // for each; and one span's slices never share room with another's.
 func TestPebbleGetTracesAgreesWithGetTrace(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
-	var ws []ObjectWindow
+	p := openTestPebble(t, Config{}, nil)
+	var ws []query.ObjectWindow
 	for o := range 4 * minReadPart / 3 { // four parts' worth of windows (as many parts as cores)
 		obj := ref("c1", "", "pods", "ns", fmt.Sprintf("p%02d", o))
 		for w := range 3 {
@@ -379,12 +380,12 @@ func TestPebbleGetTracesAgreesWithGetTrace(t *testing.T) {
 		}
 		for w := range 3 {
 			start := t0.Add(time.Duration(w) * win)
-			ws = append(ws, ObjectWindow{Window: start, TraceID: aggregator.TraceIDFor(obj.Key(), start)})
+			ws = append(ws, query.ObjectWindow{Window: start, TraceID: aggregator.TraceIDFor(obj.Key(), start)})
 		}
 	}
 	r := mrand.New(mrand.NewPCG(1, 2))
 	r.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
-	var again []ObjectWindow // windows with a trace, asked for twice or three times
+	var again []query.ObjectWindow // windows with a trace, asked for twice or three times
 	for _, w := range ws {
 		if _, err := p.GetTrace(ctx, w.TraceID); err == nil && len(again) < 3 {
 			again = append(again, w)
@@ -397,7 +398,7 @@ func TestPebbleGetTracesAgreesWithGetTrace(t *testing.T) {
 	nonEmpty := 0
 	for i, w := range ws {
 		want, err := p.GetTrace(ctx, w.TraceID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, query.ErrNotFound) {
 			assert.Empty(t, got[i], "window %d has no trace", i)
 			continue
 		}
@@ -424,7 +425,7 @@ func TestPebbleGetTracesAgreesWithGetTrace(t *testing.T) {
 // looks them up in one part or in several at once; names that are prefixes of others stay apart.
 func TestPebbleFindExact(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	var keys []aggregator.ObjectKey
 	for i := range 300 {
 		obj := ref("c", "", "pods", "ns", fmt.Sprintf("p%d", i)) // p1 is a prefix of p10..p19, p100..
@@ -463,5 +464,25 @@ func TestPebbleFindExact(t *testing.T) {
 	assert.Equal(t, "new", got[0].Object.UID)
 	require.NoError(t, p.close())
 	_, err = p.FindExact(ctx, []aggregator.ObjectKey{one}, t0, t0.Add(3*win))
-	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, err, query.ErrClosed)
 }
+
+func TestPebble(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return openTestPebble(t, Config{}, nil) }, storetest.Limits{})
+}
+
+func TestPebbleSearch(t *testing.T) {
+	storetest.RunSearch(t, func(t *testing.T) storetest.Store { return openTestPebble(t, Config{}, nil) }, storetest.Limits{})
+}
+
+// The span builders of the shared suites.
+var (
+	t0         = storetest.T0
+	ref        = storetest.Ref
+	objectSpan = storetest.ObjectSpan
+	eventSpan  = storetest.EventSpan
+	export     = storetest.Export
+	keys       = storetest.Keys
+)
+
+const win = storetest.Win

@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // A window stamped far in the future (an event dated 2262) must not take the place of the real
@@ -17,7 +18,7 @@ import (
 func TestPebbleRetentionFutureWindow(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	p := openTestPebble(t, PebbleConfig{MaxAge: 24 * time.Hour},
+	p := openTestPebble(t, Config{MaxAge: 24 * time.Hour},
 		sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	obj := ref("c", "", "pods", "ns", "p")
 	var windows []time.Time
@@ -36,7 +37,7 @@ func TestPebbleRetentionFutureWindow(t *testing.T) {
 	present := func(w time.Time) bool {
 		_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), w))
 		if err != nil {
-			require.ErrorIs(t, err, ErrNotFound)
+			require.ErrorIs(t, err, query.ErrNotFound)
 		}
 		return err == nil
 	}
@@ -48,7 +49,7 @@ func TestPebbleRetentionFutureWindow(t *testing.T) {
 		assert.True(t, present(w), "window %d kept", i)
 	}
 	assert.True(t, present(near), "a window within maxFutureSkew is kept")
-	assert.Equal(t, int64(1), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonAge))
+	assert.Equal(t, int64(1), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonAge))
 
 	// A future window written again, and a limit nothing can meet: the current window survives;
 	// the future one, the one dated ahead within the skew and the older ones do not.
@@ -70,7 +71,7 @@ func TestPebbleRetentionFutureWindow(t *testing.T) {
 func TestPebbleSizeRetentionKeepsCurrentOverAheadWindow(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	p := openTestPebble(t, PebbleConfig{MaxAge: 365 * 24 * time.Hour}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	p := openTestPebble(t, Config{MaxAge: 365 * 24 * time.Hour}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	obj := ref("c", "", "pods", "ns", "p")
 	current := t0.Add(2 * win)
 	now := current.Add(10 * time.Minute)
@@ -92,9 +93,9 @@ func TestPebbleSizeRetentionKeepsCurrentOverAheadWindow(t *testing.T) {
 	assert.Len(t, got, 2001, "with all its spans")
 	for _, w := range []time.Time{t0, tomorrow} {
 		_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), w))
-		assert.ErrorIs(t, err, ErrNotFound, "window %s deleted for size", w)
+		assert.ErrorIs(t, err, query.ErrNotFound, "window %s deleted for size", w)
 	}
-	assert.Equal(t, int64(2), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
+	assert.Equal(t, int64(2), metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonSize))
 	assert.Equal(t, int64(1), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""),
 		"the current window alone is over the limit: reported, not deleted")
 }
@@ -104,7 +105,7 @@ func TestPebbleSizeRetentionKeepsCurrentOverAheadWindow(t *testing.T) {
 // before now, the oldest window is the current one.
 func TestPebbleSizeRetentionOrder(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	obj := ref("c", "", "pods", "ns", "p")
 	now := t0.Add(3*win + time.Minute)
 	old, current := t0, t0.Add(2*win) // nothing yet in the window holding now: current is the newest before it
@@ -113,7 +114,7 @@ func TestPebbleSizeRetentionOrder(t *testing.T) {
 	for _, w := range []time.Time{old, current, ahead1, ahead2, future} {
 		require.NoError(t, p.Export(ctx, windowSpans(obj, w, 1, 16)))
 	}
-	pick := windowPick{limit: futureLimit(now, DefaultMaxFutureSkew), now: now.UnixNano(), size: true}
+	pick := windowPick{limit: futureLimit(now, defaultMaxFutureSkew), now: now.UnixNano(), size: true}
 	for _, want := range []time.Time{future, ahead2, ahead1, old} {
 		d, err := p.deleteOldestWindow(ctx, pick)
 		require.NoError(t, err)
@@ -142,12 +143,12 @@ func TestPebbleSizeRetentionOrder(t *testing.T) {
 // steps) never protects a future window either.
 func TestPebbleOldestWindowIgnoresFutureAsNewest(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	obj := ref("c", "", "pods", "ns", "p")
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 1, 16)))
 	future := aggregator.WindowStart(time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC), win)
 	require.NoError(t, p.Export(ctx, windowSpans(obj, future, 1, 16)))
-	limit := t0.Add(DefaultMaxFutureSkew).UnixNano()
+	limit := t0.Add(defaultMaxFutureSkew).UnixNano()
 	d, err := p.oldestWindow(ctx, windowPick{limit: limit, now: t0.UnixNano(), size: true})
 	require.NoError(t, err)
 	require.True(t, d.deleted)

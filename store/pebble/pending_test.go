@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
-func pendingLen(p *Pebble) int {
+func pendingLen(p *Store) int {
 	p.pending.mu.Lock()
 	defer p.pending.mu.Unlock()
 	return len(p.pending.spans)
@@ -19,7 +20,7 @@ func pendingLen(p *Pebble) int {
 
 // storedSpans counts the span entries in the database itself, past the pending spans and the
 // reads that commit them.
-func storedSpans(t *testing.T, p *Pebble) int {
+func storedSpans(t *testing.T, p *Store) int {
 	t.Helper()
 	n := 0
 	it, err := p.db.NewIter(nil)
@@ -38,7 +39,7 @@ func storedSpans(t *testing.T, p *Pebble) int {
 // committed at once (after the spans before it).
 func TestPebblePendingSpansAreCommitted(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	p.pending.delay = time.Hour
 	obj := ref("c", "", "pods", "ns", "p")
 	tid := aggregator.TraceIDFor(obj.Key(), t0)
@@ -89,7 +90,7 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 	ctx := context.Background()
 	ffs := newFaultFS()
 	dir := t.TempDir()
-	p := openFaultPebble(t, PebbleConfig{Dir: dir, MaxAge: time.Hour, MaxBytes: 64 << 20}, ffs)
+	p := openFaultPebble(t, Config{Dir: dir, MaxAge: time.Hour, MaxBytes: 64 << 20}, ffs)
 	p.pending.delay = time.Hour
 	obj := ref("c", "", "pods", "ns", "p")
 	tid := aggregator.TraceIDFor(obj.Key(), t0)
@@ -98,11 +99,11 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 	ffs.full.Store(true)
 	time.Sleep(2 * spaceRecheck)
 	err := p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 1024))
-	require.ErrorIs(t, err, ErrUnavailable, "refused whole")
-	require.ErrorIs(t, p.Sync(ctx), ErrUnavailable, "the pending spans could not be committed")
+	require.ErrorIs(t, err, query.ErrUnavailable, "refused whole")
+	require.ErrorIs(t, p.Sync(ctx), query.ErrUnavailable, "the pending spans could not be committed")
 	assert.Equal(t, 5, pendingLen(p), "and stay pending")
 	_, err = p.GetTrace(ctx, tid)
-	require.ErrorIs(t, err, ErrNotFound, "reads go on without them")
+	require.ErrorIs(t, err, query.ErrNotFound, "reads go on without them")
 	assert.Equal(t, 5, pendingLen(p))
 
 	ffs.full.Store(false)
@@ -116,7 +117,7 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 
 	require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, 10, 3, 1024)[1:]))
 	require.NoError(t, p.close())
-	q := openTestPebble(t, PebbleConfig{Dir: dir}, nil)
+	q := openTestPebble(t, Config{Dir: dir}, nil)
 	got, err = q.GetTrace(ctx, tid)
 	require.NoError(t, err)
 	assert.Len(t, got, 8, "Close committed the pending spans")
@@ -127,7 +128,7 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 // commit of the spans around it.
 func TestPebbleLargeExportKeepsTheCallersSlice(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	obj := ref("c", "", "pods", "ns", "p")
 	spans := windowSpans(obj, t0, 99, 16)
 	orig := append([]*aggregator.Span(nil), spans...)
@@ -144,7 +145,7 @@ func TestPebbleLargeExportKeepsTheCallersSlice(t *testing.T) {
 // dropping them quietly.
 func TestPebbleCloseReportsUncommittedSpans(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil)
+	p := openTestPebble(t, Config{}, nil)
 	p.pending.delay = time.Hour
 	obj := ref("c", "", "pods", "ns", "p")
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 2, 16)))

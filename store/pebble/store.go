@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"bytes"
@@ -32,22 +32,22 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Pebble is the persistent Store, a Pebble database under PebbleConfig.Dir.
+// Store is the embedded store.Store, a Pebble database under Config.Dir.
 //
 // Durability: every Export is atomic and is written to the write-ahead log without an fsync
 // (pebble.NoSync). Export returns once its spans are pending (see pendingSpans): they are
 // committed, with the spans of the Exports around them, within pendingDelay, and before any read,
-// Sync, retention delete or Close; Pebble writes the log in the background. So a process crash
+// Sync, retention delete or Stop; Pebble writes the log in the background. So a process crash
 // (kill -9) or a power loss may lose the most recent Exports. Sync commits the pending spans and
 // writes and syncs the log up to now; the durable audit queue calls it before it marks events
-// handled, so that they are replayed if their spans did not reach the disk. Close flushes the
+// handled, so that they are replayed if their spans did not reach the disk. Stop flushes the
 // memtable to disk and syncs.
 //
 // Start runs the retention loop, which deletes whole windows older than MaxAge and, while the
 // database is larger than MaxBytes, windows dated after the current one, then the oldest
 // windows; it runs once per CheckInterval, and sooner when the disk is nearly full.
-type Pebble struct {
-	cfg    PebbleConfig
+type Store struct {
+	cfg    Config
 	window time.Duration
 	logger *slog.Logger
 	db     *pebble.DB
@@ -74,7 +74,7 @@ type Pebble struct {
 	stuckOver   atomic.Bool               // the last size check could not get under MaxBytes
 
 	// mu is held shared by writes and reads, exclusively by retention deletes, reopening and
-	// Close.
+	// close.
 	mu       sync.RWMutex
 	closed   bool
 	readOnly string // why the database is open read-only; empty when writable
@@ -128,8 +128,8 @@ type encoder struct {
 
 // Retention reasons, the value of the "reason" attribute of the retention counters.
 const (
-	ReasonAge  = "age"
-	ReasonSize = "size"
+	reasonAge  = "age"
+	reasonSize = "size"
 )
 
 var versionKey = []byte("mversion")
@@ -148,14 +148,14 @@ const diskSlowThreshold = 5 * time.Second
 
 const meterName = "github.com/kelemetry/kelemetry/store"
 
-// OpenPebble opens or creates the database in cfg.Dir for traces of window length w. Call Start
-// to run retention and Close when done.
-func OpenPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel telemetry.Settings) (*Pebble, error) {
+// Open opens or creates the database in cfg.Dir for traces of window length w. Call Start
+// to run retention and Stop when done.
+func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Settings) (*Store, error) {
 	return openPebble(ctx, cfg, w, tel, vfs.Default)
 }
 
-// openPebble is OpenPebble on the filesystem base (tests inject faults with it).
-func openPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel telemetry.Settings, base vfs.FS) (*Pebble, error) {
+// openPebble is Open on the filesystem base (tests inject faults with it).
+func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Settings, base vfs.FS) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -163,8 +163,8 @@ func openPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	explicitMaxBytes := cfg.MaxBytes != 0
-	cfg = cfg.WithDefaults()
-	p := &Pebble{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
+	cfg = cfg.withDefaults()
+	p := &Store{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
 	p.bufs.New = func() any { return &encoder{} }
 	index, err := lru.New[indexKey, uint64](max(cfg.IndexCacheSize, 1))
 	if err != nil {
@@ -206,7 +206,7 @@ func openPebble(ctx context.Context, cfg PebbleConfig, w aggregator.Window, tel 
 
 // options are the Pebble options of the database, sized for MaxBytes. Open takes its own
 // reference to cache: unref it after Open.
-func (p *Pebble) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
+func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 	return &pebble.Options{
 		FS:                 p.fs,
 		Cache:              cache,
@@ -233,7 +233,7 @@ func (p *Pebble) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 
 // backgroundError logs a failed flush or compaction, at most once per 10 seconds (Pebble
 // retries them).
-func (p *Pebble) backgroundError(err error) {
+func (p *Store) backgroundError(err error) {
 	now := time.Now().UnixNano()
 	last := p.lastBgLog.Load()
 	if now-last < int64(10*time.Second) || !p.lastBgLog.CompareAndSwap(last, now) {
@@ -242,7 +242,7 @@ func (p *Pebble) backgroundError(err error) {
 	p.logger.Error("store background flush or compaction failed (retried)", "component", "pebble", "error", err)
 }
 
-func (p *Pebble) checkVersion() error {
+func (p *Store) checkVersion() error {
 	v, closer, err := p.db.Get(versionKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound) && p.readOnly != "":
@@ -274,15 +274,15 @@ func (p *Pebble) checkVersion() error {
 	}
 }
 
-func (p *Pebble) initMetrics(tel telemetry.Settings) error {
+func (p *Store) initMetrics(tel telemetry.Settings) error {
 	m := tel.Meter(meterName)
 	p.written = m.FixedCounter("kelemetry.store.spans.written", "Spans written to the store.", "{span}")
 	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per failed commit of spans, which may hold the spans of several Export calls).", "{error}")
 	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason.", "{window}")
 	p.deletedSpans = m.Counter("kelemetry.store.retention.deleted.spans", "Spans deleted by retention, by reason.", "{span}")
 	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}")
-	p.byAge = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonAge)))
-	p.bySize = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonSize)))
+	p.byAge = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonAge)))
+	p.bySize = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonSize)))
 	p.sizeReg = m.Gauge("kelemetry.store.size", "Disk space used by the store: every file in its folder, as du counts it.", "By", func() (int64, bool) {
 		p.mu.RLock()
 		closed := p.closed
@@ -297,15 +297,15 @@ func (p *Pebble) initMetrics(tel telemetry.Settings) error {
 }
 
 // usable reports why the store cannot be used; call with mu held.
-func (p *Pebble) usable() error {
+func (p *Store) usable() error {
 	if p.closed {
-		return ErrClosed
+		return query.ErrClosed
 	}
 	if msg := p.failed.Load(); msg != nil {
 		return fmt.Errorf("pebble failed: %s", *msg)
 	}
 	if p.db == nil {
-		return fmt.Errorf("%w: the database could not be reopened after a disk fault", ErrUnavailable)
+		return fmt.Errorf("%w: the database could not be reopened after a disk fault", query.ErrUnavailable)
 	}
 	return nil
 }
@@ -314,7 +314,7 @@ func (p *Pebble) usable() error {
 // call are committed in one batch (with those of other calls): all or none. It returns once they
 // are pending; a failure to commit the pending spans is returned by the Export (or Sync) that
 // needed their room, and leaves them pending.
-func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
+func (p *Store) Export(ctx context.Context, spans []*aggregator.Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
@@ -360,7 +360,7 @@ func (p *Pebble) Export(ctx context.Context, spans []*aggregator.Span) error {
 // costs about as much as encoding it (the commit queue, the log writer's wake-up, the memtable's
 // publication). So Export leaves its spans pending, and they are committed together: when the
 // next Export would take them past maxPendingSpans, pendingDelay after the first of them, and
-// before every read, Sync, retention delete and Close. (The all-in-one, bulk fixture: about 5%
+// before every read, Sync, retention delete and Stop. (The all-in-one, bulk fixture: about 5%
 // less CPU per event.)
 const (
 	maxPendingSpans   = 64
@@ -382,7 +382,7 @@ type pendingSpans struct {
 
 // commitPending commits the pending spans in one batch; on an error they stay pending. Call with
 // p.mu (shared or not) and p.pending.mu held.
-func (p *Pebble) commitPending() error {
+func (p *Store) commitPending() error {
 	pd := &p.pending
 	if len(pd.spans) == 0 {
 		pd.failed = nil
@@ -399,7 +399,7 @@ func (p *Pebble) commitPending() error {
 }
 
 // commit writes spans in one batch; call with p.mu held (shared or not).
-func (p *Pebble) commit(spans []*aggregator.Span) error {
+func (p *Store) commit(spans []*aggregator.Span) error {
 	if err := p.writable(false); err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func (p *Pebble) commit(spans []*aggregator.Span) error {
 }
 
 // commitPendingNow commits the pending spans; call with p.mu held (shared or not).
-func (p *Pebble) commitPendingNow() error {
+func (p *Store) commitPendingNow() error {
 	p.pending.mu.Lock()
 	defer p.pending.mu.Unlock()
 	n := len(p.pending.spans)
@@ -424,7 +424,7 @@ func (p *Pebble) commitPendingNow() error {
 
 // commitPendingLater is the pending timer's function. A failed commit is tried again after
 // pendingRetryDelay (and by the next Export that needs the room, read or Sync).
-func (p *Pebble) commitPendingLater() {
+func (p *Store) commitPendingLater() {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
@@ -441,7 +441,7 @@ func (p *Pebble) commitPendingLater() {
 
 // readable is usable, after committing the pending spans so that a read sees every Export that
 // returned before it; when that commit fails, the read sees what is stored. Call with mu held.
-func (p *Pebble) readable() error {
+func (p *Store) readable() error {
 	if err := p.usable(); err != nil {
 		return err
 	}
@@ -451,7 +451,7 @@ func (p *Pebble) readable() error {
 	return nil
 }
 
-func (p *Pebble) write(spans []*aggregator.Span) error {
+func (p *Store) write(spans []*aggregator.Span) error {
 	enc := p.bufs.Get().(*encoder)
 	defer func() {
 		enc.pend = enc.pend[:0]
@@ -483,7 +483,7 @@ func (p *Pebble) write(spans []*aggregator.Span) error {
 // writeIndex adds the index entries of sp's trace to b unless they were written before. The
 // object reference of a window is the one of its latest object span, or of its first span
 // until an object span arrives.
-func (p *Pebble) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
+func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
 	ik := indexKey{tid: sp.TraceID, window: w}
 	isObject := sp.Kind == aggregator.KindObject
 	var h uint64
@@ -543,7 +543,7 @@ func (p *Pebble) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, 
 }
 
 // setObjectRef writes the 'o' entry of sp's trace; enc.obj holds the object string afterwards.
-func (p *Pebble) setObjectRef(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
+func (p *Store) setObjectRef(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
 	enc.obj = appendObjectString(enc.obj[:0], &sp.Object)
 	enc.key = appendObjectKey(enc.key[:0], enc.obj, w, sp.TraceID)
 	enc.val = appendRefValue(enc.val[:0], &sp.Object)
@@ -553,8 +553,8 @@ func (p *Pebble) setObjectRef(b *pebble.Batch, enc *encoder, sp *aggregator.Span
 	return nil
 }
 
-// GetTrace implements Reader.
-func (p *Pebble) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
+// GetTrace implements store.Reader.
+func (p *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
@@ -592,15 +592,15 @@ func (p *Pebble) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.
 		}
 	}
 	if len(spans) == 0 {
-		return nil, fmt.Errorf("get trace %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("get trace %s: %w", id, query.ErrNotFound)
 	}
 	slices.SortFunc(spans, query.SpanLess)
 	return spans, nil
 }
 
-// GetTraces implements Reader. The windows are read in key order, by one iterator or, for a
+// GetTraces implements store.Reader. The windows are read in key order, by one iterator or, for a
 // large read, by one per part.
-func (p *Pebble) GetTraces(ctx context.Context, ws []ObjectWindow) ([][]*aggregator.Span, error) {
+func (p *Store) GetTraces(ctx context.Context, ws []query.ObjectWindow) ([][]*aggregator.Span, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
@@ -669,7 +669,7 @@ const (
 
 // readTraces reads the traces of keys[i] for i in order (ascending keys) into out[i], with one
 // iterator.
-func (p *Pebble) readTraces(ctx context.Context, keys [][]byte, order []int, out [][]*aggregator.Span) error {
+func (p *Store) readTraces(ctx context.Context, keys [][]byte, order []int, out [][]*aggregator.Span) error {
 	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte{prefixSpan}, UpperBound: []byte{prefixSpan + 1}})
 	if err != nil {
 		return fmt.Errorf("get traces: iterate: %w", err)
@@ -740,8 +740,8 @@ func (p *Pebble) readTraces(ctx context.Context, keys [][]byte, order []int, out
 	return nil
 }
 
-// FindObjects implements Reader.
-func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindows, error) {
+// FindObjects implements store.Reader.
+func (p *Store) FindObjects(ctx context.Context, q query.ObjectQuery) ([]query.ObjectWindows, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
@@ -783,7 +783,7 @@ func (p *Pebble) FindObjects(ctx context.Context, q ObjectQuery) ([]ObjectWindow
 }
 
 // windowHasEvent reports whether the trace tid of window w holds an event span match accepts.
-func (p *Pebble) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID, match *query.Matcher) (bool, error) {
+func (p *Store) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID, match *query.Matcher) (bool, error) {
 	lower := appendWindowKey([]byte(nil), w, tid)
 	lower[0] = prefixSpan
 	found := false
@@ -802,8 +802,8 @@ func (p *Pebble) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID,
 	return found, err
 }
 
-// FindTraces implements Reader.
-func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, error) {
+// FindTraces implements store.Reader.
+func (p *Store) FindTraces(ctx context.Context, q query.TraceQuery) ([]query.TraceRef, error) {
 	if err := query.ValidPrefix(q.IDPrefix); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
@@ -812,8 +812,8 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
 	}
-	match := query.NewMatcher(ObjectQuery{From: q.From, To: q.To}, p.window)
-	var out []TraceRef
+	match := query.NewMatcher(query.ObjectQuery{From: q.From, To: q.To}, p.window)
+	var out []query.TraceRef
 	lower := append([]byte{prefixTrace}, q.IDPrefix...)
 	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
 		k := it.Key()
@@ -826,7 +826,7 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 		}
 		var tid trace.TraceID
 		copy(tid[:], k[1:1+traceIDLen])
-		out = append(out, TraceRef{TraceID: tid, Window: query.UnixTime(w)})
+		out = append(out, query.TraceRef{TraceID: tid, Window: query.UnixTime(w)})
 		return true, nil
 	})
 	if err != nil {
@@ -844,7 +844,7 @@ func (p *Pebble) FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, erro
 }
 
 // traceObject reads the object reference of one trace through the window and object indexes.
-func (p *Pebble) traceObject(w int64, tid trace.TraceID) (aggregator.ObjectRef, error) {
+func (p *Store) traceObject(w int64, tid trace.TraceID) (aggregator.ObjectRef, error) {
 	obj, closer, err := p.db.Get(appendWindowKey(nil, w, tid))
 	if err != nil {
 		return aggregator.ObjectRef{}, fmt.Errorf("window index of %s: %w", tid, err)
@@ -859,8 +859,8 @@ func (p *Pebble) traceObject(w int64, tid trace.TraceID) (aggregator.ObjectRef, 
 	return decodeRefValue(v)
 }
 
-// Clusters implements Reader. It skips from one cluster to the next in the object index.
-func (p *Pebble) Clusters(ctx context.Context) ([]string, error) {
+// Clusters implements store.Reader. It skips from one cluster to the next in the object index.
+func (p *Store) Clusters(ctx context.Context) ([]string, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
@@ -894,7 +894,7 @@ func (p *Pebble) Clusters(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (p *Pebble) findObjects(ctx context.Context, match query.Matcher) ([]ObjectWindows, error) {
+func (p *Store) findObjects(ctx context.Context, match query.Matcher) ([]query.ObjectWindows, error) {
 	it, err := p.db.NewIterWithContext(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("iterate: %w", err)
@@ -909,13 +909,13 @@ func (p *Pebble) findObjects(ctx context.Context, match query.Matcher) ([]Object
 // FindExact implements ExactFinder: the keys are looked up in key order with one iterator per
 // part, the parts at once up to the cores there are. One FindObjects each would open (and
 // close) an iterator per object: the 1,000-pod Deployment tree looks up 1,000 Pods.
-func (p *Pebble) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]ObjectWindows, error) {
+func (p *Store) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from, to time.Time) ([]query.ObjectWindows, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
-	out := make([]ObjectWindows, len(keys))
+	out := make([]query.ObjectWindows, len(keys))
 	order := make([]int, len(keys))
 	for i := range order {
 		order[i] = i
@@ -962,7 +962,7 @@ const minFindPart = 64
 type findScratch struct{ lower, upper, cur, lastVal, seekBuf []byte }
 
 // findObjectsIn is findObjects with the iterator it, whose bounds it sets, and the buffers of sc.
-func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher, sc *findScratch) ([]ObjectWindows, error) {
+func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher, sc *findScratch) ([]query.ObjectWindows, error) {
 	// Narrow the scan to the leading fields the query fixes.
 	lower := append(sc.lower[:0], prefixObject)
 	for i, f := range [...]string{match.Q.Cluster, match.Q.Group, match.Q.Resource, match.Q.Namespace, match.Q.Name} {
@@ -984,17 +984,17 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 	}
 
 	var (
-		out     []ObjectWindows
+		out     []query.ObjectWindows
 		cur     = sc.cur // object string of the object being read
 		haveCur bool
-		windows []ObjectWindow
+		windows []query.ObjectWindow
 		lastVal = sc.lastVal // index value of its newest matching window
 		seekBuf = sc.seekBuf
 		steps   int
 	)
 	defer func() { sc.cur, sc.lastVal, sc.seekBuf = cur[:0], lastVal[:0], seekBuf[:0] }()
 	if match.Q.Exact && match.HasFrom && match.HasTo && match.Length > 0 {
-		windows = make([]ObjectWindow, 0, min((match.To-match.From)/match.Length+2, 64))
+		windows = make([]query.ObjectWindow, 0, min((match.To-match.From)/match.Length+2, 64))
 	}
 	finish := func() error {
 		if len(windows) == 0 {
@@ -1004,7 +1004,7 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 		if err != nil {
 			return fmt.Errorf("object %s: %w", cur, err)
 		}
-		out = append(out, ObjectWindows{Object: ref, Windows: windows})
+		out = append(out, query.ObjectWindows{Object: ref, Windows: windows})
 		windows = nil
 		return nil
 	}
@@ -1068,7 +1068,7 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 			lastVal = append(lastVal[:0], v...)
 			var tid trace.TraceID
 			copy(tid[:], key[len(key)-traceIDLen:])
-			windows = append(windows, ObjectWindow{Window: query.UnixTime(w), TraceID: tid})
+			windows = append(windows, query.ObjectWindow{Window: query.UnixTime(w), TraceID: tid})
 		}
 		valid = it.Next()
 	}
@@ -1084,7 +1084,7 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 }
 
 // scan calls fn for each key in [lower, upper) until fn returns false or an error.
-func (p *Pebble) scan(ctx context.Context, lower, upper []byte, fn func(*pebble.Iterator) (bool, error)) error {
+func (p *Store) scan(ctx context.Context, lower, upper []byte, fn func(*pebble.Iterator) (bool, error)) error {
 	it, err := p.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return fmt.Errorf("iterate: %w", err)
@@ -1106,9 +1106,9 @@ func (p *Pebble) scan(ctx context.Context, lower, upper []byte, fn func(*pebble.
 }
 
 // close stops retention, flushes the memtable and closes the database. Later calls return nil;
-// other methods return ErrClosed afterwards. On a full or failing disk the memtable is not
+// other methods return query.ErrClosed afterwards. On a full or failing disk the memtable is not
 // flushed (see disk.go); Stop bounds the time close may take.
-func (p *Pebble) close() error {
+func (p *Store) close() error {
 	stopErr := p.stopRetention(context.Background())
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -67,7 +68,7 @@ func (h *logRecorder) messages() []string {
 }
 
 // fakeClock makes p's clock (the retention loop's) the returned value, in Unix nanoseconds.
-func fakeClock(p *Pebble, start time.Time) *atomic.Int64 {
+func fakeClock(p *Store, start time.Time) *atomic.Int64 {
 	clock := &atomic.Int64{}
 	clock.Store(start.UnixNano())
 	p.now = func() time.Time { return time.Unix(0, clock.Load()) }
@@ -91,7 +92,7 @@ type fillResult struct {
 // fillStore writes events (an object span and an event span with 2 KiB of incompressible
 // attributes, about what one audit event with a diff stores) in consecutive windows of
 // o.perWindow events, with clock one minute into the window being written.
-func fillStore(ctx context.Context, t testing.TB, p *Pebble, clock *atomic.Int64, o fillOptions) fillResult {
+func fillStore(ctx context.Context, t testing.TB, p *Store, clock *atomic.Int64, o fillOptions) fillResult {
 	t.Helper()
 	var res fillResult
 	payload := make([]byte, 2048)
@@ -109,7 +110,7 @@ func fillStore(ctx context.Context, t testing.TB, p *Pebble, clock *atomic.Int64
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, ErrUnavailable) || time.Since(since) >= o.patience {
+			if !errors.Is(err, query.ErrUnavailable) || time.Since(since) >= o.patience {
 				res.stopped = err
 				return res
 			}
@@ -125,7 +126,7 @@ func fillStore(ctx context.Context, t testing.TB, p *Pebble, clock *atomic.Int64
 	return res
 }
 
-func openVolumePebble(t *testing.T, cfg PebbleConfig, fs *smallVolumeFS, logs *logRecorder) (*Pebble, error) {
+func openVolumePebble(t *testing.T, cfg Config, fs *smallVolumeFS, logs *logRecorder) (*Store, error) {
 	t.Helper()
 	cfg.Dir = fs.dir
 	p, err := openPebble(context.Background(), cfg, 0, telemetry.Settings{Logger: slog.New(logs)}, fs)
@@ -153,10 +154,10 @@ func TestPebbleMaxBytesFitsFilesystem(t *testing.T) {
 		wantMin, wantMx int64  // the bounds of the effective maxBytes
 	}{
 		{name: "default on a 256 MiB volume", size: 256 * mib, warn: "default does not fit", wantMin: 160 * mib, wantMx: 200 * mib},
-		{name: "default on a large volume", size: 100 * gib, wantMin: DefaultMaxBytes, wantMx: DefaultMaxBytes},
+		{name: "default on a large volume", size: 100 * gib, wantMin: defaultMaxBytes, wantMx: defaultMaxBytes},
 		{name: "default on a small volume with other files", size: gib, other: 100 * mib, warn: "default does not fit", wantMin: 700 * mib, wantMx: 760 * mib},
-		{name: "default on a large volume full of other files", size: 100 * gib, other: 95 * gib, warn: "leaves too little free space", wantMin: DefaultMaxBytes, wantMx: DefaultMaxBytes},
-		{name: "default on a volume that fits only the minimum", size: 80 * mib, warn: "default does not fit", wantMin: MinMaxBytes, wantMx: MinMaxBytes},
+		{name: "default on a large volume full of other files", size: 100 * gib, other: 95 * gib, warn: "leaves too little free space", wantMin: defaultMaxBytes, wantMx: defaultMaxBytes},
+		{name: "default on a volume that fits only the minimum", size: 80 * mib, warn: "default does not fit", wantMin: minMaxBytes, wantMx: minMaxBytes},
 		{name: "default on a volume too small", size: 70 * mib, err: "the 70 MiB filesystem is too small for the store: it needs at least 72 MiB"},
 		{name: "set, larger than the volume", maxBytes: 10 * gib, size: 256 * mib, err: "maxBytes 10.0 GiB does not fit the 256 MiB filesystem (with 80 MiB kept free for writes): set maxBytes to at most"},
 		{name: "set, fills the volume", maxBytes: 250 * mib, size: 256 * mib, err: "set maxBytes to at most 245366784 (234 MiB)"},
@@ -168,7 +169,7 @@ func TestPebbleMaxBytesFitsFilesystem(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := &smallVolumeFS{FS: vfs.Default, dir: t.TempDir(), size: tc.size, other: tc.other}
 			logs := &logRecorder{}
-			p, err := openVolumePebble(t, PebbleConfig{MaxBytes: tc.maxBytes}, fs, logs)
+			p, err := openVolumePebble(t, Config{MaxBytes: tc.maxBytes}, fs, logs)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -179,7 +180,7 @@ func TestPebbleMaxBytesFitsFilesystem(t *testing.T) {
 			assert.GreaterOrEqual(t, p.cfg.MaxBytes, tc.wantMin)
 			assert.LessOrEqual(t, p.cfg.MaxBytes, tc.wantMx)
 			assert.Equal(t, memTableSize(p.cfg.MaxBytes), p.memSize, "the memtable is sized for the effective maxBytes")
-			if tc.maxBytes == 0 && p.cfg.MaxBytes > MinMaxBytes {
+			if tc.maxBytes == 0 && p.cfg.MaxBytes > minMaxBytes {
 				assert.LessOrEqual(t, spaceNeeded(p.cfg.MaxBytes, true), tc.size, "the default fits with its slack")
 			}
 			if tc.warn == "" {
@@ -194,12 +195,12 @@ func TestPebbleMaxBytesFitsFilesystem(t *testing.T) {
 
 	// The value the error suggests opens.
 	fs := &smallVolumeFS{FS: vfs.Default, dir: t.TempDir(), size: 256 << 20}
-	_, err := openVolumePebble(t, PebbleConfig{MaxBytes: 10 << 30}, fs, &logRecorder{})
+	_, err := openVolumePebble(t, Config{MaxBytes: 10 << 30}, fs, &logRecorder{})
 	require.Error(t, err)
 	suggested := strings.Fields(err.Error()[strings.Index(err.Error(), "at most ")+len("at most "):])[0]
 	n, perr := strconv.ParseInt(suggested, 10, 64)
 	require.NoError(t, perr, "a number in %q", err)
-	_, err = openVolumePebble(t, PebbleConfig{MaxBytes: n}, fs, &logRecorder{})
+	_, err = openVolumePebble(t, Config{MaxBytes: n}, fs, &logRecorder{})
 	require.NoError(t, err)
 }
 
@@ -212,7 +213,7 @@ func TestPebbleSmallVolumeKeepsWriting(t *testing.T) {
 	}
 	ctx := context.Background()
 	fs := &smallVolumeFS{FS: vfs.Default, dir: t.TempDir(), size: 256 << 20}
-	p, err := openVolumePebble(t, PebbleConfig{MaxAge: 365 * 24 * time.Hour}, fs, &logRecorder{})
+	p, err := openVolumePebble(t, Config{MaxAge: 365 * 24 * time.Hour}, fs, &logRecorder{})
 	require.NoError(t, err)
 	clock := fakeClock(p, t0)
 	res := fillStore(ctx, t, p, clock, fillOptions{events: 120_000, perWindow: 10_000, retainEvery: 1000})
@@ -234,7 +235,7 @@ func TestPebbleLowSpaceWakesRetention(t *testing.T) {
 	}
 	ctx := context.Background()
 	fs := &smallVolumeFS{FS: vfs.Default, dir: t.TempDir(), size: 256 << 20}
-	p, err := openVolumePebble(t, PebbleConfig{MaxAge: 365 * 24 * time.Hour, CheckInterval: time.Hour}, fs, &logRecorder{})
+	p, err := openVolumePebble(t, Config{MaxAge: 365 * 24 * time.Hour, CheckInterval: time.Hour}, fs, &logRecorder{})
 	require.NoError(t, err)
 	clock := fakeClock(p, t0)
 	require.NoError(t, p.Start(ctx))
@@ -248,7 +249,7 @@ func TestPebbleLowSpaceWakesRetention(t *testing.T) {
 // to it: bounded, a log takes about the space of what it holds.
 func TestPebbleWALPreallocationBounded(t *testing.T) {
 	ctx := context.Background()
-	p := openTestPebble(t, PebbleConfig{}, nil) // the default: 32 MiB memtables
+	p := openTestPebble(t, Config{}, nil) // the default: 32 MiB memtables
 	obj := ref("c", "", "pods", "ns", "p")
 	for i := range 20 {
 		require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, i*10, 10, 1024)))
@@ -293,7 +294,7 @@ func (f *noFallocateFS) Unwrap() vfs.FS { return f.FS }
 // A filesystem without fallocate is no disk fault: Pebble only tries to preallocate its logs.
 func TestPebblePreallocateUnsupportedIsNoFault(t *testing.T) {
 	ctx := context.Background()
-	p := openFaultPebble(t, PebbleConfig{}, &noFallocateFS{FS: vfs.Default})
+	p := openFaultPebble(t, Config{}, &noFallocateFS{FS: vfs.Default})
 	obj := ref("c", "", "pods", "ns", "p")
 	for i := range 20 {
 		require.NoError(t, p.Export(ctx, windowSpansFrom(obj, t0, i*10, 10, 1024)), "write %d", i)
@@ -328,7 +329,7 @@ func TestPebbleMeasureSmallVolume(t *testing.T) {
 		maxBytes, err = strconv.ParseInt(v, 10, 64)
 		require.NoError(t, err)
 	}
-	p, err := openPebble(ctx, PebbleConfig{Dir: dir, MaxAge: 365 * 24 * time.Hour, MaxBytes: maxBytes}, 0,
+	p, err := openPebble(ctx, Config{Dir: dir, MaxAge: 365 * 24 * time.Hour, MaxBytes: maxBytes}, 0,
 		telemetry.Settings{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, vfs.Default)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.close() })
@@ -356,7 +357,7 @@ func TestPebbleMeasureSmallVolume(t *testing.T) {
 	du, _ := dirUsage(dir)
 	t.Logf("maxBytes %d, memtable %d: %d events (%d spans) taken in %s, folder %d bytes, filesystem peak %d bytes; stopped: %v",
 		p.cfg.MaxBytes, p.memSize, res.events, res.spans, time.Since(start).Round(time.Second), du, peak.Load(), res.stopped)
-	if res.stopped != nil && !errors.Is(res.stopped, ErrUnavailable) {
+	if res.stopped != nil && !errors.Is(res.stopped, query.ErrUnavailable) {
 		t.Fatal(res.stopped)
 	}
 }

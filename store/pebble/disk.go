@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
-// MinMaxBytes is the smallest PebbleConfig.MaxBytes Validate accepts: below it the write-ahead
+// minMaxBytes is the smallest Config.MaxBytes Validate accepts: below it the write-ahead
 // log and the other fixed files take most of the room.
-const MinMaxBytes = 64 << 20
+const minMaxBytes = 64 << 20
 
 // Recovery timing: the first retry after a disk fault, the longest pause between retries, how
 // long opening the database may take, and how long a write stall may last before Health reports
@@ -38,7 +39,7 @@ const (
 // no recover can catch. A store that let Pebble reach a full disk therefore either crashed the
 // process or, with the panic recovered, left the commit pipeline locked for good. So:
 //
-//   - Writes are refused (ErrUnavailable, wrapping ENOSPC) while the filesystem has less free
+//   - Writes are refused (query.ErrUnavailable, wrapping ENOSPC) while the filesystem has less free
 //     space than writeReserve, before Pebble is called: the write-ahead log never has to grow on
 //     a full disk. Retention still runs (its deletions are small) and may use the smaller
 //     maintenanceReserve for flushes and compactions.
@@ -160,7 +161,7 @@ func (f *guardFile) SyncTo(n int64) (bool, error) {
 
 // noteFault records a failed write under Pebble; the first one since the last recovery is
 // logged.
-func (p *Pebble) noteFault(op, name string, err error) {
+func (p *Store) noteFault(op, name string, err error) {
 	f := &diskFault{err: fmt.Errorf("%s %s: %w", op, filepath.Base(name), err), at: time.Now()}
 	if p.fault.CompareAndSwap(nil, f) {
 		p.logger.Error("store disk write failed: refusing writes until the disk works again", "error", f.err)
@@ -177,7 +178,7 @@ func memTableSize(maxBytes int64) uint64 {
 // Free space the store needs: writeReserve for ingest (room to flush the memtables and start a
 // new log: 4 memtables; for the manifest and compactions: 2 memtables, within 4-16 MiB),
 // maintenanceReserve for retention's flushes and compactions. Both scale with the memtable, so
-// with maxBytes: 144 MiB and 68 MiB with the default maxBytes, 8 MiB and 6 MiB with MinMaxBytes.
+// with maxBytes: 144 MiB and 68 MiB with the default maxBytes, 8 MiB and 6 MiB with minMaxBytes.
 func writeReserve(mem uint64) uint64       { return 4*mem + min(max(2*mem, 4<<20), 16<<20) }
 func maintenanceReserve(mem uint64) uint64 { return 2*mem + 4<<20 }
 
@@ -196,12 +197,12 @@ func spaceNeeded(maxBytes int64, slack bool) uint64 {
 }
 
 // largestFitting is the largest maxBytes, in whole MiB and at most limit, whose spaceNeeded fits
-// in room, or 0 when not even MinMaxBytes fits.
+// in room, or 0 when not even minMaxBytes fits.
 func largestFitting(room uint64, limit int64, slack bool) int64 {
-	if spaceNeeded(MinMaxBytes, slack) > room {
+	if spaceNeeded(minMaxBytes, slack) > room {
 		return 0
 	}
-	lo, hi := int64(MinMaxBytes>>20), max(limit>>20, MinMaxBytes>>20) // lo fits
+	lo, hi := int64(minMaxBytes>>20), max(limit>>20, minMaxBytes>>20) // lo fits
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
 		if spaceNeeded(mid<<20, slack) <= room {
@@ -210,7 +211,7 @@ func largestFitting(room uint64, limit int64, slack bool) int64 {
 			hi = mid - 1
 		}
 	}
-	return min(lo<<20, max(limit, MinMaxBytes))
+	return min(lo<<20, max(limit, minMaxBytes))
 }
 
 // fitVolume compares MaxBytes with the filesystem of the store's folder, before the database is
@@ -221,7 +222,7 @@ func largestFitting(room uint64, limit int64, slack bool) int64 {
 // take the rest) gets a warning: writes may be refused while the disk is full. The default is
 // not shrunk for space other files take: that may be a passing state, and a smaller MaxBytes
 // would delete windows for good. An unknown disk usage skips the check.
-func (p *Pebble) fitVolume(explicit bool) error {
+func (p *Store) fitVolume(explicit bool) error {
 	if err := p.baseFS.MkdirAll(p.cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("create folder: %w", err)
 	}
@@ -240,7 +241,7 @@ func (p *Pebble) fitVolume(explicit bool) error {
 	maxBytes := p.cfg.MaxBytes
 	tooSmall := func() error {
 		return fmt.Errorf("the %s filesystem is too small for the store: it needs at least %s (maxBytes %s and %s kept free for writes)",
-			sizeString(capacity), sizeString(spaceNeeded(MinMaxBytes, false)), sizeString(MinMaxBytes), sizeString(writeReserve(memTableSize(MinMaxBytes))))
+			sizeString(capacity), sizeString(spaceNeeded(minMaxBytes, false)), sizeString(minMaxBytes), sizeString(writeReserve(memTableSize(minMaxBytes))))
 	}
 	switch {
 	case explicit && spaceNeeded(maxBytes, false) > capacity:
@@ -253,10 +254,10 @@ func (p *Pebble) fitVolume(explicit bool) error {
 	case !explicit && spaceNeeded(maxBytes, true) > capacity:
 		fit := largestFitting(capacity, maxBytes, true)
 		if fit == 0 {
-			if spaceNeeded(MinMaxBytes, false) > capacity {
+			if spaceNeeded(minMaxBytes, false) > capacity {
 				return tooSmall()
 			}
-			fit = MinMaxBytes
+			fit = minMaxBytes
 		}
 		p.logger.Warn("store maxBytes not set and the default does not fit the filesystem: using a smaller maxBytes (set maxBytes to choose)",
 			"maxBytes", fit, "defaultMaxBytes", maxBytes, "filesystemBytes", capacity, "freeBytes", u.AvailBytes, "storeBytes", held)
@@ -283,7 +284,7 @@ func sizeString(n uint64) string {
 
 // freeSpace reports why the filesystem has too little free space for need, or nil. An unknown
 // amount counts as enough.
-func (p *Pebble) freeSpace(need uint64) error {
+func (p *Store) freeSpace(need uint64) error {
 	u, err := p.baseFS.GetDiskUsage(p.cfg.Dir)
 	if err != nil {
 		return nil //nolint:nilerr // an unknown amount counts as enough; write errors still count
@@ -296,7 +297,7 @@ func (p *Pebble) freeSpace(need uint64) error {
 
 // writable reports why writes are refused, or nil; call with mu held. maintenance applies the
 // smaller reserve of retention.
-func (p *Pebble) writable(maintenance bool) error {
+func (p *Store) writable(maintenance bool) error {
 	if err := p.usable(); err != nil {
 		return err
 	}
@@ -304,15 +305,15 @@ func (p *Pebble) writable(maintenance bool) error {
 }
 
 // diskState is writable without the checks of usable; call with mu held.
-func (p *Pebble) diskState(maintenance bool) error {
+func (p *Store) diskState(maintenance bool) error {
 	if msg := p.wedged.Load(); msg != nil {
-		return fmt.Errorf("%w: Pebble's commit path panicked (%s); restart the process", ErrUnavailable, *msg)
+		return fmt.Errorf("%w: Pebble's commit path panicked (%s); restart the process", query.ErrUnavailable, *msg)
 	}
 	if p.readOnly != "" {
-		return fmt.Errorf("%w: read-only: %s", ErrUnavailable, p.readOnly)
+		return fmt.Errorf("%w: read-only: %s", query.ErrUnavailable, p.readOnly)
 	}
 	if f := p.fault.Load(); f != nil {
-		return fmt.Errorf("%w: disk write failed %s ago: %w", ErrUnavailable, time.Since(f.at).Round(time.Second), f.err)
+		return fmt.Errorf("%w: disk write failed %s ago: %w", query.ErrUnavailable, time.Since(f.at).Round(time.Second), f.err)
 	}
 	var err error
 	if maintenance {
@@ -321,7 +322,7 @@ func (p *Pebble) diskState(maintenance bool) error {
 		err = p.writeSpace()
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", query.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -334,7 +335,7 @@ const spaceRecheck = 100 * time.Millisecond
 // for spaceRecheck, and only until the store wrote half of the room above the reserve. Once the
 // room above the reserve is less than the overshoot allowed between two checks (1/16 of
 // MaxBytes), it wakes the retention loop, which deletes windows if the store is over MaxBytes.
-func (p *Pebble) writeSpace() error {
+func (p *Store) writeSpace() error {
 	now := time.Now().UnixNano()
 	if now-p.spaceAt.Load() < int64(spaceRecheck) && p.spaceBudget.Load() > 0 {
 		return nil
@@ -359,7 +360,7 @@ func (p *Pebble) writeSpace() error {
 // Sync writes and syncs the write-ahead log up to now (aggregator.Syncer): an Export returns
 // once its batch is queued for the log, and a process crash can lose what the log writer had not
 // written yet. The durable audit queue calls it before it marks batches handled.
-func (p *Pebble) Sync(context.Context) error {
+func (p *Store) Sync(context.Context) error {
 	p.mu.RLock() // held through LogData: a reopening or Close replaces p.db
 	defer p.mu.RUnlock()
 	err := p.usable()
@@ -377,7 +378,7 @@ func (p *Pebble) Sync(context.Context) error {
 
 // Health reports why the store cannot take writes now (disk full, disk errors, read-only, a
 // long write stall, a fatal Pebble error), or nil. It is cheap enough for every health check.
-func (p *Pebble) Health(context.Context) error {
+func (p *Store) Health(context.Context) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.writable(false); err != nil {
@@ -392,12 +393,12 @@ func (p *Pebble) Health(context.Context) error {
 	}
 	p.pending.mu.Unlock()
 	if failed != nil {
-		return fmt.Errorf("store %s: %w: committing the pending spans failed: %w", p.cfg.Dir, ErrUnavailable, failed)
+		return fmt.Errorf("store %s: %w: committing the pending spans failed: %w", p.cfg.Dir, query.ErrUnavailable, failed)
 	}
 	if since := p.stallSince.Load(); since != 0 {
 		if d := time.Since(time.Unix(0, since)); d > stallHealthAfter {
 			return fmt.Errorf("store %s: %w: writes stalled for %s (flushes or compactions are not keeping up)",
-				p.cfg.Dir, ErrUnavailable, d.Round(time.Second))
+				p.cfg.Dir, query.ErrUnavailable, d.Round(time.Second))
 		}
 	}
 	return nil
@@ -405,14 +406,14 @@ func (p *Pebble) Health(context.Context) error {
 
 // apply commits b. A panic of Pebble's commit path (a failed log write) is recovered: the
 // database is then left alone for good (see wedged).
-func (p *Pebble) apply(b *pebble.Batch) (err error) {
+func (p *Store) apply(b *pebble.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			msg := fmt.Sprint(r)
 			if p.wedged.CompareAndSwap(nil, &msg) {
 				p.logger.Error("Pebble panicked while committing: the store refuses writes until the process restarts", "panic", msg)
 			}
-			err = fmt.Errorf("%w: Pebble panicked: %s", ErrUnavailable, msg)
+			err = fmt.Errorf("%w: Pebble panicked: %s", query.ErrUnavailable, msg)
 		}
 	}()
 	if err := p.db.Apply(b, pebble.NoSync); err != nil {
@@ -427,7 +428,7 @@ func (p *Pebble) apply(b *pebble.Batch) (err error) {
 
 // probe writes, syncs and removes a small file next to the database, through the filesystem
 // under Pebble's.
-func (p *Pebble) probe() error {
+func (p *Store) probe() error {
 	name := p.baseFS.PathJoin(p.cfg.Dir, probeFileName)
 	f, err := p.baseFS.Create(name, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -448,7 +449,7 @@ func (p *Pebble) probe() error {
 }
 
 // needsRecovery says whether the database waits for a reopen.
-func (p *Pebble) needsRecovery() bool {
+func (p *Store) needsRecovery() bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return !p.closed && p.failed.Load() == nil && p.wedged.Load() == nil &&
@@ -458,7 +459,7 @@ func (p *Pebble) needsRecovery() bool {
 // recoverStep reopens the database for writing when it waits for it and the disk works again
 // (space and a probe write). It reports false while it still waits (the loop then backs off),
 // true otherwise; a database whose commit path panicked is never reopened.
-func (p *Pebble) recoverStep(ctx context.Context) bool {
+func (p *Store) recoverStep(ctx context.Context) bool {
 	if !p.needsRecovery() {
 		return true
 	}
@@ -501,7 +502,7 @@ func (p *Pebble) recoverStep(ctx context.Context) bool {
 }
 
 // recoverLoop runs recoverStep with backoff while the database waits for a reopen.
-func (p *Pebble) recoverLoop(ctx context.Context) {
+func (p *Store) recoverLoop(ctx context.Context) {
 	delay := recoverMinDelay
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
@@ -523,7 +524,7 @@ func (p *Pebble) recoverLoop(ctx context.Context) {
 // openDB opens the database in cfg.Dir into p.db: for writing when the disk has room and the
 // open works, read-only otherwise (p.readOnly says why). Call with mu held or before p is shared.
 // Opening is bounded by ctx and openTimeout.
-func (p *Pebble) openDB(ctx context.Context) error {
+func (p *Store) openDB(ctx context.Context) error {
 	if err := p.baseFS.MkdirAll(p.cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("create folder: %w", err)
 	}
@@ -562,7 +563,7 @@ func (p *Pebble) openDB(ctx context.Context) error {
 
 // openBounded runs pebble.Open until ctx or openTimeout ends. A database that opens after the
 // deadline is closed in the background.
-func (p *Pebble) openBounded(ctx context.Context, readOnly bool) (*pebble.DB, error) {
+func (p *Store) openBounded(ctx context.Context, readOnly bool) (*pebble.DB, error) {
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	type result struct {
@@ -593,7 +594,7 @@ func (p *Pebble) openBounded(ctx context.Context, readOnly bool) (*pebble.DB, er
 // closeDB closes p.db: with flush (when the disk allows), the memtable is written out first. A
 // database whose commit path panicked is left open: closing it would block for good. Call with
 // mu held.
-func (p *Pebble) closeDB(flush bool) error {
+func (p *Store) closeDB(flush bool) error {
 	if p.db == nil {
 		return nil
 	}
@@ -613,10 +614,10 @@ func (p *Pebble) closeDB(flush bool) error {
 	return errors.Join(errs...)
 }
 
-// Stop implements Store: it stops retention and recovery and closes the store (see close),
+// Stop implements store.Store: it stops retention and recovery and closes the store (see close),
 // within ctx: on a failing disk a close may hang, and then Stop returns ctx's error while the
 // close goes on in the background. Later calls return nil.
-func (p *Pebble) Stop(ctx context.Context) error {
+func (p *Store) Stop(ctx context.Context) error {
 	stopErr := p.stopRetention(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.close() }()

@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestPebbleSync(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	p, err := OpenPebble(ctx, PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	p, err := Open(ctx, Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	var _ aggregator.Syncer = p
 	require.NoError(t, p.Sync(ctx), "nothing written yet")
@@ -26,10 +27,10 @@ func TestPebbleSync(t *testing.T) {
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{objectSpan(obj, w), eventSpan(obj, w, "1", time.Second)}))
 	require.NoError(t, p.Sync(ctx))
 	require.NoError(t, p.close())
-	p, err = OpenPebble(ctx, PebbleConfig{Dir: dir}, 0, telemetry.Settings{})
+	p, err = Open(ctx, Config{Dir: dir}, 0, telemetry.Settings{})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, p.close()) }()
-	objs, err := p.FindObjects(ctx, ObjectQuery{})
+	objs, err := p.FindObjects(ctx, query.ObjectQuery{})
 	require.NoError(t, err)
 	assert.NotEmpty(t, objs)
 }

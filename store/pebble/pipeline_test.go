@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -26,7 +28,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	ctx := context.Background()
 	tel := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
 	ffs := newFaultFS()
-	p := openFaultPebble(t, PebbleConfig{}, ffs)
+	p := openFaultPebble(t, Config{}, ffs)
 	require.NoError(t, p.Start(ctx)) // retention and recovery
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Telemetry: tel, Sinks: []aggregator.Sink{p}})
 	require.NoError(t, err)
@@ -44,11 +46,11 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	webhook.SetHealth(engine.SinkHealth)
 
 	now := time.Now().UTC()
-	ev := func(i int) *audit.Event {
-		return &audit.Event{
+	ev := func(i int) *auditv1.Event {
+		return &auditv1.Event{
 			Kind: "Event", APIVersion: "audit.k8s.io/v1", AuditID: fmt.Sprintf("id-%d", i), Stage: "ResponseComplete",
-			Verb: "update", ObjectRef: &audit.ObjectReference{Resource: "configmaps", Namespace: "ns", Name: fmt.Sprintf("cm-%d", i), APIVersion: "v1"},
-			ResponseStatus:           &audit.Status{Code: 200},
+			Verb: "update", ObjectRef: &auditv1.ObjectReference{Resource: "configmaps", Namespace: "ns", Name: fmt.Sprintf("cm-%d", i), APIVersion: "v1"},
+			ResponseStatus:           &auditv1.Status{Code: 200},
 			RequestReceivedTimestamp: now, StageTimestamp: now.Add(time.Millisecond),
 		}
 	}
@@ -57,10 +59,10 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	time.Sleep(2 * spaceRecheck)
 	// Accepted just before the disk filled: the consumer keeps retrying them.
 	for i := range 8 {
-		require.NoError(t, q.Enqueue(ctx, "c", []*audit.Event{ev(i)}))
+		require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{ev(i)}))
 	}
 	require.Eventually(t, func() bool { return q.Len() >= 7 }, 5*time.Second, 10*time.Millisecond)
-	err = q.Enqueue(ctx, "c", []*audit.Event{ev(8), ev(9)})
+	err = q.Enqueue(ctx, "c", []*auditv1.Event{ev(8), ev(9)})
 	require.ErrorIs(t, err, audit.ErrQueueFull, "the queue fills: the webhook would answer 429")
 
 	rec := httptest.NewRecorder()
@@ -74,7 +76,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	defer cancel()
 	require.NoError(t, q.Flush(flushCtx), "the queue drains once the disk has room")
 	require.NoError(t, p.Health(ctx))
-	res, err := p.FindObjects(ctx, ObjectQuery{Cluster: "c"})
+	res, err := p.FindObjects(ctx, query.ObjectQuery{Cluster: "c"})
 	require.NoError(t, err)
 	assert.Len(t, res, 8, "every event queued before the disk filled is stored")
 

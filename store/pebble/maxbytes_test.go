@@ -1,4 +1,4 @@
-package store
+package pebble
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestPebbleMaxBytesBoundsDisk(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	errs := &errorCounter{}
 	dir := t.TempDir()
-	p, err := openPebble(ctx, PebbleConfig{Dir: dir, MaxBytes: limit, MaxAge: 365 * 24 * time.Hour},
+	p, err := openPebble(ctx, Config{Dir: dir, MaxBytes: limit, MaxAge: 365 * 24 * time.Hour},
 		0, telemetry.Settings{Logger: slog.New(errs), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}, vfs.Default)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.close()) })
@@ -85,5 +85,5 @@ func TestPebbleMaxBytesBoundsDisk(t *testing.T) {
 	t.Logf("peak folder size %d bytes (%.1f%% of maxBytes)", peak, 100*float64(peak)/limit)
 	assert.Equal(t, int64(0), errs.n.Load(), "no error logged")
 	assert.Equal(t, int64(0), metricValue(t, reader, "kelemetry.store.retention.over_limit", ""))
-	assert.Positive(t, metricValue(t, reader, "kelemetry.store.retention.deleted.windows", ReasonSize))
+	assert.Positive(t, metricValue(t, reader, "kelemetry.store.retention.deleted.windows", reasonSize))
 }
