@@ -10,8 +10,8 @@ import (
 
 // Backends of Config.Backend.
 const (
-	BackendEmbedded = "embedded"
-	BackendMemory   = "memory"
+	backendEmbedded = "embedded"
+	backendMemory   = "memory"
 	BackendJaeger   = "jaeger"
 )
 
@@ -32,9 +32,9 @@ type Config struct {
 // WithDefaults returns c with the backend chosen.
 func (c Config) WithDefaults() Config {
 	if c.Backend == "" {
-		c.Backend = BackendMemory
+		c.Backend = backendMemory
 		if c.Embedded.Dir != "" {
-			c.Backend = BackendEmbedded
+			c.Backend = backendEmbedded
 		}
 	}
 	return c
@@ -44,13 +44,13 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	switch c.Backend {
-	case BackendEmbedded:
+	case backendEmbedded:
 		return c.Embedded.Validate()
-	case BackendMemory:
+	case backendMemory:
 		return c.Memory.Validate()
 	case BackendJaeger:
 		return c.Jaeger.Validate()
 	default:
-		return fmt.Errorf("store: unknown backend %q (want %q, %q or %q)", c.Backend, BackendEmbedded, BackendMemory, BackendJaeger)
+		return fmt.Errorf("store: unknown backend %q (want %q, %q or %q)", c.Backend, backendEmbedded, backendMemory, BackendJaeger)
 	}
 }

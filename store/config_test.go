@@ -9,9 +9,9 @@ import (
 )
 
 func TestConfigBackend(t *testing.T) {
-	assert.Equal(t, BackendMemory, Config{}.WithDefaults().Backend)
-	assert.Equal(t, BackendEmbedded, Config{Embedded: pebble.Config{Dir: "x"}}.WithDefaults().Backend)
-	assert.Equal(t, BackendMemory, Config{Backend: BackendMemory, Embedded: pebble.Config{Dir: "x"}}.WithDefaults().Backend)
+	assert.Equal(t, backendMemory, Config{}.WithDefaults().Backend)
+	assert.Equal(t, backendEmbedded, Config{Embedded: pebble.Config{Dir: "x"}}.WithDefaults().Backend)
+	assert.Equal(t, backendMemory, Config{Backend: backendMemory, Embedded: pebble.Config{Dir: "x"}}.WithDefaults().Backend)
 	assert.ErrorContains(t, Config{Backend: "cassandra"}.Validate(), `unknown backend "cassandra"`)
-	assert.ErrorContains(t, Config{Backend: BackendEmbedded}.Validate(), "dir is required")
+	assert.ErrorContains(t, Config{Backend: backendEmbedded}.Validate(), "dir is required")
 }

@@ -20,7 +20,7 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 	}
 	cfg = cfg.WithDefaults()
 	switch cfg.Backend {
-	case BackendMemory:
+	case backendMemory:
 		return memory.New(cfg.Memory, w), nil
 	case BackendJaeger:
 		return jaeger.Open(ctx, cfg.Jaeger, w, tel)
@@ -32,8 +32,8 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 	return p, nil
 }
 
-// Params are the fx inputs of Module.
-type Params struct {
+// params are the fx inputs of Module.
+type params struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -42,9 +42,8 @@ type Params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// New opens the store for Module: retention runs while the application runs, and the store
-// is closed when it stops.
-func New(p Params) (Store, error) {
+// newStore opens the store for Module, started and stopped with the application.
+func newStore(p params) (Store, error) {
 	s, err := Open(context.Background(), p.Config, p.Window, p.Telemetry)
 	if err != nil {
 		return nil, err
@@ -54,14 +53,13 @@ func New(p Params) (Store, error) {
 }
 
 // Module provides the store chosen by Config (the embedded Pebble store, memory, or a Jaeger
-// backend) as Store,
-// and that Store as the Reader of the query side and as a sink of the aggregator. Leave it out
+// backend) as Store, started and stopped with the application, and that Store as the Reader of the query side and as a sink of the aggregator. Leave it out
 // for a binary without storage (spans go only to other sinks), or replace the Store with
 // fx.Replace / fx.Decorate: the reader and the sink follow, and the built-in store is then not
 // opened.
 var Module = fx.Module("store",
 	fx.Provide(
-		New,
+		newStore,
 		func(s Store) Reader { return s },
 		fx.Annotate(func(s Store) aggregator.Sink { return s }, fx.ResultTags(aggregator.SinkGroup)),
 	),

@@ -16,9 +16,6 @@ import (
 // ErrNotFound is returned by GetTrace for a trace without stored spans.
 var ErrNotFound = query.ErrNotFound
 
-// ErrClosed is returned by a store used after Stop.
-var ErrClosed = query.ErrClosed
-
 // ErrUnavailable is wrapped by the errors of a store that cannot serve for now: writes the
 // embedded store refuses while its disk is full or failing (reads keep working meanwhile, and
 // the store recovers by itself), reads of a Jaeger backend that is down. Callers retry later.
