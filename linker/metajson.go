@@ -2,12 +2,12 @@ package linker
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"unicode/utf8"
+
+	"github.com/kelemetry/kelemetry/internal/jsonscan"
 )
 
 // The linkers read a few fields of an object's metadata from bodies of several kilobytes, most of
@@ -181,12 +181,10 @@ func (r *metaReader) object(read func(name []byte) error) error {
 // ws skips whitespace and returns the next byte (0 at the end).
 func (r *metaReader) ws() byte {
 	for r.pos < len(r.data) {
-		switch c := r.data[r.pos]; c {
-		case ' ', '\t', '\n', '\r':
-			r.pos++
-		default:
+		if c := r.data[r.pos]; !jsonscan.IsSpace(c) {
 			return c
 		}
+		r.pos++
 	}
 	return 0
 }
@@ -353,98 +351,32 @@ func unquote(raw []byte) (string, error) {
 	return s, nil
 }
 
-// plainByte marks the bytes a string holds as they are: printable ASCII but '"' and '\\'.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 // rawString reads a string (r.pos is at its '"') and returns it with its quotes. It checks that
 // it has no control characters and valid escapes and UTF-8.
 func (r *metaReader) rawString() ([]byte, error) {
 	start := r.pos
-	i := start + 1
-	ascii := true
-	for {
-		// Eight bytes at a time to the first byte that is not plain (the lowest flag of the mask
-		// is exact), byte by byte in the last few.
-		for {
-			if i+8 > len(r.data) {
-				for i < len(r.data) && plainByte[r.data[i]] {
-					i++
-				}
-				break
-			}
-			if m := notPlain(binary.LittleEndian.Uint64(r.data[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
-		if i >= len(r.data) {
-			r.pos = len(r.data)
+	if end := jsonscan.PlainEnd(r.data, start+1); end >= 0 { // most strings: plain ASCII
+		r.pos = end + 1
+		return r.data[start : end+1], nil
+	}
+	end, flags, fault := jsonscan.Scan(r.data, start+1)
+	if fault != jsonscan.OK {
+		r.pos = end
+		switch {
+		case end < len(r.data):
+			return nil, fmt.Errorf("%v at offset %d", fault, end)
+		case fault == jsonscan.Unterminated:
 			return nil, r.syntax("in string")
-		}
-		switch c := r.data[i]; {
-		case c == '"':
-			raw := r.data[start : i+1]
-			if !ascii && !utf8.Valid(raw) {
-				r.pos = start
-				return nil, fmt.Errorf("invalid UTF-8 in string at offset %d", start)
-			}
-			r.pos = i + 1
-			return raw, nil
-		case c >= utf8.RuneSelf:
-			ascii = false
-			i++
-		case c < 0x20:
-			r.pos = i
-			return nil, fmt.Errorf("invalid control character in string at offset %d", i)
-		default: // an escape: \" \\ \/ \b \f \n \r \t or \uXXXX
-			if i+1 >= len(r.data) {
-				r.pos = len(r.data)
-				return nil, r.syntax("in string escape")
-			}
-			switch r.data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(r.data) || !isHex4(r.data[i+2:i+6]) {
-					r.pos = i
-					return nil, fmt.Errorf("invalid \\u escape in string at offset %d", i)
-				}
-				i += 6
-			default:
-				r.pos = i
-				return nil, fmt.Errorf("invalid escape in string at offset %d", i)
-			}
+		default:
+			return nil, r.syntax("in string escape")
 		}
 	}
-}
-
-const (
-	swarLow  = 0x0101010101010101
-	swarHigh = 0x8080808080808080
-)
-
-// notPlain flags (high bit of the byte) the bytes of x that are not plainByte: a control
-// character, '"', '\\' or a byte of 0x80 and above. The lowest flag is exact: a subtraction
-// borrows into the byte above only out of a byte that is flagged.
-func notPlain(x uint64) uint64 {
-	q := x ^ (swarLow * '"')
-	b := x ^ (swarLow * '\\')
-	return (((x-swarLow*0x20)|(q-swarLow)|(b-swarLow))&^x | x) & swarHigh
-}
-
-func isHex4(b []byte) bool {
-	for _, c := range b {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
+	raw := r.data[start : end+1]
+	if flags&jsonscan.NonASCII != 0 && !utf8.Valid(raw) {
+		return nil, fmt.Errorf("invalid UTF-8 in string at offset %d", start)
 	}
-	return true
+	r.pos = end + 1
+	return raw, nil
 }
 
 // skip reads any value, checking its structure; depth is the nesting of the value.

@@ -6,15 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/kelemetry/kelemetry/internal/swartest"
 )
-
-// TestNotPlainMask: notPlain flags a word that holds a byte plainByte does not mark, and its
-// lowest flag is on the first such byte (rawString jumps there).
-func TestNotPlainMask(t *testing.T) {
-	swartest.CheckMask(t, "notPlain", notPlain, &plainByte)
-}
 
 // TestDecodeMetadataStringsAtWordEdges: names and annotation values of every length around an
 // eight-byte word, with an escape, a character that is not ASCII or a control character at every
