@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -69,6 +70,26 @@ func postBatch(t *testing.T, auditAddr string, body []byte) (int, string, string
 	msg, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, resp.Header.Get("Retry-After"), string(msg)
+}
+
+// metricValue sums the samples of the metric name on the /metrics page of the API listener.
+func metricValue(t *testing.T, apiAddr, name string) float64 {
+	t.Helper()
+	code, body := get(t, "http://"+apiAddr+"/metrics")
+	require.Equal(t, http.StatusOK, code, body)
+	var sum float64
+	for line := range strings.Lines(body) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
+			continue
+		}
+		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		require.NotEmpty(t, fields, line)
+		v, err := strconv.ParseFloat(fields[0], 64)
+		require.NoError(t, err, line)
+		sum += v
+	}
+	return sum
 }
 
 // healthz reads /healthz whatever its status.
@@ -150,8 +171,18 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 	assert.Contains(t, h.Queue, "durable: ")
 	assert.Contains(t, h.Reason, "no space left on device")
 
-	// Still full after a probe interval: still refused, with the reason.
-	time.Sleep(1100 * time.Millisecond)
+	// Still full when the failed log probes again (at most once a second, when a batch comes):
+	// every batch until that probe has failed is refused, with the reason.
+	failures := metricValue(t, apiAddr, "kelemetry_audit_queue_log_failures")
+	require.Positive(t, failures, "the failed write is counted")
+	deadline := time.Now().Add(10 * time.Second)
+	for metricValue(t, apiAddr, "kelemetry_audit_queue_log_failures") == failures {
+		require.True(t, time.Now().Before(deadline), "no probe of the failed log")
+		code, retry, msg = postBatch(t, auditAddr, fresh())
+		require.Equal(t, http.StatusServiceUnavailable, code, msg)
+		assert.NotEmpty(t, retry)
+		time.Sleep(20 * time.Millisecond) // the poll interval
+	}
 	code, retry, msg = postBatch(t, auditAddr, fresh())
 	require.Equal(t, http.StatusServiceUnavailable, code, msg)
 	assert.NotEmpty(t, retry)

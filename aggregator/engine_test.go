@@ -457,7 +457,7 @@ type orderLinker struct {
 
 func (l *orderLinker) Name() string { return "order" }
 func (l *orderLinker) Lookup(_ context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond) // a slow lookup (not a wait): the object's later jobs arrive while it runs
 	l.mu.Lock()
 	l.hashes = append(l.hashes, obj.MetaHash)
 	l.mu.Unlock()

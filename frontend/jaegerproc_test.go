@@ -84,6 +84,6 @@ func startJaeger(b *testing.B) (otlp, storage string) {
 			log, _ := os.ReadFile(logf.Name())
 			b.Fatalf("jaeger not healthy after 30s: %v\n%s", err, log)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll interval
 	}
 }

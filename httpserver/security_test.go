@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -24,7 +25,13 @@ var quiet = slog.New(slog.DiscardHandler)
 // startServers builds and starts the listeners of cfg with the given handlers.
 func startServers(t *testing.T, cfg Config, audit, api []Handler, health Health, mp *sdkmetric.MeterProvider) *Servers {
 	t.Helper()
-	p := Params{Config: cfg, Logger: quiet, Audit: audit, API: api, Health: health}
+	return startServersLogged(t, cfg, audit, api, health, mp, quiet)
+}
+
+// startServersLogged is startServers with the servers' logger.
+func startServersLogged(t *testing.T, cfg Config, audit, api []Handler, health Health, mp *sdkmetric.MeterProvider, logger *slog.Logger) *Servers {
+	t.Helper()
+	p := Params{Config: cfg, Logger: logger, Audit: audit, API: api, Health: health}
 	if mp != nil {
 		p.Meter = Meter{Provider: mp}
 	}
@@ -99,9 +106,10 @@ func TestTLSServesAndReloadsCertificate(t *testing.T) {
 	dir := t.TempDir()
 	ca1, ca2 := newTestCA(t, "ca-one"), newTestCA(t, "ca-two")
 	files := serverFiles(t, ca1, dir)
-	s := startServers(t, Config{AuditAddr: "127.0.0.1:0", AuditTLS: files, ReloadInterval: 20 * time.Millisecond},
+	var rec logtest.Recorder
+	s := startServersLogged(t, Config{AuditAddr: "127.0.0.1:0", AuditTLS: files, ReloadInterval: 20 * time.Millisecond},
 		[]Handler{Route("POST /audit", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))},
-		nil, nil, nil)
+		nil, nil, nil, slog.New(&rec))
 
 	issuer := func(ca *testCA, maxVersion uint16) (string, error) {
 		pool := x509.NewCertPool()
@@ -135,9 +143,13 @@ func TestTLSServesAndReloadsCertificate(t *testing.T) {
 		return err == nil && got == "ca-two"
 	}, 5*time.Second, 30*time.Millisecond, "the rotated certificate is served")
 
-	// A broken rotation keeps the last good pair.
+	// A broken rotation keeps the last good pair: handshakes (each may re-read the files) until one
+	// has read the broken files (the warning), then the previous certificate is still served.
 	require.NoError(t, os.WriteFile(files.CertFile, []byte("garbage"), 0o600))
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, _ = issuer(ca2, 0)
+		return len(messages(&rec, "reload TLS certificate: keeping the previous one")) > 0
+	}, 5*time.Second, 10*time.Millisecond, "a handshake re-reads the broken files")
 	got, err = issuer(ca2, 0)
 	require.NoError(t, err)
 	assert.Equal(t, "ca-two", got)

@@ -231,13 +231,13 @@ func TestClusterR3NodeLoss(t *testing.T) {
 			require.ErrorIs(t, err, ErrUnavailable, "batch %d", i)
 			retries++
 			require.NoError(t, ctx.Err())
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the publisher's pause before a retry (not a wait)
 		}
 	}
 	if !assert.Eventually(t, func() bool { return log.drained(ctx, t, cfg, len(all)) }, 60*time.Second, 100*time.Millisecond) {
 		t.Fatalf("confirmed %d of %d", log.confirmed(), len(all))
 	}
-	time.Sleep(500 * time.Millisecond) // let a doubled message show up if there is one
+	time.Sleep(500 * time.Millisecond) // a quiet period, not a wait: a doubled delivery would be handled within it
 	log.check(t, all, false)
 	t.Logf("stopped the stream leader %s; published %d messages in 30 batches, %d batch retries, %d handler calls",
 		stopped, len(all), retries, log.handled)

@@ -58,7 +58,18 @@ func TestRestartResumesFromAcknowledgedPosition(t *testing.T) {
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(second) >= 10 }, 30*time.Second, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	// Every stored message acknowledged (the stream is a work queue: it is empty), then no handler
+	// runs any more: what second holds now is all the new consumer handled.
+	nc, err := nats.Connect(n.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := js.Stream(ctx, cfg.WithDefaults().Stream)
+		return err == nil && s.CachedInfo().State.Msgs == 0
+	}, 10*time.Second, 20*time.Millisecond, "every message acknowledged")
+	require.NoError(t, b.Stop(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, first)
@@ -161,7 +172,7 @@ func TestSecondCopyNotHandled(t *testing.T) {
 
 	msgs := batch(3, 2, 0)
 	require.NoError(t, p.Publish(ctx, msgs))
-	time.Sleep(300 * time.Millisecond) // past the duplicate window
+	time.Sleep(300 * time.Millisecond) // the behaviour under test, not a wait: the retry comes after the duplicate window
 	require.NoError(t, p.Publish(ctx, msgs[:4]))
 	info, err := s.Info(ctx)
 	require.NoError(t, err)

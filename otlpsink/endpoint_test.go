@@ -390,7 +390,7 @@ func sendAll(t *testing.T, s *Sink, spans []*aggregator.Span, onBusy func()) (re
 				onBusy = nil
 			}
 			require.True(t, time.Now().Before(deadline), "the sink stays busy")
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the consumer's pause before a retry, as in audit (not a wait)
 		}
 	}
 	return refusals, busySeen
@@ -419,7 +419,9 @@ func TestReceiverDownThenBack(t *testing.T) {
 
 			spans := manySpans(200)
 			up := func() {
-				time.Sleep(300 * time.Millisecond) // down a while longer, retries failing
+				// Down a while longer: until a few retries have failed.
+				require.Eventually(t, func() bool { return m.value(t, "kelemetry.otlp.export.failures", "") >= 3 },
+					10*time.Second, 5*time.Millisecond, "sends to a receiver that is down fail")
 				lis, err := net.Listen("tcp", addr)
 				require.NoError(t, err)
 				if protocol == ProtocolGRPC {

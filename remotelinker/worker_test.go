@@ -110,7 +110,17 @@ func TestWorkerStopDrains(t *testing.T) {
 	require.Eventually(t, func() bool { return l.calls.Load() == 1 }, 2*time.Second, time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(context.Background()) }()
-	time.Sleep(50 * time.Millisecond)
+	// Stop has drained the subscription and waits for the running job.
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.closed
+	}, 5*time.Second, time.Millisecond)
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a job was running", err)
+	default:
+	}
 	close(release)
 	require.NoError(t, <-stopped)
 	require.NoError(t, <-got, "the running job was answered")

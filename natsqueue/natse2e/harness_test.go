@@ -336,7 +336,7 @@ func (p *poster) post(t *testing.T, batches [][]byte) {
 			}
 			p.retries++
 			require.True(t, time.Now().Before(deadline), "batch %d not accepted for 90s (last: %v)", i, err)
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the client's back-off on 429/503, as kube-apiserver's (not a wait)
 		}
 	}
 }
@@ -474,7 +474,7 @@ func readSettled(t *testing.T, j jaegerProc, want map[string][]string) stored {
 		if missing != last {
 			last, since = missing, time.Now()
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the poll interval (reading Jaeger is not cheap)
 	}
 }
 

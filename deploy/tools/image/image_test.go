@@ -225,7 +225,7 @@ func runHealthz(ctx context.Context, t *testing.T, binary []byte, cmd []string, 
 		if time.Now().After(deadline) {
 			t.Fatalf("/healthz: %v\n%s", err, out.String())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the poll interval
 	}
 	assert.Equal(t, "ok", h.Status)
 	assert.Equal(t, ver, h.Version, "the stamped version in /healthz")
