@@ -2,14 +2,14 @@ package diff
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kelemetry/kelemetry/internal/jsonscan"
 )
 
 // A minimal scanner over JSON that is already known to be (almost certainly) valid: it finds the
@@ -17,75 +17,34 @@ import (
 
 var errSyntax = errors.New("diff: malformed JSON")
 
-func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+func isSpace(c byte) bool { return jsonscan.IsSpace(c) }
 
 // skipSpace returns the index of the first non-space byte at or after i.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
+func skipSpace(b []byte, i int) int { return jsonscan.SkipSpace(b, i) }
+
+// trimLeft returns b without leading JSON whitespace.
+func trimLeft(b []byte) []byte { return b[jsonscan.SkipSpace(b, 0):] }
 
 // trim removes surrounding whitespace.
-// trimLeft returns b without leading JSON whitespace.
-func trimLeft(b []byte) []byte {
-	i := 0
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return b[i:]
-}
-
 func trim(b []byte) []byte {
-	i, j := 0, len(b)
-	for i < j && isSpace(b[i]) {
-		i++
-	}
-	for j > i && isSpace(b[j-1]) {
+	i, j := jsonscan.SkipSpace(b, 0), len(b)
+	for j > i && jsonscan.IsSpace(b[j-1]) {
 		j--
 	}
 	return b[i:j]
 }
 
-// stringEnd returns the index just past the string that starts (with its quote) at b[i]. It
-// skips 8 bytes at a time while they hold no quote or backslash.
+// stringEnd returns the index just past the string that starts (with its quote) at b[i]. It does
+// not check the string (jsonscan.End).
 func stringEnd(b []byte, i int) (int, error) {
-	j := i + 1
-	for {
-		// Eight bytes at a time to the first quote or backslash (the lowest flag of the mask is
-		// exact), byte by byte in the last few.
-		for {
-			if j+8 > len(b) {
-				for j < len(b) && b[j] != '"' && b[j] != '\\' {
-					j++
-				}
-				break
-			}
-			if m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:])); m != 0 {
-				j += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			j += 8
-		}
-		if j >= len(b) {
-			return 0, fmt.Errorf("%w: unterminated string", errSyntax)
-		}
-		if b[j] == '"' {
-			return j + 1, nil
-		}
-		j += 2 // a backslash and the byte it escapes
+	j := jsonscan.End(b, i+1)
+	if j < 0 {
+		return 0, errUnterminatedString
 	}
+	return j + 1, nil
 }
 
-// quoteOrBackslash flags (high bit of the byte) the bytes of w that are '"' or '\\' (has-zero-byte
-// tests of w xor each, from "Bit Twiddling Hacks"). The lowest flag is exact: a subtraction
-// borrows into the byte above only out of a zero byte, which is flagged.
-func quoteOrBackslash(w uint64) uint64 {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	q, bs := w^(lo*'"'), w^(lo*'\\')
-	return ((q-lo)&^q | (bs-lo)&^bs) & hi
-}
+var errUnterminatedString = fmt.Errorf("%w: unterminated string", errSyntax)
 
 // valueEnd returns the index just past the value that starts at b[i] (no leading space).
 func valueEnd(b []byte, i int, x *index) (int, error) {
@@ -475,11 +434,10 @@ func (x *index) build(root []byte) error {
 		}
 		switch root[i] {
 		case '"':
-			end, err := stringEnd(root, i)
-			if err != nil {
-				return err
+			if i = jsonscan.End(root, i+1); i < 0 {
+				return errUnterminatedString
 			}
-			i = end - 1 // the loop steps past the closing quote
+			// the loop steps past the closing quote
 		case '{', '[':
 			x.Open(i)
 		default: // '}', ']'
@@ -538,11 +496,10 @@ func containerEnd(b []byte, i int) (int, error) {
 		}
 		switch b[j] {
 		case '"':
-			end, err := stringEnd(b, j)
-			if err != nil {
-				return 0, err
+			if j = jsonscan.End(b, j+1); j < 0 {
+				return 0, errUnterminatedString
 			}
-			j = end - 1 // the loop steps past the closing quote
+			// the loop steps past the closing quote
 		case '{', '[':
 			depth++
 		default:
