@@ -18,6 +18,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store/memory"
@@ -40,7 +42,7 @@ func bulkBatches(tb testing.TB) ([][]byte, int) {
 	events := 0
 	for sc.Scan() {
 		b := append([]byte(nil), sc.Bytes()...)
-		evs, err := audit.DecodeEventList(b)
+		evs, err := auditv1.DecodeEventList(b)
 		require.NoError(tb, err)
 		events += len(evs)
 		batches = append(batches, b)
@@ -53,7 +55,7 @@ func bulkBatches(tb testing.TB) ([][]byte, int) {
 // wired as the all-in-one wires it, without HTTP sockets.
 type pipeline struct {
 	handler http.Handler
-	queue   *audit.Queue
+	queue   *queue.Queue
 	engine  *aggregator.Engine
 }
 
@@ -74,7 +76,7 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	// as repeated deliveries and the figure would measure that.
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: -1}, engine, telemetry.Settings{})
 	require.NoError(tb, err)
-	q, err := audit.NewQueue(audit.QueueConfig{}, consumer.Handle, telemetry.Settings{})
+	q, err := queue.NewQueue(queue.QueueConfig{}, consumer.Handle, telemetry.Settings{})
 	require.NoError(tb, err)
 	require.NoError(tb, q.Start(ctx))
 	mux := http.NewServeMux()

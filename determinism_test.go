@@ -17,6 +17,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store/memory"
@@ -58,7 +59,7 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	require.NoError(t, engine.Start(ctx))
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: shape.dedupSize}, engine, telemetry.Settings{})
 	require.NoError(t, err)
-	q, err := audit.NewQueue(audit.QueueConfig{Partitions: shape.partitions}, consumer.Handle, telemetry.Settings{})
+	q, err := queue.NewQueue(queue.QueueConfig{Partitions: shape.partitions}, consumer.Handle, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
@@ -163,7 +164,7 @@ type HealthReplay struct {
 // newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
 // the start-up replays, and whether the sinks take writes and the NATS queue is connected (503
 // "unavailable" when not, e.g. the store's disk is full or NATS is out of reach).
-func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *aggregator.Engine) httpserver.Health {
+func newHealth(r *audit.Replayer, ev *event.Replayer, q queue.EventQueue, agg *aggregator.Engine) httpserver.Health {
 	return healthHandler(func() Health {
 		build := version.Get()
 		// The queue's depth first: once it is 0, every handled event's link job is counted.
@@ -185,7 +186,7 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *a
 		}
 		if qh, ok := q.(interface{ Health(context.Context) error }); ok {
 			kind, fine := "nats", "connected"
-			if _, durable := q.(*audit.DurableQueue); durable {
+			if _, durable := q.(*queue.DurableQueue); durable {
 				kind, fine = "durable", "ok"
 			}
 			h.Queue = kind + ": " + fine
@@ -199,7 +200,7 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q audit.EventQueue, agg *a
 
 // healthOf adds the health of the audit queue, when it has one (the NATS and the durable queue),
 // to that of the sinks.
-func healthOf(q audit.EventQueue, sinkHealth func(context.Context) error) func(context.Context) error {
+func healthOf(q queue.EventQueue, sinkHealth func(context.Context) error) func(context.Context) error {
 	qh, ok := q.(interface{ Health(context.Context) error })
 	if !ok {
 		return sinkHealth

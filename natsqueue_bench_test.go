@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -57,13 +60,13 @@ func (s *stampSink) at(id string) (time.Time, bool) {
 // natsPipeline is webhook -> NATSQueue (embedded JetStream on loopback) -> consumer ->
 // aggregator (built-in linkers) -> memory store, as the all-in-one wires it with
 // audit.queue.nats.
-func newNATSBenchPipeline(b *testing.B, st aggregator.Sink) (http.Handler, *audit.NATSQueue, *stampSink) {
+func newNATSBenchPipeline(b *testing.B, st aggregator.Sink) (http.Handler, *queue.NATSQueue, *stampSink) {
 	return newGatedNATSBenchPipeline(b, st, nil)
 }
 
 // newGatedNATSBenchPipeline is newNATSBenchPipeline whose consumer waits, before each event,
 // for the channel gate holds (when gate is not nil) to be closed.
-func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Pointer[chan struct{}]) (http.Handler, *audit.NATSQueue, *stampSink) {
+func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Pointer[chan struct{}]) (http.Handler, *queue.NATSQueue, *stampSink) {
 	b.Helper()
 	ctx := context.Background()
 	js := natstest.StartJetStream(b)
@@ -84,7 +87,7 @@ func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Po
 	cfg.MaxInFlight = 256
 	handle := consumer.Handle
 	if gate != nil {
-		handle = func(ctx context.Context, cluster string, ev *audit.Event) {
+		handle = func(ctx context.Context, cluster string, ev *auditv1.Event) {
 			select {
 			case <-*gate.Load():
 			case <-ctx.Done():
@@ -93,7 +96,7 @@ func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Po
 			consumer.Handle(ctx, cluster, ev)
 		}
 	}
-	q, err := audit.NewNATSQueue(cfg, handle, telemetry.Settings{})
+	q, err := queue.NewNATSQueue(cfg, handle, telemetry.Settings{})
 	require.NoError(b, err)
 	q.SetSinkSync(engine.SyncSinks)
 	require.NoError(b, q.Start(ctx))
@@ -221,7 +224,7 @@ func BenchmarkNATSLatency(b *testing.B) {
 		tick := time.NewTicker(100 * time.Millisecond)
 		for _, batch := range batches {
 			<-tick.C
-			evs, err := audit.DecodeEventList(batch)
+			evs, err := auditv1.DecodeEventList(batch)
 			require.NoError(b, err)
 			start := time.Now()
 			postOK(b, h, batch)

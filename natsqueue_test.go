@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -58,17 +60,17 @@ func replayEvents(t *testing.T, batches [][]*auditv1.Event, natsURL string) map[
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	require.NoError(t, err)
 	var q interface {
-		audit.EventQueue
+		queue.EventQueue
 		Start(context.Context) error
 		Stop(context.Context) error
 	}
 	if natsURL != "" {
-		nq, err := audit.NewNATSQueue(fastNATS(natsURL), consumer.Handle, telemetry.Settings{})
+		nq, err := queue.NewNATSQueue(fastNATS(natsURL), consumer.Handle, telemetry.Settings{})
 		require.NoError(t, err)
 		nq.SetSinkSync(engine.SyncSinks)
 		q = nq
 	} else {
-		mq, err := audit.NewQueue(audit.QueueConfig{Partitions: 8}, consumer.Handle, telemetry.Settings{})
+		mq, err := queue.NewQueue(queue.QueueConfig{Partitions: 8}, consumer.Handle, telemetry.Settings{})
 		require.NoError(t, err)
 		q = mq
 	}

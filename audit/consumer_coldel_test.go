@@ -20,6 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 const nsController = "system:serviceaccount:kube-system:namespace-controller"
@@ -174,7 +175,7 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	assert.Equal(t, "foregroundDeletion", attrs[AttrFinalizers], "a Foreground delete adds its finalizer")
 	assert.Equal(t, []string{"marked for deletion: waiting for finalizers foregroundDeletion"}, logMessages(pod, aggregator.LogTypeMessage))
 
-	byReason := metricSums(t, reader, "result")
+	byReason := telemetrytest.Sums(t, reader, "result")
 	assert.Equal(t, int64(7), byReason["kelemetry.audit.consumer.events{result=sent}"], "audit events, not objects")
 }
 
@@ -295,7 +296,7 @@ func TestConsumerDeleteCollectionNoBodyNoInformer(t *testing.T) {
 	require.NoError(t, err)
 	c.Handle(context.Background(), "c1", metadataEvent("dc1", "deletecollection", "", "", time.Now()))
 	assert.Empty(t, agg.Events())
-	byReason := metricSums(t, reader, "reason")
+	byReason := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(1), byReason["kelemetry.audit.consumer.events{reason=deletecollection}"])
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -43,7 +44,7 @@ func TestConsumerDiffRollout(t *testing.T) {
 	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
-	for _, ev := range consumerFixtureEvents(t, "rollout") {
+	for _, ev := range auditfixture.Events(t, "rollout") {
 		c.Handle(ctx, "kind", ev)
 	}
 
@@ -233,7 +234,7 @@ func (discardAggregator) Send(context.Context, *aggregator.Event) error { return
 // the bulk fixture, with and without the audit-stream diff. The repeat check is off: every
 // iteration hands the consumer the same events again, which it would otherwise drop as repeats.
 func BenchmarkConsumerHandleBulk(b *testing.B) {
-	events := consumerFixtureEvents(b, "bulk")
+	events := auditfixture.Events(b, "bulk")
 	for _, bc := range []struct {
 		name string
 		cfg  ConsumerConfig
@@ -258,7 +259,7 @@ func BenchmarkConsumerHandleBulk(b *testing.B) {
 // BenchmarkDiffCacheMemory reports the heap the audit-stream diff cache holds per kept object
 // after the bulk fixture (pods and ReplicaSets of 20 Deployments).
 func BenchmarkDiffCacheMemory(b *testing.B) {
-	events := consumerFixtureEvents(b, "bulk")
+	events := auditfixture.Events(b, "bulk")
 	for range b.N {
 		runtime.GC()
 		var before runtime.MemStats

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // unavailableAggregator fails the first failures sends with a retryable error.
@@ -45,10 +46,10 @@ func TestConsumerRetriesUnavailableSink(t *testing.T) {
 	c.Handle(context.Background(), "kind", consumerEvent())
 	assert.Equal(t, 4, agg.calls)
 	require.Len(t, agg.sent, 1)
-	byResult := metricSums(t, reader, "result")
+	byResult := telemetrytest.Sums(t, reader, "result")
 	assert.Equal(t, int64(1), byResult["kelemetry.audit.consumer.events{result=sent}"])
 	assert.Zero(t, byResult["kelemetry.audit.consumer.events{result=send_error}"])
-	assert.Equal(t, int64(3), metricSums(t, reader, "")["kelemetry.audit.consumer.send.retries"])
+	assert.Equal(t, int64(3), telemetrytest.Sums(t, reader, "")["kelemetry.audit.consumer.send.retries"])
 }
 
 // When the queue gives up (shutdown deadline), the retried event is abandoned and counted.
@@ -64,6 +65,6 @@ func TestConsumerAbandonsRetryOnCancel(t *testing.T) {
 	c.Handle(ctx, "kind", consumerEvent())
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Empty(t, agg.sent)
-	byReason := metricSums(t, reader, "reason")
+	byReason := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(1), byReason["kelemetry.audit.consumer.events{reason=abandoned}"])
 }

@@ -1,18 +1,16 @@
 package audit
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,7 +19,9 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 var consumerT0 = time.Date(2026, 11, 29, 17, 9, 30, 123456000, time.UTC)
@@ -482,43 +482,9 @@ func TestConsumerConfig(t *testing.T) {
 	assert.Empty(t, ConsumerConfig{ExcludeResources: []string{}}.WithDefaults().ExcludeResources)
 }
 
-// consumerFixtureEvents decodes every line of an audit log fixture.
-func consumerFixtureEvents(tb testing.TB, scenario string) []*auditv1.Event {
-	tb.Helper()
-	path := filepath.Join("..", "testdata", scenario, "audit.jsonl")
-	var r io.Reader
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		f, err = os.Open(path + ".gz")
-		require.NoError(tb, err)
-		zr, err := gzip.NewReader(f)
-		require.NoError(tb, err)
-		r = zr
-	} else {
-		require.NoError(tb, err)
-		r = f
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(r, 1<<20)
-	var events []*auditv1.Event
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(strings.TrimSpace(string(line))) > 0 {
-			ev, derr := auditv1.DecodeEvent(line)
-			require.NoError(tb, derr)
-			events = append(events, ev)
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(tb, err)
-	}
-	return events
-}
-
 func TestConsumerRolloutFixture(t *testing.T) {
 	c := newTestConsumer(t, ConsumerConfig{})
-	events := consumerFixtureEvents(t, "rollout")
+	events := auditfixture.Events(t, "rollout")
 	require.Len(t, events, 205)
 
 	var kept, bindings, statusUpdates, generated, scales int
@@ -600,7 +566,7 @@ func TestConsumerHandleCounts(t *testing.T) {
 	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	ctx := context.Background()
-	for _, ev := range consumerFixtureEvents(t, "rollout") {
+	for _, ev := range auditfixture.Events(t, "rollout") {
 		c.Handle(ctx, "kind", ev)
 	}
 	dc := consumerEvent()
@@ -616,11 +582,11 @@ func TestConsumerHandleCounts(t *testing.T) {
 		assert.Equal(t, "kind", ev.Object.Cluster)
 	}
 
-	byResult := metricSums(t, reader, "result")
+	byResult := telemetrytest.Sums(t, reader, "result")
 	assert.Equal(t, int64(142), byResult["kelemetry.audit.consumer.events{result=sent}"])
 	assert.Equal(t, int64(31+32+1), byResult["kelemetry.audit.consumer.events{result=filtered}"])
 	assert.Equal(t, int64(1), byResult["kelemetry.audit.consumer.events{result=invalid}"])
-	byReason := metricSums(t, reader, "reason")
+	byReason := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(31), byReason["kelemetry.audit.consumer.events{reason=verb}"])
 	assert.Equal(t, int64(32), byReason["kelemetry.audit.consumer.events{reason=resource}"])
 	assert.Equal(t, int64(1), byReason["kelemetry.audit.consumer.events{reason=deletecollection}"])
@@ -631,7 +597,7 @@ func TestConsumerHandleCounts(t *testing.T) {
 	failing := consumerEvent()
 	failing.AuditID = "a2" // a1 was the deletecollection's: a repeat
 	c.Handle(ctx, "kind", failing)
-	byResult = metricSums(t, reader, "result")
+	byResult = telemetrytest.Sums(t, reader, "result")
 	assert.Equal(t, int64(1), byResult["kelemetry.audit.consumer.events{result=send_error}"])
 	assert.Equal(t, int64(142), byResult["kelemetry.audit.consumer.events{result=sent}"])
 }
@@ -689,9 +655,9 @@ func TestConsumerDropsRepeatedEvents(t *testing.T) {
 				sent = append(sent, id)
 			}
 			assert.Equal(t, tc.sent, sent)
-			byReason := metricSums(t, reader, "reason")
+			byReason := telemetrytest.Sums(t, reader, "reason")
 			assert.Equal(t, tc.dups, byReason["kelemetry.audit.consumer.events{reason=duplicate}"])
-			assert.Equal(t, tc.evictions, metricSums(t, reader, "")["kelemetry.audit.consumer.dedup.evictions"])
+			assert.Equal(t, tc.evictions, telemetrytest.Sums(t, reader, "")["kelemetry.audit.consumer.dedup.evictions"])
 		})
 	}
 }
@@ -701,7 +667,7 @@ func TestConsumerThroughQueue(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
 	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 64, Partitions: 3}, c.Handle)
+	q := newTestQueue(t, queue.QueueConfig{Capacity: 64, Partitions: 3}, c.Handle)
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
 	stats, err := ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, telemetry.Settings{})
@@ -713,7 +679,7 @@ func TestConsumerThroughQueue(t *testing.T) {
 
 	// Per object, events arrive in file order.
 	order := map[string]int{}
-	for i, ev := range consumerFixtureEvents(t, "rollout") {
+	for i, ev := range auditfixture.Events(t, "rollout") {
 		order[ev.AuditID+"/"+ev.Stage] = i
 	}
 	last := map[aggregator.ObjectKey]int{}
@@ -730,7 +696,7 @@ func TestConsumerThroughQueue(t *testing.T) {
 
 // BenchmarkConvert converts the events of the bulk fixture (decoded before the timer starts).
 func BenchmarkConvert(b *testing.B) {
-	events := consumerFixtureEvents(b, "bulk")
+	events := auditfixture.Events(b, "bulk")
 	c := newTestConsumer(b, ConsumerConfig{})
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -749,7 +715,7 @@ func BenchmarkConvert(b *testing.B) {
 // reader against encoding/json into a small struct.
 func BenchmarkConvertBodyMeta(b *testing.B) {
 	var bodies [][]byte
-	for _, ev := range consumerFixtureEvents(b, "bulk") {
+	for _, ev := range auditfixture.Events(b, "bulk") {
 		if len(ev.ResponseObject) > 0 && ev.ResponseObject[0] == '{' {
 			bodies = append(bodies, ev.ResponseObject)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -18,7 +19,7 @@ import (
 // consumer that handled everything.
 func TestConsumerWarmTakeover(t *testing.T) {
 	ctx := context.Background()
-	events := consumerFixtureEvents(t, "rollout")
+	events := auditfixture.Events(t, "rollout")
 	ref := &aggregatortest.RecordingAggregator{}
 	one, err := NewConsumer(ConsumerConfig{}, ref, telemetry.Settings{})
 	require.NoError(t, err)

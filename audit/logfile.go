@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -34,11 +36,6 @@ const (
 	replayBatchSize = 256
 	readBufferSize  = 64 << 10
 )
-
-// WaitEnqueuer takes batches of events, waiting for room instead of dropping. *Queue is one.
-type WaitEnqueuer interface {
-	EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error
-}
 
 // ReplayStats counts what a replay read.
 type ReplayStats struct {
@@ -69,7 +66,7 @@ func ReplayFile(ctx context.Context, path, cluster string, q interface {
 }
 
 // replayFile is ReplayFile with a maximum future skew (zero: the default, negative: none).
-func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Duration, q WaitEnqueuer, ts telemetry.Settings) (ReplayStats, error) {
+func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Duration, q queue.WaitEnqueuer, ts telemetry.Settings) (ReplayStats, error) {
 	b := newLineBatcher(path, cluster, q, ts.Log().With("component", "audit.replay", "path", path))
 	b.maxFutureSkew = skewOrDefault(maxFutureSkew)
 	b.droppedCounter = newDroppedFileCounter(ts.Meter(meterName))
@@ -174,7 +171,7 @@ func (c FollowConfig) Validate() error {
 // StartAtEnd). Span IDs are deterministic, so replaying twice yields the same spans.
 type Follower struct {
 	cfg      FollowConfig
-	q        WaitEnqueuer
+	q        queue.WaitEnqueuer
 	logger   *slog.Logger
 	lines    metric.Int64Counter
 	badLines metric.Int64Counter
@@ -434,7 +431,7 @@ func readAvailable(ctx context.Context, lr *lineReader, b *lineBatcher) error {
 type lineBatcher struct {
 	path    string
 	cluster string
-	q       WaitEnqueuer
+	q       queue.WaitEnqueuer
 	logger  *slog.Logger
 	batch   []*auditv1.Event
 	lineNo  int64
@@ -447,7 +444,7 @@ type lineBatcher struct {
 	maxFutureSkew            time.Duration
 }
 
-func newLineBatcher(path, cluster string, q WaitEnqueuer, logger *slog.Logger) *lineBatcher {
+func newLineBatcher(path, cluster string, q queue.WaitEnqueuer, logger *slog.Logger) *lineBatcher {
 	return &lineBatcher{
 		path:    path,
 		cluster: cluster,
@@ -566,7 +563,7 @@ func (b *lineBatcher) logSuppressed() {
 func (b *lineBatcher) flush(ctx context.Context) error {
 	if len(b.batch) > 0 {
 		err := b.q.EnqueueWait(ctx, b.cluster, b.batch)
-		if errors.Is(err, ErrBatchTooLarge) {
+		if errors.Is(err, queue.ErrBatchTooLarge) {
 			// The queue is smaller than a batch: hand the events over one by one.
 			for i, ev := range b.batch {
 				if err = b.q.EnqueueWait(ctx, b.cluster, []*auditv1.Event{ev}); err != nil {

@@ -14,13 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // collector is a WaitEnqueuer that keeps what it gets.
@@ -76,7 +80,7 @@ func TestLogReplayRolloutFixture(t *testing.T) {
 
 	// Same events, same order as the file.
 	var want []string
-	for _, ev := range consumerFixtureEvents(t, "rollout") {
+	for _, ev := range auditfixture.Events(t, "rollout") {
 		want = append(want, ev.AuditID)
 	}
 	assert.Equal(t, want, c.IDs())
@@ -166,13 +170,13 @@ func TestLogReplayErrors(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "audit.log")
 	require.NoError(t, os.WriteFile(path, []byte(logLine("a")+logLine("b")), 0o600))
-	c := &collector{err: ErrStopped}
+	c := &collector{err: queue.ErrStopped}
 	stats, err := ReplayFile(context.Background(), path, "c", c, telemetry.Settings{})
-	require.ErrorIs(t, err, ErrStopped)
+	require.ErrorIs(t, err, queue.ErrStopped)
 	assert.Zero(t, stats.Events)
 
 	// A queue smaller than a batch still gets every event.
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
+	q := newTestQueue(t, queue.QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
 	require.NoError(t, q.Start(context.Background()))
 	stats, err = ReplayFile(context.Background(), path, "c", q, telemetry.Settings{})
 	require.NoError(t, err)
@@ -291,7 +295,7 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	waitIDs(t, &c, "1", "2", "3", "4", "5", "6", "7", "8")
 	assert.Equal(t, map[string]int{"c1": 8}, c.clusters)
 
-	sums := metricSums(t, reader, "")
+	sums := telemetrytest.Sums(t, reader, "")
 	assert.Equal(t, int64(9), sums["kelemetry.audit.file.lines"])
 	assert.Equal(t, int64(1), sums["kelemetry.audit.file.bad_lines"])
 }
@@ -321,8 +325,8 @@ func TestLogFollowIntoQueue(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(path, []byte(lines.String()), 0o600))
 
-	var h handledLog
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 300, Partitions: 2}, h.handle)
+	var h handledOrder
+	q := newTestQueue(t, queue.QueueConfig{Capacity: 300, Partitions: 2}, h.handle)
 	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -341,14 +345,16 @@ func TestLogFollowIntoQueue(t *testing.T) {
 func TestLogFollowStopWhileBlocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
 	require.NoError(t, os.WriteFile(path, []byte(logLine("1")+logLine("2")), 0o600))
-	// A queue that is full and never drains: the follower blocks in EnqueueWait.
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
-	require.NoError(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{queueEvent("n", "x", "x")}))
+	// A queue that never has room: the follower blocks in EnqueueWait.
+	q := blockingEnqueuer{entered: make(chan struct{}, 1)}
 	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, fl.Start(context.Background()))
-	require.Eventually(t, func() bool { return q.roomWaiters.Load() == 1 }, 5*time.Second, time.Millisecond,
-		"the follower waits for room")
+	select {
+	case <-q.entered: // the follower waits for room
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower never enqueued")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, fl.Stop(ctx), context.DeadlineExceeded)

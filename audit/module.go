@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -18,10 +20,10 @@ import (
 type Config struct {
 	// Cluster names the cluster of input that does not name one: webhook requests to /audit
 	// (unless Webhook.DefaultCluster is set) and log files.
-	Cluster  string         `yaml:"cluster"`
-	Webhook  WebhookConfig  `yaml:"webhook"`
-	Queue    QueueConfig    `yaml:"queue"`
-	Consumer ConsumerConfig `yaml:"consumer"`
+	Cluster  string            `yaml:"cluster"`
+	Webhook  WebhookConfig     `yaml:"webhook"`
+	Queue    queue.QueueConfig `yaml:"queue"`
+	Consumer ConsumerConfig    `yaml:"consumer"`
 	// Replay lists audit log files ingested once at start-up, in order, in the background.
 	Replay []string `yaml:"replay"`
 	// Follow lists audit log files followed like tail -F.
@@ -59,7 +61,7 @@ type Replayer = replay.Runner[ReplayStats]
 // NewReplayer replays files into q, as cluster, dropping events with timestamps more than
 // maxFutureSkew ahead (zero: aggregator.DefaultMaxFutureSkew, negative: no limit) or outside the
 // representable range (see ReplayFile); ts gives its logger (may be unset).
-func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q EventQueue, ts telemetry.Settings) *Replayer {
+func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q queue.EventQueue, ts telemetry.Settings) *Replayer {
 	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
 		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts)
 		if err == nil {
@@ -89,10 +91,10 @@ type Result struct {
 
 	// Queue is the in-memory queue in front of the consumer (fed by the durable queue, if any);
 	// nil with the NATS queue.
-	Queue *Queue
+	Queue *queue.Queue
 	// EventQueue is what the webhook enqueues into: the NATSQueue when Config.Queue.IsNATS(),
 	// the DurableQueue when Config.Queue.IsDurable(), else Queue.
-	EventQueue EventQueue
+	EventQueue queue.EventQueue
 	Consumer   *Consumer
 	Webhook    *Webhook
 	Replayer   *Replayer
@@ -105,7 +107,7 @@ type Result struct {
 var Module = fx.Module("audit",
 	fx.Provide(New,
 		fx.Annotate(func(w *Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
-	fx.Invoke(func(*Queue, *Replayer) {}),
+	fx.Invoke(func(*queue.Queue, *Replayer) {}),
 )
 
 // commitSync is what a durable or NATS queue runs before it counts a batch as handled: the
@@ -135,10 +137,10 @@ func New(p Params) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var q *Queue
-	var eq EventQueue
+	var q *queue.Queue
+	var eq queue.EventQueue
 	if cfg.Queue.IsNATS() {
-		nq, err := NewNATSQueue(cfg.Queue.NATS, consumer.Handle, ts)
+		nq, err := queue.NewNATSQueue(cfg.Queue.NATS, consumer.Handle, ts)
 		if err != nil {
 			return Result{}, err
 		}
@@ -148,7 +150,7 @@ func New(p Params) (Result, error) {
 		p.Lifecycle.Append(fx.StartStopHook(nq.Start, nq.Stop))
 		eq = nq
 	} else if cfg.Queue.IsDurable() {
-		dq, err := NewDurableQueue(cfg.Queue, consumer.Handle, ts)
+		dq, err := queue.NewDurableQueue(cfg.Queue, consumer.Handle, ts)
 		if err != nil {
 			return Result{}, err
 		}
@@ -158,7 +160,7 @@ func New(p Params) (Result, error) {
 		// Log replay and follow read their files again after a crash: they need no second copy.
 		q, eq = dq.Memory(), dq
 	} else {
-		if q, err = NewQueue(cfg.Queue, consumer.Handle, ts); err != nil {
+		if q, err = queue.NewQueue(cfg.Queue, consumer.Handle, ts); err != nil {
 			return Result{}, err
 		}
 		p.Lifecycle.Append(fx.StartStopHook(q.Start, q.Stop))
@@ -177,7 +179,7 @@ func New(p Params) (Result, error) {
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
 		health = append(health, h.SinkHealth)
 	}
-	if dq, ok := eq.(*DurableQueue); ok {
+	if dq, ok := eq.(*queue.DurableQueue); ok {
 		health = append(health, dq.Health)
 	}
 	switch len(health) {
@@ -191,7 +193,7 @@ func New(p Params) (Result, error) {
 	}
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
-	replayQ := EventQueue(q)
+	replayQ := queue.EventQueue(q)
 	if q == nil {
 		replayQ = eq
 	}
@@ -207,3 +209,6 @@ func New(p Params) (Result, error) {
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
 	return Result{Queue: q, EventQueue: eq, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
 }
+
+// meterName is the instrumentation scope of the package's metrics (the queues share it).
+const meterName = "github.com/kelemetry/kelemetry/audit"

@@ -3,6 +3,8 @@ package audit
 import (
 	"context"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
@@ -22,7 +24,7 @@ const ObserverGroup = `group:"kelemetry.audit.observers"`
 
 // Observe returns q with every batch it accepts (Enqueue or EnqueueWait without error) also
 // passed to each observer. Without observers it returns q itself.
-func Observe(q EventQueue, observers ...Observer) EventQueue {
+func Observe(q queue.EventQueue, observers ...Observer) queue.EventQueue {
 	var obs []Observer
 	for _, o := range observers {
 		if o != nil {
@@ -37,7 +39,7 @@ func Observe(q EventQueue, observers ...Observer) EventQueue {
 
 // observedQueue is an EventQueue that tells observers about the batches it accepted.
 type observedQueue struct {
-	EventQueue
+	queue.EventQueue
 	obs []Observer
 }
 

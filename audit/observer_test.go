@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -33,17 +35,19 @@ func (o *recordingObserver) count() int {
 }
 
 // fullQueue refuses every batch.
-type fullQueue struct{ EventQueue }
+type fullQueue struct{ queue.EventQueue }
 
-func (fullQueue) Enqueue(context.Context, string, []*auditv1.Event) error     { return ErrQueueFull }
-func (fullQueue) EnqueueWait(context.Context, string, []*auditv1.Event) error { return ErrStopped }
+func (fullQueue) Enqueue(context.Context, string, []*auditv1.Event) error { return queue.ErrQueueFull }
+func (fullQueue) EnqueueWait(context.Context, string, []*auditv1.Event) error {
+	return queue.ErrStopped
+}
 
 // TestObserveSeesAcceptedBatchesOnly: an observer sees what the queue accepted, reads included,
 // and not a batch the queue refused (kube-apiserver retries it: it would count twice).
 func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 	var handled []*auditv1.Event
 	var mu sync.Mutex
-	q, err := NewQueue(QueueConfig{}, func(_ context.Context, _ string, ev *auditv1.Event) {
+	q, err := queue.NewQueue(queue.QueueConfig{}, func(_ context.Context, _ string, ev *auditv1.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		handled = append(handled, ev)
@@ -79,16 +83,16 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 	}
 	refused := &recordingObserver{}
 	fq := Observe(fullQueue{q}, refused)
-	if err := fq.Enqueue(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, ErrQueueFull) {
+	if err := fq.Enqueue(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, queue.ErrQueueFull) {
 		t.Fatalf("Enqueue: %v", err)
 	}
-	if err := fq.EnqueueWait(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, ErrStopped) {
+	if err := fq.EnqueueWait(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, queue.ErrStopped) {
 		t.Fatalf("EnqueueWait: %v", err)
 	}
 	if refused.count() != 0 {
 		t.Errorf("observer saw %d refused events", refused.count())
 	}
-	if Observe(q) != EventQueue(q) {
+	if Observe(q) != queue.EventQueue(q) {
 		t.Error("Observe without observers wraps the queue")
 	}
 }

@@ -3,6 +3,8 @@ package audit
 import (
 	"context"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
@@ -13,7 +15,7 @@ import (
 // the durable log or on NATS and their trip through the queue (reads and lease renewals are a
 // third of a typical audit stream). Invalid events still reach the consumer, which logs them.
 // Observers wrapped around the result (Observe) still see every event.
-func Prefilter(q EventQueue, c *Consumer) EventQueue {
+func Prefilter(q queue.EventQueue, c *Consumer) queue.EventQueue {
 	if c == nil {
 		return q
 	}
@@ -21,7 +23,7 @@ func Prefilter(q EventQueue, c *Consumer) EventQueue {
 }
 
 type prefilteredQueue struct {
-	EventQueue
+	queue.EventQueue
 	c *Consumer
 }
 

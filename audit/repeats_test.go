@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,7 +84,7 @@ func TestWebhookQueuesARepeatOnce(t *testing.T) {
 	require.Len(t, wt.q.recorded(), 2)
 
 	// A refused batch is not remembered: its retry is queued.
-	wt.q.err = fmt.Errorf("partition 1: %w", ErrQueueFull)
+	wt.q.err = fmt.Errorf("partition 1: %w", queue.ErrQueueFull)
 	require.Equal(t, http.StatusTooManyRequests, wt.post("/audit", bytes.NewReader(batches[1]), nil).Code)
 	wt.q.err = nil
 	require.Equal(t, http.StatusOK, wt.post("/audit", bytes.NewReader(batches[1]), nil).Code)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -127,7 +128,7 @@ func (c WebhookConfig) Validate() error {
 // reused.
 type Webhook struct {
 	cfg    WebhookConfig
-	q      Enqueuer
+	q      queue.Enqueuer
 	logger *slog.Logger
 	health func(context.Context) error // see SetHealth
 	taps   []BatchTap                  // see AddTap
@@ -175,7 +176,7 @@ const (
 // NewWebhook returns a webhook handler that enqueues into q. cfg should be valid (see Validate);
 // defaults fill its zero fields. ts gives its logger and meter provider (either may be unset).
 // An instrument that cannot be created is logged and replaced by a no-op one.
-func NewWebhook(cfg WebhookConfig, q Enqueuer, ts telemetry.Settings) *Webhook {
+func NewWebhook(cfg WebhookConfig, q queue.Enqueuer, ts telemetry.Settings) *Webhook {
 	w := &Webhook{cfg: cfg.WithDefaults(), q: q, logger: ts.Log().With("component", "audit-webhook"),
 		badLog: ratelog.Limiter{Burst: 10, Every: 10 * time.Second}, rejectLogs: map[string]*ratelog.Limiter{}}
 	for _, reason := range []string{rejectOther, rejectBadRequest, rejectTooLarge, rejectQueueFull, rejectStopped,
@@ -311,21 +312,21 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if len(queued) > 0 {
 		if err := w.q.Enqueue(ctx, cluster, queued); err != nil {
 			switch {
-			case errors.Is(err, ErrBatchTooLarge):
+			case errors.Is(err, queue.ErrBatchTooLarge):
 				// Retrying cannot help: say so rather than asking for a retry.
 				w.reject(ctx, rw, http.StatusRequestEntityTooLarge, rejectTooLarge, cluster,
 					fmt.Sprintf("enqueue %d events: %v (raise audit.queue.capacity or lower --audit-webhook-batch-max-size)", len(queued), err))
-			case errors.Is(err, ErrQueueFull):
+			case errors.Is(err, queue.ErrQueueFull):
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusTooManyRequests, rejectQueueFull, cluster,
 					fmt.Sprintf("enqueue %d events: %v", len(queued), err))
-			case errors.Is(err, ErrQueueUnavailable):
+			case errors.Is(err, queue.ErrQueueUnavailable):
 				// The queue's store (NATS) is out of reach: the batch was not accepted, and
 				// kube-apiserver retries a 503 that carries Retry-After.
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusServiceUnavailable, rejectQueueUnavailable, cluster,
 					fmt.Sprintf("enqueue %d events: %v", len(queued), err))
-			case errors.Is(err, ErrStopped):
+			case errors.Is(err, queue.ErrStopped):
 				// A replica shutting down: kube-apiserver retries a 503 only with Retry-After, and
 				// the retry reaches another replica through the Service.
 				rw.Header().Set("Retry-After", webhookRetryAfter)

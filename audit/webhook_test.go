@@ -25,6 +25,7 @@ import (
 	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -369,10 +370,10 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 		wantStatus int
 		wantReason string
 	}{
-		{name: "queue full", err: fmt.Errorf("partition 3: %w", ErrQueueFull), wantStatus: http.StatusTooManyRequests, wantReason: "queue_full"},
-		{name: "batch can never fit", err: fmt.Errorf("%w: %w", ErrQueueFull, ErrBatchTooLarge), wantStatus: http.StatusRequestEntityTooLarge, wantReason: "too_large"},
-		{name: "stopped", err: ErrStopped, wantStatus: http.StatusServiceUnavailable, wantReason: "stopped"},
-		{name: "queue unavailable", err: fmt.Errorf("%w: NATS disconnected", ErrQueueUnavailable), wantStatus: http.StatusServiceUnavailable, wantReason: "queue_unavailable"},
+		{name: "queue full", err: fmt.Errorf("partition 3: %w", queue.ErrQueueFull), wantStatus: http.StatusTooManyRequests, wantReason: "queue_full"},
+		{name: "batch can never fit", err: fmt.Errorf("%w: %w", queue.ErrQueueFull, queue.ErrBatchTooLarge), wantStatus: http.StatusRequestEntityTooLarge, wantReason: "too_large"},
+		{name: "stopped", err: queue.ErrStopped, wantStatus: http.StatusServiceUnavailable, wantReason: "stopped"},
+		{name: "queue unavailable", err: fmt.Errorf("%w: NATS disconnected", queue.ErrQueueUnavailable), wantStatus: http.StatusServiceUnavailable, wantReason: "queue_unavailable"},
 		{name: "other", err: errors.New("disk on fire"), wantStatus: http.StatusInternalServerError, wantReason: "error"},
 	}
 	for _, tt := range tests {
@@ -401,7 +402,7 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 func TestWebhookRejectLogRateLimited(t *testing.T) {
 	const n = 1000
 	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
-	wt.q.err = fmt.Errorf("partition 3: %w", ErrQueueFull)
+	wt.q.err = fmt.Errorf("partition 3: %w", queue.ErrQueueFull)
 	for range n {
 		rec := wt.post("/audit", strings.NewReader(testBatch), nil)
 		require.Equal(t, http.StatusTooManyRequests, rec.Code)
@@ -544,7 +545,7 @@ func TestWebhookMetricAttributes(t *testing.T) {
 }
 
 func ExampleWebhook() {
-	var q Enqueuer = &webhookFakeQueue{} // in a program: the audit Queue
+	var q queue.Enqueuer = &webhookFakeQueue{} // in a program: the audit Queue
 	mux := http.NewServeMux()
 	// kube-apiserver's --audit-webhook-config-file points at http://<host>/audit/<cluster>.
 	NewWebhook(WebhookConfig{DefaultCluster: "main"}, q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}).Register(mux)

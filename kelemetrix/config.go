@@ -45,7 +45,7 @@ type Config struct {
 	// When it is full, an observed batch is dropped and counted
 	// (kelemetry.kelemetrix.dropped_events); the webhook of a standalone processor answers 429.
 	QueueSize int `yaml:"queueSize"`
-	// QueueBytes bounds the estimated memory (audit.EventBytes: the request and response bodies
+	// QueueBytes bounds the estimated memory (auditv1.EventBytes: the request and response bodies
 	// plus 1 KiB an event) of the events waiting (default 256 MiB). A batch over it is dropped
 	// and counted like one over QueueSize, with reason queue_bytes; a batch larger than
 	// QueueBytes is still taken when nothing waits, so that it is never refused for ever.

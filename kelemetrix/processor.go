@@ -16,6 +16,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -25,7 +26,7 @@ const meterScope = "github.com/kelemetry/kelemetry/kelemetrix"
 const maxBatches = 4096
 
 // Processor turns audit events into metric points. It is an audit.Observer (fed by the audit
-// pipeline, dropping and counting what does not fit) and an audit.EventQueue (the queue of a
+// pipeline, dropping and counting what does not fit) and an queue.EventQueue (the queue of a
 // webhook, replay or follow of its own, answering ErrQueueFull or waiting when full). Events are
 // handled by one goroutine between Start and Stop. Stop handles what was accepted before it.
 type Processor struct {
@@ -37,7 +38,7 @@ type Processor struct {
 
 	ch      chan batch
 	pending atomic.Int64 // events accepted and not yet handled
-	bytes   atomic.Int64 // their audit.EventBytes
+	bytes   atomic.Int64 // their auditv1.EventBytes
 	room    chan struct{}
 
 	mu      sync.Mutex
@@ -56,12 +57,12 @@ type Processor struct {
 type batch struct {
 	cluster string
 	events  []*auditv1.Event
-	size    int64 // audit.EventBytes of events
+	size    int64 // auditv1.EventBytes of events
 	flushed chan struct{}
 }
 
 // errBytesFull is the error of a batch refused for QueueBytes.
-var errBytesFull = fmt.Errorf("kelemetrix queueBytes: %w", audit.ErrQueueFull)
+var errBytesFull = fmt.Errorf("kelemetrix queueBytes: %w", queue.ErrQueueFull)
 
 // compiledMetric is a MetricConfig ready to evaluate.
 type compiledMetric struct {
@@ -282,7 +283,7 @@ func (p *Processor) ObserveAudit(cluster string, events []*auditv1.Event) {
 	if err := p.Enqueue(context.Background(), cluster, events); err != nil {
 		reason := "queue_full"
 		switch {
-		case errors.Is(err, audit.ErrStopped):
+		case errors.Is(err, queue.ErrStopped):
 			reason = "stopped"
 		case errors.Is(err, errBytesFull):
 			reason = "queue_bytes"
@@ -291,15 +292,15 @@ func (p *Processor) ObserveAudit(cluster string, events []*auditv1.Event) {
 	}
 }
 
-// Enqueue accepts a batch, or returns an error wrapping audit.ErrQueueFull when it does not fit
-// now (QueueSize events or QueueBytes), audit.ErrStopped after Stop. It never blocks.
+// Enqueue accepts a batch, or returns an error wrapping queue.ErrQueueFull when it does not fit
+// now (QueueSize events or QueueBytes), queue.ErrStopped after Stop. It never blocks.
 func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
 	select {
 	case <-p.stop:
-		return audit.ErrStopped
+		return queue.ErrStopped
 	default:
 	}
 	n := int64(len(events))
@@ -313,7 +314,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1
 	// for ever (the webhook bounds a batch's size).
 	if after := p.pending.Add(n); after > int64(p.cfg.QueueSize) && after != n {
 		p.pending.Add(-n)
-		return fmt.Errorf("kelemetrix: %d events queued: %w", after-n, audit.ErrQueueFull)
+		return fmt.Errorf("kelemetrix: %d events queued: %w", after-n, queue.ErrQueueFull)
 	}
 	if after := p.bytes.Add(size); after > p.cfg.QueueBytes && after != size {
 		p.bytes.Add(-size)
@@ -325,7 +326,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1
 	default:
 		p.bytes.Add(-size)
 		p.pending.Add(-n)
-		return fmt.Errorf("kelemetrix: %d batches queued: %w", maxBatches, audit.ErrQueueFull)
+		return fmt.Errorf("kelemetrix: %d batches queued: %w", maxBatches, queue.ErrQueueFull)
 	}
 	return nil
 }
@@ -334,14 +335,14 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1
 func (p *Processor) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	for {
 		err := p.Enqueue(ctx, cluster, events)
-		if err == nil || !errors.Is(err, audit.ErrQueueFull) {
+		if err == nil || !errors.Is(err, queue.ErrQueueFull) {
 			return err
 		}
 		select {
 		case <-p.room:
 		case <-time.After(50 * time.Millisecond):
 		case <-p.stop:
-			return audit.ErrStopped
+			return queue.ErrStopped
 		case <-ctx.Done():
 			return fmt.Errorf("kelemetrix enqueue: %w", ctx.Err())
 		}
@@ -354,14 +355,14 @@ func (p *Processor) Flush(ctx context.Context) error {
 	// room, so the stop check comes first.
 	select {
 	case <-p.stop:
-		return audit.ErrStopped
+		return queue.ErrStopped
 	default:
 	}
 	done := make(chan struct{})
 	select {
 	case p.ch <- batch{flushed: done}:
 	case <-p.stop:
-		return audit.ErrStopped
+		return queue.ErrStopped
 	case <-ctx.Done():
 		return fmt.Errorf("kelemetrix flush: %w", ctx.Err())
 	}
@@ -378,13 +379,13 @@ func (p *Processor) Flush(ctx context.Context) error {
 // Len returns the number of events accepted and not yet handled.
 func (p *Processor) Len() int { return int(p.pending.Load()) }
 
-// Bytes returns the estimated memory (audit.EventBytes) of the events Len counts.
+// Bytes returns the estimated memory (auditv1.EventBytes) of the events Len counts.
 func (p *Processor) Bytes() int64 { return p.bytes.Load() }
 
 // Updates returns the number of metric points recorded so far.
 func (p *Processor) Updates() int64 { return p.updates.Load() }
 
-var _ audit.EventQueue = (*Processor)(nil)
+var _ queue.EventQueue = (*Processor)(nil)
 var _ audit.Observer = (*Processor)(nil)
 
 // eventState caches the tags and quantities of one event, computing each on first use.

@@ -12,8 +12,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -251,7 +251,7 @@ func TestObserverDropsWhenFull(t *testing.T) {
 	batch := []*auditv1.Event{req("a", "get", "pods", 200, 0), req("a", "get", "pods", 200, 0)}
 	p.ObserveAudit("c", batch) // accepted (2)
 	p.ObserveAudit("c", batch) // 4 > 3: dropped
-	if err := p.Enqueue(context.Background(), "c", batch); !errors.Is(err, audit.ErrQueueFull) {
+	if err := p.Enqueue(context.Background(), "c", batch); !errors.Is(err, queue.ErrQueueFull) {
 		t.Errorf("Enqueue on a full queue: %v, want ErrQueueFull", err)
 	}
 	if p.Len() != 2 {
@@ -277,7 +277,7 @@ func TestObserverDropsWhenFull(t *testing.T) {
 		t.Errorf("m %v, want 4 for user a", got)
 	}
 	p.ObserveAudit("c", batch)
-	if err := p.Enqueue(ctx, "c", batch); !errors.Is(err, audit.ErrStopped) {
+	if err := p.Enqueue(ctx, "c", batch); !errors.Is(err, queue.ErrStopped) {
 		t.Errorf("Enqueue after Stop: %v, want ErrStopped", err)
 	}
 	if d := points(t, r, "kelemetry.kelemetrix.dropped_events"); d["reason=stopped"] != 2 {
@@ -285,7 +285,7 @@ func TestObserverDropsWhenFull(t *testing.T) {
 	}
 }
 
-// TestQueueBytesBound: batches beyond QueueBytes (audit.EventBytes) are dropped and counted
+// TestQueueBytesBound: batches beyond QueueBytes (auditv1.EventBytes) are dropped and counted
 // (reason queue_bytes), or refused with ErrQueueFull; a batch larger than the bound is taken when
 // nothing waits; EnqueueWait waits for room.
 func TestQueueBytesBound(t *testing.T) {
@@ -299,7 +299,7 @@ func TestQueueBytesBound(t *testing.T) {
 	p, r := newTestProcessor(t, Config{QueueBytes: size + size/2, Metrics: []MetricConfig{counter("m", TagUser)}})
 	p.ObserveAudit("c", one) // accepted
 	p.ObserveAudit("c", one) // 2 x size > 1.5 x size: dropped
-	if err := p.Enqueue(context.Background(), "c", one); !errors.Is(err, audit.ErrQueueFull) {
+	if err := p.Enqueue(context.Background(), "c", one); !errors.Is(err, queue.ErrQueueFull) {
 		t.Errorf("Enqueue over queueBytes: %v, want ErrQueueFull", err)
 	}
 	if p.Len() != 1 || p.Bytes() != size {

@@ -2,11 +2,9 @@ package auditv1
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"strconv"
 	"sync"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/jsonscan"
 )
 
 // Kinds and API version of the audit.k8s.io/v1 objects this package decodes.
@@ -704,8 +703,7 @@ func (d *eventDecoder) decodeCause(c *StatusCause) error {
 // ws skips whitespace and returns the next byte, or 0 at the end of the input.
 func (d *eventDecoder) ws() byte {
 	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		if c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+		if c := d.data[d.pos]; !jsonscan.IsSpace(c) {
 			return c
 		}
 		d.pos++
@@ -786,7 +784,7 @@ func (d *eventDecoder) nextMember(first bool) (name []byte, more bool, err error
 		return nil, false, d.syntaxErr("at start of object member name")
 	}
 	// Most names: plain ASCII, the ':' right after them.
-	if j := asciiStringEnd(d.data, d.pos); j >= 0 && j < len(d.data) && d.data[j] == ':' {
+	if j := jsonscan.PlainEnd(d.data, d.pos+1) + 1; j > 0 && j < len(d.data) && d.data[j] == ':' {
 		name = d.data[d.pos+1 : j-1]
 		d.pos = j + 1
 		return name, true, nil
@@ -850,80 +848,31 @@ func (d *eventDecoder) literal(lit string) error {
 	return d.syntaxErr("in literal " + lit)
 }
 
-// strSafe marks the bytes that a JSON string holds as they are and that need no attention:
-// printable ASCII other than '"' and '\'.
-var strSafe = safeBytes(0x80)
-
-// safeBytes marks the bytes from 0x20 up to (not including) end, but '"' and '\'.
-func safeBytes(end int) (t [256]bool) {
-	for c := 0x20; c < end; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}
-
-const (
-	swarLow  = 0x0101010101010101
-	swarHigh = 0x8080808080808080
-)
-
-// stringSpecial flags (high bit of the byte) the bytes of w, eight bytes of a string read little
-// endian, that are '"', '\', a control character or not ASCII, testing them at once with the
-// carry tricks of "Bit Twiddling Hacks" (has a zero byte, has a byte less than n). The lowest
-// flag is exact; flags above a true one may be spurious. A subtraction borrows into the byte
-// above only out of a special byte, so no byte below the first special one is flagged; and
-// unlike swarSpecial's, the terms need not leave out bytes that are not ASCII: w flags those.
-func stringSpecial(w uint64) uint64 {
-	quote := w ^ (swarLow * '"')
-	backslash := w ^ (swarLow * '\\')
-	return ((quote - swarLow) | (backslash - swarLow) | (w - swarLow*0x20) | w) & swarHigh
-}
-
 // scanString scans the JSON string that starts at the current position (a '"') and returns its
 // bytes between the quotes. plain is false if they need unquoting: escapes or non-ASCII bytes.
 func (d *eventDecoder) scanString() (content []byte, plain bool, err error) {
-	data := d.data
 	start := d.pos + 1
-	i := start
-	plain = true
-	for {
-		// Eight bytes at a time, to the first byte that needs a look (the lowest flag is exact);
-		// byte by byte in the last few.
-		for {
-			if i+8 > len(data) {
-				for i < len(data) && strSafe[data[i]] {
-					i++
-				}
-				break
-			}
-			if m := stringSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
-		if i < len(data) {
-			if c := data[i]; c == '"' {
-				d.pos = i + 1
-				return data[start:i], plain, nil
-			} else if c >= utf8.RuneSelf { // kept as is here, checked when unquoted
-				plain = false
-				i++
-				continue
-			}
-		}
-		// An escape, a control character or the end of the input.
-		plain = false
-		d.pos = i
-		if err := d.skipEscape(); err != nil {
-			return nil, false, err
-		}
-		i = d.pos
+	end, flags, fault := jsonscan.Scan(d.data, start)
+	if fault != jsonscan.OK {
+		return nil, false, d.stringFault(end, fault)
 	}
+	d.pos = end + 1
+	return d.data[start:end], flags == 0, nil
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+// stringFault reports the fault jsonscan found in a string at offset at.
+func (d *eventDecoder) stringFault(at int, fault jsonscan.Fault) error {
+	d.pos = at
+	switch fault {
+	case jsonscan.Control:
+		return d.syntaxErr("in string (control characters must be escaped)")
+	case jsonscan.BadEscape:
+		return d.syntaxErr("in string escape")
+	case jsonscan.BadUnicode:
+		return d.syntaxErr(`in \u escape`)
+	default:
+		return d.syntaxErr("in string")
+	}
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
@@ -987,53 +936,6 @@ func (d *eventDecoder) scanNumber() error {
 	return nil
 }
 
-// skipSafe marks the bytes that a skipped JSON string holds as they are: all but '"', '\' and
-// control characters. Invalid UTF-8 is not an error (encoding/json accepts it too).
-var skipSafe = safeBytes(0x100)
-
-// swarSpecial flags (high bit of the byte) the bytes of x, eight bytes of a string read little
-// endian, that skipSafe does not mark: '"', '\\' and control characters. The lowest flag is
-// exact; flags above a true one may be spurious.
-func swarSpecial(x uint64) uint64 {
-	q := x ^ (swarLow * '"')
-	b := x ^ (swarLow * '\\')
-	return ((x - swarLow*0x20) | (q - swarLow) | (b - swarLow)) &^ x & swarHigh
-}
-
-// plainStringEnd returns the index after the closing quote of the string whose opening quote is
-// at i, when its first special byte (swarSpecial) is that quote within whole eight-byte words of
-// data; otherwise -1, and skipString takes it from the start. Most strings of a body (names,
-// short values) end so: this is the part of skipString that its callers inline.
-func plainStringEnd(data []byte, i int) int {
-	for i++; i+8 <= len(data); i += 8 {
-		if m := swarSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
-			if i += bits.TrailingZeros64(m) >> 3; data[i] == '"' {
-				return i + 1
-			}
-			return -1
-		}
-	}
-	return -1
-}
-
-// asciiStringEnd is plainStringEnd for strings that are read, not skipped: non-ASCII bytes end
-// the run too (stringSpecial), so that scanString checks and unquotes them.
-func asciiStringEnd(data []byte, i int) int {
-	for i++; i+8 <= len(data); i += 8 {
-		if m := stringSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
-			if i += bits.TrailingZeros64(m) >> 3; data[i] == '"' {
-				return i + 1
-			}
-			return -1
-		}
-	}
-	return -1
-}
-
-// isSpace marks JSON whitespace. The scanners test "c <= ' '" first: a byte above the space is never
-// whitespace, and most bytes are.
-var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
-
 // skipValue checks and skips the JSON value that comes next, of any type. This is the hot loop of
 // decoding (request and response bodies are most of the input): it works on local copies of the
 // buffer and position, and falls back to the general scanning functions only for errors, escapes
@@ -1046,17 +948,15 @@ func (d *eventDecoder) skipValue() error {
 	defer func() { d.stack = stack[:0] }()
 	for {
 		// A value.
-		for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
-			i++
-		}
+		i = jsonscan.SkipSpace(data, i)
 		if i >= len(data) {
 			d.pos = i
 			return d.syntaxErr("at start of value")
 		}
 		switch c := data[i]; c {
 		case '"':
-			if j := plainStringEnd(data, i); j >= 0 {
-				i = j
+			if j := jsonscan.SafeEnd(data, i+1); j >= 0 {
+				i = j + 1
 				break
 			}
 			var err error
@@ -1066,9 +966,7 @@ func (d *eventDecoder) skipValue() error {
 		case '{', '[':
 			open := i
 			i++
-			for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
-				i++
-			}
+			i = jsonscan.SkipSpace(data, i)
 			if i < len(data) && data[i] == c+2 { // '{'+2 == '}', '['+2 == ']'
 				i++
 				break // too short for the Layout
@@ -1085,7 +983,7 @@ func (d *eventDecoder) skipValue() error {
 				continue // to the first element
 			}
 			if i < len(data) && data[i] == '"' { // the name as most are: plain, the ':' right after it
-				if j := plainStringEnd(data, i); j >= 0 && j < len(data) && data[j] == ':' {
+				if j := jsonscan.SafeEnd(data, i+1) + 1; j > 0 && j < len(data) && data[j] == ':' {
 					i = j + 1
 					continue
 				}
@@ -1130,9 +1028,7 @@ func (d *eventDecoder) skipValue() error {
 				d.pos = i
 				return nil
 			}
-			for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
-				i++
-			}
+			i = jsonscan.SkipSpace(data, i)
 			top := stack[len(stack)-1]
 			if i < len(data) {
 				switch data[i] {
@@ -1140,7 +1036,7 @@ func (d *eventDecoder) skipValue() error {
 					i++
 					if top == '{' {
 						if i < len(data) && data[i] == '"' {
-							if j := plainStringEnd(data, i); j >= 0 && j < len(data) && data[j] == ':' {
+							if j := jsonscan.SafeEnd(data, i+1) + 1; j > 0 && j < len(data) && data[j] == ':' {
 								i = j + 1
 								break
 							}
@@ -1176,9 +1072,7 @@ func (d *eventDecoder) skipValue() error {
 // returns the index after the ':'.
 func (d *eventDecoder) skipName(i int) (int, error) {
 	data := d.data
-	for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
-		i++
-	}
+	i = jsonscan.SkipSpace(data, i)
 	if i >= len(data) || data[i] != '"' {
 		d.pos = i
 		return 0, d.syntaxErr("at start of object member name")
@@ -1187,9 +1081,7 @@ func (d *eventDecoder) skipName(i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for i < len(data) && data[i] <= ' ' && isSpace[data[i]] {
-		i++
-	}
+	i = jsonscan.SkipSpace(data, i)
 	if i >= len(data) || data[i] != ':' {
 		d.pos = i
 		return 0, d.syntaxErr("after object member name (want ':')")
@@ -1200,68 +1092,11 @@ func (d *eventDecoder) skipName(i int) (int, error) {
 // skipString checks and skips the string whose opening quote is at i and returns the index after
 // its closing quote.
 func (d *eventDecoder) skipString(i int) (int, error) {
-	data := d.data
-	i++
-	for {
-		// Eight bytes at a time: m flags the bytes that end the run of safe ones (the lowest
-		// flag is exact; those above it may be spurious and are not looked at). Byte by byte in
-		// the last few.
-		for {
-			if i+8 > len(data) {
-				for i < len(data) && skipSafe[data[i]] {
-					i++
-				}
-				break
-			}
-			if m := swarSpecial(binary.LittleEndian.Uint64(data[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
-		if i < len(data) && data[i] == '"' {
-			return i + 1, nil
-		}
-		// An escape, a control character or the end of the input.
-		d.pos = i
-		if err := d.skipEscape(); err != nil {
-			return 0, err
-		}
-		i = d.pos
+	end, fault := jsonscan.Check(d.data, i+1)
+	if fault != jsonscan.OK {
+		return 0, d.stringFault(end, fault)
 	}
-}
-
-// skipEscape checks and skips the escape sequence at the current position inside a string, or
-// reports a control character or the end of the input there.
-func (d *eventDecoder) skipEscape() error {
-	data := d.data
-	i := d.pos
-	switch {
-	case i >= len(data):
-		return d.syntaxErr("in string")
-	case data[i] != '\\':
-		return d.syntaxErr("in string (control characters must be escaped)")
-	case i+1 >= len(data):
-		d.pos = i + 1
-		return d.syntaxErr("in string escape")
-	}
-	switch data[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		d.pos = i + 2
-		return nil
-	case 'u':
-		for j := i + 2; j < i+6; j++ {
-			if j >= len(data) || !isHex(data[j]) {
-				d.pos = j
-				return d.syntaxErr(`in \u escape`)
-			}
-		}
-		d.pos = i + 6
-		return nil
-	default:
-		d.pos = i + 1
-		return d.syntaxErr("in string escape")
-	}
+	return end + 1, nil
 }
 
 // Typed reads.
@@ -1270,9 +1105,9 @@ func (d *eventDecoder) skipEscape() error {
 func (d *eventDecoder) readStr() ([]byte, error) {
 	switch d.ws() {
 	case '"':
-		if j := asciiStringEnd(d.data, d.pos); j >= 0 {
-			s := d.data[d.pos+1 : j-1]
-			d.pos = j
+		if j := jsonscan.PlainEnd(d.data, d.pos+1); j >= 0 {
+			s := d.data[d.pos+1 : j]
+			d.pos = j + 1
 			return s, nil
 		}
 		s, plain, err := d.scanString()

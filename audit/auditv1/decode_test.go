@@ -15,7 +15,6 @@ import (
 	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/kelemetry/kelemetry/internal/fixture"
-	"github.com/kelemetry/kelemetry/internal/swartest"
 )
 
 // assertMatchesAuditV1 compares an event field by field with the same event decoded by
@@ -301,14 +300,6 @@ func TestDecodeEventListEmpty(t *testing.T) {
 		require.NoError(t, err, in)
 		assert.Empty(t, events, in)
 	}
-}
-
-// TestStringSpecialMasks: the SWAR masks of the string scanners flag a word that holds a byte
-// their tables do not mark safe, and their lowest flag is on the first such byte (the scanners
-// jump there).
-func TestStringSpecialMasks(t *testing.T) {
-	swartest.CheckMask(t, "stringSpecial", stringSpecial, &strSafe)
-	swartest.CheckMask(t, "swarSpecial", swarSpecial, &skipSafe)
 }
 
 func ExampleDecodeEventList() {

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 )
 
 // copied is what a test reads of one distinct copy of an event.
@@ -134,7 +134,7 @@ func TestDistinctCopies(t *testing.T) {
 // TestDistinctAtRateForDuration: --distinct --rate --duration posts about rate x duration new
 // events and stops by itself; the webhook finds no repeat among them and the consumer handles all.
 func TestDistinctAtRateForDuration(t *testing.T) {
-	s := newServer(t, audit.QueueConfig{}, 0)
+	s := newServer(t, queue.QueueConfig{}, 0)
 	hook := httptest.NewServer(s.webhook)
 	defer hook.Close()
 	metrics := httptest.NewServer(s.metrics)

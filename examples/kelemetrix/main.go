@@ -96,7 +96,7 @@ type pipeline struct {
 }
 
 // newPipeline builds the processor and its sources: the webhook, replay and follow enqueue into
-// the processor directly (it is their audit.EventQueue).
+// the processor directly (it is their queue.EventQueue).
 func newPipeline(c config, ts telemetry.Settings, lc fx.Lifecycle) (pipeline, error) {
 	proc, err := kelemetrix.New(c.metrics, ts)
 	if err != nil {

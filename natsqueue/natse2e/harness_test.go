@@ -33,6 +33,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
@@ -350,7 +351,7 @@ func expected(t *testing.T, batches [][]byte) map[string][]string {
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, b := range batches {
-		evs, err := audit.DecodeEventList(bytes.Clone(b))
+		evs, err := auditv1.DecodeEventList(bytes.Clone(b))
 		require.NoError(t, err)
 		for _, ev := range evs {
 			c.Handle(ctx, testCluster, ev)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 )
 
@@ -66,7 +66,7 @@ func TestReplicaKill9Takeover(t *testing.T) {
 	// or after it.
 	lostBefore, lostAfter := 0, 0
 	for i, b := range batches {
-		evs, err := audit.DecodeEventList(bytes.Clone(b))
+		evs, err := auditv1.DecodeEventList(bytes.Clone(b))
 		require.NoError(t, err)
 		for _, ev := range evs {
 			if _, ok := want[ev.AuditID]; !ok {

@@ -61,3 +61,31 @@ func Int64By(t testing.TB, r *sdkmetric.ManualReader, name, key string) map[stri
 	}
 	return out
 }
+
+// Sums collects r and returns the sums of every int64 sum and gauge, keyed by metric name, or by
+// "name{attr=value}" for the points that carry attr (an empty attr: by name only).
+func Sums(t testing.TB, r *sdkmetric.ManualReader, attr string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			}
+			for _, p := range points {
+				key := m.Name
+				if v, ok := p.Attributes.Value(attribute.Key(attr)); ok && attr != "" {
+					key += "{" + attr + "=" + v.AsString() + "}"
+				}
+				out[key] += p.Value
+			}
+		}
+	}
+	return out
+}

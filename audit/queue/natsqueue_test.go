@@ -1,11 +1,9 @@
-package audit
+package queue
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -116,24 +114,27 @@ func natsBatch(prefix string, n int) (string, []string) {
 	return `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[` + strings.Join(items, ",") + `]}`, ids
 }
 
-func postBatch(h http.Handler, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "/audit/c1", strings.NewReader(body))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
+// poster enqueues one EventList body as the webhook would, for cluster c1.
+type poster func(body string) error
+
+// enqueuer decodes a body and enqueues its events into q.
+func enqueuer(t *testing.T, q EventQueue) poster {
+	return func(body string) error {
+		events, err := auditv1.DecodeEventList([]byte(body))
+		require.NoError(t, err)
+		return q.Enqueue(testCtx(t), "c1", events)
+	}
 }
 
-// natsPipeline is webhook -> NATSQueue -> natsHandled.
-func natsPipeline(t *testing.T, cfg natsqueue.Config, log *natsHandled) (*NATSQueue, http.Handler) {
+// natsPipeline is NATSQueue -> natsHandled, fed by enqueuer.
+func natsPipeline(t *testing.T, cfg natsqueue.Config, log *natsHandled) (*NATSQueue, poster) {
 	t.Helper()
 	q, err := NewNATSQueue(cfg, log.handle, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := testCtx(t)
 	require.NoError(t, q.Start(ctx))
 	t.Cleanup(func() { _ = q.Stop(context.Background()) })
-	mux := http.NewServeMux()
-	NewWebhook(WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
-	return q, mux
+	return q, enqueuer(t, q)
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -156,23 +157,20 @@ func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 	q, h := natsPipeline(t, cfg, log)
 
 	b1, ids1 := natsBatch("before", 6)
-	rec := postBatch(h, b1)
-	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.NoError(t, h(b1))
 	log.requireExactlyOnce(t, ids1)
 	require.NoError(t, q.Health(context.Background()))
 
 	js.Stop()
 	b2, ids2 := natsBatch("during", 6)
-	rec = postBatch(h, b2)
-	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
-	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
-	assert.Contains(t, rec.Body.String(), "unavailable")
+	err := h(b2)
+	require.ErrorIs(t, err, ErrQueueUnavailable, "the webhook answers 503 with Retry-After")
 	require.Eventually(t, func() bool { return errors.Is(q.Health(context.Background()), ErrQueueUnavailable) },
 		10*time.Second, 10*time.Millisecond, "Health reports NATS down")
 
 	js.Start()
-	// The sender retries until it gets a 200.
-	require.Eventually(t, func() bool { return postBatch(h, b2).Code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	// The sender retries until the batch is taken (the webhook's 200).
+	require.Eventually(t, func() bool { return h(b2) == nil }, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, q.Flush(testCtx(t)))
 	log.requireExactlyOnce(t, append(ids1, ids2...))
 	assert.Zero(t, q.Len())
@@ -199,14 +197,12 @@ func TestNATSQueueStreamFull(t *testing.T) {
 	// The consumer is stuck: the stream fills up.
 	full := -1
 	for i, b := range bodies {
-		rec := postBatch(h, b)
-		if rec.Code == http.StatusTooManyRequests {
-			assert.Equal(t, "1", rec.Header().Get("Retry-After"))
-			assert.Contains(t, rec.Body.String(), "full")
+		err := h(b)
+		if errors.Is(err, ErrQueueFull) { // the webhook's 429
 			full = i
 			break
 		}
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.NoError(t, err)
 	}
 	require.GreaterOrEqual(t, full, 1, "the stream filled up after some batches")
 
@@ -215,12 +211,11 @@ func TestNATSQueueStreamFull(t *testing.T) {
 	ctx := testCtx(t)
 	for _, b := range bodies[full:] {
 		for {
-			rec := postBatch(h, b)
-			if rec.Code == http.StatusOK {
+			err := h(b)
+			if err == nil {
 				break
 			}
-			require.Contains(t, []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}, rec.Code, rec.Body.String())
-			require.NotEmpty(t, rec.Header().Get("Retry-After"))
+			require.True(t, errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueUnavailable), "refused with a reason to retry: %v", err)
 			select {
 			case <-ctx.Done():
 				t.Fatal("the retrying client did not complete")
@@ -243,11 +238,10 @@ func TestNATSQueueRestartResumes(t *testing.T) {
 	require.NoError(t, err)
 	ctx := testCtx(t)
 	require.NoError(t, q1.Start(ctx))
-	mux1 := http.NewServeMux()
-	NewWebhook(WebhookConfig{}, q1, telemetry.Settings{}).Register(mux1)
+	mux1 := enqueuer(t, q1)
 
 	b1, ids1 := natsBatch("first", 8)
-	require.Equal(t, http.StatusOK, postBatch(mux1, b1).Code)
+	require.NoError(t, mux1(b1))
 	require.NoError(t, q1.Flush(ctx))
 	log1.requireExactlyOnce(t, ids1)
 
@@ -256,14 +250,14 @@ func TestNATSQueueRestartResumes(t *testing.T) {
 	log1.gate = make(chan struct{})
 	log1.mu.Unlock()
 	b2, ids2 := natsBatch("second", 8)
-	require.Equal(t, http.StatusOK, postBatch(mux1, b2).Code)
+	require.NoError(t, mux1(b2))
 	require.NoError(t, q1.Stop(ctx))
 	assert.Equal(t, len(ids1), len(log1.snapshot()), "the stopped process handled nothing more")
 
 	log2 := newNATSHandled()
 	q2, h2 := natsPipeline(t, cfg, log2)
 	b3, ids3 := natsBatch("third", 8)
-	require.Equal(t, http.StatusOK, postBatch(h2, b3).Code)
+	require.NoError(t, h2(b3))
 	require.NoError(t, q2.Flush(ctx))
 	log2.requireExactlyOnce(t, append(ids2, ids3...))
 	assert.Equal(t, len(ids1), len(log1.snapshot()), "the first process handled nothing after its stop")
@@ -286,46 +280,6 @@ func TestQueueConfigNATSExclusive(t *testing.T) {
 	assert.ErrorContains(t, bad.Validate(), "replicas 2")
 }
 
-func TestGroupSyncShares(t *testing.T) {
-	var mu sync.Mutex
-	calls := 0
-	release := make(chan struct{})
-	g := newGroupSync(func(context.Context) error {
-		mu.Lock()
-		calls++
-		mu.Unlock()
-		<-release
-		return nil
-	})
-	var wg sync.WaitGroup
-	call := func(entered chan<- struct{}) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			entered <- struct{}{}
-			assert.NoError(t, g.do(context.Background()))
-		}()
-	}
-	// The first caller's call runs (and blocks); the 7 callers that come meanwhile wait for the
-	// next call, and share it.
-	entered := make(chan struct{}, 8)
-	call(entered)
-	<-entered
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return calls == 1 }, 5*time.Second, time.Millisecond)
-	for range 7 {
-		call(entered)
-	}
-	for range 7 {
-		<-entered
-	}
-	time.Sleep(20 * time.Millisecond) // from the send on entered to g.do's lock
-	close(release)
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, 2, calls, "concurrent callers share calls")
-}
-
 // TestNATSQueuePoisonMessage: a message that does not decode is retried, moved to the
 // dead-letter stream and counted, and its partition goes on with the next messages.
 func TestNATSQueuePoisonMessage(t *testing.T) {
@@ -343,7 +297,7 @@ func TestNATSQueuePoisonMessage(t *testing.T) {
 	require.NoError(t, nc.Flush())
 
 	b, ids := natsBatch("after", 4)
-	require.Equal(t, http.StatusOK, postBatch(h, b).Code)
+	require.NoError(t, h(b))
 	require.NoError(t, q.Flush(testCtx(t)))
 	log.requireExactlyOnce(t, ids)
 
@@ -381,12 +335,11 @@ func TestNATSQueueBatchesSyncs(t *testing.T) {
 	ctx := testCtx(t)
 	require.NoError(t, q.Start(ctx))
 	t.Cleanup(func() { _ = q.Stop(context.Background()) })
-	mux := http.NewServeMux()
-	NewWebhook(WebhookConfig{}, q, telemetry.Settings{}).Register(mux)
+	mux := enqueuer(t, q)
 
 	// The handler waits while the batch is published: the partition's messages pile up.
 	b, ids := natsBatch("batch", 200)
-	require.Equal(t, http.StatusOK, postBatch(mux, b).Code)
+	require.NoError(t, mux(b))
 	close(log.gate)
 	require.NoError(t, q.Flush(ctx))
 	log.requireExactlyOnce(t, ids)

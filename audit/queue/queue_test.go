@@ -1,4 +1,4 @@
-package audit
+package queue
 
 import (
 	"context"
@@ -12,12 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // queueEvent is an event on pod <name> in namespace ns with audit ID id.
@@ -70,34 +69,6 @@ func newTestQueue(t *testing.T, cfg QueueConfig, h Handler) (*Queue, *sdkmetric.
 	return q, reader
 }
 
-// metricSums returns the int64 sums (and gauges) of the collected metrics, keyed by name and, if
-// attr is set on a data point, "name{attr=value}".
-func metricSums(t *testing.T, r *sdkmetric.ManualReader, attr string) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			var points []metricdata.DataPoint[int64]
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				points = d.DataPoints
-			case metricdata.Gauge[int64]:
-				points = d.DataPoints
-			}
-			for _, p := range points {
-				key := m.Name
-				if v, ok := p.Attributes.Value(attribute.Key(attr)); ok {
-					key += "{" + attr + "=" + v.AsString() + "}"
-				}
-				out[key] += p.Value
-			}
-		}
-	}
-	return out
-}
-
 func TestQueueConfig(t *testing.T) {
 	cfg := QueueConfig{}.WithDefaults()
 	assert.Equal(t, DefaultQueueCapacity, cfg.Capacity)
@@ -143,7 +114,7 @@ func TestQueueKeepsOrderPerObject(t *testing.T) {
 			assert.Equal(t, fmt.Sprintf("pod-%d/%03d", o, i), id)
 		}
 	}
-	sums := metricSums(t, reader, "reason")
+	sums := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(objects*perObject), sums["kelemetry.audit.queue.accepted"])
 	assert.Equal(t, int64(0), sums["kelemetry.audit.queue.depth"])
 	require.NoError(t, q.Stop(ctx))
@@ -267,7 +238,7 @@ func TestQueueAllOrNothing(t *testing.T) {
 	require.Error(t, q.Enqueue(ctx, "c", []*auditv1.Event{nil}))
 	require.NoError(t, q.Enqueue(ctx, "c", nil))
 
-	sums := metricSums(t, reader, "reason")
+	sums := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(10), sums["kelemetry.audit.queue.accepted"])
 	assert.Equal(t, int64(5+1+11+11), sums["kelemetry.audit.queue.rejected{reason=full}"], "refused, not lost")
 	assert.Zero(t, sums["kelemetry.audit.queue.dropped{reason=full}"], "a refusal is not a drop")
@@ -303,7 +274,7 @@ func TestQueueStopDrainsAndRejects(t *testing.T) {
 	require.ErrorIs(t, q.Start(ctx), ErrStopped, "Start after Stop")
 	require.NoError(t, q.Flush(ctx))
 
-	sums := metricSums(t, reader, "reason")
+	sums := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(5), sums["kelemetry.audit.queue.rejected{reason=stopped}"], "refused after Stop: the sender keeps them")
 	assert.Zero(t, sums["kelemetry.audit.queue.dropped{reason=stopped}"], "everything accepted was handled")
 }
@@ -337,7 +308,7 @@ func TestQueueStopTimeoutAbandons(t *testing.T) {
 	assert.Equal(t, 0, q.Len())
 	require.ErrorIs(t, q.Flush(ctx), ErrStopped)
 
-	sums := metricSums(t, reader, "reason")
+	sums := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(4), sums["kelemetry.audit.queue.dropped{reason=stopped}"])
 }
 
@@ -533,7 +504,7 @@ func TestQueueBoundedByBytes(t *testing.T) {
 	require.ErrorIs(t, err, ErrBatchTooLarge)
 	require.ErrorIs(t, q.EnqueueWait(ctx, "c", []*auditv1.Event{bigEvent("huge", "h", 11*mib)}), ErrBatchTooLarge)
 
-	sums := metricSums(t, reader, "reason")
+	sums := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(4*(2*mib+bareEventBytes)), sums["kelemetry.audit.queue.bytes"])
 	assert.Equal(t, int64(2+1+1), sums["kelemetry.audit.queue.rejected{reason=full}"], "refused, not lost")
 
@@ -555,13 +526,6 @@ func TestQueueAbandonReleasesBytes(t *testing.T) {
 	assert.Equal(t, int64(3000+2*bareEventBytes), q.Bytes())
 	require.ErrorIs(t, q.Stop(context.Background()), ErrStopped)
 	assert.Zero(t, q.Bytes())
-}
-
-func TestConfigQueueBytesFitWebhookBody(t *testing.T) {
-	require.NoError(t, Config{}.Validate())
-	err := Config{Queue: QueueConfig{MaxBytes: 1 << 20}}.Validate()
-	require.ErrorContains(t, err, "queue.maxBytes")
-	require.NoError(t, Config{Queue: QueueConfig{MaxBytes: 1 << 20}, Webhook: WebhookConfig{MaxBodyBytes: 1 << 20, MaxInflightBytes: 1 << 20}}.Validate())
 }
 
 // bareEventBytes is what the queue counts for an event without bodies.

@@ -1,4 +1,4 @@
-package audit
+package queue_test
 
 import (
 	"context"
@@ -6,12 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -20,10 +24,10 @@ import (
 // to another in the middle: the second replica warms its audit-stream diff up from the
 // partition's history, so its spans carry the same diffs as one replica handling everything.
 func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
-	ctx := testCtx(t)
-	events := consumerFixtureEvents(t, "rollout")
+	ctx := queue.Ctx(t)
+	events := auditfixture.Events(t, "rollout")
 	ref := &aggregatortest.RecordingAggregator{}
-	one, err := NewConsumer(ConsumerConfig{}, ref, telemetry.Settings{})
+	one, err := audit.NewConsumer(audit.ConsumerConfig{}, ref, telemetry.Settings{})
 	require.NoError(t, err)
 	for _, ev := range events {
 		one.Handle(ctx, "kind", ev)
@@ -34,15 +38,15 @@ func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
 	}
 
 	js := natstest.StartJetStream(t)
-	cfg := natsTestConfig(js.URL())
+	cfg := queue.NATSTestConfig(js.URL())
 	cfg.Partitions = 1
 	cfg.MaxInFlight = 1
 	var handled atomic.Int64
-	replica := func() (*NATSQueue, *aggregatortest.RecordingAggregator) {
+	replica := func() (*queue.NATSQueue, *aggregatortest.RecordingAggregator) {
 		agg := &aggregatortest.RecordingAggregator{}
-		c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+		c, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, telemetry.Settings{})
 		require.NoError(t, err)
-		q, err := NewNATSQueue(cfg, func(ctx context.Context, cluster string, ev *auditv1.Event) {
+		q, err := queue.NewNATSQueue(cfg, func(ctx context.Context, cluster string, ev *auditv1.Event) {
 			c.Handle(ctx, cluster, ev)
 			handled.Add(1)
 		}, telemetry.Settings{})

@@ -1,8 +1,11 @@
-package audit
+package queue_test
 
 import (
 	"context"
 	"testing"
+
+	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -10,6 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -38,14 +42,14 @@ func (s *spanCheckingSink) HasSpans(_ context.Context, refs []aggregator.SpanRef
 // Stored says which of the recorded rollout's events the sinks hold: those handled, not the
 // others, nor the events that write no span; the NATS queue's check asks it per message.
 func TestConsumerStored(t *testing.T) {
-	ctx := testCtx(t)
-	events := consumerFixtureEvents(t, "rollout")
+	ctx := queue.Ctx(t)
+	events := auditfixture.Events(t, "rollout")
 	sink := &spanCheckingSink{}
 	e, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(ctx))
 	t.Cleanup(func() { _ = e.Stop(context.Background()) })
-	c, err := NewConsumer(ConsumerConfig{}, e, telemetry.Settings{})
+	c, err := audit.NewConsumer(audit.ConsumerConfig{}, e, telemetry.Settings{})
 	require.NoError(t, err)
 	half := len(events) / 2
 	for _, ev := range events[:half] {
@@ -74,24 +78,24 @@ func TestConsumerStored(t *testing.T) {
 	assert.NotContains(t, has, true, "another cluster's objects are other traces")
 
 	// Per message, through the NATS queue's check.
-	q, err := NewNATSQueue(natsTestConfig("nats://127.0.0.1:1"), c.Handle, telemetry.Settings{})
+	q, err := queue.NewNATSQueue(queue.NATSTestConfig("nats://127.0.0.1:1"), c.Handle, telemetry.Settings{})
 	require.NoError(t, err)
 	q.SetStoredCheck(c.Stored)
 	var ds []natsqueue.Delivery
 	var want []bool
 	for i, ev := range events {
 		_, keep, _ := c.Convert("kind", ev)
-		ds = append(ds, natsqueue.Delivery{Sequence: uint64(i + 1), Payload: appendBatch(nil, "kind", []*auditv1.Event{ev})})
+		ds = append(ds, natsqueue.Delivery{Sequence: uint64(i + 1), Payload: queue.AppendBatch(nil, "kind", []*auditv1.Event{ev})})
 		want = append(want, keep && i < half)
 	}
 	ds = append(ds, natsqueue.Delivery{Sequence: 9999, Payload: []byte("not a record")})
 	want = append(want, false)
-	got, err := q.storedMsgs(ctx, ds)
+	got, err := queue.StoredMsgs(ctx, q, ds)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
 	// An aggregator that cannot tell: nothing is stored, the events are handled again.
-	plain, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
+	plain, err := audit.NewConsumer(audit.ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
 	require.NoError(t, err)
 	has, err = plain.Stored(ctx, "kind", events)
 	require.NoError(t, err)

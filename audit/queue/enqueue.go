@@ -1,4 +1,4 @@
-package audit
+package queue
 
 import (
 	"context"
@@ -44,3 +44,8 @@ var (
 	_ EventQueue = (*DurableQueue)(nil)
 	_ EventQueue = (*NATSQueue)(nil)
 )
+
+// WaitEnqueuer takes batches of events, waiting for room instead of dropping. *Queue is one.
+type WaitEnqueuer interface {
+	EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error
+}
