@@ -12,7 +12,7 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	s := memory.New(memory.Config{}, 0) // or store.OpenPebble for a persistent store
+	s := memory.New(memory.Config{}, 0) // or pebble.Open for a persistent store
 	defer func() { _ = s.Stop(ctx) }()
 
 	obj := aggregator.ObjectRef{Cluster: "prod", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "shop", Name: "web"}

@@ -394,7 +394,7 @@ func (j *Store) ok(ctx context.Context, method string) {
 // Event or a replica catching up may still write into a window long closed.
 func (j *Store) expiry(now time.Time) time.Time { return now.Add(j.cfg.CacheTTL) }
 
-// GetTrace returns the spans of one trace, or query.ErrNotFound.
+// GetTrace returns the spans of one trace, or store.ErrNotFound.
 func (j *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.Span, error) {
 	var w time.Time
 	if _, tw, ok := aggregator.ParseTraceID(id); ok {
@@ -454,7 +454,7 @@ func inBatches(idx []int, fn func(batch []int) error) error {
 
 // HasSpans implements aggregator.SpanChecker: it reads the traces of refs from the backend,
 // past the cache (another replica may have written them a moment ago), and reports which of the
-// spans they hold. Errors are those of GetTraces (query.ErrUnavailable while the backend is down).
+// spans they hold. Errors are those of GetTraces (store.ErrUnavailable while the backend is down).
 func (j *Store) HasSpans(ctx context.Context, refs []aggregator.SpanRef) ([]bool, error) {
 	out := make([]bool, len(refs))
 	// One query per trace and window.

@@ -39,7 +39,7 @@ const (
 // no recover can catch. A store that let Pebble reach a full disk therefore either crashed the
 // process or, with the panic recovered, left the commit pipeline locked for good. So:
 //
-//   - Writes are refused (query.ErrUnavailable, wrapping ENOSPC) while the filesystem has less free
+//   - Writes are refused (store.ErrUnavailable, wrapping ENOSPC) while the filesystem has less free
 //     space than writeReserve, before Pebble is called: the write-ahead log never has to grow on
 //     a full disk. Retention still runs (its deletions are small) and may use the smaller
 //     maintenanceReserve for flushes and compactions.
@@ -361,7 +361,7 @@ func (p *Store) writeSpace() error {
 // once its batch is queued for the log, and a process crash can lose what the log writer had not
 // written yet. The durable audit queue calls it before it marks batches handled.
 func (p *Store) Sync(context.Context) error {
-	p.mu.RLock() // held through LogData: a reopening or Close replaces p.db
+	p.mu.RLock() // held through LogData: a reopening or close replaces p.db
 	defer p.mu.RUnlock()
 	err := p.usable()
 	if err == nil {

@@ -301,7 +301,7 @@ func TestPebbleShutdownBoundedOnStuckStore(t *testing.T) {
 
 // A panic inside Pebble's commit path (here: a batch of another database) does not crash the
 // process: the write fails, the store refuses further writes and says a restart is needed,
-// reads keep working, and Close does not touch the stuck database.
+// reads keep working, and close does not touch the stuck database.
 func TestPebbleCommitPanicIsRecovered(t *testing.T) {
 	ctx := context.Background()
 	p := openTestPebble(t, Config{}, nil)

@@ -85,7 +85,7 @@ func TestPebblePendingSpansAreCommitted(t *testing.T) {
 
 // Pending spans that cannot be committed (a full disk) stay pending: Sync reports it, so the
 // durable queue does not mark their events handled, and they are committed once the disk has
-// room again. Close commits what is pending.
+// room again. close commits what is pending.
 func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 	ctx := context.Background()
 	ffs := newFaultFS()
@@ -141,7 +141,7 @@ func TestPebbleLargeExportKeepsTheCallersSlice(t *testing.T) {
 	assert.Zero(t, pendingLen(p), "nothing of it taken")
 }
 
-// Close reports the pending spans it could not commit (a store that failed meanwhile) instead of
+// close reports the pending spans it could not commit (a store that failed meanwhile) instead of
 // dropping them quietly.
 func TestPebbleCloseReportsUncommittedSpans(t *testing.T) {
 	ctx := context.Background()

@@ -16,7 +16,7 @@ import (
 
 // Start implements store.Store: it runs the retention loop in the background: one check at once,
 // then one per CheckInterval. It does not block; calling it again while running does nothing.
-// A stopped store returns query.ErrClosed.
+// A stopped store returns an error.
 func (p *Store) Start(_ context.Context) error {
 	p.loopMu.Lock()
 	defer p.loopMu.Unlock()

@@ -1106,7 +1106,7 @@ func (p *Store) scan(ctx context.Context, lower, upper []byte, fn func(*pebble.I
 }
 
 // close stops retention, flushes the memtable and closes the database. Later calls return nil;
-// other methods return query.ErrClosed afterwards. On a full or failing disk the memtable is not
+// other methods return an error afterwards. On a full or failing disk the memtable is not
 // flushed (see disk.go); Stop bounds the time close may take.
 func (p *Store) close() error {
 	stopErr := p.stopRetention(context.Background())

@@ -482,7 +482,6 @@ var (
 	objectSpan = storetest.ObjectSpan
 	eventSpan  = storetest.EventSpan
 	export     = storetest.Export
-	keys       = storetest.Keys
 )
 
 const win = storetest.Win
