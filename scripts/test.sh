@@ -26,8 +26,8 @@ echo "== tsc --checkJs (frontend/ui/static)"
 echo "== go test"
 go test -count=1 ./...
 
-echo "== go test -race (concurrent packages)"
-go test -count=1 -race ./aggregator/... ./audit/... ./store/... ./otlpsink/... ./kube/... ./linker/... ./linkrule/... ./diff/... ./event/... ./frontend/... ./httpserver/... ./internal/... ./storageapi/...
+echo "== go test -race (every package, the root package and examples/ included)"
+go test -count=1 -race ./...
 
 echo "== diff cache against a real (embedded) etcd (nested module e2e/etcdcache)"
 (cd e2e/etcdcache && go vet ./... && go test -count=1 -race ./...)
