@@ -55,7 +55,7 @@ func bulkBatches(tb testing.TB) ([][]byte, int) {
 // wired as the all-in-one wires it, without HTTP sockets.
 type pipeline struct {
 	handler http.Handler
-	queue   *queue.Queue
+	queue   queue.Queue
 	engine  *aggregator.Engine
 }
 
@@ -76,7 +76,7 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	// as repeated deliveries and the figure would measure that.
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: -1}, engine, telemetry.Settings{})
 	require.NoError(tb, err)
-	q, err := queue.NewQueue(queue.QueueConfig{}, consumer.Handle, telemetry.Settings{})
+	q, err := queue.New(queue.Config{}, queue.Deps{Handle: consumer.Handle})
 	require.NoError(tb, err)
 	require.NoError(tb, q.Start(ctx))
 	mux := http.NewServeMux()

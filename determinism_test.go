@@ -59,7 +59,7 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	require.NoError(t, engine.Start(ctx))
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: shape.dedupSize}, engine, telemetry.Settings{})
 	require.NoError(t, err)
-	q, err := queue.NewQueue(queue.QueueConfig{Partitions: shape.partitions}, consumer.Handle, telemetry.Settings{})
+	q, err := queue.New(queue.Config{Partitions: shape.partitions}, queue.Deps{Handle: consumer.Handle})
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
 

@@ -164,7 +164,7 @@ type HealthReplay struct {
 // newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
 // the start-up replays, and whether the sinks take writes and the NATS queue is connected (503
 // "unavailable" when not, e.g. the store's disk is full or NATS is out of reach).
-func newHealth(r *audit.Replayer, ev *event.Replayer, q queue.EventQueue, agg *aggregator.Engine) httpserver.Health {
+func newHealth(r *audit.Replayer, ev *event.Replayer, q queue.Queue, agg *aggregator.Engine) httpserver.Health {
 	return healthHandler(func() Health {
 		build := version.Get()
 		// The queue's depth first: once it is 0, every handled event's link job is counted.
@@ -184,13 +184,13 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q queue.EventQueue, agg *a
 		if err != nil {
 			h.Replay.Error = err.Error()
 		}
-		if qh, ok := q.(interface{ Health(context.Context) error }); ok {
-			kind, fine := "nats", "connected"
-			if _, durable := q.(*queue.DurableQueue); durable {
-				kind, fine = "durable", "ok"
+		if kind := q.Kind(); kind != "memory" {
+			fine := "ok"
+			if kind == "nats" {
+				fine = "connected"
 			}
 			h.Queue = kind + ": " + fine
-			if err := qh.Health(context.Background()); err != nil {
+			if err := q.Health(context.Background()); err != nil {
 				h.Queue = kind + ": " + err.Error()
 			}
 		}
@@ -198,14 +198,9 @@ func newHealth(r *audit.Replayer, ev *event.Replayer, q queue.EventQueue, agg *a
 	}, healthOf(q, agg.SinkHealth))
 }
 
-// healthOf adds the health of the audit queue, when it has one (the NATS and the durable queue),
-// to that of the sinks.
-func healthOf(q queue.EventQueue, sinkHealth func(context.Context) error) func(context.Context) error {
-	qh, ok := q.(interface{ Health(context.Context) error })
-	if !ok {
-		return sinkHealth
-	}
-	return func(ctx context.Context) error { return errors.Join(sinkHealth(ctx), qh.Health(ctx)) }
+// healthOf adds the health of the audit queue to that of the sinks.
+func healthOf(q queue.Queue, sinkHealth func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error { return errors.Join(sinkHealth(ctx), q.Health(ctx)) }
 }
 
 // healthHandler serves status, turned "unavailable" (HTTP 503) with the reason while sinkHealth

@@ -60,13 +60,13 @@ func (s *stampSink) at(id string) (time.Time, bool) {
 // natsPipeline is webhook -> NATSQueue (embedded JetStream on loopback) -> consumer ->
 // aggregator (built-in linkers) -> memory store, as the all-in-one wires it with
 // audit.queue.nats.
-func newNATSBenchPipeline(b *testing.B, st aggregator.Sink) (http.Handler, *queue.NATSQueue, *stampSink) {
+func newNATSBenchPipeline(b *testing.B, st aggregator.Sink) (http.Handler, queue.Queue, *stampSink) {
 	return newGatedNATSBenchPipeline(b, st, nil)
 }
 
 // newGatedNATSBenchPipeline is newNATSBenchPipeline whose consumer waits, before each event,
 // for the channel gate holds (when gate is not nil) to be closed.
-func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Pointer[chan struct{}]) (http.Handler, *queue.NATSQueue, *stampSink) {
+func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Pointer[chan struct{}]) (http.Handler, queue.Queue, *stampSink) {
 	b.Helper()
 	ctx := context.Background()
 	js := natstest.StartJetStream(b)
@@ -96,9 +96,8 @@ func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Po
 			consumer.Handle(ctx, cluster, ev)
 		}
 	}
-	q, err := queue.NewNATSQueue(cfg, handle, telemetry.Settings{})
+	q, err := queue.New(queue.Config{NATS: cfg}, queue.Deps{Handle: handle, Sync: engine.SyncSinks})
 	require.NoError(b, err)
-	q.SetSinkSync(engine.SyncSinks)
 	require.NoError(b, q.Start(ctx))
 	mux := http.NewServeMux()
 	audit.NewWebhook(audit.WebhookConfig{RepeatWindow: -1}, q, telemetry.Settings{}).Register(mux) // measure the queue, not the repeat check

@@ -59,18 +59,13 @@ func replayEvents(t *testing.T, batches [][]*auditv1.Event, natsURL string) map[
 	require.NoError(t, engine.Start(ctx))
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
 	require.NoError(t, err)
-	var q interface {
-		queue.EventQueue
-		Start(context.Context) error
-		Stop(context.Context) error
-	}
+	var q queue.Queue
 	if natsURL != "" {
-		nq, err := queue.NewNATSQueue(fastNATS(natsURL), consumer.Handle, telemetry.Settings{})
+		nq, err := queue.New(queue.Config{NATS: fastNATS(natsURL)}, queue.Deps{Handle: consumer.Handle, Sync: engine.SyncSinks})
 		require.NoError(t, err)
-		nq.SetSinkSync(engine.SyncSinks)
 		q = nq
 	} else {
-		mq, err := queue.NewQueue(queue.QueueConfig{Partitions: 8}, consumer.Handle, telemetry.Settings{})
+		mq, err := queue.New(queue.Config{Partitions: 8}, queue.Deps{Handle: consumer.Handle})
 		require.NoError(t, err)
 		q = mq
 	}

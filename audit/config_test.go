@@ -9,7 +9,7 @@ import (
 
 func TestConfigQueueBytesFitWebhookBody(t *testing.T) {
 	require.NoError(t, Config{}.Validate())
-	err := Config{Queue: queue.QueueConfig{MaxBytes: 1 << 20}}.Validate()
+	err := Config{Queue: queue.Config{MaxBytes: 1 << 20}}.Validate()
 	require.ErrorContains(t, err, "queue.maxBytes")
-	require.NoError(t, Config{Queue: queue.QueueConfig{MaxBytes: 1 << 20}, Webhook: WebhookConfig{MaxBodyBytes: 1 << 20, MaxInflightBytes: 1 << 20}}.Validate())
+	require.NoError(t, Config{Queue: queue.Config{MaxBytes: 1 << 20}, Webhook: WebhookConfig{MaxBodyBytes: 1 << 20, MaxInflightBytes: 1 << 20}}.Validate())
 }

@@ -667,7 +667,7 @@ func TestConsumerThroughQueue(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
 	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
 	require.NoError(t, err)
-	q := newTestQueue(t, queue.QueueConfig{Capacity: 64, Partitions: 3}, c.Handle)
+	q := newTestQueue(t, queue.Config{Capacity: 64, Partitions: 3}, c.Handle)
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
 	stats, err := ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, telemetry.Settings{})

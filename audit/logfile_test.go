@@ -176,7 +176,7 @@ func TestLogReplayErrors(t *testing.T) {
 	assert.Zero(t, stats.Events)
 
 	// A queue smaller than a batch still gets every event.
-	q := newTestQueue(t, queue.QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
+	q := newTestQueue(t, queue.Config{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
 	require.NoError(t, q.Start(context.Background()))
 	stats, err = ReplayFile(context.Background(), path, "c", q, telemetry.Settings{})
 	require.NoError(t, err)
@@ -326,7 +326,7 @@ func TestLogFollowIntoQueue(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(lines.String()), 0o600))
 
 	var h handledOrder
-	q := newTestQueue(t, queue.QueueConfig{Capacity: 300, Partitions: 2}, h.handle)
+	q := newTestQueue(t, queue.Config{Capacity: 300, Partitions: 2}, h.handle)
 	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond}, q, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()

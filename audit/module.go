@@ -20,10 +20,10 @@ import (
 type Config struct {
 	// Cluster names the cluster of input that does not name one: webhook requests to /audit
 	// (unless Webhook.DefaultCluster is set) and log files.
-	Cluster  string            `yaml:"cluster"`
-	Webhook  WebhookConfig     `yaml:"webhook"`
-	Queue    queue.QueueConfig `yaml:"queue"`
-	Consumer ConsumerConfig    `yaml:"consumer"`
+	Cluster  string         `yaml:"cluster"`
+	Webhook  WebhookConfig  `yaml:"webhook"`
+	Queue    queue.Config   `yaml:"queue"`
+	Consumer ConsumerConfig `yaml:"consumer"`
 	// Replay lists audit log files ingested once at start-up, in order, in the background.
 	Replay []string `yaml:"replay"`
 	// Follow lists audit log files followed like tail -F.
@@ -61,7 +61,7 @@ type Replayer = replay.Runner[ReplayStats]
 // NewReplayer replays files into q, as cluster, dropping events with timestamps more than
 // maxFutureSkew ahead (zero: aggregator.DefaultMaxFutureSkew, negative: no limit) or outside the
 // representable range (see ReplayFile); ts gives its logger (may be unset).
-func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q queue.EventQueue, ts telemetry.Settings) *Replayer {
+func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q queue.Target, ts telemetry.Settings) *Replayer {
 	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
 		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts)
 		if err == nil {
@@ -89,15 +89,11 @@ type Params struct {
 type Result struct {
 	fx.Out
 
-	// Queue is the in-memory queue in front of the consumer (fed by the durable queue, if any);
-	// nil with the NATS queue.
-	Queue *queue.Queue
-	// EventQueue is what the webhook enqueues into: the NATSQueue when Config.Queue.IsNATS(),
-	// the DurableQueue when Config.Queue.IsDurable(), else Queue.
-	EventQueue queue.EventQueue
-	Consumer   *Consumer
-	Webhook    *Webhook
-	Replayer   *Replayer
+	// Queue is what the webhook enqueues into (queue.New picks it from Config.Queue).
+	Queue    queue.Queue
+	Consumer *Consumer
+	Webhook  *Webhook
+	Replayer *Replayer
 }
 
 // Module provides the audit pipeline (New): webhook handler, queue, consumer, replay and follow
@@ -107,7 +103,7 @@ type Result struct {
 var Module = fx.Module("audit",
 	fx.Provide(New,
 		fx.Annotate(func(w *Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
-	fx.Invoke(func(*queue.Queue, *Replayer) {}),
+	fx.Invoke(func(queue.Queue, *Replayer) {}),
 )
 
 // commitSync is what a durable or NATS queue runs before it counts a batch as handled: the
@@ -137,35 +133,18 @@ func New(p Params) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var q *queue.Queue
-	var eq queue.EventQueue
-	if cfg.Queue.IsNATS() {
-		nq, err := queue.NewNATSQueue(cfg.Queue.NATS, consumer.Handle, ts)
-		if err != nil {
-			return Result{}, err
-		}
-		nq.SetWarmer(consumer.Warm)        // continuous diffs when a partition moves here
-		nq.SetStoredCheck(consumer.Stored) // a redelivery whose spans were written is not written again
-		nq.SetSinkSync(commitSync(consumer, p.Aggregator))
-		p.Lifecycle.Append(fx.StartStopHook(nq.Start, nq.Stop))
-		eq = nq
-	} else if cfg.Queue.IsDurable() {
-		dq, err := queue.NewDurableQueue(cfg.Queue, consumer.Handle, ts)
-		if err != nil {
-			return Result{}, err
-		}
+	eq, err := queue.New(cfg.Queue, queue.Deps{
+		Handle: consumer.Handle,
 		// A batch is done once the store's log holds its spans, not only its memtable.
-		dq.SetSinkSync(commitSync(consumer, p.Aggregator))
-		p.Lifecycle.Append(fx.StartStopHook(dq.Start, dq.Stop))
-		// Log replay and follow read their files again after a crash: they need no second copy.
-		q, eq = dq.Memory(), dq
-	} else {
-		if q, err = queue.NewQueue(cfg.Queue, consumer.Handle, ts); err != nil {
-			return Result{}, err
-		}
-		p.Lifecycle.Append(fx.StartStopHook(q.Start, q.Stop))
-		eq = q
+		Sync:      commitSync(consumer, p.Aggregator),
+		Warm:      consumer.Warm,   // continuous diffs when a NATS partition moves here
+		Stored:    consumer.Stored, // a redelivery whose spans were written is not written again
+		Telemetry: ts,
+	})
+	if err != nil {
+		return Result{}, err
 	}
+	p.Lifecycle.Append(fx.StartStopHook(eq.Start, eq.Stop))
 	wcfg := cfg.Webhook
 	if wcfg.DefaultCluster == "" {
 		wcfg.DefaultCluster = cfg.Cluster
@@ -173,31 +152,19 @@ func New(p Params) (Result, error) {
 	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
 	// Observers see every event; the queue only those the consumer does not filter.
 	webhook := NewWebhook(wcfg, Observe(Prefilter(eq, consumer), p.Observers...), ts)
-	// The webhook refuses batches without reading them while the sinks or the durable queue's log
-	// cannot take them (the NATS queue says so when it is asked to enqueue).
-	var health []func(context.Context) error
+	// The webhook refuses batches without reading them while the sinks or the queue cannot take
+	// them.
+	health := eq.Health
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
-		health = append(health, h.SinkHealth)
+		health = func(ctx context.Context) error { return errors.Join(h.SinkHealth(ctx), eq.Health(ctx)) }
 	}
-	if dq, ok := eq.(*queue.DurableQueue); ok {
-		health = append(health, dq.Health)
-	}
-	switch len(health) {
-	case 1:
-		webhook.SetHealth(health[0])
-	case 2:
-		webhook.SetHealth(func(ctx context.Context) error { return errors.Join(health[0](ctx), health[1](ctx)) })
-	}
+	webhook.SetHealth(health)
 	if err := addTaps(cfg, webhook, p.Lifecycle, ts); err != nil {
 		return Result{}, err
 	}
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
-	replayQ := queue.EventQueue(q)
-	if q == nil {
-		replayQ = eq
-	}
-	replayQ = Observe(Prefilter(replayQ, consumer), p.Observers...)
+	replayQ := Observe(Prefilter(eq.Direct(), consumer), p.Observers...)
 	for _, f := range cfg.Follow {
 		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
 		if err != nil {
@@ -207,7 +174,7 @@ func New(p Params) (Result, error) {
 	}
 	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
-	return Result{Queue: q, EventQueue: eq, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
+	return Result{Queue: eq, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
 }
 
 // meterName is the instrumentation scope of the package's metrics (the queues share it).

@@ -24,7 +24,7 @@ const ObserverGroup = `group:"kelemetry.audit.observers"`
 
 // Observe returns q with every batch it accepts (Enqueue or EnqueueWait without error) also
 // passed to each observer. Without observers it returns q itself.
-func Observe(q queue.EventQueue, observers ...Observer) queue.EventQueue {
+func Observe(q queue.Target, observers ...Observer) queue.Target {
 	var obs []Observer
 	for _, o := range observers {
 		if o != nil {
@@ -34,17 +34,17 @@ func Observe(q queue.EventQueue, observers ...Observer) queue.EventQueue {
 	if len(obs) == 0 {
 		return q
 	}
-	return &observedQueue{EventQueue: q, obs: obs}
+	return &observedQueue{Target: q, obs: obs}
 }
 
 // observedQueue is an EventQueue that tells observers about the batches it accepted.
 type observedQueue struct {
-	queue.EventQueue
+	queue.Target
 	obs []Observer
 }
 
 func (q *observedQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
-	if err := q.EventQueue.Enqueue(ctx, cluster, events); err != nil {
+	if err := q.Target.Enqueue(ctx, cluster, events); err != nil {
 		return err
 	}
 	q.notify(cluster, events)
@@ -52,7 +52,7 @@ func (q *observedQueue) Enqueue(ctx context.Context, cluster string, events []*a
 }
 
 func (q *observedQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
-	if err := q.EventQueue.EnqueueWait(ctx, cluster, events); err != nil {
+	if err := q.Target.EnqueueWait(ctx, cluster, events); err != nil {
 		return err
 	}
 	q.notify(cluster, events)

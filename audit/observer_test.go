@@ -9,7 +9,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // recordingObserver keeps the batches it saw.
@@ -35,9 +34,9 @@ func (o *recordingObserver) count() int {
 }
 
 // fullQueue refuses every batch.
-type fullQueue struct{ queue.EventQueue }
+type fullQueue struct{ queue.Queue }
 
-func (fullQueue) Enqueue(context.Context, string, []*auditv1.Event) error { return queue.ErrQueueFull }
+func (fullQueue) Enqueue(context.Context, string, []*auditv1.Event) error { return queue.ErrFull }
 func (fullQueue) EnqueueWait(context.Context, string, []*auditv1.Event) error {
 	return queue.ErrStopped
 }
@@ -47,11 +46,11 @@ func (fullQueue) EnqueueWait(context.Context, string, []*auditv1.Event) error {
 func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 	var handled []*auditv1.Event
 	var mu sync.Mutex
-	q, err := queue.NewQueue(queue.QueueConfig{}, func(_ context.Context, _ string, ev *auditv1.Event) {
+	q, err := queue.New(queue.Config{}, queue.Deps{Handle: func(_ context.Context, _ string, ev *auditv1.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		handled = append(handled, ev)
-	}, telemetry.Settings{})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 	}
 	refused := &recordingObserver{}
 	fq := Observe(fullQueue{q}, refused)
-	if err := fq.Enqueue(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, queue.ErrQueueFull) {
+	if err := fq.Enqueue(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, queue.ErrFull) {
 		t.Fatalf("Enqueue: %v", err)
 	}
 	if err := fq.EnqueueWait(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, queue.ErrStopped) {
@@ -92,7 +91,7 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 	if refused.count() != 0 {
 		t.Errorf("observer saw %d refused events", refused.count())
 	}
-	if Observe(q) != queue.EventQueue(q) {
+	if Observe(q) != queue.Queue(q) {
 		t.Error("Observe without observers wraps the queue")
 	}
 }

@@ -15,24 +15,24 @@ import (
 // the durable log or on NATS and their trip through the queue (reads and lease renewals are a
 // third of a typical audit stream). Invalid events still reach the consumer, which logs them.
 // Observers wrapped around the result (Observe) still see every event.
-func Prefilter(q queue.EventQueue, c *Consumer) queue.EventQueue {
+func Prefilter(q queue.Target, c *Consumer) queue.Target {
 	if c == nil {
 		return q
 	}
-	return &prefilteredQueue{EventQueue: q, c: c}
+	return &prefilteredQueue{Target: q, c: c}
 }
 
 type prefilteredQueue struct {
-	queue.EventQueue
+	queue.Target
 	c *Consumer
 }
 
 func (q *prefilteredQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
-	return q.enqueue(ctx, cluster, events, q.EventQueue.Enqueue)
+	return q.enqueue(ctx, cluster, events, q.Target.Enqueue)
 }
 
 func (q *prefilteredQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
-	return q.enqueue(ctx, cluster, events, q.EventQueue.EnqueueWait)
+	return q.enqueue(ctx, cluster, events, q.Target.EnqueueWait)
 }
 
 func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events []*auditv1.Event,

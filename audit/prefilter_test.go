@@ -18,9 +18,9 @@ import (
 
 // recordingEventQueue is an EventQueue that records the batches it takes, or fails with err.
 type recordingEventQueue struct {
-	queue.EventQueue // unused methods
-	err              error
-	batches          [][]*auditv1.Event
+	queue.Queue // unused methods
+	err         error
+	batches     [][]*auditv1.Event
 }
 
 func (q *recordingEventQueue) Enqueue(_ context.Context, _ string, events []*auditv1.Event) error {
@@ -63,8 +63,8 @@ func TestPrefilterQueuesOnlyWhatTheConsumerKeeps(t *testing.T) {
 	assert.Equal(t, int64(2), telemetrytest.Int64(t, reader, "kelemetry.audit.consumer.events", "reason", "verb"))
 
 	// A refused batch counts nothing: its sender retries it.
-	inner.err = queue.ErrQueueFull
-	require.ErrorIs(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{get, update}), queue.ErrQueueFull)
+	inner.err = queue.ErrFull
+	require.ErrorIs(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{get, update}), queue.ErrFull)
 	assert.Equal(t, int64(2), telemetrytest.Int64(t, reader, "kelemetry.audit.consumer.events", "reason", "verb"))
 	assert.Len(t, obs.batches, 2, "nor is it observed")
 }

@@ -10,13 +10,12 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/queue"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // newTestQueue is an in-memory queue handled by h, stopped when the test ends.
-func newTestQueue(t *testing.T, cfg queue.QueueConfig, h queue.Handler) *queue.Queue {
+func newTestQueue(t *testing.T, cfg queue.Config, h queue.Handler) queue.Queue {
 	t.Helper()
-	q, err := queue.NewQueue(cfg, h, telemetry.Settings{})
+	q, err := queue.New(cfg, queue.Deps{Handle: h})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -84,7 +84,7 @@ func TestWebhookQueuesARepeatOnce(t *testing.T) {
 	require.Len(t, wt.q.recorded(), 2)
 
 	// A refused batch is not remembered: its retry is queued.
-	wt.q.err = fmt.Errorf("partition 1: %w", queue.ErrQueueFull)
+	wt.q.err = fmt.Errorf("partition 1: %w", queue.ErrFull)
 	require.Equal(t, http.StatusTooManyRequests, wt.post("/audit", bytes.NewReader(batches[1]), nil).Code)
 	wt.q.err = nil
 	require.Equal(t, http.StatusOK, wt.post("/audit", bytes.NewReader(batches[1]), nil).Code)

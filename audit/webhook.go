@@ -316,11 +316,11 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				// Retrying cannot help: say so rather than asking for a retry.
 				w.reject(ctx, rw, http.StatusRequestEntityTooLarge, rejectTooLarge, cluster,
 					fmt.Sprintf("enqueue %d events: %v (raise audit.queue.capacity or lower --audit-webhook-batch-max-size)", len(queued), err))
-			case errors.Is(err, queue.ErrQueueFull):
+			case errors.Is(err, queue.ErrFull):
 				rw.Header().Set("Retry-After", webhookRetryAfter)
 				w.reject(ctx, rw, http.StatusTooManyRequests, rejectQueueFull, cluster,
 					fmt.Sprintf("enqueue %d events: %v", len(queued), err))
-			case errors.Is(err, queue.ErrQueueUnavailable):
+			case errors.Is(err, queue.ErrUnavailable):
 				// The queue's store (NATS) is out of reach: the batch was not accepted, and
 				// kube-apiserver retries a 503 that carries Retry-After.
 				rw.Header().Set("Retry-After", webhookRetryAfter)

@@ -370,10 +370,10 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 		wantStatus int
 		wantReason string
 	}{
-		{name: "queue full", err: fmt.Errorf("partition 3: %w", queue.ErrQueueFull), wantStatus: http.StatusTooManyRequests, wantReason: "queue_full"},
-		{name: "batch can never fit", err: fmt.Errorf("%w: %w", queue.ErrQueueFull, queue.ErrBatchTooLarge), wantStatus: http.StatusRequestEntityTooLarge, wantReason: "too_large"},
+		{name: "queue full", err: fmt.Errorf("partition 3: %w", queue.ErrFull), wantStatus: http.StatusTooManyRequests, wantReason: "queue_full"},
+		{name: "batch can never fit", err: fmt.Errorf("%w: %w", queue.ErrFull, queue.ErrBatchTooLarge), wantStatus: http.StatusRequestEntityTooLarge, wantReason: "too_large"},
 		{name: "stopped", err: queue.ErrStopped, wantStatus: http.StatusServiceUnavailable, wantReason: "stopped"},
-		{name: "queue unavailable", err: fmt.Errorf("%w: NATS disconnected", queue.ErrQueueUnavailable), wantStatus: http.StatusServiceUnavailable, wantReason: "queue_unavailable"},
+		{name: "queue unavailable", err: fmt.Errorf("%w: NATS disconnected", queue.ErrUnavailable), wantStatus: http.StatusServiceUnavailable, wantReason: "queue_unavailable"},
 		{name: "other", err: errors.New("disk on fire"), wantStatus: http.StatusInternalServerError, wantReason: "error"},
 	}
 	for _, tt := range tests {
@@ -402,7 +402,7 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 func TestWebhookRejectLogRateLimited(t *testing.T) {
 	const n = 1000
 	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
-	wt.q.err = fmt.Errorf("partition 3: %w", queue.ErrQueueFull)
+	wt.q.err = fmt.Errorf("partition 3: %w", queue.ErrFull)
 	for range n {
 		rec := wt.post("/audit", strings.NewReader(testBatch), nil)
 		require.Equal(t, http.StatusTooManyRequests, rec.Code)

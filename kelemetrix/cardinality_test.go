@@ -51,7 +51,7 @@ func TestMaxSeriesAboveSDKDefault(t *testing.T) {
 	t.Setenv(telemetry.CardinalityEnv, "")
 	big := counter("kx_big", TagUser)
 	big.MaxSeries = maxSeries
-	hist := MetricConfig{Name: "kx_big_latency", Kind: KindHistogram, Quantity: QuantityLatency,
+	hist := MetricConfig{Name: "kx_big_latency", Kind: kindHistogram, Quantity: quantityLatency,
 		Labels: []string{TagUser}, Buckets: []float64{1}, MaxSeries: maxSeries}
 	cfg := Config{Metrics: []MetricConfig{big, hist, counter("kx_small", TagUser)}}
 
@@ -87,7 +87,7 @@ func TestMaxSeriesAboveSDKDefault(t *testing.T) {
 		{"kx_big_total", maxSeries - 1, users - (maxSeries - 1)},
 		{"kx_big_latency_seconds_count", maxSeries - 1, users - (maxSeries - 1)},
 		// The default maxSeries (1000).
-		{"kx_small_total", DefaultMaxSeries - 1, users - (DefaultMaxSeries - 1)},
+		{"kx_small_total", defaultMaxSeries - 1, users - (defaultMaxSeries - 1)},
 	} {
 		sample := regexp.MustCompile(`(?m)^` + c.family + `\{([^}]*)\} (\S+)$`)
 		real, other := 0, -1
@@ -125,7 +125,7 @@ func TestCardinalityLimit(t *testing.T) {
 		want telemetry.CardinalityLimit
 	}{
 		{Config{}, 0},
-		{Config{Metrics: []MetricConfig{counter("a")}}, DefaultMaxSeries + 1},
+		{Config{Metrics: []MetricConfig{counter("a")}}, defaultMaxSeries + 1},
 		{Config{MaxSeries: 3000, Metrics: []MetricConfig{counter("a")}}, 3001},
 		{Config{MaxSeries: 10, Metrics: []MetricConfig{counter("b"), big}}, 5001},
 	} {

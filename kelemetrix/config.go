@@ -21,21 +21,21 @@ import (
 const (
 	// KindCounter adds the quantity to a counter (a request count counts requests).
 	KindCounter = "counter"
-	// KindHistogram records the quantity in a histogram with MetricConfig.Buckets.
-	KindHistogram = "histogram"
+	// kindHistogram records the quantity in a histogram with MetricConfig.Buckets.
+	kindHistogram = "histogram"
 )
 
 // Defaults of Config.
 const (
-	DefaultQueueSize      = 65536
-	DefaultQueueBytes     = 256 << 20
-	DefaultMaxSeries      = 1000
-	DefaultRequestTimeout = 60 * time.Second
+	defaultQueueSize      = 65536
+	defaultQueueBytes     = 256 << 20
+	defaultMaxSeries      = 1000
+	defaultRequestTimeout = 60 * time.Second
 )
 
-// OtherValue is the value of every label of the series that the label sets over a metric's
+// otherValue is the value of every label of the series that the label sets over a metric's
 // cardinality cap are folded into.
-const OtherValue = "other"
+const otherValue = "other"
 
 // Config defines the metrics. The zero value defines none: the processor then does nothing.
 type Config struct {
@@ -90,9 +90,9 @@ type MetricConfig struct {
 	// folds series itself into otel_metric_overflow="true".
 	MaxSeries int `yaml:"maxSeries"`
 	// TagFilters must all pass for an event to count.
-	TagFilters []TagFilter `yaml:"tagFilters"`
+	TagFilters []tagFilter `yaml:"tagFilters"`
 	// QuantityFilters must all pass for an event to count.
-	QuantityFilters []QuantityFilter `yaml:"quantityFilters"`
+	QuantityFilters []quantityFilter `yaml:"quantityFilters"`
 
 	line       int      // of the metric's list item
 	lines      keyLines // of its keys
@@ -119,9 +119,9 @@ func itemLine(lines []int, i, fallback int) int {
 	return fallback
 }
 
-// TagFilter passes an event whose tag is one of OneOf or matches Regex (the whole value); Negate
+// tagFilter passes an event whose tag is one of OneOf or matches Regex (the whole value); Negate
 // inverts it.
-type TagFilter struct {
+type tagFilter struct {
 	// Tag is the tag compared (see Tags).
 	Tag string `yaml:"tag"`
 	// OneOf lists the values that pass.
@@ -135,9 +135,9 @@ type TagFilter struct {
 	lines keyLines
 }
 
-// QuantityFilter passes an event whose quantity compares with Threshold as Op says. An event
+// quantityFilter passes an event whose quantity compares with Threshold as Op says. An event
 // without the quantity does not pass.
-type QuantityFilter struct {
+type quantityFilter struct {
 	// Quantity is the quantity compared (see MetricConfig.Quantity).
 	Quantity string `yaml:"quantity"`
 	// Op is <, >, <= or >=.
@@ -149,19 +149,19 @@ type QuantityFilter struct {
 	lines keyLines
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.QueueSize == 0 {
-		c.QueueSize = DefaultQueueSize
+		c.QueueSize = defaultQueueSize
 	}
 	if c.QueueBytes == 0 {
-		c.QueueBytes = DefaultQueueBytes
+		c.QueueBytes = defaultQueueBytes
 	}
 	if c.MaxSeries == 0 {
-		c.MaxSeries = DefaultMaxSeries
+		c.MaxSeries = defaultMaxSeries
 	}
 	if c.DefaultTimeout == 0 {
-		c.DefaultTimeout = DefaultRequestTimeout
+		c.DefaultTimeout = defaultRequestTimeout
 	}
 	return c
 }
@@ -207,14 +207,14 @@ func (c Config) Validate() error {
 		}
 		names[m.Name] = true
 		switch m.Kind {
-		case KindCounter, KindHistogram:
+		case KindCounter, kindHistogram:
 		default:
-			at(key("kind"), "kind %q: want %q or %q", m.Kind, KindCounter, KindHistogram)
+			at(key("kind"), "kind %q: want %q or %q", m.Kind, KindCounter, kindHistogram)
 		}
 		if _, ok := quantityByName(m.Quantity); !ok {
-			at(key("quantity"), "quantity %q: want one of %v", m.Quantity, QuantityNames())
+			at(key("quantity"), "quantity %q: want one of %v", m.Quantity, quantityNames())
 		}
-		if len(m.Buckets) > 0 && m.Kind != KindHistogram {
+		if len(m.Buckets) > 0 && m.Kind != kindHistogram {
 			at(key("buckets"), "buckets are for histograms only")
 		}
 		if !slices.IsSorted(m.Buckets) || len(slices.Compact(slices.Clone(m.Buckets))) != len(m.Buckets) {
@@ -227,7 +227,7 @@ func (c Config) Validate() error {
 		for j, l := range m.Labels {
 			line := itemLine(m.labelLines, j, key("labels"))
 			if _, ok := tagByName(l); !ok {
-				at(line, "label %q is no tag: want one of %v", l, TagNames())
+				at(line, "label %q is no tag: want one of %v", l, tagNames())
 			} else if seen[l] {
 				at(line, "label %q is listed twice", l)
 			}
@@ -240,7 +240,7 @@ func (c Config) Validate() error {
 		}
 		for _, f := range m.TagFilters {
 			if _, ok := tagByName(f.Tag); !ok {
-				at(f.lines.of("tag", f.line), "tag filter: tag %q: want one of %v", f.Tag, TagNames())
+				at(f.lines.of("tag", f.line), "tag filter: tag %q: want one of %v", f.Tag, tagNames())
 			}
 			if len(f.OneOf) == 0 && f.Regex == "" {
 				at(f.line, "tag filter on %q: needs oneOf or regex", f.Tag)
@@ -253,7 +253,7 @@ func (c Config) Validate() error {
 		}
 		for _, f := range m.QuantityFilters {
 			if _, ok := quantityByName(f.Quantity); !ok {
-				at(f.lines.of("quantity", f.line), "quantity filter: quantity %q: want one of %v", f.Quantity, QuantityNames())
+				at(f.lines.of("quantity", f.line), "quantity filter: quantity %q: want one of %v", f.Quantity, quantityNames())
 			}
 			if _, ok := parseOp(f.Op); !ok {
 				at(f.lines.of("op", f.line), "quantity filter on %q: op %q: want <, >, <= or >=", f.Quantity, f.Op)
@@ -270,7 +270,7 @@ func (c Config) CardinalityLimit() telemetry.CardinalityLimit {
 	if len(c.Metrics) == 0 {
 		return 0
 	}
-	c = c.WithDefaults()
+	c = c.withDefaults()
 	largest := c.MaxSeries
 	for _, m := range c.Metrics {
 		largest = max(largest, m.MaxSeries)
@@ -359,7 +359,7 @@ func decodeMetric(node *yaml.Node) (MetricConfig, error) {
 		"maxSeries": scalar(&m.MaxSeries),
 		"tagFilters": func(n *yaml.Node) error {
 			return decodeList(n, func(item *yaml.Node) error {
-				f := TagFilter{line: item.Line, lines: keyLines{}}
+				f := tagFilter{line: item.Line, lines: keyLines{}}
 				err := decodeMap(item, f.lines, map[string]func(*yaml.Node) error{
 					"tag":    scalar(&f.Tag),
 					"oneOf":  scalar(&f.OneOf),
@@ -372,7 +372,7 @@ func decodeMetric(node *yaml.Node) (MetricConfig, error) {
 		},
 		"quantityFilters": func(n *yaml.Node) error {
 			return decodeList(n, func(item *yaml.Node) error {
-				f := QuantityFilter{line: item.Line, lines: keyLines{}}
+				f := quantityFilter{line: item.Line, lines: keyLines{}}
 				err := decodeMap(item, f.lines, map[string]func(*yaml.Node) error{
 					"quantity":  scalar(&f.Quantity),
 					"op":        scalar(&f.Op),
@@ -492,8 +492,8 @@ func ExportedName(m MetricConfig) string {
 	return name
 }
 
-// ExportedNames returns ExportedName of each of c's metrics, in order.
-func (c Config) ExportedNames() []string {
+// exportedNames returns ExportedName of each of c's metrics, in order.
+func (c Config) exportedNames() []string {
 	names := make([]string, len(c.Metrics))
 	for i, m := range c.Metrics {
 		names[i] = ExportedName(m)

@@ -41,12 +41,12 @@ metrics:
 		t.Fatalf("parsed %+v", cfg)
 	}
 	m := cfg.Metrics[0]
-	if m.Name != "lists" || m.Kind != KindHistogram || !slices.Equal(m.Labels, []string{"user", "verb"}) ||
+	if m.Name != "lists" || m.Kind != kindHistogram || !slices.Equal(m.Labels, []string{"user", "verb"}) ||
 		!slices.Equal(m.Buckets, []float64{0.1, 1}) || m.MaxSeries != 5 || len(m.TagFilters) != 1 ||
 		!m.TagFilters[0].Negate || m.TagFilters[0].Regex != "w.*" || m.QuantityFilters[0].Threshold != 0.5 {
 		t.Fatalf("parsed metric %+v", m)
 	}
-	if d := (Config{}).WithDefaults(); d.QueueSize != DefaultQueueSize || d.QueueBytes != DefaultQueueBytes || d.MaxSeries != DefaultMaxSeries || d.DefaultTimeout != DefaultRequestTimeout {
+	if d := (Config{}).withDefaults(); d.QueueSize != defaultQueueSize || d.QueueBytes != defaultQueueBytes || d.MaxSeries != defaultMaxSeries || d.DefaultTimeout != defaultRequestTimeout {
 		t.Errorf("defaults %+v", d)
 	}
 }
@@ -117,7 +117,7 @@ func TestDefaultConfig(t *testing.T) {
 	if requests == nil || requests.Kind != KindCounter || requests.Quantity != QuantityRequestCount {
 		t.Fatal("the default config has no kelemetrix_requests request counter")
 	}
-	for _, l := range []string{TagUser, TagVerb, TagResource, TagSubresource} {
+	for _, l := range []string{TagUser, TagVerb, tagResource, tagSubresource} {
 		if !slices.Contains(requests.Labels, l) {
 			t.Errorf("kelemetrix_requests is not labelled by %s", l)
 		}
@@ -128,12 +128,12 @@ func TestDefaultConfig(t *testing.T) {
 // kind and quantity.
 func TestExportedNames(t *testing.T) {
 	var cfg Config
-	for _, q := range QuantityNames() {
+	for _, q := range quantityNames() {
 		cfg.Metrics = append(cfg.Metrics,
 			MetricConfig{Name: "x_" + q + "_c", Kind: KindCounter, Quantity: q},
-			MetricConfig{Name: "x_" + q + "_h", Kind: KindHistogram, Quantity: q})
+			MetricConfig{Name: "x_" + q + "_h", Kind: kindHistogram, Quantity: q})
 	}
-	cfg.Metrics = append(cfg.Metrics, MetricConfig{Name: "x_already_seconds", Kind: KindHistogram, Quantity: QuantityLatency},
+	cfg.Metrics = append(cfg.Metrics, MetricConfig{Name: "x_already_seconds", Kind: kindHistogram, Quantity: quantityLatency},
 		MetricConfig{Name: "x_already_total", Kind: KindCounter, Quantity: QuantityRequestCount})
 	prom := newPromProvider(t)
 	p, err := New(cfg, prom.settings())
@@ -144,7 +144,7 @@ func TestExportedNames(t *testing.T) {
 	ev.RequestObject, ev.ResponseObject = []byte(`{}`), []byte(`{}`)
 	p.now = func() time.Time { return t0.Add(time.Hour) }
 	p.Handle(context.Background(), "c", []*auditv1.Event{ev})
-	want := cfg.ExportedNames()
+	want := cfg.exportedNames()
 	slices.Sort(want)
 	if got := prom.families(t, "x_"); !slices.Equal(got, want) {
 		t.Errorf("exposition families %v, ExportedNames %v", got, want)

@@ -56,7 +56,7 @@ func TestDashboardMetricNames(t *testing.T) {
 	for _, m := range cfg.Metrics {
 		name := ExportedName(m)
 		ls := slices.Clone(m.Labels)
-		if m.Kind == KindHistogram {
+		if m.Kind == kindHistogram {
 			for _, s := range []string{"_bucket", "_sum", "_count"} {
 				labels[name+s] = append(ls, "le")
 			}
@@ -86,7 +86,7 @@ func TestDashboardMetricNames(t *testing.T) {
 	for _, q := range queries {
 		for _, n := range name.FindAllString(q, -1) {
 			if _, ok := labels[n]; !ok {
-				t.Errorf("query %q: metric %s is not exported (exported: %v)", q, n, cfg.ExportedNames())
+				t.Errorf("query %q: metric %s is not exported (exported: %v)", q, n, cfg.exportedNames())
 			}
 			used[n] = true
 		}

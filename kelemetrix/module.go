@@ -7,8 +7,8 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Params are the fx inputs of NewModule.
-type Params struct {
+// params are the fx inputs of newModule.
+type params struct {
 	fx.In
 
 	// Config defines the metrics (none: the processor does nothing).
@@ -18,8 +18,8 @@ type Params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// Result are the fx outputs of NewModule.
-type Result struct {
+// result are the fx outputs of newModule.
+type result struct {
 	fx.Out
 
 	Processor *Processor
@@ -27,14 +27,14 @@ type Result struct {
 	Observer audit.Observer `group:"kelemetry.audit.observers"`
 }
 
-// NewModule builds the Processor of Module and hooks its Start and Stop to the lifecycle.
-func NewModule(p Params) (Result, error) {
+// newModule builds the Processor of Module and hooks its Start and Stop to the lifecycle.
+func newModule(p params) (result, error) {
 	proc, err := New(p.Config, p.Telemetry)
 	if err != nil {
-		return Result{}, err
+		return result{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(proc.Start, proc.Stop))
-	return Result{Processor: proc, Observer: proc}, nil
+	return result{Processor: proc, Observer: proc}, nil
 }
 
 // cardinality gives telemetry.Module's provider the series kelemetrix's metrics keep.
@@ -59,4 +59,4 @@ func newCardinality(p cardinalityParams) cardinality {
 // batch the webhook, log replay and log follow enqueue is also turned into metric points. It
 // needs a Config (optional: no metrics without one) and telemetry.Settings, and makes the
 // provider of telemetry.Module keep every series of the metrics (Config.CardinalityLimit).
-var Module = fx.Module("kelemetrix", fx.Provide(NewModule, newCardinality))
+var Module = fx.Module("kelemetrix", fx.Provide(newModule, newCardinality))

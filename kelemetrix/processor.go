@@ -26,7 +26,7 @@ const meterScope = "github.com/kelemetry/kelemetry/kelemetrix"
 const maxBatches = 4096
 
 // Processor turns audit events into metric points. It is an audit.Observer (fed by the audit
-// pipeline, dropping and counting what does not fit) and an queue.EventQueue (the queue of a
+// pipeline, dropping and counting what does not fit) and a queue.Target (the queue of a
 // webhook, replay or follow of its own, answering ErrQueueFull or waiting when full). Events are
 // handled by one goroutine between Start and Stop. Stop handles what was accepted before it.
 type Processor struct {
@@ -62,7 +62,7 @@ type batch struct {
 }
 
 // errBytesFull is the error of a batch refused for QueueBytes.
-var errBytesFull = fmt.Errorf("kelemetrix queueBytes: %w", queue.ErrQueueFull)
+var errBytesFull = fmt.Errorf("kelemetrix queueBytes: %w", queue.ErrFull)
 
 // compiledMetric is a MetricConfig ready to evaluate.
 type compiledMetric struct {
@@ -109,7 +109,7 @@ func New(cfg Config, ts telemetry.Settings) (*Processor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kelemetrix config: %w", err)
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	p := &Processor{
 		cfg:    cfg,
 		logger: ts.Log().With("component", "kelemetrix"),
@@ -195,7 +195,7 @@ func compileMetric(mc MetricConfig, cfg Config, meter *telemetry.Meter) (*compil
 	}
 	other := make([]attribute.KeyValue, len(m.labelKeys))
 	for i, k := range m.labelKeys {
-		other[i] = k.String(OtherValue)
+		other[i] = k.String(otherValue)
 	}
 	m.other = newSeries(other)
 	return m, nil
@@ -314,7 +314,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1
 	// for ever (the webhook bounds a batch's size).
 	if after := p.pending.Add(n); after > int64(p.cfg.QueueSize) && after != n {
 		p.pending.Add(-n)
-		return fmt.Errorf("kelemetrix: %d events queued: %w", after-n, queue.ErrQueueFull)
+		return fmt.Errorf("kelemetrix: %d events queued: %w", after-n, queue.ErrFull)
 	}
 	if after := p.bytes.Add(size); after > p.cfg.QueueBytes && after != size {
 		p.bytes.Add(-size)
@@ -326,7 +326,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1
 	default:
 		p.bytes.Add(-size)
 		p.pending.Add(-n)
-		return fmt.Errorf("kelemetrix: %d batches queued: %w", maxBatches, queue.ErrQueueFull)
+		return fmt.Errorf("kelemetrix: %d batches queued: %w", maxBatches, queue.ErrFull)
 	}
 	return nil
 }
@@ -335,7 +335,7 @@ func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1
 func (p *Processor) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	for {
 		err := p.Enqueue(ctx, cluster, events)
-		if err == nil || !errors.Is(err, queue.ErrQueueFull) {
+		if err == nil || !errors.Is(err, queue.ErrFull) {
 			return err
 		}
 		select {
@@ -385,7 +385,7 @@ func (p *Processor) Bytes() int64 { return p.bytes.Load() }
 // Updates returns the number of metric points recorded so far.
 func (p *Processor) Updates() int64 { return p.updates.Load() }
 
-var _ queue.EventQueue = (*Processor)(nil)
+var _ queue.Target = (*Processor)(nil)
 var _ audit.Observer = (*Processor)(nil)
 
 // eventState caches the tags and quantities of one event, computing each on first use.

@@ -94,20 +94,20 @@ func TestTagFilters(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name   string
-		filter TagFilter
+		filter tagFilter
 		want   map[string]float64
 	}{
-		{"oneOf", TagFilter{Tag: TagVerb, OneOf: []string{"list", "get"}}, map[string]float64{"user=alice": 1, "user=bob": 1}},
-		{"oneOf negate", TagFilter{Tag: TagVerb, OneOf: []string{"list", "get"}, Negate: true}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
-		{"regex whole value", TagFilter{Tag: TagUser, Regex: `system:serviceaccount:.*`}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
-		{"regex is anchored", TagFilter{Tag: TagUser, Regex: `serviceaccount`}, map[string]float64{}},
-		{"regex negate", TagFilter{Tag: TagUser, Regex: `system:.*`, Negate: true}, map[string]float64{"user=alice": 1, "user=bob": 1}},
-		{"oneOf or regex", TagFilter{Tag: TagUser, OneOf: []string{"alice"}, Regex: `b.b`}, map[string]float64{"user=alice": 1, "user=bob": 1}},
-		{"code class", TagFilter{Tag: TagCodeClass, OneOf: []string{"4xx", "5xx"}}, map[string]float64{"user=bob": 1}},
+		{"oneOf", tagFilter{Tag: TagVerb, OneOf: []string{"list", "get"}}, map[string]float64{"user=alice": 1, "user=bob": 1}},
+		{"oneOf negate", tagFilter{Tag: TagVerb, OneOf: []string{"list", "get"}, Negate: true}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
+		{"regex whole value", tagFilter{Tag: TagUser, Regex: `system:serviceaccount:.*`}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
+		{"regex is anchored", tagFilter{Tag: TagUser, Regex: `serviceaccount`}, map[string]float64{}},
+		{"regex negate", tagFilter{Tag: TagUser, Regex: `system:.*`, Negate: true}, map[string]float64{"user=alice": 1, "user=bob": 1}},
+		{"oneOf or regex", tagFilter{Tag: TagUser, OneOf: []string{"alice"}, Regex: `b.b`}, map[string]float64{"user=alice": 1, "user=bob": 1}},
+		{"code class", tagFilter{Tag: tagCodeClass, OneOf: []string{"4xx", "5xx"}}, map[string]float64{"user=bob": 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := counter("m", TagUser)
-			m.TagFilters = []TagFilter{c.filter}
+			m.TagFilters = []tagFilter{c.filter}
 			p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
 			p.Handle(context.Background(), "c", evs)
 			got := points(t, r, "m")
@@ -138,7 +138,7 @@ func TestQuantityFilters(t *testing.T) {
 	} {
 		t.Run(c.op, func(t *testing.T) {
 			m := counter("m", TagUser)
-			m.QuantityFilters = []QuantityFilter{{Quantity: QuantityLatencyRatio, Op: c.op, Threshold: 0.5}}
+			m.QuantityFilters = []quantityFilter{{Quantity: quantityLatencyRatio, Op: c.op, Threshold: 0.5}}
 			p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
 			p.Handle(context.Background(), "c", evs)
 			var users []string
@@ -162,9 +162,9 @@ func TestStagesDefaultToCompletion(t *testing.T) {
 	panicked.Stage = "Panic"
 	evs := []*auditv1.Event{received, started, req("a", "get", "pods", 200, time.Second), panicked}
 
-	all := counter("all_stages", TagStage)
+	all := counter("all_stages", tagStage)
 	all.Stages = stages
-	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("default_stages", TagStage), all}})
+	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("default_stages", tagStage), all}})
 	p.Handle(context.Background(), "c", evs)
 	if got := points(t, r, "default_stages"); len(got) != 2 || got["stage=ResponseComplete"] != 1 || got["stage=Panic"] != 1 {
 		t.Errorf("default stages: %v, want ResponseComplete and Panic once each", got)
@@ -200,8 +200,8 @@ func TestCardinalityCapFoldsIntoOther(t *testing.T) {
 }
 
 func TestHistogramAndSkippedQuantity(t *testing.T) {
-	m := MetricConfig{Name: "size", Kind: KindHistogram, Quantity: QuantityResponseSize, Labels: []string{TagVerb}, Buckets: []float64{10, 100}}
-	lat := MetricConfig{Name: "lat", Kind: KindHistogram, Quantity: QuantityLatency, Labels: []string{TagVerb}}
+	m := MetricConfig{Name: "size", Kind: kindHistogram, Quantity: quantityResponseSize, Labels: []string{TagVerb}, Buckets: []float64{10, 100}}
+	lat := MetricConfig{Name: "lat", Kind: kindHistogram, Quantity: quantityLatency, Labels: []string{TagVerb}}
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m, lat}})
 	withBody := req("a", "get", "pods", 200, time.Second)
 	withBody.ResponseObject = []byte(`{"kind":"Pod","apiVersion":"v1"}`)
@@ -221,8 +221,8 @@ func TestHistogramAndSkippedQuantity(t *testing.T) {
 // in labels and filters.
 func TestOnlyUsedTagsAreComputed(t *testing.T) {
 	m1 := counter("m1", TagUser)
-	m1.TagFilters = []TagFilter{{Tag: TagVerb, OneOf: []string{"get"}}}
-	m2 := counter("m2", TagUser, TagResource)
+	m1.TagFilters = []tagFilter{{Tag: TagVerb, OneOf: []string{"get"}}}
+	m2 := counter("m2", TagUser, tagResource)
 	p, _ := newTestProcessor(t, Config{Metrics: []MetricConfig{m1, m2}})
 	env := quantityEnv{now: t0, defaultTimeout: time.Minute}
 	st := eventState{cluster: "c", ev: req("a", "get", "pods", 200, time.Second), env: &env}
@@ -251,7 +251,7 @@ func TestObserverDropsWhenFull(t *testing.T) {
 	batch := []*auditv1.Event{req("a", "get", "pods", 200, 0), req("a", "get", "pods", 200, 0)}
 	p.ObserveAudit("c", batch) // accepted (2)
 	p.ObserveAudit("c", batch) // 4 > 3: dropped
-	if err := p.Enqueue(context.Background(), "c", batch); !errors.Is(err, queue.ErrQueueFull) {
+	if err := p.Enqueue(context.Background(), "c", batch); !errors.Is(err, queue.ErrFull) {
 		t.Errorf("Enqueue on a full queue: %v, want ErrQueueFull", err)
 	}
 	if p.Len() != 2 {
@@ -299,7 +299,7 @@ func TestQueueBytesBound(t *testing.T) {
 	p, r := newTestProcessor(t, Config{QueueBytes: size + size/2, Metrics: []MetricConfig{counter("m", TagUser)}})
 	p.ObserveAudit("c", one) // accepted
 	p.ObserveAudit("c", one) // 2 x size > 1.5 x size: dropped
-	if err := p.Enqueue(context.Background(), "c", one); !errors.Is(err, queue.ErrQueueFull) {
+	if err := p.Enqueue(context.Background(), "c", one); !errors.Is(err, queue.ErrFull) {
 		t.Errorf("Enqueue over queueBytes: %v, want ErrQueueFull", err)
 	}
 	if p.Len() != 1 || p.Bytes() != size {
@@ -367,7 +367,7 @@ func TestStopWithoutStart(t *testing.T) {
 }
 
 func TestNilEventsAreSkipped(t *testing.T) {
-	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("m", TagResource)}})
+	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("m", tagResource)}})
 	p.Handle(context.Background(), "c", []*auditv1.Event{nil, {Stage: "ResponseComplete"}})
 	if got := points(t, r, "m"); got["resource="] != 1 {
 		t.Errorf("m %v, want 1 point for the event without objectRef", got)

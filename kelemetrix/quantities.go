@@ -9,14 +9,14 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
-// Quantity names of MetricConfig.Quantity and QuantityFilter.Quantity.
+// Quantity names of MetricConfig.Quantity and quantityFilter.Quantity.
 const (
 	QuantityRequestCount  = "requestCount"
-	QuantityLatency       = "latency"
-	QuantityLatencyRatio  = "latencyRatio"
-	QuantityRequestSize   = "requestSize"
-	QuantityResponseSize  = "responseSize"
-	QuantityDeliveryDelay = "deliveryDelay"
+	quantityLatency       = "latency"
+	quantityLatencyRatio  = "latencyRatio"
+	quantityRequestSize   = "requestSize"
+	quantityResponseSize  = "responseSize"
+	quantityDeliveryDelay = "deliveryDelay"
 )
 
 // quantityID numbers the quantities, indexing the per-event cache of their values.
@@ -44,10 +44,10 @@ var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 // quantities are the quantity providers, in quantityID order.
 var quantities = []quantity{
 	{QuantityRequestCount, "{request}", []float64{1}, func(*quantityEnv, *auditv1.Event) (float64, bool) { return 1, true }},
-	{QuantityLatency, "s", latencyBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
+	{quantityLatency, "s", latencyBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		return latency(ev)
 	}},
-	{QuantityLatencyRatio, "1", []float64{0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.5}, func(env *quantityEnv, ev *auditv1.Event) (float64, bool) {
+	{quantityLatencyRatio, "1", []float64{0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.5}, func(env *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		l, ok := latency(ev)
 		if !ok {
 			return 0, false
@@ -58,19 +58,19 @@ var quantities = []quantity{
 		}
 		return l / t.Seconds(), true
 	}},
-	{QuantityRequestSize, "By", sizeBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
+	{quantityRequestSize, "By", sizeBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		if len(ev.RequestObject) == 0 {
 			return 0, false
 		}
 		return float64(len(ev.RequestObject)), true
 	}},
-	{QuantityResponseSize, "By", sizeBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
+	{quantityResponseSize, "By", sizeBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		if len(ev.ResponseObject) == 0 {
 			return 0, false
 		}
 		return float64(len(ev.ResponseObject)), true
 	}},
-	{QuantityDeliveryDelay, "s", latencyBuckets, func(env *quantityEnv, ev *auditv1.Event) (float64, bool) {
+	{quantityDeliveryDelay, "s", latencyBuckets, func(env *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		if ev.StageTimestamp.IsZero() {
 			return 0, false
 		}
@@ -80,8 +80,8 @@ var quantities = []quantity{
 
 var sizeBuckets = []float64{256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20}
 
-// QuantityNames returns the names of the quantities, sorted.
-func QuantityNames() []string {
+// quantityNames returns the names of the quantities, sorted.
+func quantityNames() []string {
 	names := make([]string, len(quantities))
 	for i, q := range quantities {
 		names[i] = q.name
@@ -127,7 +127,7 @@ func requestTimeout(uri string, def time.Duration) time.Duration {
 	return def
 }
 
-// Ops of QuantityFilter.Op.
+// Ops of quantityFilter.Op.
 type op uint8
 
 const (

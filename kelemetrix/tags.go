@@ -11,22 +11,22 @@ import (
 
 // Tag names: the labels and tag filters a metric may use.
 const (
-	TagCluster         = "cluster"         // the cluster the event came from
+	tagCluster         = "cluster"         // the cluster the event came from
 	TagUser            = "user"            // the impersonated user, else the user; system:node:* is folded to system:node
-	TagUserAgent       = "userAgent"       // the user agent's component: "kube-controller-manager/v1.31.0 (...)" is kube-controller-manager
+	tagUserAgent       = "userAgent"       // the user agent's component: "kube-controller-manager/v1.31.0 (...)" is kube-controller-manager
 	TagVerb            = "verb"            // get, list, watch, create, update, patch, delete, ...
-	TagCode            = "code"            // the HTTP status code ("" before the response)
-	TagCodeClass       = "codeClass"       // 2xx, 3xx, 4xx or 5xx ("" before the response)
-	TagErrorReason     = "errorReason"     // the failure's metav1 StatusReason (NotFound, Conflict, ...), "" on success
-	TagGroup           = "group"           // the API group ("" is core)
-	TagVersion         = "version"         // the API version
-	TagResource        = "resource"        // the resource ("" for a non-resource URL)
-	TagSubresource     = "subresource"     // the subresource (status, scale, binding, ...)
-	TagNamespace       = "namespace"       // the namespace
-	TagName            = "name"            // the object's name
-	TagResourceVersion = "resourceVersion" // the request's resourceVersion parameter: "zero" ("0"), "empty" (none) or "other"
-	TagHasSelector     = "hasSelector"     // "true" when the request has a labelSelector or fieldSelector
-	TagStage           = "stage"           // the audit stage
+	tagCode            = "code"            // the HTTP status code ("" before the response)
+	tagCodeClass       = "codeClass"       // 2xx, 3xx, 4xx or 5xx ("" before the response)
+	tagErrorReason     = "errorReason"     // the failure's metav1 StatusReason (NotFound, Conflict, ...), "" on success
+	tagGroup           = "group"           // the API group ("" is core)
+	tagVersion         = "version"         // the API version
+	tagResource        = "resource"        // the resource ("" for a non-resource URL)
+	tagSubresource     = "subresource"     // the subresource (status, scale, binding, ...)
+	tagNamespace       = "namespace"       // the namespace
+	tagName            = "name"            // the object's name
+	tagResourceVersion = "resourceVersion" // the request's resourceVersion parameter: "zero" ("0"), "empty" (none) or "other"
+	tagHasSelector     = "hasSelector"     // "true" when the request has a labelSelector or fieldSelector
+	tagStage           = "stage"           // the audit stage
 )
 
 // maxTagLen bounds a tag value taken from the client (user, user agent): a longer one is cut.
@@ -43,36 +43,36 @@ type tag struct {
 
 // tags are the tag providers, in tagID order.
 var tags = []tag{
-	{TagCluster, func(cluster string, _ *auditv1.Event) string { return cluster }},
+	{tagCluster, func(cluster string, _ *auditv1.Event) string { return cluster }},
 	{TagUser, userTag},
-	{TagUserAgent, func(_ string, ev *auditv1.Event) string { return userAgentComponent(ev.UserAgent) }},
+	{tagUserAgent, func(_ string, ev *auditv1.Event) string { return userAgentComponent(ev.UserAgent) }},
 	{TagVerb, func(_ string, ev *auditv1.Event) string { return ev.Verb }},
-	{TagCode, func(_ string, ev *auditv1.Event) string {
+	{tagCode, func(_ string, ev *auditv1.Event) string {
 		if ev.ResponseStatus == nil || ev.ResponseStatus.Code == 0 {
 			return ""
 		}
 		return strconv.Itoa(int(ev.ResponseStatus.Code))
 	}},
-	{TagCodeClass, func(_ string, ev *auditv1.Event) string {
+	{tagCodeClass, func(_ string, ev *auditv1.Event) string {
 		if ev.ResponseStatus == nil {
 			return ""
 		}
 		return codeClass(ev.ResponseStatus.Code)
 	}},
-	{TagErrorReason, func(_ string, ev *auditv1.Event) string {
+	{tagErrorReason, func(_ string, ev *auditv1.Event) string {
 		st := ev.ResponseStatus
 		if st == nil || (st.Code > 0 && st.Code < 400) {
 			return ""
 		}
 		return clip(st.Reason)
 	}},
-	{TagGroup, func(_ string, ev *auditv1.Event) string { return ref(ev).APIGroup }},
-	{TagVersion, func(_ string, ev *auditv1.Event) string { return ref(ev).APIVersion }},
-	{TagResource, func(_ string, ev *auditv1.Event) string { return ref(ev).Resource }},
-	{TagSubresource, func(_ string, ev *auditv1.Event) string { return ref(ev).Subresource }},
-	{TagNamespace, func(_ string, ev *auditv1.Event) string { return ref(ev).Namespace }},
-	{TagName, func(_ string, ev *auditv1.Event) string { return ref(ev).Name }},
-	{TagResourceVersion, func(_ string, ev *auditv1.Event) string {
+	{tagGroup, func(_ string, ev *auditv1.Event) string { return ref(ev).APIGroup }},
+	{tagVersion, func(_ string, ev *auditv1.Event) string { return ref(ev).APIVersion }},
+	{tagResource, func(_ string, ev *auditv1.Event) string { return ref(ev).Resource }},
+	{tagSubresource, func(_ string, ev *auditv1.Event) string { return ref(ev).Subresource }},
+	{tagNamespace, func(_ string, ev *auditv1.Event) string { return ref(ev).Namespace }},
+	{tagName, func(_ string, ev *auditv1.Event) string { return ref(ev).Name }},
+	{tagResourceVersion, func(_ string, ev *auditv1.Event) string {
 		rv, ok := queryParam(ev.RequestURI, "resourceVersion")
 		switch {
 		case !ok || rv == "":
@@ -83,16 +83,16 @@ var tags = []tag{
 			return "other"
 		}
 	}},
-	{TagHasSelector, func(_ string, ev *auditv1.Event) string {
+	{tagHasSelector, func(_ string, ev *auditv1.Event) string {
 		l, _ := queryParam(ev.RequestURI, "labelSelector")
 		f, _ := queryParam(ev.RequestURI, "fieldSelector")
 		return strconv.FormatBool(l != "" || f != "")
 	}},
-	{TagStage, func(_ string, ev *auditv1.Event) string { return ev.Stage }},
+	{tagStage, func(_ string, ev *auditv1.Event) string { return ev.Stage }},
 }
 
-// TagNames returns the names of the tags, sorted.
-func TagNames() []string {
+// tagNames returns the names of the tags, sorted.
+func tagNames() []string {
 	names := make([]string, len(tags))
 	for i, t := range tags {
 		names[i] = t.name

@@ -25,45 +25,45 @@ func TestTagProviders(t *testing.T) {
 		ev   *auditv1.Event
 		want string
 	}{
-		{TagCluster, &auditv1.Event{}, "c1"},
+		{tagCluster, &auditv1.Event{}, "c1"},
 		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "alice"}}, "alice"},
 		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "system:node:kwok-node-1"}}, "system:node"},
 		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "system:node:n2"}}, "system:node"},
 		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "bob"}}, "bob"},
 		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: strings.Repeat("u", 500)}}, strings.Repeat("u", maxTagLen)},
-		{TagUserAgent, &auditv1.Event{UserAgent: "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:deployment-controller"}, "kube-controller-manager"},
-		{TagUserAgent, &auditv1.Event{UserAgent: "kubectl/v1.30.0 (linux/amd64) kubernetes/$Format"}, "kubectl"},
-		{TagUserAgent, &auditv1.Event{UserAgent: "kwok"}, "kwok"},
-		{TagUserAgent, &auditv1.Event{UserAgent: "curl 8.0"}, "curl"},
-		{TagUserAgent, &auditv1.Event{}, ""},
+		{tagUserAgent, &auditv1.Event{UserAgent: "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:deployment-controller"}, "kube-controller-manager"},
+		{tagUserAgent, &auditv1.Event{UserAgent: "kubectl/v1.30.0 (linux/amd64) kubernetes/$Format"}, "kubectl"},
+		{tagUserAgent, &auditv1.Event{UserAgent: "kwok"}, "kwok"},
+		{tagUserAgent, &auditv1.Event{UserAgent: "curl 8.0"}, "curl"},
+		{tagUserAgent, &auditv1.Event{}, ""},
 		{TagVerb, &auditv1.Event{Verb: "list"}, "list"},
-		{TagCode, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 409}}, "409"},
-		{TagCode, &auditv1.Event{}, ""},
-		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 201}}, "2xx"},
-		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 404}}, "4xx"},
-		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 503}}, "5xx"},
-		{TagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 999}}, ""},
-		{TagCodeClass, &auditv1.Event{}, ""},
-		{TagErrorReason, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 409, Reason: "Conflict"}}, "Conflict"},
-		{TagErrorReason, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 200, Reason: "ignored"}}, ""},
-		{TagGroup, &auditv1.Event{ObjectRef: dep}, "apps"},
-		{TagGroup, &auditv1.Event{}, ""},
-		{TagVersion, &auditv1.Event{ObjectRef: dep}, "v1"},
-		{TagResource, &auditv1.Event{ObjectRef: pod}, "pods"},
-		{TagResource, &auditv1.Event{RequestURI: "/healthz"}, ""},
-		{TagSubresource, &auditv1.Event{ObjectRef: pod}, "status"},
-		{TagNamespace, &auditv1.Event{ObjectRef: pod}, "ns"},
-		{TagName, &auditv1.Event{ObjectRef: pod}, "p1"},
-		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?resourceVersion=0&limit=500"}, "zero"},
-		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?limit=500"}, "empty"},
-		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?resourceVersion="}, "empty"},
-		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods"}, "empty"},
-		{TagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?allowWatchBookmarks=true&resourceVersion=12345&watch=true"}, "other"},
-		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?labelSelector=app%3Ddemo"}, "true"},
-		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1"}, "true"},
-		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?labelSelector="}, "false"},
-		{TagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods"}, "false"},
-		{TagStage, &auditv1.Event{Stage: "ResponseStarted"}, "ResponseStarted"},
+		{tagCode, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 409}}, "409"},
+		{tagCode, &auditv1.Event{}, ""},
+		{tagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 201}}, "2xx"},
+		{tagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 404}}, "4xx"},
+		{tagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 503}}, "5xx"},
+		{tagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 999}}, ""},
+		{tagCodeClass, &auditv1.Event{}, ""},
+		{tagErrorReason, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 409, Reason: "Conflict"}}, "Conflict"},
+		{tagErrorReason, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 200, Reason: "ignored"}}, ""},
+		{tagGroup, &auditv1.Event{ObjectRef: dep}, "apps"},
+		{tagGroup, &auditv1.Event{}, ""},
+		{tagVersion, &auditv1.Event{ObjectRef: dep}, "v1"},
+		{tagResource, &auditv1.Event{ObjectRef: pod}, "pods"},
+		{tagResource, &auditv1.Event{RequestURI: "/healthz"}, ""},
+		{tagSubresource, &auditv1.Event{ObjectRef: pod}, "status"},
+		{tagNamespace, &auditv1.Event{ObjectRef: pod}, "ns"},
+		{tagName, &auditv1.Event{ObjectRef: pod}, "p1"},
+		{tagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?resourceVersion=0&limit=500"}, "zero"},
+		{tagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?limit=500"}, "empty"},
+		{tagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?resourceVersion="}, "empty"},
+		{tagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods"}, "empty"},
+		{tagResourceVersion, &auditv1.Event{RequestURI: "/api/v1/pods?allowWatchBookmarks=true&resourceVersion=12345&watch=true"}, "other"},
+		{tagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?labelSelector=app%3Ddemo"}, "true"},
+		{tagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1"}, "true"},
+		{tagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods?labelSelector="}, "false"},
+		{tagHasSelector, &auditv1.Event{RequestURI: "/api/v1/pods"}, "false"},
+		{tagStage, &auditv1.Event{Stage: "ResponseStarted"}, "ResponseStarted"},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
@@ -72,7 +72,7 @@ func TestTagProviders(t *testing.T) {
 			t.Errorf("%s of %+v = %q, want %q", c.tag, c.ev, got, c.want)
 		}
 	}
-	for _, name := range TagNames() {
+	for _, name := range tagNames() {
 		if !covered[name] {
 			t.Errorf("tag %s has no test case", name)
 		}
@@ -113,19 +113,19 @@ func TestQuantityProviders(t *testing.T) {
 		ok   bool
 	}{
 		{QuantityRequestCount, &auditv1.Event{}, 1, true},
-		{QuantityLatency, ev("/api/v1/pods", 1500*time.Millisecond), 1.5, true},
-		{QuantityLatency, &auditv1.Event{StageTimestamp: t0}, 0, false},
-		{QuantityLatency, ev("/x", -time.Second), 0, false},
-		{QuantityLatencyRatio, ev("/api/v1/pods", 30*time.Second), 0.5, true},
-		{QuantityLatencyRatio, ev("/api/v1/pods?timeoutSeconds=10&watch=true", 5*time.Second), 0.5, true},
-		{QuantityLatencyRatio, ev("/api/v1/pods?timeout=4s", 2*time.Second), 0.5, true},
-		{QuantityLatencyRatio, ev("/api/v1/pods?timeoutSeconds=abc", 6*time.Second), 0.1, true},
-		{QuantityRequestSize, ev("/x", 0), 7, true},
-		{QuantityRequestSize, &auditv1.Event{}, 0, false},
-		{QuantityResponseSize, ev("/x", 0), 14, true},
-		{QuantityResponseSize, &auditv1.Event{}, 0, false},
-		{QuantityDeliveryDelay, ev("/x", 4*time.Second), 6, true},
-		{QuantityDeliveryDelay, &auditv1.Event{}, 0, false},
+		{quantityLatency, ev("/api/v1/pods", 1500*time.Millisecond), 1.5, true},
+		{quantityLatency, &auditv1.Event{StageTimestamp: t0}, 0, false},
+		{quantityLatency, ev("/x", -time.Second), 0, false},
+		{quantityLatencyRatio, ev("/api/v1/pods", 30*time.Second), 0.5, true},
+		{quantityLatencyRatio, ev("/api/v1/pods?timeoutSeconds=10&watch=true", 5*time.Second), 0.5, true},
+		{quantityLatencyRatio, ev("/api/v1/pods?timeout=4s", 2*time.Second), 0.5, true},
+		{quantityLatencyRatio, ev("/api/v1/pods?timeoutSeconds=abc", 6*time.Second), 0.1, true},
+		{quantityRequestSize, ev("/x", 0), 7, true},
+		{quantityRequestSize, &auditv1.Event{}, 0, false},
+		{quantityResponseSize, ev("/x", 0), 14, true},
+		{quantityResponseSize, &auditv1.Event{}, 0, false},
+		{quantityDeliveryDelay, ev("/x", 4*time.Second), 6, true},
+		{quantityDeliveryDelay, &auditv1.Event{}, 0, false},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
@@ -136,7 +136,7 @@ func TestQuantityProviders(t *testing.T) {
 			t.Errorf("%s of %s = %v, %v; want %v, %v", c.q, c.ev.RequestURI, got, ok, c.want, c.ok)
 		}
 	}
-	for _, name := range QuantityNames() {
+	for _, name := range quantityNames() {
 		if !covered[name] {
 			t.Errorf("quantity %s has no test case", name)
 		}

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // DurableQueue is a Queue whose batches are written to a log on local disk before they are
@@ -29,8 +28,8 @@ import (
 // The log is bounded (QueueConfig.MaxDiskBytes): a batch that does not fit is refused with
 // ErrQueueFull and counted (kelemetry.audit.queue.disk_rejected). A batch the in-memory queue
 // refuses after it was written is marked done at once, so it is not replayed: its sender retries.
-type DurableQueue struct {
-	mem    *Queue
+type durableQueue struct {
+	mem    *memQueue
 	log    *diskLog
 	logger *slog.Logger
 
@@ -61,10 +60,11 @@ type DurableQueue struct {
 	unregister   sync.Once
 }
 
-// NewDurableQueue opens (or creates) the log in cfg.Dir and returns a durable queue that passes
-// events to h. The batches the log holds that were not handled are replayed by Start. ts gives its
+// newDurable opens (or creates) the log in cfg.Dir and returns a durable queue that passes
+// events to deps.Handle. The batches the log holds that were not handled are replayed by Start. ts gives its
 // logger and meter provider (either may be unset).
-func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*DurableQueue, error) {
+func newDurable(cfg Config, deps Deps) (*durableQueue, error) {
+	h, ts := deps.Handle, deps.Telemetry
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Durabl
 		return nil, errors.New("audit queue: a durable queue needs dir")
 	}
 	cfg = cfg.WithDefaults()
-	mem, err := NewQueue(cfg, h, ts)
+	mem, err := newMemory(cfg, Deps{Handle: h, Telemetry: ts})
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Durabl
 		_ = mem.Stop(context.Background())
 		return nil, fmt.Errorf("open audit queue log: %w", err)
 	}
-	d := &DurableQueue{mem: mem, log: l, logger: logger, replay: pending, replayDone: make(chan struct{}),
+	d := &durableQueue{mem: mem, log: l, logger: logger, sinkSync: deps.Sync, replay: pending, replayDone: make(chan struct{}),
 		ackWake: make(chan struct{}, 1), ackStop: make(chan struct{}), ackerDone: make(chan struct{})}
 	d.replaying.Store(true)
 	if len(pending) > 0 {
@@ -121,47 +121,41 @@ func NewDurableQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Durabl
 	return d, nil
 }
 
-// SetSinkSync sets what makes the spans of handled events survive a crash of the process
-// (aggregator.Engine.SyncSinks, which syncs the embedded store's write-ahead log): a batch is
-// marked done only after it returned nil. Without it a batch is done once its events were
-// handled. Call it before Start.
-func (d *DurableQueue) SetSinkSync(sync func(context.Context) error) { d.sinkSync = sync }
-
-// Memory returns the in-memory queue the durable queue feeds. Sources that can read their input
-// again themselves (log replay and follow) may enqueue there directly.
-func (d *DurableQueue) Memory() *Queue { return d.mem }
+// Direct returns the in-memory queue the durable queue feeds: sources that can read their input
+// again themselves after a crash (log replay and follow) enqueue there, without a copy on disk.
+func (d *durableQueue) Direct() Target { return d.mem }
 
 // Len returns the number of events accepted and not yet handled (those replayed from the log
 // once they were read back).
-func (d *DurableQueue) Len() int { return d.mem.Len() }
+func (d *durableQueue) Len() int { return d.mem.Len() }
 
 // Bytes returns the estimated memory of the events Len counts.
-func (d *DurableQueue) Bytes() int64 { return d.mem.Bytes() }
+func (d *durableQueue) Bytes() int64 { return d.mem.Bytes() }
 
 // DiskBytes returns the bytes of the log's files.
-func (d *DurableQueue) DiskBytes() int64 { return d.log.Size() }
+func (d *durableQueue) DiskBytes() int64 { return d.log.Size() }
 
 // Health returns nil while the queue takes batches, else an error wrapping ErrQueueUnavailable
 // that says why (its log failed a write or sync: a full disk, a quota, EIO). A failed log probes
 // a new file here and when a batch comes, at most once a second, and takes batches again once a
 // probe is on disk. The webhook asks before reading a body (503 with Retry-After meanwhile), and
 // /healthz reports it.
-func (d *DurableQueue) Health(context.Context) error { return d.log.Health() }
+func (d *durableQueue) Health(context.Context) error { return d.log.Health() }
 
 // Flush waits until every event enqueued before the call has been handled.
-func (d *DurableQueue) Flush(ctx context.Context) error { return d.mem.Flush(ctx) }
+func (d *durableQueue) Flush(ctx context.Context) error { return d.mem.Flush(ctx) }
 
 // Enqueue writes the batch to the log, waits until it is on disk, and queues its events; all of
 // them or none (see Queue.Enqueue). It returns an error wrapping ErrQueueFull while the log is
 // full, the in-memory queue is full or the start-up replay is running, and ErrStopped once Stop
 // has begun. It blocks only for the disk.
-func (d *DurableQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
+func (d *durableQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	if d.replaying.Load() && len(events) > 0 {
 		select {
 		case <-d.replayDone:
 		default:
-			d.mem.record(ctx, len(events), ErrQueueFull)
-			return fmt.Errorf("%w: replaying the durable queue's log", ErrQueueFull)
+			d.mem.record(ctx, len(events), ErrFull)
+			return fmt.Errorf("%w: replaying the durable queue's log", ErrFull)
 		}
 	}
 	return d.enqueue(ctx, cluster, events, false)
@@ -169,7 +163,7 @@ func (d *DurableQueue) Enqueue(ctx context.Context, cluster string, events []*au
 
 // EnqueueWait is Enqueue that waits, honouring ctx, for the start-up replay and for room in
 // memory instead of refusing the batch. It still refuses a batch the log has no room for.
-func (d *DurableQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
+func (d *durableQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	select {
 	case <-d.replayDone:
 	case <-ctx.Done():
@@ -178,7 +172,7 @@ func (d *DurableQueue) EnqueueWait(ctx context.Context, cluster string, events [
 	return d.enqueue(ctx, cluster, events, true)
 }
 
-func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*auditv1.Event, wait bool) error {
+func (d *durableQueue) enqueue(ctx context.Context, cluster string, events []*auditv1.Event, wait bool) error {
 	if len(events) == 0 {
 		return d.mem.Enqueue(ctx, cluster, nil)
 	}
@@ -195,7 +189,7 @@ func (d *DurableQueue) enqueue(ctx context.Context, cluster string, events []*au
 	*bp = rec
 	putRecordBuffer(bp)
 	if err != nil {
-		if errors.Is(err, ErrQueueFull) {
+		if errors.Is(err, ErrFull) {
 			d.diskRejected.Add(ctx, int64(len(events)))
 		}
 		d.mem.record(ctx, len(events), err)
@@ -248,7 +242,7 @@ func putRecordBuffer(bp *[]byte) {
 
 // Start starts the in-memory queue and replays, in the background, the batches of the log that
 // were not handled. It does not block.
-func (d *DurableQueue) Start(ctx context.Context) error {
+func (d *durableQueue) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopped {
@@ -269,7 +263,7 @@ func (d *DurableQueue) Start(ctx context.Context) error {
 const ackInterval = 20 * time.Millisecond
 
 // handled is called once every event of batch id was handled.
-func (d *DurableQueue) handled(id uint64) {
+func (d *durableQueue) handled(id uint64) {
 	if d.sinkSync == nil {
 		d.log.Ack(id)
 		return
@@ -285,7 +279,7 @@ func (d *DurableQueue) handled(id uint64) {
 
 // acker marks handled batches done in the log after a sync of the sinks, a group at a time,
 // until Stop; then it marks what is left.
-func (d *DurableQueue) acker() {
+func (d *durableQueue) acker() {
 	defer close(d.ackerDone)
 	ctx := context.Background()
 	timer := time.NewTimer(0)
@@ -324,7 +318,7 @@ func (d *DurableQueue) acker() {
 
 // flushAcks syncs the sinks and marks the batches handled so far done. It reports false if the
 // sync failed (the batches then stay pending).
-func (d *DurableQueue) flushAcks(ctx context.Context) bool {
+func (d *durableQueue) flushAcks(ctx context.Context) bool {
 	d.ackMu.Lock()
 	ids := d.acks
 	d.acks = nil
@@ -344,7 +338,7 @@ func (d *DurableQueue) flushAcks(ctx context.Context) bool {
 	return true
 }
 
-func (d *DurableQueue) replayLog(ctx context.Context) {
+func (d *durableQueue) replayLog(ctx context.Context) {
 	defer d.endReplay()
 	replay := d.replay
 	d.replay = nil
@@ -392,7 +386,7 @@ func (d *DurableQueue) replayLog(ctx context.Context) {
 	}
 }
 
-func (d *DurableQueue) endReplay() {
+func (d *durableQueue) endReplay() {
 	d.replayOnce.Do(func() {
 		d.replaying.Store(false)
 		close(d.replayDone)
@@ -402,7 +396,7 @@ func (d *DurableQueue) endReplay() {
 // Stop stops accepting batches, stops the replay, lets the in-memory queue drain (see Queue.Stop),
 // and closes the log. Batches not handled stay in the log and are replayed by the next Start. It
 // is safe without Start and may be called more than once.
-func (d *DurableQueue) Stop(ctx context.Context) error {
+func (d *durableQueue) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopped = true
 	started, cancel := d.started, d.cancel

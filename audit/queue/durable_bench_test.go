@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func bulkEventBatches(b *testing.B) [][]*auditv1.Event {
@@ -38,7 +37,7 @@ func bulkEventBatches(b *testing.B) [][]*auditv1.Event {
 // with a handler that does nothing.
 func BenchmarkDurableQueueEnqueue(b *testing.B) {
 	batches := bulkEventBatches(b)
-	d, err := NewDurableQueue(QueueConfig{Dir: b.TempDir()}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	d, err := newDurable(Config{Dir: b.TempDir()}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.NoError(b, err)
 	ctx := context.Background()
 	require.NoError(b, d.Start(ctx))

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // faultySeg makes the log's segment files fail on demand, as a full disk or a failing device
@@ -82,21 +81,21 @@ func TestDiskLogRecoversAfterWriteFailure(t *testing.T) {
 
 	failWrites.Store(true)
 	_, err := l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "b", "id-b")}))
-	require.ErrorIs(t, err, ErrQueueUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	assert.ErrorIs(t, err, syscall.ENOSPC)
-	require.ErrorIs(t, l.Health(), ErrQueueUnavailable)
+	require.ErrorIs(t, l.Health(), ErrUnavailable)
 	assert.Contains(t, l.Health().Error(), "no space left on device")
 
 	// Still failing: the probe fails too, and the log stays unavailable.
 	probeNow(l)
-	require.ErrorIs(t, l.Health(), ErrQueueUnavailable)
+	require.ErrorIs(t, l.Health(), ErrUnavailable)
 	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "b", "id-b")}))
-	require.ErrorIs(t, err, ErrQueueUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 
 	// Space is back: within probeInterval the log still answers from its state, then a probe
 	// succeeds and batches are taken.
 	failWrites.Store(false)
-	require.ErrorIs(t, l.Health(), ErrQueueUnavailable, "no probe before probeInterval")
+	require.ErrorIs(t, l.Health(), ErrUnavailable, "no probe before probeInterval")
 	probeNow(l)
 	require.NoError(t, l.Health())
 	assert.Equal(t, int64(1), l.recoveries.Load())
@@ -122,13 +121,13 @@ func TestDiskLogSyncFailureIsNotAcknowledgedLater(t *testing.T) {
 
 	failSyncs.Store(true)
 	_, err = l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "y", "id-y")}))
-	require.ErrorIs(t, err, ErrQueueUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	assert.ErrorIs(t, err, syscall.EIO)
 
 	failSyncs.Store(false)
 	probeNow(l)
 	appendTestBatch(t, l, "z") // synced in the new segment
-	assert.ErrorIs(t, l.syncTo(seg, end), ErrQueueUnavailable, "x was in the failed segment and never synced")
+	assert.ErrorIs(t, l.syncTo(seg, end), ErrUnavailable, "x was in the failed segment and never synced")
 	require.NoError(t, l.Close())
 }
 
@@ -151,7 +150,7 @@ func TestDiskLogFailedProbesLeaveNoFiles(t *testing.T) {
 // Handled data leaves the disk once handled: an active segment whose batches are all done is
 // replaced and deleted as soon as it holds handledRotateBytes, without waiting to fill up.
 func TestDurableQueueHandledDataLeavesTheDisk(t *testing.T) {
-	d := newTestDurable(t, QueueConfig{Dir: t.TempDir()}, func(context.Context, string, *auditv1.Event) {})
+	d := newTestDurable(t, Config{Dir: t.TempDir()}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	ctx := context.Background()
 	require.NoError(t, d.Start(ctx))
 	require.Eventually(t, func() bool { return !d.replaying.Load() }, 5*time.Second, time.Millisecond)
@@ -170,14 +169,14 @@ func TestDurableQueueHandledDataLeavesTheDisk(t *testing.T) {
 // that holds it; once the first closes, the folder is free.
 func TestDurableQueueOneWriterPerFolder(t *testing.T) {
 	dir := t.TempDir()
-	d := newTestDurable(t, QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {})
-	_, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	d := newTestDurable(t, Config{Dir: dir}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
+	_, err := newDurable(Config{Dir: dir}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), dir)
 	assert.Contains(t, err.Error(), "in use by process "+strconv.Itoa(os.Getpid()))
 	assert.NotContains(t, err.Error(), "\n")
 	require.NoError(t, d.Stop(context.Background()))
-	d2, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	d2, err := newDurable(Config{Dir: dir}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.NoError(t, err)
 	require.NoError(t, d2.Stop(context.Background()))
 }
@@ -190,7 +189,7 @@ const lockHolderEnv = "KELEMETRY_TEST_HOLD_QUEUE_DIR"
 func TestDurableQueueLockAcrossProcesses(t *testing.T) {
 	if dir := os.Getenv(lockHolderEnv); dir != "" {
 		// The child: open the queue, say so, and hold it until killed.
-		d, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+		d, err := newDurable(Config{Dir: dir}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
@@ -214,7 +213,7 @@ func TestDurableQueueLockAcrossProcesses(t *testing.T) {
 	segs := segFiles(t, dir)
 	require.Len(t, segs, 1)
 
-	_, err = NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	_, err = newDurable(Config{Dir: dir}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "audit queue folder "+dir+" is in use by process "+strconv.Itoa(cmd.Process.Pid))
 	assert.Equal(t, segs, segFiles(t, dir), "the other process's segment is left alone")
@@ -222,7 +221,7 @@ func TestDurableQueueLockAcrossProcesses(t *testing.T) {
 	// Killed, its lock goes with it.
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
-	d, err := NewDurableQueue(QueueConfig{Dir: dir}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	d, err := newDurable(Config{Dir: dir}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.NoError(t, err)
 	require.NoError(t, d.Stop(context.Background()))
 }

@@ -338,7 +338,7 @@ func (l *diskLog) Append(rec []byte) (uint64, error) {
 func (l *diskLog) write(rec []byte) (id uint64, seg *logSegment, end int64, err error) {
 	size := int64(len(rec))
 	if len(rec)-8 > maxRecord {
-		return 0, nil, 0, fmt.Errorf("%w (%w): a batch of %d bytes is over the record limit", ErrBatchTooLarge, ErrQueueFull, len(rec))
+		return 0, nil, 0, fmt.Errorf("%w (%w): a batch of %d bytes is over the record limit", ErrBatchTooLarge, ErrFull, len(rec))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -347,20 +347,20 @@ func (l *diskLog) write(rec []byte) (id uint64, seg *logSegment, end int64, err 
 		return 0, nil, 0, ErrStopped
 	case size > l.maxBytes:
 		return 0, nil, 0, fmt.Errorf("%w (%w): a batch of %d bytes on disk can never fit audit.queue.maxDiskBytes %d",
-			ErrBatchTooLarge, ErrQueueFull, size, l.maxBytes)
+			ErrBatchTooLarge, ErrFull, size, l.maxBytes)
 	}
 	if err := l.usable(time.Now()); err != nil {
 		return 0, nil, 0, err
 	}
 	if l.size+size > l.maxBytes {
-		return 0, nil, 0, fmt.Errorf("%w: %d of %d bytes on disk taken, batch of %d bytes", ErrQueueFull, l.size, l.maxBytes, size)
+		return 0, nil, 0, fmt.Errorf("%w: %d of %d bytes on disk taken, batch of %d bytes", ErrFull, l.size, l.maxBytes, size)
 	}
 	if size >= checkFreeBytes {
 		// A large batch that cannot fit the volume is refused before it is written, so that it
 		// neither fails the log nor leaves a torn record taking the room.
 		if free, ok := freeBytes(l.dir); ok && free < uint64(size)+freeMargin {
 			return 0, nil, 0, fmt.Errorf("%w: disk full: %d bytes free in %s, a batch of %d bytes needs %d more: %w",
-				ErrQueueUnavailable, free, l.dir, size, freeMargin, syscall.ENOSPC)
+				ErrUnavailable, free, l.dir, size, freeMargin, syscall.ENOSPC)
 		}
 	}
 	if a := l.active(); a.size > 0 && a.size+size > l.segmentBytes {
@@ -401,7 +401,7 @@ func (l *diskLog) fail(err error) error {
 // failedErr is the error batches get while the log has failed. l.mu is held.
 func (l *diskLog) failedErr() error {
 	return fmt.Errorf("%w: the audit queue's log in %s failed %s ago (%w); retrying every %s",
-		ErrQueueUnavailable, l.dir, time.Since(l.failedAt).Round(time.Second), l.failed, probeInterval)
+		ErrUnavailable, l.dir, time.Since(l.failedAt).Round(time.Second), l.failed, probeInterval)
 }
 
 // usable returns nil when the log takes batches. A failed log probes a new segment when
@@ -505,7 +505,7 @@ func (l *diskLog) syncedTo(seg *logSegment, end int64) error {
 	case seg.synced >= end:
 		return nil
 	case seg.abandoned:
-		return fmt.Errorf("%w: a write or sync of the audit queue's log in %s failed before this batch was on disk", ErrQueueUnavailable, l.dir)
+		return fmt.Errorf("%w: a write or sync of the audit queue's log in %s failed before this batch was on disk", ErrUnavailable, l.dir)
 	case l.failed != nil:
 		return l.failedErr()
 	case l.closed:

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // fullEvent sets every field of Event.
@@ -245,7 +244,7 @@ func TestDiskLogBoundedBytes(t *testing.T) {
 		ids = append(ids, id)
 		require.Less(t, len(ids), 100)
 	}
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, ErrFull)
 	assert.NotErrorIs(t, err, ErrBatchTooLarge)
 	assert.LessOrEqual(t, l.Size(), int64(2048))
 	for _, id := range ids {
@@ -279,9 +278,9 @@ func TestDiskLogGroupCommit(t *testing.T) {
 	require.NoError(t, l.Close())
 }
 
-func newTestDurable(t *testing.T, cfg QueueConfig, h Handler) *DurableQueue {
+func newTestDurable(t *testing.T, cfg Config, deps Deps) *durableQueue {
 	t.Helper()
-	d, err := NewDurableQueue(cfg, h, telemetry.Settings{})
+	d, err := newDurable(cfg, deps)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -293,13 +292,13 @@ func newTestDurable(t *testing.T, cfg QueueConfig, h Handler) *DurableQueue {
 
 func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 	dir := t.TempDir()
-	cfg := QueueConfig{Dir: dir, Partitions: 2}
+	cfg := Config{Dir: dir, Partitions: 2}
 	ctx := context.Background()
 
 	// First run: the batch on "stuck" is never handled; Stop gives up on it.
 	release := make(chan struct{})
 	first := &handledLog{}
-	d := newTestDurable(t, cfg, func(ctx context.Context, c string, ev *auditv1.Event) {
+	d := newTestDurable(t, cfg, Deps{Handle: func(ctx context.Context, c string, ev *auditv1.Event) {
 		if ev.ObjectRef.Name == "stuck" {
 			select {
 			case <-release:
@@ -308,7 +307,7 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 			}
 		}
 		first.handle(ctx, c, ev)
-	})
+	}})
 	require.NoError(t, d.Start(ctx))
 	require.Eventually(t, func() bool { return d.Enqueue(ctx, "c", nil) == nil && !d.replaying.Load() }, 5*time.Second, time.Millisecond)
 	require.NoError(t, d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "done", "1"), queueEvent("ns", "done", "2")}))
@@ -321,8 +320,8 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 
 	// Second run: only the batch not handled comes back, and new batches wait for it.
 	second := &handledLog{}
-	d = newTestDurable(t, cfg, second.handle)
-	require.ErrorIs(t, d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "new", "4")}), ErrQueueFull, "refused before the replay")
+	d = newTestDurable(t, cfg, Deps{Handle: second.handle})
+	require.ErrorIs(t, d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "new", "4")}), ErrFull, "refused before the replay")
 	require.NoError(t, d.Start(ctx))
 	require.NoError(t, d.EnqueueWait(ctx, "c", []*auditv1.Event{queueEvent("ns", "stuck", "5")}))
 	require.NoError(t, d.Flush(ctx))
@@ -331,7 +330,7 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 
 	// Third run: nothing to replay.
 	third := &handledLog{}
-	d = newTestDurable(t, cfg, third.handle)
+	d = newTestDurable(t, cfg, Deps{Handle: third.handle})
 	require.NoError(t, d.Start(ctx))
 	require.Eventually(t, func() bool { return !d.replaying.Load() }, 5*time.Second, time.Millisecond)
 	require.NoError(t, d.Flush(ctx))
@@ -342,13 +341,12 @@ func TestDurableQueueReplaysWhatWasNotHandled(t *testing.T) {
 
 func TestDurableQueueDiskFull(t *testing.T) {
 	block := make(chan struct{})
-	d := newTestDurable(t, QueueConfig{Dir: t.TempDir(), MaxDiskBytes: 1024, SegmentBytes: 256},
-		func(ctx context.Context, _ string, _ *auditv1.Event) {
-			select {
-			case <-block:
-			case <-ctx.Done():
-			}
-		})
+	d := newTestDurable(t, Config{Dir: t.TempDir(), MaxDiskBytes: 1024, SegmentBytes: 256}, Deps{Handle: func(ctx context.Context, _ string, _ *auditv1.Event) {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+	}})
 	ctx := context.Background()
 	require.NoError(t, d.Start(ctx))
 	require.Eventually(t, func() bool { return !d.replaying.Load() }, 5*time.Second, time.Millisecond)
@@ -357,7 +355,7 @@ func TestDurableQueueDiskFull(t *testing.T) {
 		require.Less(t, i, 100)
 		err = d.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("ns", "p"+strconv.Itoa(i), "id")})
 	}
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, ErrFull)
 	assert.LessOrEqual(t, d.DiskBytes(), int64(1024))
 	close(block)
 	require.NoError(t, d.Flush(ctx))
@@ -366,18 +364,18 @@ func TestDurableQueueDiskFull(t *testing.T) {
 
 func TestDurableQueueConfig(t *testing.T) {
 	yes, no := true, false
-	assert.False(t, QueueConfig{}.IsDurable())
-	assert.True(t, QueueConfig{Dir: "d"}.IsDurable())
-	assert.False(t, QueueConfig{Dir: "d", Durable: &no}.IsDurable())
-	require.Error(t, QueueConfig{Durable: &yes}.Validate())
-	_, err := NewDurableQueue(QueueConfig{}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	assert.False(t, Config{}.IsDurable())
+	assert.True(t, Config{Dir: "d"}.IsDurable())
+	assert.False(t, Config{Dir: "d", Durable: &no}.IsDurable())
+	require.Error(t, Config{Durable: &yes}.Validate())
+	_, err := newDurable(Config{}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.Error(t, err)
 	// A dir that cannot be created fails at construction.
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))
-	_, err = NewDurableQueue(QueueConfig{Dir: filepath.Join(file, "q")}, func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	_, err = newDurable(Config{Dir: filepath.Join(file, "q")}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.Error(t, err)
-	assert.False(t, errors.Is(err, ErrQueueFull))
+	assert.False(t, errors.Is(err, ErrFull))
 }
 
 // A batch is done only once the sinks synced after its events were handled: while the sync
@@ -389,8 +387,7 @@ func TestDurableQueueMarksDoneAfterSinkSync(t *testing.T) {
 	failing := errors.New("log not synced")
 
 	first := &handledLog{}
-	d := newTestDurable(t, QueueConfig{Dir: dir}, first.handle)
-	d.SetSinkSync(func(context.Context) error { syncs.Add(1); return failing })
+	d := newTestDurable(t, Config{Dir: dir}, Deps{Handle: first.handle, Sync: func(context.Context) error { syncs.Add(1); return failing }})
 	require.NoError(t, d.Start(ctx))
 	require.NoError(t, d.EnqueueWait(ctx, "c", []*auditv1.Event{queueEvent("ns", "p", "1")}))
 	require.NoError(t, d.Flush(ctx))
@@ -399,8 +396,7 @@ func TestDurableQueueMarksDoneAfterSinkSync(t *testing.T) {
 	assert.Equal(t, 1, first.count())
 
 	second := &handledLog{}
-	d = newTestDurable(t, QueueConfig{Dir: dir}, second.handle)
-	d.SetSinkSync(func(context.Context) error { syncs.Add(1); return nil })
+	d = newTestDurable(t, Config{Dir: dir}, Deps{Handle: second.handle, Sync: func(context.Context) error { syncs.Add(1); return nil }})
 	require.NoError(t, d.Start(ctx))
 	require.NoError(t, d.EnqueueWait(ctx, "c", nil))
 	require.NoError(t, d.Flush(ctx))
@@ -408,7 +404,7 @@ func TestDurableQueueMarksDoneAfterSinkSync(t *testing.T) {
 	require.NoError(t, d.Stop(ctx))
 
 	third := &handledLog{}
-	d = newTestDurable(t, QueueConfig{Dir: dir}, third.handle)
+	d = newTestDurable(t, Config{Dir: dir}, Deps{Handle: third.handle})
 	require.NoError(t, d.Start(ctx))
 	require.NoError(t, d.EnqueueWait(ctx, "c", nil))
 	require.NoError(t, d.Flush(ctx))

@@ -15,34 +15,54 @@ type Enqueuer interface {
 }
 
 // ErrQueueFull means the queue has no room for the batch now.
-var ErrQueueFull = errors.New("audit queue full")
+var ErrFull = errors.New("audit queue full")
 
 // ErrQueueUnavailable means the queue cannot take the batch now because what it stores batches in
 // is unreachable (NATS, for the NATSQueue): the webhook answers 503 with Retry-After and the
 // reason, and the sender retries.
-var ErrQueueUnavailable = errors.New("audit queue unavailable")
+var ErrUnavailable = errors.New("audit queue unavailable")
 
 // ErrStopped means the queue no longer accepts events because it is shutting down.
 var ErrStopped = errors.New("audit queue stopped")
 
-// EventQueue is what the producers of audit events (the webhook, log replay and follow) and the
-// health endpoint need from the queue in front of the consumer. *Queue (in memory),
-// *DurableQueue (on local disk first) and *NATSQueue (on NATS JetStream) implement it.
-type EventQueue interface {
+// Target is what sources enqueue into and /healthz reads: the producer side of a Queue, of a
+// wrapper of one (audit.Observe, audit.Prefilter) or of a kelemetrix.Processor.
+type Target interface {
 	Enqueuer
 	WaitEnqueuer
 	// Flush waits until every event enqueued before the call has been handled.
 	Flush(ctx context.Context) error
 	// Len returns the number of events accepted and not yet handled.
 	Len() int
-	// Bytes returns the estimated memory (EventBytes) of the events Len counts.
+	// Bytes returns the estimated memory (auditv1.EventBytes) of the events Len counts.
 	Bytes() int64
 }
 
+// Queue sits between the producers of audit events (the webhook, log replay and follow) and the
+// consumer: it keeps each object's events in order while objects run in parallel. New picks the
+// implementation from Config: in memory, durable on local disk, or on NATS JetStream.
+type Queue interface {
+	Target
+	// Health returns an error wrapping ErrUnavailable while the queue cannot take batches (the
+	// durable queue's log cannot be written, NATS is out of reach); nil for the memory queue.
+	Health(ctx context.Context) error
+	// Direct is where sources that can read their input again after a crash (log replay and
+	// follow) enqueue: the durable queue's in-memory stage, without a copy on disk; the queue
+	// itself for the others.
+	Direct() Target
+	// Kind names the implementation: "memory", "durable" or "nats".
+	Kind() string
+	// Start starts the workers (and connects, for NATS); it does not block.
+	Start(ctx context.Context) error
+	// Stop stops taking events, hands what was accepted to the handler (as far as ctx allows) and
+	// waits for the workers. It is safe without Start.
+	Stop(ctx context.Context) error
+}
+
 var (
-	_ EventQueue = (*Queue)(nil)
-	_ EventQueue = (*DurableQueue)(nil)
-	_ EventQueue = (*NATSQueue)(nil)
+	_ Queue = (*memQueue)(nil)
+	_ Queue = (*durableQueue)(nil)
+	_ Queue = (*natsQueue)(nil)
 )
 
 // WaitEnqueuer takes batches of events, waiting for room instead of dropping. *Queue is one.

@@ -23,6 +23,6 @@ func AppendBatch(b []byte, cluster string, events []*auditv1.Event) []byte {
 }
 
 // StoredMsgs is q.storedMsgs.
-func StoredMsgs(ctx context.Context, q *NATSQueue, ds []natsqueue.Delivery) ([]bool, error) {
-	return q.storedMsgs(ctx, ds)
+func StoredMsgs(ctx context.Context, q Queue, ds []natsqueue.Delivery) ([]bool, error) {
+	return q.(*natsQueue).storedMsgs(ctx, ds)
 }

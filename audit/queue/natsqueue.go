@@ -31,7 +31,7 @@ import (
 //     JetStream quorum out of reach gives ErrQueueUnavailable (503 with Retry-After).
 //   - A natsqueue.Consumer handles each partition on one replica at a time, in order, in
 //     batches of the messages it pulled and has at hand: every message is decoded and handed to
-//     the Handler, then the sinks sync once for the batch (SetSinkSync; a failed sync is retried,
+//     the Handler, then the sinks sync once for the batch (Deps.Sync; a failed sync is retried,
 //     the messages stay unacknowledged), then the batch's messages are acknowledged, as the
 //     DurableQueue marks a batch done. A message redelivered after a crash is handled again,
 //     which stores nothing twice (event span IDs are deterministic, the stores upsert). A
@@ -45,16 +45,16 @@ import (
 // reused for a second unless this process published since, and waited for 500 ms at most), so
 // that /healthz's queueDepth 0 means this replica has caught up. Bytes counts what this process holds in memory: events being published and events
 // being handled.
-type NATSQueue struct {
+type natsQueue struct {
 	cfg    natsqueue.Config
 	h      Handler
 	ts     telemetry.Settings
 	logger *slog.Logger
 
 	sinkSync *groupSync
-	// warm, when set, rebuilds the consumer's state on a partition takeover (SetWarmer).
+	// warm, when set, rebuilds the consumer's state on a partition takeover (Deps.Warm).
 	warm Handler
-	// stored, when set, tells which redelivered events the sinks hold already (SetStoredCheck).
+	// stored, when set, tells which redelivered events the sinks hold already (Deps.Stored).
 	stored StoredFunc
 
 	// mu orders Enqueue (read lock while publishing) against Start and Stop.
@@ -91,9 +91,10 @@ type NATSQueue struct {
 	flushPollGap time.Duration
 }
 
-// NewNATSQueue returns a queue on the JetStream of cfg that passes events to h. It does not
-// connect: Start does. ts gives its logger and meter provider (either may be unset).
-func NewNATSQueue(cfg natsqueue.Config, h Handler, ts telemetry.Settings) (*NATSQueue, error) {
+// newNATS returns a queue on the JetStream of cfg that passes events to d.Handle. It does not
+// connect: Start does.
+func newNATS(cfg natsqueue.Config, d Deps) (*natsQueue, error) {
+	h, ts := d.Handle, d.Telemetry
 	if h == nil {
 		return nil, errors.New("audit queue: nil handler")
 	}
@@ -101,9 +102,12 @@ func NewNATSQueue(cfg natsqueue.Config, h Handler, ts telemetry.Settings) (*NATS
 		return nil, fmt.Errorf("audit queue: nats: %w", err)
 	}
 	cfg = cfg.WithDefaults()
-	q := &NATSQueue{cfg: cfg, h: h, ts: ts, flushPollGap: 20 * time.Millisecond,
+	q := &natsQueue{cfg: cfg, h: h, ts: ts, warm: d.Warm, stored: d.Stored, flushPollGap: 20 * time.Millisecond,
 		backlogTTL: time.Second, backlogTimeout: 500 * time.Millisecond,
 		logger: ts.Log().With("component", "audit.queue", "stream", cfg.Stream)}
+	if d.Sync != nil {
+		q.sinkSync = newGroupSync(d.Sync)
+	}
 	meter := ts.Meter(meterName)
 	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
 	q.rejected = meter.Counter("kelemetry.audit.queue.rejected",
@@ -129,39 +133,14 @@ func NewNATSQueue(cfg natsqueue.Config, h Handler, ts telemetry.Settings) (*NATS
 	return q, nil
 }
 
-// SetSinkSync sets what makes the spans of handled events survive a crash of the process
-// (aggregator.Engine.SyncSinks): a message is acknowledged only after a call that started once
-// it was handled returned nil; one call serves a partition's batch, and concurrent partitions
-// share one call. Call it before Start.
-func (q *NATSQueue) SetSinkSync(fn func(context.Context) error) {
-	if fn == nil {
-		q.sinkSync = nil
-		return
-	}
-	q.sinkSync = newGroupSync(fn)
-}
-
-// SetWarmer sets what rebuilds the consumer's state from events handled before this replica
-// took their partition (Consumer.Warm): when it starts processing a partition it did not hold
-// (first start, takeover, rebalancing), the partition's recent messages are decoded and passed
-// to it, in order, before the first message is handled (natsqueue.WithWarmer). Call it before
-// Start.
-func (q *NATSQueue) SetWarmer(fn Handler) { q.warm = fn }
-
 // StoredFunc reports, for each of evs (from cluster), whether the sinks already hold what handling
 // it writes (Consumer.Stored).
 type StoredFunc func(ctx context.Context, cluster string, evs []*auditv1.Event) ([]bool, error)
 
-// SetStoredCheck sets what tells, for a message redelivered after its previous holder died
-// without committing it, whether its spans were written all the same (Consumer.Stored): such a
-// message is acknowledged without being handled again (and warms the diff instead), so that a
-// store that keeps every copy of a span (Jaeger) holds it once. Call it before Start.
-func (q *NATSQueue) SetStoredCheck(fn StoredFunc) { q.stored = fn }
-
 // storedMsgs is the natsqueue.StoredCheck: it decodes the messages and asks the StoredFunc, one
 // call per cluster; a message is stored when every event of it is (one that does not decode is
 // not: it is handled, and dead-lettered).
-func (q *NATSQueue) storedMsgs(ctx context.Context, ds []natsqueue.Delivery) ([]bool, error) {
+func (q *natsQueue) storedMsgs(ctx context.Context, ds []natsqueue.Delivery) ([]bool, error) {
 	out := make([]bool, len(ds))
 	byCluster := map[string][]*auditv1.Event{}
 	owners := map[string][]int{}
@@ -200,7 +179,7 @@ func (q *NATSQueue) storedMsgs(ctx context.Context, ds []natsqueue.Delivery) ([]
 
 // warmMsg is the natsqueue.Warmer: it decodes a message handled before the takeover and passes
 // its events to the warmer; a message that does not decode is counted and skipped.
-func (q *NATSQueue) warmMsg(ctx context.Context, d natsqueue.Delivery) {
+func (q *natsQueue) warmMsg(ctx context.Context, d natsqueue.Delivery) {
 	cluster, events, err := decodeBatch(d.Payload)
 	if err != nil {
 		q.corrupt.Add(ctx, 1)
@@ -213,7 +192,7 @@ func (q *NATSQueue) warmMsg(ctx context.Context, d natsqueue.Delivery) {
 
 // Start connects to NATS, creates or updates the streams and the partitions' consumers, and
 // starts consuming. It fails when NATS cannot be reached before ctx ends.
-func (q *NATSQueue) Start(ctx context.Context) error {
+func (q *natsQueue) Start(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.stopped {
@@ -256,7 +235,7 @@ func (q *NATSQueue) Start(ctx context.Context) error {
 // progress, hands this replica's partitions to a standby and closes the connections. Messages
 // not acknowledged stay in the stream for the next consumer. It is safe without Start and more
 // than once.
-func (q *NATSQueue) Stop(ctx context.Context) error {
+func (q *natsQueue) Stop(ctx context.Context) error {
 	q.mu.Lock()
 	q.stopped = true
 	prod, cons := q.prod, q.cons
@@ -274,7 +253,7 @@ func (q *NATSQueue) Stop(ctx context.Context) error {
 	return err
 }
 
-func (q *NATSQueue) unregisterGauges() {
+func (q *natsQueue) unregisterGauges() {
 	q.unregister.Do(func() {
 		for _, g := range q.gauges {
 			_ = g.Unregister()
@@ -294,7 +273,7 @@ func (q *NATSQueue) unregisterGauges() {
 // be asked it reports the last answer, at least 1 (not known to be caught up). A batch another
 // replica published shows within a second. Before Start and after Stop it counts this process's
 // events only.
-func (q *NATSQueue) Len() int {
+func (q *natsQueue) Len() int {
 	// The local counts first: a publish that ends after them bumps q.published, so the stream
 	// is asked again and counts its messages.
 	n := int(q.publishing.Load())
@@ -320,7 +299,7 @@ type backlogCache struct {
 // streamBacklog returns the messages the stream holds for this replica: the cached answer while
 // it is younger than backlogTTL and nothing was published since it was asked for, else a new
 // one, waiting backlogTimeout at most. Concurrent callers share one request.
-func (q *NATSQueue) streamBacklog(backlogOf backlogFunc) int {
+func (q *natsQueue) streamBacklog(backlogOf backlogFunc) int {
 	c := &q.backlog
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -344,14 +323,14 @@ func (q *NATSQueue) streamBacklog(backlogOf backlogFunc) int {
 
 // Bytes returns the estimated memory (EventBytes) of the events this process holds: being
 // published or being handled. The stream's messages that Len also counts are not in memory.
-func (q *NATSQueue) Bytes() int64 { return q.bytes.Load() }
+func (q *natsQueue) Bytes() int64 { return q.bytes.Load() }
 
 // Enqueue publishes the batch, one message per event, and returns once JetStream acknowledged
 // all of them. Errors wrap ErrQueueFull (the stream is at its limits; a message larger than
 // NATS allows also wraps ErrBatchTooLarge), ErrQueueUnavailable (NATS unreachable, or not
 // started) or ErrStopped. After an error some events of the batch may be in the stream: the
 // sender's retry of the whole batch stores them once (message IDs).
-func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
+func (q *natsQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -369,7 +348,7 @@ func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*audit
 	}
 	if q.prod == nil {
 		q.rejected.Add(ctx, n, q.rejectUnav)
-		return fmt.Errorf("%w: not connected to NATS yet", ErrQueueUnavailable)
+		return fmt.Errorf("%w: not connected to NATS yet", ErrUnavailable)
 	}
 	msgs := make([]natsqueue.Message, len(events))
 	var nb int64
@@ -392,17 +371,17 @@ func (q *NATSQueue) Enqueue(ctx context.Context, cluster string, events []*audit
 }
 
 // publishError maps a natsqueue error to the queue's errors and counts the refusal.
-func (q *NATSQueue) publishError(ctx context.Context, n int64, err error) error {
+func (q *natsQueue) publishError(ctx context.Context, n int64, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload):
 		q.rejected.Add(ctx, n, q.rejectOther)
-		return fmt.Errorf("%w: %w: an event is larger than NATS's max_payload: %w", ErrQueueFull, ErrBatchTooLarge, err)
+		return fmt.Errorf("%w: %w: an event is larger than NATS's max_payload: %w", ErrFull, ErrBatchTooLarge, err)
 	case errors.Is(err, natsqueue.ErrFull):
 		q.rejected.Add(ctx, n, q.rejectFull)
-		return fmt.Errorf("%w: %w", ErrQueueFull, err)
+		return fmt.Errorf("%w: %w", ErrFull, err)
 	case errors.Is(err, natsqueue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		q.rejected.Add(ctx, n, q.rejectUnav)
-		return fmt.Errorf("%w: %w", ErrQueueUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	default:
 		q.rejected.Add(ctx, n, q.rejectOther)
 		return fmt.Errorf("audit queue: %w", err)
@@ -411,12 +390,12 @@ func (q *NATSQueue) publishError(ctx context.Context, n int64, err error) error 
 
 // EnqueueWait is Enqueue that retries, with a backoff and honouring ctx, while the stream is full
 // or NATS is unavailable. It still fails at once with ErrBatchTooLarge or ErrStopped.
-func (q *NATSQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
+func (q *natsQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := q.Enqueue(ctx, cluster, events)
 		if err == nil || errors.Is(err, ErrBatchTooLarge) ||
-			(!errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrQueueUnavailable)) {
+			(!errors.Is(err, ErrFull) && !errors.Is(err, ErrUnavailable)) {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -433,7 +412,7 @@ func (q *NATSQueue) EnqueueWait(ctx context.Context, cluster string, events []*a
 // Flush waits until every message this process published before the call was acknowledged by a
 // consumer (of any replica) or dead-lettered: JetStream keeps a message only until then, so
 // Flush polls the stream until its first sequence is past the last one published here.
-func (q *NATSQueue) Flush(ctx context.Context) error {
+func (q *natsQueue) Flush(ctx context.Context) error {
 	q.mu.RLock()
 	prod := q.prod
 	q.mu.RUnlock()
@@ -464,7 +443,7 @@ func (q *NATSQueue) Flush(ctx context.Context) error {
 
 // Health returns nil while the connection to NATS is up, else an error wrapping
 // ErrQueueUnavailable that says why (for /healthz).
-func (q *NATSQueue) Health(context.Context) error {
+func (q *natsQueue) Health(context.Context) error {
 	q.mu.RLock()
 	prod, stopped := q.prod, q.stopped
 	q.mu.RUnlock()
@@ -472,17 +451,17 @@ func (q *NATSQueue) Health(context.Context) error {
 	case stopped:
 		return ErrStopped
 	case prod == nil:
-		return fmt.Errorf("%w: not connected to NATS yet", ErrQueueUnavailable)
+		return fmt.Errorf("%w: not connected to NATS yet", ErrUnavailable)
 	}
 	if err := prod.Connected(); err != nil {
-		return fmt.Errorf("%w: %w", ErrQueueUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil
 }
 
 // Held returns the partitions this replica consumed a message of recently (see
 // natsqueue.Consumer.Held); nil before Start.
-func (q *NATSQueue) Held() []int {
+func (q *natsQueue) Held() []int {
 	q.mu.RLock()
 	cons := q.cons
 	q.mu.RUnlock()
@@ -493,14 +472,14 @@ func (q *NATSQueue) Held() []int {
 }
 
 // hold adds n events of nb bytes to count (q.publishing or q.handling).
-func (q *NATSQueue) hold(count *atomic.Int64, n, nb int64) {
+func (q *natsQueue) hold(count *atomic.Int64, n, nb int64) {
 	count.Add(n)
 	q.bytes.Add(nb)
 }
 
 // handle is the natsqueue.Handler: it decodes the message and hands its events to the Handler;
 // a nil return accepts the message (acknowledged after commit).
-func (q *NATSQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
+func (q *natsQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
 	cluster, events, err := decodeBatch(d.Payload)
 	if err != nil {
 		q.corrupt.Add(ctx, 1)
@@ -525,7 +504,7 @@ func (q *NATSQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
 
 // commit is the natsqueue.Committer: it syncs the sinks once for the messages a partition
 // handled as a batch, before they are acknowledged.
-func (q *NATSQueue) commit(ctx context.Context) error {
+func (q *natsQueue) commit(ctx context.Context) error {
 	if err := q.sinkSync.do(ctx); err != nil {
 		q.syncFails.Add(ctx, 1)
 		return fmt.Errorf("sync sinks: %w", err)

@@ -14,7 +14,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/natsqueue"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // TestNATSQueueLenCountsTheStreamAfterRestart: a replica accepted events and died before
@@ -28,7 +27,7 @@ func TestNATSQueueLenCountsTheStreamAfterRestart(t *testing.T) {
 
 	stuck := newNATSHandled()
 	stuck.gate = make(chan struct{}) // never opened: the first replica handles nothing
-	q1, err := NewNATSQueue(cfg, stuck.handle, telemetry.Settings{})
+	q1, err := newNATS(cfg, Deps{Handle: stuck.handle})
 	require.NoError(t, err)
 	require.NoError(t, q1.Start(ctx))
 	const n = 24
@@ -42,14 +41,14 @@ func TestNATSQueueLenCountsTheStreamAfterRestart(t *testing.T) {
 	_ = q1.Stop(dead)
 
 	slow := newNATSHandled()
-	q2, err := NewNATSQueue(cfg, func(hctx context.Context, cluster string, ev *auditv1.Event) {
+	q2, err := newNATS(cfg, Deps{Handle: func(hctx context.Context, cluster string, ev *auditv1.Event) {
 		select {
 		case <-time.After(20 * time.Millisecond):
 		case <-hctx.Done():
 			return
 		}
 		slow.handle(hctx, cluster, ev)
-	}, telemetry.Settings{})
+	}})
 	require.NoError(t, err)
 	require.NoError(t, q2.Start(ctx))
 	t.Cleanup(func() { _ = q2.Stop(context.Background()) })
@@ -78,7 +77,7 @@ func TestNATSQueueLenCountsTheStreamAfterRestart(t *testing.T) {
 // this process published since, waits backlogTimeout at most for a new one, and reports an
 // answer it could not get as at least 1 (not known to be caught up).
 func TestNATSQueueLenAsksTheStreamSparingly(t *testing.T) {
-	q, err := NewNATSQueue(natsTestConfig("nats://127.0.0.1:1"), func(context.Context, string, *auditv1.Event) {}, telemetry.Settings{})
+	q, err := newNATS(natsTestConfig("nats://127.0.0.1:1"), Deps{Handle: func(context.Context, string, *auditv1.Event) {}})
 	require.NoError(t, err)
 	q.backlogTTL, q.backlogTimeout = time.Hour, 50*time.Millisecond
 	var (

@@ -78,9 +78,8 @@ func TestConsumerStored(t *testing.T) {
 	assert.NotContains(t, has, true, "another cluster's objects are other traces")
 
 	// Per message, through the NATS queue's check.
-	q, err := queue.NewNATSQueue(queue.NATSTestConfig("nats://127.0.0.1:1"), c.Handle, telemetry.Settings{})
+	q, err := queue.New(queue.Config{NATS: queue.NATSTestConfig("nats://127.0.0.1:1")}, queue.Deps{Handle: c.Handle, Stored: c.Stored})
 	require.NoError(t, err)
-	q.SetStoredCheck(c.Stored)
 	var ds []natsqueue.Delivery
 	var want []bool
 	for i, ev := range events {

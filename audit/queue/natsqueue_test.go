@@ -17,7 +17,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/natsqueue"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // natsTestConfig is a small, fast configuration for tests.
@@ -118,7 +117,7 @@ func natsBatch(prefix string, n int) (string, []string) {
 type poster func(body string) error
 
 // enqueuer decodes a body and enqueues its events into q.
-func enqueuer(t *testing.T, q EventQueue) poster {
+func enqueuer(t *testing.T, q Queue) poster {
 	return func(body string) error {
 		events, err := auditv1.DecodeEventList([]byte(body))
 		require.NoError(t, err)
@@ -127,9 +126,9 @@ func enqueuer(t *testing.T, q EventQueue) poster {
 }
 
 // natsPipeline is NATSQueue -> natsHandled, fed by enqueuer.
-func natsPipeline(t *testing.T, cfg natsqueue.Config, log *natsHandled) (*NATSQueue, poster) {
+func natsPipeline(t *testing.T, cfg natsqueue.Config, log *natsHandled) (*natsQueue, poster) {
 	t.Helper()
-	q, err := NewNATSQueue(cfg, log.handle, telemetry.Settings{})
+	q, err := newNATS(cfg, Deps{Handle: log.handle})
 	require.NoError(t, err)
 	ctx := testCtx(t)
 	require.NoError(t, q.Start(ctx))
@@ -164,8 +163,8 @@ func TestNATSQueueWebhookUnavailableWhileNATSDown(t *testing.T) {
 	js.Stop()
 	b2, ids2 := natsBatch("during", 6)
 	err := h(b2)
-	require.ErrorIs(t, err, ErrQueueUnavailable, "the webhook answers 503 with Retry-After")
-	require.Eventually(t, func() bool { return errors.Is(q.Health(context.Background()), ErrQueueUnavailable) },
+	require.ErrorIs(t, err, ErrUnavailable, "the webhook answers 503 with Retry-After")
+	require.Eventually(t, func() bool { return errors.Is(q.Health(context.Background()), ErrUnavailable) },
 		10*time.Second, 10*time.Millisecond, "Health reports NATS down")
 
 	js.Start()
@@ -198,7 +197,7 @@ func TestNATSQueueStreamFull(t *testing.T) {
 	full := -1
 	for i, b := range bodies {
 		err := h(b)
-		if errors.Is(err, ErrQueueFull) { // the webhook's 429
+		if errors.Is(err, ErrFull) { // the webhook's 429
 			full = i
 			break
 		}
@@ -215,7 +214,7 @@ func TestNATSQueueStreamFull(t *testing.T) {
 			if err == nil {
 				break
 			}
-			require.True(t, errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueUnavailable), "refused with a reason to retry: %v", err)
+			require.True(t, errors.Is(err, ErrFull) || errors.Is(err, ErrUnavailable), "refused with a reason to retry: %v", err)
 			select {
 			case <-ctx.Done():
 				t.Fatal("the retrying client did not complete")
@@ -234,7 +233,7 @@ func TestNATSQueueRestartResumes(t *testing.T) {
 	js := natstest.StartJetStream(t)
 	cfg := natsTestConfig(js.URL())
 	log1 := newNATSHandled()
-	q1, err := NewNATSQueue(cfg, log1.handle, telemetry.Settings{})
+	q1, err := newNATS(cfg, Deps{Handle: log1.handle})
 	require.NoError(t, err)
 	ctx := testCtx(t)
 	require.NoError(t, q1.Start(ctx))
@@ -265,7 +264,7 @@ func TestNATSQueueRestartResumes(t *testing.T) {
 
 func TestQueueConfigNATSExclusive(t *testing.T) {
 	yes := true
-	cfg := QueueConfig{NATS: natsqueue.Config{URLs: []string{"nats://127.0.0.1:4222"}}}
+	cfg := Config{NATS: natsqueue.Config{URLs: []string{"nats://127.0.0.1:4222"}}}
 	require.NoError(t, cfg.Validate())
 	assert.True(t, cfg.IsNATS())
 	withDir := cfg
@@ -318,11 +317,9 @@ func TestNATSQueueBatchesSyncs(t *testing.T) {
 	cfg := natsTestConfig(js.URL())
 	cfg.Partitions = 1
 	cfg.MaxInFlight = 256
-	q, err := NewNATSQueue(cfg, log.handle, telemetry.Settings{})
-	require.NoError(t, err)
 	var mu sync.Mutex
 	syncs, handledAtSync := 0, 0
-	q.SetSinkSync(func(context.Context) error {
+	q, err := newNATS(cfg, Deps{Handle: log.handle, Sync: func(context.Context) error {
 		log.mu.Lock()
 		n := len(log.order)
 		log.mu.Unlock()
@@ -331,7 +328,8 @@ func TestNATSQueueBatchesSyncs(t *testing.T) {
 		handledAtSync = n
 		mu.Unlock()
 		return nil
-	})
+	}})
+	require.NoError(t, err)
 	ctx := testCtx(t)
 	require.NoError(t, q.Start(ctx))
 	t.Cleanup(func() { _ = q.Stop(context.Background()) })

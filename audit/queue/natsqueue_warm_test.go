@@ -42,16 +42,15 @@ func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
 	cfg.Partitions = 1
 	cfg.MaxInFlight = 1
 	var handled atomic.Int64
-	replica := func() (*queue.NATSQueue, *aggregatortest.RecordingAggregator) {
+	replica := func() (queue.Queue, *aggregatortest.RecordingAggregator) {
 		agg := &aggregatortest.RecordingAggregator{}
 		c, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, telemetry.Settings{})
 		require.NoError(t, err)
-		q, err := queue.NewNATSQueue(cfg, func(ctx context.Context, cluster string, ev *auditv1.Event) {
+		q, err := queue.New(queue.Config{NATS: cfg}, queue.Deps{Handle: func(ctx context.Context, cluster string, ev *auditv1.Event) {
 			c.Handle(ctx, cluster, ev)
 			handled.Add(1)
-		}, telemetry.Settings{})
+		}, Warm: c.Warm})
 		require.NoError(t, err)
-		q.SetWarmer(c.Warm)
 		require.NoError(t, q.Start(ctx))
 		t.Cleanup(func() { _ = q.Stop(context.Background()) })
 		return q, agg

@@ -14,14 +14,13 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/natsqueue"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // DefaultQueueCapacity is the default total number of events a Queue holds.
-const DefaultQueueCapacity = 100_000
+const DefaultCapacity = 100_000
 
 // DefaultQueueMaxBytes is the default bound on the estimated bytes of the events a Queue holds.
-const DefaultQueueMaxBytes = 256 << 20
+const DefaultMaxBytes = 256 << 20
 
 // meterName is the instrumentation scope of the package's metrics.
 const meterName = "github.com/kelemetry/kelemetry/audit"
@@ -31,7 +30,7 @@ const meterName = "github.com/kelemetry/kelemetry/audit"
 var ErrBatchTooLarge = errors.New("audit batch larger than the queue capacity")
 
 // QueueConfig configures a Queue. The zero value means defaults.
-type QueueConfig struct {
+type Config struct {
 	// Capacity bounds the events accepted and not yet handled, over all partitions (default
 	// 100,000). A batch that does not fit is rejected whole.
 	Capacity int `yaml:"capacity"`
@@ -69,42 +68,42 @@ type QueueConfig struct {
 }
 
 // IsNATS reports whether the queue is on NATS JetStream: NATS.URLs is set.
-func (c QueueConfig) IsNATS() bool { return len(c.NATS.URLs) > 0 }
+func (c Config) IsNATS() bool { return len(c.NATS.URLs) > 0 }
 
 // DefaultQueueMaxDiskBytes is the default bound of the durable queue's log on disk.
-const DefaultQueueMaxDiskBytes = 1 << 30
+const DefaultMaxDiskBytes = 1 << 30
 
 // DefaultQueueSegmentBytes is the default size of a file of the durable queue's log.
-const DefaultQueueSegmentBytes = 16 << 20
+const DefaultSegmentBytes = 16 << 20
 
 // IsDurable reports whether the queue is durable on local disk: Dir is set, Durable is not false
 // and the queue is not on NATS.
-func (c QueueConfig) IsDurable() bool {
+func (c Config) IsDurable() bool {
 	return c.Dir != "" && (c.Durable == nil || *c.Durable) && !c.IsNATS()
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
-func (c QueueConfig) WithDefaults() QueueConfig {
+func (c Config) WithDefaults() Config {
 	if c.Capacity == 0 {
-		c.Capacity = DefaultQueueCapacity
+		c.Capacity = DefaultCapacity
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultQueueMaxBytes
+		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 2 * runtime.GOMAXPROCS(0)
 	}
 	if c.MaxDiskBytes == 0 {
-		c.MaxDiskBytes = DefaultQueueMaxDiskBytes
+		c.MaxDiskBytes = DefaultMaxDiskBytes
 	}
 	if c.SegmentBytes == 0 {
-		c.SegmentBytes = min(DefaultQueueSegmentBytes, c.MaxDiskBytes)
+		c.SegmentBytes = min(DefaultSegmentBytes, c.MaxDiskBytes)
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c QueueConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.Capacity < 0 {
 		return fmt.Errorf("audit queue: capacity %d is negative", c.Capacity)
 	}
@@ -147,7 +146,7 @@ type Handler func(ctx context.Context, cluster string, ev *auditv1.Event)
 // events.
 //
 // Enqueue and EnqueueWait may be called before Start; the events wait for Start.
-type Queue struct {
+type memQueue struct {
 	capacity int64
 	maxBytes int64
 	handler  Handler
@@ -233,9 +232,10 @@ type flushWaiter struct {
 	ch     chan struct{}
 }
 
-// NewQueue returns a queue that passes events to h; ts gives its logger and meter provider
+// newMemory returns a queue that passes events to h; ts gives its logger and meter provider
 // (either may be unset).
-func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error) {
+func newMemory(cfg Config, d Deps) (*memQueue, error) {
+	h, ts := d.Handle, d.Telemetry
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error)
 		return nil, errors.New("audit queue: nil handler")
 	}
 	cfg = cfg.WithDefaults()
-	q := &Queue{
+	q := &memQueue{
 		capacity: int64(cfg.Capacity),
 		maxBytes: cfg.MaxBytes,
 		handler:  h,
@@ -281,16 +281,16 @@ func NewQueue(cfg QueueConfig, h Handler, ts telemetry.Settings) (*Queue, error)
 }
 
 // Len returns the number of events accepted and not yet handled (those being handled included).
-func (q *Queue) Len() int { return int(q.size.Load()) }
+func (q *memQueue) Len() int { return int(q.size.Load()) }
 
 // Bytes returns the estimated bytes (EventBytes) of the events Len counts.
-func (q *Queue) Bytes() int64 { return q.bytes.Load() }
+func (q *memQueue) Bytes() int64 { return q.bytes.Load() }
 
 // Enqueue adds a batch of events from cluster, all of them or none: if the batch does not fit in
 // the remaining capacity (events, or bytes), it returns an error wrapping ErrQueueFull and queues nothing, so a retry
 // of the whole batch duplicates nothing. A batch larger than the whole capacity also wraps
 // ErrBatchTooLarge. Once Stop has begun, Enqueue returns ErrStopped. It never blocks.
-func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
+func (q *memQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	err := q.tryEnqueue(cluster, events, nil)
 	q.record(ctx, len(events), err)
 	return err
@@ -299,13 +299,13 @@ func (q *Queue) Enqueue(ctx context.Context, cluster string, events []*auditv1.E
 // EnqueueWait is Enqueue that waits, honouring ctx, until the batch fits instead of rejecting it.
 // Use it where backpressure beats dropping, e.g. replaying a file. It still fails at once with
 // ErrBatchTooLarge or ErrStopped.
-func (q *Queue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
+func (q *memQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	return q.enqueueWait(ctx, cluster, events, nil)
 }
 
 // enqueueTracked is Enqueue, or EnqueueWait if wait is set, with every event counted in tr once
 // handled.
-func (q *Queue) enqueueTracked(ctx context.Context, cluster string, events []*auditv1.Event, tr *batchTrack, wait bool) error {
+func (q *memQueue) enqueueTracked(ctx context.Context, cluster string, events []*auditv1.Event, tr *batchTrack, wait bool) error {
 	if wait {
 		return q.enqueueWait(ctx, cluster, events, tr)
 	}
@@ -314,16 +314,16 @@ func (q *Queue) enqueueTracked(ctx context.Context, cluster string, events []*au
 	return err
 }
 
-func (q *Queue) enqueueWait(ctx context.Context, cluster string, events []*auditv1.Event, tr *batchTrack) error {
+func (q *memQueue) enqueueWait(ctx context.Context, cluster string, events []*auditv1.Event, tr *batchTrack) error {
 	err := q.tryEnqueue(cluster, events, tr)
-	for errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrBatchTooLarge) {
+	for errors.Is(err, ErrFull) && !errors.Is(err, ErrBatchTooLarge) {
 		// Take the signal channel before trying again, so that a release between the attempt and
 		// the wait is not missed.
 		q.roomWaiters.Add(1)
 		q.roomMu.Lock()
 		room := q.roomCh
 		q.roomMu.Unlock()
-		if err = q.tryEnqueue(cluster, events, tr); !errors.Is(err, ErrQueueFull) {
+		if err = q.tryEnqueue(cluster, events, tr); !errors.Is(err, ErrFull) {
 			q.roomWaiters.Add(-1)
 			break
 		}
@@ -341,23 +341,23 @@ func (q *Queue) enqueueWait(ctx context.Context, cluster string, events []*audit
 	return err
 }
 
-func (q *Queue) record(ctx context.Context, n int, err error) {
+func (q *memQueue) record(ctx context.Context, n int, err error) {
 	switch {
 	case n == 0:
 	case err == nil:
 		q.accepted.Add(ctx, int64(n))
 	case errors.Is(err, ErrStopped):
 		q.rejected.Add(ctx, int64(n), q.rejectedStop)
-	case errors.Is(err, ErrQueueFull):
+	case errors.Is(err, ErrFull):
 		q.rejected.Add(ctx, int64(n), q.rejectedFull)
 	}
 }
 
-func (q *Queue) tryEnqueue(cluster string, events []*auditv1.Event, tr *batchTrack) error {
+func (q *memQueue) tryEnqueue(cluster string, events []*auditv1.Event, tr *batchTrack) error {
 	n := int64(len(events))
 	if n > q.capacity {
 		return fmt.Errorf("%w (%w): a batch of %d events can never fit the capacity of %d",
-			ErrBatchTooLarge, ErrQueueFull, n, q.capacity)
+			ErrBatchTooLarge, ErrFull, n, q.capacity)
 	}
 	var nb int64
 	for i, ev := range events {
@@ -368,7 +368,7 @@ func (q *Queue) tryEnqueue(cluster string, events []*auditv1.Event, tr *batchTra
 	}
 	if nb > q.maxBytes {
 		return fmt.Errorf("%w (%w): a batch of %d bytes can never fit the queue's maxBytes of %d",
-			ErrBatchTooLarge, ErrQueueFull, nb, q.maxBytes)
+			ErrBatchTooLarge, ErrFull, nb, q.maxBytes)
 	}
 	q.stateMu.RLock()
 	defer q.stateMu.RUnlock()
@@ -381,7 +381,7 @@ func (q *Queue) tryEnqueue(cluster string, events []*auditv1.Event, tr *batchTra
 	for {
 		cur := q.size.Load()
 		if cur+n > q.capacity {
-			return fmt.Errorf("%w: %d of %d places taken, batch of %d", ErrQueueFull, cur, q.capacity, n)
+			return fmt.Errorf("%w: %d of %d places taken, batch of %d", ErrFull, cur, q.capacity, n)
 		}
 		if q.size.CompareAndSwap(cur, cur+n) {
 			break
@@ -391,7 +391,7 @@ func (q *Queue) tryEnqueue(cluster string, events []*auditv1.Event, tr *batchTra
 		cur := q.bytes.Load()
 		if cur+nb > q.maxBytes {
 			q.release(-n, 0)
-			return fmt.Errorf("%w: %d of %d bytes taken, batch of %d bytes", ErrQueueFull, cur, q.maxBytes, nb)
+			return fmt.Errorf("%w: %d of %d bytes taken, batch of %d bytes", ErrFull, cur, q.maxBytes, nb)
 		}
 		if q.bytes.CompareAndSwap(cur, cur+nb) {
 			break
@@ -419,7 +419,7 @@ func (p *partition) signal() {
 }
 
 // Start starts one goroutine per partition. It does not block.
-func (q *Queue) Start(_ context.Context) error {
+func (q *memQueue) Start(_ context.Context) error {
 	q.stateMu.Lock()
 	defer q.stateMu.Unlock()
 	switch {
@@ -448,7 +448,7 @@ func (q *Queue) Start(_ context.Context) error {
 // (counted as dropped with reason=stopped), waits for the workers to exit and returns an error
 // wrapping ctx's. Stop without Start abandons whatever was enqueued. Stop may be called more than
 // once.
-func (q *Queue) Stop(ctx context.Context) error {
+func (q *memQueue) Stop(ctx context.Context) error {
 	q.stateMu.Lock()
 	q.stopped = true
 	started := q.started
@@ -523,7 +523,7 @@ func (q *Queue) Stop(ctx context.Context) error {
 // Flush waits until every event enqueued before the call has been handled. It returns ctx's error
 // if ctx expires first, and an error wrapping ErrStopped if Stop abandoned events. Before Start it
 // waits for Start.
-func (q *Queue) Flush(ctx context.Context) error {
+func (q *memQueue) Flush(ctx context.Context) error {
 	var waits []chan struct{}
 	for _, p := range q.parts {
 		p.mu.Lock()
@@ -550,7 +550,7 @@ func (q *Queue) Flush(ctx context.Context) error {
 // releaseEvery bounds how many handled events a worker accounts for at once.
 const releaseEvery = 64
 
-func (q *Queue) run(ctx context.Context, p *partition) {
+func (q *memQueue) run(ctx context.Context, p *partition) {
 	defer q.workers.Done()
 	var batch []queued
 	for {
@@ -596,7 +596,7 @@ func (q *Queue) run(ctx context.Context, p *partition) {
 	}
 }
 
-func (q *Queue) call(ctx context.Context, it queued) {
+func (q *memQueue) call(ctx context.Context, it queued) {
 	defer func() {
 		if r := recover(); r != nil {
 			q.logger.Error("audit event handler panicked", "panic", r, "cluster", it.cluster, "auditID", it.ev.AuditID)
@@ -615,7 +615,7 @@ func sumBytes(items []queued) int64 {
 
 // release gives back n events and nb bytes of capacity (both negative) and wakes EnqueueWait
 // callers.
-func (q *Queue) release(n, nb int64) {
+func (q *memQueue) release(n, nb int64) {
 	q.size.Add(n)
 	q.bytes.Add(nb)
 	if q.roomWaiters.Load() > 0 {
@@ -628,7 +628,7 @@ func (q *Queue) release(n, nb int64) {
 
 // finish accounts for n events (nb bytes) of p that were handled or, if abandoned, dropped: it
 // wakes Flush and EnqueueWait callers.
-func (q *Queue) finish(ctx context.Context, p *partition, n int, nb int64, abandoned bool) {
+func (q *memQueue) finish(ctx context.Context, p *partition, n int, nb int64, abandoned bool) {
 	if n == 0 {
 		return
 	}

@@ -56,10 +56,10 @@ func (h *handledLog) count() int {
 	return h.n
 }
 
-func newTestQueue(t *testing.T, cfg QueueConfig, h Handler) (*Queue, *sdkmetric.ManualReader) {
+func newTestQueue(t *testing.T, cfg Config, h Handler) (*memQueue, *sdkmetric.ManualReader) {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
-	q, err := NewQueue(cfg, h, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	q, err := newMemory(cfg, Deps{Handle: h, Telemetry: telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -70,21 +70,21 @@ func newTestQueue(t *testing.T, cfg QueueConfig, h Handler) (*Queue, *sdkmetric.
 }
 
 func TestQueueConfig(t *testing.T) {
-	cfg := QueueConfig{}.WithDefaults()
-	assert.Equal(t, DefaultQueueCapacity, cfg.Capacity)
+	cfg := Config{}.WithDefaults()
+	assert.Equal(t, DefaultCapacity, cfg.Capacity)
 	assert.Positive(t, cfg.Partitions)
-	require.NoError(t, QueueConfig{}.Validate())
-	require.Error(t, QueueConfig{Capacity: -1}.Validate())
-	require.Error(t, QueueConfig{Partitions: -1}.Validate())
-	require.Error(t, QueueConfig{MaxBytes: -1}.Validate())
-	assert.Equal(t, int64(DefaultQueueMaxBytes), cfg.MaxBytes)
-	_, err := NewQueue(QueueConfig{}, nil, telemetry.Settings{})
+	require.NoError(t, Config{}.Validate())
+	require.Error(t, Config{Capacity: -1}.Validate())
+	require.Error(t, Config{Partitions: -1}.Validate())
+	require.Error(t, Config{MaxBytes: -1}.Validate())
+	assert.Equal(t, int64(DefaultMaxBytes), cfg.MaxBytes)
+	_, err := newMemory(Config{}, Deps{Handle: nil})
 	require.Error(t, err)
 }
 
 func TestQueueKeepsOrderPerObject(t *testing.T) {
 	var h handledLog
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 10_000, Partitions: 4}, h.handle)
+	q, reader := newTestQueue(t, Config{Capacity: 10_000, Partitions: 4}, h.handle)
 	ctx := context.Background()
 
 	// Interleave the events of 20 objects over batches, some before Start, some after.
@@ -179,7 +179,7 @@ func TestQueueRunsObjectsInParallel(t *testing.T) {
 
 	secondRan := make(chan struct{})
 	firstDone := make(chan struct{})
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 2}, func(ctx context.Context, _ string, ev *auditv1.Event) {
+	q, _ := newTestQueue(t, Config{Capacity: 10, Partitions: 2}, func(ctx context.Context, _ string, ev *auditv1.Event) {
 		if ev == first {
 			// Blocks until the other partition has run: a sequential queue would deadlock.
 			select {
@@ -209,7 +209,7 @@ func TestQueueRunsObjectsInParallel(t *testing.T) {
 
 func TestQueueAllOrNothing(t *testing.T) {
 	var h handledLog
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 3}, h.handle)
+	q, reader := newTestQueue(t, Config{Capacity: 10, Partitions: 3}, h.handle)
 	ctx := context.Background()
 	batch := func(n int) []*auditv1.Event {
 		var evs []*auditv1.Event
@@ -221,15 +221,15 @@ func TestQueueAllOrNothing(t *testing.T) {
 
 	require.NoError(t, q.Enqueue(ctx, "c", batch(6)))
 	err := q.Enqueue(ctx, "c", batch(5))
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, ErrFull)
 	assert.NotErrorIs(t, err, ErrBatchTooLarge)
 	assert.Equal(t, 6, q.Len(), "a rejected batch queues nothing")
 	require.NoError(t, q.Enqueue(ctx, "c", batch(4)))
 	assert.Equal(t, 10, q.Len())
-	require.ErrorIs(t, q.Enqueue(ctx, "c", batch(1)), ErrQueueFull)
+	require.ErrorIs(t, q.Enqueue(ctx, "c", batch(1)), ErrFull)
 
 	err = q.Enqueue(ctx, "c", batch(11))
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, ErrFull)
 	require.ErrorIs(t, err, ErrBatchTooLarge)
 	assert.Contains(t, err.Error(), "never fit")
 	err = q.EnqueueWait(ctx, "c", batch(11))
@@ -252,7 +252,7 @@ func TestQueueAllOrNothing(t *testing.T) {
 
 func TestQueueStopDrainsAndRejects(t *testing.T) {
 	var handled atomic.Int32
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 2}, func(context.Context, string, *auditv1.Event) {
+	q, reader := newTestQueue(t, Config{Capacity: 100, Partitions: 2}, func(context.Context, string, *auditv1.Event) {
 		time.Sleep(time.Millisecond) // a slow handler (waits for nothing): Stop must drain behind it
 		handled.Add(1)
 	})
@@ -282,7 +282,7 @@ func TestQueueStopDrainsAndRejects(t *testing.T) {
 func TestQueueStopTimeoutAbandons(t *testing.T) {
 	started := make(chan struct{}, 1)
 	var cancelled atomic.Bool
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 100, Partitions: 1}, func(ctx context.Context, _ string, _ *auditv1.Event) {
+	q, reader := newTestQueue(t, Config{Capacity: 100, Partitions: 1}, func(ctx context.Context, _ string, _ *auditv1.Event) {
 		select {
 		case started <- struct{}{}:
 		default:
@@ -313,10 +313,10 @@ func TestQueueStopTimeoutAbandons(t *testing.T) {
 }
 
 func TestQueueStopWithoutStart(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *auditv1.Event) {})
+	q, _ := newTestQueue(t, Config{}, func(context.Context, string, *auditv1.Event) {})
 	require.NoError(t, q.Stop(context.Background()))
 
-	q2, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *auditv1.Event) {})
+	q2, _ := newTestQueue(t, Config{}, func(context.Context, string, *auditv1.Event) {})
 	require.NoError(t, q2.Enqueue(context.Background(), "c", []*auditv1.Event{queueEvent("ns", "p", "1")}))
 	err := q2.Stop(context.Background())
 	require.ErrorIs(t, err, ErrStopped, "events enqueued without Start are abandoned")
@@ -326,7 +326,7 @@ func TestQueueStopWithoutStart(t *testing.T) {
 func TestQueueEnqueueWaitBackpressure(t *testing.T) {
 	gate := make(chan struct{})
 	var h handledLog
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 4, Partitions: 2}, func(ctx context.Context, cluster string, ev *auditv1.Event) {
+	q, _ := newTestQueue(t, Config{Capacity: 4, Partitions: 2}, func(ctx context.Context, cluster string, ev *auditv1.Event) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
@@ -367,7 +367,7 @@ func TestQueueEnqueueWaitBackpressure(t *testing.T) {
 
 func TestQueueEnqueueWaitWakesOnRoom(t *testing.T) {
 	gate := make(chan struct{})
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 3, Partitions: 1}, func(ctx context.Context, _ string, _ *auditv1.Event) {
+	q, _ := newTestQueue(t, Config{Capacity: 3, Partitions: 1}, func(ctx context.Context, _ string, _ *auditv1.Event) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
@@ -397,7 +397,7 @@ func TestQueueEnqueueWaitWakesOnRoom(t *testing.T) {
 }
 
 func TestQueueStopWakesEnqueueWait(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
+	q, _ := newTestQueue(t, Config{Capacity: 1, Partitions: 1}, func(context.Context, string, *auditv1.Event) {})
 	ctx := context.Background()
 	require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "1")}))
 	waited := make(chan error, 1)
@@ -415,7 +415,7 @@ func TestQueueStopWakesEnqueueWait(t *testing.T) {
 
 func TestQueueHandlerPanicIsContained(t *testing.T) {
 	var h handledLog
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 10, Partitions: 1}, func(ctx context.Context, cluster string, ev *auditv1.Event) {
+	q, _ := newTestQueue(t, Config{Capacity: 10, Partitions: 1}, func(ctx context.Context, cluster string, ev *auditv1.Event) {
 		if ev.AuditID == "boom" {
 			panic(errors.New("boom"))
 		}
@@ -429,7 +429,7 @@ func TestQueueHandlerPanicIsContained(t *testing.T) {
 }
 
 func TestQueueFlushHonoursContext(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{}, func(context.Context, string, *auditv1.Event) {})
+	q, _ := newTestQueue(t, Config{}, func(context.Context, string, *auditv1.Event) {})
 	ctx := context.Background()
 	require.NoError(t, q.Flush(ctx), "nothing to flush")
 	require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{queueEvent("n", "a", "1")}))
@@ -442,7 +442,7 @@ func TestQueueFlushHonoursContext(t *testing.T) {
 
 func TestQueueConcurrentEnqueue(t *testing.T) {
 	var handled atomic.Int64
-	q, _ := newTestQueue(t, QueueConfig{Capacity: 1000, Partitions: 4}, func(context.Context, string, *auditv1.Event) { handled.Add(1) })
+	q, _ := newTestQueue(t, Config{Capacity: 1000, Partitions: 4}, func(context.Context, string, *auditv1.Event) { handled.Add(1) })
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))
 	var wg sync.WaitGroup
@@ -479,7 +479,7 @@ func bigEvent(name, id string, n int) *auditv1.Event {
 func TestQueueBoundedByBytes(t *testing.T) {
 	release := make(chan struct{})
 	var h handledLog
-	q, reader := newTestQueue(t, QueueConfig{Capacity: 1000, MaxBytes: 10 << 20, Partitions: 2}, func(ctx context.Context, c string, ev *auditv1.Event) {
+	q, reader := newTestQueue(t, Config{Capacity: 1000, MaxBytes: 10 << 20, Partitions: 2}, func(ctx context.Context, c string, ev *auditv1.Event) {
 		<-release
 		h.handle(ctx, c, ev)
 	})
@@ -493,7 +493,7 @@ func TestQueueBoundedByBytes(t *testing.T) {
 	}
 	assert.Equal(t, int64(4*(2*mib+bareEventBytes)), q.Bytes())
 	err := q.Enqueue(ctx, "c", []*auditv1.Event{bigEvent("p9", "9", 2*mib), queueEvent("ns", "small", "s")})
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, ErrFull)
 	assert.NotErrorIs(t, err, ErrBatchTooLarge)
 	assert.Contains(t, err.Error(), "bytes")
 	assert.Equal(t, 4, q.Len(), "the refused batch queued nothing, not even its small event")
@@ -521,7 +521,7 @@ func TestQueueBoundedByBytes(t *testing.T) {
 }
 
 func TestQueueAbandonReleasesBytes(t *testing.T) {
-	q, _ := newTestQueue(t, QueueConfig{MaxBytes: 1 << 20}, func(context.Context, string, *auditv1.Event) {})
+	q, _ := newTestQueue(t, Config{MaxBytes: 1 << 20}, func(context.Context, string, *auditv1.Event) {})
 	require.NoError(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{bigEvent("p", "1", 1000), bigEvent("q", "2", 2000)}))
 	assert.Equal(t, int64(3000+2*bareEventBytes), q.Bytes())
 	require.ErrorIs(t, q.Stop(context.Background()), ErrStopped)

@@ -62,7 +62,7 @@ type server struct {
 	code429          atomic.Int64
 }
 
-func newServer(t *testing.T, qcfg queue.QueueConfig, delay time.Duration) *server {
+func newServer(t *testing.T, qcfg queue.Config, delay time.Duration) *server {
 	t.Helper()
 	ctx := context.Background()
 	prom, err := telemetry.NewPrometheus()
@@ -82,7 +82,7 @@ func newServer(t *testing.T, qcfg queue.QueueConfig, delay time.Duration) *serve
 	require.NoError(t, engine.Start(ctx))
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, tel)
 	require.NoError(t, err)
-	q, err := queue.NewQueue(qcfg, consumer.Handle, tel)
+	q, err := queue.New(qcfg, queue.Deps{Handle: consumer.Handle, Telemetry: tel})
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
 	mux := http.NewServeMux()
@@ -140,7 +140,7 @@ func reported(t *testing.T, out, label string) int {
 // accepted, and reports the spans the server stored.
 func TestAllEventsAcceptedDespite429(t *testing.T) {
 	events, largest := countEvents(t, rolloutBatches, 400)
-	s := newServer(t, queue.QueueConfig{Capacity: largest, Partitions: 1}, 2*time.Millisecond)
+	s := newServer(t, queue.Config{Capacity: largest, Partitions: 1}, 2*time.Millisecond)
 	hook := httptest.NewServer(s.webhook)
 	defer hook.Close()
 	metrics := httptest.NewServer(s.metrics)
@@ -178,7 +178,7 @@ func TestAuditLogIntoBatches(t *testing.T) {
 		assert.Len(t, evs, 50)
 	}
 
-	s := newServer(t, queue.QueueConfig{}, 0)
+	s := newServer(t, queue.Config{}, 0)
 	hook := httptest.NewServer(s.webhook)
 	defer hook.Close()
 	var out bytes.Buffer
@@ -193,7 +193,7 @@ func TestHTTPSClientCertAndToken(t *testing.T) {
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
 
-	s := newServer(t, queue.QueueConfig{}, 0)
+	s := newServer(t, queue.Config{}, 0)
 	hook := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer s3cret" || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -249,7 +249,7 @@ func writeCert(t *testing.T, dir string) (string, string, *x509.Certificate) {
 // TestServerProcessStats: the CPU time and peak RSS of a process listening on the URL's port (this
 // test's own) are found and printed.
 func TestServerProcessStats(t *testing.T) {
-	s := newServer(t, queue.QueueConfig{}, 0)
+	s := newServer(t, queue.Config{}, 0)
 	hook := httptest.NewServer(s.webhook)
 	defer hook.Close()
 	pid, err := pidListening(mustPort(t, hook.URL))
