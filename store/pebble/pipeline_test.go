@@ -17,6 +17,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -34,7 +35,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	require.NoError(t, err)
 	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, tel)
 	require.NoError(t, err)
-	q, err := audit.NewQueue(audit.QueueConfig{Capacity: 8, Partitions: 1}, consumer.Handle, tel)
+	q, err := queue.New(queue.Config{Capacity: 8, Partitions: 1}, queue.Deps{Handle: consumer.Handle, Telemetry: tel})
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
 	t.Cleanup(func() {
@@ -63,7 +64,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return q.Len() >= 7 }, 5*time.Second, 10*time.Millisecond)
 	err = q.Enqueue(ctx, "c", []*auditv1.Event{ev(8), ev(9)})
-	require.ErrorIs(t, err, audit.ErrQueueFull, "the queue fills: the webhook would answer 429")
+	require.ErrorIs(t, err, queue.ErrFull, "the queue fills: the webhook would answer 429")
 
 	rec := httptest.NewRecorder()
 	webhook.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
