@@ -39,15 +39,15 @@ type Config struct {
 	// MaxConcurrent), is free: otherwise it waits like for a turn (QueueWait, then 503 with
 	// Retry-After). Running, it may use more while no other request holds it; when the budget
 	// has no room left its reads stop and the result says it is truncated ("memory budget of N
-	// MiB reached"). 0 (the default): DefaultMemoryPercent of the Go runtime's memory limit
+	// MiB reached"). 0 (the default): defaultMemoryPercent of the Go runtime's memory limit
 	// (GOMEMLIMIT, which the all-in-one sets from the container's memory limit) when one is set
 	// when the engine is built, no memory bound otherwise; -1: no memory bound.
 	MaxMemoryBytes int64 `yaml:"maxMemoryBytes"`
 
 	// CausalRules replace the rules the critical path follows (GET /api/critical-path): unset
 	// (nil) means DefaultCausalRules; an empty list means none, so every step follows the latest
-	// write of a linked object. See CausalRule and ValidateCausalRules.
-	CausalRules []CausalRule `yaml:"causalRules"`
+	// write of a linked object. See causalRule and validateCausalRules.
+	CausalRules []causalRule `yaml:"causalRules"`
 }
 
 // EngineConfig is the former name of Config, kept for existing callers.
@@ -55,20 +55,20 @@ type EngineConfig = Config
 
 // Defaults for Config.
 const (
-	DefaultDepth          = 3
-	DefaultPerLevel       = 100
-	DefaultTotal          = 500
-	DefaultMaxSpans       = 200_000
-	DefaultMaxRenderBytes = 64 << 20
-	DefaultTimeout        = 30 * time.Second
-	DefaultMaxConcurrent  = 4
-	DefaultQueueWait      = 2 * time.Second
-	// DefaultMemoryPercent is the share of the Go memory limit that MaxMemoryBytes defaults to.
+	defaultDepth          = 3
+	defaultPerLevel       = 100
+	defaultTotal          = 500
+	defaultMaxSpans       = 200_000
+	defaultMaxRenderBytes = 64 << 20
+	defaultTimeout        = 30 * time.Second
+	defaultMaxConcurrent  = 4
+	defaultQueueWait      = 2 * time.Second
+	// defaultMemoryPercent is the share of the Go memory limit that MaxMemoryBytes defaults to.
 	// The rest is for what ingestion keeps (about 0.6 GiB at most with the defaults, see the
 	// memory page, docs/operations/memory.md) and for garbage not collected yet: with 60%, four
 	// heavy queries at once kept the collector running almost without pause under a 2 GiB
 	// container limit.
-	DefaultMemoryPercent = 50
+	defaultMemoryPercent = 50
 )
 
 // MemoryBudget is MaxMemoryBytes resolved against goMemLimit, the Go runtime's memory limit (0
@@ -80,35 +80,35 @@ func (c Config) MemoryBudget(goMemLimit int64) int64 {
 	case c.MaxMemoryBytes < 0 || goMemLimit <= 0 || goMemLimit == math.MaxInt64:
 		return 0
 	default:
-		return int64(float64(goMemLimit) * DefaultMemoryPercent / 100)
+		return int64(float64(goMemLimit) * defaultMemoryPercent / 100)
 	}
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.Depth <= 0 {
-		c.Depth = DefaultDepth
+		c.Depth = defaultDepth
 	}
 	if c.PerLevel <= 0 {
-		c.PerLevel = DefaultPerLevel
+		c.PerLevel = defaultPerLevel
 	}
 	if c.Total <= 0 {
-		c.Total = DefaultTotal
+		c.Total = defaultTotal
 	}
 	if c.MaxSpans <= 0 {
-		c.MaxSpans = DefaultMaxSpans
+		c.MaxSpans = defaultMaxSpans
 	}
 	if c.MaxRenderBytes <= 0 {
-		c.MaxRenderBytes = DefaultMaxRenderBytes
+		c.MaxRenderBytes = defaultMaxRenderBytes
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = DefaultMaxConcurrent
+		c.MaxConcurrent = defaultMaxConcurrent
 	}
 	if c.QueueWait <= 0 {
-		c.QueueWait = DefaultQueueWait
+		c.QueueWait = defaultQueueWait
 	}
 	return c
 }

@@ -14,16 +14,16 @@ import (
 // diffPathAttr is the attribute of a diff log naming the changed field (diff.AttrPath).
 const diffPathAttr = "kelemetry.diff.path"
 
-// MaxCausalEvents bounds the writes one critical-path analysis considers; a larger trace is
-// analysed over its latest MaxCausalEvents writes and the answer says so (Truncated).
-const MaxCausalEvents = 50000
+// maxCausalEvents bounds the writes one critical-path analysis considers; a larger trace is
+// analysed over its latest maxCausalEvents writes and the answer says so (Truncated).
+const maxCausalEvents = 50000
 
 // maxCauseScan bounds the events looked at per related object when searching for a cause.
 const maxCauseScan = 64
 
-// CriticalStep is one step of a critical path: a write, who made it, and how long it waited
+// criticalStep is one step of a critical path: a write, who made it, and how long it waited
 // for its cause (the previous step).
-type CriticalStep struct {
+type criticalStep struct {
 	// SpanID is the event span's ID, as the Jaeger API draws it.
 	SpanID string `json:"spanID"`
 	// Time is when the request arrived, End when it completed.
@@ -34,7 +34,7 @@ type CriticalStep struct {
 	TimeMicros int64 `json:"timeMicros"`
 	// Object is what was written.
 	Object SummaryObject `json:"object"`
-	// User is the user that acted; Controller its short name (ControllerName).
+	// User is the user that acted; Controller its short name (controllerName).
 	User       string `json:"user"`
 	Controller string `json:"controller"`
 	// Verb and Subresource are the request's; Fields the changed field paths (diff logs).
@@ -42,7 +42,7 @@ type CriticalStep struct {
 	Subresource string   `json:"subresource,omitempty"`
 	Fields      []string `json:"fields,omitempty"`
 	Title       string   `json:"title"`
-	// Rule is how the step was tied to the previous one: a CausalRule's name, "linked" (the
+	// Rule is how the step was tied to the previous one: a causalRule's name, "linked" (the
 	// latest write of a linked object), "unexplained" (nothing linked; the root's first event is
 	// taken) or "start" for the first step.
 	Rule string `json:"rule"`
@@ -52,16 +52,16 @@ type CriticalStep struct {
 	ActSeconds  float64 `json:"actSeconds"`
 }
 
-// ControllerWait is the time one controller spent on a critical path.
-type ControllerWait struct {
+// controllerWait is the time one controller spent on a critical path.
+type controllerWait struct {
 	Controller  string  `json:"controller"`
 	Steps       int     `json:"steps"`
 	WaitSeconds float64 `json:"waitSeconds"`
 	ActSeconds  float64 `json:"actSeconds"`
 }
 
-// ControllerTimes are one controller's reaction times over all writes of a trace.
-type ControllerTimes struct {
+// controllerTimes are one controller's reaction times over all writes of a trace.
+type controllerTimes struct {
 	Controller string `json:"controller"`
 	// Users are the users behind the controller name, sorted.
 	Users []string `json:"users"`
@@ -88,14 +88,14 @@ type CriticalPath struct {
 	DurationSeconds float64   `json:"durationSeconds"`
 	// Steps are in time order; the first is the root's first write (or the earliest write
 	// reached), the last the last write of the tree.
-	Steps []CriticalStep `json:"steps"`
+	Steps []criticalStep `json:"steps"`
 	// Waits is "where the time went": per controller, the waits and acts of the steps it
 	// made, longest wait first.
-	Waits []ControllerWait `json:"waits"`
+	Waits []controllerWait `json:"waits"`
 	// Controllers are the reaction times of every controller over the whole trace, longest
 	// total wait first.
-	Controllers []ControllerTimes `json:"controllers"`
-	// Truncated, when set, says what was left out (a query budget, or MaxCausalEvents).
+	Controllers []controllerTimes `json:"controllers"`
+	// Truncated, when set, says what was left out (a query budget, or maxCausalEvents).
 	Truncated string `json:"truncated,omitempty"`
 }
 
@@ -120,7 +120,7 @@ var readVerbs = map[string]bool{"get": true, "list": true, "watch": true}
 
 // causal is the analysis state of one graph.
 type causal struct {
-	rules  []CausalRule
+	rules  []causalRule
 	events []*causalEvent
 	byObj  map[aggregator.ObjectKey][]*causalEvent
 	// byParent holds, per object, the events of its children in one list, in order.
@@ -130,11 +130,11 @@ type causal struct {
 	truncated         string
 }
 
-func newCausal(g *Graph, rules []CausalRule) *causal {
+func newCausal(g *Graph, rules []causalRule) *causal {
 	c := &causal{rules: rules, byObj: map[aggregator.ObjectKey][]*causalEvent{}, byParent: map[aggregator.ObjectKey][]*causalEvent{},
 		parents: map[aggregator.ObjectKey][]aggregator.ObjectKey{}, children: map[aggregator.ObjectKey][]aggregator.ObjectKey{}}
 	seen := map[[2]aggregator.ObjectKey]bool{}
-	addEdge := func(e Edge) {
+	addEdge := func(e edge) {
 		pair := [2]aggregator.ObjectKey{e.Parent, e.Child}
 		if !seen[pair] {
 			seen[pair] = true
@@ -160,7 +160,7 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 			}
 			user, _ := sp.Attributes.Get(aggregator.AttrUser)
 			sub, _ := sp.Attributes.Get(aggregator.AttrSubresource)
-			ev := &causalEvent{sp: sp, end: sp.End, key: k, user: user, controller: ControllerName(user), verb: verb, sub: sub}
+			ev := &causalEvent{sp: sp, end: sp.End, key: k, user: user, controller: controllerName(user), verb: verb, sub: sub}
 			if ev.end.Before(sp.Start) {
 				ev.end = sp.Start
 			}
@@ -178,9 +178,9 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 	slices.SortFunc(c.events, func(a, b *causalEvent) int {
 		return cmp.Or(a.sp.Start.Compare(b.sp.Start), a.end.Compare(b.end), bytes.Compare(a.sp.SpanID[:], b.sp.SpanID[:]))
 	})
-	if n := len(c.events); n > MaxCausalEvents {
-		c.events = c.events[n-MaxCausalEvents:]
-		c.truncated = fmt.Sprintf("only the latest %d of %d writes were analysed", MaxCausalEvents, n)
+	if n := len(c.events); n > maxCausalEvents {
+		c.events = c.events[n-maxCausalEvents:]
+		c.truncated = fmt.Sprintf("only the latest %d of %d writes were analysed", maxCausalEvents, n)
 	}
 	for i, ev := range c.events {
 		ev.idx = i
@@ -194,17 +194,17 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 
 // related lists the event lists (each in order) of the objects in relation rel to k: the
 // children's events come in one list.
-func (c *causal) related(k aggregator.ObjectKey, rel Relation) [][]*causalEvent {
+func (c *causal) related(k aggregator.ObjectKey, rel relation) [][]*causalEvent {
 	var out [][]*causalEvent
-	if rel == RelSelf || rel == RelLinked {
+	if rel == relSelf || rel == relLinked {
 		out = append(out, c.byObj[k])
 	}
-	if rel == RelParent || rel == RelLinked {
+	if rel == relParent || rel == relLinked {
 		for _, p := range c.parents[k] {
 			out = append(out, c.byObj[p])
 		}
 	}
-	if rel == RelChild || rel == RelLinked {
+	if rel == relChild || rel == relLinked {
 		out = append(out, c.byParent[k])
 	}
 	return out
@@ -246,14 +246,14 @@ func (c *causal) cause(s *causalEvent) (*causalEvent, string) {
 	if best != nil {
 		return best, rule
 	}
-	if ev := c.latest(c.related(s.key, RelLinked), s.idx, func(*causalEvent) bool { return true }); ev != nil {
+	if ev := c.latest(c.related(s.key, relLinked), s.idx, func(*causalEvent) bool { return true }); ev != nil {
 		return ev, "linked"
 	}
 	return nil, ""
 }
 
-func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) CriticalStep {
-	return CriticalStep{
+func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) criticalStep {
+	return criticalStep{
 		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.end.UTC(), TimeMicros: ev.sp.Start.UnixMicro(),
 		Object: summaryObject(ev.key),
 		User:   ev.user, Controller: ev.controller, Verb: ev.verb, Subresource: ev.sub, Fields: ev.fields, Title: ev.sp.Name,
@@ -261,15 +261,15 @@ func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) Critical
 	}
 }
 
-// AnalyzeCritical computes the critical path of g and its controllers' reaction times under
+// analyzeCritical computes the critical path of g and its controllers' reaction times under
 // rules (DefaultCausalRules when nil). Only successful writes (audit events with a write verb)
 // take part. traceID names the answer.
-func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath {
+func analyzeCritical(g *Graph, traceID string, rules []causalRule) CriticalPath {
 	if rules == nil {
 		rules = DefaultCausalRules
 	}
 	c := newCausal(g, rules)
-	out := CriticalPath{TraceID: traceID, Steps: []CriticalStep{}, Waits: []ControllerWait{}, Controllers: []ControllerTimes{},
+	out := CriticalPath{TraceID: traceID, Steps: []criticalStep{}, Waits: []controllerWait{}, Controllers: []controllerTimes{},
 		Truncated: g.Truncated}
 	if c.truncated != "" {
 		out.Truncated = joinNonEmptyMsg(out.Truncated, c.truncated)
@@ -299,7 +299,7 @@ func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 	if first == nil {
 		first = c.events[0]
 	}
-	var rev []CriticalStep
+	var rev []criticalStep
 	for cur := last; ; {
 		if cur == first {
 			rev = append(rev, c.step(cur, "start", 0))
@@ -321,11 +321,11 @@ func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 	out.Start, out.End = rev[0].Time, last.end.UTC()
 	out.DurationSeconds = seconds(out.End.Sub(out.Start))
 
-	waits := map[string]*ControllerWait{}
+	waits := map[string]*controllerWait{}
 	for _, s := range out.Steps {
 		w := waits[s.Controller]
 		if w == nil {
-			w = &ControllerWait{Controller: s.Controller}
+			w = &controllerWait{Controller: s.Controller}
 			waits[s.Controller] = w
 		}
 		w.Steps++
@@ -335,15 +335,15 @@ func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 	for _, w := range waits {
 		out.Waits = append(out.Waits, *w)
 	}
-	slices.SortFunc(out.Waits, func(a, b ControllerWait) int {
+	slices.SortFunc(out.Waits, func(a, b controllerWait) int {
 		return cmp.Or(cmp.Compare(b.WaitSeconds, a.WaitSeconds), cmp.Compare(a.Controller, b.Controller))
 	})
 
-	times := map[string]*ControllerTimes{}
+	times := map[string]*controllerTimes{}
 	for i, ev := range c.events {
 		t := times[ev.controller]
 		if t == nil {
-			t = &ControllerTimes{Controller: ev.controller, Users: []string{}}
+			t = &controllerTimes{Controller: ev.controller, Users: []string{}}
 			times[ev.controller] = t
 		}
 		if !slices.Contains(t.Users, ev.user) {
@@ -367,7 +367,7 @@ func AnalyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 		slices.Sort(t.Users)
 		out.Controllers = append(out.Controllers, *t)
 	}
-	slices.SortFunc(out.Controllers, func(a, b ControllerTimes) int {
+	slices.SortFunc(out.Controllers, func(a, b controllerTimes) int {
 		return cmp.Or(cmp.Compare(b.WaitSeconds, a.WaitSeconds), cmp.Compare(a.Controller, b.Controller))
 	})
 	return out

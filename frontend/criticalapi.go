@@ -18,13 +18,13 @@ import (
 //
 //	GET /api/critical-path/{traceID}     a CriticalPath: the steps, where the time went and the
 //	                                     controllers' reaction times
-//	GET /api/controller-times/{traceID}  the controllers' reaction times alone ([]ControllerTimes)
+//	GET /api/controller-times/{traceID}  the controllers' reaction times alone ([]controllerTimes)
 //
 // traceID is a display ID as the Jaeger API returns it (or a stored trace ID), or a merge ID
-// (see MergeID): the members' objects and writes are analysed as one graph (MergeGraphs), so
+// (see mergeID): the members' objects and writes are analysed as one graph (mergeGraphs), so
 // the path runs from the earliest first write of a member's root to the last write of any
 // member; a step that follows nothing linked (a write of an unrelated member) is "unexplained".
-// Both answer in the JaegerResponse envelope and count as heavy requests.
+// Both answer in the jaegerResponse envelope and count as heavy requests.
 func (a *UIAPI) registerCritical(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/critical-path/{traceID}", a.heavy(a.criticalPath))
 	mux.HandleFunc("GET /api/controller-times/{traceID}", a.heavy(a.controllerTimes))
@@ -47,13 +47,13 @@ func (a *UIAPI) critical(w http.ResponseWriter, r *http.Request) (CriticalPath, 
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 		return CriticalPath{}, false
 	case errors.Is(err, ErrTraceNotFound):
-		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: JaegerTraceID(id)}}})
+		writeJSON(w, http.StatusNotFound, jaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: jaegerTraceID(id)}}})
 		return CriticalPath{}, false
 	case err != nil:
 		a.internalError(w, "critical path", err)
 		return CriticalPath{}, false
 	}
-	cp := AnalyzeCritical(g, JaegerTraceID(id), a.rules)
+	cp := analyzeCritical(g, jaegerTraceID(id), a.rules)
 	if cp.Truncated != "" {
 		a.truncated(r.Context())
 	}
@@ -62,25 +62,25 @@ func (a *UIAPI) critical(w http.ResponseWriter, r *http.Request) (CriticalPath, 
 
 // mergedCritical analyses the merge of the members of merge ID raw.
 func (a *UIAPI) mergedCritical(w http.ResponseWriter, r *http.Request, raw string) (CriticalPath, bool) {
-	ids, err := ParseMergeID(raw)
+	ids, err := parseMergeID(raw)
 	if err != nil {
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 		return CriticalPath{}, false
 	}
-	mid := MergeID(ids)
+	mid := mergeID(ids)
 	g, err := a.resolveMerge(r.Context(), ids)
 	switch {
 	case errors.Is(err, ErrBadTraceID):
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 		return CriticalPath{}, false
 	case errors.Is(err, ErrTraceNotFound):
-		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: mid}}})
+		writeJSON(w, http.StatusNotFound, jaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: mid}}})
 		return CriticalPath{}, false
 	case err != nil:
 		a.internalError(w, "critical path", err)
 		return CriticalPath{}, false
 	}
-	cp := AnalyzeCritical(g, mid, a.rules)
+	cp := analyzeCritical(g, mid, a.rules)
 	if cp.Truncated != "" {
 		a.truncated(r.Context())
 	}
@@ -100,19 +100,19 @@ func (a *UIAPI) resolveMerge(ctx context.Context, ids []trace.TraceID) (*Graph, 
 		gs = append(gs, g)
 		names = append(names, id.String())
 	}
-	return MergeGraphs(gs, names), nil
+	return mergeGraphs(gs, names), nil
 }
 
-// MergeGraphs merges graphs into one, for an analysis over an ad-hoc merge: the union of their
+// mergeGraphs merges graphs into one, for an analysis over an ad-hoc merge: the union of their
 // objects (an object in several has the union of its events, by span ID), roots and edges. A
 // truncation of a graph is kept with its name (names[i], when given) in front. The graphs are
 // not modified.
-func MergeGraphs(gs []*Graph, names []string) *Graph {
-	out := &Graph{Objects: map[aggregator.ObjectKey]*Object{}, Children: map[aggregator.ObjectKey][]Edge{},
-		References: map[aggregator.ObjectKey][]Edge{}, Omitted: map[aggregator.ObjectKey]int{}}
+func mergeGraphs(gs []*Graph, names []string) *Graph {
+	out := &Graph{Objects: map[aggregator.ObjectKey]*object{}, Children: map[aggregator.ObjectKey][]edge{},
+		References: map[aggregator.ObjectKey][]edge{}, Omitted: map[aggregator.ObjectKey]int{}}
 	isRoot := map[aggregator.ObjectKey]bool{}
 	edges := map[[2]aggregator.ObjectKey]bool{}
-	addEdges := func(into map[aggregator.ObjectKey][]Edge, from map[aggregator.ObjectKey][]Edge) {
+	addEdges := func(into map[aggregator.ObjectKey][]edge, from map[aggregator.ObjectKey][]edge) {
 		for p, es := range from {
 			for _, e := range es {
 				if pair := [2]aggregator.ObjectKey{e.Parent, e.Child}; !edges[pair] {
@@ -188,12 +188,12 @@ func mergeEvents(a, b []*aggregator.Span) []*aggregator.Span {
 
 func (a *UIAPI) criticalPath(w http.ResponseWriter, r *http.Request) {
 	if cp, ok := a.critical(w, r); ok {
-		writeJSON(w, http.StatusOK, JaegerResponse{Data: cp, Total: len(cp.Steps)})
+		writeJSON(w, http.StatusOK, jaegerResponse{Data: cp, Total: len(cp.Steps)})
 	}
 }
 
 func (a *UIAPI) controllerTimes(w http.ResponseWriter, r *http.Request) {
 	if cp, ok := a.critical(w, r); ok {
-		writeJSON(w, http.StatusOK, JaegerResponse{Data: cp.Controllers, Total: len(cp.Controllers)})
+		writeJSON(w, http.StatusOK, jaegerResponse{Data: cp.Controllers, Total: len(cp.Controllers)})
 	}
 }

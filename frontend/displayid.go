@@ -12,36 +12,36 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 )
 
-// DisplayMode says how a result is drawn. The values are the display digit of a DisplayID.
-type DisplayMode uint8
+// displayMode says how a result is drawn. The values are the display digit of a displayID.
+type displayMode uint8
 
 // Display modes.
 const (
-	DisplayTree     DisplayMode = 0 // events as child spans with all their attributes
-	DisplayTimeline DisplayMode = 1 // every event directly under the root
-	DisplayTracing  DisplayMode = 2 // one span per object, events folded into its logs (default)
-	DisplayGrouped  DisplayMode = 3 // like tracing, each source's events in a child span
+	DisplayTree     displayMode = 0 // events as child spans with all their attributes
+	displayTimeline displayMode = 1 // every event directly under the root
+	displayTracing  displayMode = 2 // one span per object, events folded into its logs (default)
+	displayGrouped  displayMode = 3 // like tracing, each source's events in a child span
 )
 
-var displayNames = [...]string{DisplayTree: "tree", DisplayTimeline: "timeline", DisplayTracing: "tracing", DisplayGrouped: "grouped"}
+var displayNames = [...]string{DisplayTree: "tree", displayTimeline: "timeline", displayTracing: "tracing", displayGrouped: "grouped"}
 
-var linkNames = map[LinkMode]string{LinkFullTree: "full tree", LinkAncestors: "ancestors", LinkDescendants: "descendants"}
+var linkNames = map[linkMode]string{LinkFullTree: "full tree", linkAncestors: "ancestors", linkDescendants: "descendants"}
 
 // Valid reports whether d is a known display mode.
-func (d DisplayMode) Valid() bool { return int(d) < len(displayNames) }
+func (d displayMode) Valid() bool { return int(d) < len(displayNames) }
 
 // Mode is a display mode combined with a link mode. Its name is the Jaeger service name.
 type Mode struct {
-	Display DisplayMode
-	Link    LinkMode
+	Display displayMode
+	Link    linkMode
 }
 
 // DefaultMode is tracing without link following.
-var DefaultMode = Mode{Display: DisplayTracing}
+var DefaultMode = Mode{Display: displayTracing}
 
 // Name is "tracing", "tracing [ancestors]", ...
 func (m Mode) Name() string {
-	if m.Link == LinkNone {
+	if m.Link == linkNone {
 		return displayNames[m.Display]
 	}
 	return displayNames[m.Display] + " [" + linkNames[m.Link] + "]"
@@ -50,8 +50,8 @@ func (m Mode) Name() string {
 // Modes lists every mode: the default first, then by display mode and link mode.
 func Modes() []Mode {
 	out := []Mode{DefaultMode}
-	for _, d := range []DisplayMode{DisplayTracing, DisplayGrouped, DisplayTree, DisplayTimeline} {
-		for _, l := range []LinkMode{LinkNone, LinkFullTree, LinkAncestors, LinkDescendants} {
+	for _, d := range []displayMode{displayTracing, displayGrouped, DisplayTree, displayTimeline} {
+		for _, l := range []linkMode{linkNone, LinkFullTree, linkAncestors, linkDescendants} {
 			if m := (Mode{Display: d, Link: l}); m != DefaultMode {
 				out = append(out, m)
 			}
@@ -74,7 +74,7 @@ func ParseMode(name string) (Mode, error) {
 	return Mode{}, fmt.Errorf("unknown display mode %q", name)
 }
 
-// DisplayID is the stateless identity of a result, returned as the Jaeger trace ID. It names
+// displayID is the stateless identity of a result, returned as the Jaeger trace ID. It names
 // the mode, the time range and the anchor object, and resolves against the store alone, so it
 // stays valid across restarts, needs no cache, and resolves on any backend (no index or prefix
 // scan: the anchor's trace IDs are computed).
@@ -96,9 +96,9 @@ func ParseMode(name string) (Mode, error) {
 // Earlier releases wrote digits 4-9 as zero, the range start in digits 10-17, its length in
 // 18-23 and the first 4 bytes of the anchor's stored trace ID in 24-31; those IDs still parse
 // (Legacy) and resolve on stores that find traces by ID prefix (the embedded and memory stores).
-// NewDisplayID writes that layout too for an anchor stored by an earlier release, whose trace ID
+// newDisplayID writes that layout too for an anchor stored by an earlier release, whose trace ID
 // does not name its object.
-type DisplayID struct {
+type displayID struct {
 	Mode       Mode
 	Start, End time.Time
 	// Object is the hash of the anchor object.
@@ -111,9 +111,9 @@ type DisplayID struct {
 
 const maxRangeSeconds = 1<<24 - 1
 
-// NewDisplayID builds the ID of a result anchored at the object key, whose first window in the
+// newDisplayID builds the ID of a result anchored at the object key, whose first window in the
 // range is stored as the trace anchor.
-func NewDisplayID(mode Mode, from, to time.Time, key aggregator.ObjectKey, anchor trace.TraceID) DisplayID {
+func newDisplayID(mode Mode, from, to time.Time, key aggregator.ObjectKey, anchor trace.TraceID) displayID {
 	start := from.Unix()
 	end := to.Unix()
 	if to.Nanosecond() != 0 {
@@ -126,7 +126,7 @@ func NewDisplayID(mode Mode, from, to time.Time, key aggregator.ObjectKey, ancho
 		start = end - maxRangeSeconds
 	}
 	start = max(start, 0)
-	id := DisplayID{Mode: mode, Start: time.Unix(start, 0).UTC(), End: time.Unix(end, 0).UTC(), Object: aggregator.HashObject(key)}
+	id := displayID{Mode: mode, Start: time.Unix(start, 0).UTC(), End: time.Unix(end, 0).UTC(), Object: aggregator.HashObject(key)}
 	if _, _, ok := aggregator.ParseTraceID(anchor); anchor.IsValid() && !ok {
 		id.Legacy, id.Object = true, aggregator.ObjectHash{}
 		copy(id.LegacyAnchor[:], anchor[:4])
@@ -135,7 +135,7 @@ func NewDisplayID(mode Mode, from, to time.Time, key aggregator.ObjectKey, ancho
 }
 
 // TraceID encodes the ID.
-func (d DisplayID) TraceID() trace.TraceID {
+func (d displayID) TraceID() trace.TraceID {
 	var b trace.TraceID
 	b[0] = 0xff
 	b[1] = byte(d.Mode.Display)<<4 | byte(d.Mode.Link)
@@ -154,34 +154,34 @@ func (d DisplayID) TraceID() trace.TraceID {
 }
 
 // String is the 32 hex digits.
-func (d DisplayID) String() string { return d.TraceID().String() }
+func (d displayID) String() string { return d.TraceID().String() }
 
-// errNotDisplayID is returned by ParseDisplayID for an ID without the marker.
+// errNotDisplayID is returned by parseDisplayID for an ID without the marker.
 var errNotDisplayID = errors.New("not a display ID")
 
-// ParseDisplayID decodes an ID made by DisplayID.TraceID. An ID whose digits 4-9 are zero has
+// parseDisplayID decodes an ID made by displayID.TraceID. An ID whose digits 4-9 are zero has
 // the earlier layout (a range starting within 256 seconds of 1970 cannot be told from it).
-func ParseDisplayID(id trace.TraceID) (DisplayID, error) {
+func parseDisplayID(id trace.TraceID) (displayID, error) {
 	if id[0] != 0xff {
-		return DisplayID{}, errNotDisplayID
+		return displayID{}, errNotDisplayID
 	}
-	m := Mode{Display: DisplayMode(id[1] >> 4), Link: LinkMode(id[1] & 0x0f)}
+	m := Mode{Display: displayMode(id[1] >> 4), Link: linkMode(id[1] & 0x0f)}
 	if !m.Display.Valid() {
-		return DisplayID{}, fmt.Errorf("trace ID %s: unknown display mode digit %d", id, m.Display)
+		return displayID{}, fmt.Errorf("trace ID %s: unknown display mode digit %d", id, m.Display)
 	}
 	if !m.Link.Valid() {
-		return DisplayID{}, fmt.Errorf("trace ID %s: unknown link mode digit %d", id, m.Link)
+		return displayID{}, fmt.Errorf("trace ID %s: unknown link mode digit %d", id, m.Link)
 	}
 	if id[2] == 0 && id[3] == 0 && id[4] == 0 {
 		start := int64(binary.BigEndian.Uint32(id[5:9]))
 		n := int64(id[9])<<16 | int64(id[10])<<8 | int64(id[11])
-		d := DisplayID{Mode: m, Start: time.Unix(start, 0).UTC(), End: time.Unix(start+n, 0).UTC(), Legacy: true}
+		d := displayID{Mode: m, Start: time.Unix(start, 0).UTC(), End: time.Unix(start+n, 0).UTC(), Legacy: true}
 		copy(d.LegacyAnchor[:], id[12:])
 		return d, nil
 	}
 	start := int64(binary.BigEndian.Uint32(id[2:6]))
 	n := int64(id[6])<<16 | int64(id[7])<<8 | int64(id[8])
-	d := DisplayID{Mode: m, Start: time.Unix(start, 0).UTC(), End: time.Unix(start+n, 0).UTC()}
+	d := displayID{Mode: m, Start: time.Unix(start, 0).UTC(), End: time.Unix(start+n, 0).UTC()}
 	copy(d.Object[:], id[9:])
 	return d, nil
 }

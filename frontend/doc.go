@@ -2,9 +2,9 @@
 // the trees users look at, and serves them over HTTP.
 //
 // The query engine (Engine) finds objects by key fields, event attributes and a time range,
-// follows their link spans per LinkMode (ancestors, descendants, full tree) breadth-first with
+// follows their link spans per linkMode (ancestors, descendants, full tree) breadth-first with
 // sorted edges and per-level and total budgets, and merges the windows of each object into one
-// Graph per connected group. Render draws a Graph in a DisplayMode (tracing, grouped, tree,
+// Graph per connected group. Render draws a Graph in a displayMode (tracing, grouped, tree,
 // timeline). Every request has budgets (Config: spans read, bytes rendered, time); past one the
 // answer keeps what fit and says it is truncated, in the places Jaeger UI and the web UI show.
 // At most Config.MaxConcurrent heavy requests run at once; the others wait up to QueueWait and
@@ -15,17 +15,17 @@
 //   - JaegerAPI: Jaeger Query's HTTP API (services are display modes, operations are clusters),
 //     so Jaeger UI and Grafana work unchanged, plus GET /redirect. Its trace IDs are DisplayIDs:
 //     stateless, they name the mode, the time range and the anchor object, and open on any
-//     replica. A merge ID (MergeID, ParseMergeID) joins up to MaxMergeMembers results into one
-//     trace (GET /api/traces/{mergeID}, /api/traces/merge; MergeGraphs).
+//     replica. A merge ID (mergeID, parseMergeID) joins up to maxMergeMembers results into one
+//     trace (GET /api/traces/{mergeID}, /api/traces/merge; mergeGraphs).
 //   - NativeAPI: what is stored, window by window (GET /api/objects, /api/stored-traces/{id}),
-//     and an object over time: ObjectAt rebuilds it at any moment from its nearest stored
-//     snapshot and the diffs after it (GET /api/objects/at), ObjectDiffBetween compares two
-//     moments (/diff), ObjectHistoryBetween lists its stored writes (/history, the UI's time
+//     and an object over time: objectAt rebuilds it at any moment from its nearest stored
+//     snapshot and the diffs after it (GET /api/objects/at), objectDiffBetween compares two
+//     moments (/diff), objectHistoryBetween lists its stored writes (/history, the UI's time
 //     slider). Redacted values stay redaction markers.
 //   - UIAPI: what the web UI (package frontend/ui) needs besides: short search results and
 //     suggestions (GET /api/ui/search, /api/ui/suggestions), and the critical path
-//     (GET /api/critical-path/{id}, /api/controller-times/{id}): AnalyzeCritical follows causal
-//     rules (CausalRule, DefaultCausalRules, Config.CausalRules) from the tree's first write to
+//     (GET /api/critical-path/{id}, /api/controller-times/{id}): analyzeCritical follows causal
+//     rules (causalRule, DefaultCausalRules, Config.CausalRules) from the tree's first write to
 //     its last, attributing the waits to controllers and measuring their reaction times, for
 //     one result or a merge.
 //

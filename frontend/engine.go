@@ -16,21 +16,21 @@ import (
 	"github.com/kelemetry/kelemetry/store"
 )
 
-// LinkMode says which related objects a query follows from the objects it finds. The values
-// are the link digit of a display ID (see DisplayID).
-type LinkMode uint8
+// linkMode says which related objects a query follows from the objects it finds. The values
+// are the link digit of a display ID (see displayID).
+type linkMode uint8
 
 // Link modes.
 const (
-	LinkNone        LinkMode = 0 // only the found objects
-	LinkFullTree    LinkMode = 1 // ancestors, then every descendant of the top one
-	LinkAncestors   LinkMode = 2 // owners, up to Depth levels
-	LinkDescendants LinkMode = 4 // owned objects, down Depth levels
+	linkNone        linkMode = 0 // only the found objects
+	LinkFullTree    linkMode = 1 // ancestors, then every descendant of the top one
+	linkAncestors   linkMode = 2 // owners, up to Depth levels
+	linkDescendants linkMode = 4 // owned objects, down Depth levels
 )
 
 // Valid reports whether m is a known link mode.
-func (m LinkMode) Valid() bool {
-	return m == LinkNone || m == LinkFullTree || m == LinkAncestors || m == LinkDescendants
+func (m linkMode) Valid() bool {
+	return m == linkNone || m == LinkFullTree || m == linkAncestors || m == linkDescendants
 }
 
 // Query selects the objects a search starts from.
@@ -45,11 +45,11 @@ type Query struct {
 	Limit int
 }
 
-// DefaultSearchLimit is the number of found objects when Query.Limit is 0.
-const DefaultSearchLimit = 20
+// defaultSearchLimit is the number of found objects when Query.Limit is 0.
+const defaultSearchLimit = 20
 
-// Object is one object of a result: its windows in the range merged into one.
-type Object struct {
+// object is one object of a result: its windows in the range merged into one.
+type object struct {
 	Ref aggregator.ObjectRef
 	Key aggregator.ObjectKey
 	// Windows are the object's stored windows that overlap the range, ascending.
@@ -76,8 +76,8 @@ type objLink struct {
 	class  string
 }
 
-// Edge is a parent-child relation between two objects of a result.
-type Edge struct {
+// edge is a parent-child relation between two objects of a result.
+type edge struct {
 	Parent, Child aggregator.ObjectKey
 	Class         string
 }
@@ -93,13 +93,13 @@ type Graph struct {
 	From         time.Time
 	To           time.Time
 	// Objects holds every object of the group.
-	Objects map[aggregator.ObjectKey]*Object
+	Objects map[aggregator.ObjectKey]*object
 	// Roots are the tree roots, sorted; more than one is shown under a synthetic root.
 	Roots []aggregator.ObjectKey
 	// Children are the tree edges by parent, sorted by child key.
-	Children map[aggregator.ObjectKey][]Edge
+	Children map[aggregator.ObjectKey][]edge
 	// References are the other parents of objects with more than one, by parent.
-	References map[aggregator.ObjectKey][]Edge
+	References map[aggregator.ObjectKey][]edge
 	// Omitted counts, by object, the related objects a budget or the depth left out.
 	Omitted map[aggregator.ObjectKey]int
 	// Truncated, when not empty, says which budget of the request (Config.MaxSpans,
@@ -138,8 +138,8 @@ func (e *Engine) Window() time.Duration { return e.window }
 // Config returns the engine's configuration with defaults applied.
 func (e *Engine) Config() Config { return e.cfg }
 
-// ErrNoObject is returned by Expand when the object has nothing stored in the range.
-var ErrNoObject = errors.New("object not found")
+// errNoObject is returned by Expand when the object has nothing stored in the range.
+var errNoObject = errors.New("object not found")
 
 // ErrBudget is wrapped by the errors of Search and Expand when a budget of the request ran
 // out before anything could be shown.
@@ -170,12 +170,12 @@ func timeBudgetMsg(d time.Duration) string {
 
 // Search finds the objects q selects, follows links from each per mode and returns one graph per
 // connected group, in the order of their first found object.
-func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, error) {
+func (e *Engine) Search(ctx context.Context, q Query, mode linkMode) ([]*Graph, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	limit := q.Limit
 	if limit <= 0 {
-		limit = DefaultSearchLimit
+		limit = defaultSearchLimit
 	}
 	found, err := e.r.FindObjects(ctx, store.ObjectQuery{
 		Cluster: q.Cluster, Group: q.Group, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name,
@@ -229,10 +229,10 @@ func (e *Engine) Search(ctx context.Context, q Query, mode LinkMode) ([]*Graph, 
 	return l.graphs(walks), nil
 }
 
-// Expand follows links per mode from one object and returns its graph. anchor is the window
-// that names it in a display ID. It returns ErrNoObject when nothing of the object is stored in
+// expand follows links per mode from one object and returns its graph. anchor is the window
+// that names it in a display ID. It returns errNoObject when nothing of the object is stored in
 // [from, to].
-func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor store.ObjectWindow, from, to time.Time, mode LinkMode) (*Graph, error) {
+func (e *Engine) expand(ctx context.Context, ref aggregator.ObjectRef, anchor store.ObjectWindow, from, to time.Time, mode linkMode) (*Graph, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	l := e.newLoader(ctx, from, to)
@@ -244,7 +244,7 @@ func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor st
 		return nil, err
 	}
 	if len(o.Windows) == 0 {
-		return nil, fmt.Errorf("%s: %w", ref.Key(), ErrNoObject)
+		return nil, fmt.Errorf("%s: %w", ref.Key(), errNoObject)
 	}
 	w, err := l.walkFrom(ctx, ref, mode)
 	if err != nil {
@@ -258,17 +258,17 @@ func (e *Engine) Expand(ctx context.Context, ref aggregator.ObjectRef, anchor st
 // maxAnchorWindows bounds the windows FindAnchor probes.
 const maxAnchorWindows = 20_000
 
-// FindAnchor finds the object whose hash is oh (a display ID's anchor) from its first window in
+// findAnchor finds the object whose hash is oh (a display ID's anchor) from its first window in
 // [from, to]: the object's trace IDs are computed for each window of the range and read in
-// batches, so no index or search is needed. It returns ErrNoObject when nothing of it is stored
+// batches, so no index or search is needed. It returns errNoObject when nothing of it is stored
 // in the range.
-func (e *Engine) FindAnchor(ctx context.Context, oh aggregator.ObjectHash, from, to time.Time) (aggregator.ObjectRef, store.ObjectWindow, error) {
+func (e *Engine) findAnchor(ctx context.Context, oh aggregator.ObjectHash, from, to time.Time) (aggregator.ObjectRef, store.ObjectWindow, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	first := aggregator.WindowStart(from, e.window)
 	if n := to.Sub(first) / e.window; n >= maxAnchorWindows {
 		return aggregator.ObjectRef{}, store.ObjectWindow{}, fmt.Errorf("range %s..%s spans %d windows, more than %d: %w",
-			from.Format(time.RFC3339), to.Format(time.RFC3339), n, maxAnchorWindows, ErrNoObject)
+			from.Format(time.RFC3339), to.Format(time.RFC3339), n, maxAnchorWindows, errNoObject)
 	}
 	for w := first; !w.After(to); {
 		ws := make([]store.ObjectWindow, 0, readChunk)
@@ -288,14 +288,14 @@ func (e *Engine) FindAnchor(ctx context.Context, oh aggregator.ObjectHash, from,
 			}
 		}
 	}
-	return aggregator.ObjectRef{}, store.ObjectWindow{}, ErrNoObject
+	return aggregator.ObjectRef{}, store.ObjectWindow{}, errNoObject
 }
 
 // loader reads objects once per request, within the request's span and time budgets.
 type loader struct {
 	e        *Engine
 	from, to time.Time
-	objs     map[aggregator.ObjectKey]*Object
+	objs     map[aggregator.ObjectKey]*object
 	// spans counts the stored spans read; truncated is the message of the first budget that
 	// ran out ("" while none has).
 	spans     int
@@ -338,7 +338,7 @@ func (l *loader) nothingRead(refs []aggregator.ObjectRef) error {
 }
 
 func (e *Engine) newLoader(ctx context.Context, from, to time.Time) *loader {
-	return &loader{e: e, from: from, to: to, mem: ticketOf(ctx), objs: map[aggregator.ObjectKey]*Object{},
+	return &loader{e: e, from: from, to: to, mem: ticketOf(ctx), objs: map[aggregator.ObjectKey]*object{},
 		omitted: map[aggregator.ObjectKey]map[aggregator.ObjectKey]bool{}}
 }
 
@@ -348,7 +348,7 @@ func (l *loader) inRange(t time.Time) bool {
 
 // load reads every window of ref's object in the range. An object with nothing stored comes
 // back with no windows and Synthetic set.
-func (l *loader) load(ctx context.Context, ref aggregator.ObjectRef) (*Object, error) {
+func (l *loader) load(ctx context.Context, ref aggregator.ObjectRef) (*object, error) {
 	if err := l.loadMany(ctx, []aggregator.ObjectRef{ref}); err != nil {
 		return nil, err
 	}
@@ -358,13 +358,13 @@ func (l *loader) load(ctx context.Context, ref aggregator.ObjectRef) (*Object, e
 // loadMany loads the objects not loaded yet, reading their windows in batches of readChunk.
 // Once a budget ran out, the objects left are marked Unread instead.
 func (l *loader) loadMany(ctx context.Context, refs []aggregator.ObjectRef) error {
-	var todo []*Object
+	var todo []*object
 	for _, ref := range refs {
 		key := ref.Key()
 		if _, ok := l.objs[key]; ok {
 			continue
 		}
-		o := &Object{Ref: ref, Key: key, Synthetic: true}
+		o := &object{Ref: ref, Key: key, Synthetic: true}
 		l.objs[key] = o
 		todo = append(todo, o)
 		if l.truncated != "" {
@@ -440,7 +440,7 @@ type lookup struct {
 }
 
 // findExact looks up the objects of todo not marked Unread with one call of finder.
-func (l *loader) findExact(ctx context.Context, finder store.ExactFinder, todo []*Object, results []lookup) {
+func (l *loader) findExact(ctx context.Context, finder store.ExactFinder, todo []*object, results []lookup) {
 	var keys []aggregator.ObjectKey
 	var idx []int
 	for i, o := range todo {
@@ -466,7 +466,7 @@ func (l *loader) findExact(ctx context.Context, finder store.ExactFinder, todo [
 // findEach looks up the objects of todo not marked Unread one by one, several at a time: a few
 // workers take the objects in turn (a goroutine per object would grow a fresh stack for each
 // store lookup).
-func (l *loader) findEach(ctx context.Context, todo []*Object, results []lookup) {
+func (l *loader) findEach(ctx context.Context, todo []*object, results []lookup) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(lookupParallelism, len(todo)) {
@@ -492,7 +492,7 @@ func (l *loader) findEach(ctx context.Context, todo []*Object, results []lookup)
 }
 
 // read reads the windows of a batch of objects and fills them, counting the spans read.
-func (l *loader) read(ctx context.Context, batch []*Object) error {
+func (l *loader) read(ctx context.Context, batch []*object) error {
 	var ws []store.ObjectWindow
 	if l.truncated == "" && ctx.Err() != nil && isDeadline(ctx, ctx.Err()) {
 		l.truncate(timeBudgetMsg(l.e.cfg.Timeout))
@@ -548,7 +548,7 @@ func (l *loader) read(ctx context.Context, batch []*Object) error {
 }
 
 // fill merges the spans of o's windows (perWindow[i] holds o.Windows[i]) into o.
-func (l *loader) fill(o *Object, perWindow [][]*aggregator.Span) {
+func (l *loader) fill(o *object, perWindow [][]*aggregator.Span) {
 	key := o.Key
 	// The links seen: o.links itself while there are few (most objects link to one or two
 	// others, in every window), a map once there are many.
@@ -660,7 +660,7 @@ func (w *walk) visit(k aggregator.ObjectKey) {
 	}
 }
 
-func (l *loader) walkFrom(ctx context.Context, seed aggregator.ObjectRef, mode LinkMode) (*walk, error) {
+func (l *loader) walkFrom(ctx context.Context, seed aggregator.ObjectRef, mode linkMode) (*walk, error) {
 	if _, err := l.load(ctx, seed); err != nil {
 		return nil, err
 	}
@@ -671,11 +671,11 @@ func (l *loader) walkFrom(ctx context.Context, seed aggregator.ObjectRef, mode L
 	w.visit(w.seed)
 	depth := l.e.cfg.Depth
 	switch mode {
-	case LinkAncestors:
+	case linkAncestors:
 		if _, err := l.bfs(ctx, w, w.seed, aggregator.RoleParent, depth); err != nil {
 			return nil, err
 		}
-	case LinkDescendants:
+	case linkDescendants:
 		if _, err := l.bfs(ctx, w, w.seed, aggregator.RoleChild, depth); err != nil {
 			return nil, err
 		}
@@ -803,8 +803,8 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 		if g == nil {
 			g = &Graph{
 				AnchorObject: w.seed, Anchor: w.anchor, From: l.from, To: l.to,
-				Objects: make(map[aggregator.ObjectKey]*Object, len(w.order)), Children: map[aggregator.ObjectKey][]Edge{},
-				References: map[aggregator.ObjectKey][]Edge{}, Omitted: map[aggregator.ObjectKey]int{},
+				Objects: make(map[aggregator.ObjectKey]*object, len(w.order)), Children: map[aggregator.ObjectKey][]edge{},
+				References: map[aggregator.ObjectKey][]edge{}, Omitted: map[aggregator.ObjectKey]int{},
 			}
 			byRoot[r] = g
 			edges[g] = make(map[[2]aggregator.ObjectKey]string, len(w.edges))
@@ -825,7 +825,7 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 	}
 	for _, g := range out {
 		for pair, class := range edges[g] {
-			g.Children[pair[0]] = append(g.Children[pair[0]], Edge{Parent: pair[0], Child: pair[1], Class: class})
+			g.Children[pair[0]] = append(g.Children[pair[0]], edge{Parent: pair[0], Child: pair[1], Class: class})
 		}
 		g.Truncated = l.truncated
 		// What one walk left out and another showed is not omitted.
@@ -890,7 +890,7 @@ func appendKey(dst []byte, k aggregator.ObjectKey) []byte {
 func (g *Graph) buildTree() {
 	// Sized for the objects: growing these maps was a tenth of building a large tree.
 	n := len(g.Objects)
-	parents := make(map[aggregator.ObjectKey][]Edge, n)
+	parents := make(map[aggregator.ObjectKey][]edge, n)
 	seenEdge := make(map[[2]aggregator.ObjectKey]bool, n)
 	for _, es := range g.Children {
 		for _, e := range es {
@@ -909,15 +909,15 @@ func (g *Graph) buildTree() {
 	slices.SortFunc(keys, keyLess)
 	// Children are taken in key order, so that each parent's list of children comes out in the
 	// order of their keys (sorting the lists after was 3% of a 1,000-pod tree).
-	children := map[aggregator.ObjectKey][]Edge{}
-	refs := map[aggregator.ObjectKey][]Edge{}
-	primary := make(map[aggregator.ObjectKey]Edge, len(parents))
+	children := map[aggregator.ObjectKey][]edge{}
+	refs := map[aggregator.ObjectKey][]edge{}
+	primary := make(map[aggregator.ObjectKey]edge, len(parents))
 	for _, child := range keys {
 		es, ok := parents[child]
 		if !ok {
 			continue
 		}
-		slices.SortFunc(es, func(a, b Edge) int {
+		slices.SortFunc(es, func(a, b edge) int {
 			return cmp.Or(cmp.Compare(boolInt(a.Class == ""), boolInt(b.Class == "")), keyLess(a.Parent, b.Parent))
 		})
 		primary[child] = es[0]
@@ -965,7 +965,7 @@ func (g *Graph) buildTree() {
 		}
 		cut := slices.MinFunc(path[pos[cur]:], keyLess)
 		e := primary[cut]
-		children[e.Parent] = slices.DeleteFunc(children[e.Parent], func(x Edge) bool { return x == e })
+		children[e.Parent] = slices.DeleteFunc(children[e.Parent], func(x edge) bool { return x == e })
 		refs[e.Parent] = append(refs[e.Parent], e)
 		delete(primary, cut)
 		roots = append(roots, cut)
@@ -974,7 +974,7 @@ func (g *Graph) buildTree() {
 	slices.SortFunc(roots, keyLess)
 	// Children lists are in order already (cutting a cycle above only deletes from them).
 	for _, es := range refs {
-		slices.SortFunc(es, func(a, b Edge) int { return keyLess(a.Child, b.Child) })
+		slices.SortFunc(es, func(a, b edge) int { return keyLess(a.Child, b.Child) })
 	}
 	slices.SortFunc(g.Seeds, keyLess)
 	g.Roots, g.Children, g.References = roots, children, refs

@@ -10,8 +10,8 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 )
 
-// JaegerResponse is the envelope of Jaeger Query's HTTP API.
-type JaegerResponse struct {
+// jaegerResponse is the envelope of Jaeger Query's HTTP API.
+type jaegerResponse struct {
 	Data   any           `json:"data"`
 	Total  int           `json:"total"`
 	Limit  int           `json:"limit"`
@@ -22,7 +22,7 @@ type JaegerResponse struct {
 	Truncated string `json:"truncated,omitempty"`
 }
 
-// JaegerError is one error in a JaegerResponse.
+// JaegerError is one error in a jaegerResponse.
 type JaegerError struct {
 	Code    int    `json:"code,omitempty"`
 	Msg     string `json:"msg"`
@@ -77,8 +77,8 @@ type JaegerProcess struct {
 	Tags        []JaegerKeyValue `json:"tags"`
 }
 
-// JaegerTraceID formats a trace ID as Jaeger does: 16 hex digits when the high half is zero.
-func JaegerTraceID(id trace.TraceID) string {
+// jaegerTraceID formats a trace ID as Jaeger does: 16 hex digits when the high half is zero.
+func jaegerTraceID(id trace.TraceID) string {
 	s := id.String()
 	if s[:16] == "0000000000000000" {
 		return s[16:]
@@ -93,7 +93,7 @@ func str(k, v string) JaegerKeyValue { return JaegerKeyValue{Key: k, Type: "stri
 // ToJaeger converts the spans of one trace, as stored, into Jaeger's trace model. Each span
 // source (object, link, audit, event, ...) becomes one process.
 func ToJaeger(id trace.TraceID, spans []*aggregator.Span) JaegerTrace {
-	tid := JaegerTraceID(id)
+	tid := jaegerTraceID(id)
 	out := JaegerTrace{TraceID: tid, Spans: make([]JaegerSpan, 0, len(spans)), Processes: map[string]JaegerProcess{}}
 	procIDs := map[string]string{}
 	sources := make([]string, 0, 4)

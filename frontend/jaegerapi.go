@@ -25,7 +25,7 @@ import (
 
 // JaegerAPI serves the query engine through Jaeger Query's HTTP API, so that Jaeger UI and
 // Grafana's Jaeger data source work against Kelemetry. Services are display modes (Modes),
-// operations are cluster names, and every returned trace ID is a DisplayID.
+// operations are cluster names, and every returned trace ID is a displayID.
 //
 //	GET /api/services                       display modes, the default first
 //	GET /api/services/{service}/operations  cluster names
@@ -33,8 +33,8 @@ import (
 //	GET /api/traces?service=&operation=&tags=&tag=&start=&end=&lookback=&limit=&minDuration=&maxDuration=
 //	GET /api/traces?traceID=...             lookup by display ID (repeatable)
 //	GET /api/traces/{traceID}               one result, in the mode its ID names, or a merge
-//	                                        (a merge ID: see MergeID)
-//	GET /api/traces/merge?id=&id=...        several results as one trace (see MergeID)
+//	                                        (a merge ID: see mergeID)
+//	GET /api/traces/merge?id=&id=...        several results as one trace (see mergeID)
 //	GET /redirect?cluster=&group=&resource=&namespace=&name=&time=&mode=
 //	                                        302 to /trace/{id}, 404 when nothing matches
 type JaegerAPI struct{ queryAPI }
@@ -85,13 +85,13 @@ func (a *JaegerAPI) Register(mux *http.ServeMux) {
 
 // Search defaults, as Jaeger Query has them.
 const (
-	DefaultLookback = 48 * time.Hour
-	DefaultAPILimit = 100
-	MaxAPILimit     = 1000
+	defaultLookback = 48 * time.Hour
+	defaultAPILimit = 100
+	maxAPILimit     = 1000
 )
 
 func jaegerError(w http.ResponseWriter, code int, format string, args ...any) {
-	writeJSON(w, code, JaegerResponse{Errors: []JaegerError{{Code: code, Msg: fmt.Sprintf(format, args...)}}})
+	writeJSON(w, code, jaegerResponse{Errors: []JaegerError{{Code: code, Msg: fmt.Sprintf(format, args...)}}})
 }
 
 func (a *queryAPI) internalError(w http.ResponseWriter, what string, err error) {
@@ -118,7 +118,7 @@ func (a *JaegerAPI) services(w http.ResponseWriter, _ *http.Request) {
 	for i, m := range modes {
 		names[i] = m.Name()
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: names, Total: len(names)})
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: names, Total: len(names)})
 }
 
 // clustersOfService checks the service (a display mode) and lists the clusters, its
@@ -145,11 +145,11 @@ func (a *JaegerAPI) serviceOperations(w http.ResponseWriter, r *http.Request) {
 	if len(cl) > 0 {
 		data = cl
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: data, Total: len(cl)})
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: data, Total: len(cl)})
 }
 
-// JaegerOperation is one entry of GET /api/operations.
-type JaegerOperation struct {
+// jaegerOperation is one entry of GET /api/operations.
+type jaegerOperation struct {
 	Name     string `json:"name"`
 	SpanKind string `json:"spanKind"`
 }
@@ -164,15 +164,15 @@ func (a *JaegerAPI) operations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ops := make([]JaegerOperation, len(cl))
+	ops := make([]jaegerOperation, len(cl))
 	for i, c := range cl {
-		ops[i] = JaegerOperation{Name: c, SpanKind: q.Get("spanKind")}
+		ops[i] = jaegerOperation{Name: c, SpanKind: q.Get("spanKind")}
 	}
 	var data any
 	if len(ops) > 0 {
 		data = ops
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: data, Total: len(ops)})
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: data, Total: len(ops)})
 }
 
 // SearchRequest is a parsed GET /api/traces search.
@@ -222,7 +222,7 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 			return req, err
 		}
 	}
-	start := before(end, DefaultLookback)
+	start := before(end, defaultLookback)
 	if s := q.Get("start"); s != "" {
 		if start, err = parseMicros("start", s); err != nil {
 			return req, err
@@ -243,14 +243,14 @@ func ParseSearch(q url.Values, now time.Time) (SearchRequest, error) {
 		req.Query.To = clampTime(end.Truncate(time.Second).Add(time.Second)).UTC()
 	}
 
-	req.Query.Limit = DefaultAPILimit
+	req.Query.Limit = defaultAPILimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
 			return req, fmt.Errorf("malformed 'limit' parameter %q", s)
 		}
 		if n > 0 {
-			req.Query.Limit = min(n, MaxAPILimit)
+			req.Query.Limit = min(n, maxAPILimit)
 		}
 	}
 	for _, p := range []struct {
@@ -428,7 +428,7 @@ func (a *JaegerAPI) search(w http.ResponseWriter, r *http.Request) {
 		a.internalError(w, "search", err)
 		return
 	}
-	var resp JaegerResponse
+	var resp jaegerResponse
 	if t.apply(w, &resp) {
 		a.truncated(r.Context())
 	}
@@ -456,7 +456,7 @@ func (a *JaegerAPI) search1(ctx context.Context, req SearchRequest, t *truncatio
 			left++
 			continue
 		}
-		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.AnchorObject, g.Anchor.TraceID)
+		id := newDisplayID(req.Mode, req.Query.From, req.Query.To, g.AnchorObject, g.Anchor.TraceID)
 		tr := renderWithin(g, req.Mode.Display, id.TraceID(), b)
 		if !durationOK(tr, req.MinDuration, req.MaxDuration) {
 			continue
@@ -506,8 +506,8 @@ func (a *JaegerAPI) trace(ctx context.Context, id trace.TraceID, b *renderBudget
 // resolve finds the graph a display ID (or a stored trace ID, shown in the default mode over its
 // window) names, and the display mode to draw it in. It returns an error wrapping
 // ErrTraceNotFound or ErrBadTraceID for unknown or malformed IDs.
-func (a *queryAPI) resolve(ctx context.Context, id trace.TraceID) (*Graph, DisplayMode, error) {
-	d, err := ParseDisplayID(id)
+func (a *queryAPI) resolve(ctx context.Context, id trace.TraceID) (*Graph, displayMode, error) {
+	d, err := parseDisplayID(id)
 	if errors.Is(err, errNotDisplayID) {
 		return a.storedAsDisplay(ctx, id)
 	}
@@ -521,15 +521,15 @@ func (a *queryAPI) resolve(ctx context.Context, id trace.TraceID) (*Graph, Displ
 	if d.Legacy {
 		return a.legacyTrace(ctx, id, d)
 	}
-	ref, anchor, err := a.engine.FindAnchor(ctx, d.Object, d.Start, d.End)
-	if errors.Is(err, ErrNoObject) {
+	ref, anchor, err := a.engine.findAnchor(ctx, d.Object, d.Start, d.End)
+	if errors.Is(err, errNoObject) {
 		return a.storedAsDisplay(ctx, id)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	g, err := a.engine.Expand(ctx, ref, anchor, d.Start, d.End, d.Mode.Link)
-	if errors.Is(err, ErrNoObject) {
+	g, err := a.engine.expand(ctx, ref, anchor, d.Start, d.End, d.Mode.Link)
+	if errors.Is(err, errNoObject) {
 		return a.storedAsDisplay(ctx, id)
 	}
 	if err != nil {
@@ -540,7 +540,7 @@ func (a *queryAPI) resolve(ctx context.Context, id trace.TraceID) (*Graph, Displ
 
 // legacyTrace resolves a display ID of the earlier layout by the prefix of its anchor's stored
 // trace ID, on stores that support it.
-func (a *queryAPI) legacyTrace(ctx context.Context, id trace.TraceID, d DisplayID) (*Graph, DisplayMode, error) {
+func (a *queryAPI) legacyTrace(ctx context.Context, id trace.TraceID, d displayID) (*Graph, displayMode, error) {
 	refs, err := a.reader.FindTraces(ctx, store.TraceQuery{IDPrefix: d.LegacyAnchor[:], From: d.Start, To: d.End})
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, 0, fmt.Errorf("%w: display ID %s of an earlier release: this store cannot resolve it (search again)", ErrTraceNotFound, id)
@@ -552,8 +552,8 @@ func (a *queryAPI) legacyTrace(ctx context.Context, id trace.TraceID, d DisplayI
 		if tr.Object.Resource == "" || tr.Object.Name == "" {
 			continue // not an aggregator trace: the index cannot name its object
 		}
-		g, err := a.engine.Expand(ctx, tr.Object, store.ObjectWindow{Window: tr.Window, TraceID: tr.TraceID}, d.Start, d.End, d.Mode.Link)
-		if errors.Is(err, ErrNoObject) {
+		g, err := a.engine.expand(ctx, tr.Object, store.ObjectWindow{Window: tr.Window, TraceID: tr.TraceID}, d.Start, d.End, d.Mode.Link)
+		if errors.Is(err, errNoObject) {
 			continue
 		}
 		if err != nil {
@@ -564,7 +564,7 @@ func (a *queryAPI) legacyTrace(ctx context.Context, id trace.TraceID, d DisplayI
 	return a.storedAsDisplay(ctx, id)
 }
 
-func (a *queryAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (*Graph, DisplayMode, error) {
+func (a *queryAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (*Graph, displayMode, error) {
 	spans, err := a.reader.GetTrace(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, ErrTraceNotFound
@@ -578,8 +578,8 @@ func (a *queryAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (*Grap
 		window = aggregator.WindowStart(sp.Start, a.engine.window)
 	}
 	from, to := window, window.Add(a.engine.window).Add(-time.Nanosecond)
-	g, err := a.engine.Expand(ctx, sp.Object, store.ObjectWindow{Window: window, TraceID: id}, from, to, DefaultMode.Link)
-	if errors.Is(err, ErrNoObject) {
+	g, err := a.engine.expand(ctx, sp.Object, store.ObjectWindow{Window: window, TraceID: id}, from, to, DefaultMode.Link)
+	if errors.Is(err, errNoObject) {
 		return nil, 0, ErrTraceNotFound
 	}
 	if err != nil {
@@ -590,7 +590,7 @@ func (a *queryAPI) storedAsDisplay(ctx context.Context, id trace.TraceID) (*Grap
 
 func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 	if s := r.PathValue("traceID"); len(s) > 32 {
-		ids, err := ParseMergeID(s)
+		ids, err := parseMergeID(s)
 		if err != nil {
 			jaegerError(w, http.StatusBadRequest, "%v", err)
 			return
@@ -604,7 +604,7 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr, err := a.Trace(r.Context(), id)
-	a.writeOneTrace(w, r, tr, err, "get trace", JaegerTraceID(id))
+	a.writeOneTrace(w, r, tr, err, "get trace", jaegerTraceID(id))
 }
 
 // writeOneTrace answers with tr, or with the error err that getting the trace (called idStr)
@@ -612,14 +612,14 @@ func (a *JaegerAPI) getTrace(w http.ResponseWriter, r *http.Request) {
 // operation in the log).
 func (a *JaegerAPI) writeOneTrace(w http.ResponseWriter, r *http.Request, tr JaegerTrace, err error, what, idStr string) {
 	switch {
-	case errors.Is(err, ErrBadMerge), errors.Is(err, ErrBadTraceID):
+	case errors.Is(err, errBadMerge), errors.Is(err, ErrBadTraceID):
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, ErrTraceNotFound):
-		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: idStr}}})
+		writeJSON(w, http.StatusNotFound, jaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: err.Error(), TraceID: idStr}}})
 	case err != nil:
 		a.internalError(w, what, err)
 	default:
-		resp := JaegerResponse{Total: 1}
+		resp := jaegerResponse{Total: 1}
 		var t truncation
 		t.fromTraces([]JaegerTrace{tr})
 		if t.apply(w, &resp) {
@@ -631,7 +631,7 @@ func (a *JaegerAPI) writeOneTrace(w http.ResponseWriter, r *http.Request, tr Jae
 
 // lookup answers GET /api/traces?traceID=...: found traces in data, the others as errors.
 func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string) {
-	resp := JaegerResponse{Data: []JaegerTrace{}}
+	resp := jaegerResponse{Data: []JaegerTrace{}}
 	var traces []JaegerTrace
 	b := newRenderBudget(r.Context(), a.cfg.MaxRenderBytes)
 	left := 0
@@ -645,7 +645,7 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 		var err error
 		if len(s) > 32 {
 			var ids []trace.TraceID
-			if ids, err = ParseMergeID(s); err != nil {
+			if ids, err = parseMergeID(s); err != nil {
 				jaegerError(w, http.StatusBadRequest, "%v", err)
 				return
 			}
@@ -658,7 +658,7 @@ func (a *JaegerAPI) lookup(w http.ResponseWriter, r *http.Request, ids []string)
 			tr, err = a.trace(r.Context(), id, b)
 		}
 		switch {
-		case errors.Is(err, ErrBadTraceID), errors.Is(err, ErrBadMerge):
+		case errors.Is(err, ErrBadTraceID), errors.Is(err, errBadMerge):
 			jaegerError(w, http.StatusBadRequest, "%v", err)
 			return
 		case errors.Is(err, ErrTraceNotFound):
@@ -722,7 +722,7 @@ func (a *JaegerAPI) redirect(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusNotFound, "no object %s/%s in %s..%s", q.Get("resource"), q.Get("name"), from.Format(time.RFC3339), to.Format(time.RFC3339))
 		return
 	}
-	id := NewDisplayID(mode, from, to, found[0].Object.Key(), found[0].Windows[0].TraceID)
+	id := newDisplayID(mode, from, to, found[0].Object.Key(), found[0].Windows[0].TraceID)
 	http.Redirect(w, r, "/trace/"+id.String(), http.StatusFound)
 }
 
@@ -731,5 +731,5 @@ func lookupID(s string, id trace.TraceID) string {
 	if len(s) > 32 {
 		return s
 	}
-	return JaegerTraceID(id)
+	return jaegerTraceID(id)
 }

@@ -26,9 +26,9 @@ const meterScope = "github.com/kelemetry/kelemetry/frontend"
 // Config.QueueWait, or when too many requests wait already.
 var ErrBusy = errors.New("too many queries are running")
 
-// ErrMemoryBusy is wrapped, with ErrBusy, by the error of a request refused because the memory
+// errMemoryBusy is wrapped, with ErrBusy, by the error of a request refused because the memory
 // budget of the running requests (Config.MaxMemoryBytes) had no room for it.
-var ErrMemoryBusy = errors.New("the query memory budget is in use")
+var errMemoryBusy = errors.New("the query memory budget is in use")
 
 // limiter admits the heavy requests: at most maxRunning at once and, with a memory budget, only
 // while the budget has room for a new request's estimate. The estimate is an equal share of the
@@ -101,11 +101,11 @@ func (l *limiter) grantLocked() {
 	}
 }
 
-// busyLocked is the error of a request that got no turn: ErrBusy, and ErrMemoryBusy when a
+// busyLocked is the error of a request that got no turn: ErrBusy, and errMemoryBusy when a
 // turn was free but the memory budget had no room.
 func (l *limiter) busyLocked() error {
 	if l.running < l.maxRunning && l.budget > 0 {
-		return fmt.Errorf("%w: %w (%s held of %s)", ErrBusy, ErrMemoryBusy, formatBytes(l.reserved), formatBytes(l.budget))
+		return fmt.Errorf("%w: %w (%s held of %s)", ErrBusy, errMemoryBusy, formatBytes(l.reserved), formatBytes(l.budget))
 	}
 	return ErrBusy
 }
@@ -340,7 +340,7 @@ func chargeRead(ctx context.Context, traces [][]*aggregator.Span) bool {
 // estimate of one (Config.MaxMemoryBytes/MaxConcurrent), waiting at most Config.QueueWait; call
 // release when done. The returned context carries the admission: what the engine reads and
 // draws for it is charged to it, and its reads stop (a truncated result) when the memory budget
-// has no room left. It returns an error wrapping ErrBusy when no turn came (and ErrMemoryBusy
+// has no room left. It returns an error wrapping ErrBusy when no turn came (and errMemoryBusy
 // when memory was what lacked), or the context's error. APIs other than the HTTP ones (such as
 // the storage gRPC API) use it to share the limits.
 func (e *Engine) Admit(ctx context.Context) (context.Context, func(), error) {
@@ -392,9 +392,9 @@ func newQueryMetrics(tel telemetry.Settings, api string) queryMetrics {
 }
 
 // BusyReason is the reason attribute of a refused request's metric: "memory" when the memory
-// budget lacked room (ErrMemoryBusy), "concurrency" otherwise.
+// budget lacked room (errMemoryBusy), "concurrency" otherwise.
 func BusyReason(err error) string {
-	if errors.Is(err, ErrMemoryBusy) {
+	if errors.Is(err, errMemoryBusy) {
 		return "memory"
 	}
 	return "concurrency"

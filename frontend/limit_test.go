@@ -52,7 +52,7 @@ func TestLimiterAdmitsByMemory(t *testing.T) {
 
 	_, err = l.acquire(ctx)
 	require.ErrorIs(t, err, ErrBusy, "two requests run, but 40 MiB are free: less than an estimate")
-	require.ErrorIs(t, err, ErrMemoryBusy)
+	require.ErrorIs(t, err, errMemoryBusy)
 	assert.Equal(t, "too many queries are running: the query memory budget is in use (360 MiB held of 400 MiB)", err.Error())
 	assert.Equal(t, "memory", BusyReason(err))
 
@@ -90,7 +90,7 @@ func TestLimiterCountsTurns(t *testing.T) {
 	assert.True(t, a.chargeRead(1<<40), "without a memory budget, reads are never refused")
 	_, err = l.acquire(ctx)
 	require.ErrorIs(t, err, ErrBusy)
-	assert.NotErrorIs(t, err, ErrMemoryBusy)
+	assert.NotErrorIs(t, err, errMemoryBusy)
 	assert.Equal(t, "concurrency", BusyReason(err))
 	a.release()
 	c, err := l.acquire(ctx)

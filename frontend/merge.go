@@ -21,7 +21,7 @@ import (
 //	                                     merge ID
 //
 // A merge ID is its member IDs, each written as 32 hex digits, concatenated in order: 2 to
-// MaxMergeMembers members, so 64 to 640 hex digits. A member is any ID GET /api/traces/{id}
+// maxMergeMembers members, so 64 to 640 hex digits. A member is any ID GET /api/traces/{id}
 // answers: a display ID (in the mode it names) or a stored trace ID. The merged trace has a
 // synthetic root span ("merged: N traces", kelemetry.span.kind=merge) spanning every member, with each member's root
 // under it, tagged kelemetry.merge.member with the member's ID; span IDs that two members share
@@ -29,14 +29,14 @@ import (
 // with the member's ID in front. The members share the request's render budget; a truncation of
 // any member is also marked on the merged trace as is, so the answer says it is truncated.
 
-// MaxMergeMembers bounds the members of a merge, and so the length of a merge ID.
-const MaxMergeMembers = 20
+// maxMergeMembers bounds the members of a merge, and so the length of a merge ID.
+const maxMergeMembers = 20
 
-// ErrBadMerge is wrapped by the errors of ParseMergeID and MergeTrace for a malformed merge.
-var ErrBadMerge = errors.New("bad merge")
+// errBadMerge is wrapped by the errors of parseMergeID and MergeTrace for a malformed merge.
+var errBadMerge = errors.New("bad merge")
 
-// MergeID writes the merge ID of ids.
-func MergeID(ids []trace.TraceID) string {
+// mergeID writes the merge ID of ids.
+func mergeID(ids []trace.TraceID) string {
 	var b strings.Builder
 	for _, id := range ids {
 		b.WriteString(id.String())
@@ -44,20 +44,20 @@ func MergeID(ids []trace.TraceID) string {
 	return b.String()
 }
 
-// ParseMergeID reads a merge ID: 2 to MaxMergeMembers member IDs of 32 hex digits each.
-func ParseMergeID(s string) ([]trace.TraceID, error) {
+// parseMergeID reads a merge ID: 2 to maxMergeMembers member IDs of 32 hex digits each.
+func parseMergeID(s string) ([]trace.TraceID, error) {
 	if len(s) <= 32 || len(s)%32 != 0 {
 		return nil, fmt.Errorf("%w: an ID of %d hex digits: a trace ID has at most 32 hex digits, a merge ID a multiple of 32, at least 64",
-			ErrBadMerge, len(s))
+			errBadMerge, len(s))
 	}
-	if n := len(s) / 32; n > MaxMergeMembers {
-		return nil, fmt.Errorf("%w: %d members, at most %d", ErrBadMerge, n, MaxMergeMembers)
+	if n := len(s) / 32; n > maxMergeMembers {
+		return nil, fmt.Errorf("%w: %d members, at most %d", errBadMerge, n, maxMergeMembers)
 	}
 	ids := make([]trace.TraceID, 0, len(s)/32)
 	for i := 0; i < len(s); i += 32 {
 		id, err := ParseTraceID(s[i : i+32])
 		if err != nil {
-			return nil, fmt.Errorf("%w: member %d: %w", ErrBadMerge, i/32+1, err)
+			return nil, fmt.Errorf("%w: member %d: %w", errBadMerge, i/32+1, err)
 		}
 		ids = append(ids, id)
 	}
@@ -66,21 +66,21 @@ func ParseMergeID(s string) ([]trace.TraceID, error) {
 
 func checkMembers(ids []trace.TraceID) error {
 	if len(ids) < 2 {
-		return fmt.Errorf("%w: %d members, at least 2", ErrBadMerge, len(ids))
+		return fmt.Errorf("%w: %d members, at least 2", errBadMerge, len(ids))
 	}
-	if len(ids) > MaxMergeMembers {
-		return fmt.Errorf("%w: %d members, at most %d", ErrBadMerge, len(ids), MaxMergeMembers)
+	if len(ids) > maxMergeMembers {
+		return fmt.Errorf("%w: %d members, at most %d", errBadMerge, len(ids), maxMergeMembers)
 	}
 	for i, id := range ids {
 		if slices.Contains(ids[:i], id) {
-			return fmt.Errorf("%w: member %s given twice", ErrBadMerge, id)
+			return fmt.Errorf("%w: member %s given twice", errBadMerge, id)
 		}
 	}
 	return nil
 }
 
 // MergeTrace draws the members (IDs as Trace resolves them) as one trace whose ID is their
-// merge ID. It returns an error wrapping ErrBadMerge for a bad member count, and the error of
+// merge ID. It returns an error wrapping errBadMerge for a bad member count, and the error of
 // the first member that cannot be drawn (wrapping ErrTraceNotFound or ErrBadTraceID, with the
 // member named).
 func (a *JaegerAPI) MergeTrace(ctx context.Context, ids []trace.TraceID) (JaegerTrace, error) {
@@ -91,7 +91,7 @@ func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *rend
 	if err := checkMembers(ids); err != nil {
 		return JaegerTrace{}, err
 	}
-	mid := MergeID(ids)
+	mid := mergeID(ids)
 	out := JaegerTrace{TraceID: mid, Spans: []JaegerSpan{}, Processes: map[string]JaegerProcess{}, Warnings: []string{}}
 	rootID := hashID("merge", mid).String()
 	out.Processes["merge"] = JaegerProcess{ServiceName: "merge", Tags: []JaegerKeyValue{}}
@@ -135,7 +135,7 @@ func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *rend
 			}
 			if len(refs) == 0 {
 				refs = append(refs, JaegerReference{RefType: "CHILD_OF", TraceID: mid, SpanID: rootID})
-				s.Tags = append(slices.Clone(s.Tags), str("kelemetry.merge.member", JaegerTraceID(id)))
+				s.Tags = append(slices.Clone(s.Tags), str("kelemetry.merge.member", jaegerTraceID(id)))
 			}
 			s.References = refs
 			if first || s.StartTime < start {
@@ -165,7 +165,7 @@ func mergeMembers(vals []string) ([]trace.TraceID, error) {
 			}
 			id, err := ParseTraceID(s)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrBadMerge, err)
+				return nil, fmt.Errorf("%w: %w", errBadMerge, err)
 			}
 			ids = append(ids, id)
 		}
@@ -186,5 +186,5 @@ func (a *JaegerAPI) merge(w http.ResponseWriter, r *http.Request) {
 // writeMerge draws and writes the merge of ids.
 func (a *JaegerAPI) writeMerge(w http.ResponseWriter, r *http.Request, ids []trace.TraceID) {
 	tr, err := a.MergeTrace(r.Context(), ids)
-	a.writeOneTrace(w, r, tr, err, "merge traces", MergeID(ids))
+	a.writeOneTrace(w, r, tr, err, "merge traces", mergeID(ids))
 }

@@ -76,7 +76,7 @@ func logMemoryBudget(logger *slog.Logger, e *Engine) {
 	case cfg.MaxMemoryBytes > 0:
 		logger.Info("query memory budget from query.maxMemoryBytes", "bytes", b, "perQuery", b/int64(cfg.MaxConcurrent), "maxConcurrent", cfg.MaxConcurrent)
 	default:
-		logger.Info(fmt.Sprintf("query memory budget: %d%% of the Go memory limit", DefaultMemoryPercent), "bytes", b,
+		logger.Info(fmt.Sprintf("query memory budget: %d%% of the Go memory limit", defaultMemoryPercent), "bytes", b,
 			"goMemLimit", goMemoryLimit(), "perQuery", b/int64(cfg.MaxConcurrent), "maxConcurrent", cfg.MaxConcurrent)
 	}
 }

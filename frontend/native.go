@@ -48,11 +48,11 @@ func (a *NativeAPI) ShareLimits(e *Engine) *NativeAPI {
 //
 //	GET /api/objects?cluster=&group=&resource=&namespace=&name=&from=&to=&limit=
 //	GET /api/stored-traces/{traceID}
-//	GET /api/objects/at?cluster=&group=&resource=&namespace=&name=&time=   an ObjectState
-//	GET /api/objects/diff?cluster=&group=&resource=&namespace=&name=&from=&to=   an ObjectDiff
+//	GET /api/objects/at?cluster=&group=&resource=&namespace=&name=&time=   an objectState
+//	GET /api/objects/diff?cluster=&group=&resource=&namespace=&name=&from=&to=   an objectDiff
 //	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/at?time=
 //	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/diff?from=&to=
-//	GET /api/objects/history?cluster=&group=&resource=&namespace=&name=&from=&to=   an ObjectHistory
+//	GET /api/objects/history?cluster=&group=&resource=&namespace=&name=&from=&to=   an objectHistory
 //	GET /api/objects/{cluster}/{group}/{resource}/{namespace}/{name}/history?from=&to=
 //
 // In the path forms "-" stands for an empty segment (the core group, no namespace); times of
@@ -73,13 +73,13 @@ func (a *NativeAPI) Register(mux *http.ServeMux) {
 func (a *NativeAPI) readError(w http.ResponseWriter, what string, err error) bool {
 	if errors.Is(err, store.ErrUnavailable) {
 		w.Header().Set("Retry-After", a.limiter.retryAfter())
-		writeJSON(w, http.StatusServiceUnavailable, JaegerResponse{Errors: []JaegerError{{Code: http.StatusServiceUnavailable,
+		writeJSON(w, http.StatusServiceUnavailable, jaegerResponse{Errors: []JaegerError{{Code: http.StatusServiceUnavailable,
 			Msg: fmt.Sprintf("%s: %v", what, err)}}})
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		w.Header().Set("Retry-After", a.limiter.retryAfter())
-		writeJSON(w, http.StatusServiceUnavailable, JaegerResponse{Errors: []JaegerError{{Code: http.StatusServiceUnavailable,
+		writeJSON(w, http.StatusServiceUnavailable, jaegerResponse{Errors: []JaegerError{{Code: http.StatusServiceUnavailable,
 			Msg: fmt.Sprintf("%s: time budget of %s reached; narrow the time range", what, a.cfg.Timeout)}}})
 		return true
 	}
@@ -89,11 +89,11 @@ func (a *NativeAPI) readError(w http.ResponseWriter, what string, err error) boo
 // ObjectResult is one object in the answer of GET /api/objects.
 type ObjectResult struct {
 	aggregator.ObjectRef
-	Windows []WindowResult `json:"windows"`
+	Windows []windowResult `json:"windows"`
 }
 
-// WindowResult is one stored trace of an object.
-type WindowResult struct {
+// windowResult is one stored trace of an object.
+type windowResult struct {
 	Start   time.Time `json:"start"`
 	TraceID string    `json:"traceID"`
 }
@@ -144,9 +144,9 @@ func (a *NativeAPI) objects(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := ObjectsResponse{Objects: make([]ObjectResult, 0, len(found))}
 	for _, f := range found {
-		o := ObjectResult{ObjectRef: f.Object, Windows: make([]WindowResult, 0, len(f.Windows))}
+		o := ObjectResult{ObjectRef: f.Object, Windows: make([]windowResult, 0, len(f.Windows))}
 		for _, win := range f.Windows {
-			o.Windows = append(o.Windows, WindowResult{Start: win.Window, TraceID: win.TraceID.String()})
+			o.Windows = append(o.Windows, windowResult{Start: win.Window, TraceID: win.TraceID.String()})
 		}
 		resp.Objects = append(resp.Objects, o)
 	}
@@ -156,19 +156,19 @@ func (a *NativeAPI) objects(w http.ResponseWriter, r *http.Request) {
 func (a *NativeAPI) storedTrace(w http.ResponseWriter, r *http.Request) {
 	id, err := ParseTraceID(r.PathValue("traceID"))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, JaegerResponse{Errors: []JaegerError{{Code: http.StatusBadRequest, Msg: err.Error()}}})
+		writeJSON(w, http.StatusBadRequest, jaegerResponse{Errors: []JaegerError{{Code: http.StatusBadRequest, Msg: err.Error()}}})
 		return
 	}
 	spans, err := a.reader.GetTrace(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, JaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: "trace not found", TraceID: id.String()}}})
+		writeJSON(w, http.StatusNotFound, jaegerResponse{Errors: []JaegerError{{Code: http.StatusNotFound, Msg: "trace not found", TraceID: id.String()}}})
 		return
 	case err != nil && a.readError(w, "get trace", err):
 		return
 	case err != nil:
 		a.logger.Error("get trace", "trace", id.String(), "error", err)
-		writeJSON(w, http.StatusInternalServerError, JaegerResponse{Errors: []JaegerError{{Code: http.StatusInternalServerError, Msg: err.Error()}}})
+		writeJSON(w, http.StatusInternalServerError, jaegerResponse{Errors: []JaegerError{{Code: http.StatusInternalServerError, Msg: err.Error()}}})
 		return
 	}
 	chargeRead(r.Context(), [][]*aggregator.Span{spans}) // one stored trace: counted, not cut
@@ -190,7 +190,7 @@ func (a *NativeAPI) storedTrace(w http.ResponseWriter, r *http.Request) {
 	for _, m := range t.msgs {
 		markTruncated(&tr, m, false)
 	}
-	resp := JaegerResponse{Data: []JaegerTrace{tr}}
+	resp := jaegerResponse{Data: []JaegerTrace{tr}}
 	if t.apply(w, &resp) {
 		a.metrics.truncated.Add(r.Context(), 1, metric.WithAttributes(a.metrics.api))
 	}
@@ -211,7 +211,7 @@ func ParseTraceID(s string) (trace.TraceID, error) {
 }
 
 // parseTime accepts RFC 3339 or Unix microseconds (as Jaeger's API uses), clamped to
-// [MinQueryTime, MaxQueryTime].
+// [minQueryTime, maxQueryTime].
 func parseTime(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil

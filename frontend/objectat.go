@@ -27,9 +27,9 @@ import (
 // In the path form, "-" stands for an empty segment: the core group, a cluster-scoped object's
 // namespace. Times are RFC 3339 or Unix milliseconds.
 
-// ObjectState is the answer of GET /api/objects/at: an object as it was at a moment,
+// objectState is the answer of GET /api/objects/at: an object as it was at a moment,
 // reconstructed from what the store holds.
-type ObjectState struct {
+type objectState struct {
 	Object aggregator.ObjectKey `json:"object"`
 	// Time is the moment asked for.
 	Time time.Time `json:"time"`
@@ -37,11 +37,11 @@ type ObjectState struct {
 	// changes after it applied in order, up to Time. Redacted values stay redaction markers.
 	Body json.RawMessage `json:"body"`
 	// Source says where Body came from.
-	Source StateSource `json:"source"`
+	Source stateSource `json:"source"`
 	// Gaps are the places where the stored history is incomplete, so Body may differ from the
 	// real object: a write whose diff is missing, a resourceVersion jump, a change that could not
 	// be applied. Empty when Body is exact (besides Untracked).
-	Gaps []StateGap `json:"gaps"`
+	Gaps []stateGap `json:"gaps"`
 	// Untracked lists the fields whose value the stored history does not follow (bookkeeping
 	// fields the diff ignores); they are left out of Body once a change was applied.
 	// metadata.resourceVersion is listed, and left out, when the last write applied did not
@@ -54,8 +54,8 @@ type ObjectState struct {
 	Unordered []string `json:"unordered"`
 }
 
-// StateSource is the origin of a reconstructed object.
-type StateSource struct {
+// stateSource is the origin of a reconstructed object.
+type stateSource struct {
 	// SnapshotTime is the time of the snapshot the reconstruction starts from; SnapshotKind is
 	// "creation" or "deletion" (kelemetry.snapshot.kind), SnapshotRV its resourceVersion.
 	SnapshotTime time.Time `json:"snapshotTime"`
@@ -71,8 +71,8 @@ type StateSource struct {
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
-// StateGap is one hole in an object's stored history.
-type StateGap struct {
+// stateGap is one hole in an object's stored history.
+type stateGap struct {
 	// From and To bound the hole: the last known state and the write that revealed it.
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
@@ -81,23 +81,23 @@ type StateGap struct {
 	Message string `json:"message"`
 }
 
-// ObjectDiff is the answer of GET /api/objects/diff: the field changes between the object at
+// objectDiff is the answer of GET /api/objects/diff: the field changes between the object at
 // From and at To, computed from the two reconstructed objects.
-type ObjectDiff struct {
+type objectDiff struct {
 	Object   aggregator.ObjectKey `json:"object"`
 	From     time.Time            `json:"from"`
 	To       time.Time            `json:"to"`
 	Changes  []diff.Change        `json:"changes"`
-	FromInfo StateSource          `json:"fromSource"`
-	ToInfo   StateSource          `json:"toSource"`
+	FromInfo stateSource          `json:"fromSource"`
+	ToInfo   stateSource          `json:"toSource"`
 	// Gaps are the holes in the history of either reconstruction.
-	Gaps      []StateGap `json:"gaps"`
+	Gaps      []stateGap `json:"gaps"`
 	Untracked []string   `json:"untracked"`
 }
 
-// ErrNoHistory is wrapped by ObjectAt when the store holds no snapshot of the object at or
+// errNoHistory is wrapped by objectAt when the store holds no snapshot of the object at or
 // before the time asked for (the time is outside the object's stored history).
-var ErrNoHistory = errors.New("no stored history")
+var errNoHistory = errors.New("no stored history")
 
 // untrackedFields are the bookkeeping fields the diff ignores besides managedFields (which no
 // snapshot holds): their value is only known at a snapshot.
@@ -116,20 +116,20 @@ type historyWrite struct {
 	partial bool // a snapshot too large to store
 }
 
-// ObjectAt reconstructs the object key as it was at time at, from the nearest stored snapshot
+// objectAt reconstructs the object key as it was at time at, from the nearest stored snapshot
 // at or before it and the stored changes after that snapshot, reading the object's windows
-// newest first within Config.MaxSpans. It returns an error wrapping ErrNoObject when nothing of
-// the object is stored up to at, and ErrNoHistory when no snapshot is.
-func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, at time.Time) (ObjectState, error) {
+// newest first within Config.MaxSpans. It returns an error wrapping errNoObject when nothing of
+// the object is stored up to at, and errNoHistory when no snapshot is.
+func objectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, at time.Time) (objectState, error) {
 	cfg = cfg.WithDefaults()
-	st := ObjectState{Object: key, Time: at.UTC(), Gaps: []StateGap{}, Untracked: slices.Clone(untrackedFields), Unordered: []string{}}
+	st := objectState{Object: key, Time: at.UTC(), Gaps: []stateGap{}, Untracked: slices.Clone(untrackedFields), Unordered: []string{}}
 	found, err := r.FindObjects(ctx, store.ObjectQuery{Cluster: key.Cluster, Group: key.Group, Resource: key.Resource,
 		Namespace: key.Namespace, Name: key.Name, To: at, Limit: 1, Exact: true})
 	if err != nil {
 		return st, fmt.Errorf("find object: %w", err)
 	}
 	if len(found) == 0 || len(found[0].Windows) == 0 {
-		return st, fmt.Errorf("%s up to %s: %w", key, at.UTC().Format(time.RFC3339Nano), ErrNoObject)
+		return st, fmt.Errorf("%s up to %s: %w", key, at.UTC().Format(time.RFC3339Nano), errNoObject)
 	}
 	windows := found[0].Windows
 	var writes []historyWrite
@@ -168,7 +168,7 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 		}
 	}
 	if snapAt < 0 {
-		return st, fmt.Errorf("%s: %w", noSnapshotMsg(key, at, writes), ErrNoHistory)
+		return st, fmt.Errorf("%s: %w", noSnapshotMsg(key, at, writes), errNoHistory)
 	}
 	base := writes[snapAt]
 	dec := json.NewDecoder(strings.NewReader(base.snap.Message))
@@ -179,11 +179,11 @@ func ObjectAt(ctx context.Context, r store.Reader, cfg Config, key aggregator.Ob
 	}
 	kind, _ := base.snap.Attributes.Get(diff.AttrSnapshotKind)
 	rv, _ := base.snap.Attributes.Get(diff.AttrSnapshotRV)
-	st.Source = StateSource{SnapshotTime: base.at.UTC(), SnapshotKind: kind, SnapshotRV: rv, LastChange: base.at.UTC(), ResourceVersion: rv}
+	st.Source = stateSource{SnapshotTime: base.at.UTC(), SnapshotKind: kind, SnapshotRV: rv, LastChange: base.at.UTC(), ResourceVersion: rv}
 	last := base.at
 	for _, w := range writes[snapAt+1:] {
 		gap := func(path, msg string) {
-			st.Gaps = append(st.Gaps, StateGap{From: last.UTC(), To: w.at.UTC(), Path: path, Message: msg})
+			st.Gaps = append(st.Gaps, stateGap{From: last.UTC(), To: w.at.UTC(), Path: path, Message: msg})
 		}
 		if w.baseRV != "" && rv != "" && w.baseRV != rv {
 			gap("", fmt.Sprintf("no diff stored between resourceVersion %s and %s", rv, w.baseRV))
@@ -405,14 +405,14 @@ func samePrefix(prefix, segs []pathSeg) bool {
 	return true
 }
 
-// ObjectDiffBetween reconstructs the object at from and at to (ObjectAt) and compares them.
-func ObjectDiffBetween(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, from, to time.Time) (ObjectDiff, error) {
-	out := ObjectDiff{Object: key, From: from.UTC(), To: to.UTC(), Changes: []diff.Change{}, Gaps: []StateGap{}}
-	a, err := ObjectAt(ctx, r, cfg, key, from)
+// objectDiffBetween reconstructs the object at from and at to (objectAt) and compares them.
+func objectDiffBetween(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, from, to time.Time) (objectDiff, error) {
+	out := objectDiff{Object: key, From: from.UTC(), To: to.UTC(), Changes: []diff.Change{}, Gaps: []stateGap{}}
+	a, err := objectAt(ctx, r, cfg, key, from)
 	if err != nil {
 		return out, fmt.Errorf("at from: %w", err)
 	}
-	b, err := ObjectAt(ctx, r, cfg, key, to)
+	b, err := objectAt(ctx, r, cfg, key, to)
 	if err != nil {
 		return out, fmt.Errorf("at to: %w", err)
 	}
@@ -460,7 +460,7 @@ func parseMoment(name, s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("parameter '%s' is required (RFC 3339 or Unix milliseconds)", name)
 	}
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if ms < MinQueryTime.UnixMilli() || ms > MaxQueryTime.UnixMilli() {
+		if ms < minQueryTime.UnixMilli() || ms > maxQueryTime.UnixMilli() {
 			return time.Time{}, fmt.Errorf("parameter '%s' %q: out of range", name, s)
 		}
 		return time.UnixMilli(ms).UTC(), nil
@@ -475,7 +475,7 @@ func parseMoment(name, s string) (time.Time, error) {
 // objectError answers a failed reconstruction.
 func (a *NativeAPI) objectError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrNoObject), errors.Is(err, ErrNoHistory):
+	case errors.Is(err, errNoObject), errors.Is(err, errNoHistory):
 		jaegerError(w, http.StatusNotFound, "%v", err)
 	case errors.Is(err, ErrBudget):
 		w.Header().Set("Retry-After", a.limiter.retryAfter())
@@ -499,12 +499,12 @@ func (a *NativeAPI) objectAt(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	st, err := ObjectAt(r.Context(), a.reader, a.cfg, key, at)
+	st, err := objectAt(r.Context(), a.reader, a.cfg, key, at)
 	if err != nil {
 		a.objectError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: st, Total: 1})
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: st, Total: 1})
 }
 
 func (a *NativeAPI) objectDiff(w http.ResponseWriter, r *http.Request) {
@@ -528,10 +528,10 @@ func (a *NativeAPI) objectDiff(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusBadRequest, "'to' is before 'from'")
 		return
 	}
-	d, err := ObjectDiffBetween(r.Context(), a.reader, a.cfg, key, from, to)
+	d, err := objectDiffBetween(r.Context(), a.reader, a.cfg, key, from, to)
 	if err != nil {
 		a.objectError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: d, Total: len(d.Changes)})
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: d, Total: len(d.Changes)})
 }

@@ -21,10 +21,10 @@ import (
 // from and to (RFC 3339 or Unix milliseconds) are optional; without them the whole stored
 // history is read, within the span budget (Config.MaxSpans).
 
-// HistoryMoment is one stored write of an object: a moment after which GET /api/objects/at
+// historyMoment is one stored write of an object: a moment after which GET /api/objects/at
 // answers another reconstruction. Time is the time the write's diff or snapshot is stored at:
 // passed as is to /api/objects/at, it shows the object just after the write.
-type HistoryMoment struct {
+type historyMoment struct {
 	Time time.Time `json:"time"`
 	// Event is the write's event name, e.g. "deployment-controller update".
 	Event string `json:"event"`
@@ -38,34 +38,34 @@ type HistoryMoment struct {
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
-// ObjectHistory is the answer of GET /api/objects/history: an object's writes whose request
+// objectHistory is the answer of GET /api/objects/history: an object's writes whose request
 // overlaps [From, To] (received at or before To, stored at or after From), oldest first. A view
 // that knows an event by its start (the UI's folded events) so finds the write it drew.
-type ObjectHistory struct {
+type objectHistory struct {
 	Object  aggregator.ObjectKey `json:"object"`
 	From    time.Time            `json:"from"`
 	To      time.Time            `json:"to"`
-	Moments []HistoryMoment      `json:"moments"`
+	Moments []historyMoment      `json:"moments"`
 	// Truncated is set when the span budget or the render budget (Config.MaxRenderBytes, spent
 	// by the moments) ran out: Moments then holds the oldest writes only.
 	Truncated string `json:"truncated,omitempty"`
 }
 
-// ObjectHistoryBetween lists the stored writes of key whose request overlaps [from, to] (zero
+// objectHistoryBetween lists the stored writes of key whose request overlaps [from, to] (zero
 // times: unbounded),
 // reading its windows oldest first within Config.MaxSpans and listing moments within
 // Config.MaxRenderBytes. It returns an error wrapping
-// ErrNoObject when nothing of the object is stored in the range.
-func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, from, to time.Time) (ObjectHistory, error) {
+// errNoObject when nothing of the object is stored in the range.
+func objectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, from, to time.Time) (objectHistory, error) {
 	cfg = cfg.WithDefaults()
-	out := ObjectHistory{Object: key, From: from.UTC(), To: to.UTC(), Moments: []HistoryMoment{}}
+	out := objectHistory{Object: key, From: from.UTC(), To: to.UTC(), Moments: []historyMoment{}}
 	found, err := r.FindObjects(ctx, store.ObjectQuery{Cluster: key.Cluster, Group: key.Group, Resource: key.Resource,
 		Namespace: key.Namespace, Name: key.Name, From: from, To: to, Limit: 1, Exact: true})
 	if err != nil {
 		return out, fmt.Errorf("find object: %w", err)
 	}
 	if len(found) == 0 || len(found[0].Windows) == 0 {
-		return out, fmt.Errorf("%s: %w", key, ErrNoObject)
+		return out, fmt.Errorf("%s: %w", key, errNoObject)
 	}
 	windows := found[0].Windows
 	var writes []historyWrite
@@ -104,7 +104,7 @@ func ObjectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key a
 	sortWrites(writes)
 	b := newRenderBudget(ctx, cfg.MaxRenderBytes)
 	for _, w := range writes {
-		m := HistoryMoment{Time: w.at.UTC(), Event: w.name, Snapshot: w.snap != nil, Gap: w.partial, ResourceVersion: w.newRV}
+		m := historyMoment{Time: w.at.UTC(), Event: w.name, Snapshot: w.snap != nil, Gap: w.partial, ResourceVersion: w.newRV}
 		for _, l := range w.logs {
 			switch op, _ := l.Attributes.Get(diff.AttrOp); op {
 			case string(diff.OpAdd), string(diff.OpRemove), string(diff.OpReplace):
@@ -142,7 +142,7 @@ func (a *NativeAPI) objectHistory(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusBadRequest, "'to' is before 'from'")
 		return
 	}
-	h, err := ObjectHistoryBetween(r.Context(), a.reader, a.cfg, key, bounds[0], bounds[1])
+	h, err := objectHistoryBetween(r.Context(), a.reader, a.cfg, key, bounds[0], bounds[1])
 	if err != nil {
 		a.objectError(w, err)
 		return
@@ -150,5 +150,5 @@ func (a *NativeAPI) objectHistory(w http.ResponseWriter, r *http.Request) {
 	if h.Truncated != "" {
 		a.metrics.truncated.Add(r.Context(), 1, metric.WithAttributes(a.metrics.api))
 	}
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: h, Total: len(h.Moments)})
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: h, Total: len(h.Moments)})
 }

@@ -13,19 +13,19 @@ import (
 // in an int64 can hold (2262-04-11). Parameters outside are clamped to it, so that no
 // conversion to nanoseconds overflows further down.
 var (
-	MinQueryTime = time.Unix(0, 0).UTC()
-	MaxQueryTime = time.Unix(0, math.MaxInt64).Truncate(time.Second).UTC()
+	minQueryTime = time.Unix(0, 0).UTC()
+	maxQueryTime = time.Unix(0, math.MaxInt64).Truncate(time.Second).UTC()
 )
 
-// clampTime returns t within [MinQueryTime, MaxQueryTime]; the zero time stays zero (no bound).
+// clampTime returns t within [minQueryTime, maxQueryTime]; the zero time stays zero (no bound).
 func clampTime(t time.Time) time.Time {
 	switch {
 	case t.IsZero():
 		return t
-	case t.Before(MinQueryTime):
-		return MinQueryTime
-	case t.After(MaxQueryTime):
-		return MaxQueryTime
+	case t.Before(minQueryTime):
+		return minQueryTime
+	case t.After(maxQueryTime):
+		return maxQueryTime
 	}
 	return t
 }
@@ -37,25 +37,25 @@ func parseMicros(name, s string) (time.Time, error) {
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
 			if strings.HasPrefix(s, "-") {
-				return MinQueryTime, nil
+				return minQueryTime, nil
 			}
-			return MaxQueryTime, nil
+			return maxQueryTime, nil
 		}
 		return time.Time{}, fmt.Errorf("malformed '%s' parameter %q, want Unix microseconds", name, s)
 	}
-	if n >= MaxQueryTime.UnixMicro() {
-		return MaxQueryTime, nil
+	if n >= maxQueryTime.UnixMicro() {
+		return maxQueryTime, nil
 	}
 	if n < 0 {
-		return MinQueryTime, nil
+		return minQueryTime, nil
 	}
 	return time.UnixMicro(n).UTC(), nil
 }
 
 // before returns t-d clamped to the query range, without overflowing.
 func before(t time.Time, d time.Duration) time.Time {
-	if d >= t.Sub(MinQueryTime) {
-		return MinQueryTime
+	if d >= t.Sub(minQueryTime) {
+		return minQueryTime
 	}
 	return t.Add(-d)
 }

@@ -42,7 +42,7 @@ type node struct {
 	parent             *node
 	children           []*node
 
-	obj   *Object          // nodeObject
+	obj   *object          // nodeObject
 	ev    *aggregator.Span // nodeEvent
 	ref   *node            // nodeReference: the object referenced
 	class string           // nodeObject: the class of the link from its parent
@@ -65,17 +65,17 @@ type pipeline struct {
 }
 
 // pipelines are the pipelines of the display modes.
-var pipelines = map[DisplayMode]pipeline{
+var pipelines = map[displayMode]pipeline{
 	DisplayTree:     {steps: []step{nameObjects}},
-	DisplayTimeline: {steps: []step{flatten, nameObjects}},
-	DisplayTracing:  {foldEvents: true, steps: []step{compactDurations, nameObjects}},
-	DisplayGrouped:  {foldEvents: true, steps: []step{groupBySource, compactDurations, nameObjects}},
+	displayTimeline: {steps: []step{flatten, nameObjects}},
+	displayTracing:  {foldEvents: true, steps: []step{compactDurations, nameObjects}},
+	displayGrouped:  {foldEvents: true, steps: []step{groupBySource, compactDurations, nameObjects}},
 }
 
 // Render draws g in display mode d as a Jaeger trace with the given trace ID. A truncated graph
 // (Graph.Truncated) says so in the trace's warnings, its root's warnings and a span named by the
 // message under the root.
-func Render(g *Graph, d DisplayMode, id trace.TraceID) JaegerTrace {
+func Render(g *Graph, d displayMode, id trace.TraceID) JaegerTrace {
 	return renderWithin(g, d, id, nil)
 }
 
@@ -210,7 +210,7 @@ func keyTags(k aggregator.ObjectKey) []JaegerKeyValue {
 	}
 }
 
-func objectTags(o *Object, class string) []JaegerKeyValue {
+func objectTags(o *object, class string) []JaegerKeyValue {
 	r, k := &o.Ref, &o.Key
 	tags := make([]JaegerKeyValue, 0, 13+len(o.Attributes)+2)
 	// The key's fields are mostly the reference's: such a value is boxed once for both tags.

@@ -17,12 +17,12 @@ func TestWriteTracesMatchesWriteJSON(t *testing.T) {
 		{TraceID: "cd", Processes: map[string]JaegerProcess{}},
 	}
 	for _, tc := range []struct {
-		resp JaegerResponse
+		resp jaegerResponse
 		trs  []JaegerTrace
 	}{
-		{JaegerResponse{Total: 2, Errors: []JaegerError{{Msg: "m"}}, Truncated: "t"}, trs},
-		{JaegerResponse{}, []JaegerTrace{}},
-		{JaegerResponse{}, nil},
+		{jaegerResponse{Total: 2, Errors: []JaegerError{{Msg: "m"}}, Truncated: "t"}, trs},
+		{jaegerResponse{}, []JaegerTrace{}},
+		{jaegerResponse{}, nil},
 	} {
 		want := httptest.NewRecorder()
 		r := tc.resp

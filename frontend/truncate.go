@@ -100,13 +100,13 @@ func markTruncated(tr *JaegerTrace, msg string, marker bool) {
 
 // renderWithin draws g like Render, spending b (nil: unbounded). What the budget or the
 // engine's budgets left out is marked (markTruncated).
-func renderWithin(g *Graph, d DisplayMode, id trace.TraceID, b *renderBudget) JaegerTrace {
+func renderWithin(g *Graph, d displayMode, id trace.TraceID, b *renderBudget) JaegerTrace {
 	pl := pipelines[d]
 	root := build(g, pl.foldEvents)
 	for _, s := range pl.steps {
 		root = s(root)
 	}
-	tr := toJaeger(JaegerTraceID(id), root, b)
+	tr := toJaeger(jaegerTraceID(id), root, b)
 	if g.Truncated != "" {
 		markTruncated(&tr, g.Truncated, true)
 	}
@@ -143,7 +143,7 @@ func (t *truncation) fromTraces(list []JaegerTrace) {
 }
 
 // apply puts the messages into the envelope (errors and truncated) and a response header.
-func (t *truncation) apply(w http.ResponseWriter, resp *JaegerResponse) bool {
+func (t *truncation) apply(w http.ResponseWriter, resp *jaegerResponse) bool {
 	if len(t.msgs) == 0 {
 		return false
 	}
@@ -158,7 +158,7 @@ func (t *truncation) apply(w http.ResponseWriter, resp *JaegerResponse) bool {
 // writeTraces writes a response whose data are traces span by span, so that a large answer is
 // never held whole in one buffer. The bytes are those json.Marshal gives for resp (and a
 // newline, as writeJSON ends with).
-func writeTraces(w http.ResponseWriter, code int, resp JaegerResponse, traces []JaegerTrace) {
+func writeTraces(w http.ResponseWriter, code int, resp jaegerResponse, traces []JaegerTrace) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	bw := bufio.NewWriterSize(w, 64<<10)

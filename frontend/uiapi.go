@@ -18,12 +18,12 @@ import (
 //	GET /api/ui/search?<the parameters of GET /api/traces>   one SearchSummary per result
 //	GET /api/ui/suggestions?cluster=&start=&end=             a Suggestions
 //	GET /api/critical-path/{traceID}                          a CriticalPath
-//	GET /api/controller-times/{traceID}                       []ControllerTimes
+//	GET /api/controller-times/{traceID}                       []controllerTimes
 //
-// Both answer in the JaegerResponse envelope; errors carry a code and a message.
+// Both answer in the jaegerResponse envelope; errors carry a code and a message.
 type UIAPI struct {
 	queryAPI
-	rules []CausalRule
+	rules []causalRule
 }
 
 // NewUIAPI serves the web UI's API over the engine's store. The critical path follows the
@@ -34,7 +34,7 @@ func NewUIAPI(e *Engine, tel telemetry.Settings) *UIAPI {
 
 // WithCausalRules replaces the rules the critical path follows (Config.CausalRules, or
 // DefaultCausalRules by default) and returns a; nil means DefaultCausalRules.
-func (a *UIAPI) WithCausalRules(rules []CausalRule) *UIAPI {
+func (a *UIAPI) WithCausalRules(rules []causalRule) *UIAPI {
 	a.rules = rules
 	return a
 }
@@ -82,9 +82,9 @@ type SearchSummary struct {
 	Truncated string `json:"truncated,omitempty"`
 }
 
-// Summarize describes a graph; id is its display ID.
-func Summarize(g *Graph, id DisplayID) SearchSummary {
-	s := SearchSummary{TraceID: JaegerTraceID(id.TraceID()), Roots: len(g.Roots), Objects: len(g.Objects), Clusters: []string{},
+// summarize describes a graph; id is its display ID.
+func summarize(g *Graph, id displayID) SearchSummary {
+	s := SearchSummary{TraceID: jaegerTraceID(id.TraceID()), Roots: len(g.Roots), Objects: len(g.Objects), Clusters: []string{},
 		Truncated: g.Truncated}
 	if len(g.Roots) > 0 {
 		s.Root = summaryObject(g.Roots[0])
@@ -145,8 +145,8 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 	left := 0
 	for _, g := range graphs {
 		t.add(g.Truncated)
-		id := NewDisplayID(req.Mode, req.Query.From, req.Query.To, g.AnchorObject, g.Anchor.TraceID)
-		s := Summarize(g, id)
+		id := newDisplayID(req.Mode, req.Query.From, req.Query.To, g.AnchorObject, g.Anchor.TraceID)
+		s := summarize(g, id)
 		if d := s.End.Sub(s.Start); (req.MinDuration > 0 && d < req.MinDuration) || (req.MaxDuration > 0 && d > req.MaxDuration) {
 			continue
 		}
@@ -159,23 +159,23 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 	if left > 0 {
 		t.add(fmt.Sprintf("%s (%d more results left out)", b.message(), left))
 	}
-	resp := JaegerResponse{Data: out, Total: len(out)}
+	resp := jaegerResponse{Data: out, Total: len(out)}
 	if t.apply(w, &resp) {
 		a.truncated(r.Context())
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// SuggestedResource is a group/resource pair seen in the store.
-type SuggestedResource struct {
+// suggestedResource is a group/resource pair seen in the store.
+type suggestedResource struct {
 	Group    string `json:"group"`
 	Resource string `json:"resource"`
 }
 
-// Suggestions are values of the search fields found among stored objects.
-type Suggestions struct {
+// suggestions are values of the search fields found among stored objects.
+type suggestions struct {
 	Clusters   []string            `json:"clusters"`
-	Resources  []SuggestedResource `json:"resources"`
+	Resources  []suggestedResource `json:"resources"`
 	Namespaces []string            `json:"namespaces"`
 	// Oldest and Newest bound the windows of the scanned objects (the end of the newest
 	// window); zero when nothing is stored.
@@ -212,11 +212,11 @@ func (a *UIAPI) suggestions(w http.ResponseWriter, r *http.Request) {
 		a.internalError(w, "find objects", err)
 		return
 	}
-	s := Suggestions{Clusters: clusters, Resources: []SuggestedResource{}, Namespaces: []string{}, Truncated: len(found) >= suggestScan}
+	s := suggestions{Clusters: clusters, Resources: []suggestedResource{}, Namespaces: []string{}, Truncated: len(found) >= suggestScan}
 	if s.Clusters == nil {
 		s.Clusters = []string{}
 	}
-	seenRes := map[SuggestedResource]bool{}
+	seenRes := map[suggestedResource]bool{}
 	seenNS := map[string]bool{}
 	window := a.engine.Window()
 	for _, f := range found {
@@ -228,7 +228,7 @@ func (a *UIAPI) suggestions(w http.ResponseWriter, r *http.Request) {
 				s.Newest = end
 			}
 		}
-		res := SuggestedResource{Group: f.Object.Group, Resource: f.Object.Resource}
+		res := suggestedResource{Group: f.Object.Group, Resource: f.Object.Resource}
 		if res.Resource != "" && !seenRes[res] {
 			seenRes[res] = true
 			s.Resources = append(s.Resources, res)
@@ -238,12 +238,12 @@ func (a *UIAPI) suggestions(w http.ResponseWriter, r *http.Request) {
 			s.Namespaces = append(s.Namespaces, ns)
 		}
 	}
-	slices.SortFunc(s.Resources, func(x, y SuggestedResource) int {
+	slices.SortFunc(s.Resources, func(x, y suggestedResource) int {
 		if c := strings.Compare(x.Resource, y.Resource); c != 0 {
 			return c
 		}
 		return strings.Compare(x.Group, y.Group)
 	})
 	slices.Sort(s.Namespaces)
-	writeJSON(w, http.StatusOK, JaegerResponse{Data: s})
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: s})
 }

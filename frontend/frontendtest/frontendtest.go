@@ -1,6 +1,6 @@
 // Package frontendtest holds the fixtures the query tests share: recorded audit logs replayed
 // through the real pipeline (with the built-in linkers that need no cluster, Linkers) into a
-// memory store (ReplayAuditLog), and the bundled rollout replayed once per test binary
+// memory store (replayAuditLog), and the bundled rollout replayed once per test binary
 // (Rollout) with its time range.
 package frontendtest
 
@@ -38,9 +38,9 @@ func Linkers() []aggregator.Linker {
 	}
 }
 
-// ReplayAuditLog replays an audit log file (JSON lines) through the audit consumer and the
+// replayAuditLog replays an audit log file (JSON lines) through the audit consumer and the
 // aggregator with Linkers into a new memory store, as cluster audittest.DefaultCluster.
-func ReplayAuditLog(ctx context.Context, path string) (*memory.Store, error) {
+func replayAuditLog(ctx context.Context, path string) (*memory.Store, error) {
 	st := memory.New(memory.Config{}, 0)
 	err := audittest.ReplayFile(ctx, audittest.Config{
 		Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}, Linkers: Linkers()},
@@ -60,12 +60,12 @@ var (
 	rolloutErr   error
 )
 
-// Rollout is the bundled rollout replayed with ReplayAuditLog, once per test binary: callers
+// Rollout is the bundled rollout replayed with replayAuditLog, once per test binary: callers
 // share the store and must not write to it.
 func Rollout(t testing.TB) *memory.Store {
 	t.Helper()
 	rolloutOnce.Do(func() {
-		rolloutStore, rolloutErr = ReplayAuditLog(context.Background(), RolloutAuditLog())
+		rolloutStore, rolloutErr = replayAuditLog(context.Background(), RolloutAuditLog())
 	})
 	require.NoError(t, rolloutErr)
 	return rolloutStore

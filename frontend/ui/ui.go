@@ -13,7 +13,7 @@
 // The trace page also shows the critical path (its steps outlined on the chart, where the time
 // went, controllers' reaction times), and a banner when a query budget truncated the result.
 // When the API wants a token (401), a sign-in form asks for it and keeps it in the tab's
-// sessionStorage. Every response carries ContentSecurityPolicy (no inline script or style, no
+// sessionStorage. Every response carries contentSecurityPolicy (no inline script or style, no
 // framing). Module serves the pages on the API listener; Register mounts them on any mux.
 package ui
 
@@ -75,9 +75,9 @@ func typed(h http.Handler) http.Handler {
 	})
 }
 
-// ContentSecurityPolicy is the policy of every UI response: scripts, styles and data only from
+// contentSecurityPolicy is the policy of every UI response: scripts, styles and data only from
 // the UI's own origin, no inline script or style, no plugins, and no framing by other pages.
-const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // secure adds the security headers of the UI: the content security policy, frame denial for
@@ -85,7 +85,7 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 func secure(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
-		hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+		hd.Set("Content-Security-Policy", contentSecurityPolicy)
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Referrer-Policy", "same-origin")
