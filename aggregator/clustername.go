@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// MaxClusterNameLen is the longest cluster name ValidateClusterName accepts.
-const MaxClusterNameLen = 63
+// maxClusterNameLen is the longest cluster name ValidateClusterName accepts.
+const maxClusterNameLen = 63
 
 // ErrInvalidClusterName is wrapped by the errors of ValidateClusterName.
 var ErrInvalidClusterName = errors.New("invalid cluster name")
@@ -19,7 +19,7 @@ var ErrInvalidClusterName = errors.New("invalid cluster name")
 // names). "prod-1" and "eu.west_2" are valid; "Prod", "a/b", "-a" and "" are not.
 func ValidateClusterName(name string) error {
 	const want = "want 1-63 lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-	if len(name) > MaxClusterNameLen {
+	if len(name) > maxClusterNameLen {
 		return fmt.Errorf("%w %q (%d characters): %s", ErrInvalidClusterName, truncateName(name), len(name), want)
 	}
 	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }

@@ -7,11 +7,11 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultSpanCacheSize = 100_000
-	DefaultLinkQueueSize = 10_000
-	DefaultLinkWorkers   = 4
-	DefaultLinkDepth     = 8
-	DefaultLinkTimeout   = 10 * time.Second
+	defaultSpanCacheSize = 100_000
+	defaultLinkQueueSize = 10_000
+	defaultLinkWorkers   = 4
+	defaultLinkDepth     = 8
+	defaultLinkTimeout   = 10 * time.Second
 )
 
 // Config configures the aggregator. The zero value means defaults.
@@ -36,19 +36,19 @@ type Config struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.SpanCacheSize == 0 {
-		c.SpanCacheSize = DefaultSpanCacheSize
+		c.SpanCacheSize = defaultSpanCacheSize
 	}
 	if c.LinkQueueSize == 0 {
-		c.LinkQueueSize = DefaultLinkQueueSize
+		c.LinkQueueSize = defaultLinkQueueSize
 	}
 	if c.LinkWorkers == 0 {
-		c.LinkWorkers = DefaultLinkWorkers
+		c.LinkWorkers = defaultLinkWorkers
 	}
 	if c.LinkDepth == 0 {
-		c.LinkDepth = DefaultLinkDepth
+		c.LinkDepth = defaultLinkDepth
 	}
 	if c.LinkTimeout == 0 {
-		c.LinkTimeout = DefaultLinkTimeout
+		c.LinkTimeout = defaultLinkTimeout
 	}
 	return c
 }

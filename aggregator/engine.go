@@ -611,7 +611,7 @@ func (e *Engine) emitLink(ctx context.Context, job linkJob, link Link) error {
 	spans := make([]*Span, 0, 3)
 	spans = append(spans,
 		e.linkSpan(src, job, srcTID, target, link.Role, link.Class),
-		e.linkSpan(target, job, tgtTID, src, link.Role.Reverse(), link.Class),
+		e.linkSpan(target, job, tgtTID, src, link.Role.reverse(), link.Class),
 	)
 	newTarget, _ := e.markObject(tgtTID, false, 0) // reached through a link: no body
 	if newTarget {

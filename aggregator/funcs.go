@@ -2,16 +2,16 @@ package aggregator
 
 import "context"
 
-// LinkerFunc is the Lookup of a Linker as a function; NewLinker gives it a name. It follows the
+// linkerFunc is the Lookup of a Linker as a function; NewLinker gives it a name. It follows the
 // contract of Linker.Lookup (called concurrently by the link workers; obj.Body is read-only).
-type LinkerFunc func(ctx context.Context, obj Object) ([]Link, error)
+type linkerFunc func(ctx context.Context, obj Object) ([]Link, error)
 
 // NewLinker returns a Linker named name whose Lookup calls f. A nil f finds no links.
-func NewLinker(name string, f LinkerFunc) Linker { return funcLinker{name: name, f: f} }
+func NewLinker(name string, f linkerFunc) Linker { return funcLinker{name: name, f: f} }
 
 type funcLinker struct {
 	name string
-	f    LinkerFunc
+	f    linkerFunc
 }
 
 func (l funcLinker) Name() string { return l.name }
@@ -23,17 +23,17 @@ func (l funcLinker) Lookup(ctx context.Context, obj Object) ([]Link, error) {
 	return l.f(ctx, obj)
 }
 
-// DecoratorFunc is the Decorate of a Decorator as a function; NewDecorator gives it a name. It
+// decoratorFunc is the Decorate of a Decorator as a function; NewDecorator gives it a name. It
 // follows the contract of Decorator.Decorate (send path: fast, non-blocking, concurrent).
-type DecoratorFunc func(ctx context.Context, span *Span)
+type decoratorFunc func(ctx context.Context, span *Span)
 
 // NewDecorator returns a Decorator named name whose Decorate calls f. The name orders the
 // decorators. A nil f changes nothing.
-func NewDecorator(name string, f DecoratorFunc) Decorator { return funcDecorator{name: name, f: f} }
+func NewDecorator(name string, f decoratorFunc) Decorator { return funcDecorator{name: name, f: f} }
 
 type funcDecorator struct {
 	name string
-	f    DecoratorFunc
+	f    decoratorFunc
 }
 
 func (d funcDecorator) Name() string { return d.name }

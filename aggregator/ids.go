@@ -22,12 +22,12 @@ func WindowStart(t time.Time, length time.Duration) time.Time {
 	return time.Unix(0, ns-rem).UTC()
 }
 
-// ObjectHashLen is the length of an ObjectHash.
-const ObjectHashLen = 7
+// objectHashLen is the length of an ObjectHash.
+const objectHashLen = 7
 
 // ObjectHash is the leading part of every trace ID of one object: 56 bits of an FNV-1a hash of
 // its key. Its first byte is never 0xff, the marker of the frontend's display IDs.
-type ObjectHash [ObjectHashLen]byte
+type ObjectHash [objectHashLen]byte
 
 // traceIDScheme marks byte 7 of the trace IDs TraceIDFor makes, so that ParseTraceID can tell
 // them from trace IDs of other origins (and of earlier releases, which hashed the window too).
@@ -63,7 +63,7 @@ func TraceIDFor(key ObjectKey, window time.Time) trace.TraceID {
 func TraceIDForHash(oh ObjectHash, window time.Time) trace.TraceID {
 	var id trace.TraceID
 	copy(id[:], oh[:])
-	id[ObjectHashLen] = traceIDScheme
+	id[objectHashLen] = traceIDScheme
 	binary.BigEndian.PutUint64(id[8:], uint64(window.UnixNano()))
 	return id
 }
@@ -71,10 +71,10 @@ func TraceIDForHash(oh ObjectHash, window time.Time) trace.TraceID {
 // ParseTraceID splits a trace ID made by TraceIDFor into the object's hash and the window start;
 // ok is false for trace IDs of other origins.
 func ParseTraceID(id trace.TraceID) (oh ObjectHash, window time.Time, ok bool) {
-	if id[ObjectHashLen] != traceIDScheme || id[0] == 0xff {
+	if id[objectHashLen] != traceIDScheme || id[0] == 0xff {
 		return ObjectHash{}, time.Time{}, false
 	}
-	copy(oh[:], id[:ObjectHashLen])
+	copy(oh[:], id[:objectHashLen])
 	return oh, time.Unix(0, int64(binary.BigEndian.Uint64(id[8:]))).UTC(), true
 }
 

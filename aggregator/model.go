@@ -142,8 +142,8 @@ const (
 	RoleChild  Role = "child"  // the linked object is my child
 )
 
-// Reverse swaps parent and child.
-func (r Role) Reverse() Role {
+// reverse swaps parent and child.
+func (r Role) reverse() Role {
 	switch r {
 	case RoleParent:
 		return RoleChild

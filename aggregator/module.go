@@ -8,20 +8,20 @@ import (
 
 // Value-group tags under which linkers, decorators and sinks are collected.
 const (
-	LinkerGroup    = `group:"kelemetry.linkers"`
-	DecoratorGroup = `group:"kelemetry.decorators"`
+	linkerGroup    = `group:"kelemetry.linkers"`
+	decoratorGroup = `group:"kelemetry.decorators"`
 	SinkGroup      = `group:"kelemetry.sinks"`
 )
 
 // AsLinker annotates a constructor whose result implements Linker so that the aggregator picks it
 // up: fx.Provide(aggregator.AsLinker(NewMyLinker)).
 func AsLinker(ctor any) any {
-	return fx.Annotate(ctor, fx.As(new(Linker)), fx.ResultTags(LinkerGroup))
+	return fx.Annotate(ctor, fx.As(new(Linker)), fx.ResultTags(linkerGroup))
 }
 
 // AsDecorator annotates a constructor whose result implements Decorator.
 func AsDecorator(ctor any) any {
-	return fx.Annotate(ctor, fx.As(new(Decorator)), fx.ResultTags(DecoratorGroup))
+	return fx.Annotate(ctor, fx.As(new(Decorator)), fx.ResultTags(decoratorGroup))
 }
 
 // AsSink annotates a constructor whose result implements Sink.
@@ -29,8 +29,8 @@ func AsSink(ctor any) any {
 	return fx.Annotate(ctor, fx.As(new(Sink)), fx.ResultTags(SinkGroup))
 }
 
-// Params are the fx inputs of the aggregator.
-type Params struct {
+// params are the fx inputs of the aggregator.
+type params struct {
 	fx.In
 
 	Config     Config             `optional:"true"`
@@ -52,7 +52,7 @@ var Module = fx.Module("aggregator",
 	),
 )
 
-func provide(p Params) (*Engine, error) {
+func provide(p params) (*Engine, error) {
 	e, err := New(p.Config, Deps{
 		Window:     p.Window,
 		Telemetry:  p.Telemetry,

@@ -14,15 +14,15 @@ import (
 // start, are representable too.
 var (
 	// MinTime is the earliest time CheckTime accepts (1678-01-01T00:00:00Z).
-	MinTime = time.Date(MinYear, 1, 1, 0, 0, 0, 0, time.UTC)
+	MinTime = time.Date(minYear, 1, 1, 0, 0, 0, 0, time.UTC)
 	// MaxTime is the first time CheckTime refuses as too late (2262-01-01T00:00:00Z).
-	MaxTime = time.Date(MaxYear, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(maxYear, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// MinYear and MaxYear are the years of MinTime and MaxTime, for messages and documentation.
+// minYear and maxYear are the years of MinTime and MaxTime, for messages and documentation.
 const (
-	MinYear = 1678
-	MaxYear = 2262
+	minYear = 1678
+	maxYear = 2262
 )
 
 // DefaultMaxFutureSkew is how far ahead of the receiver's clock a source's timestamps may be by
@@ -64,7 +64,7 @@ type TimeError struct {
 func (e *TimeError) Error() string {
 	ts := e.Time.UTC().Format(time.RFC3339Nano)
 	if errors.Is(e.err, ErrTimeUnrepresentable) {
-		return ts + " is outside the representable range (years " + strconv.Itoa(MinYear) + " to " + strconv.Itoa(MaxYear-1) + ")"
+		return ts + " is outside the representable range (years " + strconv.Itoa(minYear) + " to " + strconv.Itoa(maxYear-1) + ")"
 	}
 	setting := e.Setting
 	if setting == "" {

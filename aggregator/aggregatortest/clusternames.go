@@ -1,7 +1,7 @@
 package aggregatortest
 
-// ClusterNameCase is a cluster name and whether aggregator.ValidateClusterName accepts it.
-type ClusterNameCase struct {
+// clusterNameCase is a cluster name and whether aggregator.ValidateClusterName accepts it.
+type clusterNameCase struct {
 	Name  string
 	Valid bool
 }
@@ -9,7 +9,7 @@ type ClusterNameCase struct {
 // ClusterNames are the cluster names every entry point that takes one (configuration, webhook
 // path, log replay, Event watch, link rules) must accept or reject alike, as
 // aggregator.ValidateClusterName does.
-var ClusterNames = []ClusterNameCase{
+var ClusterNames = []clusterNameCase{
 	{Name: "prod-1", Valid: true},
 	{Name: "eu.west_2", Valid: true},
 	{Name: "Prod", Valid: false},
