@@ -29,8 +29,8 @@ func benchRules(b *testing.B, n int, resource func(i int) string) []*Rule {
 // BenchmarkLookup50Rules evaluates 50 rules that all select the object (condition and a
 // list-valued target each), the body decoded once.
 func BenchmarkLookup50Rules(b *testing.B) {
-	l := NewLinker(nil, nil, silent)
-	l.Replace(SetDir, benchRules(b, 50, func(int) string { return "pods" }))
+	l := newLinker(nil, nil, silent)
+	l.Replace(setDir, benchRules(b, 50, func(int) string { return "pods" }))
 	pod := obj("", "pods", "shop", "web-0", benchPod)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -44,8 +44,8 @@ func BenchmarkLookup50Rules(b *testing.B) {
 // BenchmarkLookup50RulesIndexed has 50 rules of which 2 select the object's resource: the
 // index skips the other 48 without decoding anything for them.
 func BenchmarkLookup50RulesIndexed(b *testing.B) {
-	l := NewLinker(nil, nil, silent)
-	l.Replace(SetDir, benchRules(b, 50, func(i int) string {
+	l := newLinker(nil, nil, silent)
+	l.Replace(setDir, benchRules(b, 50, func(i int) string {
 		if i%25 == 0 {
 			return "pods"
 		}
@@ -62,8 +62,8 @@ func BenchmarkLookup50RulesIndexed(b *testing.B) {
 
 // BenchmarkLookupNoRuleSelects is the cost for an object of a resource no rule selects.
 func BenchmarkLookupNoRuleSelects(b *testing.B) {
-	l := NewLinker(nil, nil, silent)
-	l.Replace(SetDir, benchRules(b, 50, func(int) string { return "pods" }))
+	l := newLinker(nil, nil, silent)
+	l.Replace(setDir, benchRules(b, 50, func(int) string { return "pods" }))
 	dep := obj("apps", "deployments", "shop", "web", benchPod)
 	b.ReportAllocs()
 	for b.Loop() {

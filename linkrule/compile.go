@@ -18,13 +18,13 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 )
 
-// ErrInvalidRule wraps every reason why a rule is rejected.
-var ErrInvalidRule = errors.New("invalid link rule")
+// errInvalidRule wraps every reason why a rule is rejected.
+var errInvalidRule = errors.New("invalid link rule")
 
 // Limits of a rule's shape.
 const (
-	MaxTargets          = 16
-	MaxExpressionLength = 4096
+	maxTargets          = 16
+	maxExpressionLength = 4096
 	// wildcard matches any group or resource in Source.Resources.
 	wildcard = "*"
 )
@@ -79,9 +79,9 @@ type CompileOptions struct {
 
 // Defaults of CompileOptions.
 const (
-	DefaultCostLimit           = 100_000
-	DefaultMaxTargetsPerObject = 100
-	DefaultEvalTimeout         = 250 * time.Millisecond
+	defaultCostLimit           = 100_000
+	defaultMaxTargetsPerObject = 100
+	defaultEvalTimeout         = 250 * time.Millisecond
 )
 
 // interruptCheckFrequency is how many comprehension iterations run between two checks of the
@@ -90,13 +90,13 @@ const interruptCheckFrequency = 100
 
 func (o CompileOptions) withDefaults() CompileOptions {
 	if o.CostLimit == 0 {
-		o.CostLimit = DefaultCostLimit
+		o.CostLimit = defaultCostLimit
 	}
 	if o.MaxTargetsPerObject <= 0 {
-		o.MaxTargetsPerObject = DefaultMaxTargetsPerObject
+		o.MaxTargetsPerObject = defaultMaxTargetsPerObject
 	}
 	if o.EvalTimeout <= 0 {
-		o.EvalTimeout = DefaultEvalTimeout
+		o.EvalTimeout = defaultEvalTimeout
 	}
 	return o
 }
@@ -121,7 +121,7 @@ func celEnv() (*cel.Env, error) {
 	return envVal, envErr
 }
 
-// Compile checks and compiles a rule. The error wraps ErrInvalidRule and says which field is
+// Compile checks and compiles a rule. The error wraps errInvalidRule and says which field is
 // wrong and why.
 func Compile(lr LinkRule, origin string, opts CompileOptions) (*Rule, error) {
 	opts = opts.withDefaults()
@@ -130,7 +130,7 @@ func Compile(lr LinkRule, origin string, opts CompileOptions) (*Rule, error) {
 		return nil, fmt.Errorf("link rule %q: CEL environment: %w", lr.Name, err)
 	}
 	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("%w %q: %s", ErrInvalidRule, lr.Name, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w %q: %s", errInvalidRule, lr.Name, fmt.Sprintf(format, args...))
 	}
 	if lr.Name == "" {
 		return nil, invalid("metadata.name is required")
@@ -172,8 +172,8 @@ func Compile(lr LinkRule, origin string, opts CompileOptions) (*Rule, error) {
 			return nil, invalid("spec.source.condition: %v", err)
 		}
 	}
-	if len(s.Targets) == 0 || len(s.Targets) > MaxTargets {
-		return nil, invalid("spec.targets needs 1 to %d entries, has %d", MaxTargets, len(s.Targets))
+	if len(s.Targets) == 0 || len(s.Targets) > maxTargets {
+		return nil, invalid("spec.targets needs 1 to %d entries, has %d", maxTargets, len(s.Targets))
 	}
 	for i, t := range s.Targets {
 		ct, err := compileTarget(env, t, opts)
@@ -223,8 +223,8 @@ func compileTarget(env *cel.Env, t Target, opts CompileOptions) (target, error) 
 
 // compileExpr compiles one expression whose static type must be dyn or one of want.
 func compileExpr(env *cel.Env, expr string, opts CompileOptions, want ...*types.Type) (cel.Program, error) {
-	if len(expr) > MaxExpressionLength {
-		return nil, fmt.Errorf("expression longer than %d characters", MaxExpressionLength)
+	if len(expr) > maxExpressionLength {
+		return nil, fmt.Errorf("expression longer than %d characters", maxExpressionLength)
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {

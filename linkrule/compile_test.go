@@ -33,7 +33,7 @@ func rule(name string, mutate func(s *Spec)) LinkRule {
 }
 
 func TestCompileRejects(t *testing.T) {
-	long := strings.Repeat("x", MaxExpressionLength+1)
+	long := strings.Repeat("x", maxExpressionLength+1)
 	tests := []struct {
 		name    string
 		mutate  func(s *Spec)
@@ -57,7 +57,7 @@ func TestCompileRejects(t *testing.T) {
 			s.Targets[0].Name, s.Targets[0].Selector = "", "true"
 		}, wantErr: "spec.targets[0].selector"},
 		{name: "no targets", mutate: func(s *Spec) { s.Targets = nil }, wantErr: "spec.targets needs 1 to 16 entries, has 0"},
-		{name: "too many targets", mutate: func(s *Spec) { s.Targets = make([]Target, MaxTargets+1) }, wantErr: "has 17"},
+		{name: "too many targets", mutate: func(s *Spec) { s.Targets = make([]Target, maxTargets+1) }, wantErr: "has 17"},
 		{name: "target without resource", mutate: func(s *Spec) { s.Targets[0].Resource = "" }, wantErr: "spec.targets[0].resource: required"},
 		{name: "name and selector", mutate: func(s *Spec) { s.Targets[0].Selector = "object.spec.selector" }, wantErr: "exactly one is required"},
 		{name: "neither name nor selector", mutate: func(s *Spec) { s.Targets[0].Name = "" }, wantErr: "exactly one is required"},
@@ -74,7 +74,7 @@ func TestCompileRejects(t *testing.T) {
 			}
 			_, err := Compile(lr, "test", CompileOptions{})
 			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInvalidRule)
+			assert.ErrorIs(t, err, errInvalidRule)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
 	}

@@ -24,17 +24,17 @@ import (
 	"github.com/kelemetry/kelemetry/kube"
 )
 
-// Lister lists the names of the objects matching a label selector in a cluster, for targets with
+// lister lists the names of the objects matching a label selector in a cluster, for targets with
 // a selector. It returns at most limit objects and reports whether there were more.
-type Lister interface {
+type lister interface {
 	List(ctx context.Context, cluster string, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, limit int) (objs []NamespacedName, truncated bool, err error)
 }
 
 // NamespacedName names one listed object.
 type NamespacedName struct{ Namespace, Name string }
 
-// ErrNoLister is returned for a selector target when no Lister is configured (no cluster).
-var ErrNoLister = errors.New("selector targets need a cluster client")
+// errNoLister is returned for a selector target when no Lister is configured (no cluster).
+var errNoLister = errors.New("selector targets need a cluster client")
 
 // Stats are a rule's counters since it was compiled.
 type Stats struct {
@@ -138,7 +138,7 @@ func (r *Rule) matchesCheap(in *input) bool {
 // rule has no selector target. Evaluation errors are returned along with the links the other
 // targets made; an object the rule does not select gives no links and no error. The rule's
 // Stats are updated.
-func (r *Rule) Evaluate(ctx context.Context, obj aggregator.Object, lister Lister) ([]aggregator.Link, error) {
+func (r *Rule) Evaluate(ctx context.Context, obj aggregator.Object, lister lister) ([]aggregator.Link, error) {
 	if !r.matchesResource(obj.Group, obj.Resource) {
 		return nil, nil
 	}
@@ -160,7 +160,7 @@ type outcome struct {
 var errEvalTimeout = errors.New("CEL evaluation took longer than the time limit (linkRules.evalTimeout); the expression iterates too much")
 
 // eval applies the rule to an input that matched the resource index. It appends to links.
-func (r *Rule) eval(ctx context.Context, in *input, lister Lister, links []aggregator.Link) ([]aggregator.Link, outcome, error) {
+func (r *Rule) eval(ctx context.Context, in *input, lister lister, links []aggregator.Link) ([]aggregator.Link, outcome, error) {
 	var out outcome
 	if !r.matchesCheap(in) {
 		return links, out, nil
@@ -168,7 +168,7 @@ func (r *Rule) eval(ctx context.Context, in *input, lister Lister, links []aggre
 	out.evaluated = true
 	r.stats.Evaluations.Add(1)
 	// The expressions of this evaluation share one deadline; lists of selector targets have
-	// their own timeout (ClusterLister) and use ctx.
+	// their own timeout (clusterLister) and use ctx.
 	celCtx, cancel := context.WithTimeoutCause(ctx, r.opts.EvalTimeout, errEvalTimeout)
 	defer cancel()
 	if r.condition != nil {
@@ -211,7 +211,7 @@ func (r *Rule) eval(ctx context.Context, in *input, lister Lister, links []aggre
 // evalTarget appends the links of one target, up to max links in total. links[start:] are the
 // rule's links so far, which a new link must not repeat.
 // CEL runs with celCtx, the list with ctx.
-func (r *Rule) evalTarget(ctx, celCtx context.Context, t *target, in *input, lister Lister, links []aggregator.Link, start, max int) ([]aggregator.Link, bool, error) {
+func (r *Rule) evalTarget(ctx, celCtx context.Context, t *target, in *input, lister lister, links []aggregator.Link, start, max int) ([]aggregator.Link, bool, error) {
 	ns := in.ref.Namespace
 	if t.clusterScoped {
 		ns = ""
@@ -286,7 +286,7 @@ func (r *Rule) evalTarget(ctx, celCtx context.Context, t *target, in *input, lis
 		return links, false, err
 	}
 	if lister == nil {
-		return links, false, ErrNoLister
+		return links, false, errNoLister
 	}
 	room := max - len(links)
 	if room <= 0 {

@@ -21,13 +21,13 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// LinkerName is the Name() of the rule linker.
-const LinkerName = "linkrule"
+// linkerName is the Name() of the rule linker.
+const linkerName = "linkrule"
 
 // Rule sets of a Linker: rules read from a directory and rules watched in a cluster.
 const (
-	SetDir     = "dir"
-	SetCluster = "cluster"
+	setDir     = "dir"
+	setCluster = "cluster"
 )
 
 // Linker is an aggregator.Linker that applies LinkRules. Its rules can be replaced at any time
@@ -36,7 +36,7 @@ const (
 // its resource.
 type Linker struct {
 	getter kube.ObjectGetter
-	lister Lister
+	lister lister
 	logger *slog.Logger
 	now    func() time.Time
 
@@ -51,12 +51,12 @@ type Linker struct {
 	noBody                              metric.Int64Counter
 }
 
-// NewLinker returns a Linker without rules. getter fetches bodies the events did not carry and
+// newLinker returns a Linker without rules. getter fetches bodies the events did not carry and
 // lister lists the objects of selector targets; both may be nil (no cluster). ts gives the logger
 // and meter provider (unset: slog.Default(), no metrics); a metric that cannot be created is
 // logged and not recorded.
-func NewLinker(getter kube.ObjectGetter, lister Lister, ts telemetry.Settings) *Linker {
-	logger := ts.Log().With("linker", LinkerName)
+func newLinker(getter kube.ObjectGetter, lister lister, ts telemetry.Settings) *Linker {
+	logger := ts.Log().With("linker", linkerName)
 	meter := ts.Meter(meterScope)
 	l := &Linker{
 		getter: getter,
@@ -80,7 +80,7 @@ func NewLinker(getter kube.ObjectGetter, lister Lister, ts telemetry.Settings) *
 }
 
 // Name returns "linkrule".
-func (*Linker) Name() string { return LinkerName }
+func (*Linker) Name() string { return linkerName }
 
 // Put adds or replaces a rule of a set.
 func (l *Linker) Put(set string, r *Rule) {
@@ -116,15 +116,15 @@ func (l *Linker) Replace(set string, rules []*Rule) {
 	l.rebuild()
 }
 
-// Rule returns a rule of a set, or nil.
-func (l *Linker) Rule(set, name string) *Rule {
+// rule returns a rule of a set, or nil.
+func (l *Linker) rule(set, name string) *Rule {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.sets[set][name]
 }
 
-// Rules returns every rule, sorted by set and name.
-func (l *Linker) Rules() []*Rule {
+// rules returns every rule, sorted by set and name.
+func (l *Linker) rules() []*Rule {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []*Rule
@@ -347,8 +347,8 @@ func (l *Linker) warn(ctx context.Context, r *Rule, obj aggregator.Object, err e
 		slog.String("rule", r.Name), slog.String("object", obj.String()), slog.Any("error", err))
 }
 
-// ClusterLister lists objects through the clusters' dynamic clients.
-type ClusterLister struct {
+// clusterLister lists objects through the clusters' dynamic clients.
+type clusterLister struct {
 	Clusters kube.Clusters
 	// Timeout bounds one list (default 5s).
 	Timeout time.Duration
@@ -356,7 +356,7 @@ type ClusterLister struct {
 
 // List lists the objects matching selector, at most limit of them.
 // An empty selector lists nothing (not every object).
-func (c ClusterLister) List(ctx context.Context, cluster string, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, limit int) ([]NamespacedName, bool, error) {
+func (c clusterLister) List(ctx context.Context, cluster string, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, limit int) ([]NamespacedName, bool, error) {
 	if selector == nil || selector.Empty() || limit <= 0 {
 		return nil, false, nil
 	}

@@ -40,48 +40,48 @@ func (g *fakeGetter) Get(_ context.Context, ref aggregator.ObjectRef) (json.RawM
 }
 
 func TestLinkerIndexAndLookup(t *testing.T) {
-	l := NewLinker(nil, nil, silent)
+	l := newLinker(nil, nil, silent)
 	pod := obj("", "pods", "ns1", "p", `{"kind":"Pod","metadata":{"name":"p","labels":{"app":"web"}},"spec":{"secretName":"s1"}}`)
 
 	links, err := l.Lookup(t.Context(), pod)
 	require.NoError(t, err)
 	assert.Empty(t, links, "no rules")
 
-	l.Put(SetDir, mustCompile(t, rule("secrets", nil)))
-	l.Put(SetCluster, mustCompile(t, rule("any-web", func(s *Spec) {
+	l.Put(setDir, mustCompile(t, rule("secrets", nil)))
+	l.Put(setCluster, mustCompile(t, rule("any-web", func(s *Spec) {
 		s.Source.Resources = []GroupResource{{Group: "*", Resource: "*"}, {Group: "", Resource: "pods"}} // listed twice: applied once
 		s.Source.LabelSelector = nil
 		s.Source.Condition = "object.metadata.?labels.app.orValue('') == 'web'"
 		s.Role, s.Class = "child", "web"
 		s.Targets[0] = Target{Resource: "services", Name: "'web'"}
 	})))
-	l.Put(SetCluster, mustCompile(t, rule("broken", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
-	l.Put(SetCluster, mustCompile(t, rule("apps-only", func(s *Spec) { s.Source.Resources = []GroupResource{{Group: "apps", Resource: "*"}} })))
-	require.Len(t, l.Rules(), 4)
+	l.Put(setCluster, mustCompile(t, rule("broken", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
+	l.Put(setCluster, mustCompile(t, rule("apps-only", func(s *Spec) { s.Source.Resources = []GroupResource{{Group: "apps", Resource: "*"}} })))
+	require.Len(t, l.rules(), 4)
 
 	links, err = l.Lookup(t.Context(), pod)
 	require.NoError(t, err, "a failing rule does not fail the lookup")
 	assert.ElementsMatch(t, []string{"parent volumes c1//secrets/ns1/s1", "child web c1//services/ns1/web"}, linkStrings(links))
-	assert.EqualValues(t, 1, l.Rule(SetCluster, "broken").Stats().Errors.Load())
-	assert.Contains(t, l.Rule(SetCluster, "broken").Stats().LastError(), "rule broken: targets[0]: name:")
-	assert.EqualValues(t, 1, l.Rule(SetCluster, "any-web").Stats().Evaluations.Load())
-	assert.Zero(t, l.Rule(SetCluster, "apps-only").Stats().Evaluations.Load())
+	assert.EqualValues(t, 1, l.rule(setCluster, "broken").Stats().Errors.Load())
+	assert.Contains(t, l.rule(setCluster, "broken").Stats().LastError(), "rule broken: targets[0]: name:")
+	assert.EqualValues(t, 1, l.rule(setCluster, "any-web").Stats().Evaluations.Load())
+	assert.Zero(t, l.rule(setCluster, "apps-only").Stats().Evaluations.Load())
 
 	// Deleting and replacing rules takes effect on the next lookup.
-	l.Delete(SetCluster, "any-web")
-	l.Replace(SetDir, nil)
+	l.Delete(setCluster, "any-web")
+	l.Replace(setDir, nil)
 	links, err = l.Lookup(t.Context(), pod)
 	require.NoError(t, err)
 	assert.Empty(t, links)
-	assert.Len(t, l.Rules(), 2)
+	assert.Len(t, l.rules(), 2)
 }
 
 func TestLinkerFetchesMissingBody(t *testing.T) {
 	getter := &fakeGetter{bodies: map[aggregator.ObjectKey]string{
 		{Cluster: "c1", Resource: "pods", Namespace: "ns1", Name: "p"}: `{"kind":"Pod","metadata":{"name":"p"},"spec":{"secretName":"fetched"}}`,
 	}}
-	l := NewLinker(getter, nil, silent)
-	l.Put(SetDir, mustCompile(t, rule("secrets", nil)))
+	l := newLinker(getter, nil, silent)
+	l.Put(setDir, mustCompile(t, rule("secrets", nil)))
 
 	// No body: fetched.
 	links, err := l.Lookup(t.Context(), obj("", "pods", "ns1", "p", ""))
@@ -119,7 +119,7 @@ func TestClusterListerAcrossClusters(t *testing.T) {
 		podObject("ns1", "db-0", map[string]any{"app": "db"}),
 	)
 	c1 := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	l := NewLinker(nil, ClusterLister{Clusters: kubetest.Clusters{"c1": c1, "c2": c2}}, silent)
+	l := newLinker(nil, clusterLister{Clusters: kubetest.Clusters{"c1": c1, "c2": c2}}, silent)
 	svc := obj("", "services", "ns1", "web", `{"kind":"Service","metadata":{"name":"web"},"spec":{"selector":{"app":"web"}}}`)
 	newRule := func(cluster string, max int) *Rule {
 		r, err := Compile(rule("svc-"+cluster, func(s *Spec) {
@@ -131,33 +131,33 @@ func TestClusterListerAcrossClusters(t *testing.T) {
 		return r
 	}
 
-	l.Replace(SetDir, []*Rule{newRule("c2", 0)})
+	l.Replace(setDir, []*Rule{newRule("c2", 0)})
 	links, err := l.Lookup(t.Context(), svc)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"child pods c2//pods/ns1/web-0", "child pods c2//pods/ns1/web-1", "child pods c2//pods/ns1/web-2"}, linkStrings(links))
 
 	// Bounded: the list is cut and the truncation counted.
 	r := newRule("c2", 2)
-	l.Replace(SetDir, []*Rule{r})
+	l.Replace(setDir, []*Rule{r})
 	links, err = l.Lookup(t.Context(), svc)
 	require.NoError(t, err)
 	assert.Len(t, links, 2)
 	assert.EqualValues(t, 1, r.Stats().Truncated.Load())
 
 	// The source's own cluster has no such pods; an unknown cluster is an error of the rule.
-	l.Replace(SetDir, []*Rule{newRule("", 0), newRule("nowhere", 0)})
+	l.Replace(setDir, []*Rule{newRule("", 0), newRule("nowhere", 0)})
 	links, err = l.Lookup(t.Context(), svc)
 	require.NoError(t, err)
 	assert.Empty(t, links)
-	bad := l.Rule(SetDir, "svc-nowhere")
+	bad := l.rule(setDir, "svc-nowhere")
 	assert.EqualValues(t, 1, bad.Stats().Errors.Load())
 	assert.Contains(t, bad.Stats().LastError(), "unknown cluster")
 }
 
 func TestLinkerDedupesAcrossRules(t *testing.T) {
-	l := NewLinker(nil, nil, silent)
-	l.Put(SetDir, mustCompile(t, rule("one", nil)))
-	l.Put(SetDir, mustCompile(t, rule("two", func(s *Spec) {
+	l := newLinker(nil, nil, silent)
+	l.Put(setDir, mustCompile(t, rule("one", nil)))
+	l.Put(setDir, mustCompile(t, rule("two", func(s *Spec) {
 		s.Class = "other"
 		s.Targets = append(s.Targets, Target{Resource: "configmaps", Name: "'c'"})
 	})))

@@ -60,11 +60,11 @@ func TestManagerLoadsAndReloadsDir(t *testing.T) {
 		"---\n"+strings.NewReplacer("name: a}", "name: d}", "object.spec.secretName", "object.spec.(").Replace(strings.SplitN(goodRules, "---", 2)[0]))
 	write("notes.txt", "not a rule")
 
-	l := NewLinker(nil, nil, silent)
-	m, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, silent)
+	l := newLinker(nil, nil, silent)
+	m, err := newManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, silent)
 	require.NoError(t, err)
 	var names []string
-	for _, r := range l.Rules() {
+	for _, r := range l.rules() {
 		names = append(names, r.Name)
 	}
 	assert.Equal(t, []string{"c", "a", "b"}, names, "the bad YAML file and the rule that does not compile are skipped (sorted by origin, then name)")
@@ -72,9 +72,9 @@ func TestManagerLoadsAndReloadsDir(t *testing.T) {
 	// A changed file is picked up by the reload.
 	require.NoError(t, os.Remove(filepath.Join(dir, "bad-rule.yml")))
 	require.NoError(t, m.loadDir())
-	assert.Len(t, l.Rules(), 2)
+	assert.Len(t, l.rules(), 2)
 
-	_, err = NewManager(Config{Dir: filepath.Join(dir, "missing")}, l, nil, silent)
+	_, err = newManager(Config{Dir: filepath.Join(dir, "missing")}, l, nil, silent)
 	require.Error(t, err)
 	require.NoError(t, m.Stop(t.Context()), "Stop without Start")
 }

@@ -57,15 +57,15 @@ type watchedRule struct {
 	written    *Status
 }
 
-// NewManager returns a Manager of l's rules. dyn is the client of the cluster whose LinkRule
+// newManager returns a Manager of l's rules. dyn is the client of the cluster whose LinkRule
 // objects are watched; nil (or cfg.DisableWatch) means no watch. The rule directory, when
 // configured, is loaded now: a directory that cannot be read is an error, a rule that does not
 // compile is logged and skipped. ts gives the logger (unset: slog.Default()).
-func NewManager(cfg Config, l *Linker, dyn dynamic.Interface, ts telemetry.Settings) (*Manager, error) {
+func newManager(cfg Config, l *Linker, dyn dynamic.Interface, ts telemetry.Settings) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if cfg.DisableWatch {
 		dyn = nil
 	}
@@ -112,7 +112,7 @@ func (m *Manager) loadDir() error {
 		}
 		rules = append(rules, r)
 	}
-	m.linker.Replace(SetDir, rules)
+	m.linker.Replace(setDir, rules)
 	m.mu.Lock()
 	m.dirSig = sig
 	m.dirFailing = false
@@ -121,15 +121,15 @@ func (m *Manager) loadDir() error {
 	return nil
 }
 
-// ErrStarted is returned by a second Start.
-var ErrStarted = errors.New("linkrule: manager already started")
+// errStarted is returned by a second Start.
+var errStarted = errors.New("linkrule: manager already started")
 
 // Start starts the directory reload loop and the watch. A Manager starts once.
 func (m *Manager) Start(context.Context) error {
 	m.mu.Lock()
 	if m.loops != nil {
 		m.mu.Unlock()
-		return ErrStarted
+		return errStarted
 	}
 	loops := &loop.Group{}
 	m.loops = loops
@@ -271,7 +271,7 @@ func (m *Manager) onUpsert(obj any) {
 	w := &watchedRule{uid: u.GetUID(), generation: u.GetGeneration()}
 	var lr LinkRule
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &lr); err != nil {
-		w.err = fmt.Errorf("%w %q: %w", ErrInvalidRule, name, err)
+		w.err = fmt.Errorf("%w %q: %w", errInvalidRule, name, err)
 	} else if w.rule, w.err = Compile(lr, "cluster", m.cfg.compileOptions()); w.err != nil {
 		w.rule = nil
 	}
@@ -279,11 +279,11 @@ func (m *Manager) onUpsert(obj any) {
 	m.watched[name] = w
 	m.mu.Unlock()
 	if w.rule != nil {
-		m.linker.Put(SetCluster, w.rule)
+		m.linker.Put(setCluster, w.rule)
 		m.logger.Info("link rule applied", slog.String("rule", name), slog.Int64("generation", w.generation))
 		return
 	}
-	m.linker.Delete(SetCluster, name)
+	m.linker.Delete(setCluster, name)
 	m.logger.Error("link rule rejected", slog.String("rule", name), slog.Int64("generation", w.generation), slog.Any("error", w.err))
 }
 
@@ -298,7 +298,7 @@ func (m *Manager) onDelete(obj any) {
 	m.mu.Lock()
 	delete(m.watched, u.GetName())
 	m.mu.Unlock()
-	m.linker.Delete(SetCluster, u.GetName())
+	m.linker.Delete(setCluster, u.GetName())
 	m.logger.Info("link rule removed", slog.String("rule", u.GetName()))
 }
 
@@ -445,9 +445,9 @@ func (m *Manager) patchStatus(ctx context.Context, name string, uid types.UID, s
 	return nil
 }
 
-// RuleStatus returns the status the Manager would write for a watched rule, for tests and
+// ruleStatus returns the status the Manager would write for a watched rule, for tests and
 // debugging; ok is false for a rule it does not know.
-func (m *Manager) RuleStatus(name string) (st Status, ok bool) {
+func (m *Manager) ruleStatus(name string) (st Status, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	w, ok := m.watched[name]

@@ -27,8 +27,8 @@ func TestManagerWatchesRulesAndWritesStatus(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{GroupVersionResource: "LinkRuleList"},
 		unstructuredRule(t, rule("secrets", nil), 1))
-	l := NewLinker(nil, nil, silent)
-	m, err := NewManager(Config{StatusInterval: 20 * time.Millisecond}, l, dyn, silent)
+	l := newLinker(nil, nil, silent)
+	m, err := newManager(Config{StatusInterval: 20 * time.Millisecond}, l, dyn, silent)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
 	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) }) // t.Context() is done in Cleanup
@@ -40,7 +40,7 @@ func TestManagerWatchesRulesAndWritesStatus(t *testing.T) {
 		require.NoError(t, err)
 		return linkStrings(links)
 	}
-	require.Eventually(t, func() bool { return len(l.Rules()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(l.rules()) == 1 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, []string{"parent volumes c1//secrets/ns1/s1"}, lookup())
 
 	status := func(name string) (Status, bool) {
@@ -61,7 +61,7 @@ func TestManagerWatchesRulesAndWritesStatus(t *testing.T) {
 	changed := rule("secrets", func(s *Spec) { s.Targets[0].Name = "object.spec.other" })
 	_, err = client.Update(t.Context(), unstructuredRule(t, changed, 2), metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { r := l.Rule(SetCluster, "secrets"); return r != nil && r.Generation == 2 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { r := l.rule(setCluster, "secrets"); return r != nil && r.Generation == 2 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, []string{"parent volumes c1//secrets/ns1/o1"}, lookup())
 	require.Eventually(t, func() bool { st, _ := status("secrets"); return st.ObservedGeneration == 2 && st.LinksMade == 1 }, 5*time.Second, 10*time.Millisecond)
 
@@ -78,7 +78,7 @@ func TestManagerWatchesRulesAndWritesStatus(t *testing.T) {
 
 	// Deleted rules stop applying.
 	require.NoError(t, client.Delete(t.Context(), "secrets", metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return l.Rule(SetCluster, "secrets") == nil }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return l.rule(setCluster, "secrets") == nil }, 5*time.Second, 10*time.Millisecond)
 	assert.Empty(t, lookup())
 }
 
@@ -89,12 +89,12 @@ func TestStatusWritesAreBoundedAndFair(t *testing.T) {
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{GroupVersionResource: "LinkRuleList"}, objs...)
-	l := NewLinker(nil, nil, silent)
-	m, err := NewManager(Config{StatusInterval: time.Hour, MaxStatusWritesPerInterval: 1}, l, dyn, silent)
+	l := newLinker(nil, nil, silent)
+	m, err := newManager(Config{StatusInterval: time.Hour, MaxStatusWritesPerInterval: 1}, l, dyn, silent)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
 	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) }) // t.Context() is done in Cleanup
-	require.Eventually(t, func() bool { return len(l.Rules()) == 3 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(l.rules()) == 3 }, 5*time.Second, 10*time.Millisecond)
 
 	pod := obj("", "pods", "ns1", "p", `{"kind":"Pod","metadata":{"name":"p"},"spec":{"secretName":"s1"}}`)
 	written := func() []string {

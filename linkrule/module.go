@@ -14,17 +14,17 @@ import (
 )
 
 // Module provides the rule *Manager and its Linker in the "kelemetry.linkers" value group
-// (NewModule), started and stopped with the app. Every dependency is optional:
+// (newModule), started and stopped with the app. Every dependency is optional:
 //   - Config: no rule directory, watch LinkRules in the cluster named Config.Cluster;
 //   - kube.Clusters: without it no body is fetched, selector targets fail and nothing is
 //     watched; with it, the watched cluster is Config.Cluster;
 //   - kube.ObjectGetter: the cache of fetched bodies, shared with the built-in linkers
 //     (kube.Module provides it); without it bodies that events do not carry are not fetched;
 //   - telemetry.Settings: the default logger and no metrics when absent.
-var Module = fx.Module("linkrule", fx.Provide(NewModule))
+var Module = fx.Module("linkrule", fx.Provide(newModule))
 
-// ModuleParams are the fx inputs of NewModule.
-type ModuleParams struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config Config            `optional:"true"`
@@ -35,23 +35,23 @@ type ModuleParams struct {
 	Lifecycle fx.Lifecycle
 }
 
-// ModuleResult are the fx outputs of NewModule.
-type ModuleResult struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
 	Manager *Manager
 	Linker  aggregator.Linker `group:"kelemetry.linkers"`
 }
 
-// NewModule builds what Module provides (New) and registers the Manager's Start and Stop with
+// newModule builds what Module provides (New) and registers the Manager's Start and Stop with
 // the lifecycle.
-func NewModule(p ModuleParams) (ModuleResult, error) {
+func newModule(p moduleParams) (moduleResult, error) {
 	m, err := New(p.Config, p.Clusters, p.Getter, p.Telemetry)
 	if err != nil {
-		return ModuleResult{}, err
+		return moduleResult{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(m.Start, m.Stop))
-	return ModuleResult{Manager: m, Linker: m.Linker()}, nil
+	return moduleResult{Manager: m, Linker: m.Linker()}, nil
 }
 
 // New builds a Manager and its Linker as Module does, for use without fx. clusters and getter
@@ -61,14 +61,14 @@ func New(cfg Config, clusters kube.Clusters, getter kube.ObjectGetter, ts teleme
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	var (
-		lister Lister
+		lister lister
 		dyn    dynamic.Interface
 		err    error
 	)
 	if clusters != nil {
-		lister = ClusterLister{Clusters: clusters, Timeout: cfg.ListTimeout}
+		lister = clusterLister{Clusters: clusters, Timeout: cfg.ListTimeout}
 		if !cfg.DisableWatch && cfg.Cluster != "" {
 			// No client for the home cluster (only other clusters are configured): no watch.
 			if dyn, err = clusters.Dynamic(cfg.Cluster); errors.Is(err, kube.ErrUnknownCluster) {
@@ -78,8 +78,8 @@ func New(cfg Config, clusters kube.Clusters, getter kube.ObjectGetter, ts teleme
 			}
 		}
 	}
-	l := NewLinker(getter, lister, ts)
-	return NewManager(cfg, l, dyn, ts)
+	l := newLinker(getter, lister, ts)
+	return newManager(cfg, l, dyn, ts)
 }
 
 // Config configures the rule linker. The zero value means: no rule directory, and LinkRule
@@ -115,25 +115,25 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultReloadInterval = 10 * time.Second
-	DefaultStatusInterval = 10 * time.Second
-	DefaultStatusWrites   = 20
-	DefaultListTimeout    = 5 * time.Second
+	defaultReloadInterval = 10 * time.Second
+	defaultStatusInterval = 10 * time.Second
+	defaultStatusWrites   = 20
+	defaultListTimeout    = 5 * time.Second
 )
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.ReloadInterval == 0 {
-		c.ReloadInterval = DefaultReloadInterval
+		c.ReloadInterval = defaultReloadInterval
 	}
 	if c.StatusInterval == 0 {
-		c.StatusInterval = DefaultStatusInterval
+		c.StatusInterval = defaultStatusInterval
 	}
 	if c.MaxStatusWritesPerInterval == 0 {
-		c.MaxStatusWritesPerInterval = DefaultStatusWrites
+		c.MaxStatusWritesPerInterval = defaultStatusWrites
 	}
 	if c.ListTimeout == 0 {
-		c.ListTimeout = DefaultListTimeout
+		c.ListTimeout = defaultListTimeout
 	}
 	return c
 }

@@ -52,8 +52,8 @@ func TestRunawayExpressionIsStopped(t *testing.T) {
 			}), "test", CompileOptions{EvalTimeout: 50 * time.Millisecond})
 			require.NoError(t, err)
 			reader := sdkmetric.NewManualReader()
-			l := NewLinker(nil, nil, telemetry.Settings{Logger: silent.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-			l.Put(SetDir, r)
+			l := newLinker(nil, nil, telemetry.Settings{Logger: silent.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+			l.Put(setDir, r)
 
 			done := make(chan error, 1)
 			start := time.Now()
@@ -112,8 +112,8 @@ func (g gateLister) List(_ context.Context, _ string, _ schema.GroupVersionResou
 func TestMetricsOfConcurrentLookups(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	gate := gateLister{entered: make(chan struct{}), release: make(chan struct{})}
-	l := NewLinker(nil, gate, telemetry.Settings{Logger: silent.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-	l.Put(SetDir, mustCompile(t, rule("svc", func(s *Spec) {
+	l := newLinker(nil, gate, telemetry.Settings{Logger: silent.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	l.Put(setDir, mustCompile(t, rule("svc", func(s *Spec) {
 		s.Source.Resources = []GroupResource{{Resource: "services"}}
 		s.Targets[0] = Target{Version: "v1", Resource: "pods", Selector: "object.spec.selector"}
 	})))
@@ -133,7 +133,7 @@ func TestMetricsOfConcurrentLookups(t *testing.T) {
 	close(gate.release)
 	wg.Wait()
 
-	r := l.Rule(SetDir, "svc")
+	r := l.rule(setDir, "svc")
 	assert.EqualValues(t, 1, r.Stats().Truncated.Load())
 	assert.EqualValues(t, 2, r.Stats().Evaluations.Load())
 	assert.EqualValues(t, 1, counterSum(t, reader, "kelemetry.linkrule.truncated"), "only the truncated lookup counts a truncation")
@@ -142,9 +142,9 @@ func TestMetricsOfConcurrentLookups(t *testing.T) {
 }
 
 func TestPutSameRuleWhileLookingUp(t *testing.T) {
-	l := NewLinker(nil, nil, silent)
+	l := newLinker(nil, nil, silent)
 	r := mustCompile(t, rule("secrets", nil))
-	l.Put(SetDir, r)
+	l.Put(setDir, r)
 	pod := obj("", "pods", "ns1", "p", `{"metadata":{"name":"p"},"spec":{"secretName":"s1"}}`)
 	done := make(chan struct{})
 	go func() {
@@ -160,8 +160,8 @@ func TestPutSameRuleWhileLookingUp(t *testing.T) {
 		case <-done:
 			return
 		default:
-			l.Put(SetDir, r)
-			l.Replace(SetCluster, []*Rule{r})
+			l.Put(setDir, r)
+			l.Replace(setCluster, []*Rule{r})
 		}
 	}
 }
@@ -177,10 +177,10 @@ func TestStopHonoursContext(t *testing.T) {
 		<-release
 		return false, nil, nil
 	})
-	m, err := NewManager(Config{}, NewLinker(nil, nil, silent), dyn, silent)
+	m, err := newManager(Config{}, newLinker(nil, nil, silent), dyn, silent)
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
-	require.ErrorIs(t, m.Start(t.Context()), ErrStarted)
+	require.ErrorIs(t, m.Start(t.Context()), errStarted)
 	<-entered
 
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -249,7 +249,7 @@ func TestEmptySelectorListsNothing(t *testing.T) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	c1 := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{pods: "PodList"},
 		podObject("ns1", "web-0", map[string]any{"app": "web"}), podObject("ns1", "db-0", map[string]any{"app": "db"}))
-	cl := ClusterLister{Clusters: kubetest.Clusters{"c1": c1}}
+	cl := clusterLister{Clusters: kubetest.Clusters{"c1": c1}}
 	for _, sel := range []labels.Selector{labels.Everything(), labels.NewSelector(), labels.SelectorFromSet(nil), nil} {
 		objs, truncated, err := cl.List(t.Context(), "c1", pods, "ns1", sel, 10)
 		require.NoError(t, err)
@@ -286,13 +286,13 @@ func TestDirDuplicateNamesFirstFileWins(t *testing.T) {
 	write("a.yaml", doc("rx", "object.spec.(")+"---\n"+doc("ry", "'from-a'"))
 	write("b.yaml", doc("rx", "'from-b'")+"---\n"+doc("ry", "'from-b'"))
 	logs := &logtest.Buffer{}
-	l := NewLinker(nil, nil, silent)
-	_, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	l := newLinker(nil, nil, silent)
+	_, err := newManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 
-	assert.Nil(t, l.Rule(SetDir, "rx"), "rx belongs to a.yaml, whose rule does not compile")
-	require.NotNil(t, l.Rule(SetDir, "ry"), logs.String())
-	assert.Equal(t, "file:"+filepath.Join(dir, "a.yaml"), l.Rule(SetDir, "ry").Origin)
+	assert.Nil(t, l.rule(setDir, "rx"), "rx belongs to a.yaml, whose rule does not compile")
+	require.NotNil(t, l.rule(setDir, "ry"), logs.String())
+	assert.Equal(t, "file:"+filepath.Join(dir, "a.yaml"), l.rule(setDir, "ry").Origin)
 	out := logs.String()
 	assert.Contains(t, out, "link rule rejected")
 	assert.Equal(t, 2, strings.Count(out, "name already used"), out)
@@ -305,39 +305,39 @@ func TestDirUnreadableIsLoggedOnce(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "r.yaml"), []byte(goodRules), 0o644))
 	logs := &logtest.Buffer{}
-	l := NewLinker(nil, nil, silent)
-	m, err := NewManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	l := newLinker(nil, nil, silent)
+	m, err := newManager(Config{Dir: dir, ReloadInterval: -1}, l, nil, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
-	require.Len(t, l.Rules(), 2)
+	require.Len(t, l.rules(), 2)
 
 	require.NoError(t, os.RemoveAll(dir))
 	for range 5 {
 		m.reloadIfChanged(t.Context())
 	}
 	assert.Equal(t, 1, strings.Count(logs.String(), "link rules dir unreadable"))
-	assert.Len(t, l.Rules(), 2, "the loaded rules are kept")
+	assert.Len(t, l.rules(), 2, "the loaded rules are kept")
 
 	// Back, then gone again: logged again.
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	m.reloadIfChanged(t.Context())
-	assert.Empty(t, l.Rules(), "an empty directory has no rules")
+	assert.Empty(t, l.rules(), "an empty directory has no rules")
 	require.NoError(t, os.RemoveAll(dir))
 	m.reloadIfChanged(t.Context())
 	assert.Equal(t, 2, strings.Count(logs.String(), "link rules dir unreadable"))
 }
 
 func TestWarningsOfDeletedRulesAreForgotten(t *testing.T) {
-	l := NewLinker(nil, nil, silent)
-	l.Put(SetDir, mustCompile(t, rule("broken", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
-	l.Put(SetCluster, mustCompile(t, rule("broken2", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
+	l := newLinker(nil, nil, silent)
+	l.Put(setDir, mustCompile(t, rule("broken", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
+	l.Put(setCluster, mustCompile(t, rule("broken2", func(s *Spec) { s.Targets[0].Name = "object.spec.secretName.substring(100)" })))
 	_, err := l.Lookup(t.Context(), obj("", "pods", "ns1", "p", `{"metadata":{"name":"p"},"spec":{"secretName":"s1"}}`))
 	require.NoError(t, err)
 	l.warnMu.Lock()
 	assert.Len(t, l.warned, 2)
 	l.warnMu.Unlock()
 
-	l.Delete(SetDir, "broken")
-	l.Replace(SetCluster, nil)
+	l.Delete(setDir, "broken")
+	l.Replace(setCluster, nil)
 	l.warnMu.Lock()
 	assert.Empty(t, l.warned)
 	l.warnMu.Unlock()
@@ -376,12 +376,12 @@ func TestFailingStatusWritesAreLoggedOnce(t *testing.T) {
 		return false, nil, nil
 	})
 	logs := &logtest.Buffer{}
-	l := NewLinker(nil, nil, silent)
-	m, err := NewManager(Config{StatusInterval: time.Hour}, l, dyn, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	l := newLinker(nil, nil, silent)
+	m, err := newManager(Config{StatusInterval: time.Hour}, l, dyn, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	require.NoError(t, m.Start(t.Context()))
 	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) })
-	require.Eventually(t, func() bool { return len(l.Rules()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(l.rules()) == 1 }, 5*time.Second, 10*time.Millisecond)
 
 	for range 3 {
 		m.writeStatuses(t.Context())
@@ -393,7 +393,7 @@ func TestFailingStatusWritesAreLoggedOnce(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), "cannot write link rule status"), logs.String())
 	m.writeStatuses(t.Context())
 	assert.Contains(t, logs.String(), "link rule status written again")
-	st, ok := m.RuleStatus("a")
+	st, ok := m.ruleStatus("a")
 	require.True(t, ok)
 	assert.Equal(t, metav1.ConditionTrue, st.Conditions[0].Status)
 }

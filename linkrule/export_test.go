@@ -1,0 +1,6 @@
+package linkrule
+
+// Names the external tests use; the package does not export them.
+const (
+	LinkerName = linkerName
+)
