@@ -15,17 +15,17 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// Checkpoint is where a Source resumes: the resourceVersion of the last Event list or watch
+// checkpoint is where a Source resumes: the resourceVersion of the last Event list or watch
 // position fully processed, and the Events already sent (UID, count, last occurrence and span
 // start), so that what the API server sends again is not sent twice.
-type Checkpoint struct {
+type checkpoint struct {
 	ResourceVersion string      `json:"resourceVersion"`
-	Seen            []SeenEvent `json:"seen,omitempty"`
+	Seen            []seenEvent `json:"seen,omitempty"`
 	Saved           time.Time   `json:"saved"`
 }
 
-// SeenEvent is one Event already sent.
-type SeenEvent struct {
+// seenEvent is one Event already sent.
+type seenEvent struct {
 	UID   string    `json:"uid"`
 	Count int32     `json:"count"`
 	Last  time.Time `json:"last"`
@@ -33,18 +33,18 @@ type SeenEvent struct {
 	Start time.Time `json:"start"`
 }
 
-// CheckpointStore persists a Checkpoint.
-type CheckpointStore interface {
+// checkpointStore persists a Checkpoint.
+type checkpointStore interface {
 	// Load returns the stored checkpoint, or nil without error when there is none.
-	Load(ctx context.Context) (*Checkpoint, error)
-	Save(ctx context.Context, cp *Checkpoint) error
+	Load(ctx context.Context) (*checkpoint, error)
+	Save(ctx context.Context, cp *checkpoint) error
 }
 
-// FileCheckpoint stores the checkpoint as JSON in a local file, replaced atomically.
-type FileCheckpoint struct{ Path string }
+// fileCheckpoint stores the checkpoint as JSON in a local file, replaced atomically.
+type fileCheckpoint struct{ Path string }
 
 // Load reads the file; a missing file is no checkpoint.
-func (f FileCheckpoint) Load(context.Context) (*Checkpoint, error) {
+func (f fileCheckpoint) Load(context.Context) (*checkpoint, error) {
 	b, err := os.ReadFile(f.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -52,7 +52,7 @@ func (f FileCheckpoint) Load(context.Context) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load event checkpoint: %w", err)
 	}
-	var cp Checkpoint
+	var cp checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return nil, fmt.Errorf("load event checkpoint %s: %w", f.Path, err)
 	}
@@ -60,7 +60,7 @@ func (f FileCheckpoint) Load(context.Context) (*Checkpoint, error) {
 }
 
 // Save writes the file through a temporary file and a rename.
-func (f FileCheckpoint) Save(_ context.Context, cp *Checkpoint) error {
+func (f fileCheckpoint) Save(_ context.Context, cp *checkpoint) error {
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("save event checkpoint: %w", err)
@@ -86,17 +86,17 @@ func (f FileCheckpoint) Save(_ context.Context, cp *Checkpoint) error {
 // configMapKey is the ConfigMap data key that holds the checkpoint JSON.
 const configMapKey = "checkpoint.json"
 
-// ConfigMapCheckpoint stores the checkpoint in a ConfigMap (data key checkpoint.json), through a
+// configMapCheckpoint stores the checkpoint in a ConfigMap (data key checkpoint.json), through a
 // dynamic client's configmaps resource in the ConfigMap's namespace, e.g.
 // dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns).
 // A ConfigMap holds at most 1 MiB: keep SeenSize at a few thousand.
-type ConfigMapCheckpoint struct {
+type configMapCheckpoint struct {
 	Client dynamic.ResourceInterface
 	Name   string
 }
 
 // Load reads the ConfigMap; a missing ConfigMap or key is no checkpoint.
-func (c ConfigMapCheckpoint) Load(ctx context.Context) (*Checkpoint, error) {
+func (c configMapCheckpoint) Load(ctx context.Context) (*checkpoint, error) {
 	u, err := c.Client.Get(ctx, c.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -109,7 +109,7 @@ func (c ConfigMapCheckpoint) Load(ctx context.Context) (*Checkpoint, error) {
 	if !ok {
 		return nil, nil
 	}
-	var cp Checkpoint
+	var cp checkpoint
 	if err := json.Unmarshal([]byte(raw), &cp); err != nil {
 		return nil, fmt.Errorf("load event checkpoint configmap %s: %w", c.Name, err)
 	}
@@ -117,7 +117,7 @@ func (c ConfigMapCheckpoint) Load(ctx context.Context) (*Checkpoint, error) {
 }
 
 // Save creates or updates the ConfigMap, retrying once on a conflict.
-func (c ConfigMapCheckpoint) Save(ctx context.Context, cp *Checkpoint) error {
+func (c configMapCheckpoint) Save(ctx context.Context, cp *checkpoint) error {
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("save event checkpoint: %w", err)

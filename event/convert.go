@@ -17,31 +17,31 @@ import (
 	"github.com/kelemetry/kelemetry/kube"
 )
 
-// SourceName is the aggregator.Event Source of Kubernetes Events.
-const SourceName = "event"
+// sourceName is the aggregator.Event Source of Kubernetes Events.
+const sourceName = "event"
 
 // Attribute keys of event spans.
 const (
-	AttrReason              = "kelemetry.event.reason"
-	AttrType                = "kelemetry.event.type"
-	AttrAction              = "kelemetry.event.action"
-	AttrReportingController = "kelemetry.event.reporting_controller"
-	AttrReportingInstance   = "kelemetry.event.reporting_instance"
+	attrReason              = "kelemetry.event.reason"
+	attrType                = "kelemetry.event.type"
+	attrAction              = "kelemetry.event.action"
+	attrReportingController = "kelemetry.event.reporting_controller"
+	attrReportingInstance   = "kelemetry.event.reporting_instance"
 	AttrCount               = "kelemetry.event.count"
-	AttrUID                 = "kelemetry.event.uid"
-	AttrName                = "kelemetry.event.name" // namespace/name of the Event object
-	AttrFieldPath           = "kelemetry.event.field_path"
-	AttrFirstTimestamp      = "kelemetry.event.first_timestamp"
-	AttrLastTimestamp       = "kelemetry.event.last_timestamp"
+	attrUID                 = "kelemetry.event.uid"
+	attrName                = "kelemetry.event.name" // namespace/name of the Event object
+	attrFieldPath           = "kelemetry.event.field_path"
+	attrFirstTimestamp      = "kelemetry.event.first_timestamp"
+	attrLastTimestamp       = "kelemetry.event.last_timestamp"
 	// The related object (core/v1 related, events.k8s.io/v1 related), when there is one.
-	AttrRelatedGroup     = "kelemetry.event.related.group"
-	AttrRelatedResource  = "kelemetry.event.related.resource"
-	AttrRelatedNamespace = "kelemetry.event.related.namespace"
-	AttrRelatedName      = "kelemetry.event.related.name"
+	attrRelatedGroup     = "kelemetry.event.related.group"
+	attrRelatedResource  = "kelemetry.event.related.resource"
+	attrRelatedNamespace = "kelemetry.event.related.namespace"
+	attrRelatedName      = "kelemetry.event.related.name"
 )
 
-// Record is a Kubernetes Event in a form common to core/v1 and events.k8s.io/v1.
-type Record struct {
+// record is a Kubernetes Event in a form common to core/v1 and events.k8s.io/v1.
+type record struct {
 	UID, Namespace, Name, ResourceVersion string
 
 	Regarding corev1.ObjectReference
@@ -65,9 +65,9 @@ type namedTime struct {
 	t     time.Time
 }
 
-// FromCore reads a core/v1 Event.
-func FromCore(e *corev1.Event) *Record {
-	r := &Record{
+// fromCore reads a core/v1 Event.
+func fromCore(e *corev1.Event) *record {
+	r := &record{
 		UID: string(e.UID), Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion,
 		Regarding: e.InvolvedObject, Related: e.Related,
 		Reason: e.Reason, Message: e.Message, Type: e.Type, Action: e.Action,
@@ -84,9 +84,9 @@ func FromCore(e *corev1.Event) *Record {
 	return r
 }
 
-// FromEventsV1 reads an events.k8s.io/v1 Event.
-func FromEventsV1(e *eventsv1.Event) *Record {
-	r := &Record{
+// fromEventsV1 reads an events.k8s.io/v1 Event.
+func fromEventsV1(e *eventsv1.Event) *record {
+	r := &record{
 		UID: string(e.UID), Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion,
 		Regarding: e.Regarding, Related: e.Related,
 		Reason: e.Reason, Message: e.Note, Type: e.Type, Action: e.Action,
@@ -103,7 +103,7 @@ func FromEventsV1(e *eventsv1.Event) *Record {
 // complete fills what both API versions derive alike: the reporter from the deprecated source,
 // the first occurrence (the first non-zero of firsts), the last one and the count (a series wins
 // when it is further along).
-func (r *Record) complete(src corev1.EventSource, series *eventsv1.EventSeries, last namedTime, firsts ...namedTime) {
+func (r *record) complete(src corev1.EventSource, series *eventsv1.EventSeries, last namedTime, firsts ...namedTime) {
 	if r.ReportingController == "" {
 		r.ReportingController = src.Component
 	}
@@ -122,7 +122,7 @@ func (r *Record) complete(src corev1.EventSource, series *eventsv1.EventSeries, 
 	r.normalize()
 }
 
-func (r *Record) normalize() {
+func (r *record) normalize() {
 	if r.Count < 1 {
 		r.Count = 1
 	}
@@ -146,7 +146,7 @@ const maxFutureSkewSetting = "event.maxFutureSkew"
 
 // checkTimes reports, as an error wrapping an *aggregator.TimeError, a first or last occurrence
 // that aggregator.CheckTime refuses, naming the field it came from.
-func (r *Record) checkTimes(now time.Time, maxFutureSkew time.Duration) error {
+func (r *record) checkTimes(now time.Time, maxFutureSkew time.Duration) error {
 	for _, f := range [...]namedTime{{r.firstField, r.First}, {r.lastField, r.Last}} {
 		if f.t.IsZero() {
 			continue
@@ -166,9 +166,9 @@ func (r *Record) checkTimes(now time.Time, maxFutureSkew time.Duration) error {
 	return nil
 }
 
-// Decode reads one Event as JSON, core/v1 or events.k8s.io/v1 (told apart by apiVersion; core
+// decode reads one Event as JSON, core/v1 or events.k8s.io/v1 (told apart by apiVersion; core
 // when absent).
-func Decode(raw []byte) (*Record, error) {
+func decode(raw []byte) (*record, error) {
 	var head struct {
 		APIVersion string `json:"apiVersion"`
 	}
@@ -181,25 +181,25 @@ func Decode(raw []byte) (*Record, error) {
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return nil, fmt.Errorf("decode events.k8s.io/v1 event: %w", err)
 		}
-		return FromEventsV1(&e), nil
+		return fromEventsV1(&e), nil
 	case "", "v1":
 		var e corev1.Event
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return nil, fmt.Errorf("decode v1 event: %w", err)
 		}
-		return FromCore(&e), nil
+		return fromCore(&e), nil
 	default:
 		return nil, fmt.Errorf("decode event: unsupported apiVersion %q", head.APIVersion)
 	}
 }
 
-// ErrNoObject means an Event names no object (no kind or name in involvedObject / regarding), or
+// errNoObject means an Event names no object (no kind or name in involvedObject / regarding), or
 // names an object of a kind known to be namespaced without its namespace.
-var ErrNoObject = errors.New("event names no object")
+var errNoObject = errors.New("event names no object")
 
-// RelatedClass is the link class of an Event's related object: the object the Event is about
+// relatedClass is the link class of an Event's related object: the object the Event is about
 // (regarding) gets a link to it, role parent, written as soon as the Event is sent.
-const RelatedClass = "event.related"
+const relatedClass = "event.related"
 
 // Converter turns Records into aggregator events.
 type Converter struct {
@@ -218,9 +218,9 @@ func NewConverter(cluster string, mapper kube.Mapper, w aggregator.Window) *Conv
 	return &Converter{cluster: cluster, mapper: mapper, window: w.Length(), maxFutureSkew: aggregator.DefaultMaxFutureSkew}
 }
 
-// WithMaxFutureSkew returns a copy of c that refuses Events stamped more than d ahead of this
+// withMaxFutureSkew returns a copy of c that refuses Events stamped more than d ahead of this
 // receiver's clock (zero: aggregator.DefaultMaxFutureSkew, negative: no limit).
-func (c *Converter) WithMaxFutureSkew(d time.Duration) *Converter {
+func (c *Converter) withMaxFutureSkew(d time.Duration) *Converter {
 	cc := *c
 	if d == 0 {
 		d = aggregator.DefaultMaxFutureSkew
@@ -232,9 +232,9 @@ func (c *Converter) WithMaxFutureSkew(d time.Duration) *Converter {
 // Window is the trace window length the Converter assumes.
 func (c *Converter) Window() time.Duration { return c.window }
 
-// SpanStart is where the span of r starts: r.First when it falls in the window of r.Last,
+// spanStart is where the span of r starts: r.First when it falls in the window of r.Last,
 // otherwise r.Last (the span of a later window only covers what is known of that window).
-func (c *Converter) SpanStart(r *Record) time.Time {
+func (c *Converter) spanStart(r *record) time.Time {
 	if aggregator.WindowStart(r.First, c.window).Equal(aggregator.WindowStart(r.Last, c.window)) {
 		return r.First
 	}
@@ -249,9 +249,9 @@ func (c *Converter) SpanStart(r *Record) time.Time {
 // the maximum future skew ahead of this receiver's clock is refused with an error that wraps an
 // *aggregator.TimeError and names the field; the sources drop and count it
 // (kelemetry.event.dropped_events, by reason).
-func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*aggregator.Event, error) {
+func (c *Converter) Convert(ctx context.Context, r *record, start time.Time) (*aggregator.Event, error) {
 	if r.Regarding.Kind == "" || r.Regarding.Name == "" {
-		return nil, fmt.Errorf("%w: %s/%s", ErrNoObject, r.Namespace, r.Name)
+		return nil, fmt.Errorf("%w: %s/%s", errNoObject, r.Namespace, r.Name)
 	}
 	if r.UID == "" {
 		return nil, fmt.Errorf("%w: event %s/%s has no uid", aggregator.ErrInvalidEvent, r.Namespace, r.Name)
@@ -267,12 +267,12 @@ func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*a
 		return nil, err
 	}
 	if start.IsZero() || start.After(r.Last) {
-		start = c.SpanStart(r)
+		start = c.spanStart(r)
 	}
 	window := aggregator.WindowStart(r.Last, c.window)
 	ev := &aggregator.Event{
 		Object: aggregator.Object{ObjectRef: ref},
-		Source: SourceName,
+		Source: sourceName,
 		ID:     r.UID + "/" + strconv.FormatInt(window.Unix(), 10),
 		Title:  r.Reason,
 		Start:  start,
@@ -288,25 +288,25 @@ func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*a
 			attrs = append(attrs, aggregator.Attr{Key: k, Value: v})
 		}
 	}
-	add(AttrReason, r.Reason)
-	add(AttrType, r.Type)
-	add(AttrAction, r.Action)
-	add(AttrReportingController, r.ReportingController)
-	add(AttrReportingInstance, r.ReportingInstance)
+	add(attrReason, r.Reason)
+	add(attrType, r.Type)
+	add(attrAction, r.Action)
+	add(attrReportingController, r.ReportingController)
+	add(attrReportingInstance, r.ReportingInstance)
 	add(AttrCount, strconv.Itoa(int(r.Count)))
-	add(AttrUID, r.UID)
-	add(AttrName, r.Namespace+"/"+r.Name)
-	add(AttrFieldPath, r.Regarding.FieldPath)
-	add(AttrFirstTimestamp, r.First.Format(time.RFC3339Nano))
-	add(AttrLastTimestamp, r.Last.Format(time.RFC3339Nano))
-	if rel, ok := c.Related(ctx, r); ok {
+	add(attrUID, r.UID)
+	add(attrName, r.Namespace+"/"+r.Name)
+	add(attrFieldPath, r.Regarding.FieldPath)
+	add(attrFirstTimestamp, r.First.Format(time.RFC3339Nano))
+	add(attrLastTimestamp, r.Last.Format(time.RFC3339Nano))
+	if rel, ok := c.related(ctx, r); ok {
 		if rel.Key() != ref.Key() {
-			ev.Links = []aggregator.Link{{Target: rel, Role: aggregator.RoleParent, Class: RelatedClass}}
+			ev.Links = []aggregator.Link{{Target: rel, Role: aggregator.RoleParent, Class: relatedClass}}
 		}
-		add(AttrRelatedGroup, rel.Group)
-		add(AttrRelatedResource, rel.Resource)
-		add(AttrRelatedNamespace, rel.Namespace)
-		add(AttrRelatedName, rel.Name)
+		add(attrRelatedGroup, rel.Group)
+		add(attrRelatedResource, rel.Resource)
+		add(attrRelatedNamespace, rel.Namespace)
+		add(attrRelatedName, rel.Name)
 	}
 	ev.Attributes = attrs
 	if r.Message != "" {
@@ -315,8 +315,8 @@ func (c *Converter) Convert(ctx context.Context, r *Record, start time.Time) (*a
 	return ev, nil
 }
 
-// Related returns the object r's related field names, if any.
-func (c *Converter) Related(ctx context.Context, r *Record) (aggregator.ObjectRef, bool) {
+// related returns the object r's related field names, if any.
+func (c *Converter) related(ctx context.Context, r *record) (aggregator.ObjectRef, bool) {
 	if r.Related == nil || r.Related.Kind == "" || r.Related.Name == "" {
 		return aggregator.ObjectRef{}, false
 	}
@@ -344,7 +344,7 @@ func (c *Converter) objectRef(ctx context.Context, o *corev1.ObjectReference) (a
 		// object it is cannot be told: filing it under an empty namespace would make up an
 		// object that does not exist (and a cluster-scoped look-up of it).
 		return aggregator.ObjectRef{}, fmt.Errorf("%w: %s %s %q is namespaced but the reference has no namespace",
-			ErrNoObject, o.APIVersion, o.Kind, o.Name)
+			errNoObject, o.APIVersion, o.Kind, o.Name)
 	}
 	// A kind whose scope is only guessed (a custom resource discovery does not know) keeps the
 	// namespace the Event gave, none included: a cluster-scoped custom resource has none.

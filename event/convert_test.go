@@ -35,7 +35,7 @@ func TestReplayRollout(t *testing.T) {
 		var scaling, scheduled int
 		for _, ev := range agg.Events() {
 			ids[file] = append(ids[file], ev.Object.String()+"|"+ev.ID)
-			assert.Equal(t, SourceName, ev.Source)
+			assert.Equal(t, sourceName, ev.Source)
 			assert.False(t, ev.Error)
 			require.Len(t, ev.Logs, 1)
 			assert.Equal(t, aggregator.LogTypeMessage, ev.Logs[0].Type)
@@ -48,7 +48,7 @@ func TestReplayRollout(t *testing.T) {
 			case "Scheduled":
 				scheduled++
 				assert.Equal(t, "pods", ev.Object.Resource)
-				c, _ := ev.Attributes.Get(AttrReportingController)
+				c, _ := ev.Attributes.Get(attrReportingController)
 				assert.Equal(t, "default-scheduler", c)
 				assert.Contains(t, ev.Logs[0].Message, "Successfully assigned")
 			}
@@ -77,7 +77,7 @@ func TestReplayRepeatedEvent(t *testing.T) {
 		assert.Equal(t, time.Date(2026, 11, 29, 17, 10, 14, 0, time.UTC), ev.Start)
 		assert.Equal(t, time.Date(2026, 11, 29, 17, 10, 16, 0, time.UTC), ev.End)
 		assert.Equal(t, "cronjobs", ev.Object.Resource)
-		c, _ := ev.Attributes.Get(AttrReportingController)
+		c, _ := ev.Attributes.Get(attrReportingController)
 		assert.Equal(t, "cronjob-controller", c)
 	}
 	assert.True(t, found)
@@ -90,7 +90,7 @@ const seriesEvent = `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":
 "related":{"kind":"Node","apiVersion":"v1","name":"node-1"}}`
 
 func TestConvertEventsV1Series(t *testing.T) {
-	rec, err := Decode([]byte(seriesEvent))
+	rec, err := decode([]byte(seriesEvent))
 	require.NoError(t, err)
 	ev, err := NewConverter("c", nil, 0).Convert(context.Background(), rec, time.Time{})
 	require.NoError(t, err)
@@ -101,16 +101,16 @@ func TestConvertEventsV1Series(t *testing.T) {
 	assert.Equal(t, time.Date(2026, 11, 29, 17, 5, 0, 0, time.UTC), ev.End)
 	assert.Equal(t, "e1/"+itoa(aggregator.WindowStart(ev.End, aggregator.DefaultWindow).Unix()), ev.ID)
 	want := map[string]string{
-		AttrReason: "BackOff", AttrType: "Warning", AttrAction: "Pulling", AttrReportingController: "kubelet",
-		AttrReportingInstance: "node-1", AttrCount: "7", AttrUID: "e1", AttrName: "default/web.1", AttrFieldPath: "spec.containers{app}",
-		AttrRelatedResource: "nodes", AttrRelatedName: "node-1",
+		attrReason: "BackOff", attrType: "Warning", attrAction: "Pulling", attrReportingController: "kubelet",
+		attrReportingInstance: "node-1", AttrCount: "7", attrUID: "e1", attrName: "default/web.1", attrFieldPath: "spec.containers{app}",
+		attrRelatedResource: "nodes", attrRelatedName: "node-1",
 	}
 	for k, v := range want {
 		got, ok := ev.Attributes.Get(k)
 		assert.True(t, ok, k)
 		assert.Equal(t, v, got, k)
 	}
-	_, ok := ev.Attributes.Get(AttrRelatedNamespace)
+	_, ok := ev.Attributes.Get(attrRelatedNamespace)
 	assert.False(t, ok, "a Node has no namespace")
 	assert.Equal(t, []aggregator.Log{{Time: ev.End, Type: aggregator.LogTypeMessage, Message: "Back-off pulling image"}}, ev.Logs)
 }
@@ -119,22 +119,22 @@ func TestConvertCore(t *testing.T) {
 	raw := `{"apiVersion":"v1","kind":"Event","metadata":{"name":"n.1","namespace":"default","uid":"e2","creationTimestamp":"2026-11-29T17:00:00Z"},
 "involvedObject":{"kind":"Node","name":"node-1","namespace":"default"},"reason":"NodeReady","message":"ready","source":{"component":"kubelet","host":"node-1"},
 "firstTimestamp":"2026-11-29T17:00:00Z","lastTimestamp":"2026-11-29T17:45:00Z","count":2,"type":"Normal"}`
-	rec, err := Decode([]byte(raw))
+	rec, err := decode([]byte(raw))
 	require.NoError(t, err)
 	conv := NewConverter("c", nil, aggregator.Window(30*time.Minute))
 	ev, err := conv.Convert(context.Background(), rec, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, "", ev.Object.Namespace, "nodes are cluster-scoped")
 	assert.Equal(t, "nodes", ev.Object.Resource)
-	c, _ := ev.Attributes.Get(AttrReportingController)
+	c, _ := ev.Attributes.Get(attrReportingController)
 	assert.Equal(t, "kubelet", c, "source.component is the fallback")
 	// First and last occurrences in different windows: the span is in the window of the last.
 	assert.Equal(t, rec.Last, ev.Start)
 	assert.False(t, ev.Error)
 
-	_, err = conv.Convert(context.Background(), &Record{UID: "x", Last: time.Now()}, time.Time{})
-	assert.ErrorIs(t, err, ErrNoObject)
-	_, err = Decode([]byte(`{"apiVersion":"example.com/v1"}`))
+	_, err = conv.Convert(context.Background(), &record{UID: "x", Last: time.Now()}, time.Time{})
+	assert.ErrorIs(t, err, errNoObject)
+	_, err = decode([]byte(`{"apiVersion":"example.com/v1"}`))
 	assert.Error(t, err)
 }
 
@@ -142,12 +142,12 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestRelatedBecomesALink(t *testing.T) {
 	conv := NewConverter("c", nil, 0)
-	rec, err := Decode([]byte(seriesEvent))
+	rec, err := decode([]byte(seriesEvent))
 	require.NoError(t, err)
 	ev, err := conv.Convert(context.Background(), rec, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, []aggregator.Link{{Target: aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "nodes", Name: "node-1"},
-		Role: aggregator.RoleParent, Class: RelatedClass}}, ev.Links)
+		Role: aggregator.RoleParent, Class: relatedClass}}, ev.Links)
 }
 
 // failedToCreateEndpoint is the Event kube-controller-manager's endpoint controller wrote when
@@ -168,7 +168,7 @@ func (f scopeFake) ResourceFor(ctx context.Context, cluster string, gvk schema.G
 
 func TestNamespacedObjectWithoutNamespace(t *testing.T) {
 	ctx := context.Background()
-	rec, err := Decode([]byte(failedToCreateEndpoint))
+	rec, err := decode([]byte(failedToCreateEndpoint))
 	require.NoError(t, err)
 	rec.Last, rec.First = time.Now(), time.Now()
 	core, coreLists := mapperGroup("", "Endpoints", "endpoints", true)
@@ -180,7 +180,7 @@ func TestNamespacedObjectWithoutNamespace(t *testing.T) {
 	for name, m := range map[string]kube.Mapper{"static": nil, "discovery": dm, "other": scopeFake{}} {
 		conv := NewConverter("test", m, 0)
 		_, err := conv.Convert(ctx, rec, time.Time{})
-		require.ErrorIs(t, err, ErrNoObject, "%s: the Endpoints cannot be test//endpoints//web", name)
+		require.ErrorIs(t, err, errNoObject, "%s: the Endpoints cannot be test//endpoints//web", name)
 	}
 
 	// A kind whose scope is only guessed keeps the reference as given: a cluster-scoped custom

@@ -9,16 +9,16 @@
 // harmless.
 //
 // The related object becomes a link of the span, written at once. Converter turns a Record (an
-// Event of either API, FromCore, FromEventsV1, Decode) into an aggregator event; it refuses an
-// Event that names a namespaced object without its namespace (ErrNoObject). The sources drop and
+// Event of either API, fromCore, fromEventsV1, Decode) into an aggregator event; it refuses an
+// Event that names a namespaced object without its namespace (errNoObject). The sources drop and
 // count Events with a timestamp the store cannot represent or more than Config.MaxFutureSkew
 // ahead.
 //
 // Sources: ReplayFile and Replayer (recorded EventLists, for the all-in-one's --replay-events) and
 // Source, a list+watch loop over the API with a bounded queue and a checkpoint (last
 // resourceVersion plus a bounded set of Event UIDs and counts already sent) so a restart neither
-// loses nor duplicates; the checkpoint lives in a file (FileCheckpoint) or a ConfigMap
-// (ConfigMapCheckpoint). While the sinks are unavailable (a full disk, a full OTLP queue) both wait
-// with backoff instead of dropping Events. Module (NewModule) runs the replay and one watch per
+// loses nor duplicates; the checkpoint lives in a file (fileCheckpoint) or a ConfigMap
+// (configMapCheckpoint). While the sinks are unavailable (a full disk, a full OTLP queue) both wait
+// with backoff instead of dropping Events. Module (newModule) runs the replay and one watch per
 // configured cluster (Config.WatchClusters), each with its own checkpoint.
 package event

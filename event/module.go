@@ -23,7 +23,7 @@ type Config struct {
 	Replay []string `yaml:"replay"`
 	// Watch lists and watches the cluster's Events (needs a kube.Clusters, i.e. a kubeconfig).
 	Watch  bool         `yaml:"watch"`
-	Source SourceConfig `yaml:"source"`
+	Source sourceConfig `yaml:"source"`
 	// WatchClusters names further clusters whose Events are watched too (with Watch). Each keeps
 	// its own checkpoint: the file "<checkpointFile>.<cluster>", or the ConfigMap
 	// "<name>-<cluster>" in that cluster.
@@ -61,8 +61,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ModuleParams are the fx inputs of NewModule.
-type ModuleParams struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config Config            `optional:"true"`
@@ -77,44 +77,44 @@ type ModuleParams struct {
 	Lifecycle fx.Lifecycle
 }
 
-// ModuleResult are the fx outputs of NewModule.
-type ModuleResult struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
 	Replayer *Replayer
 	// Source watches the main cluster (Config.Cluster); nil unless Config.Watch.
-	Source *Source
+	Source *source
 	// Sources are every watch: Source, then one per Config.WatchClusters.
-	Sources []*Source
+	Sources []*source
 }
 
 // Module provides the Event replay (*Replayer) and the Event watch (*Source, when Config.Watch)
-// (NewModule), started and stopped with the app. It needs an aggregator.Aggregator.
-var Module = fx.Module("event", fx.Provide(NewModule))
+// (newModule), started and stopped with the app. It needs an aggregator.Aggregator.
+var Module = fx.Module("event", fx.Provide(newModule))
 
-// NewModule builds what Module provides and registers the parts' Start and Stop with the
+// newModule builds what Module provides and registers the parts' Start and Stop with the
 // lifecycle: the replay, then one watch per cluster.
-func NewModule(p ModuleParams) (ModuleResult, error) {
+func newModule(p moduleParams) (moduleResult, error) {
 	cfg := p.Config
 	if err := cfg.Validate(); err != nil {
-		return ModuleResult{}, fmt.Errorf("event config: %w", err)
+		return moduleResult{}, fmt.Errorf("event config: %w", err)
 	}
 	ts := p.Telemetry
-	conv := NewConverter(cfg.Cluster, p.Mapper, p.Window).WithMaxFutureSkew(cfg.MaxFutureSkew)
-	out := ModuleResult{}
-	out.Replayer = NewReplayer(cfg.Replay, conv, p.Aggregator, ts)
+	conv := NewConverter(cfg.Cluster, p.Mapper, p.Window).withMaxFutureSkew(cfg.MaxFutureSkew)
+	out := moduleResult{}
+	out.Replayer = newReplayer(cfg.Replay, conv, p.Aggregator, ts)
 	p.Lifecycle.Append(fx.StartStopHook(out.Replayer.Start, out.Replayer.Stop))
 	if !cfg.Watch {
 		return out, nil
 	}
 	if p.Clusters == nil {
-		return ModuleResult{}, errors.New("event: watching Events needs a Kubernetes client (a kubeconfig)")
+		return moduleResult{}, errors.New("event: watching Events needs a Kubernetes client (a kubeconfig)")
 	}
 	for i, cluster := range append([]string{cfg.Cluster}, cfg.WatchClusters...) {
 		conv := conv
 		src := cfg.Source
 		if i > 0 {
-			conv = NewConverter(cluster, p.Mapper, p.Window).WithMaxFutureSkew(cfg.MaxFutureSkew)
+			conv = NewConverter(cluster, p.Mapper, p.Window).withMaxFutureSkew(cfg.MaxFutureSkew)
 			if src.CheckpointFile != "" {
 				src.CheckpointFile += "." + cluster
 			}
@@ -124,7 +124,7 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 		}
 		s, err := newWatch(p, cluster, src, conv, ts.With("cluster", cluster))
 		if err != nil {
-			return ModuleResult{}, err
+			return moduleResult{}, err
 		}
 		out.Sources = append(out.Sources, s)
 	}
@@ -133,23 +133,23 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 }
 
 // newWatch builds the Event watch of one cluster and ties it to the app's lifecycle.
-func newWatch(p ModuleParams, cluster string, cfg SourceConfig, conv *Converter, ts telemetry.Settings) (*Source, error) {
+func newWatch(p moduleParams, cluster string, cfg sourceConfig, conv *Converter, ts telemetry.Settings) (*source, error) {
 	dyn, err := p.Clusters.Dynamic(cluster)
 	if err != nil {
 		return nil, fmt.Errorf("event: %w", err)
 	}
-	var store CheckpointStore
+	var store checkpointStore
 	switch {
 	case cfg.CheckpointFile != "":
-		store = FileCheckpoint{Path: cfg.CheckpointFile}
+		store = fileCheckpoint{Path: cfg.CheckpointFile}
 	case cfg.CheckpointConfigMap != "":
 		ns, name, _ := splitNamespaceName(cfg.CheckpointConfigMap) // validated
-		store = ConfigMapCheckpoint{
+		store = configMapCheckpoint{
 			Client: dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns),
 			Name:   name,
 		}
 	}
-	src, err := NewSource(cfg, dyn.Resource(cfg.GVR()), conv, p.Aggregator, store, ts)
+	src, err := newSource(cfg, dyn.Resource(cfg.gvr()), conv, p.Aggregator, store, ts)
 	if err != nil {
 		return nil, fmt.Errorf("event: cluster %s: %w", cluster, err)
 	}

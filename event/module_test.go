@@ -28,7 +28,7 @@ import (
 func TestModuleReplay(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
 	var r *Replayer
-	var src *Source
+	var src *source
 	app := fxtest.New(t,
 		fx.Supply(Config{Cluster: "kind", Replay: []string{fixture("rollout", "events-core-v1.json")}}),
 		fx.Provide(func() aggregator.Aggregator { return agg }),
@@ -55,14 +55,14 @@ func TestModuleWatchNeedsClusters(t *testing.T) {
 		fx.Supply(Config{Watch: true}),
 		fx.Provide(func() aggregator.Aggregator { return &aggregatortest.RecordingAggregator{} }),
 		Module,
-		fx.Invoke(func(*Source) {}),
+		fx.Invoke(func(*source) {}),
 	)
 	require.NoError(t, err, "the graph is valid")
 	app := fx.New(
 		fx.Supply(Config{Watch: true}),
 		fx.Provide(func() aggregator.Aggregator { return &aggregatortest.RecordingAggregator{} }),
 		Module,
-		fx.Invoke(func(*Source) {}),
+		fx.Invoke(func(*source) {}),
 		fx.NopLogger,
 	)
 	assert.ErrorContains(t, app.Err(), "kubeconfig")
@@ -93,11 +93,11 @@ func TestModuleWatchesSeveralClusters(t *testing.T) {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	var res struct {
 		fx.In
-		Source  *Source
-		Sources []*Source
+		Source  *source
+		Sources []*source
 	}
 	app := fxtest.New(t,
-		fx.Supply(Config{Cluster: "wl", Watch: true, WatchClusters: []string{"mgmt"}, Source: SourceConfig{CheckpointFile: ckpt}}),
+		fx.Supply(Config{Cluster: "wl", Watch: true, WatchClusters: []string{"mgmt"}, Source: sourceConfig{CheckpointFile: ckpt}}),
 		fx.Provide(func() aggregator.Aggregator { return agg }),
 		fx.Provide(func() kube.Clusters { return clusters }),
 		fx.Supply(telemetry.Settings{Logger: slog.New(slog.DiscardHandler), MeterProvider: mp}),

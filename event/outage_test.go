@@ -47,9 +47,9 @@ func TestReplayWaitsOutSinkOutage(t *testing.T) {
 func TestSourceWaitsOutSinkOutage(t *testing.T) {
 	agg := &outageAggregator{}
 	agg.refusals.Store(sendAttempts + 1)
-	s, err := NewSource(SourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), agg, nil, quiet)
+	s, err := newSource(sourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), agg, nil, quiet)
 	require.NoError(t, err)
-	ev := FromCore(timedCore("e1", nil))
+	ev := fromCore(timedCore("e1", nil))
 	assert.True(t, s.handle(context.Background(), ev))
 	assert.Len(t, agg.Events(), 1, "sent once the sink took it")
 
@@ -59,7 +59,7 @@ func TestSourceWaitsOutSinkOutage(t *testing.T) {
 	stopped, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	assert.False(t, s.handle(stopped, FromCore(timedCore("e2", nil))))
+	assert.False(t, s.handle(stopped, fromCore(timedCore("e2", nil))))
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Equal(t, int32(sendAttempts), agg.calls.Load())
 }

@@ -55,7 +55,7 @@ func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregato
 			return st, fmt.Errorf("replay events %s: %w", path, err)
 		}
 		st.Events++
-		rec, err := Decode(raw)
+		rec, err := decode(raw)
 		if err != nil {
 			st.Skipped++
 			logger.Debug("skip event", "file", path, "error", err)
@@ -116,8 +116,8 @@ func readItems(r io.Reader) ([]json.RawMessage, error) {
 // --replay-events).
 type Replayer = replay.Runner[ReplayStats]
 
-// NewReplayer returns a Replayer of files; ts gives its logger (may be unset).
-func NewReplayer(files []string, conv *Converter, agg aggregator.Aggregator, ts telemetry.Settings) *Replayer {
+// newReplayer returns a Replayer of files; ts gives its logger (may be unset).
+func newReplayer(files []string, conv *Converter, agg aggregator.Aggregator, ts telemetry.Settings) *Replayer {
 	return replay.New("event replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
 		return ReplayFile(ctx, file, conv, agg, ts)
 	}, ts.Log())

@@ -26,31 +26,31 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Client lists and watches the Events of one API in all namespaces. A client-go dynamic client's
-// resource (dynamic.Interface.Resource(CoreEvents or EventsV1Events)) satisfies it.
-type Client interface {
+// client lists and watches the Events of one API in all namespaces. A client-go dynamic client's
+// resource (dynamic.Interface.Resource(coreEvents or eventsV1Events)) satisfies it.
+type client interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // The two Event APIs.
 var (
-	CoreEvents     = schema.GroupVersionResource{Version: "v1", Resource: "events"}
-	EventsV1Events = schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
+	coreEvents     = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	eventsV1Events = schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
 )
 
-// Defaults for SourceConfig.
+// Defaults for sourceConfig.
 const (
-	DefaultQueueSize          = 1000
-	DefaultSeenSize           = 4096
-	DefaultCheckpointInterval = 5 * time.Second
-	DefaultPageSize           = 500
-	DefaultMaxBackoff         = 30 * time.Second
+	defaultQueueSize          = 1000
+	defaultSeenSize           = 4096
+	defaultCheckpointInterval = 5 * time.Second
+	defaultPageSize           = 500
+	defaultMaxBackoff         = 30 * time.Second
 )
 
-// SourceConfig configures a Source. The zero value means defaults (core/v1 Events, no
+// sourceConfig configures a Source. The zero value means defaults (core/v1 Events, no
 // checkpoint).
-type SourceConfig struct {
+type sourceConfig struct {
 	// API is "v1" (core/v1 Events, the default) or "events.k8s.io/v1".
 	API string `yaml:"api"`
 	// QueueSize bounds the Events received and not yet sent (default 1000). When it is full the
@@ -72,32 +72,32 @@ type SourceConfig struct {
 	MaxBackoff time.Duration `yaml:"maxBackoff"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c SourceConfig) WithDefaults() SourceConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c sourceConfig) withDefaults() sourceConfig {
 	if c.API == "" {
 		c.API = "v1"
 	}
 	if c.QueueSize == 0 {
-		c.QueueSize = DefaultQueueSize
+		c.QueueSize = defaultQueueSize
 	}
 	if c.SeenSize == 0 {
-		c.SeenSize = DefaultSeenSize
+		c.SeenSize = defaultSeenSize
 	}
 	if c.CheckpointInterval == 0 {
-		c.CheckpointInterval = DefaultCheckpointInterval
+		c.CheckpointInterval = defaultCheckpointInterval
 	}
 	if c.PageSize == 0 {
-		c.PageSize = DefaultPageSize
+		c.PageSize = defaultPageSize
 	}
 	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
+		c.MaxBackoff = defaultMaxBackoff
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c SourceConfig) Validate() error {
-	c = c.WithDefaults()
+func (c sourceConfig) Validate() error {
+	c = c.withDefaults()
 	if c.API != "v1" && c.API != "events.k8s.io/v1" {
 		return fmt.Errorf("event source: api %q is not v1 or events.k8s.io/v1", c.API)
 	}
@@ -112,12 +112,12 @@ func (c SourceConfig) Validate() error {
 	return nil
 }
 
-// GVR is the resource of the configured API.
-func (c SourceConfig) GVR() schema.GroupVersionResource {
-	if c.WithDefaults().API == "events.k8s.io/v1" {
-		return EventsV1Events
+// gvr is the resource of the configured API.
+func (c sourceConfig) gvr() schema.GroupVersionResource {
+	if c.withDefaults().API == "events.k8s.io/v1" {
+		return eventsV1Events
 	}
-	return CoreEvents
+	return coreEvents
 }
 
 func splitNamespaceName(s string) (string, string, error) {
@@ -132,24 +132,24 @@ func splitNamespaceName(s string) (string, string, error) {
 	return "", "", fmt.Errorf("event source: checkpoint configmap %q is not namespace/name", s)
 }
 
-// Source sends the Events of a cluster to the aggregator as they are created and updated: a
+// source sends the Events of a cluster to the aggregator as they are created and updated: a
 // list, then a watch from the list's resourceVersion, relisting when the watch expires. Events go
 // through a bounded queue to one worker, which skips Events already sent (same UID, no new
 // occurrence) and records progress in the checkpoint: the resourceVersion only advances past
 // Events that were sent. After a restart it watches from the checkpoint, so nothing is lost; what
 // the API server sends again is skipped, or, beyond the seen set, sent again under the same span
 // ID, which is harmless.
-type Source struct {
-	cfg    SourceConfig
-	client Client
+type source struct {
+	cfg    sourceConfig
+	client client
 	conv   *Converter
 	agg    aggregator.Aggregator
-	store  CheckpointStore
+	store  checkpointStore
 	logger *slog.Logger
 
 	mu    sync.Mutex
 	rv    string
-	seen  *lru.Cache[string, SeenEvent]
+	seen  *lru.Cache[string, seenEvent]
 	dirty bool
 
 	queue   chan item
@@ -165,7 +165,7 @@ type Source struct {
 
 // item is a queued Event, or a position marker (rec nil) that lets the checkpoint advance.
 type item struct {
-	rec *Record
+	rec *record
 	rv  string
 }
 
@@ -180,22 +180,22 @@ const (
 	resultFailed    = "send_error"
 )
 
-// NewSource builds a Source. store may be nil (no checkpoint); ts gives the logger and meter
+// newSource builds a Source. store may be nil (no checkpoint); ts gives the logger and meter
 // provider (unset: slog.Default(), no metrics).
-func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.Aggregator, store CheckpointStore,
-	ts telemetry.Settings) (*Source, error) {
+func newSource(cfg sourceConfig, client client, conv *Converter, agg aggregator.Aggregator, store checkpointStore,
+	ts telemetry.Settings) (*source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if client == nil || conv == nil || agg == nil {
 		return nil, errors.New("event source: nil client, converter or aggregator")
 	}
-	cfg = cfg.WithDefaults()
-	seen, err := lru.New[string, SeenEvent](cfg.SeenSize)
+	cfg = cfg.withDefaults()
+	seen, err := lru.New[string, seenEvent](cfg.SeenSize)
 	if err != nil {
 		return nil, fmt.Errorf("event source: %w", err)
 	}
-	s := &Source{cfg: cfg, client: client, conv: conv, agg: agg, store: store,
+	s := &source{cfg: cfg, client: client, conv: conv, agg: agg, store: store,
 		logger: ts.Log().With("component", "event.source"), seen: seen,
 		queue: make(chan item, cfg.QueueSize), results: map[string]metric.MeasurementOption{}}
 	meter := ts.Meter(meterScope)
@@ -216,7 +216,7 @@ func NewSource(cfg SourceConfig, client Client, conv *Converter, agg aggregator.
 
 // Start loads the checkpoint and starts listing and watching in the background. It does not
 // block; it does nothing when the Source runs already or was stopped.
-func (s *Source) Start(ctx context.Context) error {
+func (s *source) Start(ctx context.Context) error {
 	s.runMu.Lock()
 	defer s.runMu.Unlock()
 	if s.stopped || s.loops.Running() {
@@ -251,7 +251,7 @@ func (s *Source) Start(ctx context.Context) error {
 // the goroutines still running: the checkpoint stays at the last periodic save, so what came
 // after it is seen again after a restart (skipped or sent again under the same span IDs). Safe
 // without Start and more than once.
-func (s *Source) Stop(ctx context.Context) error {
+func (s *source) Stop(ctx context.Context) error {
 	s.runMu.Lock()
 	defer s.runMu.Unlock()
 	s.stopped = true
@@ -266,11 +266,11 @@ func (s *Source) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Checkpoint returns the current checkpoint.
-func (s *Source) Checkpoint() *Checkpoint {
+// checkpoint returns the current checkpoint.
+func (s *source) checkpoint() *checkpoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cp := &Checkpoint{ResourceVersion: s.rv, Saved: time.Now().UTC()}
+	cp := &checkpoint{ResourceVersion: s.rv, Saved: time.Now().UTC()}
 	for _, uid := range s.seen.Keys() { // oldest first, so a restore keeps the LRU order
 		if v, ok := s.seen.Peek(uid); ok {
 			cp.Seen = append(cp.Seen, v)
@@ -279,7 +279,7 @@ func (s *Source) Checkpoint() *Checkpoint {
 	return cp
 }
 
-func (s *Source) restore(cp *Checkpoint) {
+func (s *source) restore(cp *checkpoint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rv = cp.ResourceVersion
@@ -288,7 +288,7 @@ func (s *Source) restore(cp *Checkpoint) {
 	}
 }
 
-func (s *Source) save(ctx context.Context, force bool) error {
+func (s *source) save(ctx context.Context, force bool) error {
 	s.mu.Lock()
 	dirty := s.dirty
 	s.dirty = false
@@ -296,7 +296,7 @@ func (s *Source) save(ctx context.Context, force bool) error {
 	if !dirty && !force {
 		return nil
 	}
-	if err := s.store.Save(ctx, s.Checkpoint()); err != nil {
+	if err := s.store.Save(ctx, s.checkpoint()); err != nil {
 		s.mu.Lock()
 		s.dirty = true
 		s.mu.Unlock()
@@ -305,7 +305,7 @@ func (s *Source) save(ctx context.Context, force bool) error {
 	return nil
 }
 
-func (s *Source) flushLoop(ctx context.Context) {
+func (s *source) flushLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.CheckpointInterval)
 	defer t.Stop()
 	for {
@@ -326,7 +326,7 @@ func (s *Source) flushLoop(ctx context.Context) {
 // sent, the checkpoint's resourceVersion stops advancing for the rest of the run, so a restart
 // watches again from before that Event (at least once; the seen set and idempotent span IDs make
 // the repeats harmless).
-func (s *Source) work(ctx context.Context) {
+func (s *source) work(ctx context.Context) {
 	stuck := false
 	for it := range s.queue {
 		if it.rec != nil && !s.handle(ctx, it.rec) {
@@ -356,7 +356,7 @@ var outageBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: 2 * time.S
 
 // handle sends one Event unless it was sent already. It reports false when the Event should have
 // been sent and could not be, after retries.
-func (s *Source) handle(ctx context.Context, rec *Record) bool {
+func (s *source) handle(ctx context.Context, rec *record) bool {
 	// The worker drains the queue after the watch stopped: sending must not use the run ctx. The
 	// run ctx still bounds waiting out a sink outage (see below), which ends when Stop begins.
 	run := ctx
@@ -405,7 +405,7 @@ func (s *Source) handle(ctx context.Context, rec *Record) bool {
 		sendBackoff.Sleep(ctx, attempt-1) // ctx is not cancelled by Stop: the drain retries too
 	}
 	s.mu.Lock()
-	s.seen.Add(rec.UID, SeenEvent{UID: rec.UID, Count: rec.Count, Last: rec.Last, Start: ev.Start})
+	s.seen.Add(rec.UID, seenEvent{UID: rec.UID, Count: rec.Count, Last: rec.Last, Start: ev.Start})
 	s.dirty = true
 	s.mu.Unlock()
 	s.events.Add(ctx, 1, s.results[resultSent])
@@ -413,7 +413,7 @@ func (s *Source) handle(ctx context.Context, rec *Record) bool {
 }
 
 // enqueue waits for room in the queue; false when ctx ended.
-func (s *Source) enqueue(ctx context.Context, it item) bool {
+func (s *source) enqueue(ctx context.Context, it item) bool {
 	select {
 	case s.queue <- it:
 		return true
@@ -423,7 +423,7 @@ func (s *Source) enqueue(ctx context.Context, it item) bool {
 }
 
 // watchLoop lists when it has no position, then watches, until ctx ends.
-func (s *Source) watchLoop(ctx context.Context) {
+func (s *source) watchLoop(ctx context.Context) {
 	s.mu.Lock()
 	rv := s.rv
 	s.mu.Unlock()
@@ -465,7 +465,7 @@ const retryBase = 500 * time.Millisecond
 var errExpired = errors.New("resourceVersion expired")
 
 // list queues every current Event and then a marker with the list's resourceVersion.
-func (s *Source) list(ctx context.Context) (string, error) {
+func (s *source) list(ctx context.Context) (string, error) {
 	opts := metav1.ListOptions{Limit: s.cfg.PageSize}
 	for {
 		l, err := s.client.List(ctx, opts)
@@ -499,7 +499,7 @@ func (s *Source) list(ctx context.Context) (string, error) {
 
 // watch queues the Events of one watch from rv and returns the last resourceVersion seen, with
 // errExpired when rv is too old.
-func (s *Source) watch(ctx context.Context, rv string) (string, error) {
+func (s *source) watch(ctx context.Context, rv string) (string, error) {
 	w, err := s.client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 	if err != nil {
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
@@ -549,17 +549,17 @@ func (s *Source) watch(ctx context.Context, rv string) (string, error) {
 }
 
 // decode reads an Event of the configured API.
-func (s *Source) decode(u *unstructured.Unstructured) (*Record, error) {
+func (s *source) decode(u *unstructured.Unstructured) (*record, error) {
 	if s.cfg.API == "events.k8s.io/v1" {
 		var e eventsv1.Event
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &e); err != nil {
 			return nil, fmt.Errorf("decode event: %w", err)
 		}
-		return FromEventsV1(&e), nil
+		return fromEventsV1(&e), nil
 	}
 	var e corev1.Event
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &e); err != nil {
 		return nil, fmt.Errorf("decode event: %w", err)
 	}
-	return FromCore(&e), nil
+	return fromCore(&e), nil
 }

@@ -107,7 +107,7 @@ func (c *fakeClient) stats() (int, []string) {
 func sentIDs(agg *aggregatortest.RecordingAggregator) []string {
 	var out []string
 	for _, ev := range agg.Events() {
-		uid, _ := ev.Attributes.Get(AttrUID)
+		uid, _ := ev.Attributes.Get(attrUID)
 		count, _ := ev.Attributes.Get(AttrCount)
 		out = append(out, uid+":"+count)
 	}
@@ -122,13 +122,13 @@ func waitSent(t *testing.T, agg *aggregatortest.RecordingAggregator, n int) {
 
 func TestSourceRestartLosesNoneDuplicatesNone(t *testing.T) {
 	ctx := context.Background()
-	store := FileCheckpoint{Path: filepath.Join(t.TempDir(), "events.json")}
+	store := fileCheckpoint{Path: filepath.Join(t.TempDir(), "events.json")}
 	conv := NewConverter("c", nil, 0)
 	agg := &aggregatortest.RecordingAggregator{}
 
 	// First run: list two Events, then watch a new one and a repeat of the first.
 	client := newFakeClient("10", coreEvent(t, "e1", "8", 1, t0), coreEvent(t, "e2", "9", 1, t0.Add(time.Second)))
-	src, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client, conv, agg, store, quiet)
+	src, err := newSource(sourceConfig{CheckpointInterval: time.Hour}, client, conv, agg, store, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src.Start(ctx))
 	w := client.nextWatcher(t)
@@ -150,7 +150,7 @@ func TestSourceRestartLosesNoneDuplicatesNone(t *testing.T) {
 	// Second run: resumes the watch from the checkpoint without listing. The server sends the
 	// repeat of e1 again (as after a reconnect), then a new Event.
 	client2 := newFakeClient("99")
-	src2, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client2, conv, agg, store, quiet)
+	src2, err := newSource(sourceConfig{CheckpointInterval: time.Hour}, client2, conv, agg, store, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src2.Start(ctx))
 	w2 := client2.nextWatcher(t)
@@ -174,7 +174,7 @@ func TestSourceRestartLosesNoneDuplicatesNone(t *testing.T) {
 		coreEvent(t, "e3", "11", 1, t0.Add(2*time.Second)), coreEvent(t, "e4", "13", 1, t0.Add(4*time.Second)),
 		coreEvent(t, "e5", "19", 1, t0.Add(5*time.Second)))
 	client3.expired["13"] = true
-	src3, err := NewSource(SourceConfig{CheckpointInterval: time.Hour}, client3, conv, agg, store, quiet)
+	src3, err := newSource(sourceConfig{CheckpointInterval: time.Hour}, client3, conv, agg, store, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src3.Start(ctx))
 	client3.nextWatcher(t)
@@ -193,7 +193,7 @@ func TestSourceWatchErrorsAndBookmarks(t *testing.T) {
 	ctx := context.Background()
 	agg := &aggregatortest.RecordingAggregator{}
 	client := newFakeClient("10")
-	src, err := NewSource(SourceConfig{}, client, NewConverter("c", nil, 0), agg, nil, quiet)
+	src, err := newSource(sourceConfig{}, client, NewConverter("c", nil, 0), agg, nil, quiet)
 	require.NoError(t, err)
 	require.NoError(t, src.Start(ctx))
 	w := client.nextWatcher(t)
@@ -209,27 +209,27 @@ func TestSourceWatchErrorsAndBookmarks(t *testing.T) {
 	_, rvs := client.stats()
 	assert.Equal(t, []string{"10", "16", "10"}, rvs)
 	require.NoError(t, src.Stop(ctx))
-	assert.Equal(t, "10", src.Checkpoint().ResourceVersion)
+	assert.Equal(t, "10", src.checkpoint().ResourceVersion)
 	assert.Equal(t, []string{"e1:1"}, sentIDs(agg))
 }
 
 func TestSourceConfig(t *testing.T) {
-	assert.NoError(t, SourceConfig{}.Validate())
-	assert.Error(t, SourceConfig{API: "v2"}.Validate())
-	assert.Error(t, SourceConfig{CheckpointConfigMap: "nope"}.Validate())
-	assert.NoError(t, SourceConfig{CheckpointConfigMap: "kube-system/kelemetry-events"}.Validate())
-	assert.Equal(t, schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}, SourceConfig{API: "events.k8s.io/v1"}.GVR())
-	_, err := NewSource(SourceConfig{}, nil, nil, nil, nil, quiet)
+	assert.NoError(t, sourceConfig{}.Validate())
+	assert.Error(t, sourceConfig{API: "v2"}.Validate())
+	assert.Error(t, sourceConfig{CheckpointConfigMap: "nope"}.Validate())
+	assert.NoError(t, sourceConfig{CheckpointConfigMap: "kube-system/kelemetry-events"}.Validate())
+	assert.Equal(t, schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}, sourceConfig{API: "events.k8s.io/v1"}.gvr())
+	_, err := newSource(sourceConfig{}, nil, nil, nil, nil, quiet)
 	assert.Error(t, err)
 	// Stop without Start.
-	src, err := NewSource(SourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), &aggregatortest.RecordingAggregator{}, nil, quiet)
+	src, err := newSource(sourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), &aggregatortest.RecordingAggregator{}, nil, quiet)
 	require.NoError(t, err)
 	assert.NoError(t, src.Stop(context.Background()))
 	_ = aggregator.DefaultWindow
 }
 
 // blockingStore records the checkpoints it saved, in order. The first Save blocks, ignoring its
-// ctx (as FileCheckpoint does), until release is closed; it records its checkpoint only then.
+// ctx (as fileCheckpoint does), until release is closed; it records its checkpoint only then.
 type blockingStore struct {
 	mu      sync.Mutex
 	calls   int
@@ -238,9 +238,9 @@ type blockingStore struct {
 	release chan struct{}
 }
 
-func (b *blockingStore) Load(context.Context) (*Checkpoint, error) { return nil, nil }
+func (b *blockingStore) Load(context.Context) (*checkpoint, error) { return nil, nil }
 
-func (b *blockingStore) Save(_ context.Context, cp *Checkpoint) error {
+func (b *blockingStore) Save(_ context.Context, cp *checkpoint) error {
 	b.mu.Lock()
 	b.calls++
 	first := b.calls == 1
@@ -270,8 +270,8 @@ func TestSourceStopWaitsForPeriodicSave(t *testing.T) {
 		agg := &aggregatortest.RecordingAggregator{}
 		client := newFakeClient("10", coreEvent(t, "e1", "8", 1, t0))
 		// The bubble's clock starts in 2000, years before t0: no future-skew check.
-		conv := NewConverter("c", nil, 0).WithMaxFutureSkew(-1)
-		src, err := NewSource(SourceConfig{CheckpointInterval: time.Second}, client, conv, agg, store, quiet)
+		conv := NewConverter("c", nil, 0).withMaxFutureSkew(-1)
+		src, err := newSource(sourceConfig{CheckpointInterval: time.Second}, client, conv, agg, store, quiet)
 		require.NoError(t, err)
 		require.NoError(t, src.Start(ctx))
 		w := client.nextWatcher(t)

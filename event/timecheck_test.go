@@ -48,25 +48,25 @@ func TestConvertChecksTimes(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name  string
-		rec   *Record
+		rec   *record
 		want  error
 		field string
 	}{
-		{name: "good", rec: FromCore(timedCore("a", nil))},
+		{name: "good", rec: fromCore(timedCore("a", nil))},
 		{name: "eventTime 1600", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)",
-			rec: FromCore(timedCore("a", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(y1600) }))},
+			rec: fromCore(timedCore("a", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(y1600) }))},
 		{name: "firstTimestamp 1600", want: aggregator.ErrTimeUnrepresentable, field: "firstTimestamp: 1600-01-01T00:00:00Z is outside",
-			rec: FromCore(timedCore("a", func(e *corev1.Event) {
+			rec: fromCore(timedCore("a", func(e *corev1.Event) {
 				e.FirstTimestamp = metav1.NewTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))
 			}))},
 		{name: "lastTimestamp future", want: aggregator.ErrTimeInFuture, field: "lastTimestamp: ",
-			rec: FromCore(timedCore("a", func(e *corev1.Event) { e.LastTimestamp = metav1.NewTime(future) }))},
+			rec: fromCore(timedCore("a", func(e *corev1.Event) { e.LastTimestamp = metav1.NewTime(future) }))},
 		{name: "series future", want: aggregator.ErrTimeInFuture, field: "series.lastObservedTime: ",
-			rec: FromCore(timedCore("a", func(e *corev1.Event) {
+			rec: fromCore(timedCore("a", func(e *corev1.Event) {
 				e.Series = &corev1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(future)}
 			}))},
 		{name: "events.k8s.io eventTime 1600", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01",
-			rec: FromEventsV1(&eventsv1.Event{
+			rec: fromEventsV1(&eventsv1.Event{
 				ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "default", UID: "u"},
 				Regarding:  corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "web"},
 				EventTime:  metav1.NewMicroTime(y1600),
@@ -86,7 +86,7 @@ func TestConvertChecksTimes(t *testing.T) {
 			if errors.Is(tt.want, aggregator.ErrTimeInFuture) {
 				assert.Contains(t, err.Error(), "(event.maxFutureSkew 24h)")
 				// A wider skew lets it through.
-				_, err = NewConverter("c", nil, 0).WithMaxFutureSkew(-1).Convert(ctx, tt.rec, time.Time{})
+				_, err = NewConverter("c", nil, 0).withMaxFutureSkew(-1).Convert(ctx, tt.rec, time.Time{})
 				require.NoError(t, err)
 			}
 		})
@@ -124,11 +124,11 @@ func TestSourceDropsBadTimes(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	agg := &aggregatortest.RecordingAggregator{}
 	ts := telemetry.Settings{Logger: quiet.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
-	s, err := NewSource(SourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), agg, nil, ts)
+	s, err := newSource(sourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), agg, nil, ts)
 	require.NoError(t, err)
-	bad := FromCore(timedCore("y1600", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)) }))
+	bad := fromCore(timedCore("y1600", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)) }))
 	assert.True(t, s.handle(context.Background(), bad), "a bad Event is dropped, not retried")
-	assert.True(t, s.handle(context.Background(), FromCore(timedCore("good", nil))))
+	assert.True(t, s.handle(context.Background(), fromCore(timedCore("good", nil))))
 	require.Len(t, agg.Events(), 1)
 	assert.Equal(t, map[string]int64{aggregator.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.dropped_events"))
 	assert.Equal(t, map[string]int64{resultSent: 1, aggregator.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.source.events"))

@@ -1,0 +1,6 @@
+package event
+
+// Names the external tests use; the package does not export them.
+const (
+	SourceName = sourceName
+)
