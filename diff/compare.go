@@ -14,14 +14,14 @@ import (
 	"unsafe"
 )
 
-// Op is the kind of a change.
-type Op string
+// op is the kind of a change.
+type op string
 
 // Change kinds.
 const (
-	OpAdd     Op = "add"     // the field or list item is new
-	OpRemove  Op = "remove"  // the field or list item is gone
-	OpReplace Op = "replace" // the value changed
+	OpAdd     op = "add"     // the field or list item is new
+	OpRemove  op = "remove"  // the field or list item is gone
+	OpReplace op = "replace" // the value changed
 )
 
 // Change is one difference between two versions.
@@ -30,7 +30,7 @@ type Change struct {
 	// identifiers), list items by merge key ([name=app]) or else by index ([2]: the new index, or
 	// the old one for a removal).
 	Path string `json:"path"`
-	Op   Op     `json:"op"`
+	Op   op     `json:"op"`
 	// Old and New are the values as JSON; nil when absent (add, remove).
 	Old json.RawMessage `json:"old,omitempty"`
 	New json.RawMessage `json:"new,omitempty"`
@@ -47,9 +47,9 @@ func Compare(old, new []byte, opts Options) ([]Change, error) {
 	return d.Compare(Resource{}, old, new)
 }
 
-// CompareValues compares two decoded values (as from encoding/json, or any value that marshals
+// compareValues compares two decoded values (as from encoding/json, or any value that marshals
 // to JSON) with opts.
-func CompareValues(old, new any, opts Options) ([]Change, error) {
+func compareValues(old, new any, opts Options) ([]Change, error) {
 	ob, err := json.Marshal(old)
 	if err != nil {
 		return nil, fmt.Errorf("diff: encode old: %w", err)
@@ -639,7 +639,7 @@ func numEqual(a, b []byte) bool {
 	return ra.Cmp(&rb) == 0
 }
 
-func (w *walker) emit(op Op, old, new []byte, red bool) {
+func (w *walker) emit(op op, old, new []byte, red bool) {
 	if !red && w.p.anyRegex && w.regexHere() {
 		red = true
 	}

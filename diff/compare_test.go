@@ -96,7 +96,7 @@ func TestCompareOps(t *testing.T) {
 }
 
 func TestCompareValues(t *testing.T) {
-	got, err := CompareValues(map[string]any{"n": 1}, map[string]any{"n": 1.0, "s": "x"}, Options{})
+	got, err := compareValues(map[string]any{"n": 1}, map[string]any{"n": 1.0, "s": "x"}, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"s <none> -> x"}, lines(got))
 }
@@ -106,9 +106,9 @@ func TestCompareErrors(t *testing.T) {
 		_, err := Compare([]byte(bad), []byte(`{"a":2}`), Options{})
 		assert.Error(t, err, bad)
 	}
-	_, err := Compare([]byte(`{}`), []byte(`{}`), Options{Redact: []RedactRule{{Resource: "a/b/c", Paths: []string{"x"}}}})
+	_, err := Compare([]byte(`{}`), []byte(`{}`), Options{Redact: []redactRule{{Resource: "a/b/c", Paths: []string{"x"}}}})
 	assert.Error(t, err)
-	_, err = Compare([]byte(`{}`), []byte(`{}`), Options{Redact: []RedactRule{{PathRegex: "("}}})
+	_, err = Compare([]byte(`{}`), []byte(`{}`), Options{Redact: []redactRule{{PathRegex: "("}}})
 	assert.Error(t, err)
 }
 
@@ -154,7 +154,7 @@ func TestRedactSecrets(t *testing.T) {
 }
 
 func TestRedactRules(t *testing.T) {
-	d, err := New(Options{Redact: []RedactRule{
+	d, err := New(Options{Redact: []redactRule{
 		{Resource: "configmaps", Paths: []string{"data.password"}},
 		{Resource: "example.com/widgets", PathRegex: `\.token$`},
 		{PathRegex: `^metadata\.annotations\["secret/`},
@@ -208,12 +208,12 @@ func TestSnapshot(t *testing.T) {
 
 func TestFormatValue(t *testing.T) {
 	for in, want := range map[string]string{
-		``: None, `"abc"`: "abc", `"a b"`: `"a b"`, `"1"`: `"1"`, `"true"`: `"true"`, `""`: `""`, `"<none>"`: `"<none>"`,
+		``: none, `"abc"`: "abc", `"a b"`: `"a b"`, `"1"`: `"1"`, `"true"`: `"true"`, `""`: `""`, `"<none>"`: `"<none>"`,
 		`12`: "12", `{"a": 1}`: `{"a": 1}`, "{\n\"a\": 1}": `{"a":1}`, `"alpine:3.16"`: "alpine:3.16",
 	} {
-		assert.Equal(t, want, FormatValue(json.RawMessage(in), 0), in)
+		assert.Equal(t, want, formatValue(json.RawMessage(in), 0), in)
 	}
-	assert.Equal(t, "abc…", FormatValue(json.RawMessage(`"abcdef"`), 3))
+	assert.Equal(t, "abc…", formatValue(json.RawMessage(`"abcdef"`), 3))
 }
 
 func TestStripManagedFields(t *testing.T) {

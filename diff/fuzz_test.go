@@ -25,7 +25,7 @@ func FuzzCompare(f *testing.F) {
 	f.Add([]byte(secretV1), []byte(secretV2))
 	f.Add([]byte(`{"metadata":{"managedFields":[{}],"name":"x"},"spec":{"containers":[{"name":"a"}]}}`), []byte(`{"spec":{"containers":[{"name":"b"},{"name":"a","x":"\"]}"}]}}`))
 	f.Add([]byte(`{"args":["a","b"]}`), []byte(`{"args":["b","a",null,1.0e3]}`))
-	d, err := New(Options{Redact: []RedactRule{{PathRegex: `token`}}})
+	d, err := New(Options{Redact: []redactRule{{PathRegex: `token`}}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -22,20 +22,20 @@ type LogFormat struct {
 
 // LogFormat returns the log bounds of c (defaults for zero fields).
 func (c StreamConfig) LogFormat() LogFormat {
-	c = c.WithDefaults()
+	c = c.withDefaults()
 	return LogFormat{MaxChanges: c.MaxChanges, MaxValueBytes: c.MaxValueBytes, MaxSnapshotBytes: c.MaxSnapshotBytes}
 }
 
 // WithDefaults returns f with zero fields set to the defaults of StreamConfig.
 func (f LogFormat) WithDefaults() LogFormat {
 	if f.MaxChanges == 0 {
-		f.MaxChanges = DefaultMaxChanges
+		f.MaxChanges = defaultMaxChanges
 	}
 	if f.MaxValueBytes == 0 {
-		f.MaxValueBytes = DefaultMaxValueBytes
+		f.MaxValueBytes = defaultMaxValueBytes
 	}
 	if f.MaxSnapshotBytes == 0 {
-		f.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+		f.MaxSnapshotBytes = defaultMaxSnapshotBytes
 	}
 	return f
 }

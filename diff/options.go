@@ -13,9 +13,9 @@ import (
 // the API server rewrites on every write.
 var DefaultIgnore = []string{"metadata.managedFields", "metadata.resourceVersion", "metadata.generation"}
 
-// DefaultMaxLCS bounds the cells of the table that aligns unkeyed lists (old length times new
+// defaultMaxLCS bounds the cells of the table that aligns unkeyed lists (old length times new
 // length); longer lists are aligned by index after their common head and tail.
-const DefaultMaxLCS = 1 << 16
+const defaultMaxLCS = 1 << 16
 
 // defaultMergeKeys are the merge keys of well-known list fields, by field name, in order of
 // preference: the first key that every item has, with unique values, is used. They follow the
@@ -65,15 +65,15 @@ type Options struct {
 	MergeKeys map[string][]string `yaml:"mergeKeys"`
 	// Redact lists redaction rules, on top of the built-in one for Secrets' data, stringData and
 	// kubectl's last-applied-configuration annotation.
-	Redact []RedactRule `yaml:"redact"`
-	// MaxLCS bounds the alignment table of unkeyed lists (default DefaultMaxLCS cells).
+	Redact []redactRule `yaml:"redact"`
+	// MaxLCS bounds the alignment table of unkeyed lists (default 65536 cells).
 	MaxLCS int `yaml:"maxLCS"`
 }
 
-// RedactRule hides the values of matching fields of matching resources: they are replaced by
+// redactRule hides the values of matching fields of matching resources: they are replaced by
 // "<redacted:HASH>", where HASH is a keyed hash (the key is random per process) that only tells
 // whether two values are equal.
-type RedactRule struct {
+type redactRule struct {
 	// Resource is "resource" (core group) or "group/resource"; empty means every resource.
 	Resource string `yaml:"resource"`
 	// Paths are hidden with everything below them.
@@ -171,7 +171,7 @@ func New(opts Options) (*Differ, error) {
 		hmacKey:      make([]byte, 32),
 	}
 	if d.maxLCS == 0 {
-		d.maxLCS = DefaultMaxLCS
+		d.maxLCS = defaultMaxLCS
 	}
 	if _, err := rand.Read(d.hmacKey); err != nil {
 		return nil, fmt.Errorf("diff: redaction key: %w", err)

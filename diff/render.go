@@ -9,14 +9,14 @@ import (
 	"sync"
 )
 
-// None is how an absent value is written in lines.
-const None = "<none>"
+// none is how an absent value is written in lines.
+const none = "<none>"
 
 // String renders the change as "<path> <old> -> <new>", values in full.
 func (c Change) String() string { return c.Line(0) }
 
 // Line renders the change as "<path> <old> -> <new>" with each value cut to max bytes (0: no
-// limit). Absent values are written <none>; plain strings without quotes (see FormatValue).
+// limit). Absent values are written <none>; plain strings without quotes (see formatValue).
 func (c Change) Line(max int) string {
 	bp := linePool.Get().(*[]byte)
 	b := c.appendLine((*bp)[:0], max)
@@ -43,19 +43,19 @@ func (c Change) appendLine(dst []byte, max int) []byte {
 
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-// FormatValue renders a JSON value for a line: <none> when absent, a string without its quotes
+// formatValue renders a JSON value for a line: <none> when absent, a string without its quotes
 // when that cannot be mistaken for another value (non-empty, no spaces, quotes or control
 // characters, not starting with '<', '{' or '[', not a number, true, false or null; redaction
 // markers are shown bare too), anything else as compact JSON. Longer results are cut to max
 // bytes (0: no limit) and end with "…".
-func FormatValue(v json.RawMessage, max int) string {
+func formatValue(v json.RawMessage, max int) string {
 	return string(appendValue(nil, v, max))
 }
 
 func appendValue(dst []byte, v []byte, max int) []byte {
 	v = trim(v)
 	if len(v) == 0 {
-		return append(dst, None...)
+		return append(dst, none...)
 	}
 	start := len(dst)
 	done := false

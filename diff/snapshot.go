@@ -43,11 +43,11 @@ type ManagedFields struct {
 	Absent     bool
 }
 
-// SnapshotKnown is Snapshot for a body whose metadata.managedFields the caller located (mf, as
+// snapshotKnown is Snapshot for a body whose metadata.managedFields the caller located (mf, as
 // offsets into body as given). The result is the same as Snapshot's when mf is right; a value
 // at mf that is not a member named managedFields is ignored (Snapshot scans as usual). The
 // caller vouches that the member is metadata's and that metadata is an object.
-func (d *Differ) SnapshotKnown(res Resource, body []byte, mf ManagedFields) ([]byte, error) {
+func (d *Differ) snapshotKnown(res Resource, body []byte, mf ManagedFields) ([]byte, error) {
 	snap, _, err := d.SnapshotKnownLayout(res, body, mf, nil)
 	return snap, err
 }

@@ -19,20 +19,20 @@ func TestSnapshotKnown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `{"kind":"Pod","metadata":{"name":"p","uid":"u"},"spec":{}}`, string(want))
 
-	got, err := d.SnapshotKnown(pods, body, ManagedFields{Start: start, End: end})
+	got, err := d.snapshotKnown(pods, body, ManagedFields{Start: start, End: end})
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(got), "cut where the caller found it")
 
 	// Wrong hints are not trusted: the body is scanned as by Snapshot.
 	for _, mf := range []ManagedFields{{Start: start + 1, End: end}, {Start: start, End: end - 1}, {Start: 0, End: 3},
 		{Start: bytes.Index(body, []byte(`{}`)), End: bytes.Index(body, []byte(`{}`)) + 2}, {Start: start, End: len(body) + 5}} {
-		got, err := d.SnapshotKnown(pods, body, mf)
+		got, err := d.snapshotKnown(pods, body, mf)
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(got), "%+v", mf)
 	}
 
 	plain := []byte(`{"kind":"Pod","metadata":{"name":"p"}}`)
-	got, err = d.SnapshotKnown(pods, plain, ManagedFields{Absent: true})
+	got, err = d.snapshotKnown(pods, plain, ManagedFields{Absent: true})
 	require.NoError(t, err)
 	assert.Equal(t, string(plain), string(got))
 	plain[2] = 'X'
@@ -43,7 +43,7 @@ func TestSnapshotKnown(t *testing.T) {
 	secret := []byte(`{"kind":"Secret","metadata":{"name":"s"},"data":{"k":"dmFsdWU="}}`)
 	want, err = d.Snapshot(secrets, secret)
 	require.NoError(t, err)
-	got, err = d.SnapshotKnown(secrets, secret, ManagedFields{Absent: true})
+	got, err = d.snapshotKnown(secrets, secret, ManagedFields{Absent: true})
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(got))
 	assert.NotContains(t, string(got), "dmFsdWU=")

@@ -17,12 +17,12 @@ import (
 
 // Defaults for StreamConfig.
 const (
-	DefaultCacheSize        = 20_000
-	DefaultCacheBytes       = 32 << 20
-	DefaultMaxBodyBytes     = 256 << 10
-	DefaultMaxChanges       = 100
-	DefaultMaxValueBytes    = 512
-	DefaultMaxSnapshotBytes = 64 << 10
+	defaultCacheSize        = 20_000
+	defaultCacheBytes       = 32 << 20
+	defaultMaxBodyBytes     = 256 << 10
+	defaultMaxChanges       = 100
+	defaultMaxValueBytes    = 512
+	defaultMaxSnapshotBytes = 64 << 10
 )
 
 // Attribute keys of the logs a Stream writes.
@@ -80,25 +80,25 @@ type StreamConfig struct {
 	Compare Options `yaml:"compare"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c StreamConfig) WithDefaults() StreamConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c StreamConfig) withDefaults() StreamConfig {
 	if c.CacheSize == 0 {
-		c.CacheSize = DefaultCacheSize
+		c.CacheSize = defaultCacheSize
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultCacheBytes
+		c.MaxBytes = defaultCacheBytes
 	}
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
+		c.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if c.MaxChanges == 0 {
-		c.MaxChanges = DefaultMaxChanges
+		c.MaxChanges = defaultMaxChanges
 	}
 	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = DefaultMaxValueBytes
+		c.MaxValueBytes = defaultMaxValueBytes
 	}
 	if c.MaxSnapshotBytes == 0 {
-		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+		c.MaxSnapshotBytes = defaultMaxSnapshotBytes
 	}
 	return c
 }
@@ -108,7 +108,7 @@ func (c StreamConfig) Validate() error {
 	if c.CacheSize < 0 || c.MaxBytes < 0 || c.MaxBodyBytes < 0 || c.MaxChanges < 0 || c.MaxValueBytes < 0 || c.MaxSnapshotBytes < 0 {
 		return errors.New("diff stream: sizes must not be negative")
 	}
-	if d := c.WithDefaults(); d.MaxBytes < int64(d.MaxBodyBytes) {
+	if d := c.withDefaults(); d.MaxBytes < int64(d.MaxBodyBytes) {
 		return fmt.Errorf("diff stream: maxBytes %d is less than maxBodyBytes %d: the largest kept object would not fit", d.MaxBytes, d.MaxBodyBytes)
 	}
 	return c.Compare.Validate()
@@ -204,7 +204,7 @@ func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	d, err := New(cfg.Compare)
 	if err != nil {
 		return nil, err

@@ -91,7 +91,7 @@ func TestStreamCacheBoundedByObjects(t *testing.T) {
 }
 
 func TestStreamConfigMaxBytes(t *testing.T) {
-	assert.Equal(t, int64(DefaultCacheBytes), StreamConfig{}.WithDefaults().MaxBytes)
+	assert.Equal(t, int64(defaultCacheBytes), StreamConfig{}.withDefaults().MaxBytes)
 	require.Error(t, StreamConfig{MaxBytes: -1}.Validate())
 	require.Error(t, StreamConfig{MaxBytes: 1000, MaxBodyBytes: 2000}.Validate(), "a kept object could never fit")
 }

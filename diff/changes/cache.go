@@ -20,9 +20,9 @@ import (
 
 // Defaults for CacheConfig.
 const (
-	DefaultCacheEntries = 100_000
-	DefaultCacheBytes   = 64 << 20
-	DefaultCacheTTL     = 10 * time.Minute
+	defaultCacheEntries = 100_000
+	defaultCacheBytes   = 64 << 20
+	defaultCacheTTL     = 10 * time.Minute
 )
 
 // CacheConfig bounds a Cache. The zero value means defaults.
@@ -35,16 +35,16 @@ type CacheConfig struct {
 	TTL time.Duration `yaml:"ttl"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c CacheConfig) WithDefaults() CacheConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c CacheConfig) withDefaults() CacheConfig {
 	if c.MaxEntries == 0 {
-		c.MaxEntries = DefaultCacheEntries
+		c.MaxEntries = defaultCacheEntries
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultCacheBytes
+		c.MaxBytes = defaultCacheBytes
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultCacheTTL
+		c.TTL = defaultCacheTTL
 	}
 	return c
 }
@@ -207,7 +207,7 @@ func NewCache(cfg CacheConfig, ts telemetry.Settings) (*Cache, error) {
 		return nil, err
 	}
 	c := &Cache{
-		cfg: cfg.WithDefaults(), now: time.Now, order: list.New(),
+		cfg: cfg.withDefaults(), now: time.Now, order: list.New(),
 		byKey: map[RecordKey]*list.Element{}, byBase: map[RecordKey]RecordKey{}, deleted: map[aggregator.ObjectKey]RecordKey{},
 		byObject: map[aggregator.ObjectKey][]RecordKey{}, reasonOpt: map[string]metric.MeasurementOption{},
 	}

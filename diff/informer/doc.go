@@ -4,7 +4,7 @@
 // changes and creation/deletion snapshots in a changes.Store, which the audit consumer queries
 // without waiting.
 //
-// Module (NewModule) wires it into an fx application: one store (a changes.Cache, or an
+// Module (newModule) wires it into an fx application: one store (a changes.Cache, or an
 // etcdstore.Store shared by replicas) written by one Informer per cluster, with optional leader
 // election (package leader) so that only one replica records.
 package informer

@@ -31,14 +31,14 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultMaxObjects     = 200_000
-	DefaultMaxBytes       = 512 << 20
-	DefaultMaxObjectBytes = 256 << 10
-	DefaultPageSize       = 500
+	defaultMaxObjects     = 200_000
+	defaultMaxBytes       = 512 << 20
+	defaultMaxObjectBytes = 256 << 10
+	defaultPageSize       = 500
 )
 
-// DefaultExclude are the resources never watched when Config.Exclude is nil.
-var DefaultExclude = []string{"events", "events.k8s.io/events", "coordination.k8s.io/leases"}
+// defaultExclude are the resources never watched when Config.Exclude is nil.
+var defaultExclude = []string{"events", "events.k8s.io/events", "coordination.k8s.io/leases"}
 
 // Config configures an Informer. The zero value means defaults.
 type Config struct {
@@ -46,7 +46,7 @@ type Config struct {
 	// server's preferred version. Empty means every resource discovery lists with the list and
 	// watch verbs, minus Exclude.
 	Resources []string `yaml:"resources"`
-	// Exclude lists resources never watched. Nil means DefaultExclude.
+	// Exclude lists resources never watched. Nil means defaultExclude.
 	Exclude []string `yaml:"exclude"`
 	// MaxObjects bounds the objects whose last version is kept, over all resources (default
 	// 200,000); MaxBytes their total size (default 512 MiB); MaxObjectBytes the size of one
@@ -62,22 +62,22 @@ type Config struct {
 	Compare diff.Options `yaml:"compare"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.Exclude == nil {
-		c.Exclude = DefaultExclude
+		c.Exclude = defaultExclude
 	}
 	if c.MaxObjects == 0 {
-		c.MaxObjects = DefaultMaxObjects
+		c.MaxObjects = defaultMaxObjects
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
+		c.MaxBytes = defaultMaxBytes
 	}
 	if c.MaxObjectBytes == 0 {
-		c.MaxObjectBytes = DefaultMaxObjectBytes
+		c.MaxObjectBytes = defaultMaxObjectBytes
 	}
 	if c.PageSize == 0 {
-		c.PageSize = DefaultPageSize
+		c.PageSize = defaultPageSize
 	}
 	return c
 }
@@ -96,8 +96,8 @@ func (c Config) Validate() error {
 	return errors.Join(append(errs, c.Cache.Validate(), c.Compare.Validate())...)
 }
 
-// Discoverer lists a cluster's API resources (discovery.DiscoveryInterface implements it).
-type Discoverer interface {
+// discoverer lists a cluster's API resources (discovery.DiscoveryInterface implements it).
+type discoverer interface {
 	ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error)
 }
 
@@ -117,7 +117,7 @@ type Discoverer interface {
 type Informer struct {
 	cluster string
 	dyn     dynamic.Interface
-	disc    Discoverer
+	disc    discoverer
 	cfg     Config
 	differ  *diff.Differ
 	cache   changes.Store
@@ -162,7 +162,7 @@ const (
 // *etcdstore.Store shared by replicas). dyn is required; disc is needed only when cfg.Resources is
 // empty or names resources by group only. ts gives its logger and meter provider (either may be
 // unset).
-func New(cluster string, dyn dynamic.Interface, disc Discoverer, store changes.Store, cfg Config, ts telemetry.Settings) (*Informer, error) {
+func New(cluster string, dyn dynamic.Interface, disc discoverer, store changes.Store, cfg Config, ts telemetry.Settings) (*Informer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func New(cluster string, dyn dynamic.Interface, disc Discoverer, store changes.S
 	if len(cfg.Resources) == 0 && disc == nil {
 		return nil, errors.New("diff informer: no resources configured and no discovery client")
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	d, err := diff.New(cfg.Compare)
 	if err != nil {
 		return nil, err

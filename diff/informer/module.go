@@ -47,7 +47,7 @@ func (c ModuleConfig) Validate() error {
 
 // Change store backends (StoreConfig.Backend).
 const (
-	BackendMemory = "memory"
+	backendMemory = "memory"
 	BackendEtcd   = "etcd"
 )
 
@@ -64,16 +64,16 @@ type StoreConfig struct {
 // Validate reports a configuration that cannot work.
 func (c StoreConfig) Validate() error {
 	switch c.Backend {
-	case "", BackendMemory:
+	case "", backendMemory:
 		return nil
 	case BackendEtcd:
 		return c.Etcd.Validate()
 	}
-	return fmt.Errorf("diff informer cache: unknown backend %q (want %q or %q)", c.Backend, BackendMemory, BackendEtcd)
+	return fmt.Errorf("diff informer cache: unknown backend %q (want %q or %q)", c.Backend, backendMemory, BackendEtcd)
 }
 
-// ModuleParams are the fx inputs of NewModule.
-type ModuleParams struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config   ModuleConfig  `optional:"true"`
@@ -83,8 +83,8 @@ type ModuleParams struct {
 	Lifecycle fx.Lifecycle
 }
 
-// ModuleResult are the fx outputs of NewModule.
-type ModuleResult struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
 	// Changes is nil when the source is off or no cluster has clients. Pass it to
@@ -101,27 +101,27 @@ type ModuleResult struct {
 	Elector *leader.Elector
 }
 
-// Module provides the informer diff source (NewModule): one change store (Changes: a
+// Module provides the informer diff source (newModule): one change store (Changes: a
 // changes.Cache, or a etcdstore.Store shared by replicas) written by one Informer per cluster,
 // started and stopped with the application. It needs kube.Clusters whose value also
 // implements kube.DiscoveryClusters (kube.RESTClusters does) and, when Config.Clusters is
 // empty, Names() []string.
-var Module = fx.Module("diff.informer", fx.Provide(NewModule))
+var Module = fx.Module("diff.informer", fx.Provide(newModule))
 
-// NewModule builds what Module provides and registers the parts' Start and Stop with the
+// newModule builds what Module provides and registers the parts' Start and Stop with the
 // lifecycle: the etcd cache first, then the leader election, then the informers (stopped in the
 // reverse order).
-func NewModule(p ModuleParams) (ModuleResult, error) {
+func newModule(p moduleParams) (moduleResult, error) {
 	cfg := p.Config
 	if !cfg.Enabled || p.Clusters == nil {
-		return ModuleResult{}, nil
+		return moduleResult{}, nil
 	}
 	if err := cfg.Validate(); err != nil {
-		return ModuleResult{}, err
+		return moduleResult{}, err
 	}
 	disc, ok := p.Clusters.(kube.DiscoveryClusters)
 	if !ok {
-		return ModuleResult{}, errors.New("diff informer: the Kubernetes clients offer no discovery")
+		return moduleResult{}, errors.New("diff informer: the Kubernetes clients offer no discovery")
 	}
 	names := cfg.Clusters
 	if len(names) == 0 {
@@ -130,7 +130,7 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 		}
 	}
 	if len(names) == 0 {
-		return ModuleResult{}, nil
+		return moduleResult{}, nil
 	}
 	ts := p.Telemetry
 	cacheCfg := cfg.Informer.Cache
@@ -141,12 +141,12 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 	}
 	cache, err := changes.NewCache(cacheCfg, ts)
 	if err != nil {
-		return ModuleResult{}, err
+		return moduleResult{}, err
 	}
-	out := ModuleResult{Changes: cache, Cache: cache}
+	out := moduleResult{Changes: cache, Cache: cache}
 	if cfg.Cache.Backend == BackendEtcd {
 		if out.Etcd, err = etcdstore.New(cfg.Cache.Etcd, cache, ts); err != nil {
-			return ModuleResult{}, err
+			return moduleResult{}, err
 		}
 		out.Changes = out.Etcd
 		if !cfg.LeaderElection.Enabled {
@@ -162,10 +162,10 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 		}
 		dyn, err := p.Clusters.Dynamic(le.Cluster)
 		if err != nil {
-			return ModuleResult{}, fmt.Errorf("diff informer leader election: %w", err)
+			return moduleResult{}, fmt.Errorf("diff informer leader election: %w", err)
 		}
 		if out.Elector, err = leader.New(le, dyn, ts); err != nil {
-			return ModuleResult{}, err
+			return moduleResult{}, err
 		}
 		// Started before the informers, stopped after them (fx stops in reverse order).
 		p.Lifecycle.Append(fx.StartStopHook(out.Elector.Start, out.Elector.Stop))
@@ -173,15 +173,15 @@ func NewModule(p ModuleParams) (ModuleResult, error) {
 	for _, name := range names {
 		dyn, err := p.Clusters.Dynamic(name)
 		if err != nil {
-			return ModuleResult{}, fmt.Errorf("diff informer: %w", err)
+			return moduleResult{}, fmt.Errorf("diff informer: %w", err)
 		}
 		d, err := disc.Discovery(name)
 		if err != nil {
-			return ModuleResult{}, fmt.Errorf("diff informer: %w", err)
+			return moduleResult{}, fmt.Errorf("diff informer: %w", err)
 		}
 		in, err := New(name, dyn, d, out.Changes, cfg.Informer, ts)
 		if err != nil {
-			return ModuleResult{}, err
+			return moduleResult{}, err
 		}
 		if out.Elector != nil {
 			in.SetLeading(out.Elector.Leading)

@@ -43,7 +43,7 @@ func (f fakeClusters) Discovery(string) (kube.ResourceDiscoverer, error) {
 
 func TestInformerModule(t *testing.T) {
 	dyn := newFakeDynamic()
-	var res ModuleResult
+	var res moduleResult
 	app := fxtest.New(t,
 		Module,
 		fx.Supply(ModuleConfig{Enabled: true, Informer: Config{Resources: []string{"pods"}}}),
@@ -99,7 +99,7 @@ func TestInformerRetriesDiscovery(t *testing.T) {
 func TestInformerModuleEtcdBackendUnreachable(t *testing.T) {
 	dyn := newFakeDynamic()
 	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
-	var res ModuleResult
+	var res moduleResult
 	app := fxtest.New(t,
 		Module,
 		fx.Supply(ModuleConfig{Enabled: true, Informer: Config{Resources: []string{"pods"}},
@@ -214,7 +214,7 @@ func TestInformerModuleLeaderElection(t *testing.T) {
 	srv, leases := leasefake.NewServer(t)
 	dyn := newFakeDynamic()
 	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
-	var res ModuleResult
+	var res moduleResult
 	le := fastElection("replica-1")
 	app := fxtest.New(t,
 		Module,

@@ -28,10 +28,10 @@ import (
 // Defaults for Config.
 const (
 	DefaultLeaseName      = "kelemetry-diff-informer"
-	DefaultLeaseNamespace = "kube-system"
-	DefaultLeaseDuration  = 15 * time.Second
-	DefaultRenewDeadline  = 10 * time.Second
-	DefaultRetryPeriod    = 2 * time.Second
+	defaultLeaseNamespace = "kube-system"
+	defaultLeaseDuration  = 15 * time.Second
+	defaultRenewDeadline  = 10 * time.Second
+	defaultRetryPeriod    = 2 * time.Second
 )
 
 // Config configures the leader election of the informer diff source: with several
@@ -55,26 +55,26 @@ type Config struct {
 	RetryPeriod   time.Duration `yaml:"retryPeriod"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.LeaseName == "" {
 		c.LeaseName = DefaultLeaseName
 	}
 	if c.LeaseNamespace == "" {
-		c.LeaseNamespace = DefaultLeaseNamespace
+		c.LeaseNamespace = defaultLeaseNamespace
 	}
 	if c.Identity == "" {
 		host, _ := os.Hostname()
 		c.Identity = host + "_" + strconv.Itoa(os.Getpid())
 	}
 	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
+		c.LeaseDuration = defaultLeaseDuration
 	}
 	if c.RenewDeadline == 0 {
-		c.RenewDeadline = DefaultRenewDeadline
+		c.RenewDeadline = defaultRenewDeadline
 	}
 	if c.RetryPeriod == 0 {
-		c.RetryPeriod = DefaultRetryPeriod
+		c.RetryPeriod = defaultRetryPeriod
 	}
 	return c
 }
@@ -84,7 +84,7 @@ func (c Config) Validate() error {
 	if !c.Enabled {
 		return nil
 	}
-	c = c.WithDefaults()
+	c = c.withDefaults()
 	if c.LeaseDuration < 0 || c.RenewDeadline < 0 || c.RetryPeriod < 0 {
 		return errors.New("diff informer leader election: durations must not be negative")
 	}
@@ -124,7 +124,7 @@ func New(cfg Config, dyn dynamic.Interface, ts telemetry.Settings) (*Elector, er
 	if dyn == nil {
 		return nil, errors.New("diff informer leader election: nil dynamic client")
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	return &Elector{
 		cfg:    cfg,
 		lock:   &dynamicLeaseLock{client: dyn.Resource(LeaseGVR).Namespace(cfg.LeaseNamespace), namespace: cfg.LeaseNamespace, name: cfg.LeaseName, identity: cfg.Identity},

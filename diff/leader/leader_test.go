@@ -18,11 +18,11 @@ func fastElection(identity string) Config {
 }
 
 func TestLeaderElectionConfig(t *testing.T) {
-	c := Config{}.WithDefaults()
+	c := Config{}.withDefaults()
 	assert.Equal(t, DefaultLeaseName, c.LeaseName)
-	assert.Equal(t, DefaultLeaseNamespace, c.LeaseNamespace)
+	assert.Equal(t, defaultLeaseNamespace, c.LeaseNamespace)
 	assert.NotEmpty(t, c.Identity)
-	assert.Equal(t, DefaultLeaseDuration, c.LeaseDuration)
+	assert.Equal(t, defaultLeaseDuration, c.LeaseDuration)
 	require.NoError(t, Config{Enabled: true}.Validate())
 	require.NoError(t, Config{RenewDeadline: time.Hour}.Validate(), "off: not checked")
 	require.Error(t, Config{Enabled: true, LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}.Validate())

@@ -37,13 +37,13 @@ const meterScope = "github.com/kelemetry/kelemetry/diff"
 
 // Defaults for Config.
 const (
-	DefaultPrefix         = "/kelemetry/diff/"
-	DefaultTTL            = 10 * time.Minute
-	DefaultDialTimeout    = 5 * time.Second
-	DefaultRequestTimeout = 5 * time.Second
-	DefaultMaxValueBytes  = 256 << 10
-	DefaultMaxQueue       = 10_000
-	DefaultMaxQueueBytes  = 32 << 20
+	defaultPrefix         = "/kelemetry/diff/"
+	defaultTTL            = 10 * time.Minute
+	defaultDialTimeout    = 5 * time.Second
+	defaultRequestTimeout = 5 * time.Second
+	defaultMaxValueBytes  = 256 << 10
+	defaultMaxQueue       = 10_000
+	defaultMaxQueueBytes  = 32 << 20
 )
 
 // etcdMinTTL is etcd's smallest lease TTL with its default timing (1.5 election timeouts of 1s,
@@ -87,25 +87,25 @@ type Config struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
+		c.Prefix = defaultPrefix
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultTTL
+		c.TTL = defaultTTL
 	}
 	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
+		c.DialTimeout = defaultDialTimeout
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
+		c.RequestTimeout = defaultRequestTimeout
 	}
 	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = DefaultMaxValueBytes
+		c.MaxValueBytes = defaultMaxValueBytes
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = DefaultMaxQueue
+		c.MaxQueue = defaultMaxQueue
 	}
 	if c.MaxQueueBytes == 0 {
-		c.MaxQueueBytes = DefaultMaxQueueBytes
+		c.MaxQueueBytes = defaultMaxQueueBytes
 	}
 	return c
 }
