@@ -48,7 +48,7 @@ func TestBacklogCountsOwnPartitionsOnceSettled(t *testing.T) {
 	p := newProducer(t, cfg)
 
 	gate := make(chan struct{})
-	member := func(idx int, h Handler) *Consumer {
+	member := func(idx int, h handler) *Consumer {
 		mc := cfg
 		mc.Member = idx
 		c, err := NewConsumer(ctx, mc, h, telemetry.Settings{})

@@ -40,7 +40,7 @@ func TestCommittedBatchNotHandledAgain(t *testing.T) {
 	var handledA, committedA, warmedB []uint64
 	crashed := make(chan struct{})
 	var fired atomic.Bool
-	handler := func(member string) Handler {
+	handler := func(member string) handler {
 		return func(hctx context.Context, d Delivery) error {
 			if member == "a" && fired.Load() {
 				<-hctx.Done() // dead after the crash point
@@ -101,7 +101,7 @@ func TestCommittedBatchNotHandledAgain(t *testing.T) {
 // TestStoredRedeliveryNotHandledAgain: a member's handler writes each message's effect to a
 // sink at once (as the aggregator exports spans before the batch's sync), and the member dies
 // before its batch is committed: no commit marker names those messages. The member taking the
-// partition over asks the StoredCheck about the redeliveries, acknowledges those the sink
+// partition over asks the storedCheck about the redeliveries, acknowledges those the sink
 // holds without handling them (each effect is written once in all) and warms its state up with
 // them; what the sink does not hold is handled. A check that fails makes the messages handled
 // again.
@@ -120,7 +120,7 @@ func TestStoredRedeliveryNotHandledAgain(t *testing.T) {
 			var asked [][]uint64
 			crashed := make(chan struct{})
 			var fired atomic.Bool
-			handler := func(member string) Handler {
+			handler := func(member string) handler {
 				return func(hctx context.Context, d Delivery) error {
 					if member == "a" && fired.Load() {
 						<-hctx.Done()

@@ -10,29 +10,29 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultStream           = "KELEMETRY_AUDIT"
-	DefaultSubjectPrefix    = "kelemetry.audit"
-	DefaultPartitions       = 16
-	DefaultReplicas         = 1
-	DefaultAckWait          = 30 * time.Second
-	DefaultMaxDeliveries    = 5
-	DefaultRetryBackoff     = 200 * time.Millisecond
-	DefaultMaxRetryBackoff  = 5 * time.Second
-	DefaultMaxInFlight      = 64
-	DefaultPinnedTTL        = 10 * time.Second
-	DefaultConnectTimeout   = 5 * time.Second
-	DefaultPublishTimeout   = 5 * time.Second
-	DefaultReconnectWait    = 200 * time.Millisecond
-	DefaultMaxReconnectWait = 5 * time.Second
-	DefaultMaxPending       = 4096
-	DefaultDeadMaxMsgs      = 100_000
-	DefaultHistoryMaxAge    = 15 * time.Minute
-	DefaultHistoryMaxBytes  = 256 << 20
-	DefaultWarmLookback     = 100_000
-	DefaultWarmTimeout      = 10 * time.Second
-	DefaultHistoryWait      = 2 * time.Second
-	// PriorityGroup is the pinned-client priority group every partition consumer declares.
-	PriorityGroup = "kelemetry"
+	defaultStream           = "KELEMETRY_AUDIT"
+	defaultSubjectPrefix    = "kelemetry.audit"
+	defaultPartitions       = 16
+	defaultReplicas         = 1
+	defaultAckWait          = 30 * time.Second
+	defaultMaxDeliveries    = 5
+	defaultRetryBackoff     = 200 * time.Millisecond
+	defaultMaxRetryBackoff  = 5 * time.Second
+	defaultMaxInFlight      = 64
+	defaultPinnedTTL        = 10 * time.Second
+	defaultConnectTimeout   = 5 * time.Second
+	defaultPublishTimeout   = 5 * time.Second
+	defaultReconnectWait    = 200 * time.Millisecond
+	defaultMaxReconnectWait = 5 * time.Second
+	defaultMaxPending       = 4096
+	defaultDeadMaxMsgs      = 100_000
+	defaultHistoryMaxAge    = 15 * time.Minute
+	defaultHistoryMaxBytes  = 256 << 20
+	defaultWarmLookback     = 100_000
+	defaultWarmTimeout      = 10 * time.Second
+	defaultHistoryWait      = 2 * time.Second
+	// priorityGroup is the pinned-client priority group every partition consumer declares.
+	priorityGroup = "kelemetry"
 )
 
 // Config says where NATS is, how the stream is laid out and how consumption behaves. The zero
@@ -92,7 +92,7 @@ type Config struct {
 	// MaxReconnectWait caps ReconnectWait's doubling.
 	MaxReconnectWait time.Duration `yaml:"maxReconnectWait"`
 	// TLS configures TLS to the servers.
-	TLS TLSConfig `yaml:"tls"`
+	TLS tlsConfig `yaml:"tls"`
 	// CredentialsFile is a NATS credentials file (user JWT and NKey seed).
 	CredentialsFile string `yaml:"credentialsFile"`
 	// NKeySeedFile is a file holding an NKey seed (exclusive with CredentialsFile).
@@ -136,9 +136,9 @@ type Config struct {
 	Name string `yaml:"name"`
 }
 
-// TLSConfig are the files of TLS to NATS. All empty means no client TLS configuration (tls://
+// tlsConfig are the files of TLS to NATS. All empty means no client TLS configuration (tls://
 // URLs still verify the server against the system roots).
-type TLSConfig struct {
+type tlsConfig struct {
 	// CAFile verifies the servers' certificates.
 	CAFile string `yaml:"caFile"`
 	// CertFile and KeyFile are the client certificate and its key (both or neither).
@@ -164,32 +164,32 @@ func (c Config) WithDefaults() Config {
 			*p = d
 		}
 	}
-	setStr(&c.Stream, DefaultStream)
-	setStr(&c.SubjectPrefix, DefaultSubjectPrefix)
+	setStr(&c.Stream, defaultStream)
+	setStr(&c.SubjectPrefix, defaultSubjectPrefix)
 	setStr(&c.Name, "kelemetry")
-	setInt(&c.Partitions, DefaultPartitions)
-	setInt(&c.Replicas, DefaultReplicas)
-	setInt(&c.MaxDeliveries, DefaultMaxDeliveries)
-	setInt(&c.MaxInFlight, DefaultMaxInFlight)
-	setInt(&c.MaxPending, DefaultMaxPending)
-	setDur(&c.AckWait, DefaultAckWait)
-	setDur(&c.RetryBackoff, DefaultRetryBackoff)
-	setDur(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
-	setDur(&c.PinnedTTL, DefaultPinnedTTL)
-	setDur(&c.PublishTimeout, DefaultPublishTimeout)
-	setDur(&c.ConnectTimeout, DefaultConnectTimeout)
-	setDur(&c.ReconnectWait, DefaultReconnectWait)
-	setDur(&c.MaxReconnectWait, DefaultMaxReconnectWait)
+	setInt(&c.Partitions, defaultPartitions)
+	setInt(&c.Replicas, defaultReplicas)
+	setInt(&c.MaxDeliveries, defaultMaxDeliveries)
+	setInt(&c.MaxInFlight, defaultMaxInFlight)
+	setInt(&c.MaxPending, defaultMaxPending)
+	setDur(&c.AckWait, defaultAckWait)
+	setDur(&c.RetryBackoff, defaultRetryBackoff)
+	setDur(&c.MaxRetryBackoff, defaultMaxRetryBackoff)
+	setDur(&c.PinnedTTL, defaultPinnedTTL)
+	setDur(&c.PublishTimeout, defaultPublishTimeout)
+	setDur(&c.ConnectTimeout, defaultConnectTimeout)
+	setDur(&c.ReconnectWait, defaultReconnectWait)
+	setDur(&c.MaxReconnectWait, defaultMaxReconnectWait)
 	if c.DeadMaxMsgs <= 0 {
-		c.DeadMaxMsgs = DefaultDeadMaxMsgs
+		c.DeadMaxMsgs = defaultDeadMaxMsgs
 	}
-	setDur(&c.HistoryMaxAge, DefaultHistoryMaxAge)
+	setDur(&c.HistoryMaxAge, defaultHistoryMaxAge)
 	if c.HistoryMaxBytes <= 0 {
-		c.HistoryMaxBytes = DefaultHistoryMaxBytes
+		c.HistoryMaxBytes = defaultHistoryMaxBytes
 	}
-	setInt(&c.WarmLookback, DefaultWarmLookback)
-	setDur(&c.WarmTimeout, DefaultWarmTimeout)
-	setDur(&c.HistoryWait, DefaultHistoryWait)
+	setInt(&c.WarmLookback, defaultWarmLookback)
+	setDur(&c.WarmTimeout, defaultWarmTimeout)
+	setDur(&c.HistoryWait, defaultHistoryWait)
 	return c
 }
 

@@ -51,7 +51,7 @@ func (c Config) deadStream() string { return c.Stream + "_DEAD" }
 
 // historyStream sources the stream and keeps its messages after their acknowledgement, for
 // warm-ups. Each of its messages carries its sequence in the stream (header Nats-Stream-Source,
-// or HeaderStreamSeq on the copies a consumer writes while the sourcing lags: historyCopySubject).
+// or headerStreamSeq on the copies a consumer writes while the sourcing lags: historyCopySubject).
 func (c Config) historyStream() string { return c.Stream + "_HISTORY" }
 
 // historyCopySubject is the subject of a message's copy in the history stream, written by the

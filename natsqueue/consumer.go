@@ -33,52 +33,52 @@ type Delivery struct {
 	Attempt int
 }
 
-// Handler processes one message. A nil error accepts it: it is acknowledged with the other
+// handler processes one message. A nil error accepts it: it is acknowledged with the other
 // messages of its batch once the Committer returned nil. An error makes the Consumer retry it
 // after a backoff, and after Config.MaxDeliveries attempts move it to the dead-letter stream.
 // Handlers of different partitions run concurrently; one partition's messages are handled one at
 // a time, in stream order. A message may be handled again after a crash (at-least-once), never
 // after its acknowledgement was confirmed.
-type Handler func(ctx context.Context, d Delivery) error
+type handler func(ctx context.Context, d Delivery) error
 
-// Committer makes the effects of the messages a partition's Handler accepted durable (e.g. syncs
+// committer makes the effects of the messages a partition's Handler accepted durable (e.g. syncs
 // the sinks) before they are acknowledged (WithCommitter). The Consumer handles the messages a
 // partition pulled and has at hand as one batch: each in order through the Handler, then one
 // Committer call, then the acknowledgements. Partitions call it concurrently.
-type Committer func(ctx context.Context) error
+type committer func(ctx context.Context) error
 
 // WithCommitter sets the Committer. Without one a batch is acknowledged as soon as its messages
 // were handled. A Committer error makes the Consumer retry the call with a backoff (keeping the
 // batch's messages in progress); after Config.MaxDeliveries failed calls the batch's messages go
 // back to the server and are handled again later. They are not dead-lettered: the messages are
 // not at fault.
-func WithCommitter(fn Committer) ConsumerOption {
+func WithCommitter(fn committer) ConsumerOption {
 	return func(c *Consumer) { c.commit = fn }
 }
 
-// StoredCheck reports, for each of the redelivered messages ds, whether its effects are durable
+// storedCheck reports, for each of the redelivered messages ds, whether its effects are durable
 // already although its acknowledgement never came: the previous holder died after the sinks
 // wrote its spans and before it committed the message (another partition's sink sync wrote them
 // early, or the crash fell between the sync and the commit marker). Such a message is
 // acknowledged without being handled again (WithStoredCheck), so that sinks that store a span
 // written twice twice (Jaeger) hold it once. It is asked only about redeliveries that neither
 // the commit marker nor this member's last batch accounts for.
-type StoredCheck func(ctx context.Context, ds []Delivery) ([]bool, error)
+type storedCheck func(ctx context.Context, ds []Delivery) ([]bool, error)
 
-// WithStoredCheck sets the StoredCheck. A check that fails (or times out after PublishTimeout)
+// WithStoredCheck sets the storedCheck. A check that fails (or times out after PublishTimeout)
 // is counted and logged, and the messages it asked about are handled again.
-func WithStoredCheck(fn StoredCheck) ConsumerOption {
+func WithStoredCheck(fn storedCheck) ConsumerOption {
 	return func(c *Consumer) { c.stored = fn }
 }
 
 // Dead-letter headers, set on each message moved to the dead-letter stream.
 const (
-	HeaderOriginalSubject = "Kelemetry-Original-Subject"
-	HeaderDeliveries      = "Kelemetry-Deliveries"
-	HeaderError           = "Kelemetry-Error"
-	// HeaderStreamSeq is set on a message's copy in the history stream (written when the
+	headerOriginalSubject = "Kelemetry-Original-Subject"
+	headerDeliveries      = "Kelemetry-Deliveries"
+	headerError           = "Kelemetry-Error"
+	// headerStreamSeq is set on a message's copy in the history stream (written when the
 	// history's sourcing lags): the message's sequence in the stream.
-	HeaderStreamSeq = "Kelemetry-Stream-Seq"
+	headerStreamSeq = "Kelemetry-Stream-Seq"
 )
 
 // Consumer processes the stream's partitions. Every replica runs one; each partition is
@@ -86,7 +86,7 @@ const (
 type Consumer struct {
 	cfg Config
 	log *slog.Logger
-	h   Handler
+	h   handler
 	nc  *nats.Conn
 	js  jetstream.JetStream
 
@@ -108,11 +108,11 @@ type Consumer struct {
 	ms      *membership
 
 	// warmer, when set, rebuilds state on takeover (WithWarmer).
-	warmer Warmer
+	warmer warmer
 	// commit, when set, runs once per batch before its acknowledgements (WithCommitter).
-	commit Committer
+	commit committer
 	// stored, when set, tells which redeliveries are durable already (WithStoredCheck).
-	stored        StoredCheck
+	stored        storedCheck
 	storedSkipped metric.Int64Counter
 	storedFails   metric.Int64Counter
 	// marks is the commit marker bucket (committed.go).
@@ -141,7 +141,7 @@ type Consumer struct {
 
 // NewConsumer connects to NATS and creates or updates the streams and one durable consumer per
 // partition (filter <prefix>.*.<partition>, explicit ack, pinned-client priority group).
-func NewConsumer(ctx context.Context, cfg Config, h Handler, set telemetry.Settings, opts ...ConsumerOption) (*Consumer, error) {
+func NewConsumer(ctx context.Context, cfg Config, h handler, set telemetry.Settings, opts ...ConsumerOption) (*Consumer, error) {
 	if h == nil {
 		return nil, errors.New("natsqueue: nil handler")
 	}
@@ -232,7 +232,7 @@ func (c *Consumer) ensureConsumers(ctx context.Context) error {
 			MaxAckPending:  c.cfg.MaxInFlight,
 			Replicas:       c.cfg.Replicas,
 			PriorityPolicy: jetstream.PriorityPolicyPinned,
-			PriorityGroups: []string{PriorityGroup},
+			PriorityGroups: []string{priorityGroup},
 			PinnedTTL:      c.cfg.PinnedTTL,
 		}); err != nil {
 			return fmt.Errorf("create consumer of partition %d: %w", p, classify(err))
@@ -315,7 +315,7 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		c.ms.leave(ctx)
 		if s, serr := c.js.Stream(ctx, c.cfg.Stream); serr == nil {
 			for _, p := range held {
-				_ = s.UnpinConsumer(ctx, c.cfg.consumerName(p), PriorityGroup)
+				_ = s.UnpinConsumer(ctx, c.cfg.consumerName(p), priorityGroup)
 			}
 		}
 	}
@@ -340,9 +340,9 @@ func (c *Consumer) kill() {
 	_ = c.heldGauge.Unregister()
 }
 
-// Assigned returns the partitions the membership assigns to this member (see Config.Members),
+// assigned returns the partitions the membership assigns to this member (see Config.Members),
 // in increasing order, and the number of live members it counted.
-func (c *Consumer) Assigned() (partitions []int, members int) { return c.ms.partitions() }
+func (c *Consumer) assigned() (partitions []int, members int) { return c.ms.partitions() }
 
 // Held returns the partitions this member received a message of within the last PinnedTTL, in
 // increasing order.
@@ -360,7 +360,7 @@ func (c *Consumer) Held() []int {
 func (c *Consumer) pullOpts() []jetstream.PullMessagesOpt {
 	expiry := max(c.cfg.PinnedTTL/2, time.Second)
 	return []jetstream.PullMessagesOpt{
-		jetstream.PullPriorityGroup(PriorityGroup),
+		jetstream.PullPriorityGroup(priorityGroup),
 		jetstream.PullMaxMessages(c.cfg.MaxInFlight),
 		jetstream.PullExpiry(expiry),
 	}
@@ -396,7 +396,7 @@ type partition struct {
 	inherited map[uint64]struct{}
 	// logged is whether a committed redelivery was logged since the last takeover.
 	logged bool
-	// stored holds the StoredCheck's answers for the current batch's doubtful redeliveries.
+	// stored holds the storedCheck's answers for the current batch's doubtful redeliveries.
 	stored map[uint64]bool
 	// storedLogged is whether a stored redelivery (or a failed check) was logged since the
 	// last takeover.
@@ -505,7 +505,7 @@ func (c *Consumer) release(ctx context.Context, p int, tk *takeover, log *slog.L
 	c.lastMsg[p].Store(0)
 	s, err := c.js.Stream(ctx, c.cfg.Stream)
 	if err == nil {
-		err = s.UnpinConsumer(ctx, c.cfg.consumerName(p), PriorityGroup)
+		err = s.UnpinConsumer(ctx, c.cfg.consumerName(p), priorityGroup)
 	}
 	if err != nil && ctx.Err() == nil {
 		log.Debug("unpin released partition", "err", err)
@@ -624,7 +624,7 @@ func (c *Consumer) doubtful(ps *partition, msg jetstream.Msg) (uint64, bool) {
 	return seq, true
 }
 
-// checkStored asks the StoredCheck, in one call, about the doubtful redeliveries among msgs
+// checkStored asks the storedCheck, in one call, about the doubtful redeliveries among msgs
 // not asked about yet, and records the answers in ps.stored. A failed check records false for
 // all of them (handled again).
 func (c *Consumer) checkStored(ctx context.Context, ps *partition, msgs []jetstream.Msg) {
@@ -668,7 +668,7 @@ func (c *Consumer) checkStored(ctx context.Context, ps *partition, msgs []jetstr
 	}
 }
 
-// callStored runs the StoredCheck, turning a panic into an error.
+// callStored runs the storedCheck, turning a panic into an error.
 func (c *Consumer) callStored(ctx context.Context, ds []Delivery) (has []bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -920,9 +920,9 @@ func (c *Consumer) deadLetter(ctx context.Context, ps *partition, msg jetstream.
 	if len(reason) > 512 {
 		reason = reason[:512]
 	}
-	dm.Header.Set(HeaderOriginalSubject, msg.Subject())
-	dm.Header.Set(HeaderDeliveries, strconv.Itoa(d.Attempt))
-	dm.Header.Set(HeaderError, reason)
+	dm.Header.Set(headerOriginalSubject, msg.Subject())
+	dm.Header.Set(headerDeliveries, strconv.Itoa(d.Attempt))
+	dm.Header.Set(headerError, reason)
 	dm.Header.Set(nats.MsgIdHdr, c.cfg.Stream+"-dead-"+strconv.FormatUint(d.Sequence, 10))
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
 	defer cancel()

@@ -30,7 +30,7 @@
 // after a batch's commit and before its acknowledgements, the consumer writes the batch's stream
 // sequences into the key-value bucket <Stream>_COMMITTED (a commit marker a takeover reads); it
 // remembers the sequences and message IDs it handled lately, so a redelivery or a second copy of
-// a retried publish is acknowledged without being handled again; and a StoredCheck
+// a retried publish is acknowledged without being handled again; and a storedCheck
 // (WithStoredCheck) asks the sinks whether a redelivered message's spans are already stored.
 // Handling a message again otherwise rewrites the same span IDs. Dial is the connection setup (URLs,
 // credentials, TLS, reconnects) that package remotelinker shares.

@@ -36,7 +36,7 @@ func newAckLog() *ackLog {
 	return &ackLog{acked: map[string]int{}, ackedAt: map[string][]string{}, order: map[string][]int{}, partsBy: map[string]map[int]bool{}, handledIDs: map[string]bool{}}
 }
 
-func (l *ackLog) handler(member string) Handler {
+func (l *ackLog) handler(member string) handler {
 	return func(_ context.Context, d Delivery) error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -170,7 +170,7 @@ func TestStandbyTakesOverPartitions(t *testing.T) {
 	// b took a's partitions over; it may have handled nothing of one when a handled all of that
 	// partition's messages before the kill (a redelivery of a's last, committed batch is
 	// acknowledged without being handled again).
-	held, _ := b.Assigned()
+	held, _ := b.assigned()
 	assert.Equal(t, []int{0, 1, 2, 3}, held, "the standby took over a's partitions")
 	log.check(t, append(first, second...), true)
 }

@@ -76,7 +76,7 @@ func batch(keys, perKey, from int) []Message {
 	return msgs
 }
 
-func startConsumer(t *testing.T, cfg Config, h Handler) *Consumer {
+func startConsumer(t *testing.T, cfg Config, h handler) *Consumer {
 	t.Helper()
 	c, err := NewConsumer(testCtx(t, 10*time.Second), cfg, h, telemetry.Settings{})
 	require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad stream", Config{URLs: []string{"n"}, Stream: "a.b"}, "stream"},
 		{"bad prefix", Config{URLs: []string{"n"}, SubjectPrefix: "a..b"}, "subjectPrefix"},
 		{"replicas", Config{URLs: []string{"n"}, Replicas: 2}, "replicas"},
-		{"half cert", Config{URLs: []string{"n"}, TLS: TLSConfig{CertFile: "x"}}, "certFile and keyFile"},
+		{"half cert", Config{URLs: []string{"n"}, TLS: tlsConfig{CertFile: "x"}}, "certFile and keyFile"},
 		{"both creds", Config{URLs: []string{"n"}, CredentialsFile: "a", NKeySeedFile: "b"}, "exclusive"},
 		{"pinned ttl", Config{URLs: []string{"n"}, PinnedTTL: time.Second}, "pinnedTTL"},
 		{"member", Config{URLs: []string{"n"}, Members: 2, Member: 2}, "member"},
@@ -134,8 +134,8 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	d := Config{}.WithDefaults()
-	assert.Equal(t, DefaultStream, d.Stream)
-	assert.Equal(t, DefaultSubjectPrefix, d.SubjectPrefix)
+	assert.Equal(t, defaultStream, d.Stream)
+	assert.Equal(t, defaultSubjectPrefix, d.SubjectPrefix)
 	assert.Equal(t, 16, d.Partitions)
 }
 
@@ -247,8 +247,8 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	m, err := dead.GetLastMsgForSubject(ctx, cfg.WithDefaults().deadSubject("c1", 0))
 	require.NoError(t, err)
 	assert.Equal(t, "apps/deployments/default/d0#1", string(m.Data))
-	assert.Equal(t, "natsqueue: handler panicked: poison", m.Header.Get(HeaderError))
-	assert.Equal(t, strconv.Itoa(cfg.MaxDeliveries), m.Header.Get(HeaderDeliveries))
+	assert.Equal(t, "natsqueue: handler panicked: poison", m.Header.Get(headerError))
+	assert.Equal(t, strconv.Itoa(cfg.MaxDeliveries), m.Header.Get(headerDeliveries))
 	info, err := dead.Info(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.State.Msgs, "dead-lettered once")

@@ -15,12 +15,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Warmer rebuilds a member's state from a message that was processed before this member took
+// warmer rebuilds a member's state from a message that was processed before this member took
 // its partition over (by another member, or by this one before it lost the partition). It is
 // called in stream order, before the Handler sees the partition's first message, and must only
 // observe: no output, no acknowledgement (e.g. the audit-stream diff records the object's
 // version without emitting a span).
-type Warmer func(ctx context.Context, d Delivery)
+type warmer func(ctx context.Context, d Delivery)
 
 // ConsumerOption configures a Consumer beyond its Config.
 type ConsumerOption func(*Consumer)
@@ -30,7 +30,7 @@ type ConsumerOption func(*Consumer)
 // the partition's messages among the Config.WarmLookback stream messages before it, read from
 // the history stream (<Stream>_HISTORY), within Config.WarmTimeout. Warm-ups are counted
 // (kelemetry.natsqueue.warm.*).
-func WithWarmer(w Warmer) ConsumerOption {
+func WithWarmer(w warmer) ConsumerOption {
 	return func(c *Consumer) { c.warmer = w }
 }
 
@@ -145,7 +145,7 @@ func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *s
 	// No waiting for the sourcing to catch up: every message acknowledged before upTo is in the
 	// history already (sourced, or copied by the member that acknowledged it: waitHistory), and
 	// one handled but not acknowledged comes back as a redelivery, warmed then when the commit
-	// marker or the StoredCheck accounts for it, else handled. (Waiting here could outlast the
+	// marker or the storedCheck accounts for it, else handled. (Waiting here could outlast the
 	// pin: a member that does not pull for PinnedTTL loses its partition.)
 	info := hs.CachedInfo()
 	from := info.State.FirstSeq
@@ -248,13 +248,13 @@ func deadlineOf(ctx context.Context) time.Time {
 const sourceHeader = "Nats-Stream-Source"
 
 // sourceSeq returns the sequence in the stream of a history message: sourced (header
-// Nats-Stream-Source) or copied by a consumer (HeaderStreamSeq).
+// Nats-Stream-Source) or copied by a consumer (headerStreamSeq).
 func sourceSeq(h nats.Header) (uint64, bool) {
 	if f := strings.Fields(h.Get(sourceHeader)); len(f) >= 2 {
 		seq, err := strconv.ParseUint(f[1], 10, 64)
 		return seq, err == nil
 	}
-	if v := h.Get(HeaderStreamSeq); v != "" {
+	if v := h.Get(headerStreamSeq); v != "" {
 		seq, err := strconv.ParseUint(v, 10, 64)
 		return seq, err == nil
 	}
@@ -361,7 +361,7 @@ func (c *Consumer) readHistorySeq(ctx context.Context) {
 }
 
 // copyToHistory publishes the messages of ps.done the history's sourcing has not reached into
-// the history stream (historyCopySubject, with HeaderStreamSeq and a message ID so that a retry
+// the history stream (historyCopySubject, with headerStreamSeq and a message ID so that a retry
 // writes nothing twice) and waits for JetStream's acknowledgements, for PublishTimeout at most.
 // A message both sourced and copied is replayed once: warm-ups skip a sequence they replayed.
 func (c *Consumer) copyToHistory(ctx context.Context, ps *partition) error {
@@ -376,7 +376,7 @@ func (c *Consumer) copyToHistory(ctx context.Context, ps *partition) error {
 		m := nats.NewMsg(c.cfg.historyCopySubject(a.d.Cluster, ps.p))
 		m.Data = a.d.Payload
 		seq := strconv.FormatUint(a.d.Sequence, 10)
-		m.Header.Set(HeaderStreamSeq, seq)
+		m.Header.Set(headerStreamSeq, seq)
 		m.Header.Set(nats.MsgIdHdr, c.cfg.Stream+"-history-"+seq)
 		f, err := c.js.PublishMsgAsync(m)
 		if err != nil {

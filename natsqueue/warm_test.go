@@ -169,7 +169,7 @@ func waitSpread(t *testing.T, members []*Consumer, partitions int) [][]int {
 		parts = parts[:0]
 		seen := map[int]int{}
 		for _, m := range members {
-			ps, n := m.Assigned()
+			ps, n := m.assigned()
 			if n != len(members) {
 				return false
 			}
@@ -241,7 +241,7 @@ func TestElasticRebalance(t *testing.T) {
 	start = time.Now()
 	t.Logf("c killed: %s (after %s)", spread([]*Consumer{a}), time.Since(start))
 	publish(12)
-	ps, _ := a.Assigned()
+	ps, _ := a.assigned()
 	assert.Equal(t, seq(cfg.Partitions), ps, "a holds every partition again")
 	log.check(t, batch(32, 15, 0), true)
 }
