@@ -86,8 +86,8 @@ type ProxyAuthConfig struct {
 	UserHeaders []string `yaml:"userHeaders"`
 }
 
-// DefaultUserHeaders are ProxyAuthConfig.UserHeaders by default.
-var DefaultUserHeaders = []string{"X-Forwarded-User", "X-Auth-Request-User", "X-Remote-User"}
+// defaultUserHeaders are ProxyAuthConfig.UserHeaders by default.
+var defaultUserHeaders = []string{"X-Forwarded-User", "X-Auth-Request-User", "X-Remote-User"}
 
 // Enabled reports whether the API requires authentication.
 func (c APIAuthConfig) Enabled() bool { return len(c.TokenFiles) > 0 || c.Proxy.ClientCAFile != "" }
@@ -228,9 +228,9 @@ func bearer(r *http.Request) (string, bool) {
 
 type userKey struct{}
 
-// User returns the user an authenticating proxy named for the request ("" when the request was
+// user returns the user an authenticating proxy named for the request ("" when the request was
 // not authenticated by a proxy).
-func User(ctx context.Context) string {
+func user(ctx context.Context) string {
 	u, _ := ctx.Value(userKey{}).(string)
 	return u
 }
@@ -381,7 +381,7 @@ func newAPIAuth(c APIAuthConfig, interval time.Duration, rejected metric.Int64Co
 	}
 	headers := c.Proxy.UserHeaders
 	if len(headers) == 0 {
-		headers = DefaultUserHeaders
+		headers = defaultUserHeaders
 	}
 	return &authenticator{listener: "api", tokens: tokens, proxy: c.Proxy.ClientCAFile != "", allowedNames: c.Proxy.AllowedNames,
 		userHeaders: headers, public: uiPublic, rejected: rejected, logger: logger,

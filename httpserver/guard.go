@@ -127,9 +127,9 @@ func (g *Guard) refuse(remote net.Addr) {
 	}
 }
 
-// ErrorLog is the writer of an http.Server's ErrorLog: TLS handshake errors go to
+// errorLog is the writer of an http.Server's ErrorLog: TLS handshake errors go to
 // HandshakeFailed, other lines (a failed Accept, a panic in a handler) are logged rate-limited.
-func (g *Guard) ErrorLog() io.Writer { return errorLogWriter{g} }
+func (g *Guard) errorLog() io.Writer { return errorLogWriter{g} }
 
 type errorLogWriter struct{ g *Guard }
 

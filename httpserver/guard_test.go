@@ -181,9 +181,9 @@ func dialRefused(t *testing.T, addr string) bool {
 func TestConnectionLimit(t *testing.T) {
 	mp, reader := meter(t)
 	var rec logtest.Recorder
-	s := NewServer("api", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s := newServer("api", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hi")
-	}), Options{MaxConnections: 2, Meter: mp}, slog.New(&rec))
+	}), options{MaxConnections: 2, Meter: mp}, slog.New(&rec))
 	var clock fakeClock
 	s.Guard().clock = clock.now
 	require.NoError(t, s.Start(t.Context()))
@@ -237,9 +237,9 @@ func TestConnectionLimit(t *testing.T) {
 // Idle keep-alive connections are closed after the idle timeout, silent ones after the header
 // timeout: neither holds a slot of the limit for long.
 func TestIdleAndSilentConnectionsClosed(t *testing.T) {
-	s := NewServer("api", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s := newServer("api", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hi")
-	}), Options{Timeouts: Timeouts{Idle: 200 * time.Millisecond, ReadHeader: 200 * time.Millisecond}}, quiet)
+	}), options{Timeouts: Timeouts{Idle: 200 * time.Millisecond, ReadHeader: 200 * time.Millisecond}}, quiet)
 	require.NoError(t, s.Start(t.Context()))
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 
@@ -296,7 +296,7 @@ func TestMaxConnectionsDefault(t *testing.T) {
 func TestErrorLogOtherLinesRateLimited(t *testing.T) {
 	var rec logtest.Recorder
 	g := NewGuard("api", 0, nil, slog.New(&rec))
-	w := g.ErrorLog()
+	w := g.errorLog()
 	for i := range 50 {
 		_, err := fmt.Fprintf(w, "http: Accept error: boom %d; retrying in 5ms\n", i)
 		require.NoError(t, err)

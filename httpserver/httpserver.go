@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Server is one HTTP listener.
-type Server struct {
+// server is one HTTP listener.
+type server struct {
 	name   string
 	addr   string
 	srv    *http.Server
@@ -45,17 +45,17 @@ type Timeouts struct {
 // Defaults of Timeouts.
 const (
 	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
+	defaultReadTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 2 * time.Minute
 )
 
-// WithDefaults returns t with zero fields set to their defaults.
-func (t Timeouts) WithDefaults() Timeouts {
+// withDefaults returns t with zero fields set to their defaults.
+func (t Timeouts) withDefaults() Timeouts {
 	if t.ReadHeader <= 0 {
 		t.ReadHeader = DefaultReadHeaderTimeout
 	}
 	if t.Read <= 0 {
-		t.Read = DefaultReadTimeout
+		t.Read = defaultReadTimeout
 	}
 	if t.Idle <= 0 {
 		t.Idle = DefaultIdleTimeout
@@ -63,8 +63,8 @@ func (t Timeouts) WithDefaults() Timeouts {
 	return t
 }
 
-// Options are a Server's limits and instruments. The zero value means the defaults.
-type Options struct {
+// options are a Server's limits and instruments. The zero value means the defaults.
+type options struct {
 	// Timeouts bound slow and idle clients.
 	Timeouts Timeouts
 	// MaxConnections bounds the connections open at once (default DefaultMaxConnections;
@@ -75,16 +75,16 @@ type Options struct {
 	Meter metric.MeterProvider
 }
 
-// NewServer returns a server for handler on addr (host:port; port 0 picks a free one). What its
+// newServer returns a server for handler on addr (host:port; port 0 picks a free one). What its
 // peers can make it log (failed TLS handshakes, refused connections, other errors of
 // http.Server) is rate-limited and counted by its Guard, named name.
-func NewServer(name, addr string, handler http.Handler, opts Options, logger *slog.Logger) *Server {
+func newServer(name, addr string, handler http.Handler, opts options, logger *slog.Logger) *server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	timeouts := opts.Timeouts.WithDefaults()
+	timeouts := opts.Timeouts.withDefaults()
 	guard := NewGuard(name, opts.MaxConnections, opts.Meter, logger)
-	return &Server{
+	return &server{
 		name:   name,
 		addr:   addr,
 		logger: logger.With("server", name),
@@ -94,23 +94,23 @@ func NewServer(name, addr string, handler http.Handler, opts Options, logger *sl
 			ReadHeaderTimeout: timeouts.ReadHeader,
 			ReadTimeout:       timeouts.Read,
 			IdleTimeout:       timeouts.Idle,
-			ErrorLog:          log.New(guard.ErrorLog(), "", 0),
+			ErrorLog:          log.New(guard.errorLog(), "", 0),
 		},
 	}
 }
 
 // Guard is the server's connection guard (its limit and counts).
-func (s *Server) Guard() *Guard { return s.guard }
+func (s *server) Guard() *Guard { return s.guard }
 
-// SetTLS makes the server serve TLS with cfg (which must provide a certificate, e.g. through
+// setTLS makes the server serve TLS with cfg (which must provide a certificate, e.g. through
 // GetCertificate). Call it before Start.
-func (s *Server) SetTLS(cfg *tls.Config) {
+func (s *server) setTLS(cfg *tls.Config) {
 	s.srv.TLSConfig = cfg
 	s.tls = cfg != nil
 }
 
 // Start binds the address and serves in the background.
-func (s *Server) Start(context.Context) error {
+func (s *server) Start(context.Context) error {
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("%s server: listen on %s: %w", s.name, s.addr, err)
@@ -138,7 +138,7 @@ func (s *Server) Start(context.Context) error {
 }
 
 // Stop shuts the server down, waiting for running requests until ctx ends.
-func (s *Server) Stop(ctx context.Context) error {
+func (s *server) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	done := s.done
 	s.mu.Unlock()
@@ -155,7 +155,7 @@ func (s *Server) Stop(ctx context.Context) error {
 }
 
 // Addr is the bound address after Start (useful with port 0), else the configured one.
-func (s *Server) Addr() string {
+func (s *server) Addr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bound != "" {

@@ -15,9 +15,9 @@ import (
 
 func TestStartServeStop(t *testing.T) {
 	ctx := context.Background()
-	s := NewServer("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s := newServer("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hi")
-	}), Options{}, nil)
+	}), options{}, nil)
 	require.NoError(t, s.Stop(ctx), "stop before start is a no-op")
 	require.NoError(t, s.Start(ctx))
 	resp, err := http.Get("http://" + s.Addr())
@@ -27,7 +27,7 @@ func TestStartServeStop(t *testing.T) {
 	assert.Equal(t, "hi", string(body))
 
 	// A busy port fails start-up with a clear error.
-	busy := NewServer("other", s.Addr(), http.NotFoundHandler(), Options{}, nil)
+	busy := newServer("other", s.Addr(), http.NotFoundHandler(), options{}, nil)
 	err = busy.Start(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "other server: listen on "+s.Addr())
@@ -45,10 +45,10 @@ func TestStartServeStop(t *testing.T) {
 func TestReadTimeoutCutsTrickle(t *testing.T) {
 	ctx := context.Background()
 	readErr := make(chan error, 1)
-	s := NewServer("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := newServer("test", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, err := io.ReadAll(r.Body)
 		readErr <- err
-	}), Options{Timeouts: Timeouts{Read: 300 * time.Millisecond}}, slog.New(slog.DiscardHandler))
+	}), options{Timeouts: Timeouts{Read: 300 * time.Millisecond}}, slog.New(slog.DiscardHandler))
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { _ = s.Stop(ctx) })
 
@@ -77,6 +77,6 @@ func TestReadTimeoutCutsTrickle(t *testing.T) {
 }
 
 func TestTimeoutsDefaults(t *testing.T) {
-	assert.Equal(t, Timeouts{ReadHeader: DefaultReadHeaderTimeout, Read: DefaultReadTimeout, Idle: DefaultIdleTimeout}, Timeouts{}.WithDefaults())
-	assert.Equal(t, 5*time.Second, Timeouts{Read: 5 * time.Second}.WithDefaults().Read)
+	assert.Equal(t, Timeouts{ReadHeader: DefaultReadHeaderTimeout, Read: defaultReadTimeout, Idle: DefaultIdleTimeout}, Timeouts{}.withDefaults())
+	assert.Equal(t, 5*time.Second, Timeouts{Read: 5 * time.Second}.withDefaults().Read)
 }

@@ -153,8 +153,8 @@ type Params struct {
 
 // Servers are the open listeners.
 type Servers struct {
-	audit, api *Server
-	started    []*Server
+	audit, api *server
+	started    []*server
 }
 
 // New builds the listeners that have handlers; none is opened before Start.
@@ -190,7 +190,7 @@ func New(p Params) (*Servers, error) {
 		return nil, fmt.Errorf("httpserver: %w", err)
 	}
 	rejected := newRejectedCounter(p.Meter.Provider)
-	opts := Options{Timeouts: cfg.Timeouts, MaxConnections: cfg.MaxConnections, Meter: p.Meter.Provider}
+	opts := options{Timeouts: cfg.Timeouts, MaxConnections: cfg.MaxConnections, Meter: p.Meter.Provider}
 	s := &Servers{}
 	if cfg.AuditAddr == cfg.APIAddr {
 		if len(p.Audit)+len(p.API) == 0 {
@@ -204,7 +204,7 @@ func New(p Params) (*Servers, error) {
 			return nil, err
 		}
 		s.audit = s.api
-		s.started = []*Server{s.api}
+		s.started = []*server{s.api}
 		return s, nil
 	}
 	if len(p.Audit) > 0 {
@@ -244,7 +244,7 @@ func loopback(addr string) bool {
 }
 
 // newAuditServer builds the audit listener with its TLS and authentication.
-func newAuditServer(cfg Config, opts Options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
+func newAuditServer(cfg Config, opts options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*server, error) {
 	auth, err := newAuditAuth(cfg.AuditAuth, cfg.ReloadInterval, rejected, log)
 	if err != nil {
 		return nil, fmt.Errorf("audit listener: %w", err)
@@ -254,7 +254,7 @@ func newAuditServer(cfg Config, opts Options, h http.Handler, rejected metric.In
 	} else if !loopback(cfg.AuditAddr) {
 		log.Warn("the audit webhook accepts unauthenticated requests from the network: configure auditAuth (client certificates or tokens)", "addr", cfg.AuditAddr)
 	}
-	srv := NewServer("audit", cfg.AuditAddr, h, opts, log)
+	srv := newServer("audit", cfg.AuditAddr, h, opts, log)
 	if cfg.AuditTLS.Enabled() {
 		pool, err := caPool(cfg.AuditAuth.ClientCAFile)
 		if err != nil {
@@ -264,13 +264,13 @@ func newAuditServer(cfg Config, opts Options, h http.Handler, rejected metric.In
 		if err != nil {
 			return nil, fmt.Errorf("audit listener: %w", err)
 		}
-		srv.SetTLS(tc)
+		srv.setTLS(tc)
 	}
 	return srv, nil
 }
 
 // newAPIServer builds the API listener with its TLS and authentication.
-func newAPIServer(cfg Config, opts Options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*Server, error) {
+func newAPIServer(cfg Config, opts options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*server, error) {
 	auth, err := newAPIAuth(cfg.APIAuth, cfg.ReloadInterval, rejected, log)
 	if err != nil {
 		return nil, fmt.Errorf("api listener: %w", err)
@@ -280,7 +280,7 @@ func newAPIServer(cfg Config, opts Options, h http.Handler, rejected metric.Int6
 	} else if !loopback(cfg.APIAddr) {
 		log.Warn("the API serves audit bodies to unauthenticated clients from the network: configure httpAuth (tokens or an authenticating proxy)", "addr", cfg.APIAddr)
 	}
-	srv := NewServer("api", cfg.APIAddr, h, opts, log)
+	srv := newServer("api", cfg.APIAddr, h, opts, log)
 	if cfg.APITLS.Enabled() {
 		pool, err := caPool(cfg.APIAuth.Proxy.ClientCAFile)
 		if err != nil {
@@ -290,7 +290,7 @@ func newAPIServer(cfg Config, opts Options, h http.Handler, rejected metric.Int6
 		if err != nil {
 			return nil, fmt.Errorf("api listener: %w", err)
 		}
-		srv.SetTLS(tc)
+		srv.setTLS(tc)
 	}
 	return srv, nil
 }

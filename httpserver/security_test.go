@@ -311,7 +311,7 @@ func TestAuditTokenFile(t *testing.T) {
 func apiRoutes(users chan<- string) []Handler {
 	return []Handler{
 		Route("GET /api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			users <- User(r.Context()) + "|" + r.Header.Get("X-Forwarded-User")
+			users <- user(r.Context()) + "|" + r.Header.Get("X-Forwarded-User")
 			_, _ = io.WriteString(w, "data")
 		})),
 		Route("GET /metrics", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metrics") })),

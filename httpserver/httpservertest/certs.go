@@ -17,16 +17,16 @@ import (
 	"time"
 )
 
-// CA is a certificate authority made for a test: its certificate lives for a day.
-type CA struct {
+// ca is a certificate authority made for a test: its certificate lives for a day.
+type ca struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	// PEM is the CA's certificate, for a client's trust store or a server's client CA file.
+	// PEM is the ca's certificate, for a client's trust store or a server's client ca file.
 	PEM []byte
 }
 
-// NewCA creates a CA named name.
-func NewCA(name string) (*CA, error) {
+// newCA creates a ca named name.
+func newCA(name string) (*ca, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("CA key: %w", err)
@@ -47,7 +47,7 @@ func NewCA(name string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
-	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+	return &ca{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
 func serial() (*big.Int, error) {
@@ -60,7 +60,7 @@ func serial() (*big.Int, error) {
 
 // Server issues a server certificate for hosts (IP addresses or DNS names; default 127.0.0.1
 // and localhost) and returns it and its key as PEM.
-func (ca *CA) Server(cn string, hosts ...string) (certPEM, keyPEM []byte, err error) {
+func (ca *ca) Server(cn string, hosts ...string) (certPEM, keyPEM []byte, err error) {
 	if len(hosts) == 0 {
 		hosts = []string{"127.0.0.1", "localhost"}
 	}
@@ -76,11 +76,11 @@ func (ca *CA) Server(cn string, hosts ...string) (certPEM, keyPEM []byte, err er
 }
 
 // Client issues a client certificate with common name cn and returns it and its key as PEM.
-func (ca *CA) Client(cn string) (certPEM, keyPEM []byte, err error) {
+func (ca *ca) Client(cn string) (certPEM, keyPEM []byte, err error) {
 	return ca.issue(&x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 }
 
-func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
+func (ca *ca) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("key: %w", err)
@@ -101,16 +101,16 @@ func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) 
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
 }
 
-// Files are the PEM files of a CA and of one server and one client certificate it issued.
+// Files are the PEM files of a ca and of one server and one client certificate it issued.
 type Files struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey string
 }
 
-// WriteFiles creates a CA named name in dir (ca.crt) with a server certificate for 127.0.0.1
+// WriteFiles creates a ca named name in dir (ca.crt) with a server certificate for 127.0.0.1
 // and localhost (server.crt, server.key) and a client certificate named client (client.crt,
 // client.key).
 func WriteFiles(dir, name, client string) (Files, error) {
-	ca, err := NewCA(name)
+	ca, err := newCA(name)
 	if err != nil {
 		return Files{}, err
 	}

@@ -16,12 +16,12 @@ func TestMain(m *testing.M) {
 }
 
 // The files form a working chain: the server certificate for 127.0.0.1 and the client
-// certificate verify against the CA, each for its use.
+// certificate verify against the ca, each for its use.
 func TestWriteFiles(t *testing.T) {
 	f, err := WriteFiles(t.TempDir(), "ca", "me")
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
-	caPEM, err := NewCA("unused")
+	caPEM, err := newCA("unused")
 	require.NoError(t, err)
 	require.NotEmpty(t, caPEM.PEM)
 	for _, c := range []struct {
