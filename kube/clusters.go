@@ -28,9 +28,9 @@ type kubeClients struct {
 // discoveryTimeout bounds one discovery request when the rest.Config sets no timeout.
 const discoveryTimeout = 30 * time.Second
 
-// NewRESTClusters returns RESTClusters for the given configs, keyed by cluster name. It copies the
+// newRESTClusters returns RESTClusters for the given configs, keyed by cluster name. It copies the
 // configs and sets the user agent "kelemetry" where none is set.
-func NewRESTClusters(configs map[string]*rest.Config) *RESTClusters {
+func newRESTClusters(configs map[string]*rest.Config) *RESTClusters {
 	k := &RESTClusters{configs: make(map[string]*rest.Config, len(configs)), clients: map[string]*kubeClients{}}
 	for name, cfg := range configs {
 		if cfg == nil {

@@ -12,13 +12,13 @@ import (
 const (
 	DefaultQPS                = 50
 	DefaultBurst              = 100
-	DefaultObjectCacheSize    = 10_000
-	DefaultObjectCacheBytes   = 64 << 20
-	DefaultObjectCacheTTL     = time.Minute
-	DefaultNegativeTTL        = 10 * time.Second
-	DefaultFetchTimeout       = 5 * time.Second
-	DefaultMinRefreshInterval = time.Minute
-	DefaultDiscoveryMaxAge    = time.Hour
+	defaultObjectCacheSize    = 10_000
+	defaultObjectCacheBytes   = 64 << 20
+	defaultObjectCacheTTL     = time.Minute
+	defaultNegativeTTL        = 10 * time.Second
+	defaultFetchTimeout       = 5 * time.Second
+	defaultMinRefreshInterval = time.Minute
+	defaultDiscoveryMaxAge    = time.Hour
 )
 
 // Config configures Kubernetes access: the clusters, the object cache and the discovery of
@@ -79,8 +79,8 @@ func (c Config) WithDefaults() Config {
 			c.Clusters[i].Burst = DefaultBurst
 		}
 	}
-	c.ObjectCache = c.ObjectCache.WithDefaults()
-	c.Discovery = c.Discovery.WithDefaults()
+	c.ObjectCache = c.ObjectCache.withDefaults()
+	c.Discovery = c.Discovery.withDefaults()
 	return c
 }
 
@@ -139,22 +139,22 @@ type ObjectCacheConfig struct {
 	FetchTimeout time.Duration `yaml:"fetchTimeout"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c ObjectCacheConfig) WithDefaults() ObjectCacheConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c ObjectCacheConfig) withDefaults() ObjectCacheConfig {
 	if c.Size == 0 {
-		c.Size = DefaultObjectCacheSize
+		c.Size = defaultObjectCacheSize
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultObjectCacheBytes
+		c.MaxBytes = defaultObjectCacheBytes
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultObjectCacheTTL
+		c.TTL = defaultObjectCacheTTL
 	}
 	if c.NegativeTTL == 0 {
-		c.NegativeTTL = DefaultNegativeTTL
+		c.NegativeTTL = defaultNegativeTTL
 	}
 	if c.FetchTimeout == 0 {
-		c.FetchTimeout = DefaultFetchTimeout
+		c.FetchTimeout = defaultFetchTimeout
 	}
 	return c
 }
@@ -178,13 +178,13 @@ type DiscoveryConfig struct {
 	MaxAge time.Duration `yaml:"maxAge"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c DiscoveryConfig) WithDefaults() DiscoveryConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c DiscoveryConfig) withDefaults() DiscoveryConfig {
 	if c.MinRefreshInterval == 0 {
-		c.MinRefreshInterval = DefaultMinRefreshInterval
+		c.MinRefreshInterval = defaultMinRefreshInterval
 	}
 	if c.MaxAge == 0 {
-		c.MaxAge = DefaultDiscoveryMaxAge
+		c.MaxAge = defaultDiscoveryMaxAge
 	}
 	return c
 }

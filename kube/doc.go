@@ -3,11 +3,11 @@
 // source:
 //
 //   - Config and ClusterConfig name the clusters and their kubeconfigs (with client rate limits,
-//     50 requests per second and a burst of 100 by default); NewClusters builds RESTClusters
+//     50 requests per second and a burst of 100 by default); newClusters builds RESTClusters
 //     (Clusters and DiscoveryClusters) from them. Cluster names follow
 //     aggregator.ValidateClusterName.
 //   - Mapper maps kinds to resources: DiscoveryMapper asks each cluster's discovery API and falls
-//     back to StaticMapper, a table of the built-in kinds plus a plural guess (GuessResource).
+//     back to StaticMapper, a table of the built-in kinds plus a plural guess (guessResource).
 //     ResourceScope also tells a known scope from a guessed one, for callers that must not invent
 //     or drop a namespace.
 //   - ObjectGetter returns an object's current body: ObjectCache GETs it from its cluster and

@@ -22,3 +22,19 @@ func InflightWaiters(c *ObjectCache, ref aggregator.ObjectRef) int {
 	}
 	return 0
 }
+
+// Names the external tests use; the package does not export them.
+const (
+	DefaultDiscoveryMaxAge    = defaultDiscoveryMaxAge
+	DefaultMinRefreshInterval = defaultMinRefreshInterval
+	DefaultObjectCacheSize    = defaultObjectCacheSize
+)
+
+var (
+	ErrIncompleteRef = errIncompleteRef
+	ErrInvalidKind   = errInvalidKind
+	GuessResource    = guessResource
+	NewClusters      = newClusters
+	NewRESTClusters  = newRESTClusters
+	RestConfig       = restConfig
+)

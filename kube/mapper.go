@@ -25,8 +25,8 @@ type Mapper interface {
 	ResourceFor(ctx context.Context, cluster string, gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, namespaced bool, err error)
 }
 
-// ErrInvalidKind is returned by mappers for a GroupVersionKind without a kind.
-var ErrInvalidKind = errors.New("kind is empty")
+// errInvalidKind is returned by mappers for a GroupVersionKind without a kind.
+var errInvalidKind = errors.New("kind is empty")
 
 type resourceInfo struct {
 	resource   string
@@ -116,7 +116,7 @@ type StaticMapper struct{}
 func NewStaticMapper() *StaticMapper { return &StaticMapper{} }
 
 // ResourceFor maps a built-in kind from the table. For any other kind it guesses the resource as
-// the lowercase plural of the kind (see GuessResource) and reports it as namespaced, because the
+// the lowercase plural of the kind (see guessResource) and reports it as namespaced, because the
 // scope is unknown: the owner linker then gives the owner the child's namespace, which is empty
 // for a cluster-scoped child (Kubernetes does not let a cluster-scoped object have a namespaced
 // owner), and right for the common case of a namespaced custom resource owning a namespaced
@@ -134,7 +134,7 @@ func (*StaticMapper) resourceScope(_ context.Context, _ string, gvk schema.Group
 	}
 	info, ok := staticKinds[gvk.GroupKind()]
 	if !ok {
-		info = resourceInfo{resource: GuessResource(gvk.Kind), namespaced: true}
+		info = resourceInfo{resource: guessResource(gvk.Kind), namespaced: true}
 	}
 	return gvk.GroupVersion().WithResource(info.resource), info.namespaced, ok, nil
 }
@@ -163,10 +163,10 @@ func (*StaticMapper) Known(gvk schema.GroupVersionKind) bool {
 	return ok
 }
 
-// GuessResource guesses the resource name of a kind the way most API types name it: lowercase,
+// guessResource guesses the resource name of a kind the way most API types name it: lowercase,
 // then "y" after a consonant becomes "ies", a final "s", "x", "z", "ch" or "sh" takes "es", and
 // anything else takes "s" (Policy -> policies, Gateway -> gateways, Ingress -> ingresses).
-func GuessResource(kind string) string {
+func guessResource(kind string) string {
 	k := strings.ToLower(kind)
 	switch {
 	case k == "":
@@ -184,7 +184,7 @@ func GuessResource(kind string) string {
 // normalizeGVK rejects an empty kind and reads an empty group and version as core v1.
 func normalizeGVK(gvk schema.GroupVersionKind) (schema.GroupVersionKind, error) {
 	if gvk.Kind == "" {
-		return gvk, fmt.Errorf("map %s: %w", gvk, ErrInvalidKind)
+		return gvk, fmt.Errorf("map %s: %w", gvk, errInvalidKind)
 	}
 	if gvk.Group == "" && gvk.Version == "" {
 		gvk.Version = "v1"
@@ -257,7 +257,7 @@ func NewDiscoveryMapper(clusters DiscoveryClusters, cfg DiscoveryConfig, set tel
 	}
 	return &DiscoveryMapper{
 		clusters:      clusters,
-		cfg:           cfg.WithDefaults(),
+		cfg:           cfg.withDefaults(),
 		logger:        set.Log().With("component", "kube.discovery"),
 		now:           time.Now,
 		refreshes:     refreshes,

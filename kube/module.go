@@ -20,8 +20,8 @@ import (
 // The cache and the mapper stop with the application.
 var Module = fx.Module("kube", fx.Provide(New))
 
-// Params are the dependencies of New.
-type Params struct {
+// params are the dependencies of New.
+type params struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -41,7 +41,7 @@ type Result struct {
 }
 
 // New builds the Access of p.Config, as Module does, and stops it with the application.
-func New(p Params) (Result, error) {
+func New(p params) (Result, error) {
 	a, err := NewAccess(p.Config, p.Telemetry)
 	if err != nil {
 		return Result{}, err
@@ -67,7 +67,7 @@ type Access struct {
 // NewAccess validates cfg and builds its clients, mapper and object cache. Nothing connects to
 // an API server before the first lookup. Call Stop when done.
 func NewAccess(cfg Config, set telemetry.Settings) (*Access, error) {
-	clusters, err := NewClusters(cfg) // validates cfg
+	clusters, err := newClusters(cfg) // validates cfg
 	if err != nil {
 		return nil, err
 	}

@@ -45,8 +45,8 @@ var (
 	ErrObjectNotFound = errors.New("object not found")
 	// ErrUnknownCluster says that no client is configured for the cluster.
 	ErrUnknownCluster = errors.New("unknown cluster")
-	// ErrIncompleteRef says that an object reference lacks its version, resource or name.
-	ErrIncompleteRef = errors.New("object reference needs version, resource and name")
+	// errIncompleteRef says that an object reference lacks its version, resource or name.
+	errIncompleteRef = errors.New("object reference needs version, resource and name")
 )
 
 // lastAppliedAnnotation holds a copy of the object that kubectl apply writes; linkers never read it.
@@ -117,7 +117,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	meter := set.Meter(meterScope)
 	requests := meter.Counter("kelemetry.objectcache.requests",
 		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error.", "")
@@ -219,7 +219,7 @@ func (c *ObjectCache) Len() int { return c.lru.Len() }
 // wrapping ErrObjectNotFound; a cluster without a client, one wrapping ErrUnknownCluster.
 func (c *ObjectCache) Get(ctx context.Context, ref aggregator.ObjectRef) (json.RawMessage, error) {
 	if ref.Version == "" || ref.Resource == "" || ref.Name == "" {
-		return nil, fmt.Errorf("get %s: %w", ref, ErrIncompleteRef)
+		return nil, fmt.Errorf("get %s: %w", ref, errIncompleteRef)
 	}
 	key := ref.Key()
 	if e, ok := c.lru.Get(key); ok {

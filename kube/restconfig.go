@@ -7,9 +7,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// RestConfig loads the rest.Config of a cluster from its kubeconfig file and context, with the
+// restConfig loads the rest.Config of a cluster from its kubeconfig file and context, with the
 // cluster's QPS and Burst (zero: DefaultQPS and DefaultBurst) and the user agent "kelemetry".
-func RestConfig(cc ClusterConfig) (*rest.Config, error) {
+func restConfig(cc ClusterConfig) (*rest.Config, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: cc.Kubeconfig}
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cc.Context}).ClientConfig()
 	if err != nil {
@@ -26,9 +26,9 @@ func RestConfig(cc ClusterConfig) (*rest.Config, error) {
 	return rc, nil
 }
 
-// NewClusters validates cfg and builds RESTClusters from the kubeconfigs of its clusters. It
+// newClusters validates cfg and builds RESTClusters from the kubeconfigs of its clusters. It
 // returns nil, and no error, when cfg names no cluster.
-func NewClusters(cfg Config) (*RESTClusters, error) {
+func newClusters(cfg Config) (*RESTClusters, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -37,11 +37,11 @@ func NewClusters(cfg Config) (*RESTClusters, error) {
 	}
 	configs := make(map[string]*rest.Config, len(cfg.Clusters))
 	for _, cc := range cfg.WithDefaults().Clusters {
-		rc, err := RestConfig(cc)
+		rc, err := restConfig(cc)
 		if err != nil {
 			return nil, err
 		}
 		configs[cc.Name] = rc
 	}
-	return NewRESTClusters(configs), nil
+	return newRESTClusters(configs), nil
 }

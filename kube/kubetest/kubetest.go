@@ -242,9 +242,9 @@ func PodObject(ns, name string, extra map[string]any) map[string]any {
 	return obj
 }
 
-// Kubeconfig is a kubeconfig with two clusters, a (https://a.example:6443, current context
+// kubeconfig is a kubeconfig with two clusters, a (https://a.example:6443, current context
 // ctx-a) and b (https://b.example:6443, context ctx-b), and a token user.
-const Kubeconfig = `apiVersion: v1
+const kubeconfig = `apiVersion: v1
 kind: Config
 clusters:
 - name: a
@@ -266,7 +266,7 @@ current-context: ctx-a
 func WriteKubeconfig(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, []byte(Kubeconfig), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatalf("write kubeconfig: %v", err)
 	}
 	return path
