@@ -16,28 +16,28 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// ErrNoWorker is wrapped by Lookup's error when no worker listens on the linker's subject.
-var ErrNoWorker = errors.New("remotelinker: no worker")
+// errNoWorker is wrapped by Lookup's error when no worker listens on the linker's subject.
+var errNoWorker = errors.New("remotelinker: no worker")
 
-// ErrTimeout is wrapped by Lookup's error when no reply came within the timeout.
-var ErrTimeout = errors.New("remotelinker: timeout")
+// errTimeout is wrapped by Lookup's error when no reply came within the timeout.
+var errTimeout = errors.New("remotelinker: timeout")
 
-// ErrBusy is returned by Lookup when MaxInFlight requests already wait for their reply: the job
+// errBusy is returned by Lookup when MaxInFlight requests already wait for their reply: the job
 // is skipped (the object's next event retries it).
-var ErrBusy = errors.New("remotelinker: too many requests in flight")
+var errBusy = errors.New("remotelinker: too many requests in flight")
 
-// ErrNotConnected is wrapped by Lookup's error when the client has no connection (yet).
-var ErrNotConnected = errors.New("remotelinker: not connected to NATS")
+// errNotConnected is wrapped by Lookup's error when the client has no connection (yet).
+var errNotConnected = errors.New("remotelinker: not connected to NATS")
 
 // Results of the kelemetry.remotelinker.jobs counter.
 const (
-	ResultOK           = "ok"
-	ResultTimeout      = "timeout"
-	ResultNoResponders = "no_responders"
-	ResultSkipped      = "skipped"
-	ResultBadReply     = "bad_reply"
-	ResultRemoteError  = "remote_error"
-	ResultError        = "error"
+	resultOK           = "ok"
+	resultTimeout      = "timeout"
+	resultNoResponders = "no_responders"
+	resultSkipped      = "skipped"
+	resultBadReply     = "bad_reply"
+	resultRemoteError  = "remote_error"
+	resultError        = "error"
 )
 
 // Client is an aggregator.Linker served by remote workers: Lookup sends the object as a Job to
@@ -112,14 +112,14 @@ func (c *Client) LinkWorkers() int { return c.cfg.MaxInFlight }
 func (c *Client) Config() LinkerConfig { return c.cfg }
 
 // Lookup implements aggregator.Linker: one request, bounded by the configured Timeout (and ctx).
-// Its errors wrap ErrBusy, ErrNoWorker, ErrTimeout, ErrBadReply, ErrRemote or ErrNotConnected.
+// Its errors wrap errBusy, errNoWorker, errTimeout, errBadReply, errRemote or errNotConnected.
 func (c *Client) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
 	select {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	default:
-		c.count(ctx, ResultSkipped)
-		return nil, ErrBusy
+		c.count(ctx, resultSkipped)
+		return nil, errBusy
 	}
 	links, result, err := c.lookup(ctx, obj)
 	c.count(ctx, result)
@@ -133,7 +133,7 @@ func (c *Client) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregato
 func (c *Client) lookup(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, string, error) {
 	nc := c.conn()
 	if nc == nil {
-		return nil, ResultError, ErrNotConnected
+		return nil, resultError, errNotConnected
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -141,7 +141,7 @@ func (c *Client) lookup(ctx context.Context, obj aggregator.Object) ([]aggregato
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	job := Job{Version: WireVersion, Linker: c.cfg.Name, Object: obj.ObjectRef, MetaHash: obj.MetaHash,
+	job := Job{Version: wireVersion, Linker: c.cfg.Name, Object: obj.ObjectRef, MetaHash: obj.MetaHash,
 		Sent: time.Now().UTC(), TimeoutMillis: max(1, timeout.Milliseconds())}
 	if len(obj.Body) > 0 {
 		job.Body = obj.Body
@@ -155,7 +155,7 @@ func (c *Client) lookup(ctx context.Context, obj aggregator.Object) ([]aggregato
 		c.m.bodiesDropped.Add(ctx, 1, c.attrs)
 	}
 	if err != nil {
-		return nil, ResultError, fmt.Errorf("encode job: %w", err)
+		return nil, resultError, fmt.Errorf("encode job: %w", err)
 	}
 	c.m.bytes.Add(ctx, int64(len(data)), metric.WithAttributes(attribute.String("linker", c.cfg.Name), attribute.String("direction", "sent")))
 	start := time.Now()
@@ -164,23 +164,23 @@ func (c *Client) lookup(ctx context.Context, obj aggregator.Object) ([]aggregato
 	switch {
 	case err == nil:
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, ResultNoResponders, fmt.Errorf("%w on %s: %w", ErrNoWorker, c.cfg.Subject, err)
+		return nil, resultNoResponders, fmt.Errorf("%w on %s: %w", errNoWorker, c.cfg.Subject, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return nil, ResultTimeout, fmt.Errorf("%w after %s: %w", ErrTimeout, time.Since(start).Round(time.Millisecond), err)
+		return nil, resultTimeout, fmt.Errorf("%w after %s: %w", errTimeout, time.Since(start).Round(time.Millisecond), err)
 	default:
-		return nil, ResultError, fmt.Errorf("request: %w", err)
+		return nil, resultError, fmt.Errorf("request: %w", err)
 	}
 	c.m.bytes.Add(ctx, int64(len(msg.Data)), metric.WithAttributes(attribute.String("linker", c.cfg.Name), attribute.String("direction", "received")))
 	links, err := decodeResult(msg.Data, c.cfg.MaxLinks)
 	switch {
 	case err == nil:
-		return links, ResultOK, nil
-	case errors.Is(err, ErrTimeout):
-		return nil, ResultTimeout, err
-	case errors.Is(err, ErrRemote):
-		return nil, ResultRemoteError, err
+		return links, resultOK, nil
+	case errors.Is(err, errTimeout):
+		return nil, resultTimeout, err
+	case errors.Is(err, errRemote):
+		return nil, resultRemoteError, err
 	default:
-		return nil, ResultBadReply, err
+		return nil, resultBadReply, err
 	}
 }
 

@@ -40,13 +40,13 @@ func TestRoundTrip(t *testing.T) {
 	assert.JSONEq(t, `{"kind":"Pod"}`, gotBody, "the body travels with the job")
 	mu.Unlock()
 
-	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", ResultOK))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", resultOK))
 	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.links", "", ""))
 	assert.Positive(t, telemetrytest.Int64(t, reader, "kelemetry.remotelinker.bytes", "direction", "sent"))
 	assert.Positive(t, telemetrytest.Int64(t, reader, "kelemetry.remotelinker.bytes", "direction", "received"))
-	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.worker.jobs", "result", ResultOK))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.worker.jobs", "result", resultOK))
 	assert.Equal(t, "volumes", c.Name())
-	assert.Equal(t, DefaultMaxInFlight, c.LinkWorkers())
+	assert.Equal(t, defaultMaxInFlight, c.LinkWorkers())
 }
 
 func TestWorkersShareJobsInAQueueGroup(t *testing.T) {
@@ -75,9 +75,9 @@ func TestNoWorkerFailsFastAndIsCounted(t *testing.T) {
 	require.NoError(t, err)
 	start := time.Now()
 	_, err = c.Lookup(context.Background(), aggregator.Object{ObjectRef: pod})
-	require.ErrorIs(t, err, ErrNoWorker)
+	require.ErrorIs(t, err, errNoWorker)
 	assert.Less(t, time.Since(start), time.Second, "no waiting for the timeout")
-	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", ResultNoResponders))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", resultNoResponders))
 }
 
 func TestSlowWorkerTimesOutAndIsCounted(t *testing.T) {
@@ -88,9 +88,9 @@ func TestSlowWorkerTimesOutAndIsCounted(t *testing.T) {
 	require.NoError(t, err)
 	start := time.Now()
 	_, err = c.Lookup(context.Background(), aggregator.Object{ObjectRef: pod})
-	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, errTimeout)
 	assert.Less(t, time.Since(start), 2*time.Second)
-	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", ResultTimeout))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", resultTimeout))
 }
 
 // TestSlowWorkerDelaysOnlyItsLinks runs the client in a real aggregator next to a fast local
@@ -138,8 +138,8 @@ func TestSlowWorkerDelaysOnlyItsLinks(t *testing.T) {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = e.Stop(stopCtx)
-	assert.Positive(t, telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", ResultTimeout)+
-		telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", ResultError))
+	assert.Positive(t, telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", resultTimeout)+
+		telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", resultError))
 }
 
 func TestBoundedInFlight(t *testing.T) {
@@ -156,9 +156,9 @@ func TestBoundedInFlight(t *testing.T) {
 	require.Eventually(t, func() bool { return len(c.sem) == 2 }, 2*time.Second, time.Millisecond)
 	start := time.Now()
 	_, err = c.Lookup(context.Background(), aggregator.Object{ObjectRef: pod})
-	require.ErrorIs(t, err, ErrBusy)
+	require.ErrorIs(t, err, errBusy)
 	assert.Less(t, time.Since(start), 100*time.Millisecond, "over the bound: skipped at once")
-	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", ResultSkipped))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.jobs", "result", resultSkipped))
 	cancel()
 	wg.Wait()
 }
@@ -171,12 +171,12 @@ func TestBadReplies(t *testing.T) {
 		err    error
 		result string
 	}{
-		"garbage":     {`not json`, ErrBadReply, ResultBadReply},
-		"version":     {`{"v":2,"links":[]}`, ErrBadReply, ResultBadReply},
-		"no-version":  {`{}`, ErrBadReply, ResultBadReply},
-		"error":       {`{"v":1,"error":"boom","code":"lookup"}`, ErrRemote, ResultRemoteError},
-		"many-links":  {`{"v":1,"links":[{"target":{"resource":"a","name":"b"},"role":"child"},{"target":{"resource":"a","name":"c"},"role":"child"}]}`, ErrBadReply, ResultBadReply},
-		"wrong-types": {`{"v":1,"links":"x"}`, ErrBadReply, ResultBadReply},
+		"garbage":     {`not json`, errBadReply, resultBadReply},
+		"version":     {`{"v":2,"links":[]}`, errBadReply, resultBadReply},
+		"no-version":  {`{}`, errBadReply, resultBadReply},
+		"error":       {`{"v":1,"error":"boom","code":"lookup"}`, errRemote, resultRemoteError},
+		"many-links":  {`{"v":1,"links":[{"target":{"resource":"a","name":"b"},"role":"child"},{"target":{"resource":"a","name":"c"},"role":"child"}]}`, errBadReply, resultBadReply},
+		"wrong-types": {`{"v":1,"links":"x"}`, errBadReply, resultBadReply},
 	}
 	for name, tc := range replies {
 		t.Run(name, func(t *testing.T) {
@@ -203,7 +203,7 @@ func TestClientConfigValidation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "kelemetry.link.x", c.Config().Subject)
 	_, err = c.Lookup(context.Background(), aggregator.Object{ObjectRef: pod})
-	assert.ErrorIs(t, err, ErrNotConnected)
+	assert.ErrorIs(t, err, errNotConnected)
 
 	both := Config{Linkers: []LinkerConfig{{Name: "x"}, {Name: "x"}}, NATS: natsqueueURL("nats://127.0.0.1:4222")}
 	assert.ErrorContains(t, both.Validate(), "configured twice")

@@ -11,18 +11,18 @@ import (
 
 // Defaults of LinkerConfig and WorkerConfig.
 const (
-	// DefaultSubjectPrefix starts the default subject of a linker: <prefix>.<name>.
-	DefaultSubjectPrefix = "kelemetry.link"
-	// DefaultQueue is the queue group the workers of a subject share.
-	DefaultQueue = "kelemetry-linkers"
-	// DefaultTimeout bounds one request; it is below aggregator.DefaultLinkTimeout (10s).
-	DefaultTimeout = 5 * time.Second
-	// DefaultMaxInFlight bounds a client's requests waiting for their reply.
-	DefaultMaxInFlight = 16
-	// DefaultMaxLinks bounds the links of one reply.
-	DefaultMaxLinks = 1000
-	// DefaultConcurrency bounds the jobs a worker runs at once.
-	DefaultConcurrency = 16
+	// defaultSubjectPrefix starts the default subject of a linker: <prefix>.<name>.
+	defaultSubjectPrefix = "kelemetry.link"
+	// defaultQueue is the queue group the workers of a subject share.
+	defaultQueue = "kelemetry-linkers"
+	// defaultTimeout bounds one request; it is below aggregator.DefaultLinkTimeout (10s).
+	defaultTimeout = 5 * time.Second
+	// defaultMaxInFlight bounds a client's requests waiting for their reply.
+	defaultMaxInFlight = 16
+	// defaultMaxLinks bounds the links of one reply.
+	defaultMaxLinks = 1000
+	// defaultConcurrency bounds the jobs a worker runs at once.
+	defaultConcurrency = 16
 )
 
 // Config lists the remote linkers of a Kelemetry process and how to reach NATS. The zero value
@@ -56,16 +56,16 @@ type LinkerConfig struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c LinkerConfig) WithDefaults() LinkerConfig {
 	if c.Subject == "" && c.Name != "" {
-		c.Subject = DefaultSubjectPrefix + "." + c.Name
+		c.Subject = defaultSubjectPrefix + "." + c.Name
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = DefaultMaxInFlight
+		c.MaxInFlight = defaultMaxInFlight
 	}
 	if c.MaxLinks <= 0 {
-		c.MaxLinks = DefaultMaxLinks
+		c.MaxLinks = defaultMaxLinks
 	}
 	return c
 }
@@ -83,8 +83,8 @@ func (c LinkerConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// WithDefaults returns c with every linker's defaults set.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with every linker's defaults set.
+func (c Config) withDefaults() Config {
 	linkers := make([]LinkerConfig, len(c.Linkers))
 	for i, l := range c.Linkers {
 		linkers[i] = l.WithDefaults()
@@ -120,7 +120,7 @@ func (c Config) Validate() error {
 // bound of one link job (which would cut the request before the linker's own timeout counts it).
 func (c Config) ValidateTimeouts(linkTimeout time.Duration) error {
 	var errs []error
-	for _, l := range c.WithDefaults().Linkers {
+	for _, l := range c.withDefaults().Linkers {
 		if l.Timeout >= linkTimeout {
 			errs = append(errs, fmt.Errorf("remote linker %q: timeout %s must be below the aggregator's linkTimeout %s", l.Name, l.Timeout, linkTimeout))
 		}
@@ -137,7 +137,7 @@ type WorkerConfig struct {
 	// job goes to one of them.
 	Queue string `yaml:"queue"`
 	// Concurrency bounds the jobs run at once (default 16); a job over the bound is answered
-	// with CodeBusy at once.
+	// with codeBusy at once.
 	Concurrency int `yaml:"concurrency"`
 	// Timeout bounds one Lookup (default 5s); the job's own TimeoutMillis shortens it.
 	Timeout time.Duration `yaml:"timeout"`
@@ -146,16 +146,16 @@ type WorkerConfig struct {
 // withDefaults returns c with zero fields set, name being the linker's name.
 func (c WorkerConfig) withDefaults(name string) WorkerConfig {
 	if c.Subject == "" {
-		c.Subject = DefaultSubjectPrefix + "." + name
+		c.Subject = defaultSubjectPrefix + "." + name
 	}
 	if c.Queue == "" {
-		c.Queue = DefaultQueue
+		c.Queue = defaultQueue
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = DefaultConcurrency
+		c.Concurrency = defaultConcurrency
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	return c
 }

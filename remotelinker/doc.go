@@ -9,7 +9,7 @@
 //   - Worker (and Serve) is the other side: it subscribes to the subject in a queue group, so
 //     that workers scale horizontally and share the jobs, runs a user's aggregator.Linker with
 //     bounded concurrency, answers every request with links or an error, and drains on Stop.
-//   - Job and Result are the wire format: JSON with a version (WireVersion).
+//   - Job and Result are the wire format: JSON with a version (wireVersion).
 //
 // Module wires the clients of Config into fx (the kelemetry.linkers value group); the root
 // package's Config has them under remoteLinkers.

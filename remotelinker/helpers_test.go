@@ -41,9 +41,9 @@ func metrics() (telemetry.Settings, *sdkmetric.ManualReader) {
 	return telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))}, r
 }
 
-func startWorker(t testing.TB, nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemetry.Settings) *Worker {
+func startWorker(t testing.TB, nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemetry.Settings) *worker {
 	t.Helper()
-	w, err := NewWorker(nc, l, cfg, tel)
+	w, err := newWorker(nc, l, cfg, tel)
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(func() { _ = w.Stop(context.Background()) })

@@ -20,8 +20,8 @@ import (
 // and connects nowhere. Every input is optional.
 var Module = fx.Module("remotelinker", fx.Provide(New))
 
-// Params are the fx inputs of Module.
-type Params struct {
+// params are the fx inputs of Module.
+type params struct {
 	fx.In
 
 	Config     Config             `optional:"true"`
@@ -39,7 +39,7 @@ type Provided struct {
 
 // New builds the clients of p.Config, as Module does; with a Lifecycle it connects on start and
 // closes on stop (without one, the clients stay unconnected: use NewClient instead).
-func New(p Params) (Provided, error) {
+func New(p params) (Provided, error) {
 	cfg := p.Config
 	if len(cfg.Linkers) == 0 {
 		return Provided{}, nil

@@ -9,30 +9,30 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 )
 
-// WireVersion is the version of Job and Result this package writes and reads. A worker answers a
-// job of another version with an error whose code is CodeUnsupportedVersion.
-const WireVersion = 1
+// wireVersion is the version of Job and Result this package writes and reads. A worker answers a
+// job of another version with an error whose code is codeUnsupportedVersion.
+const wireVersion = 1
 
 // Error codes of Result.Code.
 const (
-	// CodeBadRequest: the job could not be decoded or names no object.
-	CodeBadRequest = "bad_request"
-	// CodeUnsupportedVersion: the job's version is not WireVersion.
-	CodeUnsupportedVersion = "unsupported_version"
-	// CodeBusy: the worker runs as many jobs as it may; another worker or a later job may do.
-	CodeBusy = "busy"
-	// CodeLookup: the linker's Lookup failed (or panicked).
-	CodeLookup = "lookup"
-	// CodeStopping: the worker is shutting down.
-	CodeStopping = "stopping"
-	// CodeTimeout: the Lookup did not finish within the job's time; the client counts it as a
+	// codeBadRequest: the job could not be decoded or names no object.
+	codeBadRequest = "bad_request"
+	// codeUnsupportedVersion: the job's version is not wireVersion.
+	codeUnsupportedVersion = "unsupported_version"
+	// codeBusy: the worker runs as many jobs as it may; another worker or a later job may do.
+	codeBusy = "busy"
+	// codeLookup: the linker's Lookup failed (or panicked).
+	codeLookup = "lookup"
+	// codeStopping: the worker is shutting down.
+	codeStopping = "stopping"
+	// codeTimeout: the Lookup did not finish within the job's time; the client counts it as a
 	// timeout.
-	CodeTimeout = "timeout"
+	codeTimeout = "timeout"
 )
 
 // Job is the request a Client sends: one object to link.
 type Job struct {
-	// Version is WireVersion.
+	// Version is wireVersion.
 	Version int `json:"v"`
 	// Linker is the name of the linker the job is for.
 	Linker string `json:"linker"`
@@ -50,22 +50,22 @@ type Job struct {
 
 // Result is a worker's reply: the links, or an error.
 type Result struct {
-	// Version is WireVersion.
+	// Version is wireVersion.
 	Version int `json:"v"`
 	// Links are the object's links (the Lookup's result).
 	Links []aggregator.Link `json:"links,omitempty"`
-	// Error is set when the job failed; Code then says why (CodeBadRequest, ...).
+	// Error is set when the job failed; Code then says why (codeBadRequest, ...).
 	Error string `json:"error,omitempty"`
 	// Code classifies Error.
 	Code string `json:"code,omitempty"`
 }
 
-// ErrBadReply is wrapped by Lookup's error when the reply cannot be decoded, has another version,
+// errBadReply is wrapped by Lookup's error when the reply cannot be decoded, has another version,
 // or has too many links.
-var ErrBadReply = errors.New("remotelinker: bad reply")
+var errBadReply = errors.New("remotelinker: bad reply")
 
-// ErrRemote is wrapped by Lookup's error when the worker answered with an error.
-var ErrRemote = errors.New("remotelinker: worker error")
+// errRemote is wrapped by Lookup's error when the worker answered with an error.
+var errRemote = errors.New("remotelinker: worker error")
 
 // decodeJob decodes and checks a job; its error is what the worker answers.
 func decodeJob(data []byte) (Job, *Result) {
@@ -73,51 +73,51 @@ func decodeJob(data []byte) (Job, *Result) {
 		Version int `json:"v"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return Job{}, errResult(CodeBadRequest, fmt.Errorf("decode job: %w", err))
+		return Job{}, errResult(codeBadRequest, fmt.Errorf("decode job: %w", err))
 	}
-	if probe.Version != WireVersion {
-		return Job{}, errResult(CodeUnsupportedVersion, fmt.Errorf("job version %d, this worker speaks %d", probe.Version, WireVersion))
+	if probe.Version != wireVersion {
+		return Job{}, errResult(codeUnsupportedVersion, fmt.Errorf("job version %d, this worker speaks %d", probe.Version, wireVersion))
 	}
 	var job Job
 	if err := json.Unmarshal(data, &job); err != nil {
-		return Job{}, errResult(CodeBadRequest, fmt.Errorf("decode job: %w", err))
+		return Job{}, errResult(codeBadRequest, fmt.Errorf("decode job: %w", err))
 	}
 	if job.Object.Resource == "" || job.Object.Name == "" {
-		return Job{}, errResult(CodeBadRequest, fmt.Errorf("job object %q needs a resource and a name", job.Object.String()))
+		return Job{}, errResult(codeBadRequest, fmt.Errorf("job object %q needs a resource and a name", job.Object.String()))
 	}
 	return job, nil
 }
 
 func errResult(code string, err error) *Result {
-	return &Result{Version: WireVersion, Code: code, Error: err.Error()}
+	return &Result{Version: wireVersion, Code: code, Error: err.Error()}
 }
 
 // decodeResult decodes a reply into links, or the error it carries.
 func decodeResult(data []byte, maxLinks int) ([]aggregator.Link, error) {
 	var res Result
 	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadReply, err)
+		return nil, fmt.Errorf("%w: %w", errBadReply, err)
 	}
-	if res.Version != WireVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadReply, res.Version, WireVersion)
+	if res.Version != wireVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", errBadReply, res.Version, wireVersion)
 	}
 	if res.Error != "" || res.Code != "" {
 		return nil, &remoteError{code: res.Code, msg: res.Error}
 	}
 	if len(res.Links) > maxLinks {
-		return nil, fmt.Errorf("%w: %d links, at most %d", ErrBadReply, len(res.Links), maxLinks)
+		return nil, fmt.Errorf("%w: %d links, at most %d", errBadReply, len(res.Links), maxLinks)
 	}
 	return res.Links, nil
 }
 
-// remoteError is a worker's error reply; it wraps ErrRemote, and ErrTimeout for CodeTimeout.
+// remoteError is a worker's error reply; it wraps errRemote, and errTimeout for codeTimeout.
 type remoteError struct{ code, msg string }
 
 func (e *remoteError) Error() string { return "remotelinker: worker error: " + e.code + ": " + e.msg }
 
 func (e *remoteError) Unwrap() []error {
-	if e.code == CodeTimeout {
-		return []error{ErrRemote, ErrTimeout}
+	if e.code == codeTimeout {
+		return []error{errRemote, errTimeout}
 	}
-	return []error{ErrRemote}
+	return []error{errRemote}
 }

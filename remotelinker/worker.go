@@ -18,11 +18,11 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Worker serves one aggregator.Linker to remote clients: it subscribes to the linker's subject in
+// worker serves one aggregator.Linker to remote clients: it subscribes to the linker's subject in
 // a queue group, runs at most Concurrency jobs at once (a job over the bound is answered
-// CodeBusy at once, never queued), and answers every request with a Result. Start subscribes;
+// codeBusy at once, never queued), and answers every request with a Result. Start subscribes;
 // Stop drains: it stops taking jobs, answers those received, and waits for them.
-type Worker struct {
+type worker struct {
 	nc     *nats.Conn
 	linker aggregator.Linker
 	cfg    WorkerConfig
@@ -45,11 +45,11 @@ type workerMetrics struct {
 	links metric.Int64Counter
 }
 
-// Results of the kelemetry.remotelinker.worker.jobs counter: ResultOK, or a Result code.
+// Results of the kelemetry.remotelinker.worker.jobs counter: resultOK, or a Result code.
 const resultPanic = "panic"
 
-// NewWorker builds a worker of l on nc (which the caller closes, after Stop).
-func NewWorker(nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemetry.Settings) (*Worker, error) {
+// newWorker builds a worker of l on nc (which the caller closes, after Stop).
+func newWorker(nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemetry.Settings) (*worker, error) {
 	if nc == nil || l == nil {
 		return nil, errors.New("remotelinker: worker needs a NATS connection and a linker")
 	}
@@ -58,7 +58,7 @@ func NewWorker(nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemet
 		return nil, fmt.Errorf("remotelinker: worker: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{
+	w := &worker{
 		nc: nc, linker: l, cfg: cfg,
 		logger: tel.Log().With("component", "remotelinker.worker", "linker", l.Name()),
 		attrs:  metric.WithAttributes(attribute.String("linker", l.Name())),
@@ -79,10 +79,10 @@ func NewWorker(nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemet
 }
 
 // Config returns the effective configuration.
-func (w *Worker) Config() WorkerConfig { return w.cfg }
+func (w *worker) Config() WorkerConfig { return w.cfg }
 
 // Start subscribes to the subject. It does not block; a second call does nothing.
-func (w *Worker) Start(context.Context) error {
+func (w *worker) Start(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sub != nil || w.closed {
@@ -100,18 +100,18 @@ func (w *Worker) Start(context.Context) error {
 }
 
 // onMsg runs in the subscription's goroutine: it starts the job or answers busy.
-func (w *Worker) onMsg(msg *nats.Msg) {
+func (w *worker) onMsg(msg *nats.Msg) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		w.reply(msg, errResult(CodeStopping, errors.New("worker stopping")), CodeStopping)
+		w.reply(msg, errResult(codeStopping, errors.New("worker stopping")), codeStopping)
 		return
 	}
 	select {
 	case w.sem <- struct{}{}:
 	default:
 		w.mu.Unlock()
-		w.reply(msg, errResult(CodeBusy, fmt.Errorf("worker runs %d jobs already", w.cfg.Concurrency)), CodeBusy)
+		w.reply(msg, errResult(codeBusy, fmt.Errorf("worker runs %d jobs already", w.cfg.Concurrency)), codeBusy)
 		return
 	}
 	w.running.Add(1)
@@ -125,7 +125,7 @@ func (w *Worker) onMsg(msg *nats.Msg) {
 }
 
 // handle runs one job and returns its Result and the result to count.
-func (w *Worker) handle(data []byte) (res *Result, result string) {
+func (w *worker) handle(data []byte) (res *Result, result string) {
 	job, bad := decodeJob(data)
 	if bad != nil {
 		return bad, bad.Code
@@ -141,29 +141,29 @@ func (w *Worker) handle(data []byte) (res *Result, result string) {
 		// A user's linker must not take the worker down with it.
 		if p := recover(); p != nil {
 			w.logger.Error("linker panicked", "object", job.Object.String(), "panic", p)
-			res, result = &Result{Version: WireVersion, Code: CodeLookup, Error: fmt.Sprintf("linker panicked: %v", p)}, resultPanic
+			res, result = &Result{Version: wireVersion, Code: codeLookup, Error: fmt.Sprintf("linker panicked: %v", p)}, resultPanic
 		}
 	}()
 	links, err := w.linker.Lookup(ctx, aggregator.Object{ObjectRef: job.Object, Body: job.Body, MetaHash: job.MetaHash})
 	if err != nil {
 		if ctx.Err() != nil && w.ctx.Err() == nil {
-			return errResult(CodeTimeout, err), CodeTimeout
+			return errResult(codeTimeout, err), codeTimeout
 		}
-		return errResult(CodeLookup, err), CodeLookup
+		return errResult(codeLookup, err), codeLookup
 	}
 	w.m.links.Add(ctx, int64(len(links)), w.attrs)
-	return &Result{Version: WireVersion, Links: links}, ResultOK
+	return &Result{Version: wireVersion, Links: links}, resultOK
 }
 
 // reply counts result and answers msg with res when msg expects an answer.
-func (w *Worker) reply(msg *nats.Msg, res *Result, result string) {
+func (w *worker) reply(msg *nats.Msg, res *Result, result string) {
 	w.m.jobs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("linker", w.linker.Name()), attribute.String("result", result)))
 	if msg.Reply == "" {
 		return
 	}
 	data, err := json.Marshal(res)
 	if err != nil {
-		data, _ = json.Marshal(errResult(CodeLookup, fmt.Errorf("encode result: %w", err)))
+		data, _ = json.Marshal(errResult(codeLookup, fmt.Errorf("encode result: %w", err)))
 	}
 	if err := msg.Respond(data); err != nil {
 		w.logger.Debug("answer link job", "error", err)
@@ -173,7 +173,7 @@ func (w *Worker) reply(msg *nats.Msg, res *Result, result string) {
 // Stop drains the subscription: no new jobs, the received ones are answered, then it waits for
 // the running lookups. If ctx ends first, the lookups are cancelled and Stop returns ctx's error
 // once they returned. Safe without Start and more than once.
-func (w *Worker) Stop(ctx context.Context) error {
+func (w *worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	sub := w.sub
 	w.mu.Unlock()
@@ -211,7 +211,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 // Serve runs a worker of l on nc until ctx ends, then drains it within drainTimeout: the whole
 // main of a linker worker, after connecting (see natsqueue.Dial).
 func Serve(ctx context.Context, nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemetry.Settings, drainTimeout time.Duration) error {
-	w, err := NewWorker(nc, l, cfg, tel)
+	w, err := newWorker(nc, l, cfg, tel)
 	if err != nil {
 		return err
 	}

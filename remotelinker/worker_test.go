@@ -25,7 +25,7 @@ func request(t *testing.T, url, subject string, data []byte) Result {
 	require.NoError(t, err)
 	var res Result
 	require.NoError(t, json.Unmarshal(msg.Data, &res), "%s", msg.Data)
-	assert.Equal(t, WireVersion, res.Version)
+	assert.Equal(t, wireVersion, res.Version)
 	return res
 }
 
@@ -46,14 +46,14 @@ func TestWorkerAnswersBadJobsWithErrors(t *testing.T) {
 		job  string
 		code string
 	}{
-		{`garbage`, CodeBadRequest},
-		{``, CodeBadRequest},
-		{`{"v":1,"object":{"resource":"pods"}}`, CodeBadRequest},
-		{`{"v":1,"object":"x"}`, CodeBadRequest},
-		{`{"v":1,"object":{"resource":"pods","name":"a"},"body":{"broken"`, CodeBadRequest},
-		{`{"v":7,"object":{"resource":"pods","name":"a"}}`, CodeUnsupportedVersion},
-		{`{"v":1,"object":{"resource":"pods","name":"panic"}}`, CodeLookup},
-		{`{"v":1,"object":{"resource":"pods","name":"fail"}}`, CodeLookup},
+		{`garbage`, codeBadRequest},
+		{``, codeBadRequest},
+		{`{"v":1,"object":{"resource":"pods"}}`, codeBadRequest},
+		{`{"v":1,"object":"x"}`, codeBadRequest},
+		{`{"v":1,"object":{"resource":"pods","name":"a"},"body":{"broken"`, codeBadRequest},
+		{`{"v":7,"object":{"resource":"pods","name":"a"}}`, codeUnsupportedVersion},
+		{`{"v":1,"object":{"resource":"pods","name":"panic"}}`, codeLookup},
+		{`{"v":1,"object":{"resource":"pods","name":"fail"}}`, codeLookup},
 		{`{"v":1,"object":{"resource":"pods","name":"ok"}}`, ""},
 	} {
 		res := request(t, url, "kelemetry.link.w", []byte(tc.job))
@@ -61,7 +61,7 @@ func TestWorkerAnswersBadJobsWithErrors(t *testing.T) {
 		assert.Equal(t, tc.code != "", res.Error != "", "job %s", tc.job)
 	}
 	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.worker.jobs", "result", resultPanic))
-	assert.Equal(t, int64(5), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.worker.jobs", "result", CodeBadRequest))
+	assert.Equal(t, int64(5), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.worker.jobs", "result", codeBadRequest))
 	// The worker survived the panic.
 	assert.Empty(t, request(t, url, "kelemetry.link.w", []byte(`{"v":1,"object":{"resource":"pods","name":"ok"}}`)).Code)
 }
@@ -81,9 +81,9 @@ func TestWorkerBusyAnswersAtOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return l.calls.Load() == 1 }, 2*time.Second, time.Millisecond)
 	start := time.Now()
 	res := request(t, url, "kelemetry.link.w", []byte(`{"v":1,"object":{"resource":"pods","name":"b"}}`))
-	assert.Equal(t, CodeBusy, res.Code)
+	assert.Equal(t, codeBusy, res.Code)
 	assert.Less(t, time.Since(start), time.Second)
-	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.worker.jobs", "result", CodeBusy))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.worker.jobs", "result", codeBusy))
 	require.NoError(t, <-first, "the first job is answered when its timeout ends")
 }
 
@@ -94,7 +94,7 @@ func TestWorkerStopDrains(t *testing.T) {
 		<-release
 		return []aggregator.Link{{Target: cm, Role: aggregator.RoleChild}}, nil
 	}}
-	w, err := NewWorker(connect(t, url), l, WorkerConfig{}, telemetry.Settings{})
+	w, err := newWorker(connect(t, url), l, WorkerConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	c, err := NewClient(connect(t, url), LinkerConfig{Name: "w"}, telemetry.Settings{})
@@ -125,14 +125,14 @@ func TestWorkerStopDrains(t *testing.T) {
 	require.NoError(t, <-stopped)
 	require.NoError(t, <-got, "the running job was answered")
 	_, err = c.Lookup(context.Background(), aggregator.Object{ObjectRef: pod})
-	require.ErrorIs(t, err, ErrNoWorker, "a stopped worker takes no more jobs")
+	require.ErrorIs(t, err, errNoWorker, "a stopped worker takes no more jobs")
 	require.NoError(t, w.Stop(context.Background()), "Stop twice")
 }
 
 func TestWorkerStopDeadlineCancelsLookups(t *testing.T) {
 	url := natsServer(t)
 	l := &funcLinker{name: "w", fn: stuck}
-	w, err := NewWorker(connect(t, url), l, WorkerConfig{Timeout: time.Minute}, telemetry.Settings{})
+	w, err := newWorker(connect(t, url), l, WorkerConfig{Timeout: time.Minute}, telemetry.Settings{})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	nc := connect(t, url)
