@@ -49,7 +49,7 @@ func TestRejectedBatchNotRetried(t *testing.T) {
 		require.NoError(t, s.Stop(ctx))
 		_, calls, _ := rec.state()
 		assert.Equal(t, tc.calls, calls, "%v", tc.err)
-		assert.Equal(t, tc.dropped, m.value(t, "kelemetry.otlp.spans.dropped", ReasonRejected), "%v", tc.err)
+		assert.Equal(t, tc.dropped, m.value(t, "kelemetry.otlp.spans.dropped", reasonRejected), "%v", tc.err)
 		assert.Equal(t, 2-tc.dropped, m.value(t, "kelemetry.otlp.spans.exported", ""), "%v", tc.err)
 	}
 }
@@ -103,7 +103,7 @@ func TestHTTPReceiverAnswers(t *testing.T) {
 			require.NoError(t, s.Stop(sctx))
 			assert.Equal(t, tc.requests, calls.Load())
 			assert.Equal(t, tc.exported, m.value(t, "kelemetry.otlp.spans.exported", ""))
-			assert.Equal(t, tc.dropped, m.value(t, "kelemetry.otlp.spans.dropped", ReasonRejected))
+			assert.Equal(t, tc.dropped, m.value(t, "kelemetry.otlp.spans.dropped", reasonRejected))
 		})
 	}
 }

@@ -12,24 +12,24 @@ import (
 
 // Protocols, the values of Config.Protocol.
 const (
-	// ProtocolGRPC is OTLP over gRPC (port 4317 by convention).
-	ProtocolGRPC = "grpc"
-	// ProtocolHTTP is OTLP/HTTP with protobuf bodies (port 4318 by convention).
-	ProtocolHTTP = "http/protobuf"
-	// protocolHTTPShort is the older spelling of ProtocolHTTP, still accepted.
+	// protocolGRPC is OTLP over gRPC (port 4317 by convention).
+	protocolGRPC = "grpc"
+	// protocolHTTP is OTLP/HTTP with protobuf bodies (port 4318 by convention).
+	protocolHTTP = "http/protobuf"
+	// protocolHTTPShort is the older spelling of protocolHTTP, still accepted.
 	protocolHTTPShort = "http"
 )
 
 // Defaults for Config.
 const (
-	DefaultQueueSize      = 10_000
-	DefaultMaxQueueBytes  = 64 << 20
-	DefaultBatchSize      = 512
-	DefaultMaxBatchBytes  = 2 << 20
-	DefaultFlushInterval  = 2 * time.Second
-	DefaultEnqueueTimeout = time.Second
-	DefaultTimeout        = 10 * time.Second
-	DefaultRetryBackoff   = time.Second
+	defaultQueueSize      = 10_000
+	defaultMaxQueueBytes  = 64 << 20
+	defaultBatchSize      = 512
+	defaultMaxBatchBytes  = 2 << 20
+	defaultFlushInterval  = 2 * time.Second
+	defaultEnqueueTimeout = time.Second
+	defaultTimeout        = 10 * time.Second
+	defaultRetryBackoff   = time.Second
 	maxRetryBackoff       = 30 * time.Second
 )
 
@@ -108,38 +108,38 @@ type TLSConfig struct {
 	InsecureSkipVerify bool `yaml:"insecureSkipVerify"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.QueueSize == 0 {
-		c.QueueSize = DefaultQueueSize
+		c.QueueSize = defaultQueueSize
 	}
 	if c.MaxQueueBytes == 0 {
-		c.MaxQueueBytes = DefaultMaxQueueBytes
+		c.MaxQueueBytes = defaultMaxQueueBytes
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
+		c.BatchSize = defaultBatchSize
 	}
 	if c.MaxBatchBytes == 0 {
-		c.MaxBatchBytes = DefaultMaxBatchBytes
+		c.MaxBatchBytes = defaultMaxBatchBytes
 	}
 	if c.FlushInterval == 0 {
-		c.FlushInterval = DefaultFlushInterval
+		c.FlushInterval = defaultFlushInterval
 	}
 	if c.EnqueueTimeout == 0 {
-		c.EnqueueTimeout = DefaultEnqueueTimeout
+		c.EnqueueTimeout = defaultEnqueueTimeout
 	}
 	if c.RetryBackoff == 0 {
-		c.RetryBackoff = DefaultRetryBackoff
+		c.RetryBackoff = defaultRetryBackoff
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work, an endpoint that cannot be parsed included.
 func (c Config) Validate() error {
-	c = c.WithDefaults()
+	c = c.withDefaults()
 	switch {
 	case c.Compression != "" && c.Compression != "none" && c.Compression != "gzip":
 		return fmt.Errorf("otlpsink: compression %q is neither none nor gzip", c.Compression)
@@ -170,12 +170,12 @@ func (c Config) target() (target, error) {
 	var t target
 	switch c.Protocol {
 	case "":
-	case ProtocolGRPC:
-		t.protocol = ProtocolGRPC
-	case ProtocolHTTP, protocolHTTPShort:
-		t.protocol = ProtocolHTTP
+	case protocolGRPC:
+		t.protocol = protocolGRPC
+	case protocolHTTP, protocolHTTPShort:
+		t.protocol = protocolHTTP
 	default:
-		return t, fmt.Errorf("otlpsink: protocol %q is neither %q nor %q", c.Protocol, ProtocolGRPC, ProtocolHTTP)
+		return t, fmt.Errorf("otlpsink: protocol %q is neither %q nor %q", c.Protocol, protocolGRPC, protocolHTTP)
 	}
 	if c.Insecure && c.TLS.Enabled {
 		return t, errors.New("otlpsink: insecure and tls.enabled contradict each other")
@@ -184,7 +184,7 @@ func (c Config) target() (target, error) {
 		// The exporter reads OTEL_EXPORTER_OTLP_* (or uses localhost); TLS as it decides unless
 		// said here.
 		if t.protocol == "" {
-			t.protocol = ProtocolGRPC
+			t.protocol = protocolGRPC
 		}
 		t.fromEnv, t.tls = true, c.TLS.Enabled
 		return t, nil
@@ -196,11 +196,11 @@ func (c Config) target() (target, error) {
 	implied, schemeTLS := "", false
 	switch scheme {
 	case "", "grpc":
-		implied = ProtocolGRPC
+		implied = protocolGRPC
 	case "grpcs":
-		implied, schemeTLS = ProtocolGRPC, true
+		implied, schemeTLS = protocolGRPC, true
 	case "http", "https":
-		implied, schemeTLS = ProtocolHTTP, scheme == "https"
+		implied, schemeTLS = protocolHTTP, scheme == "https"
 	default:
 		return t, fmt.Errorf("otlpsink: endpoint %q: scheme %q is not one of grpc, grpcs, http, https", c.Endpoint, scheme)
 	}
@@ -228,7 +228,7 @@ func (c Config) target() (target, error) {
 		return t, fmt.Errorf("otlpsink: endpoint %q: no host", c.Endpoint)
 	}
 	if (scheme == "http" || scheme == "https") && port == grpcPort && path == "" {
-		implied = ProtocolGRPC
+		implied = protocolGRPC
 	}
 	if t.protocol == "" {
 		t.protocol = implied
@@ -237,7 +237,7 @@ func (c Config) target() (target, error) {
 		return t, fmt.Errorf("otlpsink: endpoint %q asks for TLS but insecure is set", c.Endpoint)
 	}
 	t.hostPort, t.tls = hostPort, schemeTLS || c.TLS.Enabled
-	if t.protocol == ProtocolHTTP {
+	if t.protocol == protocolHTTP {
 		t.path = path
 		if t.path == "" || t.path == "/" {
 			t.path = "/v1/traces"
@@ -251,7 +251,7 @@ func (c Config) target() (target, error) {
 // String describes the target for logs, e.g. "grpc+tls://collector:4317".
 func (t target) String() string {
 	s := "grpc"
-	if t.protocol == ProtocolHTTP {
+	if t.protocol == protocolHTTP {
 		s = "http"
 	}
 	if t.tls {

@@ -132,7 +132,7 @@ func TestHTTPEndpoint(t *testing.T) {
 	defer srv.Close()
 	m, mp := newMetrics()
 	s, err := New(ctx, Config{
-		Endpoint: srv.URL, Protocol: ProtocolHTTP, Compression: "gzip",
+		Endpoint: srv.URL, Protocol: protocolHTTP, Compression: "gzip",
 		Headers: map[string]string{"X-Tenant": "team-a"},
 	}, telemetry.Settings{Logger: quiet, MeterProvider: mp})
 	require.NoError(t, err)
@@ -278,10 +278,10 @@ func TestEndpointForms(t *testing.T) {
 			return Config{Endpoint: "grpcs://" + grpcAddr(t, serverTLS, got), TLS: ca}
 		}},
 		{"https:// with protocol grpc is gRPC TLS", func(t *testing.T, got *received) Config {
-			return Config{Endpoint: "https://" + grpcAddr(t, serverTLS, got), Protocol: ProtocolGRPC, TLS: ca}
+			return Config{Endpoint: "https://" + grpcAddr(t, serverTLS, got), Protocol: protocolGRPC, TLS: ca}
 		}},
 		{"http:// with protocol grpc is gRPC plaintext", func(t *testing.T, got *received) Config {
-			return Config{Endpoint: "http://" + grpcAddr(t, nil, got), Protocol: ProtocolGRPC}
+			return Config{Endpoint: "http://" + grpcAddr(t, nil, got), Protocol: protocolGRPC}
 		}},
 		{"http:// is OTLP/HTTP plaintext", func(t *testing.T, got *received) Config {
 			return Config{Endpoint: "http://" + httpAddr(t, nil, got, "/v1/traces")}
@@ -293,7 +293,7 @@ func TestEndpointForms(t *testing.T) {
 			return Config{Endpoint: "https://" + httpAddr(t, serverTLS, got, "/v1/traces"), TLS: ca}
 		}},
 		{"bare host:port with protocol http/protobuf is OTLP/HTTP plaintext", func(t *testing.T, got *received) Config {
-			return Config{Endpoint: httpAddr(t, nil, got, "/v1/traces"), Protocol: ProtocolHTTP}
+			return Config{Endpoint: httpAddr(t, nil, got, "/v1/traces"), Protocol: protocolHTTP}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -400,7 +400,7 @@ func sendAll(t *testing.T, s *Sink, spans []*aggregator.Span, onBusy func()) (re
 // reports itself busy (the webhook would answer 429) and refuses what does not fit (the consumer
 // retries); afterwards every span arrives and none is dropped.
 func TestReceiverDownThenBack(t *testing.T) {
-	for _, protocol := range []string{ProtocolGRPC, ProtocolHTTP} {
+	for _, protocol := range []string{protocolGRPC, protocolHTTP} {
 		t.Run(protocol, func(t *testing.T) {
 			ctx := context.Background()
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -424,7 +424,7 @@ func TestReceiverDownThenBack(t *testing.T) {
 					10*time.Second, 5*time.Millisecond, "sends to a receiver that is down fail")
 				lis, err := net.Listen("tcp", addr)
 				require.NoError(t, err)
-				if protocol == ProtocolGRPC {
+				if protocol == protocolGRPC {
 					startGRPCReceiver(t, lis, nil, got)
 					return
 				}
@@ -477,7 +477,7 @@ func TestReceiverDownDropWhenFull(t *testing.T) {
 	for i := 0; i < len(spans); i += 2 {
 		require.NoError(t, s.Health(ctx), "a sink that drops is never busy")
 		if err := s.Export(ctx, spans[i:i+2]); err != nil {
-			require.ErrorIs(t, err, ErrQueueFull)
+			require.ErrorIs(t, err, errQueueFull)
 			require.False(t, errors.Is(err, aggregator.ErrSinkBusy), "not to be retried")
 			failed += 2
 		}
@@ -490,7 +490,7 @@ func TestReceiverDownDropWhenFull(t *testing.T) {
 	defer cancel()
 	require.NoError(t, s.Stop(sctx))
 
-	dropped := m.value(t, "kelemetry.otlp.spans.dropped", ReasonQueueFull)
+	dropped := m.value(t, "kelemetry.otlp.spans.dropped", reasonQueueFull)
 	assert.Equal(t, int64(failed), dropped)
 	assert.Equal(t, int64(0), m.value(t, "kelemetry.otlp.spans.refused", ""))
 	assert.Equal(t, len(spans)-failed, got.count(), "the rest arrived")

@@ -9,8 +9,8 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Params are the fx inputs of Module.
-type Params struct {
+// params are the fx inputs of Module.
+type params struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -18,28 +18,28 @@ type Params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// Result is what Module provides: the sink, in the aggregator's sink group, when an endpoint is
+// result is what Module provides: the sink, in the aggregator's sink group, when an endpoint is
 // configured.
-type Result struct {
+type result struct {
 	fx.Out
 
 	Sink  *Sink
 	Sinks []aggregator.Sink `group:"kelemetry.sinks,flatten"`
 }
 
-// Provide builds the sink for Module; without Config.Endpoint it provides none (and Sink is nil).
-func Provide(p Params) (Result, error) {
+// provide builds the sink for Module; without Config.Endpoint it provides none (and Sink is nil).
+func provide(p params) (result, error) {
 	if p.Config.Endpoint == "" {
-		return Result{}, nil
+		return result{}, nil
 	}
 	s, err := New(context.Background(), p.Config, p.Telemetry)
 	if err != nil {
-		return Result{}, err
+		return result{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(s.Start, s.Stop))
-	return Result{Sink: s, Sinks: []aggregator.Sink{s}}, nil
+	return result{Sink: s, Sinks: []aggregator.Sink{s}}, nil
 }
 
 // Module exports every span over OTLP to Config.Endpoint, next to the other sinks; it flushes on
 // stop. With an empty endpoint it does nothing, so a bundle can include it unconditionally.
-var Module = fx.Module("otlpsink", fx.Provide(Provide))
+var Module = fx.Module("otlpsink", fx.Provide(provide))

@@ -31,23 +31,23 @@ import (
 
 // Errors returned by Export and Health, checked with errors.Is.
 var (
-	// ErrNotSynced is wrapped by Sync's error when spans it covers were dropped (refused by the
+	// errNotSynced is wrapped by Sync's error when spans it covers were dropped (refused by the
 	// receiver, retries given up, or the sink stopped) or could not be sent before its ctx ended.
-	ErrNotSynced = errors.New("otlp spans not synced")
-	// ErrQueueFull means the queue stayed full for EnqueueTimeout. Without DropWhenFull the
+	errNotSynced = errors.New("otlp spans not synced")
+	// errQueueFull means the queue stayed full for EnqueueTimeout. Without DropWhenFull the
 	// error also wraps aggregator.ErrSinkBusy: nothing was dropped and the caller should retry;
 	// with DropWhenFull the spans were dropped and counted.
-	ErrQueueFull = errors.New("otlp queue full")
-	// ErrStopped means Stop was called and spans were dropped.
-	ErrStopped = errors.New("otlp sink stopped")
+	errQueueFull = errors.New("otlp queue full")
+	// errStopped means Stop was called and spans were dropped.
+	errStopped = errors.New("otlp sink stopped")
 )
 
 // Reasons of dropped spans, the "reason" attribute of kelemetry.otlp.spans.dropped.
 const (
-	ReasonQueueFull    = "queue_full"    // the queue was full and DropWhenFull is set
-	ReasonExportFailed = "export_failed" // MaxRetries retries of the batch failed
-	ReasonStopped      = "stopped"       // Export after Stop, or Stop's ctx ended before the flush
-	ReasonRejected     = "rejected"      // the receiver refused them for good (invalid, unauthenticated, partial success)
+	reasonQueueFull    = "queue_full"    // the queue was full and DropWhenFull is set
+	reasonExportFailed = "export_failed" // MaxRetries retries of the batch failed
+	reasonStopped      = "stopped"       // Export after Stop, or Stop's ctx ended before the flush
+	reasonRejected     = "rejected"      // the receiver refused them for good (invalid, unauthenticated, partial success)
 )
 
 const meterName = "github.com/kelemetry/kelemetry/otlpsink"
@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	t, err := cfg.target()
 	if err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func New(ctx context.Context, cfg Config, tel telemetry.Settings) (*Sink, error)
 			callOpts = append(callOpts, grpc.UseCompressor(grpcgzip.Name))
 		}
 		s.uploadRaw, s.wenc, s.conn = grpcUpload(conn, cfg.Headers, callOpts...), &wireEncoder{}, conn
-	case t.protocol == ProtocolHTTP && t.hostPort != "" && !t.fromEnv:
+	case t.protocol == protocolHTTP && t.hostPort != "" && !t.fromEnv:
 		var tc *tls.Config
 		scheme := "http"
 		if t.tls {
@@ -197,7 +197,7 @@ func (c TLSConfig) ClientConfig() (*tls.Config, error) {
 // requests over (wireEncoder), or nil: for OTLP/HTTP, and for an endpoint taken from the
 // OTEL_EXPORTER_OTLP_* environment, which the SDK's exporter reads itself.
 func newConn(cfg Config, t target) (*grpc.ClientConn, error) {
-	if t.protocol == ProtocolHTTP || t.hostPort == "" || t.fromEnv {
+	if t.protocol == protocolHTTP || t.hostPort == "" || t.fromEnv {
 		return nil, nil
 	}
 	creds := insecure.NewCredentials()
@@ -223,7 +223,7 @@ func newExporter(ctx context.Context, cfg Config, t target, conn *grpc.ClientCon
 	}
 	plain := !t.tls && (!t.fromEnv || cfg.Insecure)
 	gzip := cfg.Compression == "gzip"
-	if t.protocol == ProtocolHTTP {
+	if t.protocol == protocolHTTP {
 		// Retries are the sink's own.
 		opts := []otlptracehttp.Option{
 			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}),
@@ -285,7 +285,7 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 	if exporter == nil {
 		return nil, errors.New("otlpsink: nil exporter")
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	logger := tel.Log()
 	s := &Sink{
 		cfg:      cfg,
@@ -308,10 +308,10 @@ func (s *Sink) initMetrics(tel telemetry.Settings) error {
 	s.failures = m.Counter("kelemetry.otlp.export.failures", "Failed attempts to send a batch (it is retried).", "{attempt}")
 	s.queueReg = m.Gauge("kelemetry.otlp.queue.size", "Spans waiting to be sent.", "{span}",
 		func() (int64, bool) { n, _ := s.queue.size(); return int64(n), true })
-	s.byQueueFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonQueueFull)))
-	s.byExportFail = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonExportFailed)))
-	s.byStopped = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonStopped)))
-	s.byRejected = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", ReasonRejected)))
+	s.byQueueFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonQueueFull)))
+	s.byExportFail = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonExportFailed)))
+	s.byStopped = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonStopped)))
+	s.byRejected = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonRejected)))
 	return m.Err()
 }
 
@@ -335,10 +335,10 @@ func (s *Sink) Health(context.Context) error {
 
 // Export enqueues spans, all or none. When they do not fit it waits up to EnqueueTimeout, or
 // until ctx ends, for room. Then, without DropWhenFull, it keeps none of them (counted in
-// kelemetry.otlp.spans.refused) and returns an error wrapping ErrQueueFull and
+// kelemetry.otlp.spans.refused) and returns an error wrapping errQueueFull and
 // aggregator.ErrSinkBusy, so that the caller retries; with DropWhenFull it drops them, counts
-// them and returns an error wrapping ErrQueueFull. After Stop it drops everything and returns
-// an error wrapping ErrStopped.
+// them and returns an error wrapping errQueueFull. After Stop it drops everything and returns
+// an error wrapping errStopped.
 func (s *Sink) Export(ctx context.Context, spans []*aggregator.Span) error {
 	if len(spans) == 0 {
 		return nil
@@ -347,7 +347,7 @@ func (s *Sink) Export(ctx context.Context, spans []*aggregator.Span) error {
 	defer s.mu.RUnlock()
 	if s.stopped {
 		s.dropped.Add(context.WithoutCancel(ctx), int64(len(spans)), s.byStopped)
-		return fmt.Errorf("otlpsink: dropped %d spans: %w", len(spans), ErrStopped)
+		return fmt.Errorf("otlpsink: dropped %d spans: %w", len(spans), errStopped)
 	}
 	ok, room := s.queue.push(spans)
 	if ok {
@@ -383,10 +383,10 @@ func (s *Sink) full(ctx context.Context, n int, cause error) error {
 	if s.cfg.DropWhenFull {
 		verb = "dropped"
 		s.dropped.Add(mctx, int64(n), s.byQueueFull)
-		err = fmt.Errorf("otlpsink: dropped %d spans: %w", n, ErrQueueFull)
+		err = fmt.Errorf("otlpsink: dropped %d spans: %w", n, errQueueFull)
 	} else {
 		s.refused.Add(mctx, int64(n))
-		err = fmt.Errorf("otlpsink: refused %d spans, retry later: %w (%w)", n, ErrQueueFull, aggregator.ErrSinkBusy)
+		err = fmt.Errorf("otlpsink: refused %d spans, retry later: %w (%w)", n, errQueueFull, aggregator.ErrSinkBusy)
 	}
 	now := time.Now().UnixNano()
 	if last := s.lastFullLog.Load(); now-last >= int64(logEvery) && s.lastFullLog.CompareAndSwap(last, now) {
@@ -404,7 +404,7 @@ var _ aggregator.Syncer = (*Sink)(nil)
 
 // Sync implements aggregator.Syncer: it has every span Export accepted before the call sent at
 // once (without waiting for a full batch or FlushInterval) and returns nil once the receiver
-// acknowledged them all. It returns an error wrapping ErrNotSynced when ctx ends first (the
+// acknowledged them all. It returns an error wrapping errNotSynced when ctx ends first (the
 // receiver is down or slow: retries go on in the background), when the sink is not started,
 // or when spans were dropped since the previous Sync (refused for good by the receiver,
 // MaxRetries reached, or stopped): the caller must then keep its input for a retry, as
@@ -423,13 +423,13 @@ func (s *Sink) Sync(ctx context.Context) error {
 		idle := !s.stopping && !s.worker.Running()
 		s.lifeMu.Unlock()
 		if idle {
-			return fmt.Errorf("otlpsink: sync: the sink is not started: %w", ErrNotSynced)
+			return fmt.Errorf("otlpsink: sync: the sink is not started: %w", errNotSynced)
 		}
 		select {
 		case <-removed:
 		case <-ctx.Done():
 			n, _ := s.queue.size()
-			return fmt.Errorf("otlpsink: sync: %d spans queued, the receiver is not answering: %w (%w)", n, ErrNotSynced, ctx.Err())
+			return fmt.Errorf("otlpsink: sync: %d spans queued, the receiver is not answering: %w (%w)", n, errNotSynced, ctx.Err())
 		}
 	}
 	s.dropMu.Lock()
@@ -437,7 +437,7 @@ func (s *Sink) Sync(ctx context.Context) error {
 	s.syncFloor = max(s.syncFloor, to)
 	s.dropMu.Unlock()
 	if dropped {
-		return fmt.Errorf("otlpsink: sync: spans were dropped (see kelemetry.otlp.spans.dropped): %w", ErrNotSynced)
+		return fmt.Errorf("otlpsink: sync: spans were dropped (see kelemetry.otlp.spans.dropped): %w", errNotSynced)
 	}
 	return nil
 }

@@ -284,18 +284,18 @@ func TestQueueFullDropsAndCounts(t *testing.T) {
 	s := newSink(t, Config{QueueSize: 2, EnqueueTimeout: 10 * time.Millisecond, DropWhenFull: true}, rec, mp)
 	require.NoError(t, s.Export(ctx, manySpans(2)))
 	err := s.Export(ctx, manySpans(3))
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, errQueueFull)
 	assert.NotErrorIs(t, err, aggregator.ErrSinkBusy, "dropped, not to be retried")
 	assert.Contains(t, err.Error(), "dropped 3 spans")
-	assert.Equal(t, int64(3), m.value(t, "kelemetry.otlp.spans.dropped", ReasonQueueFull))
+	assert.Equal(t, int64(3), m.value(t, "kelemetry.otlp.spans.dropped", reasonQueueFull))
 	assert.NoError(t, s.Health(ctx), "a sink that drops never reports busy")
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	err = s.Export(cctx, manySpans(1))
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, errQueueFull)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, int64(4), m.value(t, "kelemetry.otlp.spans.dropped", ReasonQueueFull))
+	assert.Equal(t, int64(4), m.value(t, "kelemetry.otlp.spans.dropped", reasonQueueFull))
 
 	require.NoError(t, s.Stop(ctx))
 	b, _, _ := rec.state()
@@ -303,8 +303,8 @@ func TestQueueFullDropsAndCounts(t *testing.T) {
 	assert.Equal(t, int64(2), m.value(t, "kelemetry.otlp.spans.exported", ""))
 
 	err = s.Export(ctx, manySpans(2))
-	require.ErrorIs(t, err, ErrStopped)
-	assert.Equal(t, int64(2), m.value(t, "kelemetry.otlp.spans.dropped", ReasonStopped))
+	require.ErrorIs(t, err, errStopped)
+	assert.Equal(t, int64(2), m.value(t, "kelemetry.otlp.spans.dropped", reasonStopped))
 	require.NoError(t, s.Stop(ctx), "second Stop")
 	require.NoError(t, s.Start(ctx), "Start after Stop does nothing")
 }
@@ -323,7 +323,7 @@ func TestQueueFullRefusesAndReportsBusy(t *testing.T) {
 	err := s.Health(ctx)
 	require.ErrorIs(t, err, aggregator.ErrSinkBusy)
 	err = s.Export(ctx, manySpans(2))
-	require.ErrorIs(t, err, ErrQueueFull)
+	require.ErrorIs(t, err, errQueueFull)
 	require.ErrorIs(t, err, aggregator.ErrSinkBusy)
 	require.ErrorIs(t, err, aggregator.ErrSinkUnavailable, "the audit consumer retries it")
 	assert.Equal(t, int64(0), m.value(t, "kelemetry.otlp.spans.dropped", ""))
@@ -355,7 +355,7 @@ func TestQueueFullNoWait(t *testing.T) {
 	s := newSink(t, Config{QueueSize: 1, EnqueueTimeout: -1}, &recorder{}, nil)
 	require.NoError(t, s.Export(context.Background(), manySpans(1)))
 	start := time.Now()
-	require.ErrorIs(t, s.Export(context.Background(), manySpans(3)), ErrQueueFull)
+	require.ErrorIs(t, s.Export(context.Background(), manySpans(3)), errQueueFull)
 	assert.Less(t, time.Since(start), time.Second)
 }
 
@@ -395,7 +395,7 @@ func TestExportRetriesThenDrops(t *testing.T) {
 	require.NoError(t, s.Stop(ctx))
 	_, calls, _ := rec.state()
 	assert.Equal(t, 3, calls, "one attempt and two retries")
-	assert.Equal(t, int64(2), m.value(t, "kelemetry.otlp.spans.dropped", ReasonExportFailed))
+	assert.Equal(t, int64(2), m.value(t, "kelemetry.otlp.spans.dropped", reasonExportFailed))
 	assert.Equal(t, int64(0), m.value(t, "kelemetry.otlp.spans.exported", ""))
 }
 
@@ -413,7 +413,7 @@ func TestStopDeadlineDropsAndCounts(t *testing.T) {
 	defer cancel()
 	err := s.Stop(sctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Equal(t, int64(3), m.value(t, "kelemetry.otlp.spans.dropped", ReasonStopped))
+	assert.Equal(t, int64(3), m.value(t, "kelemetry.otlp.spans.dropped", reasonStopped))
 	// The worker must not outlive Stop.
 	goleak.VerifyNone(t)
 }
@@ -441,12 +441,12 @@ func TestConfig(t *testing.T) {
 		err := tc.cfg.Validate()
 		assert.Equal(t, tc.ok, err == nil, "%+v: %v", tc.cfg, err)
 	}
-	c := Config{}.WithDefaults()
-	assert.Equal(t, int64(DefaultMaxQueueBytes), c.MaxQueueBytes)
-	assert.Equal(t, DefaultQueueSize, c.QueueSize)
-	assert.Equal(t, DefaultBatchSize, c.BatchSize)
-	assert.Equal(t, DefaultFlushInterval, c.FlushInterval)
-	assert.Equal(t, DefaultEnqueueTimeout, c.EnqueueTimeout)
+	c := Config{}.withDefaults()
+	assert.Equal(t, int64(defaultMaxQueueBytes), c.MaxQueueBytes)
+	assert.Equal(t, defaultQueueSize, c.QueueSize)
+	assert.Equal(t, defaultBatchSize, c.BatchSize)
+	assert.Equal(t, defaultFlushInterval, c.FlushInterval)
+	assert.Equal(t, defaultEnqueueTimeout, c.EnqueueTimeout)
 
 	_, err := New(context.Background(), Config{Protocol: "thrift"}, telemetry.Settings{})
 	assert.Error(t, err)

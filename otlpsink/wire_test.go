@@ -100,6 +100,6 @@ func TestGRPCRawUploadGzipAndPartialSuccess(t *testing.T) {
 
 	col.got.check(t, sent)
 	assert.Positive(t, sh.compressed.Load(), "gzip-compressed requests")
-	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.otlp.spans.dropped", "reason", ReasonRejected))
+	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.otlp.spans.dropped", "reason", reasonRejected))
 	assert.Equal(t, int64(len(sent)-1), telemetrytest.Int64(t, reader, "kelemetry.otlp.spans.exported", "", ""))
 }
