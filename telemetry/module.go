@@ -9,8 +9,8 @@ import (
 	"github.com/kelemetry/kelemetry/httpserver"
 )
 
-// Params are the fx inputs of Module; both are optional.
-type Params struct {
+// params are the fx inputs of Module; both are optional.
+type params struct {
 	fx.In
 
 	// Logger is the application's logger (default slog.Default()).
@@ -38,15 +38,15 @@ type Result struct {
 }
 
 // New builds the application's Settings (see Module).
-func New(p Params) (Result, error) {
+func New(p params) (Result, error) {
 	s := Settings{Logger: p.Logger, MeterProvider: p.MeterProvider}
 	s.Logger = s.Log()
 	if p.MeterProvider != nil {
 		return Result{Settings: s, HTTPMeter: httpserver.Meter{Provider: s.MeterProvider}}, nil
 	}
-	var opts []PrometheusOption
+	var opts []prometheusOption
 	for _, c := range p.Cardinality {
-		opts = append(opts, WithCardinality(c))
+		opts = append(opts, withCardinality(c))
 	}
 	prom, err := NewPrometheus(opts...)
 	if err != nil {

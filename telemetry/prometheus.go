@@ -39,10 +39,10 @@ type CardinalityLimit int
 // CardinalityGroup is the fx value group tag of the CardinalityLimits Module honours.
 const CardinalityGroup = `group:"kelemetry.telemetry.cardinality"`
 
-// SDKCardinalityLimit returns the cardinality limit of a provider whose instruments need the given
+// sdkCardinalityLimit returns the cardinality limit of a provider whose instruments need the given
 // limits: the largest of them and of the SDK's (DefaultCardinalityLimit, or CardinalityEnv when
 // set: 0 or less there means no limit, which is kept).
-func SDKCardinalityLimit(need ...CardinalityLimit) int {
+func sdkCardinalityLimit(need ...CardinalityLimit) int {
 	limit := DefaultCardinalityLimit
 	if v := strings.TrimSpace(os.Getenv(CardinalityEnv)); v != "" {
 		if n, err := strconv.Atoi(v); err == nil {
@@ -58,23 +58,23 @@ func SDKCardinalityLimit(need ...CardinalityLimit) int {
 	return limit
 }
 
-// PrometheusOption configures NewPrometheus.
-type PrometheusOption func(*prometheusOptions)
+// prometheusOption configures NewPrometheus.
+type prometheusOption func(*prometheusOptions)
 
 type prometheusOptions struct {
 	need []CardinalityLimit
 }
 
-// WithCardinality makes the provider keep at least limit attribute sets per instrument (see
-// SDKCardinalityLimit); without it the SDK's default applies.
-func WithCardinality(limit CardinalityLimit) PrometheusOption {
+// withCardinality makes the provider keep at least limit attribute sets per instrument (see
+// sdkCardinalityLimit); without it the SDK's default applies.
+func withCardinality(limit CardinalityLimit) prometheusOption {
 	return func(o *prometheusOptions) { o.need = append(o.need, limit) }
 }
 
 // NewPrometheus creates a meter provider with its own Prometheus registry (no global state), plus
 // the Go runtime and process collectors. Its cardinality limit per instrument is
-// SDKCardinalityLimit of the WithCardinality options.
-func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
+// sdkCardinalityLimit of the withCardinality options.
+func NewPrometheus(opts ...prometheusOption) (*Prometheus, error) {
 	var o prometheusOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -91,7 +91,7 @@ func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
 	}
 	return &Prometheus{
 		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
-			sdkmetric.WithCardinalityLimit(SDKCardinalityLimit(o.need...))),
+			sdkmetric.WithCardinalityLimit(sdkCardinalityLimit(o.need...))),
 		Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	}, nil
 }

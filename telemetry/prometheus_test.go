@@ -18,25 +18,25 @@ import (
 
 func TestSDKCardinalityLimit(t *testing.T) {
 	t.Setenv(CardinalityEnv, "")
-	assert.Equal(t, DefaultCardinalityLimit, SDKCardinalityLimit())
-	assert.Equal(t, DefaultCardinalityLimit, SDKCardinalityLimit(0, 1001), "never below the SDK's default")
-	assert.Equal(t, 3001, SDKCardinalityLimit(1001, 3001, 2001), "the largest need")
+	assert.Equal(t, DefaultCardinalityLimit, sdkCardinalityLimit())
+	assert.Equal(t, DefaultCardinalityLimit, sdkCardinalityLimit(0, 1001), "never below the SDK's default")
+	assert.Equal(t, 3001, sdkCardinalityLimit(1001, 3001, 2001), "the largest need")
 	t.Setenv(CardinalityEnv, "5000")
-	assert.Equal(t, 5000, SDKCardinalityLimit(3001), "the SDK's variable, when larger")
-	assert.Equal(t, 6001, SDKCardinalityLimit(6001))
+	assert.Equal(t, 5000, sdkCardinalityLimit(3001), "the SDK's variable, when larger")
+	assert.Equal(t, 6001, sdkCardinalityLimit(6001))
 	t.Setenv(CardinalityEnv, "100")
-	assert.Equal(t, 3001, SDKCardinalityLimit(3001), "a smaller variable does not cut below the need")
+	assert.Equal(t, 3001, sdkCardinalityLimit(3001), "a smaller variable does not cut below the need")
 	t.Setenv(CardinalityEnv, "0")
-	assert.Zero(t, SDKCardinalityLimit(3001), "no limit stays no limit")
+	assert.Zero(t, sdkCardinalityLimit(3001), "no limit stays no limit")
 	t.Setenv(CardinalityEnv, "junk")
-	assert.Equal(t, DefaultCardinalityLimit, SDKCardinalityLimit())
+	assert.Equal(t, DefaultCardinalityLimit, sdkCardinalityLimit())
 }
 
 // seriesOnMetrics records n attribute sets in one counter of Module's provider (with the given
 // needs) and returns the /metrics exposition.
 func seriesOnMetrics(t *testing.T, n int, need ...CardinalityLimit) string {
 	t.Helper()
-	res, err := New(Params{Cardinality: need})
+	res, err := New(params{Cardinality: need})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = res.Prometheus.Shutdown(context.Background()) })
 	c, err := res.Settings.MeterProvider.Meter("test").Int64Counter("many")
