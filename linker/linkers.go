@@ -22,16 +22,16 @@ import (
 
 // Linker names, link class and annotation keys.
 const (
-	OwnerLinkerName      = "owner"
-	AnnotationLinkerName = "annotation"
+	ownerLinkerName      = "owner"
+	annotationLinkerName = "annotation"
 
-	// ClassChildren is the class of owner links.
-	ClassChildren = "children"
+	// classChildren is the class of owner links.
+	classChildren = "children"
 
-	// AnnotationParentLink names an object's parent (see AnnotationLinker).
-	AnnotationParentLink = "kelemetry.io/parent-link"
-	// LegacyAnnotationParentLink is the predecessor's key, read when AnnotationParentLink is absent.
-	LegacyAnnotationParentLink = "kelemetry.kubewharf.io/parent-link"
+	// annotationParentLink names an object's parent (see AnnotationLinker).
+	annotationParentLink = "kelemetry.io/parent-link"
+	// legacyAnnotationParentLink is the predecessor's key, read when annotationParentLink is absent.
+	legacyAnnotationParentLink = "kelemetry.kubewharf.io/parent-link"
 )
 
 // OwnerLinker links an object to its controlling owner: the ownerReference with controller: true.
@@ -61,12 +61,12 @@ func NewOwnerLinker(mapper kube.Mapper, getter kube.ObjectGetter, ts telemetry.S
 		lookups: meter.Counter("kelemetry.linker.owner.lookups", "Owner linker lookups by where the object came from: body, getter, not_found, none.", ""),
 		sources: newSourceOptions(),
 	}
-	logMeterErr(meter, ts.Log().With("linker", OwnerLinkerName))
+	logMeterErr(meter, ts.Log().With("linker", ownerLinkerName))
 	return l
 }
 
 // Name returns "owner".
-func (*OwnerLinker) Name() string { return OwnerLinkerName }
+func (*OwnerLinker) Name() string { return ownerLinkerName }
 
 // ownerReference is the part of a metadata.ownerReferences item the owner linker reads.
 type ownerReference struct {
@@ -104,7 +104,7 @@ func (l *OwnerLinker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggr
 		if namespaced {
 			target.Namespace = obj.Namespace
 		}
-		return []aggregator.Link{{Target: target, Role: aggregator.RoleParent, Class: ClassChildren}}, nil
+		return []aggregator.Link{{Target: target, Role: aggregator.RoleParent, Class: classChildren}}, nil
 	}
 	return nil, nil
 }
@@ -131,8 +131,8 @@ type AnnotationLinker struct {
 	warned   *lru.Cache[aggregator.ObjectKey, time.Time] // last Warn per object
 }
 
-// ParentLink is the value of the parent-link annotation.
-type ParentLink struct {
+// parentLink is the value of the parent-link annotation.
+type parentLink struct {
 	Cluster   string `json:"cluster,omitempty"`
 	Group     string `json:"group"`
 	Version   string `json:"version,omitempty"`
@@ -151,7 +151,7 @@ const (
 // come with the events are used. ts gives the logger and meter provider (unset: slog.Default(),
 // no metrics); a metric that cannot be created is logged and not recorded.
 func NewAnnotationLinker(getter kube.ObjectGetter, ts telemetry.Settings) *AnnotationLinker {
-	logger := ts.Log().With("linker", AnnotationLinkerName)
+	logger := ts.Log().With("linker", annotationLinkerName)
 	meter := ts.Meter(meterScope)
 	warned, _ := lru.New[aggregator.ObjectKey, time.Time](warnMemorySize) // fails only for size <= 0
 	reasons := map[string]metric.MeasurementOption{}
@@ -173,7 +173,7 @@ func NewAnnotationLinker(getter kube.ObjectGetter, ts telemetry.Settings) *Annot
 }
 
 // Name returns "annotation".
-func (*AnnotationLinker) Name() string { return AnnotationLinkerName }
+func (*AnnotationLinker) Name() string { return annotationLinkerName }
 
 // Lookup returns the link to the parent named by obj's annotation, or none.
 func (l *AnnotationLinker) Lookup(ctx context.Context, obj aggregator.Object) ([]aggregator.Link, error) {
@@ -182,14 +182,14 @@ func (l *AnnotationLinker) Lookup(ctx context.Context, obj aggregator.Object) ([
 	if err != nil {
 		return nil, fmt.Errorf("annotation linker: %s: %w", obj.ObjectRef, err)
 	}
-	key, value := AnnotationParentLink, meta.parentLink
+	key, value := annotationParentLink, meta.parentLink
 	if value == nil {
-		key, value = LegacyAnnotationParentLink, meta.legacyLink
+		key, value = legacyAnnotationParentLink, meta.legacyLink
 	}
 	if value == nil {
 		return nil, nil
 	}
-	var link ParentLink
+	var link parentLink
 	if err := jsonv2.Unmarshal([]byte(*value), &link, jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
 		l.reject(ctx, obj, key, "json", err)
 		return nil, nil

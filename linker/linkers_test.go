@@ -63,7 +63,7 @@ func TestOwnerLinker(t *testing.T) {
 		obj:  aggregator.Object{ObjectRef: pod.ObjectRef, Body: readTestdata(t, "pod.json")},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "default", Name: "demo-7fb4c846ff", UID: "d3b29426-1a55-49ad-8345-8cce95ec6261"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name: "only non-controlling owners: no link",
@@ -75,7 +75,7 @@ func TestOwnerLinker(t *testing.T) {
 			owner("v1", "ConfigMap", "cm", false), owner("batch/v1", "Job", "job", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "batch", Version: "v1", Resource: "jobs", Namespace: "default", Name: "job", UID: "uid-job"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name: "cluster-scoped owner of a namespaced pod (mirror pod): no namespace",
@@ -83,7 +83,7 @@ func TestOwnerLinker(t *testing.T) {
 			owner("v1", "Node", "n1", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "nodes", Name: "n1", UID: "uid-n1"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name: "ClusterRole owning a namespaced RoleBinding: no namespace",
@@ -91,7 +91,7 @@ func TestOwnerLinker(t *testing.T) {
 			owner("rbac.authorization.k8s.io/v1", "ClusterRole", "admin", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles", Name: "admin", UID: "uid-admin"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name: "unknown kind: plural guess, child's namespace",
@@ -99,7 +99,7 @@ func TestOwnerLinker(t *testing.T) {
 			owner("example.com/v1alpha1", "TrafficPolicy", "tp", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "example.com", Version: "v1alpha1", Resource: "trafficpolicies", Namespace: "default", Name: "tp", UID: "uid-tp"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name: "unknown kind owning a cluster-scoped object: no namespace",
@@ -107,7 +107,7 @@ func TestOwnerLinker(t *testing.T) {
 			owner("example.com/v1", "Box", "b", true))},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "example.com", Version: "v1", Resource: "boxes", Name: "b", UID: "uid-b"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name: "no body: the getter is used",
@@ -117,7 +117,7 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "default", Name: "rs", UID: "uid-rs"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name: "a subresource's Status body is not the object's: the getter is used",
@@ -127,7 +127,7 @@ func TestOwnerLinker(t *testing.T) {
 		}},
 		want: []aggregator.Link{{
 			Target: aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "replicasets", Namespace: "default", Name: "rs", UID: "uid-rs"},
-			Role:   aggregator.RoleParent, Class: ClassChildren,
+			Role:   aggregator.RoleParent, Class: classChildren,
 		}},
 	}, {
 		name:   "getter says not found: no link, no error",
@@ -220,29 +220,29 @@ func TestAnnotationLinker(t *testing.T) {
 		want []aggregator.Link
 	}{{
 		name: "kelemetry.io key, cluster defaults to the object's",
-		obj:  annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: webLink}),
+		obj:  annotated("c1", "default", "cm", map[string]string{annotationParentLink: webLink}),
 		want: []aggregator.Link{{Target: deploy("c1"), Role: aggregator.RoleParent}},
 	}, {
 		name: "predecessor's key",
-		obj:  annotated("c1", "default", "cm", map[string]string{LegacyAnnotationParentLink: webLink}),
+		obj:  annotated("c1", "default", "cm", map[string]string{legacyAnnotationParentLink: webLink}),
 		want: []aggregator.Link{{Target: deploy("c1"), Role: aggregator.RoleParent}},
 	}, {
 		name: "both keys: kelemetry.io wins",
 		obj: annotated("c1", "default", "cm", map[string]string{
-			AnnotationParentLink:       webLink,
-			LegacyAnnotationParentLink: `{"group":"apps","version":"v1","resource":"statefulsets","namespace":"default","name":"db"}`,
+			annotationParentLink:       webLink,
+			legacyAnnotationParentLink: `{"group":"apps","version":"v1","resource":"statefulsets","namespace":"default","name":"db"}`,
 		}),
 		want: []aggregator.Link{{Target: deploy("c1"), Role: aggregator.RoleParent}},
 	}, {
 		name: "another cluster, with uid",
 		obj: annotated("c1", "default", "cm", map[string]string{
-			AnnotationParentLink: `{"cluster":"c2","group":"apps","version":"v1","resource":"deployments","namespace":"default","name":"web","uid":"u1"}`,
+			annotationParentLink: `{"cluster":"c2","group":"apps","version":"v1","resource":"deployments","namespace":"default","name":"web","uid":"u1"}`,
 		}),
 		want: []aggregator.Link{{Target: func() aggregator.ObjectRef { r := deploy("c2"); r.UID = "u1"; return r }(), Role: aggregator.RoleParent}},
 	}, {
 		name: "cluster-scoped parent",
 		obj: annotated("c1", "default", "cm", map[string]string{
-			AnnotationParentLink: `{"version":"v1","resource":"nodes","name":"n1"}`,
+			annotationParentLink: `{"version":"v1","resource":"nodes","name":"n1"}`,
 		}),
 		want: []aggregator.Link{{Target: aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "nodes", Name: "n1"}, Role: aggregator.RoleParent}},
 	}, {
@@ -279,7 +279,7 @@ func TestAnnotationLinkerInvalid(t *testing.T) {
 			m := kubetest.NewMetrics()
 			logs := &logtest.Recorder{}
 			l := NewAnnotationLinker(nil, telemetry.Settings{Logger: slog.New(logs), MeterProvider: m.Provider})
-			links, err := l.Lookup(context.Background(), annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: tt.value}))
+			links, err := l.Lookup(context.Background(), annotated("c1", "default", "cm", map[string]string{annotationParentLink: tt.value}))
 			require.NoError(t, err, "an invalid annotation is not the object's fault")
 			assert.Empty(t, links)
 			assert.EqualValues(t, 1, m.Count(t, "kelemetry.linker.annotation.invalid", "reason", tt.reason))
@@ -294,8 +294,8 @@ func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 	l := NewAnnotationLinker(nil, telemetry.Settings{Logger: slog.New(logs), MeterProvider: m.Provider})
 	clock := kubetest.NewClock()
 	l.now = clock.Now
-	bad := annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: "nope"})
-	other := annotated("c1", "default", "cm2", map[string]string{AnnotationParentLink: "nope"})
+	bad := annotated("c1", "default", "cm", map[string]string{annotationParentLink: "nope"})
+	other := annotated("c1", "default", "cm2", map[string]string{annotationParentLink: "nope"})
 
 	for range 5 {
 		_, err := l.Lookup(context.Background(), bad)
@@ -313,7 +313,7 @@ func TestAnnotationLinkerWarnRateLimit(t *testing.T) {
 }
 
 func TestAnnotationLinkerGetter(t *testing.T) {
-	obj := annotated("c1", "default", "cm", map[string]string{AnnotationParentLink: `{"group":"apps","version":"v1","resource":"deployments","namespace":"default","name":"web"}`})
+	obj := annotated("c1", "default", "cm", map[string]string{annotationParentLink: `{"group":"apps","version":"v1","resource":"deployments","namespace":"default","name":"web"}`})
 	getter := &kubetest.Getter{Objects: map[aggregator.ObjectKey]json.RawMessage{obj.Key(): obj.Body}}
 	l := NewAnnotationLinker(getter, quiet)
 
@@ -400,7 +400,7 @@ func TestDecodeMetadataAgreesWithEncodingJSON(t *testing.T) {
 		for i, r := range want.Metadata.OwnerReferences {
 			assert.Equal(t, r, ref(got.owners[i]), body)
 		}
-		for key, dst := range map[string]*string{AnnotationParentLink: got.parentLink, LegacyAnnotationParentLink: got.legacyLink} {
+		for key, dst := range map[string]*string{annotationParentLink: got.parentLink, legacyAnnotationParentLink: got.legacyLink} {
 			v, ok := want.Metadata.Annotations[key]
 			if assert.Equal(t, ok, dst != nil, body) && ok {
 				assert.Equal(t, v, *dst, body)

@@ -140,9 +140,9 @@ func (r *metaReader) annotations(m *linkMeta) error {
 	return r.object(func(name []byte) (err error) {
 		var dst **string
 		switch string(name) {
-		case AnnotationParentLink:
+		case annotationParentLink:
 			dst = &m.parentLink
-		case LegacyAnnotationParentLink:
+		case legacyAnnotationParentLink:
 			dst = &m.legacyLink
 		default:
 			return r.skip(0)

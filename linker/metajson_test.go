@@ -16,7 +16,7 @@ func TestDecodeMetadataStringsAtWordEdges(t *testing.T) {
 		for _, special := range []string{"", `\"`, `\\`, `\u00e9`, "é", "😀", "\x01"} {
 			for at := 0; at <= n; at++ {
 				s := strings.Repeat("a", at) + special + strings.Repeat("b", n-at)
-				body := `{"kind":"Pod","metadata":{"name":"` + s + `","annotations":{"` + AnnotationParentLink + `":"` + s + `"}}}`
+				body := `{"kind":"Pod","metadata":{"name":"` + s + `","annotations":{"` + annotationParentLink + `":"` + s + `"}}}`
 				var want struct {
 					Metadata struct {
 						Name        string            `json:"name"`
@@ -32,7 +32,7 @@ func TestDecodeMetadataStringsAtWordEdges(t *testing.T) {
 				require.NoError(t, err, body)
 				require.Equal(t, want.Metadata.Name, got.name, body)
 				require.NotNil(t, got.parentLink, body)
-				require.Equal(t, want.Metadata.Annotations[AnnotationParentLink], *got.parentLink, body)
+				require.Equal(t, want.Metadata.Annotations[annotationParentLink], *got.parentLink, body)
 			}
 		}
 	}

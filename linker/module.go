@@ -32,8 +32,8 @@ const LinkerGroup = "kelemetry.linkers"
 //     when absent or nil, linkers read only the bodies that come with the events.
 var Module = fx.Module("linker", fx.Provide(New))
 
-// Params are the fx dependencies of Module.
-type Params struct {
+// params are the fx dependencies of Module.
+type params struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -50,18 +50,18 @@ type Result struct {
 }
 
 // New builds the linkers of p, as Module does.
-func New(p Params) (Result, error) {
-	linkers, err := NewLinkers(p.Config, p.Mapper, p.Getter, p.Telemetry)
+func New(p params) (Result, error) {
+	linkers, err := newLinkers(p.Config, p.Mapper, p.Getter, p.Telemetry)
 	if err != nil {
 		return Result{}, err
 	}
 	return Result{Linkers: linkers}, nil
 }
 
-// NewLinkers builds the linkers that cfg enables, as Module does, for use without fx. A nil
+// newLinkers builds the linkers that cfg enables, as Module does, for use without fx. A nil
 // mapper means kube.NewStaticMapper(); a nil getter means that only the bodies that come with the
 // events are read (kube.NewAccess builds a mapper and a getter from a kube.Config).
-func NewLinkers(cfg Config, mapper kube.Mapper, getter kube.ObjectGetter, set telemetry.Settings) ([]aggregator.Linker, error) {
+func newLinkers(cfg Config, mapper kube.Mapper, getter kube.ObjectGetter, set telemetry.Settings) ([]aggregator.Linker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
