@@ -7,7 +7,7 @@
 // they link (deployments -> replicasets -> pods), with the number of linked object pairs as the
 // call count.
 //
-// NewServer works without fx; Module serves it on Config.Addr with the gRPC health and
+// newServer works without fx; Module serves it on Config.Addr with the gRPC health and
 // reflection services. The listener bounds its connections (Config.MaxConnections), closes idle
 // and silent ones (IdleTimeout, HandshakeTimeout), counts failed TLS handshakes, and answers a
 // request it cannot decode with InvalidArgument.

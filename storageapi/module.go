@@ -127,9 +127,9 @@ type Listener struct {
 	done chan struct{}
 }
 
-// NewListener prepares the gRPC server of s on cfg.Addr, with TLS and bearer tokens when
+// newListener prepares the gRPC server of s on cfg.Addr, with TLS and bearer tokens when
 // configured; Start listens. It fails on unreadable certificate or token files.
-func NewListener(cfg Config, s *Server, tel telemetry.Settings) (*Listener, error) {
+func newListener(cfg Config, s *server, tel telemetry.Settings) (*Listener, error) {
 	cfg = cfg.WithDefaults()
 	logger := tel.Log().With("component", "storageapi")
 	guard := httpserver.NewGuard("storageapi", cfg.MaxConnections, tel.Provider(), logger)
@@ -274,8 +274,8 @@ func (l *Listener) Stop(ctx context.Context) error {
 	return nil
 }
 
-// ModuleParams are the fx inputs of the module.
-type ModuleParams struct {
+// moduleParams are the fx inputs of the module.
+type moduleParams struct {
 	fx.In
 
 	Config    Config `optional:"true"`
@@ -285,14 +285,14 @@ type ModuleParams struct {
 }
 
 // newModule builds the listener when Config.Addr is set; nil otherwise.
-func newModule(p ModuleParams) (*Listener, error) {
+func newModule(p moduleParams) (*Listener, error) {
 	if err := p.Config.Validate(); err != nil {
 		return nil, err
 	}
 	if p.Config.Addr == "" {
 		return nil, nil
 	}
-	l, err := NewListener(p.Config, NewServer(p.Engine, p.Telemetry), p.Telemetry)
+	l, err := newListener(p.Config, newServer(p.Engine, p.Telemetry), p.Telemetry)
 	if err != nil {
 		return nil, err
 	}

@@ -30,16 +30,16 @@ import (
 // meterScope names the package's metrics.
 const meterScope = "github.com/kelemetry/kelemetry/storageapi"
 
-// MaxDependencyObjects bounds the objects GetDependencies reads in one request (besides the
+// maxDependencyObjects bounds the objects GetDependencies reads in one request (besides the
 // frontend's span and time budgets).
-const MaxDependencyObjects = 10_000
+const maxDependencyObjects = 10_000
 
-// Server implements jaeger.storage.v2 TraceReader and DependencyReader over the frontend's
+// server implements jaeger.storage.v2 TraceReader and DependencyReader over the frontend's
 // query engine, within its budgets (frontend.Config): searches, trace lookups and dependency
 // graphs count as heavy requests (MaxConcurrent, MaxMemoryBytes, QueueWait) until their answer
 // is sent, are bounded by Timeout and read at most MaxSpans spans; rendered traces are bounded by
 // MaxRenderBytes and say so in their span warnings when truncated.
-type Server struct {
+type server struct {
 	storagev2.UnimplementedTraceReaderServer
 	storagev2.UnimplementedDependencyReaderServer
 
@@ -52,10 +52,10 @@ type Server struct {
 	rejected metric.Int64Counter
 }
 
-// NewServer serves the engine's merged trees. Register it on a grpc.Server with Register.
-func NewServer(e *frontend.Engine, tel telemetry.Settings) *Server {
+// newServer serves the engine's merged trees. Register it on a grpc.Server with Register.
+func newServer(e *frontend.Engine, tel telemetry.Settings) *server {
 	m := tel.Meter(meterScope)
-	s := &Server{
+	s := &server{
 		engine: e,
 		api:    frontend.NewJaegerAPI(e, tel),
 		cfg:    e.Config(),
@@ -71,7 +71,7 @@ func NewServer(e *frontend.Engine, tel telemetry.Settings) *Server {
 }
 
 // Register adds the TraceReader and DependencyReader services to g.
-func (s *Server) Register(g grpc.ServiceRegistrar) {
+func (s *server) Register(g grpc.ServiceRegistrar) {
 	storagev2.RegisterTraceReaderServer(g, s)
 	storagev2.RegisterDependencyReaderServer(g, s)
 }
@@ -80,7 +80,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 // requests (frontend.Engine.Admit: a turn and its memory estimate); the returned context
 // carries the admission, so that what the request reads and draws is charged to it. Call done
 // once the answer is sent: the drawn result is held until then.
-func (s *Server) heavy(ctx context.Context) (_ context.Context, done func(), _ error) {
+func (s *server) heavy(ctx context.Context) (_ context.Context, done func(), _ error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	ctx, release, err := s.engine.Admit(ctx)
 	if err != nil {
@@ -96,7 +96,7 @@ func (s *Server) heavy(ctx context.Context) (_ context.Context, done func(), _ e
 
 // status maps an error of the engine to a gRPC status; ctx is the request's, to tell the time
 // budget from the others.
-func (s *Server) status(ctx context.Context, what string, err error) error {
+func (s *server) status(ctx context.Context, what string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.Errorf(codes.Canceled, "%s: %v", what, err)
@@ -117,7 +117,7 @@ func (s *Server) status(ctx context.Context, what string, err error) error {
 }
 
 // GetServices lists the display modes, the default first.
-func (s *Server) GetServices(context.Context, *storagev2.GetServicesRequest) (*storagev2.GetServicesResponse, error) {
+func (s *server) GetServices(context.Context, *storagev2.GetServicesRequest) (*storagev2.GetServicesResponse, error) {
 	modes := frontend.Modes()
 	names := make([]string, len(modes))
 	for i, m := range modes {
@@ -127,7 +127,7 @@ func (s *Server) GetServices(context.Context, *storagev2.GetServicesRequest) (*s
 }
 
 // GetOperations lists the clusters of a display mode, each with the requested span kind.
-func (s *Server) GetOperations(ctx context.Context, req *storagev2.GetOperationsRequest) (*storagev2.GetOperationsResponse, error) {
+func (s *server) GetOperations(ctx context.Context, req *storagev2.GetOperationsRequest) (*storagev2.GetOperationsResponse, error) {
 	if _, err := frontend.ParseMode(req.GetService()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "service: %v", err)
 	}
@@ -222,7 +222,7 @@ func attrValue(v *storagev2.AnyValue) (string, error) {
 
 // search runs a storage query as the HTTP API's search, admitted as a heavy request: call done
 // once the traces are sent (the admission holds their memory until then).
-func (s *Server) search(ctx context.Context, q *storagev2.TraceQueryParameters) (_ []frontend.JaegerTrace, done func(), _ error) {
+func (s *server) search(ctx context.Context, q *storagev2.TraceQueryParameters) (_ []frontend.JaegerTrace, done func(), _ error) {
 	params, err := searchParams(q)
 	if err != nil {
 		return nil, nil, status.Errorf(codes.InvalidArgument, "%v", err)
@@ -245,7 +245,7 @@ func (s *Server) search(ctx context.Context, q *storagev2.TraceQueryParameters) 
 
 // FindTraces streams the merged trees of the objects a search finds, one result after the
 // other (a result may span several consecutive messages).
-func (s *Server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
+func (s *server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
 	traces, done, err := s.search(stream.Context(), req.GetQuery())
 	if err != nil {
 		return err
@@ -264,7 +264,7 @@ func (s *Server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.Server
 }
 
 // FindTraceIDs answers the display IDs of a search's results with their time ranges.
-func (s *Server) FindTraceIDs(ctx context.Context, req *storagev2.FindTracesRequest) (*storagev2.FindTraceIDsResponse, error) {
+func (s *server) FindTraceIDs(ctx context.Context, req *storagev2.FindTracesRequest) (*storagev2.FindTraceIDsResponse, error) {
 	traces, done, err := s.search(ctx, req.GetQuery())
 	if err != nil {
 		return nil, err
@@ -291,7 +291,7 @@ func (s *Server) FindTraceIDs(ctx context.Context, req *storagev2.FindTracesRequ
 
 // GetTraces streams the merged trees of display IDs (or stored trace IDs, shown in the default
 // mode), as the HTTP API's /api/traces/{id} draws them. Unknown IDs are skipped.
-func (s *Server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
+func (s *server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerStreamingServer[tracev1.TracesData]) error {
 	ids := make([]trace.TraceID, len(req.GetQuery()))
 	for i, q := range req.GetQuery() {
 		if len(q.GetTraceId()) != len(ids[i]) {
@@ -325,7 +325,7 @@ func (s *Server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerSt
 // send streams one drawn trace under the ID it was asked by.
 // Each message is converted just before it is sent (eachChunk): an OTLP copy of a large trace
 // is never held whole.
-func (s *Server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id trace.TraceID, tr frontend.JaegerTrace) error {
+func (s *server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id trace.TraceID, tr frontend.JaegerTrace) error {
 	var sendErr error
 	err := eachChunk(slices.Clone(id[:]), tr, func(c *tracev1.TracesData) error {
 		sendErr = stream.Send(c)
@@ -342,9 +342,9 @@ func (s *Server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id 
 
 // GetDependencies answers the graph of object kinds (resources) and how objects link within
 // [start_time, end_time]: an edge parent -> child for every resource pair, with the number of
-// distinct linked object pairs as its call count. At most MaxDependencyObjects objects and the
+// distinct linked object pairs as its call count. At most maxDependencyObjects objects and the
 // frontend's MaxSpans spans are read; the graph of what was read is answered.
-func (s *Server) GetDependencies(ctx context.Context, req *storagev2.GetDependenciesRequest) (*storagev2.GetDependenciesResponse, error) {
+func (s *server) GetDependencies(ctx context.Context, req *storagev2.GetDependenciesRequest) (*storagev2.GetDependenciesResponse, error) {
 	from, to, err := depRange(req, s.now())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
@@ -361,8 +361,8 @@ func (s *Server) GetDependencies(ctx context.Context, req *storagev2.GetDependen
 	return &storagev2.GetDependenciesResponse{Dependencies: edges}, nil
 }
 
-// DefaultDependencyLookback is the range of a dependency request without a start time.
-const DefaultDependencyLookback = 24 * time.Hour
+// defaultDependencyLookback is the range of a dependency request without a start time.
+const defaultDependencyLookback = 24 * time.Hour
 
 func depRange(req *storagev2.GetDependenciesRequest, now time.Time) (from, to time.Time, err error) {
 	to = now
@@ -372,7 +372,7 @@ func depRange(req *storagev2.GetDependenciesRequest, now time.Time) (from, to ti
 		}
 		to = ts.AsTime()
 	}
-	from = to.Add(-DefaultDependencyLookback)
+	from = to.Add(-defaultDependencyLookback)
 	if ts := req.GetStartTime(); ts != nil {
 		if err := ts.CheckValid(); err != nil {
 			return from, to, fmt.Errorf("start time: %w", err)
@@ -388,9 +388,9 @@ func depRange(req *storagev2.GetDependenciesRequest, now time.Time) (from, to ti
 // depBatch is how many traces GetDependencies reads at once.
 const depBatch = 32
 
-func (s *Server) dependencies(ctx context.Context, from, to time.Time) ([]*storagev2.Dependency, error) {
+func (s *server) dependencies(ctx context.Context, from, to time.Time) ([]*storagev2.Dependency, error) {
 	r := s.engine.Reader()
-	objs, err := r.FindObjects(ctx, store.ObjectQuery{From: from, To: to, Limit: MaxDependencyObjects})
+	objs, err := r.FindObjects(ctx, store.ObjectQuery{From: from, To: to, Limit: maxDependencyObjects})
 	if err != nil {
 		return nil, fmt.Errorf("find objects: %w", err)
 	}
