@@ -110,7 +110,7 @@ func benchTree(b *testing.B, pods int, reader func() store.Reader) {
 	dep := obj("deployments", "web")
 	q := frontend.Query{Resource: "deployments", Name: "web", From: w0, To: w0.Add(4*win - 1)}
 	draw := func() error {
-		engine := frontend.NewEngine(reader(), 0, frontend.EngineConfig{PerLevel: 2 * pods, Total: 2 * pods, MaxSpans: 100 * pods})
+		engine := frontend.NewEngine(reader(), 0, frontend.Config{PerLevel: 2 * pods, Total: 2 * pods, MaxSpans: 100 * pods})
 		gs, err := engine.Search(ctx, q, frontend.LinkFullTree)
 		if err != nil {
 			return fmt.Errorf("search: %w", err)

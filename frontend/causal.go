@@ -7,23 +7,23 @@ import (
 	"strings"
 )
 
-// relation says how the object of a cause relates to the object of the step it causes.
-type relation string
+// Relation says how the object of a cause relates to the object of the step it causes.
+type Relation string
 
-// Relations of causalRule.Relation.
+// Relations of CausalRule.Relation.
 const (
-	relSelf   relation = "self"   // the same object
-	relParent relation = "parent" // the cause's object is a parent of the step's (its owner)
-	relChild  relation = "child"  // the cause's object is a child of the step's (owned by it)
-	relLinked relation = "linked" // self, parent or child
+	RelSelf   Relation = "self"   // the same object
+	RelParent Relation = "parent" // the cause's object is a parent of the step's (its owner)
+	RelChild  Relation = "child"  // the cause's object is a child of the step's (owned by it)
+	RelLinked Relation = "linked" // self, parent or child
 )
 
-// causalRule says which change of which object a controller reacts to: a write by one of
+// CausalRule says which change of which object a controller reacts to: a write by one of
 // Controllers on Resource (Subresource, with one of Verbs) is caused by the latest write on
 // CauseResource (CauseSubresource, one of CauseVerbs, changing CauseField) of an object in
 // Relation to it. Empty lists and strings match anything, except Subresource and
 // CauseSubresource: "" is the object itself and "*" any subresource.
-type causalRule struct {
+type CausalRule struct {
 	// Name names the rule in the answers (criticalStep.Rule).
 	Name string `yaml:"name" json:"name"`
 	// Controllers are the controller names (see controllerName) the rule applies to.
@@ -40,7 +40,7 @@ type causalRule struct {
 	// per its diff logs. A cause that created the object or has no diff logs matches.
 	CauseField string `yaml:"causeField" json:"causeField"`
 	// Relation is where the cause is, seen from the reaction's object.
-	Relation relation `yaml:"relation" json:"relation"`
+	Relation Relation `yaml:"relation" json:"relation"`
 }
 
 // DefaultCausalRules are the reactions of the core controllers of a workload rollout:
@@ -56,26 +56,26 @@ type causalRule struct {
 //
 // A step that no rule explains is caused by the latest write of a linked object (itself, a
 // parent or a child) before it.
-var DefaultCausalRules = []causalRule{
+var DefaultCausalRules = []CausalRule{
 	{Name: "deployment-spec", Controllers: []string{"deployment-controller"}, Resource: "replicasets", Subresource: "*",
 		Verbs: []string{"create", "update", "patch", "delete"}, CauseResource: "deployments", CauseSubresource: "*",
-		CauseVerbs: []string{"create", "update", "patch"}, CauseField: "spec", Relation: relParent},
+		CauseVerbs: []string{"create", "update", "patch"}, CauseField: "spec", Relation: RelParent},
 	{Name: "replicaset-spec", Controllers: []string{"replicaset-controller"}, Resource: "pods",
 		Verbs: []string{"create", "delete"}, CauseResource: "replicasets", CauseVerbs: []string{"create", "update", "patch"},
-		CauseField: "spec", Relation: relParent},
+		CauseField: "spec", Relation: RelParent},
 	{Name: "schedule", Controllers: []string{"kube-scheduler", "default-scheduler"}, Resource: "pods", Subresource: "binding",
-		Verbs: []string{"create"}, CauseResource: "pods", CauseVerbs: []string{"create"}, Relation: relSelf},
+		Verbs: []string{"create"}, CauseResource: "pods", CauseVerbs: []string{"create"}, Relation: RelSelf},
 	{Name: "pod-start", Controllers: []string{"kubelet", "kwok-controller"}, Resource: "pods", Subresource: "status",
 		Verbs: []string{"update", "patch"}, CauseResource: "pods", CauseSubresource: "binding", CauseVerbs: []string{"create"},
-		Relation: relSelf},
+		Relation: RelSelf},
 	{Name: "pod-terminate", Controllers: []string{"kubelet", "kwok-controller"}, Resource: "pods",
-		Verbs: []string{"delete"}, CauseResource: "pods", CauseVerbs: []string{"delete"}, Relation: relSelf},
+		Verbs: []string{"delete"}, CauseResource: "pods", CauseVerbs: []string{"delete"}, Relation: RelSelf},
 	{Name: "replicaset-status", Controllers: []string{"replicaset-controller"}, Resource: "replicasets", Subresource: "status",
-		Verbs: []string{"update", "patch"}, CauseResource: "pods", CauseSubresource: "*", Relation: relChild},
+		Verbs: []string{"update", "patch"}, CauseResource: "pods", CauseSubresource: "*", Relation: RelChild},
 	{Name: "deployment-status", Controllers: []string{"deployment-controller"}, Resource: "deployments", Subresource: "status",
-		Verbs: []string{"update", "patch"}, CauseResource: "replicasets", CauseSubresource: "*", Relation: relChild},
+		Verbs: []string{"update", "patch"}, CauseResource: "replicasets", CauseSubresource: "*", Relation: RelChild},
 	{Name: "garbage-collect", Controllers: []string{"generic-garbage-collector"}, Verbs: []string{"delete"},
-		CauseVerbs: []string{"delete"}, Relation: relParent},
+		CauseVerbs: []string{"delete"}, Relation: RelParent},
 }
 
 // controllerName names the controller behind a user: the service account name for
@@ -104,13 +104,13 @@ func matchSub(pattern, sub string) bool { return pattern == "*" || pattern == su
 func matchList(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
 
 // reacts reports whether the rule covers step s as a reaction.
-func (r *causalRule) reacts(s *causalEvent) bool {
+func (r *CausalRule) reacts(s *causalEvent) bool {
 	return matchList(r.Controllers, s.controller) && (r.Resource == "" || r.Resource == s.key.Resource) &&
 		(r.Resource == "" && r.Subresource == "" || matchSub(r.Subresource, s.sub)) && matchList(r.Verbs, s.verb)
 }
 
 // causes reports whether c qualifies as the rule's cause (the relation is checked by the caller).
-func (r *causalRule) causes(c *causalEvent) bool {
+func (r *CausalRule) causes(c *causalEvent) bool {
 	if r.CauseResource != "" && r.CauseResource != c.key.Resource {
 		return false
 	}
@@ -131,20 +131,20 @@ func (r *causalRule) causes(c *causalEvent) bool {
 	return false
 }
 
-// Rule names the answers use for steps no rule explains; a causalRule may not take them.
+// Rule names the answers use for steps no rule explains; a CausalRule may not take them.
 var reservedRuleNames = []string{"start", "linked", "unexplained"}
 
 // writeVerbs are the verbs a rule may name: the critical path considers writes only.
 var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
 
-// validateCausalRules reports the rules that cannot work: a missing, repeated or reserved name
+// ValidateCausalRules reports the rules that cannot work: a missing, repeated or reserved name
 // ("start", "linked", "unexplained"), a relation other than self, parent, child or linked, a
 // verb that is not a write (create, update, patch, delete, deletecollection), an empty
 // controller name or a subresource without a resource. Each error names the rule by its place
 // and name: causalRules[2] "my-rule": relation "sibling": want self, parent, child or linked.
-func validateCausalRules(rules []causalRule) error { return errors.Join(causalRuleErrors(rules)...) }
+func ValidateCausalRules(rules []CausalRule) error { return errors.Join(causalRuleErrors(rules)...) }
 
-func causalRuleErrors(rules []causalRule) []error {
+func causalRuleErrors(rules []CausalRule) []error {
 	var errs []error
 	seen := map[string]int{}
 	for i, r := range rules {
@@ -168,7 +168,7 @@ func causalRuleErrors(rules []causalRule) []error {
 			}
 		}
 		switch r.Relation {
-		case relSelf, relParent, relChild, relLinked:
+		case RelSelf, RelParent, RelChild, RelLinked:
 		case "":
 			bad("relation is required: self, parent, child or linked (where the cause's object is, seen from the reaction's)")
 		default:

@@ -46,12 +46,9 @@ type Config struct {
 
 	// CausalRules replace the rules the critical path follows (GET /api/critical-path): unset
 	// (nil) means DefaultCausalRules; an empty list means none, so every step follows the latest
-	// write of a linked object. See causalRule and validateCausalRules.
-	CausalRules []causalRule `yaml:"causalRules"`
+	// write of a linked object. See CausalRule and ValidateCausalRules.
+	CausalRules []CausalRule `yaml:"causalRules"`
 }
-
-// EngineConfig is the former name of Config, kept for existing callers.
-type EngineConfig = Config
 
 // Defaults for Config.
 const (

@@ -42,7 +42,7 @@ type criticalStep struct {
 	Subresource string   `json:"subresource,omitempty"`
 	Fields      []string `json:"fields,omitempty"`
 	Title       string   `json:"title"`
-	// Rule is how the step was tied to the previous one: a causalRule's name, "linked" (the
+	// Rule is how the step was tied to the previous one: a CausalRule's name, "linked" (the
 	// latest write of a linked object), "unexplained" (nothing linked; the root's first event is
 	// taken) or "start" for the first step.
 	Rule string `json:"rule"`
@@ -120,7 +120,7 @@ var readVerbs = map[string]bool{"get": true, "list": true, "watch": true}
 
 // causal is the analysis state of one graph.
 type causal struct {
-	rules  []causalRule
+	rules  []CausalRule
 	events []*causalEvent
 	byObj  map[aggregator.ObjectKey][]*causalEvent
 	// byParent holds, per object, the events of its children in one list, in order.
@@ -130,7 +130,7 @@ type causal struct {
 	truncated         string
 }
 
-func newCausal(g *Graph, rules []causalRule) *causal {
+func newCausal(g *Graph, rules []CausalRule) *causal {
 	c := &causal{rules: rules, byObj: map[aggregator.ObjectKey][]*causalEvent{}, byParent: map[aggregator.ObjectKey][]*causalEvent{},
 		parents: map[aggregator.ObjectKey][]aggregator.ObjectKey{}, children: map[aggregator.ObjectKey][]aggregator.ObjectKey{}}
 	seen := map[[2]aggregator.ObjectKey]bool{}
@@ -194,17 +194,17 @@ func newCausal(g *Graph, rules []causalRule) *causal {
 
 // related lists the event lists (each in order) of the objects in relation rel to k: the
 // children's events come in one list.
-func (c *causal) related(k aggregator.ObjectKey, rel relation) [][]*causalEvent {
+func (c *causal) related(k aggregator.ObjectKey, rel Relation) [][]*causalEvent {
 	var out [][]*causalEvent
-	if rel == relSelf || rel == relLinked {
+	if rel == RelSelf || rel == RelLinked {
 		out = append(out, c.byObj[k])
 	}
-	if rel == relParent || rel == relLinked {
+	if rel == RelParent || rel == RelLinked {
 		for _, p := range c.parents[k] {
 			out = append(out, c.byObj[p])
 		}
 	}
-	if rel == relChild || rel == relLinked {
+	if rel == RelChild || rel == RelLinked {
 		out = append(out, c.byParent[k])
 	}
 	return out
@@ -246,7 +246,7 @@ func (c *causal) cause(s *causalEvent) (*causalEvent, string) {
 	if best != nil {
 		return best, rule
 	}
-	if ev := c.latest(c.related(s.key, relLinked), s.idx, func(*causalEvent) bool { return true }); ev != nil {
+	if ev := c.latest(c.related(s.key, RelLinked), s.idx, func(*causalEvent) bool { return true }); ev != nil {
 		return ev, "linked"
 	}
 	return nil, ""
@@ -264,7 +264,7 @@ func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) critical
 // analyzeCritical computes the critical path of g and its controllers' reaction times under
 // rules (DefaultCausalRules when nil). Only successful writes (audit events with a write verb)
 // take part. traceID names the answer.
-func analyzeCritical(g *Graph, traceID string, rules []causalRule) CriticalPath {
+func analyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath {
 	if rules == nil {
 		rules = DefaultCausalRules
 	}

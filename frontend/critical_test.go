@@ -148,7 +148,7 @@ func rolloutWrites(t *testing.T) []auditWrite {
 // controllers' chain (ReplicaSet by the deployment controller, Pod by the ReplicaSet controller,
 // binding by the scheduler, status by the kubelet's stand-in kwok).
 func TestCriticalPathRollout(t *testing.T) {
-	srv := newUIAPI(t, rollout(t), frontend.EngineConfig{})
+	srv := newUIAPI(t, rollout(t), frontend.Config{})
 	cp := criticalOf(t, srv.URL)
 	writes := rolloutWrites(t)
 
@@ -296,7 +296,7 @@ func auditCause(t *testing.T, writes []auditWrite, i int) (int, string) {
 // cause by the documented rules (auditCause), the wait from the cause's completion to the
 // reaction's receipt, the act time from receipt to completion.
 func TestControllerTimesMatchAuditLog(t *testing.T) {
-	srv := newUIAPI(t, rollout(t), frontend.EngineConfig{})
+	srv := newUIAPI(t, rollout(t), frontend.Config{})
 	cp := criticalOf(t, srv.URL)
 	writes := rolloutWrites(t)
 
@@ -379,7 +379,7 @@ func TestControllerTimesMatchAuditLog(t *testing.T) {
 // testdata/golden/critical-rollout.json (go test ./frontend -run TestCriticalPathGolden -update
 // rewrites it): a change of the analysis shows as a diff.
 func TestCriticalPathGolden(t *testing.T) {
-	srv := newUIAPI(t, rollout(t), frontend.EngineConfig{})
+	srv := newUIAPI(t, rollout(t), frontend.Config{})
 	cp := criticalOf(t, srv.URL)
 	code, env := call(t, srv.URL+"/api/controller-times/"+cp.TraceID)
 	require.Equal(t, http.StatusOK, code)
@@ -395,7 +395,7 @@ func TestCriticalPathGolden(t *testing.T) {
 
 // TestCriticalPathBadIDs: malformed IDs are refused, unknown ones are not found.
 func TestCriticalPathBadIDs(t *testing.T) {
-	srv := newUIAPI(t, rollout(t), frontend.EngineConfig{})
+	srv := newUIAPI(t, rollout(t), frontend.Config{})
 	code, _ := call(t, srv.URL+"/api/critical-path/not-hex")
 	assert.Equal(t, http.StatusBadRequest, code)
 	code, _ = call(t, srv.URL+"/api/critical-path/0123456789abcdef0123456789abcdef")
@@ -433,7 +433,7 @@ func criticalAt(t *testing.T, srvURL, id string) frontend.CriticalPath {
 // crosses from one to the other as "unexplained". A member that is part of another (a Pod of
 // the Deployment's tree) changes nothing: writes are counted once. Bad merges are refused.
 func TestCriticalPathMerge(t *testing.T) {
-	srv := newUIAPI(t, rollout(t), frontend.EngineConfig{})
+	srv := newUIAPI(t, rollout(t), frontend.Config{})
 	one := func(tags map[string]string, service string) string {
 		got := traces(t, searchURL(srv.URL, service, tags))
 		require.Len(t, got, 1)

@@ -25,7 +25,7 @@
 //   - UIAPI: what the web UI (package frontend/ui) needs besides: short search results and
 //     suggestions (GET /api/ui/search, /api/ui/suggestions), and the critical path
 //     (GET /api/critical-path/{id}, /api/controller-times/{id}): analyzeCritical follows causal
-//     rules (causalRule, DefaultCausalRules, Config.CausalRules) from the tree's first write to
+//     rules (CausalRule, DefaultCausalRules, Config.CausalRules) from the tree's first write to
 //     its last, attributing the waits to controllers and measuring their reaction times, for
 //     one result or a merge.
 //

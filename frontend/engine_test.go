@@ -76,7 +76,7 @@ func (w *world) store(t *testing.T, seed uint64) *memory.Store {
 	return st
 }
 
-func search(t *testing.T, st store.Reader, cfg frontend.EngineConfig, q frontend.Query, mode frontend.LinkMode) []*frontend.Graph {
+func search(t *testing.T, st store.Reader, cfg frontend.Config, q frontend.Query, mode frontend.LinkMode) []*frontend.Graph {
 	t.Helper()
 	gs, err := frontend.NewEngine(st, 0, cfg).Search(context.Background(), q, mode)
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestBudgetsAreVisible(t *testing.T) {
 	st := w.store(t, 1)
 	q := frontend.Query{Resource: "deployments", Name: "d"}
 
-	gs := search(t, st, frontend.EngineConfig{PerLevel: 2}, q, frontend.LinkDescendants)
+	gs := search(t, st, frontend.Config{PerLevel: 2}, q, frontend.LinkDescendants)
 	require.Len(t, gs, 1)
 	g := gs[0]
 	assert.Equal(t, []string{"r1", "r2"}, childNames(g, dep), "sorted edges, the first ones kept")
@@ -113,13 +113,13 @@ func TestBudgetsAreVisible(t *testing.T) {
 	assert.Empty(t, childNames(g, obj("replicasets", "r2")), "the level budget is spent on r1's pods")
 	assert.Equal(t, 2, g.Omitted[obj("replicasets", "r2").Key()])
 
-	gs = search(t, st, frontend.EngineConfig{Total: 6}, q, frontend.LinkDescendants)
+	gs = search(t, st, frontend.Config{Total: 6}, q, frontend.LinkDescendants)
 	g = gs[0]
 	assert.Len(t, g.Objects, 7, "the found object and 6 more")
 	assert.Equal(t, 10-1, g.Omitted[obj("replicasets", "r3").Key()]+g.Omitted[obj("replicasets", "r4").Key()]+
 		g.Omitted[obj("replicasets", "r5").Key()]+g.Omitted[obj("replicasets", "r1").Key()]+g.Omitted[obj("replicasets", "r2").Key()])
 
-	gs = search(t, st, frontend.EngineConfig{Depth: 1}, q, frontend.LinkDescendants)
+	gs = search(t, st, frontend.Config{Depth: 1}, q, frontend.LinkDescendants)
 	g = gs[0]
 	assert.Len(t, g.Objects, 6)
 	assert.Equal(t, 2, g.Omitted[obj("replicasets", "r1").Key()], "the depth cut is shown too")
@@ -135,7 +135,7 @@ func TestBudgetsAreVisible(t *testing.T) {
 	assert.Equal(t, []string{"2 more objects omitted", "2 more objects omitted", "2 more objects omitted", "2 more objects omitted", "2 more objects omitted"}, omitted)
 
 	// Ancestors are selected before the budget: a ReplicaSet with many pods keeps its owner.
-	gs = search(t, st, frontend.EngineConfig{PerLevel: 1, Total: 1}, frontend.Query{Resource: "replicasets", Name: "r3"}, frontend.LinkAncestors)
+	gs = search(t, st, frontend.Config{PerLevel: 1, Total: 1}, frontend.Query{Resource: "replicasets", Name: "r3"}, frontend.LinkAncestors)
 	require.Len(t, gs, 1)
 	assert.Equal(t, []aggregator.ObjectKey{dep.Key()}, gs[0].Roots)
 	assert.Equal(t, []string{"r3"}, childNames(gs[0], dep), "siblings are not followed")
@@ -150,7 +150,7 @@ func TestTwoParents(t *testing.T) {
 	w.link(b, p, w0, "")
 	w.link(c, p, w0, "children")
 	st := w.store(t, 2)
-	gs := search(t, st, frontend.EngineConfig{}, frontend.Query{Resource: "things", Name: "top"}, frontend.LinkDescendants)
+	gs := search(t, st, frontend.Config{}, frontend.Query{Resource: "things", Name: "top"}, frontend.LinkDescendants)
 	require.Len(t, gs, 1)
 	g := gs[0]
 	assert.Equal(t, []string{"p"}, childNames(g, c), "the owner-class link wins")
@@ -188,14 +188,14 @@ func TestCycleAndMultipleRoots(t *testing.T) {
 	w.link(a, p, w0, "children")
 	st := w.store(t, 3)
 	for _, mode := range []frontend.LinkMode{frontend.LinkFullTree, frontend.LinkAncestors, frontend.LinkDescendants} {
-		gs := search(t, st, frontend.EngineConfig{}, frontend.Query{Resource: "pods", Name: "p"}, mode)
+		gs := search(t, st, frontend.Config{}, frontend.Query{Resource: "pods", Name: "p"}, mode)
 		require.Len(t, gs, 1)
 		for _, d := range []frontend.DisplayMode{frontend.DisplayTracing, frontend.DisplayGrouped, frontend.DisplayTree, frontend.DisplayTimeline} {
 			tr := frontend.Render(gs[0], d, aggregator.TraceIDFor(p.Key(), w0))
 			rootOf(t, tr)
 		}
 	}
-	gs := search(t, st, frontend.EngineConfig{}, frontend.Query{Resource: "pods", Name: "p"}, frontend.LinkAncestors)
+	gs := search(t, st, frontend.Config{}, frontend.Query{Resource: "pods", Name: "p"}, frontend.LinkAncestors)
 	assert.Len(t, gs[0].Roots, 2, "p has two unrelated owners")
 	tr := frontend.Render(gs[0], frontend.DisplayTracing, aggregator.TraceIDFor(p.Key(), w0))
 	assert.Equal(t, "root", tagOf(rootOf(t, tr), "kelemetry.span.kind"), "a synthetic root holds both")
@@ -210,7 +210,7 @@ func TestMissingRootSpanAndMergedWindows(t *testing.T) {
 	w.event(pod, w0.Add(win+time.Minute), "2")
 	w.event(pod, w0.Add(2*win+time.Minute), "3")
 	st := w.store(t, 0)
-	gs := search(t, st, frontend.EngineConfig{}, frontend.Query{Name: "p", From: w0, To: w0.Add(3 * win)}, frontend.LinkFullTree)
+	gs := search(t, st, frontend.Config{}, frontend.Query{Name: "p", From: w0, To: w0.Add(3 * win)}, frontend.LinkFullTree)
 	require.Len(t, gs, 1)
 	o := gs[0].Objects[pod.Key()]
 	assert.False(t, o.Synthetic, "one window had the object span")
@@ -223,7 +223,7 @@ func TestMissingRootSpanAndMergedWindows(t *testing.T) {
 	// No window has it.
 	var w2 world
 	w2.event(pod, w0.Add(time.Minute), "1")
-	gs = search(t, w2.store(t, 0), frontend.EngineConfig{}, frontend.Query{Name: "p"}, frontend.LinkNone)
+	gs = search(t, w2.store(t, 0), frontend.Config{}, frontend.Query{Name: "p"}, frontend.LinkNone)
 	require.Len(t, gs, 1)
 	assert.True(t, gs[0].Objects[pod.Key()].Synthetic)
 	for _, d := range []frontend.DisplayMode{frontend.DisplayTracing, frontend.DisplayGrouped, frontend.DisplayTree, frontend.DisplayTimeline} {
@@ -242,7 +242,7 @@ func TestClippingIsInclusive(t *testing.T) {
 	w.event(pod, from, "first")
 	w.event(pod, to, "last")
 	w.event(pod, to.Add(time.Nanosecond), "after")
-	gs := search(t, w.store(t, 0), frontend.EngineConfig{}, frontend.Query{Name: "p", From: from, To: to}, frontend.LinkNone)
+	gs := search(t, w.store(t, 0), frontend.Config{}, frontend.Query{Name: "p", From: from, To: to}, frontend.LinkNone)
 	require.Len(t, gs, 1)
 	o := gs[0].Objects[pod.Key()]
 	var names []string
@@ -265,20 +265,20 @@ func TestFindLinkedObjectWithoutEventsAndLimit(t *testing.T) {
 	st := w.store(t, 4)
 	from, to := w0.Add(win), w0.Add(2*win-1)
 
-	gs := search(t, st, frontend.EngineConfig{}, frontend.Query{Resource: "deployments", Name: "d", From: from, To: to}, frontend.LinkNone)
+	gs := search(t, st, frontend.Config{}, frontend.Query{Resource: "deployments", Name: "d", From: from, To: to}, frontend.LinkNone)
 	require.Len(t, gs, 1, "the Deployment has no events in the range but is linked")
 
-	gs = search(t, st, frontend.EngineConfig{}, frontend.Query{Attributes: aggregator.Attrs{{Key: aggregator.AttrVerb, Value: "delete"}}, From: from, To: to}, frontend.LinkFullTree)
+	gs = search(t, st, frontend.Config{}, frontend.Query{Attributes: aggregator.Attrs{{Key: aggregator.AttrVerb, Value: "delete"}}, From: from, To: to}, frontend.LinkFullTree)
 	require.Len(t, gs, 1)
 	assert.Equal(t, []aggregator.ObjectKey{dep.Key()}, gs[0].Roots)
 	assert.Len(t, gs[0].Objects, 3)
 	assert.Equal(t, []aggregator.ObjectKey{pod.Key()}, gs[0].Seeds)
 
 	// The limit counts objects: three objects with two windows each.
-	gs = search(t, st, frontend.EngineConfig{}, frontend.Query{Cluster: "c", Limit: 2}, frontend.LinkNone)
+	gs = search(t, st, frontend.Config{}, frontend.Query{Cluster: "c", Limit: 2}, frontend.LinkNone)
 	assert.Len(t, gs, 2)
 	// Objects that share a tree merge into one result.
-	gs = search(t, st, frontend.EngineConfig{}, frontend.Query{Cluster: "c", Limit: 3, From: from, To: to}, frontend.LinkFullTree)
+	gs = search(t, st, frontend.Config{}, frontend.Query{Cluster: "c", Limit: 3, From: from, To: to}, frontend.LinkFullTree)
 	require.Len(t, gs, 1)
 	assert.Len(t, gs[0].Seeds, 3)
 }
@@ -299,7 +299,7 @@ func TestDeterministic(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		st := w.store(t, seed)
 		for _, d := range []frontend.DisplayMode{frontend.DisplayTracing, frontend.DisplayTimeline} {
-			gs := search(t, st, frontend.EngineConfig{PerLevel: 4}, frontend.Query{Resource: "pods", Name: "r2a"}, frontend.LinkFullTree)
+			gs := search(t, st, frontend.Config{PerLevel: 4}, frontend.Query{Resource: "pods", Name: "r2a"}, frontend.LinkFullTree)
 			require.Len(t, gs, 1)
 			b, err := json.Marshal(frontend.Render(gs[0], d, aggregator.TraceIDFor(dep.Key(), w0)))
 			require.NoError(t, err)
@@ -367,7 +367,7 @@ func TestFoldedLogFields(t *testing.T) {
 		{Type: aggregator.LogTypeCause, Message: "field: bad"},
 		{Type: aggregator.LogTypeInternal, Message: "cache miss"},
 	}
-	gs := search(t, w.store(t, 0), frontend.EngineConfig{}, frontend.Query{Name: "p"}, frontend.LinkNone)
+	gs := search(t, w.store(t, 0), frontend.Config{}, frontend.Query{Name: "p"}, frontend.LinkNone)
 	require.Len(t, gs, 1)
 	tr := frontend.Render(gs[0], frontend.DisplayTracing, aggregator.TraceIDFor(pod.Key(), w0))
 	require.Len(t, tr.Spans, 1)
@@ -422,7 +422,7 @@ func TestTreeOfRandomLinks(t *testing.T) {
 				w.link(p, c, w0, []string{"children", ""}[rng.IntN(2)])
 			}
 		}
-		gs := search(t, w.store(t, uint64(round)), frontend.EngineConfig{}, frontend.Query{Resource: objs[0].Resource, Name: objs[0].Name}, frontend.LinkFullTree)
+		gs := search(t, w.store(t, uint64(round)), frontend.Config{}, frontend.Query{Resource: objs[0].Resource, Name: objs[0].Name}, frontend.LinkFullTree)
 		require.Len(t, gs, 1)
 		g := gs[0]
 		seen := map[aggregator.ObjectKey]int{}

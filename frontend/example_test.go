@@ -47,7 +47,7 @@ func ExampleEngine() {
 	}
 
 	// Read: find the ReplicaSet, with its owners and their descendants, and draw it as a tree.
-	engine := frontend.NewEngine(st, 0, frontend.EngineConfig{})
+	engine := frontend.NewEngine(st, 0, frontend.Config{})
 	graphs, err := engine.Search(ctx, frontend.Query{
 		Cluster: "prod", Resource: "replicasets", Name: "web-5d8f", From: at.Add(-time.Hour), To: at.Add(time.Hour),
 	}, frontend.LinkFullTree)

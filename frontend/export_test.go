@@ -2,7 +2,6 @@ package frontend
 
 // Names the external tests use; the package does not export them.
 type (
-	CausalRule        = causalRule
 	ControllerTimes   = controllerTimes
 	DisplayMode       = displayMode
 	Edge              = edge
@@ -32,5 +31,4 @@ var (
 	ObjectDiffBetween    = objectDiffBetween
 	ObjectHistoryBetween = objectHistoryBetween
 	ParseDisplayID       = parseDisplayID
-	ValidateCausalRules  = validateCausalRules
 )

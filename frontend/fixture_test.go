@@ -35,7 +35,7 @@ func rollout(t testing.TB) *memory.Store { return frontendtest.Rollout(t) }
 
 func newAPI(t testing.TB, r store.Reader) (*frontend.JaegerAPI, *httptest.Server) {
 	t.Helper()
-	api := frontend.NewJaegerAPI(frontend.NewEngine(r, 0, frontend.EngineConfig{}), telemetry.Settings{})
+	api := frontend.NewJaegerAPI(frontend.NewEngine(r, 0, frontend.Config{}), telemetry.Settings{})
 	mux := http.NewServeMux()
 	api.Register(mux)
 	frontend.NewNativeAPI(r, telemetry.Settings{}).Register(mux)

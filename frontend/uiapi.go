@@ -23,7 +23,7 @@ import (
 // Both answer in the jaegerResponse envelope; errors carry a code and a message.
 type UIAPI struct {
 	queryAPI
-	rules []causalRule
+	rules []CausalRule
 }
 
 // NewUIAPI serves the web UI's API over the engine's store. The critical path follows the
@@ -34,7 +34,7 @@ func NewUIAPI(e *Engine, tel telemetry.Settings) *UIAPI {
 
 // WithCausalRules replaces the rules the critical path follows (Config.CausalRules, or
 // DefaultCausalRules by default) and returns a; nil means DefaultCausalRules.
-func (a *UIAPI) WithCausalRules(rules []causalRule) *UIAPI {
+func (a *UIAPI) WithCausalRules(rules []CausalRule) *UIAPI {
 	a.rules = rules
 	return a
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-func newUIAPI(t *testing.T, r store.Reader, cfg frontend.EngineConfig) *httptest.Server {
+func newUIAPI(t *testing.T, r store.Reader, cfg frontend.Config) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
@@ -43,7 +43,7 @@ func summaries(t *testing.T, u string) []frontend.SearchSummary {
 
 func TestUISearchSummaries(t *testing.T) {
 	st := rollout(t)
-	srv := newUIAPI(t, st, frontend.EngineConfig{})
+	srv := newUIAPI(t, st, frontend.Config{})
 	tags := map[string]string{"resource": "deployments", "name": "demo"}
 	u := searchURL(srv.URL, "tracing [full tree]", tags)
 	uiURL := srv.URL + "/api/ui/search?" + u[len(srv.URL+"/api/traces?"):]
@@ -84,7 +84,7 @@ func TestUISearchSummaries(t *testing.T) {
 	// Errors are explained.
 	expectError(t, srv.URL+"/api/ui/search?start=20&end=10", http.StatusBadRequest, "'end' is before 'start'")
 	expectError(t, srv.URL+"/api/ui/search?service=nope", http.StatusBadRequest, "unknown display mode")
-	bad := newUIAPI(t, failing{st}, frontend.EngineConfig{})
+	bad := newUIAPI(t, failing{st}, frontend.Config{})
 	expectError(t, bad.URL+"/api/ui/search", http.StatusInternalServerError, "disk on fire")
 	expectError(t, bad.URL+"/api/ui/suggestions", http.StatusInternalServerError, "disk on fire")
 }
@@ -105,7 +105,7 @@ func TestUISearchOmitted(t *testing.T) {
 	for _, rs := range []string{"r1", "r2", "r3"} {
 		w.link(dep, obj("replicasets", rs), w0, "children")
 	}
-	srv := newUIAPI(t, w.store(t, 1), frontend.EngineConfig{PerLevel: 2})
+	srv := newUIAPI(t, w.store(t, 1), frontend.Config{PerLevel: 2})
 	q := url.Values{"service": {"tracing [descendants]"}, "tags": {`{"resource":"deployments","name":"d"}`},
 		"start": {strconv.FormatInt(w0.UnixMicro(), 10)}, "end": {strconv.FormatInt(w0.Add(win).UnixMicro(), 10)}}
 	got := summaries(t, srv.URL+"/api/ui/search?"+q.Encode())
@@ -117,7 +117,7 @@ func TestUISearchOmitted(t *testing.T) {
 }
 
 func TestUISuggestions(t *testing.T) {
-	srv := newUIAPI(t, rollout(t), frontend.EngineConfig{})
+	srv := newUIAPI(t, rollout(t), frontend.Config{})
 	get := func(query string) frontend.Suggestions {
 		t.Helper()
 		code, env := call(t, srv.URL+"/api/ui/suggestions"+query)

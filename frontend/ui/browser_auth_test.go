@@ -27,7 +27,7 @@ func TestBrowserSignIn(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte("ui-s3cret\n"), 0o600))
 	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
-	e := frontend.NewEngine(st, 0, frontend.EngineConfig{})
+	e := frontend.NewEngine(st, 0, frontend.Config{})
 	routes := httpserver.HandlerFunc(func(mux *http.ServeMux) {
 		frontend.NewNativeAPI(st, quiet).Register(mux)
 		frontend.NewJaegerAPI(e, quiet).Register(mux)

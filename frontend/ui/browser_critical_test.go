@@ -17,7 +17,7 @@ import (
 func TestBrowserCriticalPath(t *testing.T) {
 	browser := newBrowser(t)
 	st := ingestRollout(t)
-	srv := serve(t, st, frontend.EngineConfig{})
+	srv := serve(t, st, frontend.Config{})
 
 	var sums []frontend.SearchSummary
 	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},

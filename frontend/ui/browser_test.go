@@ -269,7 +269,7 @@ func (p *page) diffRow(path string) []string {
 func TestBrowser(t *testing.T) {
 	browser := newBrowser(t)
 	st := ingestRollout(t)
-	srv := serve(t, st, frontend.EngineConfig{})
+	srv := serve(t, st, frontend.Config{})
 
 	// Several results: each has a check box to open the checked ones as one merged view.
 	t.Run("SearchSeveralToMerge", func(t *testing.T) {
@@ -404,7 +404,7 @@ func TestBrowser(t *testing.T) {
 		assert.Contains(t, suggested, "pods")
 
 		// Old data: the start page searches the stored range instead of the last 2 days.
-		old := serve(t, bigDeployment(t, 3), frontend.EngineConfig{})
+		old := serve(t, bigDeployment(t, 3), frontend.Config{})
 		p.open(old.URL + "/")
 		p.waitText(`.results`, "deployments.apps ns/web")
 		loc = mustURL(t, p.location())
@@ -413,7 +413,7 @@ func TestBrowser(t *testing.T) {
 		assert.Equal(t, "2026-05-01T10:30:00Z", loc.Query().Get("end"), "the end of the newest window")
 
 		// An empty store explains itself.
-		empty := serve(t, memory.New(memory.Config{}, 0), frontend.EngineConfig{})
+		empty := serve(t, memory.New(memory.Config{}, 0), frontend.Config{})
 		p.open(empty.URL + "/")
 		p.waitText(`.results`, "Search stored traces")
 		assert.Equal(t, "/", mustURL(t, p.location()).Path)
@@ -551,7 +551,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("BackendError", func(t *testing.T) {
-		bad := serve(t, failingReader{st}, frontend.EngineConfig{})
+		bad := serve(t, failingReader{st}, frontend.Config{})
 		p := newPage(t, browser)
 		p.open(bad.URL + "/search?name=demo&" + rolloutRange())
 		msg := p.waitText(`.msg.error`, "the backend failed (HTTP 500)")
@@ -588,7 +588,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("ThousandPods", func(t *testing.T) {
 		// 1,100 Pods and budgets that take 1,000 of them: the rest is an omission marker.
-		big := serve(t, bigDeployment(t, 1100), frontend.EngineConfig{PerLevel: 1000, Total: 1001})
+		big := serve(t, bigDeployment(t, 1100), frontend.Config{PerLevel: 1000, Total: 1001})
 		sum := searchOne(t, big.URL, "tracing [full tree]", map[string]string{"resource": "deployments", "name": "web"},
 			synthWindow, synthWindow.Add(30*time.Minute))
 		require.Equal(t, 1002, sum.Objects)

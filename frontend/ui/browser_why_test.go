@@ -53,7 +53,7 @@ func (p *page) setSlider(i int) {
 func TestBrowserObjectSlider(t *testing.T) {
 	browser := newBrowser(t)
 	st := ingestRollout(t)
-	srv := serve(t, st, frontend.EngineConfig{})
+	srv := serve(t, st, frontend.Config{})
 
 	sum := searchOne(t, srv.URL, "tracing [full tree]", map[string]string{"resource": "deployments", "name": "demo"}, rolloutFrom, rolloutTo)
 	tr := getTrace(t, srv.URL, sum.TraceID)
@@ -138,7 +138,7 @@ func TestBrowserObjectSlider(t *testing.T) {
 func TestBrowserMergeUnrelated(t *testing.T) {
 	browser := newBrowser(t)
 	st := ingestRollout(t)
-	srv := serve(t, st, frontend.EngineConfig{})
+	srv := serve(t, st, frontend.Config{})
 	node := searchOne(t, srv.URL, "tracing", map[string]string{"resource": "nodes", "name": "kwok-node-1"}, rolloutFrom, rolloutTo)
 	pod := searchOne(t, srv.URL, "tracing", map[string]string{"resource": "pods", "name": "demo-7fb4c846ff-b7qjt"}, rolloutFrom, rolloutTo)
 
@@ -251,7 +251,7 @@ func TestBrowserSliderRedacted(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 	st := memory.New(memory.Config{}, 0)
 	require.NoError(t, audittest.ReplayFile(ctx, audittest.Config{Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}}}, path))
-	srv := serve(t, st, frontend.EngineConfig{})
+	srv := serve(t, st, frontend.Config{})
 	sum := searchOne(t, srv.URL, "tracing", map[string]string{"resource": "secrets", "name": "creds"}, t0.Add(-time.Hour), t0.Add(time.Hour))
 
 	p := newPage(t, browser)

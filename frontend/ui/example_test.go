@@ -14,7 +14,7 @@ import (
 // The UI next to the APIs it reads, on one mux.
 func ExampleRegister() {
 	st := memory.New(memory.Config{}, 0)
-	e := frontend.NewEngine(st, 0, frontend.EngineConfig{}) // 0: the default window length
+	e := frontend.NewEngine(st, 0, frontend.Config{}) // 0: the default window length
 	mux := http.NewServeMux()
 	frontend.NewJaegerAPI(e, telemetry.Settings{}).Register(mux)
 	frontend.NewUIAPI(e, telemetry.Settings{}).Register(mux)

@@ -58,7 +58,7 @@ func ingestRollout(t testing.TB) *memory.Store {
 }
 
 // serve builds the HTTP surface the all-in-one serves: native, Jaeger and UI APIs and the UI.
-func serve(t testing.TB, r store.Reader, cfg frontend.EngineConfig) *httptest.Server {
+func serve(t testing.TB, r store.Reader, cfg frontend.Config) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)} // the error-state tests fail requests on purpose

@@ -176,7 +176,7 @@ func TestBrowserReview(t *testing.T) {
 	})
 
 	t.Run("WarningEventIsAnError", func(t *testing.T) {
-		srv := serve(t, warningDeployment(t), frontend.EngineConfig{})
+		srv := serve(t, warningDeployment(t), frontend.Config{})
 		for _, mode := range []string{"tracing", "tree"} {
 			t.Run(mode, func(t *testing.T) {
 				sum := searchOne(t, srv.URL, mode, map[string]string{"resource": "deployments", "name": "web"}, synthWindow, synthWindow.Add(30*time.Minute))
@@ -206,7 +206,7 @@ func TestBrowserReview(t *testing.T) {
 	})
 
 	t.Run("BackAndForward", func(t *testing.T) {
-		srv := serve(t, bigDeployment(t, 5), frontend.EngineConfig{})
+		srv := serve(t, bigDeployment(t, 5), frontend.Config{})
 		p := newPage(t, browser)
 		p.open(srv.URL + "/search?resource=deployments.apps&name=web&range=custom&start=2026-05-01T10:00:00Z&end=2026-05-01T10:30:00Z")
 		p.waitText(`.results`, "deployments.apps ns/web")
@@ -239,7 +239,7 @@ func TestBrowserReview(t *testing.T) {
 	})
 
 	t.Run("Keyboard", func(t *testing.T) {
-		srv := serve(t, bigDeployment(t, 5), frontend.EngineConfig{})
+		srv := serve(t, bigDeployment(t, 5), frontend.Config{})
 		sum := searchOne(t, srv.URL, "tracing [full tree]", map[string]string{"resource": "deployments", "name": "web"}, synthWindow, synthWindow.Add(30*time.Minute))
 		p := newPage(t, browser)
 		p.open(srv.URL + "/trace/" + sum.TraceID)
@@ -273,7 +273,7 @@ func TestBrowserReview(t *testing.T) {
 
 	t.Run("CollapseAllInURL", func(t *testing.T) {
 		// Tree mode: 60 Pods with event rows, 61 collapsible rows (more than the URL lists).
-		srv := serve(t, bigDeployment(t, 60), frontend.EngineConfig{})
+		srv := serve(t, bigDeployment(t, 60), frontend.Config{})
 		sum := searchOne(t, srv.URL, "tree [full tree]", map[string]string{"resource": "deployments", "name": "web"}, synthWindow, synthWindow.Add(30*time.Minute))
 		p := newPage(t, browser)
 		p.open(srv.URL + "/trace/" + sum.TraceID)
@@ -291,7 +291,7 @@ func TestBrowserReview(t *testing.T) {
 	})
 
 	t.Run("ScrollReusesRows", func(t *testing.T) {
-		srv := serve(t, bigDeployment(t, 400), frontend.EngineConfig{})
+		srv := serve(t, bigDeployment(t, 400), frontend.Config{})
 		sum := searchOne(t, srv.URL, "tracing [full tree]", map[string]string{"resource": "deployments", "name": "web"}, synthWindow, synthWindow.Add(30*time.Minute))
 		p := newPage(t, browser)
 		p.open(srv.URL + "/trace/" + sum.TraceID)
