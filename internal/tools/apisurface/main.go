@@ -96,9 +96,13 @@ func count(root string) (map[string]int, []string, error) {
 			return nil
 		}
 		pkg := filepath.Dir(rel)
+		prefix := pkg + "." // the root package's names are ".Name"
+		if pkg == "." {
+			prefix = "."
+		}
 		add := func(name string) {
 			perPkg[pkg]++
-			all = append(all, pkg+"."+name)
+			all = append(all, prefix+name)
 		}
 		for _, decl := range f.Decls {
 			switch decl := decl.(type) {
