@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -80,7 +82,7 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	require.NoError(tb, err)
 	require.NoError(tb, q.Start(ctx))
 	mux := http.NewServeMux()
-	audit.NewWebhook(audit.WebhookConfig{RepeatWindow: -1}, q, telemetry.Settings{}).Register(mux)
+	webhook.New(webhook.Config{RepeatWindow: -1}, webhook.Deps{Queue: q}).Register(mux)
 	p := &pipeline{handler: mux, queue: q, engine: engine}
 	tb.Cleanup(func() {
 		_ = q.Stop(ctx)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/queue"
 
@@ -100,7 +102,7 @@ func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Po
 	require.NoError(b, err)
 	require.NoError(b, q.Start(ctx))
 	mux := http.NewServeMux()
-	audit.NewWebhook(audit.WebhookConfig{RepeatWindow: -1}, q, telemetry.Settings{}).Register(mux) // measure the queue, not the repeat check
+	webhook.New(webhook.Config{RepeatWindow: -1}, webhook.Deps{Queue: q}).Register(mux) // measure the queue, not the repeat check
 	b.Cleanup(func() {
 		_ = q.Stop(ctx)
 		_ = engine.Stop(ctx)

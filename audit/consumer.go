@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -149,7 +150,7 @@ type Consumer struct {
 	stream *streamDiff
 	join   *informerJoin
 	// seen holds the hashes of the audit events handled lately (nil when DedupSize < 0).
-	seen *repeatSet
+	seen *repeats.Set
 
 	counter  *telemetry.FixedCounter // one point per outcome
 	retries  metric.Int64Counter
@@ -258,7 +259,7 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 		evictions := meter.Counter("kelemetry.audit.consumer.dedup.evictions",
 			"Audit events forgotten by the repeated-delivery check (DedupSize): a repeat of one of them is handled again.", "{event}")
 		// The webhook's two-generation set: about 25 bytes an event, where an LRU took about 90.
-		c.seen = newRepeatSet(cfg.DedupSize, func(n int) { evictions.Add(context.Background(), int64(n)) })
+		c.seen = repeats.NewSet(cfg.DedupSize, func(n int) { evictions.Add(context.Background(), int64(n)) })
 	}
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit consumer: %w", err)
@@ -286,8 +287,8 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *auditv1.Event
 	// something too. The bulk of a replayed batch costs one lookup instead of a conversion.
 	var key uint64
 	if c.seen != nil {
-		key = eventHash(cluster, ev.AuditID, ev.Stage)
-		if c.seen.has(key) {
+		key = repeats.EventHash(cluster, ev.AuditID, ev.Stage)
+		if c.seen.Has(key) {
 			c.counter.Add(int(outcomeFilteredDuplicate), 1)
 			return
 		}
@@ -298,7 +299,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *auditv1.Event
 		c.logger.Debug("drop invalid audit event", "cluster", cluster, "error", err)
 	}
 	if out != nil && c.seen != nil {
-		c.seen.put(key, 0)
+		c.seen.Put(key, 0)
 	}
 	if out != nil && !out.Error {
 		if c.join.applies(ev, &info) {
@@ -319,33 +320,12 @@ func (c *Consumer) repeated(cluster string, ev *auditv1.Event) bool {
 	if c.seen == nil {
 		return false
 	}
-	key := eventHash(cluster, ev.AuditID, ev.Stage)
-	if c.seen.has(key) {
+	key := repeats.EventHash(cluster, ev.AuditID, ev.Stage)
+	if c.seen.Has(key) {
 		return true
 	}
-	c.seen.put(key, 0)
+	c.seen.Put(key, 0)
 	return false
-}
-
-// eventHash is FNV-1a (64 bits) over cluster, audit ID and stage, NUL-separated. The audit ID may
-// be the decoder's bytes (the webhook's repeat check, before the event's strings exist).
-func eventHash[T ~string | ~[]byte](cluster string, auditID T, stage string) uint64 {
-	h := uint64(14695981039346656037)
-	h = fnvString(h, cluster)
-	for i := 0; i < len(auditID); i++ {
-		h ^= uint64(auditID[i])
-		h *= 1099511628211
-	}
-	h *= 1099511628211 // separator
-	return fnvString(h, stage)
-}
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h * 1099511628211 // separator
 }
 
 // Warm rebuilds the audit-stream diff's state from ev without sending anything: ev was handled

@@ -9,12 +9,12 @@
 // the queue unavailable, shutting down), 400 and 413 when it should not. ReplayFile and Replayer
 // read a JSON-lines audit log once; Follower follows one like tail -F, across rotation.
 //
-// Queues (EventQueue) sit between the sources and the consumer and keep each object's events in
+// Queues (Queue) sit between the sources and the consumer and keep each object's events in
 // order while objects run in parallel: Queue in memory, bounded by events and bytes;
-// DurableQueue, which writes each batch to a segmented log on local disk and fsyncs it before
-// the 200, replays what was not handled after a crash, refuses with ErrQueueUnavailable while the
+// durable queue, which writes each batch to a segmented log on local disk and fsyncs it before
+// the 200, replays what was not handled after a crash, refuses with ErrUnavailable while the
 // log cannot be written (and probes until it can), and takes an exclusive lock on its folder;
-// NATSQueue, on NATS JetStream (package natsqueue), shared by several ingest replicas. In these
+// NATS queue, on NATS JetStream (package natsqueue), shared by several ingest replicas. In these
 // two a batch counts as handled only once the sinks were synced after it. Prefilter leaves out of a
 // queue what the consumer would drop anyway; Observe shows every accepted batch to Observers
 // (kelemetrix is one).

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
@@ -139,7 +141,7 @@ func NewDumper(cfg DumpConfig, ts telemetry.Settings) (*Dumper, error) {
 }
 
 // Accepted buffers b for writing, or drops and counts it when the buffer is full. It never blocks.
-func (d *Dumper) Accepted(ctx context.Context, b AcceptedBatch) {
+func (d *Dumper) Accepted(ctx context.Context, b webhook.AcceptedBatch) {
 	if err := d.q.put(b); err != nil {
 		reason := dumpDropBufferFull
 		if errors.Is(err, errQueueClosed) {
@@ -225,7 +227,7 @@ func (d *Dumper) run(ctx context.Context) {
 }
 
 // write writes the accepted items of b, one line each.
-func (d *Dumper) write(b AcceptedBatch) {
+func (d *Dumper) write(b webhook.AcceptedBatch) {
 	ctx := context.Background()
 	written := int64(0)
 	err := eachItem(b.Body, b.Dropped, b.Events+len(b.Dropped), func(raw []byte) error {
@@ -343,25 +345,26 @@ func (c Config) validateTaps() error {
 	return errors.Join(errs...)
 }
 
-// addTaps adds the dump and forwarders that cfg configures to the webhook, started and stopped
-// with lc. They stop after the webhook's listener (fx stops in reverse order of start), so the
-// last accepted batches are still written and sent.
-func addTaps(cfg Config, w *Webhook, lc fx.Lifecycle, ts telemetry.Settings) error {
+// newTaps returns the dump and forwarders that cfg configures, started and stopped with lc. They
+// stop after the webhook's listener (fx stops in reverse order of start), so the last accepted
+// batches are still written and sent.
+func newTaps(cfg Config, lc fx.Lifecycle, ts telemetry.Settings) ([]webhook.BatchTap, error) {
+	var taps []webhook.BatchTap
 	if cfg.Dump.Enabled() {
 		d, err := NewDumper(cfg.Dump, ts)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lc.Append(fx.StartStopHook(d.Start, d.Stop))
-		w.AddTap(d)
+		taps = append(taps, d)
 	}
 	for _, fc := range cfg.Forward {
 		fw, err := NewForwarder(fc, ts)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lc.Append(fx.StartStopHook(fw.Start, fw.Stop))
-		w.AddTap(fw)
+		taps = append(taps, fw)
 	}
-	return nil
+	return taps, nil
 }

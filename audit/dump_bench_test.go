@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
@@ -17,7 +19,7 @@ import (
 )
 
 // bulkWebhookBatches reads the recorded webhook batches of the bulk fixture.
-func bulkWebhookBatches(b *testing.B) ([]AcceptedBatch, int, int64) {
+func bulkWebhookBatches(b *testing.B) ([]webhook.AcceptedBatch, int, int64) {
 	b.Helper()
 	f, err := os.Open(filepath.Join("..", "testdata", "bulk", "webhook-batches.jsonl.gz"))
 	require.NoError(b, err)
@@ -26,13 +28,13 @@ func bulkWebhookBatches(b *testing.B) ([]AcceptedBatch, int, int64) {
 	require.NoError(b, err)
 	sc := bufio.NewScanner(zr)
 	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
-	var batches []AcceptedBatch
+	var batches []webhook.AcceptedBatch
 	events, size := 0, int64(0)
 	for sc.Scan() {
 		body := append([]byte(nil), sc.Bytes()...)
 		evs, err := auditv1.DecodeEventList(body)
 		require.NoError(b, err)
-		batches = append(batches, AcceptedBatch{Cluster: "c1", Body: body, Events: len(evs)})
+		batches = append(batches, webhook.AcceptedBatch{Cluster: "c1", Body: body, Events: len(evs)})
 		events += len(evs)
 		size += int64(len(body))
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -32,7 +34,7 @@ func startDump(t *testing.T, cfg DumpConfig, start bool) *dumpTest {
 	if cfg.Path == "" {
 		cfg.Path = filepath.Join(t.TempDir(), "sub", "audit.jsonl")
 	}
-	dt := &dumpTest{sender: &sender{q: &webhookFakeQueue{}, reader: sdkmetric.NewManualReader()}, path: cfg.Path}
+	dt := &dumpTest{sender: &sender{q: &recordingQueue{}, reader: sdkmetric.NewManualReader()}, path: cfg.Path}
 	ts := telemetry.Settings{Logger: quietTestLogger(), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(dt.reader))}
 	var err error
 	dt.d, err = NewDumper(cfg, ts)
@@ -40,8 +42,7 @@ func startDump(t *testing.T, cfg DumpConfig, start bool) *dumpTest {
 	if start {
 		require.NoError(t, dt.d.Start(context.Background()))
 	}
-	w := NewWebhook(WebhookConfig{}, dt.q, ts)
-	w.AddTap(dt.d)
+	w := webhook.New(webhook.Config{}, webhook.Deps{Queue: dt.q, Taps: []webhook.BatchTap{dt.d}, Telemetry: ts})
 	mux := http.NewServeMux()
 	w.Register(mux)
 	dt.srv = httptest.NewServer(mux)
@@ -91,7 +92,7 @@ func TestDumpIsReplayable(t *testing.T) {
 			`,"verb"`, ",\n      \"verb\"") + "\n  ]\n}\n"
 	bad := strings.Replace(eventBatch("x", 3), `"auditID":"x-1","stage":"ResponseComplete","verb":"update",`,
 		`"auditID":"x-1","stage":"ResponseComplete","verb":"update","requestReceivedTimestamp":"9999-01-01T00:00:00Z",`, 1)
-	for _, body := range []string{eventBatch("a", 3), pretty, bad, testBatch} {
+	for _, body := range []string{eventBatch("a", 3), pretty, bad, eventBatch("t", 2)} {
 		require.Equal(t, http.StatusOK, dt.post(t, "c1", body))
 	}
 	dt.stopDump(t)

@@ -17,16 +17,22 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/clip"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Defaults of ForwardConfig.
+// maxTargetReason bounds what is kept of a target's answer to a refused batch.
+const maxTargetReason = 512
+
 const (
 	DefaultForwardMaxBufferBytes = 64 << 20
 	DefaultForwardTimeout        = 10 * time.Second
@@ -208,7 +214,7 @@ func (fw *Forwarder) Target() string { return fw.target }
 
 // Accepted buffers b for sending, or drops and counts it when the buffer is full. It never
 // blocks.
-func (fw *Forwarder) Accepted(ctx context.Context, b AcceptedBatch) {
+func (fw *Forwarder) Accepted(ctx context.Context, b webhook.AcceptedBatch) {
 	if err := fw.q.put(b); err != nil {
 		reason := forwardDropBufferFull
 		if errors.Is(err, errQueueClosed) {
@@ -218,7 +224,7 @@ func (fw *Forwarder) Accepted(ctx context.Context, b AcceptedBatch) {
 	}
 }
 
-func (fw *Forwarder) drop(ctx context.Context, reason string, b AcceptedBatch) {
+func (fw *Forwarder) drop(ctx context.Context, reason string, b webhook.AcceptedBatch) {
 	attrs := metric.WithAttributes(attribute.String("target", fw.target), attribute.String("reason", reason))
 	fw.dropBatch.Add(ctx, 1, attrs)
 	fw.dropEv.Add(ctx, int64(b.Events), attrs)
@@ -281,7 +287,7 @@ func (fw *Forwarder) run(ctx context.Context) {
 }
 
 // send posts b until it is answered 2xx or refused, or Stop aborts.
-func (fw *Forwarder) send(b AcceptedBatch) {
+func (fw *Forwarder) send(b webhook.AcceptedBatch) {
 	ctx := fw.killCtx
 	body, err := forwardBody(b)
 	if err != nil {
@@ -341,12 +347,12 @@ func (fw *Forwarder) post(ctx context.Context, u string, body []byte) (retry boo
 		return true, 0, fmt.Errorf("post: %w", err)
 	}
 	defer resp.Body.Close()
-	reason, _ := io.ReadAll(io.LimitReader(resp.Body, maxReasonLen))
+	reason, _ := io.ReadAll(io.LimitReader(resp.Body, maxTargetReason))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return false, 0, nil
 	}
-	err = fmt.Errorf("answered %d: %s", resp.StatusCode, truncate(strings.TrimSpace(string(reason)), maxReasonLen))
+	err = fmt.Errorf("answered %d: %s", resp.StatusCode, clip.String(strings.TrimSpace(string(reason)), maxTargetReason))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusRequestTimeout,
 		resp.StatusCode >= 500:
@@ -383,7 +389,7 @@ func (fw *Forwarder) logFailure(msg string, err error) {
 
 // forwardBody is the body to post for b: the body as received when the webhook kept every item,
 // else an EventList of the accepted items.
-func forwardBody(b AcceptedBatch) ([]byte, error) {
+func forwardBody(b webhook.AcceptedBatch) ([]byte, error) {
 	if len(b.Dropped) == 0 {
 		return b.Body, nil
 	}

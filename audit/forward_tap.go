@@ -7,7 +7,11 @@ import (
 	"io"
 	"sync"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kelemetry/kelemetry/internal/jsonscan"
 )
 
 // eachItem calls fn with the raw JSON of each item of the EventList body, in order, skipping
@@ -96,34 +100,12 @@ func rawListItems(body []byte) ([][]byte, error) {
 }
 
 // jsonStringEnd returns the index of the quote that ends the string starting at b[i] (-1 if
-// none): the next quote preceded by an even number of backslashes.
-func jsonStringEnd(b []byte, i int) int {
-	for k := i + 1; k < len(b); {
-		q := bytes.IndexByte(b[k:], '"')
-		if q < 0 {
-			return -1
-		}
-		q += k
-		n := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q
-		}
-		k = q + 1
-	}
-	return -1
-}
+// none): the first quote not escaped by a backslash (jsonscan.End; body was decoded, so valid).
+func jsonStringEnd(b []byte, i int) int { return jsonscan.End(b, i+1) }
 
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func isJSONSpace(c byte) bool { return jsonscan.IsSpace(c) }
 
-func skipJSONSpace(b []byte, i int) int {
-	for i < len(b) && isJSONSpace(b[i]) {
-		i++
-	}
-	return i
-}
+func skipJSONSpace(b []byte, i int) int { return jsonscan.SkipSpace(b, i) }
 
 // appendCompactJSON appends raw (valid JSON) to dst without the whitespace outside strings.
 func appendCompactJSON(dst, raw []byte) []byte {
@@ -187,7 +169,7 @@ type byteQueue struct {
 	max int64
 
 	mu      sync.Mutex
-	batches []AcceptedBatch
+	batches []webhook.AcceptedBatch
 	bytes   int64
 	closed  bool
 	wake    chan struct{} // one pending signal: there is something to take
@@ -204,7 +186,7 @@ var (
 )
 
 // put appends b unless that would exceed the bound or the queue is closed.
-func (q *byteQueue) put(b AcceptedBatch) error {
+func (q *byteQueue) put(b webhook.AcceptedBatch) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
@@ -223,11 +205,11 @@ func (q *byteQueue) put(b AcceptedBatch) error {
 }
 
 // peek returns the oldest batch, which stays queued (and counted) until pop.
-func (q *byteQueue) peek() (AcceptedBatch, bool) {
+func (q *byteQueue) peek() (webhook.AcceptedBatch, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.batches) == 0 {
-		return AcceptedBatch{}, false
+		return webhook.AcceptedBatch{}, false
 	}
 	return q.batches[0], true
 }
@@ -240,7 +222,7 @@ func (q *byteQueue) pop() int64 {
 		return 0
 	}
 	n := int64(len(q.batches[0].Body))
-	q.batches[0] = AcceptedBatch{}
+	q.batches[0] = webhook.AcceptedBatch{}
 	q.batches = q.batches[1:]
 	q.bytes -= n
 	if len(q.batches) == 0 {
@@ -264,7 +246,7 @@ func (q *byteQueue) isClosed() bool {
 }
 
 // takeAll empties the queue and returns what it held.
-func (q *byteQueue) takeAll() []AcceptedBatch {
+func (q *byteQueue) takeAll() []webhook.AcceptedBatch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	rest := q.batches

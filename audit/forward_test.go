@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -29,15 +31,15 @@ import (
 // recording queue.
 type receiver struct {
 	srv *httptest.Server
-	q   *webhookFakeQueue
+	q   *recordingQueue
 }
 
 // startReceiver serves a webhook on addr ("" for any port); wrap, if set, wraps its handler.
 func startReceiver(t *testing.T, addr string, wrap func(http.Handler) http.Handler) *receiver {
 	t.Helper()
-	r := &receiver{q: &webhookFakeQueue{}}
+	r := &receiver{q: &recordingQueue{}}
 	mux := http.NewServeMux()
-	NewWebhook(WebhookConfig{}, r.q, telemetry.Settings{Logger: quietTestLogger()}).Register(mux)
+	webhook.New(webhook.Config{}, webhook.Deps{Queue: r.q, Telemetry: telemetry.Settings{Logger: quietTestLogger()}}).Register(mux)
 	var h http.Handler = mux
 	if wrap != nil {
 		h = wrap(mux)
@@ -76,21 +78,20 @@ func (r *receiver) count() int {
 // sender is a real audit webhook (A of a chain) with a Forwarder, on a loopback port.
 type sender struct {
 	srv    *httptest.Server
-	q      *webhookFakeQueue
+	q      *recordingQueue
 	fw     *Forwarder
 	reader *sdkmetric.ManualReader
 }
 
 func startSender(t *testing.T, cfg ForwardConfig) *sender {
 	t.Helper()
-	s := &sender{q: &webhookFakeQueue{}, reader: sdkmetric.NewManualReader()}
+	s := &sender{q: &recordingQueue{}, reader: sdkmetric.NewManualReader()}
 	ts := telemetry.Settings{Logger: quietTestLogger(), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))}
 	var err error
 	s.fw, err = NewForwarder(cfg, ts)
 	require.NoError(t, err)
 	require.NoError(t, s.fw.Start(context.Background()))
-	w := NewWebhook(WebhookConfig{}, s.q, ts)
-	w.AddTap(s.fw)
+	w := webhook.New(webhook.Config{}, webhook.Deps{Queue: s.q, Taps: []webhook.BatchTap{s.fw}, Telemetry: ts})
 	mux := http.NewServeMux()
 	w.Register(mux)
 	s.srv = httptest.NewServer(mux)
@@ -294,9 +295,9 @@ func TestForwardRefusedBatchDropped(t *testing.T) {
 
 // TLS with a CA file and a bearer token read from a file.
 func TestForwardTLSAndBearerToken(t *testing.T) {
-	q := &webhookFakeQueue{}
+	q := &recordingQueue{}
 	mux := http.NewServeMux()
-	NewWebhook(WebhookConfig{}, q, telemetry.Settings{Logger: quietTestLogger()}).Register(mux)
+	webhook.New(webhook.Config{}, webhook.Deps{Queue: q, Telemetry: telemetry.Settings{Logger: quietTestLogger()}}).Register(mux)
 	var auth atomic.Value
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth.Store(r.Header.Get("Authorization"))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"go.uber.org/fx"
@@ -21,7 +23,7 @@ type Config struct {
 	// Cluster names the cluster of input that does not name one: webhook requests to /audit
 	// (unless Webhook.DefaultCluster is set) and log files.
 	Cluster  string         `yaml:"cluster"`
-	Webhook  WebhookConfig  `yaml:"webhook"`
+	Webhook  webhook.Config `yaml:"webhook"`
 	Queue    queue.Config   `yaml:"queue"`
 	Consumer ConsumerConfig `yaml:"consumer"`
 	// Replay lists audit log files ingested once at start-up, in order, in the background.
@@ -92,7 +94,7 @@ type Result struct {
 	// Queue is what the webhook enqueues into (queue.New picks it from Config.Queue).
 	Queue    queue.Queue
 	Consumer *Consumer
-	Webhook  *Webhook
+	Webhook  *webhook.Webhook
 	Replayer *Replayer
 }
 
@@ -102,7 +104,7 @@ type Result struct {
 // run with the application even without a listener.
 var Module = fx.Module("audit",
 	fx.Provide(New,
-		fx.Annotate(func(w *Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
+		fx.Annotate(func(w *webhook.Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
 	fx.Invoke(func(queue.Queue, *Replayer) {}),
 )
 
@@ -150,18 +152,19 @@ func New(p Params) (Result, error) {
 		wcfg.DefaultCluster = cfg.Cluster
 	}
 	wcfg.MaxFutureSkew = cfg.MaxFutureSkew
-	// Observers see every event; the queue only those the consumer does not filter.
-	webhook := NewWebhook(wcfg, Observe(Prefilter(eq, consumer), p.Observers...), ts)
 	// The webhook refuses batches without reading them while the sinks or the queue cannot take
 	// them.
 	health := eq.Health
 	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
 		health = func(ctx context.Context) error { return errors.Join(h.SinkHealth(ctx), eq.Health(ctx)) }
 	}
-	webhook.SetHealth(health)
-	if err := addTaps(cfg, webhook, p.Lifecycle, ts); err != nil {
+	taps, err := newTaps(cfg, p.Lifecycle, ts)
+	if err != nil {
 		return Result{}, err
 	}
+	// Observers see every event; the queue only those the consumer does not filter.
+	wh := webhook.New(wcfg, webhook.Deps{Queue: Observe(Prefilter(eq, consumer), p.Observers...),
+		Health: health, Taps: taps, Telemetry: ts})
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
 	replayQ := Observe(Prefilter(eq.Direct(), consumer), p.Observers...)
@@ -174,7 +177,7 @@ func New(p Params) (Result, error) {
 	}
 	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
-	return Result{Queue: eq, Consumer: consumer, Webhook: webhook, Replayer: replayer}, nil
+	return Result{Queue: eq, Consumer: consumer, Webhook: wh, Replayer: replayer}, nil
 }
 
 // meterName is the instrumentation scope of the package's metrics (the queues share it).

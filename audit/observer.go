@@ -37,7 +37,7 @@ func Observe(q queue.Target, observers ...Observer) queue.Target {
 	return &observedQueue{Target: q, obs: obs}
 }
 
-// observedQueue is an EventQueue that tells observers about the batches it accepted.
+// observedQueue is an Queue that tells observers about the batches it accepted.
 type observedQueue struct {
 	queue.Target
 	obs []Observer

@@ -6,6 +6,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 )
 
 // Prefilter returns q with the events that c's filter drops (by verb, stage, resource, user
@@ -56,7 +57,7 @@ func (q *prefilteredQueue) enqueue(ctx context.Context, cluster string, events [
 // split returns the events the consumer would not filter and counts, by outcome, those it
 // would. It returns events itself when none is filtered.
 func (q *prefilteredQueue) split(events []*auditv1.Event, dropped *[numOutcomes]int64) []*auditv1.Event {
-	return keepEvents(events, func(ev *auditv1.Event) bool {
+	return repeats.KeepEvents(events, func(ev *auditv1.Event) bool {
 		oc, _ := q.c.conv.filter(ev)
 		if oc.prefiltered() {
 			dropped[oc]++

@@ -16,7 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
-// recordingEventQueue is an EventQueue that records the batches it takes, or fails with err.
+// recordingEventQueue is an Queue that records the batches it takes, or fails with err.
 type recordingEventQueue struct {
 	queue.Queue // unused methods
 	err         error

@@ -39,7 +39,7 @@ type Config struct {
 	// MaxConcurrent), is free: otherwise it waits like for a turn (QueueWait, then 503 with
 	// Retry-After). Running, it may use more while no other request holds it; when the budget
 	// has no room left its reads stop and the result says it is truncated ("memory budget of N
-	// MiB reached"). 0 (the default): defaultMemoryPercent of the Go runtime's memory limit
+	// MiB reached"). 0 (the default): 50% of the Go runtime's memory limit
 	// (GOMEMLIMIT, which the all-in-one sets from the container's memory limit) when one is set
 	// when the engine is built, no memory bound otherwise; -1: no memory bound.
 	MaxMemoryBytes int64 `yaml:"maxMemoryBytes"`

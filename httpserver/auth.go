@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/kelemetry/kelemetry/internal/clip"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 )
 
@@ -337,7 +338,7 @@ func (a *authenticator) wrap(next http.Handler) http.Handler {
 			if ok, suppressed := a.rejectLog.Allow(a.clock()); ok {
 				a.logger.LogAttrs(r.Context(), slog.LevelWarn, "request refused: no valid credentials (401)",
 					slog.String("listener", a.listener), slog.String("reason", reason), slog.String("method", r.Method),
-					slog.String("path", truncate(r.URL.Path, 128)), slog.String("remote", r.RemoteAddr),
+					slog.String("path", clip.String(r.URL.Path, 128)), slog.String("remote", r.RemoteAddr),
 					slog.Int("suppressedSinceLastLog", suppressed))
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kelemetry"`)
@@ -394,15 +395,4 @@ func caPool(file string) (*x509.CertPool, error) {
 		return nil, nil
 	}
 	return loadCAPool(file)
-}
-
-// truncate shortens s to at most n bytes (plus an ellipsis), at a UTF-8 boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

@@ -12,6 +12,6 @@
 //
 // The Processor is fed by the audit pipeline as an audit.Observer (Module, in the all-in-one),
 // and sees every verb and stage, reads included; or it is the queue of an audit webhook and log
-// replay of its own (it implements queue.EventQueue), for metrics without traces
+// replay of its own (it implements queue.Queue), for metrics without traces
 // (examples/kelemetrix).
 package kelemetrix

@@ -27,7 +27,7 @@ const maxBatches = 4096
 
 // Processor turns audit events into metric points. It is an audit.Observer (fed by the audit
 // pipeline, dropping and counting what does not fit) and a queue.Target (the queue of a
-// webhook, replay or follow of its own, answering ErrQueueFull or waiting when full). Events are
+// webhook, replay or follow of its own, answering ErrFull or waiting when full). Events are
 // handled by one goroutine between Start and Stop. Stop handles what was accepted before it.
 type Processor struct {
 	cfg     Config
@@ -292,7 +292,7 @@ func (p *Processor) ObserveAudit(cluster string, events []*auditv1.Event) {
 	}
 }
 
-// Enqueue accepts a batch, or returns an error wrapping queue.ErrQueueFull when it does not fit
+// Enqueue accepts a batch, or returns an error wrapping queue.ErrFull when it does not fit
 // now (QueueSize events or QueueBytes), queue.ErrStopped after Stop. It never blocks.
 func (p *Processor) Enqueue(_ context.Context, cluster string, events []*auditv1.Event) error {
 	if len(events) == 0 {

@@ -286,7 +286,7 @@ func TestObserverDropsWhenFull(t *testing.T) {
 }
 
 // TestQueueBytesBound: batches beyond QueueBytes (auditv1.EventBytes) are dropped and counted
-// (reason queue_bytes), or refused with ErrQueueFull; a batch larger than the bound is taken when
+// (reason queue_bytes), or refused with ErrFull; a batch larger than the bound is taken when
 // nothing waits; EnqueueWait waits for room.
 func TestQueueBytesBound(t *testing.T) {
 	big := func() *auditv1.Event {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kelemetry/kelemetry/internal/clip"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -312,19 +313,12 @@ func (m *Manager) desiredStatus(w *watchedRule) Status {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonCompiled, "the rule compiled and is applied"
 		s := w.rule.Stats()
 		st.Evaluations, st.LinksMade, st.Errors, st.Truncated = s.Evaluations.Load(), s.LinksMade.Load(), s.Errors.Load(), s.Truncated.Load()
-		st.LastError = truncate(s.LastError(), 1024)
+		st.LastError = clip.String(s.LastError(), 1024)
 	} else {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonCompileFailed, truncate(w.err.Error(), 4096)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonCompileFailed, clip.String(w.err.Error(), 4096)
 	}
 	st.Conditions = []metav1.Condition{cond}
 	return st
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // writeStatuses writes the status of the rules whose status changed since the last write, at

@@ -14,19 +14,19 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
-// DurableQueue is a Queue whose batches are written to a log on local disk before they are
+// durable queue is a Queue whose batches are written to a log on local disk before they are
 // accepted: Enqueue returns (and the webhook answers 200) only once the batch is fsync'd.
 // Batches enqueued at the same time share one fsync. The events then go to the in-memory
 // partitions and the handler as with Queue. A batch counts as done once every one of its events
 // was handled; done batches are marked in the log and its files are deleted once everything in
 // them is done. After a crash (or a Stop that gave up draining), Start replays the batches that
-// were not done, in order, before it accepts new batches (Enqueue answers ErrQueueFull while it
+// were not done, in order, before it accepts new batches (Enqueue answers ErrFull while it
 // replays, so the webhook answers 429 and kube-apiserver retries). A batch whose events were
 // partly handled is replayed whole: harmless, since event span IDs are deterministic and the
 // stores upsert.
 //
-// The log is bounded (QueueConfig.MaxDiskBytes): a batch that does not fit is refused with
-// ErrQueueFull and counted (kelemetry.audit.queue.disk_rejected). A batch the in-memory queue
+// The log is bounded (queue.Config.MaxDiskBytes): a batch that does not fit is refused with
+// ErrFull and counted (kelemetry.audit.queue.disk_rejected). A batch the in-memory queue
 // refuses after it was written is marked done at once, so it is not replayed: its sender retries.
 type durableQueue struct {
 	mem    *memQueue
@@ -135,7 +135,7 @@ func (d *durableQueue) Bytes() int64 { return d.mem.Bytes() }
 // DiskBytes returns the bytes of the log's files.
 func (d *durableQueue) DiskBytes() int64 { return d.log.Size() }
 
-// Health returns nil while the queue takes batches, else an error wrapping ErrQueueUnavailable
+// Health returns nil while the queue takes batches, else an error wrapping ErrUnavailable
 // that says why (its log failed a write or sync: a full disk, a quota, EIO). A failed log probes
 // a new file here and when a batch comes, at most once a second, and takes batches again once a
 // probe is on disk. The webhook asks before reading a body (503 with Retry-After meanwhile), and
@@ -146,7 +146,7 @@ func (d *durableQueue) Health(context.Context) error { return d.log.Health() }
 func (d *durableQueue) Flush(ctx context.Context) error { return d.mem.Flush(ctx) }
 
 // Enqueue writes the batch to the log, waits until it is on disk, and queues its events; all of
-// them or none (see Queue.Enqueue). It returns an error wrapping ErrQueueFull while the log is
+// them or none (see Queue.Enqueue). It returns an error wrapping ErrFull while the log is
 // full, the in-memory queue is full or the start-up replay is running, and ErrStopped once Stop
 // has begun. It blocks only for the disk.
 func (d *durableQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {

@@ -70,7 +70,7 @@ func probeNow(l *diskLog) {
 	l.failedAt = l.failedAt.Add(-probeInterval)
 }
 
-// A failed write is an operating state: batches are refused with ErrQueueUnavailable (not stuck
+// A failed write is an operating state: batches are refused with ErrUnavailable (not stuck
 // with the first error for good), and once a probe of a new segment succeeds the log takes them
 // again. What was acknowledged before the failure and after it is replayed after a crash; the
 // batch that failed is not (its sender was told).

@@ -37,7 +37,7 @@ import (
 // always writes into a new segment.
 //
 // A failed write or fsync (a full disk, a quota, EIO) is an operating state, not the end: the log
-// refuses batches with ErrQueueUnavailable and, at most once a probeInterval, abandons the failed
+// refuses batches with ErrUnavailable and, at most once a probeInterval, abandons the failed
 // segment (what it holds that was synced stays readable; what was not synced is never acknowledged)
 // and probes a new one with a synced record. Once that succeeds the log takes batches again.
 //
@@ -320,8 +320,8 @@ func batchBuffer(sizeHint int) []byte {
 
 // Append writes rec (a batchBuffer with the body appended) as a batch record and returns its ID
 // once it is on disk. Appends that wait for an fsync at the same time share it. When the log
-// holds maxBytes it returns an error wrapping ErrQueueFull; while it has failed, one wrapping
-// ErrQueueUnavailable.
+// holds maxBytes it returns an error wrapping ErrFull; while it has failed, one wrapping
+// ErrUnavailable.
 func (l *diskLog) Append(rec []byte) (uint64, error) {
 	id, seg, end, err := l.write(rec)
 	if err != nil {
@@ -458,7 +458,7 @@ func (l *diskLog) probe() error {
 	return nil
 }
 
-// Health returns nil while the log takes batches, else an error wrapping ErrQueueUnavailable that
+// Health returns nil while the log takes batches, else an error wrapping ErrUnavailable that
 // says why. A failed log probes a new segment here too (at most once a probeInterval), so it
 // recovers by itself while nothing is posted.
 func (l *diskLog) Health() error {

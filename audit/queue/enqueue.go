@@ -8,17 +8,17 @@ import (
 )
 
 // Enqueuer accepts decoded audit events for processing. Enqueue takes a whole batch or none of it:
-// it returns an error wrapping ErrQueueFull when the batch does not fit, so the caller can shed load
+// it returns an error wrapping ErrFull when the batch does not fit, so the caller can shed load
 // (the webhook answers 429 and kube-apiserver retries the batch).
 type Enqueuer interface {
 	Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error
 }
 
-// ErrQueueFull means the queue has no room for the batch now.
+// ErrFull means the queue has no room for the batch now.
 var ErrFull = errors.New("audit queue full")
 
-// ErrQueueUnavailable means the queue cannot take the batch now because what it stores batches in
-// is unreachable (NATS, for the NATSQueue): the webhook answers 503 with Retry-After and the
+// ErrUnavailable means the queue cannot take the batch now because what it stores batches in
+// is unreachable (NATS, for the NATS queue): the webhook answers 503 with Retry-After and the
 // reason, and the sender retries.
 var ErrUnavailable = errors.New("audit queue unavailable")
 

@@ -18,7 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// NATSQueue is the EventQueue on NATS JetStream (package natsqueue), for several ingest replicas
+// NATS queue is the Queue on NATS JetStream (package natsqueue), for several ingest replicas
 // behind one Service and for surviving restarts and rolling updates. Every replica with it both
 // publishes and consumes:
 //
@@ -27,13 +27,13 @@ import (
 //     Queue partitions it), with the message ID <cluster>/<auditID>/<stage> so that JetStream
 //     drops a copy published again within its duplicate window (a retried batch stores nothing
 //     twice), and returns once JetStream acknowledged every message. A stream at its limits
-//     gives an error wrapping ErrQueueFull (the webhook answers 429 with Retry-After); NATS or a
-//     JetStream quorum out of reach gives ErrQueueUnavailable (503 with Retry-After).
+//     gives an error wrapping ErrFull (the webhook answers 429 with Retry-After); NATS or a
+//     JetStream quorum out of reach gives ErrUnavailable (503 with Retry-After).
 //   - A natsqueue.Consumer handles each partition on one replica at a time, in order, in
 //     batches of the messages it pulled and has at hand: every message is decoded and handed to
 //     the Handler, then the sinks sync once for the batch (Deps.Sync; a failed sync is retried,
 //     the messages stay unacknowledged), then the batch's messages are acknowledged, as the
-//     DurableQueue marks a batch done. A message redelivered after a crash is handled again,
+//     durable queue marks a batch done. A message redelivered after a crash is handled again,
 //     which stores nothing twice (event span IDs are deterministic, the stores upsert). A
 //     message that does not decode goes to the dead-letter stream after NATS.MaxDeliveries
 //     attempts.
@@ -326,8 +326,8 @@ func (q *natsQueue) streamBacklog(backlogOf backlogFunc) int {
 func (q *natsQueue) Bytes() int64 { return q.bytes.Load() }
 
 // Enqueue publishes the batch, one message per event, and returns once JetStream acknowledged
-// all of them. Errors wrap ErrQueueFull (the stream is at its limits; a message larger than
-// NATS allows also wraps ErrBatchTooLarge), ErrQueueUnavailable (NATS unreachable, or not
+// all of them. Errors wrap ErrFull (the stream is at its limits; a message larger than
+// NATS allows also wraps ErrBatchTooLarge), ErrUnavailable (NATS unreachable, or not
 // started) or ErrStopped. After an error some events of the batch may be in the stream: the
 // sender's retry of the whole batch stores them once (message IDs).
 func (q *natsQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
@@ -442,7 +442,7 @@ func (q *natsQueue) Flush(ctx context.Context) error {
 }
 
 // Health returns nil while the connection to NATS is up, else an error wrapping
-// ErrQueueUnavailable that says why (for /healthz).
+// ErrUnavailable that says why (for /healthz).
 func (q *natsQueue) Health(context.Context) error {
 	q.mu.RLock()
 	prod, stopped := q.prod, q.stopped

@@ -125,7 +125,7 @@ func enqueuer(t *testing.T, q Queue) poster {
 	}
 }
 
-// natsPipeline is NATSQueue -> natsHandled, fed by enqueuer.
+// natsPipeline is NATS queue -> natsHandled, fed by enqueuer.
 func natsPipeline(t *testing.T, cfg natsqueue.Config, log *natsHandled) (*natsQueue, poster) {
 	t.Helper()
 	q, err := newNATS(cfg, Deps{Handle: log.handle})

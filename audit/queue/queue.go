@@ -16,20 +16,20 @@ import (
 	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
-// DefaultQueueCapacity is the default total number of events a Queue holds.
+// DefaultCapacity is the default total number of events a Queue holds.
 const DefaultCapacity = 100_000
 
-// DefaultQueueMaxBytes is the default bound on the estimated bytes of the events a Queue holds.
+// DefaultMaxBytes is the default bound on the estimated bytes of the events a Queue holds.
 const DefaultMaxBytes = 256 << 20
 
 // meterName is the instrumentation scope of the package's metrics.
 const meterName = "github.com/kelemetry/kelemetry/audit"
 
 // ErrBatchTooLarge means a batch holds more events than the queue's whole capacity, so it can never
-// be accepted, however long the caller waits. Errors that wrap it also wrap ErrQueueFull.
+// be accepted, however long the caller waits. Errors that wrap it also wrap ErrFull.
 var ErrBatchTooLarge = errors.New("audit batch larger than the queue capacity")
 
-// QueueConfig configures a Queue. The zero value means defaults.
+// Config configures the queue New returns. The zero value means defaults (in memory).
 type Config struct {
 	// Capacity bounds the events accepted and not yet handled, over all partitions (default
 	// 100,000). A batch that does not fit is rejected whole.
@@ -43,7 +43,7 @@ type Config struct {
 	// 2*GOMAXPROCS).
 	Partitions int `yaml:"partitions"`
 
-	// Durable, unset or true, makes the queue durable when Dir is set (see DurableQueue): the
+	// Durable, unset or true, makes the queue durable when Dir is set (see durable queue): the
 	// webhook answers 200 only once a batch is on disk, and batches not yet handled are replayed
 	// after a crash. false keeps the queue in memory only. The all-in-one sets Dir from its data
 	// folder, so its queue is durable unless this is false.
@@ -59,9 +59,9 @@ type Config struct {
 	// handled. The active file is replaced and deleted sooner, from 1 MiB, whenever every batch
 	// in it was handled, so handled data does not stay on disk.
 	SegmentBytes int64 `yaml:"segmentBytes"`
-	// NATS, with urls set, makes the queue a NATSQueue on NATS JetStream: the webhook answers 200
+	// NATS, with urls set, makes the queue a NATS queue on NATS JetStream: the webhook answers 200
 	// once JetStream acknowledged the batch's messages, and every replica with this setting
-	// publishes and consumes (see NATSQueue). It replaces the durable queue: the all-in-one then
+	// publishes and consumes (see NATS queue). It replaces the durable queue: the all-in-one then
 	// leaves Dir unset, and setting Dir or Durable true with it is an error. Capacity, MaxBytes
 	// and Partitions do not apply (the stream's limits and NATS.Partitions do).
 	NATS natsqueue.Config `yaml:"nats"`
@@ -70,10 +70,10 @@ type Config struct {
 // IsNATS reports whether the queue is on NATS JetStream: NATS.URLs is set.
 func (c Config) IsNATS() bool { return len(c.NATS.URLs) > 0 }
 
-// DefaultQueueMaxDiskBytes is the default bound of the durable queue's log on disk.
+// DefaultMaxDiskBytes is the default bound of the durable queue's log on disk.
 const DefaultMaxDiskBytes = 1 << 30
 
-// DefaultQueueSegmentBytes is the default size of a file of the durable queue's log.
+// DefaultSegmentBytes is the default size of a file of the durable queue's log.
 const DefaultSegmentBytes = 16 << 20
 
 // IsDurable reports whether the queue is durable on local disk: Dir is set, Durable is not false
@@ -194,7 +194,7 @@ type queued struct {
 	cluster string
 	ev      *auditv1.Event
 	bytes   int64
-	// track, if set, counts the handled events of the batch the event came in (DurableQueue).
+	// track, if set, counts the handled events of the batch the event came in (durable queue).
 	track *batchTrack
 }
 
@@ -287,7 +287,7 @@ func (q *memQueue) Len() int { return int(q.size.Load()) }
 func (q *memQueue) Bytes() int64 { return q.bytes.Load() }
 
 // Enqueue adds a batch of events from cluster, all of them or none: if the batch does not fit in
-// the remaining capacity (events, or bytes), it returns an error wrapping ErrQueueFull and queues nothing, so a retry
+// the remaining capacity (events, or bytes), it returns an error wrapping ErrFull and queues nothing, so a retry
 // of the whole batch duplicates nothing. A batch larger than the whole capacity also wraps
 // ErrBatchTooLarge. Once Stop has begun, Enqueue returns ErrStopped. It never blocks.
 func (q *memQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {

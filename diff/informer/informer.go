@@ -46,7 +46,7 @@ type Config struct {
 	// server's preferred version. Empty means every resource discovery lists with the list and
 	// watch verbs, minus Exclude.
 	Resources []string `yaml:"resources"`
-	// Exclude lists resources never watched. Nil means defaultExclude.
+	// Exclude lists resources never watched. Nil means events, events.k8s.io/events and coordination.k8s.io/leases.
 	Exclude []string `yaml:"exclude"`
 	// MaxObjects bounds the objects whose last version is kept, over all resources (default
 	// 200,000); MaxBytes their total size (default 512 MiB); MaxObjectBytes the size of one

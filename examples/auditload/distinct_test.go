@@ -134,7 +134,7 @@ func TestDistinctCopies(t *testing.T) {
 // TestDistinctAtRateForDuration: --distinct --rate --duration posts about rate x duration new
 // events and stops by itself; the webhook finds no repeat among them and the consumer handles all.
 func TestDistinctAtRateForDuration(t *testing.T) {
-	s := newServer(t, queue.QueueConfig{}, 0)
+	s := newServer(t, queue.Config{}, 0)
 	hook := httptest.NewServer(s.webhook)
 	defer hook.Close()
 	metrics := httptest.NewServer(s.metrics)

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -86,7 +88,7 @@ func newServer(t *testing.T, qcfg queue.Config, delay time.Duration) *server {
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
 	mux := http.NewServeMux()
-	audit.NewWebhook(audit.WebhookConfig{}, q, tel).Register(mux)
+	webhook.New(webhook.Config{}, webhook.Deps{Queue: q, Telemetry: tel}).Register(mux)
 	s := &server{metrics: prom.Handler}
 	s.webhook = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/audit"
@@ -104,7 +106,7 @@ func newPipeline(c config, ts telemetry.Settings, lc fx.Lifecycle) (pipeline, er
 	}
 	// Appended first, stopped last: the sources stop feeding it before it drains.
 	lc.Append(fx.StartStopHook(proc.Start, proc.Stop))
-	webhook := audit.NewWebhook(audit.WebhookConfig{DefaultCluster: c.cluster}, proc, ts)
+	webhook := webhook.New(webhook.Config{DefaultCluster: c.cluster}, webhook.Deps{Queue: proc, Telemetry: ts})
 	for _, f := range c.follow {
 		fl, err := audit.NewFollower(audit.FollowConfig{Path: f, Cluster: c.cluster}, proc, ts)
 		if err != nil {

@@ -165,7 +165,7 @@ func TestMetricsFound(t *testing.T) {
 		byName[m.Name] = m
 	}
 	for _, want := range []docgen.Metric{
-		{Name: "kelemetry.audit.webhook.requests", Prometheus: "kelemetry_audit_webhook_requests_total", Kind: "counter", Unit: "{request}", Description: "Audit webhook requests, by HTTP status code.", Packages: []string{"audit"}},
+		{Name: "kelemetry.audit.webhook.requests", Prometheus: "kelemetry_audit_webhook_requests_total", Kind: "counter", Unit: "{request}", Description: "Audit webhook requests, by HTTP status code.", Packages: []string{"audit/webhook"}},
 		{Name: "kelemetry.remotelinker.duration", Prometheus: "kelemetry_remotelinker_duration_seconds", Kind: "histogram", Unit: "s", Description: "Time from sending a link job to its result, by linker.", Packages: []string{"remotelinker"}},
 		{Name: "kelemetry.listener.connections", Prometheus: "kelemetry_listener_connections", Kind: "updowncounter", Unit: "{connection}", Description: "Connections open on a listener, by listener.", Packages: []string{"httpserver"}},
 		{Name: "kelemetry.store.size", Prometheus: "kelemetry_store_size_bytes", Kind: "gauge", Unit: "By", Description: "Disk space used by the store: every file in its folder, as du counts it.", Packages: []string{"store/pebble"}},

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/webhook"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,8 +45,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 		defer cancel()
 		assert.NoError(t, q.Stop(stopCtx))
 	})
-	webhook := audit.NewWebhook(audit.WebhookConfig{DefaultCluster: "c"}, q, tel)
-	webhook.SetHealth(engine.SinkHealth)
+	wh := webhook.New(webhook.Config{DefaultCluster: "c"}, webhook.Deps{Queue: q, Health: engine.SinkHealth, Telemetry: tel})
 
 	now := time.Now().UTC()
 	ev := func(i int) *auditv1.Event {
@@ -67,7 +68,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrFull, "the queue fills: the webhook would answer 429")
 
 	rec := httptest.NewRecorder()
-	webhook.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
+	wh.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	assert.NotEmpty(t, rec.Header().Get("Retry-After"))
 	assert.Contains(t, rec.Body.String(), "disk full")
@@ -82,7 +83,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	assert.Len(t, res, 8, "every event queued before the disk filled is stored")
 
 	rec = httptest.NewRecorder()
-	webhook.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
+	wh.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit", strings.NewReader(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`)))
 	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.NoError(t, engine.Stop(ctx))
 	require.NoError(t, errors.Join(p.Stop(ctx)))

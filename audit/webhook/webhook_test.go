@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"bytes"
@@ -85,13 +85,13 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func newWebhookTest(t *testing.T, cfg WebhookConfig) *webhookTest {
+func newWebhookTest(t *testing.T, cfg Config, taps ...BatchTap) *webhookTest {
 	t.Helper()
 	require.NoError(t, cfg.Validate())
 	wt := &webhookTest{mux: http.NewServeMux(), q: &webhookFakeQueue{}, reader: sdkmetric.NewManualReader(),
 		logs: new(bytes.Buffer), logMu: new(sync.Mutex)}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{mu: wt.logMu, w: wt.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	wt.webhook = NewWebhook(cfg, wt.q, telemetry.Settings{Logger: logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(wt.reader))})
+	wt.webhook = New(cfg, Deps{Queue: wt.q, Taps: taps, Telemetry: telemetry.Settings{Logger: logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(wt.reader))}})
 	wt.webhook.Register(wt.mux)
 	return wt
 }
@@ -160,7 +160,7 @@ func gzipBytes(t *testing.T, data []byte) []byte {
 type onlyReader struct{ io.Reader }
 
 func TestWebhookAcceptsBatch(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{})
+	wt := newWebhookTest(t, Config{})
 	rec := wt.post("/audit/prod-1", strings.NewReader(testBatch), nil)
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	batches := wt.q.recorded()
@@ -182,22 +182,22 @@ func TestWebhookAcceptsBatch(t *testing.T) {
 func TestWebhookCluster(t *testing.T) {
 	tests := []struct {
 		name        string
-		cfg         WebhookConfig
+		cfg         Config
 		path        string
 		header      http.Header
 		wantStatus  int
 		wantCluster string
 		wantBody    string
 	}{
-		{name: "from path", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit/east.prod_2", wantStatus: 200, wantCluster: "east.prod_2"},
-		{name: "default", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit", wantStatus: 200, wantCluster: "dflt"},
+		{name: "from path", cfg: Config{DefaultCluster: "dflt"}, path: "/audit/east.prod_2", wantStatus: 200, wantCluster: "east.prod_2"},
+		{name: "default", cfg: Config{DefaultCluster: "dflt"}, path: "/audit", wantStatus: 200, wantCluster: "dflt"},
 		{
-			name: "never from headers", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit",
+			name: "never from headers", cfg: Config{DefaultCluster: "dflt"}, path: "/audit",
 			header:     http.Header{"X-Forwarded-For": {"10.1.2.3"}, "X-Cluster": {"evil"}, "X-Kelemetry-Cluster": {"evil"}},
 			wantStatus: 200, wantCluster: "dflt",
 		},
 		{name: "no default", path: "/audit", wantStatus: 400, wantBody: "no cluster"},
-		{name: "uppercase", cfg: WebhookConfig{DefaultCluster: "dflt"}, path: "/audit/Prod", wantStatus: 400, wantBody: `invalid cluster name "Prod"`},
+		{name: "uppercase", cfg: Config{DefaultCluster: "dflt"}, path: "/audit/Prod", wantStatus: 400, wantBody: `invalid cluster name "Prod"`},
 		{name: "leading dash", path: "/audit/-prod", wantStatus: 400, wantBody: "invalid cluster name"},
 		{name: "escaped slash", path: "/audit/a%2Fb", wantStatus: 400, wantBody: `invalid cluster name "a/b"`},
 		{name: "too long", path: "/audit/" + strings.Repeat("a", 64), wantStatus: 400, wantBody: "invalid cluster name"},
@@ -222,16 +222,16 @@ func TestWebhookCluster(t *testing.T) {
 }
 
 func TestWebhookConfig(t *testing.T) {
-	assert.Equal(t, int64(32<<20), WebhookConfig{}.WithDefaults().MaxBodyBytes)
-	assert.Equal(t, int64(10), WebhookConfig{MaxBodyBytes: 10}.WithDefaults().MaxBodyBytes)
-	require.NoError(t, WebhookConfig{}.Validate())
-	require.NoError(t, WebhookConfig{DefaultCluster: "kind-kind", MaxBodyBytes: 1}.Validate())
-	require.ErrorContains(t, WebhookConfig{MaxBodyBytes: -1}.Validate(), "negative")
-	require.ErrorContains(t, WebhookConfig{DefaultCluster: "Kind Kind"}.Validate(), "invalid cluster name")
+	assert.Equal(t, int64(32<<20), Config{}.WithDefaults().MaxBodyBytes)
+	assert.Equal(t, int64(10), Config{MaxBodyBytes: 10}.WithDefaults().MaxBodyBytes)
+	require.NoError(t, Config{}.Validate())
+	require.NoError(t, Config{DefaultCluster: "kind-kind", MaxBodyBytes: 1}.Validate())
+	require.ErrorContains(t, Config{MaxBodyBytes: -1}.Validate(), "negative")
+	require.ErrorContains(t, Config{DefaultCluster: "Kind Kind"}.Validate(), "invalid cluster name")
 }
 
 func TestWebhookMethodNotAllowed(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	for _, path := range []string{"/audit", "/audit/c"} {
 		for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
 			rec := httptest.NewRecorder()
@@ -241,7 +241,7 @@ func TestWebhookMethodNotAllowed(t *testing.T) {
 	}
 	// Called directly, outside a mux, the handler refuses other methods too.
 	rec := httptest.NewRecorder()
-	NewWebhook(WebhookConfig{DefaultCluster: "c"}, wt.q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/audit", nil))
+	New(Config{DefaultCluster: "c"}, Deps{Queue: wt.q, Telemetry: telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/audit", nil))
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 	assert.Equal(t, "POST", rec.Header().Get("Allow"))
 	assert.Empty(t, wt.q.recorded())
@@ -262,7 +262,7 @@ func TestWebhookBadRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+			wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 			rec := wt.post("/audit", strings.NewReader(tt.body), nil)
 			require.Equal(t, http.StatusBadRequest, rec.Code)
 			assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
@@ -282,7 +282,7 @@ func TestWebhookBadRequest(t *testing.T) {
 }
 
 func TestWebhookLogsNoBody(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	secret := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"requestObject":{"data":"s3cr3t"},"verb":1}]}`
 	rec := wt.post("/audit", strings.NewReader(secret), nil)
 	require.Equal(t, http.StatusBadRequest, rec.Code)
@@ -325,7 +325,7 @@ func TestWebhookTooLarge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c", MaxBodyBytes: limit})
+			wt := newWebhookTest(t, Config{DefaultCluster: "c", MaxBodyBytes: limit})
 			body := tt.body(t)
 			rec := wt.post("/audit", body, tt.header)
 			require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
@@ -335,7 +335,7 @@ func TestWebhookTooLarge(t *testing.T) {
 		})
 	}
 	// Exactly at the limit is fine.
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c", MaxBodyBytes: int64(len(testBatch))})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c", MaxBodyBytes: int64(len(testBatch))})
 	rec := wt.post("/audit", onlyReader{strings.NewReader(testBatch)}, nil)
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	rec = wt.post("/audit", bytes.NewReader(gzipBytes(t, []byte(testBatch))), http.Header{"Content-Encoding": {"gzip"}})
@@ -343,7 +343,7 @@ func TestWebhookTooLarge(t *testing.T) {
 }
 
 func TestWebhookGzip(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	rec := wt.post("/audit", bytes.NewReader(gzipBytes(t, []byte(testBatch))), http.Header{"Content-Encoding": {"gzip"}})
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Len(t, wt.q.recorded(), 1)
@@ -378,7 +378,7 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+			wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 			wt.q.err = tt.err
 			rec := wt.post("/audit", strings.NewReader(testBatch), nil)
 			require.Equal(t, tt.wantStatus, rec.Code)
@@ -401,7 +401,7 @@ func TestWebhookEnqueueErrors(t *testing.T) {
 // the counters count every one.
 func TestWebhookRejectLogRateLimited(t *testing.T) {
 	const n = 1000
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	wt.q.err = fmt.Errorf("partition 3: %w", queue.ErrFull)
 	for range n {
 		rec := wt.post("/audit", strings.NewReader(testBatch), nil)
@@ -438,7 +438,7 @@ func TestWebhookRejectLogRateLimited(t *testing.T) {
 }
 
 func TestWebhookAnswersAfterEnqueue(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	wt.q.entered = make(chan struct{})
 	wt.q.release = make(chan struct{})
 	done := make(chan *httptest.ResponseRecorder)
@@ -455,7 +455,7 @@ func TestWebhookAnswersAfterEnqueue(t *testing.T) {
 }
 
 func TestWebhookConcurrentBadAndGoodBatch(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{RepeatWindow: -1}) // the same good batch, queued each time
+	wt := newWebhookTest(t, Config{RepeatWindow: -1}) // the same good batch, queued each time
 	good := fixture.Lines(t, "rollout", "webhook-batches.jsonl")[0]
 	bad := append(append([]byte(nil), good[:len(good)/2]...), []byte(`,,,`)...)
 	want, err := auditv1.DecodeEventList(good)
@@ -496,7 +496,7 @@ func TestWebhookConcurrentBadAndGoodBatch(t *testing.T) {
 }
 
 func TestWebhookReplaysRecordedBatches(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{})
+	wt := newWebhookTest(t, Config{})
 	lines := fixture.Lines(t, "rollout", "webhook-batches.jsonl")
 	wantEvents := 0
 	for i, line := range lines {
@@ -525,7 +525,7 @@ func TestWebhookReplaysRecordedBatches(t *testing.T) {
 }
 
 func TestWebhookMetricAttributes(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	wt.post("/audit", strings.NewReader(testBatch), nil)
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, wt.reader.Collect(context.Background(), &rm))
@@ -548,7 +548,7 @@ func ExampleWebhook() {
 	var q queue.Enqueuer = &webhookFakeQueue{} // in a program: the audit Queue
 	mux := http.NewServeMux()
 	// kube-apiserver's --audit-webhook-config-file points at http://<host>/audit/<cluster>.
-	NewWebhook(WebhookConfig{DefaultCluster: "main"}, q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}).Register(mux)
+	New(Config{DefaultCluster: "main"}, Deps{Queue: q, Telemetry: telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}}).Register(mux)
 
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/audit/prod-eu", strings.NewReader(testBatch)))

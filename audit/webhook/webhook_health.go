@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"context"
@@ -16,16 +16,6 @@ const (
 	rejectUnavailable = "unavailable"
 	rejectSinkBusy    = "sink_busy"
 )
-
-// SetHealth makes the webhook refuse batches (without reading the body) while health returns an
-// error, e.g. (*aggregator.Engine).SinkHealth while the store's disk is full: kube-apiserver then
-// keeps the batches and retries. The answer is 503 with Retry-After and the reason, or 429 with
-// Retry-After when every failing sink is only back-pressured (its error wraps
-// aggregator.ErrSinkBusy, e.g. the OTLP sink's full queue). Call it before serving. Module wires
-// it to the aggregator when the aggregator has SinkHealth.
-func (w *Webhook) SetHealth(health func(ctx context.Context) error) {
-	w.health = health
-}
 
 // unavailable answers 503 (or 429 when the sinks are only busy) and reports true when the sinks
 // are unhealthy.

@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"context"
@@ -26,12 +26,6 @@ type AcceptedBatch struct {
 // audit dump (Dumper) and forward (Forwarder) are taps.
 type BatchTap interface {
 	Accepted(ctx context.Context, b AcceptedBatch)
-}
-
-// AddTap makes the webhook tell t about each batch it accepts. Call it before the webhook
-// serves requests.
-func (w *Webhook) AddTap(t BatchTap) {
-	w.taps = append(w.taps, t)
 }
 
 // notifyTaps tells the taps about an accepted batch: body as received, received the events it

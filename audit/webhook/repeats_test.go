@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/stretchr/testify/assert"
@@ -33,7 +34,7 @@ func skipOdd(t *testing.T, data []byte) (all []*auditv1.Event, skip func([]byte,
 
 func TestRepeatSetBounded(t *testing.T) {
 	forgotten := 0
-	s := newRepeatSet(4, func(n int) { forgotten += n })
+	s := repeats.NewSet(4, func(n int) { forgotten += n })
 	evs := func(ids ...string) []*auditv1.Event {
 		out := make([]*auditv1.Event, len(ids))
 		for i, id := range ids {
@@ -41,19 +42,19 @@ func TestRepeatSetBounded(t *testing.T) {
 		}
 		return out
 	}
-	s.add("c", evs("a", "b"))
-	kept, n := s.filter("c", evs("a", "x", "b"))
+	s.Add("c", evs("a", "b"))
+	kept, n := s.Filter("c", evs("a", "x", "b"))
 	assert.Equal(t, 2, n)
 	assert.Equal(t, evs("x"), kept)
-	kept, n = s.filter("other", evs("a"))
+	kept, n = s.Filter("other", evs("a"))
 	assert.Zero(t, n, "another cluster's event of the same audit ID is not a repeat")
 	assert.Len(t, kept, 1)
 
-	s.add("c", evs("c", "d")) // the window (4) holds a to d
+	s.Add("c", evs("c", "d")) // the window (4) holds a to d
 	assert.Zero(t, forgotten)
-	s.add("c", evs("e")) // a and b are forgotten
+	s.Add("c", evs("e")) // a and b are forgotten
 	assert.Equal(t, 2, forgotten)
-	_, n = s.filter("c", evs("a", "b", "c", "d", "e"))
+	_, n = s.Filter("c", evs("a", "b", "c", "d", "e"))
 	assert.Equal(t, 3, n)
 }
 
@@ -64,7 +65,7 @@ func TestWebhookQueuesARepeatOnce(t *testing.T) {
 	batches := fixture.Lines(t, "rollout", "webhook-batches.jsonl")
 	first, err := auditv1.DecodeEventList(batches[0])
 	require.NoError(t, err)
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 
 	rec := wt.post("/audit", bytes.NewReader(batches[0]), nil)
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -114,7 +115,7 @@ func TestWebhookQueuesARepeatOnce(t *testing.T) {
 
 func TestWebhookRepeatCheckOff(t *testing.T) {
 	batch := fixture.Lines(t, "rollout", "webhook-batches.jsonl")[0]
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c", RepeatWindow: -1})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c", RepeatWindow: -1})
 	for range 2 {
 		require.Equal(t, http.StatusOK, wt.post("/audit", bytes.NewReader(batch), nil).Code)
 	}
@@ -133,9 +134,8 @@ func (r *tapRecorder) Accepted(_ context.Context, b AcceptedBatch) {
 func TestWebhookRepeatsStillReachTaps(t *testing.T) {
 	batch := fixture.Lines(t, "rollout", "webhook-batches.jsonl")[0]
 	n := len(mustDecodeList(t, batch))
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
 	tap := &tapRecorder{}
-	wt.webhook.AddTap(tap)
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"}, tap)
 	for range 2 {
 		require.Equal(t, http.StatusOK, wt.post("/audit", bytes.NewReader(batch), nil).Code)
 	}
@@ -155,7 +155,7 @@ func mustDecodeList(t *testing.T, data []byte) []*auditv1.Event {
 // answered from the body memory (the event may be accepted later); its queued events still are
 // repeats.
 func TestWebhookRemembersOnlyWholeBodies(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c", MaxFutureSkew: time.Hour})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c", MaxFutureSkew: time.Hour})
 	future := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339Nano)
 	body := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` +
 		`{"auditID":"ok","stage":"ResponseComplete","verb":"get","stageTimestamp":"2026-11-29T17:09:30Z"},` +
@@ -172,7 +172,7 @@ func TestWebhookRemembersOnlyWholeBodies(t *testing.T) {
 // TestWebhookReusesOnlyUnreferencedBodies posts bodies of one pool class in an order that gives
 // a wrongly recycled buffer to the next body: the events queued from a body must keep their bytes.
 func TestWebhookReusesOnlyUnreferencedBodies(t *testing.T) {
-	wt := newWebhookTest(t, WebhookConfig{DefaultCluster: "c"})
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	body := func(id string, fill byte) []byte {
 		pad := strings.Repeat(string(fill), 40<<10)
 		return []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` +

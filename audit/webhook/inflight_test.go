@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"bytes"
@@ -35,13 +35,13 @@ func bigBatch(size int) ([]byte, int) {
 func TestWebhookInflightBytesBound(t *testing.T) {
 	body, n := bigBatch(900 << 10)
 	const limit = 3 << 20
-	cfg := WebhookConfig{MaxBodyBytes: 1 << 20, MaxInflightBytes: limit}
+	cfg := Config{MaxBodyBytes: 1 << 20, MaxInflightBytes: limit}
 	require.NoError(t, cfg.Validate())
 	q := &webhookFakeQueue{entered: make(chan struct{}, 100), release: make(chan struct{})}
 	reader := sdkmetric.NewManualReader()
 	var logs logtest.Buffer
-	w := NewWebhook(cfg, q, telemetry.Settings{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	w := New(cfg, Deps{Queue: q, Telemetry: telemetry.Settings{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	mux := http.NewServeMux()
 	w.Register(mux)
 	wt := &webhookTest{reader: reader}
@@ -116,11 +116,11 @@ func TestWebhookInflightBytesBound(t *testing.T) {
 }
 
 func TestWebhookInflightConfig(t *testing.T) {
-	d := WebhookConfig{}.WithDefaults()
+	d := Config{}.WithDefaults()
 	assert.Equal(t, int64(2*DefaultWebhookMaxBodyBytes), d.MaxInflightBytes)
-	assert.Equal(t, int64(8<<20), WebhookConfig{MaxBodyBytes: 4 << 20}.WithDefaults().MaxInflightBytes)
-	require.Error(t, WebhookConfig{MaxBodyBytes: 4 << 20, MaxInflightBytes: 1 << 20}.Validate())
-	require.NoError(t, WebhookConfig{MaxBodyBytes: 4 << 20, MaxInflightBytes: 4 << 20}.Validate())
+	assert.Equal(t, int64(8<<20), Config{MaxBodyBytes: 4 << 20}.WithDefaults().MaxInflightBytes)
+	require.Error(t, Config{MaxBodyBytes: 4 << 20, MaxInflightBytes: 1 << 20}.Validate())
+	require.NoError(t, Config{MaxBodyBytes: 4 << 20, MaxInflightBytes: 4 << 20}.Validate())
 }
 
 // failReader fails the test when read.
@@ -133,7 +133,7 @@ func (r failReader) Read([]byte) (int, error) {
 
 func TestWebhookInflightRefusesBeforeReading(t *testing.T) {
 	q := &webhookFakeQueue{}
-	w := NewWebhook(WebhookConfig{DefaultCluster: "c1", MaxBodyBytes: 1000, MaxInflightBytes: 1000}, q, quietSettings())
+	w := New(Config{DefaultCluster: "c1", MaxBodyBytes: 1000, MaxInflightBytes: 1000}, Deps{Queue: q, Telemetry: quietSettings()})
 	require.True(t, w.inflight.tryAcquire(900)) // another request holds most of the budget
 	req := httptest.NewRequest(http.MethodPost, "/audit/c1", failReader{t})
 	req.ContentLength = 500

@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"compress/gzip"
@@ -14,12 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/queue"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/audit/queue"
+	"github.com/kelemetry/kelemetry/audit/internal/repeats"
+	"github.com/kelemetry/kelemetry/internal/clip"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -33,8 +36,8 @@ const webhookRetryAfter = "1"
 // maxReasonLen bounds the reason sent back to the client and logged.
 const maxReasonLen = 512
 
-// WebhookConfig configures a Webhook. The zero value means defaults.
-type WebhookConfig struct {
+// Config configures a Webhook. The zero value means defaults.
+type Config struct {
 	// DefaultCluster names the cluster of batches posted to /audit. Batches posted to
 	// /audit/{cluster} name their own. If empty, posts to /audit are refused (400).
 	DefaultCluster string `yaml:"defaultCluster"`
@@ -64,7 +67,7 @@ type WebhookConfig struct {
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
-func (c WebhookConfig) WithDefaults() WebhookConfig {
+func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultWebhookMaxBodyBytes
 	}
@@ -75,13 +78,13 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 		c.MaxFutureSkew = aggregator.DefaultMaxFutureSkew
 	}
 	if c.RepeatWindow == 0 {
-		c.RepeatWindow = DefaultWebhookRepeatWindow
+		c.RepeatWindow = repeats.DefaultWebhookRepeatWindow
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
-func (c WebhookConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("webhook maxBodyBytes %d is negative", c.MaxBodyBytes)
 	}
@@ -102,7 +105,7 @@ func (c WebhookConfig) Validate() error {
 // audit.k8s.io/v1 EventList and enqueues the whole batch; it answers 200 only once the batch is
 // enqueued, 429 with Retry-After when the queue is full or too many bytes are being read at once
 // (MaxInflightBytes; kube-apiserver retries), 503 with Retry-After when the queue is unavailable
-// (ErrQueueUnavailable: NATS out of reach) or stopped (or, with Retry-After,
+// (ErrUnavailable: NATS out of reach) or stopped (or, with Retry-After,
 // while the sinks are unhealthy: see SetHealth), 400 for a malformed batch and 413 for one over the
 // size limit.
 //
@@ -127,7 +130,7 @@ func (c WebhookConfig) Validate() error {
 // a buffer of its own that the enqueued events alias (see DecodeEventList) and that is never
 // reused.
 type Webhook struct {
-	cfg    WebhookConfig
+	cfg    Config
 	q      queue.Enqueuer
 	logger *slog.Logger
 	health func(context.Context) error // see SetHealth
@@ -138,13 +141,13 @@ type Webhook struct {
 	rejected metric.Int64Counter
 	dropped  metric.Int64Counter
 	repeated metric.Int64Counter
-	repeats  *repeatSet // nil when RepeatWindow < 0
-	bodies   *repeatSet // the hashes of the bodies whose every event was queued; nil as repeats
+	repeats  *repeats.Set // nil when RepeatWindow < 0
+	bodies   *repeats.Set // the hashes of the bodies whose every event was queued; nil as repeats
 
 	inflight *byteBudget
 	badLog   ratelog.Limiter
 	// rejectLogs rate-limit the lines of refused batches, one limiter per reason (built in
-	// NewWebhook, read-only after), so that one retrying client's 429s do not hide a 400.
+	// New, read-only after), so that one retrying client's 429s do not hide a 400.
 	rejectLogs map[string]*ratelog.Limiter
 }
 
@@ -173,11 +176,28 @@ const (
 	rejectBadTimestamp = "bad_timestamp"
 )
 
-// NewWebhook returns a webhook handler that enqueues into q. cfg should be valid (see Validate);
-// defaults fill its zero fields. ts gives its logger and meter provider (either may be unset).
+// Deps are what the webhook needs from the rest of the pipeline, given to New.
+type Deps struct {
+	// Queue takes the events of each accepted batch (required).
+	Queue queue.Enqueuer
+	// Health, when set, makes the webhook refuse batches (without reading the body) while it
+	// returns an error, e.g. the sinks' health while the store's disk is full or the queue's while
+	// NATS is out of reach: kube-apiserver then keeps the batches and retries. The answer is 503
+	// with Retry-After and the reason, or 429 with Retry-After when every failing sink is only
+	// back-pressured (its error wraps aggregator.ErrSinkBusy, e.g. the OTLP sink's full queue).
+	Health func(ctx context.Context) error
+	// Taps see each accepted batch after it was queued (the dump and the forwarders).
+	Taps []BatchTap
+	// Telemetry gives the logger and meter provider (either may be unset).
+	Telemetry telemetry.Settings
+}
+
+// New returns a webhook handler that enqueues into d.Queue. cfg should be valid (see Validate);
+// defaults fill its zero fields.
 // An instrument that cannot be created is logged and replaced by a no-op one.
-func NewWebhook(cfg WebhookConfig, q queue.Enqueuer, ts telemetry.Settings) *Webhook {
-	w := &Webhook{cfg: cfg.WithDefaults(), q: q, logger: ts.Log().With("component", "audit-webhook"),
+func New(cfg Config, d Deps) *Webhook {
+	ts := d.Telemetry
+	w := &Webhook{cfg: cfg.WithDefaults(), q: d.Queue, health: d.Health, taps: d.Taps, logger: ts.Log().With("component", "audit-webhook"),
 		badLog: ratelog.Limiter{Burst: 10, Every: 10 * time.Second}, rejectLogs: map[string]*ratelog.Limiter{}}
 	for _, reason := range []string{rejectOther, rejectBadRequest, rejectTooLarge, rejectQueueFull, rejectStopped,
 		rejectQueueUnavailable, rejectError, rejectInflight, rejectBadTimestamp, rejectUnavailable, rejectSinkBusy} {
@@ -202,10 +222,10 @@ func NewWebhook(cfg WebhookConfig, q queue.Enqueuer, ts telemetry.Settings) *Web
 	if w.cfg.RepeatWindow > 0 {
 		forgotten := meter.Counter("kelemetry.audit.webhook.repeat_evictions",
 			"Audit events the webhook's repeat check forgot to stay within repeatWindow: a repeat of one of them is queued again (and caught by the consumer's check).", "{event}")
-		w.repeats = newRepeatSet(w.cfg.RepeatWindow, func(n int) { forgotten.Add(context.Background(), int64(n)) })
+		w.repeats = repeats.NewSet(w.cfg.RepeatWindow, func(n int) { forgotten.Add(context.Background(), int64(n)) })
 		forgottenBodies := meter.Counter("kelemetry.audit.webhook.repeat_body_evictions",
 			"Request bodies the webhook's repeat check forgot (it remembers 4096): one posted again is decoded and its events checked one by one.", "{batch}")
-		w.bodies = newRepeatSet(repeatBodies, func(n int) { forgottenBodies.Add(context.Background(), int64(n)) })
+		w.bodies = repeats.NewSet(repeats.RepeatBodies, func(n int) { forgottenBodies.Add(context.Background(), int64(n)) })
 	}
 	if err := meter.Err(); err != nil {
 		w.logger.Warn("audit webhook", "error", err)
@@ -269,13 +289,15 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	var bodyKey uint64
 	var skip func([]byte, string) bool
 	if w.repeats != nil && len(w.taps) == 0 {
-		bodyKey = bodyHash(cluster, data)
-		if n, ok := w.bodies.get(bodyKey); ok {
+		bodyKey = repeats.BodyHash(cluster, data)
+		if n, ok := w.bodies.Get(bodyKey); ok {
 			res.reuse = true
 			w.answerRepeats(ctx, rw, int(n))
 			return
 		}
-		skip = func(auditID []byte, stage string) bool { return w.repeats.has(eventHash(cluster, auditID, stage)) }
+		skip = func(auditID []byte, stage string) bool {
+			return w.repeats.Has(repeats.EventHash(cluster, auditID, stage))
+		}
 	}
 	events, repeats, err := auditv1.DecodeEventListSkipping(data, skip)
 	if err != nil {
@@ -289,7 +311,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	if repeats > 0 && len(events) == 0 {
 		res.reuse = true
-		w.bodies.put(bodyKey, int32(min(repeats, math.MaxInt32)))
+		w.bodies.Put(bodyKey, int32(min(repeats, math.MaxInt32)))
 		w.answerRepeats(ctx, rw, repeats)
 		return
 	}
@@ -302,7 +324,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	queued := events
 	if w.repeats != nil && len(w.taps) > 0 {
 		var n int
-		queued, n = w.repeats.filter(cluster, events)
+		queued, n = w.repeats.Filter(cluster, events)
 		repeats += n
 	}
 	if repeats > 0 {
@@ -341,9 +363,9 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	if w.repeats != nil {
-		w.repeats.add(cluster, queued)
+		w.repeats.Add(cluster, queued)
 		if whole && total > 0 && bodyKey != 0 {
-			w.bodies.put(bodyKey, int32(min(total, math.MaxInt32)))
+			w.bodies.Put(bodyKey, int32(min(total, math.MaxInt32)))
 		}
 	}
 	w.events.Add(ctx, int64(len(queued)))
@@ -390,9 +412,9 @@ func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluste
 	if ok, suppressed := w.badLog.Allow(time.Now()); ok {
 		w.logger.LogAttrs(ctx, slog.LevelWarn, "audit events dropped for their timestamps",
 			slog.String("cluster", cluster), slog.Int("dropped", len(problems)), slog.Int("batch", n),
-			slog.String("errors", truncate(summary, maxReasonLen)), slog.Int("suppressedSinceLastLog", suppressed))
+			slog.String("errors", clip.String(summary, maxReasonLen)), slog.Int("suppressedSinceLastLog", suppressed))
 	}
-	return kept, fmt.Sprintf(", dropped %d with bad timestamps: %s", len(problems), truncate(summary, maxReasonLen)), true
+	return kept, fmt.Sprintf(", dropped %d with bad timestamps: %s", len(problems), clip.String(summary, maxReasonLen)), true
 }
 
 // readBody reads the request body, decompressing gzip, within the size limit and within the
@@ -441,7 +463,7 @@ func (w *Webhook) readBody(rw http.ResponseWriter, r *http.Request) (data []byte
 		src = io.LimitReader(zr, limit+1)
 	default:
 		return nil, res, http.StatusUnsupportedMediaType,
-			fmt.Errorf("unsupported Content-Encoding %q (want gzip or none)", truncate(enc, 40))
+			fmt.Errorf("unsupported Content-Encoding %q (want gzip or none)", clip.String(enc, 40))
 	}
 	if res.held == 0 && !res.grow(size) {
 		// Answered before reading: the sender keeps the batch and retries.
@@ -520,7 +542,7 @@ func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, er
 // it without the body, rate-limited per reason: a client retrying a refused batch must not fill
 // the log, so a line says how many of its reason were suppressed before it.
 func (w *Webhook) reject(ctx context.Context, rw http.ResponseWriter, status int, reason, cluster, msg string) {
-	msg = truncate(strings.Join(strings.Fields(msg), " "), maxReasonLen)
+	msg = clip.String(strings.Join(strings.Fields(msg), " "), maxReasonLen)
 	w.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
 	w.count(ctx, status)
 	lim, ok := w.rejectLogs[reason]
@@ -542,13 +564,5 @@ func (w *Webhook) count(ctx context.Context, status int) {
 	w.requests.Add(ctx, 1, metric.WithAttributes(attribute.Int("code", status)))
 }
 
-// truncate shortens s to at most n bytes (plus an ellipsis), at a UTF-8 boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 { // do not cut a multi-byte character
-		n--
-	}
-	return s[:n] + "..."
-}
+// meterName is the instrumentation scope of the webhook's metrics (the audit pipeline's).
+const meterName = "github.com/kelemetry/kelemetry/audit"

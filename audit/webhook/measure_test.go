@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func TestWebhookPeakHeapMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := bigBatch(32<<20 - 4096)
-	w := NewWebhook(WebhookConfig{MaxInflightBytes: limit}, dropQueue{}, quietSettings())
+	w := New(Config{MaxInflightBytes: limit}, Deps{Queue: dropQueue{}, Telemetry: quietSettings()})
 	mux := http.NewServeMux()
 	w.Register(mux)
 	srv := httptest.NewServer(mux)

@@ -1,4 +1,4 @@
-package audit
+package webhook
 
 import (
 	"context"
@@ -32,13 +32,13 @@ func (b *failingBody) Read([]byte) (int, error) {
 func TestWebhookUnavailableWhileSinksUnhealthy(t *testing.T) {
 	q := &webhookFakeQueue{}
 	var unhealthy atomic.Bool
-	w := NewWebhook(WebhookConfig{DefaultCluster: "c"}, q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
-	w.SetHealth(func(context.Context) error {
-		if unhealthy.Load() {
-			return errors.New("store unavailable: disk full")
-		}
-		return nil
-	})
+	w := New(Config{DefaultCluster: "c"}, Deps{Queue: q, Telemetry: telemetry.Settings{Logger: slog.New(slog.DiscardHandler)},
+		Health: func(context.Context) error {
+			if unhealthy.Load() {
+				return errors.New("store unavailable: disk full")
+			}
+			return nil
+		}})
 	mux := http.NewServeMux()
 	w.Register(mux)
 
@@ -65,11 +65,11 @@ func TestWebhookUnavailableWhileSinksUnhealthy(t *testing.T) {
 func TestWebhookTooManyRequestsWhileSinkBusy(t *testing.T) {
 	q := &webhookFakeQueue{}
 	var health atomic.Value
-	w := NewWebhook(WebhookConfig{DefaultCluster: "c"}, q, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
-	w.SetHealth(func(context.Context) error {
-		err, _ := health.Load().(error)
-		return err
-	})
+	w := New(Config{DefaultCluster: "c"}, Deps{Queue: q, Telemetry: telemetry.Settings{Logger: slog.New(slog.DiscardHandler)},
+		Health: func(context.Context) error {
+			err, _ := health.Load().(error)
+			return err
+		}})
 	mux := http.NewServeMux()
 	w.Register(mux)
 	post := func() (*httptest.ResponseRecorder, *failingBody) {
