@@ -2,7 +2,9 @@
 // listener (query APIs, web UI, /metrics, /healthz). Other modules contribute handlers to either
 // listener through value groups (AsAuditHandler, AsAPIHandler); a listener that no module
 // contributes to is not opened, so a query-only binary has no webhook port and an ingest-only
-// binary no API port. When both addresses are equal, one listener serves both.
+// binary no API port. When both addresses are equal, one listener serves both. Module also
+// serves the Prometheus provider of telemetry.Module at GET /metrics on the API listener, and
+// counts with telemetry.Settings' meter provider (telemetry itself depends on no listener).
 //
 // Both listeners bind to localhost by default. Each can serve TLS (TLSConfig: certificate files
 // re-read when they change, TLS 1.2 at least) and authenticate its clients: the audit listener

@@ -13,6 +13,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
+
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Defaults of Config.
@@ -133,8 +135,8 @@ func AsAPIHandler(ctor any) any {
 // reach) and the process recovers from those by itself.
 type Health http.Handler
 
-// Meter carries the meter provider of the listeners' metrics (package telemetry provides it;
-// httpserver cannot take telemetry.Settings, which imports it).
+// Meter carries the meter provider of the listeners' metrics. Module takes it from
+// telemetry.Settings; callers of New set it themselves.
 type Meter struct {
 	Provider metric.MeterProvider
 }
@@ -333,9 +335,40 @@ func (s *Servers) APIAddr() string {
 	return s.api.Addr()
 }
 
+// telemetryParams are what Module takes from package telemetry (telemetry.Module); both are
+// optional.
+type telemetryParams struct {
+	fx.In
+
+	Settings   telemetry.Settings    `optional:"true"`
+	Prometheus *telemetry.Prometheus `optional:"true"`
+}
+
+// telemetryResult are the listeners' meter provider and the API listener's GET /metrics.
+type telemetryResult struct {
+	fx.Out
+
+	Meter   Meter
+	Metrics []Handler `group:"kelemetry.http.api,flatten"`
+}
+
+// fromTelemetry gives the listeners the application's meter provider and, when telemetry.Module
+// built the Prometheus provider, serves it at GET /metrics on the API listener (with the API's
+// TLS and authentication, like every API route).
+func fromTelemetry(p telemetryParams) telemetryResult {
+	r := telemetryResult{Meter: Meter{Provider: p.Settings.MeterProvider}}
+	if p.Prometheus != nil {
+		r.Metrics = []Handler{Route("GET /metrics", p.Prometheus.Handler)}
+	}
+	return r
+}
+
 // Module opens the listeners with the application and closes them (gracefully) when it stops.
-// Listeners start after every module they serve was constructed, and stop first.
+// Listeners start after every module they serve was constructed, and stop first. With
+// telemetry.Module's Prometheus provider in the application, the API listener serves it at
+// GET /metrics; the listeners count with telemetry.Settings' meter provider.
 var Module = fx.Module("httpserver",
+	fx.Provide(fromTelemetry),
 	fx.Provide(fx.Annotate(New, fx.OnStart(func(ctx context.Context, s *Servers) error { return s.Start(ctx) }),
 		fx.OnStop(func(ctx context.Context, s *Servers) error { return s.Stop(ctx) }))),
 	fx.Invoke(func(*Servers) {}),

@@ -16,19 +16,15 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// scrapeMetrics GETs /metrics from the handlers of telemetry.Module.
-func scrapeMetrics(t *testing.T, handlers []httpserver.Handler) string {
+// scrapeMetrics GETs /metrics from the Prometheus provider of telemetry.Module (which
+// httpserver.Module serves there).
+func scrapeMetrics(t *testing.T, prom *telemetry.Prometheus) string {
 	t.Helper()
-	mux := http.NewServeMux()
-	for _, h := range handlers {
-		h.Register(mux)
-	}
 	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	prom.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", rec.Code)
 	}
@@ -56,11 +52,8 @@ func TestMaxSeriesAboveSDKDefault(t *testing.T) {
 	cfg := Config{Metrics: []MetricConfig{big, hist, counter("kx_small", TagUser)}}
 
 	var proc *Processor
-	var routes struct {
-		fx.In
-		Handlers []httpserver.Handler `group:"kelemetry.http.api"`
-	}
-	app := fxtest.New(t, telemetry.Module, Module, fx.Supply(cfg), fx.Populate(&proc, &routes), fx.NopLogger)
+	var prom *telemetry.Prometheus
+	app := fxtest.New(t, telemetry.Module, Module, fx.Supply(cfg), fx.Populate(&proc, &prom), fx.NopLogger)
 	app.RequireStart()
 	defer app.RequireStop()
 
@@ -76,7 +69,7 @@ func TestMaxSeriesAboveSDKDefault(t *testing.T) {
 	if err := proc.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	body := scrapeMetrics(t, routes.Handlers)
+	body := scrapeMetrics(t, prom)
 	if strings.Contains(body, "otel_metric_overflow") {
 		t.Error("the SDK folded series into otel_metric_overflow")
 	}

@@ -4,9 +4,9 @@
 //
 // Module builds the Settings of an application: it uses the *slog.Logger and the
 // metric.MeterProvider the application supplies (fx.Supply), and otherwise slog.Default() and a
-// Prometheus meter provider served at GET /metrics on the API listener. A user's own
-// MeterProvider therefore needs no fx.Replace: supplying it is enough. RouteKlog sends client-go's
-// klog output to slog.
+// Prometheus meter provider (httpserver.Module serves it at GET /metrics on the API listener:
+// telemetry depends on no other part of Kelemetry). A user's own MeterProvider therefore needs no
+// fx.Replace: supplying it is enough. RouteKlog sends client-go's klog output to slog.
 //
 // Meter creates every kind of instrument with a name, a description and a unit, keeps their
 // errors for one check (Err), and replaces an instrument it cannot create with a no-op one, so a

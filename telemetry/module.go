@@ -5,8 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
-
-	"github.com/kelemetry/kelemetry/httpserver"
 )
 
 // params are the fx inputs of Module; both are optional.
@@ -28,13 +26,9 @@ type Result struct {
 	fx.Out
 
 	Settings Settings
-	// Prometheus is nil when the application supplied its own MeterProvider.
+	// Prometheus is nil when the application supplied its own MeterProvider. Package httpserver's
+	// Module serves its Handler at GET /metrics on the API listener.
 	Prometheus *Prometheus
-	// Metrics serves GET /metrics on the API listener (the Prometheus provider only: none when
-	// the application supplied its own MeterProvider).
-	Metrics []httpserver.Handler `group:"kelemetry.http.api,flatten"`
-	// HTTPMeter gives the listeners of package httpserver the meter provider.
-	HTTPMeter httpserver.Meter
 }
 
 // New builds the application's Settings (see Module).
@@ -42,7 +36,7 @@ func New(p params) (Result, error) {
 	s := Settings{Logger: p.Logger, MeterProvider: p.MeterProvider}
 	s.Logger = s.Log()
 	if p.MeterProvider != nil {
-		return Result{Settings: s, HTTPMeter: httpserver.Meter{Provider: s.MeterProvider}}, nil
+		return Result{Settings: s}, nil
 	}
 	var opts []prometheusOption
 	for _, c := range p.Cardinality {
@@ -56,10 +50,10 @@ func New(p params) (Result, error) {
 		p.Lifecycle.Append(fx.StopHook(prom.Shutdown))
 	}
 	s.MeterProvider = prom.Provider
-	return Result{Settings: s, Prometheus: prom, Metrics: []httpserver.Handler{httpserver.Route("GET /metrics", prom.Handler)},
-		HTTPMeter: httpserver.Meter{Provider: s.MeterProvider}}, nil
+	return Result{Settings: s, Prometheus: prom}, nil
 }
 
-// Module provides Settings, and the Prometheus provider with its /metrics route unless the
-// application supplies a metric.MeterProvider.
+// Module provides Settings, and the Prometheus provider unless the application supplies a
+// metric.MeterProvider. It serves nothing itself: httpserver.Module mounts the provider's
+// GET /metrics on the API listener.
 var Module = fx.Module("telemetry", fx.Provide(New))

@@ -44,12 +44,8 @@ func seriesOnMetrics(t *testing.T, n int, need ...CardinalityLimit) string {
 	for i := range n {
 		c.Add(context.Background(), 1, metric.WithAttributes(attribute.String("k", fmt.Sprint(i))))
 	}
-	mux := http.NewServeMux()
-	for _, h := range res.Metrics {
-		h.Register(mux)
-	}
 	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	res.Prometheus.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 	body, err := io.ReadAll(rec.Body)
 	require.NoError(t, err)
