@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/httpserver"
 )
 
@@ -48,7 +49,7 @@ func sameTraces(t *testing.T, apiAddr string, want []string) {
 func TestAuditForwardChain(t *testing.T) {
 	b, bServers := startApp(t, audit.Config{})
 	defer b.RequireStop()
-	a, aServers := startApp(t, audit.Config{Forward: []audit.ForwardConfig{{URL: "http://" + bServers.AuditAddr() + "/audit/{cluster}"}}})
+	a, aServers := startApp(t, audit.Config{Forward: []tap.ForwardConfig{{URL: "http://" + bServers.AuditAddr() + "/audit/{cluster}"}}})
 	defer a.RequireStop()
 
 	postRollout(t, aServers.AuditAddr())
@@ -61,7 +62,7 @@ func TestAuditForwardChain(t *testing.T) {
 // the same trees.
 func TestAuditDumpReplay(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "dump", "audit.jsonl")
-	a, aServers := startApp(t, audit.Config{Dump: audit.DumpConfig{Path: dump}})
+	a, aServers := startApp(t, audit.Config{Dump: tap.DumpConfig{Path: dump}})
 	postRollout(t, aServers.AuditAddr())
 	want := stableTraces(t, aServers.APIAddr())
 	a.RequireStop() // flushes the dump
@@ -88,7 +89,7 @@ func TestAuditDumpForwardConfigLoads(t *testing.T) {
 `), 0o600))
 	cfg, err := kelemetry.LoadConfig(file)
 	require.NoError(t, err)
-	assert.Equal(t, audit.DumpConfig{Path: "/var/lib/kelemetry/audit-dump.jsonl", MaxBytes: 100 << 20, MaxFiles: 5}, cfg.Audit.Dump)
-	assert.Equal(t, []audit.ForwardConfig{{URL: "https://kelemetry-b:8080/audit/{cluster}", CAFile: "/etc/kelemetry/b-ca.pem",
+	assert.Equal(t, tap.DumpConfig{Path: "/var/lib/kelemetry/audit-dump.jsonl", MaxBytes: 100 << 20, MaxFiles: 5}, cfg.Audit.Dump)
+	assert.Equal(t, []tap.ForwardConfig{{URL: "https://kelemetry-b:8080/audit/{cluster}", CAFile: "/etc/kelemetry/b-ca.pem",
 		BearerTokenFile: "/etc/kelemetry/b-token", MaxBufferBytes: 1 << 20, Timeout: 5 * time.Second}}, cfg.Audit.Forward)
 }

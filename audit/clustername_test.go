@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/audit/auditlog"
 )
 
 // The cluster of replayed and followed logs accepts and rejects cluster names as
@@ -15,7 +16,7 @@ func TestClusterNameRule(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			err := Config{Cluster: tc.Name}.Validate()
 			assert.Equal(t, tc.Valid, err == nil, "audit cluster (replay, follow): %v", err)
-			err = FollowConfig{Path: "audit.log", Cluster: tc.Name}.Validate()
+			err = auditlog.FollowConfig{Path: "audit.log", Cluster: tc.Name}.Validate()
 			assert.Equal(t, tc.Valid, err == nil, "follow cluster: %v", err)
 		})
 	}

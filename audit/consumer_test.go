@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -659,38 +656,6 @@ func TestConsumerDropsRepeatedEvents(t *testing.T) {
 			assert.Equal(t, tc.dups, byReason["kelemetry.audit.consumer.events{reason=duplicate}"])
 			assert.Equal(t, tc.evictions, telemetrytest.Sums(t, reader, "")["kelemetry.audit.consumer.dedup.evictions"])
 		})
-	}
-}
-
-// TestConsumerThroughQueue runs the consumer as the queue's handler over the rollout fixture.
-func TestConsumerThroughQueue(t *testing.T) {
-	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
-	require.NoError(t, err)
-	q := newTestQueue(t, queue.Config{Capacity: 64, Partitions: 3}, c.Handle)
-	ctx := context.Background()
-	require.NoError(t, q.Start(ctx))
-	stats, err := ReplayFile(ctx, filepath.Join("..", "testdata", "rollout", "audit.jsonl"), "kind", q, telemetry.Settings{})
-	require.NoError(t, err)
-	assert.Equal(t, ReplayStats{Lines: 205, Events: 205}, stats)
-	require.NoError(t, q.Stop(ctx))
-	sent := agg.Events()
-	require.Len(t, sent, 142)
-
-	// Per object, events arrive in file order.
-	order := map[string]int{}
-	for i, ev := range auditfixture.Events(t, "rollout") {
-		order[ev.AuditID+"/"+ev.Stage] = i
-	}
-	last := map[aggregator.ObjectKey]int{}
-	for _, ev := range sent {
-		i, ok := order[ev.ID]
-		require.True(t, ok, ev.ID)
-		// generateName creates are partitioned by collection, so only check events naming the object.
-		if prev, seen := last[ev.Object.Key()]; seen && !strings.HasSuffix(ev.Title, " create") {
-			assert.Greater(t, i, prev, "events of %s out of order", ev.Object.Key())
-		}
-		last[ev.Object.Key()] = i
 	}
 }
 

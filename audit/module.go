@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/auditlog"
+	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 
 	"github.com/kelemetry/kelemetry/audit/queue"
@@ -14,7 +16,6 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/httpserver"
-	"github.com/kelemetry/kelemetry/internal/replay"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -36,9 +37,9 @@ type Config struct {
 	// webhook and by log replay and follow.
 	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 	// Dump writes every event the webhook accepted to a rotating file (see Dumper).
-	Dump DumpConfig `yaml:"dump"`
+	Dump tap.DumpConfig `yaml:"dump"`
 	// Forward posts every batch the webhook accepted to other audit webhooks (see Forwarder).
-	Forward []ForwardConfig `yaml:"forward"`
+	Forward []tap.ForwardConfig `yaml:"forward"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -54,24 +55,6 @@ func (c Config) Validate() error {
 		fit = fmt.Errorf("audit: queue.maxBytes %d is below webhook.maxBodyBytes %d: a batch the webhook accepts could never be queued", q.MaxBytes, w.MaxBodyBytes)
 	}
 	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps())
-}
-
-// Replayer ingests audit log files once, in the background, each file flushed through the queue
-// before it counts as done.
-type Replayer = replay.Runner[ReplayStats]
-
-// NewReplayer replays files into q, as cluster, dropping events with timestamps more than
-// maxFutureSkew ahead (zero: aggregator.DefaultMaxFutureSkew, negative: no limit) or outside the
-// representable range (see ReplayFile); ts gives its logger (may be unset).
-func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q queue.Target, ts telemetry.Settings) *Replayer {
-	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
-		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts)
-		if err == nil {
-			// Let everything read reach the sinks before the file counts as done.
-			err = q.Flush(ctx)
-		}
-		return st, err
-	}, ts.Log())
 }
 
 // Params are the fx inputs of New.
@@ -95,7 +78,7 @@ type Result struct {
 	Queue    queue.Queue
 	Consumer *Consumer
 	Webhook  *webhook.Webhook
-	Replayer *Replayer
+	Replayer *auditlog.Replayer
 }
 
 // Module provides the audit pipeline (New): webhook handler, queue, consumer, replay and follow
@@ -105,7 +88,7 @@ type Result struct {
 var Module = fx.Module("audit",
 	fx.Provide(New,
 		fx.Annotate(func(w *webhook.Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
-	fx.Invoke(func(queue.Queue, *Replayer) {}),
+	fx.Invoke(func(queue.Queue, *auditlog.Replayer) {}),
 )
 
 // commitSync is what a durable or NATS queue runs before it counts a batch as handled: the
@@ -169,13 +152,13 @@ func New(p Params) (Result, error) {
 	// local disk. Through NATS their events reach the replicas that own the partitions.
 	replayQ := Observe(Prefilter(eq.Direct(), consumer), p.Observers...)
 	for _, f := range cfg.Follow {
-		fl, err := NewFollower(FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
+		fl, err := auditlog.NewFollower(auditlog.FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
 		if err != nil {
 			return Result{}, err
 		}
 		p.Lifecycle.Append(fx.StartStopHook(fl.Start, fl.Stop))
 	}
-	replayer := NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
+	replayer := auditlog.NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
 	return Result{Queue: eq, Consumer: consumer, Webhook: wh, Replayer: replayer}, nil
 }

@@ -6,17 +6,17 @@ import (
 	"compress/gzip"
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 )
 
 func bulkEventBatches(b *testing.B) [][]*auditv1.Event {
 	b.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "bulk", "webhook-batches.jsonl.gz"))
+	f, err := os.Open(fixture.Path(b, "bulk", "webhook-batches.jsonl.gz"))
 	require.NoError(b, err)
 	defer f.Close()
 	zr, err := gzip.NewReader(f)

@@ -22,11 +22,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/auditlog"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 
 	"go.uber.org/fx"
 
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -93,7 +93,7 @@ type pipeline struct {
 	fx.Out
 
 	Processor *kelemetrix.Processor
-	Replayer  *audit.Replayer
+	Replayer  *auditlog.Replayer
 	Webhook   httpserver.Handler `group:"kelemetry.http.audit"`
 }
 
@@ -108,13 +108,13 @@ func newPipeline(c config, ts telemetry.Settings, lc fx.Lifecycle) (pipeline, er
 	lc.Append(fx.StartStopHook(proc.Start, proc.Stop))
 	webhook := webhook.New(webhook.Config{DefaultCluster: c.cluster}, webhook.Deps{Queue: proc, Telemetry: ts})
 	for _, f := range c.follow {
-		fl, err := audit.NewFollower(audit.FollowConfig{Path: f, Cluster: c.cluster}, proc, ts)
+		fl, err := auditlog.NewFollower(auditlog.FollowConfig{Path: f, Cluster: c.cluster}, proc, ts)
 		if err != nil {
 			return pipeline{}, fmt.Errorf("follow %s: %w", f, err)
 		}
 		lc.Append(fx.StartStopHook(fl.Start, fl.Stop))
 	}
-	replayer := audit.NewReplayer(c.replay, c.cluster, 0, proc, ts)
+	replayer := auditlog.NewReplayer(c.replay, c.cluster, 0, proc, ts)
 	lc.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
 	return pipeline{Processor: proc, Replayer: replayer, Webhook: webhook}, nil
 }
@@ -129,7 +129,7 @@ func options(c config, logger *slog.Logger) fx.Option {
 			// The provider keeps every series of the metrics (maxSeries above the SDK's 2000).
 			fx.Annotate(func(c config) telemetry.CardinalityLimit { return c.metrics.CardinalityLimit() },
 				fx.ResultTags(telemetry.CardinalityGroup))),
-		fx.Invoke(func(*kelemetrix.Processor, *audit.Replayer) {}),
+		fx.Invoke(func(*kelemetrix.Processor, *auditlog.Replayer) {}),
 		fx.NopLogger,
 	)
 }

@@ -1,4 +1,4 @@
-package audit
+package tap
 
 import (
 	"context"
@@ -340,7 +340,6 @@ func TestForwardConfigValidate(t *testing.T) {
 			assert.ErrorContains(t, err, tc.wantErr, tc.cfg.URL)
 		}
 	}
-	assert.ErrorContains(t, Config{Forward: []ForwardConfig{{URL: "x"}}}.Validate(), "audit forward[0]")
 }
 
 func TestRetryAfter(t *testing.T) {

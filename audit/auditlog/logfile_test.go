@@ -1,4 +1,4 @@
-package audit
+package auditlog
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
@@ -71,7 +72,7 @@ func logLine(id string) string {
 }
 
 func TestLogReplayRolloutFixture(t *testing.T) {
-	path := filepath.Join("..", "testdata", "rollout", "audit.jsonl")
+	path := fixture.Path(t, "rollout", "audit.jsonl")
 	var c collector
 	stats, err := ReplayFile(context.Background(), path, "kind", &c, telemetry.Settings{})
 	require.NoError(t, err)
@@ -88,7 +89,7 @@ func TestLogReplayRolloutFixture(t *testing.T) {
 }
 
 func TestLogReplayGzip(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
+	raw, err := os.ReadFile(fixture.Path(t, "rollout", "audit.jsonl"))
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -109,7 +110,7 @@ func TestLogReplayBulkFixture(t *testing.T) {
 		t.Skip("30 MB")
 	}
 	var c collector
-	stats, err := ReplayFile(context.Background(), filepath.Join("..", "testdata", "bulk", "audit.jsonl.gz"), "bulk", &c, telemetry.Settings{})
+	stats, err := ReplayFile(context.Background(), fixture.Path(t, "bulk", "audit.jsonl.gz"), "bulk", &c, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Zero(t, stats.BadLines)
 	assert.Equal(t, stats.Lines, stats.Events)

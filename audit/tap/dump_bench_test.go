@@ -1,4 +1,4 @@
-package audit
+package tap
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/audit/webhook"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,7 +22,7 @@ import (
 // bulkWebhookBatches reads the recorded webhook batches of the bulk fixture.
 func bulkWebhookBatches(b *testing.B) ([]webhook.AcceptedBatch, int, int64) {
 	b.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "bulk", "webhook-batches.jsonl.gz"))
+	f, err := os.Open(fixture.Path(b, "bulk", "webhook-batches.jsonl.gz"))
 	require.NoError(b, err)
 	defer f.Close()
 	zr, err := gzip.NewReader(f)

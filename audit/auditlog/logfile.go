@@ -1,4 +1,4 @@
-package audit
+package auditlog
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
+	"github.com/kelemetry/kelemetry/internal/replay"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -687,3 +688,24 @@ func (l *lineReader) clearPartial() {
 	}
 	l.partial = l.partial[:0]
 }
+
+// Replayer ingests audit log files once, in the background, each file flushed through the queue
+// before it counts as done.
+type Replayer = replay.Runner[ReplayStats]
+
+// NewReplayer replays files into q, as cluster, dropping events with timestamps more than
+// maxFutureSkew ahead (zero: aggregator.DefaultMaxFutureSkew, negative: no limit) or outside the
+// representable range (see ReplayFile); ts gives its logger (may be unset).
+func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q queue.Target, ts telemetry.Settings) *Replayer {
+	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
+		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts)
+		if err == nil {
+			// Let everything read reach the sinks before the file counts as done.
+			err = q.Flush(ctx)
+		}
+		return st, err
+	}, ts.Log())
+}
+
+// meterName is the instrumentation scope of the log readers' metrics (the audit pipeline's).
+const meterName = "github.com/kelemetry/kelemetry/audit"
