@@ -20,6 +20,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 )
@@ -127,12 +128,21 @@ func SafeEnd(b []byte, i int) int {
 // End returns the index of the closing quote of the string whose content starts at i, or -1 if b
 // ends first: the first '"' not escaped by a '\' (which escapes the byte after it, whatever it
 // is). It checks nothing else; it is for text known to be valid.
+//
+// Eight bytes at a time for the first endWords words without a quote, backslash or control
+// character; a string that goes on longer than that is likely long (a managedFields entry, an
+// annotation holding a JSON document), and longEnd takes the rest with bytes.IndexByte.
 func End(b []byte, i int) int {
-	for {
-		i = SafeRun(b, i)
-		if i >= len(b) {
-			return -1
+	for words := 0; i+8 <= len(b); {
+		m := NotSafe(binary.LittleEndian.Uint64(b[i:]))
+		if m == 0 {
+			if words++; words == endWords {
+				return longEnd(b, i+8)
+			}
+			i += 8
+			continue
 		}
+		i += bits.TrailingZeros64(m) >> 3
 		switch b[i] {
 		case '"':
 			return i
@@ -142,6 +152,45 @@ func End(b []byte, i int) int {
 			i++
 		}
 	}
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			return i
+		case '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	return -1
+}
+
+// endWords is the number of words of safe bytes after which End takes a string for long. From
+// then on bytes.IndexByte (vector instructions, 16 or 32 bytes at a time, but a call) costs less
+// than eight bytes at a time: a quarter of the time from a few hundred bytes on, the same on the
+// strings of an object's metadata.
+const endWords = 4
+
+// longEnd is End from i, a byte that is not escaped: to each '"' with bytes.IndexByte, the end of
+// the string if an even number of backslashes precede it (each escaping the next, the last escapes
+// no quote). Counting stops at i: the bytes before it are no escape's.
+func longEnd(b []byte, i int) int {
+	for i < len(b) {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += i
+		p := q
+		for p > i && b[p-1] == '\\' {
+			p--
+		}
+		if (q-p)%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+	return -1
 }
 
 // Flags say what a string holds besides plain bytes.

@@ -186,6 +186,20 @@ func TestScanWordEdges(t *testing.T) {
 	}
 }
 
+// TestScanLong: strings longer than End's first words (it takes the rest with bytes.IndexByte),
+// with runs of backslashes before quotes, escaped and not, at every place after them.
+func TestScanLong(t *testing.T) {
+	for n := 24; n <= 56; n++ {
+		for k := range 6 {
+			for _, tail := range []string{`"`, `","b"`, `x"`, `\"`, ``, "\x01\"", `\\"` + strings.Repeat("c", 40) + `"`} {
+				s := strings.Repeat("a", n) + strings.Repeat(`\`, k) + `"` + tail
+				checkAgainstReference(t, []byte(s), 0)
+				checkAgainstReference(t, []byte(`"`+s), 1)
+			}
+		}
+	}
+}
+
 func TestSkipSpace(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
