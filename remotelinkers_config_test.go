@@ -33,3 +33,19 @@ remoteLinkers:
 	cfg.RemoteLinkers.NATS.URLs = nil
 	assert.ErrorContains(t, cfg.Validate(), "urls")
 }
+
+// TestRemoteLinkersConfigStreamKeys: remoteLinkers.nats is a connection; the stream keys it used
+// to accept and ignore are refused with their line and the keys a connection takes.
+func TestRemoteLinkersConfigStreamKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+remoteLinkers:
+  nats:
+    urls: [nats://127.0.0.1:4222]
+    partitions: 8
+  linkers:
+    - name: podnode
+`), 0o600))
+	_, err := LoadConfig(path)
+	assert.ErrorContains(t, err, "line 5: partitions is a setting of the audit queue's stream (audit.queue.nats), not of a NATS connection, which takes only urls, tls,")
+}

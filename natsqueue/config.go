@@ -3,7 +3,6 @@ package natsqueue
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 )
@@ -36,7 +35,9 @@ const (
 )
 
 // Config says where NATS is, how the stream is laid out and how consumption behaves. The zero
-// value plus URLs is usable: WithDefaults fills the rest.
+// value plus URLs is usable: WithDefaults fills the rest. Its connection settings (URLs, TLS,
+// CredentialsFile, NKeySeedFile, ConnectTimeout, ReconnectWait, MaxReconnectWait, Name) are the
+// keys of Conn, which Config.Conn returns.
 type Config struct {
 	// URLs are the NATS servers (nats://host:4222, tls://...); required.
 	URLs []string `yaml:"urls"`
@@ -166,7 +167,7 @@ func (c Config) WithDefaults() Config {
 	}
 	setStr(&c.Stream, defaultStream)
 	setStr(&c.SubjectPrefix, defaultSubjectPrefix)
-	setStr(&c.Name, "kelemetry")
+	setStr(&c.Name, defaultName)
 	setInt(&c.Partitions, defaultPartitions)
 	setInt(&c.Replicas, defaultReplicas)
 	setInt(&c.MaxDeliveries, defaultMaxDeliveries)
@@ -193,14 +194,14 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports an unusable configuration: no URL, a bad stream name or subject prefix, a
-// replication factor other than 1, 3 or 5, negative limits, half a client certificate, both
-// credential kinds, or files that cannot be read.
+// Validate reports an unusable configuration: the errors of Conn.Validate (no URL, half a client
+// certificate, both credential kinds, files that cannot be read), a bad stream name or subject
+// prefix, a replication factor other than 1, 3 or 5, or negative limits.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
-	if len(c.URLs) == 0 {
-		errs = append(errs, errors.New("urls: at least one NATS server is required"))
+	if err := c.Conn().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.ContainsAny(c.Stream, ". *>\t\n/\\") {
 		errs = append(errs, fmt.Errorf("stream %q: must not contain '.', '*', '>', '/', '\\' or whitespace", c.Stream))
@@ -222,24 +223,6 @@ func (c Config) Validate() error {
 	}
 	if c.Members < 0 || c.Member < 0 || (c.Members > 0 && c.Member >= c.Members) || (c.Members == 0 && c.Member != 0) {
 		errs = append(errs, fmt.Errorf("member %d of %d members: need 0 <= member < members", c.Member, c.Members))
-	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		errs = append(errs, errors.New("tls: certFile and keyFile go together"))
-	}
-	if c.CredentialsFile != "" && c.NKeySeedFile != "" {
-		errs = append(errs, errors.New("credentialsFile and nkeySeedFile are exclusive"))
-	}
-	for _, nf := range [][2]string{
-		{"tls.caFile", c.TLS.CAFile}, {"tls.certFile", c.TLS.CertFile}, {"tls.keyFile", c.TLS.KeyFile},
-		{"credentialsFile", c.CredentialsFile}, {"nkeySeedFile", c.NKeySeedFile},
-	} {
-		name, f := nf[0], nf[1]
-		if f == "" {
-			continue
-		}
-		if _, err := os.Stat(f); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
 	}
 	return errors.Join(errs...)
 }

@@ -79,7 +79,7 @@ func validCluster(cluster string) error {
 // connect opens a connection with the configured security, timeouts and reconnect backoff.
 // Publishing while disconnected fails at once instead of being buffered, so that a producer
 // learns that NATS is down within its timeout.
-func connect(cfg Config, log *slog.Logger) (*nats.Conn, error) {
+func connect(cfg Conn, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.Timeout(cfg.ConnectTimeout),

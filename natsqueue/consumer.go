@@ -187,7 +187,7 @@ func NewConsumer(ctx context.Context, cfg Config, h handler, set telemetry.Setti
 		_ = c.heldGauge.Unregister()
 		return nil, err
 	}
-	nc, err := connect(cfg, log)
+	nc, err := connect(cfg.Conn(), log)
 	if err != nil {
 		_ = c.heldGauge.Unregister()
 		return nil, err

@@ -32,6 +32,7 @@
 // remembers the sequences and message IDs it handled lately, so a redelivery or a second copy of
 // a retried publish is acknowledged without being handled again; and a storedCheck
 // (WithStoredCheck) asks the sinks whether a redelivered message's spans are already stored.
-// Handling a message again otherwise rewrites the same span IDs. Dial is the connection setup (URLs,
-// credentials, TLS, reconnects) that package remotelinker shares.
+// Handling a message again otherwise rewrites the same span IDs. Conn is a connection's settings
+// alone (URLs, credentials, TLS, reconnects; Config has the same keys) and Dial opens one: package
+// remotelinker connects that way.
 package natsqueue

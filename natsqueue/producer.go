@@ -65,7 +65,7 @@ func NewProducer(ctx context.Context, cfg Config, set telemetry.Settings) (*Prod
 	if err := m.Err(); err != nil {
 		return nil, err
 	}
-	nc, err := connect(cfg, log)
+	nc, err := connect(cfg.Conn(), log)
 	if err != nil {
 		return nil, err
 	}

@@ -28,9 +28,10 @@ const (
 // Config lists the remote linkers of a Kelemetry process and how to reach NATS. The zero value
 // has no remote linker and needs no NATS.
 type Config struct {
-	// NATS is the connection to NATS: only its connection settings are used (urls, tls,
-	// credentialsFile, nkeySeedFile, connectTimeout, reconnectWait, maxReconnectWait, name).
-	NATS natsqueue.Config `yaml:"nats"`
+	// NATS is the connection to NATS (urls, tls, credentialsFile, nkeySeedFile, connectTimeout,
+	// reconnectWait, maxReconnectWait, name): a connection only, with no stream; the keys of the
+	// audit queue's stream (stream, partitions, ...) are errors here.
+	NATS natsqueue.Conn `yaml:"nats"`
 	// Linkers are the remote linkers, each served by workers on its subject.
 	Linkers []LinkerConfig `yaml:"linkers"`
 }

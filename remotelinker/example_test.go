@@ -22,7 +22,7 @@ func ExampleServe() {
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	nc, err := natsqueue.Dial(natsqueue.Config{URLs: []string{"nats://127.0.0.1:4222"}}, slog.Default())
+	nc, err := natsqueue.Dial(natsqueue.Conn{URLs: []string{"nats://127.0.0.1:4222"}}, slog.Default())
 	if err != nil {
 		slog.Error("connect", "error", err)
 		return

@@ -16,7 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
-func natsqueueURL(url string) natsqueue.Config { return natsqueue.Config{URLs: []string{url}} }
+func natsqueueURL(url string) natsqueue.Conn { return natsqueue.Conn{URLs: []string{url}} }
 
 // request sends raw bytes to a worker's subject and decodes the Result.
 func request(t *testing.T, url, subject string, data []byte) Result {

@@ -129,7 +129,7 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 type options struct {
-	nats        natsqueue.Config
+	nats        natsqueue.Conn
 	worker      remotelinker.WorkerConfig
 	metricsAddr string
 	drain       time.Duration
