@@ -1,10 +1,9 @@
 package frontend
 
 import (
-	"errors"
-	"fmt"
-	"math"
 	"time"
+
+	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 // Config configures the query side: how far links are followed, what one request may spend
@@ -50,86 +49,15 @@ type Config struct {
 	CausalRules []CausalRule `yaml:"causalRules"`
 }
 
-// Defaults for Config.
-const (
-	defaultDepth          = 3
-	defaultPerLevel       = 100
-	defaultTotal          = 500
-	defaultMaxSpans       = 200_000
-	defaultMaxRenderBytes = 64 << 20
-	defaultTimeout        = 30 * time.Second
-	defaultMaxConcurrent  = 4
-	defaultQueueWait      = 2 * time.Second
-	// defaultMemoryPercent is the share of the Go memory limit that MaxMemoryBytes defaults to.
-	// The rest is for what ingestion keeps (about 0.6 GiB at most with the defaults, see the
-	// memory page, docs/operations/memory.md) and for garbage not collected yet: with 60%, four
-	// heavy queries at once kept the collector running almost without pause under a 2 GiB
-	// container limit.
-	defaultMemoryPercent = 50
-)
-
-// MemoryBudget is MaxMemoryBytes resolved against goMemLimit, the Go runtime's memory limit (0
-// or math.MaxInt64: none): the bytes the heavy requests may hold at once, 0 when unbounded.
-func (c Config) MemoryBudget(goMemLimit int64) int64 {
-	switch {
-	case c.MaxMemoryBytes > 0:
-		return c.MaxMemoryBytes
-	case c.MaxMemoryBytes < 0 || goMemLimit <= 0 || goMemLimit == math.MaxInt64:
-		return 0
-	default:
-		return int64(float64(goMemLimit) * defaultMemoryPercent / 100)
-	}
-}
-
-// WithDefaults returns c with zero fields set to their defaults.
-func (c Config) WithDefaults() Config {
-	if c.Depth <= 0 {
-		c.Depth = defaultDepth
-	}
-	if c.PerLevel <= 0 {
-		c.PerLevel = defaultPerLevel
-	}
-	if c.Total <= 0 {
-		c.Total = defaultTotal
-	}
-	if c.MaxSpans <= 0 {
-		c.MaxSpans = defaultMaxSpans
-	}
-	if c.MaxRenderBytes <= 0 {
-		c.MaxRenderBytes = defaultMaxRenderBytes
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = defaultTimeout
-	}
-	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = defaultMaxConcurrent
-	}
-	if c.QueueWait <= 0 {
-		c.QueueWait = defaultQueueWait
-	}
-	return c
-}
-
 // Validate reports a configuration that cannot work: negative values, invalid causal rules.
-func (c Config) Validate() error {
-	var errs []error
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"depth", int64(c.Depth)}, {"perLevel", int64(c.PerLevel)}, {"total", int64(c.Total)},
-		{"maxSpans", int64(c.MaxSpans)}, {"maxRenderBytes", c.MaxRenderBytes}, {"timeout", int64(c.Timeout)},
-		{"maxConcurrent", int64(c.MaxConcurrent)}, {"queueWait", int64(c.QueueWait)},
-	} {
-		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("frontend: %s %d is negative", f.name, f.v))
-		}
+func (c Config) Validate() error { return c.engine().Validate() }
+
+// engine is c as the query engine takes it.
+func (c Config) engine() query.Config {
+	return query.Config{
+		Depth: c.Depth, PerLevel: c.PerLevel, Total: c.Total,
+		MaxSpans: c.MaxSpans, MaxRenderBytes: c.MaxRenderBytes, Timeout: c.Timeout,
+		MaxConcurrent: c.MaxConcurrent, QueueWait: c.QueueWait, MaxMemoryBytes: c.MaxMemoryBytes,
+		CausalRules: engineRules(c.CausalRules),
 	}
-	if c.MaxMemoryBytes < -1 {
-		errs = append(errs, fmt.Errorf("frontend: maxMemoryBytes %d: want bytes, 0 (the default) or -1 (no memory bound)", c.MaxMemoryBytes))
-	}
-	for _, err := range causalRuleErrors(c.CausalRules) {
-		errs = append(errs, fmt.Errorf("frontend: %w", err))
-	}
-	return errors.Join(errs...)
 }

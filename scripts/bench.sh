@@ -171,8 +171,8 @@ if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	echo '```'
 	go test ./audit -run '^$' -bench 'DecodeEventList$' -benchmem -cpu 1 | grep Benchmark
 	go test . -run '^$' -bench EndToEnd -benchmem -cpu 1 | grep Benchmark
-	go test ./frontend -run '^$' -bench Deployment1000Pods -benchtime 10x -benchmem | grep Benchmark
-	go test ./frontend -run '^$' -bench Deployment10000Pods -benchtime 3x -benchmem | grep Benchmark
+	go test ./internal/query -run '^$' -bench Deployment1000Pods -benchtime 10x -benchmem | grep Benchmark
+	go test ./internal/query -run '^$' -bench Deployment10000Pods -benchtime 3x -benchmem | grep Benchmark
 	go test ./diff -run '^$' -bench 'Compare20KB|Snapshot20KB' -benchmem -cpu 1 | grep Benchmark
 	go test ./linkrule -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark
 	go test ./kelemetrix -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark

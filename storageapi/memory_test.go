@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -119,7 +120,7 @@ func TestFindTracesHoldsItsTurnWhileStreaming(t *testing.T) {
 	}()
 	<-sending // the search is done; its first message is being sent
 	_, err := e.Acquire(context.Background())
-	require.ErrorIs(t, err, frontend.ErrBusy, "the streaming search still holds its turn")
+	require.ErrorIs(t, err, query.ErrBusy, "the streaming search still holds its turn")
 	close(release)
 	require.NoError(t, <-done)
 	rel, err := e.Acquire(context.Background())

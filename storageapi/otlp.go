@@ -9,7 +9,7 @@ import (
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 // warningsAttribute is the span attribute Jaeger v2 reads span warnings from (a string list).
@@ -25,7 +25,7 @@ const maxChunkBytes = 1 << 20
 // chunks converts one drawn trace into OTLP, split into consecutive TracesData messages of at
 // most about maxChunkBytes each (one span per message at least), as the streaming contract of
 // jaeger.storage.v2 allows. Each message holds one ResourceSpans per Jaeger process.
-func chunks(id []byte, tr frontend.JaegerTrace) ([]*tracev1.TracesData, error) {
+func chunks(id []byte, tr query.JaegerTrace) ([]*tracev1.TracesData, error) {
 	var out []*tracev1.TracesData
 	err := eachChunk(id, tr, func(c *tracev1.TracesData) error {
 		out = append(out, c)
@@ -39,7 +39,7 @@ func chunks(id []byte, tr frontend.JaegerTrace) ([]*tracev1.TracesData, error) {
 
 // eachChunk is chunks handing each message to fn as soon as it is full, so that only one
 // message of a large trace is held at a time (a trace is up to query.maxRenderBytes of JSON).
-func eachChunk(id []byte, tr frontend.JaegerTrace, fn func(*tracev1.TracesData) error) error {
+func eachChunk(id []byte, tr query.JaegerTrace, fn func(*tracev1.TracesData) error) error {
 	var cur *tracev1.TracesData
 	var byPID map[string]*tracev1.ScopeSpans
 	size := 0
@@ -77,7 +77,7 @@ func eachChunk(id []byte, tr frontend.JaegerTrace, fn func(*tracev1.TracesData) 
 	return nil
 }
 
-func resource(p frontend.JaegerProcess) *resourcev1.Resource {
+func resource(p query.JaegerProcess) *resourcev1.Resource {
 	attrs := make([]*commonv1.KeyValue, 0, 1+len(p.Tags))
 	attrs = append(attrs, strKV("service.name", p.ServiceName))
 	for _, t := range p.Tags {
@@ -86,7 +86,7 @@ func resource(p frontend.JaegerProcess) *resourcev1.Resource {
 	return &resourcev1.Resource{Attributes: attrs}
 }
 
-func otlpSpan(traceID []byte, js frontend.JaegerSpan) (*tracev1.Span, error) {
+func otlpSpan(traceID []byte, js query.JaegerSpan) (*tracev1.Span, error) {
 	spanID, err := spanIDBytes(js.SpanID)
 	if err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func strKV(k, v string) *commonv1.KeyValue {
 }
 
 // keyValue converts a Jaeger tag by the Go type of its value; anything else is a string.
-func keyValue(t frontend.JaegerKeyValue) *commonv1.KeyValue {
+func keyValue(t query.JaegerKeyValue) *commonv1.KeyValue {
 	v := &commonv1.AnyValue{}
 	switch x := t.Value.(type) {
 	case string:

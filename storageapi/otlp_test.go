@@ -10,28 +10,28 @@ import (
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 // A large trace is split into consecutive messages under the size bound, none empty, every
 // span kept once; tags, logs, warnings and the error flag map to their OTLP forms.
 func TestChunksSplitLargeTraces(t *testing.T) {
-	tr := frontend.JaegerTrace{TraceID: "ff2000000000000000000000aabbccdd", Processes: map[string]frontend.JaegerProcess{
-		"p1": {ServiceName: "object"}, "p2": {ServiceName: "audit", Tags: []frontend.JaegerKeyValue{{Key: "k", Type: "string", Value: "v"}}},
+	tr := query.JaegerTrace{TraceID: "ff2000000000000000000000aabbccdd", Processes: map[string]query.JaegerProcess{
+		"p1": {ServiceName: "object"}, "p2": {ServiceName: "audit", Tags: []query.JaegerKeyValue{{Key: "k", Type: "string", Value: "v"}}},
 	}}
 	big := strings.Repeat("x", 2000)
 	const n = 3000
 	for i := range n {
-		sp := frontend.JaegerSpan{SpanID: fmt.Sprintf("%016x", i+1), OperationName: "op", StartTime: 1_000_000, Duration: 5,
+		sp := query.JaegerSpan{SpanID: fmt.Sprintf("%016x", i+1), OperationName: "op", StartTime: 1_000_000, Duration: 5,
 			ProcessID: []string{"p1", "p2"}[i%2],
-			Tags:      []frontend.JaegerKeyValue{{Key: "diff", Type: "string", Value: big}, {Key: "n", Type: "int64", Value: int64(i)}}}
+			Tags:      []query.JaegerKeyValue{{Key: "diff", Type: "string", Value: big}, {Key: "n", Type: "int64", Value: int64(i)}}}
 		if i > 0 {
-			sp.References = []frontend.JaegerReference{{RefType: "CHILD_OF", SpanID: fmt.Sprintf("%016x", 1)}}
+			sp.References = []query.JaegerReference{{RefType: "CHILD_OF", SpanID: fmt.Sprintf("%016x", 1)}}
 		}
 		if i == 1 {
-			sp.Tags = append(sp.Tags, frontend.JaegerKeyValue{Key: "error", Type: "bool", Value: true})
+			sp.Tags = append(sp.Tags, query.JaegerKeyValue{Key: "error", Type: "bool", Value: true})
 			sp.Warnings = []string{"result truncated: span budget of 1 reached"}
-			sp.Logs = []frontend.JaegerLog{{Timestamp: 1_000_001, Fields: []frontend.JaegerKeyValue{
+			sp.Logs = []query.JaegerLog{{Timestamp: 1_000_001, Fields: []query.JaegerKeyValue{
 				{Key: "event", Type: "string", Value: "update"}, {Key: "message", Type: "string", Value: "hi"}}}}
 		}
 		tr.Spans = append(tr.Spans, sp)
@@ -91,6 +91,6 @@ func TestChunksSplitLargeTraces(t *testing.T) {
 	assert.False(t, keys["error"], "the error flag is the span status")
 	assert.True(t, keys[warningsAttribute])
 
-	_, err = chunks(id, frontend.JaegerTrace{Spans: []frontend.JaegerSpan{{SpanID: "zz"}}})
+	_, err = chunks(id, query.JaegerTrace{Spans: []query.JaegerSpan{{SpanID: "zz"}}})
 	assert.Error(t, err, "a malformed span ID is an error, not a panic")
 }

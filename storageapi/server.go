@@ -22,6 +22,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -44,8 +45,8 @@ type server struct {
 	storagev2.UnimplementedDependencyReaderServer
 
 	engine *frontend.Engine
-	api    *frontend.JaegerAPI
-	cfg    frontend.Config
+	api    *query.JaegerAPI
+	cfg    query.Config
 	logger *slog.Logger
 	now    func() time.Time
 
@@ -57,7 +58,7 @@ func newServer(e *frontend.Engine, tel telemetry.Settings) *server {
 	m := tel.Meter(meterScope)
 	s := &server{
 		engine: e,
-		api:    frontend.NewJaegerAPI(e, tel),
+		api:    query.NewJaegerAPI(e, tel),
 		cfg:    e.Config(),
 		logger: tel.Log().With("component", "storageapi"),
 		now:    time.Now,
@@ -85,8 +86,8 @@ func (s *server) heavy(ctx context.Context) (_ context.Context, done func(), _ e
 	ctx, release, err := s.engine.Admit(ctx)
 	if err != nil {
 		cancel()
-		if errors.Is(err, frontend.ErrBusy) {
-			s.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", frontend.BusyReason(err))))
+		if errors.Is(err, query.ErrBusy) {
+			s.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", query.BusyReason(err))))
 			return nil, nil, status.Errorf(codes.ResourceExhausted, "%v: try again later", err)
 		}
 		return nil, nil, s.status(ctx, "wait for a turn", err)
@@ -100,13 +101,13 @@ func (s *server) status(ctx context.Context, what string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return status.Errorf(codes.Canceled, "%s: %v", what, err)
-	case errors.Is(err, frontend.ErrBudget) && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(err, query.ErrBudget) && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return status.Errorf(codes.DeadlineExceeded, "%s: %v", what, err)
-	case errors.Is(err, frontend.ErrBudget):
+	case errors.Is(err, query.ErrBudget):
 		return status.Errorf(codes.ResourceExhausted, "%s: %v", what, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Errorf(codes.DeadlineExceeded, "%s: time budget of %s reached; narrow the time range", what, s.cfg.Timeout)
-	case errors.Is(err, frontend.ErrBadTraceID):
+	case errors.Is(err, query.ErrBadTraceID):
 		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
 	case errors.Is(err, store.ErrUnavailable):
 		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
@@ -118,7 +119,7 @@ func (s *server) status(ctx context.Context, what string, err error) error {
 
 // GetServices lists the display modes, the default first.
 func (s *server) GetServices(context.Context, *storagev2.GetServicesRequest) (*storagev2.GetServicesResponse, error) {
-	modes := frontend.Modes()
+	modes := query.Modes()
 	names := make([]string, len(modes))
 	for i, m := range modes {
 		names[i] = m.Name()
@@ -128,7 +129,7 @@ func (s *server) GetServices(context.Context, *storagev2.GetServicesRequest) (*s
 
 // GetOperations lists the clusters of a display mode, each with the requested span kind.
 func (s *server) GetOperations(ctx context.Context, req *storagev2.GetOperationsRequest) (*storagev2.GetOperationsResponse, error) {
-	if _, err := frontend.ParseMode(req.GetService()); err != nil {
+	if _, err := query.ParseMode(req.GetService()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "service: %v", err)
 	}
 	cl, err := s.engine.Reader().Clusters(ctx)
@@ -143,7 +144,7 @@ func (s *server) GetOperations(ctx context.Context, req *storagev2.GetOperations
 }
 
 // searchParams turns a storage query into the parameters of the Jaeger HTTP API's search, so
-// that both APIs parse searches alike (frontend.ParseSearch).
+// that both APIs parse searches alike (query.ParseSearch).
 func searchParams(q *storagev2.TraceQueryParameters) (url.Values, error) {
 	if q == nil {
 		return nil, errors.New("query is required")
@@ -222,12 +223,12 @@ func attrValue(v *storagev2.AnyValue) (string, error) {
 
 // search runs a storage query as the HTTP API's search, admitted as a heavy request: call done
 // once the traces are sent (the admission holds their memory until then).
-func (s *server) search(ctx context.Context, q *storagev2.TraceQueryParameters) (_ []frontend.JaegerTrace, done func(), _ error) {
+func (s *server) search(ctx context.Context, q *storagev2.TraceQueryParameters) (_ []query.JaegerTrace, done func(), _ error) {
 	params, err := searchParams(q)
 	if err != nil {
 		return nil, nil, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	req, err := frontend.ParseSearch(params, s.now())
+	req, err := query.ParseSearch(params, s.now())
 	if err != nil {
 		return nil, nil, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
@@ -252,7 +253,7 @@ func (s *server) FindTraces(req *storagev2.FindTracesRequest, stream grpc.Server
 	}
 	defer done()
 	for _, tr := range traces {
-		id, err := frontend.ParseTraceID(tr.TraceID)
+		id, err := query.ParseTraceID(tr.TraceID)
 		if err != nil {
 			return s.status(stream.Context(), "search", err)
 		}
@@ -272,7 +273,7 @@ func (s *server) FindTraceIDs(ctx context.Context, req *storagev2.FindTracesRequ
 	defer done()
 	out := &storagev2.FindTraceIDsResponse{TraceIds: make([]*storagev2.FoundTraceID, 0, len(traces))}
 	for _, tr := range traces {
-		id, err := frontend.ParseTraceID(tr.TraceID)
+		id, err := query.ParseTraceID(tr.TraceID)
 		if err != nil {
 			return nil, s.status(ctx, "search", err)
 		}
@@ -309,7 +310,7 @@ func (s *server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerSt
 	defer done()
 	for _, id := range ids {
 		tr, err := s.api.Trace(ctx, id)
-		if errors.Is(err, frontend.ErrTraceNotFound) {
+		if errors.Is(err, query.ErrTraceNotFound) {
 			continue
 		}
 		if err != nil {
@@ -325,7 +326,7 @@ func (s *server) GetTraces(req *storagev2.GetTracesRequest, stream grpc.ServerSt
 // send streams one drawn trace under the ID it was asked by.
 // Each message is converted just before it is sent (eachChunk): an OTLP copy of a large trace
 // is never held whole.
-func (s *server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id trace.TraceID, tr frontend.JaegerTrace) error {
+func (s *server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id trace.TraceID, tr query.JaegerTrace) error {
 	var sendErr error
 	err := eachChunk(slices.Clone(id[:]), tr, func(c *tracev1.TracesData) error {
 		sendErr = stream.Send(c)

@@ -23,6 +23,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/frontendtest"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
@@ -104,8 +105,8 @@ func TestGetServicesAreDisplayModes(t *testing.T) {
 	c := serve(t, frontend.NewEngine(rollout(t), 0, frontend.Config{}))
 	resp, err := c.traces.GetServices(ctxT(t), &storagev2.GetServicesRequest{})
 	require.NoError(t, err)
-	want := make([]string, 0, len(frontend.Modes()))
-	for _, m := range frontend.Modes() {
+	want := make([]string, 0, len(query.Modes()))
+	for _, m := range query.Modes() {
 		want = append(want, m.Name())
 	}
 	assert.Equal(t, want, resp.GetServices())
@@ -154,7 +155,7 @@ func TestGetTracesSameSpansAsHTTPAPI(t *testing.T) {
 	e := frontend.NewEngine(rollout(t), 0, frontend.Config{})
 	c := serve(t, e)
 	mux := http.NewServeMux()
-	frontend.NewJaegerAPI(e, telemetry.Settings{}).Register(mux)
+	query.NewJaegerAPI(e, telemetry.Settings{}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
@@ -173,7 +174,7 @@ func TestGetTracesSameSpansAsHTTPAPI(t *testing.T) {
 
 		resp, err := http.Get(srv.URL + "/api/traces/" + hex.EncodeToString(id))
 		require.NoError(t, err)
-		var env struct{ Data []frontend.JaegerTrace }
+		var env struct{ Data []query.JaegerTrace }
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&env))
 		resp.Body.Close()
 		require.Len(t, env.Data, 1)

@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -29,9 +30,9 @@ func TestBrowserSignIn(t *testing.T) {
 	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}
 	e := frontend.NewEngine(st, 0, frontend.Config{})
 	routes := httpserver.HandlerFunc(func(mux *http.ServeMux) {
-		frontend.NewNativeAPI(st, quiet).Register(mux)
-		frontend.NewJaegerAPI(e, quiet).Register(mux)
-		frontend.NewUIAPI(e, quiet).Register(mux)
+		query.NewNativeAPI(st, quiet).Register(mux)
+		query.NewJaegerAPI(e, quiet).Register(mux)
+		query.NewUIAPI(e, quiet).Register(mux)
 		ui.Register(mux)
 	})
 	srv, err := httpserver.New(httpserver.Params{Logger: quiet.Logger, API: []httpserver.Handler{routes},

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 // TestBrowserCriticalPath opens the rollout's Deployment and checks that the critical path the
@@ -19,13 +20,13 @@ func TestBrowserCriticalPath(t *testing.T) {
 	st := ingestRollout(t)
 	srv := serve(t, st, frontend.Config{})
 
-	var sums []frontend.SearchSummary
+	var sums []query.SearchSummary
 	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
 		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
 	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
 	require.Len(t, sums, 1)
 	id := sums[0].TraceID
-	var cp frontend.CriticalPath
+	var cp query.CriticalPath
 	getJSON(t, srv.URL+"/api/critical-path/"+id, &cp)
 	require.NotEmpty(t, cp.Steps)
 

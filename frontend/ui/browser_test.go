@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store/memory"
 )
 
@@ -212,7 +213,7 @@ func rolloutRange() string {
 // foldedEvent finds, in the Deployment's row of a tracing trace, the first folded event whose
 // title and diff contain the given strings; it returns its index among the row's events and
 // the diff line of path.
-func foldedEvent(t *testing.T, tr frontend.JaegerTrace, spanOp, title, path string) (int, string) {
+func foldedEvent(t *testing.T, tr query.JaegerTrace, spanOp, title, path string) (int, string) {
 	t.Helper()
 	for _, s := range tr.Spans {
 		if !strings.HasPrefix(s.OperationName, spanOp) {
@@ -238,7 +239,7 @@ func foldedEvent(t *testing.T, tr frontend.JaegerTrace, spanOp, title, path stri
 	return 0, ""
 }
 
-func rootOf(t *testing.T, tr frontend.JaegerTrace) frontend.JaegerSpan {
+func rootOf(t *testing.T, tr query.JaegerTrace) query.JaegerSpan {
 	t.Helper()
 	for _, s := range tr.Spans {
 		if len(s.References) == 0 {
@@ -246,12 +247,12 @@ func rootOf(t *testing.T, tr frontend.JaegerTrace) frontend.JaegerSpan {
 		}
 	}
 	t.Fatal("no root span")
-	return frontend.JaegerSpan{}
+	return query.JaegerSpan{}
 }
 
-func getTrace(t *testing.T, srvURL, id string) frontend.JaegerTrace {
+func getTrace(t *testing.T, srvURL, id string) query.JaegerTrace {
 	t.Helper()
-	var trs []frontend.JaegerTrace
+	var trs []query.JaegerTrace
 	getJSON(t, srvURL+"/api/traces/"+id, &trs)
 	require.Len(t, trs, 1)
 	return trs[0]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -16,8 +17,8 @@ func ExampleRegister() {
 	st := memory.New(memory.Config{}, 0)
 	e := frontend.NewEngine(st, 0, frontend.Config{}) // 0: the default window length
 	mux := http.NewServeMux()
-	frontend.NewJaegerAPI(e, telemetry.Settings{}).Register(mux)
-	frontend.NewUIAPI(e, telemetry.Settings{}).Register(mux)
+	query.NewJaegerAPI(e, telemetry.Settings{}).Register(mux)
+	query.NewUIAPI(e, telemetry.Settings{}).Register(mux)
 	ui.Register(mux)
 
 	for _, path := range []string{"/", "/trace/ff210000006b0c5308001518316dfb35", "/static/app.js"} {

@@ -22,6 +22,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/frontendtest"
 	"github.com/kelemetry/kelemetry/frontend/ui"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -63,9 +64,9 @@ func serve(t testing.TB, r store.Reader, cfg frontend.Config) *httptest.Server {
 	mux := http.NewServeMux()
 	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)} // the error-state tests fail requests on purpose
 	e := frontend.NewEngine(r, 0, cfg)
-	frontend.NewNativeAPI(r, quiet).Register(mux)
-	frontend.NewJaegerAPI(e, quiet).Register(mux)
-	frontend.NewUIAPI(e, quiet).Register(mux)
+	query.NewNativeAPI(r, quiet).Register(mux)
+	query.NewJaegerAPI(e, quiet).Register(mux)
+	query.NewUIAPI(e, quiet).Register(mux)
 	ui.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -98,13 +99,13 @@ func getJSON(t testing.TB, u string, v any) {
 }
 
 // searchOne asks the UI's search API for one result and returns its display ID.
-func searchOne(t testing.TB, srvURL string, mode string, tags map[string]string, from, to time.Time) frontend.SearchSummary {
+func searchOne(t testing.TB, srvURL string, mode string, tags map[string]string, from, to time.Time) query.SearchSummary {
 	t.Helper()
 	tj, err := json.Marshal(tags)
 	require.NoError(t, err)
 	q := url.Values{"service": {mode}, "tags": {string(tj)},
 		"start": {fmt.Sprint(from.UnixMicro())}, "end": {fmt.Sprint(to.UnixMicro())}}
-	var res []frontend.SearchSummary
+	var res []query.SearchSummary
 	getJSON(t, srvURL+"/api/ui/search?"+q.Encode(), &res)
 	require.Len(t, res, 1)
 	return res[0]

@@ -17,6 +17,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store/memory"
 )
 
@@ -48,25 +49,25 @@ var (
 	xssName   = `<img src=x onerror="window.__xss=1">`
 	longName  = strings.Repeat("verylongpodname", 25) + "end" // no break opportunity
 	hostileID = "ff210000000000000000000000000abc"
-	kv        = func(k string, v any) frontend.JaegerKeyValue {
-		return frontend.JaegerKeyValue{Key: k, Type: "string", Value: v}
+	kv        = func(k string, v any) query.JaegerKeyValue {
+		return query.JaegerKeyValue{Key: k, Type: "string", Value: v}
 	}
-	childOf = func(id string) []frontend.JaegerReference {
-		return []frontend.JaegerReference{{RefType: "CHILD_OF", SpanID: id}}
+	childOf = func(id string) []query.JaegerReference {
+		return []query.JaegerReference{{RefType: "CHILD_OF", SpanID: id}}
 	}
 	hostileSnap = `{"metadata":{"name":"<img src=y onerror=\"window.__xss=3\">"}}`
 )
 
-func hostileTrace() frontend.JaegerTrace {
-	return frontend.JaegerTrace{TraceID: hostileID[:32], Processes: map[string]frontend.JaegerProcess{
+func hostileTrace() query.JaegerTrace {
+	return query.JaegerTrace{TraceID: hostileID[:32], Processes: map[string]query.JaegerProcess{
 		"p1": {ServiceName: "kelemetry"}, "p2": {ServiceName: `object<script>window.__xss=4</script>`}},
-		Spans: []frontend.JaegerSpan{
+		Spans: []query.JaegerSpan{
 			{SpanID: "r", OperationName: "2 related objects", ProcessID: "p1", StartTime: hostileAt,
-				Tags: []frontend.JaegerKeyValue{kv("kelemetry.span.kind", "root")}},
+				Tags: []query.JaegerKeyValue{kv("kelemetry.span.kind", "root")}},
 			{SpanID: "a", OperationName: "pods/" + xssName + longName, ProcessID: "p2", StartTime: hostileAt, References: childOf("r"),
-				Tags: []frontend.JaegerKeyValue{kv("kelemetry.span.kind", "object"), kv("cluster", "c"), kv("resource", "pods"),
+				Tags: []query.JaegerKeyValue{kv("kelemetry.span.kind", "object"), kv("cluster", "c"), kv("resource", "pods"),
 					kv("namespace", "ns"), kv("name", xssName+longName)},
-				Logs: []frontend.JaegerLog{{Timestamp: hostileAt, Fields: []frontend.JaegerKeyValue{
+				Logs: []query.JaegerLog{{Timestamp: hostileAt, Fields: []query.JaegerKeyValue{
 					kv("audit", `<script>window.__xss=2</script> update`), kv("user", `<b>bob</b>`),
 					kv("diff", `metadata.labels.x <none> -> "<img src=z onerror=window.__xss=5>"`),
 					kv("snapshot", hostileSnap), kv("message", "<i>hi</i>")}}}},
@@ -74,7 +75,7 @@ func hostileTrace() frontend.JaegerTrace {
 			{SpanID: "b", OperationName: "orphan", ProcessID: "p1", References: childOf("missing")},
 			// No start time, under a timed parent.
 			{SpanID: "c", OperationName: "untimed", ProcessID: "p2", References: childOf("a"), StartTime: -62135596800000000,
-				Tags: []frontend.JaegerKeyValue{kv("kelemetry.span.kind", "object")}},
+				Tags: []query.JaegerKeyValue{kv("kelemetry.span.kind", "object")}},
 		}}
 }
 
@@ -87,14 +88,14 @@ func hostileServer(t *testing.T) *httptest.Server {
 		_ = json.NewEncoder(w).Encode(map[string]any{"data": v})
 	}
 	mux.HandleFunc("GET /api/traces/{id}", func(w http.ResponseWriter, _ *http.Request) {
-		write(w, []frontend.JaegerTrace{hostileTrace()})
+		write(w, []query.JaegerTrace{hostileTrace()})
 	})
 	mux.HandleFunc("GET /api/ui/suggestions", func(w http.ResponseWriter, _ *http.Request) {
 		write(w, map[string]any{"clusters": []string{xssName}, "resources": []any{}, "namespaces": []string{}})
 	})
 	mux.HandleFunc("GET /api/ui/search", func(w http.ResponseWriter, _ *http.Request) {
-		obj := frontend.SummaryObject{Cluster: xssName, Resource: "pods", Namespace: "ns", Name: xssName + longName}
-		write(w, []frontend.SearchSummary{{TraceID: hostileID, Root: obj, Seed: obj, Roots: 1, Objects: 1,
+		obj := query.SummaryObject{Cluster: xssName, Resource: "pods", Namespace: "ns", Name: xssName + longName}
+		write(w, []query.SearchSummary{{TraceID: hostileID, Root: obj, Seed: obj, Roots: 1, Objects: 1,
 			Start: time.UnixMicro(hostileAt), End: time.UnixMicro(hostileAt), Clusters: []string{xssName}}})
 	})
 	srv := httptest.NewServer(mux)

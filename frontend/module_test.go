@@ -1,0 +1,48 @@
+package frontend
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/internal/query"
+	"github.com/kelemetry/kelemetry/store/memory"
+)
+
+// TestConfigFieldsReachEngine: every field of Config has its counterpart in the engine's config
+// and engine copies it, so that a field added to one is not forgotten in the other.
+func TestConfigFieldsReachEngine(t *testing.T) {
+	ft, qt := reflect.TypeFor[Config](), reflect.TypeFor[query.Config]()
+	require.Equal(t, ft.NumField(), qt.NumField())
+	c := Config{Depth: 1, PerLevel: 2, Total: 3, MaxSpans: 4, MaxRenderBytes: 5, Timeout: 6 * time.Second,
+		MaxConcurrent: 7, QueueWait: 8 * time.Second, MaxMemoryBytes: 9,
+		CausalRules: []CausalRule{{Name: "r", Controllers: []string{"c"}, Relation: RelSelf}}}
+	fv, qv := reflect.ValueOf(c), reflect.ValueOf(c.engine())
+	for i := range ft.NumField() {
+		f := ft.Field(i)
+		q, ok := qt.FieldByName(f.Name)
+		require.True(t, ok, "query.Config has no %s", f.Name)
+		assert.Equal(t, f.Tag, q.Tag, f.Name)
+		if f.Name == "CausalRules" {
+			continue
+		}
+		assert.False(t, fv.Field(i).IsZero(), "set %s in this test", f.Name)
+		assert.Equal(t, fv.Field(i).Interface(), qv.FieldByName(f.Name).Interface(), f.Name)
+	}
+	assert.Equal(t, []query.CausalRule{{Name: "r", Controllers: []string{"c"}, Relation: query.RelSelf}}, c.engine().CausalRules)
+	assert.Nil(t, Config{}.engine().CausalRules, "unset rules stay unset (the defaults)")
+	assert.NotNil(t, Config{CausalRules: []CausalRule{}}.engine().CausalRules, "an empty list stays empty (no rules)")
+	assert.Len(t, DefaultCausalRules, len(query.DefaultCausalRules))
+}
+
+func TestNewValidates(t *testing.T) {
+	_, err := New(Params{Reader: memory.New(memory.Config{}, 0), Config: Config{MaxRenderBytes: -1}})
+	assert.ErrorContains(t, err, "maxRenderBytes")
+	assert.ErrorContains(t, ValidateCausalRules([]CausalRule{{Name: "x", Relation: "sibling"}}), "sibling")
+	r, err := New(Params{Reader: memory.New(memory.Config{}, 0), Config: Config{Depth: 2}})
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.Engine.Config().Depth)
+}

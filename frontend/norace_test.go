@@ -1,7 +1,0 @@
-//go:build !race
-
-package frontend_test
-
-// raceEnabled is set when the tests run with the race detector, which makes the memory and
-// time figures of some tests meaningless.
-const raceEnabled = false
