@@ -52,6 +52,15 @@ type Config struct {
 // Validate reports a configuration that cannot work: negative values, invalid causal rules.
 func (c Config) Validate() error { return c.engine().Validate() }
 
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	d := c.engine().WithDefaults()
+	c.Depth, c.PerLevel, c.Total = d.Depth, d.PerLevel, d.Total
+	c.MaxSpans, c.MaxRenderBytes, c.Timeout = d.MaxSpans, d.MaxRenderBytes, d.Timeout
+	c.MaxConcurrent, c.QueueWait, c.MaxMemoryBytes = d.MaxConcurrent, d.QueueWait, d.MaxMemoryBytes
+	return c
+}
+
 // engine is c as the query engine takes it.
 func (c Config) engine() query.Config {
 	return query.Config{

@@ -36,6 +36,10 @@ func TestConfigFieldsReachEngine(t *testing.T) {
 	assert.Nil(t, Config{}.engine().CausalRules, "unset rules stay unset (the defaults)")
 	assert.NotNil(t, Config{CausalRules: []CausalRule{}}.engine().CausalRules, "an empty list stays empty (no rules)")
 	assert.Len(t, DefaultCausalRules, len(query.DefaultCausalRules))
+	assert.Equal(t, Config{Depth: 3, PerLevel: 100, Total: 500, MaxSpans: 200_000, MaxRenderBytes: 64 << 20,
+		Timeout: 30 * time.Second, MaxConcurrent: 4, QueueWait: 2 * time.Second, CausalRules: c.CausalRules},
+		Config{CausalRules: c.CausalRules}.WithDefaults())
+	assert.Equal(t, c, c.WithDefaults(), "set fields stay")
 }
 
 func TestNewValidates(t *testing.T) {
