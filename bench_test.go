@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/kube"
@@ -76,7 +76,7 @@ func newPipeline(tb testing.TB, sink aggregator.Sink) *pipeline {
 	// The benchmarks post the same fixture b.N times: without DedupSize -1 (and the webhook's
 	// RepeatWindow -1 below) the consumer (and the webhook) would drop every pass after the first
 	// as repeated deliveries and the figure would measure that.
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: -1}, engine, telemetry.Settings{})
+	consumer, err := consumer.New(consumer.Config{DedupSize: -1}, consumer.Deps{Aggregator: engine})
 	require.NoError(tb, err)
 	q, err := queue.New(queue.Config{}, queue.Deps{Handle: consumer.Handle})
 	require.NoError(tb, err)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
@@ -57,7 +57,7 @@ func replayFixture(t *testing.T, batches [][]byte, shape replayShape) map[string
 	})
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{DedupSize: shape.dedupSize}, engine, telemetry.Settings{})
+	consumer, err := consumer.New(consumer.Config{DedupSize: shape.dedupSize}, consumer.Deps{Aggregator: engine})
 	require.NoError(t, err)
 	q, err := queue.New(queue.Config{Partitions: shape.partitions}, queue.Deps{Handle: consumer.Handle})
 	require.NoError(t, err)

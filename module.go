@@ -11,8 +11,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditlog"
 	"github.com/kelemetry/kelemetry/audit/queue"
-	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
@@ -62,7 +62,6 @@ func Modules(role string) fx.Option {
 		linkrule.Module,
 		remotelinker.Module,
 		informer.Module,
-		fx.Invoke(joinInformerDiffs),
 	}
 	query := []fx.Option{frontend.Module, ui.Module, storageapi.Module}
 	opts := common
@@ -75,18 +74,6 @@ func Modules(role string) fx.Option {
 		opts = append(append(opts, ingest...), query...)
 	}
 	return fx.Module("kelemetry", opts...)
-}
-
-// joinInformerDiffs lets the audit consumer attach informer diffs to events that carry no
-// response body, from this process's change cache or, with the etcd backend, from the records
-// the leading replica wrote to etcd. The consumer's hooks come after the queue's, so it stops
-// first; events handled after that are looked up once and never held.
-func joinInformerDiffs(c *audit.Consumer, store changes.Store, lc fx.Lifecycle) {
-	if store == nil {
-		return
-	}
-	c.SetInformerDiffs(store)
-	lc.Append(fx.StartStopHook(c.Start, c.Stop))
 }
 
 // configs is the fan-out of Config: one configuration per part, and the values they share.
@@ -156,15 +143,15 @@ type Health struct {
 
 // HealthReplay reports the start-up replay.
 type HealthReplay struct {
-	Done  bool                `json:"done"`
-	Files []audit.ReplayStats `json:"files"`
-	Error string              `json:"error,omitempty"`
+	Done  bool                   `json:"done"`
+	Files []auditlog.ReplayStats `json:"files"`
+	Error string                 `json:"error,omitempty"`
 }
 
 // newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
 // the start-up replays, and whether the sinks take writes and the NATS queue is connected (503
 // "unavailable" when not, e.g. the store's disk is full or NATS is out of reach).
-func newHealth(r *audit.Replayer, ev *event.Replayer, q queue.Queue, agg *aggregator.Engine) httpserver.Health {
+func newHealth(r *auditlog.Replayer, ev *event.Replayer, q queue.Queue, agg *aggregator.Engine) httpserver.Health {
 	return healthHandler(func() Health {
 		build := version.Get()
 		// The queue's depth first: once it is 0, every handled event's link job is counted.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
@@ -20,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
@@ -82,7 +82,7 @@ func newGatedNATSBenchPipeline(b *testing.B, st aggregator.Sink, gate *atomic.Po
 	})
 	require.NoError(b, err)
 	require.NoError(b, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
+	consumer, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: engine})
 	require.NoError(b, err)
 	cfg := fastNATS(js.URL())
 	cfg.Partitions = 16

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/stretchr/testify/assert"
@@ -21,7 +22,6 @@ import (
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/httpserver"
@@ -57,7 +57,7 @@ func replayEvents(t *testing.T, batches [][]*auditv1.Event, natsURL string) map[
 	})
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, telemetry.Settings{})
+	consumer, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: engine})
 	require.NoError(t, err)
 	var q queue.Queue
 	if natsURL != "" {

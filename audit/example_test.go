@@ -5,9 +5,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/telemetry"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 )
 
 // An audit webhook request's body is an audit.k8s.io/v1 EventList. The consumer turns each of its
@@ -26,7 +25,7 @@ func ExampleDecodeEventList() {
 		fmt.Println(err)
 		return
 	}
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
+	consumer, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: &aggregatortest.RecordingAggregator{}})
 	if err != nil {
 		fmt.Println(err)
 		return

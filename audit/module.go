@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/audit/auditlog"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/audit/webhook"
+	"github.com/kelemetry/kelemetry/diff/changes"
 
 	"github.com/kelemetry/kelemetry/audit/queue"
 
@@ -23,10 +25,10 @@ import (
 type Config struct {
 	// Cluster names the cluster of input that does not name one: webhook requests to /audit
 	// (unless Webhook.DefaultCluster is set) and log files.
-	Cluster  string         `yaml:"cluster"`
-	Webhook  webhook.Config `yaml:"webhook"`
-	Queue    queue.Config   `yaml:"queue"`
-	Consumer ConsumerConfig `yaml:"consumer"`
+	Cluster  string          `yaml:"cluster"`
+	Webhook  webhook.Config  `yaml:"webhook"`
+	Queue    queue.Config    `yaml:"queue"`
+	Consumer consumer.Config `yaml:"consumer"`
 	// Replay lists audit log files ingested once at start-up, in order, in the background.
 	Replay []string `yaml:"replay"`
 	// Follow lists audit log files followed like tail -F.
@@ -65,7 +67,11 @@ type Params struct {
 	// Telemetry gives the logger and meter provider (unset: slog.Default(), no metrics).
 	Telemetry  telemetry.Settings `optional:"true"`
 	Aggregator aggregator.Aggregator
-	Lifecycle  fx.Lifecycle
+	// Changes are the informer diff source's records (diff/informer.Module provides them; nil
+	// when that source is off): the consumer joins them onto writes audited without a response
+	// body (consumer.Deps.InformerDiffs).
+	Changes   changes.Store `optional:"true"`
+	Lifecycle fx.Lifecycle
 	// Observers see every batch the webhook, replay and follow enqueue (see Observer).
 	Observers []Observer `group:"kelemetry.audit.observers"`
 }
@@ -76,7 +82,7 @@ type Result struct {
 
 	// Queue is what the webhook enqueues into (queue.New picks it from Config.Queue).
 	Queue    queue.Queue
-	Consumer *Consumer
+	Consumer *consumer.Consumer
 	Webhook  *webhook.Webhook
 	Replayer *auditlog.Replayer
 }
@@ -94,10 +100,10 @@ var Module = fx.Module("audit",
 // commitSync is what a durable or NATS queue runs before it counts a batch as handled: the
 // events the consumer held for their informer diffs are sent (Consumer.Settle), then the sinks
 // synced (aggregator.Engine.SyncSinks), when agg can.
-func commitSync(consumer *Consumer, agg aggregator.Aggregator) func(context.Context) error {
+func commitSync(cons *consumer.Consumer, agg aggregator.Aggregator) func(context.Context) error {
 	s, _ := agg.(interface{ SyncSinks(context.Context) error })
 	return func(ctx context.Context) error {
-		if err := consumer.Settle(ctx); err != nil {
+		if err := cons.Settle(ctx); err != nil {
 			return err
 		}
 		if s == nil {
@@ -114,22 +120,31 @@ func New(p Params) (Result, error) {
 		return Result{}, fmt.Errorf("audit config: %w", err)
 	}
 	ts := p.Telemetry
-	consumer, err := NewConsumer(cfg.Consumer, p.Aggregator, ts)
+	deps := consumer.Deps{Aggregator: p.Aggregator, Telemetry: ts}
+	if p.Changes != nil {
+		deps.InformerDiffs = p.Changes
+	}
+	cons, err := consumer.New(cfg.Consumer, deps)
 	if err != nil {
 		return Result{}, err
 	}
 	eq, err := queue.New(cfg.Queue, queue.Deps{
-		Handle: consumer.Handle,
+		Handle: cons.Handle,
 		// A batch is done once the store's log holds its spans, not only its memtable.
-		Sync:      commitSync(consumer, p.Aggregator),
-		Warm:      consumer.Warm,   // continuous diffs when a NATS partition moves here
-		Stored:    consumer.Stored, // a redelivery whose spans were written is not written again
+		Sync:      commitSync(cons, p.Aggregator),
+		Warm:      cons.Warm,   // continuous diffs when a NATS partition moves here
+		Stored:    cons.Stored, // a redelivery whose spans were written is not written again
 		Telemetry: ts,
 	})
 	if err != nil {
 		return Result{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(eq.Start, eq.Stop))
+	if deps.InformerDiffs != nil {
+		// The join loop that holds events for their informer diff: its hooks come after the
+		// queue's, so it stops first; events handled after that are looked up once, never held.
+		p.Lifecycle.Append(fx.StartStopHook(cons.Start, cons.Stop))
+	}
 	wcfg := cfg.Webhook
 	if wcfg.DefaultCluster == "" {
 		wcfg.DefaultCluster = cfg.Cluster
@@ -146,11 +161,11 @@ func New(p Params) (Result, error) {
 		return Result{}, err
 	}
 	// Observers see every event; the queue only those the consumer does not filter.
-	wh := webhook.New(wcfg, webhook.Deps{Queue: Observe(Prefilter(eq, consumer), p.Observers...),
+	wh := webhook.New(wcfg, webhook.Deps{Queue: Observe(consumer.Prefilter(eq, cons), p.Observers...),
 		Health: health, Taps: taps, Telemetry: ts})
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
-	replayQ := Observe(Prefilter(eq.Direct(), consumer), p.Observers...)
+	replayQ := Observe(consumer.Prefilter(eq.Direct(), cons), p.Observers...)
 	for _, f := range cfg.Follow {
 		fl, err := auditlog.NewFollower(auditlog.FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
 		if err != nil {
@@ -160,7 +175,7 @@ func New(p Params) (Result, error) {
 	}
 	replayer := auditlog.NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
 	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
-	return Result{Queue: eq, Consumer: consumer, Webhook: wh, Replayer: replayer}, nil
+	return Result{Queue: eq, Consumer: cons, Webhook: wh, Replayer: replayer}, nil
 }
 
 // meterName is the instrumentation scope of the package's metrics (the queues share it).

@@ -9,6 +9,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditlog"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -19,7 +20,7 @@ import (
 // TestConsumerThroughQueue runs the consumer as the queue's handler over the rollout fixture.
 func TestConsumerThroughQueue(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+	c, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: agg})
 	require.NoError(t, err)
 	q, err := queue.New(queue.Config{Capacity: 64, Partitions: 3}, queue.Deps{Handle: c.Handle})
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/stretchr/testify/assert"
@@ -37,8 +38,8 @@ func (q *recordingEventQueue) EnqueueWait(ctx context.Context, cluster string, e
 
 func TestPrefilterQueuesOnlyWhatTheConsumerKeeps(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
-	c, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	c, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: &aggregatortest.RecordingAggregator{}, Telemetry: telemetry.Settings{
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	require.NoError(t, err)
 	pod := &auditv1.ObjectReference{Resource: "pods", Namespace: "n", Name: "p", APIVersion: "v1"}
 	lease := &auditv1.ObjectReference{Resource: "leases", APIGroup: "coordination.k8s.io", Namespace: "n", Name: "l", APIVersion: "v1"}
@@ -48,7 +49,7 @@ func TestPrefilterQueuesOnlyWhatTheConsumerKeeps(t *testing.T) {
 	noID := &auditv1.Event{Stage: "ResponseComplete", Verb: "patch", ObjectRef: pod} // invalid: the consumer logs it
 	inner := &recordingEventQueue{}
 	obs := &recordingObserver{}
-	q := Observe(Prefilter(inner, c), obs)
+	q := Observe(consumer.Prefilter(inner, c), obs)
 
 	require.NoError(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{get, update, renew, noID}))
 	require.Len(t, inner.batches, 1)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/audittest"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -45,7 +45,7 @@ func TestRolloutPicture(t *testing.T) {
 		switch sp.Source {
 		case event.SourceName:
 			reasons[sp.Name]++
-		case audit.SourceName:
+		case consumer.SourceName:
 			for _, l := range sp.Logs {
 				switch l.Type {
 				case aggregator.LogTypeDiff:

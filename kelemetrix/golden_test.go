@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditlog"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of kelemetrix/testdata")
@@ -64,7 +64,7 @@ func TestGoldenReplay(t *testing.T) {
 			if err := p.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			r := audit.NewReplayer([]string{path}, "golden", -1, p, prom.settings())
+			r := auditlog.NewReplayer([]string{path}, "golden", -1, p, prom.settings())
 			if err := r.Start(ctx); err != nil {
 				t.Fatal(err)
 			}

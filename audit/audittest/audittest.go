@@ -24,8 +24,8 @@ import (
 	"strings"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 )
 
 // DefaultCluster is the cluster name given to replayed events when Config.Cluster is empty.
@@ -36,7 +36,7 @@ type Config struct {
 	// Cluster is the cluster the events are attributed to (DefaultCluster when empty).
 	Cluster string
 	// Consumer configures the audit consumer.
-	Consumer audit.ConsumerConfig
+	Consumer consumer.Config
 	// Aggregator configures the aggregator.
 	Aggregator aggregator.Config
 	// Deps are the aggregator's sinks, linkers and decorators (and its logger and metrics).
@@ -48,7 +48,7 @@ type Config struct {
 // the sinks.
 type Pipeline struct {
 	Engine   *aggregator.Engine
-	Consumer *audit.Consumer
+	Consumer *consumer.Consumer
 	cluster  string
 }
 
@@ -58,7 +58,7 @@ func Start(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audittest: %w", err)
 	}
-	consumer, err := audit.NewConsumer(cfg.Consumer, engine, cfg.Deps.Telemetry)
+	consumer, err := consumer.New(cfg.Consumer, consumer.Deps{Aggregator: engine, Telemetry: cfg.Deps.Telemetry})
 	if err != nil {
 		return nil, fmt.Errorf("audittest: %w", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +15,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/natsqueue"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // spanCheckingSink is a recording sink that tells which spans it holds, as the jaeger store does.
@@ -49,7 +48,7 @@ func TestConsumerStored(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.Start(ctx))
 	t.Cleanup(func() { _ = e.Stop(context.Background()) })
-	c, err := audit.NewConsumer(audit.ConsumerConfig{}, e, telemetry.Settings{})
+	c, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: e})
 	require.NoError(t, err)
 	half := len(events) / 2
 	for _, ev := range events[:half] {
@@ -94,7 +93,7 @@ func TestConsumerStored(t *testing.T) {
 	assert.Equal(t, want, got)
 
 	// An aggregator that cannot tell: nothing is stored, the events are handled again.
-	plain, err := audit.NewConsumer(audit.ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
+	plain, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: &aggregatortest.RecordingAggregator{}})
 	require.NoError(t, err)
 	has, err = plain.Stored(ctx, "kind", events)
 	require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/stretchr/testify/assert"
@@ -17,7 +17,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/natstest"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // TestNATSQueueTakeoverDiffContinuous moves the recorded rollout's partition from one replica
@@ -27,7 +26,7 @@ func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
 	ctx := queue.Ctx(t)
 	events := auditfixture.Events(t, "rollout")
 	ref := &aggregatortest.RecordingAggregator{}
-	one, err := audit.NewConsumer(audit.ConsumerConfig{}, ref, telemetry.Settings{})
+	one, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: ref})
 	require.NoError(t, err)
 	for _, ev := range events {
 		one.Handle(ctx, "kind", ev)
@@ -44,7 +43,7 @@ func TestNATSQueueTakeoverDiffContinuous(t *testing.T) {
 	var handled atomic.Int64
 	replica := func() (queue.Queue, *aggregatortest.RecordingAggregator) {
 		agg := &aggregatortest.RecordingAggregator{}
-		c, err := audit.NewConsumer(audit.ConsumerConfig{}, agg, telemetry.Settings{})
+		c, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: agg})
 		require.NoError(t, err)
 		q, err := queue.New(queue.Config{NATS: cfg}, queue.Deps{Handle: func(ctx context.Context, cluster string, ev *auditv1.Event) {
 			c.Handle(ctx, cluster, ev)

@@ -144,7 +144,7 @@ func (r Record) Logs(at time.Time, f diff.LogFormat) []aggregator.Log {
 // (only the leading replica does, with leader election); the consumer Finds the record of each
 // body-less audited write. Neither call waits on the network: the consumer waits for a record
 // that is not there yet by calling Find again until its own deadline, while it goes on with other
-// events (audit.Consumer.SetInformerDiffs).
+// events (audit consumer.Deps.InformerDiffs).
 //
 // *Cache (one process) and *etcdstore.Store (shared by replicas through etcd) implement it.
 type Store interface {

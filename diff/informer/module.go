@@ -88,7 +88,7 @@ type moduleResult struct {
 	fx.Out
 
 	// Changes is nil when the source is off or no cluster has clients. Pass it to
-	// audit.Consumer.SetInformerDiffs only when it is not nil. It is Cache with the memory
+	// the audit consumer (audit.Params.Changes) only when it is not nil. It is Cache with the memory
 	// backend, Etcd with the etcd backend.
 	Changes changes.Store
 	// Cache is this process's records (with the etcd backend: its mirror of etcd); nil when

@@ -40,7 +40,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/remotelinker"
@@ -349,7 +349,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build fu
 		cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
 		override("audit-dump", func() { cfg.Audit.Dump.Path = *auditDump })
 		for _, u := range forward {
-			cfg.Audit.Forward = append(cfg.Audit.Forward, audit.ForwardConfig{URL: u})
+			cfg.Audit.Forward = append(cfg.Audit.Forward, tap.ForwardConfig{URL: u})
 		}
 		if err := cfg.Validate(); err != nil {
 			return kelemetry.Config{}, 0, err

@@ -24,7 +24,7 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/natstest"
@@ -602,7 +602,7 @@ func TestParseFlagsDumpForward(t *testing.T) {
 		"--audit-forward", "http://b:8080/audit/{cluster}", "--audit-forward", "https://c/audit"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "/tmp/dump.jsonl", cfg.Audit.Dump.Path)
-	assert.Equal(t, []audit.ForwardConfig{{URL: "http://b:8080/audit/{cluster}"}, {URL: "https://c/audit"}}, cfg.Audit.Forward)
+	assert.Equal(t, []tap.ForwardConfig{{URL: "http://b:8080/audit/{cluster}"}, {URL: "https://c/audit"}}, cfg.Audit.Forward)
 	_, _, err = parseFlags([]string{"--audit-forward", "ftp://x"}, io.Discard)
 	assert.ErrorContains(t, err, "want http or https")
 }

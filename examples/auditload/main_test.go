@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 
 	"github.com/stretchr/testify/assert"
@@ -30,7 +31,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/kube"
@@ -82,7 +82,7 @@ func newServer(t *testing.T, qcfg queue.Config, delay time.Duration) *server {
 	})
 	require.NoError(t, err)
 	require.NoError(t, engine.Start(ctx))
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, tel)
+	consumer, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: engine, Telemetry: tel})
 	require.NoError(t, err)
 	q, err := queue.New(qcfg, queue.Deps{Handle: consumer.Handle, Telemetry: tel})
 	require.NoError(t, err)

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/consumer"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -32,7 +34,6 @@ import (
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
@@ -347,7 +348,7 @@ func (p *poster) post(t *testing.T, batches [][]byte) {
 func expected(t *testing.T, batches [][]byte) map[string][]string {
 	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := audit.NewConsumer(kelemetry.Config{}.WithDefaults().Audit.Consumer, agg, telemetry.Settings{})
+	c, err := consumer.New(kelemetry.Config{}.WithDefaults().Audit.Consumer, consumer.Deps{Aggregator: agg})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, b := range batches {

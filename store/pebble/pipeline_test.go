@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/store/internal/query"
@@ -35,7 +35,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	require.NoError(t, p.Start(ctx)) // retention and recovery
 	engine, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Telemetry: tel, Sinks: []aggregator.Sink{p}})
 	require.NoError(t, err)
-	consumer, err := audit.NewConsumer(audit.ConsumerConfig{}, engine, tel)
+	consumer, err := consumer.New(consumer.Config{}, consumer.Deps{Aggregator: engine, Telemetry: tel})
 	require.NoError(t, err)
 	q, err := queue.New(queue.Config{Capacity: 8, Partitions: 1}, queue.Deps{Handle: consumer.Handle, Telemetry: tel})
 	require.NoError(t, err)

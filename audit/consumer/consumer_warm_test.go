@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // TestConsumerWarmTakeover splits the recorded rollout between two consumers, as a queue
@@ -21,7 +20,7 @@ func TestConsumerWarmTakeover(t *testing.T) {
 	ctx := context.Background()
 	events := auditfixture.Events(t, "rollout")
 	ref := &aggregatortest.RecordingAggregator{}
-	one, err := NewConsumer(ConsumerConfig{}, ref, telemetry.Settings{})
+	one, err := New(Config{}, Deps{Aggregator: ref})
 	require.NoError(t, err)
 	for _, ev := range events {
 		one.Handle(ctx, "kind", ev)
@@ -33,7 +32,7 @@ func TestConsumerWarmTakeover(t *testing.T) {
 
 	for split := 1; split < len(events); split++ {
 		agg := &aggregatortest.RecordingAggregator{}
-		b, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+		b, err := New(Config{}, Deps{Aggregator: agg})
 		require.NoError(t, err)
 		for _, ev := range events[:split] {
 			b.Warm(ctx, "kind", ev)

@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -200,7 +200,7 @@ func (j *informerJoin) applies(ev *auditv1.Event, info *convertInfo) bool {
 	return false
 }
 
-// setSource sets where the records are found (Consumer.SetInformerDiffs).
+// setSource sets where the records are found (Deps.InformerDiffs).
 func (j *informerJoin) setSource(src InformerDiffs) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

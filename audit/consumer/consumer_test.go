@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -45,9 +45,9 @@ func consumerEvent() *auditv1.Event {
 	}
 }
 
-func newTestConsumer(t testing.TB, cfg ConsumerConfig) *Consumer {
+func newTestConsumer(t testing.TB, cfg Config) *Consumer {
 	t.Helper()
-	c, err := NewConsumer(cfg, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
+	c, err := New(cfg, Deps{Aggregator: &aggregatortest.RecordingAggregator{}})
 	require.NoError(t, err)
 	return c
 }
@@ -61,7 +61,7 @@ func attrMap(attrs aggregator.Attrs) map[string]string {
 }
 
 func TestConsumerConvertUpdate(t *testing.T) {
-	c := newTestConsumer(t, ConsumerConfig{})
+	c := newTestConsumer(t, Config{})
 	ev := consumerEvent()
 	out, keep, err := c.Convert("c1", ev)
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestConsumerConvertRules(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		cfg     ConsumerConfig
+		cfg     Config
 		edit    func(ev *auditv1.Event)
 		keep    bool
 		invalid bool // want an error wrapping aggregator.ErrInvalidEvent
@@ -144,12 +144,12 @@ func TestConsumerConvertRules(t *testing.T) {
 		{name: "get is not kept", edit: func(ev *auditv1.Event) { ev.Verb = "get" }},
 		{name: "list is not kept", edit: func(ev *auditv1.Event) { ev.Verb = "list"; ev.ObjectRef.Name = "" }},
 		{name: "watch is not kept", edit: func(ev *auditv1.Event) { ev.Verb = "watch" }},
-		{name: "configured verbs", cfg: ConsumerConfig{Verbs: []string{"get"}}, edit: func(ev *auditv1.Event) { ev.Verb = "get" },
+		{name: "configured verbs", cfg: Config{Verbs: []string{"get"}}, edit: func(ev *auditv1.Event) { ev.Verb = "get" },
 			keep: true, checks: []check{titled("alice get")}},
-		{name: "configured verbs drop the others", cfg: ConsumerConfig{Verbs: []string{"get"}}},
+		{name: "configured verbs drop the others", cfg: Config{Verbs: []string{"get"}}},
 		{name: "ResponseStarted is not kept", edit: func(ev *auditv1.Event) { ev.Stage = "ResponseStarted" }},
 		{name: "RequestReceived is not kept", edit: func(ev *auditv1.Event) { ev.Stage = "RequestReceived" }},
-		{name: "configured stages", cfg: ConsumerConfig{Stages: []string{"ResponseStarted"}},
+		{name: "configured stages", cfg: Config{Stages: []string{"ResponseStarted"}},
 			edit: func(ev *auditv1.Event) { ev.Stage = "ResponseStarted" }, keep: true,
 			checks: []check{func(t *testing.T, out *aggregator.Event) { assert.Equal(t, "a1/ResponseStarted", out.ID) }}},
 
@@ -167,15 +167,15 @@ func TestConsumerConvertRules(t *testing.T) {
 				ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "example.com", "events"
 				ev.ResponseObject = nil
 			}},
-		{name: "empty exclusion list keeps events", cfg: ConsumerConfig{ExcludeResources: []string{}}, keep: true,
+		{name: "empty exclusion list keeps events", cfg: Config{ExcludeResources: []string{}}, keep: true,
 			edit: func(ev *auditv1.Event) {
 				ev.ObjectRef.APIGroup, ev.ObjectRef.Resource = "", "events"
 				ev.ResponseObject = nil
 			}},
-		{name: "configured exclusion", cfg: ConsumerConfig{ExcludeResources: []string{"apps/deployments"}}},
-		{name: "excluded user agent", cfg: ConsumerConfig{ExcludeUserAgents: []string{"/leader-election"}},
+		{name: "configured exclusion", cfg: Config{ExcludeResources: []string{"apps/deployments"}}},
+		{name: "excluded user agent", cfg: Config{ExcludeUserAgents: []string{"/leader-election"}},
 			edit: func(ev *auditv1.Event) { ev.UserAgent = "kube-controller-manager/v1.37.2/leader-election" }},
-		{name: "other user agents pass", cfg: ConsumerConfig{ExcludeUserAgents: []string{"/leader-election"}}, keep: true},
+		{name: "other user agents pass", cfg: Config{ExcludeUserAgents: []string{"/leader-election"}}, keep: true},
 
 		// deletecollection
 		{name: "deletecollection names no object", edit: func(ev *auditv1.Event) {
@@ -382,7 +382,7 @@ func TestConsumerConvertRules(t *testing.T) {
 			edit: func(ev *auditv1.Event) { ev.ImpersonatedUser = &auditv1.UserInfo{Username: "bob"} },
 			checks: []check{titled("bob update"), attr(aggregator.AttrUser, "bob"),
 				attr(aggregator.AttrImpersonator, "alice")}},
-		{name: "impersonation ignored", cfg: ConsumerConfig{IgnoreImpersonation: true}, keep: true,
+		{name: "impersonation ignored", cfg: Config{IgnoreImpersonation: true}, keep: true,
 			edit: func(ev *auditv1.Event) { ev.ImpersonatedUser = &auditv1.UserInfo{Username: "bob"} },
 			checks: []check{titled("alice update"), attr(aggregator.AttrUser, "alice"),
 				attr(aggregator.AttrImpersonator, "")}},
@@ -446,7 +446,7 @@ func TestConsumerConvertRules(t *testing.T) {
 }
 
 func TestConsumerConvertNil(t *testing.T) {
-	c := newTestConsumer(t, ConsumerConfig{})
+	c := newTestConsumer(t, Config{})
 	out, keep, err := c.Convert("c1", nil)
 	require.ErrorIs(t, err, aggregator.ErrInvalidEvent)
 	assert.False(t, keep)
@@ -454,9 +454,9 @@ func TestConsumerConvertNil(t *testing.T) {
 }
 
 func TestConsumerConfig(t *testing.T) {
-	require.NoError(t, ConsumerConfig{}.Validate())
-	require.NoError(t, ConsumerConfig{ExcludeResources: []string{"pods", "apps/deployments"}}.Validate())
-	for _, bad := range []ConsumerConfig{
+	require.NoError(t, Config{}.Validate())
+	require.NoError(t, Config{ExcludeResources: []string{"pods", "apps/deployments"}}.Validate())
+	for _, bad := range []Config{
 		{Verbs: []string{""}},
 		{Stages: []string{""}},
 		{ExcludeResources: []string{""}},
@@ -466,21 +466,21 @@ func TestConsumerConfig(t *testing.T) {
 		{ExcludeUserAgents: []string{""}},
 	} {
 		require.Error(t, bad.Validate(), "%+v", bad)
-		_, err := NewConsumer(bad, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
+		_, err := New(bad, Deps{Aggregator: &aggregatortest.RecordingAggregator{}})
 		require.Error(t, err)
 	}
-	_, err := NewConsumer(ConsumerConfig{}, nil, telemetry.Settings{})
+	_, err := New(Config{}, Deps{Aggregator: nil})
 	require.Error(t, err)
 
-	d := ConsumerConfig{}.WithDefaults()
+	d := Config{}.WithDefaults()
 	assert.Equal(t, DefaultVerbs, d.Verbs)
 	assert.Equal(t, DefaultStages, d.Stages)
 	assert.Equal(t, DefaultExcludeResources, d.ExcludeResources)
-	assert.Empty(t, ConsumerConfig{ExcludeResources: []string{}}.WithDefaults().ExcludeResources)
+	assert.Empty(t, Config{ExcludeResources: []string{}}.WithDefaults().ExcludeResources)
 }
 
 func TestConsumerRolloutFixture(t *testing.T) {
-	c := newTestConsumer(t, ConsumerConfig{})
+	c := newTestConsumer(t, Config{})
 	events := auditfixture.Events(t, "rollout")
 	require.Len(t, events, 205)
 
@@ -560,7 +560,7 @@ func TestConsumerHandleCounts(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{MeterProvider: mp})
+	c, err := New(Config{}, Deps{Aggregator: agg, Telemetry: telemetry.Settings{MeterProvider: mp}})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, ev := range auditfixture.Events(t, "rollout") {
@@ -640,8 +640,8 @@ func TestConsumerDropsRepeatedEvents(t *testing.T) {
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			agg := &aggregatortest.RecordingAggregator{}
-			cfg := ConsumerConfig{DedupSize: tc.size, Stages: []string{"ResponseComplete", "ResponseStarted"}}
-			c, err := NewConsumer(cfg, agg, telemetry.Settings{MeterProvider: mp})
+			cfg := Config{DedupSize: tc.size, Stages: []string{"ResponseComplete", "ResponseStarted"}}
+			c, err := New(cfg, Deps{Aggregator: agg, Telemetry: telemetry.Settings{MeterProvider: mp}})
 			require.NoError(t, err)
 			for i, ev := range tc.events {
 				c.Handle(ctx, tc.clusters[i], ev)
@@ -662,7 +662,7 @@ func TestConsumerDropsRepeatedEvents(t *testing.T) {
 // BenchmarkConvert converts the events of the bulk fixture (decoded before the timer starts).
 func BenchmarkConvert(b *testing.B) {
 	events := auditfixture.Events(b, "bulk")
-	c := newTestConsumer(b, ConsumerConfig{})
+	c := newTestConsumer(b, Config{})
 	b.ReportAllocs()
 	b.ResetTimer()
 	kept := 0
@@ -715,7 +715,7 @@ func BenchmarkConvertBodyMeta(b *testing.B) {
 }
 
 func TestConvertFingerprintsLinkMetadata(t *testing.T) {
-	c, err := NewConsumer(ConsumerConfig{}, &aggregatortest.RecordingAggregator{}, telemetry.Settings{})
+	c, err := New(Config{}, Deps{Aggregator: &aggregatortest.RecordingAggregator{}})
 	require.NoError(t, err)
 	hash := func(meta string) uint64 {
 		t.Helper()

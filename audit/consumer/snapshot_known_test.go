@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ import (
 func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 	differ, err := diff.New(diff.Options{})
 	require.NoError(t, err)
-	conv := newConverter(ConsumerConfig{}.WithDefaults(), differ)
+	conv := newConverter(Config{}.WithDefaults(), differ)
 	checked, cut := 0, 0
 	for _, scenario := range []string{"rollout", "bulk"} {
 		for _, line := range fixture.Lines(t, scenario, "webhook-batches.jsonl") {

@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // sentCounter counts the events sent and keeps none of them.
@@ -37,7 +36,7 @@ func liveHeap() uint64 {
 func TestConsumerDedupHeapPerEvent(t *testing.T) {
 	ctx := context.Background()
 	agg := &sentCounter{}
-	c, err := NewConsumer(ConsumerConfig{DedupSize: 100_000, Diff: diff.StreamConfig{Disabled: true}}, agg, telemetry.Settings{})
+	c, err := New(Config{DedupSize: 100_000, Diff: diff.StreamConfig{Disabled: true}}, Deps{Aggregator: agg})
 	require.NoError(t, err)
 	const n = 50_000
 	events := make([]*auditv1.Event, n)

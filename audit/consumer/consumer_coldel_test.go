@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{MeterProvider: mp})
+	c, err := New(Config{}, Deps{Aggregator: agg, Telemetry: telemetry.Settings{MeterProvider: mp}})
 	require.NoError(t, err)
 	for _, ev := range coldelEvents(t, "requestresponse") {
 		c.Handle(context.Background(), "c1", ev)
@@ -292,7 +292,7 @@ func TestConsumerDeleteCollectionNoBodyNoInformer(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{MeterProvider: mp})
+	c, err := New(Config{}, Deps{Aggregator: agg, Telemetry: telemetry.Settings{MeterProvider: mp}})
 	require.NoError(t, err)
 	c.Handle(context.Background(), "c1", metadataEvent("dc1", "deletecollection", "", "", time.Now()))
 	assert.Empty(t, agg.Events())
@@ -302,7 +302,7 @@ func TestConsumerDeleteCollectionNoBodyNoInformer(t *testing.T) {
 
 // A delete's propagation policy is an attribute; Foreground and Orphan are in the title too.
 func TestConsumerDeletePropagationPolicy(t *testing.T) {
-	c := newTestConsumer(t, ConsumerConfig{})
+	c := newTestConsumer(t, Config{})
 	for _, tc := range []struct{ policy, title string }{
 		{"Background", "alice delete"},
 		{"Foreground", "alice delete propagationPolicy=Foreground"},
@@ -364,7 +364,7 @@ func TestConsumerDeleteCollectionOddResponses(t *testing.T) {
 		`"x"`,
 	} {
 		agg := &aggregatortest.RecordingAggregator{}
-		c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+		c, err := New(Config{}, Deps{Aggregator: agg})
 		require.NoError(t, err)
 		ev := metadataEvent("dc1", "deletecollection", "", "", time.Now())
 		ev.ResponseObject = json.RawMessage(body)
@@ -378,7 +378,7 @@ func TestConsumerDeleteCollectionOddResponses(t *testing.T) {
 // A foreground delete marks the owner for deletion (finalizer foregroundDeletion); the garbage
 // collector's write that removes the finalizer once the dependents are gone deletes it.
 func TestConsumerForegroundDeleteSteps(t *testing.T) {
-	c := newTestConsumer(t, ConsumerConfig{})
+	c := newTestConsumer(t, Config{})
 	del := consumerEvent()
 	del.Verb = "delete"
 	del.RequestObject = json.RawMessage(`{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","propagationPolicy":"Foreground"}`)
@@ -451,7 +451,7 @@ func BenchmarkConsumerDeleteCollection(b *testing.B) {
 		ResponseStatus: &auditv1.Status{Code: 200}, ResponseObject: json.RawMessage(body.String()),
 		RequestReceivedTimestamp: consumerT0, StageTimestamp: consumerT0.Add(time.Second)}
 	agg := &countingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+	c, err := New(Config{}, Deps{Aggregator: agg})
 	require.NoError(b, err)
 	b.ReportAllocs()
 	for b.Loop() {

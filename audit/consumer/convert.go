@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ type converter struct {
 	differ *diff.Differ
 }
 
-func newConverter(cfg ConsumerConfig, differ *diff.Differ) converter {
+func newConverter(cfg Config, differ *diff.Differ) converter {
 	c := converter{
 		verbs:               slices.Clone(cfg.Verbs),
 		stages:              slices.Clone(cfg.Stages),

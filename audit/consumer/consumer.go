@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -30,7 +30,7 @@ var (
 )
 
 // ConsumerConfig configures a Consumer. The zero value means defaults.
-type ConsumerConfig struct {
+type Config struct {
 	// Verbs are the request verbs kept (default create, update, patch, delete, deletecollection).
 	Verbs []string `yaml:"verbs"`
 	// Stages are the audit stages kept (default ResponseComplete).
@@ -47,7 +47,7 @@ type ConsumerConfig struct {
 	// Diff configures the audit-stream diff: the changes of each write, computed against the
 	// previous version of the object seen in the stream (see diff.Stream). On by default.
 	Diff diff.StreamConfig `yaml:"diff"`
-	// InformerJoin configures the join of informer diffs (SetInformerDiffs) onto writes whose
+	// InformerJoin configures the join of informer diffs (Deps.InformerDiffs) onto writes whose
 	// audit event has no response body (Metadata-level auditing).
 	InformerJoin InformerJoinConfig `yaml:"informerJoin"`
 	// DedupSize is how many recent audit events (cluster, audit ID, stage) the consumer remembers
@@ -64,7 +64,7 @@ type ConsumerConfig struct {
 const DefaultDedupSize = 100_000
 
 // WithDefaults returns c with unset fields set to their defaults.
-func (c ConsumerConfig) WithDefaults() ConsumerConfig {
+func (c Config) WithDefaults() Config {
 	if len(c.Verbs) == 0 {
 		c.Verbs = DefaultVerbs
 	}
@@ -81,7 +81,7 @@ func (c ConsumerConfig) WithDefaults() ConsumerConfig {
 }
 
 // Validate reports a configuration that cannot work.
-func (c ConsumerConfig) Validate() error {
+func (c Config) Validate() error {
 	for _, v := range c.Verbs {
 		if v == "" {
 			return errors.New("audit consumer: empty verb")
@@ -132,7 +132,7 @@ func parseGroupResource(s string) (groupResource, error) {
 // once, not the objects it deleted. It becomes an event span on the trace of every object it
 // deleted or marked for deletion: the items of its response (RequestResponse level; each item is
 // also the object's deletion snapshot), or, without a response, the deletions the informers saw
-// in its namespace and resource around the request (SetInformerDiffs; joined like the informer
+// in its namespace and resource around the request (Deps.InformerDiffs; joined like the informer
 // diffs, without blocking). Its title has its selectors; it is counted once (sent), or as
 // filtered (reason deletecollection) when it cannot be placed: failed, no object in its
 // response, no response and no informers. The deletes of the namespace controller (collection
@@ -205,9 +205,32 @@ const (
 	sendRetryLongest = 5 * time.Second
 )
 
-// NewConsumer returns a consumer that sends to agg; ts gives its logger and meter provider
-// (either may be unset).
-func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Settings) (*Consumer, error) {
+// Deps are what a consumer needs from the rest of the application, given to New.
+type Deps struct {
+	// Aggregator receives the converted events (required).
+	Aggregator aggregator.Aggregator
+	// InformerDiffs, when set, makes the consumer attach the diffs and snapshots the informer
+	// diff source recorded (changes.Store) to create, update, patch and delete events that have
+	// no response body, instead of the audit-stream diff; if it also lists deletions
+	// (InformerDeletions), a body-less deletecollection lands on the objects it deleted.
+	//
+	// How a write finds its record (changes.Cache.Find has the details): an update or patch
+	// whose objectRef names the resourceVersion it was based on takes the change based on that
+	// version; a delete takes the object's deletion record seen since the request; a create
+	// takes the object's first creation snapshot seen since the request that no other event
+	// took; a patch (or update) without a resourceVersion, as Metadata-level audit writes
+	// patches, takes the object's first change seen since the request that no other event took.
+	// Records taken are remembered (claimed) so that no two writes take the same one, and a
+	// write joined by time waits behind the object's earlier writes still waiting, so that the
+	// object's writes take their records in the order the audit stream has them.
+	InformerDiffs InformerDiffs
+	// Telemetry gives the logger and meter provider (either may be unset).
+	Telemetry telemetry.Settings
+}
+
+// New returns a consumer that sends to d.Aggregator.
+func New(cfg Config, d Deps) (*Consumer, error) {
+	agg, ts := d.Aggregator, d.Telemetry
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -255,6 +278,9 @@ func NewConsumer(cfg ConsumerConfig, agg aggregator.Aggregator, ts telemetry.Set
 		c.send(ctx, cluster, auditID, out, outcomeSent)
 	})
 	c.join.sendAll = c.sendAll
+	if d.InformerDiffs != nil {
+		c.join.setSource(d.InformerDiffs)
+	}
 	if cfg.DedupSize > 0 {
 		evictions := meter.Counter("kelemetry.audit.consumer.dedup.evictions",
 			"Audit events forgotten by the repeated-delivery check (DedupSize): a repeat of one of them is handled again.", "{event}")
@@ -436,21 +462,6 @@ func (c *Consumer) Stored(ctx context.Context, cluster string, evs []*auditv1.Ev
 // its message would lose it in a crash.
 func (c *Consumer) Settle(ctx context.Context) error { return c.join.settle(ctx) }
 
-// SetInformerDiffs makes the consumer attach the diffs and snapshots src recorded (see
-// informer.Informer) to create, update, patch and delete events that have no response body,
-// instead of the audit-stream diff. Call it before Start and before any event is handled.
-//
-// How a write finds its record (changes.Cache.Find has the details): an update or patch whose
-// objectRef names the resourceVersion it was based on takes the change based on that version; a
-// delete takes the object's deletion record seen since the request; a create takes the object's
-// first creation snapshot seen since the request that no other event took; a patch (or update)
-// without a resourceVersion, as Metadata-level audit writes patches, takes the object's first
-// change seen since the request that no other event took. Records taken are remembered (claimed)
-// so that no two writes take the same one, and a write joined by time waits behind the object's
-// earlier writes still waiting, so that the object's writes take their records in the order the
-// audit stream has them.
-func (c *Consumer) SetInformerDiffs(src InformerDiffs) { c.join.setSource(src) }
-
 // Start starts the loop that sends events held for their informer diff. Without Start (or after
 // Stop), events are looked up once and never held.
 func (c *Consumer) Start(context.Context) error { return c.join.start() }
@@ -458,3 +469,6 @@ func (c *Consumer) Start(context.Context) error { return c.join.start() }
 // Stop ends the join loop and sends the events still held, with "diff unavailable" unless their
 // diff arrived. Stop the queue first so that no event is held afterwards.
 func (c *Consumer) Stop(ctx context.Context) error { return c.join.stop(ctx) }
+
+// meterName is the instrumentation scope of the consumer's metrics (the audit pipeline's).
+const meterName = "github.com/kelemetry/kelemetry/audit"

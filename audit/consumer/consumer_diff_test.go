@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func logsOfType(ev *aggregator.Event, typ string) []aggregator.Log {
@@ -41,7 +40,7 @@ func messages(logs []aggregator.Log) []string {
 // 4->2, delete) and checks the diffs and snapshots on the Deployment's spans.
 func TestConsumerDiffRollout(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+	c, err := New(Config{}, Deps{Aggregator: agg})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, ev := range auditfixture.Events(t, "rollout") {
@@ -144,7 +143,7 @@ func TestConsumerDiffRollout(t *testing.T) {
 
 func TestConsumerDiffNotes(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+	c, err := New(Config{}, Deps{Aggregator: agg})
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -183,7 +182,7 @@ func TestConsumerDiffNotes(t *testing.T) {
 
 	// Disabled: no diff logs.
 	agg2 := &aggregatortest.RecordingAggregator{}
-	c2, err := NewConsumer(ConsumerConfig{Diff: diff.StreamConfig{Disabled: true}}, agg2, telemetry.Settings{})
+	c2, err := New(Config{Diff: diff.StreamConfig{Disabled: true}}, Deps{Aggregator: agg2})
 	require.NoError(t, err)
 	c2.Handle(ctx, "c1", consumerEvent())
 	assert.Empty(t, agg2.Events()[0].Logs)
@@ -191,7 +190,7 @@ func TestConsumerDiffNotes(t *testing.T) {
 
 func TestConsumerDiffSecrets(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{})
+	c, err := New(Config{}, Deps{Aggregator: agg})
 	require.NoError(t, err)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
@@ -237,10 +236,10 @@ func BenchmarkConsumerHandleBulk(b *testing.B) {
 	events := auditfixture.Events(b, "bulk")
 	for _, bc := range []struct {
 		name string
-		cfg  ConsumerConfig
-	}{{"diff", ConsumerConfig{DedupSize: -1}}, {"nodiff", ConsumerConfig{DedupSize: -1, Diff: diff.StreamConfig{Disabled: true}}}} {
+		cfg  Config
+	}{{"diff", Config{DedupSize: -1}}, {"nodiff", Config{DedupSize: -1, Diff: diff.StreamConfig{Disabled: true}}}} {
 		b.Run(bc.name, func(b *testing.B) {
-			c, err := NewConsumer(bc.cfg, discardAggregator{}, telemetry.Settings{})
+			c, err := New(bc.cfg, Deps{Aggregator: discardAggregator{}})
 			require.NoError(b, err)
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -264,7 +263,7 @@ func BenchmarkDiffCacheMemory(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		c, err := NewConsumer(ConsumerConfig{}, discardAggregator{}, telemetry.Settings{})
+		c, err := New(Config{}, Deps{Aggregator: discardAggregator{}})
 		require.NoError(b, err)
 		for _, ev := range events {
 			c.Handle(context.Background(), "bulk", ev)

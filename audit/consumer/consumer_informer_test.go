@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -43,12 +43,17 @@ func replicasChange(name, base, rv string) changes.Record {
 
 func newJoinConsumer(t *testing.T, cfg InformerJoinConfig) (*Consumer, *aggregatortest.RecordingAggregator, *changes.Cache) {
 	t.Helper()
+	return newJoinConsumerOver(t, cfg, func(c *changes.Cache) InformerDiffs { return c })
+}
+
+// newJoinConsumerOver is newJoinConsumer with the consumer reading the cache through src.
+func newJoinConsumerOver(t *testing.T, cfg InformerJoinConfig, src func(*changes.Cache) InformerDiffs) (*Consumer, *aggregatortest.RecordingAggregator, *changes.Cache) {
+	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := NewConsumer(ConsumerConfig{InformerJoin: cfg}, agg, telemetry.Settings{})
-	require.NoError(t, err)
 	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	c.SetInformerDiffs(cache)
+	c, err := New(Config{InformerJoin: cfg}, Deps{Aggregator: agg, InformerDiffs: src(cache)})
+	require.NoError(t, err)
 	return c, agg, cache
 }
 
@@ -167,8 +172,8 @@ func TestConsumerInformerJoinSkipsBodies(t *testing.T) {
 }
 
 func TestInformerJoinConfigValidate(t *testing.T) {
-	require.Error(t, ConsumerConfig{InformerJoin: InformerJoinConfig{Wait: -1}}.Validate())
-	require.NoError(t, ConsumerConfig{}.Validate())
+	require.Error(t, Config{InformerJoin: InformerJoinConfig{Wait: -1}}.Validate())
+	require.NoError(t, Config{}.Validate())
 }
 
 func creation(name, rv, uid string, at time.Time) changes.Record {

@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // TestConsumerRefusesUnrepresentableTimes: events that reach the queue without a receiver's
 // check (a Queue fed by code of one's own) are refused by the consumer, not stored at a wrong time.
 func TestConsumerRefusesUnrepresentableTimes(t *testing.T) {
-	c := newTestConsumer(t, ConsumerConfig{})
+	c := newTestConsumer(t, Config{})
 	ev := consumerEvent()
 	ev.StageTimestamp = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	_, _, err := c.Convert("c1", ev)

@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func (a *unavailableAggregator) Send(_ context.Context, ev *aggregator.Event) er
 func TestConsumerRetriesUnavailableSink(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	agg := &unavailableAggregator{failures: 3}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	c, err := New(Config{}, Deps{Aggregator: agg, Telemetry: telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	require.NoError(t, err)
 	c.retryMin = time.Millisecond
 	c.Handle(context.Background(), "kind", consumerEvent())
@@ -56,7 +56,7 @@ func TestConsumerRetriesUnavailableSink(t *testing.T) {
 func TestConsumerAbandonsRetryOnCancel(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	agg := &unavailableAggregator{failures: 1 << 30}
-	c, err := NewConsumer(ConsumerConfig{}, agg, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	c, err := New(Config{}, Deps{Aggregator: agg, Telemetry: telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	require.NoError(t, err)
 	c.retryMin = time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -1,4 +1,4 @@
-package audit
+package consumer
 
 import (
 	"context"
@@ -33,9 +33,12 @@ func (p *pausingDiffs) Find(q changes.Query) (changes.Record, bool) {
 // MaxPending bounds the events held at once, also while the join loop looks them up again
 // (it takes them out of the pending list meanwhile).
 func TestConsumerInformerJoinMaxPendingDuringRecheck(t *testing.T) {
-	c, agg, cache := newJoinConsumer(t, InformerJoinConfig{Wait: 5 * time.Second, Interval: 5 * time.Millisecond, MaxPending: 2})
-	src := &pausingDiffs{Cache: cache, entered: make(chan struct{}), release: make(chan struct{})}
-	c.SetInformerDiffs(src)
+	var src *pausingDiffs
+	c, agg, _ := newJoinConsumerOver(t, InformerJoinConfig{Wait: 5 * time.Second, Interval: 5 * time.Millisecond, MaxPending: 2},
+		func(cache *changes.Cache) InformerDiffs {
+			src = &pausingDiffs{Cache: cache, entered: make(chan struct{}), release: make(chan struct{})}
+			return src
+		})
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
@@ -76,11 +79,10 @@ func (a *stuckAggregator) Send(ctx context.Context, _ *aggregator.Event) error {
 // none silently forgotten.
 func TestConsumerInformerJoinStopWithStuckAggregator(t *testing.T) {
 	agg := &stuckAggregator{}
-	c, err := NewConsumer(ConsumerConfig{InformerJoin: InformerJoinConfig{Wait: 30 * time.Millisecond, Interval: 5 * time.Millisecond}}, agg, telemetry.Settings{})
-	require.NoError(t, err)
 	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	c.SetInformerDiffs(cache)
+	c, err := New(Config{InformerJoin: InformerJoinConfig{Wait: 30 * time.Millisecond, Interval: 5 * time.Millisecond}}, Deps{Aggregator: agg, InformerDiffs: cache})
+	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
 	now := time.Now()
