@@ -59,8 +59,8 @@ func (c Config) Validate() error {
 	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps())
 }
 
-// Params are the fx inputs of New.
-type Params struct {
+// params are the fx inputs of New.
+type params struct {
 	fx.In
 
 	Config Config `optional:"true"`
@@ -114,7 +114,7 @@ func commitSync(cons *consumer.Consumer, agg aggregator.Aggregator) func(context
 }
 
 // New builds the audit pipeline and registers the parts' Start and Stop with the lifecycle.
-func New(p Params) (Result, error) {
+func New(p params) (Result, error) {
 	cfg := p.Config
 	if err := cfg.Validate(); err != nil {
 		return Result{}, fmt.Errorf("audit config: %w", err)
@@ -161,11 +161,11 @@ func New(p Params) (Result, error) {
 		return Result{}, err
 	}
 	// Observers see every event; the queue only those the consumer does not filter.
-	wh := webhook.New(wcfg, webhook.Deps{Queue: Observe(consumer.Prefilter(eq, cons), p.Observers...),
+	wh := webhook.New(wcfg, webhook.Deps{Queue: observe(consumer.Prefilter(eq, cons), p.Observers...),
 		Health: health, Taps: taps, Telemetry: ts})
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
-	replayQ := Observe(consumer.Prefilter(eq.Direct(), cons), p.Observers...)
+	replayQ := observe(consumer.Prefilter(eq.Direct(), cons), p.Observers...)
 	for _, f := range cfg.Follow {
 		fl, err := auditlog.NewFollower(auditlog.FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
 		if err != nil {

@@ -22,9 +22,9 @@ type Observer interface {
 // provide one with fx.Annotate(ctor, fx.As(new(audit.Observer)), fx.ResultTags(audit.ObserverGroup)).
 const ObserverGroup = `group:"kelemetry.audit.observers"`
 
-// Observe returns q with every batch it accepts (Enqueue or EnqueueWait without error) also
+// observe returns q with every batch it accepts (Enqueue or EnqueueWait without error) also
 // passed to each observer. Without observers it returns q itself.
-func Observe(q queue.Target, observers ...Observer) queue.Target {
+func observe(q queue.Target, observers ...Observer) queue.Target {
 	var obs []Observer
 	for _, o := range observers {
 		if o != nil {

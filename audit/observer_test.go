@@ -55,7 +55,7 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &recordingObserver{}
-	oq := Observe(q, obs, nil)
+	oq := observe(q, obs, nil)
 	ctx := context.Background()
 	if err := q.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 		t.Errorf("observer saw %d events, want 2", obs.count())
 	}
 	refused := &recordingObserver{}
-	fq := Observe(fullQueue{q}, refused)
+	fq := observe(fullQueue{q}, refused)
 	if err := fq.Enqueue(ctx, "c", []*auditv1.Event{read}); !errors.Is(err, queue.ErrFull) {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -91,7 +91,7 @@ func TestObserveSeesAcceptedBatchesOnly(t *testing.T) {
 	if refused.count() != 0 {
 		t.Errorf("observer saw %d refused events", refused.count())
 	}
-	if Observe(q) != queue.Queue(q) {
+	if observe(q) != queue.Queue(q) {
 		t.Error("Observe without observers wraps the queue")
 	}
 }

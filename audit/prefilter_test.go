@@ -49,7 +49,7 @@ func TestPrefilterQueuesOnlyWhatTheConsumerKeeps(t *testing.T) {
 	noID := &auditv1.Event{Stage: "ResponseComplete", Verb: "patch", ObjectRef: pod} // invalid: the consumer logs it
 	inner := &recordingEventQueue{}
 	obs := &recordingObserver{}
-	q := Observe(consumer.Prefilter(inner, c), obs)
+	q := observe(consumer.Prefilter(inner, c), obs)
 
 	require.NoError(t, q.Enqueue(context.Background(), "c", []*auditv1.Event{get, update, renew, noID}))
 	require.Len(t, inner.batches, 1)

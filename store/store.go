@@ -31,8 +31,8 @@ type ObjectQuery = query.ObjectQuery
 // bytes) and a time range that their windows overlap.
 type TraceQuery = query.TraceQuery
 
-// TraceRef is one stored trace: one object in one window.
-type TraceRef = query.TraceRef
+// traceRef is one stored trace: one object in one window.
+type traceRef = query.TraceRef
 
 // ObjectWindow is one window of an object and the trace that holds it.
 type ObjectWindow = query.ObjectWindow
@@ -56,7 +56,7 @@ type Reader interface {
 	// FindTraces returns the traces whose ID starts with q.IDPrefix and whose window overlaps
 	// [q.From, q.To], sorted by (Window, TraceID). It resolves short trace references, such as
 	// the frontend's display IDs, without any other state.
-	FindTraces(ctx context.Context, q TraceQuery) ([]TraceRef, error)
+	FindTraces(ctx context.Context, q TraceQuery) ([]traceRef, error)
 	// Clusters returns the names of the clusters that have stored objects, sorted.
 	Clusters(ctx context.Context) ([]string, error)
 }

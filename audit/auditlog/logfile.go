@@ -29,10 +29,10 @@ import (
 )
 
 const (
-	// MaxLineSize is the longest audit log line read; a longer line is skipped and counted as bad.
-	MaxLineSize = 16 << 20
-	// DefaultPollInterval is how often a Follower looks for new lines, rotation and truncation.
-	DefaultPollInterval = 250 * time.Millisecond
+	// maxLineSize is the longest audit log line read; a longer line is skipped and counted as bad.
+	maxLineSize = 16 << 20
+	// defaultPollInterval is how often a Follower looks for new lines, rotation and truncation.
+	defaultPollInterval = 250 * time.Millisecond
 
 	replayBatchSize = 256
 	readBufferSize  = 64 << 10
@@ -132,10 +132,10 @@ type FollowConfig struct {
 	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c FollowConfig) WithDefaults() FollowConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c FollowConfig) withDefaults() FollowConfig {
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = defaultPollInterval
 	}
 	c.MaxFutureSkew = skewOrDefault(c.MaxFutureSkew)
 	return c
@@ -199,7 +199,7 @@ func NewFollower(cfg FollowConfig, q interface {
 		return nil, errors.New("audit log follower: nil queue")
 	}
 	fl := &Follower{
-		cfg:    cfg.WithDefaults(),
+		cfg:    cfg.withDefaults(),
 		q:      q,
 		logger: ts.Log().With("component", "audit.follow", "path", cfg.Path),
 		quit:   make(chan struct{}),
@@ -468,7 +468,7 @@ func (b *lineBatcher) line(ctx context.Context, line []byte, tooLong bool) error
 		b.linesCounter.Add(ctx, 1)
 	}
 	if tooLong {
-		b.bad(fmt.Errorf("line longer than %d bytes", MaxLineSize))
+		b.bad(fmt.Errorf("line longer than %d bytes", maxLineSize))
 		return nil
 	}
 	// The decoded events alias the bytes they were decoded from, and line is only valid until the
@@ -590,7 +590,7 @@ func (b *lineBatcher) flush(ctx context.Context) error {
 	return nil
 }
 
-// lineReader splits input into lines of at most MaxLineSize bytes. After io.EOF it can be called
+// lineReader splits input into lines of at most maxLineSize bytes. After io.EOF it can be called
 // again when the input has grown: a partial last line is kept until its newline arrives.
 type lineReader struct {
 	r       *bufio.Reader
@@ -636,7 +636,7 @@ func (l *lineReader) next() (line []byte, tooLong bool, err error) {
 				line = l.partial
 			}
 			line = line[:len(line)-1]
-			if len(line) > MaxLineSize {
+			if len(line) > maxLineSize {
 				l.clearPartial()
 				return nil, true, nil
 			}
@@ -646,7 +646,7 @@ func (l *lineReader) next() (line []byte, tooLong bool, err error) {
 			return nil, false, err
 		}
 		if !l.discard && !l.tooLong {
-			if len(l.partial)+len(chunk) > MaxLineSize {
+			if len(l.partial)+len(chunk) > maxLineSize {
 				l.tooLong = true
 				l.clearPartial()
 			} else {

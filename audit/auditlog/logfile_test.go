@@ -129,7 +129,7 @@ func TestLogReplayBadLines(t *testing.T) {
 	in.WriteString(`{"foo":"bar"}` + "\n")                    // no auditID
 	in.WriteString(`{"auditID":"x","verb":3}` + "\n")         // wrong type
 	in.WriteString(strings.TrimSuffix(logLine("a2"), "\n") + "\r\n")
-	in.WriteString(`{"auditID":"` + strings.Repeat("x", MaxLineSize) + `"}` + "\n") // too long
+	in.WriteString(`{"auditID":"` + strings.Repeat("x", maxLineSize) + `"}` + "\n") // too long
 	in.WriteString(logLine("a3"))
 	// A whole EventList on one line, as a saved webhook body.
 	in.WriteString(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` +
@@ -221,7 +221,7 @@ func TestLogFollowerConfig(t *testing.T) {
 	require.Error(t, FollowConfig{}.Validate())
 	require.Error(t, FollowConfig{Path: "x", PollInterval: -1}.Validate())
 	require.NoError(t, FollowConfig{Path: "x"}.Validate())
-	assert.Equal(t, DefaultPollInterval, FollowConfig{Path: "x"}.WithDefaults().PollInterval)
+	assert.Equal(t, defaultPollInterval, FollowConfig{Path: "x"}.withDefaults().PollInterval)
 	_, err := NewFollower(FollowConfig{Path: "x"}, nil, telemetry.Settings{})
 	require.Error(t, err)
 

@@ -157,7 +157,7 @@ func respFor(ev *Event) *respMeta {
 
 // responseMeta is decodeBodyMeta(ev.ResponseObject), from what the decoder read when it decoded
 // ev if ev.ResponseObject is still the body it read.
-func ResponseMeta(ev *Event) (BodyMeta, error) {
+func responseMeta(ev *Event) (BodyMeta, error) {
 	if r := respFor(ev); r != nil {
 		if !utf8.Valid(r.body[:r.metaEnd]) {
 			return BodyMeta{}, errNotUTF8
@@ -298,7 +298,7 @@ func ResponseIsObject(ref *ObjectReference, ev *Event) (BodyMeta, bool) {
 	if ref.Subresource != "" && ref.Subresource != "status" {
 		return BodyMeta{}, false
 	}
-	meta, err := ResponseMeta(ev)
+	meta, err := responseMeta(ev)
 	if err != nil {
 		return BodyMeta{}, false
 	}

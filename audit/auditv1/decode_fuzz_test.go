@@ -144,7 +144,7 @@ func assertResponseMeta(t *testing.T, ev *Event) {
 		assert.True(t, lay.Equal(r.layout), "%s", ev.ResponseObject)
 	}
 	want, wantErr := DecodeBodyMeta(ev.ResponseObject)
-	got, err := ResponseMeta(ev)
+	got, err := responseMeta(ev)
 	if wantErr != nil {
 		assert.Error(t, err, "%s", ev.ResponseObject)
 		return

@@ -48,7 +48,7 @@ func TestResponseMeta(t *testing.T) {
 		assertResponseMeta(t, &copied)
 		// A body that was changed (another slice) is read again, not taken from the note.
 		copied.ResponseObject = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"other"}}`)
-		meta, err := ResponseMeta(&copied)
+		meta, err := responseMeta(&copied)
 		require.NoError(t, err)
 		assert.Equal(t, "other", meta.Name)
 	}

@@ -21,45 +21,45 @@ import (
 
 // Attributes of deletes and collection deletes.
 const (
-	// AttrLabelSelector and AttrFieldSelector are a deletecollection's selectors, from its
+	// attrLabelSelector and attrFieldSelector are a deletecollection's selectors, from its
 	// request URI.
-	AttrLabelSelector = "kelemetry.audit.label_selector"
-	AttrFieldSelector = "kelemetry.audit.field_selector"
-	// AttrPropagationPolicy is a delete's or deletecollection's DeleteOptions.propagationPolicy
+	attrLabelSelector = "kelemetry.audit.label_selector"
+	attrFieldSelector = "kelemetry.audit.field_selector"
+	// attrPropagationPolicy is a delete's or deletecollection's DeleteOptions.propagationPolicy
 	// (Orphan when it sets only the deprecated orphanDependents), from its request body, when it
 	// is not the default, Background (which kubectl sends explicitly).
-	AttrPropagationPolicy = "kelemetry.audit.propagation_policy"
-	// AttrCollectionSize is how many objects the deletecollection deleted or marked for
+	attrPropagationPolicy = "kelemetry.audit.propagation_policy"
+	// attrCollectionSize is how many objects the deletecollection deleted or marked for
 	// deletion (its response's items, or the deletions the informers saw).
-	AttrCollectionSize = "kelemetry.audit.collection_size"
-	// AttrDeletion says what a write did to the object's existence: DeletionDeleted,
-	// DeletionMarked or DeletionCompleted.
-	AttrDeletion = "kelemetry.audit.deletion"
-	// AttrFinalizers lists the finalizers an object marked for deletion waits for
+	attrCollectionSize = "kelemetry.audit.collection_size"
+	// attrDeletion says what a write did to the object's existence: deletionDeleted,
+	// deletionMarked or deletionCompleted.
+	attrDeletion = "kelemetry.audit.deletion"
+	// attrFinalizers lists the finalizers an object marked for deletion waits for
 	// (comma-separated).
-	AttrFinalizers = "kelemetry.audit.finalizers"
+	attrFinalizers = "kelemetry.audit.finalizers"
 )
 
-// Values of AttrDeletion.
+// Values of attrDeletion.
 const (
-	// DeletionDeleted: the collection delete removed the object.
-	DeletionDeleted = "deleted"
-	// DeletionMarked: the delete set deletionTimestamp; the object stays until its finalizers
+	// deletionDeleted: the collection delete removed the object.
+	deletionDeleted = "deleted"
+	// deletionMarked: the delete set deletionTimestamp; the object stays until its finalizers
 	// are removed (or its grace period ends).
-	DeletionMarked = "marked"
-	// DeletionCompleted: the write removed the last finalizer of an object marked for
+	deletionMarked = "marked"
+	// deletionCompleted: the write removed the last finalizer of an object marked for
 	// deletion, which the API server then removed.
-	DeletionCompleted = "completed"
+	deletionCompleted = "completed"
 )
 
-// LinkClassNamespaceDeletion is the class of the links between a namespace and the objects the
+// linkClassNamespaceDeletion is the class of the links between a namespace and the objects the
 // namespace controller deleted when the namespace was deleted (the object's parent is the
 // namespace).
-const LinkClassNamespaceDeletion = "namespace deletion"
+const linkClassNamespaceDeletion = "namespace deletion"
 
-// NamespaceControllerUser is the user kube-controller-manager's namespace controller writes as
+// namespaceControllerUser is the user kube-controller-manager's namespace controller writes as
 // (with --use-service-account-credentials, the default of kubeadm and most distributions).
-const NamespaceControllerUser = "system:serviceaccount:kube-system:namespace-controller"
+const namespaceControllerUser = "system:serviceaccount:kube-system:namespace-controller"
 
 // maxCollectionDeletions bounds the objects a body-less collection delete is joined with.
 const maxCollectionDeletions = 10_000
@@ -68,11 +68,11 @@ const maxCollectionDeletions = 10_000
 // user, or by its user agent when kube-controller-manager writes with its own credentials
 // ("kube-controller-manager/<version> ... /namespace-controller").
 func isNamespaceController(ev *auditv1.Event) bool {
-	if ev.User.Username == NamespaceControllerUser {
+	if ev.User.Username == namespaceControllerUser {
 		return true
 	}
 	return strings.HasPrefix(ev.UserAgent, "kube-controller-manager/") &&
-		(strings.HasSuffix(ev.UserAgent, "/namespace-controller") || strings.HasSuffix(ev.UserAgent, "/"+NamespaceControllerUser))
+		(strings.HasSuffix(ev.UserAgent, "/namespace-controller") || strings.HasSuffix(ev.UserAgent, "/"+namespaceControllerUser))
 }
 
 // namespaceLink links an object the namespace controller deleted to its namespace.
@@ -80,7 +80,7 @@ func namespaceLink(cluster, ns string) aggregator.Link {
 	return aggregator.Link{
 		Target: aggregator.ObjectRef{Cluster: cluster, Version: "v1", Resource: "namespaces", Name: ns},
 		Role:   aggregator.RoleParent,
-		Class:  LinkClassNamespaceDeletion,
+		Class:  linkClassNamespaceDeletion,
 	}
 }
 
@@ -128,16 +128,16 @@ func (c *converter) deletionState(ev *auditv1.Event, out *aggregator.Event, meta
 		}
 		if !marked {
 			if ev.Verb == "deletecollection" {
-				out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionDeleted})
+				out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrDeletion, Value: deletionDeleted})
 			}
 			return
 		}
 		out.Title += " (marked for deletion)"
-		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionMarked})
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrDeletion, Value: deletionMarked})
 		msg := "marked for deletion: "
 		if len(finalizers) > 0 {
 			fin := strings.Join(finalizers, ",")
-			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrFinalizers, Value: fin})
 			msg += "waiting for finalizers " + fin
 		} else {
 			msg += "graceful termination, " + (time.Duration(meta.GracePeriod) * time.Second).String()
@@ -146,7 +146,7 @@ func (c *converter) deletionState(ev *auditv1.Event, out *aggregator.Event, meta
 	case "update", "patch":
 		if ev.ObjectRef.Subresource == "" && meta.DeletionTimestamp != "" && len(meta.Finalizers) == 0 && meta.GracePeriod <= 0 {
 			out.Title += " (deleted: last finalizer removed)"
-			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionCompleted})
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrDeletion, Value: deletionCompleted})
 		}
 	}
 }
@@ -259,7 +259,7 @@ func (c *converter) collectionItems(ev *auditv1.Event, base *aggregator.Event) (
 		c.deletionState(ev, out, meta, true)
 		items = append(items, collectionItem{out: out, body: item, meta: meta})
 	}
-	size := aggregator.Attr{Key: AttrCollectionSize, Value: strconv.Itoa(len(items))}
+	size := aggregator.Attr{Key: attrCollectionSize, Value: strconv.Itoa(len(items))}
 	for _, it := range items {
 		it.out.Attributes = append(it.out.Attributes, size)
 	}
@@ -292,19 +292,19 @@ func (j *informerJoin) deletionEvent(base *aggregator.Event, rec changes.Record,
 	out := forObject(base, obj, 4)
 	j.attach(out, rec)
 	if rec.Final {
-		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionDeleted})
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrDeletion, Value: deletionDeleted})
 	} else {
 		out.Title += " (marked for deletion)"
-		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionMarked})
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrDeletion, Value: deletionMarked})
 		// The deletion start's snapshot says what the object waits for.
 		if meta, err := auditv1.DecodeBodyMeta(rec.Snapshot); err == nil && len(meta.Finalizers) > 0 {
 			fin := strings.Join(meta.Finalizers, ",")
-			out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrFinalizers, Value: fin})
+			out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrFinalizers, Value: fin})
 			out.Logs = append(out.Logs, aggregator.Log{Time: out.End, Type: aggregator.LogTypeMessage,
 				Message: "marked for deletion: waiting for finalizers " + fin})
 		}
 	}
-	out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrCollectionSize, Value: strconv.Itoa(size)})
+	out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrCollectionSize, Value: strconv.Itoa(size)})
 	return out
 }
 

@@ -24,9 +24,9 @@ const SourceName = "audit"
 
 // Defaults for ConsumerConfig.
 var (
-	DefaultVerbs            = []string{"create", "update", "patch", "delete", "deletecollection"}
-	DefaultStages           = []string{"ResponseComplete"}
-	DefaultExcludeResources = []string{"events", "events.k8s.io/events", "coordination.k8s.io/leases"}
+	defaultVerbs            = []string{"create", "update", "patch", "delete", "deletecollection"}
+	defaultStages           = []string{"ResponseComplete"}
+	defaultExcludeResources = []string{"events", "events.k8s.io/events", "coordination.k8s.io/leases"}
 )
 
 // ConsumerConfig configures a Consumer. The zero value means defaults.
@@ -54,28 +54,28 @@ type Config struct {
 	// so that a repeated delivery of one (a sender's retry, the same batch posted again) is
 	// counted as filtered (reason duplicate) instead of being handled again: handling it again
 	// would rewrite its span with a diff against a later version of the object. 0 means
-	// DefaultDedupSize; a negative value turns the check off. The oldest are forgotten first, in
+	// defaultDedupSize; a negative value turns the check off. The oldest are forgotten first, in
 	// halves: an event is remembered for at least DedupSize/2 later events and at most DedupSize
 	// (kelemetry.audit.consumer.dedup.evictions counts the forgotten ones).
 	DedupSize int `yaml:"dedupSize"`
 }
 
-// DefaultDedupSize is the default ConsumerConfig.DedupSize: about 3 MB of hashes.
-const DefaultDedupSize = 100_000
+// defaultDedupSize is the default ConsumerConfig.DedupSize: about 3 MB of hashes.
+const defaultDedupSize = 100_000
 
-// WithDefaults returns c with unset fields set to their defaults.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with unset fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if len(c.Verbs) == 0 {
-		c.Verbs = DefaultVerbs
+		c.Verbs = defaultVerbs
 	}
 	if len(c.Stages) == 0 {
-		c.Stages = DefaultStages
+		c.Stages = defaultStages
 	}
 	if c.ExcludeResources == nil {
-		c.ExcludeResources = DefaultExcludeResources
+		c.ExcludeResources = defaultExcludeResources
 	}
 	if c.DedupSize == 0 {
-		c.DedupSize = DefaultDedupSize
+		c.DedupSize = defaultDedupSize
 	}
 	return c
 }
@@ -136,7 +136,7 @@ func parseGroupResource(s string) (groupResource, error) {
 // diffs, without blocking). Its title has its selectors; it is counted once (sent), or as
 // filtered (reason deletecollection) when it cannot be placed: failed, no object in its
 // response, no response and no informers. The deletes of the namespace controller (collection
-// or not) link each object to its namespace (class LinkClassNamespaceDeletion), so the
+// or not) link each object to its namespace (class linkClassNamespaceDeletion), so the
 // namespace's trace leads to everything its deletion removed.
 //
 // It composes three parts: a converter (audit event to aggregator event), the audit-stream diff
@@ -237,7 +237,7 @@ func New(cfg Config, d Deps) (*Consumer, error) {
 	if agg == nil {
 		return nil, errors.New("audit consumer: nil aggregator")
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	c := &Consumer{
 		agg:      agg,
 		logger:   ts.Log().With("component", "audit.consumer"),

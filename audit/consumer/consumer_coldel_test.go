@@ -56,7 +56,7 @@ func byObject(t *testing.T, evs []*aggregator.Event) map[string]*aggregator.Even
 
 func nsLink(ns string) aggregator.Link {
 	return aggregator.Link{Target: aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "namespaces", Name: ns},
-		Role: aggregator.RoleParent, Class: LinkClassNamespaceDeletion}
+		Role: aggregator.RoleParent, Class: linkClassNamespaceDeletion}
 }
 
 func logMessages(ev *aggregator.Event, typ string) []string {
@@ -98,10 +98,10 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	attrs := attrMap(web.Attributes)
 	assert.Equal(t, "deletecollection", attrs[aggregator.AttrVerb])
 	assert.Equal(t, nsController, attrs[aggregator.AttrUser])
-	assert.NotContains(t, attrs, AttrPropagationPolicy, "Background, the default")
-	assert.Equal(t, DeletionDeleted, attrs[AttrDeletion])
+	assert.NotContains(t, attrs, attrPropagationPolicy, "Background, the default")
+	assert.Equal(t, deletionDeleted, attrs[attrDeletion])
 	assert.Equal(t, "1187", attrs[aggregator.AttrNewRV])
-	assert.Equal(t, "1", attrs[AttrCollectionSize])
+	assert.Equal(t, "1", attrs[attrCollectionSize])
 	assert.Equal(t, []aggregator.Link{nsLink("shop")}, web.Links)
 	// The item is the object as listed just before the delete: its body (with the list's kind and apiVersion, without
 	// managedFields) and its deletion snapshot.
@@ -122,7 +122,7 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 		cm := objs["configmaps/"+name]
 		require.NotNil(t, cm, name)
 		assert.Equal(t, nsController+" deletecollection", cm.Title)
-		assert.Equal(t, "2", attrMap(cm.Attributes)[AttrCollectionSize])
+		assert.Equal(t, "2", attrMap(cm.Attributes)[attrCollectionSize])
 		assert.Equal(t, []aggregator.Link{nsLink("shop")}, cm.Links)
 		assert.NotEqual(t, web.Object.Key(), cm.Object.Key())
 	}
@@ -131,8 +131,8 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	require.NotNil(t, held)
 	assert.Equal(t, nsController+" deletecollection (marked for deletion)", held.Title)
 	attrs = attrMap(held.Attributes)
-	assert.Equal(t, DeletionMarked, attrs[AttrDeletion])
-	assert.Equal(t, "example.com/hold", attrs[AttrFinalizers])
+	assert.Equal(t, deletionMarked, attrs[attrDeletion])
+	assert.Equal(t, "example.com/hold", attrs[attrFinalizers])
 	assert.Equal(t, []aggregator.Link{nsLink("shop")}, held.Links)
 	assert.Contains(t, logMessages(held, aggregator.LogTypeMessage), "marked for deletion: waiting for finalizers example.com/hold")
 
@@ -158,7 +158,7 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	fin := evs[6]
 	assert.Equal(t, "widgets", fin.Object.Resource)
 	assert.Equal(t, "system:serviceaccount:widgets:widget-controller patch (deleted: last finalizer removed)", fin.Title)
-	assert.Equal(t, DeletionCompleted, attrMap(fin.Attributes)[AttrDeletion])
+	assert.Equal(t, deletionCompleted, attrMap(fin.Attributes)[attrDeletion])
 	assert.Empty(t, fin.Links)
 
 	// kubectl delete pods -l app=web --cascade=foreground: the selector and the policy in the
@@ -168,11 +168,11 @@ func TestConsumerDeleteCollectionRequestResponse(t *testing.T) {
 	assert.Equal(t, "web-7d9f8-abcde", pod.Object.Name)
 	assert.Equal(t, "alice deletecollection labelSelector=app=web propagationPolicy=Foreground (marked for deletion)", pod.Title)
 	attrs = attrMap(pod.Attributes)
-	assert.Equal(t, "app=web", attrs[AttrLabelSelector])
-	assert.Equal(t, "Foreground", attrs[AttrPropagationPolicy])
-	assert.Equal(t, DeletionMarked, attrs[AttrDeletion])
+	assert.Equal(t, "app=web", attrs[attrLabelSelector])
+	assert.Equal(t, "Foreground", attrs[attrPropagationPolicy])
+	assert.Equal(t, deletionMarked, attrs[attrDeletion])
 	assert.Empty(t, pod.Links)
-	assert.Equal(t, "foregroundDeletion", attrs[AttrFinalizers], "a Foreground delete adds its finalizer")
+	assert.Equal(t, "foregroundDeletion", attrs[attrFinalizers], "a Foreground delete adds its finalizer")
 	assert.Equal(t, []string{"marked for deletion: waiting for finalizers foregroundDeletion"}, logMessages(pod, aggregator.LogTypeMessage))
 
 	byReason := telemetrytest.Sums(t, reader, "result")
@@ -227,8 +227,8 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 	assert.Equal(t, "3c9f6a0e-1d2b-4f6e-9a51-0c1f2e3d4a01/ResponseComplete", web.ID)
 	assert.Equal(t, []aggregator.Link{nsLink("shop")}, web.Links)
 	attrs := attrMap(web.Attributes)
-	assert.Equal(t, DeletionDeleted, attrs[AttrDeletion])
-	assert.NotEmpty(t, attrs[AttrInformerLatency])
+	assert.Equal(t, deletionDeleted, attrs[attrDeletion])
+	assert.NotEmpty(t, attrs[attrInformerLatency])
 	require.Len(t, logsOfType(web, aggregator.LogTypeSnapshot), 1)
 
 	for _, name := range []string{"kube-root-ca.crt", "settings"} {
@@ -238,8 +238,8 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 	held := objs["widgets/held"]
 	require.NotNil(t, held)
 	assert.Equal(t, nsController+" deletecollection (marked for deletion)", held.Title)
-	assert.Equal(t, DeletionMarked, attrMap(held.Attributes)[AttrDeletion])
-	assert.Equal(t, "example.com/hold", attrMap(held.Attributes)[AttrFinalizers])
+	assert.Equal(t, deletionMarked, attrMap(held.Attributes)[attrDeletion])
+	assert.Equal(t, "example.com/hold", attrMap(held.Attributes)[attrFinalizers])
 	assert.Contains(t, logMessages(held, aggregator.LogTypeMessage), "marked for deletion: waiting for finalizers example.com/hold")
 
 	// The widget controller's patch removed the last finalizer: the informer saw the widget go.
@@ -254,7 +254,7 @@ func TestConsumerDeleteCollectionMetadata(t *testing.T) {
 	evs := agg.Events()
 	fin := evs[len(evs)-1]
 	assert.Equal(t, "system:serviceaccount:widgets:widget-controller patch (deleted: last finalizer removed)", fin.Title)
-	assert.Equal(t, DeletionCompleted, attrMap(fin.Attributes)[AttrDeletion])
+	assert.Equal(t, deletionCompleted, attrMap(fin.Attributes)[attrDeletion])
 	require.Len(t, logsOfType(fin, aggregator.LogTypeSnapshot), 1, "the deletion snapshot")
 }
 
@@ -282,7 +282,7 @@ func TestConsumerDeleteCollectionMetadataLate(t *testing.T) {
 		ev := objs["deployments/"+name]
 		require.NotNil(t, ev, name)
 		assert.Equal(t, "alice deletecollection labelSelector=tier=front", ev.Title)
-		assert.Equal(t, "tier=front", attrMap(ev.Attributes)[AttrLabelSelector])
+		assert.Equal(t, "tier=front", attrMap(ev.Attributes)[attrLabelSelector])
 		assert.Empty(t, ev.Links, "alice is not the namespace controller")
 	}
 }
@@ -327,7 +327,7 @@ func TestConsumerDeletePropagationPolicy(t *testing.T) {
 		case "Background":
 			want = "" // the default: no attribute
 		}
-		assert.Equal(t, want, attrMap(out.Attributes)[AttrPropagationPolicy])
+		assert.Equal(t, want, attrMap(out.Attributes)[attrPropagationPolicy])
 	}
 	// Garbage in the request body is ignored.
 	ev := consumerEvent()
@@ -388,7 +388,7 @@ func TestConsumerForegroundDeleteSteps(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, keep)
 	assert.Equal(t, "alice delete propagationPolicy=Foreground (marked for deletion)", out.Title)
-	assert.Equal(t, "foregroundDeletion", attrMap(out.Attributes)[AttrFinalizers])
+	assert.Equal(t, "foregroundDeletion", attrMap(out.Attributes)[attrFinalizers])
 	assert.Empty(t, out.Links, "alice is not the namespace controller")
 
 	gc := consumerEvent()

@@ -84,7 +84,7 @@ func TestConsumerInformerJoinImmediate(t *testing.T) {
 	attrs := attrMap(evs[0].Attributes)
 	assert.Equal(t, "5", attrs[diff.AttrBaseRV])
 	assert.Equal(t, "6", attrs[aggregator.AttrNewRV])
-	assert.NotEmpty(t, attrs[AttrInformerLatency])
+	assert.NotEmpty(t, attrs[attrInformerLatency])
 
 	require.Len(t, logsOfType(evs[1], aggregator.LogTypeSnapshot), 1)
 	assert.Equal(t, `{"kind":"Deployment"}`, evs[1].Logs[0].Message)
@@ -168,7 +168,7 @@ func TestConsumerInformerJoinSkipsBodies(t *testing.T) {
 	evs := agg.Events()
 	require.Len(t, evs, 1)
 	assert.NotContains(t, diffMessages(evs[0]), "spec.replicas 2 -> 4")
-	assert.Empty(t, attrMap(evs[0].Attributes)[AttrInformerLatency])
+	assert.Empty(t, attrMap(evs[0].Attributes)[attrInformerLatency])
 }
 
 func TestInformerJoinConfigValidate(t *testing.T) {

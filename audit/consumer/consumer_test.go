@@ -472,11 +472,11 @@ func TestConsumerConfig(t *testing.T) {
 	_, err := New(Config{}, Deps{Aggregator: nil})
 	require.Error(t, err)
 
-	d := Config{}.WithDefaults()
-	assert.Equal(t, DefaultVerbs, d.Verbs)
-	assert.Equal(t, DefaultStages, d.Stages)
-	assert.Equal(t, DefaultExcludeResources, d.ExcludeResources)
-	assert.Empty(t, Config{ExcludeResources: []string{}}.WithDefaults().ExcludeResources)
+	d := Config{}.withDefaults()
+	assert.Equal(t, defaultVerbs, d.Verbs)
+	assert.Equal(t, defaultStages, d.Stages)
+	assert.Equal(t, defaultExcludeResources, d.ExcludeResources)
+	assert.Empty(t, Config{ExcludeResources: []string{}}.withDefaults().ExcludeResources)
 }
 
 func TestConsumerRolloutFixture(t *testing.T) {

@@ -254,13 +254,13 @@ func (c *converter) event(ev *auditv1.Event, obj aggregator.Object) (*aggregator
 		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrResourceVersion, Value: ref.ResourceVersion})
 	}
 	if labelSel != "" {
-		attrs = append(attrs, aggregator.Attr{Key: AttrLabelSelector, Value: labelSel})
+		attrs = append(attrs, aggregator.Attr{Key: attrLabelSelector, Value: labelSel})
 	}
 	if fieldSel != "" {
-		attrs = append(attrs, aggregator.Attr{Key: AttrFieldSelector, Value: fieldSel})
+		attrs = append(attrs, aggregator.Attr{Key: attrFieldSelector, Value: fieldSel})
 	}
 	if policy != "" && policy != "Background" {
-		attrs = append(attrs, aggregator.Attr{Key: AttrPropagationPolicy, Value: policy})
+		attrs = append(attrs, aggregator.Attr{Key: attrPropagationPolicy, Value: policy})
 	}
 	out.Attributes = attrs
 

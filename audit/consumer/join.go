@@ -20,16 +20,16 @@ import (
 
 // Defaults for InformerJoinConfig.
 const (
-	DefaultInformerJoinWait       = 5 * time.Second
-	DefaultInformerJoinMaxPending = 10_000
-	DefaultInformerJoinInterval   = 200 * time.Millisecond
-	DefaultInformerJoinClockSkew  = 500 * time.Millisecond
-	DefaultInformerJoinMaxClaims  = 100_000
+	defaultInformerJoinWait       = 5 * time.Second
+	defaultInformerJoinMaxPending = 10_000
+	defaultInformerJoinInterval   = 200 * time.Millisecond
+	defaultInformerJoinClockSkew  = 500 * time.Millisecond
+	defaultInformerJoinMaxClaims  = 100_000
 )
 
-// AttrInformerLatency is the event attribute holding how long after the request's completion the
+// attrInformerLatency is the event attribute holding how long after the request's completion the
 // informer saw the version whose diff the span carries (a Go duration, e.g. "350ms").
-const AttrInformerLatency = "kelemetry.diff.informer_latency"
+const attrInformerLatency = "kelemetry.diff.informer_latency"
 
 // InformerJoinConfig configures the join of informer diffs onto audit events. The zero value
 // means defaults.
@@ -53,22 +53,22 @@ type InformerJoinConfig struct {
 	MaxClaims int `yaml:"maxClaims"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c InformerJoinConfig) WithDefaults() InformerJoinConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c InformerJoinConfig) withDefaults() InformerJoinConfig {
 	if c.Wait == 0 {
-		c.Wait = DefaultInformerJoinWait
+		c.Wait = defaultInformerJoinWait
 	}
 	if c.MaxPending == 0 {
-		c.MaxPending = DefaultInformerJoinMaxPending
+		c.MaxPending = defaultInformerJoinMaxPending
 	}
 	if c.Interval == 0 {
-		c.Interval = DefaultInformerJoinInterval
+		c.Interval = defaultInformerJoinInterval
 	}
 	if c.ClockSkew == 0 {
-		c.ClockSkew = DefaultInformerJoinClockSkew
+		c.ClockSkew = defaultInformerJoinClockSkew
 	}
 	if c.MaxClaims == 0 {
-		c.MaxClaims = DefaultInformerJoinMaxClaims
+		c.MaxClaims = defaultInformerJoinMaxClaims
 	}
 	return c
 }
@@ -170,7 +170,7 @@ type pendingJoin struct {
 }
 
 func newInformerJoin(cfg InformerJoinConfig, format diff.LogFormat, meter *telemetry.Meter, send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)) *informerJoin {
-	j := &informerJoin{cfg: cfg.WithDefaults(), format: format.WithDefaults(), send: send,
+	j := &informerJoin{cfg: cfg.withDefaults(), format: format.WithDefaults(), send: send,
 		opts: map[string]metric.MeasurementOption{}, held: map[aggregator.ObjectKey]int{}, outstanding: map[any]chan struct{}{}}
 	j.claims = claimSet{max: j.cfg.MaxClaims, ttl: claimTTL, keys: map[changes.RecordKey]struct{}{}}
 	j.results = meter.Counter("kelemetry.audit.consumer.informer_diffs",
@@ -505,7 +505,7 @@ func (j *informerJoin) settle(ctx context.Context) error {
 func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
 	if verb, _ := out.Attributes.Get(aggregator.AttrVerb); rec.Kind == changes.KindDeletion && rec.Final && (verb == "update" || verb == "patch") {
 		out.Title += " (deleted: last finalizer removed)"
-		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrDeletion, Value: DeletionCompleted})
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrDeletion, Value: deletionCompleted})
 	}
 	out.Logs = append(out.Logs, rec.Logs(out.End, j.format)...)
 	if rec.BaseRV != "" && rec.Kind == changes.KindChange {
@@ -517,7 +517,7 @@ func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: rec.Key.ResourceVersion})
 	}
 	if !rec.Time.IsZero() {
-		out.Attributes = append(out.Attributes, aggregator.Attr{Key: AttrInformerLatency, Value: rec.Time.Sub(out.End).Round(time.Millisecond).String()})
+		out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrInformerLatency, Value: rec.Time.Sub(out.End).Round(time.Millisecond).String()})
 	}
 }
 

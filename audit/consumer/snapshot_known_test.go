@@ -17,7 +17,7 @@ import (
 func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 	differ, err := diff.New(diff.Options{})
 	require.NoError(t, err)
-	conv := newConverter(Config{}.WithDefaults(), differ)
+	conv := newConverter(Config{}.withDefaults(), differ)
 	checked, cut := 0, 0
 	for _, scenario := range []string{"rollout", "bulk"} {
 		for _, line := range fixture.Lines(t, scenario, "webhook-batches.jsonl") {

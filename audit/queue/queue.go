@@ -16,11 +16,11 @@ import (
 	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
-// DefaultCapacity is the default total number of events a Queue holds.
-const DefaultCapacity = 100_000
+// defaultCapacity is the default total number of events a Queue holds.
+const defaultCapacity = 100_000
 
-// DefaultMaxBytes is the default bound on the estimated bytes of the events a Queue holds.
-const DefaultMaxBytes = 256 << 20
+// defaultMaxBytes is the default bound on the estimated bytes of the events a Queue holds.
+const defaultMaxBytes = 256 << 20
 
 // meterName is the instrumentation scope of the package's metrics.
 const meterName = "github.com/kelemetry/kelemetry/audit"
@@ -70,11 +70,11 @@ type Config struct {
 // IsNATS reports whether the queue is on NATS JetStream: NATS.URLs is set.
 func (c Config) IsNATS() bool { return len(c.NATS.URLs) > 0 }
 
-// DefaultMaxDiskBytes is the default bound of the durable queue's log on disk.
-const DefaultMaxDiskBytes = 1 << 30
+// defaultMaxDiskBytes is the default bound of the durable queue's log on disk.
+const defaultMaxDiskBytes = 1 << 30
 
-// DefaultSegmentBytes is the default size of a file of the durable queue's log.
-const DefaultSegmentBytes = 16 << 20
+// defaultSegmentBytes is the default size of a file of the durable queue's log.
+const defaultSegmentBytes = 16 << 20
 
 // IsDurable reports whether the queue is durable on local disk: Dir is set, Durable is not false
 // and the queue is not on NATS.
@@ -85,19 +85,19 @@ func (c Config) IsDurable() bool {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.Capacity == 0 {
-		c.Capacity = DefaultCapacity
+		c.Capacity = defaultCapacity
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
+		c.MaxBytes = defaultMaxBytes
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 2 * runtime.GOMAXPROCS(0)
 	}
 	if c.MaxDiskBytes == 0 {
-		c.MaxDiskBytes = DefaultMaxDiskBytes
+		c.MaxDiskBytes = defaultMaxDiskBytes
 	}
 	if c.SegmentBytes == 0 {
-		c.SegmentBytes = min(DefaultSegmentBytes, c.MaxDiskBytes)
+		c.SegmentBytes = min(defaultSegmentBytes, c.MaxDiskBytes)
 	}
 	return c
 }

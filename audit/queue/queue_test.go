@@ -71,13 +71,13 @@ func newTestQueue(t *testing.T, cfg Config, h Handler) (*memQueue, *sdkmetric.Ma
 
 func TestQueueConfig(t *testing.T) {
 	cfg := Config{}.WithDefaults()
-	assert.Equal(t, DefaultCapacity, cfg.Capacity)
+	assert.Equal(t, defaultCapacity, cfg.Capacity)
 	assert.Positive(t, cfg.Partitions)
 	require.NoError(t, Config{}.Validate())
 	require.Error(t, Config{Capacity: -1}.Validate())
 	require.Error(t, Config{Partitions: -1}.Validate())
 	require.Error(t, Config{MaxBytes: -1}.Validate())
-	assert.Equal(t, int64(DefaultMaxBytes), cfg.MaxBytes)
+	assert.Equal(t, int64(defaultMaxBytes), cfg.MaxBytes)
 	_, err := newMemory(Config{}, Deps{Handle: nil})
 	require.Error(t, err)
 }

@@ -25,9 +25,9 @@ import (
 
 // Defaults of DumpConfig.
 const (
-	DefaultDumpMaxBytes    = 100 << 20
-	DefaultDumpMaxFiles    = 5
-	DefaultDumpBufferBytes = 64 << 20
+	defaultDumpMaxBytes    = 100 << 20
+	defaultDumpMaxFiles    = 5
+	defaultDumpBufferBytes = 64 << 20
 )
 
 // DumpConfig configures the audit dump (Dumper): every event the webhook accepted, written as
@@ -51,16 +51,16 @@ type DumpConfig struct {
 // Enabled reports whether a dump file is configured.
 func (c DumpConfig) Enabled() bool { return c.Path != "" }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c DumpConfig) WithDefaults() DumpConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c DumpConfig) withDefaults() DumpConfig {
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultDumpMaxBytes
+		c.MaxBytes = defaultDumpMaxBytes
 	}
 	if c.MaxFiles == 0 {
-		c.MaxFiles = DefaultDumpMaxFiles
+		c.MaxFiles = defaultDumpMaxFiles
 	}
 	if c.BufferBytes == 0 {
-		c.BufferBytes = DefaultDumpBufferBytes
+		c.BufferBytes = defaultDumpBufferBytes
 	}
 	return c
 }
@@ -122,7 +122,7 @@ func NewDumper(cfg DumpConfig, ts telemetry.Settings) (*Dumper, error) {
 	if !cfg.Enabled() {
 		return nil, errors.New("audit dump: no path")
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	d := &Dumper{cfg: cfg, logger: ts.Log().With("component", "audit.dump", "path", cfg.Path),
 		q: newByteQueue(cfg.BufferBytes), errLog: ratelog.Limiter{Burst: 5, Every: 10 * time.Second}}
 	meter := ts.Meter(meterName)

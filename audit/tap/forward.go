@@ -34,15 +34,15 @@ import (
 const maxTargetReason = 512
 
 const (
-	DefaultForwardMaxBufferBytes = 64 << 20
-	DefaultForwardTimeout        = 10 * time.Second
-	DefaultForwardMaxBackoff     = 10 * time.Second
+	defaultForwardMaxBufferBytes = 64 << 20
+	defaultForwardTimeout        = 10 * time.Second
+	defaultForwardMaxBackoff     = 10 * time.Second
 	// maxRetryAfter caps how long a target's Retry-After may hold its batches.
 	maxRetryAfter = 5 * time.Minute
 )
 
-// ForwardClusterPlaceholder in a ForwardConfig.URL is replaced by the cluster of each batch.
-const ForwardClusterPlaceholder = "{cluster}"
+// forwardClusterPlaceholder in a ForwardConfig.URL is replaced by the cluster of each batch.
+const forwardClusterPlaceholder = "{cluster}"
 
 // ForwardConfig configures one target of the audit forward (Forwarder): another audit webhook
 // that receives each batch this webhook accepted.
@@ -68,23 +68,23 @@ type ForwardConfig struct {
 	MaxBackoff time.Duration `yaml:"maxBackoff"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
-func (c ForwardConfig) WithDefaults() ForwardConfig {
+// withDefaults returns c with zero fields set to their defaults.
+func (c ForwardConfig) withDefaults() ForwardConfig {
 	if c.MaxBufferBytes == 0 {
-		c.MaxBufferBytes = DefaultForwardMaxBufferBytes
+		c.MaxBufferBytes = defaultForwardMaxBufferBytes
 	}
 	if c.Timeout == 0 {
-		c.Timeout = DefaultForwardTimeout
+		c.Timeout = defaultForwardTimeout
 	}
 	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultForwardMaxBackoff
+		c.MaxBackoff = defaultForwardMaxBackoff
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
 func (c ForwardConfig) Validate() error {
-	u, err := url.Parse(strings.ReplaceAll(c.URL, ForwardClusterPlaceholder, "c"))
+	u, err := url.Parse(strings.ReplaceAll(c.URL, forwardClusterPlaceholder, "c"))
 	switch {
 	case c.URL == "":
 		return errors.New("audit forward: no url")
@@ -147,7 +147,7 @@ func NewForwarder(cfg ForwardConfig, ts telemetry.Settings) (*Forwarder, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	target := cfg.URL
 	if u, err := url.Parse(cfg.URL); err == nil && u.User != nil {
 		target = u.Redacted()
@@ -295,7 +295,7 @@ func (fw *Forwarder) send(b webhook.AcceptedBatch) {
 		fw.drop(ctx, forwardDropBadBatch, b)
 		return
 	}
-	u := strings.ReplaceAll(fw.cfg.URL, ForwardClusterPlaceholder, url.PathEscape(b.Cluster))
+	u := strings.ReplaceAll(fw.cfg.URL, forwardClusterPlaceholder, url.PathEscape(b.Cluster))
 	policy := backoff.Policy{Max: fw.cfg.MaxBackoff}
 	for attempt := 0; ; attempt++ {
 		if fw.abort.Load() {

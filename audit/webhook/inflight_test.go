@@ -117,7 +117,7 @@ func TestWebhookInflightBytesBound(t *testing.T) {
 
 func TestWebhookInflightConfig(t *testing.T) {
 	d := Config{}.WithDefaults()
-	assert.Equal(t, int64(2*DefaultWebhookMaxBodyBytes), d.MaxInflightBytes)
+	assert.Equal(t, int64(2*defaultWebhookMaxBodyBytes), d.MaxInflightBytes)
 	assert.Equal(t, int64(8<<20), Config{MaxBodyBytes: 4 << 20}.WithDefaults().MaxInflightBytes)
 	require.Error(t, Config{MaxBodyBytes: 4 << 20, MaxInflightBytes: 1 << 20}.Validate())
 	require.NoError(t, Config{MaxBodyBytes: 4 << 20, MaxInflightBytes: 4 << 20}.Validate())

@@ -27,8 +27,8 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// DefaultWebhookMaxBodyBytes is the default limit of a webhook request body, after decompression.
-const DefaultWebhookMaxBodyBytes = 32 << 20
+// defaultWebhookMaxBodyBytes is the default limit of a webhook request body, after decompression.
+const defaultWebhookMaxBodyBytes = 32 << 20
 
 // webhookRetryAfter is the Retry-After value, in seconds, of a 429 answer.
 const webhookRetryAfter = "1"
@@ -69,7 +69,7 @@ type Config struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultWebhookMaxBodyBytes
+		c.MaxBodyBytes = defaultWebhookMaxBodyBytes
 	}
 	if c.MaxInflightBytes == 0 {
 		c.MaxInflightBytes = 2 * c.MaxBodyBytes

@@ -13,8 +13,8 @@ import (
 	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
-// UserEvent is an event span of obj in window w with the user attribute.
-func UserEvent(obj aggregator.ObjectRef, w time.Time, id, user string, offset time.Duration) *aggregator.Span {
+// userEvent is an event span of obj in window w with the user attribute.
+func userEvent(obj aggregator.ObjectRef, w time.Time, id, user string, offset time.Duration) *aggregator.Span {
 	sp := EventSpan(obj, w, id, offset)
 	sp.Attributes = append(sp.Attributes, aggregator.Attr{Key: aggregator.AttrUser, Value: user})
 	return sp
@@ -29,9 +29,9 @@ func RunSearch(t *testing.T, open func(t *testing.T) Store, lim Limits) {
 	c := Ref("c2", "", "pods", "ns", "c")
 	s := open(t)
 	Export(t, s,
-		ObjectSpan(a, T0), UserEvent(a, T0, "1", "alice", time.Minute),
-		ObjectSpan(a, T0.Add(Win)), UserEvent(a, T0.Add(Win), "2", "bob", time.Minute),
-		ObjectSpan(b, T0), UserEvent(b, T0, "3", "bob", 0),
+		ObjectSpan(a, T0), userEvent(a, T0, "1", "alice", time.Minute),
+		ObjectSpan(a, T0.Add(Win)), userEvent(a, T0.Add(Win), "2", "bob", time.Minute),
+		ObjectSpan(b, T0), userEvent(b, T0, "3", "bob", 0),
 		ObjectSpan(c, T0), // no events
 	)
 
