@@ -660,3 +660,8 @@ func (e *Engine) linkSpan(holder ObjectRef, job linkJob, tid trace.TraceID, targ
 		Link:       &Link{Target: target, Role: role, Class: class},
 	}
 }
+
+var (
+	_ SinkSyncer         = (*Engine)(nil)
+	_ SinkHealthReporter = (*Engine)(nil)
+)

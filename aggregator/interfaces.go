@@ -14,6 +14,18 @@ type Aggregator interface {
 	Send(ctx context.Context, ev *Event) error
 }
 
+// SinkSyncer is an Aggregator that can make what its sinks accepted survive a crash of the
+// process (the Engine is one): a durable queue counts a batch as handled only after SyncSinks.
+type SinkSyncer interface {
+	SyncSinks(ctx context.Context) error
+}
+
+// SinkHealthReporter is an Aggregator that tells whether its sinks take writes (the Engine is
+// one): the audit webhook refuses batches while SinkHealth returns an error.
+type SinkHealthReporter interface {
+	SinkHealth(ctx context.Context) error
+}
+
 // Linker finds objects related to an object, e.g. its controlling owner.
 //
 // Concurrency: Lookup is called by the aggregator's link workers (Config.LinkWorkers goroutines),

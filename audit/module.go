@@ -101,7 +101,7 @@ var Module = fx.Module("audit",
 // events the consumer held for their informer diffs are sent (Consumer.Settle), then the sinks
 // synced (aggregator.Engine.SyncSinks), when agg can.
 func commitSync(cons *consumer.Consumer, agg aggregator.Aggregator) func(context.Context) error {
-	s, _ := agg.(interface{ SyncSinks(context.Context) error })
+	s, _ := agg.(aggregator.SinkSyncer)
 	return func(ctx context.Context) error {
 		if err := cons.Settle(ctx); err != nil {
 			return err
@@ -153,7 +153,7 @@ func New(p params) (Result, error) {
 	// The webhook refuses batches without reading them while the sinks or the queue cannot take
 	// them.
 	health := eq.Health
-	if h, ok := p.Aggregator.(interface{ SinkHealth(context.Context) error }); ok {
+	if h, ok := p.Aggregator.(aggregator.SinkHealthReporter); ok {
 		health = func(ctx context.Context) error { return errors.Join(h.SinkHealth(ctx), eq.Health(ctx)) }
 	}
 	taps, err := newTaps(cfg, p.Lifecycle, ts)

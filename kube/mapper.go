@@ -202,6 +202,11 @@ type ResourceDiscoverer interface {
 	ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error)
 }
 
+// NamedClusters lists the clusters it has clients for. RESTClusters and Config implement it.
+type NamedClusters interface {
+	Names() []string
+}
+
 // DiscoveryClusters gives the discovery client of a cluster. RESTClusters implements it.
 type DiscoveryClusters interface {
 	Discovery(cluster string) (ResourceDiscoverer, error)

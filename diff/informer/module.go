@@ -125,7 +125,7 @@ func newModule(p moduleParams) (moduleResult, error) {
 	}
 	names := cfg.Clusters
 	if len(names) == 0 {
-		if n, ok := p.Clusters.(interface{ Names() []string }); ok {
+		if n, ok := p.Clusters.(kube.NamedClusters); ok {
 			names = n.Names()
 		}
 	}
