@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/frontend/frontendtest"
+	"github.com/kelemetry/kelemetry/internal/frontendtest"
 )
 
 // criticalRules loads a configuration file, builds the query side from it (as the all-in-one

@@ -14,15 +14,15 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/kubetest"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/linkrule"
 	"github.com/kelemetry/kelemetry/store/memory"
 )

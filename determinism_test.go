@@ -14,10 +14,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/store/memory"

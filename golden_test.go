@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/audittest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
 	"github.com/kelemetry/kelemetry/telemetry"

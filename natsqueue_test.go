@@ -21,10 +21,10 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/audittest"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"

@@ -21,11 +21,11 @@ import (
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/jaegertest"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/jaeger"
-	"github.com/kelemetry/kelemetry/store/jaeger/jaegertest"
 )
 
 // replica starts one process of the given role; with a backend, on the shared jaeger store,

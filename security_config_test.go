@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/kelemetry/kelemetry/httpserver/httpservertest"
+	"github.com/kelemetry/kelemetry/internal/httpservertest"
 )
 
 // withTestSecurityFiles points c's certificate, CA and token files (which name paths of a real

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 func TestValidateClusterName(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 // A source sends events; a linker relates objects; a sink receives spans.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditlog"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 // The cluster of replayed and followed logs accepts and rejects cluster names as

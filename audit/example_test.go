@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/consumer"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 // An audit webhook request's body is an audit.k8s.io/v1 EventList. The consumer turns each of its

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditlog"
 	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/telemetry"
 	"github.com/stretchr/testify/assert"

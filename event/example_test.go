@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

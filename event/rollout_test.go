@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/event"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/audittest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

@@ -23,7 +23,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/internal/logtest"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 )
 
 // fakeClock is time.Now moved ahead by what a test adds.

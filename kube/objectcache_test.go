@@ -16,9 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kelemetry/kelemetry/internal/kubetest"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

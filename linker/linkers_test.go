@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/kubetest"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/kubetest"
 	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/kube/kubetest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

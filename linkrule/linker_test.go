@@ -13,8 +13,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/kubetest"
 	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/kube/kubetest"
 )
 
 func mustCompile(t testing.TB, lr LinkRule) *Rule {

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/httpserver/httpservertest"
+	"github.com/kelemetry/kelemetry/internal/httpservertest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // TestWireEncoderMatchesProto: the request the wire encoder writes decodes, with protobuf-go,

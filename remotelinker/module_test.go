@@ -11,7 +11,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 func natsqueueURL(url string) natsqueue.Conn { return natsqueue.Conn{URLs: []string{url}} }

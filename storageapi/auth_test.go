@@ -19,7 +19,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
-	"github.com/kelemetry/kelemetry/httpserver/httpservertest"
+	"github.com/kelemetry/kelemetry/internal/httpservertest"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"

@@ -25,11 +25,11 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
-	"github.com/kelemetry/kelemetry/httpserver/httpservertest"
+	"github.com/kelemetry/kelemetry/internal/httpservertest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // startListener starts a Listener of cfg (on 127.0.0.1:0 unless set) over the rollout, with a

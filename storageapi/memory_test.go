@@ -18,10 +18,10 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/internal/query"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // serveWith runs a Server over e on an in-memory gRPC connection with the server options.

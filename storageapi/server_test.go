@@ -22,7 +22,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/frontend/frontendtest"
+	"github.com/kelemetry/kelemetry/internal/frontendtest"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"

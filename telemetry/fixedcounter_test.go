@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 )
 
 func TestFixedCounter(t *testing.T) {

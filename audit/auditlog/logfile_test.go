@@ -24,8 +24,8 @@ import (
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // collector is a WaitEnqueuer that keeps what it gets.

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 // The webhook path and the webhook's default cluster accept and reject cluster names as aggregator.ValidateClusterName does.

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 // TestCacheBoundedByBytesWithLargeObjects keeps the change cache within MaxBytes when every

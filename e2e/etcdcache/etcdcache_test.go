@@ -34,12 +34,12 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/diff/informer"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

@@ -23,7 +23,7 @@ import (
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/natsqueue"
 
-	"github.com/kelemetry/kelemetry/kelemetrix/kelemetrixtest"
+	"github.com/kelemetry/kelemetry/internal/kelemetrixtest"
 )
 
 var defaultKelemetrix = filepath.Join("..", "..", "deploy", "kelemetrix.yaml")

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/httpserver/httpservertest"
+	"github.com/kelemetry/kelemetry/internal/httpservertest"
 )
 
 // The secure setup of the flags: the webhook over TLS taking only kube-apiserver's client

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them.

@@ -25,7 +25,7 @@ import (
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/telemetry"
 
-	"github.com/kelemetry/kelemetry/kelemetrix/kelemetrixtest"
+	"github.com/kelemetry/kelemetry/internal/kelemetrixtest"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them.

@@ -17,11 +17,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit/audittest"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/frontend/frontendtest"
 	"github.com/kelemetry/kelemetry/frontend/ui"
+	"github.com/kelemetry/kelemetry/internal/audittest"
+	"github.com/kelemetry/kelemetry/internal/frontendtest"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"

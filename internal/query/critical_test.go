@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/frontend/frontendtest"
+	"github.com/kelemetry/kelemetry/internal/frontendtest"
 	"github.com/kelemetry/kelemetry/internal/query"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store/memory"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/telemetry"

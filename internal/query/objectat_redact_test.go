@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit/audittest"
+	"github.com/kelemetry/kelemetry/internal/audittest"
 	"github.com/kelemetry/kelemetry/store/memory"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/frontend/frontendtest"
+	"github.com/kelemetry/kelemetry/internal/frontendtest"
 )
 
 // auditBody is one full object a write's response carried, read straight from the audit log.

@@ -33,8 +33,8 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"

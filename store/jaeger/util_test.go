@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/jaegertest"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store/internal/storetest"
-	"github.com/kelemetry/kelemetry/store/jaeger/jaegertest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 

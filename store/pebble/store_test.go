@@ -21,10 +21,10 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/store/internal/storetest"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
 )
 
 func openTestPebble(t testing.TB, cfg Config, mp *sdkmetric.MeterProvider) *Store {

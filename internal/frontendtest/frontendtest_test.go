@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/kelemetry/kelemetry/frontend/frontendtest"
+	"github.com/kelemetry/kelemetry/internal/frontendtest"
 	"github.com/kelemetry/kelemetry/store"
 )
 

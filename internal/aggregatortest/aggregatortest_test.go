@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 )
 
 func TestRecordingDecorator(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/aggregator/aggregatortest"
-	"github.com/kelemetry/kelemetry/audit/audittest"
+	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/audittest"
 )
 
 var rolloutLog = filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl")

@@ -10,7 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
 
-	"github.com/kelemetry/kelemetry/telemetry/telemetrytest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
