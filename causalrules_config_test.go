@@ -30,10 +30,10 @@ func criticalRules(t *testing.T, yaml string) []string {
 	require.NoError(t, err)
 	cfgs, err := subConfigs(c)
 	require.NoError(t, err)
-	res, err := frontend.New(frontend.Params{Reader: frontendtest.Rollout(t), Config: cfgs.Query})
+	_, api, err := frontend.New(cfgs.Query, frontend.Deps{Reader: frontendtest.Rollout(t)})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	res.Handler.Register(mux)
+	api.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 

@@ -22,8 +22,35 @@ func NewEngine(r store.Reader, w aggregator.Window, cfg Config) *Engine {
 	return query.NewEngine(r, w, cfg.engine())
 }
 
-// Params are the fx inputs of New.
-type Params struct {
+// Deps are what New needs besides its Config.
+type Deps struct {
+	// Reader is the store the frontend reads (store.Module provides it).
+	Reader store.Reader
+	// Window is the length of the traces' windows (zero: aggregator.DefaultWindow).
+	Window aggregator.Window
+	// Telemetry gives the logger and meter provider (unset: slog.Default(), no metrics).
+	Telemetry telemetry.Settings
+}
+
+// New builds the query engine over deps.Reader and its HTTP APIs: the native API (what is
+// stored, an object over time), Jaeger Query's HTTP API and the web UI's API; mount them on any
+// mux with the handler's Register. The APIs share the engine's budgets and its limit of
+// concurrent heavy requests. It fails on an invalid cfg. This is Module without fx.
+func New(cfg Config, deps Deps) (*Engine, httpserver.Handler, error) {
+	return build(cfg, deps, nil)
+}
+
+// build is New; lc, when not nil, unregisters the engine's gauge at stop.
+func build(cfg Config, deps Deps, lc fx.Lifecycle) (*Engine, httpserver.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	e := NewEngine(deps.Reader, deps.Window, cfg)
+	return e, query.Serve(e, deps.Reader, deps.Telemetry, lc), nil
+}
+
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	// Reader is the store the frontend reads (store.Module provides it).
@@ -31,12 +58,11 @@ type Params struct {
 	Config    Config             `optional:"true"`
 	Window    aggregator.Window  `optional:"true"`
 	Telemetry telemetry.Settings `optional:"true"`
-	// Lifecycle, when given, unregisters the engine's gauge at stop.
-	Lifecycle fx.Lifecycle `optional:"true"`
+	Lifecycle fx.Lifecycle
 }
 
-// Result is what New provides.
-type Result struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
 	Engine *Engine
@@ -44,18 +70,16 @@ type Result struct {
 	Handler httpserver.Handler `group:"kelemetry.http.api"`
 }
 
-// New builds the query engine over p.Reader and its HTTP APIs: the native API (what is stored,
-// an object over time), Jaeger Query's HTTP API and the web UI's API; mount them on any mux
-// with Handler.Register. The APIs share the engine's budgets and its limit of concurrent heavy
-// requests. It fails on an invalid p.Config.
-func New(p Params) (Result, error) {
-	if err := p.Config.Validate(); err != nil {
-		return Result{}, err
+// newModule builds the engine and its APIs (New) for Module; the engine's gauge is unregistered
+// at stop.
+func newModule(p moduleParams) (moduleResult, error) {
+	e, h, err := build(p.Config, Deps{Reader: p.Reader, Window: p.Window, Telemetry: p.Telemetry}, p.Lifecycle)
+	if err != nil {
+		return moduleResult{}, err
 	}
-	e := NewEngine(p.Reader, p.Window, p.Config)
-	return Result{Engine: e, Handler: query.Serve(e, p.Reader, p.Telemetry, p.Lifecycle)}, nil
+	return moduleResult{Engine: e, Handler: h}, nil
 }
 
 // Module provides the query engine and serves its APIs on the API listener (with
 // httpserver.Module). It needs a store.Reader; the web UI's pages come with ui.Module.
-var Module = fx.Module("frontend", fx.Provide(New))
+var Module = fx.Module("frontend", fx.Provide(newModule))

@@ -43,10 +43,11 @@ func TestConfigFieldsReachEngine(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	_, err := New(Params{Reader: memory.New(memory.Config{}, 0), Config: Config{MaxRenderBytes: -1}})
+	_, _, err := New(Config{MaxRenderBytes: -1}, Deps{Reader: memory.New(memory.Config{}, 0)})
 	assert.ErrorContains(t, err, "maxRenderBytes")
 	assert.ErrorContains(t, ValidateCausalRules([]CausalRule{{Name: "x", Relation: "sibling"}}), "sibling")
-	r, err := New(Params{Reader: memory.New(memory.Config{}, 0), Config: Config{Depth: 2}})
+	e, h, err := New(Config{Depth: 2}, Deps{Reader: memory.New(memory.Config{}, 0)})
 	require.NoError(t, err)
-	assert.Equal(t, 2, r.Engine.Config().Depth)
+	assert.Equal(t, 2, e.Config().Depth)
+	assert.NotNil(t, h)
 }

@@ -17,6 +17,6 @@
 //   - IsObjectKind tells a body that is an object from a Status, Scale, Eviction and the like.
 //
 // Module provides Clusters, Mapper and ObjectGetter to an fx application (without a configured
-// cluster, Clusters and ObjectGetter are nil and Mapper is a StaticMapper); NewAccess builds the
+// cluster, Clusters and ObjectGetter are nil and Mapper is a StaticMapper); New builds the
 // same without fx. Package kubetest holds fakes for tests.
 package kube

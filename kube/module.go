@@ -18,10 +18,10 @@ import (
 //   - ObjectGetter: the ObjectCache every linker shares, or a nil interface without clusters.
 //
 // The cache and the mapper stop with the application.
-var Module = fx.Module("kube", fx.Provide(New))
+var Module = fx.Module("kube", fx.Provide(newModule))
 
-// params are the dependencies of New.
-type params struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -29,8 +29,8 @@ type params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// Result is what New provides.
-type Result struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
 	// Clusters is a nil interface without clusters.
@@ -40,16 +40,14 @@ type Result struct {
 	Getter ObjectGetter
 }
 
-// New builds the Access of p.Config, as Module does, and stops it with the application.
-func New(p params) (Result, error) {
-	a, err := NewAccess(p.Config, p.Telemetry)
+// newModule builds the Access of p.Config (New) for Module and stops it with the application.
+func newModule(p moduleParams) (moduleResult, error) {
+	a, err := New(p.Config, p.Telemetry)
 	if err != nil {
-		return Result{}, err
+		return moduleResult{}, err
 	}
-	if p.Lifecycle != nil {
-		p.Lifecycle.Append(fx.StopHook(a.Stop))
-	}
-	return Result{Clusters: a.Clusters, Mapper: a.Mapper, Getter: a.Getter}, nil
+	p.Lifecycle.Append(fx.StopHook(a.Stop))
+	return moduleResult{Clusters: a.Clusters, Mapper: a.Mapper, Getter: a.Getter}, nil
 }
 
 // Access is the Kubernetes access of one Config: what Module provides, for use without fx.
@@ -64,9 +62,9 @@ type Access struct {
 	stops []func(context.Context) error
 }
 
-// NewAccess validates cfg and builds its clients, mapper and object cache. Nothing connects to
-// an API server before the first lookup. Call Stop when done.
-func NewAccess(cfg Config, set telemetry.Settings) (*Access, error) {
+// New validates cfg and builds its clients, mapper and object cache, as Module does, for use
+// without fx. Nothing connects to an API server before the first lookup. Call Stop when done.
+func New(cfg Config, set telemetry.Settings) (*Access, error) {
 	clusters, err := newClusters(cfg) // validates cfg
 	if err != nil {
 		return nil, err

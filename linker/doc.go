@@ -11,5 +11,5 @@
 // resources with a kube.Mapper. Package kube builds both from the cluster configuration.
 //
 // Config turns either off. Module wires the linkers into fx (the kelemetry.linkers value group);
-// newLinkers builds them without fx.
+// New builds them without fx.
 package linker

@@ -30,10 +30,10 @@ const LinkerGroup = "kelemetry.linkers"
 //   - kube.Mapper (kube.Module provides one): a kube.StaticMapper when absent;
 //   - kube.ObjectGetter (kube.Module provides the shared kube.ObjectCache, nil without clusters):
 //     when absent or nil, linkers read only the bodies that come with the events.
-var Module = fx.Module("linker", fx.Provide(New))
+var Module = fx.Module("linker", fx.Provide(newModule))
 
-// params are the fx dependencies of Module.
-type params struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -42,26 +42,26 @@ type params struct {
 	Getter    kube.ObjectGetter  `optional:"true"`
 }
 
-// Result is what Module provides.
-type Result struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
 	Linkers []aggregator.Linker `group:"kelemetry.linkers,flatten"`
 }
 
-// New builds the linkers of p, as Module does.
-func New(p params) (Result, error) {
-	linkers, err := newLinkers(p.Config, p.Mapper, p.Getter, p.Telemetry)
+// newModule builds the linkers of p (New) for Module.
+func newModule(p moduleParams) (moduleResult, error) {
+	linkers, err := New(p.Config, p.Mapper, p.Getter, p.Telemetry)
 	if err != nil {
-		return Result{}, err
+		return moduleResult{}, err
 	}
-	return Result{Linkers: linkers}, nil
+	return moduleResult{Linkers: linkers}, nil
 }
 
-// newLinkers builds the linkers that cfg enables, as Module does, for use without fx. A nil
-// mapper means kube.NewStaticMapper(); a nil getter means that only the bodies that come with the
-// events are read (kube.NewAccess builds a mapper and a getter from a kube.Config).
-func newLinkers(cfg Config, mapper kube.Mapper, getter kube.ObjectGetter, set telemetry.Settings) ([]aggregator.Linker, error) {
+// New builds the linkers that cfg enables, as Module does, for use without fx. A nil mapper
+// means kube.NewStaticMapper(); a nil getter means that only the bodies that come with the
+// events are read (kube.New builds a mapper and a getter from a kube.Config).
+func New(cfg Config, mapper kube.Mapper, getter kube.ObjectGetter, set telemetry.Settings) ([]aggregator.Linker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

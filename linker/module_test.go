@@ -92,17 +92,17 @@ func TestModuleDisable(t *testing.T) {
 	assert.Empty(t, startLinkers(t, fx.Supply(Config{DisableOwner: true, DisableAnnotation: true})))
 }
 
-func TestNewLinkers(t *testing.T) {
+func TestNew(t *testing.T) {
 	getter := &kubetest.Getter{}
 	static := kube.NewStaticMapper()
-	ls, err := newLinkers(Config{}, static, getter, telemetry.Settings{})
+	ls, err := New(Config{}, static, getter, telemetry.Settings{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"owner", "annotation"}, names(ls))
 	assert.Same(t, static, ls[0].(*OwnerLinker).mapper)
 	assert.Same(t, getter, ls[0].(*OwnerLinker).getter)
 	assert.Same(t, getter, ls[1].(*AnnotationLinker).getter)
 
-	ls, err = newLinkers(Config{DisableAnnotation: true}, nil, nil, telemetry.Settings{})
+	ls, err = New(Config{DisableAnnotation: true}, nil, nil, telemetry.Settings{})
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	assert.IsType(t, &kube.StaticMapper{}, ls[0].(*OwnerLinker).mapper)

@@ -22,9 +22,6 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
-
-	"github.com/kelemetry/kelemetry/httpserver"
-	"go.uber.org/fx"
 )
 
 // static holds the pages' files: index.html, app.css, and the ES modules app.js (the entry) and
@@ -100,9 +97,3 @@ func noCache(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
-
-// Module serves the web UI's pages on the API listener (with httpserver.Module). The pages call
-// the APIs of frontend.Module.
-var Module = fx.Module("ui", fx.Provide(fx.Annotate(
-	func() httpserver.Handler { return httpserver.HandlerFunc(Register) },
-	fx.ResultTags(httpserver.APIGroup))))
