@@ -29,8 +29,8 @@ func AsSink(ctor any) any {
 	return fx.Annotate(ctor, fx.As(new(Sink)), fx.ResultTags(SinkGroup))
 }
 
-// params are the fx inputs of the aggregator.
-type params struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config     Config             `optional:"true"`
@@ -47,12 +47,13 @@ type params struct {
 // is optional.
 var Module = fx.Module("aggregator",
 	fx.Provide(
-		provide,
+		newModule,
 		func(e *Engine) Aggregator { return e },
 	),
 )
 
-func provide(p params) (*Engine, error) {
+// newModule builds the Engine (New) for Module and starts and stops it with the application.
+func newModule(p moduleParams) (*Engine, error) {
 	e, err := New(p.Config, Deps{
 		Window:     p.Window,
 		Telemetry:  p.Telemetry,

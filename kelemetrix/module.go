@@ -7,8 +7,8 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// params are the fx inputs of newModule.
-type params struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	// Config defines the metrics (none: the processor does nothing).
@@ -18,8 +18,8 @@ type params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// result are the fx outputs of newModule.
-type result struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
 	Processor *Processor
@@ -27,14 +27,14 @@ type result struct {
 	Observer audit.Observer `group:"kelemetry.audit.observers"`
 }
 
-// newModule builds the Processor of Module and hooks its Start and Stop to the lifecycle.
-func newModule(p params) (result, error) {
+// newModule builds the Processor (New) of Module and hooks its Start and Stop to the lifecycle.
+func newModule(p moduleParams) (moduleResult, error) {
 	proc, err := New(p.Config, p.Telemetry)
 	if err != nil {
-		return result{}, err
+		return moduleResult{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(proc.Start, proc.Stop))
-	return result{Processor: proc, Observer: proc}, nil
+	return moduleResult{Processor: proc, Observer: proc}, nil
 }
 
 // cardinality gives telemetry.Module's provider the series kelemetrix's metrics keep.

@@ -9,8 +9,8 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// params are the fx inputs of Module.
-type params struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -18,28 +18,29 @@ type params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// result is what Module provides: the sink, in the aggregator's sink group, when an endpoint is
-// configured.
-type result struct {
+// moduleResult are the fx outputs of newModule: the sink, in the aggregator's sink group, when an
+// endpoint is configured.
+type moduleResult struct {
 	fx.Out
 
 	Sink  *Sink
 	Sinks []aggregator.Sink `group:"kelemetry.sinks,flatten"`
 }
 
-// provide builds the sink for Module; without Config.Endpoint it provides none (and Sink is nil).
-func provide(p params) (result, error) {
+// newModule builds the sink (New) for Module and starts and stops it with the application;
+// without Config.Endpoint it provides none (and Sink is nil).
+func newModule(p moduleParams) (moduleResult, error) {
 	if p.Config.Endpoint == "" {
-		return result{}, nil
+		return moduleResult{}, nil
 	}
 	s, err := New(context.Background(), p.Config, p.Telemetry)
 	if err != nil {
-		return result{}, err
+		return moduleResult{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(s.Start, s.Stop))
-	return result{Sink: s, Sinks: []aggregator.Sink{s}}, nil
+	return moduleResult{Sink: s, Sinks: []aggregator.Sink{s}}, nil
 }
 
 // Module exports every span over OTLP to Config.Endpoint, next to the other sinks; it flushes on
 // stop. With an empty endpoint it does nothing, so a bundle can include it unconditionally.
-var Module = fx.Module("otlpsink", fx.Provide(provide))
+var Module = fx.Module("otlpsink", fx.Provide(newModule))

@@ -32,8 +32,8 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 	return p, nil
 }
 
-// params are the fx inputs of Module.
-type params struct {
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config    Config             `optional:"true"`
@@ -42,8 +42,8 @@ type params struct {
 	Lifecycle fx.Lifecycle
 }
 
-// newStore opens the store for Module, started and stopped with the application.
-func newStore(p params) (Store, error) {
+// newModule opens the store (Open) for Module, started and stopped with the application.
+func newModule(p moduleParams) (Store, error) {
 	s, err := Open(context.Background(), p.Config, p.Window, p.Telemetry)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func newStore(p params) (Store, error) {
 // opened.
 var Module = fx.Module("store",
 	fx.Provide(
-		newStore,
+		newModule,
 		func(s Store) Reader { return s },
 		fx.Annotate(func(s Store) aggregator.Sink { return s }, fx.ResultTags(aggregator.SinkGroup)),
 	),
