@@ -10,7 +10,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/audit/webhook"
-	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/changes"
 
 	"github.com/kelemetry/kelemetry/audit/queue"
 
@@ -59,8 +59,60 @@ func (c Config) Validate() error {
 	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps())
 }
 
-// params are the fx inputs of New.
-type params struct {
+// Deps are what New needs besides its Config.
+type Deps struct {
+	// Aggregator receives the events (required).
+	Aggregator aggregator.Aggregator
+	// InformerDiffs are the informer diff source's records (diff/informer.Module provides them;
+	// nil when that source is off): the consumer joins them onto writes audited without a
+	// response body (consumer.Deps.InformerDiffs).
+	InformerDiffs changes.Store
+	// Observers see every batch the webhook, replay and follow enqueue (see Observer).
+	Observers []Observer
+	// Telemetry gives the logger and meter provider (unset: slog.Default(), no metrics).
+	Telemetry telemetry.Settings
+}
+
+// Pipeline is the audit pipeline that New builds: serve Webhook (its Register mounts POST /audit
+// and /audit/{cluster} on a mux), Start it, and Stop it when done.
+type Pipeline struct {
+	// Queue is what the webhook enqueues into (queue.New picks it from Config.Queue).
+	Queue    queue.Queue
+	Consumer *consumer.Consumer
+	Webhook  *webhook.Webhook
+	Replayer *auditlog.Replayer
+
+	parts []part // in the order they start
+}
+
+// part is the Start and Stop of one part of a Pipeline.
+type part struct{ start, stop func(context.Context) error }
+
+// Start starts the parts in order: the queue, the consumer's informer join, the dump and
+// forwarders, log follow, then log replay. When one fails, those started are stopped again.
+func (p *Pipeline) Start(ctx context.Context) error {
+	for i, pt := range p.parts {
+		if err := pt.start(ctx); err != nil {
+			return errors.Join(err, p.stop(ctx, i))
+		}
+	}
+	return nil
+}
+
+// Stop stops the parts in the reverse order of Start, each within ctx.
+func (p *Pipeline) Stop(ctx context.Context) error { return p.stop(ctx, len(p.parts)) }
+
+// stop stops the first n parts, last first.
+func (p *Pipeline) stop(ctx context.Context, n int) error {
+	var errs []error
+	for i := n - 1; i >= 0; i-- {
+		errs = append(errs, p.parts[i].stop(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
 	Config Config `optional:"true"`
@@ -68,19 +120,17 @@ type params struct {
 	Telemetry  telemetry.Settings `optional:"true"`
 	Aggregator aggregator.Aggregator
 	// Changes are the informer diff source's records (diff/informer.Module provides them; nil
-	// when that source is off): the consumer joins them onto writes audited without a response
-	// body (consumer.Deps.InformerDiffs).
+	// when that source is off): Deps.InformerDiffs.
 	Changes   changes.Store `optional:"true"`
 	Lifecycle fx.Lifecycle
 	// Observers see every batch the webhook, replay and follow enqueue (see Observer).
 	Observers []Observer `group:"kelemetry.audit.observers"`
 }
 
-// Result are the fx outputs of New.
-type Result struct {
+// moduleResult are the fx outputs of newModule.
+type moduleResult struct {
 	fx.Out
 
-	// Queue is what the webhook enqueues into (queue.New picks it from Config.Queue).
 	Queue    queue.Queue
 	Consumer *consumer.Consumer
 	Webhook  *webhook.Webhook
@@ -92,10 +142,23 @@ type Result struct {
 // httpserver.Module (POST /audit, /audit/{cluster}); the queue, the consumer, replay and follow
 // run with the application even without a listener.
 var Module = fx.Module("audit",
-	fx.Provide(New,
+	fx.Provide(newModule,
 		fx.Annotate(func(w *webhook.Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
 	fx.Invoke(func(queue.Queue, *auditlog.Replayer) {}),
 )
+
+// newModule builds the pipeline (New) for Module and registers each part's Start and Stop with
+// the lifecycle, in the order Pipeline.Start runs them.
+func newModule(p moduleParams) (moduleResult, error) {
+	pl, err := New(p.Config, Deps{Aggregator: p.Aggregator, InformerDiffs: p.Changes, Observers: p.Observers, Telemetry: p.Telemetry})
+	if err != nil {
+		return moduleResult{}, err
+	}
+	for _, pt := range pl.parts {
+		p.Lifecycle.Append(fx.StartStopHook(pt.start, pt.stop))
+	}
+	return moduleResult{Queue: pl.Queue, Consumer: pl.Consumer, Webhook: pl.Webhook, Replayer: pl.Replayer}, nil
+}
 
 // commitSync is what a durable or NATS queue runs before it counts a batch as handled: the
 // events the consumer held for their informer diffs are sent (Consumer.Settle), then the sinks
@@ -113,37 +176,34 @@ func commitSync(cons *consumer.Consumer, agg aggregator.Aggregator) func(context
 	}
 }
 
-// New builds the audit pipeline and registers the parts' Start and Stop with the lifecycle.
-func New(p params) (Result, error) {
-	cfg := p.Config
+// New builds the audit pipeline of cfg, as Module does, for use without fx; nothing runs before
+// Pipeline.Start.
+func New(cfg Config, deps Deps) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
-		return Result{}, fmt.Errorf("audit config: %w", err)
+		return nil, fmt.Errorf("audit config: %w", err)
 	}
-	ts := p.Telemetry
-	deps := consumer.Deps{Aggregator: p.Aggregator, Telemetry: ts}
-	if p.Changes != nil {
-		deps.InformerDiffs = p.Changes
-	}
-	cons, err := consumer.New(cfg.Consumer, deps)
+	ts := deps.Telemetry
+	cons, err := consumer.New(cfg.Consumer, consumer.Deps{Aggregator: deps.Aggregator, InformerDiffs: deps.InformerDiffs, Telemetry: ts})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	eq, err := queue.New(cfg.Queue, queue.Deps{
 		Handle: cons.Handle,
 		// A batch is done once the store's log holds its spans, not only its memtable.
-		Sync:      commitSync(cons, p.Aggregator),
+		Sync:      commitSync(cons, deps.Aggregator),
 		Warm:      cons.Warm,   // continuous diffs when a NATS partition moves here
 		Stored:    cons.Stored, // a redelivery whose spans were written is not written again
 		Telemetry: ts,
 	})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	p.Lifecycle.Append(fx.StartStopHook(eq.Start, eq.Stop))
+	pl := &Pipeline{Queue: eq, Consumer: cons}
+	pl.parts = append(pl.parts, part{eq.Start, eq.Stop})
 	if deps.InformerDiffs != nil {
-		// The join loop that holds events for their informer diff: its hooks come after the
-		// queue's, so it stops first; events handled after that are looked up once, never held.
-		p.Lifecycle.Append(fx.StartStopHook(cons.Start, cons.Stop))
+		// The join loop that holds events for their informer diff: it starts after the queue
+		// and stops before it; events handled after that are looked up once, never held.
+		pl.parts = append(pl.parts, part{cons.Start, cons.Stop})
 	}
 	wcfg := cfg.Webhook
 	if wcfg.DefaultCluster == "" {
@@ -153,30 +213,28 @@ func New(p params) (Result, error) {
 	// The webhook refuses batches without reading them while the sinks or the queue cannot take
 	// them.
 	health := eq.Health
-	if h, ok := p.Aggregator.(aggregator.SinkHealthReporter); ok {
+	if h, ok := deps.Aggregator.(aggregator.SinkHealthReporter); ok {
 		health = func(ctx context.Context) error { return errors.Join(h.SinkHealth(ctx), eq.Health(ctx)) }
 	}
-	taps, err := newTaps(cfg, p.Lifecycle, ts)
+	taps, tapParts, err := newTaps(cfg, ts)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
+	pl.parts = append(pl.parts, tapParts...)
 	// Observers see every event; the queue only those the consumer does not filter.
-	wh := webhook.New(wcfg, webhook.Deps{Queue: observe(consumer.Prefilter(eq, cons), p.Observers...),
+	pl.Webhook = webhook.New(wcfg, webhook.Deps{Queue: observe(consumer.Prefilter(eq, cons), deps.Observers...),
 		Health: health, Taps: taps, Telemetry: ts})
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
-	replayQ := observe(consumer.Prefilter(eq.Direct(), cons), p.Observers...)
+	replayQ := observe(consumer.Prefilter(eq.Direct(), cons), deps.Observers...)
 	for _, f := range cfg.Follow {
 		fl, err := auditlog.NewFollower(auditlog.FollowConfig{Path: f, Cluster: cfg.Cluster, MaxFutureSkew: cfg.MaxFutureSkew}, replayQ, ts)
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
-		p.Lifecycle.Append(fx.StartStopHook(fl.Start, fl.Stop))
+		pl.parts = append(pl.parts, part{fl.Start, fl.Stop})
 	}
-	replayer := auditlog.NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
-	p.Lifecycle.Append(fx.StartStopHook(replayer.Start, replayer.Stop))
-	return Result{Queue: eq, Consumer: cons, Webhook: wh, Replayer: replayer}, nil
+	pl.Replayer = auditlog.NewReplayer(cfg.Replay, cfg.Cluster, cfg.MaxFutureSkew, replayQ, ts)
+	pl.parts = append(pl.parts, part{pl.Replayer.Start, pl.Replayer.Stop})
+	return pl, nil
 }
-
-// meterName is the instrumentation scope of the package's metrics (the queues share it).
-const meterName = "github.com/kelemetry/kelemetry/audit"
