@@ -17,8 +17,8 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )

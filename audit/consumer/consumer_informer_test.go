@@ -13,8 +13,9 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/diff/changes"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -50,7 +51,7 @@ func newJoinConsumer(t *testing.T, cfg InformerJoinConfig) (*Consumer, *aggregat
 func newJoinConsumerOver(t *testing.T, cfg InformerJoinConfig, src func(*changes.Cache) InformerDiffs) (*Consumer, *aggregatortest.RecordingAggregator, *changes.Cache) {
 	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
-	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	cache, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	c, err := New(Config{InformerJoin: cfg}, Deps{Aggregator: agg, InformerDiffs: src(cache)})
 	require.NoError(t, err)
@@ -322,12 +323,8 @@ func TestConsumerSettleWaitsForHeldEvents(t *testing.T) {
 
 	settled := make(chan error, 1)
 	go func() { settled <- c.Settle(ctx) }()
-	time.Sleep(20 * time.Millisecond)
-	select {
-	case err := <-settled:
-		t.Fatalf("settled while the event is held: %v", err)
-	default:
-	}
+	require.Never(t, func() bool { return len(settled) > 0 }, 20*time.Millisecond, time.Millisecond,
+		"settled while the event is held")
 	cache.Put(replicasChange("web", "5", "6"))
 	select {
 	case err := <-settled:

@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/diff/changes"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -79,7 +80,7 @@ func (a *stuckAggregator) Send(ctx context.Context, _ *aggregator.Event) error {
 // none silently forgotten.
 func TestConsumerInformerJoinStopWithStuckAggregator(t *testing.T) {
 	agg := &stuckAggregator{}
-	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	cache, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	c, err := New(Config{InformerJoin: InformerJoinConfig{Wait: 30 * time.Millisecond, Interval: 5 * time.Millisecond}}, Deps{Aggregator: agg, InformerDiffs: cache})
 	require.NoError(t, err)

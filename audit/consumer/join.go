@@ -13,7 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )

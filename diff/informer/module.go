@@ -8,9 +8,12 @@ import (
 
 	"go.uber.org/fx"
 
-	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/diff/leader"
+	"github.com/kelemetry/kelemetry/internal/changes"
+	etcdstoreimpl "github.com/kelemetry/kelemetry/internal/etcdstore"
+	informerimpl "github.com/kelemetry/kelemetry/internal/informer"
+	leaderimpl "github.com/kelemetry/kelemetry/internal/leader"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -95,10 +98,10 @@ type moduleResult struct {
 	// Changes is.
 	Cache *changes.Cache
 	// Etcd is nil unless Config.Cache.Backend is etcd.
-	Etcd      *etcdstore.Store
-	Informers []*Informer
+	Etcd      *etcdstoreimpl.Store
+	Informers []*informerimpl.Informer
 	// Elector is nil unless LeaderElection is enabled.
-	Elector *leader.Elector
+	Elector *leaderimpl.Elector
 }
 
 // Module provides the informer diff source (newModule): one change store (Changes: a
@@ -145,7 +148,7 @@ func newModule(p moduleParams) (moduleResult, error) {
 	}
 	out := moduleResult{Changes: cache, Cache: cache}
 	if cfg.Cache.Backend == BackendEtcd {
-		if out.Etcd, err = etcdstore.New(cfg.Cache.Etcd, cache, ts); err != nil {
+		if out.Etcd, err = etcdstoreimpl.New(cfg.Cache.Etcd, cache, ts); err != nil {
 			return moduleResult{}, err
 		}
 		out.Changes = out.Etcd
@@ -164,7 +167,7 @@ func newModule(p moduleParams) (moduleResult, error) {
 		if err != nil {
 			return moduleResult{}, fmt.Errorf("diff informer leader election: %w", err)
 		}
-		if out.Elector, err = leader.New(le, dyn, ts); err != nil {
+		if out.Elector, err = leaderimpl.New(le, dyn, ts); err != nil {
 			return moduleResult{}, err
 		}
 		// Started before the informers, stopped after them (fx stops in reverse order).
@@ -179,7 +182,7 @@ func newModule(p moduleParams) (moduleResult, error) {
 		if err != nil {
 			return moduleResult{}, fmt.Errorf("diff informer: %w", err)
 		}
-		in, err := New(name, dyn, d, out.Changes, cfg.Informer, ts)
+		in, err := informerimpl.New(name, dyn, d, out.Changes, informerimpl.Config(cfg.Informer), ts)
 		if err != nil {
 			return moduleResult{}, err
 		}

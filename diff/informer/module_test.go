@@ -1,10 +1,6 @@
 package informer
 
 import (
-	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,22 +9,23 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"go.yaml.in/yaml/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/diff/changes"
-	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
-	"github.com/kelemetry/kelemetry/diff/internal/leasefake"
-	"github.com/kelemetry/kelemetry/diff/leader"
-	"github.com/kelemetry/kelemetry/internal/backoff"
+	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	leadercfg "github.com/kelemetry/kelemetry/diff/leader"
+	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/etcdstore"
+	informerimpl "github.com/kelemetry/kelemetry/internal/informer"
+	"github.com/kelemetry/kelemetry/internal/informer/informertest"
+	"github.com/kelemetry/kelemetry/internal/leader"
+	"github.com/kelemetry/kelemetry/internal/leasefake"
 	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-type fakeClusters struct{ dyn *fakeDynamic }
+type fakeClusters struct{ dyn *informertest.Dynamic }
 
 func (f fakeClusters) Names() []string { return []string{"c1"} }
 func (f fakeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
@@ -38,23 +35,23 @@ func (f fakeClusters) Dynamic(cluster string) (dynamic.Interface, error) {
 	return f.dyn, nil
 }
 func (f fakeClusters) Discovery(string) (kube.ResourceDiscoverer, error) {
-	return fakeDiscovery{}, nil
+	return informertest.Discovery{}, nil
 }
 
 func TestInformerModule(t *testing.T) {
-	dyn := newFakeDynamic()
+	dyn := informertest.NewDynamic()
 	var res moduleResult
 	app := fxtest.New(t,
 		Module,
 		fx.Supply(ModuleConfig{Enabled: true, Informer: Config{Resources: []string{"pods"}}}),
 		fx.Provide(func() kube.Clusters { return fakeClusters{dyn: dyn} }),
-		fx.Invoke(func(cache *changes.Cache, ins []*Informer) { res.Cache, res.Informers = cache, ins }),
+		fx.Invoke(func(cache *changes.Cache, ins []*informerimpl.Informer) { res.Cache, res.Informers = cache, ins }),
 	)
 	app.RequireStart()
 	require.NotNil(t, res.Cache)
 	require.Len(t, res.Informers, 1)
 	select {
-	case <-dyn.watches:
+	case <-dyn.Watches:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the informer did not start watching")
 	}
@@ -65,45 +62,16 @@ func TestInformerModule(t *testing.T) {
 	app.RequireStart().RequireStop()
 }
 
-type flakyDiscovery struct{ calls atomic.Int32 }
-
-func (f *flakyDiscovery) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
-	if f.calls.Add(1) < 3 {
-		return nil, nil, errors.New("connection refused")
-	}
-	return fakeDiscovery{}.ServerGroupsAndResources()
-}
-
-func TestInformerRetriesDiscovery(t *testing.T) {
-	dyn := newFakeDynamic()
-	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
-	require.NoError(t, err)
-	disc := &flakyDiscovery{}
-	in, err := New("c1", dyn, disc, cache, Config{Resources: []string{"pods"}}, telemetry.Settings{})
-	require.NoError(t, err)
-	in.retry = backoff.Policy{Base: time.Millisecond, Max: time.Millisecond}
-	ctx := context.Background()
-	require.NoError(t, in.Start(ctx))
-	require.Error(t, in.Start(ctx), "start twice")
-	select {
-	case <-dyn.watches:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no watch after discovery recovered")
-	}
-	assert.EqualValues(t, 3, disc.calls.Load())
-	require.NoError(t, in.Stop(ctx))
-}
-
 // The etcd backend without a reachable etcd: the application starts (the connection is retried
 // in the background), the records stay available to this process, and it stops in time.
 func TestInformerModuleEtcdBackendUnreachable(t *testing.T) {
-	dyn := newFakeDynamic()
-	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
+	dyn := informertest.NewDynamic()
+	dyn.Set(informertest.PodsGVR, "10", informertest.Pod("a", "5", "nginx:1"))
 	var res moduleResult
 	app := fxtest.New(t,
 		Module,
 		fx.Supply(ModuleConfig{Enabled: true, Informer: Config{Resources: []string{"pods"}},
-			Cache: StoreConfig{Backend: BackendEtcd, Etcd: etcdstore.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond, RequestTimeout: 100 * time.Millisecond}}}),
+			Cache: StoreConfig{Backend: BackendEtcd, Etcd: etcdcfg.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 100 * time.Millisecond, RequestTimeout: 100 * time.Millisecond}}}),
 		fx.Provide(func() kube.Clusters { return fakeClusters{dyn: dyn} }),
 		fx.Invoke(func(ch changes.Store, cache *changes.Cache, e *etcdstore.Store) {
 			res.Changes, res.Cache, res.Etcd = ch, cache, e
@@ -113,8 +81,8 @@ func TestInformerModuleEtcdBackendUnreachable(t *testing.T) {
 	require.NotNil(t, res.Etcd)
 	assert.Same(t, res.Etcd, res.Changes)
 	assert.Same(t, res.Cache, res.Etcd.Local())
-	w := <-dyn.watches
-	w.Modify(&unstructured.Unstructured{Object: testPod("a", "11", "nginx:2")})
+	w := <-dyn.Watches
+	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "11", "nginx:2")})
 	waitRecord(t, res.Cache, podKey("a", "11"))
 	rec, ok := res.Changes.Find(changes.Query{Object: aggregator.ObjectKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: "a"}, Verb: "update", RequestRV: "5"})
 	require.True(t, ok)
@@ -149,42 +117,6 @@ cache:
 	assert.Equal(t, "/etc/kelemetry/etcd-password", c.Cache.Etcd.PasswordFile)
 }
 
-// Only the leading Informer records; a follower keeps the last versions and records from the
-// first change after it starts leading.
-func TestInformerRecordsOnlyWhileLeading(t *testing.T) {
-	dyn := newFakeDynamic()
-	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
-	in, cache := newTestInformer(t, dyn, Config{Resources: []string{"pods"}})
-	var mu sync.Mutex
-	leading := false
-	in.SetLeading(func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return leading
-	})
-	ctx := context.Background()
-	require.NoError(t, in.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
-	w := <-dyn.watches
-
-	w.Modify(&unstructured.Unstructured{Object: testPod("a", "11", "nginx:2")})
-	w.Add(&unstructured.Unstructured{Object: testPod("b", "12", "redis")})
-	require.Eventually(t, func() bool { return in.Objects() == 2 }, 5*time.Second, time.Millisecond)
-	assert.Equal(t, 0, cache.Len(), "a follower records nothing")
-
-	mu.Lock()
-	leading = true
-	mu.Unlock()
-	w.Modify(&unstructured.Unstructured{Object: testPod("a", "13", "nginx:3")})
-	rec := waitRecord(t, cache, podKey("a", "13"))
-	assert.Equal(t, changes.KindChange, rec.Kind)
-	assert.Equal(t, "11", rec.BaseRV, "the follower kept the version it saw")
-	require.Len(t, rec.Changes, 1)
-	assert.Equal(t, "spec.containers[name=app].image nginx:2 -> nginx:3", rec.Changes[0].String())
-	_, ok := cache.Get(podKey("a", "11"))
-	assert.False(t, ok)
-}
-
 // routedDynamic sends Leases to one client and every other resource to another.
 type routedDynamic struct {
 	dynamic.Interface
@@ -205,65 +137,80 @@ func (c routedClusters) Dynamic(string) (dynamic.Interface, error) {
 	return c.dyn, nil
 }
 func (routedClusters) Discovery(string) (kube.ResourceDiscoverer, error) {
-	return fakeDiscovery{}, nil
+	return informertest.Discovery{}, nil
 }
 
 // The module with leader election: the informer records once the replica leads, and stopping
 // the application releases the Lease.
 func TestInformerModuleLeaderElection(t *testing.T) {
 	srv, leases := leasefake.NewServer(t)
-	dyn := newFakeDynamic()
-	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
+	dyn := informertest.NewDynamic()
+	dyn.Set(informertest.PodsGVR, "10", informertest.Pod("a", "5", "nginx:1"))
 	var res moduleResult
 	le := fastElection("replica-1")
 	app := fxtest.New(t,
 		Module,
 		fx.Supply(ModuleConfig{Enabled: true, Informer: Config{Resources: []string{"pods"}}, LeaderElection: le}),
 		fx.Provide(func() kube.Clusters { return routedClusters{dyn: routedDynamic{Interface: dyn, leases: leases}} }),
-		fx.Invoke(func(cache *changes.Cache, ins []*Informer, e *leader.Elector) {
+		fx.Invoke(func(cache *changes.Cache, ins []*informerimpl.Informer, e *leader.Elector) {
 			res.Cache, res.Informers, res.Elector = cache, ins, e
 		}),
 	)
 	app.RequireStart()
 	require.NotNil(t, res.Elector)
 	require.Eventually(t, res.Elector.Leading, 5*time.Second, 5*time.Millisecond)
-	w := <-dyn.watches
-	w.Modify(&unstructured.Unstructured{Object: testPod("a", "11", "nginx:2")})
+	w := <-dyn.Watches
+	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "11", "nginx:2")})
 	waitRecord(t, res.Cache, podKey("a", "11"))
-	assert.Equal(t, "replica-1", srv.Holder("kelemetry/"+leader.DefaultLeaseName))
+	assert.Equal(t, "replica-1", srv.Holder("kelemetry/"+leadercfg.DefaultLeaseName))
 	app.RequireStop()
 	assert.False(t, res.Elector.Leading())
-	assert.Equal(t, "", srv.Holder("kelemetry/"+leader.DefaultLeaseName), "released on stop")
+	assert.Equal(t, "", srv.Holder("kelemetry/"+leadercfg.DefaultLeaseName), "released on stop")
 }
 
-func fastElection(identity string) leader.Config {
-	return leader.Config{Enabled: true, Identity: identity, LeaseNamespace: "kelemetry",
+func fastElection(identity string) leadercfg.Config {
+	return leadercfg.Config{Enabled: true, Identity: identity, LeaseNamespace: "kelemetry",
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 100 * time.Millisecond}
 }
 
 // The module validates its parts' configurations, and that the leader election's cluster is
 // watched.
 func TestModuleConfigValidate(t *testing.T) {
-	require.Error(t, ModuleConfig{Clusters: []string{"a"}, LeaderElection: leader.Config{Enabled: true, Cluster: "b"}}.Validate())
+	require.Error(t, ModuleConfig{Clusters: []string{"a"}, LeaderElection: leadercfg.Config{Enabled: true, Cluster: "b"}}.Validate())
 	err := ModuleConfig{Enabled: true, Cache: StoreConfig{Backend: "etcd"}}.Validate()
 	require.ErrorContains(t, err, "the etcd backend needs endpoints")
 }
 
 func TestStoreConfigValidate(t *testing.T) {
-	ok := etcdstore.Config{Endpoints: []string{"http://127.0.0.1:2379"}}
+	ok := etcdcfg.Config{Endpoints: []string{"http://127.0.0.1:2379"}}
 	require.NoError(t, StoreConfig{}.Validate())
 	require.NoError(t, StoreConfig{Backend: "memory"}.Validate())
 	require.NoError(t, StoreConfig{Backend: "etcd", Etcd: ok}.Validate())
 	for name, c := range map[string]StoreConfig{
 		"unknown backend": {Backend: "redis"},
 		"no endpoints":    {Backend: "etcd"},
-		"short ttl":       {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, TTL: time.Second}},
-		"fractional ttl":  {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, TTL: 2500 * time.Millisecond}},
-		"cert no key":     {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, CertFile: "c.pem"}},
-		"password only":   {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, Password: "x"}},
-		"prefix":          {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, Prefix: "/x"}},
-		"negative":        {Backend: "etcd", Etcd: etcdstore.Config{Endpoints: ok.Endpoints, MaxQueue: -1}},
+		"short ttl":       {Backend: "etcd", Etcd: etcdcfg.Config{Endpoints: ok.Endpoints, TTL: time.Second}},
+		"fractional ttl":  {Backend: "etcd", Etcd: etcdcfg.Config{Endpoints: ok.Endpoints, TTL: 2500 * time.Millisecond}},
+		"cert no key":     {Backend: "etcd", Etcd: etcdcfg.Config{Endpoints: ok.Endpoints, CertFile: "c.pem"}},
+		"password only":   {Backend: "etcd", Etcd: etcdcfg.Config{Endpoints: ok.Endpoints, Password: "x"}},
+		"prefix":          {Backend: "etcd", Etcd: etcdcfg.Config{Endpoints: ok.Endpoints, Prefix: "/x"}},
+		"negative":        {Backend: "etcd", Etcd: etcdcfg.Config{Endpoints: ok.Endpoints, MaxQueue: -1}},
 	} {
 		assert.Error(t, c.Validate(), name)
 	}
+}
+
+func waitRecord(t *testing.T, cache *changes.Cache, key changes.RecordKey) changes.Record {
+	t.Helper()
+	var rec changes.Record
+	require.Eventually(t, func() bool {
+		var ok bool
+		rec, ok = cache.Get(key)
+		return ok
+	}, 5*time.Second, time.Millisecond, "record %+v", key)
+	return rec
+}
+
+func podKey(name, rv string) changes.RecordKey {
+	return changes.RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
 }

@@ -1,5 +1,5 @@
-// Package leader elects one replica of the informer diff source to record changes: every replica
-// watches (so that a new leader has the last versions at hand), but only the holder of a
-// coordination.k8s.io/v1 Lease writes records. New builds an Elector over a dynamic client;
-// Elector.Leading is what informer.Informer.SetLeading takes.
+// Package leader configures the leader election of the informer diff source
+// (informer.ModuleConfig.LeaderElection): every replica watches (so that a new leader has the
+// last versions at hand), but only the holder of a coordination.k8s.io/v1 Lease writes records.
+// The elector itself is internal; informer.Module builds it.
 package leader

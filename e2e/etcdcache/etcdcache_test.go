@@ -34,12 +34,15 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+	auditconsumer "github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/diff/changes"
-	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
-	"github.com/kelemetry/kelemetry/diff/informer"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/etcdstore"
+	informerimpl "github.com/kelemetry/kelemetry/internal/informer"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -82,9 +85,9 @@ type replica struct {
 	reader *sdkmetric.ManualReader
 }
 
-func newReplica(t testing.TB, cfg etcdstore.Config) *replica {
+func newReplica(t testing.TB, cfg etcdcfg.Config) *replica {
 	t.Helper()
-	local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	local, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	r := &replica{reader: sdkmetric.NewManualReader()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
@@ -131,8 +134,8 @@ func (r *replica) waitReady(t testing.TB) {
 	}
 }
 
-func etcdConfig(endpoint, prefix string) etcdstore.Config {
-	return etcdstore.Config{Endpoints: []string{endpoint}, Prefix: prefix, TTL: time.Minute,
+func etcdConfig(endpoint, prefix string) etcdcfg.Config {
+	return etcdcfg.Config{Endpoints: []string{endpoint}, Prefix: prefix, TTL: time.Minute,
 		DialTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second}
 }
 
@@ -150,24 +153,24 @@ func deployObject(name string) aggregator.ObjectKey {
 }
 
 // metadataEvent is a Metadata-level audit event (no bodies) of verb on Deployment default/name.
-func metadataEvent(id, verb, name, rv string, end time.Time) *audit.Event {
-	return &audit.Event{
+func metadataEvent(id, verb, name, rv string, end time.Time) *auditv1.Event {
+	return &auditv1.Event{
 		AuditID: id, Stage: "ResponseComplete", Verb: verb, Level: "Metadata",
-		User: audit.UserInfo{Username: "alice"},
-		ObjectRef: &audit.ObjectReference{Resource: "deployments", Namespace: "default", Name: name,
+		User: auditv1.UserInfo{Username: "alice"},
+		ObjectRef: &auditv1.ObjectReference{Resource: "deployments", Namespace: "default", Name: name,
 			APIGroup: "apps", APIVersion: "v1", ResourceVersion: rv},
-		ResponseStatus:           &audit.Status{Code: 200},
+		ResponseStatus:           &auditv1.Status{Code: 200},
 		RequestReceivedTimestamp: end.Add(-10 * time.Millisecond),
 		StageTimestamp:           end,
 	}
 }
 
-func newConsumer(t testing.TB, records changes.Store, wait time.Duration) (*audit.Consumer, *aggregatortest.RecordingAggregator) {
+func newConsumer(t testing.TB, records changes.Store, wait time.Duration) (*auditconsumer.Consumer, *aggregatortest.RecordingAggregator) {
 	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
-	c, err := audit.NewConsumer(audit.ConsumerConfig{InformerJoin: audit.InformerJoinConfig{Wait: wait, Interval: 10 * time.Millisecond}}, agg, telemetry.Settings{})
+	c, err := auditconsumer.New(auditconsumer.Config{InformerJoin: auditconsumer.InformerJoinConfig{Wait: wait, Interval: 10 * time.Millisecond}},
+		auditconsumer.Deps{Aggregator: agg, InformerDiffs: records})
 	require.NoError(t, err)
-	c.SetInformerDiffs(records)
 	require.NoError(t, c.Start(context.Background()))
 	t.Cleanup(func() { assert.NoError(t, c.Stop(context.Background())) })
 	return c, agg
@@ -190,7 +193,7 @@ func waitEvents(t testing.TB, agg *aggregatortest.RecordingAggregator, n int, wi
 	return agg.Events()
 }
 
-// fakeSource is the part of dynamic.Interface a informer.Informer uses: List (of nothing) and Watch
+// fakeSource is the part of dynamic.Interface a informerimpl.Informer uses: List (of nothing) and Watch
 // of Deployments; the test drives the watches.
 type fakeSource struct {
 	dynamic.Interface
@@ -247,14 +250,14 @@ func TestEtcdCacheLeaderToFollower(t *testing.T) {
 
 	// Each replica runs an informer on the same source; only the leader's records.
 	var leaderSrc, followerSrc = &fakeSource{watches: make(chan *watch.FakeWatcher, 4)}, &fakeSource{watches: make(chan *watch.FakeWatcher, 4)}
-	informerCfg := informer.Config{Resources: []string{"apps/deployments"}}
+	informerCfg := informerimpl.Config{Resources: []string{"apps/deployments"}}
 	var watches []*watch.FakeWatcher
 	for _, r := range []struct {
 		src     *fakeSource
 		cache   changes.Store
 		leading bool
 	}{{leaderSrc, leader.cache, true}, {followerSrc, follower.cache, false}} {
-		in, err := informer.New("c1", r.src, deploymentsOnly{}, r.cache, informerCfg, telemetry.Settings{})
+		in, err := informerimpl.New("c1", r.src, deploymentsOnly{}, r.cache, informerCfg, telemetry.Settings{})
 		require.NoError(t, err)
 		in.SetLeading(func() bool { return r.leading })
 		require.NoError(t, in.Start(context.Background()))

@@ -15,16 +15,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/kelemetry/kelemetry/diff/changes"
-	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/etcdstore"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // newStoppedReplica is newReplica without Start: records Put before Start are written in one
 // batch once it starts.
-func newStoppedReplica(t testing.TB, cfg etcdstore.Config) *replica {
+func newStoppedReplica(t testing.TB, cfg etcdcfg.Config) *replica {
 	t.Helper()
-	local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	local, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	r := &replica{reader: sdkmetric.NewManualReader()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
@@ -209,7 +211,7 @@ func TestEtcdCacheStopWithSilentEtcd(t *testing.T) {
 	for _, queued := range []bool{false, true} {
 		cfg := etcdConfig(silent, "/silent/")
 		cfg.DialTimeout, cfg.RequestTimeout = 300*time.Millisecond, 300*time.Millisecond
-		local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+		local, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 		require.NoError(t, err)
 		c, err := etcdstore.New(cfg, local, telemetry.Settings{})
 		require.NoError(t, err)

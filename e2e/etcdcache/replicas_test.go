@@ -19,9 +19,10 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/diff/informer"
-	"github.com/kelemetry/kelemetry/diff/leader"
+	leadercfg "github.com/kelemetry/kelemetry/diff/leader"
+	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/leader"
 	"github.com/kelemetry/kelemetry/kube"
 )
 
@@ -53,7 +54,7 @@ func startReplica(t *testing.T, dyn dynamic.Interface, endpoint, identity string
 	cfg := informer.ModuleConfig{
 		Enabled:  true,
 		Informer: informer.Config{Resources: []string{"apps/deployments"}},
-		LeaderElection: leader.Config{Enabled: true, Identity: identity,
+		LeaderElection: leadercfg.Config{Enabled: true, Identity: identity,
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
 		Cache: informer.StoreConfig{Backend: informer.BackendEtcd, Etcd: etcdConfig(endpoint, "/replicas/")},
 	}

@@ -24,8 +24,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	"github.com/kelemetry/kelemetry/internal/changes"
 )
 
 // testPKI is a CA with a server certificate (127.0.0.1, ::1 and localhost) and a client

@@ -1,7 +1,5 @@
-// Package etcdstore is the changes.Store shared by replicas of the informer diff source through
-// etcd: the leading replica writes its records under leases (so they expire), and every replica
-// mirrors the prefix into its own changes.Cache, which Find reads without waiting on etcd.
-//
-// It is a package of its own so that the users of package changes (the audit consumer) do not
-// import the etcd client.
+// Package etcdstore configures the informer diff's change store shared by replicas through etcd
+// (informer.StoreConfig.Etcd): the leading replica writes its records under leases (so they
+// expire), and every replica mirrors them into its own cache. The store itself is internal;
+// informer.Module builds it.
 package etcdstore

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/diff/changes"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
+	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -72,8 +74,8 @@ func TestEtcdRecordCodec(t *testing.T) {
 
 // Missing TLS files fail at construction, with the file named.
 func TestNewMissingTLSFiles(t *testing.T) {
-	local, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	local, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	_, err = New(Config{Endpoints: []string{"http://127.0.0.1:2379"}, CAFile: "/nonexistent/ca.pem"}, local, telemetry.Settings{})
+	_, err = New(etcdcfg.Config{Endpoints: []string{"http://127.0.0.1:2379"}, CAFile: "/nonexistent/ca.pem"}, local, telemetry.Settings{})
 	require.ErrorContains(t, err, "/nonexistent/ca.pem")
 }

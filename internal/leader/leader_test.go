@@ -8,28 +8,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/diff/internal/leasefake"
+	leadercfg "github.com/kelemetry/kelemetry/diff/leader"
+	"github.com/kelemetry/kelemetry/internal/leasefake"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-func fastElection(identity string) Config {
-	return Config{Enabled: true, Identity: identity, LeaseNamespace: "kelemetry",
+func fastElection(identity string) leadercfg.Config {
+	return leadercfg.Config{Enabled: true, Identity: identity, LeaseNamespace: "kelemetry",
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 100 * time.Millisecond}
 }
 
-func TestLeaderElectionConfig(t *testing.T) {
-	c := Config{}.withDefaults()
-	assert.Equal(t, DefaultLeaseName, c.LeaseName)
-	assert.Equal(t, defaultLeaseNamespace, c.LeaseNamespace)
-	assert.NotEmpty(t, c.Identity)
-	assert.Equal(t, defaultLeaseDuration, c.LeaseDuration)
-	require.NoError(t, Config{Enabled: true}.Validate())
-	require.NoError(t, Config{RenewDeadline: time.Hour}.Validate(), "off: not checked")
-	require.Error(t, Config{Enabled: true, LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}.Validate())
-	require.Error(t, Config{Enabled: true, RenewDeadline: time.Second, RetryPeriod: time.Second}.Validate())
-	require.Error(t, Config{Enabled: true, RetryPeriod: -time.Second}.Validate())
-	require.Error(t, Config{Enabled: true, LeaseDuration: 900 * time.Millisecond, RenewDeadline: 500 * time.Millisecond}.Validate(), "whole seconds")
-	_, err := New(Config{}, nil, telemetry.Settings{})
+func TestNewNeedsAClient(t *testing.T) {
+	_, err := New(leadercfg.Config{}, nil, telemetry.Settings{})
 	require.Error(t, err)
 }
 
@@ -48,7 +38,7 @@ func TestElectorOneLeaderAndFailover(t *testing.T) {
 	require.Eventually(t, a.Leading, 5*time.Second, 5*time.Millisecond, "the first replica leads")
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(func() { _ = b.Stop(ctx) })
-	key := "kelemetry/" + DefaultLeaseName
+	key := "kelemetry/" + leadercfg.DefaultLeaseName
 	assert.Equal(t, "a", srv.Holder(key))
 
 	// For several renewals: a keeps the Lease, b never leads. The lease is long compared to the

@@ -23,8 +23,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/diff/changes"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -40,26 +41,18 @@ const (
 // defaultExclude are the resources never watched when Config.Exclude is nil.
 var defaultExclude = []string{"events", "events.k8s.io/events", "coordination.k8s.io/leases"}
 
-// Config configures an Informer. The zero value means defaults.
+// Config is informer.Config of package diff/informer, the configuration a user writes, without
+// its YAML keys: the same fields, so that informer.Module converts one into the other (and stops
+// compiling when they differ). Its fields are documented there. The zero value means defaults.
 type Config struct {
-	// Resources lists the watched resources, "resource" (core group) or "group/resource", at the
-	// server's preferred version. Empty means every resource discovery lists with the list and
-	// watch verbs, minus Exclude.
-	Resources []string `yaml:"resources"`
-	// Exclude lists resources never watched. Nil means events, events.k8s.io/events and coordination.k8s.io/leases.
-	Exclude []string `yaml:"exclude"`
-	// MaxObjects bounds the objects whose last version is kept, over all resources (default
-	// 200,000); MaxBytes their total size (default 512 MiB); MaxObjectBytes the size of one
-	// (default 256 KiB). Objects that do not fit get no diffs and are counted as dropped.
-	MaxObjects     int   `yaml:"maxObjects"`
-	MaxBytes       int64 `yaml:"maxBytes"`
-	MaxObjectBytes int   `yaml:"maxObjectBytes"`
-	// PageSize is the list page size (default 500).
-	PageSize int64 `yaml:"pageSize"`
-	// Cache bounds the change cache the Informer writes.
-	Cache changes.CacheConfig `yaml:"cache"`
-	// Compare configures the comparison (ignored fields, merge keys, redaction).
-	Compare diff.Options `yaml:"compare"`
+	Resources      []string
+	Exclude        []string
+	MaxObjects     int
+	MaxBytes       int64
+	MaxObjectBytes int
+	PageSize       int64
+	Cache          changescfg.CacheConfig
+	Compare        diff.Options
 }
 
 // withDefaults returns c with zero fields set to their defaults.

@@ -1,6 +1,7 @@
 package changes
 
 import (
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"strconv"
 	"testing"
 
@@ -17,7 +18,7 @@ import (
 func TestCacheBoundedByBytesWithLargeObjects(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	const maxBytes = 4 << 20
-	cache, err := NewCache(CacheConfig{MaxBytes: maxBytes},
+	cache, err := NewCache(changescfg.CacheConfig{MaxBytes: maxBytes},
 		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	for i := range 100 { // 300 KB each: 30 MB through a 4 MiB budget

@@ -15,28 +15,19 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// Defaults for CacheConfig.
+// Defaults for changescfg.CacheConfig.
 const (
 	defaultCacheEntries = 100_000
 	defaultCacheBytes   = 64 << 20
 	defaultCacheTTL     = 10 * time.Minute
 )
 
-// CacheConfig bounds a Cache. The zero value means defaults.
-type CacheConfig struct {
-	// MaxEntries bounds the records kept (default 100,000).
-	MaxEntries int `yaml:"maxEntries"`
-	// MaxBytes bounds the approximate bytes of the records kept (default 64 MiB).
-	MaxBytes int64 `yaml:"maxBytes"`
-	// TTL is how long a record is kept (default 10m).
-	TTL time.Duration `yaml:"ttl"`
-}
-
 // withDefaults returns c with zero fields set to their defaults.
-func (c CacheConfig) withDefaults() CacheConfig {
+func withDefaults(c changescfg.CacheConfig) changescfg.CacheConfig {
 	if c.MaxEntries == 0 {
 		c.MaxEntries = defaultCacheEntries
 	}
@@ -47,14 +38,6 @@ func (c CacheConfig) withDefaults() CacheConfig {
 		c.TTL = defaultCacheTTL
 	}
 	return c
-}
-
-// Validate reports a configuration that cannot work.
-func (c CacheConfig) Validate() error {
-	if c.MaxEntries < 0 || c.MaxBytes < 0 || c.TTL < 0 {
-		return fmt.Errorf("diff change cache: bounds must not be negative")
-	}
-	return nil
 }
 
 // RecordKey names one version of one object.
@@ -179,7 +162,7 @@ type Query struct {
 // resourceVersion, with a TTL. It also finds a change by the version it was based on and the
 // latest deletion of an object. Safe for concurrent use.
 type Cache struct {
-	cfg CacheConfig
+	cfg changescfg.CacheConfig
 	now func() time.Time
 
 	mu      sync.Mutex
@@ -202,12 +185,12 @@ type cacheEntry struct {
 }
 
 // NewCache builds a Cache; ts gives its meter provider (may be unset).
-func NewCache(cfg CacheConfig, ts telemetry.Settings) (*Cache, error) {
+func NewCache(cfg changescfg.CacheConfig, ts telemetry.Settings) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Cache{
-		cfg: cfg.withDefaults(), now: time.Now, order: list.New(),
+		cfg: withDefaults(cfg), now: time.Now, order: list.New(),
 		byKey: map[RecordKey]*list.Element{}, byBase: map[RecordKey]RecordKey{}, deleted: map[aggregator.ObjectKey]RecordKey{},
 		byObject: map[aggregator.ObjectKey][]RecordKey{}, reasonOpt: map[string]metric.MeasurementOption{},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -24,7 +25,7 @@ func changeAt(name, base, rv, path string, at time.Time) Record {
 }
 
 func TestChangeCacheFindByTime(t *testing.T) {
-	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
+	c, err := NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	t0 := time.Now()
 	obj := depKey("web", "").ObjectKey()
@@ -87,7 +88,7 @@ func podKey(name, rv string) RecordKey {
 }
 
 func TestChangeCacheBounds(t *testing.T) {
-	cache, err := NewCache(CacheConfig{MaxEntries: 3, TTL: time.Minute}, telemetry.Settings{})
+	cache, err := NewCache(changescfg.CacheConfig{MaxEntries: 3, TTL: time.Minute}, telemetry.Settings{})
 	require.NoError(t, err)
 	now := time.Unix(1000, 0)
 	cache.now = func() time.Time { return now }
@@ -108,7 +109,7 @@ func TestChangeCacheBounds(t *testing.T) {
 	cache.Put(Record{Key: podKey("b", "9"), Kind: KindCreation})
 	assert.Equal(t, 1, cache.Len(), "expired records dropped on put")
 
-	small, err := NewCache(CacheConfig{MaxBytes: 1000}, telemetry.Settings{})
+	small, err := NewCache(changescfg.CacheConfig{MaxBytes: 1000}, telemetry.Settings{})
 	require.NoError(t, err)
 	for i := range 10 {
 		small.Put(Record{Key: podKey("a", fmt.Sprint(i)), Kind: KindCreation, Snapshot: make([]byte, 300)})
@@ -138,7 +139,7 @@ func TestRecordLogs(t *testing.T) {
 // TestChangeCacheDeletions: a collection delete's look-up finds the deletions of one resource in
 // one namespace in a time range, the deletion start preferred, ordered and bounded.
 func TestChangeCacheDeletions(t *testing.T) {
-	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
+	c, err := NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	t0 := time.Now()
 	del := func(k RecordKey, uid string, final bool, at time.Time) Record {
@@ -179,7 +180,7 @@ func TestChangeCacheDeletions(t *testing.T) {
 // TestChangeCacheFinalized: the removal of an object marked for deletion is found for the write
 // that removed its last finalizer; an object never marked, or removed before the write, is not.
 func TestChangeCacheFinalized(t *testing.T) {
-	c, err := NewCache(CacheConfig{}, telemetry.Settings{})
+	c, err := NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	t0 := time.Now()
 	c.Put(Record{Key: depKey("held", "11"), Kind: KindDeletion, UID: "u1", Time: t0})

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,107 +24,20 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/diff"
-	"github.com/kelemetry/kelemetry/diff/changes"
+	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/informer/informertest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// fakeDynamic implements the part of dynamic.Interface the Informer uses: List and Watch of a
-// resource across namespaces. Each Watch call hands the test a fake watcher on the watches
-// channel.
-type fakeDynamic struct {
-	dynamic.Interface
-	mu      sync.Mutex
-	lists   map[schema.GroupVersionResource][]unstructured.Unstructured
-	listRV  string
-	listErr error
-	failed  int // lists answered with listErr
-	watches chan *watch.RaceFreeFakeWatcher
-}
-
-func newFakeDynamic() *fakeDynamic {
-	return &fakeDynamic{lists: map[schema.GroupVersionResource][]unstructured.Unstructured{}, listRV: "1",
-		watches: make(chan *watch.RaceFreeFakeWatcher, 16)}
-}
-
-func (f *fakeDynamic) set(gvr schema.GroupVersionResource, rv string, objs ...map[string]any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.listRV = rv
-	f.lists[gvr] = nil
-	for _, o := range objs {
-		f.lists[gvr] = append(f.lists[gvr], unstructured.Unstructured{Object: o})
-	}
-}
-
-func (f *fakeDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	return &fakeResource{f: f, gvr: gvr}
-}
-
-type fakeResource struct {
-	dynamic.NamespaceableResourceInterface
-	f   *fakeDynamic
-	gvr schema.GroupVersionResource
-}
-
-func (r *fakeResource) List(_ context.Context, _ metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	r.f.mu.Lock()
-	defer r.f.mu.Unlock()
-	if r.f.listErr != nil {
-		r.f.failed++
-		return nil, r.f.listErr
-	}
-	l := &unstructured.UnstructuredList{Object: map[string]any{}}
-	for _, u := range r.f.lists[r.gvr] {
-		l.Items = append(l.Items, *u.DeepCopy())
-	}
-	l.SetResourceVersion(r.f.listRV)
-	return l, nil
-}
-
-func (r *fakeResource) Watch(_ context.Context, _ metav1.ListOptions) (watch.Interface, error) {
-	w := watch.NewRaceFreeFake()
-	r.f.watches <- w
-	return w, nil
-}
-
-type fakeDiscovery struct{}
-
-func (fakeDiscovery) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
-	verbs := metav1.Verbs{"get", "list", "watch"}
-	return []*metav1.APIGroup{
-			{Name: "", PreferredVersion: metav1.GroupVersionForDiscovery{Version: "v1"}},
-			{Name: "apps", PreferredVersion: metav1.GroupVersionForDiscovery{Version: "v1"}},
-		}, []*metav1.APIResourceList{
-			{GroupVersion: "v1", APIResources: []metav1.APIResource{
-				{Name: "pods", Verbs: verbs}, {Name: "pods/status", Verbs: verbs}, {Name: "secrets", Verbs: verbs},
-				{Name: "events", Verbs: verbs}, {Name: "bindings", Verbs: metav1.Verbs{"create"}},
-			}},
-			{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Verbs: verbs}}},
-			{GroupVersion: "apps/v1beta1", APIResources: []metav1.APIResource{{Name: "deployments", Verbs: verbs}}},
-			{GroupVersion: "coordination.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "leases", Verbs: verbs}}},
-		}, nil
-}
-
-var (
-	podsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-)
-
-func testPod(name, rv, image string) map[string]any {
-	return map[string]any{
-		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": name, "namespace": "default", "uid": "uid-" + name, "resourceVersion": rv,
-			"managedFields": []any{map[string]any{"manager": "kubectl", "operation": "Update"}}},
-		"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": image}}},
-	}
-}
+var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 func newTestInformer(t *testing.T, dyn dynamic.Interface, cfg Config) (*Informer, *changes.Cache) {
 	t.Helper()
 	cache, err := changes.NewCache(cfg.Cache, telemetry.Settings{})
 	require.NoError(t, err)
-	in, err := New("c1", dyn, fakeDiscovery{}, cache, cfg, telemetry.Settings{})
+	in, err := New("c1", dyn, informertest.Discovery{}, cache, cfg, telemetry.Settings{})
 	require.NoError(t, err)
 	in.retry = backoff.Policy{Base: time.Millisecond, Max: time.Millisecond}
 	return in, cache
@@ -145,7 +59,7 @@ func podKey(name, rv string) changes.RecordKey {
 }
 
 func TestInformerResolve(t *testing.T) {
-	in, _ := newTestInformer(t, newFakeDynamic(), Config{})
+	in, _ := newTestInformer(t, informertest.NewDynamic(), Config{})
 	gvrs, err := in.resolve()
 	require.NoError(t, err)
 	var got []string
@@ -155,30 +69,30 @@ func TestInformerResolve(t *testing.T) {
 	// No subresources, no create-only resources, no events or leases, preferred versions only.
 	assert.Equal(t, []string{"/v1, Resource=pods", "/v1, Resource=secrets", "apps/v1, Resource=deployments"}, got)
 
-	in, _ = newTestInformer(t, newFakeDynamic(), Config{Resources: []string{"apps/deployments", "example.com/widgets"}})
+	in, _ = newTestInformer(t, informertest.NewDynamic(), Config{Resources: []string{"apps/deployments", "example.com/widgets"}})
 	gvrs, err = in.resolve()
 	require.NoError(t, err)
 	assert.Equal(t, []schema.GroupVersionResource{{Group: "apps", Version: "v1", Resource: "deployments"}}, gvrs)
 
-	_, err = New("c1", newFakeDynamic(), nil, &changes.Cache{}, Config{Resources: []string{"a/b/c"}}, telemetry.Settings{})
+	_, err = New("c1", informertest.NewDynamic(), nil, &changes.Cache{}, Config{Resources: []string{"a/b/c"}}, telemetry.Settings{})
 	require.Error(t, err)
 }
 
 func TestInformerWatch(t *testing.T) {
-	dyn := newFakeDynamic()
-	dyn.set(podsGVR, "10", testPod("a", "5", "nginx:1"))
+	dyn := informertest.NewDynamic()
+	dyn.Set(informertest.PodsGVR, "10", informertest.Pod("a", "5", "nginx:1"))
 	in, cache := newTestInformer(t, dyn, Config{Resources: []string{"pods"}})
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
-	w := <-dyn.watches
+	w := <-dyn.Watches
 
 	// The initial list records nothing.
 	assert.Equal(t, 0, cache.Len())
 	assert.EqualValues(t, 1, in.Objects())
 
 	// An update: the change against the kept version, without managedFields.
-	w.Modify(&unstructured.Unstructured{Object: testPod("a", "11", "nginx:2")})
+	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "11", "nginx:2")})
 	rec := waitRecord(t, cache, podKey("a", "11"))
 	assert.Equal(t, changes.KindChange, rec.Kind)
 	assert.Equal(t, "5", rec.BaseRV)
@@ -189,7 +103,7 @@ func TestInformerWatch(t *testing.T) {
 	assert.Equal(t, rec.Key, found.Key)
 
 	// A creation: a snapshot without managedFields.
-	w.Add(&unstructured.Unstructured{Object: testPod("b", "12", "redis")})
+	w.Add(&unstructured.Unstructured{Object: informertest.Pod("b", "12", "redis")})
 	rec = waitRecord(t, cache, podKey("b", "12"))
 	assert.Equal(t, changes.KindCreation, rec.Kind)
 	assert.Contains(t, string(rec.Snapshot), `"redis"`)
@@ -197,7 +111,7 @@ func TestInformerWatch(t *testing.T) {
 
 	// Deletion starts: a deletion snapshot at that version, with the change.
 	start := time.Now()
-	deleting := testPod("b", "13", "redis")
+	deleting := informertest.Pod("b", "13", "redis")
 	deleting["metadata"].(map[string]any)["deletionTimestamp"] = "2026-11-29T17:00:00Z"
 	w.Modify(&unstructured.Unstructured{Object: deleting})
 	rec = waitRecord(t, cache, podKey("b", "13"))
@@ -208,10 +122,10 @@ func TestInformerWatch(t *testing.T) {
 	assert.Equal(t, "metadata.deletionTimestamp", rec.Changes[0].Path)
 
 	// The object disappears: a final deletion record; the delete request finds the start.
-	deleted := testPod("b", "15", "redis")
+	deleted := informertest.Pod("b", "15", "redis")
 	deleted["metadata"].(map[string]any)["deletionTimestamp"] = "2026-11-29T17:00:00Z"
 	w.Delete(&unstructured.Unstructured{Object: deleted})
-	w.Delete(&unstructured.Unstructured{Object: testPod("gone", "14", "x")})
+	w.Delete(&unstructured.Unstructured{Object: informertest.Pod("gone", "14", "x")})
 	waitRecord(t, cache, podKey("gone", "14"))
 	final, ok := cache.Get(podKey("b", "15"))
 	require.True(t, ok)
@@ -226,9 +140,9 @@ func TestInformerWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return in.Objects() == 1 }, 5*time.Second, time.Millisecond)
 
 	// 410 Gone: relist; what changed meanwhile is recorded.
-	dyn.set(podsGVR, "30", testPod("c", "21", "busybox"))
+	dyn.Set(informertest.PodsGVR, "30", informertest.Pod("c", "21", "busybox"))
 	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
-	<-dyn.watches
+	<-dyn.Watches
 	rec = waitRecord(t, cache, podKey("c", "21"))
 	assert.Equal(t, changes.KindCreation, rec.Kind)
 	rec = waitRecord(t, cache, podKey("a", "11"))
@@ -241,22 +155,18 @@ func TestInformerWatch(t *testing.T) {
 }
 
 func TestInformerRetriesFailedList(t *testing.T) {
-	dyn := newFakeDynamic()
-	dyn.listErr = errors.New("boom")
-	dyn.set(podsGVR, "1")
+	dyn := informertest.NewDynamic()
+	dyn.SetListErr(errors.New("boom"))
+	dyn.Set(informertest.PodsGVR, "1")
 	in, _ := newTestInformer(t, dyn, Config{Resources: []string{"pods"}})
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
 	require.Eventually(t, func() bool {
-		dyn.mu.Lock()
-		defer dyn.mu.Unlock()
-		return dyn.failed > 0
+		return dyn.Failed() > 0
 	}, 5*time.Second, time.Millisecond, "the list fails")
-	dyn.mu.Lock()
-	dyn.listErr = nil
-	dyn.mu.Unlock()
+	dyn.SetListErr(nil)
 	select {
-	case <-dyn.watches:
+	case <-dyn.Watches:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no watch after the list recovered")
 	}
@@ -265,18 +175,18 @@ func TestInformerRetriesFailedList(t *testing.T) {
 }
 
 func TestInformerRedactsSecrets(t *testing.T) {
-	dyn := newFakeDynamic()
+	dyn := informertest.NewDynamic()
 	secret := func(rv, value string) map[string]any {
 		return map[string]any{"apiVersion": "v1", "kind": "Secret",
 			"metadata": map[string]any{"name": "s", "namespace": "default", "resourceVersion": rv},
 			"data":     map[string]any{"password": value}}
 	}
-	dyn.set(secretsGVR, "1", secret("1", "aHVudGVyMg=="))
+	dyn.Set(secretsGVR, "1", secret("1", "aHVudGVyMg=="))
 	in, cache := newTestInformer(t, dyn, Config{Resources: []string{"secrets"}})
 	ctx := context.Background()
 	require.NoError(t, in.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
-	w := <-dyn.watches
+	w := <-dyn.Watches
 	w.Modify(&unstructured.Unstructured{Object: secret("2", "c2VjcmV0")})
 	rec := waitRecord(t, cache, changes.RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "2"})
 	require.Len(t, rec.Changes, 1)
@@ -292,27 +202,27 @@ func TestInformerRedactsSecrets(t *testing.T) {
 }
 
 func TestInformerStoreBounds(t *testing.T) {
-	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	cache, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	in, err := New("c1", newFakeDynamic(), fakeDiscovery{}, cache, Config{MaxObjects: 2, MaxObjectBytes: 400}, telemetry.Settings{})
+	in, err := New("c1", informertest.NewDynamic(), informertest.Discovery{}, cache, Config{MaxObjects: 2, MaxObjectBytes: 400}, telemetry.Settings{})
 	require.NoError(t, err)
-	w := &resourceWatcher{in: in, gvr: podsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
+	w := &resourceWatcher{in: in, gvr: informertest.PodsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
 	ctx := context.Background()
 	for i := range 3 {
-		w.apply(ctx, watch.Added, &unstructured.Unstructured{Object: testPod(fmt.Sprint("p", i), fmt.Sprint(i+1), "img")}, false)
+		w.apply(ctx, watch.Added, &unstructured.Unstructured{Object: informertest.Pod(fmt.Sprint("p", i), fmt.Sprint(i+1), "img")}, false)
 	}
 	assert.EqualValues(t, 2, in.Objects(), "count bound")
-	big := testPod("p0", "10", strings.Repeat("x", 500))
+	big := informertest.Pod("p0", "10", strings.Repeat("x", 500))
 	w.apply(ctx, watch.Modified, &unstructured.Unstructured{Object: big}, false)
 	assert.EqualValues(t, 1, in.Objects(), "too large: dropped")
 	_, ok := cache.Get(podKey("p0", "10"))
 	assert.True(t, ok, "the change is still recorded")
-	w.apply(ctx, watch.Modified, &unstructured.Unstructured{Object: testPod("p0", "12", "img2")}, false)
+	w.apply(ctx, watch.Modified, &unstructured.Unstructured{Object: informertest.Pod("p0", "12", "img2")}, false)
 	_, ok = cache.Get(podKey("p0", "12"))
 	assert.False(t, ok, "no base version: nothing recorded")
 	assert.EqualValues(t, 2, in.Objects(), "kept again once it fits")
-	w.apply(ctx, watch.Deleted, &unstructured.Unstructured{Object: testPod("p1", "11", "img")}, false)
-	w.apply(ctx, watch.Deleted, &unstructured.Unstructured{Object: testPod("p0", "13", "img")}, false)
+	w.apply(ctx, watch.Deleted, &unstructured.Unstructured{Object: informertest.Pod("p1", "11", "img")}, false)
+	w.apply(ctx, watch.Deleted, &unstructured.Unstructured{Object: informertest.Pod("p0", "13", "img")}, false)
 	assert.EqualValues(t, 0, in.Objects())
 	assert.EqualValues(t, 0, in.Bytes())
 }
@@ -324,11 +234,11 @@ func TestInformerMemoryPer10kPods(t *testing.T) {
 	require.NoError(t, err)
 	var tmpl map[string]any
 	require.NoError(t, json.Unmarshal(raw, &tmpl))
-	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	cache, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	in, err := New("c1", newFakeDynamic(), fakeDiscovery{}, cache, Config{}, telemetry.Settings{})
+	in, err := New("c1", informertest.NewDynamic(), informertest.Discovery{}, cache, Config{}, telemetry.Settings{})
 	require.NoError(t, err)
-	w := &resourceWatcher{in: in, gvr: podsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}}
+	w := &resourceWatcher{in: in, gvr: informertest.PodsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}}
 	ctx := context.Background()
 	const n = 10_000
 	runtime.GC()
@@ -365,11 +275,11 @@ func BenchmarkInformerPodUpdate(b *testing.B) {
 		containers[0].(map[string]any)["image"] = img
 		require.NoError(b, unstructured.SetNestedSlice(m, containers, "spec", "containers"))
 	}
-	cache, err := changes.NewCache(changes.CacheConfig{}, telemetry.Settings{})
+	cache, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
 	require.NoError(b, err)
-	in, err := New("c1", newFakeDynamic(), fakeDiscovery{}, cache, Config{}, telemetry.Settings{})
+	in, err := New("c1", informertest.NewDynamic(), informertest.Discovery{}, cache, Config{}, telemetry.Settings{})
 	require.NoError(b, err)
-	w := &resourceWatcher{in: in, gvr: podsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
+	w := &resourceWatcher{in: in, gvr: informertest.PodsGVR, res: diff.Resource{Resource: "pods"}, objects: map[string]*kept{}, synced: true}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -377,4 +287,69 @@ func BenchmarkInformerPodUpdate(b *testing.B) {
 		u.SetResourceVersion(fmt.Sprint(i + 1))
 		w.apply(ctx, watch.Modified, u, false)
 	}
+}
+
+type flakyDiscovery struct{ calls atomic.Int32 }
+
+func (f *flakyDiscovery) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	if f.calls.Add(1) < 3 {
+		return nil, nil, errors.New("connection refused")
+	}
+	return informertest.Discovery{}.ServerGroupsAndResources()
+}
+
+func TestInformerRetriesDiscovery(t *testing.T) {
+	dyn := informertest.NewDynamic()
+	cache, err := changes.NewCache(changescfg.CacheConfig{}, telemetry.Settings{})
+	require.NoError(t, err)
+	disc := &flakyDiscovery{}
+	in, err := New("c1", dyn, disc, cache, Config{Resources: []string{"pods"}}, telemetry.Settings{})
+	require.NoError(t, err)
+	in.retry = backoff.Policy{Base: time.Millisecond, Max: time.Millisecond}
+	ctx := context.Background()
+	require.NoError(t, in.Start(ctx))
+	require.Error(t, in.Start(ctx), "start twice")
+	select {
+	case <-dyn.Watches:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch after discovery recovered")
+	}
+	assert.EqualValues(t, 3, disc.calls.Load())
+	require.NoError(t, in.Stop(ctx))
+}
+
+// Only the leading Informer records; a follower keeps the last versions and records from the
+// first change after it starts leading.
+func TestInformerRecordsOnlyWhileLeading(t *testing.T) {
+	dyn := informertest.NewDynamic()
+	dyn.Set(informertest.PodsGVR, "10", informertest.Pod("a", "5", "nginx:1"))
+	in, cache := newTestInformer(t, dyn, Config{Resources: []string{"pods"}})
+	var mu sync.Mutex
+	leading := false
+	in.SetLeading(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return leading
+	})
+	ctx := context.Background()
+	require.NoError(t, in.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
+	w := <-dyn.Watches
+
+	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "11", "nginx:2")})
+	w.Add(&unstructured.Unstructured{Object: informertest.Pod("b", "12", "redis")})
+	require.Eventually(t, func() bool { return in.Objects() == 2 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 0, cache.Len(), "a follower records nothing")
+
+	mu.Lock()
+	leading = true
+	mu.Unlock()
+	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "13", "nginx:3")})
+	rec := waitRecord(t, cache, podKey("a", "13"))
+	assert.Equal(t, changes.KindChange, rec.Kind)
+	assert.Equal(t, "11", rec.BaseRV, "the follower kept the version it saw")
+	require.Len(t, rec.Changes, 1)
+	assert.Equal(t, "spec.containers[name=app].image nginx:2 -> nginx:3", rec.Changes[0].String())
+	_, ok := cache.Get(podKey("a", "11"))
+	assert.False(t, ok)
 }
