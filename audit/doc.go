@@ -8,7 +8,9 @@
 //   - queue: memory, durable or NATS queue between the receivers and the consumer;
 //   - consumer: audit events to aggregator events (diffs, deletecollection, informer join).
 //
-// New builds them from Config, gives each its dependencies at construction and registers their
-// Start and Stop. Observe shows every accepted batch to Observers (kelemetrix is one). Package
-// audittest replays recorded audit logs through a consumer and an aggregator for tests.
+// New builds them from Config and Deps into a Pipeline, giving each part its dependencies at
+// construction; Pipeline.Start and Stop run the parts' Start and Stop in order (Module registers
+// them with the fx lifecycle). Observe shows every accepted batch to Observers (kelemetrix is
+// one). Package audittest replays recorded audit logs through a consumer and an aggregator for
+// tests.
 package audit

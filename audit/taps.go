@@ -7,7 +7,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 	"github.com/kelemetry/kelemetry/telemetry"
-	"go.uber.org/fx"
 )
 
 // validateTaps validates the dump and forward configurations.
@@ -21,26 +20,30 @@ func (c Config) validateTaps() error {
 	return errors.Join(errs...)
 }
 
-// newTaps returns the dump and forwarders that cfg configures, started and stopped with lc. They
-// stop after the webhook's listener (fx stops in reverse order of start), so the last accepted
-// batches are still written and sent.
-func newTaps(cfg Config, lc fx.Lifecycle, ts telemetry.Settings) ([]webhook.BatchTap, error) {
-	var taps []webhook.BatchTap
+// newTaps returns the dump and forwarders that cfg configures, and their Start and Stop (parts of
+// the Pipeline). They stop after the webhook's listener (with fx, the listener's hooks come after
+// the pipeline's; without, stop serving before Pipeline.Stop), so the last accepted batches are
+// still written and sent.
+func newTaps(cfg Config, ts telemetry.Settings) ([]webhook.BatchTap, []part, error) {
+	var (
+		taps  []webhook.BatchTap
+		parts []part
+	)
 	if cfg.Dump.Enabled() {
 		d, err := tap.NewDumper(cfg.Dump, ts)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		lc.Append(fx.StartStopHook(d.Start, d.Stop))
+		parts = append(parts, part{d.Start, d.Stop})
 		taps = append(taps, d)
 	}
 	for _, fc := range cfg.Forward {
 		fw, err := tap.NewForwarder(fc, ts)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		lc.Append(fx.StartStopHook(fw.Start, fw.Stop))
+		parts = append(parts, part{fw.Start, fw.Stop})
 		taps = append(taps, fw)
 	}
-	return taps, nil
+	return taps, parts, nil
 }
