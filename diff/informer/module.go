@@ -90,8 +90,8 @@ type moduleParams struct {
 type moduleResult struct {
 	fx.Out
 
-	// Changes is nil when the source is off or no cluster has clients. Pass it to
-	// the audit consumer (audit.Params.Changes) only when it is not nil. It is Cache with the memory
+	// Changes is nil when the source is off or no cluster has clients; audit.Module joins it
+	// onto the audit events (audit.Deps.InformerDiffs without fx). It is Cache with the memory
 	// backend, Etcd with the etcd backend.
 	Changes changes.Store
 	// Cache is this process's records (with the etcd backend: its mirror of etcd); nil when
