@@ -19,7 +19,7 @@ type Engine = query.Engine
 // on it share its limits of heavy requests (Config.MaxConcurrent, Config.MaxMemoryBytes,
 // resolved against the Go memory limit set now).
 func NewEngine(r store.Reader, w aggregator.Window, cfg Config) *Engine {
-	return query.NewEngine(r, w, cfg.engine())
+	return query.NewEngine(r, w, cfg)
 }
 
 // Deps are what New needs besides its Config.

@@ -24,9 +24,11 @@ const (
 // Relation to it. Empty lists and strings match anything, except Subresource and
 // CauseSubresource: "" is the object itself and "*" any subresource.
 type CausalRule struct {
-	// Name names the rule in the answers (criticalStep.Rule).
+	// Name names the rule in the answers (the rule of a critical path step).
 	Name string `yaml:"name" json:"name"`
-	// Controllers are the controller names (see controllerName) the rule applies to.
+	// Controllers are the controller names the rule applies to: the service account name of
+	// system:serviceaccount:<ns>:<name>, "kubelet" for system:node:<node>, the rest of another
+	// system: user (system:kube-scheduler is "kube-scheduler"), or the user itself.
 	Controllers []string `yaml:"controllers" json:"controllers"`
 	// Resource, Subresource and Verbs select the reaction.
 	Resource    string   `yaml:"resource" json:"resource"`
