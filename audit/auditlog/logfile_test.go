@@ -255,16 +255,16 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	path := filepath.Join(dir, "audit.log")
 	var c collector
 	reader := sdkmetric.NewManualReader()
+	logs := &logtest.Recorder{}
 	fl, err := NewFollower(FollowConfig{Path: path, Cluster: "c1", PollInterval: 5 * time.Millisecond}, &c,
-		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+		telemetry.Settings{Logger: slog.New(logs), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, fl.Start(ctx))
 	defer func() { require.NoError(t, fl.Stop(ctx)) }()
 
-	// The file does not exist yet. No hook tells when the follower polled: let a few poll
-	// intervals pass (it waits for nothing).
-	time.Sleep(20 * time.Millisecond)
+	// The file does not exist yet: for a few poll intervals the follower finds nothing to read.
+	require.Never(t, func() bool { return len(c.IDs()) > 0 }, 20*time.Millisecond, 5*time.Millisecond)
 	appendFile(t, path, logLine("1")+logLine("2"))
 	waitIDs(t, &c, "1", "2")
 
@@ -285,13 +285,16 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	_, err = old.WriteString(logLine("5") + strings.TrimSuffix(logLine("6"), "\n"))
 	require.NoError(t, err)
 	require.NoError(t, old.Close())
-	time.Sleep(20 * time.Millisecond)                               // the follower sees no file at the path for a few polls
+	// Line 5, written after the rename, arrives while no file is at the path: the follower keeps
+	// reading the old handle, and holds its partial last line until the new file appears.
+	waitIDs(t, &c, "1", "2", "3", "4", "5")
 	appendFile(t, path, logLine("7")+strings.Repeat(" ", 400)+"\n") // padding, so that what follows the truncation is shorter
 	waitIDs(t, &c, "1", "2", "3", "4", "5", "6", "7")
 
 	// Truncation in place (copytruncate), then new content shorter than before.
 	require.NoError(t, os.Truncate(path, 0))
-	time.Sleep(20 * time.Millisecond) // the follower sees the empty file for a few polls
+	require.Eventually(t, func() bool { return loggedMessage(logs, "audit log truncated: reading it from the start") == 1 },
+		5*time.Second, time.Millisecond, "the follower sees the empty file")
 	appendFile(t, path, logLine("8"))
 	waitIDs(t, &c, "1", "2", "3", "4", "5", "6", "7", "8")
 	assert.Equal(t, map[string]int{"c1": 8}, c.clusters)
@@ -301,16 +304,61 @@ func TestLogFollowRotationAndTruncation(t *testing.T) {
 	assert.Equal(t, int64(1), sums["kelemetry.audit.file.bad_lines"])
 }
 
+// loggedMessage counts the records logged with message msg.
+func loggedMessage(logs *logtest.Recorder, msg string) int {
+	n := 0
+	for _, r := range logs.Records() {
+		if r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// openAt reports whether this process holds path open at offset pos, from /proc/self/fd and
+// /proc/self/fdinfo: the follower tells nobody when it opened its file and sought to its end.
+func openAt(path string, pos int64) bool {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil || target != path {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "pos:"); ok && strings.TrimSpace(v) == fmt.Sprint(pos) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func TestLogFollowStartAtEnd(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
+	if _, err := os.Stat("/proc/self/fdinfo"); err != nil {
+		t.Skip("needs /proc/self/fdinfo to see when the follower opened the file")
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir()) // as /proc/self/fd names it
+	require.NoError(t, err)
+	path := filepath.Join(dir, "audit.log")
 	l2 := logLine("2")
-	require.NoError(t, os.WriteFile(path, []byte(logLine("1")+l2[:30]), 0o600))
+	initial := logLine("1") + l2[:30]
+	require.NoError(t, os.WriteFile(path, []byte(initial), 0o600))
 	var c collector
 	fl, err := NewFollower(FollowConfig{Path: path, PollInterval: 5 * time.Millisecond, StartAtEnd: true}, &c, telemetry.Settings{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, fl.Start(ctx))
-	time.Sleep(20 * time.Millisecond) // no hook tells when the follower opened the file: a few poll intervals
+	// Appending before the follower opened the file and sought to its end would skip the new
+	// lines too.
+	require.Eventually(t, func() bool { return openAt(path, int64(len(initial))) }, 5*time.Second, time.Millisecond,
+		"the follower opens the file at its end")
 	// The tail of the line that was partial at start is skipped silently.
 	appendFile(t, path, l2[30:]+logLine("3"))
 	waitIDs(t, &c, "3")

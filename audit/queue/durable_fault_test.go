@@ -195,6 +195,8 @@ func TestDurableQueueLockAcrossProcesses(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Println("holding")
+		// Not a wait: the child holds the folder until the parent kills it; the minute only bounds
+		// the life of a child whose parent died.
 		time.Sleep(time.Minute)
 		_ = d.Stop(context.Background())
 		return

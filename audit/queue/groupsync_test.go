@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,10 +44,26 @@ func TestGroupSyncShares(t *testing.T) {
 	for range 7 {
 		<-entered
 	}
-	time.Sleep(20 * time.Millisecond) // from the send on entered to g.do's lock
+	// From the send on entered to g.do's wait: all 7 wait for the running call to finish.
+	require.Eventually(t, func() bool { return groupSyncWaiters() == 7 }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, 2, calls, "concurrent callers share calls")
+}
+
+// groupSyncWaiters counts this test's goroutines waiting in groupSync.do for a call to finish,
+// from their stacks: groupSync tells nobody who waits.
+func groupSyncWaiters() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "sync.(*Cond).Wait") && strings.Contains(g, "(*groupSync).do") &&
+			strings.Contains(g, "TestGroupSyncShares") {
+			n++
+		}
+	}
+	return n
 }

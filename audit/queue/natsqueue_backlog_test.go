@@ -67,7 +67,7 @@ func TestNATSQueueLenCountsTheStreamAfterRestart(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "Len still %d after %d of %d events handled", depth, handled, n)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the interval of this poll loop (deadline above): every reading is checked
 	}
 	slow.requireExactlyOnce(t, ids)
 	assert.Zero(t, q2.Len())

@@ -2,6 +2,7 @@ package jaeger
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,9 +73,13 @@ func (s *jaegerTestStore) Export(ctx context.Context, spans []*aggregator.Span) 
 	if err := s.Store.Export(ctx, spans); err != nil {
 		return err
 	}
+	// The OTLP exporter sends in the background: poll the backend until it holds the spans.
 	deadline := time.Now().Add(5 * time.Second)
-	for s.f.Spans() < before+len(spans) && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
+	for s.f.Spans() < before+len(spans) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the backend holds %d of %d spans exported", s.f.Spans()-before, len(spans))
+		}
+		time.Sleep(2 * time.Millisecond) // the interval of this poll loop (deadline above)
 	}
 	return nil
 }

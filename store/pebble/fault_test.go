@@ -140,6 +140,10 @@ func openFaultPebble(t *testing.T, cfg Config, fs vfs.FS) *Store {
 	return p
 }
 
+// expireSpaceCheck makes the store's last free-space check stale, as if spaceRecheck had passed
+// since it: the next write checks the disk again (a fake clock for writeSpace).
+func expireSpaceCheck(p *Store) { p.spaceAt.Store(0) }
+
 // withinTime fails the test when fn does not return within d (a wedged store).
 func withinTime(t *testing.T, d time.Duration, what string, fn func()) {
 	t.Helper()
@@ -165,8 +169,11 @@ func TestPebbleDiskFull(t *testing.T) {
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 10, 1024)))
 	require.NoError(t, p.Health(ctx))
 
+	// The disk fills up while the store is idle: the spans above committed (pendingDelay after
+	// the Export), and the last free-space check long past.
+	require.Eventually(t, func() bool { return pendingLen(p) == 0 }, 5*time.Second, time.Millisecond)
 	ffs.full.Store(true)
-	time.Sleep(2 * spaceRecheck) // the disk fills up while the store is idle
+	expireSpaceCheck(p)
 	for i := range 50 {
 		err := p.Export(ctx, windowSpans(obj, t0.Add(win), 10, 1024))
 		require.Error(t, err, "write %d on a full disk", i)
@@ -207,16 +214,12 @@ func TestPebbleWriteErrorsRecover(t *testing.T) {
 	ffs.failWrites.Store(true)
 	// The write-ahead log is written in the background, a block (32 KiB) at a time: writes are
 	// acknowledged until the log's writer fails; the store notices it and refuses the next ones.
-	refused := false
-	for i := 0; i < 2000 && !refused; i++ {
-		err := p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 1024))
-		if err != nil {
-			require.ErrorIs(t, err, query.ErrUnavailable)
-			refused = true
-		}
-		time.Sleep(time.Millisecond)
-	}
-	require.True(t, refused, "writes refused after the log write failed")
+	var refusal error
+	require.Eventually(t, func() bool {
+		refusal = p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 1024))
+		return refusal != nil
+	}, 10*time.Second, time.Millisecond, "writes refused after the log write failed")
+	require.ErrorIs(t, refusal, query.ErrUnavailable)
 	require.Positive(t, ffs.writeErrs.Load())
 	require.Error(t, p.Health(ctx))
 	for range 20 {

@@ -60,7 +60,7 @@ func TestPebbleMaxBytesBoundsDisk(t *testing.T) {
 			if du <= uint64(limit*(1+maxBytesTolerance)) {
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the interval of this poll loop (50 tries: 5s at most)
 		}
 		peak = max(peak, du)
 		assert.LessOrEqual(t, du, uint64(limit*(1+maxBytesTolerance)), "after window %d: %d bytes on disk", i, du)
@@ -77,7 +77,7 @@ func TestPebbleMaxBytesBoundsDisk(t *testing.T) {
 			if gauge >= int64(min(before, after)) && gauge <= int64(max(before, after)) {
 				break
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the interval of this poll loop (20 tries: 1s at most)
 		}
 		assert.True(t, gauge >= int64(min(before, after)) && gauge <= int64(max(before, after)),
 			"the size metric (%d) counts the folder as du does (%d..%d)", gauge, before, after)

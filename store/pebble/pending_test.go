@@ -97,7 +97,7 @@ func TestPebblePendingSpansSurviveAFullDisk(t *testing.T) {
 
 	require.NoError(t, p.Export(ctx, windowSpans(obj, t0, 4, 1024)))
 	ffs.full.Store(true)
-	time.Sleep(2 * spaceRecheck)
+	expireSpaceCheck(p)
 	err := p.Export(ctx, windowSpans(obj, t0.Add(win), 1, 1024))
 	require.ErrorIs(t, err, query.ErrUnavailable, "refused whole")
 	require.ErrorIs(t, p.Sync(ctx), query.ErrUnavailable, "the pending spans could not be committed")

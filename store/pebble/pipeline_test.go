@@ -58,7 +58,7 @@ func TestPebbleDiskFullThroughPipeline(t *testing.T) {
 	}
 
 	ffs.full.Store(true)
-	time.Sleep(2 * spaceRecheck)
+	expireSpaceCheck(p)
 	// Accepted just before the disk filled: the consumer keeps retrying them.
 	for i := range 8 {
 		require.NoError(t, q.Enqueue(ctx, "c", []*auditv1.Event{ev(i)}))

@@ -115,7 +115,7 @@ func fillStore(ctx context.Context, t testing.TB, p *Store, clock *atomic.Int64,
 				return res
 			}
 			res.refused++
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a writer's back-off between retries (patience bounds them)
 		}
 		res.events++
 		res.spans += len(spans)
