@@ -26,7 +26,7 @@ func lockDir(dir string) (io.Closer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit queue dir lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil { //nolint:gosec // a file descriptor fits an int
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil { // a file descriptor fits an int
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			owner := "another process"

@@ -11,5 +11,5 @@ func freeBytes(dir string) (free uint64, ok bool) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, false
 	}
-	return st.Bavail * uint64(st.Bsize), true //nolint:gosec,unconvert // block size is positive; its type differs by platform
+	return st.Bavail * uint64(st.Bsize), true // block size is positive; its type differs by platform
 }

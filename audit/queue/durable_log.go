@@ -370,7 +370,7 @@ func (l *diskLog) write(rec []byte) (id uint64, seg *logSegment, end int64, err 
 	}
 	id = l.nextID
 	l.nextID++
-	binary.LittleEndian.PutUint32(rec[0:4], uint32(len(rec)-8)) //nolint:gosec // bounded by maxRecord above
+	binary.LittleEndian.PutUint32(rec[0:4], uint32(len(rec)-8)) // bounded by maxRecord above
 	rec[8] = recBatch
 	binary.LittleEndian.PutUint64(rec[9:17], id)
 	binary.LittleEndian.PutUint32(rec[4:8], crc32.Checksum(rec[8:], crcTable))

@@ -185,7 +185,7 @@ func NewForwarder(cfg ForwardConfig, ts telemetry.Settings) (*Forwarder, error) 
 // forwardTLS builds the TLS client configuration of cfg (nil when it sets nothing).
 func forwardTLS(cfg ForwardConfig) (*tls.Config, error) {
 	if cfg.CAFile == "" && cfg.CertFile == "" {
-		return nil, nil //nolint:nilnil // no TLS settings: the transport's defaults
+		return nil, nil // no TLS settings: the transport's defaults
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.CAFile != "" {

@@ -29,8 +29,9 @@ func fromOTLP(service string, sp *tracev1.Span, window time.Duration) (*aggregat
 	if len(sp.GetParentSpanId()) == 8 {
 		copy(out.ParentID[:], sp.GetParentSpanId())
 	}
-	out.Start = time.Unix(0, int64(sp.GetStartTimeUnixNano())).UTC() //nolint:gosec // OTLP times are int64 nanoseconds
-	out.End = time.Unix(0, int64(sp.GetEndTimeUnixNano())).UTC()     //nolint:gosec // as above
+	// OTLP times are unsigned nanoseconds that fit an int64.
+	out.Start = time.Unix(0, int64(sp.GetStartTimeUnixNano())).UTC()
+	out.End = time.Unix(0, int64(sp.GetEndTimeUnixNano())).UTC()
 	var link aggregator.Link
 	hasLink := false
 	o := &out.Object
@@ -85,7 +86,7 @@ func fromOTLP(service string, sp *tracev1.Span, window time.Duration) (*aggregat
 		out.Window = aggregator.WindowStart(out.Start, window)
 	}
 	for _, ev := range sp.GetEvents() {
-		l := aggregator.Log{Time: time.Unix(0, int64(ev.GetTimeUnixNano())).UTC(), Type: ev.GetName()} //nolint:gosec // as above
+		l := aggregator.Log{Time: time.Unix(0, int64(ev.GetTimeUnixNano())).UTC(), Type: ev.GetName()} // fits an int64, as above
 		for _, kv := range ev.GetAttributes() {
 			v := anyString(kv.GetValue())
 			if kv.GetKey() == otlpsink.AttrLogMessage && l.Message == "" {

@@ -160,7 +160,7 @@ func (j *Store) search(ctx context.Context, m *query.Matcher) ([]query.ObjectWin
 		ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 		resp, err := j.client.FindTraceIDs(ctx, &storagev2.FindTracesRequest{Query: &storagev2.TraceQueryParameters{
 			ServiceName: svc, Attributes: attrs, StartTimeMin: timestamppb.New(from), StartTimeMax: timestamppb.New(to),
-			SearchDepth: int32(min(j.cfg.SearchDepth, math.MaxInt32)), //nolint:gosec // bounded
+			SearchDepth: int32(min(j.cfg.SearchDepth, math.MaxInt32)), // bounded
 		}})
 		if err != nil {
 			err = j.readError(ctx, "FindTraceIDs", err)

@@ -42,7 +42,7 @@ func (c *traceCache) get(id trace.TraceID, now time.Time) (spans []*aggregator.S
 	if el == nil {
 		return nil, false
 	}
-	e := el.Value.(*cacheEntry) //nolint:forcetypeassert // only *cacheEntry is stored
+	e := el.Value.(*cacheEntry) // only *cacheEntry is stored
 	if now.After(e.expires) {
 		c.remove(el)
 		return nil, false
@@ -84,7 +84,7 @@ func (c *traceCache) drop(id trace.TraceID) {
 }
 
 func (c *traceCache) remove(el *list.Element) {
-	e := c.ll.Remove(el).(*cacheEntry) //nolint:forcetypeassert // only *cacheEntry is stored
+	e := c.ll.Remove(el).(*cacheEntry) // only *cacheEntry is stored
 	delete(c.byID, e.id)
 	c.bytes -= e.size
 }
