@@ -36,10 +36,10 @@ import (
 const (
 	// RoleAll ingests and serves queries (the default).
 	RoleAll = "all"
-	// RoleIngest receives audit events, Kubernetes Events and informer diffs, links objects and
+	// roleIngest receives audit events, Kubernetes Events and informer diffs, links objects and
 	// writes spans; it serves no queries.
 	RoleIngest = "ingest"
-	// RoleQuery serves the APIs, the web UI and the storage API from the store; it ingests nothing.
+	// roleQuery serves the APIs, the web UI and the storage API from the store; it ingests nothing.
 	RoleQuery = "query"
 )
 
@@ -145,8 +145,8 @@ type ClusterConfig = kube.ClusterConfig
 // TLSConfig serves a listener over TLS (see httpserver.TLSConfig).
 type TLSConfig = httpserver.TLSConfig
 
-// AuditAuthConfig authenticates the audit webhook's senders (see httpserver.AuditAuthConfig).
-type AuditAuthConfig = httpserver.AuditAuthConfig
+// auditAuthConfig authenticates the audit webhook's senders (see httpserver.AuditAuthConfig).
+type auditAuthConfig = httpserver.AuditAuthConfig
 
 // APIAuthConfig authenticates the API's users (see httpserver.APIAuthConfig).
 type APIAuthConfig = httpserver.APIAuthConfig
@@ -163,10 +163,10 @@ const (
 	DefaultKubeBurst = kube.DefaultBurst
 )
 
-// Kube returns the configuration of package kube: Kubeconfig as the cluster named Cluster first,
+// kube returns the configuration of package kube: Kubeconfig as the cluster named Cluster first,
 // then Clusters (an entry without a name is the cluster named Cluster), with ObjectCache and
 // Discovery.
-func (c Config) Kube() kube.Config {
+func (c Config) kube() kube.Config {
 	c = c.WithDefaults()
 	return kube.Config{
 		Clusters:    kube.ClustersFrom(c.Cluster, c.Kubeconfig, c.Clusters),
@@ -177,12 +177,12 @@ func (c Config) Kube() kube.Config {
 
 // KubeClusters returns every configured cluster with defaults applied (see Kube).
 func (c Config) KubeClusters() []ClusterConfig {
-	return c.Kube().WithDefaults().Clusters
+	return c.kube().WithDefaults().Clusters
 }
 
 // HasCluster reports whether a cluster of that name is configured.
 func (c Config) HasCluster(name string) bool {
-	return c.Kube().Has(name)
+	return c.kube().Has(name)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -223,7 +223,7 @@ func (c Config) Validate() error {
 		// The audit, event and link rule configurations take this name too: one error is enough.
 		return fmt.Errorf("cluster: %w", err)
 	}
-	errs := []error{validateMemoryLimit(c.MemoryLimit), aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.Kube().Validate(), c.LinkRules.Validate(), c.Query.Validate(), c.Kelemetrix.Validate()}
+	errs := []error{validateMemoryLimit(c.MemoryLimit), aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.kube().Validate(), c.LinkRules.Validate(), c.Query.Validate(), c.Kelemetrix.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}
@@ -240,7 +240,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("event.watchClusters: cluster %q has no kubeconfig", name))
 		}
 	}
-	errs = append(errs, c.HTTP().Validate(), c.StoreConfig().Validate(), c.RemoteStorage().Validate())
+	errs = append(errs, c.http().Validate(), c.storeConfig().Validate(), c.RemoteStorage().Validate())
 	if len(c.RemoteLinkers.Linkers) > 0 {
 		errs = append(errs, c.RemoteLinkers.Validate(), c.RemoteLinkers.ValidateTimeouts(c.Aggregator.WithDefaults().LinkTimeout))
 	}
@@ -249,7 +249,7 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("role %q: want %q, %q or %q", c.Role, RoleAll, RoleIngest, RoleQuery))
 	}
-	if c.Role != RoleQuery && c.StoreConfig().WithDefaults().Backend == store.BackendJaeger && c.Jaeger.OTLP.Endpoint == "" {
+	if c.Role != RoleQuery && c.storeConfig().WithDefaults().Backend == store.BackendJaeger && c.Jaeger.OTLP.Endpoint == "" {
 		errs = append(errs, errors.New("storeBackend jaeger: ingesting needs jaeger.otlp.endpoint (the OTLP receiver of the Jaeger collector); a query replica sets role query"))
 	}
 	if c.RemoteStorageAddr != "" && c.HTTPAuth.Enabled() && len(c.HTTPAuth.TokenFiles) == 0 {
@@ -288,16 +288,16 @@ func (c Config) RemoteStorage() storageapi.Config {
 		MaxConnections: c.HTTPMaxConnections, IdleTimeout: c.HTTPTimeouts.Idle, HandshakeTimeout: c.HTTPTimeouts.ReadHeader}
 }
 
-// HTTP is the configuration of the listeners (package httpserver).
-func (c Config) HTTP() httpserver.Config {
+// http is the configuration of the listeners (package httpserver).
+func (c Config) http() httpserver.Config {
 	c = c.WithDefaults()
 	return httpserver.Config{AuditAddr: c.AuditAddr, APIAddr: c.HTTPAddr, Timeouts: c.HTTPTimeouts,
 		MaxConnections: c.HTTPMaxConnections, AuditTLS: c.AuditTLS, AuditAuth: c.AuditAuth,
 		APITLS: c.HTTPTLS, APIAuth: c.HTTPAuth}
 }
 
-// StoreConfig is the store configuration: the embedded store in DataDir, or memory without one.
-func (c Config) StoreConfig() store.Config {
+// storeConfig is the store configuration: the embedded store in DataDir, or memory without one.
+func (c Config) storeConfig() store.Config {
 	c = c.WithDefaults()
 	return store.Config{Backend: c.StoreBackend, Embedded: c.Store, Memory: c.Memory, Jaeger: c.Jaeger}
 }

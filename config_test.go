@@ -38,7 +38,7 @@ func TestKubeClustersConfig(t *testing.T) {
 	assert.True(t, c.HasCluster("mgmt"))
 	assert.False(t, c.HasCluster("other"))
 
-	kc2 := c.Kube()
+	kc2 := c.kube()
 	assert.Equal(t, []string{"main", "mgmt"}, kc2.Names(), "the package kube view of the same clusters")
 	assert.Equal(t, got, kc2.WithDefaults().Clusters)
 }
@@ -48,7 +48,7 @@ func TestModuleProvidesClusters(t *testing.T) {
 	kc := kubetest.WriteKubeconfig(t)
 	var clusters kube.Clusters
 	app := fxtest.New(t, fx.NopLogger, kube.Module,
-		fx.Supply(Config{Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b"}}}.Kube()),
+		fx.Supply(Config{Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b"}}}.kube()),
 		fx.Populate(&clusters))
 	app.RequireStart()
 	app.RequireStop()
@@ -167,11 +167,11 @@ func TestListenerLimitsConfig(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("httpMaxConnections: 64\nhttpTimeouts: {idle: 45s, readHeader: 3s}\nremoteStorageAddr: 127.0.0.1:0\n"), 0o600))
 	cfg, err := LoadConfig(file)
 	require.NoError(t, err)
-	assert.Equal(t, 64, cfg.HTTP().MaxConnections)
+	assert.Equal(t, 64, cfg.http().MaxConnections)
 	rs := cfg.RemoteStorage()
 	assert.Equal(t, 64, rs.MaxConnections)
 	assert.Equal(t, 45*time.Second, rs.IdleTimeout)
 	assert.Equal(t, 3*time.Second, rs.HandshakeTimeout)
 	// Unset: the listeners' own defaults.
-	assert.Equal(t, httpserver.DefaultMaxConnections, Config{}.HTTP().WithDefaults().MaxConnections)
+	assert.Equal(t, httpserver.DefaultMaxConnections, Config{}.http().WithDefaults().MaxConnections)
 }

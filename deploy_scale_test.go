@@ -301,7 +301,7 @@ func TestDeployScaleConfigs(t *testing.T) {
 		c, err := LoadConfig(f)
 		require.NoError(t, err)
 		require.NoError(t, withTestSecurityFiles(t, c).Validate(), f)
-		assert.Equal(t, store.BackendJaeger, c.StoreConfig().WithDefaults().Backend, "%s: replicas share the jaeger backend", f)
+		assert.Equal(t, store.BackendJaeger, c.storeConfig().WithDefaults().Backend, "%s: replicas share the jaeger backend", f)
 		configs[filepath.Base(f)] = c
 	}
 	ingest, query := configs["kelemetry-ingest.yaml"], configs["kelemetry-query.yaml"]

@@ -8,8 +8,8 @@
 // LoadConfig; unknown keys are errors), and fans out into the parts' own configurations.
 // Module lists the parts' own modules (telemetry, httpserver, kube, store, otlpsink, aggregator,
 // audit, kelemetrix, event, linker, linkrule, remotelinker, diff/informer, frontend, ui,
-// storageapi); Modules(role) is the same for one role: RoleIngest without the query side,
-// RoleQuery without the ingest side, for replicas that share a store through the jaeger
+// storageapi); Modules(role) is the same for one role: roleIngest without the query side,
+// roleQuery without the ingest side, for replicas that share a store through the jaeger
 // backend. Health is the body of GET /healthz. A binary can also compose any subset of the parts
 // instead (see docs/sdk/compose.md). A platform team's own binary is
 //

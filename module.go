@@ -43,9 +43,9 @@ var Module = Modules(RoleAll)
 
 // Modules is Module for one role: RoleAll (or "") is Module (kelemetrix, the metrics of the
 // audit stream, is part of the ingest side: it records nothing unless Config.Kelemetrix defines
-// metrics); RoleIngest leaves out the query
+// metrics); roleIngest leaves out the query
 // side (the Jaeger and native APIs, the web UI, the storage API), so the API listener serves only
-// /metrics and /healthz; RoleQuery leaves out the ingest side (the webhook, replays, Event
+// /metrics and /healthz; roleQuery leaves out the ingest side (the webhook, replays, Event
 // watches, linkers, the aggregator), so no webhook port is opened and the store is only read.
 // Replicas of each role share a store through the jaeger backend (package store/jaeger).
 func Modules(role string) fx.Option {
@@ -104,14 +104,14 @@ func subConfigs(c Config) (configs, error) {
 	c = c.WithDefaults()
 	return configs{
 		Window:       aggregator.Window(c.Window),
-		HTTP:         c.HTTP(),
-		Store:        c.StoreConfig(),
+		HTTP:         c.http(),
+		Store:        c.storeConfig(),
 		OTLP:         c.OTLP,
 		Aggregator:   c.Aggregator,
 		Audit:        c.Audit,
 		Event:        c.Event,
 		Linker:       c.Linker,
-		Kube:         c.Kube(),
+		Kube:         c.kube(),
 		InformerDiff: c.InformerDiff,
 		LinkRules:    c.LinkRules,
 		Remote:       c.RemoteLinkers,
@@ -135,14 +135,14 @@ type Health struct {
 	// the durable queue's log ("durable: ok"), or why it is unavailable, which also makes Status
 	// "unavailable" (NATS out of reach, a failed write of the log); empty for the in-memory queue.
 	Queue  string       `json:"queue,omitempty"`
-	Replay HealthReplay `json:"replay"`
+	Replay healthReplay `json:"replay"`
 	// Version and Commit name the running build (see --version).
 	Version string `json:"version"`
 	Commit  string `json:"commit"`
 }
 
-// HealthReplay reports the start-up replay.
-type HealthReplay struct {
+// healthReplay reports the start-up replay.
+type healthReplay struct {
 	Done  bool                   `json:"done"`
 	Files []auditlog.ReplayStats `json:"files"`
 	Error string                 `json:"error,omitempty"`

@@ -85,10 +85,10 @@ func TestConfigSecurityFanOut(t *testing.T) {
 	dir := t.TempDir()
 	f, err := httpservertest.WriteFiles(dir, "ca", "client")
 	require.NoError(t, err)
-	c := Config{AuditTLS: TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey}, AuditAuth: AuditAuthConfig{ClientCAFile: f.CA},
+	c := Config{AuditTLS: TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey}, AuditAuth: auditAuthConfig{ClientCAFile: f.CA},
 		HTTPTLS: TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey}, HTTPAuth: APIAuthConfig{Proxy: ProxyAuthConfig{ClientCAFile: f.CA}}}
 	require.NoError(t, c.Validate())
-	h := c.HTTP()
+	h := c.http()
 	assert.Equal(t, "127.0.0.1:8080", h.AuditAddr)
 	assert.Equal(t, "127.0.0.1:16686", h.APIAddr)
 	assert.Equal(t, f.CA, h.AuditAuth.ClientCAFile)
