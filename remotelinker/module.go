@@ -18,10 +18,10 @@ import (
 // keeps reconnecting while NATS is down: the linkers' jobs then fail fast and are counted) and
 // closes the connection when it stops, after the aggregator. Without linkers it provides none
 // and connects nowhere. Every input is optional.
-var Module = fx.Module("remotelinker", fx.Provide(New))
+var Module = fx.Module("remotelinker", fx.Provide(newModule))
 
-// params are the fx inputs of Module.
-type params struct {
+// moduleParams are the fx inputs of Module.
+type moduleParams struct {
 	fx.In
 
 	Config     Config             `optional:"true"`
@@ -30,32 +30,32 @@ type params struct {
 	Lifecycle  fx.Lifecycle       `optional:"true"`
 }
 
-// Provided is what Module provides.
-type Provided struct {
+// moduleResult is what Module provides.
+type moduleResult struct {
 	fx.Out
 
 	Linkers []aggregator.Linker `group:"kelemetry.linkers,flatten"`
 }
 
-// New builds the clients of p.Config, as Module does; with a Lifecycle it connects on start and
+// newModule builds the clients of p.Config for Module; with a Lifecycle it connects on start and
 // closes on stop (without one, the clients stay unconnected: use NewClient instead).
-func New(p params) (Provided, error) {
+func newModule(p moduleParams) (moduleResult, error) {
 	cfg := p.Config
 	if len(cfg.Linkers) == 0 {
-		return Provided{}, nil
+		return moduleResult{}, nil
 	}
 	if err := cfg.Validate(); err != nil {
-		return Provided{}, fmt.Errorf("remotelinker: %w", err)
+		return moduleResult{}, fmt.Errorf("remotelinker: %w", err)
 	}
 	if err := cfg.ValidateTimeouts(p.Aggregator.WithDefaults().LinkTimeout); err != nil {
-		return Provided{}, fmt.Errorf("remotelinker: %w", err)
+		return moduleResult{}, fmt.Errorf("remotelinker: %w", err)
 	}
 	var conn atomic.Pointer[nats.Conn]
-	var out Provided
+	var out moduleResult
 	for _, lc := range cfg.Linkers {
 		c, err := newClient(conn.Load, lc, p.Telemetry)
 		if err != nil {
-			return Provided{}, err
+			return moduleResult{}, err
 		}
 		out.Linkers = append(out.Linkers, c)
 	}

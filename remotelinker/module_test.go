@@ -45,10 +45,10 @@ func TestModuleRemoteLinkerIsALinker(t *testing.T) {
 }
 
 func TestModuleRejectsTimeoutAboveLinkTimeout(t *testing.T) {
-	_, err := New(params{Config: Config{NATS: natsqueueURL("nats://127.0.0.1:4222"),
+	_, err := newModule(moduleParams{Config: Config{NATS: natsqueueURL("nats://127.0.0.1:4222"),
 		Linkers: []LinkerConfig{{Name: "x", Timeout: 20 * time.Second}}}})
 	assert.ErrorContains(t, err, "below the aggregator's linkTimeout")
-	p, err := New(params{})
+	p, err := newModule(moduleParams{})
 	require.NoError(t, err)
 	assert.Empty(t, p.Linkers, "no linkers configured, none provided")
 }

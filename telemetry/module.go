@@ -7,8 +7,8 @@ import (
 	"go.uber.org/fx"
 )
 
-// params are the fx inputs of Module; both are optional.
-type params struct {
+// moduleParams are the fx inputs of Module; both are optional.
+type moduleParams struct {
 	fx.In
 
 	// Logger is the application's logger (default slog.Default()).
@@ -21,8 +21,8 @@ type params struct {
 	Cardinality []CardinalityLimit `group:"kelemetry.telemetry.cardinality"`
 }
 
-// Result is what Module provides.
-type Result struct {
+// moduleResult is what Module provides.
+type moduleResult struct {
 	fx.Out
 
 	Settings Settings
@@ -31,12 +31,12 @@ type Result struct {
 	Prometheus *Prometheus
 }
 
-// New builds the application's Settings (see Module).
-func New(p params) (Result, error) {
+// newModule builds the application's Settings for Module.
+func newModule(p moduleParams) (moduleResult, error) {
 	s := Settings{Logger: p.Logger, MeterProvider: p.MeterProvider}
 	s.Logger = s.Log()
 	if p.MeterProvider != nil {
-		return Result{Settings: s}, nil
+		return moduleResult{Settings: s}, nil
 	}
 	var opts []prometheusOption
 	for _, c := range p.Cardinality {
@@ -44,16 +44,16 @@ func New(p params) (Result, error) {
 	}
 	prom, err := NewPrometheus(opts...)
 	if err != nil {
-		return Result{}, err
+		return moduleResult{}, err
 	}
 	if p.Lifecycle != nil {
 		p.Lifecycle.Append(fx.StopHook(prom.Shutdown))
 	}
 	s.MeterProvider = prom.Provider
-	return Result{Settings: s, Prometheus: prom}, nil
+	return moduleResult{Settings: s, Prometheus: prom}, nil
 }
 
 // Module provides Settings, and the Prometheus provider unless the application supplies a
 // metric.MeterProvider. It serves nothing itself: httpserver.Module mounts the provider's
 // GET /metrics on the API listener.
-var Module = fx.Module("telemetry", fx.Provide(New))
+var Module = fx.Module("telemetry", fx.Provide(newModule))

@@ -36,7 +36,7 @@ func TestSDKCardinalityLimit(t *testing.T) {
 // needs) and returns the /metrics exposition.
 func seriesOnMetrics(t *testing.T, n int, need ...CardinalityLimit) string {
 	t.Helper()
-	res, err := New(params{Cardinality: need})
+	res, err := newModule(moduleParams{Cardinality: need})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = res.Prometheus.Shutdown(context.Background()) })
 	c, err := res.Settings.MeterProvider.Meter("test").Int64Counter("many")
