@@ -3,7 +3,6 @@ package kelemetry
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
+	"github.com/kelemetry/kelemetry/health"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/kelemetry/kelemetry/kelemetrix"
@@ -51,7 +51,7 @@ var Module = Modules(RoleAll)
 func Modules(role string) fx.Option {
 	common := []fx.Option{fx.Provide(subConfigs), telemetry.Module, httpserver.Module, store.Module}
 	ingest := []fx.Option{
-		fx.Provide(newHealth),
+		fx.Provide(fx.Annotate(newHealth, fx.ParamTags(``, ``, ``, ``, health.ReadyGroup))),
 		kube.Module,
 		otlpsink.Module,
 		aggregator.Module,
@@ -151,7 +151,7 @@ type healthReplay struct {
 // newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
 // the start-up replays, and whether the sinks take writes and the NATS queue is connected (503
 // "unavailable" when not, e.g. the store's disk is full or NATS is out of reach).
-func newHealth(r *auditlog.Replayer, ev *event.Replayer, q queue.Queue, agg *aggregator.Engine) httpserver.Health {
+func newHealth(r *auditlog.Replayer, ev *event.Replayer, q queue.Queue, agg *aggregator.Engine, checks []health.Check) httpserver.Health {
 	return healthHandler(func() Health {
 		build := version.Get()
 		// The queue's depth first: once it is 0, every handled event's link job is counted.
@@ -182,12 +182,22 @@ func newHealth(r *auditlog.Replayer, ev *event.Replayer, q queue.Queue, agg *agg
 			}
 		}
 		return h
-	}, healthOf(q, agg.SinkHealth))
+	}, readiness(checks, agg.SinkHealth))
 }
 
-// healthOf adds the health of the audit queue to that of the sinks.
-func healthOf(q queue.Queue, sinkHealth func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error { return errors.Join(sinkHealth(ctx), q.Health(ctx)) }
+// readiness is what /healthz's status follows: the readiness checks the parts registered (package
+// health; GET /readyz lists them by name) and, when they all pass, the sinks' back-pressure,
+// which keeps the process ready but is reported as busy.
+func readiness(checks []health.Check, sinkHealth func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := health.Failed(health.Run(ctx, checks)); err != nil {
+			return err
+		}
+		if err := sinkHealth(ctx); aggregator.OnlyBusy(err) {
+			return err
+		}
+		return nil
+	}
 }
 
 // healthHandler serves status, turned "unavailable" (HTTP 503) with the reason while sinkHealth

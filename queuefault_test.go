@@ -170,6 +170,14 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 	assert.Equal(t, "unavailable", h.Status)
 	assert.Contains(t, h.Queue, "durable: ")
 	assert.Contains(t, h.Reason, "no space left on device")
+	// /readyz names the check that fails, and only that one.
+	code, body := get(t, "http://"+apiAddr+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "[-]audit-queue failed: audit queue unavailable")
+	assert.Contains(t, body, "no space left on device")
+	assert.Contains(t, body, "[+]sinks ok")
+	code, _ = get(t, "http://"+apiAddr+"/readyz/sinks")
+	assert.Equal(t, http.StatusOK, code)
 
 	// Still full when the failed log probes again (at most once a second, when a batch comes):
 	// every batch until that probe has failed is refused, with the reason.
@@ -193,6 +201,9 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 		code, h := healthz(t, apiAddr)
 		return code == http.StatusOK && h.Queue == "durable: ok"
 	}, 10*time.Second, 100*time.Millisecond)
+	code, body = get(t, "http://"+apiAddr+"/readyz?verbose")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "[+]audit-queue ok")
 	code, _, msg = postBatch(t, auditAddr, fresh())
 	require.Equal(t, http.StatusOK, code, msg)
 	waitCaughtUp(t, apiAddr)

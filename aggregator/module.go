@@ -1,7 +1,11 @@
 package aggregator
 
 import (
+	"context"
+
 	"go.uber.org/fx"
+
+	"github.com/kelemetry/kelemetry/health"
 
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -49,6 +53,7 @@ var Module = fx.Module("aggregator",
 	fx.Provide(
 		newModule,
 		func(e *Engine) Aggregator { return e },
+		health.AsReady(func(e *Engine) health.Check { return health.Check{Name: "sinks", Func: e.sinksReady} }),
 	),
 )
 
@@ -66,4 +71,14 @@ func newModule(p moduleParams) (*Engine, error) {
 	}
 	p.Lifecycle.Append(fx.StartStopHook(e.Start, e.Stop))
 	return e, nil
+}
+
+// sinksReady is the "sinks" readiness check: it fails while a sink cannot take writes (the store's
+// disk is full, Jaeger is out of reach); a sink that is only back-pressured (ErrSinkBusy) keeps
+// the process ready, since the webhook sheds load with 429 meanwhile.
+func (e *Engine) sinksReady(ctx context.Context) error {
+	if err := e.SinkHealth(ctx); err != nil && !OnlyBusy(err) {
+		return err
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/audit/webhook"
+	"github.com/kelemetry/kelemetry/health"
 	"github.com/kelemetry/kelemetry/internal/changes"
 
 	"github.com/kelemetry/kelemetry/audit/queue"
@@ -143,7 +144,10 @@ type moduleResult struct {
 // run with the application even without a listener.
 var Module = fx.Module("audit",
 	fx.Provide(newModule,
-		fx.Annotate(func(w *webhook.Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup))),
+		fx.Annotate(func(w *webhook.Webhook) httpserver.Handler { return w }, fx.ResultTags(httpserver.AuditGroup)),
+		// The queue fails readiness while it cannot take batches: the durable log cannot be
+		// written, NATS is out of reach.
+		health.AsReady(func(q queue.Queue) health.Check { return health.Check{Name: "audit-queue", Func: q.Health} })),
 	fx.Invoke(func(queue.Queue, *auditlog.Replayer) {}),
 )
 

@@ -327,6 +327,9 @@ func (a *authenticator) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, ar)
 		case r.URL.Path == "/livez" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			live.ServeHTTP(w, r)
+		case isReadyz(r):
+			// Probes need no credentials; without them they learn which checks fail, not why.
+			next.ServeHTTP(w, anonymous(r))
 		case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			// Probes need no credentials; they learn only that the listener serves.
 			w.Header().Set("Content-Type", "application/json")

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	healthpkg "github.com/kelemetry/kelemetry/health"
+
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 
@@ -151,6 +153,8 @@ type Params struct {
 	Audit  []Handler    `group:"kelemetry.http.audit"`
 	API    []Handler    `group:"kelemetry.http.api"`
 	Health Health       `optional:"true"`
+	// Ready are the readiness checks GET /readyz runs (see package health).
+	Ready []healthpkg.Check `group:"kelemetry.readyz"`
 }
 
 // Servers are the open listeners.
@@ -182,13 +186,14 @@ func New(p Params) (*Servers, error) {
 		}
 		m.Handle("GET /healthz", health)
 		m.Handle("GET /livez", live)
+		readyz{checks: p.Ready}.register(m)
 		return m, nil
 	}
 	log := p.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), healthpkg.Validate(p.Ready)); err != nil {
 		return nil, fmt.Errorf("httpserver: %w", err)
 	}
 	rejected := newRejectedCounter(p.Meter.Provider)

@@ -149,7 +149,9 @@ users:
     periodSeconds: 5
     failureThreshold: 60
   readinessProbe:
-    httpGet: {path: /healthz, port: http, scheme: {{ $scheme }}}
+    # /readyz: the named readiness checks (sinks, audit-queue); unauthenticated probes get the
+    # outcome of each, which /healthz does not give them when the API requires a token.
+    httpGet: {path: /readyz, port: http, scheme: {{ $scheme }}}
     periodSeconds: 10
   livenessProbe:
     # /livez: the process serves. /healthz answers 503 while a full disk or a failed queue write
