@@ -79,7 +79,7 @@ func TestTLSHandshakeErrorsRateLimited(t *testing.T) {
 	files := serverFiles(t, ca, t.TempDir())
 	mp, reader := meter(t)
 	var rec logtest.Recorder
-	s, err := New(Params{Config: Config{AuditAddr: "127.0.0.1:0", AuditTLS: files}, Logger: slog.New(&rec),
+	s, err := New(Config{AuditAddr: "127.0.0.1:0", AuditTLS: files}, Deps{Logger: slog.New(&rec),
 		Meter: Meter{Provider: mp}, Audit: []Handler{Route("POST /audit", http.NotFoundHandler())}})
 	require.NoError(t, err)
 	var clock fakeClock

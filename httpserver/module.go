@@ -143,18 +143,36 @@ type Meter struct {
 	Provider metric.MeterProvider
 }
 
-// Params are the fx inputs of New.
-type Params struct {
+// Deps are what the listeners serve and report with, given to New.
+type Deps struct {
+	// Logger logs the servers' errors (nil: slog.Default()).
+	Logger *slog.Logger
+	// Meter counts the listeners' connections and refusals (a nil provider: no metrics).
+	Meter Meter
+	// Audit and API are the handlers of the audit and the API listener.
+	Audit, API []Handler
+	// Health answers GET /healthz (nil: {"status":"ok"} once the listener serves).
+	Health Health
+	// Ready are the readiness checks GET /readyz runs (see package health).
+	Ready []healthpkg.Check
+}
+
+// moduleParams are the fx inputs of newModule.
+type moduleParams struct {
 	fx.In
 
-	Config Config       `optional:"true"`
-	Logger *slog.Logger `optional:"true"`
-	Meter  Meter        `optional:"true"`
-	Audit  []Handler    `group:"kelemetry.http.audit"`
-	API    []Handler    `group:"kelemetry.http.api"`
-	Health Health       `optional:"true"`
-	// Ready are the readiness checks GET /readyz runs (see package health).
-	Ready []healthpkg.Check `group:"kelemetry.readyz"`
+	Config Config            `optional:"true"`
+	Logger *slog.Logger      `optional:"true"`
+	Meter  Meter             `optional:"true"`
+	Audit  []Handler         `group:"kelemetry.http.audit"`
+	API    []Handler         `group:"kelemetry.http.api"`
+	Health Health            `optional:"true"`
+	Ready  []healthpkg.Check `group:"kelemetry.readyz"`
+}
+
+// newModule builds the listeners for Module (New).
+func newModule(p moduleParams) (*Servers, error) {
+	return New(p.Config, Deps{Logger: p.Logger, Meter: p.Meter, Audit: p.Audit, API: p.API, Health: p.Health, Ready: p.Ready})
 }
 
 // Servers are the open listeners.
@@ -164,8 +182,8 @@ type Servers struct {
 }
 
 // New builds the listeners that have handlers; none is opened before Start.
-func New(p Params) (*Servers, error) {
-	cfg := p.Config.WithDefaults()
+func New(config Config, p Deps) (*Servers, error) {
+	cfg := config.WithDefaults()
 	health := p.Health
 	if health == nil {
 		health = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -374,7 +392,7 @@ func fromTelemetry(p telemetryParams) telemetryResult {
 // GET /metrics; the listeners count with telemetry.Settings' meter provider.
 var Module = fx.Module("httpserver",
 	fx.Provide(fromTelemetry),
-	fx.Provide(fx.Annotate(New, fx.OnStart(func(ctx context.Context, s *Servers) error { return s.Start(ctx) }),
+	fx.Provide(fx.Annotate(newModule, fx.OnStart(func(ctx context.Context, s *Servers) error { return s.Start(ctx) }),
 		fx.OnStop(func(ctx context.Context, s *Servers) error { return s.Stop(ctx) }))),
 	fx.Invoke(func(*Servers) {}),
 )

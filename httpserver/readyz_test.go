@@ -56,7 +56,7 @@ func TestReadyz(t *testing.T) {
 
 func TestReadyzChecksValidated(t *testing.T) {
 	ok := func(context.Context) error { return nil }
-	_, err := New(Params{Config: Config{APIAddr: "127.0.0.1:0", AuditAddr: "127.0.0.1:0"},
+	_, err := New(Config{APIAddr: "127.0.0.1:0", AuditAddr: "127.0.0.1:0"}, Deps{
 		Ready: []health.Check{{Name: "a", Func: ok}, {Name: "a", Func: ok}}})
 	assert.ErrorContains(t, err, "registered twice")
 }

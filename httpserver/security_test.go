@@ -31,11 +31,11 @@ func startServers(t *testing.T, cfg Config, audit, api []Handler, health Health,
 // startServersLogged is startServers with the servers' logger.
 func startServersLogged(t *testing.T, cfg Config, audit, api []Handler, health Health, mp *sdkmetric.MeterProvider, logger *slog.Logger) *Servers {
 	t.Helper()
-	p := Params{Config: cfg, Logger: logger, Audit: audit, API: api, Health: health}
+	p := Deps{Logger: logger, Audit: audit, API: api, Health: health}
 	if mp != nil {
 		p.Meter = Meter{Provider: mp}
 	}
-	s, err := New(p)
+	s, err := New(cfg, p)
 	require.NoError(t, err)
 	require.NoError(t, s.Start(t.Context()))
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
@@ -405,7 +405,7 @@ func TestValidateSecurity(t *testing.T) {
 			err := tc.cfg.Validate()
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
-			_, err = New(Params{Config: tc.cfg, Logger: quiet, Audit: []Handler{Route("POST /audit", http.NotFoundHandler())}})
+			_, err = New(tc.cfg, Deps{Logger: quiet, Audit: []Handler{Route("POST /audit", http.NotFoundHandler())}})
 			require.Error(t, err, "New refuses it too")
 		})
 	}

@@ -35,8 +35,8 @@ func TestBrowserSignIn(t *testing.T) {
 		query.NewUIAPI(e, quiet).Register(mux)
 		ui.Register(mux)
 	})
-	srv, err := httpserver.New(httpserver.Params{Logger: quiet.Logger, API: []httpserver.Handler{routes},
-		Config: httpserver.Config{APIAddr: "127.0.0.1:0", APIAuth: httpserver.APIAuthConfig{TokenFiles: []string{tokens}}}})
+	srv, err := httpserver.New(httpserver.Config{APIAddr: "127.0.0.1:0", APIAuth: httpserver.APIAuthConfig{TokenFiles: []string{tokens}}},
+		httpserver.Deps{Logger: quiet.Logger, API: []httpserver.Handler{routes}})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(t.Context()))
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
