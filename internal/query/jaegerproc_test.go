@@ -39,7 +39,7 @@ func startJaeger(b *testing.B) (otlp, storage string) {
 		_, ports[i], _ = net.SplitHostPort(l.Addr().String())
 		_ = l.Close()
 	}
-	tmpl, err := os.ReadFile(filepath.Join("..", "testdata", "jaeger", "memory-backend.yaml"))
+	tmpl, err := os.ReadFile(filepath.Join("..", "..", "testdata", "jaeger", "memory-backend.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
