@@ -83,7 +83,7 @@ func TestInformerModuleEtcdBackendUnreachable(t *testing.T) {
 	assert.Same(t, res.Cache, res.Etcd.Local())
 	w := <-dyn.Watches
 	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "11", "nginx:2")})
-	waitRecord(t, res.Cache, podKey("a", "11"))
+	informertest.WaitRecord(t, res.Cache, informertest.PodKey("a", "11"))
 	rec, ok := res.Changes.Find(changes.Query{Object: aggregator.ObjectKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: "a"}, Verb: "update", RequestRV: "5"})
 	require.True(t, ok)
 	assert.Equal(t, "11", rec.Key.ResourceVersion)
@@ -161,7 +161,7 @@ func TestInformerModuleLeaderElection(t *testing.T) {
 	require.Eventually(t, res.Elector.Leading, 5*time.Second, 5*time.Millisecond)
 	w := <-dyn.Watches
 	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "11", "nginx:2")})
-	waitRecord(t, res.Cache, podKey("a", "11"))
+	informertest.WaitRecord(t, res.Cache, informertest.PodKey("a", "11"))
 	assert.Equal(t, "replica-1", srv.Holder("kelemetry/"+leadercfg.DefaultLeaseName))
 	app.RequireStop()
 	assert.False(t, res.Elector.Leading())
@@ -198,19 +198,4 @@ func TestStoreConfigValidate(t *testing.T) {
 	} {
 		assert.Error(t, c.Validate(), name)
 	}
-}
-
-func waitRecord(t *testing.T, cache *changes.Cache, key changes.RecordKey) changes.Record {
-	t.Helper()
-	var rec changes.Record
-	require.Eventually(t, func() bool {
-		var ok bool
-		rec, ok = cache.Get(key)
-		return ok
-	}, 5*time.Second, time.Millisecond, "record %+v", key)
-	return rec
-}
-
-func podKey(name, rv string) changes.RecordKey {
-	return changes.RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
 }

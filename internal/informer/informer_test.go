@@ -43,21 +43,6 @@ func newTestInformer(t *testing.T, dyn dynamic.Interface, cfg Config) (*Informer
 	return in, cache
 }
 
-func waitRecord(t *testing.T, cache *changes.Cache, key changes.RecordKey) changes.Record {
-	t.Helper()
-	var rec changes.Record
-	require.Eventually(t, func() bool {
-		var ok bool
-		rec, ok = cache.Get(key)
-		return ok
-	}, 5*time.Second, time.Millisecond, "record %+v", key)
-	return rec
-}
-
-func podKey(name, rv string) changes.RecordKey {
-	return changes.RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
-}
-
 func TestInformerResolve(t *testing.T) {
 	in, _ := newTestInformer(t, informertest.NewDynamic(), Config{})
 	gvrs, err := in.resolve()
@@ -93,7 +78,7 @@ func TestInformerWatch(t *testing.T) {
 
 	// An update: the change against the kept version, without managedFields.
 	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "11", "nginx:2")})
-	rec := waitRecord(t, cache, podKey("a", "11"))
+	rec := informertest.WaitRecord(t, cache, informertest.PodKey("a", "11"))
 	assert.Equal(t, changes.KindChange, rec.Kind)
 	assert.Equal(t, "5", rec.BaseRV)
 	require.Len(t, rec.Changes, 1)
@@ -104,7 +89,7 @@ func TestInformerWatch(t *testing.T) {
 
 	// A creation: a snapshot without managedFields.
 	w.Add(&unstructured.Unstructured{Object: informertest.Pod("b", "12", "redis")})
-	rec = waitRecord(t, cache, podKey("b", "12"))
+	rec = informertest.WaitRecord(t, cache, informertest.PodKey("b", "12"))
 	assert.Equal(t, changes.KindCreation, rec.Kind)
 	assert.Contains(t, string(rec.Snapshot), `"redis"`)
 	assert.NotContains(t, string(rec.Snapshot), "managedFields")
@@ -114,7 +99,7 @@ func TestInformerWatch(t *testing.T) {
 	deleting := informertest.Pod("b", "13", "redis")
 	deleting["metadata"].(map[string]any)["deletionTimestamp"] = "2026-11-29T17:00:00Z"
 	w.Modify(&unstructured.Unstructured{Object: deleting})
-	rec = waitRecord(t, cache, podKey("b", "13"))
+	rec = informertest.WaitRecord(t, cache, informertest.PodKey("b", "13"))
 	assert.Equal(t, changes.KindDeletion, rec.Kind)
 	assert.False(t, rec.Final)
 	assert.Contains(t, string(rec.Snapshot), "deletionTimestamp")
@@ -126,8 +111,8 @@ func TestInformerWatch(t *testing.T) {
 	deleted["metadata"].(map[string]any)["deletionTimestamp"] = "2026-11-29T17:00:00Z"
 	w.Delete(&unstructured.Unstructured{Object: deleted})
 	w.Delete(&unstructured.Unstructured{Object: informertest.Pod("gone", "14", "x")})
-	waitRecord(t, cache, podKey("gone", "14"))
-	final, ok := cache.Get(podKey("b", "15"))
+	informertest.WaitRecord(t, cache, informertest.PodKey("gone", "14"))
+	final, ok := cache.Get(informertest.PodKey("b", "15"))
 	require.True(t, ok)
 	assert.True(t, final.Final)
 	assert.Equal(t, changes.KindDeletion, final.Kind)
@@ -143,9 +128,9 @@ func TestInformerWatch(t *testing.T) {
 	dyn.Set(informertest.PodsGVR, "30", informertest.Pod("c", "21", "busybox"))
 	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
 	<-dyn.Watches
-	rec = waitRecord(t, cache, podKey("c", "21"))
+	rec = informertest.WaitRecord(t, cache, informertest.PodKey("c", "21"))
 	assert.Equal(t, changes.KindCreation, rec.Kind)
-	rec = waitRecord(t, cache, podKey("a", "11"))
+	rec = informertest.WaitRecord(t, cache, informertest.PodKey("a", "11"))
 	assert.Equal(t, changes.KindChange, rec.Kind, "the last change stays for the update that made it")
 	gone, ok := cache.Find(changes.Query{Object: rec.Key.ObjectKey(), Verb: "delete"})
 	require.True(t, ok, "a vanished object gets a deletion record")
@@ -188,11 +173,11 @@ func TestInformerRedactsSecrets(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, in.Stop(ctx)) })
 	w := <-dyn.Watches
 	w.Modify(&unstructured.Unstructured{Object: secret("2", "c2VjcmV0")})
-	rec := waitRecord(t, cache, changes.RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "2"})
+	rec := informertest.WaitRecord(t, cache, changes.RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "2"})
 	require.Len(t, rec.Changes, 1)
 	assert.True(t, rec.Changes[0].Redacted)
 	w.Delete(&unstructured.Unstructured{Object: secret("3", "c2VjcmV0")})
-	rec = waitRecord(t, cache, changes.RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "3"})
+	rec = informertest.WaitRecord(t, cache, changes.RecordKey{Cluster: "c1", Resource: "secrets", Namespace: "default", Name: "s", ResourceVersion: "3"})
 	for _, clear := range []string{"aHVudGVyMg==", "c2VjcmV0"} {
 		assert.NotContains(t, fmt.Sprint(rec), clear)
 	}
@@ -215,10 +200,10 @@ func TestInformerStoreBounds(t *testing.T) {
 	big := informertest.Pod("p0", "10", strings.Repeat("x", 500))
 	w.apply(ctx, watch.Modified, &unstructured.Unstructured{Object: big}, false)
 	assert.EqualValues(t, 1, in.Objects(), "too large: dropped")
-	_, ok := cache.Get(podKey("p0", "10"))
+	_, ok := cache.Get(informertest.PodKey("p0", "10"))
 	assert.True(t, ok, "the change is still recorded")
 	w.apply(ctx, watch.Modified, &unstructured.Unstructured{Object: informertest.Pod("p0", "12", "img2")}, false)
-	_, ok = cache.Get(podKey("p0", "12"))
+	_, ok = cache.Get(informertest.PodKey("p0", "12"))
 	assert.False(t, ok, "no base version: nothing recorded")
 	assert.EqualValues(t, 2, in.Objects(), "kept again once it fits")
 	w.apply(ctx, watch.Deleted, &unstructured.Unstructured{Object: informertest.Pod("p1", "11", "img")}, false)
@@ -345,11 +330,11 @@ func TestInformerRecordsOnlyWhileLeading(t *testing.T) {
 	leading = true
 	mu.Unlock()
 	w.Modify(&unstructured.Unstructured{Object: informertest.Pod("a", "13", "nginx:3")})
-	rec := waitRecord(t, cache, podKey("a", "13"))
+	rec := informertest.WaitRecord(t, cache, informertest.PodKey("a", "13"))
 	assert.Equal(t, changes.KindChange, rec.Kind)
 	assert.Equal(t, "11", rec.BaseRV, "the follower kept the version it saw")
 	require.Len(t, rec.Changes, 1)
 	assert.Equal(t, "spec.containers[name=app].image nginx:2 -> nginx:3", rec.Changes[0].String())
-	_, ok := cache.Get(podKey("a", "11"))
+	_, ok := cache.Get(informertest.PodKey("a", "11"))
 	assert.False(t, ok)
 }

@@ -6,7 +6,11 @@ package informertest
 import (
 	"context"
 	"sync"
+	"testing"
+	"time"
 
+	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -124,4 +128,21 @@ func Pod(name, rv, image string) map[string]any {
 			"managedFields": []any{map[string]any{"manager": "kubectl", "operation": "Update"}}},
 		"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": image}}},
 	}
+}
+
+// WaitRecord waits until cache holds the record of key and returns it.
+func WaitRecord(t *testing.T, cache *changes.Cache, key changes.RecordKey) changes.Record {
+	t.Helper()
+	var rec changes.Record
+	require.Eventually(t, func() bool {
+		var ok bool
+		rec, ok = cache.Get(key)
+		return ok
+	}, 5*time.Second, time.Millisecond, "record %+v", key)
+	return rec
+}
+
+// PodKey is the record key of pod name in namespace default of cluster c1 at resourceVersion rv.
+func PodKey(name, rv string) changes.RecordKey {
+	return changes.RecordKey{Cluster: "c1", Resource: "pods", Namespace: "default", Name: name, ResourceVersion: rv}
 }
