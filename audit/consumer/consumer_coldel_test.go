@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -268,7 +269,7 @@ func TestConsumerDeleteCollectionMetadataLate(t *testing.T) {
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
 	now := time.Now()
-	dc := metadataEvent("dc1", "deletecollection", "", "", now)
+	dc := auditfixture.MetadataEvent("dc1", "deletecollection", "", "", now)
 	dc.RequestURI = "/apis/apps/v1/namespaces/default/deployments?labelSelector=tier%3Dfront"
 	c.Handle(ctx, "c1", dc)
 	c.Handle(ctx, "c1", consumerEvent())
@@ -294,7 +295,7 @@ func TestConsumerDeleteCollectionNoBodyNoInformer(t *testing.T) {
 	agg := &aggregatortest.RecordingAggregator{}
 	c, err := New(Config{}, Deps{Aggregator: agg, Telemetry: telemetry.Settings{MeterProvider: mp}})
 	require.NoError(t, err)
-	c.Handle(context.Background(), "c1", metadataEvent("dc1", "deletecollection", "", "", time.Now()))
+	c.Handle(context.Background(), "c1", auditfixture.MetadataEvent("dc1", "deletecollection", "", "", time.Now()))
 	assert.Empty(t, agg.Events())
 	byReason := telemetrytest.Sums(t, reader, "reason")
 	assert.Equal(t, int64(1), byReason["kelemetry.audit.consumer.events{reason=deletecollection}"])
@@ -366,7 +367,7 @@ func TestConsumerDeleteCollectionOddResponses(t *testing.T) {
 		agg := &aggregatortest.RecordingAggregator{}
 		c, err := New(Config{}, Deps{Aggregator: agg})
 		require.NoError(t, err)
-		ev := metadataEvent("dc1", "deletecollection", "", "", time.Now())
+		ev := auditfixture.MetadataEvent("dc1", "deletecollection", "", "", time.Now())
 		ev.ResponseObject = json.RawMessage(body)
 		c.Handle(context.Background(), "c1", ev)
 		for _, out := range agg.Events() {
@@ -417,11 +418,11 @@ func TestConsumerInformerJoinFinalizedBehindHeld(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", time.Now())) // held: no record yet
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", time.Now())) // held: no record yet
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", time.Now().Add(-time.Hour)))
+		c.Handle(ctx, "c1", auditfixture.MetadataEvent("p1", "patch", "web", "", time.Now().Add(-time.Hour)))
 	}()
 	select {
 	case <-done:

@@ -11,27 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
-
-// metadataEvent is a Metadata-level audit event (no bodies) of verb on deployment default/name,
-// completed at end.
-func metadataEvent(id, verb, name, rv string, end time.Time) *auditv1.Event {
-	return &auditv1.Event{
-		AuditID: id, Stage: "ResponseComplete", Verb: verb, Level: "Metadata",
-		User: auditv1.UserInfo{Username: "alice"},
-		ObjectRef: &auditv1.ObjectReference{Resource: "deployments", Namespace: "default", Name: name,
-			APIGroup: "apps", APIVersion: "v1", ResourceVersion: rv},
-		ResponseStatus:           &auditv1.Status{Code: 200},
-		RequestReceivedTimestamp: end.Add(-10 * time.Millisecond),
-		StageTimestamp:           end,
-	}
-}
 
 func deployKey(name, rv string) changes.RecordKey {
 	return changes.RecordKey{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default", Name: name, ResourceVersion: rv}
@@ -75,9 +61,9 @@ func TestConsumerInformerJoinImmediate(t *testing.T) {
 	cache.Put(replicasChange("web", "5", "6"))
 	cache.Put(changes.Record{Key: deployKey("old", "9"), Kind: changes.KindDeletion, Snapshot: []byte(`{"kind":"Deployment"}`), Time: now})
 
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now))
-	c.Handle(ctx, "c1", metadataEvent("d1", "delete", "old", "", now))
-	c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("d1", "delete", "old", "", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("p1", "patch", "web", "", now))
 	evs := agg.Events()
 	require.Len(t, evs, 3, "nothing is held when the record is there or cannot be found")
 
@@ -98,10 +84,10 @@ func TestConsumerInformerJoinImmediate(t *testing.T) {
 func TestConsumerInformerJoinNotStartedOrOld(t *testing.T) {
 	c, agg, _ := newJoinConsumer(t, InformerJoinConfig{})
 	ctx := context.Background()
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", time.Now()))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", time.Now()))
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
-	c.Handle(ctx, "c1", metadataEvent("u2", "update", "web", "5", time.Now().Add(-time.Hour)))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u2", "update", "web", "5", time.Now().Add(-time.Hour)))
 	evs := agg.Events()
 	require.Len(t, evs, 2, "not started: looked up once; an old event: looked up once")
 	for _, ev := range evs {
@@ -120,9 +106,9 @@ func TestConsumerInformerJoinLate(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
 
 	now := time.Now()
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now))
-	c.Handle(ctx, "c1", consumerEvent())                                                 // another object: a body, the stream diff
-	c.Handle(ctx, "c1", metadataEvent("u2", "delete", "other", "", now.Add(-time.Hour))) // another object, too old to wait
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", now))
+	c.Handle(ctx, "c1", consumerEvent())                                                              // another object: a body, the stream diff
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u2", "delete", "other", "", now.Add(-time.Hour))) // another object, too old to wait
 	require.Len(t, agg.Events(), 2, "the held event blocks nothing")
 
 	cache.Put(replicasChange("web", "5", "6"))
@@ -137,8 +123,8 @@ func TestConsumerInformerJoinDeadlineAndBounds(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
 	now := time.Now()
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now))
-	c.Handle(ctx, "c1", metadataEvent("u2", "update", "web2", "7", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u2", "update", "web2", "7", now))
 	evs := agg.Events()
 	require.Len(t, evs, 1, "the second one does not fit")
 	assert.Equal(t, []string{"diff unavailable: too many events waiting for informer diffs"}, diffMessages(evs[0]))
@@ -153,7 +139,7 @@ func TestConsumerInformerJoinDeadlineAndBounds(t *testing.T) {
 	// Stop sends what is still held (a Wait long enough that only Stop can end it).
 	c, agg, _ = newJoinConsumer(t, InformerJoinConfig{Wait: time.Minute, Interval: 5 * time.Millisecond})
 	require.NoError(t, c.Start(ctx))
-	c.Handle(ctx, "c1", metadataEvent("d1", "delete", "web", "", time.Now()))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("d1", "delete", "web", "", time.Now()))
 	require.Empty(t, agg.Events())
 	require.NoError(t, c.Stop(ctx))
 	evs = agg.Events()
@@ -197,7 +183,7 @@ func TestConsumerInformerJoinCreate(t *testing.T) {
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
 
-	c.Handle(ctx, "c1", metadataEvent("c1", "create", "web", "", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("c1", "create", "web", "", now))
 	require.Empty(t, agg.Events(), "held: the earlier object's creation is not this one")
 	cache.Put(creation("web", "9", "uid-new", now.Add(20*time.Millisecond)))
 	require.Eventually(t, func() bool { return len(agg.Events()) == 1 }, 5*time.Second, time.Millisecond)
@@ -210,7 +196,7 @@ func TestConsumerInformerJoinCreate(t *testing.T) {
 
 	// A second create of the same name (say, a retry that failed with AlreadyExists would not be
 	// joined; this one succeeded after a delete) does not take the claimed creation again.
-	c.Handle(ctx, "c1", metadataEvent("c2", "create", "web", "", now.Add(30*time.Millisecond)))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("c2", "create", "web", "", now.Add(30*time.Millisecond)))
 	require.Len(t, agg.Events(), 1)
 	cache.Put(creation("web", "12", "uid-newer", now.Add(40*time.Millisecond)))
 	require.Eventually(t, func() bool { return len(agg.Events()) == 2 }, 5*time.Second, time.Millisecond)
@@ -228,9 +214,9 @@ func TestConsumerInformerJoinPatchByTime(t *testing.T) {
 	now := time.Now()
 
 	// Nothing recorded yet: the first patch waits, the second waits behind it (no look-up).
-	c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", now))
-	c.Handle(ctx, "c1", metadataEvent("p2", "patch", "web", "", now.Add(time.Millisecond)))
-	st := metadataEvent("s1", "patch", "web", "", now.Add(2*time.Millisecond))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("p1", "patch", "web", "", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("p2", "patch", "web", "", now.Add(time.Millisecond)))
+	st := auditfixture.MetadataEvent("s1", "patch", "web", "", now.Add(2*time.Millisecond))
 	st.ObjectRef.Subresource = "status"
 	c.Handle(ctx, "c1", st)
 	require.Empty(t, agg.Events())
@@ -253,8 +239,8 @@ func TestConsumerInformerJoinPatchByTime(t *testing.T) {
 
 	// An update naming its resourceVersion claims its change: a later patch does not take it.
 	cache.Put(change("web", "9", "10", "spec.replicas", "2", "3", time.Now()))
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "9", time.Now()))
-	c.Handle(ctx, "c1", metadataEvent("p3", "patch", "web", "", time.Now().Add(-time.Second)))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "9", time.Now()))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("p3", "patch", "web", "", time.Now().Add(-time.Second)))
 	require.Len(t, agg.Events(), 4, "the update is joined at once; the patch waits")
 	assert.Equal(t, []string{"spec.replicas 2 -> 3"}, diffMessages(agg.Events()[3]))
 	cache.Put(change("web", "10", "11", "metadata.labels.app", `"a"`, `"b"`, time.Now()))
@@ -286,8 +272,8 @@ func TestConsumerInformerJoinByTimeWaitsBehind(t *testing.T) {
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
 	now := time.Now()
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now)) // its record never comes
-	c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", now.Add(time.Millisecond)))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", now)) // its record never comes
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("p1", "patch", "web", "", now.Add(time.Millisecond)))
 	cache.Put(change("web", "6", "7", "spec.paused", "false", "true", now.Add(10*time.Millisecond)))
 	require.Never(t, func() bool { return len(agg.Events()) > 0 }, 100*time.Millisecond, 5*time.Millisecond,
 		"the patch waits behind the update although a change is there")
@@ -315,7 +301,7 @@ func TestConsumerSettleWaitsForHeldEvents(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
 	require.NoError(t, c.Settle(ctx), "nothing held")
 
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", time.Now()))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", time.Now()))
 	require.Empty(t, agg.Events(), "held")
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
@@ -338,7 +324,7 @@ func TestConsumerSettleWaitsForHeldEvents(t *testing.T) {
 	c2, agg2, _ := newJoinConsumer(t, InformerJoinConfig{Wait: 100 * time.Millisecond, Interval: 5 * time.Millisecond})
 	require.NoError(t, c2.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c2.Stop(ctx)) })
-	c2.Handle(ctx, "c1", metadataEvent("u2", "update", "web", "5", time.Now()))
+	c2.Handle(ctx, "c1", auditfixture.MetadataEvent("u2", "update", "web", "5", time.Now()))
 	require.NoError(t, c2.Settle(ctx))
 	require.Len(t, agg2.Events(), 1)
 }

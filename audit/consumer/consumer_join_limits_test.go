@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -44,8 +45,8 @@ func TestConsumerInformerJoinMaxPendingDuringRecheck(t *testing.T) {
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, c.Stop(ctx)) })
 	now := time.Now()
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now))
-	c.Handle(ctx, "c1", metadataEvent("u2", "update", "web2", "7", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", now))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u2", "update", "web2", "7", now))
 	require.Empty(t, agg.Events(), "both held")
 
 	src.armed.Store(true)
@@ -55,8 +56,8 @@ func TestConsumerInformerJoinMaxPendingDuringRecheck(t *testing.T) {
 		t.Fatal("the join loop did not look up")
 	}
 	// Patches of web wait behind u1 without a look-up: they must not be held beyond the bound.
-	c.Handle(ctx, "c1", metadataEvent("p1", "patch", "web", "", now.Add(time.Millisecond)))
-	c.Handle(ctx, "c1", metadataEvent("p2", "patch", "web", "", now.Add(2*time.Millisecond)))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("p1", "patch", "web", "", now.Add(time.Millisecond)))
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("p2", "patch", "web", "", now.Add(2*time.Millisecond)))
 	evs := agg.Events()
 	close(src.release)
 	require.Len(t, evs, 2, "two events are held already")
@@ -87,9 +88,9 @@ func TestConsumerInformerJoinStopWithStuckAggregator(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, c.Start(ctx))
 	now := time.Now()
-	c.Handle(ctx, "c1", metadataEvent("u1", "update", "web", "5", now)) // sent at its deadline: the send hangs
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u1", "update", "web", "5", now)) // sent at its deadline: the send hangs
 	require.Eventually(t, func() bool { return agg.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
-	c.Handle(ctx, "c1", metadataEvent("u2", "update", "web2", "7", time.Now().Add(time.Hour))) // held
+	c.Handle(ctx, "c1", auditfixture.MetadataEvent("u2", "update", "web2", "7", time.Now().Add(time.Hour))) // held
 
 	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()

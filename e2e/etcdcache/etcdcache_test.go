@@ -34,12 +34,12 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/audit/auditv1"
 	auditconsumer "github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/diff"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/etcdstore"
 	informerimpl "github.com/kelemetry/kelemetry/internal/informer"
@@ -152,19 +152,6 @@ func deployObject(name string) aggregator.ObjectKey {
 	return aggregator.ObjectKey{Cluster: "c1", Group: "apps", Resource: "deployments", Namespace: "default", Name: name}
 }
 
-// metadataEvent is a Metadata-level audit event (no bodies) of verb on Deployment default/name.
-func metadataEvent(id, verb, name, rv string, end time.Time) *auditv1.Event {
-	return &auditv1.Event{
-		AuditID: id, Stage: "ResponseComplete", Verb: verb, Level: "Metadata",
-		User: auditv1.UserInfo{Username: "alice"},
-		ObjectRef: &auditv1.ObjectReference{Resource: "deployments", Namespace: "default", Name: name,
-			APIGroup: "apps", APIVersion: "v1", ResourceVersion: rv},
-		ResponseStatus:           &auditv1.Status{Code: 200},
-		RequestReceivedTimestamp: end.Add(-10 * time.Millisecond),
-		StageTimestamp:           end,
-	}
-}
-
 func newConsumer(t testing.TB, records changes.Store, wait time.Duration) (*auditconsumer.Consumer, *aggregatortest.RecordingAggregator) {
 	t.Helper()
 	agg := &aggregatortest.RecordingAggregator{}
@@ -273,10 +260,10 @@ func TestEtcdCacheLeaderToFollower(t *testing.T) {
 
 	// The API server's writes, as audited at Metadata level and as watched by both informers.
 	now := time.Now()
-	consumer.Handle(t.Context(), "c1", metadataEvent("create", "create", "web", "", now))
-	consumer.Handle(t.Context(), "c1", metadataEvent("update", "update", "web", "10", now.Add(time.Millisecond)))
-	consumer.Handle(t.Context(), "c1", metadataEvent("patch", "patch", "web", "", now.Add(2*time.Millisecond)))
-	consumer.Handle(t.Context(), "c1", metadataEvent("delete", "delete", "web", "", now.Add(3*time.Millisecond)))
+	consumer.Handle(t.Context(), "c1", auditfixture.MetadataEvent("create", "create", "web", "", now))
+	consumer.Handle(t.Context(), "c1", auditfixture.MetadataEvent("update", "update", "web", "10", now.Add(time.Millisecond)))
+	consumer.Handle(t.Context(), "c1", auditfixture.MetadataEvent("patch", "patch", "web", "", now.Add(2*time.Millisecond)))
+	consumer.Handle(t.Context(), "c1", auditfixture.MetadataEvent("delete", "delete", "web", "", now.Add(3*time.Millisecond)))
 	require.Empty(t, agg.Events(), "nothing recorded yet: all four wait")
 	for _, w := range watches {
 		w.Add(deployment("web", "uid-1", "10", 1))
@@ -397,9 +384,9 @@ func TestEtcdCacheEtcdDown(t *testing.T) {
 	leaderConsumer, leaderAgg := newConsumer(t, leader.cache, time.Second)
 	start := time.Now()
 	leader.cache.Put(replicasChange("web", "5", "6"))
-	ev := metadataEvent("u1", "update", "web", "5", time.Now())
+	ev := auditfixture.MetadataEvent("u1", "update", "web", "5", time.Now())
 	followerConsumer.Handle(t.Context(), "c1", ev)
-	other := metadataEvent("u2", "update", "other", "1", time.Now())
+	other := auditfixture.MetadataEvent("u2", "update", "other", "1", time.Now())
 	followerConsumer.Handle(t.Context(), "c1", other)
 	leaderConsumer.Handle(t.Context(), "c1", ev)
 

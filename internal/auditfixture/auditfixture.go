@@ -4,6 +4,7 @@ package auditfixture
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,4 +22,18 @@ func Events(tb testing.TB, scenario string) []*auditv1.Event {
 		events = append(events, ev)
 	}
 	return events
+}
+
+// MetadataEvent is a Metadata-level audit event (no bodies) of verb on deployment default/name,
+// completed at end.
+func MetadataEvent(id, verb, name, rv string, end time.Time) *auditv1.Event {
+	return &auditv1.Event{
+		AuditID: id, Stage: "ResponseComplete", Verb: verb, Level: "Metadata",
+		User: auditv1.UserInfo{Username: "alice"},
+		ObjectRef: &auditv1.ObjectReference{Resource: "deployments", Namespace: "default", Name: name,
+			APIGroup: "apps", APIVersion: "v1", ResourceVersion: rv},
+		ResponseStatus:           &auditv1.Status{Code: 200},
+		RequestReceivedTimestamp: end.Add(-10 * time.Millisecond),
+		StageTimestamp:           end,
+	}
 }
