@@ -25,7 +25,5 @@
 // sink refuses as unavailable are retried with backoff; Send returns an event's export error to
 // its source, which retries it.
 //
-// Shared rules live here too: CheckTime (timestamps the store can represent, not too far in the
-// future) and ValidateClusterName (one rule for every cluster name). Package aggregatortest has
-// fakes and a compact rendering of object trees for golden tests.
+// One shared rule lives here too: ValidateClusterName (one rule for every cluster name).
 package aggregator

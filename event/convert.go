@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/kube"
 )
 
@@ -151,8 +152,8 @@ func (r *record) checkTimes(now time.Time, maxFutureSkew time.Duration) error {
 		if f.t.IsZero() {
 			continue
 		}
-		if err := aggregator.CheckTime(f.t, now, maxFutureSkew); err != nil {
-			var te *aggregator.TimeError
+		if err := timecheck.CheckTime(f.t, now, maxFutureSkew); err != nil {
+			var te *timecheck.TimeError
 			if errors.As(err, &te) {
 				err = te.WithSetting(maxFutureSkewSetting)
 			}
@@ -215,7 +216,7 @@ func NewConverter(cluster string, mapper kube.Mapper, w aggregator.Window) *Conv
 	if mapper == nil {
 		mapper = kube.NewStaticMapper()
 	}
-	return &Converter{cluster: cluster, mapper: mapper, window: w.Length(), maxFutureSkew: aggregator.DefaultMaxFutureSkew}
+	return &Converter{cluster: cluster, mapper: mapper, window: w.Length(), maxFutureSkew: timecheck.DefaultMaxFutureSkew}
 }
 
 // withMaxFutureSkew returns a copy of c that refuses Events stamped more than d ahead of this
@@ -223,7 +224,7 @@ func NewConverter(cluster string, mapper kube.Mapper, w aggregator.Window) *Conv
 func (c *Converter) withMaxFutureSkew(d time.Duration) *Converter {
 	cc := *c
 	if d == 0 {
-		d = aggregator.DefaultMaxFutureSkew
+		d = timecheck.DefaultMaxFutureSkew
 	}
 	cc.maxFutureSkew = d
 	return &cc

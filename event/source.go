@@ -23,6 +23,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -208,7 +209,7 @@ func newSource(cfg sourceConfig, client client, conv *Converter, agg aggregator.
 		return nil, fmt.Errorf("event source: %w", err)
 	}
 	for _, r := range []string{resultSent, resultDuplicate, resultSkipped, resultFailed,
-		aggregator.TimeReasonUnrepresentable, aggregator.TimeReasonFuture} {
+		timecheck.TimeReasonUnrepresentable, timecheck.TimeReasonFuture} {
 		s.results[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
 	return s, nil

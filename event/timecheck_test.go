@@ -21,9 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -53,19 +53,19 @@ func TestConvertChecksTimes(t *testing.T) {
 		field string
 	}{
 		{name: "good", rec: fromCore(timedCore("a", nil))},
-		{name: "eventTime 1600", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)",
+		{name: "eventTime 1600", want: timecheck.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)",
 			rec: fromCore(timedCore("a", func(e *corev1.Event) { e.EventTime = metav1.NewMicroTime(y1600) }))},
-		{name: "firstTimestamp 1600", want: aggregator.ErrTimeUnrepresentable, field: "firstTimestamp: 1600-01-01T00:00:00Z is outside",
+		{name: "firstTimestamp 1600", want: timecheck.ErrTimeUnrepresentable, field: "firstTimestamp: 1600-01-01T00:00:00Z is outside",
 			rec: fromCore(timedCore("a", func(e *corev1.Event) {
 				e.FirstTimestamp = metav1.NewTime(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))
 			}))},
-		{name: "lastTimestamp future", want: aggregator.ErrTimeInFuture, field: "lastTimestamp: ",
+		{name: "lastTimestamp future", want: timecheck.ErrTimeInFuture, field: "lastTimestamp: ",
 			rec: fromCore(timedCore("a", func(e *corev1.Event) { e.LastTimestamp = metav1.NewTime(future) }))},
-		{name: "series future", want: aggregator.ErrTimeInFuture, field: "series.lastObservedTime: ",
+		{name: "series future", want: timecheck.ErrTimeInFuture, field: "series.lastObservedTime: ",
 			rec: fromCore(timedCore("a", func(e *corev1.Event) {
 				e.Series = &corev1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(future)}
 			}))},
-		{name: "events.k8s.io eventTime 1600", want: aggregator.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01",
+		{name: "events.k8s.io eventTime 1600", want: timecheck.ErrTimeUnrepresentable, field: "eventTime: 1600-01-01",
 			rec: fromEventsV1(&eventsv1.Event{
 				ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "default", UID: "u"},
 				Regarding:  corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "web"},
@@ -80,10 +80,10 @@ func TestConvertChecksTimes(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, tt.want)
-			var te *aggregator.TimeError
+			var te *timecheck.TimeError
 			require.True(t, errors.As(err, &te))
 			assert.Contains(t, err.Error(), tt.field)
-			if errors.Is(tt.want, aggregator.ErrTimeInFuture) {
+			if errors.Is(tt.want, timecheck.ErrTimeInFuture) {
 				assert.Contains(t, err.Error(), "(event.maxFutureSkew 24h)")
 				// A wider skew lets it through.
 				_, err = NewConverter("c", nil, 0).withMaxFutureSkew(-1).Convert(ctx, tt.rec, time.Time{})
@@ -116,7 +116,7 @@ func TestReplayDropsBadTimes(t *testing.T) {
 	require.Len(t, agg.Events(), 1)
 	assert.Contains(t, logs.String(), "eventTime: 1600-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)")
 	assert.Contains(t, logs.String(), "ahead of this receiver's clock (event.maxFutureSkew 24h)")
-	assert.Equal(t, map[string]int64{aggregator.TimeReasonUnrepresentable: 1, aggregator.TimeReasonFuture: 1},
+	assert.Equal(t, map[string]int64{timecheck.TimeReasonUnrepresentable: 1, timecheck.TimeReasonFuture: 1},
 		sums(t, reader, "kelemetry.event.dropped_events"))
 }
 
@@ -130,8 +130,8 @@ func TestSourceDropsBadTimes(t *testing.T) {
 	assert.True(t, s.handle(context.Background(), bad), "a bad Event is dropped, not retried")
 	assert.True(t, s.handle(context.Background(), fromCore(timedCore("good", nil))))
 	require.Len(t, agg.Events(), 1)
-	assert.Equal(t, map[string]int64{aggregator.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.dropped_events"))
-	assert.Equal(t, map[string]int64{resultSent: 1, aggregator.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.source.events"))
+	assert.Equal(t, map[string]int64{timecheck.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.dropped_events"))
+	assert.Equal(t, map[string]int64{resultSent: 1, timecheck.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.source.events"))
 }
 
 // sums returns the sums of an int64 counter by its first attribute's value.

@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -33,7 +33,7 @@ func newTimeDrops(m *telemetry.Meter, logger *slog.Logger) *timeDrops {
 // drop counts and logs err if it is a Convert error for a timestamp, and returns its reason;
 // otherwise it returns "".
 func (d *timeDrops) drop(ctx context.Context, err error) string {
-	var te *aggregator.TimeError
+	var te *timecheck.TimeError
 	if !errors.As(err, &te) {
 		return ""
 	}

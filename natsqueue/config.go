@@ -30,8 +30,6 @@ const (
 	defaultWarmLookback     = 100_000
 	defaultWarmTimeout      = 10 * time.Second
 	defaultHistoryWait      = 2 * time.Second
-	// priorityGroup is the pinned-client priority group every partition consumer declares.
-	priorityGroup = "kelemetry"
 )
 
 // Config says where NATS is, how the stream is laid out and how consumption behaves. The zero

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"slices"
@@ -171,6 +172,57 @@ func Dial(c Conn, logger *slog.Logger) (*nats.Conn, error) {
 	nc, err := connect(c, logger)
 	if err != nil {
 		return nil, fmt.Errorf("natsqueue: %w", err)
+	}
+	return nc, nil
+}
+
+// connect opens a connection with the configured security, timeouts and reconnect backoff.
+// Publishing while disconnected fails at once instead of being buffered, so that a producer
+// learns that NATS is down within its timeout.
+func connect(cfg Conn, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.Timeout(cfg.ConnectTimeout),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectBufSize(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			d := cfg.ReconnectWait
+			for i := 1; i < attempts && d < cfg.MaxReconnectWait; i++ {
+				d *= 2
+			}
+			d = min(d, cfg.MaxReconnectWait)
+			return d/2 + rand.N(d/2+1) // math/rand: jitter, not security
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("NATS disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("NATS asynchronous error", "err", err)
+		}),
+	}
+	if cfg.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLS.CAFile))
+	}
+	if cfg.TLS.CertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
+	}
+	if cfg.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredentialsFile))
+	}
+	if cfg.NKeySeedFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("read nkey seed: %w", err)
+		}
+		opts = append(opts, opt)
+	}
+	nc, err := nats.Connect(strings.Join(cfg.URLs, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	return nc, nil
 }

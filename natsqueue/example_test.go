@@ -1,40 +1,26 @@
 package natsqueue_test
 
 import (
-	"errors"
 	"fmt"
-	"net/http"
+	"time"
 
 	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
-// A webhook publishes each accepted batch and maps the queue's errors to HTTP statuses; a
-// consumer replica handles messages and acknowledges them when the handler returns nil.
-func Example() {
-	cfg := natsqueue.Config{URLs: []string{"nats://127.0.0.1:4222"}, Replicas: 1}
+// The audit queue's settings carry the connection's: a program that is not the queue (a remote
+// linker worker, a tool) connects to the same NATS with Config.Conn and Dial.
+func ExampleConfig_Conn() {
+	cfg := natsqueue.Config{URLs: []string{"nats://nats-0:4222", "nats://nats-1:4222"}, Partitions: 32}
 	if err := cfg.Validate(); err != nil {
 		fmt.Println(err)
 		return
 	}
-	status := func(err error) int {
-		switch {
-		case err == nil:
-			return http.StatusOK
-		case errors.Is(err, natsqueue.ErrFull):
-			return http.StatusTooManyRequests
-		default:
-			return http.StatusServiceUnavailable
-		}
-	}
-	fmt.Println(status(nil), status(natsqueue.ErrFull), status(natsqueue.ErrUnavailable))
+	conn := cfg.WithDefaults().Conn()
+	fmt.Println(conn.URLs, conn.Name, conn.ReconnectWait < 5*time.Second)
 
 	// With a server running:
-	//	p, err := natsqueue.NewProducer(ctx, cfg, telemetry.Settings{})
-	//	err = p.Publish(ctx, []natsqueue.Message{{Cluster: "prod", Key: "apps/deployments/ns/web", ID: auditID, Payload: body}})
-	//	c, err := natsqueue.NewConsumer(ctx, cfg, handle, telemetry.Settings{})
-	//	err = c.Start(ctx); defer c.Stop(ctx)
-	fmt.Println(natsqueue.Partition("apps/deployments/ns/web", 16) < 16, cfg.WithDefaults().Subject("prod", 3))
+	//	nc, err := natsqueue.Dial(conn, slog.Default())
+	//	defer nc.Drain()
 	// Output:
-	// 200 429 503
-	// true kelemetry.audit.prod.3
+	// [nats://nats-0:4222 nats://nats-1:4222] kelemetry true
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/internal/replay"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -490,7 +491,7 @@ func (b *lineBatcher) line(ctx context.Context, line []byte, tooLong bool) error
 // aggregator.CheckTime refuses.
 func (b *lineBatcher) checkTimes(ctx context.Context, events []*auditv1.Event) []*auditv1.Event {
 	single := len(events) == 1
-	kept, problems := auditv1.FilterEventTimes(events, time.Now(), b.maxFutureSkew, func(i int) string {
+	kept, problems := timecheck.FilterEventTimes(events, time.Now(), b.maxFutureSkew, func(i int) string {
 		if single {
 			return ""
 		}
@@ -512,7 +513,7 @@ func (b *lineBatcher) checkTimes(ctx context.Context, events []*auditv1.Event) [
 // skewOrDefault is maxFutureSkew, or aggregator.DefaultMaxFutureSkew for zero.
 func skewOrDefault(maxFutureSkew time.Duration) time.Duration {
 	if maxFutureSkew == 0 {
-		return aggregator.DefaultMaxFutureSkew
+		return timecheck.DefaultMaxFutureSkew
 	}
 	return maxFutureSkew
 }

@@ -357,7 +357,7 @@ func (c *Consumer) repeated(cluster string, ev *auditv1.Event) bool {
 // Warm rebuilds the audit-stream diff's state from ev without sending anything: ev was handled
 // before, by another replica (or by this one before a queue partition moved away and back). A
 // queue consumer that takes a partition over calls it with the partition's recent events, in
-// order, before it handles the partition's first event (natsqueue.WithWarmer), so that the
+// order, before it handles the partition's first event (natslog.WithWarmer), so that the
 // first diff of each object compares against the previous version instead of saying "no
 // previous version seen". Events handled by the informer join, collection deletes and
 // filtered or invalid events are skipped; nothing is counted but the diff's warmed writes.

@@ -13,6 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 )
 
 // converter turns audit events into aggregator events: it filters them (verbs, stages,
@@ -176,7 +177,7 @@ func (c *converter) event(ev *auditv1.Event, obj aggregator.Object) (*aggregator
 	start, end := ev.RequestReceivedTimestamp, ev.StageTimestamp
 	// The receivers (webhook, log files) drop these already, with the future skew too; this is
 	// for events enqueued by other code: never store one at a wrong time.
-	if p, ok := auditv1.CheckEventTime(ev, time.Time{}, -1); !ok {
+	if p, ok := timecheck.CheckEventTime(ev, time.Time{}, -1); !ok {
 		return nil, outcomeInvalidTimestamp, fmt.Errorf("%w: audit event %s: %w", aggregator.ErrInvalidEvent, ev.AuditID, p.Err)
 	}
 	switch {

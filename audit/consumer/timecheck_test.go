@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 )
 
 // TestConsumerRefusesUnrepresentableTimes: events that reach the queue without a receiver's
@@ -18,7 +19,7 @@ func TestConsumerRefusesUnrepresentableTimes(t *testing.T) {
 	ev.StageTimestamp = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	_, _, err := c.Convert("c1", ev)
 	require.ErrorIs(t, err, aggregator.ErrInvalidEvent)
-	require.ErrorIs(t, err, aggregator.ErrTimeUnrepresentable)
+	require.ErrorIs(t, err, timecheck.ErrTimeUnrepresentable)
 	assert.Contains(t, err.Error(), "stageTimestamp: 9999-01-01T00:00:00Z is outside the representable range (years 1678 to 2261)")
 	// The consumer does not apply the receivers' future skew.
 	ev = consumerEvent()

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue/internal/natslog"
 	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
@@ -23,6 +24,6 @@ func AppendBatch(b []byte, cluster string, events []*auditv1.Event) []byte {
 }
 
 // StoredMsgs is q.storedMsgs.
-func StoredMsgs(ctx context.Context, q Queue, ds []natsqueue.Delivery) ([]bool, error) {
+func StoredMsgs(ctx context.Context, q Queue, ds []natslog.Delivery) ([]bool, error) {
 	return q.(*natsQueue).storedMsgs(ctx, ds)
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue/internal/natslog"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -29,7 +30,7 @@ import (
 //     twice), and returns once JetStream acknowledged every message. A stream at its limits
 //     gives an error wrapping ErrFull (the webhook answers 429 with Retry-After); NATS or a
 //     JetStream quorum out of reach gives ErrUnavailable (503 with Retry-After).
-//   - A natsqueue.Consumer handles each partition on one replica at a time, in order, in
+//   - A natslog.Consumer handles each partition on one replica at a time, in order, in
 //     batches of the messages it pulled and has at hand: every message is decoded and handed to
 //     the Handler, then the sinks sync once for the batch (Deps.Sync; a failed sync is retried,
 //     the messages stay unacknowledged), then the batch's messages are acknowledged, as the
@@ -40,7 +41,7 @@ import (
 //
 // Flush waits until JetStream holds none of the messages this process published before the call
 // unacknowledged, whichever replica consumes them. Len counts the events being published and
-// what the stream still holds for this replica's partitions (natsqueue.Consumer.Backlog: every
+// what the stream still holds for this replica's partitions (natslog.Consumer.Backlog: every
 // partition during about PinnedTTL after the start, until the membership settled; the answer is
 // reused for a second unless this process published since, and waited for 500 ms at most), so
 // that /healthz's queueDepth 0 means this replica has caught up. Bytes counts what this process holds in memory: events being published and events
@@ -59,8 +60,8 @@ type natsQueue struct {
 
 	// mu orders Enqueue (read lock while publishing) against Start and Stop.
 	mu      sync.RWMutex
-	prod    *natsqueue.Producer
-	cons    *natsqueue.Consumer
+	prod    *natslog.Producer
+	cons    *natslog.Consumer
 	stopped bool
 
 	publishing atomic.Int64 // events being published
@@ -140,7 +141,7 @@ type StoredFunc func(ctx context.Context, cluster string, evs []*auditv1.Event) 
 // storedMsgs is the natsqueue.StoredCheck: it decodes the messages and asks the StoredFunc, one
 // call per cluster; a message is stored when every event of it is (one that does not decode is
 // not: it is handled, and dead-lettered).
-func (q *natsQueue) storedMsgs(ctx context.Context, ds []natsqueue.Delivery) ([]bool, error) {
+func (q *natsQueue) storedMsgs(ctx context.Context, ds []natslog.Delivery) ([]bool, error) {
 	out := make([]bool, len(ds))
 	byCluster := map[string][]*auditv1.Event{}
 	owners := map[string][]int{}
@@ -179,7 +180,7 @@ func (q *natsQueue) storedMsgs(ctx context.Context, ds []natsqueue.Delivery) ([]
 
 // warmMsg is the natsqueue.Warmer: it decodes a message handled before the takeover and passes
 // its events to the warmer; a message that does not decode is counted and skipped.
-func (q *natsQueue) warmMsg(ctx context.Context, d natsqueue.Delivery) {
+func (q *natsQueue) warmMsg(ctx context.Context, d natslog.Delivery) {
 	cluster, events, err := decodeBatch(d.Payload)
 	if err != nil {
 		q.corrupt.Add(ctx, 1)
@@ -201,21 +202,21 @@ func (q *natsQueue) Start(ctx context.Context) error {
 	if q.prod != nil {
 		return nil
 	}
-	prod, err := natsqueue.NewProducer(ctx, q.cfg, q.ts)
+	prod, err := natslog.NewProducer(ctx, q.cfg, q.ts)
 	if err != nil {
 		return fmt.Errorf("start audit queue on NATS: %w", err)
 	}
-	var opts []natsqueue.ConsumerOption
+	var opts []natslog.ConsumerOption
 	if q.warm != nil {
-		opts = append(opts, natsqueue.WithWarmer(q.warmMsg))
+		opts = append(opts, natslog.WithWarmer(q.warmMsg))
 	}
 	if q.sinkSync != nil {
-		opts = append(opts, natsqueue.WithCommitter(q.commit))
+		opts = append(opts, natslog.WithCommitter(q.commit))
 	}
 	if q.stored != nil {
-		opts = append(opts, natsqueue.WithStoredCheck(q.storedMsgs))
+		opts = append(opts, natslog.WithStoredCheck(q.storedMsgs))
 	}
-	cons, err := natsqueue.NewConsumer(ctx, q.cfg, q.handle, q.ts, opts...)
+	cons, err := natslog.NewConsumer(ctx, q.cfg, q.handle, q.ts, opts...)
 	if err != nil {
 		prod.Close()
 		return fmt.Errorf("start audit queue on NATS: %w", err)
@@ -263,7 +264,7 @@ func (q *natsQueue) unregisterGauges() {
 
 // Len returns the events accepted and not handled yet that are this replica's: those this
 // process is publishing, plus the messages the stream still holds for the partitions this
-// replica owns or holds (natsqueue.Backlog; every partition until the membership settled, about
+// replica owns or holds (natslog.Backlog; every partition until the membership settled, about
 // PinnedTTL after the start, so that a replica that has not claimed its partitions yet does not
 // read 0), or the events it is handling when that is more. A message leaves the stream only
 // once it was handled and its sinks synced, so with no new batches 0 means caught up.
@@ -286,7 +287,7 @@ func (q *natsQueue) Len() int {
 }
 
 // backlogFunc asks the stream what it holds for this replica.
-type backlogFunc func(context.Context) (natsqueue.Backlog, error)
+type backlogFunc func(context.Context) (natslog.Backlog, error)
 
 // backlogCache holds the stream's last answer for Len.
 type backlogCache struct {
@@ -350,11 +351,11 @@ func (q *natsQueue) Enqueue(ctx context.Context, cluster string, events []*audit
 		q.rejected.Add(ctx, n, q.rejectUnav)
 		return fmt.Errorf("%w: not connected to NATS yet", ErrUnavailable)
 	}
-	msgs := make([]natsqueue.Message, len(events))
+	msgs := make([]natslog.Message, len(events))
 	var nb int64
 	for i, ev := range events {
 		nb += auditv1.EventBytes(ev)
-		msgs[i] = natsqueue.Message{Cluster: cluster, Key: auditv1.PartitionKey(ev), ID: natsMsgID(cluster, ev),
+		msgs[i] = natslog.Message{Cluster: cluster, Key: auditv1.PartitionKey(ev), ID: natsMsgID(cluster, ev),
 			Payload: appendBatch(make([]byte, 0, batchSizeHint(events[i:i+1])), cluster, events[i:i+1])}
 	}
 	q.hold(&q.publishing, n, nb)
@@ -376,10 +377,10 @@ func (q *natsQueue) publishError(ctx context.Context, n int64, err error) error 
 	case errors.Is(err, nats.ErrMaxPayload):
 		q.rejected.Add(ctx, n, q.rejectOther)
 		return fmt.Errorf("%w: %w: an event is larger than NATS's max_payload: %w", ErrFull, ErrBatchTooLarge, err)
-	case errors.Is(err, natsqueue.ErrFull):
+	case errors.Is(err, natslog.ErrFull):
 		q.rejected.Add(ctx, n, q.rejectFull)
 		return fmt.Errorf("%w: %w", ErrFull, err)
-	case errors.Is(err, natsqueue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, natslog.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		q.rejected.Add(ctx, n, q.rejectUnav)
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	default:
@@ -460,7 +461,7 @@ func (q *natsQueue) Health(context.Context) error {
 }
 
 // Held returns the partitions this replica consumed a message of recently (see
-// natsqueue.Consumer.Held); nil before Start.
+// natslog.Consumer.Held); nil before Start.
 func (q *natsQueue) Held() []int {
 	q.mu.RLock()
 	cons := q.cons
@@ -479,7 +480,7 @@ func (q *natsQueue) hold(count *atomic.Int64, n, nb int64) {
 
 // handle is the natsqueue.Handler: it decodes the message and hands its events to the Handler;
 // a nil return accepts the message (acknowledged after commit).
-func (q *natsQueue) handle(ctx context.Context, d natsqueue.Delivery) error {
+func (q *natsQueue) handle(ctx context.Context, d natslog.Delivery) error {
 	cluster, events, err := decodeBatch(d.Payload)
 	if err != nil {
 		q.corrupt.Add(ctx, 1)

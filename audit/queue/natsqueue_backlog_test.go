@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue/internal/natslog"
 	"github.com/kelemetry/kelemetry/internal/natstest"
-	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
 // TestNATSQueueLenCountsTheStreamAfterRestart: a replica accepted events and died before
@@ -87,19 +87,19 @@ func TestNATSQueueLenAsksTheStreamSparingly(t *testing.T) {
 		fail  atomic.Bool
 		held  = 3
 	)
-	fake := backlogFunc(func(ctx context.Context) (natsqueue.Backlog, error) {
+	fake := backlogFunc(func(ctx context.Context) (natslog.Backlog, error) {
 		mu.Lock()
 		calls++
 		n := held
 		mu.Unlock()
 		if block.Load() {
 			<-ctx.Done()
-			return natsqueue.Backlog{}, ctx.Err()
+			return natslog.Backlog{}, ctx.Err()
 		}
 		if fail.Load() {
-			return natsqueue.Backlog{}, errors.New("no responders")
+			return natslog.Backlog{}, errors.New("no responders")
 		}
-		return natsqueue.Backlog{Messages: n}, nil
+		return natslog.Backlog{Messages: n}, nil
 	})
 	q.backlogOf.Store(&fake)
 	callCount := func() int { mu.Lock(); defer mu.Unlock(); return calls }

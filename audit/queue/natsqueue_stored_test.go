@@ -6,6 +6,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/consumer"
 	"github.com/kelemetry/kelemetry/audit/queue"
+	"github.com/kelemetry/kelemetry/audit/queue/internal/natslog"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,7 +15,6 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
-	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
 // spanCheckingSink is a recording sink that tells which spans it holds, as the jaeger store does.
@@ -79,14 +79,14 @@ func TestConsumerStored(t *testing.T) {
 	// Per message, through the NATS queue's check.
 	q, err := queue.New(queue.Config{NATS: queue.NATSTestConfig("nats://127.0.0.1:1")}, queue.Deps{Handle: c.Handle, Stored: c.Stored})
 	require.NoError(t, err)
-	var ds []natsqueue.Delivery
+	var ds []natslog.Delivery
 	var want []bool
 	for i, ev := range events {
 		_, keep, _ := c.Convert("kind", ev)
-		ds = append(ds, natsqueue.Delivery{Sequence: uint64(i + 1), Payload: queue.AppendBatch(nil, "kind", []*auditv1.Event{ev})})
+		ds = append(ds, natslog.Delivery{Sequence: uint64(i + 1), Payload: queue.AppendBatch(nil, "kind", []*auditv1.Event{ev})})
 		want = append(want, keep && i < half)
 	}
-	ds = append(ds, natsqueue.Delivery{Sequence: 9999, Payload: []byte("not a record")})
+	ds = append(ds, natslog.Delivery{Sequence: 9999, Payload: []byte("not a record")})
 	want = append(want, false)
 	got, err := queue.StoredMsgs(ctx, q, ds)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/queue/internal/natslog"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/natsqueue"
 )
@@ -295,7 +296,7 @@ func TestNATSQueuePoisonMessage(t *testing.T) {
 	nc, err := nats.Connect(js.URL())
 	require.NoError(t, err)
 	defer nc.Close()
-	require.NoError(t, nc.Publish(cfg.WithDefaults().Subject("c1", 0), []byte("not an audit record")))
+	require.NoError(t, nc.Publish(natslog.Subject(cfg.WithDefaults(), "c1", 0), []byte("not an audit record")))
 	require.NoError(t, nc.Flush())
 
 	b, ids := natsBatch("after", 4)

@@ -24,6 +24,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/internal/clip"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
+	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -75,7 +76,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxInflightBytes = 2 * c.MaxBodyBytes
 	}
 	if c.MaxFutureSkew == 0 {
-		c.MaxFutureSkew = aggregator.DefaultMaxFutureSkew
+		c.MaxFutureSkew = timecheck.DefaultMaxFutureSkew
 	}
 	if c.RepeatWindow == 0 {
 		c.RepeatWindow = repeats.DefaultWebhookRepeatWindow
@@ -394,7 +395,7 @@ func (w *Webhook) answerRepeats(ctx context.Context, rw http.ResponseWriter, rep
 // itself and reports false.
 func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluster string, events []*auditv1.Event, repeats int) ([]*auditv1.Event, string, bool) {
 	n := len(events)
-	kept, problems := auditv1.FilterEventTimes(events, time.Now(), w.cfg.MaxFutureSkew, func(i int) string {
+	kept, problems := timecheck.FilterEventTimes(events, time.Now(), w.cfg.MaxFutureSkew, func(i int) string {
 		return "items[" + strconv.Itoa(i) + "]."
 	})
 	if len(problems) == 0 {
@@ -403,7 +404,7 @@ func (w *Webhook) checkTimes(ctx context.Context, rw http.ResponseWriter, cluste
 	for _, p := range problems {
 		w.dropped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", p.Reason)))
 	}
-	summary := auditv1.SummarizeProblems(problems)
+	summary := timecheck.SummarizeProblems(problems)
 	if len(kept) == 0 && repeats == 0 {
 		w.reject(ctx, rw, http.StatusBadRequest, rejectBadTimestamp, cluster,
 			fmt.Sprintf("all %d events have bad timestamps: %s", n, summary))

@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func (c *Consumer) replayHistory(ctx context.Context, p int, upTo uint64, log *s
 	if upTo <= 1 {
 		return 0, warmComplete, nil
 	}
-	hs, err := c.js.Stream(ctx, c.cfg.historyStream())
+	hs, err := c.js.Stream(ctx, historyStream(c.cfg))
 	if err != nil {
 		return 0, outcomeOf(err), fmt.Errorf("history stream: %w", err)
 	}
@@ -341,7 +341,7 @@ func (c *Consumer) waitHistory(ctx context.Context, ps *partition) {
 
 // readHistorySeq raises histSeq to the stream sequence of the history's last sourced message.
 func (c *Consumer) readHistorySeq(ctx context.Context) {
-	hs, err := c.js.Stream(ctx, c.cfg.historyStream())
+	hs, err := c.js.Stream(ctx, historyStream(c.cfg))
 	if err != nil {
 		return
 	}
@@ -373,7 +373,7 @@ func (c *Consumer) copyToHistory(ctx context.Context, ps *partition) error {
 		if a.d.Sequence <= held {
 			continue
 		}
-		m := nats.NewMsg(c.cfg.historyCopySubject(a.d.Cluster, ps.p))
+		m := nats.NewMsg(historyCopySubject(c.cfg, a.d.Cluster, ps.p))
 		m.Data = a.d.Payload
 		seq := strconv.FormatUint(a.d.Sequence, 10)
 		m.Header.Set(headerStreamSeq, seq)

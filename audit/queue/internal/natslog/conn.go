@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -38,33 +36,33 @@ func Partition(key string, partitions int) int {
 }
 
 // Subject returns the subject of a message of cluster in partition.
-func (c Config) Subject(cluster string, partition int) string {
+func Subject(c natsqueue.Config, cluster string, partition int) string {
 	return c.SubjectPrefix + "." + cluster + "." + strconv.Itoa(partition)
 }
 
 // deadSubject returns the dead-letter subject of a message of cluster in partition.
-func (c Config) deadSubject(cluster string, partition int) string {
+func deadSubject(c natsqueue.Config, cluster string, partition int) string {
 	return c.SubjectPrefix + ".dead." + cluster + "." + strconv.Itoa(partition)
 }
 
-func (c Config) deadStream() string { return c.Stream + "_DEAD" }
+func deadStream(c natsqueue.Config) string { return c.Stream + "_DEAD" }
 
 // historyStream sources the stream and keeps its messages after their acknowledgement, for
 // warm-ups. Each of its messages carries its sequence in the stream (header Nats-Stream-Source,
 // or headerStreamSeq on the copies a consumer writes while the sourcing lags: historyCopySubject).
-func (c Config) historyStream() string { return c.Stream + "_HISTORY" }
+func historyStream(c natsqueue.Config) string { return c.Stream + "_HISTORY" }
 
 // historyCopySubject is the subject of a message's copy in the history stream, written by the
 // consumer when the history's sourcing lags (a NATS node went away and the source consumer is
 // being set up again, which JetStream retries with a backoff of up to two minutes).
-func (c Config) historyCopySubject(cluster string, partition int) string {
+func historyCopySubject(c natsqueue.Config, cluster string, partition int) string {
 	return c.SubjectPrefix + ".history." + cluster + "." + strconv.Itoa(partition)
 }
 
 // membersBucket is the key-value bucket of live members (elastic or static membership).
-func (c Config) membersBucket() string { return c.Stream + "_MEMBERS" }
+func membersBucket(c natsqueue.Config) string { return c.Stream + "_MEMBERS" }
 
-func (c Config) consumerName(partition int) string {
+func consumerName(c natsqueue.Config, partition int) string {
 	return fmt.Sprintf("%s_p%d", c.Stream, partition)
 }
 
@@ -76,59 +74,8 @@ func validCluster(cluster string) error {
 	return nil
 }
 
-// connect opens a connection with the configured security, timeouts and reconnect backoff.
-// Publishing while disconnected fails at once instead of being buffered, so that a producer
-// learns that NATS is down within its timeout.
-func connect(cfg Conn, log *slog.Logger) (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name(cfg.Name),
-		nats.Timeout(cfg.ConnectTimeout),
-		nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true),
-		nats.ReconnectBufSize(-1),
-		nats.CustomReconnectDelay(func(attempts int) time.Duration {
-			d := cfg.ReconnectWait
-			for i := 1; i < attempts && d < cfg.MaxReconnectWait; i++ {
-				d *= 2
-			}
-			d = min(d, cfg.MaxReconnectWait)
-			return d/2 + rand.N(d/2+1) // math/rand: jitter, not security
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("NATS disconnected", "err", err)
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted())
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Warn("NATS asynchronous error", "err", err)
-		}),
-	}
-	if cfg.TLS.CAFile != "" {
-		opts = append(opts, nats.RootCAs(cfg.TLS.CAFile))
-	}
-	if cfg.TLS.CertFile != "" {
-		opts = append(opts, nats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
-	}
-	if cfg.CredentialsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.CredentialsFile))
-	}
-	if cfg.NKeySeedFile != "" {
-		opt, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("read nkey seed: %w", err)
-		}
-		opts = append(opts, opt)
-	}
-	nc, err := nats.Connect(strings.Join(cfg.URLs, ","), opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS: %w", err)
-	}
-	return nc, nil
-}
-
 // ensureStreams creates or updates the message stream and the dead-letter stream.
-func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg natsqueue.Config) error {
 	maxBytes, maxMsgs := cfg.MaxBytes, cfg.MaxMsgs
 	if maxBytes == 0 {
 		maxBytes = -1
@@ -150,7 +97,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		return fmt.Errorf("create stream %s: %w", cfg.Stream, classify(err))
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.deadStream(),
+		Name:        deadStream(cfg),
 		Description: "Kelemetry audit events that kept failing",
 		Subjects:    []string{cfg.SubjectPrefix + ".dead.*.*"},
 		Retention:   jetstream.LimitsPolicy,
@@ -159,10 +106,10 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		Replicas:    cfg.Replicas,
 		Storage:     jetstream.FileStorage,
 	}); err != nil {
-		return fmt.Errorf("create stream %s: %w", cfg.deadStream(), classify(err))
+		return fmt.Errorf("create stream %s: %w", deadStream(cfg), classify(err))
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.historyStream(),
+		Name:        historyStream(cfg),
 		Description: "Kelemetry audit events kept after their acknowledgement, to rebuild state on takeover",
 		Sources:     []*jetstream.StreamSource{{Name: cfg.Stream}},
 		Subjects:    []string{cfg.SubjectPrefix + ".history.*.*"},
@@ -173,7 +120,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		Replicas:    cfg.Replicas,
 		Storage:     jetstream.FileStorage,
 	}); err != nil {
-		return fmt.Errorf("create stream %s: %w", cfg.historyStream(), classify(err))
+		return fmt.Errorf("create stream %s: %w", historyStream(cfg), classify(err))
 	}
 	return nil
 }
@@ -242,3 +189,6 @@ func isConnErr(err error) bool {
 	var opErr *net.OpError
 	return errors.As(err, &opErr)
 }
+
+// priorityGroup is the pinned-client priority group every partition consumer declares.
+const priorityGroup = "kelemetry"

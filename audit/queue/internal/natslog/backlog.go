@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -48,7 +49,7 @@ func (c *Consumer) Backlog(ctx context.Context) (Backlog, error) {
 	per := make([]int, c.cfg.Partitions)
 	var b Backlog
 	for subject, n := range info.State.Subjects {
-		if p, ok := c.cfg.partitionOf(subject); ok {
+		if p, ok := partitionOf(c.cfg, subject); ok {
 			per[p] += int(n)
 			b.Stream += int(n)
 		}
@@ -92,7 +93,7 @@ func (c *Consumer) streamHandle(ctx context.Context) (jetstream.Stream, error) {
 
 // partitionOf returns the partition of a message subject <prefix>.<cluster>.<partition>; ok is
 // false for another subject.
-func (c Config) partitionOf(subject string) (int, bool) {
+func partitionOf(c natsqueue.Config, subject string) (int, bool) {
 	rest, found := strings.CutPrefix(subject, c.SubjectPrefix+".")
 	if !found {
 		return 0, false

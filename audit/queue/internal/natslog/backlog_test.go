@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func TestPartitionOf(t *testing.T) {
-	cfg := Config{SubjectPrefix: "kelemetry.audit", Partitions: 4}
+	cfg := natsqueue.Config{SubjectPrefix: "kelemetry.audit", Partitions: 4}
 	for _, tc := range []struct {
 		subject string
 		want    int
@@ -28,7 +29,7 @@ func TestPartitionOf(t *testing.T) {
 		{"kelemetry.audit.1", 0, false},
 		{"other.c1.1", 0, false},
 	} {
-		p, ok := cfg.partitionOf(tc.subject)
+		p, ok := partitionOf(cfg, tc.subject)
 		assert.Equal(t, tc.ok, ok, tc.subject)
 		assert.Equal(t, tc.want, p, tc.subject)
 	}

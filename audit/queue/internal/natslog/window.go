@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 // lastN maps the last bound keys added to their values; adding beyond the bound forgets the
 // oldest. It backs a partition's memory of the sequences it committed and of the IDs it

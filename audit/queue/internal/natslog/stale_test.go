@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -28,7 +29,7 @@ const (
 // members disagree (one saw a change the other did not yet), two may pull one partition and the
 // server keeps handing it to the pinned one.
 type membership struct {
-	cfg   Config
+	cfg   natsqueue.Config
 	log   *slog.Logger
 	kv    jetstream.KeyValue
 	key   string
@@ -43,9 +44,9 @@ type membership struct {
 	refreshed time.Time
 }
 
-func newMembership(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*membership, error) {
+func newMembership(ctx context.Context, js jetstream.JetStream, cfg natsqueue.Config, log *slog.Logger) (*membership, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      cfg.membersBucket(),
+		Bucket:      membersBucket(cfg),
 		Description: "Live Kelemetry audit queue members; an entry expires unless renewed",
 		History:     1,
 		TTL:         cfg.PinnedTTL,
@@ -53,7 +54,7 @@ func newMembership(ctx context.Context, js jetstream.JetStream, cfg Config, log 
 		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create members bucket %s: %w", cfg.membersBucket(), classify(err))
+		return nil, fmt.Errorf("create members bucket %s: %w", membersBucket(cfg), classify(err))
 	}
 	m := &membership{
 		cfg:      cfg,

@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -76,7 +77,7 @@ func (l *ackLog) parts(member string) []int {
 
 // drained reports whether the stream holds no message any more (a work queue deletes a
 // message once it is acknowledged) and every one of n IDs was handled.
-func (l *ackLog) drained(ctx context.Context, t *testing.T, cfg Config, n int) bool {
+func (l *ackLog) drained(ctx context.Context, t *testing.T, cfg natsqueue.Config, n int) bool {
 	l.mu.Lock()
 	handled := len(l.handledIDs)
 	l.mu.Unlock()
@@ -131,7 +132,7 @@ func (l *ackLog) check(t *testing.T, msgs []Message, ordered bool) {
 	}
 }
 
-func newMember(t *testing.T, cfg Config, log *ackLog, name string) *Consumer {
+func newMember(t *testing.T, cfg natsqueue.Config, log *ackLog, name string) *Consumer {
 	t.Helper()
 	c, err := NewConsumer(testCtx(t, 30*time.Second), cfg, log.handler(name), telemetry.Settings{})
 	require.NoError(t, err)

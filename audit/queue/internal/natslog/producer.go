@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -37,7 +38,7 @@ type Message struct {
 
 // Producer publishes messages to the stream. It is safe for concurrent use.
 type Producer struct {
-	cfg    Config
+	cfg    natsqueue.Config
 	log    *slog.Logger
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -49,7 +50,7 @@ type Producer struct {
 
 // NewProducer connects to NATS and creates or updates the streams. It fails when NATS cannot be
 // reached within ctx or the configuration is invalid.
-func NewProducer(ctx context.Context, cfg Config, set telemetry.Settings) (*Producer, error) {
+func NewProducer(ctx context.Context, cfg natsqueue.Config, set telemetry.Settings) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("natsqueue config: %w", err)
 	}
@@ -65,7 +66,7 @@ func NewProducer(ctx context.Context, cfg Config, set telemetry.Settings) (*Prod
 	if err := m.Err(); err != nil {
 		return nil, err
 	}
-	nc, err := connect(cfg.Conn(), log)
+	nc, err := natsqueue.Dial(cfg.Conn(), log)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func (p *Producer) Publish(ctx context.Context, msgs []Message) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	var first error
 	for _, m := range msgs {
-		nm := nats.NewMsg(p.cfg.Subject(m.Cluster, Partition(m.Key, p.cfg.Partitions)))
+		nm := nats.NewMsg(Subject(p.cfg, m.Cluster, Partition(m.Key, p.cfg.Partitions)))
 		nm.Data = m.Payload
 		opts := []jetstream.PublishOpt{jetstream.WithExpectStream(p.cfg.Stream)}
 		if m.ID != "" {

@@ -1,4 +1,4 @@
-package auditv1
+package timecheck
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/audit/auditv1"
 )
 
 // maxFutureSkewSetting names the configuration key of the skew in messages.
@@ -16,21 +16,21 @@ const maxFutureSkewSetting = "audit.maxFutureSkew"
 // maxTimeProblems bounds the problems named in one answer or log line.
 const maxTimeProblems = 5
 
-// timeProblem is an event dropped for one of its timestamps.
+// TimeProblem is an event dropped for one of its timestamps.
 type TimeProblem struct {
-	// reason is aggregator.TimeReasonUnrepresentable or aggregator.TimeReasonFuture.
+	// reason is TimeReasonUnrepresentable or TimeReasonFuture.
 	Reason string
 	// msg names the item and the field, such as "items[3].stageTimestamp: 1600-01-01T00:00:00Z
 	// is outside the representable range (years 1678 to 2261)".
 	Message string
-	// err is "<field>: <problem>", wrapping the *aggregator.TimeError.
+	// err is "<field>: <problem>", wrapping the *TimeError.
 	Err error
 }
 
-// checkEventTime reports the first timestamp of ev that aggregator.CheckTime refuses, as
+// CheckEventTime reports the first timestamp of ev that CheckTime refuses, as
 // "<field>: <problem>". A zero timestamp counts as absent (the consumer handles events without
 // any).
-func CheckEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (TimeProblem, bool) {
+func CheckEventTime(ev *auditv1.Event, now time.Time, maxFutureSkew time.Duration) (TimeProblem, bool) {
 	for _, f := range [...]struct {
 		name string
 		t    time.Time
@@ -38,9 +38,9 @@ func CheckEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (Time
 		if f.t.IsZero() {
 			continue
 		}
-		if err := aggregator.CheckTime(f.t, now, maxFutureSkew); err != nil {
-			reason := aggregator.TimeReasonUnrepresentable
-			var te *aggregator.TimeError
+		if err := CheckTime(f.t, now, maxFutureSkew); err != nil {
+			reason := TimeReasonUnrepresentable
+			var te *TimeError
 			if errors.As(err, &te) {
 				reason, err = te.Reason(), te.WithSetting(maxFutureSkewSetting)
 			}
@@ -53,19 +53,19 @@ func CheckEventTime(ev *Event, now time.Time, maxFutureSkew time.Duration) (Time
 
 // noTimeProblem is the problem of an event whose timestamps are both the zero time: absent, null
 // or 0001-01-01T00:00:00Z (which decode alike). Such an event cannot be placed in time, so the
-// receivers drop it up front, as aggregator.CheckTime refuses the zero time, rather than answer
+// receivers drop it up front, as CheckTime refuses the zero time, rather than answer
 // "accepted" and have the consumer drop it later.
 func noTimeProblem() TimeProblem {
-	err := aggregator.CheckTime(time.Time{}, time.Time{}, -1)
+	err := CheckTime(time.Time{}, time.Time{}, -1)
 	err = fmt.Errorf("stageTimestamp: %w, as is requestReceivedTimestamp (absent, null or zero)", err)
-	return TimeProblem{Reason: aggregator.TimeReasonUnrepresentable, Message: err.Error(), Err: err}
+	return TimeProblem{Reason: TimeReasonUnrepresentable, Message: err.Error(), Err: err}
 }
 
-// filterEventTimes keeps the events whose timestamps pass checkEventTime, in order, and returns
+// FilterEventTimes keeps the events whose timestamps pass CheckEventTime, in order, and returns
 // the problems of the others; prefix(i) names item i in messages (e.g. "items[3]."). An event with
 // no timestamp at all (both zero: absent, null or 0001-01-01T00:00:00Z) is dropped too
 // (noTimeProblem). events is filtered in place.
-func FilterEventTimes(events []*Event, now time.Time, maxFutureSkew time.Duration, prefix func(i int) string) ([]*Event, []TimeProblem) {
+func FilterEventTimes(events []*auditv1.Event, now time.Time, maxFutureSkew time.Duration, prefix func(i int) string) ([]*auditv1.Event, []TimeProblem) {
 	var problems []TimeProblem
 	kept := events[:0]
 	for i, ev := range events {

@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -84,7 +85,7 @@ const (
 // Consumer processes the stream's partitions. Every replica runs one; each partition is
 // processed by one of them at a time (the one the server pinned), the others stand by for it.
 type Consumer struct {
-	cfg Config
+	cfg natsqueue.Config
 	log *slog.Logger
 	h   handler
 	nc  *nats.Conn
@@ -141,7 +142,7 @@ type Consumer struct {
 
 // NewConsumer connects to NATS and creates or updates the streams and one durable consumer per
 // partition (filter <prefix>.*.<partition>, explicit ack, pinned-client priority group).
-func NewConsumer(ctx context.Context, cfg Config, h handler, set telemetry.Settings, opts ...ConsumerOption) (*Consumer, error) {
+func NewConsumer(ctx context.Context, cfg natsqueue.Config, h handler, set telemetry.Settings, opts ...ConsumerOption) (*Consumer, error) {
 	if h == nil {
 		return nil, errors.New("natsqueue: nil handler")
 	}
@@ -187,7 +188,7 @@ func NewConsumer(ctx context.Context, cfg Config, h handler, set telemetry.Setti
 		_ = c.heldGauge.Unregister()
 		return nil, err
 	}
-	nc, err := connect(cfg.Conn(), log)
+	nc, err := natsqueue.Dial(cfg.Conn(), log)
 	if err != nil {
 		_ = c.heldGauge.Unregister()
 		return nil, err
@@ -223,7 +224,7 @@ func (c *Consumer) ensureConsumers(ctx context.Context) error {
 	}
 	for p := range c.cfg.Partitions {
 		if _, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream, jetstream.ConsumerConfig{
-			Durable:        c.cfg.consumerName(p),
+			Durable:        consumerName(c.cfg, p),
 			Description:    "Kelemetry audit partition " + strconv.Itoa(p),
 			FilterSubject:  c.cfg.SubjectPrefix + ".*." + strconv.Itoa(p),
 			AckPolicy:      jetstream.AckExplicitPolicy,
@@ -315,7 +316,7 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		c.ms.leave(ctx)
 		if s, serr := c.js.Stream(ctx, c.cfg.Stream); serr == nil {
 			for _, p := range held {
-				_ = s.UnpinConsumer(ctx, c.cfg.consumerName(p), priorityGroup)
+				_ = s.UnpinConsumer(ctx, consumerName(c.cfg, p), priorityGroup)
 			}
 		}
 	}
@@ -471,7 +472,7 @@ func (c *Consumer) runPartition(ctx, pull context.Context, p int) {
 		if !ok {
 			return
 		}
-		cons, err := c.js.Consumer(pctx, c.cfg.Stream, c.cfg.consumerName(p))
+		cons, err := c.js.Consumer(pctx, c.cfg.Stream, consumerName(c.cfg, p))
 		var it jetstream.MessagesContext
 		if err == nil {
 			it, err = cons.Messages(c.pullOpts()...)
@@ -505,7 +506,7 @@ func (c *Consumer) release(ctx context.Context, p int, tk *takeover, log *slog.L
 	c.lastMsg[p].Store(0)
 	s, err := c.js.Stream(ctx, c.cfg.Stream)
 	if err == nil {
-		err = s.UnpinConsumer(ctx, c.cfg.consumerName(p), priorityGroup)
+		err = s.UnpinConsumer(ctx, consumerName(c.cfg, p), priorityGroup)
 	}
 	if err != nil && ctx.Err() == nil {
 		log.Debug("unpin released partition", "err", err)
@@ -914,7 +915,7 @@ func (c *Consumer) giveBack(ps *partition) {
 // deadLetter moves msg to the dead-letter stream and acknowledges it; when that fails the
 // message goes back to the server for a later attempt.
 func (c *Consumer) deadLetter(ctx context.Context, ps *partition, msg jetstream.Msg, d Delivery, cause error) {
-	dm := nats.NewMsg(c.cfg.deadSubject(d.Cluster, ps.p))
+	dm := nats.NewMsg(deadSubject(c.cfg, d.Cluster, ps.p))
 	dm.Data = msg.Data()
 	reason := cause.Error()
 	if len(reason) > 512 {

@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,21 +25,21 @@ import (
 // policy, acknowledging a batch with one ack of its last message, is not available: the audit
 // stream is a work queue, and JetStream requires explicit acks on work queues.)
 
-func (c Config) committedBucket() string { return c.Stream + "_COMMITTED" }
+func committedBucket(c natsqueue.Config) string { return c.Stream + "_COMMITTED" }
 
 // markKey is the commit marker's key of partition p.
 func markKey(p int) string { return "p" + strconv.Itoa(p) }
 
-func ensureMarks(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
+func ensureMarks(ctx context.Context, js jetstream.JetStream, cfg natsqueue.Config) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      cfg.committedBucket(),
+		Bucket:      committedBucket(cfg),
 		Description: "Per audit partition: the stream sequences of the last batch committed (sinks synced) before its acks",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create commit marker bucket %s: %w", cfg.committedBucket(), classify(err))
+		return nil, fmt.Errorf("create commit marker bucket %s: %w", committedBucket(cfg), classify(err))
 	}
 	return kv, nil
 }

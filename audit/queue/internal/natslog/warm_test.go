@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -92,7 +93,7 @@ func testTakeoverKeepsDiffsContinuous(t *testing.T, stalled bool) {
 	js := jetStreamOf(t, cfg)
 	dcfg := cfg.WithDefaults()
 	if stalled {
-		hs, err := js.Stream(ctx, dcfg.historyStream())
+		hs, err := js.Stream(ctx, historyStream(dcfg))
 		require.NoError(t, err)
 		hcfg := hs.CachedInfo().Config
 		hcfg.Sources = nil
@@ -143,7 +144,7 @@ func testTakeoverKeepsDiffsContinuous(t *testing.T, stalled bool) {
 	}
 	assert.NotZero(t, tookOver, "b took over objects a had handled")
 	assert.NotZero(t, fb.warmed, "b warmed up from the history")
-	hs, err := js.Stream(ctx, dcfg.historyStream())
+	hs, err := js.Stream(ctx, historyStream(dcfg))
 	require.NoError(t, err)
 	info, err := hs.Info(ctx, jetstream.WithSubjectFilter(dcfg.SubjectPrefix+".history.>"))
 	require.NoError(t, err)
@@ -287,7 +288,7 @@ func TestStaticMemberGetsPartitionsBack(t *testing.T) {
 }
 
 // jetStreamOf connects to cfg's servers for the test's own look at the streams.
-func jetStreamOf(t *testing.T, cfg Config) jetstream.JetStream {
+func jetStreamOf(t *testing.T, cfg natsqueue.Config) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(strings.Join(cfg.URLs, ","))
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -204,7 +205,7 @@ func TestStoredRedeliveryNotHandledAgain(t *testing.T) {
 
 // runUntilDrained starts the member b taking a partition over (err: NewConsumer's) and waits
 // until done reports every message handled and the stream is drained.
-func runUntilDrained(ctx context.Context, t *testing.T, cfg Config, b *Consumer, err error, done func() bool) {
+func runUntilDrained(ctx context.Context, t *testing.T, cfg natsqueue.Config, b *Consumer, err error, done func() bool) {
 	t.Helper()
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx))
@@ -216,14 +217,14 @@ func runUntilDrained(ctx context.Context, t *testing.T, cfg Config, b *Consumer,
 
 // publishedPartition starts a JetStream server with a one-partition stream holding 20 messages
 // of one key, and returns the configuration, the test's context and the messages.
-func publishedPartition(t *testing.T) (Config, context.Context, []Message) {
+func publishedPartition(t *testing.T) (natsqueue.Config, context.Context, []Message) {
 	t.Helper()
 	_, _, cfg, ctx, msgs := publishedPartitionOn(t)
 	return cfg, ctx, msgs
 }
 
 // publishedPartitionOn is publishedPartition that also returns the server and the producer.
-func publishedPartitionOn(t *testing.T) (*natstest.Node, *Producer, Config, context.Context, []Message) {
+func publishedPartitionOn(t *testing.T) (*natstest.Node, *Producer, natsqueue.Config, context.Context, []Message) {
 	t.Helper()
 	n := natstest.StartJetStream(t)
 	cfg := testConfig(n.URL())

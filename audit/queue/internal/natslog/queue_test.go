@@ -1,4 +1,4 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -76,7 +77,7 @@ func batch(keys, perKey, from int) []Message {
 	return msgs
 }
 
-func startConsumer(t *testing.T, cfg Config, h handler) *Consumer {
+func startConsumer(t *testing.T, cfg natsqueue.Config, h handler) *Consumer {
 	t.Helper()
 	c, err := NewConsumer(testCtx(t, 10*time.Second), cfg, h, telemetry.Settings{})
 	require.NoError(t, err)
@@ -85,7 +86,7 @@ func startConsumer(t *testing.T, cfg Config, h handler) *Consumer {
 	return c
 }
 
-func newProducer(t *testing.T, cfg Config) *Producer {
+func newProducer(t *testing.T, cfg natsqueue.Config) *Producer {
 	t.Helper()
 	p, err := NewProducer(testCtx(t, 10*time.Second), cfg, telemetry.Settings{})
 	require.NoError(t, err)
@@ -103,40 +104,6 @@ func TestPartitionStable(t *testing.T) {
 		seen[p] = true
 	}
 	assert.Greater(t, len(seen), 10, "keys spread over partitions")
-}
-
-func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  Config
-		want string
-	}{
-		{"ok", Config{URLs: []string{"nats://x"}}, ""},
-		{"no urls", Config{}, "urls"},
-		{"bad stream", Config{URLs: []string{"n"}, Stream: "a.b"}, "stream"},
-		{"bad prefix", Config{URLs: []string{"n"}, SubjectPrefix: "a..b"}, "subjectPrefix"},
-		{"replicas", Config{URLs: []string{"n"}, Replicas: 2}, "replicas"},
-		{"half cert", Config{URLs: []string{"n"}, TLS: tlsConfig{CertFile: "x"}}, "certFile and keyFile"},
-		{"both creds", Config{URLs: []string{"n"}, CredentialsFile: "a", NKeySeedFile: "b"}, "exclusive"},
-		{"pinned ttl", Config{URLs: []string{"n"}, PinnedTTL: time.Second}, "pinnedTTL"},
-		{"member", Config{URLs: []string{"n"}, Members: 2, Member: 2}, "member"},
-		{"missing file", Config{URLs: []string{"n"}, CredentialsFile: "/nonexistent"}, "credentialsFile"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.want == "" {
-				assert.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
-		})
-	}
-	d := Config{}.WithDefaults()
-	assert.Equal(t, defaultStream, d.Stream)
-	assert.Equal(t, defaultSubjectPrefix, d.SubjectPrefix)
-	assert.Equal(t, 16, d.Partitions)
 }
 
 func TestRoundTripOrderPerKey(t *testing.T) {
@@ -242,9 +209,9 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	dead, err := js.Stream(ctx, cfg.WithDefaults().deadStream())
+	dead, err := js.Stream(ctx, deadStream(cfg.WithDefaults()))
 	require.NoError(t, err)
-	m, err := dead.GetLastMsgForSubject(ctx, cfg.WithDefaults().deadSubject("c1", 0))
+	m, err := dead.GetLastMsgForSubject(ctx, deadSubject(cfg.WithDefaults(), "c1", 0))
 	require.NoError(t, err)
 	assert.Equal(t, "apps/deployments/default/d0#1", string(m.Data))
 	assert.Equal(t, "natsqueue: handler panicked: poison", m.Header.Get(headerError))

@@ -1,14 +1,16 @@
-package natsqueue
+package natslog
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
 // testConfig is a small, fast configuration for tests.
-func testConfig(urls ...string) Config {
-	return Config{
+func testConfig(urls ...string) natsqueue.Config {
+	return natsqueue.Config{
 		URLs:            urls,
 		Partitions:      4,
 		AckWait:         2 * time.Second,
