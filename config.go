@@ -79,7 +79,7 @@ type Config struct {
 	// Clusters names further clusters (or all of them) and how to reach them. Link rules and
 	// parent-link annotations resolve targets in any of them; the audit webhook path
 	// /audit/{cluster} names the cluster of a batch.
-	Clusters []ClusterConfig `yaml:"clusters"`
+	Clusters []kube.ClusterConfig `yaml:"clusters"`
 	// Window is the length of one trace's time window, aligned to the Unix epoch (default 30m):
 	// one value for every part (see aggregator.Window).
 	Window time.Duration `yaml:"window"`
@@ -139,21 +139,6 @@ type Config struct {
 	MemoryLimit string `yaml:"memoryLimit"`
 }
 
-// ClusterConfig names one Kubernetes cluster and how to reach it.
-type ClusterConfig = kube.ClusterConfig
-
-// TLSConfig serves a listener over TLS (see httpserver.TLSConfig).
-type TLSConfig = httpserver.TLSConfig
-
-// auditAuthConfig authenticates the audit webhook's senders (see httpserver.AuditAuthConfig).
-type auditAuthConfig = httpserver.AuditAuthConfig
-
-// APIAuthConfig authenticates the API's users (see httpserver.APIAuthConfig).
-type APIAuthConfig = httpserver.APIAuthConfig
-
-// ProxyAuthConfig trusts an authenticating proxy (see httpserver.ProxyAuthConfig).
-type ProxyAuthConfig = httpserver.ProxyAuthConfig
-
 // Defaults for Config.
 const (
 	DefaultAuditAddr = httpserver.DefaultAuditAddr
@@ -176,7 +161,7 @@ func (c Config) kube() kube.Config {
 }
 
 // KubeClusters returns every configured cluster with defaults applied (see Kube).
-func (c Config) KubeClusters() []ClusterConfig {
+func (c Config) KubeClusters() []kube.ClusterConfig {
 	return c.kube().WithDefaults().Clusters
 }
 

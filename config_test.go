@@ -29,12 +29,12 @@ import (
 
 func TestKubeClustersConfig(t *testing.T) {
 	kc := kubetest.WriteKubeconfig(t)
-	c := Config{Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b", QPS: 7, Burst: 9}}}
+	c := Config{Cluster: "main", Kubeconfig: kc, Clusters: []kube.ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b", QPS: 7, Burst: 9}}}
 	require.NoError(t, c.Validate())
 	got := c.KubeClusters()
 	require.Len(t, got, 2)
-	assert.Equal(t, ClusterConfig{Name: "main", Kubeconfig: kc, QPS: DefaultKubeQPS, Burst: DefaultKubeBurst}, got[0])
-	assert.Equal(t, ClusterConfig{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b", QPS: 7, Burst: 9}, got[1])
+	assert.Equal(t, kube.ClusterConfig{Name: "main", Kubeconfig: kc, QPS: DefaultKubeQPS, Burst: DefaultKubeBurst}, got[0])
+	assert.Equal(t, kube.ClusterConfig{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b", QPS: 7, Burst: 9}, got[1])
 	assert.True(t, c.HasCluster("mgmt"))
 	assert.False(t, c.HasCluster("other"))
 
@@ -48,7 +48,7 @@ func TestModuleProvidesClusters(t *testing.T) {
 	kc := kubetest.WriteKubeconfig(t)
 	var clusters kube.Clusters
 	app := fxtest.New(t, fx.NopLogger, kube.Module,
-		fx.Supply(Config{Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b"}}}.kube()),
+		fx.Supply(Config{Cluster: "main", Kubeconfig: kc, Clusters: []kube.ClusterConfig{{Name: "mgmt", Kubeconfig: kc, Context: "ctx-b"}}}.kube()),
 		fx.Populate(&clusters))
 	app.RequireStart()
 	app.RequireStop()
@@ -61,17 +61,17 @@ func TestModuleProvidesClusters(t *testing.T) {
 func TestKubeClustersValidate(t *testing.T) {
 	kc := kubetest.WriteKubeconfig(t)
 	for name, c := range map[string]Config{
-		"no kubeconfig":            {Clusters: []ClusterConfig{{Name: "a"}}},
-		"twice":                    {Cluster: "a", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc}}},
-		"slash in name":            {Clusters: []ClusterConfig{{Name: "a/b", Kubeconfig: kc}}},
+		"no kubeconfig":            {Clusters: []kube.ClusterConfig{{Name: "a"}}},
+		"twice":                    {Cluster: "a", Kubeconfig: kc, Clusters: []kube.ClusterConfig{{Name: "a", Kubeconfig: kc}}},
+		"slash in name":            {Clusters: []kube.ClusterConfig{{Name: "a/b", Kubeconfig: kc}}},
 		"uppercase cluster":        {Cluster: "Prod"},
-		"negative qps":             {Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc, QPS: -1}}},
-		"event watch elsewhere":    {Cluster: "main", Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc}}, Event: eventWatch()},
+		"negative qps":             {Clusters: []kube.ClusterConfig{{Name: "a", Kubeconfig: kc, QPS: -1}}},
+		"event watch elsewhere":    {Cluster: "main", Clusters: []kube.ClusterConfig{{Name: "a", Kubeconfig: kc}}, Event: eventWatch()},
 		"informer unknown cluster": {Cluster: "a", Kubeconfig: kc, InformerDiff: informerOn("b")},
 	} {
 		assert.Error(t, c.Validate(), name)
 	}
-	ok := Config{Cluster: "a", Clusters: []ClusterConfig{{Name: "a", Kubeconfig: kc}, {Name: "b", Kubeconfig: kc}}, Event: eventWatch(), InformerDiff: informerOn("b")}
+	ok := Config{Cluster: "a", Clusters: []kube.ClusterConfig{{Name: "a", Kubeconfig: kc}, {Name: "b", Kubeconfig: kc}}, Event: eventWatch(), InformerDiff: informerOn("b")}
 	assert.NoError(t, ok.Validate())
 }
 
@@ -89,11 +89,11 @@ func TestClusterNameRule(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			for what, c := range map[string]Config{
 				"cluster":            {Cluster: tc.Name},
-				"clusters[].name":    {Clusters: []ClusterConfig{{Name: tc.Name, Kubeconfig: kc}}},
+				"clusters[].name":    {Clusters: []kube.ClusterConfig{{Name: tc.Name, Kubeconfig: kc}}},
 				"audit.cluster":      {Audit: audit.Config{Cluster: tc.Name}},
 				"event.cluster":      {Event: event.Config{Cluster: tc.Name}},
 				"linkRules.cluster":  {LinkRules: linkrule.Config{Cluster: tc.Name}},
-				"event.watchCluster": {Cluster: "main", Kubeconfig: kc, Clusters: []ClusterConfig{{Name: tc.Name, Kubeconfig: kc}}, Event: event.Config{Watch: true, WatchClusters: []string{tc.Name}}},
+				"event.watchCluster": {Cluster: "main", Kubeconfig: kc, Clusters: []kube.ClusterConfig{{Name: tc.Name, Kubeconfig: kc}}, Event: event.Config{Watch: true, WatchClusters: []string{tc.Name}}},
 			} {
 				err := c.Validate()
 				assert.Equal(t, tc.Valid, err == nil, "%s: %v", what, err)

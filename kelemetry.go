@@ -16,41 +16,6 @@
 //	fx.New(
 //		kelemetry.Module,
 //		fx.Supply(cfg), // a kelemetry.Config
-//		fx.Provide(kelemetry.AsLinker(NewMyLinker)),
+//		fx.Provide(aggregator.AsLinker(NewMyLinker)),
 //	).Run()
-//
-// The aliases below name the extension points (Linker, Decorator, Sink, ...) and their
-// registration helpers without importing the aggregator package.
 package kelemetry
-
-import (
-	"github.com/kelemetry/kelemetry/aggregator"
-)
-
-// Extension points, re-exported from package aggregator.
-type (
-	// Aggregator places events in object traces.
-	Aggregator = aggregator.Aggregator
-	// Linker finds related objects.
-	Linker = aggregator.Linker
-	// Decorator changes spans before export.
-	Decorator = aggregator.Decorator
-	// Sink receives finished spans.
-	Sink = aggregator.Sink
-	// Event is what a source sends.
-	Event = aggregator.Event
-	// Span is what sinks receive.
-	Span = aggregator.Span
-)
-
-// Registration helpers and function adapters, re-exported from package aggregator.
-var (
-	AsLinker     = aggregator.AsLinker
-	AsDecorator  = aggregator.AsDecorator
-	AsSink       = aggregator.AsSink
-	NewLinker    = aggregator.NewLinker
-	NewDecorator = aggregator.NewDecorator
-)
-
-// SinkFunc is a function that is a Sink (aggregator.SinkFunc).
-type SinkFunc = aggregator.SinkFunc

@@ -76,14 +76,14 @@ func storageAPIFindDemo(t *testing.T, addr string) int {
 }
 
 func TestRemoteStorageTakesAPISecurity(t *testing.T) {
-	cfg := kelemetry.Config{RemoteStorageAddr: ":17271", HTTPTLS: kelemetry.TLSConfig{CertFile: "c", KeyFile: "k"},
-		HTTPAuth: kelemetry.APIAuthConfig{TokenFiles: []string{"t"}}}
+	cfg := kelemetry.Config{RemoteStorageAddr: ":17271", HTTPTLS: httpserver.TLSConfig{CertFile: "c", KeyFile: "k"},
+		HTTPAuth: httpserver.APIAuthConfig{TokenFiles: []string{"t"}}}
 	rs := cfg.RemoteStorage()
 	assert.Equal(t, ":17271", rs.Addr)
 	assert.Equal(t, cfg.HTTPTLS, rs.TLS)
 	assert.Equal(t, []string{"t"}, rs.TokenFiles)
 
-	proxyOnly := kelemetry.Config{RemoteStorageAddr: ":17271", HTTPAuth: kelemetry.APIAuthConfig{Proxy: kelemetry.ProxyAuthConfig{ClientCAFile: "ca"}}}
+	proxyOnly := kelemetry.Config{RemoteStorageAddr: ":17271", HTTPAuth: httpserver.APIAuthConfig{Proxy: httpserver.ProxyAuthConfig{ClientCAFile: "ca"}}}
 	assert.ErrorContains(t, proxyOnly.Validate(), "remoteStorageAddr")
 	assert.ErrorContains(t, kelemetry.Config{RemoteStorageAddr: "nohostport"}.Validate(), "storageapi")
 }

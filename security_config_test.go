@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/httpservertest"
 )
 
@@ -85,8 +86,8 @@ func TestConfigSecurityFanOut(t *testing.T) {
 	dir := t.TempDir()
 	f, err := httpservertest.WriteFiles(dir, "ca", "client")
 	require.NoError(t, err)
-	c := Config{AuditTLS: TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey}, AuditAuth: auditAuthConfig{ClientCAFile: f.CA},
-		HTTPTLS: TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey}, HTTPAuth: APIAuthConfig{Proxy: ProxyAuthConfig{ClientCAFile: f.CA}}}
+	c := Config{AuditTLS: httpserver.TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey}, AuditAuth: httpserver.AuditAuthConfig{ClientCAFile: f.CA},
+		HTTPTLS: httpserver.TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey}, HTTPAuth: httpserver.APIAuthConfig{Proxy: httpserver.ProxyAuthConfig{ClientCAFile: f.CA}}}
 	require.NoError(t, c.Validate())
 	h := c.http()
 	assert.Equal(t, "127.0.0.1:8080", h.AuditAddr)
@@ -95,6 +96,6 @@ func TestConfigSecurityFanOut(t *testing.T) {
 	assert.Equal(t, f.ServerCert, h.APITLS.CertFile)
 	assert.Equal(t, f.CA, h.APIAuth.Proxy.ClientCAFile)
 
-	c.AuditTLS = TLSConfig{}
+	c.AuditTLS = httpserver.TLSConfig{}
 	assert.ErrorContains(t, c.Validate(), "auditAuth: clientCAFile needs TLS")
 }

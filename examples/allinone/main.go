@@ -43,6 +43,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/kelemetry/kelemetry/kelemetrix"
+	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -282,7 +283,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build fu
 			if !ok || name == "" || path == "" {
 				return kelemetry.Config{}, 0, fmt.Errorf("--cluster-kubeconfig %q: want NAME=KUBECONFIG", kv)
 			}
-			cfg.Clusters = append(cfg.Clusters, kelemetry.ClusterConfig{Name: name, Kubeconfig: path})
+			cfg.Clusters = append(cfg.Clusters, kube.ClusterConfig{Name: name, Kubeconfig: path})
 		}
 		for i := range cfg.Clusters {
 			if set["kube-qps"] {
@@ -294,7 +295,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build fu
 		}
 		if cfg.Kubeconfig != "" && (set["kube-qps"] || set["kube-burst"]) {
 			// The primary cluster's kubeconfig becomes an entry of Clusters so that it takes limits.
-			cfg.Clusters = append([]kelemetry.ClusterConfig{{Name: cfg.WithDefaults().Cluster, Kubeconfig: cfg.Kubeconfig,
+			cfg.Clusters = append([]kube.ClusterConfig{{Name: cfg.WithDefaults().Cluster, Kubeconfig: cfg.Kubeconfig,
 				QPS: float32(*kubeQPS), Burst: *kubeBurst}}, cfg.Clusters...)
 			cfg.Kubeconfig = ""
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/kube"
 )
 
 var rolloutLog = filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl")
@@ -204,8 +205,8 @@ func TestParseClusterFlags(t *testing.T) {
 	require.NoError(t, err)
 	got := cfg.KubeClusters()
 	require.Len(t, got, 2)
-	assert.Equal(t, kelemetry.ClusterConfig{Name: "wl", Kubeconfig: kc, QPS: 20, Burst: 40}, got[0])
-	assert.Equal(t, kelemetry.ClusterConfig{Name: "mgmt", Kubeconfig: kc, QPS: 20, Burst: 40}, got[1])
+	assert.Equal(t, kube.ClusterConfig{Name: "wl", Kubeconfig: kc, QPS: 20, Burst: 40}, got[0])
+	assert.Equal(t, kube.ClusterConfig{Name: "mgmt", Kubeconfig: kc, QPS: 20, Burst: 40}, got[1])
 	assert.True(t, cfg.Event.Watch, "the cluster named --cluster has a kubeconfig")
 	assert.Equal(t, []string{"mgmt"}, cfg.Event.WatchClusters, "every cluster's Events")
 	assert.True(t, cfg.InformerDiff.Enabled)
@@ -219,7 +220,7 @@ func TestParseClusterFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, cfg.Event.Watch)
 	assert.True(t, cfg.InformerDiff.Enabled)
-	assert.Equal(t, []kelemetry.ClusterConfig{{Name: "mgmt", Kubeconfig: kc, QPS: kelemetry.DefaultKubeQPS, Burst: kelemetry.DefaultKubeBurst}}, cfg.KubeClusters())
+	assert.Equal(t, []kube.ClusterConfig{{Name: "mgmt", Kubeconfig: kc, QPS: kelemetry.DefaultKubeQPS, Burst: kelemetry.DefaultKubeBurst}}, cfg.KubeClusters())
 
 	for _, bad := range [][]string{{"--cluster-kubeconfig", "mgmt"}, {"--cluster-kubeconfig", "=x"}, {"--cluster-kubeconfig", "a=" + kc, "--cluster-kubeconfig", "a=" + kc}} {
 		_, _, err = parseFlags(bad, io.Discard)
