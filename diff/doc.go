@@ -1,31 +1,12 @@
-// Package diff compares two versions of a Kubernetes object (JSON) and reports what changed, as
-// readable lines ("spec.template.spec.containers[name=app].image alpine:3.16 -> alpine:3.17") and
-// as machine-readable Changes.
-//
-// The comparison works on raw JSON: equal subtrees are recognised by their bytes and never
-// decoded, so the cost is about one scan of each input plus the work on what differs. Lists are
-// matched by merge key (name, containerPort, type, uid, ... as strategic merge patch does) before
-// falling back to a longest-common-subsequence alignment, numbers compare by value, and
-// bookkeeping fields (metadata.managedFields, resourceVersion, generation) are ignored by default.
-// Secrets' data, stringData and kubectl.kubernetes.io/last-applied-configuration annotation (which
-// holds the data of an applied Secret), and any field matched by a redaction rule, are replaced by a keyed
-// hash marker in every output (changes, snapshots, stored versions).
-//
-// Differ compares and snapshots with fixed Options (ignored fields, merge keys, redaction rules).
-// A Layout records where a document's larger objects and arrays open and close, so that a
-// comparison finds them without scanning again; the audit decoder records it while it checks a
-// response body and hands it over with the Write.
-//
-// Stream keeps the previous version of each object seen in the audit stream (an LRU bounded by
-// objects and bytes) and turns each write into diff or snapshot logs for the aggregator: field
-// diffs for updates and patches, the replica change of a scale write, the node of a binding,
-// creation and deletion snapshots, and a "diff unavailable" note when no previous version is
-// known. It never waits. Stream.Warm records versions without emitting anything, so that a
-// replica taking over a NATS queue partition diffs each object's next write against its
-// previous version.
+// Package diff holds the settings of Kelemetry's object diffs: Options (ignored fields, list
+// merge keys, redaction rules) and StreamConfig (the audit-stream diff's bounds: objects and bytes
+// kept, changes per write, value and snapshot sizes), and the span attribute keys the diffs are
+// written with (AttrPath, AttrOp, AttrOld, AttrNew, AttrSnapshotKind, ...). The comparison
+// itself works on raw JSON (merge keys as strategic merge patch, numbers by value, Secrets and
+// matched fields replaced by a keyed hash): see docs/ingest/events-and-diffs.md.
 //
 // The parts built on it live in packages of their own: informer (the diff source for clusters
-// that audit at Metadata level, with its fx Module), changes (the stores of what the informer
-// recorded, in memory or shared through etcd, and the Record and Query types the audit consumer
-// joins on) and leader (the leader election among replicas of the informer).
+// that audit at Metadata level, with its fx Module), changes (the settings of the stores of what
+// the informer recorded, in memory or shared through etcd) and leader (the leader election among
+// replicas of the informer).
 package diff

@@ -10,7 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/kube"
 )
 
@@ -29,7 +29,7 @@ type BodyMeta struct {
 	MetaHash uint64
 	// managedFields is where metadata.managedFields is in the body, for its snapshot; known once
 	// metadata, an object, was read whole.
-	ManagedFields      diff.ManagedFields
+	ManagedFields      objdiff.ManagedFields
 	ManagedFieldsKnown bool
 }
 
@@ -106,7 +106,7 @@ type respMeta struct {
 	meta    BodyMeta
 	body    []byte // the ResponseObject it describes
 	metaEnd int    // how far decodeBodyMeta would have read (its UTF-8 check covers that)
-	layout  *diff.Layout
+	layout  *objdiff.Layout
 }
 
 // readResponse reads a responseObject like readRaw, and the bodyMeta and Layout of an object
@@ -168,7 +168,7 @@ func responseMeta(ev *Event) (BodyMeta, error) {
 }
 
 // responseLayout is the Layout of ev.ResponseObject the decoder recorded, or nil.
-func ResponseLayout(ev *Event) *diff.Layout {
+func ResponseLayout(ev *Event) *objdiff.Layout {
 	if r := respFor(ev); r != nil {
 		return r.layout
 	}
@@ -185,7 +185,7 @@ func (d *eventDecoder) bodyMetadata(m *BodyMeta, base int) error {
 	}
 	d.pos++
 	m.MetaHash = 1
-	mf := diff.ManagedFields{Absent: true}
+	mf := objdiff.ManagedFields{Absent: true}
 	for first := true; ; first = false {
 		name, more, err := d.nextMember(first)
 		if err != nil {
@@ -201,7 +201,7 @@ func (d *eventDecoder) bodyMetadata(m *BodyMeta, base int) error {
 			start := d.pos
 			if err = d.skipValue(); err == nil {
 				if mf.Absent { // the first one, as Snapshot strips
-					mf = diff.ManagedFields{Start: start - base, End: d.pos - base}
+					mf = objdiff.ManagedFields{Start: start - base, End: d.pos - base}
 				}
 			}
 		case "labels", "annotations", "ownerReferences":

@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/fixture"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 )
 
 // TestDecodeBodyMetaMatchesReference checks the in-place scanner of object bodies against the
@@ -41,7 +41,7 @@ func TestDecodeBodyMetaMatchesReference(t *testing.T) {
 		gh, wh := got.MetaHash, want.MetaHash
 		got.MetaHash, want.MetaHash = 0, 0
 		// Where managedFields is: TestSnapshotKnownMatchesSnapshot checks it.
-		got.ManagedFields, got.ManagedFieldsKnown = diff.ManagedFields{}, false
+		got.ManagedFields, got.ManagedFieldsKnown = objdiff.ManagedFields{}, false
 		require.Equal(t, want, got, "body %d %q", i, trim(body))
 		require.Equal(t, wh == 0, gh == 0, "body %d", i)
 		// The fingerprints partition the bodies alike.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/jsonscan"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 )
 
 // Kinds and API version of the audit.k8s.io/v1 objects this package decodes.
@@ -181,9 +181,9 @@ type eventDecoder struct {
 
 	// rec, while readResponse reads a response body, records the body's Layout: every object
 	// and array the decoder opens and closes, at offsets from recBase (the body's '{').
-	rec     *diff.Layout
+	rec     *objdiff.Layout
 	recBase int
-	lay     diff.Layout // behind rec, reused
+	lay     objdiff.Layout // behind rec, reused
 
 	// skip, when set, is asked about each item of a list once its audit ID and stage are read:
 	// true skips the rest of the item (checked for syntax only) and leaves it out of the result.
@@ -250,7 +250,7 @@ func putDecoder(d *eventDecoder) {
 	}
 	d.rec = nil
 	if d.lay.Bytes() > 64<<10 {
-		d.lay = diff.Layout{}
+		d.lay = objdiff.Layout{}
 	}
 	if cap(d.arena) > 64<<10 {
 		d.arena = nil

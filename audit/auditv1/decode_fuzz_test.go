@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kelemetry/kelemetry/diff"
 )
 
 // FuzzDecodeEventList checks DecodeEventList against encoding/json decoding into the same struct:
@@ -138,7 +137,7 @@ func assertResponseMeta(t *testing.T, ev *Event) {
 	}
 	if r := respFor(ev); r != nil {
 		// The Layout recorded while decoding is the one a scan of the body finds.
-		lay, err := diff.LayoutOf(ev.ResponseObject)
+		lay, err := objdiff.LayoutOf(ev.ResponseObject)
 		require.NoError(t, err, "%s", ev.ResponseObject)
 		require.NotNil(t, r.layout, "%s", ev.ResponseObject)
 		assert.True(t, lay.Equal(r.layout), "%s", ev.ResponseObject)

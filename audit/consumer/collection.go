@@ -14,8 +14,8 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/kube"
 )
 
@@ -334,7 +334,7 @@ func (c *Consumer) handleCollection(ctx context.Context, cluster string, ev *aud
 	outs := make([]*aggregator.Event, len(items))
 	for i, it := range items {
 		if c.stream != nil {
-			c.stream.observe(ctx, diff.Write{Object: it.out.Object.ObjectRef, Verb: ev.Verb, Response: it.body,
+			c.stream.observe(ctx, objdiff.Write{Object: it.out.Object.ObjectRef, Verb: ev.Verb, Response: it.body,
 				Snapshot: it.out.Object.Body, IsObject: true, ResourceVersion: it.meta.ResourceVersion, Time: it.out.End}, it.out)
 		}
 		outs[i] = it.out

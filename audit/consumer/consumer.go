@@ -15,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -45,7 +46,7 @@ type Config struct {
 	// ExcludeUserAgents drops events whose user agent contains one of these substrings.
 	ExcludeUserAgents []string `yaml:"excludeUserAgents"`
 	// Diff configures the audit-stream diff: the changes of each write, computed against the
-	// previous version of the object seen in the stream (see diff.Stream). On by default.
+	// previous version of the object seen in the stream (the stream diff keeps the last version of each object, bounded by cacheSize and maxBytes). On by default.
 	Diff diff.StreamConfig `yaml:"diff"`
 	// InformerJoin configures the join of informer diffs (Deps.InformerDiffs) onto writes whose
 	// audit event has no response body (Metadata-level auditing).
@@ -244,15 +245,15 @@ func New(cfg Config, d Deps) (*Consumer, error) {
 		sendWarn: ratelog.Limiter{Burst: 5, Every: 10 * time.Second},
 		retryMin: sendRetryFirst,
 	}
-	var differ *diff.Differ
+	var differ *objdiff.Differ
 	if cfg.Diff.Disabled {
-		d, err := diff.New(cfg.Diff.Compare)
+		d, err := objdiff.New(cfg.Diff.Compare)
 		if err != nil {
 			return nil, fmt.Errorf("audit consumer: %w", err)
 		}
 		differ = d
 	} else {
-		s, err := diff.NewStream(cfg.Diff, ts)
+		s, err := objdiff.NewStream(cfg.Diff, ts)
 		if err != nil {
 			return nil, fmt.Errorf("audit consumer: %w", err)
 		}
@@ -274,7 +275,7 @@ func New(cfg Config, d Deps) (*Consumer, error) {
 			"(abandoned: the sink stayed unavailable until the queue gave up, e.g. at shutdown).", "{event}", outcomeSets...)
 	c.retries = meter.Counter("kelemetry.audit.consumer.send.retries",
 		"Sends retried because a sink was unavailable (e.g. the store's disk is full).", "{retry}")
-	c.join = newInformerJoin(cfg.InformerJoin, cfg.Diff.LogFormat(), meter, func(ctx context.Context, cluster, auditID string, out *aggregator.Event) {
+	c.join = newInformerJoin(cfg.InformerJoin, objdiff.FormatOf(cfg.Diff), meter, func(ctx context.Context, cluster, auditID string, out *aggregator.Event) {
 		c.send(ctx, cluster, auditID, out, outcomeSent)
 	})
 	c.join.sendAll = c.sendAll

@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/auditfixture"
 	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -25,7 +26,7 @@ func deployKey(name, rv string) changes.RecordKey {
 
 func replicasChange(name, base, rv string) changes.Record {
 	return changes.Record{Key: deployKey(name, rv), Kind: changes.KindChange, BaseRV: base, Time: time.Now(),
-		Changes: []diff.Change{{Path: "spec.replicas", Op: diff.OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
+		Changes: []objdiff.Change{{Path: "spec.replicas", Op: objdiff.OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
 }
 
 func newJoinConsumer(t *testing.T, cfg InformerJoinConfig) (*Consumer, *aggregatortest.RecordingAggregator, *changes.Cache) {
@@ -170,7 +171,7 @@ func creation(name, rv, uid string, at time.Time) changes.Record {
 
 func change(name, base, rv, path, old, new string, at time.Time) changes.Record {
 	return changes.Record{Key: deployKey(name, rv), Kind: changes.KindChange, BaseRV: base, Time: at,
-		Changes: []diff.Change{{Path: path, Op: diff.OpReplace, Old: json.RawMessage(old), New: json.RawMessage(new)}}}
+		Changes: []objdiff.Change{{Path: path, Op: objdiff.OpReplace, Old: json.RawMessage(old), New: json.RawMessage(new)}}}
 }
 
 // A Metadata-level create carries the informer's creation snapshot: the first creation of the

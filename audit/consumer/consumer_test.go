@@ -69,7 +69,7 @@ func TestConsumerConvertUpdate(t *testing.T) {
 
 	assert.Equal(t, aggregator.ObjectRef{Cluster: "c1", Group: "apps", Version: "v1", Resource: "deployments",
 		Namespace: "default", Name: "web", UID: "u1"}, out.Object.ObjectRef)
-	// The body is the response without managedFields (see diff.Differ.Snapshot).
+	// The body is the response without managedFields (see objdiff.Differ.Snapshot).
 	assert.JSONEq(t, `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"default","uid":"u1",`+
 		`"resourceVersion":"42"},"spec":{"replicas":1}}`, string(out.Object.Body))
 	assert.Equal(t, "audit", out.Source)

@@ -13,6 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/internal/timecheck"
 )
 
@@ -27,10 +28,10 @@ type converter struct {
 	excludeUserAgents   []string
 	// differ snapshots response bodies: no managedFields, Secrets' data and redacted fields
 	// hidden.
-	differ *diff.Differ
+	differ *objdiff.Differ
 }
 
-func newConverter(cfg Config, differ *diff.Differ) converter {
+func newConverter(cfg Config, differ *objdiff.Differ) converter {
 	c := converter{
 		verbs:               slices.Clone(cfg.Verbs),
 		stages:              slices.Clone(cfg.Stages),
@@ -52,7 +53,7 @@ type convertInfo struct {
 	isObject bool
 	// layout is the Layout of the snapshot (out.Object.Body), when the decoder recorded the
 	// body's.
-	layout *diff.Layout
+	layout *objdiff.Layout
 }
 
 func (c *converter) convert(cluster string, ev *auditv1.Event, info *convertInfo) (*aggregator.Event, outcome, error) {
@@ -66,7 +67,7 @@ func (c *converter) convert(cluster string, ev *auditv1.Event, info *convertInfo
 
 	// The response body, if it is the object itself (not a Status, Scale, Binding, ...).
 	var meta auditv1.BodyMeta
-	var layout *diff.Layout
+	var layout *objdiff.Layout
 	isObject := false
 	if len(ev.ResponseObject) > 0 {
 		meta, isObject = auditv1.ResponseIsObject(ref, ev)
@@ -160,7 +161,7 @@ func (c *converter) snapshot(ref *auditv1.ObjectReference, body []byte) []byte {
 // snapshotKnown is snapshot of a response body whose metadata decodeBodyMeta read (meta): the
 // managedFields it found are cut without scanning the body again. With the body's Layout (lay,
 // from the decoder; may be nil) it returns the snapshot's too, or nil.
-func (c *converter) snapshotKnown(ref *auditv1.ObjectReference, body []byte, meta *auditv1.BodyMeta, lay *diff.Layout) ([]byte, *diff.Layout) {
+func (c *converter) snapshotKnown(ref *auditv1.ObjectReference, body []byte, meta *auditv1.BodyMeta, lay *objdiff.Layout) ([]byte, *objdiff.Layout) {
 	if !meta.ManagedFieldsKnown {
 		return c.snapshot(ref, body), nil
 	}

@@ -1,6 +1,6 @@
 // Package consumer turns audit events into aggregator events. It keeps the configured verbs and
 // stages, drops repeated deliveries, puts a request on a subresource onto its parent object's
-// trace, and attaches field diffs and snapshots from the audit-stream diff (diff.Stream). For
+// trace, and attaches field diffs and snapshots from the audit-stream diff (objdiff.Stream). For
 // writes audited without a response body it joins the informer diff source's records
 // (Deps.InformerDiffs) without blocking: an event waits a bounded time, then goes out with
 // "diff unavailable". A deletecollection lands on every object it deleted or marked for

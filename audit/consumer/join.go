@@ -15,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -122,7 +123,7 @@ type informerJoin struct {
 	cfg InformerJoinConfig
 	src InformerDiffs
 	// format bounds the logs of the records attached.
-	format diff.LogFormat
+	format objdiff.LogFormat
 	// send sends an event the join held (the consumer's send).
 	send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)
 	// sendAll sends the events of a collection delete the join held (the consumer's sendAll).
@@ -169,7 +170,7 @@ type pendingJoin struct {
 	byTime bool
 }
 
-func newInformerJoin(cfg InformerJoinConfig, format diff.LogFormat, meter *telemetry.Meter, send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)) *informerJoin {
+func newInformerJoin(cfg InformerJoinConfig, format objdiff.LogFormat, meter *telemetry.Meter, send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)) *informerJoin {
 	j := &informerJoin{cfg: cfg.withDefaults(), format: format.WithDefaults(), send: send,
 		opts: map[string]metric.MeasurementOption{}, held: map[aggregator.ObjectKey]int{}, outstanding: map[any]chan struct{}{}}
 	j.claims = claimSet{max: j.cfg.MaxClaims, ttl: claimTTL, keys: map[changes.RecordKey]struct{}{}}
@@ -523,7 +524,7 @@ func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
 
 // unavailable notes on out why it carries no diff.
 func unavailable(out *aggregator.Event, msg string) {
-	out.Logs = append(out.Logs, diff.NoteLog(out.End, diff.OpUnavailable, msg))
+	out.Logs = append(out.Logs, objdiff.NoteLog(out.End, diff.OpUnavailable, msg))
 }
 
 // pendingCollection is a body-less collection delete waiting for the informers to see the

@@ -9,13 +9,14 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/fixture"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 )
 
 // TestSnapshotKnownMatchesSnapshot: the snapshot cut where decodeBodyMeta found managedFields
 // is byte for byte the snapshot that scans for it, and its Layout (the decoder's, cut with it)
 // is the one a scan of the snapshot finds, for every response body of the fixtures.
 func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
-	differ, err := diff.New(diff.Options{})
+	differ, err := objdiff.New(diff.Options{})
 	require.NoError(t, err)
 	conv := newConverter(Config{}.withDefaults(), differ)
 	checked, cut := 0, 0
@@ -40,7 +41,7 @@ func TestSnapshotKnownMatchesSnapshot(t *testing.T) {
 				assert.Equal(t, string(want), string(got), ev.AuditID)
 				// The Layout carried over from the decoder's is the snapshot's own.
 				if assert.NotNil(t, lay, ev.AuditID) {
-					wantLay, err := diff.LayoutOf(got)
+					wantLay, err := objdiff.LayoutOf(got)
 					require.NoError(t, err)
 					assert.True(t, wantLay.Equal(lay), ev.AuditID)
 				}

@@ -5,18 +5,18 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 )
 
 // streamDiff is the audit-stream diff: it adds to each successful write the changes since the
 // previous version of the object seen in the stream (RequestResponse-level auditing), or a
-// creation or deletion snapshot; see diff.Stream.
+// creation or deletion snapshot; see objdiff.Stream.
 type streamDiff struct {
-	*diff.Stream
+	*objdiff.Stream
 }
 
 // add adds the audit-stream diff of a successful write to out: diff or snapshot logs, see
-// diff.Stream. It never waits.
+// objdiff.Stream. It never waits.
 func (s streamDiff) add(ctx context.Context, ev *auditv1.Event, out *aggregator.Event, info *convertInfo) {
 	s.observe(ctx, write(ev, out, info), out)
 }
@@ -26,10 +26,10 @@ func (s streamDiff) warm(ctx context.Context, ev *auditv1.Event, out *aggregator
 	s.Warm(ctx, write(ev, out, info))
 }
 
-// write is the diff.Write of a successful write.
-func write(ev *auditv1.Event, out *aggregator.Event, info *convertInfo) diff.Write {
+// write is the objdiff.Write of a successful write.
+func write(ev *auditv1.Event, out *aggregator.Event, info *convertInfo) objdiff.Write {
 	ref := ev.ObjectRef
-	return diff.Write{
+	return objdiff.Write{
 		Object:                 out.Object.ObjectRef,
 		Verb:                   ev.Verb,
 		Subresource:            ref.Subresource,
@@ -45,7 +45,7 @@ func write(ev *auditv1.Event, out *aggregator.Event, info *convertInfo) diff.Wri
 }
 
 // observe adds the diff of w to out.
-func (s streamDiff) observe(ctx context.Context, w diff.Write, out *aggregator.Event) {
+func (s streamDiff) observe(ctx context.Context, w objdiff.Write, out *aggregator.Event) {
 	res := s.Observe(ctx, w)
 	if len(res.Logs) > 0 {
 		out.Logs = append(out.Logs, res.Logs...)

@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -85,7 +86,7 @@ type Record struct {
 	// BaseRV is the resourceVersion the changes are computed against (empty for snapshots
 	// without a previous version).
 	BaseRV  string
-	Changes []diff.Change
+	Changes []objdiff.Change
 	// Snapshot is the stripped, redacted object (creation and deletion records).
 	Snapshot []byte
 	// Final marks a deletion record of the object's disappearance (not the deletion start).
@@ -105,7 +106,7 @@ func (r *Record) Size() int64 {
 
 // Logs renders r as span logs, with the bounds of f (defaults for zero fields; a
 // diff.StreamConfig gives its LogFormat).
-func (r Record) Logs(at time.Time, f diff.LogFormat) []aggregator.Log {
+func (r Record) Logs(at time.Time, f objdiff.LogFormat) []aggregator.Log {
 	f = f.WithDefaults()
 	var logs []aggregator.Log
 	switch r.Kind {
@@ -116,7 +117,7 @@ func (r Record) Logs(at time.Time, f diff.LogFormat) []aggregator.Log {
 		}
 	case KindChange:
 		if len(r.Changes) == 0 {
-			return []aggregator.Log{diff.NoteLog(at, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+r.BaseRV+" -> "+r.Key.ResourceVersion+")")}
+			return []aggregator.Log{objdiff.NoteLog(at, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+r.BaseRV+" -> "+r.Key.ResourceVersion+")")}
 		}
 		logs = f.ChangeLogs(at, r.Changes)
 	}
@@ -404,7 +405,7 @@ func (c *Cache) pickLocked(q Query, kind RecordKind) (Record, bool) {
 
 // matchesSubresource reports whether changes can come from a write on subresource ("" or
 // "status"): see Find.
-func matchesSubresource(changes []diff.Change, subresource string) bool {
+func matchesSubresource(changes []objdiff.Change, subresource string) bool {
 	if len(changes) == 0 {
 		return true
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -21,7 +22,7 @@ func depKey(name, rv string) RecordKey {
 
 func changeAt(name, base, rv, path string, at time.Time) Record {
 	return Record{Key: depKey(name, rv), Kind: KindChange, BaseRV: base, Time: at,
-		Changes: []diff.Change{{Path: path, Op: diff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("2")}}}
+		Changes: []objdiff.Change{{Path: path, Op: objdiff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("2")}}}
 }
 
 func TestChangeCacheFindByTime(t *testing.T) {
@@ -120,18 +121,18 @@ func TestChangeCacheBounds(t *testing.T) {
 
 func TestRecordLogs(t *testing.T) {
 	rec := Record{Key: podKey("a", "2"), Kind: KindChange, BaseRV: "1",
-		Changes: []diff.Change{{Path: "spec.replicas", Op: diff.OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
-	logs := rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+		Changes: []objdiff.Change{{Path: "spec.replicas", Op: objdiff.OpReplace, Old: json.RawMessage("2"), New: json.RawMessage("4")}}}
+	logs := rec.Logs(time.Unix(1, 0), objdiff.LogFormat{})
 	require.Len(t, logs, 1)
 	assert.Equal(t, aggregator.LogTypeDiff, logs[0].Type)
 	assert.Equal(t, "spec.replicas 2 -> 4", logs[0].Message)
 	rec = Record{Key: podKey("a", "3"), Kind: KindDeletion, Snapshot: []byte(`{"kind":"Pod"}`)}
-	logs = rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	logs = rec.Logs(time.Unix(1, 0), objdiff.LogFormat{})
 	require.Len(t, logs, 1)
 	assert.Equal(t, aggregator.LogTypeSnapshot, logs[0].Type)
 	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: diff.AttrSnapshotKind, Value: "deletion"})
 	rec = Record{Key: podKey("a", "4"), Kind: KindChange, BaseRV: "3"}
-	logs = rec.Logs(time.Unix(1, 0), diff.LogFormat{})
+	logs = rec.Logs(time.Unix(1, 0), objdiff.LogFormat{})
 	require.Len(t, logs, 1)
 	assert.Contains(t, logs[0].Attributes, aggregator.Attr{Key: diff.AttrOp, Value: diff.OpNone})
 }

@@ -24,11 +24,11 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/kelemetry/kelemetry/diff"
 	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -533,7 +533,7 @@ type wireRecord struct {
 	Kind     changes.RecordKind `json:"k"`
 	UID      string             `json:"u,omitempty"`
 	BaseRV   string             `json:"b,omitempty"`
-	Changes  []diff.Change      `json:"c,omitempty"`
+	Changes  []objdiff.Change   `json:"c,omitempty"`
 	Snapshot json.RawMessage    `json:"s,omitempty"`
 	Final    bool               `json:"f,omitempty"`
 	Time     int64              `json:"t"` // Unix nanoseconds

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/diff"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -22,7 +22,7 @@ func depKey(name, rv string) changes.RecordKey {
 
 func changeAt(name, base, rv, path string, at time.Time) changes.Record {
 	return changes.Record{Key: depKey(name, rv), Kind: changes.KindChange, BaseRV: base, Time: at,
-		Changes: []diff.Change{{Path: path, Op: diff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("2")}}}
+		Changes: []objdiff.Change{{Path: path, Op: objdiff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("2")}}}
 }
 
 func TestEtcdKeyRoundTrip(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -101,7 +102,7 @@ type discoverer interface {
 // the object disappears.
 //
 // It keeps the last version of each object, without managedFields and with Secrets' data and
-// redacted fields replaced by markers (as diff.Differ.Snapshot), within MaxObjects and MaxBytes;
+// redacted fields replaced by markers (as objdiff.Differ.Snapshot), within MaxObjects and MaxBytes;
 // it never holds client-go's decoded objects beyond one event. The first list of each resource
 // records nothing; a relist records what changed meanwhile.
 //
@@ -112,7 +113,7 @@ type Informer struct {
 	dyn     dynamic.Interface
 	disc    discoverer
 	cfg     Config
-	differ  *diff.Differ
+	differ  *objdiff.Differ
 	cache   changes.Store
 	logger  *slog.Logger
 	now     func() time.Time
@@ -166,7 +167,7 @@ func New(cluster string, dyn dynamic.Interface, disc discoverer, store changes.S
 		return nil, errors.New("diff informer: no resources configured and no discovery client")
 	}
 	cfg = cfg.withDefaults()
-	d, err := diff.New(cfg.Compare)
+	d, err := objdiff.New(cfg.Compare)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/informer/informertest"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -181,7 +182,7 @@ func TestInformerRedactsSecrets(t *testing.T) {
 	for _, clear := range []string{"aHVudGVyMg==", "c2VjcmV0"} {
 		assert.NotContains(t, fmt.Sprint(rec), clear)
 	}
-	for _, l := range rec.Logs(time.Now(), diff.LogFormat{}) {
+	for _, l := range rec.Logs(time.Now(), objdiff.LogFormat{}) {
 		assert.NotContains(t, l.Message, "c2VjcmV0")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/store"
 )
 
@@ -87,7 +88,7 @@ type objectDiff struct {
 	Object   aggregator.ObjectKey `json:"object"`
 	From     time.Time            `json:"from"`
 	To       time.Time            `json:"to"`
-	Changes  []diff.Change        `json:"changes"`
+	Changes  []objdiff.Change     `json:"changes"`
 	FromInfo stateSource          `json:"fromSource"`
 	ToInfo   stateSource          `json:"toSource"`
 	// Gaps are the holes in the history of either reconstruction.
@@ -314,7 +315,7 @@ func applyWrite(doc any, w historyWrite, gap func(path, msg string), unordered f
 		case diff.OpTruncated:
 			gap("", "not stored: "+l.Message)
 			continue
-		case string(diff.OpAdd), string(diff.OpRemove), string(diff.OpReplace):
+		case string(objdiff.OpAdd), string(objdiff.OpRemove), string(objdiff.OpReplace):
 		default:
 			gap("", fmt.Sprintf("unknown diff op %q: %s", op, l.Message))
 			continue
@@ -326,7 +327,7 @@ func applyWrite(doc any, w historyWrite, gap func(path, msg string), unordered f
 			continue
 		}
 		c := pendingChange{path: path, segs: segs, op: op}
-		if op != string(diff.OpRemove) {
+		if op != string(objdiff.OpRemove) {
 			raw, ok := l.Attributes.Get(diff.AttrNew)
 			if !ok {
 				gap(path, "new value too long to store")
@@ -343,9 +344,9 @@ func applyWrite(doc any, w historyWrite, gap func(path, msg string), unordered f
 		c.order = [3]int{len(segs), 2, 0}
 		if n := len(segs); n > 0 && segs[n-1].kind == segIndex {
 			switch op {
-			case string(diff.OpRemove):
+			case string(objdiff.OpRemove):
 				c.order[1], c.order[2] = 0, -segs[n-1].index
-			case string(diff.OpAdd):
+			case string(objdiff.OpAdd):
 				c.order[1], c.order[2] = 1, segs[n-1].index
 			}
 		}
@@ -407,7 +408,7 @@ func samePrefix(prefix, segs []pathSeg) bool {
 
 // objectDiffBetween reconstructs the object at from and at to (objectAt) and compares them.
 func objectDiffBetween(ctx context.Context, r store.Reader, cfg Config, key aggregator.ObjectKey, from, to time.Time) (objectDiff, error) {
-	out := objectDiff{Object: key, From: from.UTC(), To: to.UTC(), Changes: []diff.Change{}, Gaps: []stateGap{}}
+	out := objectDiff{Object: key, From: from.UTC(), To: to.UTC(), Changes: []objdiff.Change{}, Gaps: []stateGap{}}
 	a, err := objectAt(ctx, r, cfg, key, from)
 	if err != nil {
 		return out, fmt.Errorf("at from: %w", err)
@@ -423,7 +424,7 @@ func objectDiffBetween(ctx context.Context, r store.Reader, cfg Config, key aggr
 		}
 	}
 	ignore := append(slices.Clone(diff.DefaultIgnore), untrackedFields...)
-	changes, err := diff.Compare(a.Body, b.Body, diff.Options{Ignore: ignore})
+	changes, err := objdiff.Compare(a.Body, b.Body, diff.Options{Ignore: ignore})
 	if err != nil {
 		return out, fmt.Errorf("compare: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/store"
 )
 
@@ -107,7 +108,7 @@ func objectHistoryBetween(ctx context.Context, r store.Reader, cfg Config, key a
 		m := historyMoment{Time: w.at.UTC(), Event: w.name, Snapshot: w.snap != nil, Gap: w.partial, ResourceVersion: w.newRV}
 		for _, l := range w.logs {
 			switch op, _ := l.Attributes.Get(diff.AttrOp); op {
-			case string(diff.OpAdd), string(diff.OpRemove), string(diff.OpReplace):
+			case string(objdiff.OpAdd), string(objdiff.OpRemove), string(objdiff.OpReplace):
 				m.Changes++
 			case diff.OpNone:
 			default:

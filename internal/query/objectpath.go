@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// pathSeg is one step of a diff path (diff.Change.Path): a field, a list index or a list item
+// pathSeg is one step of a diff path (objdiff.Change.Path): a field, a list index or a list item
 // matched by merge key.
 type pathSeg struct {
 	kind  segKind

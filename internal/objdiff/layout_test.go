@@ -1,11 +1,10 @@
-package diff
+package objdiff
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/fixture"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -20,7 +21,7 @@ import (
 // are objects, in log order.
 func fixtureObjects(t *testing.T) [][]byte {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "rollout", "audit.jsonl"))
+	f, err := os.Open(fixture.Path(t, "rollout", "audit.jsonl"))
 	require.NoError(t, err)
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -128,11 +129,11 @@ func TestLayoutIncomplete(t *testing.T) {
 		assert.False(t, l.Finish(len(doc)), name)
 		assert.False(t, l.usableFor(doc), name)
 		// compare ignores it and scans.
-		d, err := New(Options{})
+		d, err := New(diff.Options{})
 		require.NoError(t, err)
-		want, _, err := d.compare(Resource{}, []byte(`{"a":[]}`), nil, doc, nil, false)
+		want, _, err := d.compare(diff.Resource{}, []byte(`{"a":[]}`), nil, doc, nil, false)
 		require.NoError(t, err)
-		changes, _, err := d.compare(Resource{}, []byte(`{"a":[]}`), nil, doc, &index{root: doc, Layout: l}, false)
+		changes, _, err := d.compare(diff.Resource{}, []byte(`{"a":[]}`), nil, doc, &index{root: doc, Layout: l}, false)
 		require.NoError(t, err, name)
 		assert.Equal(t, want, changes, name)
 	}
@@ -147,19 +148,19 @@ func TestLayoutIncomplete(t *testing.T) {
 // changes as one that scans it, for consecutive versions of the fixture's objects; a Layout of
 // another document of the same length makes no panic.
 func TestCompareWithLayout(t *testing.T) {
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(t, err)
 	docs := fixtureObjects(t)
 	compared := 0
 	for i := 1; i < len(docs); i++ {
 		old, new := docs[i-1], docs[i]
-		want, _, err := d.compare(Resource{}, old, nil, new, nil, false)
+		want, _, err := d.compare(diff.Resource{}, old, nil, new, nil, false)
 		if err != nil {
 			continue
 		}
 		lay, err := LayoutOf(new)
 		require.NoError(t, err)
-		got, idx, err := d.compare(Resource{}, old, nil, new, indexOf(new, lay), true)
+		got, idx, err := d.compare(diff.Resource{}, old, nil, new, indexOf(new, lay), true)
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 		// The kept index is the given Layout, not a copy.
@@ -170,7 +171,7 @@ func TestCompareWithLayout(t *testing.T) {
 		wrong, err := LayoutOf(old)
 		require.NoError(t, err)
 		wrong.size = len(new)
-		_, _, _ = d.compare(Resource{}, old, nil, new, indexOf(new, wrong), false)
+		_, _, _ = d.compare(diff.Resource{}, old, nil, new, indexOf(new, wrong), false)
 	}
 	assert.Greater(t, compared, 100)
 }
@@ -178,9 +179,9 @@ func TestCompareWithLayout(t *testing.T) {
 // TestLayoutCut: the Layout of a document with a member cut out (SnapshotKnownLayout's managed
 // fields) or its surrounding whitespace trimmed is the one a scan of the result finds.
 func TestLayoutCut(t *testing.T) {
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(t, err)
-	res := Resource{Resource: "pods"}
+	res := diff.Resource{Resource: "pods"}
 	cut := 0
 	for _, doc := range fixtureObjects(t) {
 		for _, padded := range [][]byte{doc, append(append([]byte(" \n"), doc...), "\t "...)} {
@@ -222,7 +223,7 @@ func TestLayoutCut(t *testing.T) {
 	secret := []byte(secretV1)
 	lay, err := LayoutOf(secret)
 	require.NoError(t, err)
-	_, none, err := d.SnapshotKnownLayout(Resource{Resource: "secrets"}, secret, ManagedFields{Absent: true}, lay)
+	_, none, err := d.SnapshotKnownLayout(diff.Resource{Resource: "secrets"}, secret, ManagedFields{Absent: true}, lay)
 	require.NoError(t, err)
 	assert.Nil(t, none)
 }
@@ -245,7 +246,7 @@ func assertIndexRight(t *testing.T, x *index) {
 // the way) is derived from the index of the original: what it records is right, and
 // comparisons against the edited document find the same with it as without it.
 func TestLayoutSpliced(t *testing.T) {
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(t, err)
 	docs := fixtureObjects(t)
 	edits := []struct {
@@ -274,9 +275,9 @@ func TestLayoutSpliced(t *testing.T) {
 			kept += len(y.opens)
 			if i+1 < len(docs) {
 				next := docs[i+1]
-				wantChanges, _, err := d.compare(Resource{}, out, nil, next, nil, false)
+				wantChanges, _, err := d.compare(diff.Resource{}, out, nil, next, nil, false)
 				require.NoError(t, err)
-				gotChanges, _, err := d.compare(Resource{}, out, y, next, nil, false)
+				gotChanges, _, err := d.compare(diff.Resource{}, out, y, next, nil, false)
 				require.NoError(t, err)
 				require.Equal(t, wantChanges, gotChanges)
 			}
@@ -300,11 +301,11 @@ func TestLayoutSpliced(t *testing.T) {
 func TestStreamKeepsLayouts(t *testing.T) {
 	ctx := context.Background()
 	at := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
-	with, err := NewStream(StreamConfig{}, telemetry.Settings{})
+	with, err := NewStream(diff.StreamConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	without, err := NewStream(StreamConfig{}, telemetry.Settings{})
+	without, err := NewStream(diff.StreamConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
-	res := Resource{Resource: "pods"}
+	res := diff.Resource{Resource: "pods"}
 	write := func(verb, sub string, body []byte, rv string, layout bool) Write {
 		w := Write{Object: pod, Verb: verb, Subresource: sub, Response: body, IsObject: sub != "binding", ResourceVersion: rv, Time: at}
 		if sub == "binding" {

@@ -1,10 +1,11 @@
-package diff
+package objdiff
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ func TestCompare(t *testing.T) {
 	tests := []struct {
 		name     string
 		old, new string
-		opts     Options
+		opts     diff.Options
 		want     []string
 	}{
 		{name: "equal", old: `{"a":1}`, new: `{"a":1}`, want: []string{}},
@@ -61,13 +62,13 @@ func TestCompare(t *testing.T) {
 			want: []string{"rules[1].verbs[1] <none> -> watch"}},
 		{name: "ignored by default", old: `{"metadata":{"resourceVersion":"1","generation":1,"managedFields":[{"manager":"a"}],"name":"x"}}`,
 			new: `{"metadata":{"resourceVersion":"2","generation":2,"managedFields":[{"manager":"b"}],"name":"x"}}`, want: []string{}},
-		{name: "ignore nothing", opts: Options{Ignore: []string{}}, old: `{"metadata":{"resourceVersion":"1"}}`, new: `{"metadata":{"resourceVersion":"2"}}`,
+		{name: "ignore nothing", opts: diff.Options{Ignore: []string{}}, old: `{"metadata":{"resourceVersion":"1"}}`, new: `{"metadata":{"resourceVersion":"2"}}`,
 			want: []string{`metadata.resourceVersion "1" -> "2"`}},
-		{name: "custom ignore with list wildcard", opts: Options{Ignore: []string{"status.conditions[*].lastProbeTime"}},
+		{name: "custom ignore with list wildcard", opts: diff.Options{Ignore: []string{"status.conditions[*].lastProbeTime"}},
 			old:  `{"status":{"conditions":[{"type":"A","lastProbeTime":"t1","status":"True"}]}}`,
 			new:  `{"status":{"conditions":[{"type":"A","lastProbeTime":"t2","status":"False"}]}}`,
 			want: []string{"status.conditions[type=A].status True -> False"}},
-		{name: "custom merge key by path", opts: Options{MergeKeys: map[string][]string{"spec.items": {"id"}}},
+		{name: "custom merge key by path", opts: diff.Options{MergeKeys: map[string][]string{"spec.items": {"id"}}},
 			old: `{"spec":{"items":[{"id":1,"v":"a"},{"id":2,"v":"b"}]}}`, new: `{"spec":{"items":[{"id":2,"v":"c"},{"id":1,"v":"a"}]}}`,
 			want: []string{"spec.items[id=2].v b -> c"}},
 		{name: "quoted item values", old: `{"env":[{"name":"A B","value":"1"}]}`, new: `{"env":[{"name":"A B","value":"2"}]}`,
@@ -84,7 +85,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestCompareOps(t *testing.T) {
-	got, err := Compare([]byte(`{"a":1,"b":2}`), []byte(`{"a":3,"c":4}`), Options{})
+	got, err := Compare([]byte(`{"a":1,"b":2}`), []byte(`{"a":3,"c":4}`), diff.Options{})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	assert.Equal(t, Change{Path: "a", Op: OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("3")}, got[0])
@@ -96,19 +97,19 @@ func TestCompareOps(t *testing.T) {
 }
 
 func TestCompareValues(t *testing.T) {
-	got, err := compareValues(map[string]any{"n": 1}, map[string]any{"n": 1.0, "s": "x"}, Options{})
+	got, err := compareValues(map[string]any{"n": 1}, map[string]any{"n": 1.0, "s": "x"}, diff.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"s <none> -> x"}, lines(got))
 }
 
 func TestCompareErrors(t *testing.T) {
 	for _, bad := range []string{``, `{"a":`, `{"a":1`, `{"a" 1}`, `{"a":"x}`, `{"a":[1,}`} {
-		_, err := Compare([]byte(bad), []byte(`{"a":2}`), Options{})
+		_, err := Compare([]byte(bad), []byte(`{"a":2}`), diff.Options{})
 		assert.Error(t, err, bad)
 	}
-	_, err := Compare([]byte(`{}`), []byte(`{}`), Options{Redact: []redactRule{{Resource: "a/b/c", Paths: []string{"x"}}}})
+	_, err := Compare([]byte(`{}`), []byte(`{}`), diff.Options{Redact: []diff.RedactRule{{Resource: "a/b/c", Paths: []string{"x"}}}})
 	assert.Error(t, err)
-	_, err = Compare([]byte(`{}`), []byte(`{}`), Options{Redact: []redactRule{{PathRegex: "("}}})
+	_, err = Compare([]byte(`{}`), []byte(`{}`), diff.Options{Redact: []diff.RedactRule{{PathRegex: "("}}})
 	assert.Error(t, err)
 }
 
@@ -116,9 +117,9 @@ const secretV1 = `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","man
 const secretV2 = `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"password":"c2VjcmV0","user":"YWRtaW4=","extra":"eA=="}}`
 
 func TestRedactSecrets(t *testing.T) {
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(t, err)
-	for _, res := range []Resource{{}, {Resource: "secrets"}} {
+	for _, res := range []diff.Resource{{}, {Resource: "secrets"}} {
 		got, err := d.Compare(res, []byte(secretV1), []byte(secretV2))
 		require.NoError(t, err)
 		all := strings.Join(lines(got), "\n")
@@ -137,7 +138,7 @@ func TestRedactSecrets(t *testing.T) {
 		assert.Contains(t, paths["data.password"].Line(0), "<redacted:")
 	}
 
-	snap, err := d.Snapshot(Resource{}, []byte(secretV1))
+	snap, err := d.Snapshot(diff.Resource{}, []byte(secretV1))
 	require.NoError(t, err)
 	assert.NotContains(t, string(snap), "aHVudGVyMg==")
 	assert.NotContains(t, string(snap), "t0p")
@@ -146,21 +147,21 @@ func TestRedactSecrets(t *testing.T) {
 	assert.True(t, json.Valid(snap), string(snap))
 
 	// Snapshots compare like the bodies.
-	snap2, err := d.Snapshot(Resource{}, []byte(secretV2))
+	snap2, err := d.Snapshot(diff.Resource{}, []byte(secretV2))
 	require.NoError(t, err)
-	got, err := d.Compare(Resource{}, snap, snap2)
+	got, err := d.Compare(diff.Resource{}, snap, snap2)
 	require.NoError(t, err)
 	assert.Len(t, got, 3)
 }
 
 func TestRedactRules(t *testing.T) {
-	d, err := New(Options{Redact: []redactRule{
+	d, err := New(diff.Options{Redact: []diff.RedactRule{
 		{Resource: "configmaps", Paths: []string{"data.password"}},
 		{Resource: "example.com/widgets", PathRegex: `\.token$`},
 		{PathRegex: `^metadata\.annotations\["secret/`},
 	}})
 	require.NoError(t, err)
-	cm := Resource{Resource: "configmaps"}
+	cm := diff.Resource{Resource: "configmaps"}
 	got, err := d.Compare(cm, []byte(`{"data":{"password":"a","user":"u1"}}`), []byte(`{"data":{"password":"b","user":"u2"}}`))
 	require.NoError(t, err)
 	require.Len(t, got, 2)
@@ -169,12 +170,12 @@ func TestRedactRules(t *testing.T) {
 	assert.Equal(t, "data.user u1 -> u2", got[1].String())
 
 	// The same path on another resource is not redacted.
-	got, err = d.Compare(Resource{Resource: "pods"}, []byte(`{"data":{"password":"a"}}`), []byte(`{"data":{"password":"b"}}`))
+	got, err = d.Compare(diff.Resource{Resource: "pods"}, []byte(`{"data":{"password":"a"}}`), []byte(`{"data":{"password":"b"}}`))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"data.password a -> b"}, lines(got))
 
 	// Regex, also inside an added subtree.
-	w := Resource{Group: "example.com", Resource: "widgets"}
+	w := diff.Resource{Group: "example.com", Resource: "widgets"}
 	got, err = d.Compare(w, []byte(`{"spec":{}}`), []byte(`{"spec":{"auth":{"token":"s3cret","user":"u"}}}`))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -195,13 +196,13 @@ func TestRedactRules(t *testing.T) {
 }
 
 func TestSnapshot(t *testing.T) {
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(t, err)
 	body := `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"x","managedFields":[{"manager":"a","fieldsV1":{"f:spec":{}}}],"resourceVersion":"5"},"spec":{"replicas":2}}`
-	snap, err := d.Snapshot(Resource{Group: "apps", Resource: "deployments"}, []byte(body))
+	snap, err := d.Snapshot(diff.Resource{Group: "apps", Resource: "deployments"}, []byte(body))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"x","resourceVersion":"5"},"spec":{"replicas":2}}`, string(snap))
-	snap, err = d.Snapshot(Resource{}, []byte(`{"metadata":{"managedFields":[]}}`))
+	snap, err = d.Snapshot(diff.Resource{}, []byte(`{"metadata":{"managedFields":[]}}`))
 	require.NoError(t, err)
 	assert.Equal(t, `{"metadata":{}}`, string(snap))
 }

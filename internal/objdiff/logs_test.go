@@ -1,4 +1,4 @@
-package diff
+package objdiff
 
 import (
 	"strings"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
 )
 
 // TestChangeLogs checks each log against the change it renders: the line, the attributes, the
@@ -34,12 +35,12 @@ func TestChangeLogs(t *testing.T) {
 		assert.Equal(t, at, l.Time)
 		assert.Equal(t, aggregator.LogTypeDiff, l.Type)
 		assert.Equal(t, c.Line(f.MaxValueBytes), l.Message)
-		want := aggregator.Attrs{{Key: AttrPath, Value: c.Path}, {Key: AttrOp, Value: string(c.Op)}}
+		want := aggregator.Attrs{{Key: diff.AttrPath, Value: c.Path}, {Key: diff.AttrOp, Value: string(c.Op)}}
 		truncated := false
 		for _, kv := range []struct {
 			key string
 			v   []byte
-		}{{AttrOld, c.Old}, {AttrNew, c.New}} {
+		}{{diff.AttrOld, c.Old}, {diff.AttrNew, c.New}} {
 			switch {
 			case kv.v == nil:
 			case len(kv.v) > 4*f.MaxValueBytes:
@@ -49,15 +50,15 @@ func TestChangeLogs(t *testing.T) {
 			}
 		}
 		if c.Redacted {
-			want = append(want, aggregator.Attr{Key: AttrRedacted, Value: "true"})
+			want = append(want, aggregator.Attr{Key: diff.AttrRedacted, Value: "true"})
 		}
 		if truncated {
-			want = append(want, aggregator.Attr{Key: AttrTruncated, Value: "true"})
+			want = append(want, aggregator.Attr{Key: diff.AttrTruncated, Value: "true"})
 		}
 		assert.Equal(t, want, l.Attributes, c.Path)
 	}
 	assert.Equal(t, ". "+strings.Repeat("x", 8)+"… -> \"\"", logs[4].Message)
 	assert.Equal(t, "2 more changes not shown", logs[5].Message)
-	assert.Equal(t, aggregator.Attrs{{Key: AttrOp, Value: OpTruncated}}, logs[5].Attributes)
+	assert.Equal(t, aggregator.Attrs{{Key: diff.AttrOp, Value: diff.OpTruncated}}, logs[5].Attributes)
 	assert.Empty(t, f.ChangeLogs(at, nil))
 }

@@ -1,4 +1,4 @@
-package diff
+package objdiff
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"unsafe"
+
+	"github.com/kelemetry/kelemetry/diff"
 )
 
 // op is the kind of a change.
@@ -39,17 +41,17 @@ type Change struct {
 }
 
 // Compare compares two JSON documents with opts. For repeated comparisons build a Differ once.
-func Compare(old, new []byte, opts Options) ([]Change, error) {
+func Compare(old, new []byte, opts diff.Options) ([]Change, error) {
 	d, err := New(opts)
 	if err != nil {
 		return nil, err
 	}
-	return d.Compare(Resource{}, old, new)
+	return d.Compare(diff.Resource{}, old, new)
 }
 
 // compareValues compares two decoded values (as from encoding/json, or any value that marshals
 // to JSON) with opts.
-func compareValues(old, new any, opts Options) ([]Change, error) {
+func compareValues(old, new any, opts diff.Options) ([]Change, error) {
 	ob, err := json.Marshal(old)
 	if err != nil {
 		return nil, fmt.Errorf("diff: encode old: %w", err)
@@ -63,7 +65,7 @@ func compareValues(old, new any, opts Options) ([]Change, error) {
 
 // Compare returns the changes from old to new, two JSON documents of resource res (the zero
 // Resource when unknown). The result's values are copies. Equal documents give no changes.
-func (d *Differ) Compare(res Resource, old, new []byte) ([]Change, error) {
+func (d *Differ) Compare(res diff.Resource, old, new []byte) ([]Change, error) {
 	out, _, err := d.compare(res, old, nil, new, nil, false)
 	for i := range out { // compare's values alias the inputs
 		out[i].Old, out[i].New = bytes.Clone(out[i].Old), bytes.Clone(out[i].New)
@@ -76,7 +78,7 @@ func (d *Differ) Compare(res Resource, old, new []byte) ([]Change, error) {
 // comparison against new.
 //
 // The changes' values alias old and new, which must not be modified afterwards.
-func (d *Differ) compare(res Resource, old []byte, oldIdx *index, new []byte, newIdx *index, keepIndex bool) ([]Change, *index, error) {
+func (d *Differ) compare(res diff.Resource, old []byte, oldIdx *index, new []byte, newIdx *index, keepIndex bool) ([]Change, *index, error) {
 	old, new = trim(old), trim(new)
 	if len(old) == 0 || len(new) == 0 {
 		return nil, nil, fmt.Errorf("%w: empty document", errSyntax)
@@ -137,8 +139,8 @@ type walker struct {
 
 var walkers = sync.Pool{New: func() any { return &walker{path: make([]byte, 0, 128), pat: make([]byte, 0, 128)} }}
 
-func (d *Differ) walker(res Resource, docs ...[]byte) *walker {
-	if res == (Resource{}) {
+func (d *Differ) walker(res diff.Resource, docs ...[]byte) *walker {
+	if res == (diff.Resource{}) {
 		for _, doc := range docs {
 			if isSecret(doc) {
 				res = secrets

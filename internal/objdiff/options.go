@@ -1,17 +1,14 @@
-package diff
+package objdiff
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"sync"
-)
 
-// DefaultIgnore are the field paths left out of comparisons when Options.Ignore is nil: fields
-// the API server rewrites on every write.
-var DefaultIgnore = []string{"metadata.managedFields", "metadata.resourceVersion", "metadata.generation"}
+	"github.com/kelemetry/kelemetry/diff"
+)
 
 // defaultMaxLCS bounds the cells of the table that aligns unkeyed lists (old length times new
 // length); longer lists are aligned by index after their common head and tail.
@@ -50,92 +47,11 @@ var defaultMergeKeys = map[string][]string{
 // genericMergeKeys are tried on any list of objects without a known merge key.
 var genericMergeKeys = []string{"name"}
 
-// Options configure comparisons. The zero value means defaults.
-//
-// Paths are written as in Change.Path with every list item written "[]" (or "[*]"), e.g.
-// "spec.template.spec.containers[].env" or `metadata.annotations["example.com/token"]`. A path
-// covers everything below it.
-type Options struct {
-	// Ignore lists paths never reported. Nil means DefaultIgnore; an empty non-nil list ignores
-	// nothing.
-	Ignore []string `yaml:"ignore"`
-	// MergeKeys adds or overrides list merge keys. A key is a list's path
-	// ("spec.template.spec.containers") or a bare field name ("containers"); the value lists the
-	// candidate keys in order of preference. An empty value makes the list positional.
-	MergeKeys map[string][]string `yaml:"mergeKeys"`
-	// Redact lists redaction rules, on top of the built-in one for Secrets' data, stringData and
-	// kubectl's last-applied-configuration annotation.
-	Redact []redactRule `yaml:"redact"`
-	// MaxLCS bounds the alignment table of unkeyed lists (default 65536 cells).
-	MaxLCS int `yaml:"maxLCS"`
-}
-
-// redactRule hides the values of matching fields of matching resources: they are replaced by
-// "<redacted:HASH>", where HASH is a keyed hash (the key is random per process) that only tells
-// whether two values are equal.
-type redactRule struct {
-	// Resource is "resource" (core group) or "group/resource"; empty means every resource.
-	Resource string `yaml:"resource"`
-	// Paths are hidden with everything below them.
-	Paths []string `yaml:"paths"`
-	// PathRegex hides fields whose full path (as in Change.Path) matches.
-	PathRegex string `yaml:"pathRegex"`
-}
-
-// Validate reports options that cannot work.
-func (o Options) Validate() error {
-	var errs []error
-	for _, p := range o.Ignore {
-		if p == "" {
-			errs = append(errs, errors.New("diff: empty ignore path"))
-		}
-	}
-	for _, r := range o.Redact {
-		if _, err := ParseResource(r.Resource); err != nil {
-			errs = append(errs, err)
-		}
-		if len(r.Paths) == 0 && r.PathRegex == "" {
-			errs = append(errs, fmt.Errorf("diff: redaction rule for %q has neither paths nor pathRegex", r.Resource))
-		}
-		if r.PathRegex != "" {
-			if _, err := regexp.Compile(r.PathRegex); err != nil {
-				errs = append(errs, fmt.Errorf("diff: redaction rule for %q: %w", r.Resource, err))
-			}
-		}
-	}
-	if o.MaxLCS < 0 {
-		errs = append(errs, errors.New("diff: maxLCS is negative"))
-	}
-	return errors.Join(errs...)
-}
-
-// Resource names the resource an object belongs to; it selects redaction rules. The zero value
-// means unknown: Secrets are then recognised by their kind.
-type Resource struct {
-	Group    string
-	Resource string
-}
-
-var secrets = Resource{Resource: "secrets"}
+var secrets = diff.Resource{Resource: "secrets"}
 
 // lastAppliedPath is the annotation kubectl apply writes the applied manifest to: on a Secret it
 // holds data and stringData in the clear, so it is redacted with them.
 const lastAppliedPath = `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`
-
-// ParseResource reads "resource" (the core group) or "group/resource"; "" is the zero Resource.
-func ParseResource(s string) (Resource, error) {
-	if s == "" {
-		return Resource{}, nil
-	}
-	group, res, found := strings.Cut(s, "/")
-	if !found {
-		group, res = "", s
-	}
-	if res == "" || strings.Contains(res, "/") || (found && group == "") {
-		return Resource{}, fmt.Errorf("diff: resource %q is not \"resource\" or \"group/resource\"", s)
-	}
-	return Resource{Group: group, Resource: res}, nil
-}
 
 // Differ compares objects with fixed options. It is safe for concurrent use.
 type Differ struct {
@@ -149,7 +65,7 @@ type Differ struct {
 }
 
 type compiledRule struct {
-	res   Resource
+	res   diff.Resource
 	all   bool
 	paths []string
 	re    *regexp.Regexp
@@ -159,7 +75,7 @@ type compiledRule struct {
 func normPath(p string) string { return strings.ReplaceAll(p, "[*]", "[]") }
 
 // New compiles opts.
-func New(opts Options) (*Differ, error) {
+func New(opts diff.Options) (*Differ, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -178,7 +94,7 @@ func New(opts Options) (*Differ, error) {
 	}
 	ignore := opts.Ignore
 	if ignore == nil {
-		ignore = DefaultIgnore
+		ignore = diff.DefaultIgnore
 	}
 	for _, p := range ignore {
 		d.ignore[normPath(p)] = struct{}{}
@@ -194,7 +110,7 @@ func New(opts Options) (*Differ, error) {
 		}
 	}
 	for _, r := range opts.Redact {
-		res, _ := ParseResource(r.Resource) // validated
+		res, _ := diff.ParseResource(r.Resource) // validated
 		cr := compiledRule{res: res, all: r.Resource == ""}
 		for _, p := range r.Paths {
 			cr.paths = append(cr.paths, normPath(p))
@@ -221,7 +137,7 @@ type plan struct {
 // stripPaths are removed from snapshots.
 var stripPaths = []string{"metadata.managedFields"}
 
-func (d *Differ) planFor(res Resource) *plan {
+func (d *Differ) planFor(res diff.Resource) *plan {
 	if p, ok := d.plans.Load(res); ok {
 		return p.(*plan)
 	}

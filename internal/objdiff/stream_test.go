@@ -1,4 +1,4 @@
-package diff
+package objdiff
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -37,7 +38,7 @@ func msgs(r Result) []string {
 
 func TestStreamLifecycle(t *testing.T) {
 	ctx := context.Background()
-	s, err := NewStream(StreamConfig{}, telemetry.Settings{})
+	s, err := NewStream(diff.StreamConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
 	w := func(verb, sub string, isObj bool, body []byte, rv string) Write {
@@ -56,7 +57,7 @@ func TestStreamLifecycle(t *testing.T) {
 
 	r = s.Observe(ctx, w("patch", "status", true, podBody("3", "node-1", "Running"), "3"))
 	assert.Equal(t, []string{"diff: status.phase Pending -> Running"}, msgs(r), "the binding updated the kept version")
-	assert.Equal(t, aggregator.Attrs{{Key: AttrBaseRV, Value: "1"}}, r.Attributes)
+	assert.Equal(t, aggregator.Attrs{{Key: diff.AttrBaseRV, Value: "1"}}, r.Attributes)
 
 	r = s.Observe(ctx, w("patch", "", true, podBody("4", "node-1", "Running"), "4"))
 	assert.Equal(t, []string{"diff: no change besides bookkeeping fields (resourceVersion 3 -> 4)"}, msgs(r))
@@ -64,14 +65,14 @@ func TestStreamLifecycle(t *testing.T) {
 	// A delete with the object (graceful deletion), then one without.
 	r = s.Observe(ctx, w("delete", "", true, podBody("5", "node-1", "Running"), "5"))
 	require.Len(t, r.Logs, 1)
-	kind, _ := r.Logs[0].Attributes.Get(AttrSnapshotSource)
+	kind, _ := r.Logs[0].Attributes.Get(diff.AttrSnapshotSource)
 	assert.Equal(t, "response", kind)
 	// The final removal returns the object again: a pointer to the snapshot and the changes.
 	r = s.Observe(ctx, w("delete", "", true, podBody("6", "node-1", "Succeeded"), "6"))
 	assert.Equal(t, []string{"diff: deletion snapshot taken at resourceVersion 5; changes since:", "diff: status.phase Running -> Succeeded"}, msgs(r))
 	r = s.Observe(ctx, w("delete", "", false, []byte(`{"kind":"Status"}`), ""))
 	require.Len(t, r.Logs, 1)
-	kind, _ = r.Logs[0].Attributes.Get(AttrSnapshotSource)
+	kind, _ = r.Logs[0].Attributes.Get(diff.AttrSnapshotSource)
 	assert.Equal(t, "last_seen", kind)
 	assert.Equal(t, 0, s.Len())
 	r = s.Observe(ctx, w("delete", "", false, []byte(`{"kind":"Status"}`), ""))
@@ -85,7 +86,7 @@ func TestStreamLimits(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	s, err := NewStream(StreamConfig{CacheSize: 2, MaxChanges: 3, MaxValueBytes: 8, MaxSnapshotBytes: 50}, telemetry.Settings{MeterProvider: mp})
+	s, err := NewStream(diff.StreamConfig{CacheSize: 2, MaxChanges: 3, MaxValueBytes: 8, MaxSnapshotBytes: 50}, telemetry.Settings{MeterProvider: mp})
 	require.NoError(t, err)
 	obj := func(name string) aggregator.ObjectRef { o := pod; o.Name = name; return o }
 	many := func(rv string, v string) []byte {
@@ -130,8 +131,8 @@ func TestStreamLimits(t *testing.T) {
 	// Disabled and nil streams do nothing.
 	var nilStream *Stream
 	assert.Empty(t, nilStream.Observe(ctx, Write{}).Logs)
-	d, err := NewStream(StreamConfig{Disabled: true}, telemetry.Settings{})
+	d, err := NewStream(diff.StreamConfig{Disabled: true}, telemetry.Settings{})
 	require.NoError(t, err)
 	assert.Empty(t, d.Observe(ctx, Write{Object: pod, Verb: "create", Response: podBody("1", "", "x"), IsObject: true}).Logs)
-	assert.Error(t, StreamConfig{CacheSize: -1}.Validate())
+	assert.Error(t, diff.StreamConfig{CacheSize: -1}.Validate())
 }

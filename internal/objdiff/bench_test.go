@@ -1,10 +1,11 @@
-package diff
+package objdiff
 
 import (
 	"encoding/json"
 	"fmt"
 	"testing"
 
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/stretchr/testify/require"
 )
 
@@ -53,7 +54,7 @@ func bigObject(tb testing.TB, variant int) []byte {
 func TestBigObject(t *testing.T) {
 	a, b := bigObject(t, 0), bigObject(t, 1)
 	require.InDelta(t, 20_000, len(a), 5_000)
-	got, err := Compare(a, b, Options{})
+	got, err := Compare(a, b, diff.Options{})
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"spec.replicas 2 -> 4",
@@ -66,12 +67,12 @@ func TestBigObject(t *testing.T) {
 // BenchmarkCompare20KB diffs two 20 KB objects that differ in four fields.
 func BenchmarkCompare20KB(b *testing.B) {
 	x, y := bigObject(b, 0), bigObject(b, 1)
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(b, err)
 	b.SetBytes(int64(len(x) + len(y)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := d.Compare(Resource{Group: "apps", Resource: "deployments"}, x, y); err != nil {
+		if _, err := d.Compare(diff.Resource{Group: "apps", Resource: "deployments"}, x, y); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -80,12 +81,12 @@ func BenchmarkCompare20KB(b *testing.B) {
 // BenchmarkSnapshot20KB strips a 20 KB object for storage.
 func BenchmarkSnapshot20KB(b *testing.B) {
 	x := bigObject(b, 0)
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(b, err)
 	b.SetBytes(int64(len(x)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := d.Snapshot(Resource{Group: "apps", Resource: "deployments"}, x); err != nil {
+		if _, err := d.Snapshot(diff.Resource{Group: "apps", Resource: "deployments"}, x); err != nil {
 			b.Fatal(err)
 		}
 	}

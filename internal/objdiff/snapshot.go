@@ -1,6 +1,10 @@
-package diff
+package objdiff
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/kelemetry/kelemetry/diff"
+)
 
 var stripSet = func() map[string]struct{} {
 	m := make(map[string]struct{}, len(stripPaths))
@@ -14,7 +18,7 @@ var stripSet = func() map[string]struct{} {
 // shown and stored: without metadata.managedFields and with redacted values replaced by markers.
 // Snapshots of one object compare with Compare like the original bodies (a redacted value keeps
 // its marker as long as it does not change). The result never aliases body.
-func (d *Differ) Snapshot(res Resource, body []byte) ([]byte, error) {
+func (d *Differ) Snapshot(res diff.Resource, body []byte) ([]byte, error) {
 	body = trim(body)
 	if len(body) == 0 {
 		return nil, errSyntax
@@ -47,7 +51,7 @@ type ManagedFields struct {
 // offsets into body as given). The result is the same as Snapshot's when mf is right; a value
 // at mf that is not a member named managedFields is ignored (Snapshot scans as usual). The
 // caller vouches that the member is metadata's and that metadata is an object.
-func (d *Differ) snapshotKnown(res Resource, body []byte, mf ManagedFields) ([]byte, error) {
+func (d *Differ) snapshotKnown(res diff.Resource, body []byte, mf ManagedFields) ([]byte, error) {
 	snap, _, err := d.SnapshotKnownLayout(res, body, mf, nil)
 	return snap, err
 }
@@ -57,8 +61,8 @@ func (d *Differ) snapshotKnown(res Resource, body []byte, mf ManagedFields) ([]b
 // snapshot, for Write.SnapshotLayout: lay itself when the snapshot is body unchanged, a new one
 // when managedFields was cut, nil when lay is missing or the snapshot was rewritten. lay is read
 // only.
-func (d *Differ) SnapshotKnownLayout(res Resource, body []byte, mf ManagedFields, lay *Layout) ([]byte, *Layout, error) {
-	if res == (Resource{}) || !d.planFor(res).stripOnly {
+func (d *Differ) SnapshotKnownLayout(res diff.Resource, body []byte, mf ManagedFields, lay *Layout) ([]byte, *Layout, error) {
+	if res == (diff.Resource{}) || !d.planFor(res).stripOnly {
 		snap, err := d.Snapshot(res, body)
 		return snap, nil, err
 	}

@@ -1,10 +1,12 @@
-package diff
+package objdiff
 
 import (
 	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/kelemetry/kelemetry/diff"
 )
 
 // cloneChanges copies the values of changes as Compare does.
@@ -25,30 +27,30 @@ func FuzzCompare(f *testing.F) {
 	f.Add([]byte(secretV1), []byte(secretV2))
 	f.Add([]byte(`{"metadata":{"managedFields":[{}],"name":"x"},"spec":{"containers":[{"name":"a"}]}}`), []byte(`{"spec":{"containers":[{"name":"b"},{"name":"a","x":"\"]}"}]}}`))
 	f.Add([]byte(`{"args":["a","b"]}`), []byte(`{"args":["b","a",null,1.0e3]}`))
-	d, err := New(Options{Redact: []redactRule{{PathRegex: `token`}}})
+	d, err := New(diff.Options{Redact: []diff.RedactRule{{PathRegex: `token`}}})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		want, wantErr := d.Compare(Resource{}, a, b)
+		want, wantErr := d.Compare(diff.Resource{}, a, b)
 		// Given b's Layout, the comparison finds the same; given a's (a wrong one), it must not
 		// panic.
 		if lay, err := LayoutOf(b); err == nil {
-			got, _, gotErr := d.compare(Resource{}, a, nil, b, indexOf(trim(b), lay), false)
+			got, _, gotErr := d.compare(diff.Resource{}, a, nil, b, indexOf(trim(b), lay), false)
 			if (wantErr == nil) != (gotErr == nil) || !reflect.DeepEqual(want, cloneChanges(got)) {
 				t.Fatalf("with the Layout of %s: %v, %v; without: %v, %v", b, got, gotErr, want, wantErr)
 			}
 		}
 		if lay, err := LayoutOf(a); err == nil {
 			lay.size = len(trim(b))
-			_, _, _ = d.compare(Resource{}, a, nil, b, indexOf(trim(b), lay), false)
+			_, _, _ = d.compare(diff.Resource{}, a, nil, b, indexOf(trim(b), lay), false)
 		}
 		if json.Valid(a) {
-			same, err := d.Compare(Resource{}, a, a)
+			same, err := d.Compare(diff.Resource{}, a, a)
 			if err == nil && len(same) != 0 {
 				t.Fatalf("%s differs from itself: %v", a, same)
 			}
-			snap, err := d.Snapshot(Resource{}, a)
+			snap, err := d.Snapshot(diff.Resource{}, a)
 			if err == nil && !json.Valid(snap) {
 				t.Fatalf("snapshot of %s is not JSON: %s", a, snap)
 			}

@@ -1,17 +1,18 @@
-package diff
+package objdiff
 
 import (
 	"bytes"
 	"testing"
 
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestSnapshotKnown(t *testing.T) {
-	d, err := New(Options{})
+	d, err := New(diff.Options{})
 	require.NoError(t, err)
-	pods := Resource{Resource: "pods"}
+	pods := diff.Resource{Resource: "pods"}
 	body := []byte(` {"kind":"Pod","metadata":{"name":"p","managedFields":[{"manager":"m"}],"uid":"u"},"spec":{}}`)
 	start := bytes.Index(body, []byte(`[{"manager"`))
 	end := bytes.Index(body, []byte(`,"uid"`))
@@ -39,7 +40,7 @@ func TestSnapshotKnown(t *testing.T) {
 	assert.NotEqual(t, string(plain), string(got), "a copy")
 
 	// A resource with redactions takes the full rewrite whatever the hint.
-	secrets := Resource{Resource: "secrets"}
+	secrets := diff.Resource{Resource: "secrets"}
 	secret := []byte(`{"kind":"Secret","metadata":{"name":"s"},"data":{"k":"dmFsdWU="}}`)
 	want, err = d.Snapshot(secrets, secret)
 	require.NoError(t, err)

@@ -1,9 +1,10 @@
-package diff_test
+package objdiff_test
 
 import (
 	"fmt"
 
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 )
 
 func ExampleCompare() {
@@ -11,7 +12,7 @@ func ExampleCompare() {
 		"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"app","image":"alpine:3.16"}]}}}}`)
 	new := []byte(`{"metadata":{"resourceVersion":"2","labels":{"app":"web","app.kubernetes.io/name":"web"}},
 		"spec":{"replicas":4,"template":{"spec":{"containers":[{"name":"sidecar","image":"envoy"},{"name":"app","image":"alpine:3.17"}]}}}}`)
-	changes, err := diff.Compare(old, new, diff.Options{})
+	changes, err := objdiff.Compare(old, new, diff.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package diff
+package objdiff
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -40,7 +41,7 @@ func TestStreamCacheBoundedByBytes(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	const maxBytes = 2 << 20
-	s, err := NewStream(StreamConfig{CacheSize: 10_000, MaxBytes: maxBytes},
+	s, err := NewStream(diff.StreamConfig{CacheSize: 10_000, MaxBytes: maxBytes},
 		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
@@ -74,7 +75,7 @@ func TestStreamCacheBoundedByBytes(t *testing.T) {
 func TestStreamCacheBoundedByObjects(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	s, err := NewStream(StreamConfig{CacheSize: 3},
+	s, err := NewStream(diff.StreamConfig{CacheSize: 3},
 		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	for i := range 5 {
@@ -91,9 +92,9 @@ func TestStreamCacheBoundedByObjects(t *testing.T) {
 }
 
 func TestStreamConfigMaxBytes(t *testing.T) {
-	assert.Equal(t, int64(defaultCacheBytes), StreamConfig{}.withDefaults().MaxBytes)
-	require.Error(t, StreamConfig{MaxBytes: -1}.Validate())
-	require.Error(t, StreamConfig{MaxBytes: 1000, MaxBodyBytes: 2000}.Validate(), "a kept object could never fit")
+	assert.Equal(t, int64(32<<20), diff.StreamConfig{}.WithDefaults().MaxBytes)
+	require.Error(t, diff.StreamConfig{MaxBytes: -1}.Validate())
+	require.Error(t, diff.StreamConfig{MaxBytes: 1000, MaxBodyBytes: 2000}.Validate(), "a kept object could never fit")
 }
 
 // TestStreamMemoryLargeObjects measures the heap the audit-stream diff keeps for many large
@@ -102,7 +103,7 @@ func TestStreamConfigMaxBytes(t *testing.T) {
 func TestStreamMemoryLargeObjects(t *testing.T) {
 	ctx := context.Background()
 	const maxBytes = 16 << 20
-	s, err := NewStream(StreamConfig{MaxBytes: maxBytes}, telemetry.Settings{})
+	s, err := NewStream(diff.StreamConfig{MaxBytes: maxBytes}, telemetry.Settings{})
 	require.NoError(t, err)
 	const n, size = 400, 200 << 10 // 80 MB of objects through a 16 MiB budget
 	runtime.GC()

@@ -1,4 +1,4 @@
-package diff
+package objdiff
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -20,7 +21,7 @@ func TestStreamWarm(t *testing.T) {
 	w := func(verb string, isObj bool, body []byte, rv string) Write {
 		return Write{Object: pod, Verb: verb, Response: body, IsObject: isObj, ResourceVersion: rv, Time: at}
 	}
-	s, err := NewStream(StreamConfig{}, telemetry.Settings{})
+	s, err := NewStream(diff.StreamConfig{}, telemetry.Settings{})
 	require.NoError(t, err)
 	s.Warm(ctx, w("create", true, podBody("1", "", "Pending"), "1"))
 	s.Warm(ctx, w("patch", true, podBody("2", "node-1", "Pending"), "2"))

@@ -1,4 +1,4 @@
-package diff
+package objdiff
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
 )
 
 // LogFormat bounds the span logs rendered from changes and snapshots: by a Stream, and from the
@@ -20,22 +21,23 @@ type LogFormat struct {
 	MaxSnapshotBytes int
 }
 
-// LogFormat returns the log bounds of c (defaults for zero fields).
-func (c StreamConfig) LogFormat() LogFormat {
-	c = c.withDefaults()
+// FormatOf returns the log bounds of c (defaults for zero fields).
+func FormatOf(c diff.StreamConfig) LogFormat {
+	c = c.WithDefaults()
 	return LogFormat{MaxChanges: c.MaxChanges, MaxValueBytes: c.MaxValueBytes, MaxSnapshotBytes: c.MaxSnapshotBytes}
 }
 
 // WithDefaults returns f with zero fields set to the defaults of StreamConfig.
 func (f LogFormat) WithDefaults() LogFormat {
+	d := diff.StreamConfig{}.WithDefaults()
 	if f.MaxChanges == 0 {
-		f.MaxChanges = defaultMaxChanges
+		f.MaxChanges = d.MaxChanges
 	}
 	if f.MaxValueBytes == 0 {
-		f.MaxValueBytes = defaultMaxValueBytes
+		f.MaxValueBytes = d.MaxValueBytes
 	}
 	if f.MaxSnapshotBytes == 0 {
-		f.MaxSnapshotBytes = defaultMaxSnapshotBytes
+		f.MaxSnapshotBytes = d.MaxSnapshotBytes
 	}
 	return f
 }
@@ -88,13 +90,13 @@ func (f LogFormat) ChangeLogs(at time.Time, changes []Change) []aggregator.Log {
 	for i, c := range changes[:n] {
 		p := spans[i]
 		attrs := backing[len(backing) : len(backing) : len(backing)+5]
-		attrs = append(attrs, aggregator.Attr{Key: AttrPath, Value: c.Path}, aggregator.Attr{Key: AttrOp, Value: string(c.Op)})
+		attrs = append(attrs, aggregator.Attr{Key: diff.AttrPath, Value: c.Path}, aggregator.Attr{Key: diff.AttrOp, Value: string(c.Op)})
 		truncated := false
 		for _, kv := range [...]struct {
 			key string
 			v   []byte
 			s   span
-		}{{AttrOld, c.Old, p.old}, {AttrNew, c.New, p.new}} {
+		}{{diff.AttrOld, c.Old, p.old}, {diff.AttrNew, c.New, p.new}} {
 			switch {
 			case kv.v == nil:
 			case kv.s.start < 0:
@@ -104,10 +106,10 @@ func (f LogFormat) ChangeLogs(at time.Time, changes []Change) []aggregator.Log {
 			}
 		}
 		if c.Redacted {
-			attrs = append(attrs, aggregator.Attr{Key: AttrRedacted, Value: "true"})
+			attrs = append(attrs, aggregator.Attr{Key: diff.AttrRedacted, Value: "true"})
 		}
 		if truncated {
-			attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
+			attrs = append(attrs, aggregator.Attr{Key: diff.AttrTruncated, Value: "true"})
 		}
 		backing = backing[:len(backing)+len(attrs)]
 		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff, Message: str(p.line), Attributes: attrs})
@@ -115,7 +117,7 @@ func (f LogFormat) ChangeLogs(at time.Time, changes []Change) []aggregator.Log {
 	if rest := len(changes) - n; rest > 0 {
 		logs = append(logs, aggregator.Log{Time: at, Type: aggregator.LogTypeDiff,
 			Message:    fmt.Sprintf("%d more changes not shown", rest),
-			Attributes: aggregator.Attrs{{Key: AttrOp, Value: OpTruncated}}})
+			Attributes: aggregator.Attrs{{Key: diff.AttrOp, Value: diff.OpTruncated}}})
 	}
 	return logs
 }
@@ -131,15 +133,15 @@ func (f LogFormat) SnapshotLog(at time.Time, kind, source, rv string, snap []byt
 // snapshotLog is SnapshotLog; with alias the message shares snap's memory instead of copying it,
 // for a snapshot that is never modified (the Stream's).
 func (f LogFormat) snapshotLog(at time.Time, kind, source, rv string, snap []byte, alias bool) aggregator.Log {
-	attrs := aggregator.Attrs{{Key: AttrSnapshotKind, Value: kind}, {Key: AttrSnapshotSource, Value: source}}
+	attrs := aggregator.Attrs{{Key: diff.AttrSnapshotKind, Value: kind}, {Key: diff.AttrSnapshotSource, Value: source}}
 	if rv != "" {
-		attrs = append(attrs, aggregator.Attr{Key: AttrSnapshotRV, Value: rv})
+		attrs = append(attrs, aggregator.Attr{Key: diff.AttrSnapshotRV, Value: rv})
 	}
 	var msg string
 	switch {
 	case len(snap) > f.MaxSnapshotBytes:
 		msg = fmt.Sprintf("%s snapshot omitted: %d bytes (more than %d)", kind, len(snap), f.MaxSnapshotBytes)
-		attrs = append(attrs, aggregator.Attr{Key: AttrTruncated, Value: "true"})
+		attrs = append(attrs, aggregator.Attr{Key: diff.AttrTruncated, Value: "true"})
 	case alias && len(snap) > 0:
 		msg = unsafe.String(&snap[0], len(snap))
 	default:
@@ -150,5 +152,5 @@ func (f LogFormat) snapshotLog(at time.Time, kind, source, rv string, snap []byt
 
 // NoteLog is a diff log that carries no change: op is OpNone, OpUnavailable or OpTruncated.
 func NoteLog(at time.Time, op, msg string) aggregator.Log {
-	return aggregator.Log{Time: at, Type: aggregator.LogTypeDiff, Message: msg, Attributes: aggregator.Attrs{{Key: AttrOp, Value: op}}}
+	return aggregator.Log{Time: at, Type: aggregator.LogTypeDiff, Message: msg, Attributes: aggregator.Attrs{{Key: diff.AttrOp, Value: op}}}
 }

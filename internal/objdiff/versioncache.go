@@ -1,4 +1,4 @@
-package diff
+package objdiff
 
 import (
 	"container/list"

@@ -1,8 +1,7 @@
-package diff
+package objdiff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -12,107 +11,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
-
-// Defaults for StreamConfig.
-const (
-	defaultCacheSize        = 20_000
-	defaultCacheBytes       = 32 << 20
-	defaultMaxBodyBytes     = 256 << 10
-	defaultMaxChanges       = 100
-	defaultMaxValueBytes    = 512
-	defaultMaxSnapshotBytes = 64 << 10
-)
-
-// Attribute keys of the logs a Stream writes.
-const (
-	// AttrPath, AttrOp, AttrOld and AttrNew describe one change (AttrOld and AttrNew hold JSON,
-	// left out when absent or longer than 4*MaxValueBytes; then AttrTruncated is "true").
-	AttrPath      = "kelemetry.diff.path"
-	AttrOp        = "kelemetry.diff.op"
-	AttrOld       = "kelemetry.diff.old"
-	AttrNew       = "kelemetry.diff.new"
-	AttrRedacted  = "kelemetry.diff.redacted"
-	AttrTruncated = "kelemetry.diff.truncated"
-	// AttrBaseRV is the resourceVersion the diff was computed against (an event attribute).
-	AttrBaseRV = "kelemetry.diff.base_resource_version"
-	// AttrSnapshotKind is "creation" or "deletion"; AttrSnapshotRV the snapshot's
-	// resourceVersion; AttrSnapshotSource "response" (the request's response) or "last_seen"
-	// (the last version seen before a delete that did not return the object).
-	AttrSnapshotKind   = "kelemetry.snapshot.kind"
-	AttrSnapshotRV     = "kelemetry.snapshot.resource_version"
-	AttrSnapshotSource = "kelemetry.snapshot.source"
-)
-
-// Values of AttrOp besides the Op values, on notes that carry no change.
-const (
-	OpNone        = "none"        // the write changed nothing (no-op) or only bookkeeping fields
-	OpUnavailable = "unavailable" // no diff could be computed; the message says why
-	OpTruncated   = "truncated"   // more changes than MaxChanges; the message says how many
-)
-
-// StreamConfig configures a Stream. The zero value means defaults.
-type StreamConfig struct {
-	// Disabled turns the audit-stream diff off.
-	Disabled bool `yaml:"disabled"`
-	// CacheSize bounds the objects whose last version is kept (LRU, default 20,000). Memory is
-	// about CacheSize times the average object size without managedFields, up to MaxBytes.
-	CacheSize int `yaml:"cacheSize"`
-	// MaxBytes bounds the estimated heap of the kept versions (default 32 MiB): each is counted
-	// as its stripped object's encoded size plus its structural index and a fixed overhead, and
-	// the least recently used versions are evicted beyond it (kelemetry.diff.stream.evictions,
-	// reason bytes; reason objects for CacheSize). It must be at least MaxBodyBytes.
-	MaxBytes int64 `yaml:"maxBytes"`
-	// MaxBodyBytes: larger objects are not kept (default 256 KiB); their writes get no diff.
-	MaxBodyBytes int `yaml:"maxBodyBytes"`
-	// MaxChanges bounds the diff logs of one write (default 100); one more log counts the rest.
-	MaxChanges int `yaml:"maxChanges"`
-	// MaxValueBytes cuts each value in a diff line (default 512).
-	MaxValueBytes int `yaml:"maxValueBytes"`
-	// MaxSnapshotBytes: larger snapshots are replaced by a note (default 64 KiB).
-	MaxSnapshotBytes int `yaml:"maxSnapshotBytes"`
-	// RepeatDeletionSnapshots writes a full deletion snapshot on every delete that returns the
-	// object. By default only the first one (deletion start: graceful deletion, finalizers) is
-	// full; later deletes of the same object (the final removal) get the changes since it.
-	RepeatDeletionSnapshots bool `yaml:"repeatDeletionSnapshots"`
-	// Compare configures the comparison (ignored fields, merge keys, redaction).
-	Compare Options `yaml:"compare"`
-}
-
-// withDefaults returns c with zero fields set to their defaults.
-func (c StreamConfig) withDefaults() StreamConfig {
-	if c.CacheSize == 0 {
-		c.CacheSize = defaultCacheSize
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = defaultCacheBytes
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = defaultMaxBodyBytes
-	}
-	if c.MaxChanges == 0 {
-		c.MaxChanges = defaultMaxChanges
-	}
-	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = defaultMaxValueBytes
-	}
-	if c.MaxSnapshotBytes == 0 {
-		c.MaxSnapshotBytes = defaultMaxSnapshotBytes
-	}
-	return c
-}
-
-// Validate reports a configuration that cannot work.
-func (c StreamConfig) Validate() error {
-	if c.CacheSize < 0 || c.MaxBytes < 0 || c.MaxBodyBytes < 0 || c.MaxChanges < 0 || c.MaxValueBytes < 0 || c.MaxSnapshotBytes < 0 {
-		return errors.New("diff stream: sizes must not be negative")
-	}
-	if d := c.withDefaults(); d.MaxBytes < int64(d.MaxBodyBytes) {
-		return fmt.Errorf("diff stream: maxBytes %d is less than maxBodyBytes %d: the largest kept object would not fit", d.MaxBytes, d.MaxBodyBytes)
-	}
-	return c.Compare.Validate()
-}
 
 // Write is one successful write seen in the audit stream.
 type Write struct {
@@ -169,7 +70,7 @@ type Result struct {
 // Writes of one object must be observed in order (the audit queue guarantees it); a version
 // older than the one kept gets an OpUnavailable note. Safe for concurrent use.
 type Stream struct {
-	cfg    StreamConfig
+	cfg    diff.StreamConfig
 	format LogFormat
 	differ *Differ
 	cache  *versionCache
@@ -200,16 +101,16 @@ const (
 )
 
 // NewStream builds a Stream; ts gives its logger and meter provider (either may be unset).
-func NewStream(cfg StreamConfig, ts telemetry.Settings) (*Stream, error) {
+func NewStream(cfg diff.StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	d, err := New(cfg.Compare)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{cfg: cfg, format: cfg.LogFormat(), differ: d, logger: ts.Log().With("component", "diff.stream"), resultIdx: map[string]int{}}
+	s := &Stream{cfg: cfg, format: FormatOf(cfg), differ: d, logger: ts.Log().With("component", "diff.stream"), resultIdx: map[string]int{}}
 	meter := ts.Meter(meterScope)
 	results := []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError, resultWarmed}
 	resultSets := make([]attribute.Set, len(results))
@@ -260,7 +161,7 @@ func (s *Stream) Observe(ctx context.Context, w Write) Result {
 
 func (s *Stream) observe(w Write) (Result, string) {
 	key := w.Object.Key()
-	gr := Resource{Group: w.Object.Group, Resource: w.Object.Resource}
+	gr := diff.Resource{Group: w.Object.Group, Resource: w.Object.Resource}
 	switch w.Verb {
 	case "create":
 		if w.Subresource == "binding" {
@@ -292,7 +193,7 @@ func (s *Stream) observe(w Write) (Result, string) {
 				s.markDeleting(key)
 				note := aggregator.Log{Time: w.Time, Type: aggregator.LogTypeDiff,
 					Message:    "deletion snapshot taken at resourceVersion " + prev.rv + "; changes since:",
-					Attributes: aggregator.Attrs{{Key: AttrOp, Value: OpNone}, {Key: AttrSnapshotKind, Value: "deletion"}, {Key: AttrSnapshotRV, Value: prev.rv}}}
+					Attributes: aggregator.Attrs{{Key: diff.AttrOp, Value: diff.OpNone}, {Key: diff.AttrSnapshotKind, Value: "deletion"}, {Key: diff.AttrSnapshotRV, Value: prev.rv}}}
 				r.Logs = append([]aggregator.Log{note}, r.Logs...)
 				return r, result
 			}
@@ -315,7 +216,7 @@ func (s *Stream) observe(w Write) (Result, string) {
 }
 
 // keep snapshots body and stores it as key's last version (unless too large).
-func (s *Stream) keep(key aggregator.ObjectKey, gr Resource, w Write, rv string) ([]byte, error) {
+func (s *Stream) keep(key aggregator.ObjectKey, gr diff.Resource, w Write, rv string) ([]byte, error) {
 	snap, err := s.snapshot(gr, w)
 	if err != nil {
 		s.cache.Remove(key)
@@ -342,7 +243,7 @@ func (s *Stream) markDeleting(key aggregator.ObjectKey) {
 	}
 }
 
-func (s *Stream) snapshot(gr Resource, w Write) ([]byte, error) {
+func (s *Stream) snapshot(gr diff.Resource, w Write) ([]byte, error) {
 	if w.Snapshot != nil {
 		return w.Snapshot, nil
 	}
@@ -361,11 +262,11 @@ func (s *Stream) storeIndexed(key aggregator.ObjectKey, rv string, snap []byte, 
 	s.cache.Add(key, &version{rv: rv, body: snap, idx: idx})
 }
 
-func (s *Stream) update(key aggregator.ObjectKey, gr Resource, w Write) (Result, string) {
+func (s *Stream) update(key aggregator.ObjectKey, gr diff.Resource, w Write) (Result, string) {
 	rv := w.ResourceVersion
 	prev, havePrev := s.cache.Get(key)
 	if rv != "" && (w.RequestResourceVersion == rv || (havePrev && prev.rv == rv)) {
-		return s.note(w.Time, OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
+		return s.note(w.Time, diff.OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
 	}
 	if havePrev && compareRV(prev.rv, rv) > 0 {
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: the last version seen (resourceVersion %s) is newer than this one (%s)", prev.rv, rv)), resultUnavailable
@@ -390,9 +291,9 @@ func (s *Stream) update(key aggregator.ObjectKey, gr Resource, w Write) (Result,
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
 	}
 	s.storeIndexed(key, rv, snap, idx)
-	attrs := aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}
+	attrs := aggregator.Attrs{{Key: diff.AttrBaseRV, Value: prev.rv}}
 	if len(changes) == 0 {
-		r := s.note(w.Time, OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
+		r := s.note(w.Time, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
 		r.Attributes = attrs
 		return r, resultNoop
 	}
@@ -415,7 +316,7 @@ func (s *Stream) scale(key aggregator.ObjectKey, w Write) (Result, string) {
 	}
 	prev, havePrev := s.cache.Get(key)
 	if rv != "" && (w.RequestResourceVersion == rv || (havePrev && prev.rv == rv)) {
-		return s.note(w.Time, OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
+		return s.note(w.Time, diff.OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
 	}
 	if !havePrev {
 		return s.unavailable(w, "diff unavailable: no previous version seen"), resultUnavailable
@@ -423,7 +324,7 @@ func (s *Stream) scale(key aggregator.ObjectKey, w Write) (Result, string) {
 	if compareRV(prev.rv, rv) > 0 {
 		return s.unavailable(w, fmt.Sprintf("diff unavailable: the last version seen (resourceVersion %s) is newer than this one (%s)", prev.rv, rv)), resultUnavailable
 	}
-	attrs := aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}
+	attrs := aggregator.Attrs{{Key: diff.AttrBaseRV, Value: prev.rv}}
 	body, oldReplicas, had, sp, err := replacePath(prev.body, prev.idx, newReplicas, "spec", "replicas")
 	idx := prev.idx.spliced(body, sp)
 	if err == nil && rv != "" {
@@ -438,7 +339,7 @@ func (s *Stream) scale(key aggregator.ObjectKey, w Write) (Result, string) {
 	}
 	s.storeIndexed(key, rv, body, idx)
 	if had && (string(oldReplicas) == string(newReplicas) || (kindOf(oldReplicas) == '0' && kindOf(newReplicas) == '0' && numEqual(oldReplicas, newReplicas))) {
-		r := s.note(w.Time, OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
+		r := s.note(w.Time, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
 		r.Attributes = attrs
 		return r, resultNoop
 	}
@@ -471,7 +372,7 @@ func (s *Stream) binding(key aggregator.ObjectKey, w Write) (Result, string) {
 	if !had || isNull(old) {
 		c.Op, c.Old = OpAdd, nil
 	}
-	return Result{Logs: s.changeLogs(w.Time, []Change{c}), Attributes: aggregator.Attrs{{Key: AttrBaseRV, Value: prev.rv}}}, resultDiff
+	return Result{Logs: s.changeLogs(w.Time, []Change{c}), Attributes: aggregator.Attrs{{Key: diff.AttrBaseRV, Value: prev.rv}}}, resultDiff
 }
 
 func isKind(body []byte, kind string) bool {
@@ -488,7 +389,7 @@ func (s *Stream) note(at time.Time, op, msg string) Result {
 }
 
 func (s *Stream) unavailable(w Write, msg string) Result {
-	return s.note(w.Time, OpUnavailable, msg)
+	return s.note(w.Time, diff.OpUnavailable, msg)
 }
 
 func (s *Stream) snapshotLog(at time.Time, kind, source, rv string, snap []byte) aggregator.Log {
@@ -529,7 +430,7 @@ func (s *Stream) Warm(ctx context.Context, w Write) {
 
 func (s *Stream) warm(w Write) {
 	key := w.Object.Key()
-	gr := Resource{Group: w.Object.Group, Resource: w.Object.Resource}
+	gr := diff.Resource{Group: w.Object.Group, Resource: w.Object.Resource}
 	newer := func() bool {
 		prev, ok := s.cache.Peek(key)
 		return ok && compareRV(prev.rv, w.ResourceVersion) > 0
