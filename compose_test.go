@@ -26,6 +26,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/store/pebble"
@@ -64,7 +65,7 @@ func get(t *testing.T, url string) (int, string) {
 
 // readHealth reads GET /healthz of the app at apiAddr; ok is false unless it answered 200 with
 // a Health.
-func readHealth(t *testing.T, apiAddr string) (h kelemetry.Health, ok bool) {
+func readHealth(t *testing.T, apiAddr string) (h healthz.Body, ok bool) {
 	t.Helper()
 	code, body := get(t, "http://"+apiAddr+"/healthz")
 	return h, code == http.StatusOK && json.Unmarshal([]byte(body), &h) == nil
@@ -257,7 +258,7 @@ func TestHealthCountsLinkJobs(t *testing.T) {
 		fx.Populate(&servers), fx.NopLogger)
 	app.RequireStart()
 	defer app.RequireStop()
-	health := func() kelemetry.Health {
+	health := func() healthz.Body {
 		h, ok := readHealth(t, servers.APIAddr())
 		require.True(t, ok, "GET /healthz")
 		return h

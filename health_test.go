@@ -13,18 +13,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 )
 
 // /healthz says "unavailable" with the reason and HTTP 503 while a sink (the store on a full
 // disk) cannot take writes, and ok again afterwards.
 func TestHealthReportsUnhealthySinks(t *testing.T) {
 	var sinkErr error
-	h := healthHandler(func() Health { return Health{Status: "ok", QueueDepth: 3} },
+	h := healthHandler(func() healthz.Body { return healthz.Body{Status: "ok", QueueDepth: 3} },
 		func(context.Context) error { return sinkErr })
-	get := func() (int, Health) {
+	get := func() (int, healthz.Body) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-		var body Health
+		var body healthz.Body
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
 		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 		return rec.Code, body

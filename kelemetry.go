@@ -10,7 +10,7 @@
 // audit, kelemetrix, event, linker, linkrule, remotelinker, diff/informer, frontend, ui,
 // storageapi); Modules(role) is the same for one role: roleIngest without the query side,
 // roleQuery without the ingest side, for replicas that share a store through the jaeger
-// backend. Health is the body of GET /healthz. A binary can also compose any subset of the parts
+// backend. A binary can also compose any subset of the parts
 // instead (see docs/sdk/compose.md). A platform team's own binary is
 //
 //	fx.New(

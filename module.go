@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/health"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/kube"
@@ -121,41 +122,14 @@ func subConfigs(c Config) (configs, error) {
 	}, nil
 }
 
-// Health is the body of GET /healthz.
-type Health struct {
-	// Status is "ok", or "unavailable" (HTTP 503) while a sink cannot take writes.
-	Status string `json:"status"`
-	// Reason says why the status is not ok, e.g. the store's disk is full.
-	Reason     string `json:"reason,omitempty"`
-	QueueDepth int    `json:"queueDepth"`
-	// LinkJobs counts the link jobs queued or running. QueueDepth and LinkJobs both 0 (read in
-	// that order, with no new audit batches) means everything accepted is in the sinks.
-	LinkJobs int `json:"linkJobs"`
-	// Queue is the state of the audit queue: of its connection to NATS ("nats: connected") or of
-	// the durable queue's log ("durable: ok"), or why it is unavailable, which also makes Status
-	// "unavailable" (NATS out of reach, a failed write of the log); empty for the in-memory queue.
-	Queue  string       `json:"queue,omitempty"`
-	Replay healthReplay `json:"replay"`
-	// Version and Commit name the running build (see --version).
-	Version string `json:"version"`
-	Commit  string `json:"commit"`
-}
-
-// healthReplay reports the start-up replay.
-type healthReplay struct {
-	Done  bool                   `json:"done"`
-	Files []auditlog.ReplayStats `json:"files"`
-	Error string                 `json:"error,omitempty"`
-}
-
 // newHealth answers GET /healthz on both listeners: the audit queue's depth, the progress of
 // the start-up replays, and whether the sinks take writes and the NATS queue is connected (503
 // "unavailable" when not, e.g. the store's disk is full or NATS is out of reach).
 func newHealth(r *auditlog.Replayer, ev *event.Replayer, q queue.Queue, agg *aggregator.Engine, checks []health.Check) httpserver.Health {
-	return healthHandler(func() Health {
+	return healthHandler(func() healthz.Body {
 		build := version.Get()
 		// The queue's depth first: once it is 0, every handled event's link job is counted.
-		h := Health{Status: "ok", QueueDepth: q.Len(), Version: build.Version, Commit: build.Commit}
+		h := healthz.Body{Status: "ok", QueueDepth: q.Len(), Version: build.Version, Commit: build.Commit}
 		h.LinkJobs = agg.LinkJobs()
 		select {
 		case <-r.Done():
@@ -202,7 +176,7 @@ func readiness(checks []health.Check, sinkHealth func(context.Context) error) fu
 
 // healthHandler serves status, turned "unavailable" (HTTP 503) with the reason while sinkHealth
 // fails, or "busy" (still 200) while the sinks are only back-pressured.
-func healthHandler(status func() Health, sinkHealth func(context.Context) error) http.Handler {
+func healthHandler(status func() healthz.Body, sinkHealth func(context.Context) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		h := status()
 		code := http.StatusOK

@@ -25,6 +25,7 @@ import (
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/audittest"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/linker"
@@ -117,9 +118,9 @@ func TestNATSQueueApp(t *testing.T) {
 	_, err := os.Stat(filepath.Join(dir, "audit-queue"))
 	assert.True(t, os.IsNotExist(err), "no durable local queue with NATS: %v", err)
 
-	health := func() (int, kelemetry.Health) {
+	health := func() (int, healthz.Body) {
 		code, body := get(t, "http://"+servers.APIAddr()+"/healthz")
-		var h kelemetry.Health
+		var h healthz.Body
 		require.NoError(t, json.Unmarshal([]byte(body), &h), body)
 		return code, h
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 )
 
 // smallVolume mounts a tmpfs of size bytes for the test (root only; skipped where mounting is
@@ -92,11 +93,11 @@ func metricValue(t *testing.T, apiAddr, name string) float64 {
 	return sum
 }
 
-// healthz reads /healthz whatever its status.
-func healthz(t *testing.T, apiAddr string) (int, kelemetry.Health) {
+// getHealthz reads /healthz whatever its status.
+func getHealthz(t *testing.T, apiAddr string) (int, healthz.Body) {
 	t.Helper()
 	code, body := get(t, "http://"+apiAddr+"/healthz")
-	var h kelemetry.Health
+	var h healthz.Body
 	require.NoError(t, json.Unmarshal([]byte(body), &h), body)
 	return code, h
 }
@@ -128,7 +129,7 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 
 	postRollout(t, auditAddr)
 	waitCaughtUp(t, apiAddr)
-	code, h := healthz(t, apiAddr)
+	code, h := getHealthz(t, apiAddr)
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "durable: ok", h.Queue)
 
@@ -152,7 +153,7 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, msg)
 	assert.NotEmpty(t, retry)
 	assert.Contains(t, msg, "disk full")
-	code, h = healthz(t, apiAddr)
+	code, h = getHealthz(t, apiAddr)
 	require.Equal(t, http.StatusOK, code, "a batch refused for its size does not fail the queue")
 	assert.Equal(t, "durable: ok", h.Queue)
 	code, _, msg = postBatch(t, auditAddr, fresh())
@@ -165,7 +166,7 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 	assert.NotEmpty(t, retry, "kube-apiserver retries a 503 only with Retry-After")
 	assert.Contains(t, msg, "no space left on device")
 
-	code, h = healthz(t, apiAddr)
+	code, h = getHealthz(t, apiAddr)
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Equal(t, "unavailable", h.Status)
 	assert.Contains(t, h.Queue, "durable: ")
@@ -198,7 +199,7 @@ func TestDurableQueueFullVolumeRecovers(t *testing.T) {
 	// Space is back: healthy again by itself, and batches are taken.
 	require.NoError(t, os.Remove(filler))
 	require.Eventually(t, func() bool {
-		code, h := healthz(t, apiAddr)
+		code, h := getHealthz(t, apiAddr)
 		return code == http.StatusOK && h.Queue == "durable: ok"
 	}, 10*time.Second, 100*time.Millisecond)
 	code, body = get(t, "http://"+apiAddr+"/readyz?verbose")

@@ -35,7 +35,6 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	auditconsumer "github.com/kelemetry/kelemetry/audit/consumer"
-	"github.com/kelemetry/kelemetry/diff"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
@@ -43,6 +42,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/etcdstore"
 	informerimpl "github.com/kelemetry/kelemetry/internal/informer"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -145,7 +145,7 @@ func depKey(name, rv string) changes.RecordKey {
 
 func replicasChange(name, base, rv string) changes.Record {
 	return changes.Record{Key: depKey(name, rv), Kind: changes.KindChange, BaseRV: base, Time: time.Now(),
-		Changes: []diff.Change{{Path: "spec.replicas", Op: diff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("3")}}}
+		Changes: []objdiff.Change{{Path: "spec.replicas", Op: objdiff.OpReplace, Old: json.RawMessage("1"), New: json.RawMessage("3")}}}
 }
 
 func deployObject(name string) aggregator.ObjectKey {

@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/pebble"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -82,7 +82,7 @@ func (p *process) idle(t *testing.T) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	var h kelemetry.Health
+	var h healthz.Body
 	if json.NewDecoder(resp.Body).Decode(&h) != nil || h.QueueDepth != 0 {
 		return false
 	}

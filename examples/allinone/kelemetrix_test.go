@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/natsqueue"
@@ -172,7 +172,7 @@ func TestKelemetrixFedByEveryQueue(t *testing.T) {
 			assert.Equal(t, want, got)
 
 			// The queue in use is the one under test.
-			var h kelemetry.Health
+			var h healthz.Body
 			require.Equal(t, http.StatusOK, getJSON(t, r.api("/healthz"), &h))
 			_, err := os.Stat(filepath.Join(dir, "audit-queue"))
 			if queue == "nats" {

@@ -27,6 +27,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/kube"
 )
@@ -101,7 +102,7 @@ func getJSON(t *testing.T, url string, out any) int {
 func waitReplay(t *testing.T, r running) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		var h kelemetry.Health
+		var h healthz.Body
 		return getJSON(t, r.api("/healthz"), &h) == http.StatusOK && h.Replay.Done && h.QueueDepth == 0 && h.LinkJobs == 0
 	}, 60*time.Second, 20*time.Millisecond)
 }
@@ -408,7 +409,7 @@ func TestWebhookShedsLoadWith429(t *testing.T) {
 	assert.Len(t, codes, 2, "only 200 and 429: %v", codes)
 	close(gate.release)
 	require.Eventually(t, func() bool {
-		var h kelemetry.Health
+		var h healthz.Body
 		return getJSON(t, r.api("/healthz"), &h) == http.StatusOK && h.QueueDepth == 0
 	}, 10*time.Second, 20*time.Millisecond, "the queue drains once the sink is back")
 	code, _ := post(t, r.audit("/audit"), batches[0])

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 )
@@ -94,7 +94,7 @@ func heavyData(t *testing.T) (bin, data string) {
 				return false
 			}
 			defer resp.Body.Close()
-			var h kelemetry.Health
+			var h healthz.Body
 			return json.NewDecoder(resp.Body).Decode(&h) == nil && h.QueueDepth == 0 && h.LinkJobs == 0
 		}
 		if !assert.Eventually(t, settled, 60*time.Second, 100*time.Millisecond, "the fixture is not stored") {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/version"
 )
 
@@ -26,7 +26,7 @@ func TestVersionFlag(t *testing.T) {
 // /healthz names the running build, so that a rollout can be checked through the probe port.
 func TestHealthzShowsVersion(t *testing.T) {
 	r := start(t, testConfig(t, ""))
-	var h kelemetry.Health
+	var h healthz.Body
 	require.Equal(t, http.StatusOK, getJSON(t, r.api("/healthz"), &h))
 	assert.Equal(t, version.Get().Version, h.Version)
 	assert.Equal(t, version.Get().Commit, h.Commit)

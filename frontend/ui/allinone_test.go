@@ -18,6 +18,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 )
 
 // The acceptance path on the real application: kelemetry.Module, wired as the all-in-one is,
@@ -39,7 +40,7 @@ func TestBrowserAllInOne(t *testing.T) {
 	base := "http://" + servers.APIAddr()
 
 	require.Eventually(t, func() bool {
-		var h kelemetry.Health
+		var h healthz.Body
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {
 			return false

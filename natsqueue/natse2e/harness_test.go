@@ -35,6 +35,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
+	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
@@ -538,7 +539,7 @@ func waitIdle(t *testing.T, nodes []*natstest.Node, rs ...*replica) {
 			if err != nil {
 				return false
 			}
-			var h kelemetry.Health
+			var h healthz.Body
 			err = json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
 			if err != nil || h.QueueDepth != 0 || h.LinkJobs != 0 {
