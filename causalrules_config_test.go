@@ -17,6 +17,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/internal/frontendtest"
+	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 // criticalRules loads a configuration file, builds the query side from it (as the all-in-one
@@ -48,13 +49,13 @@ func criticalRules(t *testing.T, yaml string) []string {
 		require.NoError(t, json.Unmarshal(body, into))
 	}
 	var found struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []query.JaegerTrace `json:"data"`
 	}
 	get(srv.URL+"/api/traces?"+url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
 		"start": {strconv.FormatInt(frontendtest.RolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(frontendtest.RolloutTo.UnixMicro(), 10)}}.Encode(), &found)
 	require.Len(t, found.Data, 1)
 	var cp struct {
-		Data frontend.CriticalPath `json:"data"`
+		Data query.CriticalPath `json:"data"`
 	}
 	get(srv.URL+"/api/critical-path/"+found.Data[0].TraceID, &cp)
 	require.NotEmpty(t, cp.Data.Steps)

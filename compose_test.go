@@ -27,6 +27,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/healthz"
+	apiquery "github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
 	"github.com/kelemetry/kelemetry/store/pebble"
@@ -89,7 +90,7 @@ func demoTraceFound(t *testing.T, apiAddr string) bool {
 		return false
 	}
 	var resp struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []apiquery.JaegerTrace `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &resp))
 	return len(resp.Data) == 1 && len(resp.Data[0].Spans) > 1
@@ -225,7 +226,7 @@ func objectWindows(t *testing.T, apiAddr, resource, name string) []time.Time {
 	code, body := get(t, "http://"+apiAddr+"/api/objects?"+q.Encode())
 	require.Equal(t, http.StatusOK, code, body)
 	var objs struct {
-		Objects []frontend.ObjectResult `json:"objects"`
+		Objects []apiquery.ObjectResult `json:"objects"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &objs))
 	require.LessOrEqual(t, len(objs.Objects), 1, body)

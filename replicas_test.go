@@ -19,9 +19,9 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/kelemetry/kelemetry"
-	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/jaegertest"
+	apiquery "github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/storageapi"
 	"github.com/kelemetry/kelemetry/store"
@@ -61,7 +61,7 @@ func rolloutTraces(t *testing.T, apiAddr string) []string {
 	code, body := get(t, "http://"+apiAddr+"/api/traces?"+q.Encode())
 	require.Equal(t, http.StatusOK, code, body)
 	var resp struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []apiquery.JaegerTrace `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &resp))
 	var out []string
@@ -151,14 +151,14 @@ func TestReplicasShareOneStore(t *testing.T) {
 	code, body := get(t, "http://"+queryServers.APIAddr()+"/api/traces?"+q.Encode())
 	require.Equal(t, http.StatusOK, code, body)
 	var found struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []apiquery.JaegerTrace `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &found))
 	require.Len(t, found.Data, 1)
 	code, body = get(t, "http://"+queryServers.APIAddr()+"/api/traces/"+found.Data[0].TraceID)
 	require.Equal(t, http.StatusOK, code, body)
 	var byID struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []apiquery.JaegerTrace `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &byID))
 	require.Len(t, byID.Data, 1)

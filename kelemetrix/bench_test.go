@@ -45,7 +45,7 @@ func BenchmarkDefaultConfig(b *testing.B) {
 // 100-event batch, handled by the processor's goroutine meanwhile).
 func BenchmarkObserve(b *testing.B) {
 	evs := benchEvents(b)[:100]
-	p, err := New(Config{QueueSize: 1 << 20, Metrics: []MetricConfig{counter("m", TagUser)}}, newPromProvider(b).settings())
+	p, err := New(Config{QueueSize: 1 << 20, Metrics: []MetricConfig{counter("m", tagUser)}}, newPromProvider(b).settings())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -45,11 +45,11 @@ func TestMaxSeriesAboveSDKDefault(t *testing.T) {
 		t.Fatal("the test needs maxSeries above the SDK's default limit")
 	}
 	t.Setenv(telemetry.CardinalityEnv, "")
-	big := counter("kx_big", TagUser)
+	big := counter("kx_big", tagUser)
 	big.MaxSeries = maxSeries
 	hist := MetricConfig{Name: "kx_big_latency", Kind: kindHistogram, Quantity: quantityLatency,
-		Labels: []string{TagUser}, Buckets: []float64{1}, MaxSeries: maxSeries}
-	cfg := Config{Metrics: []MetricConfig{big, hist, counter("kx_small", TagUser)}}
+		Labels: []string{tagUser}, Buckets: []float64{1}, MaxSeries: maxSeries}
+	cfg := Config{Metrics: []MetricConfig{big, hist, counter("kx_small", tagUser)}}
 
 	var proc *Processor
 	var prom *telemetry.Prometheus

@@ -19,8 +19,8 @@ import (
 
 // Kinds of MetricConfig.Kind.
 const (
-	// KindCounter adds the quantity to a counter (a request count counts requests).
-	KindCounter = "counter"
+	// kindCounter adds the quantity to a counter (a request count counts requests).
+	kindCounter = "counter"
 	// kindHistogram records the quantity in a histogram with MetricConfig.Buckets.
 	kindHistogram = "histogram"
 )
@@ -207,9 +207,9 @@ func (c Config) Validate() error {
 		}
 		names[m.Name] = true
 		switch m.Kind {
-		case KindCounter, kindHistogram:
+		case kindCounter, kindHistogram:
 		default:
-			at(key("kind"), "kind %q: want %q or %q", m.Kind, KindCounter, kindHistogram)
+			at(key("kind"), "kind %q: want %q or %q", m.Kind, kindCounter, kindHistogram)
 		}
 		if _, ok := quantityByName(m.Quantity); !ok {
 			at(key("quantity"), "quantity %q: want one of %v", m.Quantity, quantityNames())
@@ -486,7 +486,7 @@ func ExportedName(m MetricConfig) string {
 			name += suffix
 		}
 	}
-	if m.Kind == KindCounter && !strings.HasSuffix(name, "_total") {
+	if m.Kind == kindCounter && !strings.HasSuffix(name, "_total") {
 		name += "_total"
 	}
 	return name

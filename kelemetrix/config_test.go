@@ -114,10 +114,10 @@ func TestDefaultConfig(t *testing.T) {
 			requests = &cfg.Metrics[i]
 		}
 	}
-	if requests == nil || requests.Kind != KindCounter || requests.Quantity != QuantityRequestCount {
+	if requests == nil || requests.Kind != kindCounter || requests.Quantity != quantityRequestCount {
 		t.Fatal("the default config has no kelemetrix_requests request counter")
 	}
-	for _, l := range []string{TagUser, TagVerb, tagResource, tagSubresource} {
+	for _, l := range []string{tagUser, tagVerb, tagResource, tagSubresource} {
 		if !slices.Contains(requests.Labels, l) {
 			t.Errorf("kelemetrix_requests is not labelled by %s", l)
 		}
@@ -130,11 +130,11 @@ func TestExportedNames(t *testing.T) {
 	var cfg Config
 	for _, q := range quantityNames() {
 		cfg.Metrics = append(cfg.Metrics,
-			MetricConfig{Name: "x_" + q + "_c", Kind: KindCounter, Quantity: q},
+			MetricConfig{Name: "x_" + q + "_c", Kind: kindCounter, Quantity: q},
 			MetricConfig{Name: "x_" + q + "_h", Kind: kindHistogram, Quantity: q})
 	}
 	cfg.Metrics = append(cfg.Metrics, MetricConfig{Name: "x_already_seconds", Kind: kindHistogram, Quantity: quantityLatency},
-		MetricConfig{Name: "x_already_total", Kind: KindCounter, Quantity: QuantityRequestCount})
+		MetricConfig{Name: "x_already_total", Kind: kindCounter, Quantity: quantityRequestCount})
 	prom := newPromProvider(t)
 	p, err := New(cfg, prom.settings())
 	if err != nil {

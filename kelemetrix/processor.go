@@ -184,7 +184,7 @@ func compileMetric(mc MetricConfig, cfg Config, meter *telemetry.Meter) (*compil
 		help = "kelemetrix: " + mc.Quantity + " of audited requests"
 	}
 	switch mc.Kind {
-	case KindCounter:
+	case kindCounter:
 		m.counter = meter.FloatCounter(mc.Name, help, q.unit)
 	default:
 		b := mc.Buckets

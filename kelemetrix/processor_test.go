@@ -83,7 +83,7 @@ func req(user, verb, resource string, code int32, d time.Duration) *auditv1.Even
 }
 
 func counter(name string, labels ...string) MetricConfig {
-	return MetricConfig{Name: name, Kind: KindCounter, Quantity: QuantityRequestCount, Labels: labels}
+	return MetricConfig{Name: name, Kind: kindCounter, Quantity: quantityRequestCount, Labels: labels}
 }
 
 func TestTagFilters(t *testing.T) {
@@ -97,16 +97,16 @@ func TestTagFilters(t *testing.T) {
 		filter tagFilter
 		want   map[string]float64
 	}{
-		{"oneOf", tagFilter{Tag: TagVerb, OneOf: []string{"list", "get"}}, map[string]float64{"user=alice": 1, "user=bob": 1}},
-		{"oneOf negate", tagFilter{Tag: TagVerb, OneOf: []string{"list", "get"}, Negate: true}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
-		{"regex whole value", tagFilter{Tag: TagUser, Regex: `system:serviceaccount:.*`}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
-		{"regex is anchored", tagFilter{Tag: TagUser, Regex: `serviceaccount`}, map[string]float64{}},
-		{"regex negate", tagFilter{Tag: TagUser, Regex: `system:.*`, Negate: true}, map[string]float64{"user=alice": 1, "user=bob": 1}},
-		{"oneOf or regex", tagFilter{Tag: TagUser, OneOf: []string{"alice"}, Regex: `b.b`}, map[string]float64{"user=alice": 1, "user=bob": 1}},
+		{"oneOf", tagFilter{Tag: tagVerb, OneOf: []string{"list", "get"}}, map[string]float64{"user=alice": 1, "user=bob": 1}},
+		{"oneOf negate", tagFilter{Tag: tagVerb, OneOf: []string{"list", "get"}, Negate: true}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
+		{"regex whole value", tagFilter{Tag: tagUser, Regex: `system:serviceaccount:.*`}, map[string]float64{"user=system:serviceaccount:kube-system:x": 1}},
+		{"regex is anchored", tagFilter{Tag: tagUser, Regex: `serviceaccount`}, map[string]float64{}},
+		{"regex negate", tagFilter{Tag: tagUser, Regex: `system:.*`, Negate: true}, map[string]float64{"user=alice": 1, "user=bob": 1}},
+		{"oneOf or regex", tagFilter{Tag: tagUser, OneOf: []string{"alice"}, Regex: `b.b`}, map[string]float64{"user=alice": 1, "user=bob": 1}},
 		{"code class", tagFilter{Tag: tagCodeClass, OneOf: []string{"4xx", "5xx"}}, map[string]float64{"user=bob": 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := counter("m", TagUser)
+			m := counter("m", tagUser)
 			m.TagFilters = []tagFilter{c.filter}
 			p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
 			p.Handle(context.Background(), "c", evs)
@@ -137,7 +137,7 @@ func TestQuantityFilters(t *testing.T) {
 		{"<", "a"}, {"<=", "a,b"}, {">", "c"}, {">=", "b,c"},
 	} {
 		t.Run(c.op, func(t *testing.T) {
-			m := counter("m", TagUser)
+			m := counter("m", tagUser)
 			m.QuantityFilters = []quantityFilter{{Quantity: quantityLatencyRatio, Op: c.op, Threshold: 0.5}}
 			p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
 			p.Handle(context.Background(), "c", evs)
@@ -176,7 +176,7 @@ func TestStagesDefaultToCompletion(t *testing.T) {
 
 // TestCardinalityCapFoldsIntoOther: maxSeries bounds the series, the other one included.
 func TestCardinalityCapFoldsIntoOther(t *testing.T) {
-	m := counter("m", TagUser, TagVerb)
+	m := counter("m", tagUser, tagVerb)
 	m.MaxSeries = 3
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m}})
 	var evs []*auditv1.Event
@@ -200,8 +200,8 @@ func TestCardinalityCapFoldsIntoOther(t *testing.T) {
 }
 
 func TestHistogramAndSkippedQuantity(t *testing.T) {
-	m := MetricConfig{Name: "size", Kind: kindHistogram, Quantity: quantityResponseSize, Labels: []string{TagVerb}, Buckets: []float64{10, 100}}
-	lat := MetricConfig{Name: "lat", Kind: kindHistogram, Quantity: quantityLatency, Labels: []string{TagVerb}}
+	m := MetricConfig{Name: "size", Kind: kindHistogram, Quantity: quantityResponseSize, Labels: []string{tagVerb}, Buckets: []float64{10, 100}}
+	lat := MetricConfig{Name: "lat", Kind: kindHistogram, Quantity: quantityLatency, Labels: []string{tagVerb}}
 	p, r := newTestProcessor(t, Config{Metrics: []MetricConfig{m, lat}})
 	withBody := req("a", "get", "pods", 200, time.Second)
 	withBody.ResponseObject = []byte(`{"kind":"Pod","apiVersion":"v1"}`)
@@ -220,9 +220,9 @@ func TestHistogramAndSkippedQuantity(t *testing.T) {
 // TestOnlyUsedTagsAreComputed: an event's tags are computed once, and only those the metrics use
 // in labels and filters.
 func TestOnlyUsedTagsAreComputed(t *testing.T) {
-	m1 := counter("m1", TagUser)
-	m1.TagFilters = []tagFilter{{Tag: TagVerb, OneOf: []string{"get"}}}
-	m2 := counter("m2", TagUser, tagResource)
+	m1 := counter("m1", tagUser)
+	m1.TagFilters = []tagFilter{{Tag: tagVerb, OneOf: []string{"get"}}}
+	m2 := counter("m2", tagUser, tagResource)
 	p, _ := newTestProcessor(t, Config{Metrics: []MetricConfig{m1, m2}})
 	env := quantityEnv{now: t0, defaultTimeout: time.Minute}
 	st := eventState{cluster: "c", ev: req("a", "get", "pods", 200, time.Second), env: &env}
@@ -247,7 +247,7 @@ func TestOnlyUsedTagsAreComputed(t *testing.T) {
 // TestObserverDropsWhenFull: ObserveAudit never blocks; batches beyond QueueSize are dropped and
 // counted, and what was accepted is handled by Stop.
 func TestObserverDropsWhenFull(t *testing.T) {
-	p, r := newTestProcessor(t, Config{QueueSize: 3, Metrics: []MetricConfig{counter("m", TagUser)}})
+	p, r := newTestProcessor(t, Config{QueueSize: 3, Metrics: []MetricConfig{counter("m", tagUser)}})
 	batch := []*auditv1.Event{req("a", "get", "pods", 200, 0), req("a", "get", "pods", 200, 0)}
 	p.ObserveAudit("c", batch) // accepted (2)
 	p.ObserveAudit("c", batch) // 4 > 3: dropped
@@ -296,7 +296,7 @@ func TestQueueBytesBound(t *testing.T) {
 	}
 	one := []*auditv1.Event{big()}
 	size := auditv1.EventBytes(one[0])
-	p, r := newTestProcessor(t, Config{QueueBytes: size + size/2, Metrics: []MetricConfig{counter("m", TagUser)}})
+	p, r := newTestProcessor(t, Config{QueueBytes: size + size/2, Metrics: []MetricConfig{counter("m", tagUser)}})
 	p.ObserveAudit("c", one) // accepted
 	p.ObserveAudit("c", one) // 2 x size > 1.5 x size: dropped
 	if err := p.Enqueue(context.Background(), "c", one); !errors.Is(err, queue.ErrFull) {
@@ -336,7 +336,7 @@ func TestQueueBytesBound(t *testing.T) {
 
 // TestEnqueueWaitWaitsForRoom: a replay into a full processor waits instead of dropping.
 func TestEnqueueWaitWaitsForRoom(t *testing.T) {
-	p, r := newTestProcessor(t, Config{QueueSize: 2, Metrics: []MetricConfig{counter("m", TagUser)}})
+	p, r := newTestProcessor(t, Config{QueueSize: 2, Metrics: []MetricConfig{counter("m", tagUser)}})
 	ctx := context.Background()
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestEnqueueWaitWaitsForRoom(t *testing.T) {
 }
 
 func TestStopWithoutStart(t *testing.T) {
-	p, _ := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("m", TagUser)}})
+	p, _ := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("m", tagUser)}})
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // Quantity names of MetricConfig.Quantity and quantityFilter.Quantity.
 const (
-	QuantityRequestCount  = "requestCount"
+	quantityRequestCount  = "requestCount"
 	quantityLatency       = "latency"
 	quantityLatencyRatio  = "latencyRatio"
 	quantityRequestSize   = "requestSize"
@@ -43,7 +43,7 @@ var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 
 // quantities are the quantity providers, in quantityID order.
 var quantities = []quantity{
-	{QuantityRequestCount, "{request}", []float64{1}, func(*quantityEnv, *auditv1.Event) (float64, bool) { return 1, true }},
+	{quantityRequestCount, "{request}", []float64{1}, func(*quantityEnv, *auditv1.Event) (float64, bool) { return 1, true }},
 	{quantityLatency, "s", latencyBuckets, func(_ *quantityEnv, ev *auditv1.Event) (float64, bool) {
 		return latency(ev)
 	}},

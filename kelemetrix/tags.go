@@ -12,9 +12,9 @@ import (
 // Tag names: the labels and tag filters a metric may use.
 const (
 	tagCluster         = "cluster"         // the cluster the event came from
-	TagUser            = "user"            // the impersonated user, else the user; system:node:* is folded to system:node
+	tagUser            = "user"            // the impersonated user, else the user; system:node:* is folded to system:node
 	tagUserAgent       = "userAgent"       // the user agent's component: "kube-controller-manager/v1.31.0 (...)" is kube-controller-manager
-	TagVerb            = "verb"            // get, list, watch, create, update, patch, delete, ...
+	tagVerb            = "verb"            // get, list, watch, create, update, patch, delete, ...
 	tagCode            = "code"            // the HTTP status code ("" before the response)
 	tagCodeClass       = "codeClass"       // 2xx, 3xx, 4xx or 5xx ("" before the response)
 	tagErrorReason     = "errorReason"     // the failure's metav1 StatusReason (NotFound, Conflict, ...), "" on success
@@ -44,9 +44,9 @@ type tag struct {
 // tags are the tag providers, in tagID order.
 var tags = []tag{
 	{tagCluster, func(cluster string, _ *auditv1.Event) string { return cluster }},
-	{TagUser, userTag},
+	{tagUser, userTag},
 	{tagUserAgent, func(_ string, ev *auditv1.Event) string { return userAgentComponent(ev.UserAgent) }},
-	{TagVerb, func(_ string, ev *auditv1.Event) string { return ev.Verb }},
+	{tagVerb, func(_ string, ev *auditv1.Event) string { return ev.Verb }},
 	{tagCode, func(_ string, ev *auditv1.Event) string {
 		if ev.ResponseStatus == nil || ev.ResponseStatus.Code == 0 {
 			return ""

@@ -26,17 +26,17 @@ func TestTagProviders(t *testing.T) {
 		want string
 	}{
 		{tagCluster, &auditv1.Event{}, "c1"},
-		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "alice"}}, "alice"},
-		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "system:node:kwok-node-1"}}, "system:node"},
-		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "system:node:n2"}}, "system:node"},
-		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "bob"}}, "bob"},
-		{TagUser, &auditv1.Event{User: auditv1.UserInfo{Username: strings.Repeat("u", 500)}}, strings.Repeat("u", maxTagLen)},
+		{tagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "alice"}}, "alice"},
+		{tagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "system:node:kwok-node-1"}}, "system:node"},
+		{tagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "system:node:n2"}}, "system:node"},
+		{tagUser, &auditv1.Event{User: auditv1.UserInfo{Username: "admin"}, ImpersonatedUser: &auditv1.UserInfo{Username: "bob"}}, "bob"},
+		{tagUser, &auditv1.Event{User: auditv1.UserInfo{Username: strings.Repeat("u", 500)}}, strings.Repeat("u", maxTagLen)},
 		{tagUserAgent, &auditv1.Event{UserAgent: "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/abc/system:serviceaccount:kube-system:deployment-controller"}, "kube-controller-manager"},
 		{tagUserAgent, &auditv1.Event{UserAgent: "kubectl/v1.30.0 (linux/amd64) kubernetes/$Format"}, "kubectl"},
 		{tagUserAgent, &auditv1.Event{UserAgent: "kwok"}, "kwok"},
 		{tagUserAgent, &auditv1.Event{UserAgent: "curl 8.0"}, "curl"},
 		{tagUserAgent, &auditv1.Event{}, ""},
-		{TagVerb, &auditv1.Event{Verb: "list"}, "list"},
+		{tagVerb, &auditv1.Event{Verb: "list"}, "list"},
 		{tagCode, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 409}}, "409"},
 		{tagCode, &auditv1.Event{}, ""},
 		{tagCodeClass, &auditv1.Event{ResponseStatus: &auditv1.Status{Code: 201}}, "2xx"},
@@ -112,7 +112,7 @@ func TestQuantityProviders(t *testing.T) {
 		want float64
 		ok   bool
 	}{
-		{QuantityRequestCount, &auditv1.Event{}, 1, true},
+		{quantityRequestCount, &auditv1.Event{}, 1, true},
 		{quantityLatency, ev("/api/v1/pods", 1500*time.Millisecond), 1.5, true},
 		{quantityLatency, &auditv1.Event{StageTimestamp: t0}, 0, false},
 		{quantityLatency, ev("/x", -time.Second), 0, false},

@@ -3,7 +3,7 @@ package webhook
 import (
 	"sync"
 
-	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/internal/bodybuf"
 )
 
 // byteBudget bounds the bytes of webhook request bodies held at once, across requests. It never
@@ -63,7 +63,7 @@ type reservation struct {
 	held int64
 	// body is the request body's buffer; reuse says that nothing refers to it any more, so that
 	// release gives it back to its pool.
-	body  auditv1.BodyBuffer
+	body  bodybuf.Buffer
 	reuse bool
 }
 

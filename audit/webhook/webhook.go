@@ -21,6 +21,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/internal/bodybuf"
 	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/internal/clip"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
@@ -510,7 +511,7 @@ var errNoBudget = errors.New("in-flight byte budget exhausted")
 // grows, taking the new buffer's bytes from res first, up to limit+1 bytes (one over the limit,
 // for the caller to detect it). It returns errNoBudget when res cannot grow.
 func readAllBudget(r io.Reader, size, limit int64, res *reservation) ([]byte, error) {
-	buf, pooled := auditv1.NewBody(size)
+	buf, pooled := bodybuf.New(size)
 	res.body = pooled
 	for {
 		if len(buf) == cap(buf) {

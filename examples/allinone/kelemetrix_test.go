@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/natsqueue"
 
@@ -141,8 +141,8 @@ func TestKelemetrixFedByEveryQueue(t *testing.T) {
 		t.Run(queue, func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := testConfig(t, dir)
-			cfg.Kelemetrix = kelemetrix.Config{Metrics: []kelemetrix.MetricConfig{{Name: "kelemetrix_requests", Kind: kelemetrix.KindCounter,
-				Quantity: kelemetrix.QuantityRequestCount, Labels: []string{kelemetrix.TagUser, kelemetrix.TagVerb}}}}
+			cfg.Kelemetrix = kelemetrix.Config{Metrics: []kelemetrix.MetricConfig{{Name: "kelemetrix_requests", Kind: "counter",
+				Quantity: "requestCount", Labels: []string{"user", "verb"}}}}
 			if queue == "nats" {
 				js := natstest.StartJetStream(t)
 				cfg.Audit.Queue.NATS = natsqueue.Config{URLs: []string{js.URL()}, Partitions: 4, AckWait: 5 * time.Second, PinnedTTL: 2 * time.Second, RetryBackoff: 20 * time.Millisecond,
@@ -195,7 +195,7 @@ func TestKelemetrixFedByEveryQueue(t *testing.T) {
 				return len(titles) > 0
 			}, 10*time.Second, 20*time.Millisecond)
 			assert.Equal(t, []string{"alice create"}, titles, "no span for bob's get of the same pod")
-			var none frontend.ObjectsResponse
+			var none query.ObjectsResponse
 			require.Equal(t, http.StatusOK, getJSON(t, r.api("/api/objects?resource=pods&name=only-read"), &none))
 			assert.Empty(t, none.Objects, "no span for the reads of a pod nobody wrote")
 		})

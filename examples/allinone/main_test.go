@@ -25,10 +25,10 @@ import (
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/tap"
-	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/healthz"
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	apiquery "github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/kube"
 )
 
@@ -107,10 +107,10 @@ func waitReplay(t *testing.T, r running) {
 	}, 60*time.Second, 20*time.Millisecond)
 }
 
-func findObject(t *testing.T, r running, query string) frontend.ObjectResult {
+func findObject(t *testing.T, r running, query string) apiquery.ObjectResult {
 	t.Helper()
-	var resp frontend.ObjectsResponse
-	var objs []frontend.ObjectResult
+	var resp apiquery.ObjectsResponse
+	var objs []apiquery.ObjectResult
 	// Links are written by background workers: wait until they settle.
 	require.Eventually(t, func() bool {
 		require.Equal(t, http.StatusOK, getJSON(t, r.api("/api/objects?"+query), &resp))
@@ -120,17 +120,17 @@ func findObject(t *testing.T, r running, query string) frontend.ObjectResult {
 	return objs[0]
 }
 
-func storedTrace(t *testing.T, r running, id string) frontend.JaegerTrace {
+func storedTrace(t *testing.T, r running, id string) apiquery.JaegerTrace {
 	t.Helper()
 	var resp struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []apiquery.JaegerTrace `json:"data"`
 	}
 	require.Equal(t, http.StatusOK, getJSON(t, r.api("/api/stored-traces/"+id), &resp))
 	require.Len(t, resp.Data, 1)
 	return resp.Data[0]
 }
 
-func tag(s frontend.JaegerSpan, key string) string {
+func tag(s apiquery.JaegerSpan, key string) string {
 	for _, kv := range s.Tags {
 		if kv.Key == key {
 			v, _ := kv.Value.(string)
@@ -140,8 +140,8 @@ func tag(s frontend.JaegerSpan, key string) string {
 	return ""
 }
 
-func spansOfKind(tr frontend.JaegerTrace, kind string) []frontend.JaegerSpan {
-	var out []frontend.JaegerSpan
+func spansOfKind(tr apiquery.JaegerTrace, kind string) []apiquery.JaegerSpan {
+	var out []apiquery.JaegerSpan
 	for _, s := range tr.Spans {
 		if tag(s, "kelemetry.span.kind") == kind {
 			out = append(out, s)
@@ -150,7 +150,7 @@ func spansOfKind(tr frontend.JaegerTrace, kind string) []frontend.JaegerSpan {
 	return out
 }
 
-func links(tr frontend.JaegerTrace, role string) map[string]bool {
+func links(tr apiquery.JaegerTrace, role string) map[string]bool {
 	out := map[string]bool{}
 	for _, s := range spansOfKind(tr, "link") {
 		if tag(s, "kelemetry.link.role") == role {
@@ -357,7 +357,7 @@ func TestWebhookStatusCodes(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
 
 	// The good batch's objects are stored under the cluster named in the path.
-	var resp frontend.ObjectsResponse
+	var resp apiquery.ObjectsResponse
 	require.Eventually(t, func() bool {
 		getJSON(t, r.api("/api/objects?cluster=alpha"), &resp)
 		return len(resp.Objects) > 0
@@ -365,7 +365,7 @@ func TestWebhookStatusCodes(t *testing.T) {
 	for _, o := range resp.Objects {
 		assert.Equal(t, "alpha", o.Cluster)
 	}
-	var none frontend.ObjectsResponse
+	var none apiquery.ObjectsResponse
 	getJSON(t, r.api("/api/objects?cluster=127.0.0.1"), &none)
 	assert.Empty(t, none.Objects, "the cluster never comes from the client address")
 }
@@ -475,7 +475,7 @@ func TestJaegerAPI(t *testing.T) {
 	assert.Contains(t, services.Data, "tracing")
 
 	var resp struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []apiquery.JaegerTrace `json:"data"`
 	}
 	q := "/api/traces?service=tracing%20%5Bfull%20tree%5D&tags=" + url.QueryEscape(`{"resource":"deployments","name":"demo"}`) +
 		"&start=0&end=" + fmt.Sprint(time.Now().UnixMicro())
@@ -498,7 +498,7 @@ func TestJaegerAPI(t *testing.T) {
 	assert.True(t, names["deployments/demo"], "%v", names)
 
 	var byID struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []apiquery.JaegerTrace `json:"data"`
 	}
 	// The ID resolves to the same tree (once the background link jobs have all landed, a search
 	// and a fetch by ID see the same spans).

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/internal/natstest"
+	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 func freeAddr(t *testing.T) string {
@@ -93,13 +93,13 @@ func getJSON(t *testing.T, u string, out any) bool {
 // podLinks returns the link targets stored in the trace of Pod name, once it is found.
 func podLinks(t *testing.T, api, name string) map[string]bool {
 	t.Helper()
-	var objs frontend.ObjectsResponse
+	var objs query.ObjectsResponse
 	if !getJSON(t, api+"/api/objects?resource=pods&name="+url.QueryEscape(name), &objs) || len(objs.Objects) != 1 ||
 		len(objs.Objects[0].Windows) == 0 {
 		return nil
 	}
 	var tr struct {
-		Data []frontend.JaegerTrace `json:"data"`
+		Data []query.JaegerTrace `json:"data"`
 	}
 	if !getJSON(t, api+"/api/stored-traces/"+objs.Objects[0].Windows[0].TraceID, &tr) || len(tr.Data) != 1 {
 		return nil

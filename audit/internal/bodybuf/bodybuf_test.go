@@ -1,4 +1,4 @@
-package auditv1
+package bodybuf
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ func TestBodyClass(t *testing.T) {
 		assert.Equal(t, want, bodyClass(size), size)
 		if want >= 0 {
 			assert.GreaterOrEqual(t, int64(minPooledBody<<want), size)
-			buf, h := NewBody(size)
+			buf, h := New(size)
 			assert.Equal(t, int(size), cap(buf))
 			assert.Equal(t, minPooledBody<<want, cap(*h.pooled))
 			h.Recycle()

@@ -1,4 +1,4 @@
-package auditv1
+package bodybuf
 
 import (
 	"math/bits"
@@ -31,28 +31,28 @@ func bodyClass(size int64) int {
 }
 
 // bodyBuffer is a body buffer and, when it came from (or may go to) a pool, its whole capacity.
-type BodyBuffer struct {
+type Buffer struct {
 	pooled *[]byte // nil: not poolable
 }
 
 // newBody returns an empty buffer of capacity size (no more, so that the byte budget holds) and
 // the handle that can give it back.
-func NewBody(size int64) ([]byte, BodyBuffer) {
+func New(size int64) ([]byte, Buffer) {
 	c := bodyClass(size)
 	if c < 0 {
-		return make([]byte, 0, size), BodyBuffer{}
+		return make([]byte, 0, size), Buffer{}
 	}
 	p, _ := bodyPools[c].Get().(*[]byte)
 	if p == nil {
 		b := make([]byte, 0, minPooledBody<<c)
 		p = &b
 	}
-	return (*p)[:0:size], BodyBuffer{pooled: p}
+	return (*p)[:0:size], Buffer{pooled: p}
 }
 
 // recycle gives the buffer back to its pool. The caller must not use it, nor anything sliced from
 // it, afterwards.
-func (b *BodyBuffer) Recycle() {
+func (b *Buffer) Recycle() {
 	if b.pooled == nil {
 		return
 	}
