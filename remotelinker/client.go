@@ -40,8 +40,8 @@ const (
 	resultError        = "error"
 )
 
-// Client is an aggregator.Linker served by remote workers: Lookup sends the object as a Job to
-// the linker's subject and returns the links of the Result. It implements
+// Client is an aggregator.Linker served by remote workers: Lookup sends the object as a job to
+// the linker's subject and returns the links of the reply. It implements
 // aggregator.IsolatedLinker, so the aggregator gives it MaxInFlight link workers of its own. It
 // is safe for concurrent use.
 type Client struct {
@@ -141,7 +141,7 @@ func (c *Client) lookup(ctx context.Context, obj aggregator.Object) ([]aggregato
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	job := Job{Version: wireVersion, Linker: c.cfg.Name, Object: obj.ObjectRef, MetaHash: obj.MetaHash,
+	job := wireJob{Version: wireVersion, Linker: c.cfg.Name, Object: obj.ObjectRef, MetaHash: obj.MetaHash,
 		Sent: time.Now().UTC(), TimeoutMillis: max(1, timeout.Milliseconds())}
 	if len(obj.Body) > 0 {
 		job.Body = obj.Body

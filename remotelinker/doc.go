@@ -9,7 +9,8 @@
 //   - Worker (and Serve) is the other side: it subscribes to the subject in a queue group, so
 //     that workers scale horizontally and share the jobs, runs a user's aggregator.Linker with
 //     bounded concurrency, answers every request with links or an error, and drains on Stop.
-//   - Job and Result are the wire format: JSON with a version (wireVersion).
+//   - wireJob and wireResult are the wire format: JSON with a version (wireVersion); docs/sdk lists
+//     its fields for workers written in other languages.
 //
 // Module wires the clients of Config into fx (the kelemetry.linkers value group); the root
 // package's Config has them under remoteLinkers.

@@ -9,11 +9,11 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 )
 
-// wireVersion is the version of Job and Result this package writes and reads. A worker answers a
+// wireVersion is the version of wireJob and wireResult this package writes and reads. A worker answers a
 // job of another version with an error whose code is codeUnsupportedVersion.
 const wireVersion = 1
 
-// Error codes of Result.Code.
+// Error codes of wireResult.Code.
 const (
 	// codeBadRequest: the job could not be decoded or names no object.
 	codeBadRequest = "bad_request"
@@ -30,8 +30,8 @@ const (
 	codeTimeout = "timeout"
 )
 
-// Job is the request a Client sends: one object to link.
-type Job struct {
+// wireJob is the request a Client sends: one object to link.
+type wireJob struct {
 	// Version is wireVersion.
 	Version int `json:"v"`
 	// Linker is the name of the linker the job is for.
@@ -48,8 +48,8 @@ type Job struct {
 	TimeoutMillis int64 `json:"timeoutMs,omitempty"`
 }
 
-// Result is a worker's reply: the links, or an error.
-type Result struct {
+// wireResult is a worker's reply: the links, or an error.
+type wireResult struct {
 	// Version is wireVersion.
 	Version int `json:"v"`
 	// Links are the object's links (the Lookup's result).
@@ -68,33 +68,33 @@ var errBadReply = errors.New("remotelinker: bad reply")
 var errRemote = errors.New("remotelinker: worker error")
 
 // decodeJob decodes and checks a job; its error is what the worker answers.
-func decodeJob(data []byte) (Job, *Result) {
+func decodeJob(data []byte) (wireJob, *wireResult) {
 	var probe struct {
 		Version int `json:"v"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return Job{}, errResult(codeBadRequest, fmt.Errorf("decode job: %w", err))
+		return wireJob{}, errResult(codeBadRequest, fmt.Errorf("decode job: %w", err))
 	}
 	if probe.Version != wireVersion {
-		return Job{}, errResult(codeUnsupportedVersion, fmt.Errorf("job version %d, this worker speaks %d", probe.Version, wireVersion))
+		return wireJob{}, errResult(codeUnsupportedVersion, fmt.Errorf("job version %d, this worker speaks %d", probe.Version, wireVersion))
 	}
-	var job Job
+	var job wireJob
 	if err := json.Unmarshal(data, &job); err != nil {
-		return Job{}, errResult(codeBadRequest, fmt.Errorf("decode job: %w", err))
+		return wireJob{}, errResult(codeBadRequest, fmt.Errorf("decode job: %w", err))
 	}
 	if job.Object.Resource == "" || job.Object.Name == "" {
-		return Job{}, errResult(codeBadRequest, fmt.Errorf("job object %q needs a resource and a name", job.Object.String()))
+		return wireJob{}, errResult(codeBadRequest, fmt.Errorf("job object %q needs a resource and a name", job.Object.String()))
 	}
 	return job, nil
 }
 
-func errResult(code string, err error) *Result {
-	return &Result{Version: wireVersion, Code: code, Error: err.Error()}
+func errResult(code string, err error) *wireResult {
+	return &wireResult{Version: wireVersion, Code: code, Error: err.Error()}
 }
 
 // decodeResult decodes a reply into links, or the error it carries.
 func decodeResult(data []byte, maxLinks int) ([]aggregator.Link, error) {
-	var res Result
+	var res wireResult
 	if err := json.Unmarshal(data, &res); err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadReply, err)
 	}

@@ -20,7 +20,7 @@ import (
 
 // worker serves one aggregator.Linker to remote clients: it subscribes to the linker's subject in
 // a queue group, runs at most Concurrency jobs at once (a job over the bound is answered
-// codeBusy at once, never queued), and answers every request with a Result. Start subscribes;
+// codeBusy at once, never queued), and answers every request with a wireResult. Start subscribes;
 // Stop drains: it stops taking jobs, answers those received, and waits for them.
 type worker struct {
 	nc     *nats.Conn
@@ -45,7 +45,7 @@ type workerMetrics struct {
 	links metric.Int64Counter
 }
 
-// Results of the kelemetry.remotelinker.worker.jobs counter: resultOK, or a Result code.
+// Results of the kelemetry.remotelinker.worker.jobs counter: resultOK, or a wireResult code.
 const resultPanic = "panic"
 
 // newWorker builds a worker of l on nc (which the caller closes, after Stop).
@@ -124,8 +124,8 @@ func (w *worker) onMsg(msg *nats.Msg) {
 	}()
 }
 
-// handle runs one job and returns its Result and the result to count.
-func (w *worker) handle(data []byte) (res *Result, result string) {
+// handle runs one job and returns its wireResult and the result to count.
+func (w *worker) handle(data []byte) (res *wireResult, result string) {
 	job, bad := decodeJob(data)
 	if bad != nil {
 		return bad, bad.Code
@@ -141,7 +141,7 @@ func (w *worker) handle(data []byte) (res *Result, result string) {
 		// A user's linker must not take the worker down with it.
 		if p := recover(); p != nil {
 			w.logger.Error("linker panicked", "object", job.Object.String(), "panic", p)
-			res, result = &Result{Version: wireVersion, Code: codeLookup, Error: fmt.Sprintf("linker panicked: %v", p)}, resultPanic
+			res, result = &wireResult{Version: wireVersion, Code: codeLookup, Error: fmt.Sprintf("linker panicked: %v", p)}, resultPanic
 		}
 	}()
 	links, err := w.linker.Lookup(ctx, aggregator.Object{ObjectRef: job.Object, Body: job.Body, MetaHash: job.MetaHash})
@@ -152,11 +152,11 @@ func (w *worker) handle(data []byte) (res *Result, result string) {
 		return errResult(codeLookup, err), codeLookup
 	}
 	w.m.links.Add(ctx, int64(len(links)), w.attrs)
-	return &Result{Version: wireVersion, Links: links}, resultOK
+	return &wireResult{Version: wireVersion, Links: links}, resultOK
 }
 
 // reply counts result and answers msg with res when msg expects an answer.
-func (w *worker) reply(msg *nats.Msg, res *Result, result string) {
+func (w *worker) reply(msg *nats.Msg, res *wireResult, result string) {
 	w.m.jobs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("linker", w.linker.Name()), attribute.String("result", result)))
 	if msg.Reply == "" {
 		return

@@ -18,12 +18,12 @@ import (
 
 func natsqueueURL(url string) natsqueue.Conn { return natsqueue.Conn{URLs: []string{url}} }
 
-// request sends raw bytes to a worker's subject and decodes the Result.
-func request(t *testing.T, url, subject string, data []byte) Result {
+// request sends raw bytes to a worker's subject and decodes the wireResult.
+func request(t *testing.T, url, subject string, data []byte) wireResult {
 	t.Helper()
 	msg, err := connect(t, url).Request(subject, data, 5*time.Second)
 	require.NoError(t, err)
-	var res Result
+	var res wireResult
 	require.NoError(t, json.Unmarshal(msg.Data, &res), "%s", msg.Data)
 	assert.Equal(t, wireVersion, res.Version)
 	return res
