@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -78,8 +79,8 @@ type linkJob struct {
 }
 
 type engineMetrics struct {
-	events       *telemetry.FixedCounter // by eventResultSets
-	spans        *telemetry.FixedCounter // by spanKindSets
+	events       *instrument.FixedCounter // by eventResultSets
+	spans        *instrument.FixedCounter // by spanKindSets
 	exportErrors metric.Int64Counter
 	linkJobs     metric.Int64Counter
 	linkErrors   metric.Int64Counter
@@ -156,7 +157,7 @@ func newLane(linkers []Linker, workers, queueSize int) *lane {
 }
 
 func (e *Engine) initMetrics(tel telemetry.Settings) error {
-	m := tel.Meter("github.com/kelemetry/kelemetry/aggregator")
+	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/aggregator")
 	e.m = engineMetrics{
 		events: m.FixedCounter("kelemetry.aggregator.events", "Events received, by result.", "",
 			eventResultSets[eventInvalid], eventResultSets[eventExportError], eventResultSets[eventOK]),

@@ -3,10 +3,9 @@ package aggregator
 import (
 	"sync"
 
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // The measurement options of the engine's counters, made once and passed as slices (opts...):
@@ -19,7 +18,7 @@ var (
 	resultDepthLimit = resultOpt("depth_limit")
 )
 
-// The points of kelemetry.aggregator.events (a telemetry.FixedCounter: one per event).
+// The points of kelemetry.aggregator.events (a instrument.FixedCounter: one per event).
 const (
 	eventInvalid = iota
 	eventExportError
@@ -47,7 +46,7 @@ func linkerOpt(name string) []metric.AddOption {
 	return o.([]metric.AddOption)
 }
 
-// The points of kelemetry.aggregator.spans (a telemetry.FixedCounter), by SpanKind.
+// The points of kelemetry.aggregator.spans (a instrument.FixedCounter), by SpanKind.
 const (
 	spanObject = iota
 	spanLink
@@ -61,7 +60,7 @@ var spanKindSets = [...]attribute.Set{
 }
 
 // countSpans adds spans to c by kind (the engine makes no other kinds).
-func countSpans(c *telemetry.FixedCounter, spans []*Span) {
+func countSpans(c *instrument.FixedCounter, spans []*Span) {
 	for _, sp := range spans {
 		switch sp.Kind {
 		case KindObject:

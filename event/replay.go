@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/replay"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -40,7 +41,7 @@ const maxReplayFile = 1 << 30
 func ReplayFile(ctx context.Context, path string, conv *Converter, agg aggregator.Aggregator, ts telemetry.Settings) (ReplayStats, error) {
 	st := ReplayStats{File: path}
 	logger := ts.Log().With("component", "event.replay")
-	drops := newTimeDrops(ts.Meter(meterScope), logger.With("file", path))
+	drops := newTimeDrops(instrument.NewMeter(ts, meterScope), logger.With("file", path))
 	f, err := os.Open(path)
 	if err != nil {
 		return st, fmt.Errorf("replay events: %w", err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -199,7 +200,7 @@ func newSource(cfg sourceConfig, client client, conv *Converter, agg aggregator.
 	s := &source{cfg: cfg, client: client, conv: conv, agg: agg, store: store,
 		logger: ts.Log().With("component", "event.source"), seen: seen,
 		queue: make(chan item, cfg.QueueSize), results: map[string]metric.MeasurementOption{}}
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	s.events = meter.Counter("kelemetry.event.source.events",
 		"Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error, unrepresentable_time, future_time).", "{event}")
 	s.sendRetries = meter.Counter("kelemetry.event.source.send.retries",

@@ -9,9 +9,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/internal/timecheck"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // timeDrops counts and logs (rate-limited) the Events dropped for their timestamps.
@@ -21,7 +21,7 @@ type timeDrops struct {
 	limit   ratelog.Limiter
 }
 
-func newTimeDrops(m *telemetry.Meter, logger *slog.Logger) *timeDrops {
+func newTimeDrops(m *instrument.Meter, logger *slog.Logger) *timeDrops {
 	return &timeDrops{
 		counter: m.Counter("kelemetry.event.dropped_events",
 			"Kubernetes Events dropped for their timestamps, by reason (unrepresentable_time, future_time).", "{event}"),

@@ -17,6 +17,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/queue"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -119,7 +120,7 @@ func New(cfg Config, ts telemetry.Settings) (*Processor, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	own := ts.Meter(meterScope)
+	own := instrument.NewMeter(ts, meterScope)
 	p.processed = own.Counter("kelemetry.kelemetrix.events", "Audit events turned into metric points by kelemetrix.", "{event}")
 	p.dropped = own.Counter("kelemetry.kelemetrix.dropped_events",
 		"Audit events kelemetrix dropped, by reason (queue_full: its queue had queueSize events; queue_bytes: queueBytes; stopped).", "{event}")
@@ -128,7 +129,7 @@ func New(cfg Config, ts telemetry.Settings) (*Processor, error) {
 	if err := own.Err(); err != nil {
 		p.logger.Warn("kelemetrix", "error", err)
 	}
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	for _, mc := range cfg.Metrics {
 		m, err := compileMetric(mc, cfg, meter)
 		if err != nil {
@@ -142,7 +143,7 @@ func New(cfg Config, ts telemetry.Settings) (*Processor, error) {
 	return p, nil
 }
 
-func compileMetric(mc MetricConfig, cfg Config, meter *telemetry.Meter) (*compiledMetric, error) {
+func compileMetric(mc MetricConfig, cfg Config, meter *instrument.Meter) (*compiledMetric, error) {
 	qid, _ := quantityByName(mc.Quantity)
 	q := quantities[qid]
 	m := &compiledMetric{name: mc.Name, kind: mc.Kind, quantity: qid, maxSeries: mc.MaxSeries,

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -253,7 +254,7 @@ func NewDiscoveryMapper(clusters DiscoveryClusters, cfg DiscoveryConfig, set tel
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	meter := set.Meter(meterScope)
+	meter := instrument.NewMeter(set, meterScope)
 	// The metric keeps the name it had when the mapper lived in package linker.
 	refreshes := meter.Counter("kelemetry.linker.discovery.refreshes",
 		"Discovery runs of the resource mapper, by result (ok, partial, error).", "")

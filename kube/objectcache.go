@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -118,7 +119,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	meter := set.Meter(meterScope)
+	meter := instrument.NewMeter(set, meterScope)
 	requests := meter.Counter("kelemetry.objectcache.requests",
 		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error.", "")
 	evictions := meter.Counter("kelemetry.objectcache.evictions",

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -54,7 +55,7 @@ func NewOwnerLinker(mapper kube.Mapper, getter kube.ObjectGetter, ts telemetry.S
 	if mapper == nil {
 		mapper = kube.NewStaticMapper()
 	}
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	l := &OwnerLinker{
 		mapper:  mapper,
 		getter:  getter,
@@ -152,7 +153,7 @@ const (
 // no metrics); a metric that cannot be created is logged and not recorded.
 func NewAnnotationLinker(getter kube.ObjectGetter, ts telemetry.Settings) *AnnotationLinker {
 	logger := ts.Log().With("linker", annotationLinkerName)
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	warned, _ := lru.New[aggregator.ObjectKey, time.Time](warnMemorySize) // fails only for size <= 0
 	reasons := map[string]metric.MeasurementOption{}
 	for _, r := range []string{"json", "missing_field", "self"} {
@@ -309,7 +310,7 @@ const meterScope = "github.com/kelemetry/kelemetry/linker"
 
 // logMeterErr logs the metrics meter could not create (they are no-ops): a linker works without
 // them, so this is not an error of its constructor.
-func logMeterErr(meter *telemetry.Meter, logger *slog.Logger) {
+func logMeterErr(meter *instrument.Meter, logger *slog.Logger) {
 	if err := meter.Err(); err != nil {
 		logger.Error("cannot create metrics", slog.Any("error", err))
 	}

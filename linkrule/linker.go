@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -57,7 +58,7 @@ type Linker struct {
 // logged and not recorded.
 func newLinker(getter kube.ObjectGetter, lister lister, ts telemetry.Settings) *Linker {
 	logger := ts.Log().With("linker", linkerName)
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	l := &Linker{
 		getter: getter,
 		lister: lister,

@@ -25,6 +25,7 @@ import (
 	grpcgzip "google.golang.org/grpc/encoding/gzip"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -301,7 +302,7 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 }
 
 func (s *Sink) initMetrics(tel telemetry.Settings) error {
-	m := tel.Meter(meterName)
+	m := instrument.NewMeter(tel, meterName)
 	s.exported = m.Counter("kelemetry.otlp.spans.exported", "Spans sent to the OTLP endpoint.", "{span}")
 	s.dropped = m.Counter("kelemetry.otlp.spans.dropped", "Spans not sent to the OTLP endpoint, by reason.", "{span}")
 	s.refused = m.Counter("kelemetry.otlp.spans.refused", "Spans refused by Export because the queue was full (the sender retries them; not lost).", "{span}")

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -85,7 +86,7 @@ func newClient(conn func() *nats.Conn, cfg LinkerConfig, tel telemetry.Settings)
 		logger: tel.Log().With("component", "remotelinker", "linker", cfg.Name),
 		attrs:  metric.WithAttributes(attribute.String("linker", cfg.Name)),
 	}
-	m := tel.Meter("github.com/kelemetry/kelemetry/remotelinker")
+	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/remotelinker")
 	c.m = clientMetrics{
 		jobs: m.Counter("kelemetry.remotelinker.jobs",
 			"Link jobs sent to remote linkers, by linker and result (ok, timeout, no_responders, skipped, bad_reply, remote_error, error).", ""),

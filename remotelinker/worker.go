@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -65,7 +66,7 @@ func newWorker(nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemet
 		sem:    make(chan struct{}, cfg.Concurrency),
 		ctx:    ctx, cancel: cancel,
 	}
-	m := tel.Meter("github.com/kelemetry/kelemetry/remotelinker")
+	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/remotelinker")
 	w.m = workerMetrics{
 		jobs: m.Counter("kelemetry.remotelinker.worker.jobs",
 			"Link jobs a worker answered, by linker and result (ok, bad_request, unsupported_version, busy, lookup, timeout, panic, stopping).", ""),

@@ -17,8 +17,8 @@ echo "== go vet"
 go vet ./...
 go vet -tags e2e ./natsqueue/natse2e # the multi-process tests scripts/e2e.sh runs
 
-echo "== exported API surface (scripts/api-surface.sh; the budget of issue 37 is 1153, not reached yet)"
-./scripts/api-surface.sh -v
+echo "== exported API surface (scripts/api-surface.sh: at most 1153 names, half of 2,307 on 2026-12-04)"
+./scripts/api-surface.sh -max 1153
 
 echo "== golangci-lint (.golangci.yml)"
 ./scripts/lint.sh

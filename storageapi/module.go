@@ -24,6 +24,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -153,7 +154,7 @@ func newListener(cfg Config, s *server, tel telemetry.Settings) (*Listener, erro
 		if err != nil {
 			return nil, fmt.Errorf("storage API tokens: %w", err)
 		}
-		a := &authorizer{tokens: tokens, rejected: tel.Meter(meterScope).Counter("kelemetry.storageapi.auth.rejected",
+		a := &authorizer{tokens: tokens, rejected: instrument.NewMeter(tel, meterScope).Counter("kelemetry.storageapi.auth.rejected",
 			"jaeger.storage.v2 calls refused (Unauthenticated) for a missing or unknown bearer token.", "{call}")}
 		opts = append(opts, grpc.ChainUnaryInterceptor(a.unary), grpc.ChainStreamInterceptor(a.stream))
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store"
@@ -55,7 +56,7 @@ type server struct {
 
 // newServer serves the engine's merged trees. Register it on a grpc.Server with Register.
 func newServer(e *frontend.Engine, tel telemetry.Settings) *server {
-	m := tel.Meter(meterScope)
+	m := instrument.NewMeter(tel, meterScope)
 	s := &server{
 		engine: e,
 		api:    query.NewJaegerAPI(e, tel),

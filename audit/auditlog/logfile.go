@@ -22,6 +22,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/internal/replay"
@@ -71,7 +72,7 @@ func ReplayFile(ctx context.Context, path, cluster string, q interface {
 func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Duration, q queue.WaitEnqueuer, ts telemetry.Settings) (ReplayStats, error) {
 	b := newLineBatcher(path, cluster, q, ts.Log().With("component", "audit.replay", "path", path))
 	b.maxFutureSkew = skewOrDefault(maxFutureSkew)
-	b.droppedCounter = newDroppedFileCounter(ts.Meter(meterName))
+	b.droppedCounter = newDroppedFileCounter(instrument.NewMeter(ts, meterName))
 	f, err := os.Open(path)
 	if err != nil {
 		return b.stats, fmt.Errorf("replay audit log: %w", err)
@@ -205,7 +206,7 @@ func NewFollower(cfg FollowConfig, q interface {
 		logger: ts.Log().With("component", "audit.follow", "path", cfg.Path),
 		quit:   make(chan struct{}),
 	}
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	fl.lines = meter.Counter("kelemetry.audit.file.lines", "Non-empty audit log lines read.", "{line}")
 	fl.badLines = meter.Counter("kelemetry.audit.file.bad_lines",
 		"Audit log lines skipped because they are not audit events or are too long.", "{line}")
@@ -519,7 +520,7 @@ func skewOrDefault(maxFutureSkew time.Duration) time.Duration {
 }
 
 // newDroppedFileCounter creates the counter of events dropped from log files for their timestamps.
-func newDroppedFileCounter(m *telemetry.Meter) metric.Int64Counter {
+func newDroppedFileCounter(m *instrument.Meter) metric.Int64Counter {
 	return m.Counter("kelemetry.audit.file.dropped_events",
 		"Audit log events dropped for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
 }

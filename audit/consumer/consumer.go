@@ -15,6 +15,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -153,7 +154,7 @@ type Consumer struct {
 	// seen holds the hashes of the audit events handled lately (nil when DedupSize < 0).
 	seen *repeats.Set
 
-	counter  *telemetry.FixedCounter // one point per outcome
+	counter  *instrument.FixedCounter // one point per outcome
 	retries  metric.Int64Counter
 	sendWarn ratelog.Limiter
 	retryMin time.Duration // first backoff of a send to an unavailable sink
@@ -261,7 +262,7 @@ func New(cfg Config, d Deps) (*Consumer, error) {
 		differ = s.Differ()
 	}
 	c.conv = newConverter(cfg, differ)
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	outcomeSets := make([]attribute.Set, numOutcomes)
 	for o, kv := range outcomeAttrs {
 		attrs := []attribute.KeyValue{attribute.String("result", kv[0])}

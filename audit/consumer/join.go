@@ -14,9 +14,9 @@ import (
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
 	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/objdiff"
-	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // Defaults for InformerJoinConfig.
@@ -170,7 +170,7 @@ type pendingJoin struct {
 	byTime bool
 }
 
-func newInformerJoin(cfg InformerJoinConfig, format objdiff.LogFormat, meter *telemetry.Meter, send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)) *informerJoin {
+func newInformerJoin(cfg InformerJoinConfig, format objdiff.LogFormat, meter *instrument.Meter, send func(ctx context.Context, cluster, auditID string, out *aggregator.Event)) *informerJoin {
 	j := &informerJoin{cfg: cfg.withDefaults(), format: format.WithDefaults(), send: send,
 		opts: map[string]metric.MeasurementOption{}, held: map[aggregator.ObjectKey]int{}, outstanding: map[any]chan struct{}{}}
 	j.claims = claimSet{max: j.cfg.MaxClaims, ttl: claimTTL, keys: map[changes.RecordKey]struct{}{}}

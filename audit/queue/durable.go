@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 )
 
 // durable queue is a Queue whose batches are written to a log on local disk before they are
@@ -89,7 +90,7 @@ func newDurable(cfg Config, deps Deps) (*durableQueue, error) {
 		logger.Info("audit queue: batches to replay from the log", "batches", len(pending))
 	}
 
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	d.diskRejected = meter.Counter("kelemetry.audit.queue.disk_rejected",
 		"Audit events refused because the durable queue's log reached maxDiskBytes; their sender keeps them.", "{event}")
 	d.replayed = meter.Counter("kelemetry.audit.queue.replayed",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/audit/queue/internal/natslog"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -109,7 +110,7 @@ func newNATS(cfg natsqueue.Config, d Deps) (*natsQueue, error) {
 	if d.Sync != nil {
 		q.sinkSync = newGroupSync(d.Sync)
 	}
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
 	q.rejected = meter.Counter("kelemetry.audit.queue.rejected",
 		"Audit events the queue refused (full, unavailable, stopping, too_large, error), by reason; their sender keeps them.", "{event}")

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/natsqueue"
 )
 
@@ -257,7 +258,7 @@ func newMemory(cfg Config, d Deps) (*memQueue, error) {
 		q.parts[i] = &partition{wake: make(chan struct{}, 1)}
 	}
 
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
 	// A refused batch stays with its sender (the webhook answers 429 or 503 and kube-apiserver
 	// retries; replay and follow wait): it is rejected, not lost. Only events the queue had

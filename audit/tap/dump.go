@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -125,7 +126,7 @@ func NewDumper(cfg DumpConfig, ts telemetry.Settings) (*Dumper, error) {
 	cfg = cfg.withDefaults()
 	d := &Dumper{cfg: cfg, logger: ts.Log().With("component", "audit.dump", "path", cfg.Path),
 		q: newByteQueue(cfg.BufferBytes), errLog: ratelog.Limiter{Burst: 5, Every: 10 * time.Second}}
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	d.lines = meter.Counter("kelemetry.audit.dump.lines", "Audit events written to the dump file.", "{line}")
 	d.bytes = meter.Counter("kelemetry.audit.dump.bytes", "Bytes written to the dump file.", "By")
 	d.rotations = meter.Counter("kelemetry.audit.dump.rotations", "Rotations of the dump file.", "{rotation}")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/clip"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -166,7 +167,7 @@ func NewForwarder(cfg ForwardConfig, ts telemetry.Settings) (*Forwarder, error) 
 		attrs:  metric.WithAttributes(attribute.String("target", target)),
 		errLog: ratelog.Limiter{Burst: 5, Every: 30 * time.Second}}
 	fw.killCtx, fw.kill = context.WithCancel(context.Background())
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	fw.batches = meter.Counter("kelemetry.audit.forward.batches", "Audit batches forwarded (answered 2xx), by target.", "{batch}")
 	fw.events = meter.Counter("kelemetry.audit.forward.events", "Audit events forwarded, by target.", "{event}")
 	fw.retries = meter.Counter("kelemetry.audit.forward.retries", "Retried audit forward requests, by target.", "{request}")

@@ -24,6 +24,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/internal/bodybuf"
 	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/internal/clip"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -205,7 +206,7 @@ func New(cfg Config, d Deps) *Webhook {
 		rejectQueueUnavailable, rejectError, rejectInflight, rejectBadTimestamp, rejectUnavailable, rejectSinkBusy} {
 		w.rejectLogs[reason] = &ratelog.Limiter{Burst: rejectLogBurst, Every: rejectLogEvery}
 	}
-	meter := ts.Meter(meterName)
+	meter := instrument.NewMeter(ts, meterName)
 	inflightBytes := meter.UpDownCounter("kelemetry.audit.webhook.inflight_bytes",
 		"Bytes of audit webhook request bodies being read and decoded now (bounded by maxInflightBytes).", "By")
 	w.inflight = newByteBudget(w.cfg.MaxInflightBytes, func(delta int64) {

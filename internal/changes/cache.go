@@ -16,6 +16,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -195,7 +196,7 @@ func NewCache(cfg changescfg.CacheConfig, ts telemetry.Settings) (*Cache, error)
 		byKey: map[RecordKey]*list.Element{}, byBase: map[RecordKey]RecordKey{}, deleted: map[aggregator.ObjectKey]RecordKey{},
 		byObject: map[aggregator.ObjectKey][]RecordKey{}, reasonOpt: map[string]metric.MeasurementOption{},
 	}
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	c.evictions = meter.Counter("kelemetry.diff.informer.cache.evictions",
 		"Informer diff records dropped from the change cache, by reason (expired, entries, bytes, replaced, removed).", "{record}")
 	if err := meter.Err(); err != nil {

@@ -30,7 +30,7 @@ type Metric struct {
 	Packages []string
 }
 
-// The methods that create instruments: those of telemetry.Meter (name, description, unit, ...)
+// The methods that create instruments: those of instrument.Meter (name, description, unit, ...)
 // and those of the OpenTelemetry metric.Meter (name, options...).
 var (
 	meterKinds = map[string]string{

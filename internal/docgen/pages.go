@@ -81,7 +81,7 @@ func MetricsPage(m *Module) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	b.WriteString(generatedBy("internal/docgen", "TestMetricsReference", "the instruments the code creates (telemetry.Meter and OpenTelemetry calls with a constant name)"))
+	b.WriteString(generatedBy("internal/docgen", "TestMetricsReference", "the instruments the code creates (instrument.Meter and OpenTelemetry calls with a constant name)"))
 	b.WriteString(`# Metrics
 
 Every part of Kelemetry counts into the application's OpenTelemetry MeterProvider. The all-in-one

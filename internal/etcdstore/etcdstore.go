@@ -27,6 +27,7 @@ import (
 	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
@@ -185,7 +186,7 @@ func New(cfg etcdcfg.Config, local *changes.Cache, ts telemetry.Settings) (*Stor
 		opts:    map[string]metric.MeasurementOption{},
 		errWarn: ratelog.Limiter{Every: 10 * time.Second},
 	}
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	e.records = meter.Counter("kelemetry.diff.etcd.records",
 		"Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped, replaced (by a later record of the same key in the same batch): by the leader; mirrored, removed: by every replica).", "{record}")
 	e.errs = meter.Counter("kelemetry.diff.etcd.errors",

@@ -26,6 +26,7 @@ import (
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	"github.com/kelemetry/kelemetry/internal/backoff"
 	"github.com/kelemetry/kelemetry/internal/changes"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/internal/objdiff"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -178,7 +179,7 @@ func New(cluster string, dyn dynamic.Interface, disc discoverer, store changes.S
 		eventOpt: map[string]metric.MeasurementOption{}, dropOpt: map[string]metric.MeasurementOption{},
 		retry: defaultRetry,
 	}
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	in.events = meter.Counter("kelemetry.diff.informer.events",
 		"Watch events seen by the informer diff, by result (change, creation, deletion, skipped, error, not_leader).", "{event}")
 	in.drops = meter.Counter("kelemetry.diff.informer.drops",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -76,7 +77,7 @@ type Stream struct {
 	cache  *versionCache
 	logger *slog.Logger
 
-	results   *telemetry.FixedCounter
+	results   *instrument.FixedCounter
 	evictions metric.Int64Counter
 	resultIdx map[string]int // the point of each result in results
 }
@@ -111,7 +112,7 @@ func NewStream(cfg diff.StreamConfig, ts telemetry.Settings) (*Stream, error) {
 		return nil, err
 	}
 	s := &Stream{cfg: cfg, format: FormatOf(cfg), differ: d, logger: ts.Log().With("component", "diff.stream"), resultIdx: map[string]int{}}
-	meter := ts.Meter(meterScope)
+	meter := instrument.NewMeter(ts, meterScope)
 	results := []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError, resultWarmed}
 	resultSets := make([]attribute.Set, len(results))
 	for i, r := range results {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -377,7 +378,7 @@ type queryMetrics struct {
 }
 
 func newQueryMetrics(tel telemetry.Settings, api string) queryMetrics {
-	m := tel.Meter(meterScope)
+	m := instrument.NewMeter(tel, meterScope)
 	q := queryMetrics{
 		rejected: m.Counter("kelemetry.frontend.queries.rejected",
 			"Heavy queries refused (503) because no turn came within QueueWait: frontend.Config.MaxConcurrent were running (reason concurrency) or their memory budget MaxMemoryBytes had no room (reason memory).", "{query}"),

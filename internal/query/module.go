@@ -8,6 +8,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -17,7 +18,7 @@ import (
 // over it: the routes of NativeAPI (reading reader, with e's limits), JaegerAPI and UIAPI.
 func Serve(e *Engine, reader store.Reader, tel telemetry.Settings, lc fx.Lifecycle) httpserver.Handler {
 	logMemoryBudget(tel.Log().With("component", "frontend"), e)
-	reg := tel.Meter(meterScope).Gauge("kelemetry.frontend.queries.memory",
+	reg := instrument.NewMeter(tel, meterScope).Gauge("kelemetry.frontend.queries.memory",
 		"Estimated memory the heavy queries running hold (their admission estimates and what they grew by), within frontend.Config.MaxMemoryBytes.", "By",
 		func() (int64, bool) { return e.limiter.reservedBytes(), true })
 	if lc != nil {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
 	"github.com/kelemetry/kelemetry/store/internal/query"
@@ -233,7 +234,7 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 			return nil, fmt.Errorf("store: jaeger.otlp: %w", err)
 		}
 	}
-	m := tel.Meter("github.com/kelemetry/kelemetry/store")
+	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/store")
 	j.reads = m.Counter("kelemetry.store.jaeger.reads", "Calls to the jaeger.storage.v2 backend, by method and result.", "")
 	j.markers = m.Counter("kelemetry.store.jaeger.cluster_markers", "Cluster marker spans written (one per cluster and window; they name the clusters).", "")
 	j.dups = m.Counter("kelemetry.store.jaeger.duplicate_spans", "Repeated versions of spans read and dropped (several writers, updated spans).", "")

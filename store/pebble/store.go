@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -85,7 +86,7 @@ type Store struct {
 
 	pending pendingSpans // spans Export accepted and did not commit yet
 
-	written        *telemetry.FixedCounter
+	written        *instrument.FixedCounter
 	writeErrors    metric.Int64Counter
 	deletedWindows metric.Int64Counter
 	deletedSpans   metric.Int64Counter
@@ -275,7 +276,7 @@ func (p *Store) checkVersion() error {
 }
 
 func (p *Store) initMetrics(tel telemetry.Settings) error {
-	m := tel.Meter(meterName)
+	m := instrument.NewMeter(tel, meterName)
 	p.written = m.FixedCounter("kelemetry.store.spans.written", "Spans written to the store.", "{span}")
 	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per failed commit of spans, which may hold the spans of several Export calls).", "{error}")
 	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason.", "{window}")

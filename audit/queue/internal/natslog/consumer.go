@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -151,7 +152,7 @@ func NewConsumer(ctx context.Context, cfg natsqueue.Config, h handler, set telem
 	}
 	cfg = cfg.WithDefaults()
 	log := set.Log().With("component", "natsqueue.consumer")
-	m := set.Meter(scope)
+	m := instrument.NewMeter(set, scope)
 	c := &Consumer{
 		cfg:          cfg,
 		log:          log,

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -56,7 +57,7 @@ func NewProducer(ctx context.Context, cfg natsqueue.Config, set telemetry.Settin
 	}
 	cfg = cfg.WithDefaults()
 	log := set.Log().With("component", "natsqueue.producer")
-	m := set.Meter(scope)
+	m := instrument.NewMeter(set, scope)
 	p := &Producer{
 		cfg:    cfg,
 		log:    log,

@@ -1,4 +1,4 @@
-package telemetry
+package instrument
 
 import (
 	"testing"
@@ -8,11 +8,12 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/internal/telemetrytest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func TestFixedCounter(t *testing.T) {
 	r := sdkmetric.NewManualReader()
-	m := Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))}.Meter("t")
+	m := NewMeter(telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))}, "t")
 	c := m.FixedCounter("x.events", "events", "{event}",
 		attribute.NewSet(attribute.String("result", "sent")), attribute.NewSet(attribute.String("result", "filtered")))
 	assert.NoError(t, m.Err())
