@@ -11,7 +11,7 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/kelemetry/kelemetry/internal/version.Version=${VERSION} -X github.com/kelemetry/kelemetry/internal/version.Commit=${COMMIT}" \
-      -o /out/kelemetry ./examples/allinone \
+      -o /out/kelemetry ./cmd/kelemetry \
  && mkdir -p /out/data /out/tmp \
  && printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/data:/sbin/nologin\n' > /out/passwd \
  && printf 'root:x:0:\nnonroot:x:65532:\n' > /out/group

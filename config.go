@@ -1,16 +1,12 @@
 package kelemetry
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
@@ -18,6 +14,7 @@ import (
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/configfile"
 	"github.com/kelemetry/kelemetry/internal/memlimit"
 	"github.com/kelemetry/kelemetry/kelemetrix"
 	"github.com/kelemetry/kelemetry/kube"
@@ -226,6 +223,12 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.http().Validate(), c.storeConfig().Validate(), c.RemoteStorage().Validate())
+	if st := c.Store; st.Dir == "" && st != (pebble.Config{}) {
+		// The embedded store's keys are set but the store is in memory (no dataDir): still refuse
+		// values it would refuse, so that a mistake shows before the folder is configured.
+		st.Dir = "unset"
+		errs = append(errs, st.Validate())
+	}
 	if len(c.RemoteLinkers.Linkers) > 0 {
 		errs = append(errs, c.RemoteLinkers.Validate(), c.RemoteLinkers.ValidateTimeouts(c.Aggregator.WithDefaults().LinkTimeout))
 	}
@@ -287,17 +290,17 @@ func (c Config) storeConfig() store.Config {
 	return store.Config{Backend: c.StoreBackend, Embedded: c.Store, Memory: c.Memory, Jaeger: c.Jaeger}
 }
 
-// LoadConfig reads a YAML configuration file. Unknown fields are errors.
+// LoadConfig reads a YAML configuration file strictly: unknown keys (with the closest known key,
+// or where a moved key went) and values of the wrong type (with an example) are errors, one line
+// each with the file and line. Sizes of keys that hold bytes may have a unit (10Gi).
 func LoadConfig(path string) (Config, error) {
-	var c Config
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return c, fmt.Errorf("read config: %w", err)
+		return Config{}, fmt.Errorf("read config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("parse config %s: %w", path, err)
+	var c Config
+	if err := configfile.Decode(data, &c, configfile.Options{File: path, Moved: configfile.Moved}); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }

@@ -1,5 +1,5 @@
 // Package kelemetry bundles Kelemetry's parts into one fx application, the one the all-in-one
-// binary (examples/allinone) runs: audit sources and queues, the aggregator and its linkers
+// binary (cmd/kelemetry) runs: audit sources and queues, the aggregator and its linkers
 // (owner references, the parent-link annotation, link rules, linkers in their own process),
 // diffs, Kubernetes Events and informer diffs, trace storage, optional OTLP export, kelemetrix's
 // metrics of the audit stream, the query APIs, the storage API and the web UI.

@@ -28,7 +28,7 @@ metric() { awk -v name="$2" 'index($1, name) == 1 {s += $NF} END {printf "%.0f\n
 # field FILE PATTERN FIELD: a number from auditload's output.
 field() { grep -m1 "$2" "$1" | awk -v f="$3" '{print $f}' | tr -d ','; }
 
-go build -o "$work/allinone" ./examples/allinone
+go build -o "$work/kelemetry" ./cmd/kelemetry
 go build -o "$work/auditload" ./examples/auditload
 files=()
 for _ in $(seq "$n"); do files+=(testdata/bulk/webhook-batches.jsonl.gz); done
@@ -93,7 +93,7 @@ measure() {
 once() {
 	local audit api dir
 	audit=$(port) api=$(port) dir="$work/data-$RANDOM"
-	"$work/allinone" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" --log-level warn \
+	"$work/kelemetry" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" --log-level warn \
 		--data-dir "$dir" "$@" >"$work/kelemetry.log" 2>&1 &
 	local kpid=$!
 	until curl -sf "http://127.0.0.1:$api/healthz" >/dev/null; do sleep 0.2; done

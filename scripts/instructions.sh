@@ -30,7 +30,7 @@ cleanup() {
 }
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-go build -o "$work/allinone" ./examples/allinone
+go build -o "$work/kelemetry" ./cmd/kelemetry
 go build -o "$work/auditload" ./examples/auditload
 files=()
 for _ in $(seq "$n"); do files+=(testdata/bulk/webhook-batches.jsonl.gz); done
@@ -42,7 +42,7 @@ once() {
 	rm -rf "$work/data" "$work"/cg*
 	# Go's asynchronous preemption signals upset callgrind; the process runs as usual otherwise.
 	GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$work/cg" --dump-instr=no \
-		"$work/allinone" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" --log-level warn \
+		"$work/kelemetry" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" --log-level warn \
 		--data-dir "$work/data" >"$work/log" 2>&1 &
 	pid=$!
 	until curl -sf "http://127.0.0.1:$api/healthz" >/dev/null; do

@@ -4,9 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-10}
-bin=$(mktemp -d)/allinone
+bin=$(mktemp -d)/kelemetry
 data=$(mktemp -d)
-go build -o "$bin" ./examples/allinone
+go build -o "$bin" ./cmd/kelemetry
 args=()
 for _ in $(seq "$n"); do args+=(--replay testdata/bulk/audit.jsonl.gz); done
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -56,10 +56,10 @@ import re, sys
 units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
 print(int(sum(float(n) * units[u] for n, u in re.findall(r"([0-9.]+)(ms|h|m|s)", sys.argv[1]))))' "$1"; }
 
-go build -o "$work/allinone" ./examples/allinone
+go build -o "$work/kelemetry" ./cmd/kelemetry
 go build -o "$work/auditload" ./examples/auditload
 audit=$(port) api=$(port) pprof=$(port)
-"$work/allinone" --data-dir "$work/data" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" \
+"$work/kelemetry" --data-dir "$work/data" --audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" \
 	--pprof-addr "127.0.0.1:$pprof" --log-level warn "$@" >"$out/allinone.log" 2>&1 &
 kpid=$!
 for _ in $(seq 300); do

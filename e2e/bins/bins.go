@@ -1,6 +1,6 @@
 // Package bins locates and builds the binaries the end-to-end tests run: the Kubernetes control
 // plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, Jaeger v2
-// (from the nested tool module tools/jaeger), this repository's examples/allinone, and nats-server
+// (from the nested tool module tools/jaeger), this repository's cmd/kelemetry, and nats-server
 // (the version the repository's go.mod pins, for the scenarios through the NATS JetStream audit
 // queue). They live in one cache folder, $KELEMETRY_E2E_CACHE or $HOME/.cache/kelemetry-e2e/bin.
 package bins

@@ -67,7 +67,7 @@ func versionLDFlags() string {
 // BuildOptions configure Build.
 type BuildOptions struct {
 	// E2EDir is the e2e module folder (holding go.mod and tools/kwok); its parent is the
-	// repository root, where examples/allinone is built.
+	// repository root, where cmd/kelemetry is built.
 	E2EDir string
 	// CacheDir receives the binaries.
 	CacheDir string
@@ -96,7 +96,7 @@ type BuildReport struct {
 // stamp file says they were built from the same go.mod files with the same Go version and
 // builder; Jaeger likewise, with a stamp file of its own (tools/jaeger's go.mod and go.sum, the
 // Go version, the builder). A cold Jaeger build takes about 13 minutes and 2.3 GB of memory on 2
-// cores. examples/allinone is always rebuilt (the Go build cache makes that fast) because it is
+// cores. cmd/kelemetry is always rebuilt (the Go build cache makes that fast) because it is
 // this repository's code under test, and so is nats-server, from the repository's module (its
 // go.mod pins the version; about 1.5 minutes cold on 2 cores, seconds from the build cache), so
 // that it never needs a change of the e2e module's go.mod, which would rebuild the control plane.
@@ -163,8 +163,8 @@ func Build(ctx context.Context, opts BuildOptions) (BuildReport, error) {
 		return rep, err
 	}
 	defer os.RemoveAll(tmp)
-	opts.Logger.Info("building examples/allinone")
-	if err := goBuild(ctx, filepath.Dir(e2eDir), opts.Output, filepath.Join(tmp, AllInOne), "-s -w", "./examples/allinone"); err != nil {
+	opts.Logger.Info("building cmd/kelemetry")
+	if err := goBuild(ctx, filepath.Dir(e2eDir), opts.Output, filepath.Join(tmp, AllInOne), "-s -w", "./cmd/kelemetry"); err != nil {
 		return rep, err
 	}
 	if err := os.Rename(filepath.Join(tmp, AllInOne), filepath.Join(opts.CacheDir, AllInOne)); err != nil {

@@ -50,7 +50,7 @@ type WebhookTLS struct {
 	ClientCAFile string
 }
 
-// AllInOne is a running examples/allinone.
+// AllInOne is a running cmd/kelemetry.
 type AllInOne struct {
 	// URL is the API (http://127.0.0.1:port).
 	URL string
@@ -87,7 +87,7 @@ func PlanAllInOne(opts *AllInOneOptions) (auditURL string, err error) {
 	return scheme + proc.HostPort(opts.AuditPort) + "/audit/" + opts.Cluster, nil
 }
 
-// StartAllInOne starts examples/allinone and waits until /healthz answers.
+// StartAllInOne starts cmd/kelemetry and waits until /healthz answers.
 func StartAllInOne(ctx context.Context, opts AllInOneOptions) (*AllInOne, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

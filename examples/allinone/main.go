@@ -1,452 +1,56 @@
-// Command allinone runs all of Kelemetry in one process on embedded defaults: the audit webhook
-// (and optional audit log replay or follow), the aggregator with the built-in linkers, the
-// embedded trace store and the HTTP API. No external service is needed.
+// Command allinone is the shortest complete Kelemetry binary on the public API: every part
+// (kelemetry.Module, through kelemetry.Modules) on a configuration file, logging through slog.
+// The product binary, cmd/kelemetry, adds the command line (subcommands, flags, --set, validate)
+// to the same modules; start from this one to compose your own.
 //
-//	go run ./examples/allinone --replay testdata/rollout/audit.jsonl --replay-events testdata/rollout/events-core-v1.json
-//
-// Then: curl 'localhost:16686/api/objects?resource=deployments'. With
-// --kelemetrix-config deploy/kelemetrix.yaml, /metrics also shows metrics of the audit stream.
-//
-// Both listeners bind to localhost by default. Exposed, they should serve TLS and authenticate:
-//
-//	go run ./examples/allinone --audit-addr :8080 --http-addr :16686 \
-//	  --audit-tls-cert tls/audit.crt --audit-tls-key tls/audit.key \
-//	  --audit-client-ca tls/kube-apiserver-ca.crt \
-//	  --http-tls-cert tls/api.crt --http-tls-key tls/api.key --http-token-file tls/api-tokens
-//
-// (certificate files are re-read when they change; see docs/operations/security.md).
+//	go run ./examples/allinone --config deploy/allinone.yaml
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"runtime/debug"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry"
-	"github.com/kelemetry/kelemetry/audit/tap"
-	"github.com/kelemetry/kelemetry/internal/version"
-	"github.com/kelemetry/kelemetry/kelemetrix"
-	"github.com/kelemetry/kelemetry/kube"
-	"github.com/kelemetry/kelemetry/remotelinker"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// defaultGCPercent is the garbage collector's target (Go's GOGC) when the GOGC environment
-// variable is not set: Go's default of 100, the heap grows to twice what stays live before a
-// collection. The all-in-one ran at 200 until 2026-12: 200 takes about 14% fewer instructions per
-// event when the bulk fixture is posted at full speed (scripts/instructions.sh), but in a steady
-// ingest the caches (diff versions, objects and traces seen, repeat checks) keep 60-130 MB live,
-// and at 200 the heap grew to three times that: 493 MiB RSS after 15 minutes of 600 distinct
-// events/s (scripts/soak.sh), where the project aims at 300. GOGC and GOMEMLIMIT in the
-// environment still apply as usual. The memory limit is set too, from the container's limit or
-// the memoryLimit key (kelemetry.Config.ApplyMemoryLimit): with no limit, the garbage of one round
-// of heavy queries was still held when the next round started, and the process was OOM-killed
-// under a 2 GiB limit.
-const defaultGCPercent = 100
-
-// gcPercent returns the GC target to set and true, or false when GOGC is set in the environment
-// (getenv is os.Getenv): the operator's choice wins.
-func gcPercent(getenv func(string) string) (int, bool) {
-	if getenv("GOGC") != "" {
-		return 0, false
-	}
-	return defaultGCPercent, true
-}
-
 func main() {
-	if pct, ok := gcPercent(os.Getenv); ok {
-		debug.SetGCPercent(pct)
+	configFile := flag.String("config", "", "YAML configuration file (deploy/allinone.yaml); none: the defaults, traces in ./kelemetry-data")
+	flag.Parse()
+
+	cfg := kelemetry.Config{DataDir: "./kelemetry-data"}
+	if *configFile != "" {
+		var err error
+		if cfg, err = kelemetry.LoadConfig(*configFile); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
-	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "allinone:", err)
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-}
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-// errShowVersion is what parseFlags returns for --version.
-var errShowVersion = errors.New("--version")
-
-// parseMember parses I/N of --audit-queue-nats-member.
-func parseMember(v string) (member, members int, err error) {
-	is, ns, ok := strings.Cut(v, "/")
-	if ok {
-		member, err = strconv.Atoi(is)
-		if err == nil {
-			members, err = strconv.Atoi(ns)
-		}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	telemetry.RouteKlog(logger)
+	if _, err := cfg.ApplyMemoryLimit(logger); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	if !ok || err != nil || members < 1 || member < 0 || member >= members {
-		return 0, 0, fmt.Errorf("%q: want I/N with 0 <= I < N, e.g. 2/3", v)
-	}
-	return member, members, nil
-}
-
-// parseFlags builds the configuration: defaults, then the YAML file of --config, then the flags
-// given on the command line.
-func parseFlags(args []string, stderr io.Writer) (kelemetry.Config, slog.Level, error) {
-	var pprofAddr string
-	return parseConfigFlags(args, stderr, &pprofAddr)
-}
-
-// parseConfigFlags is parseFlags that also sets *pprofAddr from --pprof-addr, a process option
-// outside kelemetry.Config.
-func parseConfigFlags(args []string, stderr io.Writer, pprofAddr *string) (kelemetry.Config, slog.Level, error) {
-	fs, build := newFlagSet(stderr, pprofAddr)
-	if err := fs.Parse(args); err != nil {
-		return kelemetry.Config{}, 0, err
-	}
-	return build()
-}
-
-// newFlagSet defines the all-in-one's flags on a new flag set that writes its usage and errors to
-// stderr, and parses and runs nothing: docs/reference/cli.md is generated from it. build, called
-// after fs.Parse, turns the parsed flags into the configuration (see parseFlags).
-func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *flag.FlagSet, build func() (kelemetry.Config, slog.Level, error)) {
-	fs = flag.NewFlagSet("allinone", flag.ContinueOnError)
-	fs.StringVar(pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles (/debug/pprof/) on HOST:PORT, unauthenticated: bind to localhost (off when empty)")
-	fs.SetOutput(stderr)
-	var (
-		configFile = fs.String("config", "", "YAML configuration file (flags given on the command line override it)")
-		cluster    = fs.String("cluster", kelemetry.DefaultCluster, "cluster name for input that does not name one (webhook /audit, log files)")
-		auditAddr  = fs.String("audit-addr", kelemetry.DefaultAuditAddr, "listen address of the audit webhook (POST /audit, /audit/{cluster})")
-		httpAddr   = fs.String("http-addr", kelemetry.DefaultHTTPAddr, "listen address of the API, /metrics and /healthz")
-		dataDir    = fs.String("data-dir", "./kelemetry-data", `directory of the embedded trace store; "" keeps traces in memory`)
-		window     = fs.Duration("window", 0, "trace window length (default 30m)")
-		kubeconfig = fs.String("kubeconfig", "", "kubeconfig of the cluster, for fetching objects the audit stream did not carry (optional)")
-		otlp       = fs.String("otlp-endpoint", "", "also export spans over OTLP: host:port or grpc://host:port (gRPC, plaintext), grpcs://host:port (gRPC, TLS), http://host:4318 or https://host:4318 (OTLP/HTTP)")
-		remoteStor = fs.String("remote-storage-addr", "", "serve the merged trees through Jaeger's remote storage API (jaeger.storage.v2 gRPC, with health and reflection) on HOST:PORT, for a stock Jaeger v2 (off when empty)")
-		role       = fs.String("role", kelemetry.RoleAll, `"all" (ingest and serve queries), "ingest" (no query APIs or UI) or "query" (no webhook or ingestion)`)
-		storeBack  = fs.String("store-backend", "", `trace store: "embedded" (in --data-dir), "memory", or "jaeger" (shared by replicas: --jaeger-endpoint and --jaeger-otlp-endpoint); default embedded, memory with --data-dir ""`)
-		jaegerEP   = fs.String("jaeger-endpoint", "", "with --store-backend jaeger: Jaeger's remote storage API (jaeger.storage.v2 gRPC) to read traces from, host:port or grpcs://host:port")
-		jaegerOTLP = fs.String("jaeger-otlp-endpoint", "", "with --store-backend jaeger: the Jaeger collector's OTLP receiver to write spans to (forms as --otlp-endpoint); not needed with --role query")
-		durableQ   = fs.Bool("audit-queue-durable", true, "with --data-dir: write each audit webhook batch to <data-dir>/audit-queue (fsync'd) before answering 200, and replay what was not handled after a crash; false keeps the queue in memory")
-		natsURLs   = fs.String("audit-queue-nats", "", "NATS server URL[,URL...]: queue audit events on NATS JetStream (stream KELEMETRY_AUDIT) instead of the durable local queue; every replica with it publishes and consumes (docs/ingest/nats.md)")
-		natsCreds  = fs.String("audit-queue-nats-creds", "", "with --audit-queue-nats: NATS credentials file (user JWT and NKey seed)")
-		natsMember = fs.String("audit-queue-nats-member", "", "with --audit-queue-nats: static membership I/N (e.g. a StatefulSet ordinal and the replica count): this replica owns the partitions p with p % N == I; the partitions of members not live go to the live ones (p modulo their number) and back to their owner when it returns")
-		memLimit   = fs.String("memory-limit", "", `Go memory limit (GOMEMLIMIT): empty is 85% of the container's memory limit (cgroup), "N%" another share of it, a size such as 1700MiB or 2Gi, or "off"; a GOMEMLIMIT environment variable wins`)
-		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
-		showVer    = fs.Bool("version", false, "print the version and commit of this build and exit")
-		eventWatch = fs.Bool("event-watch", true, "with --kubeconfig: watch the cluster's Kubernetes Events (restart-safe with --event-checkpoint-file)")
-		eventAPI   = fs.String("event-api", "v1", `Events API to watch: "v1" or "events.k8s.io/v1"`)
-		eventCkpt  = fs.String("event-checkpoint-file", "", "file keeping the Event watch's position across restarts (default: <data-dir>/event-checkpoint.json)")
-		noDiff     = fs.Bool("diff-disable", false, "do not diff consecutive object versions from the audit stream")
-		infDiff    = fs.Bool("diff-informer", true, "with --kubeconfig: also diff objects seen by informers, for writes whose audit event has no body (Metadata-level audit)")
-		diffCache  = fs.Int("diff-cache-size", 0, "objects whose last version is kept for diffing (default 20,000)")
-		kubeQPS    = fs.Float64("kube-qps", 0, "request rate limit of each cluster's client (default 50)")
-		kubeBurst  = fs.Int("kube-burst", 0, "request burst of each cluster's client (default 100)")
-		leaderEl   = fs.Bool("diff-leader-elect", false, "with several replicas: only the replica holding a Lease runs the informer diff source")
-		leaseNS    = fs.String("diff-leader-elect-namespace", "", "namespace of the informer diff source's Lease (default kube-system)")
-		leaseID    = fs.String("diff-leader-elect-identity", "", "this replica's identity in the Lease (default hostname_pid)")
-		linkRules  = fs.String("link-rules", "", "directory of LinkRule YAML files (kelemetry.io/v1alpha1) to link objects by; reloaded when its files change")
-		ruleWatch  = fs.Bool("link-rules-watch", true, "with --kubeconfig: also apply the LinkRule objects of the cluster (needs deploy/crds applied) and write their status")
-		auditCert  = fs.String("audit-tls-cert", "", "PEM certificate of the audit webhook listener: serve HTTPS (reloaded when the file changes)")
-		auditKey   = fs.String("audit-tls-key", "", "PEM key of --audit-tls-cert")
-		auditCA    = fs.String("audit-client-ca", "", "PEM CA bundle: the webhook accepts clients with a certificate of these CAs (kube-apiserver's client-certificate); needs --audit-tls-cert")
-		httpCert   = fs.String("http-tls-cert", "", "PEM certificate of the API listener: serve HTTPS (reloaded when the file changes)")
-		httpKey    = fs.String("http-tls-key", "", "PEM key of --http-tls-cert")
-		auditDump  = fs.String("audit-dump", "", "write every audit event the webhook accepts as a JSON line to FILE (rotated at audit.dump.maxBytes, readable by --replay)")
-		proxyCA    = fs.String("http-proxy-client-ca", "", "PEM CA bundle of an authenticating proxy's client certificate: trust its X-Forwarded-User / X-Auth-Request-User / X-Remote-User header; needs --http-tls-cert")
-		rlTimeout  = fs.Duration("remote-linker-timeout", 0, "with --remote-linker: how long to wait for a worker's links (default 5s; below the aggregator's link timeout, 10s)")
-		rlCreds    = fs.String("remote-linker-nats-creds", "", "with --remote-linker: NATS credentials file (user JWT and NKey seed)")
-		rlNKey     = fs.String("remote-linker-nats-nkey", "", "with --remote-linker: file of an NKey seed to authenticate to NATS")
-		rlCA       = fs.String("remote-linker-nats-tls-ca", "", "with --remote-linker: PEM CA bundle that verifies the NATS servers")
-		rlCert     = fs.String("remote-linker-nats-tls-cert", "", "with --remote-linker: PEM client certificate for NATS")
-		rlKey      = fs.String("remote-linker-nats-tls-key", "", "PEM key of --remote-linker-nats-tls-cert")
-		remoteLk   stringList
-		rlURLs     stringList
-		auditToks  stringList
-		httpToks   stringList
-		proxyNames stringList
-		clusterKC  stringList
-		replay     stringList
-		follow     stringList
-		replayEv   stringList
-		kxConfigs  stringList
-		forward    stringList
-	)
-	fs.Var(&kxConfigs, "kelemetrix-config", "kelemetrix metrics definitions (YAML, e.g. deploy/kelemetrix.yaml): metrics from every audit event, reads included, on /metrics; replaces the kelemetrix key of --config; repeatable (the metrics of every file, the other settings of the last file that sets them)")
-	fs.Var(&auditToks, "audit-token-file", "file of bearer tokens (one a line) the audit webhook accepts; repeatable")
-	fs.Var(&httpToks, "http-token-file", "file of bearer tokens (one a line) the API, the UI's API calls and /metrics accept; repeatable")
-	fs.Var(&proxyNames, "http-proxy-allowed-name", "common name of the authenticating proxy's client certificate (default: any of --http-proxy-client-ca); repeatable")
-	fs.Var(&replay, "replay", "audit log file (JSON lines, .gz ok) to ingest at start-up, then keep serving; repeatable")
-	fs.Var(&follow, "follow", "audit log file to follow like tail -F (survives rotation); repeatable")
-	fs.Var(&clusterKC, "cluster-kubeconfig", "another cluster as NAME=KUBECONFIG (its traces can be joined by link rules and parent-link annotations); repeatable")
-	fs.Var(&remoteLk, "remote-linker", "a linker served by other processes over NATS (examples/linkerworker), as NAME or NAME=SUBJECT (default subject kelemetry.link.NAME); needs --remote-linker-nats-url; repeatable")
-	fs.Var(&rlURLs, "remote-linker-nats-url", "NATS server of the remote linkers (nats://host:4222, tls://...); repeatable")
-	fs.Var(&replayEv, "replay-events", "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
-	fs.Var(&forward, "audit-forward", "also post every batch the webhook accepts to this audit webhook URL ({cluster} in it is the batch's cluster), with retries and a bounded buffer; repeatable")
-	build = func() (kelemetry.Config, slog.Level, error) {
-		if fs.NArg() > 0 {
-			return kelemetry.Config{}, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
-		}
-		if *showVer {
-			return kelemetry.Config{}, 0, errShowVersion
-		}
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-			return kelemetry.Config{}, 0, fmt.Errorf("--log-level: %w", err)
-		}
-
-		cfg := kelemetry.Config{DataDir: "./kelemetry-data"}
-		if *configFile != "" {
-			var err error
-			if cfg, err = kelemetry.LoadConfig(*configFile); err != nil {
-				return kelemetry.Config{}, 0, err
-			}
-		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		override := func(name string, apply func()) {
-			if set[name] || *configFile == "" {
-				apply()
-			}
-		}
-		override("cluster", func() { cfg.Cluster = *cluster })
-		override("audit-addr", func() { cfg.AuditAddr = *auditAddr })
-		override("http-addr", func() { cfg.HTTPAddr = *httpAddr })
-		override("data-dir", func() { cfg.DataDir = *dataDir })
-		override("audit-tls-cert", func() { cfg.AuditTLS.CertFile = *auditCert })
-		override("audit-tls-key", func() { cfg.AuditTLS.KeyFile = *auditKey })
-		override("audit-client-ca", func() { cfg.AuditAuth.ClientCAFile = *auditCA })
-		override("http-tls-cert", func() { cfg.HTTPTLS.CertFile = *httpCert })
-		override("http-tls-key", func() { cfg.HTTPTLS.KeyFile = *httpKey })
-		override("http-proxy-client-ca", func() { cfg.HTTPAuth.Proxy.ClientCAFile = *proxyCA })
-		cfg.AuditAuth.TokenFiles = append(cfg.AuditAuth.TokenFiles, auditToks...)
-		cfg.HTTPAuth.TokenFiles = append(cfg.HTTPAuth.TokenFiles, httpToks...)
-		cfg.HTTPAuth.Proxy.AllowedNames = append(cfg.HTTPAuth.Proxy.AllowedNames, proxyNames...)
-		override("window", func() {
-			if *window != 0 {
-				cfg.Window = *window
-			}
-		})
-		override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })
-		override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
-		override("remote-storage-addr", func() { cfg.RemoteStorageAddr = *remoteStor })
-		override("role", func() { cfg.Role = *role })
-		override("memory-limit", func() { cfg.MemoryLimit = *memLimit })
-		override("store-backend", func() { cfg.StoreBackend = *storeBack })
-		override("jaeger-endpoint", func() { cfg.Jaeger.Endpoint = *jaegerEP })
-		override("jaeger-otlp-endpoint", func() { cfg.Jaeger.OTLP.Endpoint = *jaegerOTLP })
-		override("event-api", func() { cfg.Event.Source.API = *eventAPI })
-		override("event-checkpoint-file", func() { cfg.Event.Source.CheckpointFile = *eventCkpt })
-		if set["audit-queue-durable"] {
-			v := *durableQ
-			cfg.Audit.Queue.Durable = &v
-		}
-		if set["audit-queue-nats"] {
-			cfg.Audit.Queue.NATS.URLs = nil
-			for _, u := range strings.Split(*natsURLs, ",") {
-				if u = strings.TrimSpace(u); u != "" {
-					cfg.Audit.Queue.NATS.URLs = append(cfg.Audit.Queue.NATS.URLs, u)
-				}
-			}
-		}
-		if set["audit-queue-nats-creds"] {
-			cfg.Audit.Queue.NATS.CredentialsFile = *natsCreds
-		}
-		if set["audit-queue-nats-member"] {
-			i, n, err := parseMember(*natsMember)
-			if err != nil {
-				return kelemetry.Config{}, 0, fmt.Errorf("--audit-queue-nats-member: %w", err)
-			}
-			cfg.Audit.Queue.NATS.Member, cfg.Audit.Queue.NATS.Members = i, n
-		}
-		override("diff-disable", func() { cfg.Audit.Consumer.Diff.Disabled = *noDiff })
-		override("diff-cache-size", func() { cfg.Audit.Consumer.Diff.CacheSize = *diffCache })
-		override("link-rules", func() { cfg.LinkRules.Dir = *linkRules })
-		override("link-rules-watch", func() { cfg.LinkRules.DisableWatch = !*ruleWatch })
-		for _, kv := range clusterKC {
-			name, path, ok := strings.Cut(kv, "=")
-			if !ok || name == "" || path == "" {
-				return kelemetry.Config{}, 0, fmt.Errorf("--cluster-kubeconfig %q: want NAME=KUBECONFIG", kv)
-			}
-			cfg.Clusters = append(cfg.Clusters, kube.ClusterConfig{Name: name, Kubeconfig: path})
-		}
-		for i := range cfg.Clusters {
-			if set["kube-qps"] {
-				cfg.Clusters[i].QPS = float32(*kubeQPS)
-			}
-			if set["kube-burst"] {
-				cfg.Clusters[i].Burst = *kubeBurst
-			}
-		}
-		if cfg.Kubeconfig != "" && (set["kube-qps"] || set["kube-burst"]) {
-			// The primary cluster's kubeconfig becomes an entry of Clusters so that it takes limits.
-			cfg.Clusters = append([]kube.ClusterConfig{{Name: cfg.WithDefaults().Cluster, Kubeconfig: cfg.Kubeconfig,
-				QPS: float32(*kubeQPS), Burst: *kubeBurst}}, cfg.Clusters...)
-			cfg.Kubeconfig = ""
-		}
-		if main := cfg.WithDefaults().Cluster; cfg.HasCluster(main) {
-			override("event-watch", func() { cfg.Event.Watch = *eventWatch })
-			if cfg.Event.Watch && *configFile == "" {
-				// Every cluster's Events, each with its own checkpoint.
-				for _, cc := range cfg.KubeClusters() {
-					if cc.Name != main {
-						cfg.Event.WatchClusters = append(cfg.Event.WatchClusters, cc.Name)
-					}
-				}
-			}
-		}
-		if len(cfg.KubeClusters()) > 0 {
-			override("diff-informer", func() { cfg.InformerDiff.Enabled = *infDiff })
-			override("diff-leader-elect", func() { cfg.InformerDiff.LeaderElection.Enabled = *leaderEl })
-			override("diff-leader-elect-namespace", func() { cfg.InformerDiff.LeaderElection.LeaseNamespace = *leaseNS })
-			override("diff-leader-elect-identity", func() { cfg.InformerDiff.LeaderElection.Identity = *leaseID })
-		}
-		if cfg.Event.Watch && cfg.Event.Source.CheckpointFile == "" && cfg.Event.Source.CheckpointConfigMap == "" && cfg.DataDir != "" {
-			cfg.Event.Source.CheckpointFile = filepath.Join(cfg.DataDir, "event-checkpoint.json")
-		}
-		for _, spec := range remoteLk {
-			name, subject, _ := strings.Cut(spec, "=")
-			cfg.RemoteLinkers.Linkers = append(cfg.RemoteLinkers.Linkers, remotelinker.LinkerConfig{Name: name, Subject: subject})
-		}
-		for i := range cfg.RemoteLinkers.Linkers {
-			if set["remote-linker-timeout"] {
-				cfg.RemoteLinkers.Linkers[i].Timeout = *rlTimeout
-			}
-		}
-		cfg.RemoteLinkers.NATS.URLs = append(cfg.RemoteLinkers.NATS.URLs, rlURLs...)
-		override("remote-linker-nats-creds", func() { cfg.RemoteLinkers.NATS.CredentialsFile = *rlCreds })
-		override("remote-linker-nats-nkey", func() { cfg.RemoteLinkers.NATS.NKeySeedFile = *rlNKey })
-		override("remote-linker-nats-tls-ca", func() { cfg.RemoteLinkers.NATS.TLS.CAFile = *rlCA })
-		override("remote-linker-nats-tls-cert", func() { cfg.RemoteLinkers.NATS.TLS.CertFile = *rlCert })
-		override("remote-linker-nats-tls-key", func() { cfg.RemoteLinkers.NATS.TLS.KeyFile = *rlKey })
-		if len(kxConfigs) > 0 {
-			var merged kelemetrix.Config
-			for _, file := range kxConfigs {
-				kx, err := kelemetrix.LoadConfig(file)
-				if err != nil {
-					return kelemetry.Config{}, 0, fmt.Errorf("--kelemetrix-config: %w", err)
-				}
-				merged = merged.Merge(kx)
-			}
-			cfg.Kelemetrix = merged
-		}
-		cfg.Event.Replay = append(cfg.Event.Replay, replayEv...)
-		cfg.Audit.Replay = append(cfg.Audit.Replay, replay...)
-		cfg.Audit.Follow = append(cfg.Audit.Follow, follow...)
-		override("audit-dump", func() { cfg.Audit.Dump.Path = *auditDump })
-		for _, u := range forward {
-			cfg.Audit.Forward = append(cfg.Audit.Forward, tap.ForwardConfig{URL: u})
-		}
-		if err := cfg.Validate(); err != nil {
-			return kelemetry.Config{}, 0, err
-		}
-		return cfg, level, nil
-	}
-	return fs, build
-}
-
-// newApp builds the application; options are appended (tests use them to populate values).
-func newApp(cfg kelemetry.Config, logger *slog.Logger, opts ...fx.Option) *fx.App {
-	return fx.New(append([]fx.Option{
+	// Run starts every part, waits for SIGINT or SIGTERM, then drains the audit queue and flushes
+	// the sinks.
+	fx.New(
 		kelemetry.Modules(cfg.Role),
 		fx.Supply(cfg, logger),
 		fx.WithLogger(func() fxevent.Logger {
-			l := &fxevent.SlogLogger{Logger: logger.With("component", "fx")}
-			l.UseLogLevel(slog.LevelDebug) // fx's wiring steps; errors stay at error level
+			l := &fxevent.SlogLogger{Logger: logger}
+			l.UseLogLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.StopTimeout(30 * time.Second),
-	}, opts...)...)
-}
-
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	var pprofAddr string
-	cfg, level, err := parseConfigFlags(args, stderr, &pprofAddr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if errors.Is(err, errShowVersion) {
-		_, err := fmt.Fprintln(stderr, version.Get().String())
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(logger)
-	telemetry.RouteKlog(logger)
-	// Before the application is built: the query frontend's memory budget defaults to a share of
-	// the Go memory limit in effect then.
-	if _, err := cfg.ApplyMemoryLimit(logger); err != nil {
-		return err
-	}
-
-	app := newApp(cfg, logger)
-	if err := app.Err(); err != nil {
-		return err
-	}
-	if pprofAddr != "" {
-		stopPprof, err := servePprof(pprofAddr, logger)
-		if err != nil {
-			return err
-		}
-		defer stopPprof()
-	}
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := app.Start(startCtx); err != nil {
-		return err
-	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case sig := <-sigs:
-		logger.Info("shutting down: draining the audit queue and flushing sinks", "signal", sig.String())
-	case <-ctx.Done():
-	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancelStop()
-	return app.Stop(stopCtx)
-}
-
-// servePprof serves net/http/pprof on addr until the returned function is called.
-func servePprof(addr string, logger *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--pprof-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Warn("pprof server stopped", "addr", addr, "error", err)
-		}
-	}()
-	logger.Info("serving pprof", "addr", ln.Addr().String())
-	return func() {
-		_ = srv.Close()
-		<-done
-	}, nil
+	).Run()
 }

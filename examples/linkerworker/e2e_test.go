@@ -162,8 +162,8 @@ func TestEndToEnd(t *testing.T) {
 
 	// Both binaries.
 	dir := t.TempDir()
-	allinone, worker := filepath.Join(dir, "allinone"), filepath.Join(dir, "linkerworker")
-	out, err := exec.Command("go", "build", "-o", allinone, "../allinone").CombinedOutput()
+	allinone, worker := filepath.Join(dir, "kelemetry"), filepath.Join(dir, "linkerworker")
+	out, err := exec.Command("go", "build", "-o", allinone, "../../cmd/kelemetry").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	out, err = exec.Command("go", "build", "-o", worker, ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)

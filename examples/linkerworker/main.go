@@ -8,7 +8,7 @@
 // read it and a Pod's tree shows the objects its volumes came from.
 //
 //	go run ./examples/linkerworker --nats-url nats://127.0.0.1:4222
-//	go run ./examples/allinone --remote-linker volumes --remote-linker-nats-url nats://127.0.0.1:4222
+//	go run ./cmd/kelemetry --remote-linker volumes --remote-linker-nats-url nats://127.0.0.1:4222
 //
 // Everything but VolumesLinker is the SDK: remotelinker.Serve and natsqueue.Dial.
 package main

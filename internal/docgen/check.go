@@ -531,13 +531,14 @@ func (c *checker) mainFlags(dir string) (map[string]bool, error) {
 	return f, nil
 }
 
-// flagDefs are the flag.FlagSet (and package flag) functions that define a flag: the index of
+// flagDefs are the flag.FlagSet and pflag.FlagSet (and package flag) functions that define a flag: the index of
 // their name argument and their number of arguments.
 var flagDefs = map[string][2]int{
 	"String": {0, 3}, "Bool": {0, 3}, "Int": {0, 3}, "Int64": {0, 3}, "Uint": {0, 3}, "Uint64": {0, 3},
 	"Float64": {0, 3}, "Duration": {0, 3}, "Func": {0, 3}, "BoolFunc": {0, 3},
 	"StringVar": {1, 4}, "BoolVar": {1, 4}, "IntVar": {1, 4}, "Int64Var": {1, 4}, "UintVar": {1, 4},
 	"Uint64Var": {1, 4}, "Float64Var": {1, 4}, "DurationVar": {1, 4}, "TextVar": {1, 4}, "Var": {1, 3},
+	"StringArray": {0, 3}, "StringArrayVar": {1, 4}, "StringSlice": {0, 3}, "StringSliceVar": {1, 4},
 }
 
 // MainFlags returns the flags a main package defines, read from its source in dir (calls of

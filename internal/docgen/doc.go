@@ -9,7 +9,7 @@
 // page is rendered by its own test). Golden compares a generated page with the committed one;
 // KELEMETRY_UPDATE_DOCS=1 rewrites it:
 //
-//	KELEMETRY_UPDATE_DOCS=1 go test ./internal/docgen ./examples/allinone -run 'Reference$'
+//	KELEMETRY_UPDATE_DOCS=1 go test ./internal/docgen ./cmd/kelemetry -run 'Reference$'
 //
 // Check is the docs check (TestDocs): relative links and #anchors resolve (GitHub's heading
 // slugs), the paths, packages and flags that shell blocks name exist, blocks marked

@@ -1,16 +1,18 @@
 package docgen
 
 import (
-	"flag"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
-// FlagDoc is what a command-line reference says of a flag beyond its flag.FlagSet entry.
+// FlagDoc is what a command-line reference says of a flag beyond its pflag.FlagSet entry.
 type FlagDoc struct {
-	// Arg names the flag's value (FILE, NAME=FILE); empty: the type from flag.UnquoteUsage
-	// (string, duration, int, float; nothing for a bool). A flag.Value of its own needs one.
+	// Arg names the flag's value (FILE, NAME=FILE); empty: the type from pflag.UnquoteUsage
+	// (string, duration, int, float64; nothing for a bool). A flag of another type (a repeatable
+	// stringArray, a pflag.Value of its own) needs one.
 	Arg string
 	// YAML is the key of the same setting in the configuration file (config.md), if any.
 	YAML string
@@ -23,7 +25,7 @@ type FlagDoc struct {
 // to the configuration reference) and the usage string followed by the doc's More (after a
 // period). It fails when
 // docs names a flag that fs does not define, or a flag of a type of its own has no Arg.
-func FlagsTable(fs *flag.FlagSet, docs map[string]FlagDoc) (string, error) {
+func FlagsTable(fs *pflag.FlagSet, docs map[string]FlagDoc) (string, error) {
 	var errs []string
 	for name := range docs {
 		if fs.Lookup(name) == nil {
@@ -31,18 +33,21 @@ func FlagsTable(fs *flag.FlagSet, docs map[string]FlagDoc) (string, error) {
 		}
 	}
 	var rows [][]string
-	fs.VisitAll(func(f *flag.Flag) {
+	fs.VisitAll(func(f *pflag.Flag) {
 		d := docs[f.Name]
-		arg, usage := flag.UnquoteUsage(f)
+		arg, usage := pflag.UnquoteUsage(f)
 		if d.Arg != "" {
 			arg = d.Arg
-		} else if arg == "value" {
-			errs = append(errs, fmt.Sprintf("--%s: a flag.Value of its own needs FlagDoc.Arg", f.Name))
+		} else if !plainTypes[arg] && !strings.Contains(f.Usage, "`") {
+			errs = append(errs, fmt.Sprintf("--%s: a flag of type %s needs FlagDoc.Arg", f.Name, arg))
 		}
 		if arg == "" {
 			arg = "bool"
 		}
 		def := f.DefValue
+		if arg == "" || arg == "bool" {
+			def = strings.TrimSuffix(def, "false")
+		}
 		switch def {
 		case "", "0", "0s", "false", "[]":
 			def = ""
@@ -60,6 +65,7 @@ func FlagsTable(fs *flag.FlagSet, docs map[string]FlagDoc) (string, error) {
 		}
 		rows = append(rows, []string{Code("--" + f.Name), Cell(arg), Code(def), yaml, desc})
 	})
+	sort.Slice(rows, func(i, j int) bool { return strings.Trim(rows[i][0], "`") < strings.Trim(rows[j][0], "`") })
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return "", fmt.Errorf("flags: %s", strings.Join(errs, "; "))
@@ -77,9 +83,13 @@ func ConfigKeyLink(key string) string {
 	return "config.md#" + Slug(key[:i])
 }
 
-// FlagNames returns the names of the flags of fs.
-func FlagNames(fs *flag.FlagSet) []string {
+// plainTypes are the value types a reference can name as they are.
+var plainTypes = map[string]bool{"": true, "string": true, "int": true, "int64": true, "uint": true, "uint64": true, "float": true, "float64": true, "duration": true}
+
+// FlagNames returns the names of the flags of fs, sorted.
+func FlagNames(fs *pflag.FlagSet) []string {
 	var out []string
-	fs.VisitAll(func(f *flag.Flag) { out = append(out, f.Name) })
+	fs.VisitAll(func(f *pflag.Flag) { out = append(out, f.Name) })
+	sort.Strings(out)
 	return out
 }

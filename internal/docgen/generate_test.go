@@ -1,13 +1,13 @@
 package docgen
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -134,12 +134,17 @@ func TestCell(t *testing.T) {
 }
 
 func TestFlagsTable(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Int("workers", 4, "how many | at most")
 	fs.String("config", "", "YAML `file`")
 	fs.Bool("debug", false, "say more")
-	fs.Int("workers", 4, "how many | at most")
+	fs.StringArray("replay", nil, "files")
 	fs.Duration("wait", 0, "how long (default 5s)")
+	_, err := FlagsTable(fs, nil)
+	assert.ErrorContains(t, err, "--replay: a flag of type stringArray needs FlagDoc.Arg")
 	got, err := FlagsTable(fs, map[string]FlagDoc{
+		"replay":  {Arg: "FILE"},
 		"config":  {More: "See [config](config.md)."},
 		"workers": {Arg: "N", YAML: "aggregator.linkWorkers"},
 		"wait":    {YAML: "window"},
@@ -149,6 +154,7 @@ func TestFlagsTable(t *testing.T) {
 | --- | --- | --- | --- | --- |
 | `+"`--config`"+` | file |  |  | YAML file. See [config](config.md). |
 | `+"`--debug`"+` | bool |  |  | say more |
+| `+"`--replay`"+` | FILE |  |  | files |
 | `+"`--wait`"+` | duration |  | [`+"`window`"+`](config.md#top-level-keys) | how long (default 5s) |
 | `+"`--workers`"+` | N | `+"`4`"+` | [`+"`aggregator.linkWorkers`"+`](config.md#aggregator) | how many \| at most |
 `, got)

@@ -11,7 +11,7 @@ import (
 )
 
 // UpdateEnv is the environment variable that makes Golden rewrite the pages instead of comparing
-// them: KELEMETRY_UPDATE_DOCS=1 go test ./internal/docgen ./examples/allinone -run Reference.
+// them: KELEMETRY_UPDATE_DOCS=1 go test ./internal/docgen ./cmd/kelemetry -run Reference.
 const UpdateEnv = "KELEMETRY_UPDATE_DOCS"
 
 // Golden compares the committed page at path with got, the page generated now, and fails t with
@@ -39,7 +39,7 @@ func Golden(t testing.TB, path, got string) {
 }
 
 // packageArg is the go test argument of the package being tested (its folder relative to the
-// module root, "./examples/allinone"), or "." when it cannot be told.
+// module root, "./cmd/kelemetry"), or "." when it cannot be told.
 func packageArg() string {
 	wd, err := os.Getwd()
 	if err != nil {

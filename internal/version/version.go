@@ -4,7 +4,7 @@
 // Stamp a build with
 //
 //	go build -ldflags "-X github.com/kelemetry/kelemetry/internal/version.Version=v1.2.3 \
-//	  -X github.com/kelemetry/kelemetry/internal/version.Commit=$(git rev-parse HEAD)" ./examples/allinone
+//	  -X github.com/kelemetry/kelemetry/internal/version.Commit=$(git rev-parse HEAD)" ./cmd/kelemetry
 package version
 
 import (

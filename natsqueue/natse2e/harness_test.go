@@ -159,7 +159,7 @@ func buildAllInOne(t *testing.T) string {
 		return bin
 	}
 	bin := filepath.Join(t.TempDir(), "allinone")
-	out, err := exec.Command("go", "build", "-o", bin, "../../examples/allinone").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kelemetry").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return bin
 }

@@ -45,7 +45,7 @@ const (
 
 // Options says what to build.
 type Options struct {
-	// SourceDir is the root of the kelemetry module (holding go.mod and examples/allinone).
+	// SourceDir is the root of the kelemetry module (holding go.mod and cmd/kelemetry).
 	SourceDir string
 	// Version and Commit are stamped into the binary and set as image labels. An empty Commit
 	// is taken from git in SourceDir when possible ("unknown" otherwise); an empty Version is
@@ -88,7 +88,7 @@ func (o Options) Validate() error {
 	if o.SourceDir == "" {
 		return errors.New("image: SourceDir is required")
 	}
-	if _, err := os.Stat(filepath.Join(o.SourceDir, "examples", "allinone")); err != nil {
+	if _, err := os.Stat(filepath.Join(o.SourceDir, "cmd", "kelemetry")); err != nil {
 		return fmt.Errorf("image: SourceDir %q is not the kelemetry module: %w", o.SourceDir, err)
 	}
 	for _, s := range []string{o.Version, o.Commit} {
@@ -118,7 +118,7 @@ func BuildBinary(ctx context.Context, o Options, out string) error {
 	if err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-ldflags", ldflags, "-o", abs, "./examples/allinone")
+	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-ldflags", ldflags, "-o", abs, "./cmd/kelemetry")
 	cmd.Dir = o.SourceDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.Arch)
 	var stderr bytes.Buffer

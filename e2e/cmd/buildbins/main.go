@@ -1,7 +1,7 @@
 // Command buildbins builds the binaries the end-to-end tests need into the cache folder
 // ($KELEMETRY_E2E_CACHE, default $HOME/.cache/kelemetry-e2e/bin): kube-apiserver,
 // kube-controller-manager, kube-scheduler and kubectl from k8s.io/kubernetes, kwok, Jaeger v2
-// (tools/jaeger), this repository's examples/allinone, and nats-server (pinned by the repository's
+// (tools/jaeger), this repository's cmd/kelemetry, and nats-server (pinned by the repository's
 // go.mod). The control plane and Jaeger are reused when already built for the same versions (a
 // cold build takes 20-35 and about 13 minutes on 2 cores); the all-in-one and nats-server are
 // always rebuilt (seconds from the Go build cache). Run it from the e2e folder:

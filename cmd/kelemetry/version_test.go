@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // --version prints the build and exits without starting anything.
 func TestVersionFlag(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"--version"}, &out))
+	require.NoError(t, run(context.Background(), []string{"--version"}, &out, io.Discard))
 	line := strings.TrimSpace(out.String())
 	assert.Equal(t, version.Get().String(), line)
 	assert.True(t, strings.HasPrefix(line, "kelemetry "), line)

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/internal/version"
+)
+
+// runCLI runs the command with args and returns what it printed on stdout and stderr.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kelemetry.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+// validate prints every problem of a broken configuration on its own line with its file and
+// line, and fails; a valid one prints OK.
+func TestValidateCommand(t *testing.T) {
+	path := writeConfig(t, "windwo: 30m\nstore:\n  maxBytes: 10Gi\n  maxAge: forever\naggregator:\n  window: 1h\naudit:\n  queue: {capacity: lots}\n")
+	out, _, err := runCLI(t, "validate", "--config", path)
+	require.ErrorIs(t, err, errReported)
+	assert.Equal(t, []string{
+		path + ":1: windwo: unknown key; did you mean window?",
+		path + `:4: store.maxAge: "forever" is not a duration: write a number with a unit, such as 30s, 5m or 168h`,
+		path + ":6: aggregator.window: this key moved: write it as window (the top-level key: one window for every part)",
+		path + `:8: audit.queue.capacity: "lots" is not a whole number`,
+	}, strings.Split(strings.TrimSpace(out), "\n"))
+
+	// Values the parts refuse, one a line too; and a replay file that does not exist.
+	path = writeConfig(t, "store:\n  maxBytes: 1\nrole: both\n")
+	out, _, err = runCLI(t, "validate", "--config", path, "--replay", "no-such.jsonl")
+	require.ErrorIs(t, err, errReported)
+	assert.Contains(t, out, "store: maxBytes 1 is below the minimum of 67108864 (64 MiB)\n")
+	assert.Contains(t, out, `role "both": want "all", "ingest" or "query"`)
+
+	path = writeConfig(t, "store:\n  maxBytes: 20Gi\nwindow: 1h\n")
+	out, _, err = runCLI(t, "validate", "--config", path, "--data-dir", t.TempDir())
+	require.NoError(t, err)
+	assert.Equal(t, "configuration OK\n", out)
+
+	out, _, err = runCLI(t, "validate", "--data-dir", "", "--replay", "no-such.jsonl")
+	require.ErrorIs(t, err, errReported)
+	assert.Equal(t, "--replay no-such.jsonl: no such file or directory\n", out)
+}
+
+// print-config prints the effective configuration: defaults, the file, the flags and --set, in
+// that order, secrets hidden.
+func TestPrintConfigCommand(t *testing.T) {
+	path := writeConfig(t, "window: 2h\ncluster: from-file\ninformerDiff:\n  cache:\n    etcd:\n      password: hunter2\n")
+	out, _, err := runCLI(t, "print-config", "--config", path, "--cluster", "from-flag", "--set", "store.maxBytes=12Gi", "--set", "cluster=from-set")
+	require.NoError(t, err)
+	assert.Contains(t, out, "window: 2h0m0s\n")
+	assert.Contains(t, out, "cluster: from-set\n", "--set is applied last")
+	assert.Contains(t, out, "maxBytes: 12884901888\n")
+	assert.Contains(t, out, "auditAddr: 127.0.0.1:8080\n", "defaults are filled in")
+	assert.NotContains(t, out, "hunter2")
+	assert.Contains(t, out, "password: <hidden>")
+
+	_, _, err = runCLI(t, "print-config", "--set", "store.maxBites=1Gi")
+	assert.EqualError(t, err, "--set store.maxBites=1Gi: store.maxBites: unknown key; did you mean maxBytes?")
+}
+
+// An unknown flag gets one line naming the closest flag, whichever command it is given to; the
+// single-dash forms of earlier builds still work.
+func TestFlagErrors(t *testing.T) {
+	_, stderr, err := runCLI(t, "--windwo", "1h")
+	assert.EqualError(t, err, "unknown flag --windwo; did you mean --window? (kelemetry --help lists the flags)")
+	assert.Empty(t, stderr, "no usage dump")
+	_, _, err = runCLI(t, "validate", "--data-dri", "x")
+	assert.EqualError(t, err, "unknown flag --data-dri; did you mean --data-dir? (kelemetry --help lists the flags)")
+	_, _, err = runCLI(t, "--zzzzzzzz")
+	assert.EqualError(t, err, "unknown flag --zzzzzzzz (kelemetry --help lists the flags)")
+	_, _, err = runCLI(t, "serve", "extra")
+	assert.ErrorContains(t, err, `unknown command "extra"`)
+
+	out, _, err := runCLI(t, "print-config", "-cluster", "old-style", "-window=3h")
+	require.NoError(t, err)
+	assert.Contains(t, out, "cluster: old-style\n")
+	assert.Contains(t, out, "window: 3h0m0s\n")
+	assert.Equal(t, []string{"-a", "--cluster", "x", "--", "-keep"}, normalizeArgs([]string{"-a", "-cluster", "x", "--", "-keep"}))
+}
+
+// --help lists the commands and the flags by topic.
+func TestHelp(t *testing.T) {
+	out, _, err := runCLI(t, "--help")
+	require.NoError(t, err)
+	var order []int
+	for _, heading := range []string{"Commands:", "  serve ", "  validate ", "General flags:", "Listeners flags:", "Security flags:", "Audit flags:", "Store flags:", "Linkers flags:", "Telemetry flags:"} {
+		i := strings.Index(out, heading)
+		require.GreaterOrEqual(t, i, 0, "%q in the help", heading)
+		order = append(order, i)
+	}
+	assert.IsIncreasing(t, order)
+	assert.NotContains(t, out, "Other flags:", "every flag has a topic")
+	assert.Contains(t, out, "--set stringArray")
+}
+
+func TestVersionCommand(t *testing.T) {
+	out, _, err := runCLI(t, "version")
+	require.NoError(t, err)
+	assert.Equal(t, version.Get().String()+"\n", out)
+}
+
+// serve stops at once on a replay file that does not exist, and a start-up error is one line:
+// the sentence that explains it, without fx's dependency chain.
+func TestServeStartErrors(t *testing.T) {
+	_, _, err := runCLI(t, "--data-dir", "", "--replay", filepath.Join(t.TempDir(), "gone.jsonl"))
+	assert.ErrorContains(t, err, "gone.jsonl: no such file or directory")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	_, _, err = runCLI(t, "--data-dir", "", "--audit-addr", "127.0.0.1:0", "--http-addr", ln.Addr().String(), "--log-level", "error")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "\n")
+	assert.Contains(t, err.Error(), "address already in use (another process listens there")
+
+	// A folder another process holds: one line, not the chain of the parts that needed the store.
+	dir := t.TempDir()
+	r := start(t, testConfig(t, dir))
+	defer r.stop(t)
+	_, _, err = runCLI(t, "--data-dir", dir, "--audit-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "error")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "could not build")
+	assert.True(t, strings.HasPrefix(err.Error(), "open store "), err.Error())
+}
