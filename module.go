@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
@@ -74,7 +76,29 @@ func Modules(role string) fx.Option {
 	default:
 		opts = append(append(opts, ingest...), query...)
 	}
+	opts = append(opts, fx.WithLogger(newFxLogger))
 	return fx.Module("kelemetry", opts...)
+}
+
+// fxLoggerParams takes the application's logger when it supplies one.
+type fxLoggerParams struct {
+	fx.In
+	Logger *slog.Logger `optional:"true"`
+}
+
+// newFxLogger sends fx's events about the bundle's parts (what each provides and invokes, and
+// their errors) to the application's slog logger (slog.Default() without one), at debug level:
+// an application built on Module prints no fx wiring lines unless it logs at debug, and the
+// error that stops a start is what fx.New(...).Err() and Run return.
+func newFxLogger(p fxLoggerParams) fxevent.Logger {
+	logger := p.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	l := &fxevent.SlogLogger{Logger: logger.With("component", "fx")}
+	l.UseLogLevel(slog.LevelDebug)
+	l.UseErrorLevel(slog.LevelDebug)
+	return l
 }
 
 // configs is the fan-out of Config: one configuration per part, and the values they share.
@@ -140,8 +164,16 @@ func newHealth(r *auditlog.Replayer, ev *event.Replayer, q queue.Queue, agg *agg
 			}
 		default:
 		}
-		stats, err := r.Status()
-		h.Replay.Files = stats
+		files, err := r.Status()
+		h.Replay.Files = make([]healthz.ReplayFile, 0, len(files))
+		for _, f := range files {
+			rf := healthz.ReplayFile{File: f.File, Done: f.Done, BytesRead: f.BytesRead, BytesTotal: f.BytesTotal,
+				Lines: f.Stats.Lines, Events: f.Stats.Events, BadLines: f.Stats.BadLines, DroppedEvents: f.Stats.DroppedEvents}
+			if s := f.Elapsed.Seconds(); s > 0 {
+				rf.EventsPerSecond = float64(f.Stats.Events) / s
+			}
+			h.Replay.Files = append(h.Replay.Files, rf)
+		}
 		if err != nil {
 			h.Replay.Error = err.Error()
 		}

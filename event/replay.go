@@ -119,7 +119,7 @@ type Replayer = replay.Runner[ReplayStats]
 
 // newReplayer returns a Replayer of files; ts gives its logger (may be unset).
 func newReplayer(files []string, conv *Converter, agg aggregator.Aggregator, ts telemetry.Settings) *Replayer {
-	return replay.New("event replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
+	return replay.New("event replay", files, func(ctx context.Context, file string, _ *replay.Tracker[ReplayStats]) (ReplayStats, error) {
 		return ReplayFile(ctx, file, conv, agg, ts)
 	}, ts.Log())
 }

@@ -38,6 +38,8 @@ const (
 
 	replayBatchSize = 256
 	readBufferSize  = 64 << 10
+	// reportLines is how often a replay reports its progress (for /healthz), in lines.
+	reportLines = 1024
 )
 
 // ReplayStats counts what a replay read.
@@ -65,11 +67,12 @@ type ReplayStats struct {
 func ReplayFile(ctx context.Context, path, cluster string, q interface {
 	EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error
 }, ts telemetry.Settings) (ReplayStats, error) {
-	return replayFile(ctx, path, cluster, 0, q, ts)
+	return replayFile(ctx, path, cluster, 0, q, ts, nil)
 }
 
 // replayFile is ReplayFile with a maximum future skew (zero: the default, negative: none).
-func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Duration, q queue.WaitEnqueuer, ts telemetry.Settings) (ReplayStats, error) {
+// t, when not nil, follows the bytes read and the statistics so far (every reportLines lines).
+func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Duration, q queue.WaitEnqueuer, ts telemetry.Settings, t *replay.Tracker[ReplayStats]) (ReplayStats, error) {
 	b := newLineBatcher(path, cluster, q, ts.Log().With("component", "audit.replay", "path", path))
 	b.maxFutureSkew = skewOrDefault(maxFutureSkew)
 	b.droppedCounter = newDroppedFileCounter(instrument.NewMeter(ts, meterName))
@@ -79,7 +82,7 @@ func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Du
 	}
 	defer f.Close()
 
-	br := bufio.NewReaderSize(f, readBufferSize)
+	br := bufio.NewReaderSize(t.Reader(f), readBufferSize)
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -101,6 +104,9 @@ func replayFile(ctx context.Context, path, cluster string, maxFutureSkew time.Du
 		}
 		if err := b.line(ctx, line, tooLong); err != nil {
 			return b.stats, err
+		}
+		if b.lineNo%reportLines == 0 {
+			t.Report(b.stats)
 		}
 	}
 	// The last line may lack its newline.
@@ -699,8 +705,8 @@ type Replayer = replay.Runner[ReplayStats]
 // maxFutureSkew ahead (zero: aggregator.DefaultMaxFutureSkew, negative: no limit) or outside the
 // representable range (see ReplayFile); ts gives its logger (may be unset).
 func NewReplayer(files []string, cluster string, maxFutureSkew time.Duration, q queue.Target, ts telemetry.Settings) *Replayer {
-	return replay.New("audit replay", files, func(ctx context.Context, file string) (ReplayStats, error) {
-		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts)
+	return replay.New("audit replay", files, func(ctx context.Context, file string, t *replay.Tracker[ReplayStats]) (ReplayStats, error) {
+		st, err := replayFile(ctx, file, cluster, maxFutureSkew, q, ts, t)
 		if err == nil {
 			// Let everything read reach the sinks before the file counts as done.
 			err = q.Flush(ctx)

@@ -105,7 +105,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 			_, err = stdout.Write(out)
 			return err
 		},
-	}, &cobra.Command{
+	}, newReplayCommand(ctx, build, stdout, stderr), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and commit of this build",
 		Args:  cobra.NoArgs,
@@ -161,7 +161,14 @@ func printHelp(w io.Writer, cmd *cobra.Command, fs *pflag.FlagSet) error {
 		}
 	}
 	bySection := map[string]*pflag.FlagSet{}
-	fs.VisitAll(func(f *pflag.Flag) {
+	all := pflag.NewFlagSet("all", pflag.ContinueOnError)
+	all.SortFlags = false
+	all.AddFlagSet(fs)
+	all.AddFlagSet(cmd.LocalNonPersistentFlags())
+	all.VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" {
+			return // said once below
+		}
 		sec := "Other"
 		if v := f.Annotations[sectionAnnotation]; len(v) > 0 {
 			sec = v[0]
@@ -185,7 +192,8 @@ func printHelp(w io.Writer, cmd *cobra.Command, fs *pflag.FlagSet) error {
 		}
 	}
 	b.WriteString("\nSizes take units (512Mi, 10Gi), durations too (30s, 168h). Every key of the YAML file:\n" +
-		"docs/reference/config.md; every flag: docs/reference/cli.md.\n")
+		"docs/reference/config.md; every flag: docs/reference/cli.md. -h, --help: this help; with a\n" +
+		"command, that command's.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -85,6 +85,11 @@ func cliPage() (string, error) {
 		return "", err
 	}
 	root := newRootCommand(context.Background(), io.Discard, io.Discard)
+	replayCmd := newReplayCommand(context.Background(), nil, io.Discard, io.Discard)
+	replayTable, err := docgen.FlagsTable(replayCmd.Flags(), nil)
+	if err != nil {
+		return "", err
+	}
 	var cmds [][]string
 	for _, c := range root.Commands() {
 		cmds = append(cmds, []string{docgen.Code("kelemetry " + c.Name()), docgen.Cell(c.Short)})
@@ -117,6 +122,23 @@ Some settings have no flag: the HTTP timeouts of both listeners (` + "`httpTimeo
 budgets (` + "`query`" + `) and the rest of [Configuration keys](config.md): set them in the file or with ` + "`--set`" + `.
 
 SIGTERM stops accepting input, drains the audit queue and the link jobs, and flushes the sinks.
+
+## kelemetry replay
+
+` + "`kelemetry replay FILE...`" + ` reads audit logs as kube-apiserver writes them
+(` + "`--audit-log-format=json`" + `, ` + "`.gz`" + ` too; a line may also hold a whole EventList, as
+` + "`--audit-dump`" + ` writes them). Without ` + "`--to`" + ` it runs the ingest side on the configuration above
+until every event of the files is in the store of the data folder, then exits; ` + "`kelemetry serve`" + ` on
+the same folder then shows the traces. With ` + "`--to`" + ` it posts the events in batches to a running
+webhook, waiting out 429 and 503 answers. Lines that are not audit events are counted and skipped.
+Progress goes to stderr: a bar on a terminal, a line every ` + "`--progress-every`" + ` otherwise.
+
+` + "```sh" + `
+kelemetry replay --data-dir ./kelemetry-data audit.log audit-1.log.gz
+kelemetry replay --to https://kelemetry:8080/audit/prod --to-ca-file ca.crt --to-token-file token audit.log
+` + "```" + `
+
+` + replayTable + `
 `, nil
 }
 
@@ -138,7 +160,8 @@ func TestCLIReferenceMatchesTheFlagSet(t *testing.T) {
 	require.NoError(t, err, "every flag of flagDocs is defined, and every flag of a type of its own has an Arg")
 	fromSource, err := docgen.MainFlags(".")
 	require.NoError(t, err)
-	assert.ElementsMatch(t, docgen.FlagNames(fs), fromSource)
+	replayCmd := newReplayCommand(context.Background(), nil, io.Discard, io.Discard)
+	assert.ElementsMatch(t, append(docgen.FlagNames(fs), docgen.FlagNames(replayCmd.Flags())...), fromSource)
 
 	m, err := docgen.LoadModule(filepath.Join("..", ".."))
 	require.NoError(t, err)

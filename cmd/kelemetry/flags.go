@@ -306,6 +306,7 @@ var sections = []struct {
 	{"Diffs", []string{"diff-disable", "diff-cache-size", "diff-informer", "diff-leader-elect", "diff-leader-elect-namespace", "diff-leader-elect-identity"}},
 	{"Linkers", []string{"link-rules", "link-rules-watch", "remote-linker", "remote-linker-timeout", "remote-linker-nats-url", "remote-linker-nats-creds", "remote-linker-nats-nkey", "remote-linker-nats-tls-ca", "remote-linker-nats-tls-cert", "remote-linker-nats-tls-key"}},
 	{"Telemetry", []string{"kelemetrix-config"}},
+	{"Replay", []string{"to", "to-token-file", "to-ca-file", "batch-events", "progress-every"}},
 }
 
 // annotateSections marks each flag of fs with its section.

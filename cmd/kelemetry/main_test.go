@@ -240,6 +240,21 @@ func TestReplayRolloutEndToEnd(t *testing.T) {
 	cfg.Audit.Replay = []string{rolloutLog}
 	r := start(t, cfg)
 	waitReplay(t, r)
+	// /healthz shows each file's progress in camelCase: the file, its bytes, lines and events.
+	var raw map[string]any
+	require.Equal(t, http.StatusOK, getJSON(t, r.api("/healthz"), &raw))
+	files := raw["replay"].(map[string]any)["files"].([]any)
+	require.Len(t, files, 1)
+	f := files[0].(map[string]any)
+	fi, err := os.Stat(rolloutLog)
+	require.NoError(t, err)
+	assert.Equal(t, rolloutLog, f["file"])
+	assert.Equal(t, true, f["done"])
+	assert.InDelta(t, fi.Size(), f["bytesRead"], 0)
+	assert.InDelta(t, fi.Size(), f["bytesTotal"], 0)
+	assert.Greater(t, f["events"], 100.0)
+	assert.Equal(t, f["lines"], f["events"], "one event a line")
+	assert.Greater(t, f["eventsPerSecond"], 0.0)
 
 	dep := findObject(t, r, "resource=deployments&name=demo")
 	assert.Equal(t, "test", dep.Cluster)

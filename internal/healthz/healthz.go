@@ -2,8 +2,6 @@
 // end-to-end tests of the binaries read.
 package healthz
 
-import "github.com/kelemetry/kelemetry/audit/auditlog"
-
 // Body is the body of GET /healthz.
 type Body struct {
 	// Status is "ok", or "unavailable" (HTTP 503) while a sink cannot take writes.
@@ -24,9 +22,27 @@ type Body struct {
 	Commit  string `json:"commit"`
 }
 
-// Replay reports the start-up replay.
+// Replay reports the start-up replay of audit logs (--replay): done once every file (and every
+// Event file, --replay-events) is read and flushed.
 type Replay struct {
-	Done  bool                   `json:"done"`
-	Files []auditlog.ReplayStats `json:"files"`
-	Error string                 `json:"error,omitempty"`
+	Done  bool         `json:"done"`
+	Files []ReplayFile `json:"files"`
+	Error string       `json:"error,omitempty"`
+}
+
+// ReplayFile is where the replay of one audit log file stands.
+type ReplayFile struct {
+	File string `json:"file"`
+	// Done is true once the file is read and what it held is in the sinks (or it failed).
+	Done bool `json:"done"`
+	// BytesRead of BytesTotal: the file's bytes (compressed ones for a .gz file).
+	BytesRead  int64 `json:"bytesRead"`
+	BytesTotal int64 `json:"bytesTotal"`
+	// Lines read, Events queued, BadLines skipped, DroppedEvents dropped for their timestamps.
+	Lines         int64 `json:"lines"`
+	Events        int64 `json:"events"`
+	BadLines      int64 `json:"badLines"`
+	DroppedEvents int64 `json:"droppedEvents"`
+	// EventsPerSecond is Events over the time the file took so far.
+	EventsPerSecond float64 `json:"eventsPerSecond"`
 }

@@ -6,8 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kelemetry/kelemetry/internal/loop"
 )
@@ -16,20 +20,80 @@ import (
 type Runner[S any] struct {
 	name   string
 	files  []string
-	replay func(ctx context.Context, file string) (S, error)
+	replay func(ctx context.Context, file string, t *Tracker[S]) (S, error)
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	stats []S
-	err   error
+	mu      sync.Mutex
+	stats   []Progress[S]
+	current *Tracker[S] // the file being replayed, nil between files
+	err     error
 	// run is the replay goroutine, set by the first Start (not by Stop, so that a Stop before
 	// Start leaves a later Start free to run).
 	run  *loop.Group
 	done chan struct{}
 }
 
+// Progress is where the replay of one file stands: done, or how far it read.
+type Progress[S any] struct {
+	File string
+	// BytesRead of BytesTotal (the file's size; for a compressed file, the compressed bytes).
+	BytesRead, BytesTotal int64
+	// Elapsed is the time the file has taken so far (or took).
+	Elapsed time.Duration
+	// Done is true once the file is read and flushed (or failed).
+	Done bool
+	// Stats are the replay's statistics: final when Done, the latest reported otherwise.
+	Stats S
+}
+
+// Tracker follows the replay of one file: the replay function reads through Reader and reports
+// its statistics with Report as it goes, for Runner.Status.
+type Tracker[S any] struct {
+	file    string
+	total   int64
+	started time.Time
+	read    atomic.Int64
+	stats   atomic.Pointer[S]
+}
+
+// Reader counts the bytes read from r (the file itself, before any decompression).
+func (t *Tracker[S]) Reader(r io.Reader) io.Reader {
+	if t == nil {
+		return r
+	}
+	return countingReader{r: r, n: &t.read}
+}
+
+// Report records the statistics so far. A nil Tracker ignores it.
+func (t *Tracker[S]) Report(s S) {
+	if t != nil {
+		t.stats.Store(&s)
+	}
+}
+
+func (t *Tracker[S]) progress(done bool, final S) Progress[S] {
+	p := Progress[S]{File: t.file, BytesRead: t.read.Load(), BytesTotal: t.total, Elapsed: time.Since(t.started), Done: done, Stats: final}
+	if !done {
+		if s := t.stats.Load(); s != nil {
+			p.Stats = *s
+		}
+	}
+	return p
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
 // New returns a Runner that calls replay for each file. name prefixes errors and logs.
-func New[S any](name string, files []string, replay func(ctx context.Context, file string) (S, error), logger *slog.Logger) *Runner[S] {
+func New[S any](name string, files []string, replay func(ctx context.Context, file string, t *Tracker[S]) (S, error), logger *slog.Logger) *Runner[S] {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -51,9 +115,17 @@ func (r *Runner[S]) Start(context.Context) error {
 	r.run.Start(func(ctx context.Context) {
 		defer close(r.done)
 		for _, f := range r.files {
-			st, err := r.replay(ctx, f)
+			t := &Tracker[S]{file: f, started: time.Now()}
+			if fi, err := os.Stat(f); err == nil {
+				t.total = fi.Size()
+			}
 			r.mu.Lock()
-			r.stats = append(r.stats, st)
+			r.current = t
+			r.mu.Unlock()
+			st, err := r.replay(ctx, f, t)
+			r.mu.Lock()
+			r.current = nil
+			r.stats = append(r.stats, t.progress(true, st))
 			if err != nil {
 				r.err = errors.Join(r.err, fmt.Errorf("%s %s: %w", r.name, f, err))
 			}
@@ -82,9 +154,15 @@ func (r *Runner[S]) Stop(ctx context.Context) error {
 // Done is closed when the replay finished (at once when there is nothing to replay).
 func (r *Runner[S]) Done() <-chan struct{} { return r.done }
 
-// Status returns per-file statistics so far and the replay's error, if any.
-func (r *Runner[S]) Status() ([]S, error) {
+// Status returns the progress of each file replayed or being replayed, in order, and the
+// replay's error, if any.
+func (r *Runner[S]) Status() ([]Progress[S], error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]S(nil), r.stats...), r.err
+	out := append([]Progress[S](nil), r.stats...)
+	if r.current != nil {
+		var zero S
+		out = append(out, r.current.progress(false, zero))
+	}
+	return out, r.err
 }
