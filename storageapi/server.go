@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/query"
@@ -31,10 +30,6 @@ import (
 
 // meterScope names the package's metrics.
 const meterScope = "github.com/kelemetry/kelemetry/storageapi"
-
-// maxDependencyObjects bounds the objects GetDependencies reads in one request (besides the
-// frontend's span and time budgets).
-const maxDependencyObjects = 10_000
 
 // server implements jaeger.storage.v2 TraceReader and DependencyReader over the frontend's
 // query engine, within its budgets (frontend.Config): searches, trace lookups and dependency
@@ -344,8 +339,7 @@ func (s *server) send(stream grpc.ServerStreamingServer[tracev1.TracesData], id 
 
 // GetDependencies answers the graph of object kinds (resources) and how objects link within
 // [start_time, end_time]: an edge parent -> child for every resource pair, with the number of
-// distinct linked object pairs as its call count. At most maxDependencyObjects objects and the
-// frontend's MaxSpans spans are read; the graph of what was read is answered.
+// distinct linked object pairs as its call count (query.Engine.Dependencies).
 func (s *server) GetDependencies(ctx context.Context, req *storagev2.GetDependenciesRequest) (*storagev2.GetDependenciesResponse, error) {
 	from, to, err := depRange(req, s.now())
 	if err != nil {
@@ -356,9 +350,13 @@ func (s *server) GetDependencies(ctx context.Context, req *storagev2.GetDependen
 		return nil, err
 	}
 	defer done()
-	edges, err := s.dependencies(ctx, from, to)
+	deps, err := s.engine.Dependencies(ctx, from, to)
 	if err != nil {
 		return nil, s.status(ctx, "dependencies", err)
+	}
+	edges := make([]*storagev2.Dependency, len(deps))
+	for i, d := range deps {
+		edges[i] = &storagev2.Dependency{Parent: d.Parent, Child: d.Child, CallCount: d.CallCount, Source: "kelemetry"}
 	}
 	return &storagev2.GetDependenciesResponse{Dependencies: edges}, nil
 }
@@ -385,101 +383,4 @@ func depRange(req *storagev2.GetDependenciesRequest, now time.Time) (from, to ti
 		return from, to, errors.New("end time is before start time")
 	}
 	return from, to, nil
-}
-
-// depBatch is how many traces GetDependencies reads at once.
-const depBatch = 32
-
-func (s *server) dependencies(ctx context.Context, from, to time.Time) ([]*storagev2.Dependency, error) {
-	r := s.engine.Reader()
-	objs, err := r.FindObjects(ctx, store.ObjectQuery{From: from, To: to, Limit: maxDependencyObjects})
-	if err != nil {
-		return nil, fmt.Errorf("find objects: %w", err)
-	}
-	var ws []store.ObjectWindow
-	for _, o := range objs {
-		ws = append(ws, o.Windows...)
-	}
-	pairs := map[[2]aggregator.ObjectKey]struct{}{}
-	read := 0
-	for i := 0; i < len(ws) && read < s.cfg.MaxSpans; i += depBatch {
-		traces, err := r.GetTraces(ctx, ws[i:min(i+depBatch, len(ws))])
-		if err != nil {
-			if len(pairs) > 0 && errors.Is(err, context.DeadlineExceeded) {
-				break // answer the graph of what was read in time
-			}
-			return nil, fmt.Errorf("read traces: %w", err)
-		}
-		for _, spans := range traces {
-			read += len(spans)
-			for _, sp := range spans {
-				if p, ok := linkPair(sp); ok {
-					pairs[p] = struct{}{}
-				}
-			}
-		}
-		if !s.engine.Charge(ctx, pairsBytes(traces)) {
-			break // the memory budget has no room: answer the graph of what was read
-		}
-	}
-	counts := map[[2]string]int64{}
-	for p := range pairs {
-		counts[[2]string{p[0].Resource, p[1].Resource}]++
-	}
-	out := make([]*storagev2.Dependency, 0, len(counts))
-	for k, n := range counts {
-		out = append(out, &storagev2.Dependency{Parent: k[0], Child: k[1], CallCount: uint64(n), Source: "kelemetry"})
-	}
-	slices.SortFunc(out, func(a, b *storagev2.Dependency) int {
-		if a.Parent != b.Parent {
-			if a.Parent < b.Parent {
-				return -1
-			}
-			return 1
-		}
-		if a.Child < b.Child {
-			return -1
-		}
-		if a.Child > b.Child {
-			return 1
-		}
-		return 0
-	})
-	return out, nil
-}
-
-// pairsBytes is what GetDependencies keeps of traces: the spans are dropped once their link
-// pairs are taken, so only the link spans count (a pair of object keys each, at most).
-func pairsBytes(traces [][]*aggregator.Span) int64 {
-	var n int64
-	for _, spans := range traces {
-		for _, sp := range spans {
-			if sp.Kind == aggregator.KindLink {
-				n += sp.ApproxBytes()
-			}
-		}
-	}
-	return n
-}
-
-// linkPair reads a link span as (parent object, child object).
-func linkPair(sp *aggregator.Span) ([2]aggregator.ObjectKey, bool) {
-	if sp.Kind != aggregator.KindLink {
-		return [2]aggregator.ObjectKey{}, false
-	}
-	a := aggregator.Attrs(sp.Attributes)
-	get := func(k string) string { v, _ := a.Get(k); return v }
-	target := aggregator.ObjectKey{Cluster: get(aggregator.AttrLinkCluster), Group: get(aggregator.AttrLinkGroup),
-		Resource: get(aggregator.AttrLinkResource), Namespace: get(aggregator.AttrLinkNamespace), Name: get(aggregator.AttrLinkName)}
-	holder := sp.Object.Key()
-	if target.Resource == "" || holder.Resource == "" {
-		return [2]aggregator.ObjectKey{}, false
-	}
-	switch aggregator.Role(get(aggregator.AttrLinkRole)) {
-	case aggregator.RoleParent:
-		return [2]aggregator.ObjectKey{target, holder}, true
-	case aggregator.RoleChild:
-		return [2]aggregator.ObjectKey{holder, target}, true
-	}
-	return [2]aggregator.ObjectKey{}, false
 }

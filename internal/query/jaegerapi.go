@@ -35,6 +35,8 @@ import (
 //	GET /api/traces/{traceID}               one result, in the mode its ID names, or a merge
 //	                                        (a merge ID: see mergeID)
 //	GET /api/traces/merge?id=&id=...        several results as one trace (see mergeID)
+//	GET /api/dependencies?endTs=&lookback=  the resource -> resource graph of links (Jaeger's
+//	                                        dependency view; endTs and lookback in ms)
 //	GET /redirect?cluster=&group=&resource=&namespace=&name=&time=&mode=
 //	                                        302 to /trace/{id}, 404 when nothing matches
 type JaegerAPI struct{ queryAPI }
@@ -80,6 +82,7 @@ func (a *JaegerAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/traces", a.heavy(a.search))
 	mux.HandleFunc("GET /api/traces/{traceID}", a.heavy(a.getTrace))
 	mux.HandleFunc("GET /api/traces/merge", a.heavy(a.merge))
+	mux.HandleFunc("GET /api/dependencies", a.heavy(a.dependencies))
 	mux.HandleFunc("GET /redirect", a.redirect)
 }
 
@@ -732,4 +735,37 @@ func lookupID(s string, id trace.TraceID) string {
 		return s
 	}
 	return jaegerTraceID(id)
+}
+
+// defaultDependencyLookback is the range of a dependency request without lookback, as Jaeger
+// Query has it.
+const defaultDependencyLookback = 24 * time.Hour
+
+// dependencies answers Jaeger Query's GET /api/dependencies: the edges of Engine.Dependencies
+// within [endTs-lookback, endTs] (milliseconds; endTs defaults to now, lookback to 24h).
+func (a *JaegerAPI) dependencies(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	end, lookback := a.now(), defaultDependencyLookback
+	if v := q.Get("endTs"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			jaegerError(w, http.StatusBadRequest, "endTs %q: want milliseconds since the Unix epoch", v)
+			return
+		}
+		end = time.UnixMilli(ms)
+	}
+	if v := q.Get("lookback"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			jaegerError(w, http.StatusBadRequest, "lookback %q: want a positive number of milliseconds", v)
+			return
+		}
+		lookback = time.Duration(ms) * time.Millisecond
+	}
+	deps, err := a.engine.Dependencies(r.Context(), end.Add(-lookback), end)
+	if err != nil {
+		a.internalError(w, "dependencies", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jaegerResponse{Data: deps, Total: len(deps)})
 }

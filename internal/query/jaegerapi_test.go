@@ -304,3 +304,34 @@ func TestLegacyDisplayIDResolves(t *testing.T) {
 	assert.Equal(t, id, got[0].TraceID)
 	assert.Len(t, got[0].Spans, len(found[0].Spans))
 }
+
+// GET /api/dependencies answers Jaeger Query's dependency graph: resource -> resource edges with
+// the number of linked object pairs, for Jaeger UI's and Grafana's dependency views.
+func TestDependencies(t *testing.T) {
+	_, srv := newAPI(t, rollout(t))
+	u := srv.URL + "/api/dependencies?endTs=" + strconv.FormatInt(rolloutTo.UnixMilli(), 10) +
+		"&lookback=" + strconv.FormatInt(rolloutTo.Sub(rolloutFrom).Milliseconds()+1, 10)
+	code, env := call(t, u)
+	require.Equal(t, http.StatusOK, code)
+	var deps []struct {
+		Parent    string `json:"parent"`
+		Child     string `json:"child"`
+		CallCount uint64 `json:"callCount"`
+	}
+	require.NoError(t, json.Unmarshal(env.Data, &deps))
+	edges := map[string]uint64{}
+	for _, d := range deps {
+		edges[d.Parent+" -> "+d.Child] = d.CallCount
+	}
+	assert.GreaterOrEqual(t, edges["deployments -> replicasets"], uint64(2), "%v", edges)
+	assert.GreaterOrEqual(t, edges["replicasets -> pods"], uint64(1), "%v", edges)
+	assert.NotContains(t, edges, "pods -> replicasets")
+	assert.Equal(t, len(deps), env.Total)
+
+	// Long before the recording: no edges. The default range is the 24 hours before now.
+	code, env = call(t, srv.URL+"/api/dependencies?endTs="+strconv.FormatInt(rolloutFrom.Add(-48*time.Hour).UnixMilli(), 10))
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `[]`, string(env.Data))
+	expectError(t, srv.URL+"/api/dependencies?endTs=soon", http.StatusBadRequest, "endTs")
+	expectError(t, srv.URL+"/api/dependencies?lookback=-5", http.StatusBadRequest, "lookback")
+}
