@@ -40,6 +40,9 @@ var cases = []renderCase{
 		"networkPolicy":  map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}},
 		"serviceMonitor": map[string]any{"enabled": true, "bearerTokenSecret": map[string]any{"name": "kelemetry-api-tokens", "key": "prometheus"}},
 	}},
+	// The knobs every chart has: names, pod labels and scheduling, environment and arguments, an
+	// existing claim, an Ingress and an HTTPRoute.
+	{"allinone-knobs", Release{Name: "kelemetry-knobs", Namespace: "observability"}, knobVals},
 	// The managed-cluster recipe of docs/install/managed-clusters.md: follow an audit log a collector writes on a node.
 	{"allinone-follow", rel, followVals},
 	{"scaled", Release{Name: "kelemetry-scaled", Namespace: "kelemetry-scaled"}, map[string]any{
@@ -52,6 +55,67 @@ var cases = []renderCase{
 			"nats":   map[string]any{"urls": []any{"nats://nats:4222"}, "stream": "KELEMETRY_AUDIT"},
 		},
 	}},
+}
+
+// knobVals set every general-purpose knob of the chart.
+var knobVals = map[string]any{
+	"podLabels":         map[string]any{"team": "platform"},
+	"priorityClassName": "system-cluster-critical",
+	"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+		"whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "kelemetry"}}}},
+	"extraEnv":     []any{map[string]any{"name": "GOGC", "value": "50"}, map[string]any{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "deployment.environment=prod"}},
+	"extraEnvFrom": []any{map[string]any{"secretRef": map[string]any{"name": "kelemetry-env"}}},
+	"extraArgs":    []any{"--set=query.maxConcurrent=8"},
+	"allinone": map[string]any{"persistence": map[string]any{"existingClaim": "kelemetry-data",
+		"retentionPolicy": map[string]any{"whenDeleted": "Delete", "whenScaled": "Retain"}}},
+	"ingress": map[string]any{"enabled": true, "className": "nginx",
+		"hosts": []any{map[string]any{"host": "kelemetry.example.com"}},
+		"tls":   []any{map[string]any{"secretName": "kelemetry-tls", "hosts": []any{"kelemetry.example.com"}}}},
+	"httpRoute": map[string]any{"enabled": true, "parentRefs": []any{map[string]any{"name": "public", "namespace": "gateway-system"}},
+		"hostnames": []any{"kelemetry.example.com"}},
+}
+
+// The knobs reach the objects: names, labels, scheduling, environment, arguments, the existing
+// claim instead of the claim template, and the Ingress and HTTPRoute to the API service.
+func TestKnobsRender(t *testing.T) {
+	objs := docs(t, render(t, caseNamed(t, "allinone-knobs")).Manifest)
+	sts := find(t, objs, "StatefulSet", "kelemetry-knobs")
+	pod := path(sts, "spec", "template", "spec")
+	assert.Equal(t, "platform", path(sts, "spec", "template", "metadata", "labels", "team"))
+	assert.Equal(t, "allinone", path(sts, "spec", "template", "metadata", "labels", "app.kubernetes.io/component"))
+	assert.Equal(t, "system-cluster-critical", path(pod, "priorityClassName"))
+	assert.Equal(t, "topology.kubernetes.io/zone", path(pod, "topologySpreadConstraints", 0, "topologyKey"))
+	c := path(pod, "containers", 0)
+	assert.Equal(t, []any{"--config=/etc/kelemetry/config/all.yaml", "--log-level=info", "--set=query.maxConcurrent=8"}, path(c, "args"))
+	assert.Equal(t, "GOGC", path(c, "env", 0, "name"))
+	assert.Equal(t, "kelemetry-env", path(c, "envFrom", 0, "secretRef", "name"))
+	assert.Nil(t, path(sts, "spec", "volumeClaimTemplates"), "an existing claim replaces the template")
+	var claim any
+	for _, v := range path(pod, "volumes").([]any) {
+		if path(v, "name") == "data" {
+			claim = path(v, "persistentVolumeClaim", "claimName")
+		}
+	}
+	assert.Equal(t, "kelemetry-data", claim)
+	assert.Equal(t, "Delete", path(sts, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted"))
+
+	ing := find(t, objs, "Ingress", "kelemetry-knobs")
+	assert.Equal(t, "nginx", path(ing, "spec", "ingressClassName"))
+	assert.Equal(t, "kelemetry.example.com", path(ing, "spec", "rules", 0, "host"))
+	assert.Equal(t, "/", path(ing, "spec", "rules", 0, "http", "paths", 0, "path"))
+	assert.Equal(t, "kelemetry-knobs", path(ing, "spec", "rules", 0, "http", "paths", 0, "backend", "service", "name"), "the API service")
+	find(t, objs, "Service", "kelemetry-knobs")
+	route := find(t, objs, "HTTPRoute", "kelemetry-knobs")
+	assert.Equal(t, "public", path(route, "spec", "parentRefs", 0, "name"))
+	assert.Equal(t, "kelemetry-knobs", path(route, "spec", "rules", 0, "backendRefs", 0, "name"))
+	assert.EqualValues(t, 16686, path(route, "spec", "rules", 0, "backendRefs", 0, "port"))
+
+	// fullnameOverride names the objects; nameOverride renames them and the name label.
+	objs = docs(t, render(t, renderCase{"full", Release{Name: "prod", Namespace: "x"}, map[string]any{"fullnameOverride": "kel"}}).Manifest)
+	find(t, objs, "StatefulSet", "kel")
+	objs = docs(t, render(t, renderCase{"name", Release{Name: "prod", Namespace: "x"}, map[string]any{"nameOverride": "tracer"}}).Manifest)
+	sts = find(t, objs, "StatefulSet", "prod-tracer")
+	assert.Equal(t, "tracer", path(sts, "spec", "selector", "matchLabels", "app.kubernetes.io/name"))
 }
 
 // followVals are the documented values for a managed cluster: the all-in-one follows the audit log
@@ -441,6 +505,12 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"volume without a name", map[string]any{"extraVolumes": []any{map[string]any{"emptyDir": map[string]any{}}}}, []string{"extraVolumes/0", "name"}},
 		{"volume named like the chart's", map[string]any{"extraVolumes": []any{map[string]any{"name": "data", "emptyDir": map[string]any{}}}}, []string{"extraVolumes/0/name"}},
 		{"bad nats url", map[string]any{"scaled": map[string]any{"nats": map[string]any{"urls": []any{"localhost:4222"}}}}, []string{"scaled/nats/urls/0"}},
+		{"argument without dashes", map[string]any{"extraArgs": []any{"set=window=1h"}}, []string{"extraArgs/0"}},
+		{"env without a name", map[string]any{"extraEnv": []any{map[string]any{"value": "50"}}}, []string{"extraEnv/0", "name"}},
+		{"route without a gateway", map[string]any{"httpRoute": map[string]any{"enabled": true}}, []string{"httpRoute/parentRefs", "minItems"}},
+		{"misspelt ingress key", map[string]any{"ingress": map[string]any{"enabled": true, "class": "nginx"}}, []string{"additional properties 'class' not allowed"}},
+		{"relative ingress path", map[string]any{"ingress": map[string]any{"hosts": []any{map[string]any{"paths": []any{map[string]any{"path": "ui"}}}}}}, []string{"ingress/hosts/0/paths/0/path"}},
+		{"bad retention", map[string]any{"allinone": map[string]any{"persistence": map[string]any{"retentionPolicy": map[string]any{"whenDeleted": "Keep"}}}}, []string{"retentionPolicy/whenDeleted"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Render(context.Background(), chartDir, rel, c.vals)

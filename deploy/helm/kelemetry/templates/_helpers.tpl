@@ -1,15 +1,34 @@
-{{/* The release's full name, at most 63 characters. */}}
+{{/* The chart's name, or nameOverride. */}}
+{{- define "kelemetry.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's full name (fullnameOverride, or the release and chart names), at most 63 characters. */}}
 {{- define "kelemetry.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "kelemetry.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "kelemetry.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "kelemetry.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The pod template's labels: the selector's, the component's, and podLabels. dict "root" $ "component" NAME. */}}
+{{- define "kelemetry.podLabels" -}}
+{{ include "kelemetry.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- with .root.Values.podLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "kelemetry.labels" -}}
@@ -139,6 +158,17 @@ users:
   args:
     - --config={{ $dir }}/config/{{ .role }}.yaml
     - --log-level={{ $v.logLevel }}
+    {{- range $v.extraArgs }}
+    - {{ . | quote }}
+    {{- end }}
+  {{- with $v.extraEnv }}
+  env:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.extraEnvFrom }}
+  envFrom:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   ports:
     {{- if ne .role "query" }}
     - {name: webhook, containerPort: {{ $v.webhook.port }}, protocol: TCP}
@@ -245,6 +275,13 @@ tolerations:
 {{- end }}
 {{- with .Values.affinity }}
 affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.topologySpreadConstraints }}
+topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
