@@ -134,7 +134,7 @@ webhook, waiting out 429 and 503 answers. Lines that are not audit events are co
 Progress goes to stderr: a bar on a terminal, a line every ` + "`--progress-every`" + ` otherwise.
 
 ` + "```sh" + `
-kelemetry replay --data-dir ./kelemetry-data audit.log audit-1.log.gz
+kelemetry replay --data-dir kelemetry-data audit.log audit-1.log.gz
 kelemetry replay --to https://kelemetry:8080/audit/prod --to-ca-file ca.crt --to-token-file token audit.log
 ` + "```" + `
 
