@@ -9,11 +9,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 	"k8s.io/klog/v2"
 )
 
@@ -89,11 +92,30 @@ func NewPrometheus(opts ...prometheusOption) (*Prometheus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
+	res, err := serviceResource()
+	if err != nil {
+		return nil, err
+	}
 	return &Prometheus{
-		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
+		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res),
 			sdkmetric.WithCardinalityLimit(sdkCardinalityLimit(o.need...))),
 		Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	}, nil
+}
+
+// serviceResource describes the process in target_info: service.name kelemetry and
+// service.version the build's version, the SDK's attributes, and what OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES say (which win).
+func serviceResource() (*resource.Resource, error) {
+	res, err := resource.New(context.Background(),
+		resource.WithAttributes(attribute.String("service.name", "kelemetry"), attribute.String("service.version", version.Get().Version)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("metrics resource: %w", err)
+	}
+	return res, nil
 }
 
 // Shutdown stops the meter provider.

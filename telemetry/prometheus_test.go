@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kelemetry/kelemetry/internal/version"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -64,4 +65,27 @@ func TestModuleCardinality(t *testing.T) {
 	body = seriesOnMetrics(t, 2500, 100, 2501)
 	assert.Len(t, series.FindAllString(body, -1), 2500)
 	assert.False(t, strings.Contains(body, "otel_metric_overflow"), "2501 keeps 2500 series")
+}
+
+// target_info names the service kelemetry and its version; OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES still win, as in any OpenTelemetry SDK.
+func TestPrometheusServiceResource(t *testing.T) {
+	scrape := func() string {
+		p, err := NewPrometheus()
+		require.NoError(t, err)
+		defer func() { _ = p.Shutdown(context.Background()) }()
+		rec := httptest.NewRecorder()
+		p.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	out := scrape()
+	assert.Contains(t, out, `service_name="kelemetry"`)
+	assert.Contains(t, out, `service_version="`+version.Get().Version+`"`)
+	assert.Contains(t, out, `telemetry_sdk_language="go"`)
+
+	t.Setenv("OTEL_SERVICE_NAME", "tracer-prod")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod")
+	out = scrape()
+	assert.Contains(t, out, `service_name="tracer-prod"`)
+	assert.Contains(t, out, `deployment_environment="prod"`)
 }
