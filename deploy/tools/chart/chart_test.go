@@ -530,3 +530,24 @@ func TestCRDMatchesDeploy(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(a, b), "copy deploy/crds/kelemetry.io_linkrules.yaml to deploy/helm/kelemetry/files/")
 }
+
+// The chart's README lists every value with its default and comment, generated from values.yaml
+// (go test -run TestReadme -update rewrites it).
+func TestReadme(t *testing.T) {
+	got, err := Readme(chartDir)
+	require.NoError(t, err)
+	p := filepath.Join(chartDir, "README.md")
+	if *update {
+		require.NoError(t, os.WriteFile(p, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err, "run go test ./chart -run TestReadme -update")
+	assert.Equal(t, string(want), got, "%s is stale: run go test ./chart -run TestReadme -update", p)
+	for _, key := range []string{"`cluster`", "`allinone.persistence.existingClaim`", "`ingress.hosts`", "`extraEnv`", "`webhook.port`"} {
+		assert.Contains(t, got, "| "+key+" |")
+	}
+	assert.Contains(t, got, "| `allinone.store.maxBytes` | `16Gi` |")
+	for _, line := range strings.Split(got, "\n") {
+		assert.False(t, strings.HasSuffix(line, "|  |"), "a value without a comment in values.yaml: %s", line)
+	}
+}
