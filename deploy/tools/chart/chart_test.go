@@ -75,6 +75,30 @@ var knobVals = map[string]any{
 		"hostnames": []any{"kelemetry.example.com"}},
 }
 
+// A PodDisruptionBudget only for workloads of several replicas: scaled ingest and query (the
+// Event watcher has one).
+func TestPodDisruptionBudgets(t *testing.T) {
+	objs := docs(t, render(t, caseNamed(t, "scaled")).Manifest)
+	var pdbs []string
+	for _, o := range objs {
+		if o["kind"] == "PodDisruptionBudget" {
+			pdbs = append(pdbs, path(o, "metadata", "name").(string))
+		}
+	}
+	assert.ElementsMatch(t, []string{"kelemetry-scaled-ingest", "kelemetry-scaled-query"}, pdbs)
+	one := caseNamed(t, "scaled")
+	one.vals = map[string]any{"mode": "scaled", "scaled": map[string]any{"query": map[string]any{"replicas": 1},
+		"jaeger": map[string]any{"endpoint": "jaeger:17271", "otlpEndpoint": "jaeger:4317"}}}
+	objs = docs(t, render(t, one).Manifest)
+	pdbs = nil
+	for _, o := range objs {
+		if o["kind"] == "PodDisruptionBudget" {
+			pdbs = append(pdbs, path(o, "metadata", "name").(string))
+		}
+	}
+	assert.Equal(t, []string{"kelemetry-scaled-ingest"}, pdbs, "the default 2 ingest replicas, 1 query replica")
+}
+
 // The knobs reach the objects: names, labels, scheduling, environment, arguments, the existing
 // claim instead of the claim template, and the Ingress and HTTPRoute to the API service.
 func TestKnobsRender(t *testing.T) {
@@ -287,7 +311,9 @@ func TestAllInOneRender(t *testing.T) {
 
 	find(t, objs, "Service", "kelemetry-webhook")
 	find(t, objs, "Service", "kelemetry")
-	find(t, objs, "PodDisruptionBudget", "kelemetry-allinone")
+	for _, o := range objs {
+		assert.NotEqual(t, "PodDisruptionBudget", o["kind"], "one replica: a PDB would protect nothing")
+	}
 	find(t, objs, "CustomResourceDefinition", "linkrules.kelemetry.io")
 	find(t, objs, "ServiceAccount", "kelemetry")
 
