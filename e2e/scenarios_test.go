@@ -1,8 +1,12 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,7 +153,55 @@ func TestDeploymentRollout(t *testing.T) {
 	logTimings(t, start, "cluster steps", clusterDone.Sub(start).Round(time.Millisecond),
 		"delete+gc", deleted.Sub(clusterDone).Round(time.Millisecond), "trace checks", time.Since(deleted).Round(time.Millisecond),
 		"pods", len(seen))
+
+	// kubectl kelemetry prints the rollout's tree: "deploy" resolved by the real API server's
+	// discovery through the kubeconfig, the ReplicaSets under the Deployment.
+	out := kubectlKelemetry(t, "trace", "deploy/"+name, "-n", ns, "--since", "1h")
+	if !strings.Contains(out, "deployments/"+name) {
+		t.Errorf("kubectl kelemetry trace: no deployments/%s in\n%s", name, out)
+	}
+	for _, rs := range replicaSets {
+		if !strings.Contains(out, "─ replicasets/"+rs) {
+			t.Errorf("kubectl kelemetry trace: ReplicaSet %s is not under the Deployment in\n%s", rs, out)
+		}
+	}
+	if !strings.Contains(out, "* on the critical path:") {
+		t.Errorf("kubectl kelemetry trace: no critical path in\n%s", out)
+	}
 }
+
+// kubectlKelemetry builds cmd/kubectl-kelemetry once and runs it with the test cluster's admin
+// kubeconfig against the all-in-one; it returns what it printed.
+func kubectlKelemetry(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := filepath.Join(env.WorkDir, "kubectl-kelemetry")
+	pluginBuild.Do(func() {
+		cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/kubectl-kelemetry")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			pluginErr = fmt.Errorf("build kubectl-kelemetry: %w: %s", err, out)
+		}
+	})
+	if pluginErr != nil {
+		t.Fatal(pluginErr)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, append(args, "--kubeconfig", env.Cluster.Kubeconfig, "--server", env.Kelemetry.URL, "--color", "never")...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("kubectl-kelemetry %v: %v: %s", args, err, stderr)
+	}
+	return string(out)
+}
+
+var (
+	pluginBuild sync.Once
+	pluginErr   error
+)
 
 // TestAncestors: from one ReplicaSet, the only way up is its Deployment, whose trace has that
 // ReplicaSet under it; from one Pod, the only way up is that ReplicaSet.

@@ -72,16 +72,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 		Example: "  kubectl kelemetry trace deployment/web -n shop\n" +
 			"  kubectl kelemetry trace deploy/web --since 24h --mode critical",
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session(ctx, stderr)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			ref, err := s.object(ctx, args)
-			if err != nil {
-				return err
-			}
+		RunE: o.withObject(ctx, stderr, func(s *session, ref objectRef) error {
 			tr, err := s.findTrace(ctx, ref, time.Now().Add(-since), time.Now())
 			if err != nil {
 				return err
@@ -99,7 +90,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 			default:
 				return fmt.Errorf("--mode %q: want tree or critical", mode)
 			}
-		},
+		}),
 	}
 	trace.Flags().DurationVar(&since, "since", time.Hour, "how far back to look")
 	trace.Flags().StringVar(&mode, "mode", "tree", "tree (the related objects, the critical path marked) or critical (the critical path's steps)")
@@ -110,16 +101,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 		Use:   "open KIND/NAME",
 		Short: "Print the web UI's link to the object's trace (--browser opens it)",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session(ctx, stderr)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			ref, err := s.object(ctx, args)
-			if err != nil {
-				return err
-			}
+		RunE: o.withObject(ctx, stderr, func(s *session, ref objectRef) error {
 			q := url.Values{"cluster": {ref.Cluster}, "group": {ref.Group}, "resource": {ref.Resource}, "namespace": {ref.Namespace}, "name": {ref.Name}}
 			if at != "" {
 				q.Set("time", at)
@@ -139,7 +121,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 				<-ctx.Done()
 			}
 			return nil
-		},
+		}),
 	}
 	open.Flags().BoolVar(&browser, "browser", false, "open the link in a browser")
 	open.Flags().StringVar(&at, "time", "", "around this time (RFC 3339), instead of now")
@@ -149,19 +131,13 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 		Use:   "at KIND/NAME --time T",
 		Short: "Print the object as it was at a moment (YAML), from the stored snapshots and diffs",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if atTime == "" {
 				return fmt.Errorf("--time is required (RFC 3339, e.g. %s)", time.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
 			}
-			s, err := o.session(ctx, stderr)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			ref, err := s.object(ctx, args)
-			if err != nil {
-				return err
-			}
+			return nil
+		},
+		RunE: o.withObject(ctx, stderr, func(s *session, ref objectRef) error {
 			var resp struct {
 				Data struct {
 					Body json.RawMessage   `json:"body"`
@@ -185,14 +161,31 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 			for _, g := range resp.Data.Gaps {
 				fmt.Fprintln(stderr, "gap:", string(g))
 			}
-			_, err = stdout.Write(out.Bytes())
+			_, err := stdout.Write(out.Bytes())
 			return err
-		},
+		}),
 	}
 	atCmd.Flags().StringVar(&atTime, "time", "", "the moment, RFC 3339 (2026-12-04T10:00:00Z)")
 
 	root.AddCommand(trace, open, atCmd)
 	return root
+}
+
+// withObject is a command's RunE that connects to Kelemetry, resolves the object of its
+// arguments and calls fn with both.
+func (o *options) withObject(ctx context.Context, stderr io.Writer, fn func(s *session, ref objectRef) error) func(*cobra.Command, []string) error {
+	return func(_ *cobra.Command, args []string) error {
+		s, err := o.session(ctx, stderr)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		ref, err := s.object(ctx, args)
+		if err != nil {
+			return err
+		}
+		return fn(s, ref)
+	}
 }
 
 // useColor reports whether to colour what goes to w.
