@@ -154,15 +154,20 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 			return nil, fmt.Errorf("image: CA bundle: %w", err)
 		}
 	}
-	return Assemble(o, binary, ca)
+	sbom, err := SBOM(binary, o)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(o, binary, ca, sbom)
 }
 
-// Assemble puts an already built binary (and an optional CA bundle) on the empty base.
-func Assemble(o Options, binary, caBundle []byte) (v1.Image, error) {
+// Assemble puts an already built binary (and an optional CA bundle and SBOM, see SBOM) on the
+// empty base.
+func Assemble(o Options, binary, caBundle, sbom []byte) (v1.Image, error) {
 	if o.Created.IsZero() {
 		o.Created = time.Unix(0, 0).UTC()
 	}
-	layerTar, err := rootfs(binary, caBundle, o.Created)
+	layerTar, err := rootfs(binary, caBundle, sbom, o.Created)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +216,8 @@ func Assemble(o Options, binary, caBundle []byte) (v1.Image, error) {
 }
 
 // rootfs is the layer: the binary, the data directory owned by the user, /etc/passwd and
-// /etc/group naming the user, /tmp, and the CA bundle when given.
-func rootfs(binary, caBundle []byte, mtime time.Time) ([]byte, error) {
+// /etc/group naming the user, /tmp, and the CA bundle and the SBOM when given.
+func rootfs(binary, caBundle, sbom []byte, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dir := func(name string, mode int64, uid int) error {
@@ -243,6 +248,12 @@ func rootfs(binary, caBundle []byte, mtime time.Time) ([]byte, error) {
 			func() error { return dir("etc/ssl", 0o755, 0) },
 			func() error { return dir("etc/ssl/certs", 0o755, 0) },
 			func() error { return file(strings.TrimPrefix(CABundlePath, "/"), 0o644, caBundle) })
+	}
+	if sbom != nil {
+		steps = append(steps,
+			func() error { return dir("usr/share", 0o755, 0) },
+			func() error { return dir("usr/share/sbom", 0o755, 0) },
+			func() error { return file(strings.TrimPrefix(SBOMPath, "/"), 0o644, sbom) })
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {

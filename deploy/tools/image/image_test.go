@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,6 +102,10 @@ func TestBuildImageReadBackAndRun(t *testing.T) {
 	assert.Equal(t, byte(tar.TypeDir), data.hdr.Typeflag)
 	assert.Equal(t, UID, data.hdr.Uid, "the volume path is the user's")
 	assert.Contains(t, string(files["etc/passwd"].body), "nonroot:x:65532:65532:")
+	sbom, ok := files[strings.TrimPrefix(SBOMPath, "/")]
+	require.True(t, ok, "the SBOM in the image")
+	assert.Contains(t, string(sbom.body), `"spdxVersion": "SPDX-2.3"`)
+	assert.Contains(t, string(sbom.body), `"pkg:golang/github.com/kelemetry/kelemetry@`+ver+`"`)
 	for name, e := range files {
 		if e.hdr.Typeflag == tar.TypeReg {
 			assert.Equal(t, 0, e.hdr.Uid, "%s is root's: the process cannot change it", name)
@@ -137,9 +142,9 @@ func TestBuildImageReadBackAndRun(t *testing.T) {
 // Two builds of the same source give the same image (no timestamps, no host paths).
 func TestAssembleIsReproducible(t *testing.T) {
 	o := Options{Version: "v1", Commit: "c"}
-	a, err := Assemble(o, []byte("binary"), nil)
+	a, err := Assemble(o, []byte("binary"), nil, nil)
 	require.NoError(t, err)
-	b, err := Assemble(o, []byte("binary"), nil)
+	b, err := Assemble(o, []byte("binary"), nil, nil)
 	require.NoError(t, err)
 	da, err := a.Digest()
 	require.NoError(t, err)
@@ -292,4 +297,71 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A multi-architecture index: one image per architecture, each with its platform, its binary
+// built for it, and its SBOM listing the modules compiled in.
+func TestBuildIndexMultiArch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the all-in-one twice")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	idx, err := BuildIndex(ctx, Options{SourceDir: filepath.Join("..", "..", ".."), Version: "v0.0.0-index", Commit: "c0ffee"}, []string{"amd64", "arm64"})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, WriteLayoutIndex(dir, "kelemetry:v0.0.0-index", idx))
+	top, err := layout.ImageIndexFromPath(dir)
+	require.NoError(t, err)
+	tm, err := top.IndexManifest()
+	require.NoError(t, err)
+	require.Len(t, tm.Manifests, 1)
+	assert.Equal(t, "kelemetry:v0.0.0-index", tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"])
+	inner, err := top.ImageIndex(tm.Manifests[0].Digest)
+	require.NoError(t, err)
+	im, err := inner.IndexManifest()
+	require.NoError(t, err)
+	require.Len(t, im.Manifests, 2)
+	for i, arch := range []string{"amd64", "arm64"} {
+		d := im.Manifests[i]
+		require.NotNil(t, d.Platform)
+		assert.Equal(t, "linux", d.Platform.OS)
+		assert.Equal(t, arch, d.Platform.Architecture)
+		img, err := inner.Image(d.Digest)
+		require.NoError(t, err)
+		cf, err := img.ConfigFile()
+		require.NoError(t, err)
+		assert.Equal(t, arch, cf.Architecture)
+		layers, err := img.Layers()
+		require.NoError(t, err)
+		files := readLayer(t, layers[0])
+		f, err := elf.NewFile(bytes.NewReader(files["usr/local/bin/kelemetry"].body))
+		require.NoError(t, err)
+		want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]
+		assert.Equal(t, want, f.Machine, "the binary is built for %s", arch)
+
+		var sbom struct {
+			SPDXVersion string `json:"spdxVersion"`
+			Packages    []struct {
+				Name        string `json:"name"`
+				VersionInfo string `json:"versionInfo"`
+			} `json:"packages"`
+		}
+		require.NoError(t, json.Unmarshal(files[strings.TrimPrefix(SBOMPath, "/")].body, &sbom))
+		assert.Equal(t, "SPDX-2.3", sbom.SPDXVersion)
+		names := map[string]string{}
+		for _, p := range sbom.Packages {
+			names[p.Name] = p.VersionInfo
+		}
+		assert.Equal(t, "v0.0.0-index", names["github.com/kelemetry/kelemetry"])
+		assert.NotEmpty(t, names["go.uber.org/fx"], "a dependency of the binary")
+		assert.NotEmpty(t, names["k8s.io/client-go"])
+		assert.NotContains(t, names, "helm.sh/helm/v3", "only what the binary is made of")
+	}
+}
+
+// The SBOM needs the binary's build information; a file without it is an error, not an empty SBOM.
+func TestSBOMNeedsBuildInfo(t *testing.T) {
+	_, err := SBOM([]byte("not a Go binary"), Options{Version: "v1"})
+	assert.ErrorContains(t, err, "no Go build information")
 }

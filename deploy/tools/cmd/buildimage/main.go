@@ -4,7 +4,9 @@
 //	cd deploy/tools && go run ./cmd/buildimage --version v1.2.3 --out ../../kelemetry-image.tar
 //	docker load -i kelemetry-image.tar   # or: crane push kelemetry-image.tar REGISTRY/kelemetry:v1.2.3
 //
-// With --format oci the output is an OCI image layout directory (skopeo copy oci:DIR ...).
+// With --format oci the output is an OCI image layout directory (skopeo copy oci:DIR ...); with
+// --arch amd64,arm64 it is one multi-architecture image index there (crane push DIR REGISTRY/...
+// or skopeo copy --all). Each image carries its SBOM (SPDX 2.3) at image.SBOMPath.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/kelemetry/kelemetry/deploy/tools/image"
@@ -37,7 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		src     = fs.String("source", "../..", "root of the kelemetry module")
 		ver     = fs.String("version", "devel", "version stamped into the binary and the image labels")
 		commit  = fs.String("commit", "", "commit stamped into the binary (default: git rev-parse HEAD of --source)")
-		arch    = fs.String("arch", "", "GOARCH of the image (default: this machine's)")
+		arch    = fs.String("arch", "", "GOARCH of the image (default: this machine's); several, comma-separated (amd64,arm64), build a multi-architecture index (needs --format oci)")
 		ca      = fs.String("ca-bundle", "", "PEM CA bundle to include at "+image.CABundlePath+" (for TLS to Jaeger or OTLP endpoints with public CAs)")
 		out     = fs.String("out", "kelemetry-image.tar", "output: a tarball for docker/podman load, or an OCI layout directory with --format oci")
 		format  = fs.String("format", "tar", `"tar" (docker load) or "oci" (OCI image layout directory)`)
@@ -56,6 +59,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *ref == "" {
 		*ref = "kelemetry:" + *ver
+	}
+	if arches := strings.Split(*arch, ","); len(arches) > 1 {
+		if *format != "oci" {
+			return fmt.Errorf("--arch %s: a multi-architecture index needs --format oci (docker load takes one architecture)", *arch)
+		}
+		idx, err := image.BuildIndex(ctx, o, arches)
+		if err != nil {
+			return err
+		}
+		if err := image.WriteLayoutIndex(*out, *ref, idx); err != nil {
+			return err
+		}
+		digest, err := idx.Digest()
+		if err != nil {
+			return fmt.Errorf("digest: %w", err)
+		}
+		_, err = fmt.Fprintf(stdout, "%s %s (index of %s) written to %s\n", *ref, digest, *arch, *out)
+		return err
 	}
 	img, err := image.Build(ctx, o)
 	if err != nil {
