@@ -76,7 +76,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 			"(file:line: key: what to do), then exits 1; a valid configuration prints \"configuration OK\".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := build()
+			cfg, _, err := build(true)
 			if err == nil {
 				err = checkFiles(cfg)
 			}
@@ -91,10 +91,10 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 		},
 	}, &cobra.Command{
 		Use:   "print-config",
-		Short: "Print the effective configuration (defaults, file, flags, --set) as YAML",
+		Short: "Print the effective configuration (defaults, file, flags, --set) as YAML, without checking the files it names",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := build()
+			cfg, _, err := build(false)
 			if err != nil {
 				return err
 			}

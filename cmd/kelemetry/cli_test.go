@@ -73,6 +73,20 @@ func TestPrintConfigCommand(t *testing.T) {
 	assert.NotContains(t, out, "hunter2")
 	assert.Contains(t, out, "password: <hidden>")
 
+	// What it prints is a configuration file that reads back as valid.
+	out, _, err = runCLI(t, "print-config", "--data-dir", t.TempDir(), "--set", "window=2h")
+	require.NoError(t, err)
+	back := writeConfig(t, out)
+	out, _, err = runCLI(t, "validate", "--config", back)
+	require.NoError(t, err, out)
+	assert.Equal(t, "configuration OK\n", out)
+
+	// It shows a configuration whose files exist only where it will run (a pod's mounts).
+	path = writeConfig(t, "httpTLS: {certFile: /etc/kelemetry/tls/tls.crt, keyFile: /etc/kelemetry/tls/tls.key}\n")
+	out, _, err = runCLI(t, "print-config", "--config", path)
+	require.NoError(t, err)
+	assert.Contains(t, out, "certFile: /etc/kelemetry/tls/tls.crt")
+
 	_, _, err = runCLI(t, "print-config", "--set", "store.maxBites=1Gi")
 	assert.EqualError(t, err, "--set store.maxBites=1Gi: store.maxBites: unknown key; did you mean maxBytes?")
 }

@@ -197,7 +197,7 @@ func TestNewFlagSetRunsNothing(t *testing.T) {
 	require.NoError(t, fs2.Parse([]string{"--pprof-addr", "127.0.0.1:0", "--cluster", "c1"}))
 	assert.Equal(t, "127.0.0.1:0", b, "--pprof-addr sets the caller's variable")
 	assert.Empty(t, a)
-	cfg, _, err := build()
+	cfg, _, err := build(true)
 	require.NoError(t, err)
 	assert.Equal(t, "c1", cfg.Cluster)
 	assert.True(t, strings.HasPrefix(fs1.Lookup("config").Usage, "YAML configuration file"))

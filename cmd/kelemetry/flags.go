@@ -50,13 +50,14 @@ func parseConfigFlags(args []string, stderr io.Writer, pprofAddr *string) (kelem
 	if err := fs.Parse(args); err != nil {
 		return kelemetry.Config{}, 0, err
 	}
-	return build()
+	return build(true)
 }
 
 // newFlagSet defines the all-in-one's flags on a new flag set that writes its usage and errors to
 // stderr, and parses and runs nothing: docs/reference/cli.md is generated from it. build, called
-// after fs.Parse, turns the parsed flags into the configuration (see parseFlags).
-func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build func() (kelemetry.Config, slog.Level, error)) {
+// after fs.Parse, turns the parsed flags into the configuration (see parseFlags), validated when
+// validate is true (print-config shows a configuration whose files exist only where it runs).
+func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build func(validate bool) (kelemetry.Config, slog.Level, error)) {
 	fs = pflag.NewFlagSet("kelemetry", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.StringVar(pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles (/debug/pprof/) on HOST:PORT, unauthenticated: bind to localhost (off when empty)")
@@ -121,7 +122,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build f
 	replayEv := fs.StringArray("replay-events", nil, "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
 	sets := fs.StringArray("set", nil, "override one key of the configuration, KEY.PATH=VALUE with a YAML value (--set store.maxBytes=20Gi, --set window=1h), after the file and the other flags; repeatable")
 	forward := fs.StringArray("audit-forward", nil, "also post every batch the webhook accepts to this audit webhook URL ({cluster} in it is the batch's cluster), with retries and a bounded buffer; repeatable")
-	build = func() (kelemetry.Config, slog.Level, error) {
+	build = func(validate bool) (kelemetry.Config, slog.Level, error) {
 		if fs.NArg() > 0 {
 			return kelemetry.Config{}, 0, fmt.Errorf("unexpected arguments %q: every setting is a --flag (kelemetry --help lists them)", fs.Args())
 		}
@@ -280,8 +281,10 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build f
 				return kelemetry.Config{}, 0, err
 			}
 		}
-		if err := cfg.Validate(); err != nil {
-			return kelemetry.Config{}, 0, err
+		if validate {
+			if err := cfg.Validate(); err != nil {
+				return kelemetry.Config{}, 0, err
+			}
 		}
 		return cfg, level, nil
 	}

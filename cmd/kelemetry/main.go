@@ -101,8 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // serve runs the application until SIGINT or SIGTERM (or ctx is done).
-func serve(ctx context.Context, fs *pflag.FlagSet, build func() (kelemetry.Config, slog.Level, error), pprofAddr string, stdout, stderr io.Writer) error {
-	cfg, level, err := build()
+func serve(ctx context.Context, fs *pflag.FlagSet, build func(validate bool) (kelemetry.Config, slog.Level, error), pprofAddr string, stdout, stderr io.Writer) error {
+	cfg, level, err := build(true)
 	if errors.Is(err, errShowVersion) {
 		_, err := fmt.Fprintln(stdout, version.Get().String())
 		return err

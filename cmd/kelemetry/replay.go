@@ -41,7 +41,7 @@ type replayOptions struct {
 
 // newReplayCommand builds `kelemetry replay FILE...`: audit logs into the configured store and
 // exit, or posted to a running webhook with --to.
-func newReplayCommand(ctx context.Context, build func() (kelemetry.Config, slog.Level, error), stdout, stderr io.Writer) *cobra.Command {
+func newReplayCommand(ctx context.Context, build func(validate bool) (kelemetry.Config, slog.Level, error), stdout, stderr io.Writer) *cobra.Command {
 	var o replayOptions
 	cmd := &cobra.Command{
 		Use:   "replay FILE...",
@@ -63,7 +63,7 @@ func newReplayCommand(ctx context.Context, build func() (kelemetry.Config, slog.
 			if o.to != "" {
 				return postFiles(ctx, files, o, p, stdout)
 			}
-			cfg, level, err := build()
+			cfg, level, err := build(true)
 			if err != nil {
 				return err
 			}
