@@ -259,17 +259,19 @@ func newMemory(cfg Config, d Deps) (*memQueue, error) {
 	}
 
 	meter := instrument.NewMeter(ts, meterName)
-	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
+	q.rejectedFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
+	q.rejectedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
+	q.droppedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
+	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}", *attribute.EmptySet())
 	// A refused batch stays with its sender (the webhook answers 429 or 503 and kube-apiserver
 	// retries; replay and follow wait): it is rejected, not lost. Only events the queue had
 	// accepted and then abandoned at shutdown are dropped.
 	q.rejected = meter.Counter("kelemetry.audit.queue.rejected",
-		"Audit events the queue refused (full or stopping), by reason; their sender keeps them.", "{event}")
+		"Audit events the queue refused (full or stopping), by reason; their sender keeps them.", "{event}",
+		attribute.NewSet(attribute.String("reason", "full")), attribute.NewSet(attribute.String("reason", "stopped")))
 	q.dropped = meter.Counter("kelemetry.audit.queue.dropped",
-		"Audit events the queue had accepted and abandoned at shutdown (lost), by reason.", "{event}")
-	q.rejectedFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
-	q.rejectedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
-	q.droppedStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
+		"Audit events the queue had accepted and abandoned at shutdown (lost), by reason.", "{event}",
+		attribute.NewSet(attribute.String("reason", "stopped")))
 	q.depthCallback = meter.Gauge("kelemetry.audit.queue.depth", "Audit events queued or being handled.", "{event}",
 		func() (int64, bool) { return q.size.Load(), true })
 	q.bytesCallback = meter.Gauge("kelemetry.audit.queue.bytes",

@@ -215,11 +215,13 @@ func New(cfg Config, d Deps) *Webhook {
 	w.requests = meter.Counter("kelemetry.audit.webhook.requests",
 		"Audit webhook requests, by HTTP status code.", "{request}")
 	w.events = meter.Counter("kelemetry.audit.webhook.events",
-		"Audit events accepted by the webhook (enqueued).", "{event}")
+		"Audit events accepted by the webhook (enqueued).", "{event}", *attribute.EmptySet())
 	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",
-		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, queue_unavailable, stopped, unavailable, sink_busy, error, inflight_bytes, bad_timestamp).", "{batch}")
+		"Audit webhook batches rejected, by reason (bad_request, too_large, queue_full, queue_unavailable, stopped, unavailable, sink_busy, error, inflight_bytes, bad_timestamp).", "{batch}",
+		reasons("bad_request", "too_large", "queue_full", "queue_unavailable", "stopped", "unavailable", "sink_busy", "error", "inflight_bytes", "bad_timestamp")...)
 	w.dropped = meter.Counter("kelemetry.audit.webhook.dropped_events",
-		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
+		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}",
+		reasons("unrepresentable_time", "future_time")...)
 	w.repeated = meter.Counter("kelemetry.audit.webhook.repeated_events",
 		"Audit events answered 200 but not queued because the webhook queued the same event (cluster, audit ID, stage) lately (repeatWindow).", "{event}")
 	if w.cfg.RepeatWindow > 0 {
@@ -569,3 +571,12 @@ func (w *Webhook) count(ctx context.Context, status int) {
 
 // meterName is the instrumentation scope of the webhook's metrics (the audit pipeline's).
 const meterName = "github.com/kelemetry/kelemetry/audit"
+
+// reasons are the attribute sets reason=R of a counter's reasons, exported at 0 from the start.
+func reasons(rs ...string) []attribute.Set {
+	out := make([]attribute.Set, len(rs))
+	for i, r := range rs {
+		out[i] = attribute.NewSet(attribute.String("reason", r))
+	}
+	return out
+}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,4 +156,26 @@ func TestServeStartErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "could not build")
 	assert.True(t, strings.HasPrefix(err.Error(), "open store "), err.Error())
+}
+
+// The counters alerts watch are exported at 0 from the start, each reason included, so that an
+// increase() over them sees the first occurrence; the Prometheus names are those of
+// docs/reference/metrics.md.
+func TestCountersExportedFromStart(t *testing.T) {
+	r := start(t, testConfig(t, t.TempDir()))
+	resp, err := http.Get(r.api("/metrics"))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, series := range []string{
+		`kelemetry_audit_webhook_rejected_total{reason="queue_full"} 0`,
+		`kelemetry_audit_webhook_rejected_total{reason="unavailable"} 0`,
+		`kelemetry_audit_webhook_events_total 0`,
+		`kelemetry_audit_queue_rejected_total{reason="full"} 0`,
+		`kelemetry_audit_queue_dropped_total{reason="stopped"} 0`,
+		`kelemetry_aggregator_events_total{result="ok"} 0`,
+	} {
+		assert.Contains(t, string(body), series+"\n")
+	}
 }

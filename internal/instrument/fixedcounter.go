@@ -14,8 +14,8 @@ import (
 // when it is made: Add(i, n) adds n to the sum of the i-th set with one atomic add, where a
 // synchronous counter's Add costs about 200 ns (it looks the attribute set up each time). The
 // sums are reported when the meter collects (an asynchronous counter), so readers and
-// exporters see the same cumulative counter. A set never added to is not reported, as with a
-// synchronous counter. Counters made with the same name on one meter (a component made twice)
+// exporters see the same cumulative counter. Every set is reported from the start, at 0 until
+// its first Add, so that a rate or increase() over it sees the first occurrence. Counters made with the same name on one meter (a component made twice)
 // report their sums added up.
 type FixedCounter struct {
 	vals []atomic.Int64
@@ -74,9 +74,7 @@ func (f *fixedInstrument) observe(_ context.Context, o metric.Int64Observer) err
 	if len(counters) == 1 {
 		c := counters[0]
 		for i := range c.vals {
-			if v := c.vals[i].Load(); v != 0 {
-				o.Observe(v, metric.WithAttributeSet(c.sets[i]))
-			}
+			o.Observe(c.vals[i].Load(), metric.WithAttributeSet(c.sets[i]))
 		}
 		return nil
 	}
@@ -84,11 +82,9 @@ func (f *fixedInstrument) observe(_ context.Context, o metric.Int64Observer) err
 	sets := map[attribute.Distinct]attribute.Set{}
 	for _, c := range counters {
 		for i := range c.vals {
-			if v := c.vals[i].Load(); v != 0 {
-				k := c.sets[i].Equivalent()
-				sums[k] += v
-				sets[k] = c.sets[i]
-			}
+			k := c.sets[i].Equivalent()
+			sums[k] += c.vals[i].Load()
+			sets[k] = c.sets[i]
 		}
 	}
 	for k, v := range sums {

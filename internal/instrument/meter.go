@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kelemetry/kelemetry/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -37,11 +38,17 @@ func (m *Meter) fail(name string, err error) {
 }
 
 // Counter creates a monotonic integer counter; unit is UCUM ("{event}", "By", "" for none).
-func (m *Meter) Counter(name, desc, unit string) metric.Int64Counter {
+// The initial attribute sets (attribute.EmptySet() for a counter recorded without attributes)
+// are exported at 0 from the start, so that a rate or increase() over them sees the first
+// occurrence instead of a series that appears with its first value.
+func (m *Meter) Counter(name, desc, unit string, initial ...attribute.Set) metric.Int64Counter {
 	c, err := m.m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
 	if err != nil || c == nil {
 		m.fail(name, err)
 		return noop.Int64Counter{}
+	}
+	for _, set := range initial {
+		c.Add(context.Background(), 0, metric.WithAttributeSet(set))
 	}
 	return c
 }

@@ -28,13 +28,15 @@ func Int64(t testing.TB, r *sdkmetric.ManualReader, name, key, value string) int
 }
 
 // Int64By collects r and returns the sums of the points of the int64 sum or gauge name by the
-// value of their attribute key (an empty key: every point under ""). It fails the test for a
-// metric of another type.
+// value of their attribute key (an empty key: every point under ""), leaving out a counter's
+// values that are still 0 (counters export their known attribute sets at 0 from the start). It
+// fails the test for a metric of another type.
 func Int64By(t testing.TB, r *sdkmetric.ManualReader, name, key string) map[string]int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, r.Collect(context.Background(), &rm))
 	out := map[string]int64{}
+	monotonic := false
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if m.Name != name {
@@ -43,7 +45,7 @@ func Int64By(t testing.TB, r *sdkmetric.ManualReader, name, key string) map[stri
 			var points []metricdata.DataPoint[int64]
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
-				points = d.DataPoints
+				points, monotonic = d.DataPoints, d.IsMonotonic
 			case metricdata.Gauge[int64]:
 				points = d.DataPoints
 			default:
@@ -59,11 +61,17 @@ func Int64By(t testing.TB, r *sdkmetric.ManualReader, name, key string) map[stri
 			}
 		}
 	}
+	for k, v := range out {
+		if v == 0 && monotonic {
+			delete(out, k)
+		}
+	}
 	return out
 }
 
 // Sums collects r and returns the sums of every int64 sum and gauge, keyed by metric name, or by
-// "name{attr=value}" for the points that carry attr (an empty attr: by name only).
+// "name{attr=value}" for the points that carry attr (an empty attr: by name only), leaving out
+// a counter's points that are still 0.
 func Sums(t testing.TB, r *sdkmetric.ManualReader, attr string) map[string]int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -72,13 +80,17 @@ func Sums(t testing.TB, r *sdkmetric.ManualReader, attr string) map[string]int64
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			var points []metricdata.DataPoint[int64]
+			monotonic := false
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
-				points = d.DataPoints
+				points, monotonic = d.DataPoints, d.IsMonotonic
 			case metricdata.Gauge[int64]:
 				points = d.DataPoints
 			}
 			for _, p := range points {
+				if monotonic && p.Value == 0 {
+					continue // a counter's known attribute set, exported at 0 from the start
+				}
 				key := m.Name
 				if v, ok := p.Attributes.Value(attribute.Key(attr)); ok && attr != "" {
 					key += "{" + attr + "=" + v.AsString() + "}"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
@@ -53,10 +54,7 @@ type warmMetrics struct {
 	outcome   map[string]metric.MeasurementOption
 }
 
-func newWarmMetrics(m interface {
-	Counter(name, desc, unit string) metric.Int64Counter
-	Histogram(name, desc, unit string, bounds ...float64) metric.Float64Histogram
-}) warmMetrics {
+func newWarmMetrics(m *instrument.Meter) warmMetrics {
 	w := warmMetrics{
 		takeovers: m.Counter("kelemetry.natsqueue.warm.takeovers",
 			"Partitions this member started processing and warmed up first, by outcome (complete, truncated: "+
