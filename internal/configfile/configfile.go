@@ -348,18 +348,12 @@ func (d *decoder) unknown(path, key string, fs []field) string {
 	if to, ok := d.moved[path]; ok {
 		return "this key moved: write it as " + to
 	}
-	best, bestDist := "", math.MaxInt
-	for _, f := range fs {
-		if dist := distance(strings.ToLower(key), strings.ToLower(f.key)); dist < bestDist {
-			best, bestDist = f.key, dist
-		}
-	}
-	if best != "" && bestDist <= max(2, len(key)/3) {
-		return "unknown key; did you mean " + best + "?"
-	}
 	names := make([]string, len(fs))
 	for i, f := range fs {
 		names[i] = f.key
+	}
+	if best, ok := Closest(key, names); ok {
+		return "unknown key; did you mean " + best + "?"
 	}
 	if len(names) > 12 {
 		return "unknown key (see docs/reference/config.md)"
