@@ -56,7 +56,7 @@ type Config struct {
 	HTTPTimeouts httpserver.Timeouts `yaml:"httpTimeouts"`
 	// HTTPMaxConnections bounds the connections each listener (audit, API, remote storage) keeps
 	// open at once (default 1024; negative: no limit). One more is reset at once and counted
-	// (kelemetry.listener.refused_connections); kube-apiserver retries it.
+	// (kelemetry_listener_refused_connections_total); kube-apiserver retries it.
 	HTTPMaxConnections int `yaml:"httpMaxConnections"`
 	// AuditTLS serves the audit webhook over TLS (certificate and key files, reloaded when
 	// they change).

@@ -53,8 +53,9 @@ type StreamConfig struct {
 	CacheSize int `yaml:"cacheSize"`
 	// MaxBytes bounds the estimated heap of the kept versions (default 32 MiB): each is counted
 	// as its stripped object's encoded size plus its structural index and a fixed overhead, and
-	// the least recently used versions are evicted beyond it (kelemetry.diff.stream.evictions,
-	// reason bytes; reason objects for CacheSize). It must be at least MaxBodyBytes.
+	// the least recently used versions are evicted beyond it
+	// (kelemetry_diff_stream_evictions_total, reason bytes; reason objects for CacheSize). It must
+	// be at least MaxBodyBytes.
 	MaxBytes int64 `yaml:"maxBytes"`
 	// MaxBodyBytes: larger objects are not kept (default 256 KiB); their writes get no diff.
 	MaxBodyBytes int `yaml:"maxBodyBytes"`

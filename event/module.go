@@ -31,7 +31,7 @@ type Config struct {
 	// MaxFutureSkew is how far ahead of this receiver's clock an Event's timestamps may be
 	// (default 24h, aggregator.DefaultMaxFutureSkew; negative: no limit). Events beyond it, or
 	// outside what the store can represent (years 1678 to 2261), are dropped and counted
-	// (kelemetry.event.dropped_events), by the watch and by replay.
+	// (kelemetry_event_dropped_events_total), by the watch and by replay.
 	MaxFutureSkew time.Duration `yaml:"maxFutureSkew"`
 }
 

@@ -43,7 +43,8 @@ type Config struct {
 	Metrics []MetricConfig `yaml:"metrics"`
 	// QueueSize bounds the audit events waiting to be turned into metric points (default 65536).
 	// When it is full, an observed batch is dropped and counted
-	// (kelemetry.kelemetrix.dropped_events); the webhook of a standalone processor answers 429.
+	// (kelemetry_kelemetrix_dropped_events_total); the webhook of a standalone processor answers
+	// 429.
 	QueueSize int `yaml:"queueSize"`
 	// QueueBytes bounds the estimated memory (auditv1.EventBytes: the request and response bodies
 	// plus 1 KiB an event) of the events waiting (default 256 MiB). A batch over it is dropped
@@ -84,7 +85,7 @@ type MetricConfig struct {
 	Buckets []float64 `yaml:"buckets"`
 	// MaxSeries caps the metric's series, the "other" one included (default Config.MaxSeries):
 	// the first MaxSeries-1 label sets seen get a series each, later ones are folded into the
-	// other series and counted (kelemetry.kelemetrix.series_overflow). The meter provider of
+	// other series and counted (kelemetry_kelemetrix_series_overflow_total). The meter provider of
 	// telemetry.Module keeps that many series (see CardinalityLimit); a provider of one's own
 	// needs sdkmetric.WithCardinalityLimit(int(cfg.CardinalityLimit())) or more, else the SDK
 	// folds series itself into otel_metric_overflow="true".

@@ -114,8 +114,8 @@ type Config struct {
 	// made no progress for HistoryWait). The stream deletes a message once it is acknowledged, so
 	// one the history lacked would be missing from every later warm-up; past the bound the
 	// consumer copies the messages into the history itself (<SubjectPrefix>.history.<cluster>.<p>,
-	// kelemetry.natsqueue.history_copied). The sourcing lags while a NATS node goes away: JetStream
-	// sets its source consumer up again with a backoff of up to two minutes.
+	// kelemetry_natsqueue_history_copied_total). The sourcing lags while a NATS node goes away:
+	// JetStream sets its source consumer up again with a backoff of up to two minutes.
 	HistoryWait time.Duration `yaml:"historyWait"`
 	// Members and Member choose how partitions spread over replicas. With Members 0 (the
 	// default) the spread is elastic: each member announces itself in the key-value bucket

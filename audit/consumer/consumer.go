@@ -58,7 +58,7 @@ type Config struct {
 	// would rewrite its span with a diff against a later version of the object. 0 means
 	// defaultDedupSize; a negative value turns the check off. The oldest are forgotten first, in
 	// halves: an event is remembered for at least DedupSize/2 later events and at most DedupSize
-	// (kelemetry.audit.consumer.dedup.evictions counts the forgotten ones).
+	// (kelemetry_audit_consumer_dedup_evictions_total counts the forgotten ones).
 	DedupSize int `yaml:"dedupSize"`
 }
 

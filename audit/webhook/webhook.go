@@ -62,7 +62,7 @@ type Config struct {
 	// RepeatWindow is how many of the events it enqueued lately (cluster, audit ID and stage) the
 	// webhook remembers, so that an event posted again (kube-apiserver retrying a batch whose
 	// answer it did not get, a dump or log replayed twice) is answered 200 but not queued again:
-	// it is counted in kelemetry.audit.webhook.repeated_events. Default
+	// it is counted in kelemetry_audit_webhook_repeated_events_total. Default
 	// DefaultWebhookRepeatWindow (100,000, about 4 MB); negative turns the check off. The
 	// consumer's own check (ConsumerConfig.DedupSize) still catches repeats that reach another
 	// replica or come back from a queue's redelivery.

@@ -67,10 +67,12 @@ type Report struct {
 	Problems []string
 	// What was checked: links (anchors among them), shell blocks and their commands, repository
 	// paths they name, go run packages and the flags passed to them, blocks run, YAML blocks
-	// loaded, configuration keys named in prose (NotKeysSeen of them listed in NotKeys).
+	// loaded, configuration keys named in prose (NotKeysSeen of them listed in NotKeys); metric
+	// names (CheckMetricNames).
 	Files, Links, Anchors                       int
 	ShellBlocks, Commands, Paths, GoRuns, Flags int
 	RunBlocks, YAMLBlocks, ConfigKeySpans       int
+	MetricNames                                 int
 
 	NotKeysSeen map[string]bool
 }

@@ -225,3 +225,52 @@ func TestCheckRunTimeout(t *testing.T) {
 	assert.Empty(t, r.Problems)
 	assert.Zero(t, r.RunBlocks, "not run without Run")
 }
+
+// CheckMetricNames finds OpenTelemetry names and names that are not on /metrics, in prose and in
+// blocks, and lets a paragraph about the naming give both names.
+func TestCheckMetricNames(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"good.md": "Watch `kelemetry_audit_webhook_rejected_total{reason=\"queue_full\"}` and\n" +
+			"`kelemetry_remotelinker_duration_seconds_bucket`; kelemetrix's `kelemetrix_slow_lists_total`, `kelemetry_custom_total`.\n" +
+			"Span attributes keep dots: `kelemetry.span.kind`, `kelemetry.audit.label_selector`; subjects `kelemetry.audit.*.*`.\n\n" +
+			"OpenTelemetry's `kelemetry.audit.webhook.rejected` is\n`kelemetry_audit_webhook_rejected_total` on /metrics.\n\n" +
+			"```sh\ncurl -s localhost:16686/metrics | grep -E '^kelemetry_audit_webhook_(rejected|requests)_total'\n```\n",
+		"bad.md": "Counted in kelemetry.audit.webhook.rejected.\n\n" +
+			"| registered name | scraped as |\n| --- | --- |\n| `kelemetry.store.size` | `kelemetry_store_size_bytes` |\n\n" +
+			"```promql\nrate(kelemetry_audit_webhook_rejected[5m]) + kelemetry_store_sise_bytes\n```\n" +
+			"`kelemetry_nothing_like_it`, `kelemetry_nope_*`, `kelemetry_remotelinker_duration_bucket`\n",
+	})
+	o := MetricNamesOptions{
+		Root: root,
+		Metrics: []Metric{
+			{Name: "kelemetry.audit.webhook.rejected", Prometheus: "kelemetry_audit_webhook_rejected_total", Kind: "counter"},
+			{Name: "kelemetry.audit.webhook.requests", Prometheus: "kelemetry_audit_webhook_requests_total", Kind: "counter"},
+			{Name: "kelemetry.store.size", Prometheus: "kelemetry_store_size_bytes", Kind: "gauge", Unit: "By"},
+			{Name: "kelemetry.remotelinker.duration", Prometheus: "kelemetry_remotelinker_duration_seconds", Kind: "histogram", Unit: "s"},
+		},
+		Prefix:     "kelemetry_",
+		Configured: map[string]bool{"kelemetry_custom_total": true},
+	}
+
+	o.Files = []string{"good.md"}
+	r := CheckMetricNames(o)
+	assert.Empty(t, r.Problems)
+	assert.Equal(t, 1, r.Files)
+	assert.Equal(t, 6, r.MetricNames, "3 names on /metrics, an OpenTelemetry name with its name on /metrics, the start of names in a pattern")
+
+	o.Files = []string{"bad.md", "missing.md"}
+	r = CheckMetricNames(o)
+	require.Len(t, r.Problems, 8, strings.Join(r.Problems, "\n"))
+	assert.True(t, strings.HasPrefix(r.Problems[7], "missing.md:0: open "), r.Problems[7])
+	assert.Equal(t, []string{
+		// Sorted as text: line 10 before line 1.
+		"bad.md:10: kelemetry_nope_ starts no name on /metrics (docs/reference/metrics.md)",
+		"bad.md:10: kelemetry_nothing_like_it is not on /metrics (docs/reference/metrics.md)",
+		"bad.md:10: kelemetry_remotelinker_duration_bucket is not on /metrics: it shows kelemetry_remotelinker_duration_seconds_bucket (docs/reference/metrics.md)",
+		"bad.md:1: kelemetry.audit.webhook.rejected is an OpenTelemetry name: /metrics shows kelemetry_audit_webhook_rejected_total (docs/reference/metrics.md)",
+		// A table that gives both names but is not about the naming.
+		"bad.md:5: kelemetry.store.size is an OpenTelemetry name: /metrics shows kelemetry_store_size_bytes (docs/reference/metrics.md)",
+		"bad.md:8: kelemetry_audit_webhook_rejected is not on /metrics: it shows kelemetry_audit_webhook_rejected_total (docs/reference/metrics.md)",
+		"bad.md:8: kelemetry_store_sise_bytes is not on /metrics: kelemetry_store_size_bytes? (docs/reference/metrics.md)",
+	}, r.Problems[:7])
+}

@@ -15,4 +15,7 @@
 // slugs), the paths, packages and flags that shell blocks name exist, blocks marked
 // <!-- docs:run --> run, YAML blocks of a configuration load (a Helm values block is marked
 // <!-- docs:helm-values -->), and the configuration keys named in code spans exist.
+// CheckMetricNames checks that the documentation names metrics as /metrics shows them
+// (kelemetry_audit_webhook_rejected_total), not by their OpenTelemetry names, and only names that
+// are there (TestDocsNameMetricsAsOnMetrics).
 package docgen
