@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end tests: build the control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl from k8s.io/kubernetes; kwok), Jaeger v2 (e2e/tools/jaeger) and
+# kube-scheduler, kubectl from k8s.io/kubernetes; kwok), Jaeger v2, promtool and helm (e2e/tools/*) and
 # cmd/kelemetry into the cache folder ($KELEMETRY_E2E_CACHE, default
 # ~/.cache/kelemetry-e2e/bin; each part reused when up to date), then run the scenarios in e2e/
 # against a real control plane and a real Jaeger. A cold build takes 20-35 minutes on 2 cores for
-# the control plane plus about 13 minutes (2.3 GB of memory) for Jaeger; a cached one seconds.
+# the control plane plus about 13 minutes (2.3 GB of memory) for Jaeger and 6 for promtool and helm; a cached one seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,6 +1,6 @@
 // Package bins locates and builds the binaries the end-to-end tests run: the Kubernetes control
-// plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, Jaeger v2
-// (from the nested tool module tools/jaeger), this repository's cmd/kelemetry, and nats-server
+// plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, Jaeger v2,
+// promtool and helm (each from its nested tool module under tools/), this repository's cmd/kelemetry, and nats-server
 // (the version the repository's go.mod pins, for the scenarios through the NATS JetStream audit
 // queue). They live in one cache folder, $KELEMETRY_E2E_CACHE or $HOME/.cache/kelemetry-e2e/bin.
 package bins
@@ -26,13 +26,25 @@ const (
 	// NATSServer is nats-server (NATSServerPackage), built from the repository's module, whose
 	// go.mod pins it: the version the NATS audit queue is tested against.
 	NATSServer = "nats-server"
+	// Promtool is Prometheus' promtool (PromtoolPackage, pinned in e2e/tools/promtool): it checks
+	// and unit-tests the chart's alerting rules and parses the dashboards' queries.
+	Promtool = "promtool"
+	// Helm is the helm CLI (HelmPackage, pinned in e2e/tools/helm) that installs and upgrades the
+	// chart on the control plane.
+	Helm = "helm"
 
 	// KwokStagesDir is the folder (under the cache folder) holding kwok's stage YAMLs.
 	KwokStagesDir = "kwok-stages"
 )
 
 // All lists every binary the end-to-end environment needs.
-var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, Jaeger, NATSServer}
+var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, Jaeger, NATSServer, Promtool, Helm}
+
+// Main packages of the tools built from their tool modules.
+const (
+	PromtoolPackage = "github.com/prometheus/prometheus/cmd/promtool"
+	HelmPackage     = "helm.sh/helm/v4/cmd/helm"
+)
 
 // NATSServerPackage is nats-server's main package.
 const NATSServerPackage = "github.com/nats-io/nats-server/v2"

@@ -21,10 +21,6 @@ import (
 // made by an older builder is rebuilt.
 const builderVersion = "2"
 
-// jaegerBuilderVersion is builderVersion for Jaeger, which has a stamp of its own: adding or
-// bumping Jaeger never rebuilds the control plane, and the other way round.
-const jaegerBuilderVersion = "1"
-
 // JaegerPackage is the Jaeger v2 main package, pinned by the tool module tools/jaeger.
 const JaegerPackage = "github.com/jaegertracing/jaeger/cmd/jaeger"
 
@@ -34,8 +30,28 @@ const (
 	jaegerStamp       = "jaeger.stamp"
 )
 
-// jaegerLDFlags strip the symbol tables (the binary is 116 MiB otherwise).
-const jaegerLDFlags = "-s -w"
+// tool is a binary built from a nested tool module (tools/<Dir>, whose go.mod pins it) with a
+// stamp of its own: adding or bumping a tool never rebuilds the control plane or another tool.
+type tool struct {
+	name, dir, pkg, ldflags string
+	// builder changes whenever the way the tool is built changes.
+	builder string
+	stamp   string
+	// cold says how long a cold build takes, for the log.
+	cold string
+}
+
+// tools are built from their tool modules. Jaeger's stamp key is the one caches made before the
+// other tools were added hold (TestToolStampKeys).
+var tools = []tool{
+	// -s -w strip the symbol tables (Jaeger's binary is 116 MiB otherwise).
+	{name: Jaeger, dir: "jaeger", pkg: JaegerPackage, ldflags: "-s -w", builder: "1", stamp: jaegerStamp,
+		cold: "about 13 minutes and 2.3 GB of memory on 2 cores"},
+	{name: Promtool, dir: "promtool", pkg: PromtoolPackage, ldflags: "-s -w", builder: "1", stamp: "promtool.stamp",
+		cold: "about 4 minutes on 2 cores"},
+	{name: Helm, dir: "helm", pkg: HelmPackage, ldflags: "-s -w", builder: "1", stamp: "helm.stamp",
+		cold: "about 2 minutes on 2 cores"},
+}
 
 // KubernetesVersion is the k8s.io/kubernetes release built (it must match e2e/go.mod).
 const KubernetesVersion = "v1.37.2"
@@ -71,7 +87,7 @@ type BuildOptions struct {
 	E2EDir string
 	// CacheDir receives the binaries.
 	CacheDir string
-	// Force rebuilds the control plane and Jaeger even when their stamps match.
+	// Force rebuilds the control plane and the tools even when their stamps match.
 	Force bool
 	// Output receives the go command's output (os.Stderr when nil).
 	Output io.Writer
@@ -82,21 +98,21 @@ type BuildOptions struct {
 type BuildReport struct {
 	// ControlPlaneCached is true when the control plane and kwok were reused from the cache.
 	ControlPlaneCached bool
-	// JaegerCached is true when Jaeger was reused from the cache.
-	JaegerCached bool
+	// Tools maps each tool built from its tool module (Jaeger, promtool, helm) to its build
+	// time; a tool reused from the cache is absent.
+	Tools map[string]time.Duration
 	// Build times (zero when reused).
 	ControlPlane time.Duration
 	Kwok         time.Duration
-	Jaeger       time.Duration
 	AllInOne     time.Duration
 	NATSServer   time.Duration
 }
 
 // Build builds the binaries into opts.CacheDir. The control plane and kwok are reused when their
 // stamp file says they were built from the same go.mod files with the same Go version and
-// builder; Jaeger likewise, with a stamp file of its own (tools/jaeger's go.mod and go.sum, the
-// Go version, the builder). A cold Jaeger build takes about 13 minutes and 2.3 GB of memory on 2
-// cores. cmd/kelemetry is always rebuilt (the Go build cache makes that fast) because it is
+// builder; each tool (Jaeger, promtool, helm) likewise, with a stamp file of its own (its tool
+// module's go.mod and go.sum, the Go version, the builder). A cold Jaeger build takes about 13
+// minutes and 2.3 GB of memory on 2 cores. cmd/kelemetry is always rebuilt (the Go build cache makes that fast) because it is
 // this repository's code under test, and so is nats-server, from the repository's module (its
 // go.mod pins the version; about 1.5 minutes cold on 2 cores, seconds from the build cache), so
 // that it never needs a change of the e2e module's go.mod, which would rebuild the control plane.
@@ -129,11 +145,13 @@ func Build(ctx context.Context, opts BuildOptions) (BuildReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	jkey, err := jaegerStampKey(e2eDir, goVersion)
-	if err != nil {
-		return rep, err
+	toolKeys := map[string]string{}
+	for _, t := range tools {
+		if toolKeys[t.name], err = toolStampKey(e2eDir, goVersion, t); err != nil {
+			return rep, err
+		}
 	}
-	todo := plan(opts.CacheDir, key, jkey, opts.Force)
+	todo := plan(opts.CacheDir, key, toolKeys, opts.Force)
 	if !todo.controlPlane {
 		rep.ControlPlaneCached = true
 		opts.Logger.Info("control plane reused from the cache", "dir", opts.CacheDir, "kubernetes", KubernetesVersion, "go", goVersion)
@@ -145,15 +163,19 @@ func Build(ctx context.Context, opts BuildOptions) (BuildReport, error) {
 			return rep, fmt.Errorf("stamp: %w", err)
 		}
 	}
-	if !todo.jaeger {
-		rep.JaegerCached = true
-		opts.Logger.Info("jaeger reused from the cache", "dir", opts.CacheDir, "go", goVersion)
-	} else {
-		if err := buildJaeger(ctx, opts, e2eDir, &rep); err != nil {
+	rep.Tools = map[string]time.Duration{}
+	for _, t := range tools {
+		if !todo.tools[t.name] {
+			opts.Logger.Info(t.name+" reused from the cache", "dir", opts.CacheDir, "go", goVersion)
+			continue
+		}
+		took, err := buildTool(ctx, opts, e2eDir, t)
+		if err != nil {
 			return rep, err
 		}
-		if err := os.WriteFile(filepath.Join(opts.CacheDir, jaegerStamp), []byte(jkey+"\n"), 0o644); err != nil {
-			return rep, fmt.Errorf("jaeger stamp: %w", err)
+		rep.Tools[t.name] = took
+		if err := os.WriteFile(filepath.Join(opts.CacheDir, t.stamp), []byte(toolKeys[t.name]+"\n"), 0o644); err != nil {
+			return rep, fmt.Errorf("%s stamp: %w", t.name, err)
 		}
 	}
 
@@ -186,49 +208,58 @@ func Build(ctx context.Context, opts BuildOptions) (BuildReport, error) {
 
 // buildPlan says which cached parts Build must (re)build.
 type buildPlan struct {
-	controlPlane, jaeger bool
+	controlPlane bool
+	// tools holds the names of the tools to build.
+	tools map[string]bool
 }
 
-// plan compares the cache folder with the stamp keys of what would be built: a part is rebuilt
-// when forced, when its stamp differs, or when one of its files is missing.
-func plan(cacheDir, controlPlaneKey, jaegerKey string, force bool) buildPlan {
+// plan compares the cache folder with the stamp keys of what would be built (toolKeys: each
+// tool's): a part is rebuilt when forced, when its stamp differs, or when one of its files is
+// missing.
+func plan(cacheDir, controlPlaneKey string, toolKeys map[string]string, force bool) buildPlan {
 	stampIs := func(name, key string) bool {
 		old, err := os.ReadFile(filepath.Join(cacheDir, name))
 		return err == nil && strings.TrimSpace(string(old)) == key
 	}
-	var p buildPlan
+	p := buildPlan{tools: map[string]bool{}}
+	isTool := map[string]bool{}
+	for _, t := range tools {
+		isTool[t.name] = true
+	}
 	for _, name := range Missing(cacheDir) {
-		switch name {
-		case AllInOne, NATSServer: // always rebuilt
-		case Jaeger:
-			p.jaeger = true
+		switch {
+		case name == AllInOne || name == NATSServer: // always rebuilt
+		case isTool[name]:
+			p.tools[name] = true
 		default:
 			p.controlPlane = true
 		}
 	}
 	p.controlPlane = p.controlPlane || force || !stampIs(controlPlaneStamp, controlPlaneKey)
-	p.jaeger = p.jaeger || force || !stampIs(jaegerStamp, jaegerKey)
+	for _, t := range tools {
+		p.tools[t.name] = p.tools[t.name] || force || !stampIs(t.stamp, toolKeys[t.name])
+	}
 	return p
 }
 
-// buildJaeger builds Jaeger from the tool module tools/jaeger into the cache folder.
-func buildJaeger(ctx context.Context, opts BuildOptions, e2eDir string, rep *BuildReport) error {
+// buildTool builds t from its tool module into the cache folder and returns how long it took.
+func buildTool(ctx context.Context, opts BuildOptions, e2eDir string, t tool) (time.Duration, error) {
 	tmp, err := os.MkdirTemp(opts.CacheDir, ".build-")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
-	opts.Logger.Info("building jaeger (a cold build takes about 13 minutes and 2.3 GB of memory on 2 cores)", "package", JaegerPackage)
-	if err := goBuild(ctx, filepath.Join(e2eDir, "tools", "jaeger"), opts.Output, filepath.Join(tmp, Jaeger), jaegerLDFlags, JaegerPackage); err != nil {
-		return err
+	opts.Logger.Info("building "+t.name+" (a cold build takes "+t.cold+")", "package", t.pkg)
+	if err := goBuild(ctx, filepath.Join(e2eDir, "tools", t.dir), opts.Output, filepath.Join(tmp, t.name), t.ldflags, t.pkg); err != nil {
+		return 0, err
 	}
-	if err := os.Rename(filepath.Join(tmp, Jaeger), filepath.Join(opts.CacheDir, Jaeger)); err != nil {
-		return err
+	if err := os.Rename(filepath.Join(tmp, t.name), filepath.Join(opts.CacheDir, t.name)); err != nil {
+		return 0, err
 	}
-	rep.Jaeger = time.Since(start)
-	opts.Logger.Info("jaeger built", "took", rep.Jaeger.Round(time.Second))
-	return nil
+	took := time.Since(start)
+	opts.Logger.Info(t.name+" built", "took", took.Round(time.Second))
+	return took, nil
 }
 
 func buildControlPlane(ctx context.Context, opts BuildOptions, e2eDir string, rep *BuildReport) error {
@@ -309,15 +340,15 @@ func stampKey(e2eDir, goVersion string) (string, error) {
 	return KubernetesVersion + " " + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// jaegerStampKey identifies a Jaeger build: builder, Go version, flags, and the tool module's
+// toolStampKey identifies a tool's build: builder, Go version, flags, and the tool module's
 // go.mod and go.sum.
-func jaegerStampKey(e2eDir, goVersion string) (string, error) {
+func toolStampKey(e2eDir, goVersion string, t tool) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "builder %s\ngo %s\nldflags %s\n", jaegerBuilderVersion, goVersion, jaegerLDFlags)
-	for _, rel := range []string{"tools/jaeger/go.mod", "tools/jaeger/go.sum"} {
+	fmt.Fprintf(h, "builder %s\ngo %s\nldflags %s\n", t.builder, goVersion, t.ldflags)
+	for _, rel := range []string{"tools/" + t.dir + "/go.mod", "tools/" + t.dir + "/go.sum"} {
 		data, err := os.ReadFile(filepath.Join(e2eDir, filepath.FromSlash(rel)))
 		if err != nil {
-			return "", fmt.Errorf("jaeger stamp: %w", err)
+			return "", fmt.Errorf("%s stamp: %w", t.name, err)
 		}
 		fmt.Fprintf(h, "%s %d\n", rel, len(data))
 		h.Write(data)

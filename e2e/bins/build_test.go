@@ -28,7 +28,7 @@ func fakeCache(t *testing.T, names ...string) string {
 var controlPlane = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok}
 
 func TestMissingListsJaeger(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer, Promtool, Helm)...)
 	if got := Missing(dir); !slices.Equal(got, []string{Jaeger}) {
 		t.Errorf("Missing = %v, want [%s]", got, Jaeger)
 	}
@@ -40,46 +40,66 @@ func TestMissingListsJaeger(t *testing.T) {
 // A cache built before nats-server was added lists it as missing, and the build adds it without
 // rebuilding the control plane or Jaeger (it is built with the all-in-one, every time).
 func TestPlanBuildsNATSServerWithTheAllInOne(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, Jaeger)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, Jaeger, Promtool, Helm)...)
 	if got := Missing(dir); !slices.Equal(got, []string{NATSServer}) {
 		t.Errorf("Missing = %v, want [%s]", got, NATSServer)
 	}
 	writeStamp(t, dir, controlPlaneStamp, "cp-key")
-	writeStamp(t, dir, jaegerStamp, "jaeger-key")
-	if p := plan(dir, "cp-key", "jaeger-key", false); p.controlPlane || p.jaeger {
+	writeToolStamps(t, dir)
+	if p := plan(dir, "cp-key", toolKeys(), false); p.controlPlane || p.tools[Jaeger] {
 		t.Errorf("plan = %+v, want the control plane and Jaeger reused", p)
 	}
 }
 
-// A cache built before Jaeger was added (control plane, kwok, all-in-one and the control-plane
-// stamp) keeps its control plane: only Jaeger is built.
-func TestPlanBuildsOnlyJaegerIntoAnOlderCache(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer)...)
+// toolKeys are the stamp keys of the tools in the plan tests.
+func toolKeys() map[string]string {
+	return map[string]string{Jaeger: "jaeger-key", Promtool: "promtool-key", Helm: "helm-key"}
+}
+
+// writeToolStamps writes every tool's stamp with its key of toolKeys.
+func writeToolStamps(t *testing.T, dir string) {
+	t.Helper()
+	for _, tl := range tools {
+		writeStamp(t, dir, tl.stamp, toolKeys()[tl.name])
+	}
+}
+
+// A cache built before promtool and helm were added (control plane, kwok, Jaeger, the all-in-one
+// and their stamps) keeps its control plane and Jaeger: only the new tools are built.
+func TestPlanBuildsOnlyTheNewToolsIntoAnOlderCache(t *testing.T) {
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer, Jaeger)...)
 	writeStamp(t, dir, controlPlaneStamp, "cp-key")
-	p := plan(dir, "cp-key", "jaeger-key", false)
-	if p.controlPlane || !p.jaeger {
-		t.Errorf("plan = %+v, want the control plane reused and Jaeger built", p)
+	writeStamp(t, dir, jaegerStamp, "jaeger-key")
+	p := plan(dir, "cp-key", toolKeys(), false)
+	if p.controlPlane || p.tools[Jaeger] || !p.tools[Promtool] || !p.tools[Helm] {
+		t.Errorf("plan = %+v, want the control plane and Jaeger reused, promtool and helm built", p)
 	}
 }
 
 func TestPlan(t *testing.T) {
-	all := append(slices.Clone(controlPlane), AllInOne, Jaeger, NATSServer)
+	all := append(slices.Clone(controlPlane), AllInOne, Jaeger, NATSServer, Promtool, Helm)
+	without := func(name string) []string {
+		return slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == name })
+	}
 	for _, tc := range []struct {
-		name                 string
-		files                []string
-		cpStamp, jaegerStamp string
-		force                bool
-		wantCP, wantJaeger   bool
+		name      string
+		files     []string
+		cpStamp   string
+		stamps    map[string]string // tool -> stamp written (absent: none)
+		force     bool
+		wantCP    bool
+		wantTools []string
 	}{
-		{"everything cached", all, "cp-key", "jaeger-key", false, false, false},
-		{"all-in-one missing only", append(slices.Clone(controlPlane), Jaeger), "cp-key", "jaeger-key", false, false, false},
-		{"jaeger stamp differs", all, "cp-key", "old", false, false, true},
-		{"jaeger stamp absent", all, "cp-key", "", false, false, true},
-		{"control plane stamp differs", all, "old", "jaeger-key", false, true, false},
-		{"kubectl missing", append(slices.Clone(controlPlane[:3]), Kwok, AllInOne, Jaeger), "cp-key", "jaeger-key", false, true, false},
-		{"jaeger missing", append(slices.Clone(controlPlane), AllInOne), "cp-key", "jaeger-key", false, false, true},
-		{"force", all, "cp-key", "jaeger-key", true, true, true},
-		{"empty cache", nil, "", "", false, true, true},
+		{"everything cached", all, "cp-key", toolKeys(), false, false, nil},
+		{"all-in-one missing only", without(AllInOne), "cp-key", toolKeys(), false, false, nil},
+		{"jaeger stamp differs", all, "cp-key", map[string]string{Jaeger: "old", Promtool: "promtool-key", Helm: "helm-key"}, false, false, []string{Jaeger}},
+		{"helm stamp absent", all, "cp-key", map[string]string{Jaeger: "jaeger-key", Promtool: "promtool-key"}, false, false, []string{Helm}},
+		{"control plane stamp differs", all, "old", toolKeys(), false, true, nil},
+		{"kubectl missing", without(Kubectl), "cp-key", toolKeys(), false, true, nil},
+		{"jaeger missing", without(Jaeger), "cp-key", toolKeys(), false, false, []string{Jaeger}},
+		{"promtool missing", without(Promtool), "cp-key", toolKeys(), false, false, []string{Promtool}},
+		{"force", all, "cp-key", toolKeys(), true, true, []string{Jaeger, Promtool, Helm}},
+		{"empty cache", nil, "", nil, false, true, []string{Jaeger, Promtool, Helm}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := fakeCache(t, tc.files...)
@@ -89,12 +109,20 @@ func TestPlan(t *testing.T) {
 			if tc.cpStamp != "" {
 				writeStamp(t, dir, controlPlaneStamp, tc.cpStamp)
 			}
-			if tc.jaegerStamp != "" {
-				writeStamp(t, dir, jaegerStamp, tc.jaegerStamp)
+			for _, tl := range tools {
+				if key, ok := tc.stamps[tl.name]; ok {
+					writeStamp(t, dir, tl.stamp, key)
+				}
 			}
-			p := plan(dir, "cp-key", "jaeger-key", tc.force)
-			if p.controlPlane != tc.wantCP || p.jaeger != tc.wantJaeger {
-				t.Errorf("plan = %+v, want control plane %v, jaeger %v", p, tc.wantCP, tc.wantJaeger)
+			p := plan(dir, "cp-key", toolKeys(), tc.force)
+			var gotTools []string
+			for _, tl := range tools {
+				if p.tools[tl.name] {
+					gotTools = append(gotTools, tl.name)
+				}
+			}
+			if p.controlPlane != tc.wantCP || !slices.Equal(gotTools, tc.wantTools) {
+				t.Errorf("plan = %+v, want control plane %v, tools %v", p, tc.wantCP, tc.wantTools)
 			}
 		})
 	}
@@ -107,10 +135,11 @@ func writeStamp(t *testing.T, dir, name, key string) {
 	}
 }
 
-// The stamps are independent: the Jaeger tool module is no input of the control plane's stamp
-// (so that adding or bumping Jaeger never rebuilds Kubernetes), and the Jaeger stamp covers its
-// go.mod, go.sum and the Go version.
-func TestStampKeys(t *testing.T) {
+// The stamps are independent: a tool module is no input of the control plane's stamp (so that
+// adding or bumping a tool never rebuilds Kubernetes) nor of another tool's, and a tool's stamp
+// covers its go.mod, go.sum and the Go version. Jaeger's key is the one computed before the other
+// tools were added: changing it would rebuild Jaeger (13 minutes) on every machine.
+func TestToolStampKeys(t *testing.T) {
 	e2e := t.TempDir()
 	write := func(rel, data string) {
 		t.Helper()
@@ -124,30 +153,49 @@ func TestStampKeys(t *testing.T) {
 	}
 	write("go.mod", "module e2e\n")
 	write("tools/kwok/go.mod", "module kwok\n")
-	write("tools/jaeger/go.mod", "module jaeger\n")
-	write("tools/jaeger/go.sum", "sum 1\n")
+	for _, tl := range tools {
+		write("tools/"+tl.dir+"/go.mod", "module "+tl.dir+"\n")
+		write("tools/"+tl.dir+"/go.sum", "sum 1\n")
+	}
+	key := func(name, goVersion string) string {
+		t.Helper()
+		for _, tl := range tools {
+			if tl.name == name {
+				k, err := toolStampKey(e2e, goVersion, tl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return k
+			}
+		}
+		t.Fatalf("no tool %s", name)
+		return ""
+	}
+	// The key of these inputs as computed before promtool and helm were added (builder "1").
+	if got, want := key(Jaeger, "go1.26.8"), "b81e571eb46a7da75e492788cff6c9f7b9763dd532859eb975b40380d3d12c00"; got != want {
+		t.Errorf("Jaeger's stamp key = %s, want %s", got, want)
+	}
 	cp, err := stampKey(e2e, "go1.26.8")
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := jaegerStampKey(e2e, "go1.26.8")
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, h := key(Jaeger, "go1.26.8"), key(Helm, "go1.26.8")
 	write("tools/jaeger/go.mod", "module jaeger\n// bumped\n")
 	if cp2, _ := stampKey(e2e, "go1.26.8"); cp2 != cp {
 		t.Error("the Jaeger tool module changed the control plane's stamp")
 	}
-	j2, _ := jaegerStampKey(e2e, "go1.26.8")
+	if key(Helm, "go1.26.8") != h {
+		t.Error("the Jaeger tool module changed helm's stamp")
+	}
+	j2 := key(Jaeger, "go1.26.8")
 	if j2 == j {
 		t.Error("the Jaeger stamp ignores tools/jaeger/go.mod")
 	}
 	write("tools/jaeger/go.sum", "sum 2\n")
-	if j3, _ := jaegerStampKey(e2e, "go1.26.8"); j3 == j2 {
+	if j3 := key(Jaeger, "go1.26.8"); j3 == j2 {
 		t.Error("the Jaeger stamp ignores tools/jaeger/go.sum")
 	}
-	j4, _ := jaegerStampKey(e2e, "go1.27.0")
-	if j4 == j2 {
+	if key(Jaeger, "go1.27.0") == key(Jaeger, "go1.26.8") {
 		t.Error("the Jaeger stamp ignores the Go version")
 	}
 }

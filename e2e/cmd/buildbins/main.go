@@ -58,7 +58,7 @@ func run() error {
 	}
 	logger.Info("binaries ready", "dir", *cacheDir, "took", time.Since(start).Round(time.Second),
 		"controlPlaneCached", rep.ControlPlaneCached, "controlPlane", rep.ControlPlane.Round(time.Second),
-		"kwok", rep.Kwok.Round(time.Second), "jaegerCached", rep.JaegerCached, "jaeger", rep.Jaeger.Round(time.Second), "allinone", rep.AllInOne.Round(time.Second),
+		"kwok", rep.Kwok.Round(time.Second), "tools", rep.Tools, "allinone", rep.AllInOne.Round(time.Second),
 		"natsServer", rep.NATSServer.Round(time.Second))
 	return nil
 }
