@@ -43,8 +43,10 @@ func TestChartConfigsLoad(t *testing.T) {
 			}
 			require.NoError(t, err, render)
 			// The configuration's ConfigMap is named after the release (kelemetry, or
-			// kelemetry-<case> in the golden renders); the kubeconfig's is <release>-kubeconfig.
-			if obj.Kind != "ConfigMap" || !strings.HasPrefix(obj.Metadata.Name, "kelemetry") || strings.HasSuffix(obj.Metadata.Name, "-kubeconfig") {
+			// kelemetry-<case> in the golden renders); the kubeconfig's is <release>-kubeconfig,
+			// the Grafana dashboards' <release>-dashboard-<name>.
+			if obj.Kind != "ConfigMap" || !strings.HasPrefix(obj.Metadata.Name, "kelemetry") || strings.HasSuffix(obj.Metadata.Name, "-kubeconfig") ||
+				strings.Contains(obj.Metadata.Name, "-dashboard-") {
 				continue
 			}
 			for name, text := range obj.Data {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -51,8 +52,8 @@ type Engine struct {
 	// the lookups.
 	workers loop.Group
 
-	m        engineMetrics
-	queueReg metric.Registration
+	m                engineMetrics
+	queueReg, capReg metric.Registration
 }
 
 type objectState struct {
@@ -163,15 +164,19 @@ func (e *Engine) initMetrics(tel telemetry.Settings) error {
 			eventResultSets[eventInvalid], eventResultSets[eventExportError], eventResultSets[eventOK]),
 		spans: m.FixedCounter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind.", "",
 			spanKindSets[spanObject], spanKindSets[spanLink], spanKindSets[spanEvent]),
-		exportErrors: m.Counter("kelemetry.aggregator.export.errors", "Sink exports that failed.", ""),
-		linkJobs:     m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, done, depth_limit).", ""),
-		linkErrors:   m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", ""),
-		links:        m.Counter("kelemetry.aggregator.links", "Links found, by linker.", ""),
-		linkRetries:  m.Counter("kelemetry.aggregator.link.export.retries", "Exports of link spans retried while the sinks were unavailable.", ""),
-		evictions:    m.Counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache.", ""),
+		exportErrors: m.Counter("kelemetry.aggregator.export.errors", "Sink exports that failed.", "", *attribute.EmptySet()),
+		linkJobs: m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, done, depth_limit).", "",
+			attribute.NewSet(attribute.String("result", "queued")), attribute.NewSet(attribute.String("result", "dropped")),
+			attribute.NewSet(attribute.String("result", "done")), attribute.NewSet(attribute.String("result", "depth_limit"))),
+		linkErrors:  m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", ""),
+		links:       m.Counter("kelemetry.aggregator.links", "Links found, by linker.", ""),
+		linkRetries: m.Counter("kelemetry.aggregator.link.export.retries", "Exports of link spans retried while the sinks were unavailable.", ""),
+		evictions:   m.Counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache.", ""),
 	}
 	e.queueReg = m.Gauge("kelemetry.aggregator.link.queue.depth", "Link jobs waiting.", "",
 		func() (int64, bool) { return int64(e.queued()), true })
+	e.capReg = m.Gauge("kelemetry.aggregator.link.queue.capacity", "Link jobs the queues hold at most (linkQueueSize, rounded up per worker); a job whose worker's queue is full is dropped.", "",
+		func() (int64, bool) { return int64(e.capacity()), true })
 	if err := m.Err(); err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}
@@ -240,7 +245,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		}
 	}
 	// The provider no longer reads the queue depth (nor holds the engine); Send still works.
-	if uerr := e.queueReg.Unregister(); uerr != nil {
+	if uerr := errors.Join(e.queueReg.Unregister(), e.capReg.Unregister()); uerr != nil {
 		err = errors.Join(err, fmt.Errorf("aggregator: unregister metric: %w", uerr))
 	}
 	return err
@@ -534,6 +539,17 @@ func (e *Engine) queued() int {
 	for _, ln := range e.lanes {
 		for _, jobs := range ln.jobs {
 			n += len(jobs)
+		}
+	}
+	return n
+}
+
+// capacity is the number of link jobs the workers' queues hold at most.
+func (e *Engine) capacity() int {
+	n := 0
+	for _, ln := range e.lanes {
+		for _, jobs := range ln.jobs {
+			n += cap(jobs)
 		}
 	}
 	return n

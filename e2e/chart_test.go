@@ -59,24 +59,28 @@ type chartRelease struct {
 
 var chartReleases = []chartRelease{
 	{golden: chartGolden, name: chartName},
-	// NetworkPolicy, ServiceMonitor, TLS and token Secrets (the pods are created without them:
+	// NetworkPolicy, ServiceMonitor, PrometheusRule, dashboard ConfigMaps, TLS and token Secrets (the pods are created without them:
 	// kwok mounts nothing).
 	{golden: "../deploy/tools/chart/testdata/golden/allinone-secured.yaml", name: "kelemetry-secured"},
 	// ingest, query and events Deployments, the Event checkpoint ConfigMap's Role.
 	{golden: "../deploy/tools/chart/testdata/golden/scaled.yaml", name: "kelemetry-scaled"},
 }
 
-// serviceMonitorCRD is the smallest CRD serving monitoring.coreos.com/v1 ServiceMonitors, for the
-// secured render when the Prometheus operator's CRD is not installed.
-var serviceMonitorCRD = map[string]any{
-	"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-	"metadata": map[string]any{"name": "servicemonitors.monitoring.coreos.com"},
-	"spec": map[string]any{
-		"group": "monitoring.coreos.com", "scope": "Namespaced",
-		"names": map[string]any{"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors", "singular": "servicemonitor"},
-		"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-			"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
-	},
+// monitoringCRD is the smallest CRD serving the Prometheus operator's kind (ServiceMonitor,
+// PrometheusRule) in monitoring.coreos.com/v1, for the renders that use it when the operator's
+// CRDs are not installed.
+func monitoringCRD(kind string) map[string]any {
+	singular := strings.ToLower(kind)
+	return map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": singular + "s.monitoring.coreos.com"},
+		"spec": map[string]any{
+			"group": "monitoring.coreos.com", "scope": "Namespaced",
+			"names": map[string]any{"kind": kind, "listKind": kind + "List", "plural": singular + "s", "singular": singular},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}
 }
 
 // TestHelmChartRBAC applies the chart's rendered manifests to the real control plane, each mode
@@ -437,13 +441,13 @@ func applyChart(t *testing.T, dyn dynamic.Interface, mapper *restmapper.Deferred
 		switch o.GetKind() {
 		case "CustomResourceDefinition":
 			crds = append(crds, o)
-		case "ServiceMonitor":
+		case "ServiceMonitor", "PrometheusRule":
 			if _, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version); err == nil {
 				continue
 			}
-			crd := &unstructured.Unstructured{Object: serviceMonitorCRD}
+			crd := &unstructured.Unstructured{Object: monitoringCRD(o.GetKind())}
 			if _, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				t.Log("no ServiceMonitor CRD: installing a minimal one for the test")
+				t.Log("no " + o.GetKind() + " CRD: installing a minimal one for the test")
 				crds = append(crds, crd)
 				t.Cleanup(func() {
 					_ = dyn.Resource(crdGVR).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})

@@ -179,6 +179,8 @@ func newModule(p moduleParams) (*Servers, error) {
 type Servers struct {
 	audit, api *server
 	started    []*server
+	// readyReg reports the readiness checks as a gauge (nil without a meter).
+	readyReg metric.Registration
 }
 
 // New builds the listeners that have handlers; none is opened before Start.
@@ -215,8 +217,12 @@ func New(config Config, p Deps) (*Servers, error) {
 		return nil, fmt.Errorf("httpserver: %w", err)
 	}
 	rejected := newRejectedCounter(p.Meter.Provider)
+	readyReg, err := registerReadyGauge(p.Meter.Provider, p.Ready)
+	if err != nil {
+		return nil, fmt.Errorf("httpserver: %w", err)
+	}
 	opts := options{Timeouts: cfg.Timeouts, MaxConnections: cfg.MaxConnections, Meter: p.Meter.Provider}
-	s := &Servers{}
+	s := &Servers{readyReg: readyReg}
 	if cfg.AuditAddr == cfg.APIAddr {
 		if len(p.Audit)+len(p.API) == 0 {
 			return s, nil
@@ -338,6 +344,10 @@ func (s *Servers) Stop(ctx context.Context) error {
 	var errs []error
 	for _, srv := range slices.Backward(s.started) {
 		errs = append(errs, srv.Stop(ctx))
+	}
+	if s.readyReg != nil {
+		errs = append(errs, s.readyReg.Unregister())
+		s.readyReg = nil
 	}
 	return errors.Join(errs...)
 }

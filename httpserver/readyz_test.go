@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/kelemetry/kelemetry/health"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 )
 
 func TestReadyz(t *testing.T) {
@@ -59,4 +60,26 @@ func TestReadyzChecksValidated(t *testing.T) {
 	_, err := New(Config{APIAddr: "127.0.0.1:0", AuditAddr: "127.0.0.1:0"}, Deps{
 		Ready: []health.Check{{Name: "a", Func: ok}, {Name: "a", Func: ok}}})
 	assert.ErrorContains(t, err, "registered twice")
+}
+
+// The readiness checks are exported as kelemetry.ready, 1 while a check passes and 0 while it
+// fails, until the servers stop.
+func TestReadyGauge(t *testing.T) {
+	mp, reader := meter(t)
+	var queueErr error
+	srv, err := New(Config{APIAddr: "127.0.0.1:0", AuditAddr: "127.0.0.1:0"}, Deps{Meter: Meter{Provider: mp},
+		Ready: []health.Check{
+			{Name: "sinks", Func: func(context.Context) error { return nil }},
+			{Name: "audit-queue", Func: func(context.Context) error { return queueErr }},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assert.Equal(t, map[string]int64{"sinks": 1, "audit-queue": 1}, telemetrytest.Int64By(t, reader, "kelemetry.ready", "check"))
+	queueErr = errors.New("full")
+	assert.Equal(t, map[string]int64{"sinks": 1, "audit-queue": 0}, telemetrytest.Int64By(t, reader, "kelemetry.ready", "check"))
+	if err := srv.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assert.Empty(t, telemetrytest.Int64By(t, reader, "kelemetry.ready", "check"), "unregistered at stop")
 }

@@ -224,15 +224,16 @@ func (c Config) Validate() error {
 		if m.MaxSeries < 0 {
 			at(key("maxSeries"), "maxSeries %d is negative", m.MaxSeries)
 		}
-		seen := map[string]bool{}
+		seen := map[tagID]bool{}
 		for j, l := range m.Labels {
 			line := itemLine(m.labelLines, j, key("labels"))
-			if _, ok := tagByName(l); !ok {
+			if id, ok := tagByName(l); !ok {
 				at(line, "label %q is no tag: want one of %v", l, tagNames())
-			} else if seen[l] {
+			} else if seen[id] {
 				at(line, "label %q is listed twice", l)
+			} else {
+				seen[id] = true
 			}
-			seen[l] = true
 		}
 		for j, s := range m.Stages {
 			if !slices.Contains(stages, s) {
@@ -468,6 +469,24 @@ func scalar[T any](v *T) func(*yaml.Node) error {
 		}
 		return nil
 	}
+}
+
+// renamedTagsUsed maps each former tag name (renamedTags) the metrics use, as a label or in a
+// tag filter, to its new name.
+func (c Config) renamedTagsUsed() map[string]string {
+	used := map[string]string{}
+	for _, m := range c.Metrics {
+		names := slices.Clone(m.Labels)
+		for _, f := range m.TagFilters {
+			names = append(names, f.Tag)
+		}
+		for _, n := range names {
+			if now, ok := renamedTags[n]; ok {
+				used[n] = now
+			}
+		}
+	}
+	return used
 }
 
 // ExportedName is the name of m's family in the Prometheus exposition of /metrics: the name, then

@@ -37,7 +37,7 @@ func exprs(v any, out *[]string) {
 // one of kelemetrix's own metrics as /metrics shows them; the labels it groups by are the
 // metric's.
 func TestDashboardMetricNames(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "deploy", "grafana-kelemetrix.json"))
+	data, err := os.ReadFile(filepath.Join("..", "deploy", "helm", "kelemetry", "files", "dashboards", "kelemetrix.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package kelemetrix
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/logtest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -141,4 +143,42 @@ func diffLines(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// The tag "cluster" was renamed "clusterName": a config that still says cluster (as a label or
+// in a tag filter) works, exports the label clusterName, and is warned about once.
+func TestRenamedClusterTag(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`metrics:
+- name: kelemetrix_requests
+  kind: counter
+  quantity: requestCount
+  labels: [cluster, verb]
+  tagFilters:
+  - {tag: cluster, oneOf: [c]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Config{Metrics: []MetricConfig{{Name: "a", Kind: kindCounter, Quantity: "requestCount", Labels: []string{"cluster", "clusterName"}}}}).Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("cluster and clusterName together: %v, want listed twice", err)
+	}
+	prom := newPromProvider(t)
+	logs := &logtest.Recorder{}
+	ts := prom.settings()
+	ts.Logger = slog.New(logs)
+	p, err := New(cfg, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Handle(context.Background(), "c", readFixture(t, filepath.Join("..", "testdata", "rollout", "audit.jsonl")))
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := prom.scrape(t, "kelemetrix_requests_total")
+	if !strings.Contains(got, `clusterName="c"`) || strings.Contains(got, `cluster="c"`) {
+		t.Errorf("exposition:\n%s\nwant the label clusterName", got)
+	}
+	if n := logs.Count(slog.LevelWarn); n != 1 {
+		t.Errorf("%d warnings, want 1 (the renamed tag): %v", n, logs.Records())
+	}
 }

@@ -129,6 +129,10 @@ func New(cfg Config, ts telemetry.Settings) (*Processor, error) {
 	if err := own.Err(); err != nil {
 		p.logger.Warn("kelemetrix", "error", err)
 	}
+	for old, now := range cfg.renamedTagsUsed() {
+		p.logger.Warn("kelemetrix: a tag was renamed: use its new name in the config", "tag", old, "now", now,
+			"why", "a label named cluster collides with the one multi-cluster Prometheus setups add")
+	}
 	meter := instrument.NewMeter(ts, meterScope)
 	for _, mc := range cfg.Metrics {
 		m, err := compileMetric(mc, cfg, meter)
@@ -154,7 +158,7 @@ func compileMetric(mc MetricConfig, cfg Config, meter *instrument.Meter) (*compi
 	for _, l := range mc.Labels {
 		id, _ := tagByName(l)
 		m.labels = append(m.labels, id)
-		m.labelKeys = append(m.labelKeys, attribute.Key(l))
+		m.labelKeys = append(m.labelKeys, attribute.Key(tags[id].name))
 	}
 	st := mc.Stages
 	if len(st) == 0 {

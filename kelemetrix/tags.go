@@ -11,7 +11,7 @@ import (
 
 // Tag names: the labels and tag filters a metric may use.
 const (
-	tagCluster         = "cluster"         // the cluster the event came from
+	tagCluster         = "clusterName"     // the cluster the event came from (named "cluster" before: see renamedTags)
 	tagUser            = "user"            // the impersonated user, else the user; system:node:* is folded to system:node
 	tagUserAgent       = "userAgent"       // the user agent's component: "kube-controller-manager/v1.31.0 (...)" is kube-controller-manager
 	tagVerb            = "verb"            // get, list, watch, create, update, patch, delete, ...
@@ -101,7 +101,17 @@ func tagNames() []string {
 	return names
 }
 
+// renamedTags maps a tag's former name to its name. "cluster" became "clusterName" because a
+// label "cluster" collides with the one multi-cluster Prometheus setups add to every series of a
+// target (Prometheus then renames ours to exported_cluster and a dashboard filters the wrong
+// label). A former name still works; New warns once.
+var renamedTags = map[string]string{"cluster": tagCluster}
+
+// tagByName finds a tag by its name or its former name (renamedTags).
 func tagByName(name string) (tagID, bool) {
+	if now, ok := renamedTags[name]; ok {
+		name = now
+	}
 	for i, t := range tags {
 		if t.name == name {
 			return tagID(i), true

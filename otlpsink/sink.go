@@ -304,7 +304,9 @@ func NewWithExporter(cfg Config, exporter sdktrace.SpanExporter, tel telemetry.S
 func (s *Sink) initMetrics(tel telemetry.Settings) error {
 	m := instrument.NewMeter(tel, meterName)
 	s.exported = m.Counter("kelemetry.otlp.spans.exported", "Spans sent to the OTLP endpoint.", "{span}", *attribute.EmptySet())
-	s.dropped = m.Counter("kelemetry.otlp.spans.dropped", "Spans not sent to the OTLP endpoint, by reason.", "{span}")
+	s.dropped = m.Counter("kelemetry.otlp.spans.dropped", "Spans not sent to the OTLP endpoint, by reason.", "{span}",
+		attribute.NewSet(attribute.String("reason", reasonQueueFull)), attribute.NewSet(attribute.String("reason", reasonExportFailed)),
+		attribute.NewSet(attribute.String("reason", reasonStopped)), attribute.NewSet(attribute.String("reason", reasonRejected)))
 	s.refused = m.Counter("kelemetry.otlp.spans.refused", "Spans refused by Export because the queue was full (the sender retries them; not lost).", "{span}", *attribute.EmptySet())
 	s.failures = m.Counter("kelemetry.otlp.export.failures", "Failed attempts to send a batch (it is retried).", "{attempt}", *attribute.EmptySet())
 	s.queueReg = m.Gauge("kelemetry.otlp.queue.size", "Spans waiting to be sent.", "{span}",

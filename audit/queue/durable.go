@@ -105,6 +105,8 @@ func newDurable(cfg Config, deps Deps) (*durableQueue, error) {
 	d.gauges = append(d.gauges,
 		meter.Gauge("kelemetry.audit.queue.disk_bytes", "Bytes of the durable audit queue's log files (bounded by maxDiskBytes).", "By",
 			func() (int64, bool) { return l.Size(), true }),
+		meter.Gauge("kelemetry.audit.queue.max_disk_bytes", "The bound of kelemetry.audit.queue.disk_bytes (audit.queue.maxDiskBytes): the webhook answers 429 when a batch does not fit.", "By",
+			func() (int64, bool) { return cfg.MaxDiskBytes, true }),
 		meter.Gauge("kelemetry.audit.queue.fsyncs", "fsyncs of the durable audit queue's log by accepted batches (shared by concurrent batches).", "{fsync}",
 			func() (int64, bool) { return l.syncs.Load(), true }),
 		meter.Gauge("kelemetry.audit.queue.deleted_segments", "Files of the durable audit queue's log deleted once handled.", "{file}",

@@ -189,6 +189,7 @@ type memQueue struct {
 	droppedStop   metric.MeasurementOption
 	depthCallback metric.Registration
 	bytesCallback metric.Registration
+	limitCallback metric.Registration
 }
 
 type queued struct {
@@ -277,6 +278,9 @@ func newMemory(cfg Config, d Deps) (*memQueue, error) {
 	q.bytesCallback = meter.Gauge("kelemetry.audit.queue.bytes",
 		"Estimated bytes of the audit events queued or being handled (bounded by audit.queue.maxBytes).", "By",
 		func() (int64, bool) { return q.bytes.Load(), true })
+	q.limitCallback = meter.Gauge("kelemetry.audit.queue.max_bytes",
+		"The bound of kelemetry.audit.queue.bytes (audit.queue.maxBytes): the webhook answers 429 when a batch does not fit.", "By",
+		func() (int64, bool) { return q.maxBytes, true })
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit queue: %w", err)
 	}
@@ -516,7 +520,7 @@ func (q *memQueue) Stop(ctx context.Context) error {
 		err = fmt.Errorf("stop audit queue: %w", err)
 	}
 	q.unregisterOnce.Do(func() {
-		if uerr := errors.Join(q.depthCallback.Unregister(), q.bytesCallback.Unregister()); uerr != nil {
+		if uerr := errors.Join(q.depthCallback.Unregister(), q.bytesCallback.Unregister(), q.limitCallback.Unregister()); uerr != nil {
 			q.logger.Debug("unregister queue gauges", "error", uerr)
 		}
 	})

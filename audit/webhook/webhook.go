@@ -212,8 +212,15 @@ func New(cfg Config, d Deps) *Webhook {
 	w.inflight = newByteBudget(w.cfg.MaxInflightBytes, func(delta int64) {
 		inflightBytes.Add(context.Background(), delta)
 	})
+	// The codes the webhook answers, at 0 from the start: an alert's ratio of 429 and 503 to all
+	// requests sees the first refusal.
+	var codes []attribute.Set
+	for _, c := range []int{http.StatusOK, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests,
+		http.StatusInternalServerError, http.StatusServiceUnavailable} {
+		codes = append(codes, attribute.NewSet(attribute.Int("code", c)))
+	}
 	w.requests = meter.Counter("kelemetry.audit.webhook.requests",
-		"Audit webhook requests, by HTTP status code.", "{request}")
+		"Audit webhook requests, by HTTP status code.", "{request}", codes...)
 	w.events = meter.Counter("kelemetry.audit.webhook.events",
 		"Audit events accepted by the webhook (enqueued).", "{event}", *attribute.EmptySet())
 	w.rejected = meter.Counter("kelemetry.audit.webhook.rejected",

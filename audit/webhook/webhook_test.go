@@ -542,10 +542,14 @@ func TestWebhookMetricAttributes(t *testing.T) {
 			if m.Name != "kelemetry.audit.webhook.requests" {
 				continue
 			}
-			dp := m.Data.(metricdata.Sum[int64]).DataPoints[0]
-			v, ok := dp.Attributes.Value(attribute.Key("code"))
-			require.True(t, ok)
-			assert.Equal(t, int64(200), v.AsInt64())
+			// Every code the webhook answers is exported from the start, as an int attribute.
+			byCode := map[int64]int64{}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				v, ok := dp.Attributes.Value(attribute.Key("code"))
+				require.True(t, ok)
+				byCode[v.AsInt64()] = dp.Value
+			}
+			assert.Equal(t, map[int64]int64{200: 1, 400: 0, 413: 0, 429: 0, 500: 0, 503: 0}, byCode)
 			return
 		}
 	}

@@ -278,10 +278,10 @@ func (p *Store) checkVersion() error {
 func (p *Store) initMetrics(tel telemetry.Settings) error {
 	m := instrument.NewMeter(tel, meterName)
 	p.written = m.FixedCounter("kelemetry.store.spans.written", "Spans written to the store.", "{span}")
-	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per failed commit of spans, which may hold the spans of several Export calls).", "{error}")
+	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per failed commit of spans, which may hold the spans of several Export calls).", "{error}", *attribute.EmptySet())
 	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason.", "{window}")
 	p.deletedSpans = m.Counter("kelemetry.store.retention.deleted.spans", "Spans deleted by retention, by reason.", "{span}")
-	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}")
+	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}", *attribute.EmptySet())
 	p.byAge = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonAge)))
 	p.bySize = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonSize)))
 	p.sizeReg = m.Gauge("kelemetry.store.size", "Disk space used by the store: every file in its folder, as du counts it.", "By", func() (int64, bool) {

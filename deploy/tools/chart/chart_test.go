@@ -3,6 +3,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -39,6 +40,9 @@ var cases = []renderCase{
 		"api":            map[string]any{"tlsSecret": "kelemetry-api-tls", "tokenSecret": "kelemetry-api-tokens"},
 		"networkPolicy":  map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}},
 		"serviceMonitor": map[string]any{"enabled": true, "bearerTokenSecret": map[string]any{"name": "kelemetry-api-tokens", "key": "prometheus"}},
+		"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"},
+			"disabled": []any{"KelemetryOTLPExportFailing", "KelemetryOTLPSpansDropped"}, "alertLabels": map[string]any{"team": "platform"}},
+		"dashboards": map[string]any{"enabled": true, "clusterLabel": "k8s_cluster", "annotations": map[string]any{"grafana_folder": "Kelemetry"}},
 	}},
 	// The knobs every chart has: names, pod labels and scheduling, environment and arguments, an
 	// existing claim, an Ingress and an HTTPRoute.
@@ -73,6 +77,60 @@ var knobVals = map[string]any{
 		"tls":   []any{map[string]any{"secretName": "kelemetry-tls", "hosts": []any{"kelemetry.example.com"}}}},
 	"httpRoute": map[string]any{"enabled": true, "parentRefs": []any{map[string]any{"name": "public", "namespace": "gateway-system"}},
 		"hostnames": []any{"kelemetry.example.com"}},
+}
+
+// The PrometheusRule holds every alert of files/alerts.yaml but the disabled ones, with the extra
+// labels; each dashboard of files/dashboards is a ConfigMap the Grafana sidecar finds, its
+// cluster label and target selector set from the values.
+func TestMonitoringRender(t *testing.T) {
+	var file struct {
+		Groups []struct {
+			Name  string           `json:"name"`
+			Rules []map[string]any `json:"rules"`
+		} `json:"groups"`
+	}
+	data, err := os.ReadFile(filepath.Join(chartDir, "files", "alerts.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(data, &file))
+	var want []any
+	for _, r := range file.Groups[0].Rules {
+		if a := r["alert"]; a != "KelemetryOTLPExportFailing" && a != "KelemetryOTLPSpansDropped" {
+			want = append(want, a)
+		}
+	}
+	require.Greater(t, len(want), 8)
+
+	objs := docs(t, render(t, caseNamed(t, "allinone-secured")).Manifest)
+	pr := find(t, objs, "PrometheusRule", "kelemetry-secured")
+	assert.Equal(t, "prometheus", path(pr, "metadata", "labels", "release"))
+	var got []any
+	for _, r := range path(pr, "spec", "groups", 0, "rules").([]any) {
+		got = append(got, path(r, "alert"))
+		assert.Equal(t, "platform", path(r, "labels", "team"), "%v", path(r, "alert"))
+		assert.NotEmpty(t, path(r, "labels", "severity"), "%v keeps its severity", path(r, "alert"))
+	}
+	assert.Equal(t, want, got)
+
+	for _, name := range []string{"kelemetry-pipeline", "kelemetrix"} {
+		cm := find(t, objs, "ConfigMap", "kelemetry-secured-dashboard-"+name)
+		assert.Equal(t, "1", path(cm, "metadata", "labels", "grafana_dashboard"))
+		assert.Equal(t, "Kelemetry", path(cm, "metadata", "annotations", "grafana_folder"))
+		var dash map[string]any
+		require.NoError(t, json.Unmarshal([]byte(path(cm, "data", name+".json").(string)), &dash))
+		constants := map[string]any{}
+		for _, v := range path(dash, "templating", "list").([]any) {
+			if path(v, "type") == "constant" {
+				constants[path(v, "name").(string)] = path(v, "query")
+			}
+		}
+		assert.Equal(t, map[string]any{"cluster_label": "k8s_cluster",
+			"selector": `namespace="kelemetry-secured", job=~"kelemetry-secured.*"`}, constants, name)
+		assert.NotEmpty(t, path(dash, "panels"))
+	}
+	for _, o := range docs(t, render(t, caseNamed(t, "allinone")).Manifest) {
+		assert.NotEqual(t, "PrometheusRule", o["kind"], "off by default")
+		assert.NotContains(t, path(o, "metadata", "name"), "dashboard", "off by default")
+	}
 }
 
 // A PodDisruptionBudget only for workloads of several replicas: scaled ingest and query (the
