@@ -64,6 +64,8 @@ var chartReleases = []chartRelease{
 	{golden: "../deploy/tools/chart/testdata/golden/allinone-secured.yaml", name: "kelemetry-secured"},
 	// ingest, query and events Deployments, the Event checkpoint ConfigMap's Role.
 	{golden: "../deploy/tools/chart/testdata/golden/scaled.yaml", name: "kelemetry-scaled"},
+	// The managed-cluster mode: an audit collector container beside Kelemetry, a shared emptyDir.
+	{golden: "../deploy/tools/chart/testdata/golden/allinone-managed.yaml", name: "kelemetry-managed"},
 }
 
 // monitoringCRD is the smallest CRD serving the Prometheus operator's kind (ServiceMonitor,
@@ -410,7 +412,11 @@ func checkEventsRole(t *testing.T, r chartRelease) {
 func applyChart(t *testing.T, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, r chartRelease) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// Pod Security "restricted" is enforced in the namespace: kube-apiserver refuses a pod of the
+	// chart that needs more (a hostPath, root, a capability), and its controller never gets it.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.name, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cleanupChart(r) })
@@ -585,11 +591,13 @@ func chartConfig(t *testing.T, r chartRelease, role string, edit func(cfg map[st
 	if err := clientcmd.WriteToFile(*kc, kcFile); err != nil {
 		t.Fatal(err)
 	}
-	// The pod's paths become the test's.
+	// The pod's paths become the test's; the listeners' TLS and tokens (files of the pod's
+	// Secrets) are left out: the test reaches the all-in-one over plain HTTP, and
+	// webhook_tls_test.go covers TLS and authentication.
 	cfg["kubeconfig"] = kcFile
-	delete(cfg, "auditAddr")
-	delete(cfg, "httpAddr")
-	delete(cfg, "dataDir")
+	for _, k := range []string{"auditAddr", "httpAddr", "dataDir", "auditTLS", "httpTLS", "auditAuth", "httpAuth"} {
+		delete(cfg, k)
+	}
 	edit(cfg)
 	out, err := yaml.Marshal(cfg)
 	if err != nil {

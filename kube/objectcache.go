@@ -83,7 +83,7 @@ type ObjectCache struct {
 
 	requests                                    metric.Int64Counter
 	evictions                                   metric.Int64Counter
-	hit, negativeHit, fetched, notFound, failed metric.MeasurementOption
+	hit, negativeHit, fetched, notFound, failed, withheld metric.MeasurementOption
 	evictExpired, evictSize, evictBytes         metric.MeasurementOption
 	bytesGauge                                  metric.Registration
 	unregister                                  sync.Once
@@ -121,7 +121,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 	cfg = cfg.withDefaults()
 	meter := instrument.NewMeter(set, meterScope)
 	requests := meter.Counter("kelemetry.objectcache.requests",
-		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error.", "")
+		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error, withheld (a Secret: never fetched).", "")
 	evictions := meter.Counter("kelemetry.objectcache.evictions",
 		"Objects dropped from the object cache, by reason: size (object count), bytes or expired.", "")
 	if err := meter.Err(); err != nil {
@@ -146,6 +146,7 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 		negativeHit:  result("negative_hit"),
 		fetched:      result("fetched"),
 		notFound:     result("not_found"),
+		withheld:     result("withheld"),
 		failed:       result("error"),
 		evictExpired: reason("expired"),
 		evictSize:    reason("size"),
@@ -216,11 +217,20 @@ func (c *ObjectCache) onEvict(_ aggregator.ObjectKey, e cacheEntry) {
 // Len returns the number of cached entries, found or not, including expired ones not yet dropped.
 func (c *ObjectCache) Len() int { return c.lru.Len() }
 
-// Get returns the object's body from the cache or its API server. A missing object gives an error
+// errWithheld marks a lookup of a Secret, which the cache never fetches.
+var errWithheld = errors.New("secrets are never fetched")
+
+// Get returns the object's body from the cache or its API server (never a Secret's). A missing object gives an error
 // wrapping ErrObjectNotFound; a cluster without a client, one wrapping ErrUnknownCluster.
 func (c *ObjectCache) Get(ctx context.Context, ref aggregator.ObjectRef) (json.RawMessage, error) {
 	if ref.Version == "" || ref.Resource == "" || ref.Name == "" {
 		return nil, fmt.Errorf("get %s: %w", ref, errIncompleteRef)
+	}
+	if ref.Group == "" && ref.Resource == "secrets" {
+		// Secrets are never fetched: their data is what an audit policy keeps out of the
+		// trace, and the chart grants no access to them. The object counts as absent.
+		c.requests.Add(ctx, 1, c.withheld)
+		return nil, fmt.Errorf("get %s: %w: %w", ref, errWithheld, ErrObjectNotFound)
 	}
 	key := ref.Key()
 	if e, ok := c.lru.Get(key); ok {

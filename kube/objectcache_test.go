@@ -348,3 +348,17 @@ func TestObjectCacheReportsForbidden(t *testing.T) {
 	require.Error(t, err)
 	assert.Zero(t, rec2.Count(slog.LevelWarn))
 }
+
+// Secrets are never fetched, whatever the RBAC: a lookup answers "not found" at once, counted as
+// withheld, with no request to the API server and no permission warning.
+func TestObjectCacheNeverFetchesSecrets(t *testing.T) {
+	dyn := kubetest.NewDynamic()
+	c, _, m := newTestCache(t, kubetest.Clusters{"c1": dyn}, kube.ObjectCacheConfig{})
+	ref := kubetest.PodRef("c1", "default", "creds")
+	ref.Resource = "secrets"
+	_, err := c.Get(context.Background(), ref)
+	require.ErrorIs(t, err, kube.ErrObjectNotFound)
+	assert.Contains(t, err.Error(), "never fetched")
+	assert.EqualValues(t, 0, dyn.Gets())
+	assert.EqualValues(t, 1, m.Count(t, "kelemetry.objectcache.requests", "result", "withheld"))
+}

@@ -52,7 +52,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
 	pf.StringVar(&o.server, "server", "", "Kelemetry's API, e.g. https://kelemetry.example.com (default $KELEMETRY_URL, else a port-forward to --service)")
-	pf.StringVar(&o.tokenFile, "token-file", "", "file of a bearer token the API accepts (default $KELEMETRY_TOKEN holds the token itself)")
+	pf.StringVar(&o.tokenFile, "token-file", "", "file of a bearer token the API accepts (default $KELEMETRY_TOKEN holds the token itself; with a port-forward, else the Secret <service>-api-token)")
 	pf.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle that verifies the API's certificate")
 	pf.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "do not verify the API's certificate")
 	pf.StringVar(&o.cluster, "cluster", "", "Kelemetry's name of the object's cluster (default $KELEMETRY_CLUSTER, the only cluster Kelemetry knows, or the kubeconfig context's name)")
@@ -61,7 +61,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 	pf.StringVarP(&o.namespace, "namespace", "n", "", "the object's namespace (default the context's)")
 	pf.StringVar(&o.service, "service", "kelemetry", "with a port-forward: Kelemetry's API Service")
 	pf.StringVar(&o.serviceNamespace, "service-namespace", "kelemetry", "with a port-forward: the Service's namespace")
-	pf.BoolVar(&o.https, "https", false, "with a port-forward: the API serves HTTPS (api.tlsSecret)")
+	pf.BoolVar(&o.https, "https", false, "with a port-forward: the API serves HTTPS (set by itself when the Secret <service>-tls holds the chart's CA)")
 	pf.StringVar(&o.color, "color", "auto", "colour the output: auto (on a terminal), always or never")
 
 	var since time.Duration

@@ -216,3 +216,22 @@ func TestFindPod(t *testing.T) {
 	_, _, err = findPod(context.Background(), cs, "ports", "kelemetry")
 	assert.EqualError(t, err, "service ports/kelemetry has no port named http")
 }
+
+// With a port-forward the plugin takes the chart's generated credentials from the Service's
+// namespace: the CA of Secret <service>-tls and the first token of <service>-api-token; absent
+// Secrets leave them empty.
+func TestChartCredentials(t *testing.T) {
+	cs := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "obs", Name: "kel-tls"},
+			Data: map[string][]byte{"ca.crt": []byte("CA PEM"), "tls.crt": []byte("x"), "tls.key": []byte("y")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "obs", Name: "kel-api-token"},
+			Data: map[string][]byte{"tokens": []byte("first-token\nsecond-token\n")}},
+	)
+	got := chartCredentials(t.Context(), cs, "obs", "kel")
+	if string(got.caPEM) != "CA PEM" || got.token != "first-token" {
+		t.Errorf("credentials = %q, %q; want the CA and the first token", got.caPEM, got.token)
+	}
+	if got := chartCredentials(t.Context(), cs, "obs", "other"); got.caPEM != nil || got.token != "" {
+		t.Errorf("credentials of a Service without Secrets = %q, %q; want none", got.caPEM, got.token)
+	}
+}

@@ -100,6 +100,21 @@ func (o *options) session(ctx context.Context, stderr io.Writer) (*session, erro
 			return nil, err
 		}
 		s.forward = pf
+		// The chart's own credentials (tls.source, auth.generateTokens), when the kubeconfig
+		// may read them and the flags give none.
+		if cs, err := kubernetes.NewForConfig(s.kube); err == nil {
+			creds := chartCredentials(ctx, cs, o.serviceNamespace, o.service)
+			if creds.caPEM != nil && o.caFile == "" && !o.insecure {
+				pool := x509.NewCertPool()
+				if pool.AppendCertsFromPEM(creds.caPEM) {
+					tlsCfg.RootCAs = pool
+					o.https = true
+				}
+			}
+			if token == "" {
+				token = creds.token
+			}
+		}
 		scheme := "http"
 		if o.https {
 			scheme = "https"
@@ -118,6 +133,29 @@ func (o *options) session(ctx context.Context, stderr io.Writer) (*session, erro
 	tr.TLSClientConfig = tlsCfg
 	s.api = &apiClient{base: u.String(), token: token, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
 	return s, nil
+}
+
+// credentials are what the chart generated for the Service name: the CA of its serving
+// certificate (Secret <name>-tls, ca.crt) and the API token (Secret <name>-api-token, the first
+// line of tokens). Either is empty when its Secret is absent or unreadable.
+type credentials struct {
+	caPEM []byte
+	token string
+}
+
+// chartCredentials reads the chart's generated credentials of the Service name in ns.
+func chartCredentials(ctx context.Context, cs kubernetes.Interface, ns, name string) credentials {
+	var c credentials
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if sec, err := cs.CoreV1().Secrets(ns).Get(ctx, name+"-tls", metav1.GetOptions{}); err == nil && len(sec.Data["ca.crt"]) > 0 {
+		c.caPEM = sec.Data["ca.crt"]
+	}
+	if sec, err := cs.CoreV1().Secrets(ns).Get(ctx, name+"-api-token", metav1.GetOptions{}); err == nil {
+		first, _, _ := strings.Cut(strings.TrimSpace(string(sec.Data["tokens"])), "\n")
+		c.token = strings.TrimSpace(first)
+	}
+	return c
 }
 
 func (o *options) token() (string, error) {

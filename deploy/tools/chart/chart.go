@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -45,6 +47,26 @@ func Render(ctx context.Context, dir string, rel Release, vals map[string]any) (
 		return Rendered{}, fmt.Errorf("chart: render: %w", err)
 	}
 	return Rendered{Manifest: r.Manifest, Notes: r.Info.Notes}, nil
+}
+
+// generatedValue is a data value of a Secret the chart generates (annotated
+// kelemetry.io/generated): a certificate, a key, a token.
+var generatedValue = regexp.MustCompile(`(?m)^(  [a-z.]+: )[A-Za-z0-9+/=]{8,}$`)
+
+// generatedPlaceholder is base64 of "GENERATED".
+const generatedPlaceholder = "R0VORVJBVEVE"
+
+// MaskGenerated replaces the data values of the Secrets the chart generates (new random ones in
+// every render without a cluster) with base64 of "GENERATED", so that a golden render is stable
+// and can still be applied.
+func MaskGenerated(manifest string) string {
+	docs := strings.Split(manifest, "\n---\n")
+	for i, d := range docs {
+		if strings.Contains(d, "kelemetry.io/generated:") {
+			docs[i] = generatedValue.ReplaceAllString(d, "${1}"+generatedPlaceholder)
+		}
+	}
+	return strings.Join(docs, "\n---\n")
 }
 
 // Lint runs helm lint --strict on the chart in dir with vals. It fails when the chart cannot be

@@ -3,7 +3,11 @@ package chart
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"os"
 	"path/filepath"
@@ -47,8 +51,9 @@ var cases = []renderCase{
 	// The knobs every chart has: names, pod labels and scheduling, environment and arguments, an
 	// existing claim, an Ingress and an HTTPRoute.
 	{"allinone-knobs", Release{Name: "kelemetry-knobs", Namespace: "observability"}, knobVals},
-	// The managed-cluster recipe of docs/install/managed-clusters.md: follow an audit log a collector writes on a node.
-	{"allinone-follow", rel, followVals},
+	// The managed-cluster recipe of docs/install/managed-clusters.md: a collector container writes
+	// the cloud's audit log into a folder shared with Kelemetry, which follows it.
+	{"allinone-managed", Release{Name: "kelemetry-managed", Namespace: "kelemetry-managed"}, managedVals},
 	{"scaled", Release{Name: "kelemetry-scaled", Namespace: "kelemetry-scaled"}, map[string]any{
 		"mode":    "scaled",
 		"cluster": "prod-1",
@@ -202,12 +207,14 @@ func TestKnobsRender(t *testing.T) {
 
 // followVals are the documented values for a managed cluster: the all-in-one follows the audit log
 // a collector writes into a folder of the node it is pinned to.
-var followVals = map[string]any{
-	"cluster":           "prod-1",
-	"nodeSelector":      map[string]any{"kubernetes.io/hostname": "node-1"},
-	"extraVolumes":      []any{map[string]any{"name": "audit-log", "hostPath": map[string]any{"path": "/var/log/kelemetry-audit", "type": "Directory"}}},
-	"extraVolumeMounts": []any{map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit", "readOnly": true}},
-	"config":            map[string]any{"audit": map[string]any{"follow": []any{"/var/log/kelemetry-audit/audit.log"}}},
+var managedVals = map[string]any{
+	"cluster":        "prod-1",
+	"serviceAccount": map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/kelemetry-audit-reader"}},
+	"auditCollector": map[string]any{"enabled": true, "container": map[string]any{
+		"image":     "registry.example/audit-exporter:1.0",
+		"args":      []any{"--log-group=/aws/eks/prod-1/cluster", "--out=/var/log/kelemetry-audit/audit.log", "--rotate-bytes=100Mi"},
+		"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}, "limits": map[string]any{"memory": "256Mi"}},
+	}},
 }
 
 func caseNamed(t *testing.T, name string) renderCase {
@@ -325,7 +332,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := render(t, c)
-			for file, got := range map[string]string{c.name + ".yaml": r.Manifest, c.name + ".NOTES.txt": r.Notes} {
+			for file, got := range map[string]string{c.name + ".yaml": MaskGenerated(r.Manifest), c.name + ".NOTES.txt": r.Notes} {
 				p := filepath.Join("testdata", "golden", file)
 				if *update {
 					require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -496,29 +503,54 @@ func TestRoleLeastPrivilege(t *testing.T) {
 
 // extraVolumes and extraVolumeMounts reach the pod and its container after the chart's own, and
 // config merges audit.follow into the configuration: the all-in-one follows the node's audit log.
-func TestFollowRender(t *testing.T) {
-	objs := docs(t, render(t, caseNamed(t, "allinone-follow")).Manifest)
-	pod := path(find(t, objs, "StatefulSet", "kelemetry"), "spec", "template", "spec")
-	vols, _ := path(pod, "volumes").([]any)
-	require.NotEmpty(t, vols)
-	assert.Equal(t, map[string]any{"name": "audit-log", "hostPath": map[string]any{"path": "/var/log/kelemetry-audit", "type": "Directory"}}, vols[len(vols)-1])
-	mounts, _ := path(pod, "containers", 0, "volumeMounts").([]any)
-	require.NotEmpty(t, mounts)
-	assert.Equal(t, map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit", "readOnly": true}, mounts[len(mounts)-1])
-	assert.Equal(t, "node-1", path(pod, "nodeSelector", "kubernetes.io/hostname"))
+// The managed-cluster mode: the collector runs beside Kelemetry with the shared folder (an
+// emptyDir, no hostPath), Kelemetry follows the file in it, and every container keeps the
+// restricted security context. extraVolumes still reach every scaled Deployment.
+func TestManagedRender(t *testing.T) {
+	objs := docs(t, render(t, caseNamed(t, "allinone-managed")).Manifest)
+	pod := path(find(t, objs, "StatefulSet", "kelemetry-managed"), "spec", "template", "spec")
+	containers := path(pod, "containers").([]any)
+	require.Len(t, containers, 2)
+	collector := containers[1]
+	assert.Equal(t, "audit-collector", path(collector, "name"))
+	assert.Equal(t, "registry.example/audit-exporter:1.0", path(collector, "image"))
+	assert.Equal(t, map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit"}, path(collector, "volumeMounts", 0))
+	assert.Equal(t, false, path(collector, "securityContext", "allowPrivilegeEscalation"))
+	assert.Contains(t, path(containers[0], "volumeMounts"), map[string]any{"name": "audit-log", "mountPath": "/var/log/kelemetry-audit", "readOnly": true})
+	var shared any
+	for _, v := range path(pod, "volumes").([]any) {
+		assert.Nil(t, path(v, "hostPath"), "no hostPath: Pod Security restricted")
+		if path(v, "name") == "audit-log" {
+			shared = v
+		}
+	}
+	assert.Equal(t, map[string]any{"name": "audit-log", "emptyDir": map[string]any{"sizeLimit": "1Gi"}}, shared)
 	var cfg map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(path(find(t, objs, "ConfigMap", "kelemetry"), "data", "all.yaml").(string)), &cfg))
+	require.NoError(t, yaml.Unmarshal([]byte(path(find(t, objs, "ConfigMap", "kelemetry-managed"), "data", "all.yaml").(string)), &cfg))
 	assert.Equal(t, []any{"/var/log/kelemetry-audit/audit.log"}, path(cfg, "audit", "follow"))
 	assert.Equal(t, "/data", cfg["dataDir"], "the rest of the configuration stays")
+	notes := render(t, caseNamed(t, "allinone-managed")).Notes
+	assert.Contains(t, notes, "audit-collector")
+	assert.NotContains(t, notes, "--audit-webhook-config-file", "no kube-apiserver flags on a managed cluster")
 
-	// Scaled: every Deployment gets them.
+	// Without an image, or with mode scaled, the render fails with the reason.
+	c := caseNamed(t, "allinone-managed")
+	_, err := Render(context.Background(), chartDir, c.rel, map[string]any{"auditCollector": map[string]any{"enabled": true}})
+	require.ErrorContains(t, err, "auditCollector.container.image")
+	_, err = Render(context.Background(), chartDir, c.rel, map[string]any{"mode": "scaled", "scaled": caseNamed(t, "scaled").vals["scaled"],
+		"auditCollector": managedVals["auditCollector"]})
+	require.ErrorContains(t, err, "auditCollector is for mode allinone")
+
+	// Scaled: every Deployment gets the extra volumes.
+	vol := map[string]any{"name": "spool", "emptyDir": map[string]any{}}
+	mount := map[string]any{"name": "spool", "mountPath": "/spool"}
 	vals := map[string]any{"mode": "scaled", "scaled": caseNamed(t, "scaled").vals["scaled"],
-		"extraVolumes": followVals["extraVolumes"], "extraVolumeMounts": followVals["extraVolumeMounts"]}
+		"extraVolumes": []any{vol}, "extraVolumeMounts": []any{mount}}
 	objs = docs(t, render(t, renderCase{rel: rel, vals: vals}).Manifest)
 	for _, d := range []string{"ingest", "query", "events"} {
 		pod := path(find(t, objs, "Deployment", "kelemetry-"+d), "spec", "template", "spec")
-		assert.Contains(t, path(pod, "volumes"), followVals["extraVolumes"].([]any)[0], d)
-		assert.Contains(t, path(pod, "containers", 0, "volumeMounts"), followVals["extraVolumeMounts"].([]any)[0], d)
+		assert.Contains(t, path(pod, "volumes"), vol, d)
+		assert.Contains(t, path(pod, "containers", 0, "volumeMounts"), mount, d)
 	}
 }
 
@@ -556,13 +588,24 @@ func TestScaledRender(t *testing.T) {
 	assert.Equal(t, "query", path(find(t, objs, "Service", name), "spec", "selector", "app.kubernetes.io/component"))
 }
 
-// The notes print the kube-apiserver flags and a webhook kubeconfig pointing at the Service.
+// The notes print the kube-apiserver flags and a webhook kubeconfig pointing at the Service, with
+// how to fetch the generated CA and tokens; a warning when TLS or authentication is off.
 func TestNotes(t *testing.T) {
 	n := render(t, caseNamed(t, "allinone")).Notes
 	assert.Contains(t, n, "--audit-webhook-config-file=")
 	assert.Contains(t, n, "--audit-policy-file=")
+	assert.Contains(t, n, "server: https://kelemetry-webhook.kelemetry.svc:8080/audit/default")
+	assert.Contains(t, n, "get secret kelemetry-tls -o jsonpath='{.data.ca\\.crt}'")
+	assert.Contains(t, n, "get secret kelemetry-webhook-token")
+	assert.Contains(t, n, "get secret kelemetry-api-token")
+	assert.Contains(t, n, "tokenFile: /etc/kubernetes/kelemetry/token")
+	assert.NotContains(t, n, "WARNING", "secure by default")
+	plain := caseNamed(t, "allinone")
+	plain.vals = map[string]any{"tls": map[string]any{"source": "none"}, "auth": map[string]any{"generateTokens": false}}
+	n = render(t, plain).Notes
 	assert.Contains(t, n, "server: http://kelemetry-webhook.kelemetry.svc:8080/audit/default")
-	assert.Contains(t, n, "WARNING: the webhook serves plain HTTP")
+	assert.Contains(t, n, "WARNING: the webhook serves plain HTTP without authentication")
+	assert.Contains(t, n, "WARNING: the API and UI, which serve audit bodies, require no credentials")
 	n = render(t, caseNamed(t, "allinone-secured")).Notes
 	assert.Contains(t, n, "server: https://10.96.0.50:8080/audit/prod-1")
 	assert.Contains(t, n, "client-certificate:")
@@ -634,4 +677,85 @@ func TestReadme(t *testing.T) {
 	for _, line := range strings.Split(got, "\n") {
 		assert.False(t, strings.HasSuffix(line, "|  |"), "a value without a comment in values.yaml: %s", line)
 	}
+}
+
+// Secure by default: the chart generates a CA and a serving certificate valid for every name of
+// its Services (and 127.0.0.1 for a port-forward), signed by the CA in ca.crt, and one token for
+// each listener; both listeners use them. cert-manager makes the certificate instead (with a CA
+// chain of its own when no issuer is named); with none of them, nothing is generated.
+func TestCredentialsRender(t *testing.T) {
+	objs := docs(t, render(t, caseNamed(t, "allinone")).Manifest)
+	sec := find(t, objs, "Secret", "kelemetry-tls")
+	assert.Equal(t, "kubernetes.io/tls", sec["type"])
+	pemOf := func(key string) []byte {
+		b, err := base64.StdEncoding.DecodeString(path(sec, "data", key).(string))
+		require.NoError(t, err, key)
+		return b
+	}
+	caBlock, _ := pem.Decode(pemOf("ca.crt"))
+	require.NotNil(t, caBlock)
+	ca, err := x509.ParseCertificate(caBlock.Bytes)
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(pemOf("tls.crt"), pemOf("tls.key"))
+	require.NoError(t, err, "tls.crt and tls.key are a pair")
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, name := range []string{"kelemetry-webhook.kelemetry.svc", "kelemetry.kelemetry.svc", "kelemetry", "localhost", "127.0.0.1"} {
+		_, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots})
+		assert.NoError(t, err, "the certificate verifies for %s", name)
+	}
+	for _, which := range []string{"webhook", "api"} {
+		tok := find(t, objs, "Secret", "kelemetry-"+which+"-token")
+		b, err := base64.StdEncoding.DecodeString(path(tok, "data", "tokens").(string))
+		require.NoError(t, err)
+		assert.Regexp(t, `^[A-Za-z0-9]{48}$`, string(b), which)
+	}
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(path(find(t, objs, "ConfigMap", "kelemetry"), "data", "all.yaml").(string)), &cfg))
+	assert.Equal(t, "/etc/kelemetry/tls/webhook/tls.crt", path(cfg, "auditTLS", "certFile"))
+	assert.Equal(t, "/etc/kelemetry/tls/api/tls.crt", path(cfg, "httpTLS", "certFile"))
+	assert.Equal(t, []any{"/etc/kelemetry/tokens/webhook/tokens"}, path(cfg, "auditAuth", "tokenFiles"))
+	assert.Equal(t, []any{"/etc/kelemetry/tokens/api/tokens"}, path(cfg, "httpAuth", "tokenFiles"))
+	assert.Equal(t, "HTTPS", path(find(t, objs, "StatefulSet", "kelemetry"), "spec", "template", "spec", "containers", 0, "readinessProbe", "httpGet", "scheme"))
+	find(t, objs, "NetworkPolicy", "kelemetry")
+
+	// A client CA on the webhook replaces its token; Secrets of the user's replace the chart's.
+	c := caseNamed(t, "allinone-secured")
+	objs = docs(t, render(t, c).Manifest)
+	for _, o := range objs {
+		if o["kind"] == "Secret" {
+			t.Errorf("the secured render names its own Secrets, yet the chart made %v", path(o, "metadata", "name"))
+		}
+	}
+
+	// cert-manager: without an issuer, a CA chain of the release's own.
+	c = caseNamed(t, "allinone")
+	c.vals = map[string]any{"tls": map[string]any{"source": "certManager"}}
+	objs = docs(t, render(t, c).Manifest)
+	cert := find(t, objs, "Certificate", "kelemetry")
+	assert.Equal(t, "kelemetry-tls", path(cert, "spec", "secretName"))
+	assert.Equal(t, map[string]any{"name": "kelemetry-ca", "kind": "Issuer"}, path(cert, "spec", "issuerRef"))
+	assert.Contains(t, path(cert, "spec", "dnsNames"), "kelemetry-webhook.kelemetry.svc")
+	find(t, objs, "Issuer", "kelemetry-selfsigned")
+	find(t, objs, "Issuer", "kelemetry-ca")
+	assert.Equal(t, true, path(find(t, objs, "Certificate", "kelemetry-ca"), "spec", "isCA"))
+	c.vals = map[string]any{"tls": map[string]any{"source": "certManager", "certManager": map[string]any{"issuerRef": map[string]any{"name": "corp", "kind": "ClusterIssuer"}}}}
+	objs = docs(t, render(t, c).Manifest)
+	assert.Equal(t, map[string]any{"name": "corp", "kind": "ClusterIssuer"}, path(find(t, objs, "Certificate", "kelemetry"), "spec", "issuerRef"))
+	for _, o := range objs {
+		assert.NotEqual(t, "Issuer", o["kind"], "the named issuer signs")
+	}
+
+	// Off: plain HTTP, no authentication, nothing generated.
+	c.vals = map[string]any{"tls": map[string]any{"source": "none"}, "auth": map[string]any{"generateTokens": false}}
+	objs = docs(t, render(t, c).Manifest)
+	for _, o := range objs {
+		assert.NotContains(t, []any{"Secret", "Certificate"}, o["kind"])
+	}
+	var plain map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(path(find(t, objs, "ConfigMap", "kelemetry"), "data", "all.yaml").(string)), &plain))
+	assert.Nil(t, plain["httpTLS"])
+	assert.Nil(t, plain["auditAuth"])
 }

@@ -54,11 +54,33 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kelemetry.configDir" -}}/etc/kelemetry{{- end -}}
 
 {{/*
+The Secrets of the listeners' certificates and of the tokens they accept: the ones the values
+name, else the chart's own (tls.source, auth.generateTokens; templates/credentials.yaml), else
+none.
+*/}}
+{{- define "kelemetry.webhookTLSSecret" -}}
+{{- if .Values.webhook.tlsSecret -}}{{ .Values.webhook.tlsSecret }}{{- else if ne .Values.tls.source "none" -}}{{ include "kelemetry.fullname" . }}-tls{{- end -}}
+{{- end -}}
+{{- define "kelemetry.apiTLSSecret" -}}
+{{- if .Values.api.tlsSecret -}}{{ .Values.api.tlsSecret }}{{- else if ne .Values.tls.source "none" -}}{{ include "kelemetry.fullname" . }}-tls{{- end -}}
+{{- end -}}
+{{- define "kelemetry.webhookTokenSecret" -}}
+{{- if .Values.webhook.tokenSecret -}}{{ .Values.webhook.tokenSecret }}{{- else if and .Values.auth.generateTokens (not .Values.webhook.clientCASecret) -}}{{ include "kelemetry.fullname" . }}-webhook-token{{- end -}}
+{{- end -}}
+{{- define "kelemetry.apiTokenSecret" -}}
+{{- if .Values.api.tokenSecret -}}{{ .Values.api.tokenSecret }}{{- else if .Values.auth.generateTokens -}}{{ include "kelemetry.fullname" . }}-api-token{{- end -}}
+{{- end -}}
+
+{{/*
 kelemetry.config renders Kelemetry's configuration file for one role ("all", "ingest", "query",
 "events"): dict "root" $ "role" ROLE.
 */}}
 {{- define "kelemetry.config" -}}
 {{- $v := .root.Values -}}
+{{- $webhookTLS := include "kelemetry.webhookTLSSecret" .root -}}
+{{- $apiTLS := include "kelemetry.apiTLSSecret" .root -}}
+{{- $webhookToken := include "kelemetry.webhookTokenSecret" .root -}}
+{{- $apiToken := include "kelemetry.apiTokenSecret" .root -}}
 {{- $role := .role -}}
 {{- $dir := include "kelemetry.configDir" .root -}}
 {{- $c := dict "cluster" $v.cluster "window" $v.window "auditAddr" (printf ":%d" (int $v.webhook.port)) "httpAddr" (printf ":%d" (int $v.api.port)) -}}
@@ -82,17 +104,17 @@ kelemetry.config renders Kelemetry's configuration file for one role ("all", "in
 {{- $_ := set $c "audit" (dict "queue" (dict "nats" $nats)) -}}
 {{- end -}}
 {{- end -}}
-{{- if $v.webhook.tlsSecret -}}
+{{- if $webhookTLS -}}
 {{- $_ := set $c "auditTLS" (dict "certFile" (printf "%s/tls/webhook/tls.crt" $dir) "keyFile" (printf "%s/tls/webhook/tls.key" $dir)) -}}
 {{- end -}}
 {{- $auditAuth := dict -}}
 {{- if $v.webhook.clientCASecret -}}{{- $_ := set $auditAuth "clientCAFile" (printf "%s/tls/webhook-client-ca/ca.crt" $dir) -}}{{- end -}}
-{{- if $v.webhook.tokenSecret -}}{{- $_ := set $auditAuth "tokenFiles" (list (printf "%s/tokens/webhook/tokens" $dir)) -}}{{- end -}}
+{{- if $webhookToken -}}{{- $_ := set $auditAuth "tokenFiles" (list (printf "%s/tokens/webhook/tokens" $dir)) -}}{{- end -}}
 {{- if $auditAuth -}}{{- $_ := set $c "auditAuth" $auditAuth -}}{{- end -}}
-{{- if $v.api.tlsSecret -}}
+{{- if $apiTLS -}}
 {{- $_ := set $c "httpTLS" (dict "certFile" (printf "%s/tls/api/tls.crt" $dir) "keyFile" (printf "%s/tls/api/tls.key" $dir)) -}}
 {{- end -}}
-{{- if $v.api.tokenSecret -}}
+{{- if $apiToken -}}
 {{- $_ := set $c "httpAuth" (dict "tokenFiles" (list (printf "%s/tokens/api/tokens" $dir))) -}}
 {{- end -}}
 {{- /* Events: the all-in-one watches them; scaled, only the events Deployment does. */ -}}
@@ -114,6 +136,9 @@ kelemetry.config renders Kelemetry's configuration file for one role ("all", "in
 {{- end -}}
 {{- $_ := set $c "informerDiff" $inf -}}
 {{- $_ := set $c "linkRules" (dict "disableWatch" (not (and $v.linkRules.watch (ne $role "query")))) -}}
+{{- if and $v.auditCollector.enabled (eq $role "all") -}}
+{{- $_ := set $c "audit" (dict "follow" (list "/var/log/kelemetry-audit/audit.log")) -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $c (deepCopy $v.config)) -}}
 {{- end -}}
 
@@ -150,8 +175,12 @@ users:
 {{/* The container of a role: dict "root" $ "role" ROLE "resources" RESOURCES. */}}
 {{- define "kelemetry.container" -}}
 {{- $v := .root.Values -}}
+{{- $webhookTLS := include "kelemetry.webhookTLSSecret" .root -}}
+{{- $apiTLS := include "kelemetry.apiTLSSecret" .root -}}
+{{- $webhookToken := include "kelemetry.webhookTokenSecret" .root -}}
+{{- $apiToken := include "kelemetry.apiTokenSecret" .root -}}
 {{- $dir := include "kelemetry.configDir" .root -}}
-{{- $scheme := ternary "HTTPS" "HTTP" (ne $v.api.tlsSecret "") -}}
+{{- $scheme := ternary "HTTPS" "HTTP" (ne $apiTLS "") -}}
 - name: kelemetry
   image: {{ include "kelemetry.image" .root }}
   imagePullPolicy: {{ $v.image.pullPolicy }}
@@ -200,20 +229,23 @@ users:
     - {name: data, mountPath: /data}
     {{- end }}
     - {name: tmp, mountPath: /tmp}
-    {{- if $v.webhook.tlsSecret }}
+    {{- if $webhookTLS }}
     - {name: webhook-tls, mountPath: {{ $dir }}/tls/webhook, readOnly: true}
     {{- end }}
     {{- if $v.webhook.clientCASecret }}
     - {name: webhook-client-ca, mountPath: {{ $dir }}/tls/webhook-client-ca, readOnly: true}
     {{- end }}
-    {{- if $v.webhook.tokenSecret }}
+    {{- if $webhookToken }}
     - {name: webhook-tokens, mountPath: {{ $dir }}/tokens/webhook, readOnly: true}
     {{- end }}
-    {{- if $v.api.tlsSecret }}
+    {{- if $apiTLS }}
     - {name: api-tls, mountPath: {{ $dir }}/tls/api, readOnly: true}
     {{- end }}
-    {{- if $v.api.tokenSecret }}
+    {{- if $apiToken }}
     - {name: api-tokens, mountPath: {{ $dir }}/tokens/api, readOnly: true}
+    {{- end }}
+    {{- if and $v.auditCollector.enabled (eq .role "all") }}
+    - {name: audit-log, mountPath: /var/log/kelemetry-audit, readOnly: true}
     {{- end }}
     {{- with $v.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
@@ -223,31 +255,35 @@ users:
 {{/* The pod's volumes but data (the StatefulSet's claim, or an emptyDir in Deployments), then extraVolumes. */}}
 {{- define "kelemetry.volumes" -}}
 {{- $v := .Values -}}
+{{- $webhookTLS := include "kelemetry.webhookTLSSecret" . -}}
+{{- $apiTLS := include "kelemetry.apiTLSSecret" . -}}
+{{- $webhookToken := include "kelemetry.webhookTokenSecret" . -}}
+{{- $apiToken := include "kelemetry.apiTokenSecret" . -}}
 - name: config
   configMap: {name: {{ include "kelemetry.fullname" . }}}
 - name: kubeconfig
   configMap: {name: {{ include "kelemetry.fullname" . }}-kubeconfig}
 - name: tmp
   emptyDir: {sizeLimit: 64Mi}
-{{- if $v.webhook.tlsSecret }}
+{{- if $webhookTLS }}
 - name: webhook-tls
-  secret: {secretName: {{ $v.webhook.tlsSecret }}}
+  secret: {secretName: {{ $webhookTLS }}}
 {{- end }}
 {{- if $v.webhook.clientCASecret }}
 - name: webhook-client-ca
   secret: {secretName: {{ $v.webhook.clientCASecret }}}
 {{- end }}
-{{- if $v.webhook.tokenSecret }}
+{{- if $webhookToken }}
 - name: webhook-tokens
-  secret: {secretName: {{ $v.webhook.tokenSecret }}}
+  secret: {secretName: {{ $webhookToken }}}
 {{- end }}
-{{- if $v.api.tlsSecret }}
+{{- if $apiTLS }}
 - name: api-tls
-  secret: {secretName: {{ $v.api.tlsSecret }}}
+  secret: {secretName: {{ $apiTLS }}}
 {{- end }}
-{{- if $v.api.tokenSecret }}
+{{- if $apiToken }}
 - name: api-tokens
-  secret: {secretName: {{ $v.api.tokenSecret }}}
+  secret: {secretName: {{ $apiToken }}}
 {{- end }}
 {{- with $v.extraVolumes }}
 {{ toYaml . }}
