@@ -81,12 +81,12 @@ type ObjectCache struct {
 	stopped  bool
 	running  sync.WaitGroup // fetch goroutines
 
-	requests                                    metric.Int64Counter
-	evictions                                   metric.Int64Counter
+	requests                                              metric.Int64Counter
+	evictions                                             metric.Int64Counter
 	hit, negativeHit, fetched, notFound, failed, withheld metric.MeasurementOption
-	evictExpired, evictSize, evictBytes         metric.MeasurementOption
-	bytesGauge                                  metric.Registration
-	unregister                                  sync.Once
+	evictExpired, evictSize, evictBytes                   metric.MeasurementOption
+	bytesGauge                                            metric.Registration
+	unregister                                            sync.Once
 }
 
 type cacheEntry struct {
