@@ -13,6 +13,12 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+echo "== no large files in git (a binary left by go build in a command's folder)"
+large=$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$1 > 2000000 {print $2 " (" $1 " bytes)"}')
+if [ -n "$large" ]; then
+  echo "tracked files over 2 MB:"; echo "$large"; exit 1
+fi
+
 echo "== go vet"
 go vet ./...
 go vet -tags e2e ./natsqueue/natse2e # the multi-process tests scripts/e2e.sh runs
