@@ -238,26 +238,53 @@ function isWarningEvent(fields, source) {
   return err && source === 'event';
 }
 
+/** WRITE_VERBS are the verbs of the writes an event title can start with (after its user). */
+const WRITE_VERBS = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
+
 /**
- * markerClass picks a marker colour from the event's title and fields: red for failed requests
- * (error flag, response code >= 400) and Kubernetes Warning Events.
+ * markerClass picks a marker colour from the event's title and fields. Red is for what failed for
+ * the user: failed requests (error flag, response code >= 400) and Kubernetes Warning Events, but
+ * not routine controller behaviour: a 409 Conflict on update or patch from a controller (anything
+ * but kubectl) is optimistic concurrency, retried at once ('conflict'); a delete answered 404 is of
+ * an object already gone, e.g. removed by the garbage collector or its node agent first
+ * ('routine').
  * @param {KeyValue[] | undefined} fields
  * @param {any} title
  * @param {string} source
- * @returns {'error' | 'create' | 'delete' | 'status' | 'event' | ''}
+ * @returns {'error' | 'conflict' | 'routine' | 'create' | 'delete' | 'status' | 'event' | ''}
  */
 export function markerClass(fields, title, source) {
+  let failed = false, code = 0, agent = '';
   for (const kv of fields || []) {
     if (!kv) continue;
-    if (kv.key === 'error' && kv.value !== false && kv.value !== 'false') return 'error';
-    if ((kv.key === 'responseCode' || kv.key === 'http.response.status_code') && Number(kv.value) >= 400) return 'error';
+    if (kv.key === 'error' && kv.value !== false && kv.value !== 'false') failed = true;
+    if (kv.key === 'responseCode' || kv.key === 'http.response.status_code') code = Number(kv.value) || 0;
+    if (kv.key === 'userAgent' || kv.key === 'user_agent.original') agent = str(kv.value);
     if (kv.key === 'kelemetry.event.type' && kv.value === 'Warning') return 'error';
   }
-  const t = ' ' + str(title) + ' ';
-  if (/\(\w[^)]*\)\s*$/.test(str(title).trim())) return 'error';
+  const name = str(title).trim();
+  // The title is "[user ]verb[ subresource][ (Reason)]" (folded logs name the user first).
+  const verb = name.split(/[\s(]+/).find(w => WRITE_VERBS.has(w)) || '';
+  if (code === 409 && (verb === 'update' || verb === 'patch') && !/^kubectl\b/.test(agent)) return 'conflict';
+  if (code === 404 && (verb === 'delete' || verb === 'deletecollection')) return 'routine';
+  if (failed || code >= 400 || /\(\w[^)]*\)\s*$/.test(name)) return 'error';
+  const t = ' ' + name + ' ';
   if (/ create /.test(t)) return 'create';
   if (/ delete /.test(t)) return 'delete';
   if (/ status /.test(t)) return 'status';
   if (source === 'event') return 'event';
   return '';
 }
+
+/** MARKER_LEGEND names each marker colour and outline, for the legend of the trace page. */
+export const MARKER_LEGEND = [
+  ['create', 'create'],
+  ['', 'update, patch'],
+  ['status', 'status update'],
+  ['delete', 'delete'],
+  ['event', 'Kubernetes Event'],
+  ['error', 'failed request or Warning Event'],
+  ['conflict', 'conflict, retried (409 from a controller)'],
+  ['routine', 'delete of an object already gone (404)'],
+  ['critical', 'on the critical path'],
+];

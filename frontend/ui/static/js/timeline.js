@@ -14,6 +14,20 @@ const MAX_MARKERS = 400;   // markers drawn on one row
 const MAX_URL_COLLAPSED = 50;
 
 /**
+ * conflictsOf counts the retried conflicts (markerClass 'conflict') among a row's folded events.
+ * @param {TraceNode} n
+ * @returns {number}
+ */
+function conflictsOf(n) {
+  let c = 0;
+  for (const l of n.logs) {
+    const f = eventOfLog(l);
+    if (f && markerClass(f, f[0].value, f[0].key) === 'conflict') c++;
+  }
+  return c;
+}
+
+/**
  * axisTicks is the time axis above the rows: six ticks, relative to the trace's start.
  * @param {TraceModel} model
  * @returns {HTMLDivElement}
@@ -218,7 +232,8 @@ function rowEl(v, n, i) {
       attrs: { 'aria-label': isCollapsed ? 'Expand' : 'Collapse' } }) : el('span', { class: 'toggle' }),
     n.service && n.kind !== 'omitted' ? el('span', { class: 'svc', text: n.service }) : null,
     el('span', { class: 'op', text: n.op }),
-    hasKids && isCollapsed ? el('span', { class: 'count', text: `(${n.descendants})` }) : null);
+    hasKids && isCollapsed ? el('span', { class: 'count', text: `(${n.descendants})` }) : null,
+    conflictsOf(n) ? el('span', { class: 'conflicts', text: `${conflictsOf(n)} retried`, title: 'Conflicts (409) a controller retried: optimistic concurrency, not failures' }) : null);
   const tl = el('div', { class: 'tl' });
   const left = pct(v, n.start), width = Math.max(pct(v, n.end) - left, 0);
   tl.append(el('div', { class: 'bar', style: { left: `${left}%`, width: `${width}%` } }));

@@ -6,7 +6,7 @@ import { loadCritical } from './critical-path.js';
 import { app, el, errorBox, fill } from './dom.js';
 import { fmtDur, fmtTime, plural } from './format.js';
 import { isMergeID, MAX_MERGE, mergeBar, mergeMembers } from './merge.js';
-import { buildModel } from './model.js';
+import { buildModel, MARKER_LEGEND } from './model.js';
 import { DISPLAYS, idWithMode, LINKS, modeOfID } from './modes.js';
 import { navigate, pageToken } from './nav.js';
 import { axisTicks, collapsible, computeVisible, draw, onRowsClick, onRowsKey, refresh, reveal, schedule, select } from './timeline.js';
@@ -117,7 +117,10 @@ function renderTrace(id, model, params) {
   // A merged view's critical path runs over its members as one graph: a step of a member that
   // follows nothing linked is "unexplained".
   v.criticalEl = el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
-  fill(app(), bar, merged ? mergeBar(v) : null, truncationBanner(model.warnings.filter(isTruncation)), warnings, v.criticalEl,
+  const legend = el('div', { class: 'legend', attrs: { 'aria-label': 'Legend of the markers' } },
+    MARKER_LEGEND.map(([cls, text]) => el('span', { class: 'item' },
+      el('span', { class: cls === 'critical' ? 'mk critical' : `mk ${cls}`, attrs: { 'aria-hidden': 'true' } }), el('span', { text }))));
+  fill(app(), bar, legend, merged ? mergeBar(v) : null, truncationBanner(model.warnings.filter(isTruncation)), warnings, v.criticalEl,
     el('div', { class: 'tracebody' }, v.gantt, v.detail));
   loadCritical(v);
 
