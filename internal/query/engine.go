@@ -41,11 +41,12 @@ type Query struct {
 	Attributes aggregator.Attrs
 	// From and To bound the search and clip what is shown; both bounds are included.
 	From, To time.Time
-	// Limit is the number of objects the search finds (not windows, not results); 0 means 20.
+	// Limit is the number of results the search forms (a found object and the found objects its
+	// tree reaches are one result); 0 means 20.
 	Limit int
 }
 
-// defaultSearchLimit is the number of found objects when Query.Limit is 0.
+// defaultSearchLimit is the number of results when Query.Limit is 0.
 const defaultSearchLimit = 20
 
 // object is one object of a result: its windows in the range merged into one.
@@ -171,6 +172,29 @@ func timeBudgetMsg(d time.Duration) string {
 // Search finds the objects q selects, follows links from each per mode and returns one graph per
 // connected group, in the order of their first found object.
 func (e *Engine) Search(ctx context.Context, q Query, mode linkMode) ([]*Graph, error) {
+	r, err := e.SearchResults(ctx, q, mode)
+	return r.Graphs, err
+}
+
+// SearchResult is the answer of SearchResults.
+type SearchResult struct {
+	Graphs []*Graph
+	// More is set when more results exist than Query.Limit allowed: found objects that none of
+	// the results holds (one result at least). Unshown counts those objects (several may make
+	// one result); with the scan of found objects cut at searchScanLimit, more exist than it
+	// counts.
+	More    bool
+	Unshown int
+	ScanCut bool
+}
+
+// searchScanLimit bounds the objects a search reads from the store's index to form its results:
+// the limit counts results (a Deployment and its 50 Pods are one), not found objects.
+const searchScanLimit = 5000
+
+// SearchResults finds the objects of q and forms at most q.Limit results (default 20), each the
+// tree of one found object with the found objects it reaches; it says whether more exist.
+func (e *Engine) SearchResults(ctx context.Context, q Query, mode linkMode) (SearchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	limit := q.Limit
@@ -179,30 +203,50 @@ func (e *Engine) Search(ctx context.Context, q Query, mode linkMode) ([]*Graph, 
 	}
 	found, err := e.r.FindObjects(ctx, store.ObjectQuery{
 		Cluster: q.Cluster, Group: q.Group, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name,
-		From: q.From, To: q.To, Limit: limit, Attributes: q.Attributes,
+		From: q.From, To: q.To, Limit: searchScanLimit + 1, Attributes: q.Attributes,
 	})
 	if err != nil {
 		if isDeadline(ctx, err) {
-			return nil, fmt.Errorf("find objects: %w: %s", ErrBudget, strings.TrimPrefix(timeBudgetMsg(e.cfg.Timeout), truncatedPrefix))
+			return SearchResult{}, fmt.Errorf("find objects: %w: %s", ErrBudget, strings.TrimPrefix(timeBudgetMsg(e.cfg.Timeout), truncatedPrefix))
 		}
-		return nil, err
+		return SearchResult{}, err
+	}
+	scanCut := len(found) > searchScanLimit
+	if scanCut {
+		found = found[:searchScanLimit]
 	}
 	l := e.newLoader(ctx, q.From, q.To)
-	refs := make([]aggregator.ObjectRef, len(found))
-	for i, f := range found {
-		refs[i] = f.Object
+	// The found objects are loaded in slices as the results need them: most searches form their
+	// results from the first few.
+	loaded := 0
+	load := func(upTo int) error {
+		if upTo <= loaded {
+			return nil
+		}
+		upTo = min(max(upTo, loaded+limit), len(found))
+		refs := make([]aggregator.ObjectRef, 0, upTo-loaded)
+		for _, f := range found[loaded:upTo] {
+			refs = append(refs, f.Object)
+		}
+		loaded = upTo
+		return l.loadMany(ctx, refs)
 	}
-	if err := l.loadMany(ctx, refs); err != nil {
-		return nil, err
+	if err := load(min(limit, len(found))); err != nil {
+		return SearchResult{}, err
 	}
-	if err := l.nothingRead(refs); err != nil {
-		return nil, err
+	first := make([]aggregator.ObjectRef, 0, loaded)
+	for _, f := range found[:loaded] {
+		first = append(first, f.Object)
 	}
+	if err := l.nothingRead(first); err != nil {
+		return SearchResult{}, err
+	}
+	var res SearchResult
 	walks := make([]*walk, 0, len(found))
 	// A found object that an earlier walk reached joins that walk's result instead of being
 	// walked again: a thousand Pods of one Deployment make one walk, not a thousand.
 	reached := map[aggregator.ObjectKey]*walk{}
-	for _, f := range found {
+	for i, f := range found {
 		if len(f.Windows) == 0 {
 			continue
 		}
@@ -210,13 +254,26 @@ func (e *Engine) Search(ctx context.Context, q Query, mode linkMode) ([]*Graph, 
 			w.joined = append(w.joined, f.Object.Key())
 			continue
 		}
+		if len(walks) == limit {
+			// One more result at least: count the found objects no result reached.
+			res.More = true
+			for _, rest := range found[i:] {
+				if len(rest.Windows) > 0 && reached[rest.Object.Key()] == nil {
+					res.Unshown++
+				}
+			}
+			break
+		}
+		if err := load(i + 1); err != nil {
+			return SearchResult{}, err
+		}
 		if err := ctx.Err(); err != nil && len(walks) > 0 && isDeadline(ctx, err) {
 			l.truncate(timeBudgetMsg(e.cfg.Timeout))
 			break // the results walked so far are the answer
 		}
 		w, err := l.walkFrom(ctx, f.Object, mode)
 		if err != nil {
-			return nil, err
+			return SearchResult{}, err
 		}
 		w.anchor = f.Windows[0]
 		walks = append(walks, w)
@@ -226,7 +283,11 @@ func (e *Engine) Search(ctx context.Context, q Query, mode linkMode) ([]*Graph, 
 			}
 		}
 	}
-	return l.graphs(walks), nil
+	if scanCut {
+		res.More, res.ScanCut = true, true
+	}
+	res.Graphs = l.graphs(walks)
+	return res, nil
 }
 
 // expand follows links per mode from one object and returns its graph. anchor is the window

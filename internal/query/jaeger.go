@@ -20,6 +20,13 @@ type jaegerResponse struct {
 	// Truncated is a Kelemetry extension: when a budget of the request ran out, its message
 	// (which errors also holds, as stock Jaeger UI shows those).
 	Truncated string `json:"truncated,omitempty"`
+	// More (a Kelemetry extension of a search) is set when more results exist than the limit
+	// allowed; Unshown counts the found objects that no result shown holds (several may make one
+	// result), and ScanCut says that the search stopped counting found objects at its scan
+	// limit, so that more exist than Unshown.
+	More    bool `json:"more,omitempty"`
+	Unshown int  `json:"unshown,omitempty"`
+	ScanCut bool `json:"scanCut,omitempty"`
 }
 
 // JaegerError is one error in a jaegerResponse.

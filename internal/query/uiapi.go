@@ -134,11 +134,12 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 		jaegerError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	graphs, err := a.engine.Search(r.Context(), req.Query, req.Mode.Link)
+	res, err := a.engine.SearchResults(r.Context(), req.Query, req.Mode.Link)
 	if err != nil {
 		a.internalError(w, "search", err)
 		return
 	}
+	graphs := res.Graphs
 	out := make([]SearchSummary, 0, len(graphs))
 	var t truncation
 	b := newRenderBudget(r.Context(), a.cfg.MaxRenderBytes)
@@ -159,7 +160,18 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 	if left > 0 {
 		t.add(fmt.Sprintf("%s (%d more results left out)", b.message(), left))
 	}
-	resp := jaegerResponse{Data: out, Total: len(out)}
+	// Newest activity first, as Jaeger's "Most recent"; ties by trace ID, for a stable page.
+	slices.SortStableFunc(out, func(x, y SearchSummary) int {
+		if c := y.End.Compare(x.End); c != 0 {
+			return c
+		}
+		return strings.Compare(x.TraceID, y.TraceID)
+	})
+	limit := req.Query.Limit
+	if limit <= 0 {
+		limit = defaultSearchLimit
+	}
+	resp := jaegerResponse{Data: out, Total: len(out), Limit: limit, More: res.More, Unshown: res.Unshown, ScanCut: res.ScanCut}
 	if t.apply(w, &resp) {
 		a.truncated(r.Context())
 	}

@@ -48,6 +48,25 @@ export function parseTimeInput(s) {
 }
 
 /**
+ * moreResults says that the search found more than its limit of results shows, how many found
+ * objects are in none of them, and links to the same search with a higher limit.
+ * @param {ApiResponse<SearchResult[]>} body
+ * @param {Record<string, string>} p the search's parameters
+ * @returns {HTMLElement}
+ */
+function moreResults(body, p) {
+  const limit = Number(body.limit) || Number(p.limit) || 20;
+  const next = Math.min(1000, limit * 2);
+  const q = new URLSearchParams(location.search);
+  q.set('limit', String(next));
+  const count = body.unshown ? `${plural(body.unshown, 'more matching object')}${body.scanCut ? ' (at least)' : ''} ${body.unshown === 1 ? 'is' : 'are'} in no result shown` : 'more matching objects are in no result shown';
+  return el('div', { class: 'msg more-results', attrs: { role: 'status' } },
+    el('span', { text: `The first ${plural(limit, 'result')} are shown; ${count}. ` }),
+    limit < 1000 ? el('a', { href: '/search?' + q.toString(), text: `Show up to ${next} results`, onclick: e => { e.preventDefault(); navigate('/search?' + q.toString()); } }) : null,
+    el('span', { text: limit < 1000 ? ', or narrow the search (namespace, name, a shorter time range).' : ' Narrow the search (namespace, name, a shorter time range).' }));
+}
+
+/**
  * searchRange resolves the form's range to dates, or throws with an explanation.
  * @param {FormState} p
  * @returns {TimeRange}
@@ -163,7 +182,7 @@ export async function showSearch(params, token) {
     el('div', { class: 'pair' },
       el('label', {}, 'Display', el('select', { name: 'display' }, DISPLAYS.map(d => el('option', { value: d, text: d, selected: d === p.display })))),
       el('label', {}, 'Links', el('select', { name: 'link' }, LINKS.map(l => el('option', { value: l.key, text: l.label, selected: l.key === p.link }))))),
-    field('Max. objects found', 'limit', { type: 'number', min: 1, max: 1000 }),
+    field('Max. results', 'limit', { type: 'number', min: 1, max: 1000 }),
     el('button', { class: 'primary', type: 'submit', text: 'Search' }),
     datalist('dl-clusters', []), datalist('dl-resources', []), datalist('dl-namespaces', []));
   form.addEventListener('submit', e => {
@@ -228,7 +247,8 @@ export async function showSearch(params, token) {
     return;
   }
   fill(results,
-    el('h2', { text: `${plural(list.length, 'result')} · ${fmtRange(range.start, range.end)}` }),
+    el('h2', { text: `${plural(list.length, 'result')}${body.more ? ' (more exist)' : ''} · ${fmtRange(range.start, range.end)}` }),
+    body.more ? moreResults(body, p) : null,
     truncationBanner(searchTruncation(body)),
     list.length > 1 ? mergeList(list, p) : list.map(r => resultCard(r, p)));
 }

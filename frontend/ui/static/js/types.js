@@ -15,6 +15,10 @@
  * @property {number} [total]
  * @property {{code?: number, msg: string, traceID?: string}[]} [errors]
  * @property {string} [truncated] what a query budget left out ("result truncated: ...")
+ * @property {number} [limit] a search's limit of results
+ * @property {boolean} [more] a search has more results than its limit allowed
+ * @property {number} [unshown] found objects that no result shown holds
+ * @property {boolean} [scanCut] the search stopped counting found objects at its scan limit
  */
 
 /**
