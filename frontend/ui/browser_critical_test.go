@@ -58,6 +58,11 @@ func TestBrowserCriticalPath(t *testing.T) {
 	// The panel: where the time went and the controllers' reaction times.
 	summary := p.waitText(`details.critical summary`, "Critical path:")
 	assert.Contains(t, summary, "steps")
+	// The headline names the slowest controller reaction, not the operator's pauses between
+	// kubectl commands, which are counted apart as waiting for a person.
+	assert.Regexp(t, `slowest reaction: deployment-controller update replicasets\.apps \(waited 516(\.\d+)?\s?ms\)`, summary)
+	assert.Regexp(t, `waiting for a person: 20\.\d+\s?s`, summary)
+	assert.NotContains(t, summary, "admin")
 	p.click(`details.critical summary`)
 	p.waitText(`details.critical .where`, "deployment-controller")
 	assert.Contains(t, p.text(`details.critical .reactions`), "kube-scheduler")
@@ -65,6 +70,16 @@ func TestBrowserCriticalPath(t *testing.T) {
 	list := p.text(`details.critical .critical-steps`)
 	assert.Contains(t, list, "replicaset-controller")
 	assert.Contains(t, list, "binding")
+	// Each step shows its rule and a bar of its wait; admin's steps are a person's.
+	var rules, bars, persons int
+	p.eval(`document.querySelectorAll('.critical-steps li .rule').length`, &rules)
+	p.eval(`document.querySelectorAll('.critical-steps li .wbar').length`, &bars)
+	p.eval(`[...document.querySelectorAll('.critical-steps li.person')].filter(li => li.innerText.includes('waiting for a person') && li.innerText.includes('admin')).length`, &persons)
+	assert.Equal(t, len(cp.Steps), rules)
+	assert.Equal(t, len(cp.Steps), bars)
+	assert.Equal(t, 5, persons, "admin's create, scale, image change, scale and delete")
+	assert.Contains(t, list, "rule deployment-spec")
+	assert.Contains(t, p.text(`details.critical .where`), "admin (a person)")
 	p.screenshot("ui-critical.png", true)
 
 	// A step of the list opens its event in the detail panel.

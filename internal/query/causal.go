@@ -99,6 +99,22 @@ func controllerName(user string) string {
 	return user
 }
 
+// personClients are the user-agent products of clients people drive: a write made through one
+// is a person's, and the time before it is waiting for that person, not a controller's reaction.
+var personClients = []string{"kubectl", "kubectl.exe", "oc", "helm", "k9s", "kustomize", "kubie", "Lens", "Mozilla", "curl"}
+
+// isPersonAgent reports whether a write by user with the given user agent was a person's: not a
+// system: user (controllers, nodes, service accounts) and through a client people drive
+// (kubectl/v1.37.2 (linux/amd64) ...).
+func isPersonAgent(user, agent string) bool {
+	if strings.HasPrefix(user, "system:") {
+		return false
+	}
+	product, _, _ := strings.Cut(agent, "/")
+	product, _, _ = strings.Cut(product, " ")
+	return slices.Contains(personClients, product)
+}
+
 // matchSub reports whether a rule's subresource pattern matches sub.
 func matchSub(pattern, sub string) bool { return pattern == "*" || pattern == sub }
 

@@ -50,10 +50,15 @@ type criticalStep struct {
 	// controller's reaction time); ActSeconds the request's own duration.
 	WaitSeconds float64 `json:"waitSeconds"`
 	ActSeconds  float64 `json:"actSeconds"`
+	// Person is set when the step's user is a person (a client such as kubectl, not a
+	// controller): its wait is time spent waiting for that person, no controller's reaction.
+	Person bool `json:"person,omitempty"`
 }
 
 // controllerWait is the time one controller spent on a critical path.
 type controllerWait struct {
+	// Person is set for a person's steps: their waits are waiting for a person.
+	Person      bool    `json:"person,omitempty"`
 	Controller  string  `json:"controller"`
 	Steps       int     `json:"steps"`
 	WaitSeconds float64 `json:"waitSeconds"`
@@ -95,6 +100,11 @@ type CriticalPath struct {
 	// Controllers are the reaction times of every controller over the whole trace, longest
 	// total wait first.
 	Controllers []controllerTimes `json:"controllers"`
+	// Slowest is the step of a controller (not a person, not the start) with the longest wait:
+	// the slowest controller reaction on the path, the headline of "why did it take so long".
+	Slowest *criticalStep `json:"slowest,omitempty"`
+	// PersonWaitSeconds is the time the path spent waiting for people (their steps' waits).
+	PersonWaitSeconds float64 `json:"personWaitSeconds"`
 	// Truncated, when set, says what was left out (a query budget, or maxCausalEvents).
 	Truncated string `json:"truncated,omitempty"`
 }
@@ -109,8 +119,10 @@ type causalEvent struct {
 	idx        int
 	user       string
 	controller string
-	verb, sub  string
-	fields     []string
+	// person: the user acted through a client people use (isPersonAgent).
+	person    bool
+	verb, sub string
+	fields    []string
 }
 
 func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
@@ -160,7 +172,9 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 			}
 			user, _ := sp.Attributes.Get(aggregator.AttrUser)
 			sub, _ := sp.Attributes.Get(aggregator.AttrSubresource)
-			ev := &causalEvent{sp: sp, end: sp.End, key: k, user: user, controller: controllerName(user), verb: verb, sub: sub}
+			agent, _ := sp.Attributes.Get(aggregator.AttrUserAgent)
+			ev := &causalEvent{sp: sp, end: sp.End, key: k, user: user, controller: controllerName(user), verb: verb, sub: sub,
+				person: isPersonAgent(user, agent)}
 			if ev.end.Before(sp.Start) {
 				ev.end = sp.Start
 			}
@@ -257,7 +271,7 @@ func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) critical
 		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.end.UTC(), TimeMicros: ev.sp.Start.UnixMicro(),
 		Object: summaryObject(ev.key),
 		User:   ev.user, Controller: ev.controller, Verb: ev.verb, Subresource: ev.sub, Fields: ev.fields, Title: ev.sp.Name,
-		Rule: rule, WaitSeconds: seconds(wait), ActSeconds: seconds(ev.end.Sub(ev.sp.Start)),
+		Rule: rule, WaitSeconds: seconds(wait), ActSeconds: seconds(ev.end.Sub(ev.sp.Start)), Person: ev.person,
 	}
 }
 
@@ -322,10 +336,15 @@ func analyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 	out.DurationSeconds = seconds(out.End.Sub(out.Start))
 
 	waits := map[string]*controllerWait{}
-	for _, s := range out.Steps {
+	for i, s := range out.Steps {
+		if s.Person {
+			out.PersonWaitSeconds += s.WaitSeconds
+		} else if s.Rule != "start" && (out.Slowest == nil || s.WaitSeconds > out.Slowest.WaitSeconds) {
+			out.Slowest = &out.Steps[i]
+		}
 		w := waits[s.Controller]
 		if w == nil {
-			w = &controllerWait{Controller: s.Controller}
+			w = &controllerWait{Controller: s.Controller, Person: s.Person}
 			waits[s.Controller] = w
 		}
 		w.Steps++

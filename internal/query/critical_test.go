@@ -171,6 +171,26 @@ func TestCriticalPathRollout(t *testing.T) {
 	assert.Equal(t, end.name, last.Object.Name)
 	assert.InDelta(t, end.completed.Sub(writes[0].received).Seconds(), cp.DurationSeconds, 1e-9)
 
+	// The operator's pauses between kubectl commands are waiting for a person, not a controller's
+	// reaction: the headline is the slowest controller reaction, the deployment-controller
+	// scaling the new ReplicaSet about half a second after the image change.
+	require.NotNil(t, cp.Slowest)
+	assert.Equal(t, "deployment-controller", cp.Slowest.Controller)
+	assert.Equal(t, "replicasets", cp.Slowest.Object.Resource)
+	assert.False(t, cp.Slowest.Person)
+	personWait := 0.0
+	for _, s := range cp.Steps {
+		assert.Equal(t, s.User == "admin", s.Person, "%s %s: a person's step", s.User, s.Verb)
+		if s.Person {
+			personWait += s.WaitSeconds
+		} else if s.Rule != "start" {
+			assert.LessOrEqual(t, s.WaitSeconds, cp.Slowest.WaitSeconds, "no controller step waited longer")
+		}
+	}
+	assert.InDelta(t, personWait, cp.PersonWaitSeconds, 1e-9)
+	assert.Greater(t, cp.PersonWaitSeconds, 15.0, "the operator's four pauses of about 5 s")
+	assert.True(t, cp.Waits[0].Person, "admin's wait is the longest, marked as a person's")
+
 	for i, s := range cp.Steps {
 		assert.NotEmpty(t, s.User, "step %d names its user", i)
 		assert.Equal(t, query.ControllerName(s.User), s.Controller)

@@ -50,31 +50,52 @@ export async function loadCritical(v) {
   const waits = (Array.isArray(cp.waits) ? cp.waits : []).slice(0, 5);
   const ctrls = Array.isArray(cp.controllers) ? cp.controllers : [];
   const t0 = steps.length ? Number(steps[0].timeMicros) : 0;
+  const maxWait = Math.max(0, ...steps.map(s => Number(s.waitSeconds) || 0));
   const list = el('ol', { class: 'critical-steps' }, steps.map(s => {
     const o = s.object || {};
     const a = el('a', { href: '#', text: `${resourceLabel(o)} ${o.namespace ? o.namespace + '/' : ''}${str(o.name)}`,
       onclick: e => { e.preventDefault(); showStep(v, s); } });
-    return el('li', { class: Number(s.waitSeconds) > 0 ? '' : 'nowait' },
+    const wait = Number(s.waitSeconds) || 0;
+    return el('li', { class: (wait > 0 ? '' : 'nowait') + (s.person ? ' person' : '') },
       el('span', { class: 'at', text: '+' + fmtDur(Number(s.timeMicros) - t0) }),
-      el('span', { class: 'wait', text: `waited ${secs(s.waitSeconds)}`, title: `rule: ${str(s.rule)}` }),
+      el('span', { class: 'wbar', attrs: { 'aria-hidden': 'true' } },
+        el('span', { style: { width: `${maxWait > 0 ? Math.max(wait / maxWait * 100, wait > 0 ? 1 : 0) : 0}%` } })),
+      el('span', { class: 'wait', text: s.person ? `waiting for a person ${secs(wait)}` : `waited ${secs(wait)}` }),
       el('span', { class: 'who', text: str(s.controller), title: str(s.user) }),
-      el('span', { class: 'what', text: `${str(s.verb)}${s.subresource ? ' ' + s.subresource : ''}` }), a);
+      el('span', { class: 'what', text: `${str(s.verb)}${s.subresource ? ' ' + s.subresource : ''}` }), a,
+      el('span', { class: 'rule', text: ruleText(s), title: 'How this step was tied to the one before it' }));
   }));
   const table = (cls, head, rows) => el('table', { class: cls }, el('tr', {}, head.map(h => el('th', { text: h }))),
     rows.map(r => el('tr', {}, r.map(c => el('td', { text: c })))));
-  const top = waits.length ? waits[0] : null;
+  const slow = cp.slowest;
+  const person = Number(cp.personWaitSeconds) || 0;
   fill(v.criticalEl,
     el('summary', { text: `Critical path: ${plural(steps.length, 'step')} over ${secs(cp.durationSeconds)}` +
-      (top ? ` · longest wait: ${str(top.controller)} (${secs(top.waitSeconds)})` : '') }),
+      (slow ? ` · slowest reaction: ${str(slow.controller)} ${str(slow.verb)}${slow.subresource ? ' ' + slow.subresource : ''} ${resourceLabel(slow.object || {})} (waited ${secs(slow.waitSeconds)})` : '') +
+      (person > 0 ? ` · waiting for a person: ${secs(person)}` : '') }),
     cp.truncated ? el('div', { class: 'msg', text: str(cp.truncated) }) : null,
     el('div', { class: 'critical-body' },
       el('div', { class: 'critical-col' }, el('h3', { text: 'Where the time went' }),
-        table('where', ['Controller', 'Steps', 'Waited', 'Acting'], waits.map(w => [str(w.controller), String(w.steps), secs(w.waitSeconds), secs(w.actSeconds)])),
+        table('where', ['Controller', 'Steps', 'Waited', 'Acting'], waits.map(w => [str(w.controller) + (w.person ? ' (a person)' : ''), String(w.steps), secs(w.waitSeconds), secs(w.actSeconds)])),
         el('h3', { text: 'Controller reaction times' }),
         table('reactions', ['Controller', 'Writes', 'Mean wait', 'Max wait', 'Total wait', 'Acting'],
           ctrls.map(c => [str(c.controller), String(c.writes), secs(c.meanWaitSeconds), secs(c.maxWaitSeconds), secs(c.waitSeconds), secs(c.actSeconds)]))),
       el('div', { class: 'critical-col' }, el('h3', { text: 'Steps' }), list)));
   draw(v);
+}
+
+/**
+ * ruleText says how a step was tied to the one before it.
+ * @param {CriticalStep} s
+ * @returns {string}
+ */
+function ruleText(s) {
+  switch (str(s.rule)) {
+    case 'start': return 'start';
+    case 'linked': return 'after a linked object\'s write';
+    case 'unexplained': return 'no rule explains it';
+    default: return `rule ${str(s.rule)}`;
+  }
 }
 
 /**

@@ -119,6 +119,7 @@
  * @property {string} rule
  * @property {number} waitSeconds
  * @property {number} actSeconds
+ * @property {boolean} [person] the step's user is a person: its wait is waiting for that person
  */
 
 /**
@@ -127,8 +128,10 @@
  * @property {string} traceID
  * @property {number} durationSeconds
  * @property {CriticalStep[]} steps
- * @property {{controller: string, steps: number, waitSeconds: number, actSeconds: number}[]} waits
+ * @property {{controller: string, steps: number, waitSeconds: number, actSeconds: number, person?: boolean}[]} waits
  * @property {ControllerTimes[]} controllers
+ * @property {CriticalStep} [slowest] the slowest controller reaction (not a person's, not the start)
+ * @property {number} [personWaitSeconds] the time spent waiting for people
  * @property {string} [truncated]
  */
 
