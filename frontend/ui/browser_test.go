@@ -164,13 +164,26 @@ func (p *page) eval(expr string, v any) {
 
 func (p *page) click(sel string) { p.t.Helper(); p.do(chromedp.Click(chromedp.CSS(sel))) }
 
-// clickRow clicks the part of the first rendered row whose label contains label.
+// clickRow clicks the part of the first row whose label contains label, scrolling the rows
+// (they are rendered only where visible) down a screen at a time until one is rendered.
 func (p *page) clickRow(label, part string) {
 	p.t.Helper()
-	var ok bool
-	p.eval(fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('.row')].find(r => r.querySelector('.lbl').innerText.includes(%s));
-		if (!r) return false; r.querySelector(%s).click(); return true; })()`, jsStr(label), jsStr(part)), &ok)
-	require.True(p.t, ok, "no row labelled %q", label)
+	for range 50 {
+		var ok bool
+		p.eval(fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('.row')].find(r => r.querySelector('.lbl').innerText.includes(%s));
+			if (!r) return false; r.querySelector(%s).click(); return true; })()`, jsStr(label), jsStr(part)), &ok)
+		if ok {
+			return
+		}
+		var end bool
+		p.eval(`(() => { const r = document.querySelector('.rows'); if (r.scrollTop + r.clientHeight >= r.scrollHeight) return true;
+			r.scrollTop += r.clientHeight; return false; })()`, &end)
+		if end {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the next animation frame renders the rows scrolled to
+	}
+	require.Fail(p.t, "no row labelled "+label)
 }
 
 func (p *page) location() string {

@@ -145,7 +145,9 @@ func TestBrowserReview(t *testing.T) {
 		assert.Contains(t, axis, "2026-11-29 17:00:00.000 UTC", "spans without a start time do not move the scale to 1970 or year 1")
 		var ticks []string
 		p.eval(`[...document.querySelectorAll('.axis .tick')].map(t => t.innerText)`, &ticks)
-		assert.Len(t, ticks, 6)
+		assert.GreaterOrEqual(t, len(ticks), 4)
+		assert.LessOrEqual(t, len(ticks), 10)
+		assert.Equal(t, []string{"0", "+200µs", "+400µs", "+600µs", "+800µs"}, ticks, "round steps")
 		seen := map[string]bool{}
 		for _, tk := range ticks {
 			assert.False(t, seen[tk], "a zero-length trace has distinct ticks: %q", ticks)

@@ -5,7 +5,8 @@
 
 import { followRedirect } from './js/auth.js';
 import { splitDiff } from './js/diff.js';
-import { app, errorBox, fill } from './js/dom.js';
+import { app, el, errorBox, fill } from './js/dom.js';
+import { localTime, setLocalTime, zoneName } from './js/format.js';
 import { navigate, pageToken, setRouter, startPage } from './js/nav.js';
 import { parseResource, parseTimeInput, showSearch } from './js/search.js';
 import { showTrace, teardownTrace, view } from './js/trace.js';
@@ -40,6 +41,24 @@ document.addEventListener('click', e => {
   navigate(a.getAttribute('href'));
 });
 window.addEventListener('popstate', route);
+
+// The header's switch between UTC (the default, as audit logs and kubectl speak) and the
+// browser's zone; the choice is kept in localStorage and the page is drawn again.
+function timeSwitch() {
+  const tz = document.querySelector('header.top .tz');
+  if (!tz) return;
+  const label = () => `times in ${zoneName()}`;
+  const btn = el('button', { class: 'tz', type: 'button', text: label(), title: 'Switch between UTC and your local time',
+    attrs: { 'aria-pressed': String(localTime()) } });
+  btn.addEventListener('click', () => {
+    setLocalTime(!localTime());
+    btn.textContent = label();
+    btn.setAttribute('aria-pressed', String(localTime()));
+    route();
+  });
+  tz.replaceWith(btn);
+}
+timeSwitch();
 
 /**
  * The test hooks (window.kelemetryUI).

@@ -2,7 +2,7 @@
 // (its events, related objects, own trace and the object at any moment).
 import { diffTable } from './diff.js';
 import { el, fill } from './dom.js';
-import { fmtDur, fmtTime, objectLabel, resourceLabel, str } from './format.js';
+import { fmtDur, fmtTime, objectLabel, resourceLabel, str, zoneName } from './format.js';
 import { historyPanel, momentLine } from './history.js';
 import { jsonTree } from './json-tree.js';
 import { eventOfLog, logTime, markerClass, normalizeEvent, objectKey, objectNodeOf } from './model.js';
@@ -60,8 +60,8 @@ function eventDetail(v, ev) {
   const back = obj ? el('a', { href: '#', class: 'back', text: `← ${obj.service} ${obj.op}`,
     onclick: e => { e.preventDefault(); select(v, obj, null); } }) : null;
   const meta = [
-    ['Source', ev.source], ['Time', `${fmtTime(ev.time)} UTC (+${fmtDur(ev.time - v.model.t0)})`],
-    ev.end > ev.time ? ['End', `${fmtTime(ev.end)} UTC (took ${fmtDur(ev.end - ev.time)})`] : null,
+    ['Source', ev.source], ['Time', `${fmtTime(ev.time)} ${zoneName()} (+${fmtDur(ev.time - v.model.t0)})`],
+    ev.end > ev.time ? ['End', `${fmtTime(ev.end)} ${zoneName()} (took ${fmtDur(ev.end - ev.time)})`] : null,
     ['User', ev.user], ['User agent', ev.userAgent], ['Response code', ev.code, codeClass(ev.code)], ['Source IP', ev.sourceIP],
     ['Action', ev.action], ev.warning ? ['Type', 'Warning', 'code-bad'] : null,
   ].filter(x => x && x[1]);
@@ -106,7 +106,7 @@ function nodeDetail(v, n) {
   const k = objectKey(n);
   parts.push(el('dl', {},
     [['Kind', n.kind], ['Cluster', k.cluster], ['Resource', resourceLabel(k)], ['Namespace', k.namespace], ['Name', k.name],
-      ['Start', fmtTime(n.start) + ' UTC'], ['End', fmtTime(n.end) + ' UTC'], ['UID', str(n.tags.get('kelemetry.object.uid'))],
+      ['Start', fmtTime(n.start) + ' ' + zoneName()], ['End', fmtTime(n.end) + ' ' + zoneName()], ['UID', str(n.tags.get('kelemetry.object.uid'))],
       ['Link class', str(n.tags.get('kelemetry.link.class'))]]
       .filter(x => x[1]).map(([a, b]) => [el('dt', { text: a }), el('dd', { text: b })])));
   for (const w of n.span.warnings || []) parts.push(el('div', { class: 'box message', text: w }));

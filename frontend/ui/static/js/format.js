@@ -1,4 +1,4 @@
-// Formatting: values as text, counts, times (always UTC), durations (microseconds) and object
+// Formatting: values as text, counts, times (UTC, or the browser's zone by the header's switch), durations (microseconds) and object
 // names.
 /** @import { ObjectRef } from './types.js' */
 
@@ -25,15 +25,52 @@ export function plural(n, word, many) { return `${n} ${n === 1 ? word : (many ||
 function pad(n, w) { return String(n).padStart(w || 2, '0'); }
 
 /**
- * fmtTime formats Unix microseconds or a Date as UTC "2026-11-29 17:09:30.123".
+ * fmtTime formats Unix microseconds or a Date as "2026-11-29 17:09:30.123", in UTC or the
+ * browser's zone (localTime; zoneName names it).
  * @param {number | Date} t
  * @returns {string}
  */
 export function fmtTime(t) {
   const d = t instanceof Date ? t : new Date(Math.floor(t / 1000));
   if (isNaN(d.getTime())) return '?';
+  if (localTime()) {
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  }
   return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
     `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}.${pad(d.getUTCMilliseconds(), 3)}`;
+}
+
+/** TIME_KEY holds the reader's choice of displayed times in localStorage: "local" or "utc". */
+const TIME_KEY = 'kelemetry.times';
+
+/**
+ * localTime tells whether times are shown in the browser's zone (the header's switch) instead of
+ * UTC, the default: audit logs, kubectl and the API speak UTC.
+ * @returns {boolean}
+ */
+export function localTime() {
+  try { return localStorage.getItem(TIME_KEY) === 'local'; } catch (_) { return false; }
+}
+
+/**
+ * setLocalTime records the reader's choice of displayed times.
+ * @param {boolean} on
+ */
+export function setLocalTime(on) {
+  try { localStorage.setItem(TIME_KEY, on ? 'local' : 'utc'); } catch (_) { /* private mode: UTC */ }
+}
+
+/**
+ * zoneName names the zone of the displayed times: "UTC", or the browser's ("CET", "GMT+1").
+ * @returns {string}
+ */
+export function zoneName() {
+  if (!localTime()) return 'UTC';
+  try {
+    const part = new Intl.DateTimeFormat(undefined, { timeZoneName: 'short' }).formatToParts(new Date()).find(p => p.type === 'timeZoneName');
+    return part ? part.value : 'local time';
+  } catch (_) { return 'local time'; }
 }
 
 /**
@@ -42,7 +79,7 @@ export function fmtTime(t) {
  * @param {number | Date} b
  * @returns {string}
  */
-export function fmtRange(a, b) { return `${fmtTime(a).slice(0, 19)} – ${fmtTime(b).slice(0, 19)} UTC`; }
+export function fmtRange(a, b) { return `${fmtTime(a).slice(0, 19)} – ${fmtTime(b).slice(0, 19)} ${zoneName()}`; }
 
 /**
  * isoSeconds writes a Date as RFC 3339 in UTC, to the second.

@@ -5,7 +5,7 @@
 import { apiGet } from './api.js';
 import { changeTable } from './diff.js';
 import { el, errorBox, fill } from './dom.js';
-import { fmtTime, isoMicros, plural, str } from './format.js';
+import { fmtTime, isoMicros, plural, str, zoneName } from './format.js';
 import { jsonTree } from './json-tree.js';
 import { view } from './trace.js';
 /** @import { ApiResponse, Change, HistoryMoment, HistoryState, ObjectHistory, ObjectRef, ObjectState, StateSource, TraceView } from './types.js' */
@@ -85,7 +85,7 @@ async function loadHistory(v, k, box) {
     const seq = ++st.seq;
     const i = Number(slider.value), j = Number(from.value);
     const m = moments[i];
-    fill(moment, el('strong', { text: `Moment ${i + 1} of ${moments.length}` }), ` · ${fmtTime(Date.parse(m.time) * 1000)} UTC · `,
+    fill(moment, el('strong', { text: `Moment ${i + 1} of ${moments.length}` }), ` · ${fmtTime(Date.parse(m.time) * 1000)} ${zoneName()} · `,
       el('span', { class: 'event', text: str(m.event) }),
       m.snapshot ? el('span', { class: 'badge', text: 'snapshot' }) : m.changes ? el('span', { class: 'badge', text: plural(m.changes, 'change') }) : null,
       m.gap ? el('span', { class: 'badge warn', text: 'history incomplete' }) : null);
@@ -116,7 +116,7 @@ async function loadHistory(v, k, box) {
     const gaps = Array.isArray(o.gaps) ? o.gaps : [];
     const untracked = Array.isArray(o.untracked) ? o.untracked : [];
     fill(out,
-      el('div', { class: 'history-source note-inline', text: `From the ${str(src.snapshotKind) || 'stored'} snapshot of ${fmtTime(Date.parse(src.snapshotTime) * 1000)} UTC` +
+      el('div', { class: 'history-source note-inline', text: `From the ${str(src.snapshotKind) || 'stored'} snapshot of ${fmtTime(Date.parse(src.snapshotTime) * 1000)} ${zoneName()}` +
         ` and ${plural(Number(src.writesApplied) || 0, 'write')} after it` + (src.resourceVersion ? ` · resourceVersion ${src.resourceVersion}` : '') }),
       gaps.length ? el('div', { class: 'history-gaps' }, gaps.map(g => el('div', { class: 'box message',
         text: `${fmtTime(Date.parse(g.from) * 1000)} – ${fmtTime(Date.parse(g.to) * 1000)}: ${g.path ? g.path + ': ' : ''}${str(g.message)}` }))) : null,
@@ -155,5 +155,5 @@ export function momentLine(v, m) {
   if (!line) v.gantt.append(line = el('div', { class: 'moment-line', attrs: { 'aria-hidden': 'true' } }));
   const f = Math.min(Math.max((t - v.model.t0) / (v.model.t1 - v.model.t0), 0), 1);
   line.style.left = `calc(var(--label) + (100% - var(--label)) * ${f.toFixed(5)})`;
-  line.title = `${fmtTime(t)} UTC: the moment the object panel shows`;
+  line.title = `${fmtTime(t)} ${zoneName()}: the moment the object panel shows`;
 }

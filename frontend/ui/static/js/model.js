@@ -80,6 +80,10 @@ export function buildModel(tr) {
     while (p && !p.timed) p = p.parent;
     n.start = n.end = p ? p.start : t0;
   }
+  // Children in the order they began, as Jaeger draws them: a rollout reads top down (the old
+  // ReplicaSet above the new one). Ties keep the server's order (resource, name).
+  for (const n of nodes) if (n.children.length > 1) sortByStart(n.children);
+  sortByStart(roots);
   // The scale spans at least MIN_SCALE_US, so that a zero-length trace (one instant, or
   // nothing timed) gets a readable axis instead of 0, +0µs, +0µs...
   const duration = Math.max(t1 - t0, 0);
@@ -92,6 +96,17 @@ export function buildModel(tr) {
     if (n.kind !== 'event') events += n.logs.filter(l => eventOfLog(l)).length;
   }
   return { traceID: str(tr.traceID), nodes, byId, roots, t0, t1, duration, objects, events, omitted, warnings: tr.warnings || [] };
+}
+
+/**
+ * sortByStart orders rows by their start, stably.
+ * @param {TraceNode[]} list
+ */
+function sortByStart(list) {
+  const at = new Map(list.map((n, i) => [n, i]));
+  // "N more objects omitted" stays last among its siblings.
+  const last = (/** @type {TraceNode} */ n) => n.kind === 'omitted' ? 1 : 0;
+  list.sort((a, b) => (last(a) - last(b)) || (a.start - b.start) || ((at.get(a) || 0) - (at.get(b) || 0)));
 }
 
 /**

@@ -1,6 +1,6 @@
 // Search results: a result's card, the start page's note and the note of an empty result list.
 import { el } from './dom.js';
-import { fmtDur, fmtRange, fmtTime, isoSeconds, objectLabel, plural } from './format.js';
+import { fmtDur, fmtRange, fmtTime, isoSeconds, objectLabel, plural, zoneName } from './format.js';
 /** @import { FormState, SearchResult, Suggestions, TimeRange } from './types.js' */
 
 /**
@@ -12,7 +12,7 @@ export function welcome(s) {
   const box = el('div', { class: 'msg empty' }, el('h3', { text: 'Search stored traces' }),
     el('div', { text: 'Each result is one object with its related objects (owners, owned objects) and their events, merged over the time range.' }));
   if (s && s.newest) {
-    box.append(el('div', {}, `Stored data spans ${fmtTime(new Date(s.oldest))} – ${fmtTime(new Date(s.newest))} UTC. `,
+    box.append(el('div', {}, `Stored data spans ${fmtTime(new Date(s.oldest))} – ${fmtTime(new Date(s.newest))} ${zoneName()}. `,
       el('a', { href: storedRangeURL(s, {}), dataset: { nav: '' }, text: 'Show everything in that range' })));
   }
   return box;
@@ -58,7 +58,7 @@ export function noMatches(p, range, s) {
   if (s && s.newest) {
     const oldest = new Date(s.oldest), newest = new Date(s.newest);
     if (newest < range.start || oldest > range.end) {
-      box.append(el('div', {}, `The stored data spans ${fmtTime(oldest)} – ${fmtTime(newest)} UTC, outside this range. `,
+      box.append(el('div', {}, `The stored data spans ${fmtTime(oldest)} – ${fmtTime(newest)} ${zoneName()}, outside this range. `,
         el('a', { href: storedRangeURL(s, p), dataset: { nav: '' }, text: 'Search that range' })));
     }
   }
@@ -77,7 +77,7 @@ export function resultCard(r, p) {
     el('span', { class: 'badge', text: plural(r.objects || 0, 'object') }),
     el('span', { class: 'badge', text: plural(r.events || 0, 'event') }),
     r.omitted ? el('span', { class: 'badge warn', text: `${r.omitted} more omitted` }) : null,
-    el('span', { text: isFinite(startUs) ? `${fmtTime(startUs)} – ${fmtTime(endUs)} UTC (${fmtDur(endUs - startUs)})` : '' }),
+    el('span', { text: isFinite(startUs) ? `${fmtTime(startUs)} – ${fmtTime(endUs)} ${zoneName()} (${fmtDur(endUs - startUs)})` : '' }),
     el('span', { text: `cluster${(r.clusters || []).length === 1 ? '' : 's'}: ${(r.clusters || []).join(', ') || '–'}` }),
   ];
   const seed = r.seed && r.root && objectLabel(r.seed) !== objectLabel(r.root) ? el('span', { text: `found: ${objectLabel(r.seed)}` }) : null;

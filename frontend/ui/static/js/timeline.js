@@ -34,13 +34,31 @@ function conflictsOf(n) {
  */
 export function axisTicks(model) {
   const tl = el('div', { class: 'tl' });
-  const n = 5;
-  for (let i = 0; i <= n; i++) {
-    const f = i / n;
-    tl.append(el('span', { class: 'tick' + (i === 0 ? ' first' : i === n ? ' last' : ''), style: { left: `${f * 100}%` },
-      text: i === 0 ? '0' : '+' + fmtDur((model.t1 - model.t0) * f) }));
+  const span = model.t1 - model.t0;
+  const step = tickStep(span);
+  for (let t = 0; t <= span + 1e-6; t += step) {
+    const f = span > 0 ? t / span : 0;
+    if (f > 0.97 && t > 0) break; // the last tick would crowd the edge
+    tl.append(el('span', { class: 'tick' + (t === 0 ? ' first' : ''), style: { left: `${f * 100}%` },
+      text: t === 0 ? '0' : '+' + fmtDur(t) }));
   }
   return tl;
+}
+
+/**
+ * tickStep is a round step (1, 2 or 5 times a power of ten of µs, or a whole number of seconds,
+ * minutes or hours) that cuts span into 4 to 10 intervals.
+ * @param {number} span µs
+ * @returns {number} µs
+ */
+export function tickStep(span) {
+  if (!(span > 0)) return 1;
+  const candidates = [];
+  for (let p = 1; p <= 1e12; p *= 10) candidates.push(p, 2 * p, 5 * p);
+  candidates.push(15e6, 30e6, 60e6, 120e6, 300e6, 600e6, 900e6, 1800e6, 3600e6, 7200e6, 10800e6, 21600e6);
+  candidates.sort((a, b) => a - b);
+  for (const c of candidates) if (span / c <= 8) return c;
+  return candidates[candidates.length - 1];
 }
 
 /**

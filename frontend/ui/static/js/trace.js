@@ -4,7 +4,7 @@
 import { apiGet } from './api.js';
 import { loadCritical } from './critical-path.js';
 import { app, el, errorBox, fill } from './dom.js';
-import { fmtDur, fmtTime, plural } from './format.js';
+import { fmtDur, fmtTime, plural, zoneName } from './format.js';
 import { isMergeID, MAX_MERGE, mergeBar, mergeMembers } from './merge.js';
 import { buildModel, MARKER_LEGEND } from './model.js';
 import { DISPLAYS, idWithMode, LINKS, modeOfID } from './modes.js';
@@ -108,7 +108,7 @@ function renderTrace(id, model, params) {
   const plain = model.warnings.filter(w => !isTruncation(w));
   const warnings = plain.length ? el('div', { class: 'msg' }, plain.map(w => el('div', { text: w }))) : null;
 
-  const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl', text: `From ${fmtTime(model.t0)} UTC`, title: `Rows are objects; the timeline starts at ${fmtTime(model.t0)} UTC` }), axisTicks(model));
+  const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl', text: `From ${fmtTime(model.t0)} ${zoneName()}`, title: `Rows are objects; the timeline starts at ${fmtTime(model.t0)} ${zoneName()}` }), axisTicks(model));
   v.spacer = el('div', { class: 'spacer-rows' });
   v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
   v.detail = el('aside', { class: 'detail' });
@@ -127,7 +127,14 @@ function renderTrace(id, model, params) {
   const onScroll = () => schedule(v);
   v.rowsEl.addEventListener('scroll', onScroll, { passive: true });
   window.addEventListener('resize', onScroll);
-  v.cleanup = () => { window.removeEventListener('resize', onScroll); cancelAnimationFrame(v.frame); };
+  // Escape closes the side panel (its Close button), wherever the focus is on the page.
+  const onKey = (/** @type {KeyboardEvent} */ e) => {
+    if (e.key !== 'Escape' || !v.detail || v.detail.hidden) return;
+    const close = /** @type {HTMLElement | null} */ (v.detail.querySelector('button.close'));
+    if (close) { e.preventDefault(); close.click(); }
+  };
+  document.addEventListener('keydown', onKey);
+  v.cleanup = () => { window.removeEventListener('resize', onScroll); document.removeEventListener('keydown', onKey); cancelAnimationFrame(v.frame); };
   v.rowsEl.addEventListener('click', e => onRowsClick(v, e));
   v.rowsEl.addEventListener('keydown', e => onRowsKey(v, e));
 

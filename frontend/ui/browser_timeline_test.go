@@ -1,0 +1,76 @@
+package ui_test
+
+import (
+	"net/url"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
+)
+
+// TestBrowserTimeline opens the rollout's Deployment: rows are ordered by start time (the first
+// ReplicaSet above the one the image change made), the axis ticks fall on round values, and
+// Escape closes the side panel.
+func TestBrowserTimeline(t *testing.T) {
+	browser := newBrowser(t)
+	srv := serve(t, ingestRollout(t), frontend.Config{})
+	var sums []query.SearchSummary
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
+		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
+	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
+	require.Len(t, sums, 1)
+	p := newPage(t, browser)
+	p.open(srv.URL + "/trace/" + sums[0].TraceID + "?collapsed=")
+	p.waitJS("rows", `document.querySelectorAll('.rows .row').length > 5`)
+
+	var rsRows []string
+	p.eval(`[...document.querySelectorAll('.rows .row .lbl')].map(l => l.innerText).filter(t => t.includes('replicasets'))`, &rsRows)
+	require.Len(t, rsRows, 2)
+	assert.Contains(t, rsRows[0], "demo-7fb4c846ff", "the first ReplicaSet (created first) above")
+	assert.Contains(t, rsRows[1], "demo-78bb56d9c4", "the image change's ReplicaSet below")
+
+	var ticks []string
+	p.eval(`[...document.querySelectorAll('.axis .tick')].map(t => t.innerText)`, &ticks)
+	assert.Equal(t, []string{"0", "+5s", "+10s", "+15s", "+20s"}, ticks, "round ticks over the 22 s rollout")
+	for _, tk := range ticks {
+		assert.Regexp(t, regexp.MustCompile(`^(0|\+\d+(\.0+)?s)$`), tk)
+	}
+
+	// At 1280 px wide the title is whole: inside the window, not clipped.
+	p.do(chromedp.EmulateViewport(1280, 800))
+	var fits bool
+	p.eval(`(() => { const h = document.querySelector('.trace-title'); const r = h.getBoundingClientRect();
+		return h.innerText.length > 0 && r.right <= window.innerWidth && h.scrollWidth <= h.clientWidth + 1; })()`, &fits)
+	assert.True(t, fits, "the title fits at 1280 px")
+
+	// Times in UTC by default; the header's switch shows the browser's zone (Berlin: UTC+1) and
+	// the choice is kept.
+	_, err := chromedp.Call(p.ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Europe/Berlin"})
+	require.NoError(t, err)
+	axis := p.text(`.axis .lbl`)
+	assert.Contains(t, axis, "17:09:30")
+	assert.Contains(t, axis, "UTC")
+	p.click(`header.top button.tz`)
+	p.waitJS("local times", `document.querySelector('.axis .lbl') && document.querySelector('.axis .lbl').innerText.includes('18:09:30')`)
+	assert.NotContains(t, p.text(`.axis .lbl`), "UTC")
+	assert.NotContains(t, p.text(`header.top button.tz`), "UTC")
+	p.open(p.location())
+	p.waitJS("the choice kept", `document.querySelector('.axis .lbl') && document.querySelector('.axis .lbl').innerText.includes('18:09:30')`)
+	p.click(`header.top button.tz`)
+	p.waitJS("UTC again", `!!document.querySelector('.axis .lbl') && document.querySelector('.axis .lbl').innerText.includes('17:09:30')`)
+	assert.Contains(t, p.text(`.axis .lbl`), "UTC")
+
+	p.clickRow("deployments", ".op")
+	p.waitJS("the panel", `!document.querySelector('aside.detail').hidden`)
+	p.do(chromedp.KeyEvent(kb.Escape))
+	p.waitJS("the panel closed by Escape", `document.querySelector('aside.detail').hidden`)
+	assert.NotContains(t, p.location(), "span=", "closing the panel leaves the selection out of the URL")
+}
