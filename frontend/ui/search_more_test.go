@@ -107,3 +107,46 @@ func TestBrowserSearchMore(t *testing.T) {
 	p.eval(`document.querySelectorAll('.more-results').length`, &more)
 	assert.Zero(t, more, "all results shown: nothing more to say")
 }
+
+// A search on event attributes shows, on each result, the events that matched (who, when, verb,
+// outcome), newest first, and how many matched in all.
+func TestSearchShowsMatchedEvents(t *testing.T) {
+	srv := serve(t, ingestRollout(t), frontend.Config{})
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"verb":"delete"}`},
+		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
+	var sums []query.SearchSummary
+	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
+	require.NotEmpty(t, sums)
+	var demo *query.SearchSummary
+	for i := range sums {
+		if sums[i].Root.Resource == "deployments" && sums[i].Root.Name == "demo" {
+			demo = &sums[i]
+		}
+	}
+	require.NotNil(t, demo, "the rollout's Deployment holds deletes")
+	require.NotEmpty(t, demo.Matches)
+	assert.LessOrEqual(t, len(demo.Matches), 5)
+	assert.GreaterOrEqual(t, demo.MatchCount, len(demo.Matches))
+	users := map[string]bool{}
+	for i, m := range demo.Matches {
+		assert.Equal(t, "delete", m.Verb)
+		assert.NotEmpty(t, m.User)
+		users[m.User] = true
+		if i > 0 {
+			assert.False(t, m.Time.After(demo.Matches[i-1].Time), "newest first")
+		}
+	}
+	assert.NotEmpty(t, users)
+
+	browser := newBrowser(t)
+	p := newPage(t, browser)
+	p.open(srv.URL + "/search?attrs=verb%3Ddelete&" + rolloutRange())
+	p.waitJS("matched events", `document.querySelectorAll('.result .matches li').length > 0`)
+	var rows []string
+	p.eval(`[...document.querySelectorAll('.result .matches li:not(.note)')].map(li => li.innerText)`, &rows)
+	require.NotEmpty(t, rows)
+	for _, r := range rows {
+		assert.Contains(t, r, "delete")
+		assert.Regexp(t, `2026-11-29 17:\d\d:\d\d\.\d{3} UTC`, r)
+	}
+}

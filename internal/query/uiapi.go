@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -80,6 +81,66 @@ type SearchSummary struct {
 	Clusters []string `json:"clusters"`
 	// Truncated, when set, says which budget of the request ran out (Graph.Truncated).
 	Truncated string `json:"truncated,omitempty"`
+	// Matches are, for a search on event attributes, the result's events that have them all,
+	// newest first, at most maxSummaryMatches; MatchCount counts them all.
+	Matches    []matchedEvent `json:"matches,omitempty"`
+	MatchCount int            `json:"matchCount,omitempty"`
+}
+
+// matchedEvent is an event of a result that a search's event attributes matched: who did what
+// to which object, when, with which outcome.
+type matchedEvent struct {
+	Time        time.Time     `json:"time"`
+	Object      SummaryObject `json:"object"`
+	User        string        `json:"user"`
+	Verb        string        `json:"verb,omitempty"`
+	Subresource string        `json:"subresource,omitempty"`
+	Code        string        `json:"code,omitempty"`
+	Error       bool          `json:"error,omitempty"`
+	Title       string        `json:"title"`
+}
+
+// maxSummaryMatches bounds the matched events a search result lists.
+const maxSummaryMatches = 5
+
+// matches lists the events of g that have every attribute of want, within [from, to].
+func matches(g *Graph, want aggregator.Attrs, from, to time.Time) ([]matchedEvent, int) {
+	if len(want) == 0 {
+		return nil, 0
+	}
+	var out []matchedEvent
+	n := 0
+	for k, o := range g.Objects {
+		for _, sp := range o.Events {
+			if (!from.IsZero() && sp.Start.Before(from)) || (!to.IsZero() && sp.Start.After(to)) || !hasAll(sp.Attributes, want) {
+				continue
+			}
+			n++
+			user, _ := sp.Attributes.Get(aggregator.AttrUser)
+			verb, _ := sp.Attributes.Get(aggregator.AttrVerb)
+			sub, _ := sp.Attributes.Get(aggregator.AttrSubresource)
+			code, _ := sp.Attributes.Get(aggregator.AttrStatusCode)
+			out = append(out, matchedEvent{Time: sp.Start.UTC(), Object: summaryObject(k), User: user, Verb: verb,
+				Subresource: sub, Code: code, Error: sp.Error, Title: sp.Name})
+		}
+	}
+	slices.SortFunc(out, func(a, b matchedEvent) int {
+		return cmp.Or(b.Time.Compare(a.Time), strings.Compare(a.Title, b.Title))
+	})
+	if len(out) > maxSummaryMatches {
+		out = out[:maxSummaryMatches]
+	}
+	return out, n
+}
+
+// hasAll reports whether attrs holds every attribute of want with its value.
+func hasAll(attrs, want aggregator.Attrs) bool {
+	for _, a := range want {
+		if v, ok := attrs.Get(a.Key); !ok || v != a.Value {
+			return false
+		}
+	}
+	return true
 }
 
 // summarize describes a graph; id is its display ID.
@@ -148,6 +209,7 @@ func (a *UIAPI) search(w http.ResponseWriter, r *http.Request) {
 		t.add(g.Truncated)
 		id := newDisplayID(req.Mode, req.Query.From, req.Query.To, g.AnchorObject, g.Anchor.TraceID)
 		s := summarize(g, id)
+		s.Matches, s.MatchCount = matches(g, req.Query.Attributes, req.Query.From, req.Query.To)
 		if d := s.End.Sub(s.Start); (req.MinDuration > 0 && d < req.MinDuration) || (req.MaxDuration > 0 && d > req.MaxDuration) {
 			continue
 		}

@@ -82,7 +82,15 @@ export function resultCard(r, p) {
   ];
   const seed = r.seed && r.root && objectLabel(r.seed) !== objectLabel(r.root) ? el('span', { text: `found: ${objectLabel(r.seed)}` }) : null;
   const more = r.roots > 1 ? ` and ${plural(r.roots - 1, 'other root')}` : '';
+  const matches = Array.isArray(r.matches) && r.matches.length ? el('ul', { class: 'matches' },
+    r.matches.map(m => el('li', { class: m.error ? 'error' : '' },
+      el('span', { class: 'when', text: `${fmtTime(Date.parse(m.time) * 1000)} ${zoneName()}` }),
+      el('span', { class: 'who', text: m.user }),
+      el('span', { class: 'verb', text: `${m.verb || ''}${m.subresource ? ' ' + m.subresource : ''}` }),
+      el('span', { class: 'obj', text: objectLabel(m.object) }),
+      el('span', { class: 'code', text: m.code ? `→ ${m.code}` : '' }))),
+    Number(r.matchCount) > r.matches.length ? el('li', { class: 'note', text: `and ${Number(r.matchCount) - r.matches.length} more matching events` }) : null) : null;
   return el('a', { class: 'result', href: `/trace/${encodeURIComponent(r.traceID)}`, dataset: { nav: '' } },
     el('div', { class: 'title', text: objectLabel(r.root) + more }),
-    el('div', { class: 'facts' }, facts, seed));
+    el('div', { class: 'facts' }, facts, seed), matches);
 }

@@ -89,6 +89,21 @@
  * @property {string} end RFC 3339
  * @property {string[]} clusters
  * @property {string} [truncated]
+ * @property {MatchedEvent[]} [matches] a search on event attributes: the matching events, newest first
+ * @property {number} [matchCount] how many events matched in all
+ */
+
+/**
+ * An event of a search result that the searched event attributes matched.
+ * @typedef {object} MatchedEvent
+ * @property {string} time RFC 3339
+ * @property {ObjectRef} object
+ * @property {string} user
+ * @property {string} [verb]
+ * @property {string} [subresource]
+ * @property {string} [code]
+ * @property {boolean} [error]
+ * @property {string} title
  */
 
 /**
