@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"encoding/json"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -67,6 +68,36 @@ func TestBrowserTimeline(t *testing.T) {
 	p.click(`header.top button.tz`)
 	p.waitJS("UTC again", `!!document.querySelector('.axis .lbl') && document.querySelector('.axis .lbl').innerText.includes('17:09:30')`)
 	assert.Contains(t, p.text(`.axis .lbl`), "UTC")
+
+	// Copy link puts the page's URL on the clipboard; Download JSON saves the trace as Jaeger's
+	// API answers it.
+	p.eval(`(() => { window.copied = null; navigator.clipboard.writeText = t => { window.copied = t; return Promise.resolve(); };
+		window.saved = null; window.blobs = {}; const create = URL.createObjectURL;
+		URL.createObjectURL = b => { const u = create(b); window.blobs[u] = b; return u; };
+		const click = HTMLAnchorElement.prototype.click;
+		HTMLAnchorElement.prototype.click = function () { if (this.download) { window.saved = { name: this.download, href: this.href }; return; } click.call(this); };
+		return true; })()`, new(bool))
+	p.click(`button.copy-link`)
+	p.waitJS("the copied link", `window.copied !== null`)
+	var copied string
+	p.eval(`window.copied`, &copied)
+	assert.Equal(t, p.location(), copied)
+	assert.Equal(t, "Copied", p.text(`button.copy-link`))
+	p.click(`button.download-json`)
+	p.waitJS("the download", `window.saved !== null`)
+	saved, err := chromedp.Run(p.ctx, chromedp.Evaluate[struct {
+		Name string `json:"name"`
+		Body string `json:"body"`
+	}](`window.blobs[window.saved.href].text().then(body => ({ name: window.saved.name, body }))`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Equal(t, "trace-"+sums[0].TraceID+".json", saved.Name)
+	var file struct {
+		Data []query.JaegerTrace `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(saved.Body), &file))
+	require.Len(t, file.Data, 1)
+	assert.Equal(t, getTrace(t, srv.URL, sums[0].TraceID).Spans[0].SpanID, file.Data[0].Spans[0].SpanID)
+	assert.Len(t, file.Data[0].Spans, len(getTrace(t, srv.URL, sums[0].TraceID).Spans))
 
 	p.clickRow("deployments", ".op")
 	p.waitJS("the panel", `!document.querySelector('aside.detail').hidden`)

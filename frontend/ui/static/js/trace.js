@@ -59,7 +59,36 @@ export async function showTrace(id, params, token) {
       el('div', { text: 'The trace holds no spans.' })));
     return;
   }
-  renderTrace(id, buildModel(tr), params);
+  renderTrace(id, buildModel(tr), params, tr);
+}
+
+/**
+ * copyLink puts the page's URL (which holds the view) on the clipboard and says so on the button.
+ * @param {HTMLButtonElement} btn
+ */
+function copyLink(btn) {
+  const done = (/** @type {string} */ text) => { btn.textContent = text; setTimeout(() => { btn.textContent = 'Copy link'; }, 2000); };
+  const url = location.href;
+  if (navigator.clipboard && navigator.clipboard.writeText) {
+    navigator.clipboard.writeText(url).then(() => done('Copied'), () => { window.prompt('Copy the link:', url); });
+  } else {
+    window.prompt('Copy the link:', url);
+  }
+}
+
+/**
+ * downloadJSON saves the trace as Jaeger's API answers it ({"data": [trace]}), the file Jaeger
+ * UI's "Upload JSON" opens.
+ * @param {string} id
+ * @param {JaegerTrace} raw
+ */
+function downloadJSON(id, raw) {
+  const blob = new Blob([JSON.stringify({ data: [raw] }, null, 2)], { type: 'application/json' });
+  const a = el('a', { href: URL.createObjectURL(blob), attrs: { download: `trace-${id.replace(/[^0-9a-zA-Z_-]/g, '_')}.json` } });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
 }
 
 /**
@@ -67,8 +96,12 @@ export async function showTrace(id, params, token) {
  * @param {string} id
  * @param {TraceModel} model
  * @param {URLSearchParams} params
+ * @param {JaegerTrace} raw the trace as the API answered it (Download JSON)
+ * @param {string} id
+ * @param {TraceModel} model
+ * @param {URLSearchParams} params
  */
-function renderTrace(id, model, params) {
+function renderTrace(id, model, params, raw) {
   const mode = modeOfID(id);
   const collapsed = params.get('collapsed') === 'all' ? new Set(collapsible(model).map(n => n.id))
     : new Set((params.get('collapsed') || '').split(',').filter(Boolean));
@@ -100,6 +133,8 @@ function renderTrace(id, model, params) {
     el('span', { class: 'spacer' }),
     switcher('Display', 'mode-display', DISPLAYS.map(d => [d, d]), mode ? mode.display : 'tracing', d => switchMode(d, mode.link)),
     switcher('Links', 'mode-link', LINKS.map(l => [l.key, l.label]), mode ? mode.link : 'none', l => switchMode(mode.display, l)),
+    el('button', { class: 'copy-link', text: 'Copy link', title: 'Copy the link of this view (the URL holds it)', onclick: e => copyLink(/** @type {HTMLButtonElement} */ (e.currentTarget)) }),
+    el('button', { class: 'download-json', text: 'Download JSON', title: "The trace in Jaeger's JSON format (Jaeger UI opens it)", onclick: () => downloadJSON(id, raw) }),
     el('button', { class: 'expand-all', text: 'Expand all', onclick: () => { collapsed.clear(); refresh(v, true); } }),
     el('button', { class: 'collapse-all', text: 'Collapse all', onclick: () => {
       for (const n of collapsible(model)) collapsed.add(n.id);
