@@ -159,6 +159,11 @@ func newLane(linkers []Linker, workers, queueSize int) *lane {
 
 func (e *Engine) initMetrics(tel telemetry.Settings) error {
 	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/aggregator")
+	// The linkers the engine was built with, at 0 from the start.
+	linkerSets := make([]attribute.Set, len(e.linkers))
+	for i, l := range e.linkers {
+		linkerSets[i] = attribute.NewSet(attribute.String("linker", l.Name()))
+	}
 	e.m = engineMetrics{
 		events: m.FixedCounter("kelemetry.aggregator.events", "Events received, by result.", "",
 			eventResultSets[eventInvalid], eventResultSets[eventExportError], eventResultSets[eventOK]),
@@ -168,10 +173,10 @@ func (e *Engine) initMetrics(tel telemetry.Settings) error {
 		linkJobs: m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, done, depth_limit).", "",
 			attribute.NewSet(attribute.String("result", "queued")), attribute.NewSet(attribute.String("result", "dropped")),
 			attribute.NewSet(attribute.String("result", "done")), attribute.NewSet(attribute.String("result", "depth_limit"))),
-		linkErrors:  m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", ""),
-		links:       m.Counter("kelemetry.aggregator.links", "Links found, by linker.", ""),
-		linkRetries: m.Counter("kelemetry.aggregator.link.export.retries", "Exports of link spans retried while the sinks were unavailable.", ""),
-		evictions:   m.Counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache.", ""),
+		linkErrors:  m.Counter("kelemetry.aggregator.link.errors", "Linker lookups that failed, by linker.", "", linkerSets...),
+		links:       m.Counter("kelemetry.aggregator.links", "Links found, by linker.", "", linkerSets...),
+		linkRetries: m.Counter("kelemetry.aggregator.link.export.retries", "Exports of link spans retried while the sinks were unavailable.", "", *attribute.EmptySet()),
+		evictions:   m.Counter("kelemetry.aggregator.spancache.evictions", "Objects evicted from the emission cache.", "", *attribute.EmptySet()),
 	}
 	e.queueReg = m.Gauge("kelemetry.aggregator.link.queue.depth", "Link jobs waiting.", "",
 		func() (int64, bool) { return int64(e.queued()), true })

@@ -201,17 +201,20 @@ func newSource(cfg sourceConfig, client client, conv *Converter, agg aggregator.
 		logger: ts.Log().With("component", "event.source"), seen: seen,
 		queue: make(chan item, cfg.QueueSize), results: map[string]metric.MeasurementOption{}}
 	meter := instrument.NewMeter(ts, meterScope)
+	results := []string{resultSent, resultDuplicate, resultSkipped, resultFailed,
+		timecheck.TimeReasonUnrepresentable, timecheck.TimeReasonFuture}
+	resultSets := instrument.Sets("result", results...)
+	for i, r := range results {
+		s.results[r] = metric.WithAttributeSet(resultSets[i])
+	}
 	s.events = meter.Counter("kelemetry.event.source.events",
-		"Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error, unrepresentable_time, future_time).", "{event}")
+		"Kubernetes Events received by the event source, by result (sent, duplicate, skipped, send_error, unrepresentable_time, future_time).", "{event}",
+		resultSets...)
 	s.sendRetries = meter.Counter("kelemetry.event.source.send.retries",
-		"Sends of Kubernetes Events retried while the sinks were unavailable (a full disk, a full OTLP queue).", "{attempt}")
+		"Sends of Kubernetes Events retried while the sinks were unavailable (a full disk, a full OTLP queue).", "{attempt}", *attribute.EmptySet())
 	s.drops = newTimeDrops(meter, s.logger)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("event source: %w", err)
-	}
-	for _, r := range []string{resultSent, resultDuplicate, resultSkipped, resultFailed,
-		timecheck.TimeReasonUnrepresentable, timecheck.TimeReasonFuture} {
-		s.results[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
 	}
 	return s, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/internal/aggregatortest"
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/internal/timecheck"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -130,8 +131,24 @@ func TestSourceDropsBadTimes(t *testing.T) {
 	assert.True(t, s.handle(context.Background(), bad), "a bad Event is dropped, not retried")
 	assert.True(t, s.handle(context.Background(), fromCore(timedCore("good", nil))))
 	require.Len(t, agg.Events(), 1)
-	assert.Equal(t, map[string]int64{timecheck.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.dropped_events"))
-	assert.Equal(t, map[string]int64{resultSent: 1, timecheck.TimeReasonUnrepresentable: 1}, sums(t, reader, "kelemetry.event.source.events"))
+	// The other reasons and results are exported at 0 from the start.
+	assert.Equal(t, map[string]int64{timecheck.TimeReasonUnrepresentable: 1, timecheck.TimeReasonFuture: 0},
+		sums(t, reader, "kelemetry.event.dropped_events"))
+	assert.Equal(t, map[string]int64{resultSent: 1, timecheck.TimeReasonUnrepresentable: 1,
+		resultDuplicate: 0, resultSkipped: 0, resultFailed: 0, timecheck.TimeReasonFuture: 0}, sums(t, reader, "kelemetry.event.source.events"))
+}
+
+// The source's counters are exported at 0 from the start, each result and reason included.
+func TestSourceCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ts := telemetry.Settings{Logger: quiet.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+	_, err := newSource(sourceConfig{}, newFakeClient("1"), NewConverter("c", nil, 0), &aggregatortest.RecordingAggregator{}, nil, ts)
+	require.NoError(t, err)
+	assert.Equal(t, telemetrytest.Zeros("result", "sent", "duplicate", "skipped", "send_error", "unrepresentable_time", "future_time"),
+		telemetrytest.Points(t, reader, "kelemetry.event.source.events"))
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, "kelemetry.event.source.send.retries"))
+	assert.Equal(t, telemetrytest.Zeros("reason", "unrepresentable_time", "future_time"),
+		telemetrytest.Points(t, reader, "kelemetry.event.dropped_events"))
 }
 
 // sums returns the sums of an int64 counter by its first attribute's value.

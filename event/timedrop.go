@@ -24,7 +24,8 @@ type timeDrops struct {
 func newTimeDrops(m *instrument.Meter, logger *slog.Logger) *timeDrops {
 	return &timeDrops{
 		counter: m.Counter("kelemetry.event.dropped_events",
-			"Kubernetes Events dropped for their timestamps, by reason (unrepresentable_time, future_time).", "{event}"),
+			"Kubernetes Events dropped for their timestamps, by reason (unrepresentable_time, future_time).", "{event}",
+			instrument.Sets("reason", timecheck.TimeReasonUnrepresentable, timecheck.TimeReasonFuture)...),
 		logger: logger,
 		limit:  ratelog.Limiter{Burst: 10, Every: 10 * time.Second},
 	}

@@ -370,8 +370,10 @@ func newAuditAuth(c AuditAuthConfig, interval time.Duration, rejected metric.Int
 	if err != nil {
 		return nil, err
 	}
-	return &authenticator{listener: "audit", tokens: tokens, clientCert: c.ClientCAFile != "", rejected: rejected, logger: logger,
-		rejectLog: ratelog.Limiter{Burst: peerLogBurst, Every: peerLogEvery}, clock: time.Now}, nil
+	a := &authenticator{listener: "audit", tokens: tokens, clientCert: c.ClientCAFile != "", rejected: rejected, logger: logger,
+		rejectLog: ratelog.Limiter{Burst: peerLogBurst, Every: peerLogEvery}, clock: time.Now}
+	a.initRejected()
+	return a, nil
 }
 
 // newAPIAuth builds the API's authenticator (nil when none is configured).
@@ -387,9 +389,19 @@ func newAPIAuth(c APIAuthConfig, interval time.Duration, rejected metric.Int64Co
 	if len(headers) == 0 {
 		headers = defaultUserHeaders
 	}
-	return &authenticator{listener: "api", tokens: tokens, proxy: c.Proxy.ClientCAFile != "", allowedNames: c.Proxy.AllowedNames,
+	a := &authenticator{listener: "api", tokens: tokens, proxy: c.Proxy.ClientCAFile != "", allowedNames: c.Proxy.AllowedNames,
 		userHeaders: headers, public: uiPublic, rejected: rejected, logger: logger,
-		rejectLog: ratelog.Limiter{Burst: peerLogBurst, Every: peerLogEvery}, clock: time.Now}, nil
+		rejectLog: ratelog.Limiter{Burst: peerLogBurst, Every: peerLogEvery}, clock: time.Now}
+	a.initRejected()
+	return a, nil
+}
+
+// initRejected exports the rejections of a's listener at 0, each reason included, so that an
+// increase() over them sees the first 401. A listener without credentials to check has none.
+func (a *authenticator) initRejected() {
+	for _, reason := range []string{reasonMissing, reasonInvalid} {
+		a.rejected.Add(context.Background(), 0, metric.WithAttributes(attribute.String("listener", a.listener), attribute.String("reason", reason)))
+	}
 }
 
 // caPool loads file, or returns nil for "".

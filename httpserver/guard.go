@@ -84,6 +84,10 @@ func NewGuard(name string, maxConns int, mp metric.MeterProvider, logger *slog.L
 		metric.WithDescription("TLS handshakes that failed (bad or no client certificate, plain text on a TLS port, a peer that hung up), by listener."), metric.WithUnit("{connection}")); err != nil {
 		g.handshake = noop.Int64Counter{}
 	}
+	// The listener's counters are at 0 from the start, so that an increase() over them sees the
+	// first refusal or failed handshake.
+	g.refused.Add(context.Background(), 0, g.attrs)
+	g.handshake.Add(context.Background(), 0, g.attrs)
 	return g
 }
 

@@ -132,6 +132,8 @@ func TestUnauthenticatedLogRateLimited(t *testing.T) {
 	auth, err := newAPIAuth(APIAuthConfig{TokenFiles: []string{writeFile(t, t.TempDir(), "tokens", []byte("secret\n"))}},
 		time.Minute, newRejectedCounter(mp), slog.New(&rec))
 	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"listener=api,reason=missing": 0, "listener=api,reason=invalid": 0},
+		telemetrytest.Points(t, reader, "kelemetry.http.auth.rejected"), "each reason at 0 from the start")
 	var clock fakeClock
 	auth.clock = clock.now
 	h := auth.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
@@ -307,4 +309,13 @@ func TestErrorLogOtherLinesRateLimited(t *testing.T) {
 	flushed := messages(&rec, "log lines suppressed since the last of their kind")
 	require.Len(t, flushed, 1)
 	assert.Equal(t, int64(50-peerLogBurst), attr(flushed[0], "serverErrors").Int64())
+}
+
+// A guard's counters are exported at 0 from the start, under its listener's name.
+func TestGuardCountersStartAtZero(t *testing.T) {
+	mp, reader := meter(t)
+	NewGuard("storageapi", 0, mp, quiet)
+	for _, name := range []string{"kelemetry.listener.refused_connections", "kelemetry.listener.tls_handshake_errors"} {
+		assert.Equal(t, telemetrytest.Zeros("listener", "storageapi"), telemetrytest.Points(t, reader, name), name)
+	}
 }

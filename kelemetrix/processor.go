@@ -121,11 +121,18 @@ func New(cfg Config, ts telemetry.Settings) (*Processor, error) {
 		done:   make(chan struct{}),
 	}
 	own := instrument.NewMeter(ts, meterScope)
-	p.processed = own.Counter("kelemetry.kelemetrix.events", "Audit events turned into metric points by kelemetrix.", "{event}")
+	p.processed = own.Counter("kelemetry.kelemetrix.events", "Audit events turned into metric points by kelemetrix.", "{event}", *attribute.EmptySet())
 	p.dropped = own.Counter("kelemetry.kelemetrix.dropped_events",
-		"Audit events kelemetrix dropped, by reason (queue_full: its queue had queueSize events; queue_bytes: queueBytes; stopped).", "{event}")
+		"Audit events kelemetrix dropped, by reason (queue_full: its queue had queueSize events; queue_bytes: queueBytes; stopped).", "{event}",
+		instrument.Sets("reason", "queue_full", "queue_bytes", "stopped")...)
+	// By the configured metrics' names, each at 0 from the start.
+	metricNames := make([]string, len(cfg.Metrics))
+	for i, mc := range cfg.Metrics {
+		metricNames[i] = mc.Name
+	}
 	p.overflow = own.Counter("kelemetry.kelemetrix.series_overflow",
-		"Points of kelemetrix metrics recorded in the metric's \"other\" series because it had maxSeries label sets, by metric.", "{point}")
+		"Points of kelemetrix metrics recorded in the metric's \"other\" series because it had maxSeries label sets, by metric.", "{point}",
+		instrument.Sets("metric", metricNames...)...)
 	if err := own.Err(); err != nil {
 		p.logger.Warn("kelemetrix", "error", err)
 	}

@@ -3,6 +3,7 @@ package kelemetrix
 import (
 	"context"
 	"errors"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -371,5 +372,20 @@ func TestNilEventsAreSkipped(t *testing.T) {
 	p.Handle(context.Background(), "c", []*auditv1.Event{nil, {Stage: "ResponseComplete"}})
 	if got := points(t, r, "m"); got["resource="] != 1 {
 		t.Errorf("m %v, want 1 point for the event without objectRef", got)
+	}
+}
+
+// TestOwnCountersStartAtZero: kelemetrix's own counters are exported at 0 from the start, each
+// reason and each configured metric included.
+func TestOwnCountersStartAtZero(t *testing.T) {
+	_, r := newTestProcessor(t, Config{Metrics: []MetricConfig{counter("a", tagVerb), counter("b", tagUser)}})
+	for name, want := range map[string]map[string]float64{
+		"kelemetry.kelemetrix.events":          {"": 0},
+		"kelemetry.kelemetrix.dropped_events":  {"reason=queue_full": 0, "reason=queue_bytes": 0, "reason=stopped": 0},
+		"kelemetry.kelemetrix.series_overflow": {"metric=a": 0, "metric=b": 0},
+	} {
+		if got := points(t, r, name); !maps.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
 	}
 }

@@ -257,7 +257,7 @@ func NewDiscoveryMapper(clusters DiscoveryClusters, cfg DiscoveryConfig, set tel
 	meter := instrument.NewMeter(set, meterScope)
 	// The metric keeps the name it had when the mapper lived in package linker.
 	refreshes := meter.Counter("kelemetry.linker.discovery.refreshes",
-		"Discovery runs of the resource mapper, by result (ok, partial, error).", "")
+		"Discovery runs of the resource mapper, by result (ok, partial, error).", "", instrument.Sets("result", "ok", "partial", "error")...)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("new discovery mapper: %w", err)
 	}

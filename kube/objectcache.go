@@ -121,9 +121,11 @@ func NewObjectCache(clusters Clusters, cfg ObjectCacheConfig, set telemetry.Sett
 	cfg = cfg.withDefaults()
 	meter := instrument.NewMeter(set, meterScope)
 	requests := meter.Counter("kelemetry.objectcache.requests",
-		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error, withheld (a Secret: never fetched).", "")
+		"Object cache lookups by result: hit, negative_hit, fetched, not_found, error, withheld (a Secret: never fetched).", "",
+		instrument.Sets("result", "hit", "negative_hit", "fetched", "not_found", "error", "withheld")...)
 	evictions := meter.Counter("kelemetry.objectcache.evictions",
-		"Objects dropped from the object cache, by reason: size (object count), bytes or expired.", "")
+		"Objects dropped from the object cache, by reason: size (object count), bytes or expired.", "",
+		instrument.Sets("reason", "size", "bytes", "expired")...)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("new object cache: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/internal/kubetest"
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/kube"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -361,4 +362,15 @@ func TestObjectCacheNeverFetchesSecrets(t *testing.T) {
 	assert.Contains(t, err.Error(), "never fetched")
 	assert.EqualValues(t, 0, dyn.Gets())
 	assert.EqualValues(t, 1, m.Count(t, "kelemetry.objectcache.requests", "result", "withheld"))
+}
+
+// The object cache's and the discovery mapper's counters are exported at 0 from the start, each
+// result and reason included.
+func TestKubeCountersStartAtZero(t *testing.T) {
+	_, _, m := newTestCache(t, kubetest.Clusters{}, kube.ObjectCacheConfig{})
+	assert.Equal(t, telemetrytest.Zeros("result", "hit", "negative_hit", "fetched", "not_found", "error", "withheld"),
+		telemetrytest.Points(t, m.Reader, "kelemetry.objectcache.requests"))
+	assert.Equal(t, telemetrytest.Zeros("reason", "size", "bytes", "expired"), telemetrytest.Points(t, m.Reader, "kelemetry.objectcache.evictions"))
+	_, _, dm := newTestDiscoveryMapper(t, nil)
+	assert.Equal(t, telemetrytest.Zeros("result", "ok", "partial", "error"), telemetrytest.Points(t, dm.Reader, "kelemetry.linker.discovery.refreshes"))
 }

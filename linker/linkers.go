@@ -59,7 +59,7 @@ func NewOwnerLinker(mapper kube.Mapper, getter kube.ObjectGetter, ts telemetry.S
 	l := &OwnerLinker{
 		mapper:  mapper,
 		getter:  getter,
-		lookups: meter.Counter("kelemetry.linker.owner.lookups", "Owner linker lookups by where the object came from: body, getter, not_found, none.", ""),
+		lookups: meter.Counter("kelemetry.linker.owner.lookups", "Owner linker lookups by where the object came from: body, getter, not_found, none.", "", sourceSets()...),
 		sources: newSourceOptions(),
 	}
 	logMeterErr(meter, ts.Log().With("linker", ownerLinkerName))
@@ -155,16 +155,18 @@ func NewAnnotationLinker(getter kube.ObjectGetter, ts telemetry.Settings) *Annot
 	logger := ts.Log().With("linker", annotationLinkerName)
 	meter := instrument.NewMeter(ts, meterScope)
 	warned, _ := lru.New[aggregator.ObjectKey, time.Time](warnMemorySize) // fails only for size <= 0
+	reasonNames := []string{"json", "missing_field", "self"}
+	reasonSets := instrument.Sets("reason", reasonNames...)
 	reasons := map[string]metric.MeasurementOption{}
-	for _, r := range []string{"json", "missing_field", "self"} {
-		reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+	for i, r := range reasonNames {
+		reasons[r] = metric.WithAttributeSet(reasonSets[i])
 	}
 	l := &AnnotationLinker{
 		getter:  getter,
 		logger:  logger,
 		now:     time.Now,
-		lookups: meter.Counter("kelemetry.linker.annotation.lookups", "Annotation linker lookups by where the object came from: body, getter, not_found, none.", ""),
-		invalid: meter.Counter("kelemetry.linker.annotation.invalid", "Parent-link annotations that could not be used, by reason: json, missing_field, self.", ""),
+		lookups: meter.Counter("kelemetry.linker.annotation.lookups", "Annotation linker lookups by where the object came from: body, getter, not_found, none.", "", sourceSets()...),
+		invalid: meter.Counter("kelemetry.linker.annotation.invalid", "Parent-link annotations that could not be used, by reason: json, missing_field, self.", "", reasonSets...),
 		sources: newSourceOptions(),
 		reasons: reasons,
 		warned:  warned,
@@ -250,10 +252,15 @@ const (
 
 type sourceOptions [4]metric.MeasurementOption
 
+// sourceSets are the source attribute sets of the lookup counters, indexed by bodySource.
+func sourceSets() []attribute.Set {
+	return instrument.Sets("source", "none", "body", "getter", "not_found")
+}
+
 func newSourceOptions() sourceOptions {
 	var o sourceOptions
-	for i, s := range []string{"none", "body", "getter", "not_found"} {
-		o[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("source", s)))
+	for i, set := range sourceSets() {
+		o[i] = metric.WithAttributeSet(set)
 	}
 	return o
 }

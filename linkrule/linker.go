@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -71,7 +72,7 @@ func newLinker(getter kube.ObjectGetter, lister lister, ts telemetry.Settings) *
 	l.links = meter.Counter("kelemetry.linkrule.links", "Links made by link rules, by rule.", "")
 	l.errs = meter.Counter("kelemetry.linkrule.errors", "Failed link rule evaluations (expression error, cost limit, failed list), by rule.", "")
 	l.truncated = meter.Counter("kelemetry.linkrule.truncated", "Link rule evaluations whose targets were cut at the per-object limit, by rule.", "")
-	l.noBody = meter.Counter("kelemetry.linkrule.no_body", "Objects selected by a rule's resources whose body was neither in the event nor fetchable.", "")
+	l.noBody = meter.Counter("kelemetry.linkrule.no_body", "Objects selected by a rule's resources whose body was neither in the event nor fetchable.", "", *attribute.EmptySet())
 	if err := meter.Err(); err != nil {
 		// The linker works without its metrics: not an error of the constructor.
 		logger.Error("cannot create metrics", slog.Any("error", err))
@@ -92,6 +93,7 @@ func (l *Linker) Put(set string, r *Rule) {
 	}
 	l.sets[set][r.Name] = r
 	l.rebuild()
+	l.known(r)
 }
 
 // Delete removes a rule of a set.
@@ -115,6 +117,21 @@ func (l *Linker) Replace(set string, rules []*Rule) {
 	}
 	l.sets[set] = m
 	l.rebuild()
+	for _, r := range rules {
+		l.known(r)
+	}
+}
+
+// known exports the by-rule counters of r at 0, so that an increase() over them sees its first
+// evaluation, link or error: a rule's name is known once it is put.
+func (l *Linker) known(r *Rule) {
+	if r.measure == nil {
+		return // not compiled: never evaluated
+	}
+	ctx := context.Background()
+	for _, c := range []metric.Int64Counter{l.evaluations, l.links, l.errs, l.truncated} {
+		c.Add(ctx, 0, r.measure)
+	}
 }
 
 // rule returns a rule of a set, or nil.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/internal/kubetest"
 	"github.com/kelemetry/kelemetry/internal/logtest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -396,4 +397,21 @@ func TestFailingStatusWritesAreLoggedOnce(t *testing.T) {
 	st, ok := m.ruleStatus("a")
 	require.True(t, ok)
 	assert.Equal(t, metav1.ConditionTrue, st.Conditions[0].Status)
+}
+
+// The linker's counters are exported at 0 from the start: no_body at once, the by-rule ones for
+// each rule as soon as it is put (or replaces a set).
+func TestCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	l := newLinker(nil, nil, telemetry.Settings{Logger: silent.Logger, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	byRule := []string{"kelemetry.linkrule.evaluations", "kelemetry.linkrule.links", "kelemetry.linkrule.errors", "kelemetry.linkrule.truncated"}
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, "kelemetry.linkrule.no_body"))
+	for _, name := range byRule {
+		assert.Empty(t, telemetrytest.Points(t, reader, name), "no rule yet: %s", name)
+	}
+	l.Put(setDir, mustCompile(t, rule("a", nil)))
+	l.Replace(setCluster, []*Rule{mustCompile(t, rule("b", nil)), mustCompile(t, rule("c", nil))})
+	for _, name := range byRule {
+		assert.Equal(t, telemetrytest.Zeros("rule", "a", "b", "c"), telemetrytest.Points(t, reader, name), name)
+	}
 }

@@ -87,15 +87,25 @@ func newClient(conn func() *nats.Conn, cfg LinkerConfig, tel telemetry.Settings)
 		attrs:  metric.WithAttributes(attribute.String("linker", cfg.Name)),
 	}
 	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/remotelinker")
+	// The linker's name is known here: its series are at 0 from the start, each result and
+	// direction included.
+	linker := attribute.String("linker", cfg.Name)
+	var jobSets, byteSets []attribute.Set
+	for _, r := range []string{resultOK, resultTimeout, resultNoResponders, resultSkipped, resultBadReply, resultRemoteError, resultError} {
+		jobSets = append(jobSets, attribute.NewSet(linker, attribute.String("result", r)))
+	}
+	for _, d := range []string{"sent", "received"} {
+		byteSets = append(byteSets, attribute.NewSet(linker, attribute.String("direction", d)))
+	}
 	c.m = clientMetrics{
 		jobs: m.Counter("kelemetry.remotelinker.jobs",
-			"Link jobs sent to remote linkers, by linker and result (ok, timeout, no_responders, skipped, bad_reply, remote_error, error).", ""),
-		links: m.Counter("kelemetry.remotelinker.links", "Links received from remote linkers, by linker.", ""),
-		bytes: m.Counter("kelemetry.remotelinker.bytes", "Bytes of link jobs sent and results received, by linker and direction (sent, received).", "By"),
+			"Link jobs sent to remote linkers, by linker and result (ok, timeout, no_responders, skipped, bad_reply, remote_error, error).", "", jobSets...),
+		links: m.Counter("kelemetry.remotelinker.links", "Links received from remote linkers, by linker.", "", attribute.NewSet(linker)),
+		bytes: m.Counter("kelemetry.remotelinker.bytes", "Bytes of link jobs sent and results received, by linker and direction (sent, received).", "By", byteSets...),
 		duration: m.Histogram("kelemetry.remotelinker.duration", "Time from sending a link job to its result, by linker.", "s",
 			0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10),
 		bodiesDropped: m.Counter("kelemetry.remotelinker.bodies.dropped",
-			"Link jobs sent without the object's body, which was larger than the NATS servers' maximum payload, by linker.", ""),
+			"Link jobs sent without the object's body, which was larger than the NATS servers' maximum payload, by linker.", "", attribute.NewSet(linker)),
 	}
 	if err := m.Err(); err != nil {
 		return nil, fmt.Errorf("remotelinker: %w", err)

@@ -236,3 +236,30 @@ func TestBodyOverMaxPayloadIsLeftOut(t *testing.T) {
 	mu.Unlock()
 	assert.Equal(t, int64(1), telemetrytest.Int64(t, reader, "kelemetry.remotelinker.bodies.dropped", "", ""))
 }
+
+// A client's and a worker's counters are exported at 0 from the start, under their linker's
+// name, each result and direction included.
+func TestCountersStartAtZero(t *testing.T) {
+	tel, reader := metrics()
+	_, err := newClient(func() *nats.Conn { return nil }, LinkerConfig{Name: "volumes"}, tel)
+	require.NoError(t, err)
+	jobs := map[string]int64{}
+	for _, r := range []string{"ok", "timeout", "no_responders", "skipped", "bad_reply", "remote_error", "error"} {
+		jobs["linker=volumes,result="+r] = 0
+	}
+	assert.Equal(t, jobs, telemetrytest.Points(t, reader, "kelemetry.remotelinker.jobs"))
+	assert.Equal(t, map[string]int64{"direction=sent,linker=volumes": 0, "direction=received,linker=volumes": 0},
+		telemetrytest.Points(t, reader, "kelemetry.remotelinker.bytes"))
+	assert.Equal(t, telemetrytest.Zeros("linker", "volumes"), telemetrytest.Points(t, reader, "kelemetry.remotelinker.links"))
+	assert.Equal(t, telemetrytest.Zeros("linker", "volumes"), telemetrytest.Points(t, reader, "kelemetry.remotelinker.bodies.dropped"))
+
+	w, err := newWorker(connect(t, natsServer(t)), &funcLinker{name: "owners"}, WorkerConfig{}, tel)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	jobs = map[string]int64{}
+	for _, r := range []string{"ok", "bad_request", "unsupported_version", "busy", "lookup", "timeout", "panic", "stopping"} {
+		jobs["linker=owners,result="+r] = 0
+	}
+	assert.Equal(t, jobs, telemetrytest.Points(t, reader, "kelemetry.remotelinker.worker.jobs"))
+	assert.Equal(t, telemetrytest.Zeros("linker", "owners"), telemetrytest.Points(t, reader, "kelemetry.remotelinker.worker.links"))
+}

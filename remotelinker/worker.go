@@ -67,10 +67,15 @@ func newWorker(nc *nats.Conn, l aggregator.Linker, cfg WorkerConfig, tel telemet
 		ctx:    ctx, cancel: cancel,
 	}
 	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/remotelinker")
+	linker := attribute.String("linker", l.Name())
+	var jobSets []attribute.Set
+	for _, r := range []string{resultOK, codeBadRequest, codeUnsupportedVersion, codeBusy, codeLookup, codeTimeout, resultPanic, codeStopping} {
+		jobSets = append(jobSets, attribute.NewSet(linker, attribute.String("result", r)))
+	}
 	w.m = workerMetrics{
 		jobs: m.Counter("kelemetry.remotelinker.worker.jobs",
-			"Link jobs a worker answered, by linker and result (ok, bad_request, unsupported_version, busy, lookup, timeout, panic, stopping).", ""),
-		links: m.Counter("kelemetry.remotelinker.worker.links", "Links a worker answered, by linker.", ""),
+			"Link jobs a worker answered, by linker and result (ok, bad_request, unsupported_version, busy, lookup, timeout, panic, stopping).", "", jobSets...),
+		links: m.Counter("kelemetry.remotelinker.worker.links", "Links a worker answered, by linker.", "", attribute.NewSet(linker)),
 	}
 	if err := m.Err(); err != nil {
 		cancel()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -190,4 +191,16 @@ func TestConfigDefaultsAndLimits(t *testing.T) {
 	assert.Equal(t, httpserver.DefaultReadHeaderTimeout, d.HandshakeTimeout)
 	assert.Error(t, storageapi.Config{Addr: ":1", IdleTimeout: -time.Second}.Validate())
 	assert.Error(t, storageapi.Config{Addr: ":1", HandshakeTimeout: -time.Second}.Validate())
+}
+
+// The storage API's counters are exported at 0 from the start: its listener's, its refusals by
+// reason, and those of its bearer tokens when it checks them.
+func TestCountersStartAtZero(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(tokens, []byte("secret-1\n"), 0o600))
+	_, reader := startListener(t, storageapi.Config{TokenFiles: []string{tokens}})
+	assert.Equal(t, telemetrytest.Zeros("reason", "concurrency", "memory"), telemetrytest.Points(t, reader, "kelemetry.storageapi.queries.rejected"))
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, "kelemetry.storageapi.auth.rejected"))
+	assert.Equal(t, telemetrytest.Zeros("listener", "storageapi"), telemetrytest.Points(t, reader, "kelemetry.listener.refused_connections"))
+	assert.Equal(t, telemetrytest.Zeros("listener", "storageapi"), telemetrytest.Points(t, reader, "kelemetry.listener.tls_handshake_errors"))
 }

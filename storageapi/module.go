@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/fx"
 	"google.golang.org/grpc"
@@ -155,7 +156,7 @@ func newListener(cfg Config, s *server, tel telemetry.Settings) (*Listener, erro
 			return nil, fmt.Errorf("storage API tokens: %w", err)
 		}
 		a := &authorizer{tokens: tokens, rejected: instrument.NewMeter(tel, meterScope).Counter("kelemetry.storageapi.auth.rejected",
-			"jaeger.storage.v2 calls refused (Unauthenticated) for a missing or unknown bearer token.", "{call}")}
+			"jaeger.storage.v2 calls refused (Unauthenticated) for a missing or unknown bearer token.", "{call}", *attribute.EmptySet())}
 		opts = append(opts, grpc.ChainUnaryInterceptor(a.unary), grpc.ChainStreamInterceptor(a.stream))
 	}
 	g := grpc.NewServer(opts...)

@@ -59,7 +59,8 @@ func newServer(e *frontend.Engine, tel telemetry.Settings) *server {
 		logger: tel.Log().With("component", "storageapi"),
 		now:    time.Now,
 		rejected: m.Counter("kelemetry.storageapi.queries.rejected",
-			"Heavy jaeger.storage.v2 requests refused (ResourceExhausted) because no turn came within QueueWait: frontend.Config.MaxConcurrent were running (reason concurrency) or their memory budget MaxMemoryBytes had no room (reason memory).", "{query}"),
+			"Heavy jaeger.storage.v2 requests refused (ResourceExhausted) because no turn came within QueueWait: frontend.Config.MaxConcurrent were running (reason concurrency) or their memory budget MaxMemoryBytes had no room (reason memory).", "{query}",
+			instrument.Sets("reason", "concurrency", "memory")...),
 	}
 	if err := m.Err(); err != nil {
 		s.logger.Warn("storageapi metrics", "error", err)

@@ -213,9 +213,9 @@ func NewFollower(cfg FollowConfig, q interface {
 		quit:   make(chan struct{}),
 	}
 	meter := instrument.NewMeter(ts, meterName)
-	fl.lines = meter.Counter("kelemetry.audit.file.lines", "Non-empty audit log lines read.", "{line}")
+	fl.lines = meter.Counter("kelemetry.audit.file.lines", "Non-empty audit log lines read.", "{line}", *attribute.EmptySet())
 	fl.badLines = meter.Counter("kelemetry.audit.file.bad_lines",
-		"Audit log lines skipped because they are not audit events or are too long.", "{line}")
+		"Audit log lines skipped because they are not audit events or are too long.", "{line}", *attribute.EmptySet())
 	fl.dropped = newDroppedFileCounter(meter)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("audit log follower: %w", err)
@@ -528,7 +528,8 @@ func skewOrDefault(maxFutureSkew time.Duration) time.Duration {
 // newDroppedFileCounter creates the counter of events dropped from log files for their timestamps.
 func newDroppedFileCounter(m *instrument.Meter) metric.Int64Counter {
 	return m.Counter("kelemetry.audit.file.dropped_events",
-		"Audit log events dropped for their timestamps, by reason (unrepresentable_time, future_time).", "{event}")
+		"Audit log events dropped for their timestamps, by reason (unrepresentable_time, future_time).", "{event}",
+		instrument.Sets("reason", timecheck.TimeReasonUnrepresentable, timecheck.TimeReasonFuture)...)
 }
 
 // decodeLogLine decodes one audit log line: an Event, or an EventList as webhook bodies are. The

@@ -408,3 +408,15 @@ func TestLogFollowStopWhileBlocked(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, fl.Stop(ctx), context.DeadlineExceeded)
 }
+
+// The follower's counters are exported at 0 from the start, each reason included.
+func TestFollowerCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	_, err := NewFollower(FollowConfig{Path: "x"}, &collector{},
+		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, "kelemetry.audit.file.lines"))
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, "kelemetry.audit.file.bad_lines"))
+	assert.Equal(t, telemetrytest.Zeros("reason", "unrepresentable_time", "future_time"),
+		telemetrytest.Points(t, reader, "kelemetry.audit.file.dropped_events"))
+}

@@ -275,7 +275,7 @@ func New(cfg Config, d Deps) (*Consumer, error) {
 		"Audit events seen by the consumer, by result (sent, filtered, invalid, send_error) and reason "+
 			"(abandoned: the sink stayed unavailable until the queue gave up, e.g. at shutdown).", "{event}", outcomeSets...)
 	c.retries = meter.Counter("kelemetry.audit.consumer.send.retries",
-		"Sends retried because a sink was unavailable (e.g. the store's disk is full).", "{retry}")
+		"Sends retried because a sink was unavailable (e.g. the store's disk is full).", "{retry}", *attribute.EmptySet())
 	c.join = newInformerJoin(cfg.InformerJoin, objdiff.FormatOf(cfg.Diff), meter, func(ctx context.Context, cluster, auditID string, out *aggregator.Event) {
 		c.send(ctx, cluster, auditID, out, outcomeSent)
 	})
@@ -285,7 +285,7 @@ func New(cfg Config, d Deps) (*Consumer, error) {
 	}
 	if cfg.DedupSize > 0 {
 		evictions := meter.Counter("kelemetry.audit.consumer.dedup.evictions",
-			"Audit events forgotten by the repeated-delivery check (DedupSize): a repeat of one of them is handled again.", "{event}")
+			"Audit events forgotten by the repeated-delivery check (DedupSize): a repeat of one of them is handled again.", "{event}", *attribute.EmptySet())
 		// The webhook's two-generation set: about 25 bytes an event, where an LRU took about 90.
 		c.seen = repeats.NewSet(cfg.DedupSize, func(n int) { evictions.Add(context.Background(), int64(n)) })
 	}

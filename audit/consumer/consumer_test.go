@@ -742,3 +742,21 @@ func TestConvertFingerprintsLinkMetadata(t *testing.T) {
 	assert.Equal(t, labelled, hash(`,"labels":{"app":"web"}`), "same metadata, same fingerprint (resourceVersion ignored)")
 	assert.Len(t, map[uint64]bool{plain: true, labelled: true, annotated: true, owned: true}, 4)
 }
+
+// The consumer's counters are exported at 0 from the start, each result included.
+func TestConsumerCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	_, err := New(Config{}, Deps{Aggregator: &aggregatortest.RecordingAggregator{}, Telemetry: telemetry.Settings{MeterProvider: mp}})
+	require.NoError(t, err)
+	for name, want := range map[string]map[string]int64{
+		"kelemetry.audit.consumer.send.retries":                 telemetrytest.Zeros(""),
+		"kelemetry.audit.consumer.dedup.evictions":              telemetrytest.Zeros(""),
+		"kelemetry.audit.consumer.informer_claims_dropped":      telemetrytest.Zeros(""),
+		"kelemetry.audit.consumer.collection_deletions_dropped": telemetrytest.Zeros(""),
+		"kelemetry.audit.consumer.informer_diffs": telemetrytest.Zeros("result",
+			"hit", "hit_late", "unavailable", "buffer_full", "shutdown", "not_recorded"),
+	} {
+		assert.Equal(t, want, telemetrytest.Points(t, reader, name), name)
+	}
+}

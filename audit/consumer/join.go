@@ -174,15 +174,17 @@ func newInformerJoin(cfg InformerJoinConfig, format objdiff.LogFormat, meter *in
 	j := &informerJoin{cfg: cfg.withDefaults(), format: format.WithDefaults(), send: send,
 		opts: map[string]metric.MeasurementOption{}, held: map[aggregator.ObjectKey]int{}, outstanding: map[any]chan struct{}{}}
 	j.claims = claimSet{max: j.cfg.MaxClaims, ttl: claimTTL, keys: map[changes.RecordKey]struct{}{}}
-	j.results = meter.Counter("kelemetry.audit.consumer.informer_diffs",
-		"Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, buffer_full, shutdown, not_recorded).", "{event}")
-	j.claimDrops = meter.Counter("kelemetry.audit.consumer.informer_claims_dropped",
-		"Informer records forgotten as attributed to an audit event before 15 minutes, for the bound informerJoin.maxClaims.", "{record}")
-	j.collectionDrops = meter.Counter("kelemetry.audit.consumer.collection_deletions_dropped",
-		"Deletions seen by the informers left out of a body-less deletecollection, beyond 10,000 per request.", "{object}")
-	for _, r := range []string{joinHit, joinHitLate, joinUnavailable, joinBufferFull, joinShutdown, joinStale} {
-		j.opts[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+	names := []string{joinHit, joinHitLate, joinUnavailable, joinBufferFull, joinShutdown, joinStale}
+	results := instrument.Sets("result", names...)
+	for i, r := range names {
+		j.opts[r] = metric.WithAttributeSet(results[i])
 	}
+	j.results = meter.Counter("kelemetry.audit.consumer.informer_diffs",
+		"Writes without a response body joined with informer diffs, by result (hit, hit_late, unavailable, buffer_full, shutdown, not_recorded).", "{event}", results...)
+	j.claimDrops = meter.Counter("kelemetry.audit.consumer.informer_claims_dropped",
+		"Informer records forgotten as attributed to an audit event before 15 minutes, for the bound informerJoin.maxClaims.", "{record}", *attribute.EmptySet())
+	j.collectionDrops = meter.Counter("kelemetry.audit.consumer.collection_deletions_dropped",
+		"Deletions seen by the informers left out of a body-less deletecollection, beyond 10,000 per request.", "{object}", *attribute.EmptySet())
 	return j
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
@@ -92,13 +93,13 @@ func newDurable(cfg Config, deps Deps) (*durableQueue, error) {
 
 	meter := instrument.NewMeter(ts, meterName)
 	d.diskRejected = meter.Counter("kelemetry.audit.queue.disk_rejected",
-		"Audit events refused because the durable queue's log reached maxDiskBytes; their sender keeps them.", "{event}")
+		"Audit events refused because the durable queue's log reached maxDiskBytes; their sender keeps them.", "{event}", *attribute.EmptySet())
 	d.replayed = meter.Counter("kelemetry.audit.queue.replayed",
-		"Audit events replayed from the durable queue's log at start-up (not handled before a crash or stop).", "{event}")
+		"Audit events replayed from the durable queue's log at start-up (not handled before a crash or stop).", "{event}", *attribute.EmptySet())
 	d.syncFails = meter.Counter("kelemetry.audit.queue.sink_sync_failures",
-		"Failed syncs of the sinks before marking durable audit batches done (the batches stay in the log and are retried).", "{sync}")
+		"Failed syncs of the sinks before marking durable audit batches done (the batches stay in the log and are retried).", "{sync}", *attribute.EmptySet())
 	d.corrupt = meter.Counter("kelemetry.audit.queue.corrupt_records",
-		"Records of the durable queue's log skipped because they were torn or did not decode (lost).", "{record}")
+		"Records of the durable queue's log skipped because they were torn or did not decode (lost).", "{record}", *attribute.EmptySet())
 	if n := l.corruptRecords.Load(); n > 0 {
 		d.corrupt.Add(context.Background(), n)
 	}

@@ -111,17 +111,19 @@ func newNATS(cfg natsqueue.Config, d Deps) (*natsQueue, error) {
 		q.sinkSync = newGroupSync(d.Sync)
 	}
 	meter := instrument.NewMeter(ts, meterName)
-	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}")
+	q.accepted = meter.Counter("kelemetry.audit.queue.accepted", "Audit events accepted by the queue.", "{event}", *attribute.EmptySet())
+	reasons := instrument.Sets("reason", "full", "unavailable", "stopped", "error")
 	q.rejected = meter.Counter("kelemetry.audit.queue.rejected",
-		"Audit events the queue refused (full, unavailable, stopping, too_large, error), by reason; their sender keeps them.", "{event}")
-	q.rejectFull = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "full")))
-	q.rejectUnav = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "unavailable")))
-	q.rejectStop = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "stopped")))
-	q.rejectOther = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "error")))
+		"Audit events the queue refused (full, unavailable, stopped, error: an event larger than NATS's max_payload among others), by reason; their sender keeps them.", "{event}",
+		reasons...)
+	q.rejectFull = metric.WithAttributeSet(reasons[0])
+	q.rejectUnav = metric.WithAttributeSet(reasons[1])
+	q.rejectStop = metric.WithAttributeSet(reasons[2])
+	q.rejectOther = metric.WithAttributeSet(reasons[3])
 	q.syncFails = meter.Counter("kelemetry.audit.queue.sink_sync_failures",
-		"Failed syncs of the sinks before acknowledging queued audit events (they are retried).", "{sync}")
+		"Failed syncs of the sinks before acknowledging queued audit events (they are retried).", "{sync}", *attribute.EmptySet())
 	q.corrupt = meter.Counter("kelemetry.audit.queue.corrupt_records",
-		"Queued audit records that did not decode (NATS: retried, then dead-lettered).", "{record}")
+		"Queued audit records that did not decode (NATS: retried, then dead-lettered).", "{record}", *attribute.EmptySet())
 	q.gauges = append(q.gauges,
 		meter.Gauge("kelemetry.audit.queue.depth", "Audit events queued or being handled (NATS: being published or handled by this process).", "{event}",
 			func() (int64, bool) { return q.publishing.Load() + q.handling.Load(), true }),

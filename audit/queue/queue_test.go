@@ -16,6 +16,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/internal/telemetrytest"
+	"github.com/kelemetry/kelemetry/natsqueue"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -530,3 +531,35 @@ func TestQueueAbandonReleasesBytes(t *testing.T) {
 
 // bareEventBytes is what the queue counts for an event without bodies.
 var bareEventBytes = auditv1.EventBytes(&auditv1.Event{})
+
+// Each kind of queue exports its counters at 0 from the start, each reason included.
+func TestQueueCountersStartAtZero(t *testing.T) {
+	handle := func(context.Context, string, *auditv1.Event) {}
+	newReader := func() (*sdkmetric.ManualReader, telemetry.Settings) {
+		reader := sdkmetric.NewManualReader()
+		return reader, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+	}
+	t.Run("durable", func(t *testing.T) {
+		reader, ts := newReader()
+		d, err := newDurable(Config{Dir: t.TempDir()}, Deps{Handle: handle, Telemetry: ts})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Stop(context.Background()) })
+		for _, name := range []string{"kelemetry.audit.queue.disk_rejected", "kelemetry.audit.queue.replayed",
+			"kelemetry.audit.queue.sink_sync_failures", "kelemetry.audit.queue.corrupt_records", "kelemetry.audit.queue.accepted"} {
+			assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, name), name)
+		}
+		assert.Equal(t, telemetrytest.Zeros("reason", "full", "stopped"), telemetrytest.Points(t, reader, "kelemetry.audit.queue.rejected"))
+		assert.Equal(t, telemetrytest.Zeros("reason", "stopped"), telemetrytest.Points(t, reader, "kelemetry.audit.queue.dropped"))
+	})
+	t.Run("nats", func(t *testing.T) {
+		reader, ts := newReader()
+		q, err := newNATS(natsqueue.Config{URLs: []string{"nats://127.0.0.1:4222"}}, Deps{Handle: handle, Telemetry: ts})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = q.Stop(context.Background()) })
+		for _, name := range []string{"kelemetry.audit.queue.accepted", "kelemetry.audit.queue.sink_sync_failures", "kelemetry.audit.queue.corrupt_records"} {
+			assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, name), name)
+		}
+		assert.Equal(t, telemetrytest.Zeros("reason", "full", "unavailable", "stopped", "error"),
+			telemetrytest.Points(t, reader, "kelemetry.audit.queue.rejected"))
+	})
+}

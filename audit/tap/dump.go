@@ -127,11 +127,12 @@ func NewDumper(cfg DumpConfig, ts telemetry.Settings) (*Dumper, error) {
 	d := &Dumper{cfg: cfg, logger: ts.Log().With("component", "audit.dump", "path", cfg.Path),
 		q: newByteQueue(cfg.BufferBytes), errLog: ratelog.Limiter{Burst: 5, Every: 10 * time.Second}}
 	meter := instrument.NewMeter(ts, meterName)
-	d.lines = meter.Counter("kelemetry.audit.dump.lines", "Audit events written to the dump file.", "{line}")
-	d.bytes = meter.Counter("kelemetry.audit.dump.bytes", "Bytes written to the dump file.", "By")
-	d.rotations = meter.Counter("kelemetry.audit.dump.rotations", "Rotations of the dump file.", "{rotation}")
+	d.lines = meter.Counter("kelemetry.audit.dump.lines", "Audit events written to the dump file.", "{line}", *attribute.EmptySet())
+	d.bytes = meter.Counter("kelemetry.audit.dump.bytes", "Bytes written to the dump file.", "By", *attribute.EmptySet())
+	d.rotations = meter.Counter("kelemetry.audit.dump.rotations", "Rotations of the dump file.", "{rotation}", *attribute.EmptySet())
 	d.dropped = meter.Counter("kelemetry.audit.dump.dropped_lines",
-		"Accepted audit events not dumped, by reason (buffer_full, too_large, write_error, shutdown, stopped).", "{line}")
+		"Accepted audit events not dumped, by reason (buffer_full, too_large, write_error, shutdown, stopped).", "{line}",
+		instrument.Sets("reason", dumpDropBufferFull, dumpDropTooLarge, dumpDropWrite, dumpDropShutdown, dumpDropStopped)...)
 	meter.Gauge("kelemetry.audit.dump.buffer_bytes", "Bytes of accepted batches waiting to be dumped.", "By",
 		func() (int64, bool) { return d.q.size(), true })
 	if err := meter.Err(); err != nil {

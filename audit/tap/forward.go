@@ -168,13 +168,19 @@ func NewForwarder(cfg ForwardConfig, ts telemetry.Settings) (*Forwarder, error) 
 		errLog: ratelog.Limiter{Burst: 5, Every: 30 * time.Second}}
 	fw.killCtx, fw.kill = context.WithCancel(context.Background())
 	meter := instrument.NewMeter(ts, meterName)
-	fw.batches = meter.Counter("kelemetry.audit.forward.batches", "Audit batches forwarded (answered 2xx), by target.", "{batch}")
-	fw.events = meter.Counter("kelemetry.audit.forward.events", "Audit events forwarded, by target.", "{event}")
-	fw.retries = meter.Counter("kelemetry.audit.forward.retries", "Retried audit forward requests, by target.", "{request}")
+	// The target is known here: its series are at 0 from the start, each reason included.
+	targetSet := attribute.NewSet(attribute.String("target", target))
+	var dropSets []attribute.Set
+	for _, r := range []string{forwardDropBufferFull, forwardDropRefused, forwardDropShutdown, forwardDropStopped, forwardDropBadBatch} {
+		dropSets = append(dropSets, attribute.NewSet(attribute.String("target", target), attribute.String("reason", r)))
+	}
+	fw.batches = meter.Counter("kelemetry.audit.forward.batches", "Audit batches forwarded (answered 2xx), by target.", "{batch}", targetSet)
+	fw.events = meter.Counter("kelemetry.audit.forward.events", "Audit events forwarded, by target.", "{event}", targetSet)
+	fw.retries = meter.Counter("kelemetry.audit.forward.retries", "Retried audit forward requests, by target.", "{request}", targetSet)
 	fw.dropBatch = meter.Counter("kelemetry.audit.forward.dropped_batches",
-		"Audit batches not forwarded, by target and reason (buffer_full, refused, shutdown, stopped, bad_batch).", "{batch}")
+		"Audit batches not forwarded, by target and reason (buffer_full, refused, shutdown, stopped, bad_batch).", "{batch}", dropSets...)
 	fw.dropEv = meter.Counter("kelemetry.audit.forward.dropped_events",
-		"Audit events not forwarded, by target and reason (as dropped_batches).", "{event}")
+		"Audit events not forwarded, by target and reason (as dropped_batches).", "{event}", dropSets...)
 	meter.Gauge("kelemetry.audit.forward.buffer_bytes", "Bytes of audit batches waiting to be forwarded, by target.", "By",
 		func() (int64, bool) { return fw.q.size(), true })
 	if err := meter.Err(); err != nil {

@@ -352,3 +352,31 @@ func TestRetryAfter(t *testing.T) {
 		assert.Equal(t, want, retryAfter(v, now), v)
 	}
 }
+
+// The forwarder's and the dumper's counters are exported at 0 from the start: the forward target
+// and every reason.
+func TestTapCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ts := telemetry.Settings{Logger: quietTestLogger(), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+	_, err := NewForwarder(ForwardConfig{URL: "http://user:secret@collector:8080/audit"}, ts)
+	require.NoError(t, err)
+	_, err = NewDumper(DumpConfig{Path: filepath.Join(t.TempDir(), "audit.jsonl")}, ts)
+	require.NoError(t, err)
+
+	target := map[string]int64{"target=http://user:xxxxx@collector:8080/audit": 0}
+	for _, name := range []string{"kelemetry.audit.forward.batches", "kelemetry.audit.forward.events", "kelemetry.audit.forward.retries"} {
+		assert.Equal(t, target, telemetrytest.Points(t, reader, name), name)
+	}
+	drops := map[string]int64{}
+	for _, r := range []string{"buffer_full", "refused", "shutdown", "stopped", "bad_batch"} {
+		drops["reason="+r+",target=http://user:xxxxx@collector:8080/audit"] = 0
+	}
+	assert.Equal(t, drops, telemetrytest.Points(t, reader, "kelemetry.audit.forward.dropped_batches"))
+	assert.Equal(t, drops, telemetrytest.Points(t, reader, "kelemetry.audit.forward.dropped_events"))
+
+	for _, name := range []string{"kelemetry.audit.dump.lines", "kelemetry.audit.dump.bytes", "kelemetry.audit.dump.rotations"} {
+		assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, name), name)
+	}
+	assert.Equal(t, telemetrytest.Zeros("reason", "buffer_full", "too_large", "write_error", "shutdown", "stopped"),
+		telemetrytest.Points(t, reader, "kelemetry.audit.dump.dropped_lines"))
+}

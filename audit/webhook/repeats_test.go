@@ -13,6 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/internal/fixture"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -211,4 +212,16 @@ func TestWebhookReusesOnlyUnreferencedBodies(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, got)
+}
+
+// The repeat check's counters are exported at 0 from the start.
+func TestWebhookRepeatCountersStartAtZero(t *testing.T) {
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
+	for _, name := range []string{"kelemetry.audit.webhook.repeated_events", "kelemetry.audit.webhook.repeat_evictions",
+		"kelemetry.audit.webhook.repeat_body_evictions", "kelemetry.audit.webhook.events"} {
+		assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, wt.reader, name), name)
+	}
+	off := newWebhookTest(t, Config{DefaultCluster: "c", RepeatWindow: -1})
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, off.reader, "kelemetry.audit.webhook.repeated_events"))
+	assert.Empty(t, telemetrytest.Points(t, off.reader, "kelemetry.audit.webhook.repeat_evictions"), "no repeat check, no evictions")
 }

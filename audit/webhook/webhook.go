@@ -230,13 +230,13 @@ func New(cfg Config, d Deps) *Webhook {
 		"Audit events dropped by the webhook for their timestamps, by reason (unrepresentable_time, future_time).", "{event}",
 		reasons("unrepresentable_time", "future_time")...)
 	w.repeated = meter.Counter("kelemetry.audit.webhook.repeated_events",
-		"Audit events answered 200 but not queued because the webhook queued the same event (cluster, audit ID, stage) lately (repeatWindow).", "{event}")
+		"Audit events answered 200 but not queued because the webhook queued the same event (cluster, audit ID, stage) lately (repeatWindow).", "{event}", *attribute.EmptySet())
 	if w.cfg.RepeatWindow > 0 {
 		forgotten := meter.Counter("kelemetry.audit.webhook.repeat_evictions",
-			"Audit events the webhook's repeat check forgot to stay within repeatWindow: a repeat of one of them is queued again (and caught by the consumer's check).", "{event}")
+			"Audit events the webhook's repeat check forgot to stay within repeatWindow: a repeat of one of them is queued again (and caught by the consumer's check).", "{event}", *attribute.EmptySet())
 		w.repeats = repeats.NewSet(w.cfg.RepeatWindow, func(n int) { forgotten.Add(context.Background(), int64(n)) })
 		forgottenBodies := meter.Counter("kelemetry.audit.webhook.repeat_body_evictions",
-			"Request bodies the webhook's repeat check forgot (it remembers 4096): one posted again is decoded and its events checked one by one.", "{batch}")
+			"Request bodies the webhook's repeat check forgot (it remembers 4096): one posted again is decoded and its events checked one by one.", "{batch}", *attribute.EmptySet())
 		w.bodies = repeats.NewSet(repeats.RepeatBodies, func(n int) { forgottenBodies.Add(context.Background(), int64(n)) })
 	}
 	if err := meter.Err(); err != nil {

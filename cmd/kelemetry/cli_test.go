@@ -158,9 +158,79 @@ func TestServeStartErrors(t *testing.T) {
 	assert.True(t, strings.HasPrefix(err.Error(), "open store "), err.Error())
 }
 
-// The counters alerts watch are exported at 0 from the start, each reason included, so that an
-// increase() over them sees the first occurrence; the Prometheus names are those of
-// docs/reference/metrics.md.
+// freshFamilies are the kelemetry_* families a fresh all-in-one (no cluster, no credentials, no
+// kelemetrix metrics, no link rules) exposes before any traffic: every counter of the modules
+// that run (the audit webhook, queue and consumer, the aggregator and its linkers, kelemetrix, the
+// store, the query APIs and the listeners) at 0 from the start, and the gauges. The counters of
+// the modules that need a cluster (informer diffs, the Event source, the object cache and
+// discovery), of link rules (by rule, once one is put), of kelemetrix's series overflow (by
+// configured metric) and of the authenticators start at 0 when those are configured.
+var freshFamilies = []string{
+	"kelemetry_aggregator_events_total",
+	"kelemetry_aggregator_export_errors_total",
+	"kelemetry_aggregator_link_errors_total",
+	"kelemetry_aggregator_link_export_retries_total",
+	"kelemetry_aggregator_link_jobs_total",
+	"kelemetry_aggregator_link_queue_capacity",
+	"kelemetry_aggregator_link_queue_depth",
+	"kelemetry_aggregator_links_total",
+	"kelemetry_aggregator_spancache_evictions_total",
+	"kelemetry_aggregator_spans_total",
+	"kelemetry_audit_consumer_collection_deletions_dropped_total",
+	"kelemetry_audit_consumer_dedup_evictions_total",
+	"kelemetry_audit_consumer_events_total",
+	"kelemetry_audit_consumer_informer_claims_dropped_total",
+	"kelemetry_audit_consumer_informer_diffs_total",
+	"kelemetry_audit_consumer_send_retries_total",
+	"kelemetry_audit_queue_accepted_total",
+	"kelemetry_audit_queue_bytes",
+	"kelemetry_audit_queue_corrupt_records_total",
+	"kelemetry_audit_queue_deleted_segments",
+	"kelemetry_audit_queue_depth",
+	"kelemetry_audit_queue_disk_bytes",
+	"kelemetry_audit_queue_disk_rejected_total",
+	"kelemetry_audit_queue_dropped_total",
+	"kelemetry_audit_queue_fsyncs",
+	"kelemetry_audit_queue_log_failures",
+	"kelemetry_audit_queue_log_recoveries",
+	"kelemetry_audit_queue_max_bytes",
+	"kelemetry_audit_queue_max_disk_bytes",
+	"kelemetry_audit_queue_rejected_total",
+	"kelemetry_audit_queue_replayed_total",
+	"kelemetry_audit_queue_sink_sync_failures_total",
+	"kelemetry_audit_webhook_dropped_events_total",
+	"kelemetry_audit_webhook_events_total",
+	"kelemetry_audit_webhook_rejected_total",
+	"kelemetry_audit_webhook_repeat_body_evictions_total",
+	"kelemetry_audit_webhook_repeat_evictions_total",
+	"kelemetry_audit_webhook_repeated_events_total",
+	"kelemetry_audit_webhook_requests_total",
+	"kelemetry_diff_stream_evictions_total",
+	"kelemetry_diff_stream_writes_total",
+	"kelemetry_frontend_queries_memory_bytes",
+	"kelemetry_frontend_queries_rejected_total",
+	"kelemetry_frontend_queries_truncated_total",
+	"kelemetry_kelemetrix_dropped_events_total",
+	"kelemetry_kelemetrix_events_total",
+	"kelemetry_linker_annotation_invalid_total",
+	"kelemetry_linker_annotation_lookups_total",
+	"kelemetry_linker_owner_lookups_total",
+	"kelemetry_linkrule_no_body_total",
+	"kelemetry_listener_connections",
+	"kelemetry_listener_refused_connections_total",
+	"kelemetry_listener_tls_handshake_errors_total",
+	"kelemetry_ready",
+	"kelemetry_store_retention_deleted_spans_total",
+	"kelemetry_store_retention_deleted_windows_total",
+	"kelemetry_store_retention_over_limit_total",
+	"kelemetry_store_size_bytes",
+	"kelemetry_store_spans_written_total",
+	"kelemetry_store_write_errors_total",
+}
+
+// Every counter is exported at 0 from the start, each known label value included, so that an
+// increase() over it sees the first occurrence; the Prometheus names are those of
+// docs/reference/metrics.md. A family that disappears (or a new one) fails the comparison.
 func TestCountersExportedFromStart(t *testing.T) {
 	r := start(t, testConfig(t, t.TempDir()))
 	resp, err := http.Get(r.api("/metrics"))
@@ -168,6 +238,15 @@ func TestCountersExportedFromStart(t *testing.T) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	var families []string
+	for line := range strings.Lines(string(body)) {
+		if f, ok := strings.CutPrefix(line, "# TYPE kelemetry_"); ok {
+			name, _, _ := strings.Cut(f, " ")
+			families = append(families, "kelemetry_"+name)
+		}
+	}
+	assert.Len(t, families, 60)
+	assert.ElementsMatch(t, freshFamilies, families)
 	for _, series := range []string{
 		`kelemetry_audit_webhook_rejected_total{reason="queue_full"} 0`,
 		`kelemetry_audit_webhook_rejected_total{reason="unavailable"} 0`,
@@ -175,7 +254,15 @@ func TestCountersExportedFromStart(t *testing.T) {
 		`kelemetry_audit_queue_rejected_total{reason="full"} 0`,
 		`kelemetry_audit_queue_dropped_total{reason="stopped"} 0`,
 		`kelemetry_aggregator_events_total{result="ok"} 0`,
+		`kelemetry_aggregator_links_total{linker="owner"} 0`,
+		`kelemetry_aggregator_link_errors_total{linker="annotation"} 0`,
+		`kelemetry_audit_consumer_informer_diffs_total{result="unavailable"} 0`,
+		`kelemetry_audit_queue_disk_rejected_total 0`,
+		`kelemetry_frontend_queries_rejected_total{api="ui",reason="memory"} 0`,
+		`kelemetry_linker_owner_lookups_total{source="getter"} 0`,
+		`kelemetry_listener_refused_connections_total{listener="api"} 0`,
+		`kelemetry_store_retention_deleted_windows_total{reason="size"} 0`,
 	} {
-		assert.Contains(t, string(body), series+"\n")
+		assert.True(t, strings.Contains(string(body), series+"\n"), "/metrics has no %s", series)
 	}
 }

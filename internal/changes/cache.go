@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
@@ -196,14 +195,16 @@ func NewCache(cfg changescfg.CacheConfig, ts telemetry.Settings) (*Cache, error)
 		byKey: map[RecordKey]*list.Element{}, byBase: map[RecordKey]RecordKey{}, deleted: map[aggregator.ObjectKey]RecordKey{},
 		byObject: map[aggregator.ObjectKey][]RecordKey{}, reasonOpt: map[string]metric.MeasurementOption{},
 	}
+	reasons := []string{"expired", "entries", "bytes", "replaced", "removed"}
+	reasonSets := instrument.Sets("reason", reasons...)
+	for i, r := range reasons {
+		c.reasonOpt[r] = metric.WithAttributeSet(reasonSets[i])
+	}
 	meter := instrument.NewMeter(ts, meterScope)
 	c.evictions = meter.Counter("kelemetry.diff.informer.cache.evictions",
-		"Informer diff records dropped from the change cache, by reason (expired, entries, bytes, replaced, removed).", "{record}")
+		"Informer diff records dropped from the change cache, by reason (expired, entries, bytes, replaced, removed).", "{record}", reasonSets...)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("diff change cache: %w", err)
-	}
-	for _, r := range []string{"expired", "entries", "bytes", "replaced", "removed"} {
-		c.reasonOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
 	return c, nil
 }

@@ -39,3 +39,12 @@ func TestCacheBoundedByBytesWithLargeObjects(t *testing.T) {
 	byReason := telemetrytest.Int64By(t, reader, "kelemetry.diff.informer.cache.evictions", "reason")
 	assert.Equal(t, int64(100-cache.Len()+1), byReason["bytes"])
 }
+
+// The cache's evictions are exported at 0 from the start, each reason included.
+func TestCacheEvictionsStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	_, err := NewCache(changescfg.CacheConfig{}, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	assert.Equal(t, telemetrytest.Zeros("reason", "expired", "entries", "bytes", "replaced", "removed"),
+		telemetrytest.Points(t, reader, "kelemetry.diff.informer.cache.evictions"))
+}

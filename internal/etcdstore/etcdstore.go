@@ -19,7 +19,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -186,22 +185,27 @@ func New(cfg etcdcfg.Config, local *changes.Cache, ts telemetry.Settings) (*Stor
 		opts:    map[string]metric.MeasurementOption{},
 		errWarn: ratelog.Limiter{Every: 10 * time.Second},
 	}
+	results := []string{etcdWritten, etcdQueueFull, etcdTooLarge, etcdWriteError, etcdStopped, etcdReplaced, etcdMirrored, etcdRemoved}
+	resultSets := instrument.Sets("result", results...)
+	for i, r := range results {
+		e.opts["result:"+r] = metric.WithAttributeSet(resultSets[i])
+	}
+	ops := []string{etcdOpConnect, etcdOpLease, etcdOpPut, etcdOpLoad, etcdOpWatch, etcdOpDecode, etcdOpEncode}
+	opSets := instrument.Sets("op", ops...)
+	for i, op := range ops {
+		e.opts["op:"+op] = metric.WithAttributeSet(opSets[i])
+	}
 	meter := instrument.NewMeter(ts, meterScope)
 	e.records = meter.Counter("kelemetry.diff.etcd.records",
-		"Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped, replaced (by a later record of the same key in the same batch): by the leader; mirrored, removed: by every replica).", "{record}")
+		"Informer diff records through etcd, by result (written, queue_full, too_large, write_error, stopped, replaced (by a later record of the same key in the same batch): by the leader; mirrored, removed: by every replica).", "{record}",
+		resultSets...)
 	e.errs = meter.Counter("kelemetry.diff.etcd.errors",
-		"Failed etcd operations of the informer diff cache, by operation (connect, lease, put, load, watch, decode, encode).", "{error}")
+		"Failed etcd operations of the informer diff cache, by operation (connect, lease, put, load, watch, decode, encode).", "{error}", opSets...)
 	e.writeDur = meter.Histogram("kelemetry.diff.etcd.write.duration",
 		"Time to write one batch of informer diff records into etcd.", "s",
 		0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("diff etcd cache: %w", err)
-	}
-	for _, r := range []string{etcdWritten, etcdQueueFull, etcdTooLarge, etcdWriteError, etcdStopped, etcdReplaced, etcdMirrored, etcdRemoved} {
-		e.opts["result:"+r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
-	}
-	for _, op := range []string{etcdOpConnect, etcdOpLease, etcdOpPut, etcdOpLoad, etcdOpWatch, etcdOpDecode, etcdOpEncode} {
-		e.opts["op:"+op] = metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))
 	}
 	return e, nil
 }

@@ -8,11 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	changescfg "github.com/kelemetry/kelemetry/diff/changes"
 	etcdcfg "github.com/kelemetry/kelemetry/diff/changes/etcdstore"
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/objdiff"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -78,4 +80,21 @@ func TestNewMissingTLSFiles(t *testing.T) {
 	require.NoError(t, err)
 	_, err = New(etcdcfg.Config{Endpoints: []string{"http://127.0.0.1:2379"}, CAFile: "/nonexistent/ca.pem"}, local, telemetry.Settings{})
 	require.ErrorContains(t, err, "/nonexistent/ca.pem")
+}
+
+// The etcd store's counters, and its local cache's, are exported at 0 from the start, each
+// result, operation and reason included.
+func TestCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ts := telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+	local, err := changes.NewCache(changescfg.CacheConfig{}, ts)
+	require.NoError(t, err)
+	_, err = New(etcdcfg.Config{Endpoints: []string{"http://127.0.0.1:2379"}}, local, ts)
+	require.NoError(t, err)
+	assert.Equal(t, telemetrytest.Zeros("result", "written", "queue_full", "too_large", "write_error", "stopped", "replaced", "mirrored", "removed"),
+		telemetrytest.Points(t, reader, "kelemetry.diff.etcd.records"))
+	assert.Equal(t, telemetrytest.Zeros("op", "connect", "lease", "put", "load", "watch", "decode", "encode"),
+		telemetrytest.Points(t, reader, "kelemetry.diff.etcd.errors"))
+	assert.Equal(t, telemetrytest.Zeros("reason", "expired", "entries", "bytes", "replaced", "removed"),
+		telemetrytest.Points(t, reader, "kelemetry.diff.informer.cache.evictions"))
 }

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,19 +178,23 @@ func New(cluster string, dyn dynamic.Interface, disc discoverer, store changes.S
 		eventOpt: map[string]metric.MeasurementOption{}, dropOpt: map[string]metric.MeasurementOption{},
 		retry: defaultRetry,
 	}
+	results := []string{evChange, evCreation, evDeletion, evSkipped, evError, evFollower}
+	resultSets := instrument.Sets("result", results...)
+	for i, r := range results {
+		in.eventOpt[r] = metric.WithAttributeSet(resultSets[i])
+	}
+	reasons := []string{dropTooLarge, dropFull}
+	reasonSets := instrument.Sets("reason", reasons...)
+	for i, r := range reasons {
+		in.dropOpt[r] = metric.WithAttributeSet(reasonSets[i])
+	}
 	meter := instrument.NewMeter(ts, meterScope)
 	in.events = meter.Counter("kelemetry.diff.informer.events",
-		"Watch events seen by the informer diff, by result (change, creation, deletion, skipped, error, not_leader).", "{event}")
+		"Watch events seen by the informer diff, by result (change, creation, deletion, skipped, error, not_leader).", "{event}", resultSets...)
 	in.drops = meter.Counter("kelemetry.diff.informer.drops",
-		"Objects the informer diff could not keep, by reason (object_too_large, store_full).", "{object}")
+		"Objects the informer diff could not keep, by reason (object_too_large, store_full).", "{object}", reasonSets...)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("diff informer: %w", err)
-	}
-	for _, r := range []string{evChange, evCreation, evDeletion, evSkipped, evError, evFollower} {
-		in.eventOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
-	}
-	for _, r := range []string{dropTooLarge, dropFull} {
-		in.dropOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
 	return in, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/changes"
 	"github.com/kelemetry/kelemetry/internal/informer/informertest"
 	"github.com/kelemetry/kelemetry/internal/objdiff"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -338,4 +340,17 @@ func TestInformerRecordsOnlyWhileLeading(t *testing.T) {
 	assert.Equal(t, "spec.containers[name=app].image nginx:2 -> nginx:3", rec.Changes[0].String())
 	_, ok := cache.Get(informertest.PodKey("a", "11"))
 	assert.False(t, ok)
+}
+
+// The informer's counters are exported at 0 from the start, each result and reason included.
+func TestInformerCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ts := telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+	cache, err := changes.NewCache(changescfg.CacheConfig{}, ts)
+	require.NoError(t, err)
+	_, err = New("c1", informertest.NewDynamic(), informertest.Discovery{}, cache, Config{}, ts)
+	require.NoError(t, err)
+	assert.Equal(t, telemetrytest.Zeros("result", "change", "creation", "deletion", "skipped", "error", "not_leader"),
+		telemetrytest.Points(t, reader, "kelemetry.diff.informer.events"))
+	assert.Equal(t, telemetrytest.Zeros("reason", "object_too_large", "store_full"), telemetrytest.Points(t, reader, "kelemetry.diff.informer.drops"))
 }

@@ -115,3 +115,13 @@ func (m *Meter) FloatCounter(name, desc, unit string) metric.Float64Counter {
 	}
 	return c
 }
+
+// Sets returns the attribute sets key=value of values: the initial sets of a counter split by
+// one attribute, e.g. Counter(name, desc, unit, Sets("reason", "full", "stopped")...).
+func Sets(key string, values ...string) []attribute.Set {
+	out := make([]attribute.Set, len(values))
+	for i, v := range values {
+		out[i] = attribute.NewSet(attribute.String(key, v))
+	}
+	return out
+}

@@ -56,3 +56,14 @@ func TestSettingsMeterRecords(t *testing.T) {
 	require.NoError(t, reg.Unregister())
 	assert.Equal(t, map[string]int64{"kelemetry.test.events": 2}, collect(), "an unregistered gauge is no longer read")
 }
+
+func TestCounterInitialSets(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m := NewMeter(telemetry.Settings{MeterProvider: mp}, "test")
+	m.Counter("x.rejected", "Rejections, by reason.", "", Sets("reason", "full", "stopped")...)
+	require.NoError(t, m.Err())
+	assert.ElementsMatch(t, []string{"reason=full 0", "reason=stopped 0"}, points(t, reader, "x.rejected"))
+	assert.Empty(t, Sets("reason"))
+}

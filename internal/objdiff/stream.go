@@ -122,14 +122,16 @@ func NewStream(cfg diff.StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	s.results = meter.FixedCounter("kelemetry.diff.stream.writes",
 		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error; "+
 			"warmed: replayed to rebuild state after a takeover).", "{write}", resultSets...)
+	evictReasons := []string{evictObjects, evictBytes}
+	evictSets := instrument.Sets("reason", evictReasons...)
 	s.evictions = meter.Counter("kelemetry.diff.stream.evictions",
-		"Object versions evicted from the audit-stream diff cache, by reason (objects, bytes).", "{object}")
+		"Object versions evicted from the audit-stream diff cache, by reason (objects, bytes).", "{object}", evictSets...)
 	if err := meter.Err(); err != nil {
 		return nil, fmt.Errorf("diff stream: %w", err)
 	}
 	evictOpt := map[string]metric.MeasurementOption{}
-	for _, r := range []string{evictObjects, evictBytes} {
-		evictOpt[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+	for i, r := range evictReasons {
+		evictOpt[r] = metric.WithAttributeSet(evictSets[i])
 	}
 	s.cache = newVersionCache(cfg.CacheSize, cfg.MaxBytes, func(reason string, n int64) {
 		s.evictions.Add(context.Background(), n, evictOpt[reason])

@@ -125,3 +125,13 @@ func TestStreamMemoryLargeObjects(t *testing.T) {
 	assert.Less(t, heap, int64(2*maxBytes), "the accounting underestimates the heap kept")
 	runtime.KeepAlive(s)
 }
+
+// The stream's counters are exported at 0 from the start, each result and reason included.
+func TestStreamCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	_, err := NewStream(diff.StreamConfig{}, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	assert.Equal(t, telemetrytest.Zeros("reason", "objects", "bytes"), telemetrytest.Points(t, reader, "kelemetry.diff.stream.evictions"))
+	assert.Equal(t, telemetrytest.Zeros("result", "diff", "noop", "unavailable", "snapshot", "skipped", "error", "warmed"),
+		telemetrytest.Points(t, reader, "kelemetry.diff.stream.writes"))
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/query"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -326,4 +327,20 @@ func TestObjectHistoryRenderBudget(t *testing.T) {
 	assert.Less(t, len(cut.Data.Moments), 3)
 	assert.Equal(t, full.Data.Moments[:len(cut.Data.Moments)], cut.Data.Moments)
 	assert.Contains(t, cut.Data.Truncated, "render budget of 250 bytes reached")
+}
+
+// The APIs' query counters are exported at 0 from the start, by api and reason.
+func TestQueryCountersStartAtZero(t *testing.T) {
+	metrics := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	serveAll(t, rollout(t), query.Config{}, telemetry.Settings{MeterProvider: mp})
+	rejected, truncated := map[string]int64{}, map[string]int64{}
+	for _, api := range []string{"jaeger", "ui", "native"} {
+		rejected["api="+api+",reason=concurrency"] = 0
+		rejected["api="+api+",reason=memory"] = 0
+		truncated["api="+api] = 0
+	}
+	assert.Equal(t, rejected, telemetrytest.Points(t, metrics, "kelemetry.frontend.queries.rejected"))
+	assert.Equal(t, truncated, telemetrytest.Points(t, metrics, "kelemetry.frontend.queries.truncated"))
 }

@@ -379,12 +379,15 @@ type queryMetrics struct {
 
 func newQueryMetrics(tel telemetry.Settings, api string) queryMetrics {
 	m := instrument.NewMeter(tel, meterScope)
+	apiAttr := attribute.String("api", api)
 	q := queryMetrics{
 		rejected: m.Counter("kelemetry.frontend.queries.rejected",
-			"Heavy queries refused (503) because no turn came within QueueWait: frontend.Config.MaxConcurrent were running (reason concurrency) or their memory budget MaxMemoryBytes had no room (reason memory).", "{query}"),
+			"Heavy queries refused (503) because no turn came within QueueWait, by api (ui, jaeger, native) and reason: concurrency (frontend.Config.MaxConcurrent were running) or memory (their memory budget MaxMemoryBytes had no room).", "{query}",
+			attribute.NewSet(apiAttr, attribute.String("reason", "concurrency")), attribute.NewSet(apiAttr, attribute.String("reason", "memory"))),
 		truncated: m.Counter("kelemetry.frontend.queries.truncated",
-			"Queries answered with a truncated result because a budget (spans, bytes, time, memory) ran out.", "{query}"),
-		api: attribute.String("api", api),
+			"Queries answered with a truncated result because a budget (spans, bytes, time, memory) ran out, by api (ui, jaeger, native).", "{query}",
+			attribute.NewSet(apiAttr)),
+		api: apiAttr,
 	}
 	if err := m.Err(); err != nil {
 		tel.Log().Warn("frontend metrics", "error", err)

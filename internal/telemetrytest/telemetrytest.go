@@ -101,3 +101,46 @@ func Sums(t testing.TB, r *sdkmetric.ManualReader, attr string) map[string]int64
 	}
 	return out
 }
+
+// Points collects r and returns the points of the int64 sum or gauge name by their attributes
+// ("k1=v1,k2=v2" sorted by key, "" for none), a counter's points at 0 included: what a test of
+// the sets exported from the start compares. It fails the test for a metric of another type.
+func Points(t testing.TB, r *sdkmetric.ManualReader, name string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			default:
+				t.Fatalf("metric %s has data %T", name, m.Data)
+			}
+			for _, p := range points {
+				out[p.Attributes.Encoded(attribute.DefaultEncoder())] += p.Value
+			}
+		}
+	}
+	return out
+}
+
+// Zeros returns the map of Points of sets all at 0: Zeros("reason", "full", "stopped") is
+// {"reason=full": 0, "reason=stopped": 0}, and Zeros("") the single point without attributes.
+func Zeros(key string, values ...string) map[string]int64 {
+	if key == "" {
+		return map[string]int64{"": 0}
+	}
+	out := make(map[string]int64, len(values))
+	for _, v := range values {
+		out[key+"="+v] = 0
+	}
+	return out
+}

@@ -235,10 +235,18 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 		}
 	}
 	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/store")
-	j.reads = m.Counter("kelemetry.store.jaeger.reads", "Calls to the jaeger.storage.v2 backend, by method and result.", "")
-	j.markers = m.Counter("kelemetry.store.jaeger.cluster_markers", "Cluster marker spans written (one per cluster and window; they name the clusters).", "")
-	j.dups = m.Counter("kelemetry.store.jaeger.duplicate_spans", "Repeated versions of spans read and dropped (several writers, updated spans).", "")
-	j.truncated = m.Counter("kelemetry.store.jaeger.search_truncated", "Searches that reached searchDepth: objects beyond it were missed.", "")
+	var readSets []attribute.Set
+	for _, method := range []string{"FindTraceIDs", "GetTraces", "GetServices", "GetOperations"} {
+		for _, result := range []string{"ok", "unavailable", "canceled", "error"} {
+			readSets = append(readSets, attribute.NewSet(attribute.String("method", method), attribute.String("result", result)))
+		}
+	}
+	j.reads = m.Counter("kelemetry.store.jaeger.reads",
+		"Calls to the jaeger.storage.v2 backend, by method (FindTraceIDs, GetTraces, GetServices, GetOperations) and result (ok, unavailable, canceled, error).", "",
+		readSets...)
+	j.markers = m.Counter("kelemetry.store.jaeger.cluster_markers", "Cluster marker spans written (one per cluster and window; they name the clusters).", "", *attribute.EmptySet())
+	j.dups = m.Counter("kelemetry.store.jaeger.duplicate_spans", "Repeated versions of spans read and dropped (several writers, updated spans).", "", *attribute.EmptySet())
+	j.truncated = m.Counter("kelemetry.store.jaeger.search_truncated", "Searches that reached searchDepth: objects beyond it were missed.", "", *attribute.EmptySet())
 	j.cacheReg = m.Gauge("kelemetry.store.jaeger.cache.evictions", "Traces evicted from the read cache for room.", "", func() (int64, bool) {
 		_, _, ev := j.cache.stats()
 		return ev, true

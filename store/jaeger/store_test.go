@@ -9,12 +9,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/jaegertest"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/store/internal/storetest"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 func TestJaeger(t *testing.T) {
@@ -233,4 +236,24 @@ func TestJaegerHasSpans(t *testing.T) {
 	f.Stop()
 	_, err = b.HasSpans(ctx, []aggregator.SpanRef{refOf(first)})
 	assert.True(t, errors.Is(err, query.ErrUnavailable), "got %v", err)
+}
+
+// The store's counters are exported at 0 from the start, each method and result included.
+func TestCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	f := jaegertest.New(t)
+	j, err := Open(context.Background(), Config{Endpoint: f.Addr(), Timeout: 2 * time.Second}, aggregator.Window(win),
+		telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = j.Stop(context.Background()) })
+	reads := map[string]int64{}
+	for _, method := range []string{"FindTraceIDs", "GetTraces", "GetServices", "GetOperations"} {
+		for _, result := range []string{"ok", "unavailable", "canceled", "error"} {
+			reads["method="+method+",result="+result] = 0
+		}
+	}
+	assert.Equal(t, reads, telemetrytest.Points(t, reader, "kelemetry.store.jaeger.reads"))
+	for _, name := range []string{"kelemetry.store.jaeger.cluster_markers", "kelemetry.store.jaeger.duplicate_spans", "kelemetry.store.jaeger.search_truncated"} {
+		assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, name), name)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/telemetrytest"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
@@ -153,4 +154,14 @@ func TestPebbleOldestWindowIgnoresFutureAsNewest(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, d.deleted)
 	assert.Equal(t, future.UnixNano(), d.window, "the future window goes first")
+}
+
+// The retention counters are exported at 0 from the start, each reason included.
+func TestRetentionCountersStartAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	openTestPebble(t, Config{}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	for _, name := range []string{"kelemetry.store.retention.deleted.windows", "kelemetry.store.retention.deleted.spans"} {
+		assert.Equal(t, telemetrytest.Zeros("reason", "age", "size"), telemetrytest.Points(t, reader, name), name)
+	}
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, "kelemetry.store.retention.over_limit"))
 }

@@ -279,11 +279,12 @@ func (p *Store) initMetrics(tel telemetry.Settings) error {
 	m := instrument.NewMeter(tel, meterName)
 	p.written = m.FixedCounter("kelemetry.store.spans.written", "Spans written to the store.", "{span}")
 	p.writeErrors = m.Counter("kelemetry.store.write.errors", "Failed store writes (one per failed commit of spans, which may hold the spans of several Export calls).", "{error}", *attribute.EmptySet())
-	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason.", "{window}")
-	p.deletedSpans = m.Counter("kelemetry.store.retention.deleted.spans", "Spans deleted by retention, by reason.", "{span}")
+	reasons := instrument.Sets("reason", reasonAge, reasonSize)
+	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason (age, size).", "{window}", reasons...)
+	p.deletedSpans = m.Counter("kelemetry.store.retention.deleted.spans", "Spans deleted by retention, by reason (age, size).", "{span}", reasons...)
 	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}", *attribute.EmptySet())
-	p.byAge = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonAge)))
-	p.bySize = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reasonSize)))
+	p.byAge = metric.WithAttributeSet(reasons[0])
+	p.bySize = metric.WithAttributeSet(reasons[1])
 	p.sizeReg = m.Gauge("kelemetry.store.size", "Disk space used by the store: every file in its folder, as du counts it.", "By", func() (int64, bool) {
 		p.mu.RLock()
 		closed := p.closed

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kelemetry/kelemetry/internal/instrument"
@@ -153,31 +154,32 @@ func NewConsumer(ctx context.Context, cfg natsqueue.Config, h handler, set telem
 	cfg = cfg.WithDefaults()
 	log := set.Log().With("component", "natsqueue.consumer")
 	m := instrument.NewMeter(set, scope)
+	none := *attribute.EmptySet() // the counters without attributes, at 0 from the start
 	c := &Consumer{
 		cfg:          cfg,
 		log:          log,
 		h:            h,
-		consumed:     m.Counter("kelemetry.natsqueue.consumed", "Messages handled and acknowledged", "{message}"),
-		redelivered:  m.Counter("kelemetry.natsqueue.redelivered", "Messages handed to the handler again (retry or redelivery)", "{message}"),
-		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}"),
+		consumed:     m.Counter("kelemetry.natsqueue.consumed", "Messages handled and acknowledged", "{message}", none),
+		redelivered:  m.Counter("kelemetry.natsqueue.redelivered", "Messages handed to the handler again (retry or redelivery)", "{message}", none),
+		deadLettered: m.Counter("kelemetry.natsqueue.dead_lettered", "Messages moved to the dead-letter stream", "{message}", none),
 		skipped: m.Counter("kelemetry.natsqueue.committed_redeliveries",
-			"Redelivered messages already committed (last batch, commit marker) or accepted in the batch in progress, not handled again", "{message}"),
+			"Redelivered messages already committed (last batch, commit marker) or accepted in the batch in progress, not handled again", "{message}", none),
 		duplicates: m.Counter("kelemetry.natsqueue.duplicates",
-			"Messages with the ID of another one of their partition handled just before (a retried publish the stream stored twice), acknowledged without being handled", "{message}"),
+			"Messages with the ID of another one of their partition handled just before (a retried publish the stream stored twice), acknowledged without being handled", "{message}", none),
 		storedSkipped: m.Counter("kelemetry.natsqueue.stored_redeliveries",
-			"Redelivered messages whose spans the sinks already held (the previous holder died after writing them, before committing), acknowledged without being handled again", "{message}"),
+			"Redelivered messages whose spans the sinks already held (the previous holder died after writing them, before committing), acknowledged without being handled again", "{message}", none),
 		storedFails: m.Counter("kelemetry.natsqueue.stored_check_failures",
-			"Checks of redelivered messages against the sinks that failed (those messages are handled again)", "{check}"),
+			"Checks of redelivered messages against the sinks that failed (those messages are handled again)", "{check}", none),
 		markFailures: m.Counter("kelemetry.natsqueue.commit_marker_failures",
-			"Batches whose commit marker could not be written (a crash before their acks makes them handled again)", "{batch}"),
+			"Batches whose commit marker could not be written (a crash before their acks makes them handled again)", "{batch}", none),
 		lastMsg: make([]atomic.Int64, cfg.Partitions),
 		warmM:   newWarmMetrics(m),
 		histLagged: m.Counter("kelemetry.natsqueue.history_lagged",
-			"Messages acknowledged although the history stream did not hold them (its sourcing lagged and the copy failed): a takeover's warm-up misses them", "{message}"),
+			"Messages acknowledged although the history stream did not hold them (its sourcing lagged and the copy failed): a takeover's warm-up misses them", "{message}", none),
 		histCopied: m.Counter("kelemetry.natsqueue.history_copied",
-			"Messages copied into the history stream by the consumer before their acknowledgement, because its sourcing lagged past historyWait", "{message}"),
+			"Messages copied into the history stream by the consumer before their acknowledgement, because its sourcing lagged past historyWait", "{message}", none),
 		released: m.Counter("kelemetry.natsqueue.partitions_released",
-			"Partitions this member released because the membership assigned them to another member", "{partition}"),
+			"Partitions this member released because the membership assigned them to another member", "{partition}", none),
 	}
 	for _, o := range opts {
 		o(c)

@@ -59,10 +59,11 @@ func NewProducer(ctx context.Context, cfg natsqueue.Config, set telemetry.Settin
 	log := set.Log().With("component", "natsqueue.producer")
 	m := instrument.NewMeter(set, scope)
 	p := &Producer{
-		cfg:    cfg,
-		log:    log,
-		pub:    m.Counter("kelemetry.natsqueue.published", "Messages JetStream acknowledged", "{message}"),
-		pubErr: m.Counter("kelemetry.natsqueue.publish_errors", "Messages not published, by kind (full, unavailable, other)", "{message}"),
+		cfg: cfg,
+		log: log,
+		pub: m.Counter("kelemetry.natsqueue.published", "Messages JetStream acknowledged", "{message}", *attribute.EmptySet()),
+		pubErr: m.Counter("kelemetry.natsqueue.publish_errors", "Messages not published, by kind (full, unavailable, other)", "{message}",
+			instrument.Sets("kind", "full", "unavailable", "other")...),
 	}
 	if err := m.Err(); err != nil {
 		return nil, err

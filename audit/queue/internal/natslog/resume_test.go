@@ -96,6 +96,9 @@ func TestMetrics(t *testing.T) {
 	p, err := NewProducer(ctx, cfg, set)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
+	// Every counter is exported at 0 from the start, each kind and outcome included.
+	assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, "kelemetry.natsqueue.published"))
+	assert.Equal(t, telemetrytest.Zeros("kind", "full", "unavailable", "other"), telemetrytest.Points(t, reader, "kelemetry.natsqueue.publish_errors"))
 	require.NoError(t, p.Publish(ctx, batch(1, 5, 0)))
 	require.ErrorIs(t, p.Publish(ctx, batch(1, 1, 5)), ErrFull)
 	assert.Equal(t, int64(5), counter(t, reader, "kelemetry.natsqueue.published", ""))
@@ -108,6 +111,14 @@ func TestMetrics(t *testing.T) {
 		return nil
 	}, set)
 	require.NoError(t, err)
+	for _, name := range []string{"kelemetry.natsqueue.consumed", "kelemetry.natsqueue.redelivered", "kelemetry.natsqueue.dead_lettered",
+		"kelemetry.natsqueue.committed_redeliveries", "kelemetry.natsqueue.duplicates", "kelemetry.natsqueue.stored_redeliveries",
+		"kelemetry.natsqueue.stored_check_failures", "kelemetry.natsqueue.commit_marker_failures", "kelemetry.natsqueue.history_lagged",
+		"kelemetry.natsqueue.history_copied", "kelemetry.natsqueue.partitions_released", "kelemetry.natsqueue.warm.messages"} {
+		assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, name), name)
+	}
+	assert.Equal(t, telemetrytest.Zeros("outcome", "complete", "truncated", "timeout", "error"),
+		telemetrytest.Points(t, reader, "kelemetry.natsqueue.warm.takeovers"))
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	require.Eventually(t, func() bool {

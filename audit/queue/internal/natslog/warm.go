@@ -55,17 +55,19 @@ type warmMetrics struct {
 }
 
 func newWarmMetrics(m *instrument.Meter) warmMetrics {
+	outcomes := []string{warmComplete, warmTruncated, warmTimeout, warmError}
+	outcomeSets := instrument.Sets("outcome", outcomes...)
 	w := warmMetrics{
 		takeovers: m.Counter("kelemetry.natsqueue.warm.takeovers",
 			"Partitions this member started processing and warmed up first, by outcome (complete, truncated: "+
-				"the history holds older messages than warmLookback reaches, timeout, error)", "{takeover}"),
-		messages: m.Counter("kelemetry.natsqueue.warm.messages", "Messages replayed to the warmer", "{message}"),
+				"the history holds older messages than warmLookback reaches, timeout, error)", "{takeover}", outcomeSets...),
+		messages: m.Counter("kelemetry.natsqueue.warm.messages", "Messages replayed to the warmer", "{message}", *attribute.EmptySet()),
 		duration: m.Histogram("kelemetry.natsqueue.warm.duration", "Time a takeover spent warming up", "s",
 			0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30),
 		outcome: map[string]metric.MeasurementOption{},
 	}
-	for _, o := range []string{warmComplete, warmTruncated, warmTimeout, warmError} {
-		w.outcome[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
+	for i, o := range outcomes {
+		w.outcome[o] = metric.WithAttributeSet(outcomeSets[i])
 	}
 	return w
 }
