@@ -31,6 +31,9 @@ type converter struct {
 	differ *objdiff.Differ
 }
 
+// attrAuditLevel is the audit event's level (Metadata, Request, RequestResponse).
+const attrAuditLevel = "kelemetry.audit.level"
+
 func newConverter(cfg Config, differ *objdiff.Differ) converter {
 	c := converter{
 		verbs:               slices.Clone(cfg.Verbs),
@@ -238,6 +241,11 @@ func (c *converter) event(ev *auditv1.Event, obj aggregator.Object) (*aggregator
 	}
 	if ev.UserAgent != "" {
 		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrUserAgent, Value: ev.UserAgent})
+	}
+	if ev.Level != "" {
+		// The audit policy's level: a write at Metadata level has no bodies, so no diff from
+		// the event itself (the UI says why its changes are unknown).
+		attrs = append(attrs, aggregator.Attr{Key: attrAuditLevel, Value: ev.Level})
 	}
 	if ev.ResponseStatus != nil {
 		attrs = append(attrs, aggregator.Attr{Key: aggregator.AttrStatusCode, Value: strconv.Itoa(code)})

@@ -286,6 +286,14 @@ var foldedTagsArr = [...]struct{ from, to string }{
 	{aggregator.AttrSourceIP, "sourceIP"},
 	{"kelemetry.event.action", "action"},
 	{"kelemetry.event.source", "source"},
+	{"kelemetry.audit.level", "auditLevel"},
+	// A Kubernetes Event's facts, as kubectl events shows them.
+	{"kelemetry.event.type", "type"},
+	{"kelemetry.event.reason", "reason"},
+	{"kelemetry.event.count", "count"},
+	{"kelemetry.event.reporting_controller", "reportingController"},
+	{"kelemetry.event.first_timestamp", "firstSeen"},
+	{"kelemetry.event.last_timestamp", "lastSeen"},
 }
 
 // Log types of a folded event's logs and the field names they get.

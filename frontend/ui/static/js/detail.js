@@ -64,6 +64,12 @@ function eventDetail(v, ev) {
     ev.end > ev.time ? ['End', `${fmtTime(ev.end)} ${zoneName()} (took ${fmtDur(ev.end - ev.time)})`] : null,
     ['User', ev.user], ['User agent', ev.userAgent], ['Response code', ev.code, codeClass(ev.code)], ['Source IP', ev.sourceIP],
     ['Action', ev.action], ev.warning ? ['Type', 'Warning', 'code-bad'] : null,
+    ev.k8s ? ['Reason', ev.k8s.reason] : null,
+    ev.k8s ? ['Count', ev.k8s.count] : null,
+    ev.k8s ? ['First seen', ev.k8s.firstSeen] : null,
+    ev.k8s ? ['Last seen', ev.k8s.lastSeen] : null,
+    ev.k8s ? ['Reported by', ev.k8s.reportingController] : null,
+    ['Audit level', ev.auditLevel],
   ].filter(x => x && x[1]);
   const link = obj ? redirectURL(obj, v) : null;
   return el('div', { class: 'event-detail' },
@@ -73,14 +79,27 @@ function eventDetail(v, ev) {
     ev.errors.length ? [el('h3', { text: 'Errors' }), ev.errors.map(t => el('div', { class: 'box error', text: t }))] : null,
     ev.messages.length ? [el('h3', { text: 'Messages' }), ev.messages.map(t => el('div', { class: 'box message', text: t }))] : null,
     el('h3', { text: 'Changes' }),
-    ev.diff.length ? diffTable(ev.diff) : el('div', { class: 'note-inline', text: ev.snapshot
-      ? 'No field changes recorded for this event; the snapshot below holds the object.'
-      : 'No field changes recorded for this event.' }),
+    ev.diff.length ? diffTable(ev.diff) : el('div', { class: 'note-inline no-changes', text: noChanges(ev) }),
     ev.verboseDiff.length ? el('details', {}, el('summary', { text: `Bookkeeping changes (${ev.verboseDiff.length})` }), diffTable(ev.verboseDiff)) : null,
     ev.snapshot ? el('details', { class: 'snapshot' }, el('summary', { text: `Snapshot (${ev.snapshot.length} bytes)` }), jsonTree(ev.snapshot)) : null,
     ev.other.length ? [el('h3', { text: 'Other fields' }), kvTable(ev.other)] : null,
     ev.attrs.length ? el('details', {}, el('summary', { text: `All attributes (${ev.attrs.length})` }), kvTable(ev.attrs)) : null,
     link ? el('p', {}, el('a', { href: link, class: 'own-trace', text: `Open the trace of ${objectLabel(objectKey(obj))} (anchored at it)` })) : null);
+}
+
+/**
+ * noChanges says why an event shows no field changes.
+ * @param {EventInfo} ev
+ * @returns {string}
+ */
+export function noChanges(ev) {
+  if (ev.k8s || ev.source === 'event') return 'A Kubernetes Event reports what a component saw or did; it changes no field of the object.';
+  if (ev.auditLevel === 'Metadata' && !ev.snapshot) {
+    return 'The audit policy records this request at Metadata level: its request and response bodies were not recorded, ' +
+      'so its changes are not known from it. Informer diffs fill them in for the resources Kelemetry watches; ' +
+      'a higher level in the audit policy (Request or RequestResponse) records them.';
+  }
+  return ev.snapshot ? 'No field changes recorded for this event; the snapshot below holds the object.' : 'No field changes recorded for this event.';
 }
 
 /**

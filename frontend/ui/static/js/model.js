@@ -131,7 +131,9 @@ export function eventOfLog(l) {
 export function normalizeEvent(n, logIndex) {
   /** @type {EventInfo} */
   const ev = { title: '', source: '', time: 0, end: 0, user: '', userAgent: '', code: '', sourceIP: '', action: '',
-    diff: [], verboseDiff: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n, warning: false };
+    diff: [], verboseDiff: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n, warning: false,
+    auditLevel: '', k8s: null };
+  const k8s = () => ev.k8s || (ev.k8s = { reason: '', count: '', reportingController: '', firstSeen: '', lastSeen: '' });
   let failed = false;
   const addDiff = (into, text) => { for (const line of str(text).split('\n')) if (line.trim()) into.push(line); };
   if (logIndex !== undefined && logIndex !== null) {
@@ -149,6 +151,9 @@ export function normalizeEvent(n, logIndex) {
         case 'responseCode': ev.code = str(v); break;
         case 'sourceIP': ev.sourceIP = str(v); break;
         case 'action': ev.action = str(v); break;
+        case 'auditLevel': ev.auditLevel = str(v); break;
+        case 'type': break; // a Kubernetes Event's type: Warning sets ev.warning
+        case 'reason': case 'count': case 'reportingController': case 'firstSeen': case 'lastSeen': k8s()[k] = str(v); break;
         case 'diff': addDiff(ev.diff, v); break;
         case 'verbose diff': addDiff(ev.verboseDiff, v); break;
         case 'snapshot': ev.snapshot = str(v); break;
@@ -165,6 +170,12 @@ export function normalizeEvent(n, logIndex) {
   ev.user = str(t.get('user.name')); ev.userAgent = str(t.get('user_agent.original'));
   ev.code = str(t.get('http.response.status_code')); ev.sourceIP = str(t.get('client.address'));
   ev.action = str(t.get('kelemetry.event.action'));
+  ev.auditLevel = str(t.get('kelemetry.audit.level'));
+  if (t.has('kelemetry.event.reason')) {
+    Object.assign(k8s(), { reason: str(t.get('kelemetry.event.reason')), count: str(t.get('kelemetry.event.count')),
+      reportingController: str(t.get('kelemetry.event.reporting_controller')),
+      firstSeen: str(t.get('kelemetry.event.first_timestamp')), lastSeen: str(t.get('kelemetry.event.last_timestamp')) });
+  }
   for (const [k, v] of t) if (k !== 'kelemetry.span.kind') ev.attrs.push([k, str(v)]);
   ev.warning = isWarningEvent(n.span.tags, n.service);
   failed = t.get('error') === true;

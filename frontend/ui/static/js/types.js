@@ -303,6 +303,9 @@
  * @property {[string, string][]} attrs
  * @property {TraceNode} owner
  * @property {boolean} warning
+ * @property {string} auditLevel the audit policy's level of the request (Metadata: no bodies)
+ * @property {{reason: string, count: string, reportingController: string, firstSeen: string, lastSeen: string} | null} k8s
+ *   a Kubernetes Event's facts
  */
 
 /**

@@ -1,0 +1,53 @@
+package ui_test
+
+import (
+	"net/url"
+	"strconv"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/frontend"
+	"github.com/kelemetry/kelemetry/internal/query"
+)
+
+// TestBrowserEventDetail: a Kubernetes Event's panel shows its reason, count, first and last
+// seen and the reporting component as kubectl events does, and says that an Event changes no
+// field; a write recorded at Metadata level says why its changes are unknown.
+func TestBrowserEventDetail(t *testing.T) {
+	browser := newBrowser(t)
+	srv := serve(t, ingestRollout(t), frontend.Config{})
+	var sums []query.SearchSummary
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
+		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
+	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
+	require.Len(t, sums, 1)
+	tr := getTrace(t, srv.URL, sums[0].TraceID)
+	spanID, index := "", -1
+	for _, sp := range tr.Spans {
+		for i, l := range sp.Logs {
+			if len(l.Fields) > 0 && l.Fields[0].Key == "event" && index < 0 {
+				for _, f := range l.Fields {
+					if f.Key == "reason" && f.Value == "ScalingReplicaSet" {
+						spanID, index = sp.SpanID, i
+					}
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, spanID, "a ScalingReplicaSet Event folded on the Deployment")
+
+	p := newPage(t, browser)
+	p.open(srv.URL + "/trace/" + sums[0].TraceID + "?span=" + spanID + "&event=" + strconv.Itoa(index))
+	dl := p.waitText(`.event-detail dl`, "Reason")
+	assert.Contains(t, dl, "ScalingReplicaSet")
+	assert.Contains(t, dl, "Reported by")
+	assert.Contains(t, dl, "deployment-controller")
+	assert.Contains(t, p.text(`.event-detail .no-changes`), "A Kubernetes Event reports what a component saw or did")
+
+	got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`import('/static/js/detail.js').then(d => d.noChanges({auditLevel: 'Metadata', snapshot: '', source: 'audit', k8s: null}))`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Contains(t, got, "Metadata level: its request and response bodies were not recorded")
+}
