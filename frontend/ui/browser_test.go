@@ -448,7 +448,7 @@ func TestBrowser(t *testing.T) {
 		p.open(srv.URL + "/trace/" + sum.TraceID + "?span=" + rootOf(t, tr).SpanID + "&event=" + fmt.Sprint(idx))
 		detail := p.waitText(`.event-detail`, "ScalingReplicaSet")
 		assert.Contains(t, detail, "Scaled up replica set demo-")
-		assert.Contains(t, detail, "No field changes recorded")
+		assert.Contains(t, detail, "A Kubernetes Event reports what a component saw or did")
 		var cls string
 		p.eval(fmt.Sprintf(`document.querySelector('.row .mk[data-log="%d"]').className`, idx), &cls)
 		assert.Contains(t, cls, "event")
