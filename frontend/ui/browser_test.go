@@ -186,6 +186,18 @@ func (p *page) clickRow(label, part string) {
 	require.Fail(p.t, "no row labelled "+label)
 }
 
+// clickEvent opens the folded event idx of the first row labelled label: its marker, or, when
+// it is drawn in a group of close markers, the group and then the event in the group's list.
+func (p *page) clickEvent(label string, idx int) {
+	p.t.Helper()
+	p.clickRow(label, fmt.Sprintf(`.mk[data-log="%d"], .mk.group[data-group~="%d"]`, idx, idx))
+	var grouped bool
+	p.eval(`!!document.querySelector('.mk-popover')`, &grouped)
+	if grouped {
+		p.click(fmt.Sprintf(`.mk-popover .mk-item[data-log="%d"]`, idx))
+	}
+}
+
 func (p *page) location() string {
 	p.t.Helper()
 	u, err := chromedp.Run(p.ctx, chromedp.Location())
@@ -358,6 +370,12 @@ func TestBrowser(t *testing.T) {
 		assert.Contains(t, detail, "User agent")
 		old, nw := splitLine(t, line, "status.observedGeneration")
 		assert.Equal(t, []string{"status.observedGeneration", old, "→", nw}, p.diffRow("status.observedGeneration"))
+		// The same event with the mouse at its marker on the chart (in the group of events of
+		// the rollout's first milliseconds: the group's list opens it).
+		p.click(`.detail button.close`)
+		p.clickEvent("deployments", idx)
+		p.waitText(`.event-detail .event-title`, "deployment-controller update status")
+		assert.Equal(t, []string{"status.observedGeneration", old, "→", nw}, p.diffRow("status.observedGeneration"))
 		assert.NotEqual(t, old, nw)
 		assert.Contains(t, p.location(), "event=", "the open event is in the URL")
 
@@ -392,7 +410,7 @@ func TestBrowser(t *testing.T) {
 		p.open(srv.URL + "/trace/" + sum.TraceID)
 		p.waitJS("rows", `document.querySelectorAll('.row').length > 0`)
 		// Click the event's marker on the Deployment's row.
-		p.clickRow("deployments", fmt.Sprintf(`.mk[data-log="%d"]`, idx))
+		p.clickEvent("deployments", idx)
 		p.waitText(`.event-detail .event-title`, "admin patch scale")
 		assert.Contains(t, p.text(`.event-detail dl`), "admin")
 		old, nw := splitLine(t, line, "spec.replicas")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/assert"
@@ -104,4 +105,79 @@ func TestBrowserTimeline(t *testing.T) {
 	p.do(chromedp.KeyEvent(kb.Escape))
 	p.waitJS("the panel closed by Escape", `document.querySelector('aside.detail').hidden`)
 	assert.NotContains(t, p.location(), "span=", "closing the panel leaves the selection out of the URL")
+}
+
+// TestBrowserZoomAndGroups: markers closer than a few pixels are one group that lists its events
+// (each opens its event); dragging across the axis zooms in (the URL keeps the range, the axis
+// and the overview follow, groups split), Reset zoom shows the whole trace again, and a link
+// with the range opens zoomed.
+func TestBrowserZoomAndGroups(t *testing.T) {
+	browser := newBrowser(t)
+	srv := serve(t, ingestRollout(t), frontend.Config{})
+	var sums []query.SearchSummary
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
+		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
+	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
+	require.Len(t, sums, 1)
+	p := newPage(t, browser)
+	p.open(srv.URL + "/trace/" + sums[0].TraceID)
+	p.waitJS("rows", `document.querySelectorAll('.rows .row').length > 0`)
+
+	groupsOnDeployment := func() (groups, singles int) {
+		t.Helper()
+		var c struct{ Groups, Singles int }
+		p.eval(`(() => { const r = [...document.querySelectorAll('.rows .row')].find(r => r.querySelector('.lbl').innerText.includes('deployments'));
+			return { Groups: r.querySelectorAll('.mk.group').length, Singles: r.querySelectorAll('.mk:not(.group)').length }; })()`, &c)
+		return c.Groups, c.Singles
+	}
+	g0, s0 := groupsOnDeployment()
+	require.Positive(t, g0, "the Deployment's events within milliseconds of each other are grouped")
+	var member string // an event of the Deployment's first group
+	p.eval(`[...document.querySelectorAll('.rows .row')].find(r => r.querySelector('.lbl').innerText.includes('deployments')).querySelector('.mk.group').dataset.group.split(' ')[1]`, &member)
+
+	// A group lists its events; one opens.
+	p.clickRow("deployments", ".mk.group")
+	p.waitJS("the group's list", `document.querySelectorAll('.mk-popover .mk-item').length > 1`)
+	var items []string
+	p.eval(`[...document.querySelectorAll('.mk-popover .mk-item')].map(i => i.innerText)`, &items)
+	for _, it := range items {
+		assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3}`, it)
+	}
+	p.click(`.mk-popover .mk-item`)
+	p.waitJS("the event", `!!document.querySelector('.event-detail .event-title')`)
+	assert.Contains(t, p.location(), "event=")
+	var popovers int
+	p.eval(`document.querySelectorAll('.mk-popover').length`, &popovers)
+	assert.Zero(t, popovers, "the list closes on a choice")
+
+	// Drag across the first 5% of the axis: the rollout's first second.
+	var box struct{ X, Y, W float64 }
+	p.eval(`(() => { const r = document.querySelector('.axis .tl').getBoundingClientRect(); return {X: r.left, Y: r.top + r.height / 2, W: r.width}; })()`, &box)
+	p.do(chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, box.X+2, box.Y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, box.X+box.W*0.025, box.Y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, box.X+box.W*0.05, box.Y, chromedp.ButtonLeft))
+	p.waitJS("zoomed", `location.search.includes('zoom=')`)
+	zoomed := p.location()
+	assert.Regexp(t, `zoom=\d+-\d+`, zoomed)
+	var resetShown bool
+	p.eval(`!document.querySelector('.zoom-reset').hidden`, &resetShown)
+	assert.True(t, resetShown)
+	var window float64
+	p.eval(`parseFloat(document.querySelector('.minimap .mm-window').style.width)`, &window)
+	assert.Less(t, window, 10.0, "the overview's window shows the zoomed range")
+	var ticks []string
+	p.eval(`[...document.querySelectorAll('.axis .tick')].map(t => t.innerText)`, &ticks)
+	assert.NotContains(t, ticks, "+5s", "ticks of the zoomed range")
+	g1, s1 := groupsOnDeployment()
+	assert.Less(t, g1, g0, "zoomed in, fewer groups (markers outside the range are not drawn, close ones split)")
+	assert.Positive(t, s1, "single markers in the zoomed range (%d before)", s0)
+	var split bool
+	p.eval(`!![...document.querySelectorAll('.rows .row')].find(r => r.querySelector('.lbl').innerText.includes('deployments')).querySelector('.mk[data-log="`+member+`"]')`, &split)
+	assert.True(t, split, "event %s of the first group has a marker of its own once zoomed in", member)
+
+	p.click(`.zoom-reset`)
+	p.waitJS("whole trace", `!location.search.includes('zoom=')`)
+
+	p.open(zoomed)
+	p.waitJS("zoomed by the link", `!!document.querySelector('.zoom-reset') && !document.querySelector('.zoom-reset').hidden`)
 }

@@ -28,18 +28,22 @@ function conflictsOf(n) {
 }
 
 /**
- * axisTicks is the time axis above the rows: six ticks, relative to the trace's start.
+ * axisTicks is the time axis above the rows: ticks on round values of the range shown, relative
+ * to the trace's start.
  * @param {TraceModel} model
+ * @param {{from: number, to: number} | null} [zoom] the range shown; null: the whole trace
  * @returns {HTMLDivElement}
  */
-export function axisTicks(model) {
+export function axisTicks(model, zoom) {
   const tl = el('div', { class: 'tl' });
-  const span = model.t1 - model.t0;
+  const from = zoom ? zoom.from : model.t0, to = zoom ? zoom.to : model.t1;
+  const span = to - from;
   const step = tickStep(span);
-  for (let t = 0; t <= span + 1e-6; t += step) {
-    const f = span > 0 ? t / span : 0;
-    if (f > 0.97 && t > 0) break; // the last tick would crowd the edge
-    tl.append(el('span', { class: 'tick' + (t === 0 ? ' first' : ''), style: { left: `${f * 100}%` },
+  // Ticks at multiples of step from the trace's start, within the range.
+  for (let t = Math.ceil((from - model.t0) / step) * step; model.t0 + t <= to + 1e-6; t += step) {
+    const f = span > 0 ? (model.t0 + t - from) / span : 0;
+    if (f > 0.97 && f > 0.001) break; // the last tick would crowd the edge
+    tl.append(el('span', { class: 'tick' + (f < 0.001 ? ' first' : ''), style: { left: `${f * 100}%` },
       text: t === 0 ? '0' : '+' + fmtDur(t) }));
   }
   return tl;
@@ -105,6 +109,7 @@ export function updateURL(v) {
   const q = new URLSearchParams();
   if (v.selected) q.set('span', v.selected.id);
   if (v.selected && v.selectedLog !== null) q.set('event', String(v.selectedLog));
+  if (v.zoom) q.set('zoom', `${Math.round(v.zoom.from - v.model.t0)}-${Math.round(v.zoom.to - v.model.t0)}`);
   if (v.collapsed.size && v.collapsed.size <= MAX_URL_COLLAPSED) q.set('collapsed', [...v.collapsed].join(','));
   else if (v.collapsed.size) {
     // Too many to list: "Collapse all" is still shareable; other large sets are left out.
@@ -233,7 +238,16 @@ export function onRowsKey(v, e) {
  * @param {TraceView} v
  * @param {number} t
  */
-function pct(v, t) { return ((t - v.model.t0) / (v.model.t1 - v.model.t0)) * 100; }
+function pct(v, t) {
+  const from = v.zoom ? v.zoom.from : v.model.t0, to = v.zoom ? v.zoom.to : v.model.t1;
+  return ((t - from) / (to - from)) * 100;
+}
+
+/** GROUP_PX is the distance under which markers of a row are drawn as one group. */
+const GROUP_PX = 8;
+
+/** SEVERITY orders marker classes for a group's colour: the first present wins. */
+const SEVERITY = ['error', 'event', 'delete', 'create', 'status', '', 'conflict', 'routine'];
 
 /**
  * rowEl builds visible row i: its label (toggle, service, operation) and its bar and markers.
@@ -253,26 +267,58 @@ function rowEl(v, n, i) {
     hasKids && isCollapsed ? el('span', { class: 'count', text: `(${n.descendants})` }) : null,
     conflictsOf(n) ? el('span', { class: 'conflicts', text: `${conflictsOf(n)} retried`, title: 'Conflicts (409) a controller retried: optimistic concurrency, not failures' }) : null);
   const tl = el('div', { class: 'tl' });
-  const left = pct(v, n.start), width = Math.max(pct(v, n.end) - left, 0);
-  tl.append(el('div', { class: 'bar', style: { left: `${left}%`, width: `${width}%` } }));
+  const left = pct(v, n.start), right = pct(v, n.end);
+  if (right >= 0 && left <= 100) {
+    const l = Math.max(left, 0);
+    tl.append(el('div', { class: 'bar', style: { left: `${l}%`, width: `${Math.max(Math.min(right, 100) - l, 0)}%` } }));
+  }
   let pathHere = false;
   if (n.kind === 'event') {
     pathHere = onPath(v, n);
-    tl.append(el('button', { class: `mk ${markerClass(n.span.tags, n.op, n.service)}${v.selected === n ? ' selected' : ''}${pathHere ? ' critical' : ''}`,
-      title: `${fmtTime(n.start)} ${n.op}`, dataset: { log: '' }, style: { left: `${left}%` } }));
+    if (left >= 0 && left <= 100) {
+      tl.append(el('button', { class: `mk ${markerClass(n.span.tags, n.op, n.service)}${v.selected === n ? ' selected' : ''}${pathHere ? ' critical' : ''}`,
+        title: `${fmtTime(n.start)} ${n.op}`, dataset: { log: '' }, style: { left: `${left}%` } }));
+    }
   } else {
-    let drawn = 0;
+    /** @type {{li: number, ts: number, pos: number, cls: string, crit: boolean, sel: boolean, title: string}[]} */
+    const marks = [];
     n.logs.forEach((l, li) => {
       const f = eventOfLog(l);
-      if (!f || drawn++ >= MAX_MARKERS) return;
+      if (!f || marks.length >= MAX_MARKERS) return;
       const ts = logTime(l, n);
       const crit = onPath(v, n, ts);
       pathHere = pathHere || crit;
-      tl.append(el('button', {
-        class: `mk ${markerClass(f, f[0].value, f[0].key)}${v.selected === n && v.selectedLog === li ? ' selected' : ''}${crit ? ' critical' : ''}`,
-        title: `${fmtTime(ts)} ${str(f[0].value)}`, dataset: { log: String(li) }, style: { left: `${pct(v, ts)}%` },
-      }));
+      const pos = pct(v, ts);
+      if (pos < 0 || pos > 100) return;
+      marks.push({ li, ts, pos, cls: markerClass(f, f[0].value, f[0].key), crit, sel: v.selected === n && v.selectedLog === li, title: str(f[0].value) });
     });
+    marks.sort((a, b) => a.pos - b.pos);
+    // Markers closer than GROUP_PX are one group (a button with their count that lists them);
+    // the selected event keeps a marker of its own. Zooming in splits groups.
+    const gap = GROUP_PX / Math.max(v.axisTl ? v.axisTl.clientWidth : 800, 100) * 100;
+    /** @type {typeof marks[]} */
+    const groups = [];
+    for (const m of marks) {
+      const g = groups[groups.length - 1];
+      if (!m.sel && g && !g[0].sel && m.pos - g[0].pos < gap) g.push(m); else groups.push([m]);
+    }
+    for (const g of groups) {
+      if (g.length === 1) {
+        const m = g[0];
+        tl.append(el('button', {
+          class: `mk ${m.cls}${m.sel ? ' selected' : ''}${m.crit ? ' critical' : ''}`,
+          title: `${fmtTime(m.ts)} ${m.title}`, dataset: { log: String(m.li) }, style: { left: `${m.pos}%` },
+        }));
+        continue;
+      }
+      const cls = SEVERITY.find(c => g.some(m => m.cls === c)) || '';
+      tl.append(el('button', {
+        class: `mk group ${cls}${g.some(m => m.crit) ? ' critical' : ''}`, text: String(g.length),
+        title: `${g.length} events from ${fmtTime(g[0].ts)}: click for the list, or zoom in`,
+        dataset: { group: g.map(m => m.li).join(' '), classes: g.map(m => m.cls).join(' ') }, style: { left: `${g[0].pos}%` },
+        attrs: { 'aria-label': `${g.length} events` },
+      }));
+    }
   }
   const bad = n.kind === 'event' && markerClass(n.span.tags, n.op, n.service) === 'error';
   return el('div', {
@@ -299,12 +345,139 @@ export function onRowsClick(v, e) {
     return;
   }
   const mk = /** @type {HTMLElement | null} */ (target.closest('.mk'));
+  if (mk && mk.dataset.group) {
+    showGroup(v, n, mk.dataset.group.split(' ').map(Number), mk);
+    return;
+  }
   if (mk && mk.dataset.log !== '' && n.kind !== 'event') {
     select(v, n, Number(mk.dataset.log));
     return;
   }
   activate(v, n);
 }
+
+/**
+ * showGroup lists a group marker's events in a popover by the marker: each opens its event.
+ * Escape, a click elsewhere or a choice closes it.
+ * @param {TraceView} v
+ * @param {TraceNode} n
+ * @param {number[]} lis the folded events' indexes
+ * @param {HTMLElement} at the group marker
+ */
+function showGroup(v, n, lis, at) {
+  closeGroup();
+  const box = v.gantt.getBoundingClientRect(), r = at.getBoundingClientRect();
+  const pop = el('div', { class: 'mk-popover', attrs: { role: 'menu' },
+    style: { left: `${Math.min(r.left - box.left, box.width - 320)}px`, top: `${r.bottom - box.top + 2}px` } },
+  lis.map(li => {
+    const f = eventOfLog(n.logs[li]) || [];
+    const ts = logTime(n.logs[li], n);
+    return el('button', { class: 'mk-item', attrs: { role: 'menuitem' }, dataset: { log: String(li) },
+      onclick: () => { closeGroup(); select(v, n, li); } },
+    el('span', { class: `mk ${markerClass(f, f[0] && f[0].value, f[0] && f[0].key)}`, attrs: { 'aria-hidden': 'true' } }),
+    el('span', { class: 'at', text: fmtTime(ts).slice(11) }), el('span', { text: str(f[0] && f[0].value) }));
+  }));
+  v.gantt.append(pop);
+  const first = /** @type {HTMLElement | null} */ (pop.querySelector('button'));
+  if (first) first.focus();
+  const off = (/** @type {Event} */ e) => {
+    if (e instanceof KeyboardEvent ? e.key === 'Escape' : !pop.contains(/** @type {Node} */ (e.target))) closeGroup();
+  };
+  setTimeout(() => { document.addEventListener('mousedown', off); document.addEventListener('keydown', off); });
+  openGroup = () => { pop.remove(); document.removeEventListener('mousedown', off); document.removeEventListener('keydown', off); };
+}
+
+/** @type {(() => void) | null} openGroup closes the open group popover */
+let openGroup = null;
+
+/** closeGroup closes the group popover, if one is open. */
+export function closeGroup() {
+  if (openGroup) { const c = openGroup; openGroup = null; c(); }
+}
+
+/**
+ * setZoom shows the range [from, to] (µs; null: the whole trace), redraws the axis, minimap and
+ * rows, and records it in the URL.
+ * @param {TraceView} v
+ * @param {{from: number, to: number} | null} zoom
+ */
+export function setZoom(v, zoom) {
+  const m = v.model;
+  if (zoom) {
+    let from = Math.max(m.t0, Math.min(zoom.from, zoom.to)), to = Math.min(m.t1, Math.max(zoom.from, zoom.to));
+    if (to - from < MIN_ZOOM_US) { const mid = (from + to) / 2; from = Math.max(m.t0, mid - MIN_ZOOM_US / 2); to = Math.min(m.t1, from + MIN_ZOOM_US); }
+    zoom = from <= m.t0 && to >= m.t1 ? null : { from, to };
+  }
+  v.zoom = zoom;
+  closeGroup();
+  if (v.axisTl) {
+    const fresh = axisTicks(m, zoom);
+    v.axisTl.replaceChildren(...fresh.childNodes);
+  }
+  drawMinimap(v);
+  const reset = /** @type {HTMLElement | null} */ (v.gantt.querySelector('.zoom-reset'));
+  if (reset) reset.hidden = !zoom;
+  draw(v);
+  updateURL(v);
+}
+
+/** MIN_ZOOM_US is the narrowest range a zoom shows. */
+const MIN_ZOOM_US = 1000;
+
+/**
+ * dragZoom lets a drag across el (the axis or the minimap) select the range to show: x maps to
+ * time over the range el spans (the shown range for the axis, the whole trace for the minimap).
+ * @param {TraceView} v
+ * @param {HTMLElement} target
+ * @param {() => {from: number, to: number}} span the times at el's left and right edges
+ */
+export function dragZoom(v, target, span) {
+  target.addEventListener('mousedown', e => {
+    if (e.button !== 0) return;
+    e.preventDefault();
+    const box = target.getBoundingClientRect();
+    const s = span();
+    const at = (/** @type {number} */ x) => s.from + (Math.max(0, Math.min(x - box.left, box.width)) / box.width) * (s.to - s.from);
+    const x0 = e.clientX;
+    const sel = el('div', { class: 'zoom-sel', style: { left: `${x0 - box.left}px`, width: '0px' } });
+    target.append(sel);
+    const move = (/** @type {MouseEvent} */ m) => {
+      const a = Math.min(x0, m.clientX) - box.left, b = Math.max(x0, m.clientX) - box.left;
+      sel.style.left = `${Math.max(a, 0)}px`;
+      sel.style.width = `${Math.min(b, box.width) - Math.max(a, 0)}px`;
+    };
+    const up = (/** @type {MouseEvent} */ m) => {
+      document.removeEventListener('mousemove', move);
+      document.removeEventListener('mouseup', up);
+      sel.remove();
+      if (Math.abs(m.clientX - x0) >= 4) setZoom(v, { from: at(Math.min(x0, m.clientX)), to: at(Math.max(x0, m.clientX)) });
+    };
+    document.addEventListener('mousemove', move);
+    document.addEventListener('mouseup', up);
+  });
+}
+
+/**
+ * drawMinimap draws the whole trace's events as a density strip and the shown range as a window.
+ * @param {TraceView} v
+ */
+export function drawMinimap(v) {
+  const mm = v.minimap;
+  if (!mm) return;
+  const m = v.model, span = Math.max(m.t1 - m.t0, 1), bins = new Array(MINIMAP_BINS).fill(0);
+  for (const n of m.nodes) {
+    if (n.kind === 'event') bins[Math.min(MINIMAP_BINS - 1, Math.floor((n.start - m.t0) / span * MINIMAP_BINS))]++;
+    else for (const l of n.logs) if (eventOfLog(l)) bins[Math.min(MINIMAP_BINS - 1, Math.max(0, Math.floor((logTime(l, n) - m.t0) / span * MINIMAP_BINS)))]++;
+  }
+  const max = Math.max(1, ...bins);
+  const z = v.zoom;
+  mm.replaceChildren(
+    ...bins.map((c, i) => c ? el('span', { class: 'mm-bin', style: { left: `${i / MINIMAP_BINS * 100}%`, height: `${Math.max(c / max * 100, 8)}%` } }) : null).filter(Boolean),
+    el('div', { class: 'mm-window', style: { left: `${z ? (z.from - m.t0) / span * 100 : 0}%`, width: `${z ? (z.to - z.from) / span * 100 : 100}%` } }));
+}
+
+/** MINIMAP_BINS is the minimap's resolution. */
+const MINIMAP_BINS = 200;
 
 /**
  * @param {TraceView} v

@@ -9,7 +9,7 @@ import { isMergeID, MAX_MERGE, mergeBar, mergeMembers } from './merge.js';
 import { buildModel, MARKER_LEGEND } from './model.js';
 import { DISPLAYS, idWithMode, LINKS, modeOfID } from './modes.js';
 import { navigate, pageToken } from './nav.js';
-import { axisTicks, collapsible, computeVisible, draw, onRowsClick, onRowsKey, refresh, reveal, schedule, select } from './timeline.js';
+import { axisTicks, closeGroup, collapsible, computeVisible, dragZoom, draw, drawMinimap, onRowsClick, onRowsKey, refresh, reveal, schedule, select, setZoom } from './timeline.js';
 import { isTruncation, truncationBanner } from './truncation.js';
 /** @import { ApiResponse, JaegerTrace, TraceModel, TraceView } from './types.js' */
 
@@ -109,7 +109,11 @@ function renderTrace(id, model, params, raw) {
   const v = {
     id, model, mode, collapsed, visible: [], selected: null, selectedLog: null,
     rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null, critical: null, criticalEl: null, history: null, gantt: null,
+    zoom: null, axisTl: null, minimap: null,
   };
+  // zoom=<from>-<to>: the range shown, µs after the trace's start.
+  const zm = /^(\d+)-(\d+)$/.exec(params.get('zoom') || '');
+  if (zm) v.zoom = { from: model.t0 + Number(zm[1]), to: model.t0 + Number(zm[2]) };
   view = v;
 
   const switcher = (label, cls, options, current, onChange) => {
@@ -143,12 +147,21 @@ function renderTrace(id, model, params, raw) {
   const plain = model.warnings.filter(w => !isTruncation(w));
   const warnings = plain.length ? el('div', { class: 'msg' }, plain.map(w => el('div', { text: w }))) : null;
 
-  const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl', text: `From ${fmtTime(model.t0)} ${zoneName()}`, title: `Rows are objects; the timeline starts at ${fmtTime(model.t0)} ${zoneName()}` }), axisTicks(model));
+  v.axisTl = axisTicks(model, v.zoom);
+  v.axisTl.title = 'Drag across the axis to zoom in';
+  const resetZoom = el('button', { class: 'zoom-reset', text: 'Reset zoom', onclick: () => setZoom(v, null) });
+  resetZoom.hidden = !v.zoom;
+  const axis = el('div', { class: 'axis' }, el('div', { class: 'lbl' },
+    el('span', { text: `From ${fmtTime(model.t0)} ${zoneName()}`, title: `Rows are objects; the timeline starts at ${fmtTime(model.t0)} ${zoneName()}` }), resetZoom), v.axisTl);
+  dragZoom(v, v.axisTl, () => v.zoom || { from: model.t0, to: model.t1 });
+  v.minimap = el('div', { class: 'minimap', title: 'The whole trace: drag to zoom in' });
+  dragZoom(v, v.minimap, () => ({ from: model.t0, to: model.t1 }));
+  const mmRow = el('div', { class: 'overview' }, el('div', { class: 'olbl', text: 'Overview' }), v.minimap);
   v.spacer = el('div', { class: 'spacer-rows' });
   v.rowsEl = el('div', { class: 'rows', attrs: { role: 'tree' } }, v.spacer);
   v.detail = el('aside', { class: 'detail' });
   v.detail.hidden = true;
-  v.gantt = el('div', { class: 'gantt' }, axis, v.rowsEl);
+  v.gantt = el('div', { class: 'gantt' }, mmRow, axis, v.rowsEl);
   // A merged view's critical path runs over its members as one graph: a step of a member that
   // follows nothing linked is "unexplained".
   v.criticalEl = el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
@@ -169,11 +182,12 @@ function renderTrace(id, model, params, raw) {
     if (close) { e.preventDefault(); close.click(); }
   };
   document.addEventListener('keydown', onKey);
-  v.cleanup = () => { window.removeEventListener('resize', onScroll); document.removeEventListener('keydown', onKey); cancelAnimationFrame(v.frame); };
+  v.cleanup = () => { closeGroup(); window.removeEventListener('resize', onScroll); document.removeEventListener('keydown', onKey); cancelAnimationFrame(v.frame); };
   v.rowsEl.addEventListener('click', e => onRowsClick(v, e));
   v.rowsEl.addEventListener('keydown', e => onRowsKey(v, e));
 
   computeVisible(v);
+  drawMinimap(v);
   const span = params.get('span');
   const evParam = params.get('event');
   const target = span ? model.byId.get(span) : null;

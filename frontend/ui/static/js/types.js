@@ -345,6 +345,9 @@
  * @property {HTMLDetailsElement} criticalEl
  * @property {HistoryState | null} history
  * @property {HTMLDivElement} gantt
+ * @property {{from: number, to: number} | null} zoom the time range shown (µs), null: the whole trace
+ * @property {HTMLDivElement | null} axisTl the axis's timeline column (its width is the rows')
+ * @property {HTMLDivElement | null} minimap the whole trace's strip with the zoom window
  */
 
 export {};
