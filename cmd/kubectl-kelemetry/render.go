@@ -15,6 +15,7 @@ type criticalPath struct {
 	Data struct {
 		Start           time.Time `json:"start"`
 		DurationSeconds float64   `json:"durationSeconds"`
+		NoPath          string    `json:"noPath"`
 		Steps           []struct {
 			Time   time.Time `json:"time"`
 			Object struct {
@@ -212,7 +213,11 @@ func clip(s string, n int) string {
 // it waited for its cause and took, the object, who acted and why the step follows the previous.
 func renderCritical(w io.Writer, cp criticalPath, color bool) error {
 	if len(cp.Data.Steps) == 0 {
-		_, err := fmt.Fprintln(w, "no critical path: the trace has no steps")
+		why := cp.Data.NoPath
+		if why == "" {
+			why = "the trace has no steps"
+		}
+		_, err := fmt.Fprintln(w, "no critical path: "+why)
 		return err
 	}
 	rows := []row{{cells: []string{"AT", "WAIT", "TOOK", "OBJECT", "BY", "VERB", "RULE"}, color: bold}}

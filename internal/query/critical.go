@@ -105,6 +105,13 @@ type CriticalPath struct {
 	Slowest *criticalStep `json:"slowest,omitempty"`
 	// PersonWaitSeconds is the time the path spent waiting for people (their steps' waits).
 	PersonWaitSeconds float64 `json:"personWaitSeconds"`
+	// UnexplainedWaitSeconds is the time before steps no rule ties to the one before (rule
+	// "unexplained"): no controller's reaction, so no controller's wait.
+	UnexplainedWaitSeconds float64 `json:"unexplainedWaitSeconds"`
+	// NoPath, when set, says why the trace has no critical path: no write in it reacted to
+	// another by a causal rule (a Node's heartbeats, unrelated objects), so no chain explains its
+	// time. Steps and Waits are then empty; Controllers still gives the reaction times.
+	NoPath string `json:"noPath,omitempty"`
 	// Truncated, when set, says what was left out (a query budget, or maxCausalEvents).
 	Truncated string `json:"truncated,omitempty"`
 }
@@ -335,11 +342,34 @@ func analyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 	out.Start, out.End = rev[0].Time, last.end.UTC()
 	out.DurationSeconds = seconds(out.End.Sub(out.Start))
 
+	// A chain is a reaction by a causal rule, or to a write of another linked object or of
+	// another controller; a path of one controller's repeated writes of one object (a Node's
+	// heartbeats) or of steps nothing explains is no chain, and no critical path is invented.
+	chained := false
+	for i, s := range out.Steps {
+		switch {
+		case i == 0, s.Rule == "start", s.Rule == "unexplained":
+		case s.Rule == "linked":
+			prev := out.Steps[i-1]
+			chained = chained || s.Object != prev.Object || s.Controller != prev.Controller
+		default:
+			chained = true
+		}
+	}
+	if !chained && len(out.Steps) > 1 {
+		out.NoPath = "no write here reacted to a write of another object (a Node's heartbeats, unrelated objects): no chain of reactions explains the time"
+		out.Steps, out.Start, out.End, out.DurationSeconds = []criticalStep{}, time.Time{}, time.Time{}, 0
+	}
+
 	waits := map[string]*controllerWait{}
 	for i, s := range out.Steps {
-		if s.Person {
+		unexplained := s.Rule == "unexplained"
+		switch {
+		case s.Person:
 			out.PersonWaitSeconds += s.WaitSeconds
-		} else if s.Rule != "start" && (out.Slowest == nil || s.WaitSeconds > out.Slowest.WaitSeconds) {
+		case unexplained:
+			out.UnexplainedWaitSeconds += s.WaitSeconds
+		case s.Rule != "start" && (out.Slowest == nil || s.WaitSeconds > out.Slowest.WaitSeconds):
 			out.Slowest = &out.Steps[i]
 		}
 		w := waits[s.Controller]
@@ -348,7 +378,9 @@ func analyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 			waits[s.Controller] = w
 		}
 		w.Steps++
-		w.WaitSeconds += s.WaitSeconds
+		if !unexplained {
+			w.WaitSeconds += s.WaitSeconds
+		}
 		w.ActSeconds += s.ActSeconds
 	}
 	for _, w := range waits {

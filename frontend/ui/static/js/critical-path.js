@@ -69,10 +69,12 @@ export async function loadCritical(v) {
     rows.map(r => el('tr', {}, r.map(c => el('td', { text: c })))));
   const slow = cp.slowest;
   const person = Number(cp.personWaitSeconds) || 0;
+  const unexplained = Number(cp.unexplainedWaitSeconds) || 0;
   fill(v.criticalEl,
-    el('summary', { text: `Critical path: ${plural(steps.length, 'step')} over ${secs(cp.durationSeconds)}` +
+    el('summary', { text: cp.noPath ? `No critical path: ${str(cp.noPath)}` : `Critical path: ${plural(steps.length, 'step')} over ${secs(cp.durationSeconds)}` +
       (slow ? ` · slowest reaction: ${str(slow.controller)} ${str(slow.verb)}${slow.subresource ? ' ' + slow.subresource : ''} ${resourceLabel(slow.object || {})} (waited ${secs(slow.waitSeconds)})` : '') +
-      (person > 0 ? ` · waiting for a person: ${secs(person)}` : '') }),
+      (person > 0 ? ` · waiting for a person: ${secs(person)}` : '') +
+      (unexplained > 0 ? ` · gaps no rule explains: ${secs(unexplained)}` : '') }),
     cp.truncated ? el('div', { class: 'msg', text: str(cp.truncated) }) : null,
     el('div', { class: 'critical-body' },
       el('div', { class: 'critical-col' }, el('h3', { text: 'Where the time went' }),

@@ -147,6 +147,8 @@
  * @property {ControllerTimes[]} controllers
  * @property {CriticalStep} [slowest] the slowest controller reaction (not a person's, not the start)
  * @property {number} [personWaitSeconds] the time spent waiting for people
+ * @property {number} [unexplainedWaitSeconds] the time before steps no rule explains
+ * @property {string} [noPath] why the trace has no critical path (no chain of reactions)
  * @property {string} [truncated]
  */
 
