@@ -113,7 +113,9 @@ func TestHelmInstallUpgrade(t *testing.T) {
 			t.Logf("event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	})
-	h.run(t, "install", release, previousChart, "-n", ns, "--set", "cluster="+clusterName)
+	// The LinkRule CRD is cluster-wide and other tests' releases (and the shared environment)
+	// install it: this release leaves it to them, as a second release in a real cluster would.
+	h.run(t, "install", release, previousChart, "-n", ns, "--set", "cluster="+clusterName, "--set", "linkRules.installCRD=false")
 	podRuns := func(what string, check func(p *corev1.Pod) error) *corev1.Pod {
 		t.Helper()
 		var pod *corev1.Pod
@@ -147,6 +149,7 @@ func TestHelmInstallUpgrade(t *testing.T) {
 
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	mustWrite(t, values, `cluster: `+clusterName+`
+linkRules: {installCRD: false}
 extraEnv:
   - {name: GOGC, value: "50"}
 ingress:

@@ -131,6 +131,23 @@ func TestBrowserObjectSlider(t *testing.T) {
 		return { X: l.left, Lo: tl.left, Hi: tl.right }; })()`, &line)
 	assert.True(t, line.X > line.Lo && line.X < line.Hi, "the moment's line lies on the time axis: %+v", line)
 	p.screenshot("ui-slider.png", true)
+
+	// The URL holds the slider's moment and the compare moment (1-based), and the open
+	// critical path panel: the same link opens the same view.
+	loc := p.location()
+	assert.Contains(t, loc, fmt.Sprintf("moment=%d", mid+1))
+	assert.Contains(t, loc, "compare=1")
+	p.click(`details.critical summary`)
+	p.waitJS("the panel in the URL", `location.search.includes('critical=open')`)
+	loc = p.location()
+	q := newPage(t, browser)
+	q.open(loc)
+	q.waitJS("the slider from the link", fmt.Sprintf(`kelemetryUI.historyShown() === %d`, mid))
+	assert.Contains(t, q.text(`.history-diff h3`), fmt.Sprintf("from moment 1 to %d", mid+1))
+	assert.True(t, q.evalBool(`document.querySelector('details.critical').open`), "the critical path panel open from the link")
+	// Another moment to compare with is kept too.
+	q.eval(`(() => { const s = document.querySelector('.history-from'); s.value = '1'; s.dispatchEvent(new Event('change')); return true; })()`, new(bool))
+	q.waitJS("compare in the URL", `location.search.includes('compare=2')`)
 }
 
 // TestBrowserMergeUnrelated selects a Node and a Pod (no linker relates them) among the search

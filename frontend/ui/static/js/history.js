@@ -7,6 +7,7 @@ import { changeTable } from './diff.js';
 import { el, errorBox, fill } from './dom.js';
 import { fmtTime, isoMicros, plural, str, zoneName } from './format.js';
 import { jsonTree } from './json-tree.js';
+import { updateURL } from './timeline.js';
 import { view } from './trace.js';
 /** @import { ApiResponse, Change, HistoryMoment, HistoryState, ObjectHistory, ObjectRef, ObjectState, StateSource, TraceView } from './types.js' */
 
@@ -32,10 +33,13 @@ export function historyPanel(v, k) {
   const d = el('details', { class: 'history' }, el('summary', { text: 'Object at any moment' }), body);
   let loaded = false;
   d.addEventListener('toggle', () => {
-    if (!d.open || loaded) return;
+    if (!d.open) { v.urlState.delete('moment'); v.urlState.delete('compare'); updateURL(v); return; }
+    if (loaded) return;
     loaded = true;
     loadHistory(v, k, body);
   });
+  // A link with the slider's moment opens the panel at it.
+  if (v.initial.has('moment') && v.initial.get('span') === (v.selected && v.selected.id)) d.open = true;
   return d;
 }
 
@@ -70,10 +74,15 @@ async function loadHistory(v, k, box) {
     return;
   }
   const label = (m, i) => `${i + 1}. ${fmtTime(Date.parse(m.time) * 1000)} ${str(m.event)}`;
-  const slider = el('input', { type: 'range', class: 'history-slider', min: 0, max: moments.length - 1, step: 1, value: moments.length - 1,
+  // The URL's moment and compare (1-based) when the link was made for this row.
+  const fromURL = (/** @type {string} */ key, /** @type {number} */ def) => {
+    const n = Number(v.initial.get(key));
+    return v.initial.get('span') === (v.selected && v.selected.id) && Number.isInteger(n) && n >= 1 && n <= moments.length ? n - 1 : def;
+  };
+  const slider = el('input', { type: 'range', class: 'history-slider', min: 0, max: moments.length - 1, step: 1, value: fromURL('moment', moments.length - 1),
     attrs: { 'aria-label': 'Moment of the object\'s history' } });
   const from = el('select', { class: 'history-from', attrs: { 'aria-label': 'Compare with the moment' } },
-    moments.map((m, i) => el('option', { value: String(i), text: label(m, i), selected: i === 0 })));
+    moments.map((m, i) => el('option', { value: String(i), text: label(m, i), selected: i === fromURL('compare', 0) })));
   const moment = el('div', { class: 'history-moment' });
   const out = el('div', { class: 'history-state' });
   const diffBox = el('div', { class: 'history-diff' });
@@ -84,6 +93,9 @@ async function loadHistory(v, k, box) {
     if (view !== v || !box.isConnected) return; // the panel was closed or the page left
     const seq = ++st.seq;
     const i = Number(slider.value), j = Number(from.value);
+    v.urlState.set('moment', String(i + 1));
+    v.urlState.set('compare', String(j + 1));
+    updateURL(v);
     const m = moments[i];
     fill(moment, el('strong', { text: `Moment ${i + 1} of ${moments.length}` }), ` · ${fmtTime(Date.parse(m.time) * 1000)} ${zoneName()} · `,
       el('span', { class: 'event', text: str(m.event) }),
@@ -153,7 +165,8 @@ export function momentLine(v, m) {
   const t = m ? Date.parse(m.time) * 1000 : NaN;
   if (!isFinite(t)) { if (line) line.remove(); return; }
   if (!line) v.gantt.append(line = el('div', { class: 'moment-line', attrs: { 'aria-hidden': 'true' } }));
-  const f = Math.min(Math.max((t - v.model.t0) / (v.model.t1 - v.model.t0), 0), 1);
+  const from = v.zoom ? v.zoom.from : v.model.t0, to = v.zoom ? v.zoom.to : v.model.t1;
+  const f = Math.min(Math.max((t - from) / (to - from), 0), 1);
   line.style.left = `calc(var(--label) + (100% - var(--label)) * ${f.toFixed(5)})`;
   line.title = `${fmtTime(t)} ${zoneName()}: the moment the object panel shows`;
 }

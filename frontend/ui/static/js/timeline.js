@@ -110,6 +110,7 @@ export function updateURL(v) {
   if (v.selected) q.set('span', v.selected.id);
   if (v.selected && v.selectedLog !== null) q.set('event', String(v.selectedLog));
   if (v.zoom) q.set('zoom', `${Math.round(v.zoom.from - v.model.t0)}-${Math.round(v.zoom.to - v.model.t0)}`);
+  for (const [k, val] of v.urlState || []) q.set(k, val);
   if (v.collapsed.size && v.collapsed.size <= MAX_URL_COLLAPSED) q.set('collapsed', [...v.collapsed].join(','));
   else if (v.collapsed.size) {
     // Too many to list: "Collapse all" is still shareable; other large sets are left out.
@@ -529,6 +530,8 @@ export function reveal(v, n) {
  * @param {boolean} [quiet] whether to leave the URL as it is
  */
 export function select(v, n, logIndex, quiet) {
+  // The object panel's slider belongs to the row it was open on.
+  if (v.selected !== n && v.urlState) { v.urlState.delete('moment'); v.urlState.delete('compare'); }
   v.selected = n;
   v.selectedLog = logIndex === undefined ? null : logIndex;
   if (!quiet) updateURL(v);

@@ -9,7 +9,7 @@ import { isMergeID, MAX_MERGE, mergeBar, mergeMembers } from './merge.js';
 import { buildModel, MARKER_LEGEND } from './model.js';
 import { DISPLAYS, idWithMode, LINKS, modeOfID } from './modes.js';
 import { navigate, pageToken } from './nav.js';
-import { axisTicks, closeGroup, collapsible, computeVisible, dragZoom, draw, drawMinimap, onRowsClick, onRowsKey, refresh, reveal, schedule, select, setZoom } from './timeline.js';
+import { axisTicks, closeGroup, collapsible, computeVisible, dragZoom, draw, drawMinimap, onRowsClick, onRowsKey, refresh, reveal, schedule, select, setZoom, updateURL } from './timeline.js';
 import { isTruncation, truncationBanner } from './truncation.js';
 /** @import { ApiResponse, JaegerTrace, TraceModel, TraceView } from './types.js' */
 
@@ -109,7 +109,7 @@ function renderTrace(id, model, params, raw) {
   const v = {
     id, model, mode, collapsed, visible: [], selected: null, selectedLog: null,
     rowsEl: null, spacer: null, detail: null, frame: 0, cleanup: null, drawn: null, critical: null, criticalEl: null, history: null, gantt: null,
-    zoom: null, axisTl: null, minimap: null,
+    zoom: null, axisTl: null, minimap: null, urlState: new Map(), initial: params,
   };
   // zoom=<from>-<to>: the range shown, µs after the trace's start.
   const zm = /^(\d+)-(\d+)$/.exec(params.get('zoom') || '');
@@ -165,6 +165,12 @@ function renderTrace(id, model, params, raw) {
   // A merged view's critical path runs over its members as one graph: a step of a member that
   // follows nothing linked is "unexplained".
   v.criticalEl = el('details', { class: 'critical' }, el('summary', { text: 'Critical path: loading…' }));
+  // The URL keeps the critical path panel open (critical=open).
+  if (params.get('critical') === 'open') { v.criticalEl.open = true; v.urlState.set('critical', 'open'); }
+  v.criticalEl.addEventListener('toggle', () => {
+    if (v.criticalEl.open) v.urlState.set('critical', 'open'); else v.urlState.delete('critical');
+    updateURL(v);
+  });
   const legend = el('div', { class: 'legend', attrs: { 'aria-label': 'Legend of the markers' } },
     MARKER_LEGEND.map(([cls, text]) => el('span', { class: 'item' },
       el('span', { class: cls === 'critical' ? 'mk critical' : `mk ${cls}`, attrs: { 'aria-hidden': 'true' } }), el('span', { text }))));

@@ -350,6 +350,8 @@
  * @property {{from: number, to: number} | null} zoom the time range shown (µs), null: the whole trace
  * @property {HTMLDivElement | null} axisTl the axis's timeline column (its width is the rows')
  * @property {HTMLDivElement | null} minimap the whole trace's strip with the zoom window
+ * @property {Map<string, string>} urlState the open panels' state the URL keeps (moment, compare, critical)
+ * @property {URLSearchParams} initial the URL's parameters when the page was drawn
  */
 
 export {};
