@@ -51,3 +51,26 @@ func TestBrowserEventDetail(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, got, "Metadata level: its request and response bodies were not recorded")
 }
+
+// A whole list of objects in a diff (a Pod's first status patch sets status.conditions) is shown
+// one row per item and field, named by the merge key; lists without one stay whole.
+func TestBrowserListDiff(t *testing.T) {
+	browser := newBrowser(t)
+	srv := serve(t, ingestRollout(t), frontend.Config{})
+	p := newPage(t, browser)
+	p.open(srv.URL + "/")
+	rows, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`import('/static/js/diff.js').then(d => {
+		const lines = ['status.conditions <none> -> [{"type":"Ready","status":"True"},{"type":"PodScheduled","status":"True"}]',
+			'status.conditions [{"type":"Ready","status":"False","reason":"ContainersNotReady"}] -> [{"type":"Ready","status":"True"}]',
+			'spec.args ["a"] -> ["a","b"]'];
+		return lines.flatMap(l => { const s = d.splitDiff(l); return (d.expandList(s) || [s]).map(r => r.path + ' ' + r.old + ' -> ' + r.new); });
+	})`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"status.conditions[type=Ready].status <none> -> True",
+		"status.conditions[type=PodScheduled].status <none> -> True",
+		"status.conditions[type=Ready].status False -> True",
+		"status.conditions[type=Ready].reason ContainersNotReady -> <none>",
+		`spec.args ["a"] -> ["a","b"]`,
+	}, rows)
+}
