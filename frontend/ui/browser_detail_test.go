@@ -62,8 +62,9 @@ func TestBrowserListDiff(t *testing.T) {
 	rows, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`import('/static/js/diff.js').then(d => {
 		const lines = ['status.conditions <none> -> [{"type":"Ready","status":"True"},{"type":"PodScheduled","status":"True"}]',
 			'status.conditions [{"type":"Ready","status":"False","reason":"ContainersNotReady"}] -> [{"type":"Ready","status":"True"}]',
-			'spec.args ["a"] -> ["a","b"]'];
-		return lines.flatMap(l => { const s = d.splitDiff(l); return (d.expandList(s) || [s]).map(r => r.path + ' ' + r.old + ' -> ' + r.new); });
+			'spec.args ["a"] -> ["a","b"]',
+			'status.conditions[type=Available] <none> -> {"type":"Available","status":"False"}'];
+		return lines.flatMap(l => { const s = d.splitDiff(l); return (d.expandList(s) || d.expandObject(s) || [s]).map(r => r.path + ' ' + r.old + ' -> ' + r.new); });
 	})`, chromedp.EvalAwaitPromise))
 	require.NoError(t, err)
 	assert.Equal(t, []string{
@@ -72,5 +73,7 @@ func TestBrowserListDiff(t *testing.T) {
 		"status.conditions[type=Ready].status False -> True",
 		"status.conditions[type=Ready].reason ContainersNotReady -> <none>",
 		`spec.args ["a"] -> ["a","b"]`,
+		"status.conditions[type=Available].type <none> -> Available",
+		"status.conditions[type=Available].status <none> -> False",
 	}, rows)
 }

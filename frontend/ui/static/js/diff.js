@@ -71,6 +71,28 @@ export function expandList(d) {
 }
 
 /**
+ * expandObject splits the change of a whole object (an item added to a list the diff engine
+ * names by its merge key, status.conditions[type=Available]) into one line per field. It returns
+ * null for anything else.
+ * @param {{path: string, old: string, new: string}} d
+ * @returns {{path: string, old: string, new: string}[] | null}
+ */
+export function expandObject(d) {
+  const parse = (/** @type {string} */ s) => {
+    if (s === '<none>') return {};
+    try { const v = JSON.parse(s); return v && typeof v === 'object' && !Array.isArray(v) ? v : null; } catch (_) { return null; }
+  };
+  const a = parse(d.old), b = parse(d.new);
+  if (!a || !b || (d.old === '<none>' && d.new === '<none>')) return null;
+  const show = (/** @type {any} */ v) => v === undefined ? '<none>' : typeof v === 'string' ? v : JSON.stringify(v);
+  const out = [];
+  for (const f of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    if (JSON.stringify(a[f]) !== JSON.stringify(b[f])) out.push({ path: `${d.path}.${f}`, old: show(a[f]), new: show(b[f]) });
+  }
+  return out.length ? out : null;
+}
+
+/**
  * valueCell shows a value, folded to its start when long (click to read it all).
  * @param {string} cls
  * @param {string} v
@@ -83,13 +105,13 @@ function valueCell(cls, v) {
 }
 
 /**
- * diffTable draws an event's diff lines: a whole list of objects one row per item and field,
- * long values folded.
+ * diffTable draws an event's diff lines: a whole list of objects, or a whole object, one row
+ * per item and field; long values folded.
  * @param {string[]} lines
  * @returns {HTMLTableElement}
  */
 export function diffTable(lines) {
-  const rows = lines.flatMap(line => { const d = splitDiff(line); return expandList(d) || [d]; });
+  const rows = lines.flatMap(line => { const d = splitDiff(line); return expandList(d) || expandObject(d) || [d]; });
   return el('table', { class: 'diff mono' }, el('tbody', {}, rows.map(d => el('tr', { class: 'diff-line' },
     el('td', { class: 'path', text: d.path }),
     valueCell('old', d.old),
