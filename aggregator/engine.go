@@ -539,25 +539,20 @@ func (e *Engine) donePending() {
 func (e *Engine) LinkJobs() int { return int(e.inflight.Load()) }
 
 // queued is the number of link jobs waiting in the workers' queues.
-func (e *Engine) queued() int {
-	n := 0
-	for _, ln := range e.lanes {
-		for _, jobs := range ln.jobs {
-			n += len(jobs)
-		}
-	}
-	return n
-}
+func (e *Engine) queued() int { n, _ := e.linkQueues(); return n }
 
 // capacity is the number of link jobs the workers' queues hold at most.
-func (e *Engine) capacity() int {
-	n := 0
+func (e *Engine) capacity() int { _, c := e.linkQueues(); return c }
+
+// linkQueues sums the workers' queues: the jobs waiting, and how many they hold at most.
+func (e *Engine) linkQueues() (queued, capacity int) {
 	for _, ln := range e.lanes {
 		for _, jobs := range ln.jobs {
-			n += cap(jobs)
+			queued += len(jobs)
+			capacity += cap(jobs)
 		}
 	}
-	return n
+	return queued, capacity
 }
 
 // jobQueue picks the worker queue of an object's link jobs: FNV-1a over its key (a window's jobs

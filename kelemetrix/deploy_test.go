@@ -11,26 +11,10 @@ import (
 	"testing"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/internal/dashboards"
 	k8saudit "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/yaml"
 )
-
-// exprs returns every "expr" and templating "query"/"definition" string of a Grafana dashboard.
-func exprs(v any, out *[]string) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, val := range x {
-			if s, ok := val.(string); ok && (k == "expr" || k == "definition") {
-				*out = append(*out, s)
-			}
-			exprs(val, out)
-		}
-	case []any:
-		for _, val := range x {
-			exprs(val, out)
-		}
-	}
-}
 
 // TestDashboardMetricNames: every metric the dashboard's PromQL names is one the code exports for
 // the default config (ExportedNames, or the histogram series _bucket, _sum, _count of one), or
@@ -45,8 +29,7 @@ func TestDashboardMetricNames(t *testing.T) {
 	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatal(err)
 	}
-	var queries []string
-	exprs(dash, &queries)
+	queries := dashboards.Exprs(dash)
 	if len(queries) < 10 {
 		t.Fatalf("%d queries in the dashboard", len(queries))
 	}

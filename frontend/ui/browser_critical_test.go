@@ -1,8 +1,6 @@
 package ui_test
 
 import (
-	"net/url"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,12 +18,7 @@ func TestBrowserCriticalPath(t *testing.T) {
 	st := ingestRollout(t)
 	srv := serve(t, st, frontend.Config{})
 
-	var sums []query.SearchSummary
-	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
-		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
-	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
-	require.Len(t, sums, 1)
-	id := sums[0].TraceID
+	id := rolloutDeploymentID(t, srv.URL)
 	var cp query.CriticalPath
 	getJSON(t, srv.URL+"/api/critical-path/"+id, &cp)
 	require.NotEmpty(t, cp.Steps)

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"net/url"
 	"strconv"
 	"testing"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 // TestBrowserEventDetail: a Kubernetes Event's panel shows its reason, count, first and last
@@ -19,12 +17,8 @@ import (
 func TestBrowserEventDetail(t *testing.T) {
 	browser := newBrowser(t)
 	srv := serve(t, ingestRollout(t), frontend.Config{})
-	var sums []query.SearchSummary
-	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
-		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
-	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
-	require.Len(t, sums, 1)
-	tr := getTrace(t, srv.URL, sums[0].TraceID)
+	id := rolloutDeploymentID(t, srv.URL)
+	tr := getTrace(t, srv.URL, id)
 	spanID, index := "", -1
 	for _, sp := range tr.Spans {
 		for i, l := range sp.Logs {
@@ -40,7 +34,7 @@ func TestBrowserEventDetail(t *testing.T) {
 	require.NotEmpty(t, spanID, "a ScalingReplicaSet Event folded on the Deployment")
 
 	p := newPage(t, browser)
-	p.open(srv.URL + "/trace/" + sums[0].TraceID + "?span=" + spanID + "&event=" + strconv.Itoa(index))
+	p.open(srv.URL + "/trace/" + id + "?span=" + spanID + "&event=" + strconv.Itoa(index))
 	dl := p.waitText(`.event-detail dl`, "Reason")
 	assert.Contains(t, dl, "ScalingReplicaSet")
 	assert.Contains(t, dl, "Reported by")

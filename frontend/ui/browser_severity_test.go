@@ -1,8 +1,6 @@
 package ui_test
 
 import (
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -11,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/internal/query"
 )
 
 // TestBrowserSeverity opens the healthy rollout's Deployment (full tree): the deployment and
@@ -22,14 +19,10 @@ import (
 func TestBrowserSeverity(t *testing.T) {
 	browser := newBrowser(t)
 	srv := serve(t, ingestRollout(t), frontend.Config{})
-	var sums []query.SearchSummary
-	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
-		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
-	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
-	require.Len(t, sums, 1)
+	id := rolloutDeploymentID(t, srv.URL)
 
 	p := newPage(t, browser)
-	p.open(srv.URL + "/trace/" + sums[0].TraceID + "?collapsed=")
+	p.open(srv.URL + "/trace/" + id + "?collapsed=")
 	p.waitJS("the markers", `document.querySelectorAll('.rows .mk').length > 20`)
 	var counts map[string]int
 	// Every event's class: a single marker's, or each member's of a group of close markers.

@@ -2,9 +2,7 @@ package ui_test
 
 import (
 	"encoding/json"
-	"net/url"
 	"regexp"
-	"strconv"
 	"testing"
 
 	"github.com/chromedp/cdproto/emulation"
@@ -24,13 +22,9 @@ import (
 func TestBrowserTimeline(t *testing.T) {
 	browser := newBrowser(t)
 	srv := serve(t, ingestRollout(t), frontend.Config{})
-	var sums []query.SearchSummary
-	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
-		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
-	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
-	require.Len(t, sums, 1)
+	id := rolloutDeploymentID(t, srv.URL)
 	p := newPage(t, browser)
-	p.open(srv.URL + "/trace/" + sums[0].TraceID + "?collapsed=")
+	p.open(srv.URL + "/trace/" + id + "?collapsed=")
 	p.waitJS("rows", `document.querySelectorAll('.rows .row').length > 5`)
 
 	var rsRows []string
@@ -91,14 +85,14 @@ func TestBrowserTimeline(t *testing.T) {
 		Body string `json:"body"`
 	}](`window.blobs[window.saved.href].text().then(body => ({ name: window.saved.name, body }))`, chromedp.EvalAwaitPromise))
 	require.NoError(t, err)
-	assert.Equal(t, "trace-"+sums[0].TraceID+".json", saved.Name)
+	assert.Equal(t, "trace-"+id+".json", saved.Name)
 	var file struct {
 		Data []query.JaegerTrace `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(saved.Body), &file))
 	require.Len(t, file.Data, 1)
-	assert.Equal(t, getTrace(t, srv.URL, sums[0].TraceID).Spans[0].SpanID, file.Data[0].Spans[0].SpanID)
-	assert.Len(t, file.Data[0].Spans, len(getTrace(t, srv.URL, sums[0].TraceID).Spans))
+	assert.Equal(t, getTrace(t, srv.URL, id).Spans[0].SpanID, file.Data[0].Spans[0].SpanID)
+	assert.Len(t, file.Data[0].Spans, len(getTrace(t, srv.URL, id).Spans))
 
 	p.clickRow("deployments", ".op")
 	p.waitJS("the panel", `!document.querySelector('aside.detail').hidden`)
@@ -114,13 +108,9 @@ func TestBrowserTimeline(t *testing.T) {
 func TestBrowserZoomAndGroups(t *testing.T) {
 	browser := newBrowser(t)
 	srv := serve(t, ingestRollout(t), frontend.Config{})
-	var sums []query.SearchSummary
-	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
-		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
-	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
-	require.Len(t, sums, 1)
+	id := rolloutDeploymentID(t, srv.URL)
 	p := newPage(t, browser)
-	p.open(srv.URL + "/trace/" + sums[0].TraceID)
+	p.open(srv.URL + "/trace/" + id)
 	p.waitJS("rows", `document.querySelectorAll('.rows .row').length > 0`)
 
 	groupsOnDeployment := func() (groups, singles int) {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -169,4 +170,16 @@ func bigDeployment(t testing.TB, pods int) *memory.Store {
 	st := memory.New(memory.Config{}, 0)
 	require.NoError(t, st.Export(context.Background(), s.spans))
 	return st
+}
+
+// rolloutDeploymentID returns the display ID of the rollout Deployment's trace in tracing mode,
+// full tree, as the UI's search finds it.
+func rolloutDeploymentID(t testing.TB, srvURL string) string {
+	t.Helper()
+	var sums []query.SearchSummary
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {`{"resource":"deployments","name":"demo"}`},
+		"start": {strconv.FormatInt(rolloutFrom.UnixMicro(), 10)}, "end": {strconv.FormatInt(rolloutTo.UnixMicro(), 10)}}
+	getJSON(t, srvURL+"/api/ui/search?"+q.Encode(), &sums)
+	require.Len(t, sums, 1)
+	return sums[0].TraceID
 }

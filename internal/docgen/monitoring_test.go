@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kelemetry/kelemetry/internal/dashboards"
 )
 
 // The chart's alerting rules and dashboards.
@@ -20,24 +22,6 @@ const (
 	dashboardsGlob = "deploy/helm/kelemetry/files/dashboards/*.json"
 	alertsDocPath  = "docs/operations/alerts.md"
 )
-
-// exprs returns every PromQL expression of a Grafana dashboard: the panels' "expr" and the
-// variables' "definition".
-func exprs(v any, out *[]string) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, val := range x {
-			if s, ok := val.(string); ok && (k == "expr" || k == "definition") {
-				*out = append(*out, s)
-			}
-			exprs(val, out)
-		}
-	case []any:
-		for _, val := range x {
-			exprs(val, out)
-		}
-	}
-}
 
 // The alerting rules and the dashboards name only metrics the code exports, as /metrics shows
 // them (kelemetry_*, a histogram's series included; kelemetrix's are checked by kelemetrix's
@@ -92,8 +76,7 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 		require.NoError(t, err)
 		var dash any
 		require.NoError(t, json.Unmarshal(data, &dash))
-		var qs []string
-		exprs(dash, &qs)
+		qs := dashboards.Exprs(dash)
 		require.NotEmpty(t, qs, f)
 		rel, _ := filepath.Rel(root, f)
 		queries[rel] = qs

@@ -33,33 +33,15 @@ func Int64(t testing.TB, r *sdkmetric.ManualReader, name, key, value string) int
 // fails the test for a metric of another type.
 func Int64By(t testing.TB, r *sdkmetric.ManualReader, name, key string) map[string]int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
+	points, monotonic := int64Points(t, r, name)
 	out := map[string]int64{}
-	monotonic := false
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			var points []metricdata.DataPoint[int64]
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				points, monotonic = d.DataPoints, d.IsMonotonic
-			case metricdata.Gauge[int64]:
-				points = d.DataPoints
-			default:
-				t.Fatalf("metric %s has data %T", name, m.Data)
-			}
-			for _, p := range points {
-				var v string
-				if key != "" {
-					a, _ := p.Attributes.Value(attribute.Key(key))
-					v = a.AsString()
-				}
-				out[v] += p.Value
-			}
+	for _, p := range points {
+		var v string
+		if key != "" {
+			a, _ := p.Attributes.Value(attribute.Key(key))
+			v = a.AsString()
 		}
+		out[v] += p.Value
 	}
 	for k, v := range out {
 		if v == 0 && monotonic {
@@ -67,6 +49,32 @@ func Int64By(t testing.TB, r *sdkmetric.ManualReader, name, key string) map[stri
 		}
 	}
 	return out
+}
+
+// int64Points collects r and returns the points of the int64 sum or gauge name, and whether it
+// is a counter (monotonic sum). It fails the test for a metric of another type.
+func int64Points(t testing.TB, r *sdkmetric.ManualReader, name string) ([]metricdata.DataPoint[int64], bool) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	var out []metricdata.DataPoint[int64]
+	monotonic := false
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				out, monotonic = append(out, d.DataPoints...), d.IsMonotonic
+			case metricdata.Gauge[int64]:
+				out = append(out, d.DataPoints...)
+			default:
+				t.Fatalf("metric %s has data %T", name, m.Data)
+			}
+		}
+	}
+	return out, monotonic
 }
 
 // Sums collects r and returns the sums of every int64 sum and gauge, keyed by metric name, or by
@@ -107,27 +115,10 @@ func Sums(t testing.TB, r *sdkmetric.ManualReader, attr string) map[string]int64
 // the sets exported from the start compares. It fails the test for a metric of another type.
 func Points(t testing.TB, r *sdkmetric.ManualReader, name string) map[string]int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
+	points, _ := int64Points(t, r, name)
 	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			var points []metricdata.DataPoint[int64]
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				points = d.DataPoints
-			case metricdata.Gauge[int64]:
-				points = d.DataPoints
-			default:
-				t.Fatalf("metric %s has data %T", name, m.Data)
-			}
-			for _, p := range points {
-				out[p.Attributes.Encoded(attribute.DefaultEncoder())] += p.Value
-			}
-		}
+	for _, p := range points {
+		out[p.Attributes.Encoded(attribute.DefaultEncoder())] += p.Value
 	}
 	return out
 }
