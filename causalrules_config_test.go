@@ -117,9 +117,9 @@ query:
 func TestCausalRulesConfigErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"no relation": {"query:\n  causalRules:\n    - {name: a, controllers: [x], resource: pods}\n",
-			`frontend: causalRules[0] "a": relation is required: self, parent, child or linked`},
-		"bad relation": {"query:\n  causalRules:\n    - {name: a, relation: sibling}\n",
-			`causalRules[0] "a": relation "sibling": want self, parent, child or linked`},
+			`frontend: causalRules[0] "a": relation is required: self, parent, child, sibling or linked`},
+		"bad relation": {"query:\n  causalRules:\n    - {name: a, relation: cousin}\n",
+			`causalRules[0] "a": relation "cousin": want self, parent, child, sibling or linked`},
 		"no name":    {"query:\n  causalRules:\n    - {relation: self}\n", "causalRules[0]: name is required"},
 		"reserved":   {"query:\n  causalRules:\n    - {name: linked, relation: self}\n", `name "linked" is reserved`},
 		"twice":      {"query:\n  causalRules:\n    - {name: a, relation: self}\n    - {name: a, relation: self}\n", `causalRules[1] "a": name given twice (also causalRules[0])`},

@@ -73,7 +73,7 @@ func rolloutTraces(t *testing.T, apiAddr string) []string {
 			}
 			for _, l := range sp.Logs {
 				for _, f := range l.Fields {
-					if f.Key == "snapshot" || strings.HasSuffix(f.Key, "diff") {
+					if f.Key == "snapshot" || strings.HasSuffix(f.Key, "diff") || f.Key == "diff note" {
 						continue // the object's versions as this replica saw them
 					}
 					line += fmt.Sprintf(" | %s=%v", f.Key, f.Value)

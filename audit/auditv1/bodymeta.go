@@ -289,11 +289,17 @@ func (d *eventDecoder) metaStrings(dst []string) ([]string, error) {
 	}
 }
 
-// responseIsObject decodes the type and metadata of a response body and reports whether the body
-// is the object ref names: not a Status, Scale, Binding or other subresource type, in the same API
-// group, with the same name and namespace (when ref has them). A subresource response counts only
-// for "status", whose requests return the whole object. A delete that returns the object (it has
-// finalizers, or the server answers 200 with it) counts too.
+// ResponseIsObject decodes the type and metadata of a response body and reports whether the body
+// is the object ref names, or its metadata: not a Status, Scale, Binding or other subresource
+// type, in the same API group, with the same name and namespace (when ref has them). A
+// subresource response counts only for "status", whose requests return the whole object. A
+// delete that returns the object (it has finalizers, or the server answers 200 with it) counts
+// too.
+//
+// A metadata-only client (the garbage collector's, or any client that asks for
+// PartialObjectMetadata) gets the object's metadata without its spec and status: it counts, and
+// meta.Kind is then "PartialObjectMetadata", so that callers read its
+// metadata but do not take the body for the object.
 func ResponseIsObject(ref *ObjectReference, ev *Event) (BodyMeta, bool) {
 	if ref.Subresource != "" && ref.Subresource != "status" {
 		return BodyMeta{}, false
@@ -302,15 +308,24 @@ func ResponseIsObject(ref *ObjectReference, ev *Event) (BodyMeta, bool) {
 	if err != nil {
 		return BodyMeta{}, false
 	}
-	if !kube.IsObjectKind(meta.Kind) || meta.Kind == "" || meta.Name == "" {
+	if meta.Name == "" {
 		return BodyMeta{}, false
 	}
-	group, _, found := strings.Cut(meta.APIVersion, "/")
-	if !found {
-		group = "" // core group: "v1"
-	}
-	if group != ref.APIGroup {
-		return BodyMeta{}, false
+	if meta.Kind == partialMetadataKind {
+		if meta.APIVersion != partialMetadataAPIVersion && meta.APIVersion != partialMetadataAPIVersionBeta {
+			return BodyMeta{}, false
+		}
+	} else {
+		if !kube.IsObjectKind(meta.Kind) || meta.Kind == "" {
+			return BodyMeta{}, false
+		}
+		group, _, found := strings.Cut(meta.APIVersion, "/")
+		if !found {
+			group = "" // core group: "v1"
+		}
+		if group != ref.APIGroup {
+			return BodyMeta{}, false
+		}
 	}
 	if (ref.Name != "" && meta.Name != ref.Name) || (ref.Namespace != "" && meta.Namespace != ref.Namespace) ||
 		(ref.UID != "" && meta.UID != "" && meta.UID != ref.UID) {
@@ -318,6 +333,13 @@ func ResponseIsObject(ref *ObjectReference, ev *Event) (BodyMeta, bool) {
 	}
 	return meta, true
 }
+
+// The kind and versions of a metadata-only response.
+const (
+	partialMetadataKind           = "PartialObjectMetadata"
+	partialMetadataAPIVersion     = "meta.k8s.io/v1"
+	partialMetadataAPIVersionBeta = "meta.k8s.io/v1beta1"
+)
 
 // objectRef is ev's objectRef, but for a namespace without the namespace kube-apiserver audits
 // requests on a namespace with (its own name; create has none): a namespace is cluster-scoped,

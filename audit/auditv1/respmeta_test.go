@@ -67,3 +67,33 @@ func TestResponseMeta(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "responseObject")
 }
+
+// TestResponseIsObjectMetadataOnly: a PartialObjectMetadata (what a metadata-only client such as
+// the garbage collector gets) is the object's metadata, in any API group; a list of them, a
+// Table or another object's metadata is not.
+func TestResponseIsObjectMetadataOnly(t *testing.T) {
+	ref := &ObjectReference{APIGroup: "apps", APIVersion: "v1", Resource: "deployments", Namespace: "ns", Name: "web"}
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"web","namespace":"ns","resourceVersion":"9","deletionTimestamp":"2026-01-01T00:00:00Z"}}`, true},
+		{`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1beta1","metadata":{"name":"web","namespace":"ns"}}`, true},
+		{`{"kind":"PartialObjectMetadata","apiVersion":"example.com/v1","metadata":{"name":"web","namespace":"ns"}}`, false},
+		{`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"other","namespace":"ns"}}`, false},
+		{`{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{},"items":[]}`, false},
+		{`{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"name":"web"}}`, false},
+		{`{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"ns"}}`, true},
+		{`{"kind":"Deployment","apiVersion":"v1","metadata":{"name":"web","namespace":"ns"}}`, false},
+	} {
+		line := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"auditID":"a","stage":"ResponseComplete","verb":"patch",` +
+			`"objectRef":{"resource":"deployments","namespace":"ns","name":"web","apiGroup":"apps","apiVersion":"v1"},"responseObject":` + tc.body + `}]}`)
+		evs, err := DecodeEventList(line)
+		require.NoError(t, err, tc.body)
+		meta, ok := ResponseIsObject(ref, evs[0])
+		assert.Equal(t, tc.want, ok, tc.body)
+		if ok {
+			assert.Equal(t, "web", meta.Name)
+		}
+	}
+}

@@ -330,7 +330,7 @@ func (c *Consumer) Handle(ctx context.Context, cluster string, ev *auditv1.Event
 		c.seen.Put(key, 0)
 	}
 	if out != nil && !out.Error {
-		if c.join.applies(ev, &info) {
+		if c.joins(ev, &info, out) {
 			if c.join.hold(ctx, cluster, ev, out) {
 				return // held: sent by the join loop
 			}
@@ -369,10 +369,20 @@ func (c *Consumer) Warm(ctx context.Context, cluster string, ev *auditv1.Event) 
 	}
 	var info convertInfo
 	out, _, err := c.conv.convert(cluster, ev, &info)
-	if err != nil || out == nil || out.Error || c.join.applies(ev, &info) {
+	if err != nil || out == nil || out.Error || c.joins(ev, &info, out) {
 		return
 	}
 	c.stream.warm(ctx, ev, out, &info)
+}
+
+// joins reports whether the informer join adds out's diff: for a write without the object in
+// its response, unless the response had the object's metadata (a metadata-only client's write)
+// and the audit-stream diff knows the version before it, which it then diffs exactly.
+func (c *Consumer) joins(ev *auditv1.Event, info *convertInfo, out *aggregator.Event) bool {
+	if !c.join.applies(ev, info) {
+		return false
+	}
+	return !info.metadataOnly || c.stream == nil || !c.stream.Knows(out.Object.Key())
 }
 
 // send sends out (when not nil) and counts oc, or send_error. While a sink is unavailable

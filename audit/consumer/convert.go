@@ -54,6 +54,10 @@ func newConverter(cfg Config, differ *objdiff.Differ) converter {
 type convertInfo struct {
 	meta     auditv1.BodyMeta
 	isObject bool
+	// metadataOnly: the response is the object's metadata only (PartialObjectMetadata, what a
+	// metadata-only client such as the garbage collector gets): meta is the object's, but the
+	// body is not the object (isObject is false).
+	metadataOnly bool
 	// layout is the Layout of the snapshot (out.Object.Body), when the decoder recorded the
 	// body's.
 	layout *objdiff.Layout
@@ -71,9 +75,12 @@ func (c *converter) convert(cluster string, ev *auditv1.Event, info *convertInfo
 	// The response body, if it is the object itself (not a Status, Scale, Binding, ...).
 	var meta auditv1.BodyMeta
 	var layout *objdiff.Layout
-	isObject := false
+	isObject, metadataOnly := false, false
 	if len(ev.ResponseObject) > 0 {
 		meta, isObject = auditv1.ResponseIsObject(ref, ev)
+		if isObject && meta.Kind == partialMetadataKind {
+			isObject, metadataOnly = false, true
+		}
 	}
 	obj := aggregator.Object{ObjectRef: aggregator.ObjectRef{
 		Cluster:   cluster,
@@ -84,7 +91,7 @@ func (c *converter) convert(cluster string, ev *auditv1.Event, info *convertInfo
 		Name:      ref.Name,
 		UID:       ref.UID,
 	}}
-	if isObject {
+	if isObject || metadataOnly {
 		// A create with generateName has no name in its objectRef: the response has it.
 		if obj.Name == "" {
 			obj.Name = meta.Name
@@ -95,11 +102,13 @@ func (c *converter) convert(cluster string, ev *auditv1.Event, info *convertInfo
 		if obj.UID == "" {
 			obj.UID = meta.UID
 		}
+	}
+	if isObject {
 		obj.Body, layout = c.snapshotKnown(ref, ev.ResponseObject, &meta, auditv1.ResponseLayout(ev))
 		obj.MetaHash = meta.MetaHash
 	}
 	if info != nil {
-		info.meta, info.isObject, info.layout = meta, isObject, layout
+		info.meta, info.isObject, info.metadataOnly, info.layout = meta, isObject, metadataOnly, layout
 	}
 	if obj.Name == "" {
 		return nil, outcomeInvalidNoName, fmt.Errorf("%w: audit event %s (%s %s) names no object",
@@ -109,17 +118,20 @@ func (c *converter) convert(cluster string, ev *auditv1.Event, info *convertInfo
 	if out == nil {
 		return nil, oc, err
 	}
-	if isObject && meta.ResourceVersion != "" {
+	if (isObject || metadataOnly) && meta.ResourceVersion != "" {
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: aggregator.AttrNewRV, Value: meta.ResourceVersion})
 	}
 	if !out.Error {
-		c.deletionState(ev, out, meta, isObject)
+		c.deletionState(ev, out, meta, isObject || metadataOnly)
 		if isObject && ref.Resource == "namespaces" && ref.APIGroup == "" && ref.Subresource == "status" {
 			out.Logs = append(out.Logs, namespaceConditionLogs(ev.ResponseObject, out.End)...)
 		}
 	}
 	return out, outcomeSent, nil
 }
+
+// partialMetadataKind is the kind of a metadata-only response (auditv1.ResponseIsObject).
+const partialMetadataKind = "PartialObjectMetadata"
 
 // filter reports why ev is not kept (outcomeSent: it is), and an error for invalid events.
 func (c *converter) filter(ev *auditv1.Event) (outcome, error) {

@@ -506,7 +506,8 @@ func (j *informerJoin) settle(ctx context.Context) error {
 
 // attach adds rec's logs and attributes to out.
 func (j *informerJoin) attach(out *aggregator.Event, rec changes.Record) {
-	if verb, _ := out.Attributes.Get(aggregator.AttrVerb); rec.Kind == changes.KindDeletion && rec.Final && (verb == "update" || verb == "patch") {
+	_, known := out.Attributes.Get(attrDeletion) // from a metadata-only response (convert)
+	if verb, _ := out.Attributes.Get(aggregator.AttrVerb); !known && rec.Kind == changes.KindDeletion && rec.Final && (verb == "update" || verb == "patch") {
 		out.Title += " (deleted: last finalizer removed)"
 		out.Attributes = append(out.Attributes, aggregator.Attr{Key: attrDeletion, Value: deletionCompleted})
 	}

@@ -39,6 +39,8 @@ func write(ev *auditv1.Event, out *aggregator.Event, info *convertInfo) objdiff.
 		Snapshot:               out.Object.Body,
 		SnapshotLayout:         info.layout,
 		IsObject:               info.isObject,
+		MetadataOnly:           info.metadataOnly,
+		Final:                  completesDeletion(out),
 		ResourceVersion:        info.meta.ResourceVersion,
 		Time:                   out.End,
 	}
@@ -53,4 +55,11 @@ func (s streamDiff) observe(ctx context.Context, w objdiff.Write, out *aggregato
 	if len(res.Attributes) > 0 {
 		out.Attributes = append(out.Attributes, res.Attributes...)
 	}
+}
+
+// completesDeletion reports whether out removed the last finalizer of an object marked for
+// deletion (see converter.deletionState).
+func completesDeletion(out *aggregator.Event) bool {
+	v, _ := out.Attributes.Get(attrDeletion)
+	return v == deletionCompleted
 }

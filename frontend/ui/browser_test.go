@@ -206,7 +206,8 @@ func (p *page) location() string {
 }
 
 // screenshot saves a PNG of the viewport to $KELEMETRY_ARTIFACTS (or a temporary directory);
-// with doc set and KELEMETRY_UPDATE_SCREENSHOTS=1 it also rewrites docs/<name>.
+// with doc set and KELEMETRY_UPDATE_SCREENSHOTS=1 it also rewrites docs/guides/images/<name>,
+// the guides' pictures.
 func (p *page) screenshot(name string, doc bool) []byte {
 	p.t.Helper()
 	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
@@ -220,7 +221,7 @@ func (p *page) screenshot(name string, doc bool) []byte {
 	require.NoError(p.t, os.WriteFile(path, png, 0o644))
 	p.t.Logf("screenshot: %s", path)
 	if doc && os.Getenv("KELEMETRY_UPDATE_SCREENSHOTS") == "1" {
-		doc := filepath.Join("..", "..", "docs", name)
+		doc := filepath.Join("..", "..", "docs", "guides", "images", name)
 		require.NoError(p.t, os.MkdirAll(filepath.Dir(doc), 0o755))
 		require.NoError(p.t, os.WriteFile(doc, png, 0o644))
 		p.t.Logf("updated %s", doc)

@@ -40,6 +40,13 @@ var (
 // annotation linkers) and a memory store.
 func ingestRollout(t testing.TB) *memory.Store {
 	t.Helper()
+	return ingestFiles(t, filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl"), filepath.Join("..", "..", "testdata", "rollout", "events-core-v1.json"))
+}
+
+// ingestFiles replays an audit log (plain or gzipped) and, when events is not empty, a recorded
+// list of core/v1 Events into the aggregator (owner and annotation linkers) and a memory store.
+func ingestFiles(t testing.TB, audit, events string) *memory.Store {
+	t.Helper()
 	ctx := context.Background()
 	st := memory.New(memory.Config{}, 0)
 	p, err := audittest.Start(ctx, audittest.Config{
@@ -49,12 +56,13 @@ func ingestRollout(t testing.TB) *memory.Store {
 		},
 	})
 	require.NoError(t, err)
-	_, err = p.HandleFile(ctx, filepath.Join("..", "..", "testdata", "rollout", "audit.jsonl"))
+	_, err = p.HandleFile(ctx, audit)
 	require.NoError(t, err)
-	stats, err := event.ReplayFile(ctx, filepath.Join("..", "..", "testdata", "rollout", "events-core-v1.json"),
-		event.NewConverter(audittest.DefaultCluster, nil, 0), p.Engine, telemetry.Settings{})
-	require.NoError(t, err)
-	require.Positive(t, stats.Sent, "recorded Events")
+	if events != "" {
+		stats, err := event.ReplayFile(ctx, events, event.NewConverter(audittest.DefaultCluster, nil, 0), p.Engine, telemetry.Settings{})
+		require.NoError(t, err)
+		require.Positive(t, stats.Sent, "recorded Events")
+	}
 	require.NoError(t, p.Stop(ctx))
 	return st
 }

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -13,10 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/frontend"
-	"github.com/kelemetry/kelemetry/internal/audittest"
-	"github.com/kelemetry/kelemetry/internal/frontendtest"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store/memory"
 )
@@ -24,14 +20,7 @@ import (
 // ingestBulk replays the bulk fixture (20 Deployments of 50 Pods, their ReplicaSets, nodes).
 func ingestBulk(t testing.TB) *memory.Store {
 	t.Helper()
-	ctx := context.Background()
-	st := memory.New(memory.Config{}, 0)
-	p, err := audittest.Start(ctx, audittest.Config{Deps: aggregator.Deps{Sinks: []aggregator.Sink{st}, Linkers: frontendtest.Linkers()}})
-	require.NoError(t, err)
-	_, err = p.HandleFile(ctx, filepath.Join("..", "..", "testdata", "bulk", "audit.jsonl.gz"))
-	require.NoError(t, err)
-	require.NoError(t, p.Stop(ctx))
-	return st
+	return ingestFiles(t, filepath.Join("..", "..", "testdata", "bulk", "audit.jsonl.gz"), "")
 }
 
 // searchPage is the envelope of GET /api/ui/search.

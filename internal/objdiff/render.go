@@ -16,7 +16,8 @@ const none = "<none>"
 func (c Change) String() string { return c.Line(0) }
 
 // Line renders the change as "<path> <old> -> <new>" with each value cut to max bytes (0: no
-// limit). Absent values are written <none>; plain strings without quotes (see formatValue).
+// limit). Absent values are written <none>, the unknown old value of an OpPatch change <unknown>;
+// plain strings without quotes (see formatValue).
 func (c Change) Line(max int) string {
 	bp := linePool.Get().(*[]byte)
 	b := c.appendLine((*bp)[:0], max)
@@ -36,7 +37,11 @@ func (c Change) appendLine(dst []byte, max int) []byte {
 	}
 	dst = append(dst, path...)
 	dst = append(dst, ' ')
-	dst = appendValue(dst, c.Old, max)
+	if c.Op == OpPatch {
+		dst = append(dst, unknownValue...)
+	} else {
+		dst = appendValue(dst, c.Old, max)
+	}
 	dst = append(dst, " -> "...)
 	return appendValue(dst, c.New, max)
 }

@@ -37,9 +37,18 @@ type Write struct {
 	// SnapshotLayout is the Layout of Snapshot when the caller recorded it (see
 	// Differ.SnapshotKnownLayout); the Stream may keep it, so it must not be modified
 	// afterwards. Without it the Stream scans the snapshot itself.
-	SnapshotLayout  *Layout
-	IsObject        bool
+	SnapshotLayout *Layout
+	IsObject       bool
+	// MetadataOnly says Response is the object's metadata only (a PartialObjectMetadata, what a
+	// metadata-only client gets), and ResourceVersion is its resourceVersion; IsObject is then
+	// false.
+	MetadataOnly    bool
 	ResourceVersion string
+	// Final says the write completed the object's deletion (it removed the last finalizer of an
+	// object marked for deletion): kube-apiserver answers with the object's last version as it
+	// was removed, its resourceVersion unchanged, so an unchanged resourceVersion does not make
+	// the write a no-op.
+	Final bool
 	// Time stamps the logs (the end of the request).
 	Time time.Time
 }
@@ -59,7 +68,11 @@ type Result struct {
 //   - update, patch (the object, or the status subresource): one LogTypeDiff log per change,
 //     message "<path> <old> -> <new>" and attributes AttrPath, AttrOp, AttrOld, AttrNew; or one
 //     note (AttrOp OpNone) for a no-op or a bookkeeping-only write; or one note (OpUnavailable)
-//     when no previous version is known ("diff unavailable: no previous version seen");
+//     when no previous version is known ("diff unavailable: no previous version seen"). A
+//     patch whose previous version is unknown shows its request body instead when it is a merge
+//     or strategic-merge patch: a note (OpRequestPatch) then one OpPatch change per field it
+//     sets (old value <unknown>). A write answered with the object's metadata only
+//     (MetadataOnly) is diffed as the last version seen with that metadata;
 //   - patch or update of the scale subresource: the spec.replicas change, from the Scale
 //     response and the last version seen;
 //   - create of a pod's binding subresource: the spec.nodeName change, from the request;
@@ -95,10 +108,12 @@ const (
 	resultDiff        = "diff"
 	resultNoop        = "noop"
 	resultUnavailable = "unavailable"
-	resultSnapshot    = "snapshot"
-	resultSkipped     = "skipped"
-	resultError       = "error"
-	resultWarmed      = "warmed"
+	// resultRequestPatch: no previous version, the request's patch shown instead.
+	resultRequestPatch = "request_patch"
+	resultSnapshot     = "snapshot"
+	resultSkipped      = "skipped"
+	resultError        = "error"
+	resultWarmed       = "warmed"
 )
 
 // NewStream builds a Stream; ts gives its logger and meter provider (either may be unset).
@@ -113,14 +128,15 @@ func NewStream(cfg diff.StreamConfig, ts telemetry.Settings) (*Stream, error) {
 	}
 	s := &Stream{cfg: cfg, format: FormatOf(cfg), differ: d, logger: ts.Log().With("component", "diff.stream"), resultIdx: map[string]int{}}
 	meter := instrument.NewMeter(ts, meterScope)
-	results := []string{resultDiff, resultNoop, resultUnavailable, resultSnapshot, resultSkipped, resultError, resultWarmed}
+	results := []string{resultDiff, resultNoop, resultUnavailable, resultRequestPatch, resultSnapshot, resultSkipped, resultError, resultWarmed}
 	resultSets := make([]attribute.Set, len(results))
 	for i, r := range results {
 		s.resultIdx[r] = i
 		resultSets[i] = attribute.NewSet(attribute.String("result", r))
 	}
 	s.results = meter.FixedCounter("kelemetry.diff.stream.writes",
-		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, snapshot, skipped, error; "+
+		"Writes seen by the audit-stream diff, by result (diff, noop, unavailable, request_patch: no previous version, "+
+			"the request's patch shown instead; snapshot, skipped, error; "+
 			"warmed: replayed to rebuild state after a takeover).", "{write}", resultSets...)
 	evictReasons := []string{evictObjects, evictBytes}
 	evictSets := instrument.Sets("reason", evictReasons...)
@@ -144,6 +160,15 @@ const meterScope = "github.com/kelemetry/kelemetry/diff"
 
 // Differ returns the stream's Differ.
 func (s *Stream) Differ() *Differ { return s.differ }
+
+// Knows reports whether a version of the object is kept.
+func (s *Stream) Knows(key aggregator.ObjectKey) bool {
+	if s == nil || s.cfg.Disabled {
+		return false
+	}
+	_, ok := s.cache.Peek(key)
+	return ok
+}
 
 // Len is the number of objects whose last version is kept.
 func (s *Stream) Len() int { return s.cache.Len() }
@@ -182,6 +207,9 @@ func (s *Stream) observe(w Write) (Result, string) {
 		if w.Subresource == "scale" {
 			return s.scale(key, w)
 		}
+		if w.MetadataOnly && w.Subresource == "" {
+			return s.metadata(key, gr, w)
+		}
 		if !w.IsObject {
 			return Result{}, resultSkipped
 		}
@@ -195,7 +223,7 @@ func (s *Stream) observe(w Write) (Result, string) {
 				r, result := s.update(key, gr, w)
 				s.markDeleting(key)
 				note := aggregator.Log{Time: w.Time, Type: aggregator.LogTypeDiff,
-					Message:    "deletion snapshot taken at resourceVersion " + prev.rv + "; changes since:",
+					Message:    "deletion snapshot taken at resourceVersion " + shownRV(prev.rv) + "; changes since:",
 					Attributes: aggregator.Attrs{{Key: diff.AttrOp, Value: diff.OpNone}, {Key: diff.AttrSnapshotKind, Value: "deletion"}, {Key: diff.AttrSnapshotRV, Value: prev.rv}}}
 				r.Logs = append([]aggregator.Log{note}, r.Logs...)
 				return r, result
@@ -268,7 +296,7 @@ func (s *Stream) storeIndexed(key aggregator.ObjectKey, rv string, snap []byte, 
 func (s *Stream) update(key aggregator.ObjectKey, gr diff.Resource, w Write) (Result, string) {
 	rv := w.ResourceVersion
 	prev, havePrev := s.cache.Get(key)
-	if rv != "" && (w.RequestResourceVersion == rv || (havePrev && prev.rv == rv)) {
+	if unchanged(w, prev, havePrev) {
 		return s.note(w.Time, diff.OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
 	}
 	if havePrev && compareRV(prev.rv, rv) > 0 {
@@ -286,8 +314,15 @@ func (s *Stream) update(key aggregator.ObjectKey, gr diff.Resource, w Write) (Re
 	given := givenIndex(w, snap)
 	if !havePrev {
 		s.storeIndexed(key, rv, snap, given)
-		return s.unavailable(w, "diff unavailable: no previous version seen"), resultUnavailable
+		return s.fromRequest(gr, w, "diff unavailable: no previous version seen")
 	}
+	return s.compareWith(key, gr, w, prev, snap, given)
+}
+
+// compareWith diffs snap (given: its index, or nil), the new version of key, against prev, and
+// keeps it.
+func (s *Stream) compareWith(key aggregator.ObjectKey, gr diff.Resource, w Write, prev *version, snap []byte, given *index) (Result, string) {
+	rv := w.ResourceVersion
 	changes, idx, err := s.differ.compare(gr, prev.body, prev.idx, snap, given, true)
 	if err != nil {
 		s.store(key, rv, snap)
@@ -296,11 +331,67 @@ func (s *Stream) update(key aggregator.ObjectKey, gr diff.Resource, w Write) (Re
 	s.storeIndexed(key, rv, snap, idx)
 	attrs := aggregator.Attrs{{Key: diff.AttrBaseRV, Value: prev.rv}}
 	if len(changes) == 0 {
-		r := s.note(w.Time, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
+		r := s.note(w.Time, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+shownRV(prev.rv)+" -> "+shownRV(rv)+")")
 		r.Attributes = attrs
 		return r, resultNoop
 	}
 	return Result{Logs: s.changeLogs(w.Time, changes), Attributes: attrs}, resultDiff
+}
+
+// unchanged reports whether w left the object as it was: its resourceVersion is the one it was
+// based on, or the last one seen; never for a Final write.
+func unchanged(w Write, prev *version, havePrev bool) bool {
+	rv := w.ResourceVersion
+	return rv != "" && !w.Final && (w.RequestResourceVersion == rv || (havePrev && prev.rv == rv))
+}
+
+// metadata diffs a write answered with the object's metadata only: the last version seen, with
+// the response's metadata in place of its own, is the new version. Without a version seen, a
+// patch shows its request body (fromRequest).
+func (s *Stream) metadata(key aggregator.ObjectKey, gr diff.Resource, w Write) (Result, string) {
+	rv := w.ResourceVersion
+	prev, havePrev := s.cache.Get(key)
+	if unchanged(w, prev, havePrev) {
+		return s.note(w.Time, diff.OpNone, "no-op: resourceVersion "+rv+" unchanged"), resultNoop
+	}
+	if !havePrev {
+		return s.fromRequest(gr, w, "diff unavailable: no previous version seen (the response held the object's metadata only)")
+	}
+	if compareRV(prev.rv, rv) > 0 {
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: the last version seen (resourceVersion %s) is newer than this one (%s)", prev.rv, rv)), resultUnavailable
+	}
+	meta, ok := getPath(w.Response, "metadata")
+	if !ok || kindOf(meta) != '{' {
+		return Result{}, resultSkipped
+	}
+	// The response's metadata as snapshots have it (no managedFields, redacted).
+	metaSnap, err := s.differ.Snapshot(gr, []byte(`{"metadata":`+string(meta)+`}`))
+	if err == nil {
+		meta, _ = getPath(metaSnap, "metadata")
+	}
+	var body []byte
+	var sp splice
+	if err == nil {
+		body, _, _, sp, err = replacePath(prev.body, prev.idx, meta, "metadata")
+	}
+	if err != nil {
+		s.cache.Remove(key)
+		return s.unavailable(w, fmt.Sprintf("diff unavailable: %v", err)), resultError
+	}
+	return s.compareWith(key, gr, w, prev, body, prev.idx.spliced(body, sp))
+}
+
+// fromRequest is what a write whose previous version is unknown gets: for a merge or
+// strategic-merge patch, a note (OpRequestPatch) and the changes its request body asks for;
+// otherwise an OpUnavailable note, why.
+func (s *Stream) fromRequest(gr diff.Resource, w Write, why string) (Result, string) {
+	if w.Verb == "patch" {
+		if changes, kind, ok := s.differ.patchChanges(gr, w.Request); ok && len(changes) > 0 {
+			note := NoteLog(w.Time, OpRequestPatch, why+"; the changes are the request's "+kind+" (values before it unknown)")
+			return Result{Logs: append([]aggregator.Log{note}, s.changeLogs(w.Time, changes)...)}, resultRequestPatch
+		}
+	}
+	return s.unavailable(w, why), resultUnavailable
 }
 
 // scale turns a write to the scale subresource into the spec.replicas change of the object,
@@ -342,7 +433,7 @@ func (s *Stream) scale(key aggregator.ObjectKey, w Write) (Result, string) {
 	}
 	s.storeIndexed(key, rv, body, idx)
 	if had && (string(oldReplicas) == string(newReplicas) || (kindOf(oldReplicas) == '0' && kindOf(newReplicas) == '0' && numEqual(oldReplicas, newReplicas))) {
-		r := s.note(w.Time, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+prev.rv+" -> "+rv+")")
+		r := s.note(w.Time, diff.OpNone, "no change besides bookkeeping fields (resourceVersion "+shownRV(prev.rv)+" -> "+shownRV(rv)+")")
 		r.Attributes = attrs
 		return r, resultNoop
 	}
@@ -401,6 +492,14 @@ func (s *Stream) snapshotLog(at time.Time, kind, source, rv string, snap []byte)
 	return s.format.snapshotLog(at, kind, source, rv, snap, true)
 }
 
+// shownRV is a resourceVersion as notes show it: "unknown" when the body had none.
+func shownRV(rv string) string {
+	if rv == "" {
+		return "unknown"
+	}
+	return rv
+}
+
 // compareRV orders two resourceVersions: etcd revisions compare as numbers. It returns 0 when
 // they cannot be ordered (opaque values).
 func compareRV(a, b string) int {
@@ -445,6 +544,8 @@ func (s *Stream) warm(w Write) {
 			s.binding(key, w)
 		case w.Subresource == "scale":
 			s.scale(key, w)
+		case w.MetadataOnly && w.Subresource == "" && w.Verb != "create":
+			s.metadata(key, gr, w)
 		case w.IsObject && (w.Subresource == "" || w.Verb != "create") && !newer():
 			_, _ = s.keep(key, gr, w, w.ResourceVersion)
 		}

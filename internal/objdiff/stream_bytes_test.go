@@ -132,6 +132,6 @@ func TestStreamCountersStartAtZero(t *testing.T) {
 	_, err := NewStream(diff.StreamConfig{}, telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	assert.Equal(t, telemetrytest.Zeros("reason", "objects", "bytes"), telemetrytest.Points(t, reader, "kelemetry.diff.stream.evictions"))
-	assert.Equal(t, telemetrytest.Zeros("result", "diff", "noop", "unavailable", "snapshot", "skipped", "error", "warmed"),
+	assert.Equal(t, telemetrytest.Zeros("result", "diff", "noop", "unavailable", "request_patch", "snapshot", "skipped", "error", "warmed"),
 		telemetrytest.Points(t, reader, "kelemetry.diff.stream.writes"))
 }

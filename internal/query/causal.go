@@ -16,6 +16,9 @@ const (
 	RelParent Relation = "parent" // the cause's object is a parent of the step's (its owner)
 	RelChild  Relation = "child"  // the cause's object is a child of the step's (owned by it)
 	RelLinked Relation = "linked" // self, parent or child
+	// RelSibling: the cause's object has a parent of the step's object (another ReplicaSet of
+	// the same Deployment), or is the step's object itself.
+	RelSibling Relation = "sibling"
 )
 
 // CausalRule says which change of which object a controller reacts to: a write by one of
@@ -54,6 +57,8 @@ type CausalRule struct {
 //	pods deleted gracefully       -> pods deleted for good by the kubelet (or kwok)
 //	pods status or deletion       -> replicasets/status by replicaset-controller
 //	replicasets (status or spec)  -> deployments/status by deployment-controller
+//	a replicaset's status         -> the deployment's replicasets scaled by deployment-controller
+//	                                 (a rollout goes on when the new Pods are available)
 //	an owner deleted              -> its children deleted by the garbage collector
 //
 // A step that no rule explains is caused by the latest write of a linked object (itself, a
@@ -62,6 +67,9 @@ var DefaultCausalRules = []CausalRule{
 	{Name: "deployment-spec", Controllers: []string{"deployment-controller"}, Resource: "replicasets", Subresource: "*",
 		Verbs: []string{"create", "update", "patch", "delete"}, CauseResource: "deployments", CauseSubresource: "*",
 		CauseVerbs: []string{"create", "update", "patch"}, CauseField: "spec", Relation: RelParent},
+	{Name: "deployment-rollout", Controllers: []string{"deployment-controller"}, Resource: "replicasets", Subresource: "*",
+		Verbs: []string{"update", "patch"}, CauseResource: "replicasets", CauseSubresource: "status",
+		CauseVerbs: []string{"update", "patch"}, Relation: RelSibling},
 	{Name: "replicaset-spec", Controllers: []string{"replicaset-controller"}, Resource: "pods",
 		Verbs: []string{"create", "delete"}, CauseResource: "replicasets", CauseVerbs: []string{"create", "update", "patch"},
 		CauseField: "spec", Relation: RelParent},
@@ -156,10 +164,10 @@ var reservedRuleNames = []string{"start", "linked", "unexplained"}
 var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
 
 // ValidateCausalRules reports the rules that cannot work: a missing, repeated or reserved name
-// ("start", "linked", "unexplained"), a relation other than self, parent, child or linked, a
+// ("start", "linked", "unexplained"), a relation other than self, parent, child, sibling or linked, a
 // verb that is not a write (create, update, patch, delete, deletecollection), an empty
 // controller name or a subresource without a resource. Each error names the rule by its place
-// and name: causalRules[2] "my-rule": relation "sibling": want self, parent, child or linked.
+// and name: causalRules[2] "my-rule": relation "cousin": want self, parent, child, sibling or linked.
 func ValidateCausalRules(rules []CausalRule) error { return errors.Join(causalRuleErrors(rules)...) }
 
 func causalRuleErrors(rules []CausalRule) []error {
@@ -186,11 +194,11 @@ func causalRuleErrors(rules []CausalRule) []error {
 			}
 		}
 		switch r.Relation {
-		case RelSelf, RelParent, RelChild, RelLinked:
+		case RelSelf, RelParent, RelChild, RelLinked, RelSibling:
 		case "":
-			bad("relation is required: self, parent, child or linked (where the cause's object is, seen from the reaction's)")
+			bad("relation is required: self, parent, child, sibling or linked (where the cause's object is, seen from the reaction's)")
 		default:
-			bad("relation %q: want self, parent, child or linked", r.Relation)
+			bad("relation %q: want self, parent, child, sibling or linked", r.Relation)
 		}
 		for _, v := range []struct {
 			field string

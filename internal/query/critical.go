@@ -228,6 +228,12 @@ func (c *causal) related(k aggregator.ObjectKey, rel Relation) [][]*causalEvent 
 	if rel == RelChild || rel == RelLinked {
 		out = append(out, c.byParent[k])
 	}
+	if rel == RelSibling {
+		// The parents' children's events, the object's own among them.
+		for _, p := range c.parents[k] {
+			out = append(out, c.byParent[p])
+		}
+	}
 	return out
 }
 

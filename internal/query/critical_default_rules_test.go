@@ -32,6 +32,16 @@ func TestDefaultCausalRulesByName(t *testing.T) {
 			c.write(dep, 150, "admin", "update", "", "metadata.labels") // not spec
 			return cause, c.write(rs, 200, depCtl, "update", "", "spec.replicas")
 		},
+		"deployment-rollout": func(c *causalGraph) (*aggregator.Span, *aggregator.Span) {
+			old, cur := ckey("replicasets", "d-1"), ckey("replicasets", "d-2")
+			c.object(dep, nil)
+			c.object(old, &dep)
+			c.object(cur, &dep)
+			c.write(old, 0, depCtl, "create", "")
+			cause := c.write(cur, 100, rsCtl, "update", "status", "status.availableReplicas") // the new Pods available
+			c.write(old, 150, "alice", "patch", "", "metadata.labels")                        // not a status
+			return cause, c.write(old, 200, depCtl, "update", "", "spec.replicas")
+		},
 		"replicaset-spec": func(c *causalGraph) (*aggregator.Span, *aggregator.Span) {
 			c.object(rs, nil)
 			c.object(pod, &rs)

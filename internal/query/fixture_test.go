@@ -108,7 +108,7 @@ func renderText(tr query.JaegerTrace) string {
 				switch f.Key {
 				case "user", "responseCode", "userAgent", "sourceIP":
 					continue
-				case "diff", "verbose diff", "snapshot":
+				case "diff", "verbose diff", "diff note", "snapshot":
 					// Whether and what the pipeline diffs belongs to the audit and diff
 					// packages; folding them is tested in TestFoldedLogFields.
 					continue

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 )
 
 // TestFoldEventDiffLines: a folded event's "diff" and "verbose diff" fields hold the non-empty
@@ -74,4 +76,31 @@ func TestFoldEventDiffLines(t *testing.T) {
 			assert.Equal(t, "boom", got["error"])
 		})
 	}
+}
+
+// TestFoldEventDiffNotes: a diff log that is a note about the diff (AttrOp none, unavailable,
+// truncated, request_patch) goes to the folded event's "diff note" field, not among the changes.
+func TestFoldEventDiffNotes(t *testing.T) {
+	note := func(op, msg string) aggregator.Log {
+		return aggregator.Log{Type: aggregator.LogTypeDiff, Message: msg, Attributes: aggregator.Attrs{{Key: diff.AttrOp, Value: op}}}
+	}
+	ev := &aggregator.Span{Source: "audit", Name: "patch", Logs: []aggregator.Log{
+		note(objdiff.OpRequestPatch, "diff unavailable: no previous version seen; the changes are the request's merge patch (values before it unknown)"),
+		{Type: aggregator.LogTypeDiff, Message: "metadata.labels.team <unknown> -> a", Attributes: aggregator.Attrs{{Key: diff.AttrOp, Value: string(objdiff.OpPatch)}}},
+		note(diff.OpTruncated, "3 more changes not shown"),
+	}}
+	got := map[string]any{}
+	for _, f := range foldEvent(ev).fields {
+		got[f.Key] = f.Value
+	}
+	assert.Equal(t, "metadata.labels.team <unknown> -> a", got["diff"])
+	assert.Equal(t, "diff unavailable: no previous version seen; the changes are the request's merge patch (values before it unknown)\n3 more changes not shown", got["diff note"])
+
+	ev = &aggregator.Span{Source: "audit", Name: "update", Logs: []aggregator.Log{note(diff.OpNone, "no-op: resourceVersion 5 unchanged")}}
+	got = map[string]any{}
+	for _, f := range foldEvent(ev).fields {
+		got[f.Key] = f.Value
+	}
+	assert.NotContains(t, got, "diff")
+	assert.Equal(t, "no-op: resourceVersion 5 unchanged", got["diff note"])
 }

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/objdiff"
 )
 
 // A result is drawn in three stages: build turns a Graph into a tree of nodes (objects with
@@ -319,17 +321,21 @@ func diffClass(line string) string {
 
 func foldEvent(ev *aggregator.Span) outLog {
 	// The fields are gathered on the stack and copied once into a slice of their number.
-	var buf [2 + len(foldedTagsArr) + 2]JaegerKeyValue
+	var buf [2 + len(foldedTagsArr) + 3]JaegerKeyValue
 	fields := append(buf[:0], str(ev.Source, ev.Name))
 	for _, t := range foldedTags {
 		if v, ok := ev.Attributes.Get(t.from); ok && v != "" {
 			fields = append(fields, str(t.to, v))
 		}
 	}
-	var diffs, verbose lineJoin // the lines of the classes "diff" and "verbose diff"
+	var diffs, verbose, notes lineJoin // the lines of the classes "diff" and "verbose diff", and the notes
 	var other []JaegerKeyValue
 	for _, l := range ev.Logs {
 		if l.Type == aggregator.LogTypeDiff {
+			if isDiffNote(l) {
+				notes.add(l.Message)
+				continue
+			}
 			classifyDiff(strings.TrimRight(l.Message, "\n"), &diffs, &verbose)
 			continue
 		}
@@ -345,11 +351,24 @@ func foldEvent(ev *aggregator.Span) outLog {
 	if verbose.n > 0 {
 		fields = append(fields, str("verbose diff", verbose.String()))
 	}
+	if notes.n > 0 {
+		fields = append(fields, str("diff note", notes.String()))
+	}
 	if ev.Error && !hasField(other, "error") {
 		other = append(other, JaegerKeyValue{Key: "error", Type: "bool", Value: true})
 	}
 	out := make([]JaegerKeyValue, 0, len(fields)+len(other))
 	return outLog{time: ev.Start, source: ev.Source, fields: append(append(out, fields...), other...)}
+}
+
+// isDiffNote reports whether a diff log is a note about the diff (no change, none available, more
+// not shown, the request's patch follows) rather than a change: its AttrOp says so.
+func isDiffNote(l aggregator.Log) bool {
+	switch op, _ := l.Attributes.Get(diff.AttrOp); op {
+	case diff.OpNone, diff.OpUnavailable, diff.OpTruncated, objdiff.OpRequestPatch:
+		return true
+	}
+	return false
 }
 
 // classifyDiff adds the non-empty lines of a diff log to diffs or verbose by their diffClass

@@ -99,7 +99,8 @@ export function expandObject(d) {
  * @returns {HTMLTableCellElement}
  */
 function valueCell(cls, v) {
-  const c = cls + (v === '<none>' ? ' none' : '');
+  const c = cls + (v === '<none>' ? ' none' : v === '<unknown>' ? ' unknown' : '');
+  if (v === '<unknown>') return el('td', { class: c, text: v, title: 'the value before is unknown: this change is read from the request\'s patch' });
   if (v.length <= FOLD_AT) return el('td', { class: c, text: v });
   return el('td', { class: c }, el('details', { class: 'fold' }, el('summary', { text: v.slice(0, 80) + '…' }), el('div', { text: v })));
 }

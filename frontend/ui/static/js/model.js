@@ -123,6 +123,12 @@ export function eventOfLog(l) {
 }
 
 /**
+ * DIFF_NOTE_OPS are the kelemetry.diff.op values of diff logs that are notes about the diff (no
+ * change, none available, more not shown, the request's patch shown instead), not changes.
+ */
+const DIFF_NOTE_OPS = new Set(['none', 'unavailable', 'truncated', 'request_patch']);
+
+/**
  * normalizeEvent turns a folded log or an event span into one shape for the detail panel.
  * @param {TraceNode} n
  * @param {number | null} [logIndex] the folded log of n; null or undefined: n is an event span
@@ -131,7 +137,7 @@ export function eventOfLog(l) {
 export function normalizeEvent(n, logIndex) {
   /** @type {EventInfo} */
   const ev = { title: '', source: '', time: 0, end: 0, user: '', userAgent: '', code: '', sourceIP: '', action: '',
-    diff: [], verboseDiff: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n, warning: false,
+    diff: [], verboseDiff: [], diffNotes: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n, warning: false,
     auditLevel: '', k8s: null };
   const k8s = () => ev.k8s || (ev.k8s = { reason: '', count: '', reportingController: '', firstSeen: '', lastSeen: '' });
   let failed = false;
@@ -156,6 +162,7 @@ export function normalizeEvent(n, logIndex) {
         case 'reason': case 'count': case 'reportingController': case 'firstSeen': case 'lastSeen': k8s()[k] = str(v); break;
         case 'diff': addDiff(ev.diff, v); break;
         case 'verbose diff': addDiff(ev.verboseDiff, v); break;
+        case 'diff note': addDiff(ev.diffNotes, v); break;
         case 'snapshot': ev.snapshot = str(v); break;
         case 'error': if (v !== true) ev.errors.push(str(v)); else failed = true; break;
         case 'message': ev.messages.push(str(v)); break;
@@ -182,7 +189,9 @@ export function normalizeEvent(n, logIndex) {
   for (const l of n.logs) {
     const f = tagMap(l && l.fields);
     const type = str(f.get('event')), msg = str(f.get('message'));
-    if (type === 'diff') {
+    if (type === 'diff' && DIFF_NOTE_OPS.has(str(f.get('kelemetry.diff.op')))) {
+      addDiff(ev.diffNotes, msg);
+    } else if (type === 'diff') {
       for (const line of msg.split('\n')) {
         if (!line.trim()) continue;
         const path = line.split(' ')[0];

@@ -298,6 +298,8 @@
  * @property {string} action
  * @property {string[]} diff
  * @property {string[]} verboseDiff
+ * @property {string[]} diffNotes notes about the diff: none available and why, a no-op, the
+ *   request's patch shown instead
  * @property {string} snapshot
  * @property {string[]} errors
  * @property {string[]} messages
