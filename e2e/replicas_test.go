@@ -179,7 +179,7 @@ func sameMergedTree(got, want []kapi.Trace) error {
 			for _, l := range s.Logs {
 				var fields []string
 				for _, f := range l.Fields {
-					if f.Key != "snapshot" && !strings.HasSuffix(f.Key, "diff") {
+					if f.Key != "snapshot" && !strings.HasSuffix(f.Key, "diff") && f.Key != "diff note" {
 						fields = append(fields, fmt.Sprintf("%s=%v", f.Key, f.Value))
 					}
 				}
