@@ -37,6 +37,7 @@ var (
 	env        *cluster.Env
 	api        *kapi.Client
 	kube       kubernetes.Interface
+	kubectl    string // the kubectl binary
 	skipReason string
 )
 
@@ -97,6 +98,7 @@ func testMain(m *testing.M) int {
 		"kelemetry", env.Kelemetry.URL, "kubeconfig", env.Cluster.Kubeconfig, "workDir", env.WorkDir)
 	api = kapi.New(env.Kelemetry.URL)
 	kube = env.Cluster.Client
+	kubectl = filepath.Join(binDir, bins.Kubectl)
 
 	// Ctrl-C or a SIGTERM while the tests run: stop the cluster before dying.
 	sigs := make(chan os.Signal, 1)

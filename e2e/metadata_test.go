@@ -70,7 +70,7 @@ func TestForegroundDeletionMetadataPatch(t *testing.T) {
 			if !strings.HasSuffix(sp.OperationName, "(deleted: last finalizer removed)") {
 				return fmt.Errorf("the garbage collector's patch is titled %q", sp.OperationName)
 			}
-			diffs := logMessages(sp, "diff")
+			diffs := sp.LogMessages("diff")
 			for _, d := range diffs {
 				if strings.HasPrefix(d, "metadata.finalizers ") && strings.Contains(d, "foregroundDeletion") && strings.HasSuffix(d, "-> <none>") {
 					return nil
@@ -124,24 +124,4 @@ func findMetadataPatch(path, ns, name string) (string, error) {
 		return "", err
 	}
 	return "", errors.New("no such patch yet")
-}
-
-// logMessages returns the messages of the span's logs of one type (the field "event").
-func logMessages(s kapi.Span, typ string) []string {
-	var out []string
-	for _, l := range s.Logs {
-		var t, msg string
-		for _, f := range l.Fields {
-			switch f.Key {
-			case "event":
-				t = fmt.Sprint(f.Value)
-			case "message":
-				msg = fmt.Sprint(f.Value)
-			}
-		}
-		if t == typ {
-			out = append(out, msg)
-		}
-	}
-	return out
 }

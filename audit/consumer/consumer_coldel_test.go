@@ -32,7 +32,13 @@ const nsController = "system:serviceaccount:kube-system:namespace-controller"
 // controller's patch removing the last finalizer, and alice's `kubectl delete pods -l app=web`.
 func coldelEvents(t *testing.T, level string) []*auditv1.Event {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "deletecollection", level+".jsonl"))
+	return readEvents(t, filepath.Join("testdata", "deletecollection", level+".jsonl"))
+}
+
+// readEvents decodes an audit log of JSON lines.
+func readEvents(t *testing.T, path string) []*auditv1.Event {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var events []*auditv1.Event
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,14 +26,7 @@ const garbageCollector = "system:serviceaccount:kube-system:generic-garbage-coll
 // PartialObjectMetadata at the resourceVersion of the last status update.
 func foregroundEvents(t *testing.T) []*auditv1.Event {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "foreground", "audit.jsonl"))
-	require.NoError(t, err)
-	var events []*auditv1.Event
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		ev, err := auditv1.DecodeEvent([]byte(line))
-		require.NoError(t, err)
-		events = append(events, ev)
-	}
+	events := readEvents(t, filepath.Join("testdata", "foreground", "audit.jsonl"))
 	require.Equal(t, garbageCollector, events[len(events)-1].User.Username)
 	return events
 }

@@ -207,6 +207,8 @@ var freshFamilies = []string{
 	"kelemetry_audit_webhook_requests_total",
 	"kelemetry_diff_stream_evictions_total",
 	"kelemetry_diff_stream_writes_total",
+	"kelemetry_frontend_changes_follow_cutoff_total",
+	"kelemetry_frontend_changes_followers",
 	"kelemetry_frontend_queries_memory_bytes",
 	"kelemetry_frontend_queries_rejected_total",
 	"kelemetry_frontend_queries_truncated_total",
@@ -245,7 +247,7 @@ func TestCountersExportedFromStart(t *testing.T) {
 			families = append(families, "kelemetry_"+name)
 		}
 	}
-	assert.Len(t, families, 60)
+	assert.Len(t, families, 62)
 	assert.ElementsMatch(t, freshFamilies, families)
 	for _, series := range []string{
 		`kelemetry_audit_webhook_rejected_total{reason="queue_full"} 0`,

@@ -41,7 +41,8 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 		Use:   "kubectl-kelemetry",
 		Short: "Kelemetry's traces of Kubernetes objects, in the terminal",
 		Long: "kubectl kelemetry shows what Kelemetry traced of an object: its tree of related objects\n" +
-			"with the critical path marked (trace), the web UI's link (open), the object at a moment (at).\n\n" +
+			"with the critical path marked (trace), the web UI's link (open), the object at a moment (at),\n" +
+			"and what changed across the cluster (changes).\n\n" +
 			"Kelemetry is found by --server, by $KELEMETRY_URL, or by a port-forward to its Service\n" +
 			"(--service in --service-namespace) through the kubeconfig, as kubectl port-forward does.",
 		SilenceUsage:  true,
@@ -167,7 +168,7 @@ func newRootCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Comman
 	}
 	atCmd.Flags().StringVar(&atTime, "time", "", "the moment, RFC 3339 (2026-12-04T10:00:00Z)")
 
-	root.AddCommand(trace, open, atCmd)
+	root.AddCommand(trace, open, atCmd, o.newChangesCommand(ctx, stdout, stderr))
 	return root
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/kelemetry/kelemetry"
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/logtest"
 )
 
 func TestMain(m *testing.M) {
@@ -234,4 +236,52 @@ func TestChartCredentials(t *testing.T) {
 	if got := chartCredentials(t.Context(), cs, "obs", "other"); got.caPEM != nil || got.token != "" {
 		t.Errorf("credentials of a Service without Secrets = %q, %q; want none", got.caPEM, got.token)
 	}
+}
+
+// `changes` lists the rollout's writes newest first, filtered, with their diffs on request, and
+// follows them live.
+func TestPluginChanges(t *testing.T) {
+	server := kelemetryServer(t)
+	since := "--since=2026-11-29T17:00:00Z"
+
+	out, err := plugin(t, "changes", "--server", server, since, "--user-kind", "person")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 6, out)
+	assert.Regexp(t, `^TIME\s+AGE\s+USER\s+KIND\s+VERB\s+OBJECT\s+NAMESPACE\s+CODE\s+CHANGED$`, lines[0])
+	assert.Regexp(t, `^17:09:52\.\d{3}\s+\S+\s+admin\s+person\s+delete\s+deployments\.apps/demo\s+default\s+200`, lines[1], "newest first")
+	assert.Regexp(t, `\s+patch\s+deployments\.apps/demo \(scale\)\s+default\s+200\s+spec\.replicas$`, lines[2])
+	assert.Regexp(t, `admin\s+person\s+create\s+deployments\.apps/demo`, lines[5])
+
+	out, err = plugin(t, "changes", "deployments/demo", "--server", server, since, "--verb", "patch", "--user", "admin", "-d")
+	require.NoError(t, err)
+	assert.Contains(t, out, "    spec.template.spec.containers[name=alpine].image alpine:3.16 -> alpine:3.17")
+	assert.Contains(t, out, "    spec.replicas 2 -> 4")
+
+	out, err = plugin(t, "changes", "pods", "--server", server, since, "--outcome", "failed", "--limit", "2")
+	require.NoError(t, err)
+	assert.Len(t, strings.Split(strings.TrimRight(out, "\n"), "\n"), 3, out)
+
+	_, err = plugin(t, "changes", "--server", server, "--since", "yesterday")
+	assert.ErrorContains(t, err, `since "yesterday": want a duration (15m) or a time`)
+
+	// --follow: the backlog, then until Ctrl-C.
+	ctx, cancel := context.WithCancel(context.Background())
+	var buf logtest.Buffer
+	done := make(chan error, 1)
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	go func() {
+		done <- run(ctx, []string{"changes", "--server", server, since, "--user-kind", "person", "--follow"}, &buf, io.Discard)
+	}()
+	require.Eventually(t, func() bool { return strings.Count(buf.String(), "\n") >= 6 }, 10*time.Second, 20*time.Millisecond, buf.String())
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("--follow did not end with its context")
+	}
+	lines = strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	assert.Regexp(t, `^TIME\s+AGE\s+USER`, lines[0])
+	assert.Regexp(t, `admin\s+person\s+create\s+deployments\.apps/demo`, lines[1], "oldest first")
 }

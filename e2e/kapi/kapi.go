@@ -114,19 +114,23 @@ type Log struct {
 
 // Messages returns the message field of the span's logs of type "message" (the message of a
 // Kubernetes Event).
-func (s Span) Messages() []string {
+func (s Span) Messages() []string { return s.LogMessages("message") }
+
+// LogMessages returns the message field of the span's logs of one type (their field "event":
+// "message", "diff", ...).
+func (s Span) LogMessages(typ string) []string {
 	var out []string
 	for _, l := range s.Logs {
-		var typ, msg string
+		var t, msg string
 		for _, f := range l.Fields {
 			switch f.Key {
 			case "event":
-				typ = fmt.Sprint(f.Value)
+				t = fmt.Sprint(f.Value)
 			case "message":
 				msg = fmt.Sprint(f.Value)
 			}
 		}
-		if typ == "message" {
+		if t == typ {
 			out = append(out, msg)
 		}
 	}

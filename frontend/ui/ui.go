@@ -1,7 +1,8 @@
 // Package ui is Kelemetry's built-in web UI: plain HTML, CSS and JavaScript embedded in the
 // binary (no build step, no external assets), served next to the frontend's HTTP API.
 //
-// The pages are a search form with a result list (/, /search) and a trace page (/trace/{id})
+// The pages are a search form with a result list (/, /search), a trace page (/trace/{id}) and
+// the cluster's changes (/changes, from GET /api/changes, live with follow=1)
 // that draws a result as a collapsible, virtualised timeline of its object tree with event
 // markers, event details (diff, snapshot, errors) and in-place display and link mode switches.
 // The UI reads GET /api/traces/{id} (frontend.JaegerAPI; an ad-hoc merge of checked search
@@ -30,7 +31,7 @@ import (
 //go:embed static/*.html static/*.css static/*.js static/js/*.js
 var static embed.FS
 
-// Register adds the UI's routes to mux: the pages GET /{$}, /search and /trace/{id}, and the
+// Register adds the UI's routes to mux: the pages GET /{$}, /search, /trace/{id} and /changes, and the
 // assets under GET /static/. It registers no catch-all, so /api/*, /metrics and /healthz stay
 // with their own handlers.
 func Register(mux *http.ServeMux) {
@@ -53,6 +54,7 @@ func Register(mux *http.ServeMux) {
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /search", page)
 	mux.Handle("GET /trace/{id}", page)
+	mux.Handle("GET /changes", page)
 }
 
 // Content types of the assets, fixed so that the host's MIME tables cannot change them (module

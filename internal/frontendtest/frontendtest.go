@@ -60,6 +60,15 @@ var (
 	rolloutErr   error
 )
 
+// FreshRollout is the bundled rollout replayed into a store of the caller's own, which it may
+// write to.
+func FreshRollout(t testing.TB) *memory.Store {
+	t.Helper()
+	st, err := replayAuditLog(context.Background(), RolloutAuditLog())
+	require.NoError(t, err)
+	return st
+}
+
 // Rollout is the bundled rollout replayed with replayAuditLog, once per test binary: callers
 // share the store and must not write to it.
 func Rollout(t testing.TB) *memory.Store {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kelemetry/kelemetry/internal/changefeed"
 )
 
 // Relation says how the object of a cause relates to the object of the step it causes.
@@ -107,20 +109,12 @@ func controllerName(user string) string {
 	return user
 }
 
-// personClients are the user-agent products of clients people drive: a write made through one
-// is a person's, and the time before it is waiting for that person, not a controller's reaction.
-var personClients = []string{"kubectl", "kubectl.exe", "oc", "helm", "k9s", "kustomize", "kubie", "Lens", "Mozilla", "curl"}
-
 // isPersonAgent reports whether a write by user with the given user agent was a person's: not a
 // system: user (controllers, nodes, service accounts) and through a client people drive
-// (kubectl/v1.37.2 (linux/amd64) ...).
+// (kubectl/v1.37.2 (linux/amd64) ...); the time before it is waiting for that person, not a
+// controller's reaction.
 func isPersonAgent(user, agent string) bool {
-	if strings.HasPrefix(user, "system:") {
-		return false
-	}
-	product, _, _ := strings.Cut(agent, "/")
-	product, _, _ = strings.Cut(product, " ")
-	return slices.Contains(personClients, product)
+	return changefeed.UserKind(user, agent) == changefeed.KindPerson
 }
 
 // matchSub reports whether a rule's subresource pattern matches sub.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -20,17 +21,19 @@ import (
 //	GET /api/ui/suggestions?cluster=&start=&end=             a Suggestions
 //	GET /api/critical-path/{traceID}                          a CriticalPath
 //	GET /api/controller-times/{traceID}                       []controllerTimes
+//	GET /api/changes?...                                      the change feed (changesapi.go)
 //
 // Both answer in the jaegerResponse envelope; errors carry a code and a message.
 type UIAPI struct {
 	queryAPI
 	rules []CausalRule
+	tail  tailMetrics
 }
 
 // NewUIAPI serves the web UI's API over the engine's store. The critical path follows the
 // engine's Config.CausalRules (DefaultCausalRules when unset).
 func NewUIAPI(e *Engine, tel telemetry.Settings) *UIAPI {
-	return &UIAPI{queryAPI: newQueryAPI(e, tel, "ui"), rules: e.cfg.CausalRules}
+	return &UIAPI{queryAPI: newQueryAPI(e, tel, "ui"), rules: e.cfg.CausalRules, tail: newTailMetrics(instrument.NewMeter(tel, meterScope))}
 }
 
 // WithCausalRules replaces the rules the critical path follows (Config.CausalRules, or
@@ -45,6 +48,7 @@ func (a *UIAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/ui/search", a.heavy(a.search))
 	mux.HandleFunc("GET /api/ui/suggestions", a.heavy(a.suggestions))
 	a.registerCritical(mux)
+	a.registerChanges(mux)
 }
 
 // SummaryObject names one object of a SearchSummary.

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/changefeed"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
@@ -28,6 +29,7 @@ type Store struct {
 	order   []int64 // keys of windows, ascending
 	spans   int
 	stats   Stats
+	feed    *changefeed.Feed
 }
 
 type memTrace struct {
@@ -55,22 +57,25 @@ func New(cfg Config, w aggregator.Window) *Store {
 		cfg = Config{}
 	}
 	cfg = cfg.withDefaults()
-	return &Store{
+	m := &Store{
 		maxSpans: cfg.MaxSpans,
 		length:   w.Length(),
 		traces:   map[trace.TraceID]*memTrace{},
 		objects:  map[aggregator.ObjectKey]map[trace.TraceID]*memTrace{},
 		windows:  map[int64][]*memTrace{},
 	}
+	m.feed = changefeed.NewFeed(m.findChanges)
+	return m
 }
 
 // Export stores spans, replacing stored spans with the same trace and span ID.
 func (m *Store) Export(_ context.Context, spans []*aggregator.Span) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for _, sp := range spans {
 		m.put(sp)
 	}
+	m.mu.Unlock()
+	m.feed.Publish(spans)
 	return nil
 }
 
@@ -303,3 +308,41 @@ func (m *Store) Start(context.Context) error { return nil }
 
 // Stop implements store.Store; the data stays readable.
 func (m *Store) Stop(context.Context) error { return nil }
+
+// ChangeFeed returns the store's change feed (internal/changefeed): what was written when, by
+// whom, across objects, and the live tail of what it stores.
+func (m *Store) ChangeFeed() *changefeed.Feed { return m.feed }
+
+// findChanges answers the feed's queries: it reads the writes of the windows that may hold
+// changes in q's range (the memory store keeps no index: it is for tests and small runs).
+func (m *Store) findChanges(ctx context.Context, q changefeed.Query) (changefeed.Page, error) {
+	if err := ctx.Err(); err != nil {
+		return changefeed.Page{}, fmt.Errorf("find changes: %w", err)
+	}
+	var all []changefeed.Change
+	m.mu.RLock()
+	from := q.From.UnixNano() - int64(m.length)
+	for _, w := range m.order {
+		if w < from || (!q.To.IsZero() && w >= q.To.UnixNano()) {
+			continue
+		}
+		for _, tr := range m.windows[w] {
+			for _, sp := range tr.spans {
+				if c, ok := changefeed.FromSpan(sp); ok {
+					all = append(all, c)
+				}
+			}
+		}
+	}
+	m.mu.RUnlock()
+	changefeed.Sort(all)
+	i := 0
+	return changefeed.Collect(q, func() (time.Time, trace.SpanID, func() (changefeed.Change, error), bool, error) {
+		if i == len(all) {
+			return time.Time{}, trace.SpanID{}, nil, false, nil
+		}
+		c := all[i]
+		i++
+		return c.Time, c.SpanID, func() (changefeed.Change, error) { return c, nil }, true, nil
+	}, nil)
+}

@@ -80,3 +80,8 @@ var (
 )
 
 const win = storetest.Win
+
+// TestChangeFeed: the feed of the memory store (storetest.RunChanges).
+func TestChangeFeed(t *testing.T) {
+	storetest.RunChanges(t, "../..", func(t *testing.T) storetest.ChangeStore { return New(Config{}, 0) }, "rollout", "cronjob")
+}

@@ -397,6 +397,12 @@ func (p *Store) deleteOldestWindow(ctx context.Context, pick windowPick) (deleti
 	if err := b.DeleteRange(lower, upper, nil); err != nil {
 		return deletion{}, fmt.Errorf("batch delete: %w", err)
 	}
+	if !d.future {
+		// The change entries timed at or before w are of w or of older, deleted windows.
+		if err := b.DeleteRange([]byte{prefixChange}, appendWindow([]byte{prefixChange}, w+1), nil); err != nil {
+			return deletion{}, fmt.Errorf("batch delete: %w", err)
+		}
+	}
 	if err := p.apply(b); err != nil {
 		return deletion{}, fmt.Errorf("delete window %s: %w", query.UnixTime(w), err)
 	}

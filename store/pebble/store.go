@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/changefeed"
 	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/store/internal/query"
@@ -52,6 +53,7 @@ type Store struct {
 	window time.Duration
 	logger *slog.Logger
 	db     *pebble.DB
+	feed   *changefeed.Feed
 	// index remembers the traces whose index entries were written, with the refHash of the
 	// object reference written: 8 bytes where the reference's seven strings took about 200 and
 	// kept the span's strings alive (about 480 bytes an entry in all against 160: 48 MB against
@@ -166,6 +168,7 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 	explicitMaxBytes := cfg.MaxBytes != 0
 	cfg = cfg.withDefaults()
 	p := &Store{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
+	p.feed = changefeed.NewFeed(p.findChanges)
 	p.bufs.New = func() any { return &encoder{} }
 	index, err := lru.New[indexKey, uint64](max(cfg.IndexCacheSize, 1))
 	if err != nil {
@@ -410,6 +413,7 @@ func (p *Store) commit(spans []*aggregator.Span) error {
 		return err
 	}
 	p.written.Add(0, int64(len(spans)))
+	p.feed.Publish(spans) // never blocks
 	return nil
 }
 
@@ -469,6 +473,9 @@ func (p *Store) write(spans []*aggregator.Span) error {
 			return fmt.Errorf("batch span: %w", err)
 		}
 		if err := p.writeIndex(b, enc, sp, w); err != nil {
+			return err
+		}
+		if err := writeChange(b, enc, sp); err != nil {
 			return err
 		}
 	}

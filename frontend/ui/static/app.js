@@ -10,16 +10,19 @@ import { localTime, setLocalTime, zoneName } from './js/format.js';
 import { navigate, pageToken, setRouter, startPage } from './js/nav.js';
 import { parseResource, parseTimeInput, showSearch } from './js/search.js';
 import { showTrace, teardownTrace, view } from './js/trace.js';
+import { showChanges, stopTail } from './js/changes.js';
 
 // route draws the page of the current URL.
 function route() {
   const token = startPage();
   teardownTrace();
+  stopTail();
   const path = location.pathname;
   const params = new URLSearchParams(location.search);
   let run;
   try {
     run = path.startsWith('/trace/') ? showTrace(safeDecode(path.slice('/trace/'.length)), params, token)
+      : path === '/changes' ? showChanges(params, token)
       : showSearch(params, token);
   } catch (e) {
     run = Promise.reject(e);

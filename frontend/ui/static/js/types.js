@@ -357,3 +357,25 @@
  */
 
 export {};
+
+/**
+ * One write of GET /api/changes.
+ * @typedef {object} FeedChange
+ * @property {string} time
+ * @property {string} end
+ * @property {{cluster: string, group: string, resource: string, namespace: string, name: string}} object
+ * @property {string} user
+ * @property {string} [impersonator]
+ * @property {string} userKind person, controller or node
+ * @property {string} [userAgent]
+ * @property {string} verb
+ * @property {string} [subresource]
+ * @property {number} code
+ * @property {string} outcome ok or failed
+ * @property {string} title
+ * @property {string[]} paths
+ * @property {string[]} [diff]
+ * @property {string} traceID
+ * @property {string} spanID
+ * @property {{trace: string, objectAt: string}} links
+ */
