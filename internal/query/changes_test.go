@@ -145,7 +145,7 @@ func TestChangesAPIWithoutIndex(t *testing.T) {
 	code, p := getChanges(t, srv, "since=15m")
 	assert.Equal(t, http.StatusNotImplemented, code)
 	require.Len(t, p.Errors, 1)
-	assert.Contains(t, p.Errors[0].Msg, "keeps no change index")
+	assert.Contains(t, p.Errors[0].Msg, "keeps no change feed")
 }
 
 // TestChangesFollow: the live tail sends the backlog since `since`, then each write as the store

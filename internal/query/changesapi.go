@@ -28,7 +28,7 @@ import (
 //
 // Lists (userKind, verb) are comma-separated or repeated. since is a duration back from now
 // (15m, the default) or a time (RFC 3339 or Unix microseconds), until a time (default: none).
-// The store must keep a change index (changefeed.Source: the embedded, memory stores).
+// The store must have a change feed (changefeed.Source: the embedded, memory and Jaeger stores).
 func (a *UIAPI) registerChanges(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/changes", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("follow") == "1" || r.URL.Query().Get("follow") == "true" {
@@ -160,7 +160,7 @@ func (a *UIAPI) changeFeed() *changefeed.Feed {
 func (a *UIAPI) changeRequest(w http.ResponseWriter, r *http.Request) (*changefeed.Feed, changefeed.Query, bool) {
 	feed := a.changeFeed()
 	if feed == nil {
-		jaegerError(w, http.StatusNotImplemented, "this store keeps no change index (the embedded and memory stores do)")
+		jaegerError(w, http.StatusNotImplemented, "this store keeps no change feed (the embedded, memory and Jaeger stores do)")
 		return nil, changefeed.Query{}, false
 	}
 	q, err := parseChangeQuery(r.URL.Query(), a.now())

@@ -20,7 +20,7 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-func newUIAPI(t *testing.T, r store.Reader, cfg query.Config) *httptest.Server {
+func newUIAPI(t testing.TB, r store.Reader, cfg query.Config) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	quiet := telemetry.Settings{Logger: slog.New(slog.DiscardHandler)}

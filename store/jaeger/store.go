@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/changefeed"
 	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/storageapi/storagev2"
@@ -176,6 +177,7 @@ type Store struct {
 	truncated metric.Int64Counter
 	cacheReg  metric.Registration
 	stopOnce  sync.Once
+	feed      *changefeed.Feed
 }
 
 type clusterWindow struct {
@@ -228,6 +230,7 @@ func Open(ctx context.Context, cfg Config, w aggregator.Window, tel telemetry.Se
 		cfg: cfg, window: w.Length(), logger: tel.Log().With("component", "store", "backend", "jaeger", "endpoint", cfg.Endpoint),
 		conn: conn, client: storagev2.NewTraceReaderClient(conn), cache: newTraceCache(cfg.CacheBytes), now: time.Now, marked: marked,
 	}
+	j.feed = changefeed.NewFeed(j.findChanges)
 	if cfg.OTLP.Endpoint != "" {
 		if j.sink, err = otlpsink.New(ctx, cfg.OTLP, tel); err != nil {
 			_ = conn.Close()
@@ -361,6 +364,7 @@ func (j *Store) Export(ctx context.Context, spans []*aggregator.Span) error {
 	for _, sp := range spans {
 		j.cache.drop(sp.TraceID)
 	}
+	j.feed.Publish(spans) // never blocks
 	return nil
 }
 

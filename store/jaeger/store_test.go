@@ -257,3 +257,9 @@ func TestCountersStartAtZero(t *testing.T) {
 		assert.Equal(t, telemetrytest.Zeros(""), telemetrytest.Points(t, reader, name), name)
 	}
 }
+
+// TestJaegerChangeFeed: the feed through a search of the audit spans equals the recorded logs'
+// write events (storetest.RunChanges).
+func TestJaegerChangeFeed(t *testing.T) {
+	storetest.RunChanges(t, "../..", func(t *testing.T) storetest.ChangeStore { return openJaegerTest(t, jaegertest.New(t), nil) }, "rollout", "cronjob")
+}
