@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -276,7 +277,41 @@ func TestJaegerReplicas(t *testing.T) {
 	if err := sameMergedTree([]kapi.Trace{tr}, want); err != nil {
 		t.Errorf("the query replica's /api/traces/{id}: %v", err)
 	}
-	logTimings(t, start, "batches", len(batches), "re-sent", resent, "spans", len(want[0].Spans))
+	// The change feed: the query replica searches Jaeger for it, the single all-in-one reads its
+	// index; both list the same writes.
+	feed := func(base string) ([]string, error) {
+		from, _ := rolloutRange(t)
+		q := url.Values{"since": {from.Add(-time.Hour).Format(time.RFC3339)}, "limit": {"5000"}}
+		resp, err := http.Get(base + "/api/changes?" + q.Encode())
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var page struct {
+			Data []struct{ AuditID, SpanID, Verb string }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+			return nil, fmt.Errorf("%s: %w", resp.Status, err)
+		}
+		var out []string
+		for _, c := range page.Data {
+			out = append(out, c.AuditID+" "+c.SpanID+" "+c.Verb)
+		}
+		slices.Sort(out)
+		return out, nil
+	}
+	wantFeed, err := feed(single.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotFeed, err := feed(query.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wantFeed) < 100 || !slices.Equal(gotFeed, wantFeed) {
+		t.Errorf("the change feed over Jaeger: %d changes, the all-in-one's: %d", len(gotFeed), len(wantFeed))
+	}
+	logTimings(t, start, "batches", len(batches), "re-sent", resent, "spans", len(want[0].Spans), "changes", len(gotFeed))
 }
 
 // TestJaegerOutageDuringIngest stops Jaeger (on Badger, so that what it stored survives) for 10

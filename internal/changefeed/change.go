@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -192,6 +193,52 @@ func Decode(v []byte, t time.Time, sid trace.SpanID) (Change, error) {
 		return Change{}, errCorrupt
 	}
 	return c, nil
+}
+
+// DecodeMatching is Decode for the changes q selects: the encoded fields q filters on are read in
+// place and compared first, so that an entry q does not select costs no allocation; it returns
+// ErrSkip for those (Collect skips them).
+func DecodeMatching(v []byte, t time.Time, sid trace.SpanID, q *Query) (Change, error) {
+	if !matchEncoded(v, q) {
+		return Change{}, ErrSkip
+	}
+	return Decode(v, t, sid)
+}
+
+// matchEncoded reports whether the change Append encoded in v may be one q selects; true when v
+// cannot be read (Decode then says why).
+func matchEncoded(v []byte, q *Query) bool {
+	d := decoder{b: v}
+	if d.byte() != encodingVersion {
+		return true
+	}
+	d.varint()
+	d.varint()
+	d.bytes(len(trace.TraceID{}))
+	code := int(d.uvarint())
+	var f [12][]byte // cluster, group, version, resource, namespace, name, uid, user, impersonator, agent, verb, subresource
+	for i := range f {
+		f[i] = d.bytes(int(d.uvarint()))
+	}
+	if d.err {
+		return true
+	}
+	eq := func(b []byte, s string) bool { return s == "" || string(b) == s }
+	switch {
+	case !eq(f[0], q.Cluster), !eq(f[1], q.Group), !eq(f[3], q.Resource), !eq(f[4], q.Namespace), !eq(f[5], q.Name),
+		q.User != "" && string(f[7]) != q.User && string(f[8]) != q.User,
+		len(q.Verbs) > 0 && !slices.Contains(q.Verbs, string(f[10])),
+		q.Outcome == OutcomeOK && code >= 300,
+		q.Outcome == OutcomeFailed && code < 300:
+		return false
+	}
+	if len(q.UserKinds) > 0 {
+		kind := UserKind(unsafe.String(unsafe.SliceData(f[7]), len(f[7])), unsafe.String(unsafe.SliceData(f[9]), len(f[9])))
+		if !slices.Contains(q.UserKinds, kind) {
+			return false
+		}
+	}
+	return true
 }
 
 type decoder struct {

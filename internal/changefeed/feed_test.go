@@ -108,3 +108,32 @@ func TestFeedFollow(t *testing.T) {
 	people.Close()
 	assert.Equal(t, 0, f.Followers())
 }
+
+// DecodeMatching skips exactly the changes Query.Match refuses.
+func TestDecodeMatchingAgreesWithMatch(t *testing.T) {
+	var cs []Change
+	for i, u := range [][3]string{{"alice", "kubectl/v1.37.2", "200"}, {"system:node:n1", "kubelet/v1.37", "409"},
+		{"system:serviceaccount:kube-system:rs", "kube-controller-manager/v1.37.2", "201"}} {
+		c, ok := FromSpan(writeSpan(i, u[0], u[1], "patch", u[2]))
+		require.True(t, ok)
+		cs = append(cs, c)
+	}
+	queries := []Query{{}, {Cluster: "c"}, {Cluster: "d"}, {Group: "apps", Resource: "deployments"}, {Resource: "pods"},
+		{Namespace: "ns", Name: "web"}, {Name: "other"}, {User: "alice"}, {User: "bob"}, {User: "carol"},
+		{Verbs: []string{"patch"}}, {Verbs: []string{"create", "delete"}}, {Outcome: OutcomeOK}, {Outcome: OutcomeFailed},
+		{UserKinds: []string{KindPerson}}, {UserKinds: []string{KindNode, KindController}}}
+	for _, q := range queries {
+		for i := range cs {
+			c := cs[i]
+			v := Append(nil, &c)
+			got, err := DecodeMatching(v, c.Time, c.SpanID, &q)
+			if q.Match(&c) {
+				require.NoError(t, err, "%+v", q)
+				c.Diff = nil
+				assert.Equal(t, c, got)
+			} else {
+				assert.ErrorIs(t, err, ErrSkip, "%+v on %s", q, c.User)
+			}
+		}
+	}
+}

@@ -188,6 +188,10 @@ type Source interface {
 	ChangeFeed() *Feed
 }
 
+// ErrSkip is what an entry's decode function of Collect returns for an entry that it found,
+// cheaply, does not match the query (see DecodeMatching).
+var ErrSkip = errors.New("the change does not match")
+
 // Collect builds the Page of q (with defaults) from index entries read newest first: next
 // returns the next entry's position and a function that decodes it, ok false at the end of the
 // range. Entries at or after q.Before, or outside [q.From, q.To), are skipped; so are matching
@@ -214,6 +218,9 @@ func Collect(q Query, next func() (t time.Time, sid trace.SpanID, decode func() 
 		p.Scanned++
 		last = Cursor{Time: t, SpanID: sid}
 		c, err := decode()
+		if errors.Is(err, ErrSkip) {
+			continue
+		}
 		if err != nil {
 			return p, err
 		}

@@ -100,7 +100,7 @@ func (p *Store) findChanges(ctx context.Context, q changefeed.Query) (changefeed
 			if err != nil {
 				return changefeed.Change{}, err
 			}
-			return changefeed.Decode(v, t, sid)
+			return changefeed.DecodeMatching(v, t, sid, &q)
 		}, true, nil
 	}, func(c *changefeed.Change) (bool, error) {
 		// Left out when retention deleted its window (see prefixChange).
