@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 // TestChangesLiveKubectlEdit: a `kubectl edit` of a Deployment on the real control plane appears
 // in the live change feed (GET /api/changes?follow=1) as a person's patch with its diff, and in a
-// listing of the last minutes afterwards. The latency from kubectl's exit to the change's arrival
+// listing of the last minutes afterwards, over the API and with `kubectl kelemetry changes`. The latency from kubectl's exit to the change's arrival
 // is logged (the audit webhook batches for up to 1 s).
 func TestChangesLiveKubectlEdit(t *testing.T) {
 	needEnv(t)
@@ -117,6 +118,16 @@ func TestChangesLiveKubectlEdit(t *testing.T) {
 			}
 			if len(page.Data) == 0 || !strings.Contains(strings.Join(page.Data[0].Paths, ","), "spec.replicas") {
 				t.Fatalf("listing: %+v", page.Data)
+			}
+			// And in the terminal: kubectl kelemetry changes.
+			out, err := exec.CommandContext(ctx, plugin, "changes", "-n", ns, "--since", "15m", "--user-kind", "person",
+				"--server", env.Kelemetry.URL, "--kubeconfig", env.Cluster.Kubeconfig).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl kelemetry changes: %v: %s", err, out)
+			}
+			t.Logf("kubectl kelemetry changes -n %s --user-kind person:\n%s", ns, out)
+			if !regexp.MustCompile(`(?m)^\S+\s+\S+\s+\S+\s+person\s+patch\s+deployments\.apps/web\s+` + ns + `\s+200\s+spec\.replicas$`).Match(out) {
+				t.Errorf("the plugin's listing has no line of the edit")
 			}
 			return
 		case <-deadline:

@@ -38,6 +38,7 @@ var (
 	api        *kapi.Client
 	kube       kubernetes.Interface
 	kubectl    string // the kubectl binary
+	plugin     string // the kubectl-kelemetry binary
 	skipReason string
 )
 
@@ -99,6 +100,7 @@ func testMain(m *testing.M) int {
 	api = kapi.New(env.Kelemetry.URL)
 	kube = env.Cluster.Client
 	kubectl = filepath.Join(binDir, bins.Kubectl)
+	plugin = filepath.Join(binDir, bins.KubectlPlugin)
 
 	// Ctrl-C or a SIGTERM while the tests run: stop the cluster before dying.
 	sigs := make(chan os.Signal, 1)

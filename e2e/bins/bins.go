@@ -1,6 +1,6 @@
 // Package bins locates and builds the binaries the end-to-end tests run: the Kubernetes control
 // plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, Jaeger v2,
-// promtool and helm (each from its nested tool module under tools/), this repository's cmd/kelemetry, and nats-server
+// promtool and helm (each from its nested tool module under tools/), this repository's cmd/kelemetry and cmd/kubectl-kelemetry, and nats-server
 // (the version the repository's go.mod pins, for the scenarios through the NATS JetStream audit
 // queue). They live in one cache folder, $KELEMETRY_E2E_CACHE or $HOME/.cache/kelemetry-e2e/bin.
 package bins
@@ -20,6 +20,8 @@ const (
 	Kubectl               = "kubectl"
 	Kwok                  = "kwok"
 	AllInOne              = "kelemetry-allinone"
+	// KubectlPlugin is this repository's cmd/kubectl-kelemetry, built with the all-in-one.
+	KubectlPlugin = "kubectl-kelemetry"
 	// Jaeger is Jaeger v2's binary (github.com/jaegertracing/jaeger/cmd/jaeger, pinned in
 	// e2e/tools/jaeger/go.mod).
 	Jaeger = "jaeger"
@@ -38,7 +40,7 @@ const (
 )
 
 // All lists every binary the end-to-end environment needs.
-var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, Jaeger, NATSServer, Promtool, Helm}
+var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, KubectlPlugin, Jaeger, NATSServer, Promtool, Helm}
 
 // Main packages of the tools built from their tool modules.
 const (

@@ -192,6 +192,13 @@ func Build(ctx context.Context, opts BuildOptions) (BuildReport, error) {
 	if err := os.Rename(filepath.Join(tmp, AllInOne), filepath.Join(opts.CacheDir, AllInOne)); err != nil {
 		return rep, err
 	}
+	opts.Logger.Info("building cmd/kubectl-kelemetry")
+	if err := goBuild(ctx, filepath.Dir(e2eDir), opts.Output, filepath.Join(tmp, KubectlPlugin), "-s -w", "./cmd/kubectl-kelemetry"); err != nil {
+		return rep, err
+	}
+	if err := os.Rename(filepath.Join(tmp, KubectlPlugin), filepath.Join(opts.CacheDir, KubectlPlugin)); err != nil {
+		return rep, err
+	}
 	rep.AllInOne = time.Since(start)
 
 	start = time.Now()
@@ -228,7 +235,7 @@ func plan(cacheDir, controlPlaneKey string, toolKeys map[string]string, force bo
 	}
 	for _, name := range Missing(cacheDir) {
 		switch {
-		case name == AllInOne || name == NATSServer: // always rebuilt
+		case name == AllInOne || name == KubectlPlugin || name == NATSServer: // always rebuilt
 		case isTool[name]:
 			p.tools[name] = true
 		default:

@@ -28,7 +28,7 @@ func fakeCache(t *testing.T, names ...string) string {
 var controlPlane = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok}
 
 func TestMissingListsJaeger(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer, Promtool, Helm)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, NATSServer, Promtool, Helm)...)
 	if got := Missing(dir); !slices.Equal(got, []string{Jaeger}) {
 		t.Errorf("Missing = %v, want [%s]", got, Jaeger)
 	}
@@ -40,7 +40,7 @@ func TestMissingListsJaeger(t *testing.T) {
 // A cache built before nats-server was added lists it as missing, and the build adds it without
 // rebuilding the control plane or Jaeger (it is built with the all-in-one, every time).
 func TestPlanBuildsNATSServerWithTheAllInOne(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, Jaeger, Promtool, Helm)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, Jaeger, Promtool, Helm)...)
 	if got := Missing(dir); !slices.Equal(got, []string{NATSServer}) {
 		t.Errorf("Missing = %v, want [%s]", got, NATSServer)
 	}
@@ -67,7 +67,7 @@ func writeToolStamps(t *testing.T, dir string) {
 // A cache built before promtool and helm were added (control plane, kwok, Jaeger, the all-in-one
 // and their stamps) keeps its control plane and Jaeger: only the new tools are built.
 func TestPlanBuildsOnlyTheNewToolsIntoAnOlderCache(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, NATSServer, Jaeger)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, NATSServer, Jaeger)...)
 	writeStamp(t, dir, controlPlaneStamp, "cp-key")
 	writeStamp(t, dir, jaegerStamp, "jaeger-key")
 	p := plan(dir, "cp-key", toolKeys(), false)
@@ -77,7 +77,7 @@ func TestPlanBuildsOnlyTheNewToolsIntoAnOlderCache(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	all := append(slices.Clone(controlPlane), AllInOne, Jaeger, NATSServer, Promtool, Helm)
+	all := append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, Jaeger, NATSServer, Promtool, Helm)
 	without := func(name string) []string {
 		return slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == name })
 	}
