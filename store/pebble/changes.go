@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -49,6 +50,39 @@ func writeChange(b *pebble.Batch, enc *encoder, sp *aggregator.Span) error {
 // ChangeFeed returns the store's change feed (internal/changefeed): what was written when, by
 // whom, across objects, from the change index, and the live tail of the writes it commits.
 func (p *Store) ChangeFeed() *changefeed.Feed { return p.feed }
+
+// initDeletedUpTo sets deletedUpTo at open: one before the oldest window stored (retention deleted
+// the windows before it, or there were none).
+func (p *Store) initDeletedUpTo() error {
+	p.deletedUpTo.Store(math.MinInt64)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixWindow}, UpperBound: prefixEnd([]byte{prefixWindow})})
+	if err != nil {
+		return err
+	}
+	if it.First() && len(it.Key()) == winKeyLen {
+		p.deletedUpTo.Store(readWindow(it.Key()[1:]) - 1)
+	}
+	return it.Close()
+}
+
+// noteDeleted records a window retention deleted; call with p.mu held.
+func (p *Store) noteDeleted(d deletion) {
+	if d.future {
+		if p.deletedFuture == nil {
+			p.deletedFuture = map[int64]bool{}
+		}
+		p.deletedFuture[d.window] = true
+		return
+	}
+	if d.window > p.deletedUpTo.Load() {
+		p.deletedUpTo.Store(d.window)
+	}
+	for w := range p.deletedFuture {
+		if w <= d.window {
+			delete(p.deletedFuture, w) // covered by deletedUpTo now
+		}
+	}
+}
 
 // findChanges answers the feed's queries: it reads the change index newest first from the end
 // of q's range (or its cursor), about as many entries as it returns when the filters match most
@@ -103,8 +137,13 @@ func (p *Store) findChanges(ctx context.Context, q changefeed.Query) (changefeed
 			return changefeed.DecodeMatching(v, t, sid, &q)
 		}, true, nil
 	}, func(c *changefeed.Change) (bool, error) {
-		// Left out when retention deleted its window (see prefixChange).
-		winKey = appendWindowKey(winKey[:0], c.Window.UnixNano(), c.TraceID)
+		// Left out when retention deleted its window (see prefixChange): looked up only for a
+		// window retention may have deleted.
+		w := c.Window.UnixNano()
+		if w > p.deletedUpTo.Load() && !p.deletedFuture[w] {
+			return true, nil
+		}
+		winKey = appendWindowKey(winKey[:0], w, c.TraceID)
 		_, closer, err := p.db.Get(winKey)
 		if errors.Is(err, pebble.ErrNotFound) {
 			return false, nil

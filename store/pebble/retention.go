@@ -409,6 +409,7 @@ func (p *Store) deleteOldestWindow(ctx context.Context, pick windowPick) (deleti
 	for _, e := range entries {
 		p.index.Remove(indexKey{tid: e.tid, window: w})
 	}
+	p.noteDeleted(d)
 	return d, nil
 }
 

@@ -54,6 +54,12 @@ type Store struct {
 	logger *slog.Logger
 	db     *pebble.DB
 	feed   *changefeed.Feed
+	// deletedUpTo and deletedFuture say which windows retention may have deleted, for the change
+	// feed (see prefixChange): every window up to deletedUpTo (the newest deleted by age or
+	// size, or one before the oldest found at open), and the future windows deleted (guarded by
+	// mu).
+	deletedUpTo   atomic.Int64
+	deletedFuture map[int64]bool
 	// index remembers the traces whose index entries were written, with the refHash of the
 	// object reference written: 8 bytes where the reference's seven strings took about 200 and
 	// kept the span's strings alive (about 480 bytes an entry in all against 160: 48 MB against
@@ -200,6 +206,12 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	if err := p.checkVersion(); err != nil {
+		_ = p.sizeReg.Unregister()
+		_ = p.db.Close()
+		_ = fsCloser.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	if err := p.initDeletedUpTo(); err != nil {
 		_ = p.sizeReg.Unregister()
 		_ = p.db.Close()
 		_ = fsCloser.Close()
