@@ -10,6 +10,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/apitrace"
 	"github.com/kelemetry/kelemetry/diff/informer"
 	"github.com/kelemetry/kelemetry/event"
 	"github.com/kelemetry/kelemetry/frontend"
@@ -67,6 +68,16 @@ type Config struct {
 	HTTPTLS httpserver.TLSConfig `yaml:"httpTLS"`
 	// HTTPAuth authenticates the API's users: bearer tokens, or an authenticating proxy.
 	HTTPAuth httpserver.APIAuthConfig `yaml:"httpAuth"`
+	// OTLPAddr is the listen address of the OTLP receiver (OTLP/gRPC and OTLP/HTTP on one port;
+	// default 127.0.0.1:4317 when apiserverTraces is enabled, otherwise no listener).
+	OTLPAddr string `yaml:"otlpAddr"`
+	// OTLPTLS serves the OTLP receiver over TLS; OTLPAuth authenticates its senders (client
+	// certificates of a CA, bearer tokens).
+	OTLPTLS  httpserver.TLSConfig       `yaml:"otlpTLS"`
+	OTLPAuth httpserver.AuditAuthConfig `yaml:"otlpAuth"`
+	// APIServerTraces joins kube-apiserver's own request traces (received on OTLPAddr) to the
+	// audit events, under each event's span (see package audit/apitrace). Off by default.
+	APIServerTraces apitrace.Config `yaml:"apiserverTraces"`
 	// DataDir holds the embedded store; empty keeps traces in memory only.
 	DataDir string `yaml:"dataDir"`
 	// Kubeconfig, when set, is the kubeconfig of the cluster named Cluster: linkers fetch objects
@@ -140,6 +151,8 @@ type Config struct {
 const (
 	DefaultAuditAddr = httpserver.DefaultAuditAddr
 	DefaultHTTPAddr  = httpserver.DefaultAPIAddr
+	// DefaultOTLPAddr is the OTLP receiver's address when apiserverTraces is enabled.
+	DefaultOTLPAddr  = "127.0.0.1:4317"
 	DefaultCluster   = "default"
 	DefaultKubeQPS   = kube.DefaultQPS
 	DefaultKubeBurst = kube.DefaultBurst
@@ -178,6 +191,9 @@ func (c Config) WithDefaults() Config {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = DefaultHTTPAddr
 	}
+	if c.OTLPAddr == "" && c.APIServerTraces.Enabled {
+		c.OTLPAddr = DefaultOTLPAddr
+	}
 	if c.Audit.Cluster == "" {
 		c.Audit.Cluster = c.Cluster
 	}
@@ -205,7 +221,7 @@ func (c Config) Validate() error {
 		// The audit, event and link rule configurations take this name too: one error is enough.
 		return fmt.Errorf("cluster: %w", err)
 	}
-	errs := []error{validateMemoryLimit(c.MemoryLimit), aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.kube().Validate(), c.LinkRules.Validate(), c.Query.Validate(), c.Kelemetrix.Validate()}
+	errs := []error{validateMemoryLimit(c.MemoryLimit), aggregator.Window(c.Window).Validate(), c.Aggregator.Validate(), c.Audit.Validate(), c.Event.Validate(), c.Linker.Validate(), c.InformerDiff.Validate(), c.kube().Validate(), c.LinkRules.Validate(), c.Query.Validate(), c.Kelemetrix.Validate(), c.APIServerTraces.Validate()}
 	if c.InformerDiff.Enabled && len(c.KubeClusters()) == 0 {
 		errs = append(errs, errors.New("informerDiff.enabled needs a kubeconfig"))
 	}
@@ -281,7 +297,7 @@ func (c Config) http() httpserver.Config {
 	c = c.WithDefaults()
 	return httpserver.Config{AuditAddr: c.AuditAddr, APIAddr: c.HTTPAddr, Timeouts: c.HTTPTimeouts,
 		MaxConnections: c.HTTPMaxConnections, AuditTLS: c.AuditTLS, AuditAuth: c.AuditAuth,
-		APITLS: c.HTTPTLS, APIAuth: c.HTTPAuth}
+		APITLS: c.HTTPTLS, APIAuth: c.HTTPAuth, OTLPAddr: c.OTLPAddr, OTLPTLS: c.OTLPTLS, OTLPAuth: c.OTLPAuth}
 }
 
 // storeConfig is the store configuration: the embedded store in DataDir, or memory without one.

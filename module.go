@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit"
+	"github.com/kelemetry/kelemetry/audit/apitrace"
 	"github.com/kelemetry/kelemetry/audit/auditlog"
 	"github.com/kelemetry/kelemetry/audit/queue"
 	"github.com/kelemetry/kelemetry/diff/informer"
@@ -59,6 +60,7 @@ func Modules(role string) fx.Option {
 		otlpsink.Module,
 		aggregator.Module,
 		audit.Module,
+		apitrace.Module,
 		kelemetrix.Module,
 		event.Module,
 		linker.Module,
@@ -120,6 +122,7 @@ type configs struct {
 	Query        frontend.Config
 	StorageAPI   storageapi.Config
 	Kelemetrix   kelemetrix.Config
+	APITraces    apitrace.Config
 }
 
 func subConfigs(c Config) (configs, error) {
@@ -143,6 +146,7 @@ func subConfigs(c Config) (configs, error) {
 		Query:        c.Query,
 		StorageAPI:   c.RemoteStorage(),
 		Kelemetrix:   c.Kelemetrix,
+		APITraces:    c.APIServerTraces,
 	}, nil
 }
 

@@ -168,7 +168,7 @@ func (e *Engine) initMetrics(tel telemetry.Settings) error {
 		events: m.FixedCounter("kelemetry.aggregator.events", "Events received, by result.", "",
 			eventResultSets[eventInvalid], eventResultSets[eventExportError], eventResultSets[eventOK]),
 		spans: m.FixedCounter("kelemetry.aggregator.spans", "Spans handed to sinks, by kind.", "",
-			spanKindSets[spanObject], spanKindSets[spanLink], spanKindSets[spanEvent]),
+			spanKindSets[spanObject], spanKindSets[spanLink], spanKindSets[spanEvent], spanKindSets[spanRequest]),
 		exportErrors: m.Counter("kelemetry.aggregator.export.errors", "Sink exports that failed.", "", *attribute.EmptySet()),
 		linkJobs: m.Counter("kelemetry.aggregator.link.jobs", "Link jobs, by result (queued, dropped, done, depth_limit).", "",
 			attribute.NewSet(attribute.String("result", "queued")), attribute.NewSet(attribute.String("result", "dropped")),
@@ -310,6 +310,16 @@ func (e *Engine) Send(ctx context.Context, ev *Event) error {
 	}
 	e.m.events.Add(eventOK, 1)
 	return nil
+}
+
+// ExportSpans hands spans made outside Send to the decorators and sinks: request spans under an
+// event span that a source joined to it later (KindRequest, see RequestSpanID). The spans must
+// belong to traces Send places events in; the engine does not check them further.
+func (e *Engine) ExportSpans(ctx context.Context, spans []*Span) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	return e.export(ctx, spans)
 }
 
 // SinkHealth joins the errors of the sinks that implement HealthChecker: nil when every sink

@@ -93,6 +93,13 @@ func EventSpanID(tid trace.TraceID, source, id string) trace.SpanID {
 	return spanID(tid, "event", source, id)
 }
 
+// RequestSpanID is the span in trace tid that stands for the span id (as its source names it,
+// e.g. kube-apiserver's span ID in hex) of the request that event span event records. The same
+// event and source span give the same ID, so a replay or another replica writes the same span.
+func RequestSpanID(tid trace.TraceID, event trace.SpanID, id string) trace.SpanID {
+	return spanID(tid, "request", string(event[:]), id)
+}
+
 type byteWriter interface{ Write([]byte) (int, error) }
 
 func writeKey(h byteWriter, key ObjectKey) {

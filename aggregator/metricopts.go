@@ -51,15 +51,17 @@ const (
 	spanObject = iota
 	spanLink
 	spanEvent
+	spanRequest
 )
 
 var spanKindSets = [...]attribute.Set{
-	spanObject: attribute.NewSet(attribute.String("kind", string(KindObject))),
-	spanLink:   attribute.NewSet(attribute.String("kind", string(KindLink))),
-	spanEvent:  attribute.NewSet(attribute.String("kind", string(KindEvent))),
+	spanObject:  attribute.NewSet(attribute.String("kind", string(KindObject))),
+	spanLink:    attribute.NewSet(attribute.String("kind", string(KindLink))),
+	spanEvent:   attribute.NewSet(attribute.String("kind", string(KindEvent))),
+	spanRequest: attribute.NewSet(attribute.String("kind", string(KindRequest))),
 }
 
-// countSpans adds spans to c by kind (the engine makes no other kinds).
+// countSpans adds spans to c by kind (the engine exports no other kinds).
 func countSpans(c *instrument.FixedCounter, spans []*Span) {
 	for _, sp := range spans {
 		switch sp.Kind {
@@ -69,6 +71,8 @@ func countSpans(c *instrument.FixedCounter, spans []*Span) {
 			c.Add(spanLink, 1)
 		case KindEvent:
 			c.Add(spanEvent, 1)
+		case KindRequest:
+			c.Add(spanRequest, 1)
 		}
 	}
 }

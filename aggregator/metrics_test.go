@@ -33,7 +33,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		"kelemetry.aggregator.export.errors":       telemetrytest.Zeros(""),
 		"kelemetry.aggregator.link.jobs":           telemetrytest.Zeros("result", "queued", "dropped", "done", "depth_limit"),
 		"kelemetry.aggregator.events":              telemetrytest.Zeros("result", "invalid", "export_error", "ok"),
-		"kelemetry.aggregator.spans":               telemetrytest.Zeros("kind", "object", "link", "event"),
+		"kelemetry.aggregator.spans":               telemetrytest.Zeros("kind", "object", "link", "event", "request"),
 	} {
 		assert.Equal(t, want, telemetrytest.Points(t, r, name), name)
 	}

@@ -131,6 +131,9 @@ const (
 	KindObject SpanKind = "object" // root of one object's trace in one window
 	KindLink   SpanKind = "link"   // pointer from one object's trace to a related object
 	KindEvent  SpanKind = "event"  // one event (audit request, Kubernetes Event, ...)
+	// KindRequest is one step of the work behind an event span, under it: kube-apiserver's own
+	// spans of the request an audit event records (its handler, admission webhooks, etcd).
+	KindRequest SpanKind = "request"
 )
 
 // Role says how a linked object relates to the object that holds the link span.

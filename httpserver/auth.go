@@ -26,17 +26,18 @@ import (
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 )
 
-// AuditAuthConfig authenticates the senders of audit batches (kube-apiserver). A request passes
-// with a client certificate signed by ClientCAFile (needs the listener's TLS) or with a bearer
-// token of TokenFiles; with neither configured, the webhook is open. Unauthenticated requests get
-// 401 before their body is read. GET /healthz stays open.
+// AuditAuthConfig authenticates the senders of a listener that takes data: audit batches
+// (kube-apiserver's webhook) or OTLP requests. A request passes with a client certificate signed
+// by ClientCAFile (needs the listener's TLS) or with a bearer token of TokenFiles; with neither
+// configured, the listener is open. Unauthenticated requests get 401 before their body is read.
+// GET /healthz stays open.
 type AuditAuthConfig struct {
-	// ClientCAFile is a PEM bundle of the CAs whose client certificates are accepted (the
-	// client-certificate of kube-apiserver's webhook kubeconfig).
+	// ClientCAFile is a PEM bundle of the CAs whose client certificates are accepted (for the
+	// audit webhook: the client-certificate of kube-apiserver's webhook kubeconfig).
 	ClientCAFile string `yaml:"clientCAFile"`
 	// TokenFiles hold accepted bearer tokens, one per line (blank lines and lines starting with
-	// # are skipped); re-read when they change. kube-apiserver sends the token (or tokenFile) of
-	// its webhook kubeconfig.
+	// # are skipped); re-read when they change. kube-apiserver's audit webhook sends the token (or
+	// tokenFile) of its webhook kubeconfig; OTLP exporters send "authorization: Bearer <token>".
 	TokenFiles []string `yaml:"tokenFiles"`
 }
 
@@ -363,6 +364,12 @@ func uiPublic(r *http.Request) bool {
 
 // newAuditAuth builds the webhook's authenticator (nil when none is configured).
 func newAuditAuth(c AuditAuthConfig, interval time.Duration, rejected metric.Int64Counter, logger *slog.Logger) (*authenticator, error) {
+	return newSenderAuth("audit", c, interval, rejected, logger)
+}
+
+// newSenderAuth builds the authenticator of a listener that takes data from senders (client
+// certificates, bearer tokens): the audit and the OTLP listener. Nil when none is configured.
+func newSenderAuth(listener string, c AuditAuthConfig, interval time.Duration, rejected metric.Int64Counter, logger *slog.Logger) (*authenticator, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
@@ -370,7 +377,7 @@ func newAuditAuth(c AuditAuthConfig, interval time.Duration, rejected metric.Int
 	if err != nil {
 		return nil, err
 	}
-	a := &authenticator{listener: "audit", tokens: tokens, clientCert: c.ClientCAFile != "", rejected: rejected, logger: logger,
+	a := &authenticator{listener: listener, tokens: tokens, clientCert: c.ClientCAFile != "", rejected: rejected, logger: logger,
 		rejectLog: ratelog.Limiter{Burst: peerLogBurst, Every: peerLogEvery}, clock: time.Now}
 	a.initRejected()
 	return a, nil

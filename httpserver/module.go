@@ -48,6 +48,16 @@ type Config struct {
 	APITLS TLSConfig `yaml:"httpTLS"`
 	// APIAuth authenticates the API listener's clients.
 	APIAuth APIAuthConfig `yaml:"httpAuth"`
+	// OTLPAddr is the OTLP receiver's listener (OTLP/gRPC and OTLP/HTTP on one port, e.g.
+	// kube-apiserver's request traces, see package audit/apitrace). Empty (the default): no
+	// listener, whatever registers OTLP handlers.
+	OTLPAddr string `yaml:"otlpAddr"`
+	// OTLPTLS serves the OTLP listener over TLS (gRPC then over HTTP/2 with TLS; without it,
+	// gRPC's plaintext HTTP/2, which kube-apiserver's tracing exporter speaks).
+	OTLPTLS TLSConfig `yaml:"otlpTLS"`
+	// OTLPAuth authenticates the OTLP listener's clients: a client certificate of ClientCAFile,
+	// or a bearer token (gRPC metadata or HTTP header "authorization: Bearer <token>").
+	OTLPAuth AuditAuthConfig `yaml:"otlpAuth"`
 	// ReloadInterval is how often, at most, certificate and token files are checked for changes
 	// (default 5s).
 	ReloadInterval time.Duration `yaml:"reloadInterval"`
@@ -74,6 +84,18 @@ func (c Config) Validate() error {
 	wrap("httpAuth", c.APIAuth.Validate(c.APITLS))
 	if c.AuditAddr == c.APIAddr && (c.AuditTLS.Enabled() || c.AuditAuth.Enabled()) {
 		errs = append(errs, errors.New("auditTLS and auditAuth need their own listener: auditAddr equals httpAddr, whose httpTLS and httpAuth apply to both"))
+	}
+	if c.OTLPAddr != "" {
+		wrap("otlpTLS", c.OTLPTLS.Validate())
+		wrap("otlpAuth", c.OTLPAuth.Validate(c.OTLPTLS))
+		if _, _, err := net.SplitHostPort(c.OTLPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("otlpAddr %q: %w", c.OTLPAddr, err))
+		}
+		if c.OTLPAddr == c.AuditAddr || c.OTLPAddr == c.APIAddr {
+			errs = append(errs, fmt.Errorf("otlpAddr %s is the address of another listener: the OTLP receiver needs its own", c.OTLPAddr))
+		}
+	} else if c.OTLPTLS.Enabled() || c.OTLPAuth.Enabled() {
+		errs = append(errs, errors.New("otlpTLS and otlpAuth are set but otlpAddr is empty: no OTLP listener"))
 	}
 	return errors.Join(errs...)
 }
@@ -112,10 +134,11 @@ func Route(pattern string, h http.Handler) Handler {
 	return HandlerFunc(func(mux *http.ServeMux) { mux.Handle(pattern, h) })
 }
 
-// Value-group tags of the two listeners.
+// Value-group tags of the listeners.
 const (
 	AuditGroup = `group:"kelemetry.http.audit"`
 	APIGroup   = `group:"kelemetry.http.api"`
+	OTLPGroup  = `group:"kelemetry.http.otlp"`
 )
 
 // AsAuditHandler annotates a constructor whose result implements Handler so that its routes are
@@ -128,6 +151,13 @@ func AsAuditHandler(ctor any) any {
 // served on the API listener.
 func AsAPIHandler(ctor any) any {
 	return fx.Annotate(ctor, fx.As(new(Handler)), fx.ResultTags(APIGroup))
+}
+
+// AsOTLPHandler annotates a constructor whose result implements Handler so that its routes are
+// served on the OTLP listener (Config.OTLPAddr). A gRPC service is served there through
+// grpc.Server's ServeHTTP: register its paths ("POST /package.Service/Method").
+func AsOTLPHandler(ctor any) any {
+	return fx.Annotate(ctor, fx.As(new(Handler)), fx.ResultTags(OTLPGroup))
 }
 
 // Health answers GET /healthz on every listener. Without one in the graph, /healthz answers
@@ -149,8 +179,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Meter counts the listeners' connections and refusals (a nil provider: no metrics).
 	Meter Meter
-	// Audit and API are the handlers of the audit and the API listener.
-	Audit, API []Handler
+	// Audit, API and OTLP are the handlers of the audit, the API and the OTLP listener.
+	Audit, API, OTLP []Handler
 	// Health answers GET /healthz (nil: {"status":"ok"} once the listener serves).
 	Health Health
 	// Ready are the readiness checks GET /readyz runs (see package health).
@@ -166,19 +196,20 @@ type moduleParams struct {
 	Meter  Meter             `optional:"true"`
 	Audit  []Handler         `group:"kelemetry.http.audit"`
 	API    []Handler         `group:"kelemetry.http.api"`
+	OTLP   []Handler         `group:"kelemetry.http.otlp"`
 	Health Health            `optional:"true"`
 	Ready  []healthpkg.Check `group:"kelemetry.readyz"`
 }
 
 // newModule builds the listeners for Module (New).
 func newModule(p moduleParams) (*Servers, error) {
-	return New(p.Config, Deps{Logger: p.Logger, Meter: p.Meter, Audit: p.Audit, API: p.API, Health: p.Health, Ready: p.Ready})
+	return New(p.Config, Deps{Logger: p.Logger, Meter: p.Meter, Audit: p.Audit, API: p.API, OTLP: p.OTLP, Health: p.Health, Ready: p.Ready})
 }
 
 // Servers are the open listeners.
 type Servers struct {
-	audit, api *server
-	started    []*server
+	audit, api, otlp *server
+	started          []*server
 	// readyReg reports the readiness checks as a gauge (nil without a meter).
 	readyReg metric.Registration
 }
@@ -223,6 +254,16 @@ func New(config Config, p Deps) (*Servers, error) {
 	}
 	opts := options{Timeouts: cfg.Timeouts, MaxConnections: cfg.MaxConnections, Meter: p.Meter.Provider}
 	s := &Servers{readyReg: readyReg}
+	if cfg.OTLPAddr != "" && len(p.OTLP) > 0 {
+		m, err := mux(p.OTLP)
+		if err != nil {
+			return nil, err
+		}
+		if s.otlp, err = newOTLPServer(cfg, opts, m, rejected, log); err != nil {
+			return nil, err
+		}
+		s.started = append(s.started, s.otlp)
+	}
 	if cfg.AuditAddr == cfg.APIAddr {
 		if len(p.Audit)+len(p.API) == 0 {
 			return s, nil
@@ -235,7 +276,7 @@ func New(config Config, p Deps) (*Servers, error) {
 			return nil, err
 		}
 		s.audit = s.api
-		s.started = []*server{s.api}
+		s.started = append(s.started, s.api)
 		return s, nil
 	}
 	if len(p.Audit) > 0 {
@@ -300,6 +341,37 @@ func newAuditServer(cfg Config, opts options, h http.Handler, rejected metric.In
 	return srv, nil
 }
 
+// newOTLPServer builds the OTLP listener with its TLS and authentication. It speaks HTTP/1.1 and
+// HTTP/2 (with TLS, or in plaintext with prior knowledge, as gRPC clients without TLS do).
+func newOTLPServer(cfg Config, opts options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*server, error) {
+	auth, err := newSenderAuth("otlp", cfg.OTLPAuth, cfg.ReloadInterval, rejected, log)
+	if err != nil {
+		return nil, fmt.Errorf("otlp listener: %w", err)
+	}
+	if auth != nil {
+		h = auth.wrap(h)
+	} else if !loopback(cfg.OTLPAddr) {
+		log.Warn("the OTLP receiver accepts unauthenticated requests from the network: configure otlpAuth (client certificates or tokens), or keep it on a network only the API servers reach", "addr", cfg.OTLPAddr)
+	}
+	srv := newServer("otlp", cfg.OTLPAddr, h, opts, log)
+	srv.srv.Protocols = new(http.Protocols)
+	srv.srv.Protocols.SetHTTP1(true)
+	srv.srv.Protocols.SetHTTP2(true)
+	srv.srv.Protocols.SetUnencryptedHTTP2(true)
+	if cfg.OTLPTLS.Enabled() {
+		pool, err := caPool(cfg.OTLPAuth.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("otlp listener: %w", err)
+		}
+		tc, err := serverTLS(cfg.OTLPTLS, pool, cfg.ReloadInterval, log.With("server", "otlp"))
+		if err != nil {
+			return nil, fmt.Errorf("otlp listener: %w", err)
+		}
+		srv.setTLS(tc)
+	}
+	return srv, nil
+}
+
 // newAPIServer builds the API listener with its TLS and authentication.
 func newAPIServer(cfg Config, opts options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*server, error) {
 	auth, err := newAPIAuth(cfg.APIAuth, cfg.ReloadInterval, rejected, log)
@@ -358,6 +430,14 @@ func (s *Servers) AuditAddr() string {
 		return ""
 	}
 	return s.audit.Addr()
+}
+
+// OTLPAddr is the bound address of the OTLP listener ("" when it is off or has no handlers).
+func (s *Servers) OTLPAddr() string {
+	if s.otlp == nil {
+		return ""
+	}
+	return s.otlp.Addr()
 }
 
 // APIAddr is the bound address of the API listener ("" when it has no handlers).

@@ -71,6 +71,8 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build f
 		window     = fs.Duration("window", 0, "trace window length (default 30m)")
 		kubeconfig = fs.String("kubeconfig", "", "kubeconfig of the cluster, for fetching objects the audit stream did not carry (optional)")
 		otlp       = fs.String("otlp-endpoint", "", "also export spans over OTLP: host:port or grpc://host:port (gRPC, plaintext), grpcs://host:port (gRPC, TLS), http://host:4318 or https://host:4318 (OTLP/HTTP)")
+		otlpAddr   = fs.String("otlp-addr", "", "listen address of the OTLP receiver (OTLP/gRPC and OTLP/HTTP on one port; default 127.0.0.1:4317 with --apiserver-traces)")
+		apiTraces  = fs.Bool("apiserver-traces", false, "join kube-apiserver's own request traces (sent to --otlp-addr by its --tracing-config-file) to the audit events: webhooks, etcd calls under each write")
 		remoteStor = fs.String("remote-storage-addr", "", "serve the merged trees through Jaeger's remote storage API (jaeger.storage.v2 gRPC, with health and reflection) on HOST:PORT, for a stock Jaeger v2 (off when empty)")
 		role       = fs.String("role", kelemetry.RoleAll, `"all" (ingest and serve queries), "ingest" (no query APIs or UI) or "query" (no webhook or ingestion)`)
 		storeBack  = fs.String("store-backend", "", `trace store: "embedded" (in --data-dir), "memory", or "jaeger" (shared by replicas: --jaeger-endpoint and --jaeger-otlp-endpoint); default embedded, memory with --data-dir ""`)
@@ -119,6 +121,7 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build f
 	clusterKC := fs.StringArray("cluster-kubeconfig", nil, "another cluster as NAME=KUBECONFIG (its traces can be joined by link rules and parent-link annotations); repeatable")
 	remoteLk := fs.StringArray("remote-linker", nil, "a linker served by other processes over NATS (examples/linkerworker), as NAME or NAME=SUBJECT (default subject kelemetry.link.NAME); needs --remote-linker-nats-url; repeatable")
 	rlURLs := fs.StringArray("remote-linker-nats-url", nil, "NATS server of the remote linkers (nats://host:4222, tls://...); repeatable")
+	replayTr := fs.StringArray("replay-apiserver-traces", nil, "recorded kube-apiserver request spans (OTLP/JSON lines, as apiserverTraces.dump writes them) to join at start-up; implies --apiserver-traces; repeatable")
 	replayEv := fs.StringArray("replay-events", nil, "recorded Kubernetes Events (a v1 or events.k8s.io/v1 EventList JSON file) to ingest at start-up; repeatable")
 	sets := fs.StringArray("set", nil, "override one key of the configuration, KEY.PATH=VALUE with a YAML value (--set store.maxBytes=20Gi, --set window=1h), after the file and the other flags; repeatable")
 	forward := fs.StringArray("audit-forward", nil, "also post every batch the webhook accepts to this audit webhook URL ({cluster} in it is the batch's cluster), with retries and a bounded buffer; repeatable")
@@ -169,6 +172,8 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build f
 		override("kubeconfig", func() { cfg.Kubeconfig = *kubeconfig })
 		override("otlp-endpoint", func() { cfg.OTLP.Endpoint = *otlp })
 		override("remote-storage-addr", func() { cfg.RemoteStorageAddr = *remoteStor })
+		override("otlp-addr", func() { cfg.OTLPAddr = *otlpAddr })
+		override("apiserver-traces", func() { cfg.APIServerTraces.Enabled = *apiTraces })
 		override("role", func() { cfg.Role = *role })
 		override("memory-limit", func() { cfg.MemoryLimit = *memLimit })
 		override("store-backend", func() { cfg.StoreBackend = *storeBack })
@@ -270,6 +275,10 @@ func newFlagSet(stderr io.Writer, pprofAddr *string) (fs *pflag.FlagSet, build f
 			cfg.Kelemetrix = merged
 		}
 		cfg.Event.Replay = append(cfg.Event.Replay, *replayEv...)
+		cfg.APIServerTraces.Replay = append(cfg.APIServerTraces.Replay, *replayTr...)
+		if len(*replayTr) > 0 {
+			cfg.APIServerTraces.Enabled = true
+		}
 		cfg.Audit.Replay = append(cfg.Audit.Replay, *replay...)
 		cfg.Audit.Follow = append(cfg.Audit.Follow, *follow...)
 		override("audit-dump", func() { cfg.Audit.Dump.Path = *auditDump })
@@ -301,9 +310,9 @@ var sections = []struct {
 	flags []string
 }{
 	{"General", []string{"config", "set", "cluster", "data-dir", "window", "role", "memory-limit", "log-level", "version"}},
-	{"Listeners", []string{"audit-addr", "http-addr", "remote-storage-addr", "pprof-addr"}},
+	{"Listeners", []string{"audit-addr", "http-addr", "otlp-addr", "remote-storage-addr", "pprof-addr"}},
 	{"Security", []string{"audit-tls-cert", "audit-tls-key", "audit-client-ca", "audit-token-file", "http-tls-cert", "http-tls-key", "http-token-file", "http-proxy-client-ca", "http-proxy-allowed-name"}},
-	{"Audit", []string{"replay", "follow", "audit-queue-durable", "audit-queue-nats", "audit-queue-nats-creds", "audit-queue-nats-member", "audit-dump", "audit-forward"}},
+	{"Audit", []string{"replay", "follow", "audit-queue-durable", "audit-queue-nats", "audit-queue-nats-creds", "audit-queue-nats-member", "audit-dump", "audit-forward", "apiserver-traces", "replay-apiserver-traces"}},
 	{"Store", []string{"store-backend", "jaeger-endpoint", "jaeger-otlp-endpoint", "otlp-endpoint"}},
 	{"Clusters and Events", []string{"kubeconfig", "cluster-kubeconfig", "kube-qps", "kube-burst", "event-watch", "event-api", "event-checkpoint-file", "replay-events"}},
 	{"Diffs", []string{"diff-disable", "diff-cache-size", "diff-informer", "diff-leader-elect", "diff-leader-elect-namespace", "diff-leader-elect-identity"}},

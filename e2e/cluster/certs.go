@@ -84,6 +84,14 @@ func randomToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
+// TLSFiles are the PEM files of WriteTLSFiles: a CA, a serving certificate for 127.0.0.1 and
+// a client certificate, both of that CA.
+type TLSFiles = webhookFiles
+
+// WriteTLSFiles creates a CA in dir and issues a serving certificate for 127.0.0.1 and a client
+// certificate with it (for a test's own webhook server, e.g. an admission webhook).
+func WriteTLSFiles(dir string) (TLSFiles, error) { return writeWebhookCerts(dir) }
+
 // webhookFiles are the PEM files of the audit webhook's TLS: a CA, the webhook's serving
 // certificate for 127.0.0.1, and kube-apiserver's client certificate.
 type webhookFiles struct {

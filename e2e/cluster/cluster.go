@@ -61,6 +61,9 @@ type Options struct {
 	// BeforeAPIServer, when set, runs once the certificates and kubeconfigs are written and etcd
 	// runs, just before kube-apiserver starts: the place to start the audit webhook's receiver.
 	BeforeAPIServer func(ctx context.Context, c *Cluster) error
+	// APIServerArgs are appended to kube-apiserver's command line (e.g.
+	// --tracing-config-file=FILE).
+	APIServerArgs []string
 	// StartTimeout bounds Start (default 3 minutes).
 	StartTimeout time.Duration
 	Logger       *slog.Logger
@@ -389,6 +392,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 			"--audit-webhook-initial-backoff=1s",
 		)
 	}
+	args = append(args, c.opts.APIServerArgs...)
 	p, err := c.run("kube-apiserver", bins.KubeAPIServer, args, nil)
 	if err != nil {
 		return err

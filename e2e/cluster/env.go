@@ -35,6 +35,8 @@ type EnvOptions struct {
 	// it stops). The proxy speaks plain HTTP, so the webhook does too; without a proxy,
 	// kube-apiserver posts over TLS with a client certificate, which the all-in-one requires.
 	AuditWebhookVia func(allInOneURL string) (string, error)
+	// APIServerArgs are appended to kube-apiserver's command line.
+	APIServerArgs []string
 	// AllInOneArgs are appended to the all-in-one's command line (e.g. --kelemetrix-config=FILE).
 	AllInOneArgs []string
 	Logger       *slog.Logger
@@ -113,6 +115,7 @@ func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 		AuditWebhookClientCert: clientCert,
 		AuditWebhookClientKey:  clientKey,
 		AuditPolicyFile:        opts.AuditPolicyFile,
+		APIServerArgs:          opts.APIServerArgs,
 		Nodes:                  opts.Nodes,
 		WorkDir:                filepath.Join(env.WorkDir, "cluster"),
 		KeepWorkDir:            true, // removed with env.WorkDir

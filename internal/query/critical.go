@@ -53,6 +53,11 @@ type criticalStep struct {
 	// Person is set when the step's user is a person (a client such as kubectl, not a
 	// controller): its wait is time spent waiting for that person, no controller's reaction.
 	Person bool `json:"person,omitempty"`
+	// SlowPart names the part of the request that took most of ActSeconds, from
+	// kube-apiserver's own spans of it ("validating webhook policy.example.com"), and
+	// SlowPartSeconds its time; empty when the request has no such spans.
+	SlowPart        string  `json:"slowPart,omitempty"`
+	SlowPartSeconds float64 `json:"slowPartSeconds,omitempty"`
 }
 
 // controllerWait is the time one controller spent on a critical path.
@@ -103,6 +108,10 @@ type CriticalPath struct {
 	// Slowest is the step of a controller (not a person, not the start) with the longest wait:
 	// the slowest controller reaction on the path, the headline of "why did it take so long".
 	Slowest *criticalStep `json:"slowest,omitempty"`
+	// SlowestRequest is the step whose request took longest inside the API server, among the
+	// steps with kube-apiserver's spans (SlowPart): where a write itself, not the wait for it,
+	// was slow (an admission webhook, etcd).
+	SlowestRequest *criticalStep `json:"slowestRequest,omitempty"`
 	// PersonWaitSeconds is the time the path spent waiting for people (their steps' waits).
 	PersonWaitSeconds float64 `json:"personWaitSeconds"`
 	// UnexplainedWaitSeconds is the time before steps no rule ties to the one before (rule
@@ -130,6 +139,8 @@ type causalEvent struct {
 	person    bool
 	verb, sub string
 	fields    []string
+	// requests are kube-apiserver's spans of the write's request.
+	requests []*aggregator.Span
 }
 
 func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
@@ -181,7 +192,7 @@ func newCausal(g *Graph, rules []CausalRule) *causal {
 			sub, _ := sp.Attributes.Get(aggregator.AttrSubresource)
 			agent, _ := sp.Attributes.Get(aggregator.AttrUserAgent)
 			ev := &causalEvent{sp: sp, end: sp.End, key: k, user: user, controller: controllerName(user), verb: verb, sub: sub,
-				person: isPersonAgent(user, agent)}
+				person: isPersonAgent(user, agent), requests: o.Requests[sp.SpanID]}
 			if ev.end.Before(sp.Start) {
 				ev.end = sp.Start
 			}
@@ -280,12 +291,16 @@ func (c *causal) cause(s *causalEvent) (*causalEvent, string) {
 }
 
 func (c *causal) step(ev *causalEvent, rule string, wait time.Duration) criticalStep {
-	return criticalStep{
+	s := criticalStep{
 		SpanID: ev.sp.SpanID.String(), Time: ev.sp.Start.UTC(), End: ev.end.UTC(), TimeMicros: ev.sp.Start.UnixMicro(),
 		Object: summaryObject(ev.key),
 		User:   ev.user, Controller: ev.controller, Verb: ev.verb, Subresource: ev.sub, Fields: ev.fields, Title: ev.sp.Name,
 		Rule: rule, WaitSeconds: seconds(wait), ActSeconds: seconds(ev.end.Sub(ev.sp.Start)), Person: ev.person,
 	}
+	if label, d, ok := slowPart(ev.requests); ok {
+		s.SlowPart, s.SlowPartSeconds = label, d.Seconds()
+	}
+	return s
 }
 
 // analyzeCritical computes the critical path of g and its controllers' reaction times under
@@ -377,6 +392,9 @@ func analyzeCritical(g *Graph, traceID string, rules []CausalRule) CriticalPath 
 			out.UnexplainedWaitSeconds += s.WaitSeconds
 		case s.Rule != "start" && (out.Slowest == nil || s.WaitSeconds > out.Slowest.WaitSeconds):
 			out.Slowest = &out.Steps[i]
+		}
+		if s.SlowPart != "" && (out.SlowestRequest == nil || s.ActSeconds > out.SlowestRequest.ActSeconds) {
+			out.SlowestRequest = &out.Steps[i]
 		}
 		w := waits[s.Controller]
 		if w == nil {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/store"
 )
@@ -64,6 +66,9 @@ type object struct {
 	Synthetic bool
 	// Events are the event spans that start within the range, sorted by (Start, SpanID).
 	Events []*aggregator.Span
+	// Requests are the request spans (kube-apiserver's spans of the request, KindRequest) under
+	// each of Events, by the event span's ID, sorted by (Start, SpanID); nil when none.
+	Requests map[trace.SpanID][]*aggregator.Span
 	// Unread is set when a budget of the request (spans read, time) ran out before the
 	// object's spans were read: it is named, without events, attributes or links.
 	Unread bool
@@ -627,6 +632,7 @@ func (l *loader) fill(o *object, perWindow [][]*aggregator.Span) {
 		return seenLinks[lk]
 	}
 	var newestObj time.Time
+	var requests []*aggregator.Span
 	for _, spans := range perWindow {
 		for _, sp := range spans {
 			switch sp.Kind {
@@ -655,8 +661,13 @@ func (l *loader) fill(o *object, perWindow [][]*aggregator.Span) {
 				if l.inRange(sp.Start) {
 					o.Events = append(o.Events, sp)
 				}
+			case aggregator.KindRequest:
+				requests = append(requests, sp)
 			}
 		}
+	}
+	if len(requests) > 0 {
+		o.Requests = groupRequests(o.Events, requests)
 	}
 	slices.SortFunc(o.Events, func(a, b *aggregator.Span) int {
 		return cmp.Or(a.Start.Compare(b.Start), bytes.Compare(a.SpanID[:], b.SpanID[:]))
@@ -683,6 +694,43 @@ func (l *loader) fill(o *object, perWindow [][]*aggregator.Span) {
 			break
 		}
 	}
+}
+
+// groupRequests files request spans under the event span each descends from: its parent, or an
+// ancestor's among the request spans. A span whose chain ends at a span that is not there (the
+// sender dropped it, or its event is out of the range) is left out: it cannot be placed.
+func groupRequests(events, requests []*aggregator.Span) map[trace.SpanID][]*aggregator.Span {
+	isEvent := make(map[trace.SpanID]bool, len(events))
+	for _, ev := range events {
+		isEvent[ev.SpanID] = true
+	}
+	byID := make(map[trace.SpanID]*aggregator.Span, len(requests))
+	for _, sp := range requests {
+		if old, ok := byID[sp.SpanID]; !ok || sp.End.After(old.End) {
+			byID[sp.SpanID] = sp
+		}
+	}
+	out := map[trace.SpanID][]*aggregator.Span{}
+	for _, sp := range byID {
+		cur := sp
+		for range 64 {
+			if isEvent[cur.ParentID] {
+				out[cur.ParentID] = append(out[cur.ParentID], sp)
+				break
+			}
+			p, ok := byID[cur.ParentID]
+			if !ok {
+				break
+			}
+			cur = p
+		}
+	}
+	for _, list := range out {
+		slices.SortFunc(list, func(a, b *aggregator.Span) int {
+			return cmp.Or(a.Start.Compare(b.Start), bytes.Compare(a.SpanID[:], b.SpanID[:]))
+		})
+	}
+	return out
 }
 
 // walk is what following links from one found object reached.

@@ -30,6 +30,7 @@ const (
 	nodeReference                 // a second parent's pointer to an object shown elsewhere
 	nodeGroup                     // the events of one source (grouped mode)
 	nodeRoot                      // synthetic root over several roots
+	nodeRequest                   // one request span under its event (kube-apiserver's own)
 )
 
 type node struct {
@@ -46,6 +47,7 @@ type node struct {
 
 	obj   *object          // nodeObject
 	ev    *aggregator.Span // nodeEvent
+	req   *aggregator.Span // nodeRequest
 	ref   *node            // nodeReference: the object referenced
 	class string           // nodeObject: the class of the link from its parent
 }
@@ -136,11 +138,17 @@ func build(g *Graph, foldEvents bool) *node {
 		if foldEvents {
 			n.logs = make([]outLog, 0, len(o.Events))
 			for _, ev := range o.Events {
-				n.logs = append(n.logs, foldEvent(ev))
+				l := foldEvent(ev)
+				if rs := o.Requests[ev.SpanID]; len(rs) > 0 {
+					l.fields = append(l.fields, str(requestField, requestSummary(rs)))
+				}
+				n.logs = append(n.logs, l)
 			}
 		} else {
 			for _, ev := range o.Events {
-				n.add(eventNode(ev))
+				en := eventNode(ev)
+				addRequests(en, o.Requests[ev.SpanID])
+				n.add(en)
 			}
 		}
 		for _, e := range g.Children[k] {
@@ -497,7 +505,7 @@ func compactDurations(root *node) *node {
 		for _, c := range n.children {
 			visit(c)
 		}
-		if n.kind == nodeEvent || n.kind == nodeOmitted || n.kind == nodeReference {
+		if n.kind == nodeEvent || n.kind == nodeOmitted || n.kind == nodeReference || n.kind == nodeRequest {
 			return
 		}
 		var start, end time.Time
@@ -547,7 +555,14 @@ func flatten(root *node) *node {
 		})
 	}
 	for _, n := range moved {
-		n.children, n.parent = nil, root
+		// An event keeps its request spans; everything else under it moved too.
+		kept := n.children[:0]
+		for _, c := range n.children {
+			if c.kind == nodeRequest {
+				kept = append(kept, c)
+			}
+		}
+		n.children, n.parent = kept, root
 	}
 	slices.SortStableFunc(moved, func(a, b *node) int {
 		return cmp.Or(a.start.Compare(b.start), bytes.Compare(a.id[:], b.id[:])) // as their hex strings
@@ -629,6 +644,9 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 		}
 		if n.kind == nodeEvent && n.tags == nil {
 			eventDetails(n)
+		}
+		if n.kind == nodeRequest && n.tags == nil {
+			requestDetails(n)
 		}
 		js := JaegerSpan{
 			TraceID: tid, SpanID: n.sid, OperationName: n.operation, References: []JaegerReference{},

@@ -73,7 +73,7 @@ func fromOTLP(service string, sp *tracev1.Span, window time.Duration) (*aggregat
 		}
 	}
 	switch out.Kind {
-	case aggregator.KindObject, aggregator.KindEvent, aggregator.KindLink:
+	case aggregator.KindObject, aggregator.KindEvent, aggregator.KindLink, aggregator.KindRequest:
 	default:
 		return nil, false
 	}

@@ -46,7 +46,8 @@ var cases = []renderCase{
 		"serviceMonitor": map[string]any{"enabled": true, "bearerTokenSecret": map[string]any{"name": "kelemetry-api-tokens", "key": "prometheus"}},
 		"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"},
 			"disabled": []any{"KelemetryOTLPExportFailing", "KelemetryOTLPSpansDropped"}, "alertLabels": map[string]any{"team": "platform"}},
-		"dashboards": map[string]any{"enabled": true, "clusterLabel": "k8s_cluster", "annotations": map[string]any{"grafana_folder": "Kelemetry"}},
+		"dashboards":      map[string]any{"enabled": true, "clusterLabel": "k8s_cluster", "annotations": map[string]any{"grafana_folder": "Kelemetry"}},
+		"apiserverTraces": map[string]any{"enabled": true},
 	}},
 	// The knobs every chart has: names, pod labels and scheduling, environment and arguments, an
 	// existing claim, an Ingress and an HTTPRoute.
@@ -390,6 +391,34 @@ func TestAllInOneRender(t *testing.T) {
 	assert.Equal(t, true, path(cfg, "event", "watch"))
 	assert.Equal(t, "kelemetry", path(cfg, "informerDiff", "leaderElection", "leaseNamespace"))
 	assert.EqualValues(t, 16<<30, path(cfg, "store", "maxBytes"))
+}
+
+// TestAPIServerTracesRender: with apiserverTraces on, the OTLP receiver listens on its port, the
+// webhook Service and the NetworkPolicy (the webhook's peers) open it; off, nothing does.
+func TestAPIServerTracesRender(t *testing.T) {
+	objs := docs(t, render(t, caseNamed(t, "allinone-secured")).Manifest)
+	cm := find(t, objs, "ConfigMap", "kelemetry-secured")
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(path(cm, "data", "all.yaml").(string)), &cfg))
+	assert.Equal(t, ":4317", cfg["otlpAddr"])
+	assert.Equal(t, true, path(cfg, "apiserverTraces", "enabled"))
+	svc := find(t, objs, "Service", "kelemetry-secured-webhook")
+	assert.Equal(t, "otlp", path(svc, "spec", "ports", 1, "name"))
+	assert.EqualValues(t, 4317, path(svc, "spec", "ports", 1, "port"))
+	sts := find(t, objs, "StatefulSet", "kelemetry-secured")
+	ports := path(sts, "spec", "template", "spec", "containers", 0, "ports")
+	assert.Contains(t, ports, map[string]any{"name": "otlp", "containerPort": float64(4317), "protocol": "TCP"})
+	np := find(t, objs, "NetworkPolicy", "kelemetry-secured")
+	assert.Equal(t, []any{map[string]any{"port": "webhook", "protocol": "TCP"}, map[string]any{"port": "otlp", "protocol": "TCP"}},
+		path(np, "spec", "ingress", 0, "ports"))
+	assert.NotNil(t, path(np, "spec", "ingress", 0, "from"), "open to the webhook's peers only")
+
+	plain := docs(t, render(t, caseNamed(t, "allinone")).Manifest)
+	cm = find(t, plain, "ConfigMap", "kelemetry")
+	cfg = nil
+	require.NoError(t, yaml.Unmarshal([]byte(path(cm, "data", "all.yaml").(string)), &cfg))
+	assert.NotContains(t, cfg, "otlpAddr")
+	assert.Len(t, path(find(t, plain, "Service", "kelemetry-webhook"), "spec", "ports"), 1)
 }
 
 // The ClusterRole grants reads of the watched resources and Events, and the LinkRule status

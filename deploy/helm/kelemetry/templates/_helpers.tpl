@@ -104,6 +104,10 @@ kelemetry.config renders Kelemetry's configuration file for one role ("all", "in
 {{- $_ := set $c "audit" (dict "queue" (dict "nats" $nats)) -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.apiserverTraces.enabled (ne $role "query") -}}
+{{- $_ := set $c "otlpAddr" (printf ":%d" (int $v.apiserverTraces.port)) -}}
+{{- $_ := set $c "apiserverTraces" (dict "enabled" true) -}}
+{{- end -}}
 {{- if $webhookTLS -}}
 {{- $_ := set $c "auditTLS" (dict "certFile" (printf "%s/tls/webhook/tls.crt" $dir) "keyFile" (printf "%s/tls/webhook/tls.key" $dir)) -}}
 {{- end -}}
@@ -201,6 +205,9 @@ users:
   ports:
     {{- if ne .role "query" }}
     - {name: webhook, containerPort: {{ $v.webhook.port }}, protocol: TCP}
+    {{- if $v.apiserverTraces.enabled }}
+    - {name: otlp, containerPort: {{ $v.apiserverTraces.port }}, protocol: TCP}
+    {{- end }}
     {{- end }}
     - {name: http, containerPort: {{ $v.api.port }}, protocol: TCP}
   startupProbe:

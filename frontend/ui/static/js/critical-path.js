@@ -63,16 +63,19 @@ export async function loadCritical(v) {
       el('span', { class: 'wait', text: s.person ? `waiting for a person ${secs(wait)}` : `waited ${secs(wait)}` }),
       el('span', { class: 'who', text: str(s.controller), title: str(s.user) }),
       el('span', { class: 'what', text: `${str(s.verb)}${s.subresource ? ' ' + s.subresource : ''}` }), a,
-      el('span', { class: 'rule', text: ruleText(s), title: 'How this step was tied to the one before it' }));
+      el('span', { class: 'rule', text: ruleText(s), title: 'How this step was tied to the one before it' }),
+      s.slowPart ? el('span', { class: 'slow-part', text: `inside: ${str(s.slowPart)} ${secs(s.slowPartSeconds)}`, title: 'The slowest part of this request inside the API server, from its own spans' }) : null);
   }));
   const table = (cls, head, rows) => el('table', { class: cls }, el('tr', {}, head.map(h => el('th', { text: h }))),
     rows.map(r => el('tr', {}, r.map(c => el('td', { text: c })))));
   const slow = cp.slowest;
+  const slowReq = cp.slowestRequest;
   const person = Number(cp.personWaitSeconds) || 0;
   const unexplained = Number(cp.unexplainedWaitSeconds) || 0;
   fill(v.criticalEl,
     el('summary', { text: cp.noPath ? `No critical path: ${str(cp.noPath)}` : `Critical path: ${plural(steps.length, 'step')} over ${secs(cp.durationSeconds)}` +
       (slow ? ` · slowest reaction: ${str(slow.controller)} ${str(slow.verb)}${slow.subresource ? ' ' + slow.subresource : ''} ${resourceLabel(slow.object || {})} (waited ${secs(slow.waitSeconds)})` : '') +
+      (slowReq ? ` · slowest request: ${str(slowReq.controller)} ${str(slowReq.verb)} ${resourceLabel(slowReq.object || {})} took ${secs(slowReq.actSeconds)}, ${str(slowReq.slowPart)}: ${secs(slowReq.slowPartSeconds)}` : '') +
       (person > 0 ? ` · waiting for a person: ${secs(person)}` : '') +
       (unexplained > 0 ? ` · gaps no rule explains: ${secs(unexplained)}` : '') }),
     cp.truncated ? el('div', { class: 'msg', text: str(cp.truncated) }) : null,

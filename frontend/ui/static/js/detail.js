@@ -8,7 +8,7 @@ import { jsonTree } from './json-tree.js';
 import { eventOfLog, logTime, markerClass, normalizeEvent, objectKey, objectNodeOf } from './model.js';
 import { modeName } from './modes.js';
 import { draw, reveal, select, updateURL } from './timeline.js';
-/** @import { EventInfo, TraceNode, TraceView } from './types.js' */
+/** @import { EventInfo, RequestPart, TraceNode, TraceView } from './types.js' */
 
 /**
  * redirectURL opens the own trace of row n's object (GET /redirect, anchored at the row's start,
@@ -76,6 +76,7 @@ function eventDetail(v, ev) {
     back,
     el('h3', { class: 'event-title', text: ev.title || '(untitled event)' }),
     el('dl', {}, meta.map(([k, val, cls]) => [el('dt', { text: k }), el('dd', { class: cls || '', text: val })])),
+    requestWaterfall(ev.request),
     ev.errors.length ? [el('h3', { text: 'Errors' }), ev.errors.map(t => el('div', { class: 'box error', text: t }))] : null,
     ev.messages.length ? [el('h3', { text: 'Messages' }), ev.messages.map(t => el('div', { class: 'box message', text: t }))] : null,
     el('h3', { text: 'Changes' }),
@@ -86,6 +87,41 @@ function eventDetail(v, ev) {
     ev.other.length ? [el('h3', { text: 'Other fields' }), kvTable(ev.other)] : null,
     ev.attrs.length ? el('details', {}, el('summary', { text: `All attributes (${ev.attrs.length})` }), kvTable(ev.attrs)) : null,
     link ? el('p', {}, el('a', { href: link, class: 'own-trace', text: `Open the trace of ${objectLabel(objectKey(obj))} (anchored at it)` })) : null);
+}
+
+/**
+ * partLabel names a part of a request for people: the webhook or etcd call it was, or its name.
+ * @param {RequestPart} p
+ * @returns {string}
+ */
+export function partLabel(p) {
+  if (p.name === 'Call validating webhook') return `validating webhook ${p.detail || ''}`.trim();
+  if (p.name === 'Call mutating webhook') return `mutating webhook ${p.detail || ''}`.trim();
+  if (p.name.endsWith(' etcd3')) return `etcd ${p.name.slice(0, -' etcd3'.length)} ${p.detail || ''}`.trim();
+  return p.name;
+}
+
+/**
+ * requestWaterfall draws kube-apiserver's own spans of a request (its handler, admission
+ * webhooks, etcd calls) as a small waterfall; null without them.
+ * @param {RequestPart[]} parts depth first
+ * @returns {HTMLElement[] | null}
+ */
+function requestWaterfall(parts) {
+  if (!parts.length) return null;
+  const t0 = Math.min(...parts.map(p => p.start));
+  const t1 = Math.max(...parts.map(p => p.start + p.duration));
+  const span = Math.max(t1 - t0, 1);
+  // The part that held the request longest below its entry: drawn as the slow one.
+  let slow = -1;
+  parts.forEach((p, i) => { if (p.depth > 0 && (slow < 0 || p.duration > parts[slow].duration) && !/^HTTP /.test(p.name)) slow = i; });
+  return [
+    el('h3', { text: 'Inside the API server' }),
+    el('div', { class: 'note-inline', text: `kube-apiserver's own spans of this request: ${parts.length}, ${fmtDur(span)} in all.` }),
+    el('table', { class: 'waterfall' }, el('tbody', {}, parts.map((p, i) => el('tr', { class: (p.error ? 'error' : '') + (i === slow ? ' slow' : '') },
+      el('td', { class: 'wf-name', style: { paddingLeft: `${4 + p.depth * 12}px` }, text: partLabel(p), title: p.detail || p.name }),
+      el('td', { class: 'wf-bar' }, el('span', { style: { left: `${(p.start - t0) / span * 100}%`, width: `${Math.max(p.duration / span * 100, 0.5)}%` } })),
+      el('td', { class: 'wf-dur mono', text: fmtDur(p.duration) })))))];
 }
 
 /**

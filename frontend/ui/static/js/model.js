@@ -1,7 +1,7 @@
 // The trace model: the rows of a Jaeger trace (objects, events, groups, omissions, references),
 // its time axis, and the events its rows hold (event spans, or logs folded into object rows).
 import { str } from './format.js';
-/** @import { EventInfo, JaegerLog, JaegerTrace, KeyValue, ObjectRef, TraceModel, TraceNode } from './types.js' */
+/** @import { EventInfo, JaegerLog, JaegerTrace, KeyValue, ObjectRef, RequestPart, TraceModel, TraceNode } from './types.js' */
 
 const MIN_TIME_US = 1e15;     // 2001-09-09: earlier start times are missing data
 const MIN_SCALE_US = 1000;    // the shortest timeline scale, 1 ms
@@ -138,7 +138,7 @@ export function normalizeEvent(n, logIndex) {
   /** @type {EventInfo} */
   const ev = { title: '', source: '', time: 0, end: 0, user: '', userAgent: '', code: '', sourceIP: '', action: '',
     diff: [], verboseDiff: [], diffNotes: [], snapshot: '', errors: [], messages: [], other: [], attrs: [], owner: n, warning: false,
-    auditLevel: '', k8s: null };
+    auditLevel: '', k8s: null, request: [] };
   const k8s = () => ev.k8s || (ev.k8s = { reason: '', count: '', reportingController: '', firstSeen: '', lastSeen: '' });
   let failed = false;
   const addDiff = (into, text) => { for (const line of str(text).split('\n')) if (line.trim()) into.push(line); };
@@ -166,6 +166,7 @@ export function normalizeEvent(n, logIndex) {
         case 'snapshot': ev.snapshot = str(v); break;
         case 'error': if (v !== true) ev.errors.push(str(v)); else failed = true; break;
         case 'message': ev.messages.push(str(v)); break;
+        case 'request': ev.request = parseRequest(v); break;
         default: ev.other.push([k, str(v)]);
       }
     });
@@ -185,6 +186,7 @@ export function normalizeEvent(n, logIndex) {
   }
   for (const [k, v] of t) if (k !== 'kelemetry.span.kind') ev.attrs.push([k, str(v)]);
   ev.warning = isWarningEvent(n.span.tags, n.service);
+  ev.request = requestRows(n);
   failed = t.get('error') === true;
   for (const l of n.logs) {
     const f = tagMap(l && l.fields);
@@ -323,3 +325,36 @@ export const MARKER_LEGEND = [
   ['routine', 'delete of an object already gone (404)'],
   ['critical', 'on the critical path'],
 ];
+
+/**
+ * parseRequest reads a folded event's "request" field: its request's parts, or none when the
+ * field is not what the API writes.
+ * @param {unknown} v
+ * @returns {RequestPart[]}
+ */
+export function parseRequest(v) {
+  let list;
+  try { list = JSON.parse(str(v)); } catch { return []; }
+  if (!Array.isArray(list)) return [];
+  return list.filter(p => p && typeof p === 'object').map(p => ({
+    name: str(p.name), detail: str(p.detail), start: Number(p.start) || 0, duration: Math.max(Number(p.duration) || 0, 0),
+    depth: Math.max(Number(p.depth) || 0, 0), error: p.error === true,
+  }));
+}
+
+/**
+ * requestRows are the request rows under an event row (tree, timeline), depth first, as parts.
+ * @param {TraceNode} n
+ * @returns {RequestPart[]}
+ */
+function requestRows(n) {
+  /** @type {RequestPart[]} */
+  const out = [];
+  const visit = (/** @type {TraceNode} */ c, /** @type {number} */ depth) => {
+    out.push({ name: c.op, detail: str(c.tags.get('webhook')) || (c.op.endsWith(' etcd3') ? str(c.tags.get('key')) : ''),
+      start: c.start, duration: Math.max(c.end - c.start, 0), depth, error: c.tags.get('error') === true });
+    for (const k of c.children) if (k.kind === 'request') visit(k, depth + 1);
+  };
+  for (const c of n.children) if (c.kind === 'request') visit(c, 0);
+  return out;
+}

@@ -135,6 +135,9 @@
  * @property {number} waitSeconds
  * @property {number} actSeconds
  * @property {boolean} [person] the step's user is a person: its wait is waiting for that person
+ * @property {string} [slowPart] the part of the request that took most of its time, from the API
+ *   server's own spans ("validating webhook policy.example.com")
+ * @property {number} [slowPartSeconds]
  */
 
 /**
@@ -146,6 +149,7 @@
  * @property {{controller: string, steps: number, waitSeconds: number, actSeconds: number, person?: boolean}[]} waits
  * @property {ControllerTimes[]} controllers
  * @property {CriticalStep} [slowest] the slowest controller reaction (not a person's, not the start)
+ * @property {CriticalStep} [slowestRequest] the step whose request took longest inside the API server
  * @property {number} [personWaitSeconds] the time spent waiting for people
  * @property {number} [unexplainedWaitSeconds] the time before steps no rule explains
  * @property {string} [noPath] why the trace has no critical path (no chain of reactions)
@@ -310,6 +314,19 @@
  * @property {string} auditLevel the audit policy's level of the request (Metadata: no bodies)
  * @property {{reason: string, count: string, reportingController: string, firstSeen: string, lastSeen: string} | null} k8s
  *   a Kubernetes Event's facts
+ * @property {RequestPart[]} request kube-apiserver's own spans of the request, depth first
+ */
+
+/**
+ * One span of a request inside the API server (the folded event's "request" field, or a request
+ * row in the tree and timeline modes).
+ * @typedef {object} RequestPart
+ * @property {string} name
+ * @property {string} [detail] the webhook or etcd key it waited for
+ * @property {number} start Unix microseconds
+ * @property {number} duration microseconds
+ * @property {number} depth 0 for the request's entry
+ * @property {boolean} [error]
  */
 
 /**
