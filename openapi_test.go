@@ -112,7 +112,8 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	require.Greater(t, len(routes), 25)
 	assert.Equal(t, routes, described, "the routes of the code (left) and of openapi.yaml (right)")
 
-	cfg := kelemetry.Config{Cluster: "test", AuditAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
+	cfg := kelemetry.Config{Cluster: "test", AuditAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", OTLPAddr: "127.0.0.1:0"}
+	cfg.APIServerTraces.Enabled = true
 	cfg.Audit.Replay = []string{filepath.Join("testdata", "rollout", "audit.jsonl")}
 	var servers *httpserver.Servers
 	app := fx.New(kelemetry.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&servers), fx.NopLogger)
@@ -124,7 +125,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 		defer cancel()
 		_ = app.Stop(ctx)
 	})
-	api, audit := "http://"+servers.APIAddr(), "http://"+servers.AuditAddr()
+	api, audit, otlp := "http://"+servers.APIAddr(), "http://"+servers.AuditAddr(), "http://"+servers.OTLPAddr()
 	getJSON := func(path string, out any) {
 		t.Helper()
 		resp, err := client.Get(api + path)
@@ -185,8 +186,11 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 					p = strings.ReplaceAll(p, k, v)
 				}
 				base := api
-				if ex.Listener == "audit" {
+				switch ex.Listener {
+				case "audit":
 					base = audit
+				case "otlp":
+					base = otlp
 				}
 				req, err := http.NewRequestWithContext(t.Context(), strings.ToUpper(method), base+p, strings.NewReader(ex.Body))
 				require.NoError(t, err)

@@ -88,10 +88,11 @@ func (c Config) Validate() error {
 	if c.OTLPAddr != "" {
 		wrap("otlpTLS", c.OTLPTLS.Validate())
 		wrap("otlpAuth", c.OTLPAuth.Validate(c.OTLPTLS))
-		if _, _, err := net.SplitHostPort(c.OTLPAddr); err != nil {
+		_, port, err := net.SplitHostPort(c.OTLPAddr)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("otlpAddr %q: %w", c.OTLPAddr, err))
 		}
-		if c.OTLPAddr == c.AuditAddr || c.OTLPAddr == c.APIAddr {
+		if port != "0" && (c.OTLPAddr == c.AuditAddr || c.OTLPAddr == c.APIAddr) {
 			errs = append(errs, fmt.Errorf("otlpAddr %s is the address of another listener: the OTLP receiver needs its own", c.OTLPAddr))
 		}
 	} else if c.OTLPTLS.Enabled() || c.OTLPAuth.Enabled() {
@@ -155,7 +156,7 @@ func AsAPIHandler(ctor any) any {
 
 // AsOTLPHandler annotates a constructor whose result implements Handler so that its routes are
 // served on the OTLP listener (Config.OTLPAddr). A gRPC service is served there through
-// grpc.Server's ServeHTTP: register its paths ("POST /package.Service/Method").
+// grpc.Server's ServeHTTP: register the POST route of each of its methods.
 func AsOTLPHandler(ctor any) any {
 	return fx.Annotate(ctor, fx.As(new(Handler)), fx.ResultTags(OTLPGroup))
 }

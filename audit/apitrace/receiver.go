@@ -49,7 +49,7 @@ func NewReceiver(j *Joiner, d *dumper) *Receiver {
 // Register mounts POST /v1/traces and the gRPC TraceService.
 func (r *Receiver) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/traces", r.serveHTTP)
-	mux.Handle("POST /"+coltracepb.TraceService_ServiceDesc.ServiceName+"/", r.grpc)
+	mux.Handle("POST /opentelemetry.proto.collector.trace.v1.TraceService/Export", r.grpc)
 }
 
 // Export is the gRPC TraceService's method.
