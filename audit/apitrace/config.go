@@ -8,12 +8,12 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultWait            = 2 * time.Minute
-	DefaultMaxPendingBytes = 64 << 20
-	DefaultMaxRequests     = 200_000
-	DefaultMaxRequestBytes = 16 << 20
-	// MaxAuditIDLength is how much of an audit ID kube-apiserver puts in its spans.
-	MaxAuditIDLength = 64
+	defaultWait            = 2 * time.Minute
+	defaultMaxPendingBytes = 64 << 20
+	defaultMaxRequests     = 200_000
+	defaultMaxRequestBytes = 16 << 20
+	// maxAuditIDLength is how much of an audit ID kube-apiserver puts in its spans.
+	maxAuditIDLength = 64
 )
 
 // Config configures the join of kube-apiserver's request traces. The zero value is off.
@@ -49,16 +49,16 @@ type Config struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.Wait <= 0 {
-		c.Wait = DefaultWait
+		c.Wait = defaultWait
 	}
 	if c.MaxPendingBytes <= 0 {
-		c.MaxPendingBytes = DefaultMaxPendingBytes
+		c.MaxPendingBytes = defaultMaxPendingBytes
 	}
 	if c.MaxRequests <= 0 {
-		c.MaxRequests = DefaultMaxRequests
+		c.MaxRequests = defaultMaxRequests
 	}
 	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = DefaultMaxRequestBytes
+		c.MaxRequestBytes = defaultMaxRequestBytes
 	}
 	if c.DumpMaxBytes <= 0 {
 		c.DumpMaxBytes = 256 << 20

@@ -18,14 +18,9 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// ErrFull is returned by Accept while the spans waiting for their audit events hold
+// errFull is returned by accept while the spans waiting for their audit events hold
 // Config.MaxPendingBytes: the sender should retry later (429, RESOURCE_EXHAUSTED).
-var ErrFull = errors.New("apitrace: the spans waiting for their audit events are at their limit")
-
-// Exporter writes the joined spans: the aggregator's Engine (ExportSpans).
-type Exporter interface {
-	ExportSpans(ctx context.Context, spans []*aggregator.Span) error
-}
+var errFull = errors.New("apitrace: the spans waiting for their audit events are at their limit")
 
 // emitQueue bounds the batches of joined spans waiting for the Exporter.
 const emitQueue = 1024
@@ -48,11 +43,11 @@ const (
 	requestsEvicted
 )
 
-// Joiner matches kube-apiserver's request spans to audit event spans by audit ID and writes them
+// joiner matches kube-apiserver's request spans to audit event spans by audit ID and writes them
 // under the event spans. It is an aggregator.Decorator (it reads event spans, never changes
-// them); SetExporter gives it the aggregator to write through. Start runs its expiry and writer,
-// Stop ends them. Safe for concurrent use.
-type Joiner struct {
+// them); setExporter gives it the aggregator to write through. start runs its expiry and writer,
+// stop ends them. Safe for concurrent use.
+type joiner struct {
 	cfg Config
 	log *slog.Logger
 	now func() time.Time
@@ -120,11 +115,11 @@ type expiryItem struct {
 // ownerBytes is what remembering one span's audit ID costs.
 const ownerBytes = 64
 
-// NewJoiner returns a Joiner; without SetExporter it drops what it joins (counted).
-func NewJoiner(cfg Config, tel telemetry.Settings) *Joiner {
+// newJoiner returns a joiner; without setExporter it drops what it joins (counted).
+func newJoiner(cfg Config, tel telemetry.Settings) *joiner {
 	cfg = cfg.WithDefaults()
 	m := instrument.NewMeter(tel, "github.com/kelemetry/kelemetry/audit/apitrace")
-	j := &Joiner{
+	j := &joiner{
 		cfg: cfg, log: tel.Log().With("component", "apitrace"), now: time.Now,
 		traces: map[[16]byte]*traceEntry{}, reqs: map[string]*request{},
 		emits: make(chan emitItem, emitQueue), stopped: make(chan struct{}),
@@ -143,15 +138,15 @@ func NewJoiner(cfg Config, tel telemetry.Settings) *Joiner {
 	return j
 }
 
-// SetExporter makes j write joined spans through e. Call it before Start.
-func (j *Joiner) SetExporter(e Exporter) { j.out.Store(&exporterBox{e}) }
+// setExporter makes j write joined spans through e.
+func (j *joiner) setExporter(e Exporter) { j.out.Store(&exporterBox{e}) }
 
 // Name is the Decorator's name.
-func (j *Joiner) Name() string { return "apiserver-traces" }
+func (j *joiner) Name() string { return "apiserver-traces" }
 
 // Decorate remembers where an audit event's span is, and writes the spans of its request that
 // arrived first. It does not change the span.
-func (j *Joiner) Decorate(_ context.Context, sp *aggregator.Span) {
+func (j *joiner) Decorate(_ context.Context, sp *aggregator.Span) {
 	if sp.Kind != aggregator.KindEvent {
 		return
 	}
@@ -180,7 +175,7 @@ func (j *Joiner) Decorate(_ context.Context, sp *aggregator.Span) {
 
 // request returns the entry of auditID, made (and evicting the oldest beyond MaxRequests) when
 // new. j.mu is held.
-func (j *Joiner) request(auditID string) *request {
+func (j *joiner) request(auditID string) *request {
 	if r := j.reqs[auditID]; r != nil {
 		return r
 	}
@@ -193,10 +188,10 @@ func (j *Joiner) request(auditID string) *request {
 	return r
 }
 
-// Accept takes received spans: it counts them, times the admission webhooks, and joins every
-// span whose request's audit event is known; the others wait. It returns ErrFull (taking
+// accept takes received spans: it counts them, times the admission webhooks, and joins every
+// span whose request's audit event is known; the others wait. It returns errFull (taking
 // nothing) while the waiting spans are at their limit.
-func (j *Joiner) Accept(ctx context.Context, spans []*rspan, invalid int) error {
+func (j *joiner) accept(ctx context.Context, spans []*rspan, invalid int) error {
 	j.spans.Add(spansInvalid, int64(invalid))
 	if len(spans) == 0 {
 		return nil
@@ -204,7 +199,7 @@ func (j *Joiner) Accept(ctx context.Context, spans []*rspan, invalid int) error 
 	j.mu.Lock()
 	if j.pending >= j.cfg.MaxPendingBytes {
 		j.mu.Unlock()
-		return ErrFull
+		return errFull
 	}
 	j.spans.Add(spansReceived, int64(len(spans)))
 	touched := map[[16]byte]*traceEntry{}
@@ -239,7 +234,7 @@ func (j *Joiner) Accept(ctx context.Context, spans []*rspan, invalid int) error 
 
 // resolve finds the audit ID of te's unresolved spans (their own, or their nearest ancestor's)
 // and hands each resolved span to its request. j.mu is held.
-func (j *Joiner) resolve(te *traceEntry) []*aggregator.Span {
+func (j *joiner) resolve(te *traceEntry) []*aggregator.Span {
 	var out []*aggregator.Span
 	for id, s := range te.unresolved {
 		owner := j.ownerOf(te, s)
@@ -273,7 +268,7 @@ func (j *Joiner) resolve(te *traceEntry) []*aggregator.Span {
 
 // ownerOf is the audit ID of s: its own, or its nearest ancestor's among te's spans; "" while
 // unknown.
-func (j *Joiner) ownerOf(te *traceEntry, s *rspan) string {
+func (j *joiner) ownerOf(te *traceEntry, s *rspan) string {
 	for range 64 { // a deeper or cyclic chain stays unresolved
 		if s.auditID != "" {
 			return s.auditID
@@ -294,7 +289,7 @@ func (j *Joiner) ownerOf(te *traceEntry, s *rspan) string {
 }
 
 // build makes the aggregator spans of a request's spans under its event span. j.mu is held.
-func (j *Joiner) build(r *request, spans []*rspan) []*aggregator.Span {
+func (j *joiner) build(r *request, spans []*rspan) []*aggregator.Span {
 	if !r.matched {
 		r.matched = true
 		j.requests.Add(requestsMatched, 1)
@@ -316,7 +311,7 @@ func (j *Joiner) build(r *request, spans []*rspan) []*aggregator.Span {
 }
 
 // emit hands joined spans to the writer; a full queue drops them (counted).
-func (j *Joiner) emit(spans []*aggregator.Span) {
+func (j *joiner) emit(spans []*aggregator.Span) {
 	if len(spans) == 0 {
 		return
 	}
@@ -328,7 +323,7 @@ func (j *Joiner) emit(spans []*aggregator.Span) {
 }
 
 // observeWebhook records an admission webhook call's duration.
-func (j *Joiner) observeWebhook(ctx context.Context, s *rspan) {
+func (j *joiner) observeWebhook(ctx context.Context, s *rspan) {
 	var kind string
 	switch s.name {
 	case "Call validating webhook":
@@ -343,8 +338,8 @@ func (j *Joiner) observeWebhook(ctx context.Context, s *rspan) {
 		attribute.String("webhook", name), attribute.String("type", kind)))
 }
 
-// Expire forgets what waited past its deadline, counting the spans and requests it drops.
-func (j *Joiner) Expire() {
+// expire forgets what waited past its deadline, counting the spans and requests it drops.
+func (j *joiner) expire() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	now := j.now()
@@ -355,7 +350,7 @@ func (j *Joiner) Expire() {
 
 // expireFirst forgets the first entry of the expiry list; evict says it is forced out by
 // MaxRequests. j.mu is held.
-func (j *Joiner) expireFirst(evict bool) {
+func (j *joiner) expireFirst(evict bool) {
 	it := j.expiry[0]
 	j.expiry[0] = expiryItem{}
 	j.expiry = j.expiry[1:]
@@ -390,19 +385,19 @@ func (j *Joiner) expireFirst(evict bool) {
 	j.spans.Add(spansUnmatched, int64(len(te.unresolved)))
 }
 
-// Pending reports the bytes of the spans waiting and the requests remembered.
-func (j *Joiner) Pending() (bytes int64, requests int) {
+// pendingSize reports the bytes of the spans waiting and the requests remembered.
+func (j *joiner) pendingSize() (bytes int64, requests int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.pending, len(j.reqs)
 }
 
-// Start runs the writer and the expiry of what waited too long.
-func (j *Joiner) Start(context.Context) error {
+// start runs the writer and the expiry of what waited too long.
+func (j *joiner) start() {
 	j.mu.Lock()
 	if j.started {
 		j.mu.Unlock()
-		return nil
+		return
 	}
 	j.started = true
 	j.mu.Unlock()
@@ -425,15 +420,14 @@ func (j *Joiner) Start(context.Context) error {
 			case it := <-j.emits:
 				j.handle(ctx, it)
 			case <-tick.C:
-				j.Expire()
+				j.expire()
 			}
 		}
 	}()
-	return nil
 }
 
 // drain writes what is queued.
-func (j *Joiner) drain(ctx context.Context) {
+func (j *joiner) drain(ctx context.Context) {
 	for {
 		select {
 		case it := <-j.emits:
@@ -444,7 +438,7 @@ func (j *Joiner) drain(ctx context.Context) {
 	}
 }
 
-func (j *Joiner) handle(ctx context.Context, it emitItem) {
+func (j *joiner) handle(ctx context.Context, it emitItem) {
 	if it.done != nil {
 		close(it.done)
 		return
@@ -452,7 +446,7 @@ func (j *Joiner) handle(ctx context.Context, it emitItem) {
 	j.write(ctx, it.spans)
 }
 
-func (j *Joiner) write(ctx context.Context, spans []*aggregator.Span) {
+func (j *joiner) write(ctx context.Context, spans []*aggregator.Span) {
 	box := j.out.Load()
 	if box == nil {
 		j.spans.Add(spansDropped, int64(len(spans)))
@@ -466,8 +460,8 @@ func (j *Joiner) write(ctx context.Context, spans []*aggregator.Span) {
 	j.spans.Add(spansJoined, int64(len(spans)))
 }
 
-// Flush returns once the joined spans queued so far are written (or ctx ends).
-func (j *Joiner) Flush(ctx context.Context) {
+// flush returns once the joined spans queued so far are written (or ctx ends).
+func (j *joiner) flush(ctx context.Context) {
 	j.mu.Lock()
 	started := j.started
 	j.mu.Unlock()
@@ -487,8 +481,8 @@ func (j *Joiner) Flush(ctx context.Context) {
 	}
 }
 
-// Stop ends the writer (writing what is queued) and the expiry. It is safe without Start.
-func (j *Joiner) Stop(ctx context.Context) error {
+// stop ends the writer (writing what is queued) and the expiry. It is safe without Start.
+func (j *joiner) stop(ctx context.Context) error {
 	j.mu.Lock()
 	started := j.started
 	j.started = false

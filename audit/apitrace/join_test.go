@@ -71,7 +71,7 @@ func auditEvent(auditID, name string, at time.Time) *aggregator.Event {
 }
 
 type harness struct {
-	j    *Joiner
+	j    *joiner
 	e    *aggregator.Engine
 	sink *aggregatortest.RecordingSink
 }
@@ -79,15 +79,15 @@ type harness struct {
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	cfg.Enabled = true
-	j := NewJoiner(cfg, telemetry.Settings{})
+	j := newJoiner(cfg, telemetry.Settings{})
 	sink := &aggregatortest.RecordingSink{}
 	e, err := aggregator.New(aggregator.Config{}, aggregator.Deps{Sinks: []aggregator.Sink{sink}, Decorators: []aggregator.Decorator{j}})
 	require.NoError(t, err)
-	j.SetExporter(e)
+	j.setExporter(e)
 	require.NoError(t, e.Start(t.Context()))
-	require.NoError(t, j.Start(t.Context()))
+	j.start()
 	t.Cleanup(func() {
-		require.NoError(t, j.Stop(context.Background()))
+		require.NoError(t, j.stop(context.Background()))
 		require.NoError(t, e.Stop(context.Background()))
 	})
 	return &harness{j: j, e: e, sink: sink}
@@ -96,14 +96,14 @@ func newHarness(t *testing.T, cfg Config) *harness {
 func (h *harness) accept(t *testing.T, spans ...*tracepb.Span) {
 	t.Helper()
 	rs, bad := spansOf(exportRequest(spans...))
-	require.NoError(t, h.j.Accept(t.Context(), rs, bad))
+	require.NoError(t, h.j.accept(t.Context(), rs, bad))
 }
 
 // requestTrees renders the request spans the sink got: "event > span > span" lines, sorted,
 // with each span's offset from its event and its duration.
 func (h *harness) requestTrees(t *testing.T) string {
 	t.Helper()
-	h.j.Flush(t.Context())
+	h.j.flush(t.Context())
 	byID := map[[8]byte]*aggregator.Span{}
 	for _, sp := range h.sink.Spans() {
 		byID[sp.SpanID] = sp
@@ -202,13 +202,13 @@ func TestJoinReadsAndStrangers(t *testing.T) {
 	h.accept(t, &tracepb.Span{TraceId: id16(9), SpanId: id8(901), Name: "Call Audit Events webhook", StartTimeUnixNano: uint64(t0.UnixNano()), EndTimeUnixNano: uint64(t0.UnixNano()) + 1})
 	// A write whose audit event never comes.
 	h.accept(t, apiserverRequest(2, "lost-1", "POST", t0, time.Millisecond)...)
-	bytes, _ := h.j.Pending()
+	bytes, _ := h.j.pendingSize()
 	assert.Positive(t, bytes)
 	assert.Equal(t, int64(5), h.j.spans.Value(spansRead))
 
 	now = t0.Add(2 * time.Minute)
-	h.j.Expire()
-	bytes, reqs := h.j.Pending()
+	h.j.expire()
+	bytes, reqs := h.j.pendingSize()
 	assert.Zero(t, bytes, "everything that waited is forgotten")
 	assert.Zero(t, reqs)
 	assert.Equal(t, int64(5), h.j.spans.Value(spansExpired))
@@ -221,10 +221,10 @@ func TestJoinFull(t *testing.T) {
 	h := newHarness(t, Config{MaxPendingBytes: 2000})
 	h.accept(t, apiserverRequest(1, "a-1", "POST", t0, time.Millisecond)...)
 	rs, _ := spansOf(exportRequest(apiserverRequest(2, "a-2", "POST", t0, time.Millisecond)...))
-	require.ErrorIs(t, h.j.Accept(t.Context(), rs, 0), ErrFull)
+	require.ErrorIs(t, h.j.accept(t.Context(), rs, 0), errFull)
 	// The event of the first request frees its spans: the second is taken.
 	require.NoError(t, h.e.Send(t.Context(), auditEvent("a-1", "web-1", t0)))
-	require.NoError(t, h.j.Accept(t.Context(), rs, 0))
+	require.NoError(t, h.j.accept(t.Context(), rs, 0))
 }
 
 func TestJoinEvictsBeyondMaxRequests(t *testing.T) {
@@ -232,7 +232,7 @@ func TestJoinEvictsBeyondMaxRequests(t *testing.T) {
 	for i := range 3 {
 		h.accept(t, apiserverRequest(uint64(i+1), fmt.Sprintf("a-%d", i), "POST", t0, time.Millisecond)...)
 	}
-	_, reqs := h.j.Pending()
+	_, reqs := h.j.pendingSize()
 	assert.Equal(t, 2, reqs)
 	assert.Equal(t, int64(1), h.j.requests.Value(requestsEvicted))
 }

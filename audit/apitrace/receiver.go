@@ -27,35 +27,40 @@ import (
 // retryAfter is how long a sender refused for ErrFull is asked to wait.
 const retryAfter = time.Second
 
-// Receiver serves OTLP trace requests (OTLP/HTTP at POST /v1/traces, protobuf or JSON, gzip or
-// not; OTLP/gRPC's TraceService/Export) into a Joiner. Register it on the OTLP listener
-// (httpserver.AsOTLPHandler).
-type Receiver struct {
-	j    *Joiner
+// receiver serves OTLP trace requests (OTLP/HTTP at POST /v1/traces, protobuf or JSON, gzip or
+// not; OTLP/gRPC's TraceService/Export) into a joiner. It is an httpserver.Handler of the OTLP
+// listener.
+type receiver struct {
+	j    *joiner
 	dump *dumper
 	max  int
 	grpc *grpc.Server
+}
+
+// traceService is the gRPC TraceService of a receiver.
+type traceService struct {
+	r *receiver
 	coltracepb.UnimplementedTraceServiceServer
 }
 
-// NewReceiver returns the receiver of j; dump, when set, records each accepted request.
-func NewReceiver(j *Joiner, d *dumper) *Receiver {
-	r := &Receiver{j: j, dump: d, max: j.cfg.MaxRequestBytes}
+// newReceiver returns the receiver of j; d, when set, records each accepted request.
+func newReceiver(j *joiner, d *dumper) *receiver {
+	r := &receiver{j: j, dump: d, max: j.cfg.MaxRequestBytes}
 	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(r.max))
-	coltracepb.RegisterTraceServiceServer(r.grpc, r)
+	coltracepb.RegisterTraceServiceServer(r.grpc, traceService{r: r})
 	return r
 }
 
 // Register mounts POST /v1/traces and the gRPC TraceService.
-func (r *Receiver) Register(mux *http.ServeMux) {
+func (r *receiver) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/traces", r.serveHTTP)
 	mux.Handle("POST /opentelemetry.proto.collector.trace.v1.TraceService/Export", r.grpc)
 }
 
 // Export is the gRPC TraceService's method.
-func (r *Receiver) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	if err := r.accept(ctx, req); err != nil {
-		if errors.Is(err, ErrFull) {
+func (s traceService) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if err := s.r.accept(ctx, req); err != nil {
+		if errors.Is(err, errFull) {
 			st := status.New(codes.ResourceExhausted, err.Error())
 			if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)}); derr == nil {
 				st = d
@@ -67,16 +72,16 @@ func (r *Receiver) Export(ctx context.Context, req *coltracepb.ExportTraceServic
 	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
-func (r *Receiver) accept(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) error {
+func (r *receiver) accept(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) error {
 	spans, bad := spansOf(req)
-	if err := r.j.Accept(ctx, spans, bad); err != nil {
+	if err := r.j.accept(ctx, spans, bad); err != nil {
 		return err
 	}
 	r.dump.write(req)
 	return nil
 }
 
-func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := readBody(w, req, r.max)
 	if err != nil {
 		code := http.StatusBadRequest
@@ -91,7 +96,7 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	msg := &coltracepb.ExportTraceServiceRequest{}
 	jsonBody := strings.TrimSpace(ct) == "application/json"
 	if jsonBody {
-		err = UnmarshalJSON(body, msg)
+		err = unmarshalJSON(body, msg)
 	} else {
 		err = proto.Unmarshal(body, msg)
 	}
@@ -100,7 +105,7 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if err := r.accept(req.Context(), msg); err != nil {
-		if errors.Is(err, ErrFull) {
+		if errors.Is(err, errFull) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
 			return
@@ -145,9 +150,9 @@ func readBody(w http.ResponseWriter, req *http.Request, max int) ([]byte, error)
 	return body, nil
 }
 
-// UnmarshalJSON decodes an OTLP/JSON trace request. OTLP/JSON writes trace and span IDs in hex,
+// unmarshalJSON decodes an OTLP/JSON trace request. OTLP/JSON writes trace and span IDs in hex,
 // where protobuf's JSON mapping expects base64: they are rewritten before decoding.
-func UnmarshalJSON(b []byte, msg *coltracepb.ExportTraceServiceRequest) error {
+func unmarshalJSON(b []byte, msg *coltracepb.ExportTraceServiceRequest) error {
 	fixed, err := rewriteIDs(b, hexToBase64)
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ func serve(t *testing.T, h *harness, cfg httpserver.Config, dump string) string 
 	d, err := newDumper(dump, 1<<20, h.j.log)
 	require.NoError(t, err)
 	cfg.OTLPAddr = "127.0.0.1:0"
-	srv, err := httpserver.New(cfg, httpserver.Deps{OTLP: []httpserver.Handler{NewReceiver(h.j, d)}})
+	srv, err := httpserver.New(cfg, httpserver.Deps{OTLP: []httpserver.Handler{newReceiver(h.j, d)}})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(t.Context()))
 	t.Cleanup(func() { _ = srv.Stop(context.Background()); _ = d.close() })
@@ -85,7 +85,7 @@ func TestReceiverProtocols(t *testing.T) {
 
 			// The dump replays into the same spans.
 			again := newHarness(t, Config{})
-			n, err := Replay(t.Context(), again.j, dump)
+			n, err := replay(t.Context(), again.j, dump)
 			require.NoError(t, err)
 			assert.Equal(t, 4, n)
 			require.NoError(t, again.e.Send(t.Context(), ev))
@@ -110,7 +110,7 @@ func TestReceiverHTTPAnswers(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, post([]byte{0xff, 0x01}, "application/x-protobuf").StatusCode)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, post(make([]byte, 5000), "application/x-protobuf").StatusCode)
 
-	body, err := MarshalJSON(exportRequest(apiserverRequest(1, "c-1", "POST", t0, time.Millisecond)...))
+	body, err := marshalJSON(exportRequest(apiserverRequest(1, "c-1", "POST", t0, time.Millisecond)...))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, post(body, "application/json").StatusCode)
 	pb, err := proto.Marshal(exportRequest(apiserverRequest(2, "c-2", "POST", t0, time.Millisecond)...))
@@ -128,7 +128,7 @@ func TestReceiverHTTPAnswers(t *testing.T) {
 func mustJSON(t *testing.T, b []byte) *coltracepb.ExportTraceServiceRequest {
 	t.Helper()
 	req := &coltracepb.ExportTraceServiceRequest{}
-	require.NoError(t, UnmarshalJSON(b, req))
+	require.NoError(t, unmarshalJSON(b, req))
 	return req
 }
 

@@ -17,9 +17,9 @@ import (
 // maxReplayLine bounds one line of a replayed file.
 const maxReplayLine = 64 << 20
 
-// Replay feeds the OTLP/JSON lines of files (one ExportTraceServiceRequest each) to j in order,
+// replay feeds the OTLP/JSON lines of files (one ExportTraceServiceRequest each) to j in order,
 // waiting while j is full, until ctx ends. It returns the first unreadable line's error.
-func Replay(ctx context.Context, j *Joiner, files ...string) (spans int, err error) {
+func replay(ctx context.Context, j *joiner, files ...string) (spans int, err error) {
 	for _, f := range files {
 		n, err := replayFile(ctx, j, f)
 		spans += n
@@ -30,7 +30,7 @@ func Replay(ctx context.Context, j *Joiner, files ...string) (spans int, err err
 	return spans, nil
 }
 
-func replayFile(ctx context.Context, j *Joiner, file string) (int, error) {
+func replayFile(ctx context.Context, j *joiner, file string) (int, error) {
 	fh, err := os.Open(file)
 	if err != nil {
 		return 0, fmt.Errorf("apitrace replay: %w", err)
@@ -46,16 +46,16 @@ func replayFile(ctx context.Context, j *Joiner, file string) (int, error) {
 			continue
 		}
 		req := &coltracepb.ExportTraceServiceRequest{}
-		if err := UnmarshalJSON(b, req); err != nil {
+		if err := unmarshalJSON(b, req); err != nil {
 			return total, fmt.Errorf("apitrace replay %s:%d: %w", file, line, err)
 		}
 		spans, bad := spansOf(req)
 		for {
-			err := j.Accept(ctx, spans, bad)
+			err := j.accept(ctx, spans, bad)
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, ErrFull) {
+			if !errors.Is(err, errFull) {
 				return total, err
 			}
 			select {
@@ -103,7 +103,7 @@ func (d *dumper) write(req *coltracepb.ExportTraceServiceRequest) {
 	if d == nil {
 		return
 	}
-	b, err := MarshalJSON(req)
+	b, err := marshalJSON(req)
 	if err != nil {
 		return
 	}
@@ -137,8 +137,8 @@ func (d *dumper) close() error {
 	return err
 }
 
-// MarshalJSON encodes an OTLP trace request in OTLP/JSON (hex trace and span IDs), on one line.
-func MarshalJSON(req *coltracepb.ExportTraceServiceRequest) ([]byte, error) {
+// marshalJSON encodes an OTLP trace request in OTLP/JSON (hex trace and span IDs), on one line.
+func marshalJSON(req *coltracepb.ExportTraceServiceRequest) ([]byte, error) {
 	b, err := protojson.MarshalOptions{UseProtoNames: false}.Marshal(req)
 	if err != nil {
 		return nil, err

@@ -144,10 +144,10 @@ func isAuditIDKey(k string) bool {
 	return false
 }
 
-// truncateID is an audit ID as kube-apiserver puts it in spans: at most MaxAuditIDLength bytes.
+// truncateID is an audit ID as kube-apiserver puts it in spans: at most maxAuditIDLength bytes.
 func truncateID(id string) string {
-	if len(id) > MaxAuditIDLength {
-		return id[:MaxAuditIDLength]
+	if len(id) > maxAuditIDLength {
+		return id[:maxAuditIDLength]
 	}
 	return id
 }
