@@ -188,7 +188,7 @@ func rewriteIDs(b []byte, conv func(string) (string, bool)) ([]byte, error) {
 	idNext := false
 	for {
 		tok, err := dec.ReadToken()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -97,27 +97,31 @@ func TestReceiverProtocols(t *testing.T) {
 func TestReceiverHTTPAnswers(t *testing.T) {
 	h := newHarness(t, Config{MaxPendingBytes: 1500, MaxRequestBytes: 4096})
 	addr := serve(t, h, httpserver.Config{}, "")
-	post := func(body []byte, ct string) *http.Response {
+	post := func(body []byte, ct string) (int, http.Header) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/v1/traces", bytes.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", ct)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		_ = resp.Body.Close()
-		return resp
+		return resp.StatusCode, resp.Header
 	}
-	assert.Equal(t, http.StatusBadRequest, post([]byte("{not json"), "application/json").StatusCode)
-	assert.Equal(t, http.StatusBadRequest, post([]byte{0xff, 0x01}, "application/x-protobuf").StatusCode)
-	assert.Equal(t, http.StatusRequestEntityTooLarge, post(make([]byte, 5000), "application/x-protobuf").StatusCode)
+	code, _ := post([]byte("{not json"), "application/json")
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = post([]byte{0xff, 0x01}, "application/x-protobuf")
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = post(make([]byte, 5000), "application/x-protobuf")
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
 
 	body, err := marshalJSON(exportRequest(apiserverRequest(1, "c-1", "POST", t0, time.Millisecond)...))
 	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, post(body, "application/json").StatusCode)
+	code, _ = post(body, "application/json")
+	assert.Equal(t, http.StatusOK, code)
 	pb, err := proto.Marshal(exportRequest(apiserverRequest(2, "c-2", "POST", t0, time.Millisecond)...))
 	require.NoError(t, err)
-	resp := post(pb, "application/x-protobuf")
-	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the spans waiting are at their limit")
-	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	code, header := post(pb, "application/x-protobuf")
+	assert.Equal(t, http.StatusTooManyRequests, code, "the spans waiting are at their limit")
+	assert.Equal(t, "1", header.Get("Retry-After"))
 
 	// The JSON request was read with its hex IDs.
 	rs, _ := spansOf(mustJSON(t, body))
