@@ -39,6 +39,39 @@ func Run(t *testing.T, open func(t *testing.T) Store, lim Limits) {
 		assert.Equal(t, []string{"c1/apps/deployments/ns/web:1"}, Keys(res))
 	})
 
+	t.Run("request spans round-trip under their event and match no search", func(t *testing.T) {
+		s := open(t)
+		obj := Ref("c1", "", "pods", "ns", "web-1")
+		ev := EventSpan(obj, T0, "a", time.Minute)
+		ev.Attributes = append(ev.Attributes, aggregator.Attr{Key: "webhook", Value: "audit-side"})
+		req := &aggregator.Span{TraceID: ev.TraceID, SpanID: aggregator.RequestSpanID(ev.TraceID, ev.SpanID, "0102030405060708"),
+			ParentID: ev.SpanID, Kind: aggregator.KindRequest, Source: "apiserver", Name: "Call validating webhook", Object: obj, Window: T0,
+			Start: ev.Start.Add(time.Millisecond), End: ev.Start.Add(1501 * time.Millisecond),
+			Attributes: aggregator.Attrs{{Key: "webhook", Value: "delay.example.com"}}, Error: true}
+		Export(t, s, ObjectSpan(obj, T0), ev, req)
+		got, err := s.GetTrace(ctx, ev.TraceID)
+		require.NoError(t, err)
+		var back *aggregator.Span
+		for _, sp := range got {
+			if sp.Kind == aggregator.KindRequest {
+				back = sp
+			}
+		}
+		require.NotNil(t, back, "the request span is stored")
+		assert.Equal(t, req.SpanID, back.SpanID)
+		assert.Equal(t, ev.SpanID, back.ParentID)
+		assert.Equal(t, "apiserver", back.Source)
+		assert.Equal(t, "Call validating webhook", back.Name)
+		assert.Equal(t, 1500*time.Millisecond, back.End.Sub(back.Start))
+		assert.True(t, back.Error)
+		v, _ := back.Attributes.Get("webhook")
+		assert.Equal(t, "delay.example.com", v)
+		// Searches match event spans: the request span's attribute finds nothing.
+		res, err := s.FindObjects(ctx, query.ObjectQuery{Attributes: aggregator.Attrs{{Key: "webhook", Value: "delay.example.com"}}})
+		require.NoError(t, err)
+		assert.Empty(t, Keys(res))
+	})
+
 	t.Run("find objects", func(t *testing.T) {
 		s := open(t)
 		deploy := Ref("c1", "apps", "deployments", "ns1", "web")
