@@ -96,4 +96,21 @@ func TestBrowserAPIServerTraces(t *testing.T) {
 	assert.Greater(t, width, 80.0)
 	p.waitText(`.critical summary`, "validating webhook delay.e2e.kelemetry.dev")
 	p.screenshot("ui-apiserver-traces.png", true)
+
+	// The tree mode draws the request's spans as rows under the event; one opens into its part.
+	q.Set("service", "tree [full tree]")
+	getJSON(t, srv.URL+"/api/ui/search?"+q.Encode(), &sums)
+	require.Len(t, sums, 1)
+	tree := getTrace(t, srv.URL, sums[0].TraceID)
+	hook := ""
+	for _, sp := range tree.Spans {
+		if sp.OperationName == "Call validating webhook" {
+			hook = sp.SpanID
+			break
+		}
+	}
+	require.NotEmpty(t, hook, "the webhook call is a span of the tree mode")
+	p.open(srv.URL + "/trace/" + sums[0].TraceID + "?span=" + hook)
+	p.waitText(`.node-detail dd`, "validating webhook delay.e2e.kelemetry.dev")
+	assert.Contains(t, p.text(`.node-detail`), "delay.e2e.kelemetry.dev")
 }

@@ -155,6 +155,17 @@ function kvTable(pairs) {
 function nodeDetail(v, n) {
   /** @type {HTMLElement[]} */
   const parts = [el('h3', { class: 'node-title', text: `${n.service} ${n.op}`.trim() })];
+  if (n.kind === 'request') {
+    // One of kube-apiserver's own spans of a request, under its event (tree, timeline).
+    parts.push(el('dl', {}, [['Part', partLabel({ name: n.op, detail: str(n.tags.get('webhook')) || (n.op.endsWith(' etcd3') ? str(n.tags.get('key')) : ''), start: n.start, duration: n.end - n.start, depth: 0 })],
+      ['Start', `${fmtTime(n.start)} ${zoneName()} (+${fmtDur(n.start - v.model.t0)})`], ['Took', fmtDur(n.end - n.start)]]
+      .map(([a, b]) => [el('dt', { text: a }), el('dd', { text: b })])));
+    const attrs = [...n.tags].filter(([k]) => k !== 'kelemetry.span.kind').map(([k, val]) => /** @type {[string, string]} */ ([k, str(val)]));
+    if (attrs.length) parts.push(el('h3', { text: 'Attributes' }), kvTable(attrs));
+    const logs = n.logs.map(l => { const f = new Map((l.fields || []).map(kv => [kv.key, kv.value])); return /** @type {[string, string]} */ (['+' + fmtDur(Number(l.timestamp) - n.start), str(f.get('message'))]); });
+    if (logs.length) parts.push(el('h3', { text: 'Steps' }), kvTable(logs));
+    return el('div', { class: 'node-detail' }, parts);
+  }
   if (n.kind === 'omitted') {
     parts.push(el('div', { class: 'box message', text: 'Link following stopped here: a budget (objects per level, objects in total) or the depth limit was reached. Search for these objects directly, or pick a narrower link mode.' }));
     return el('div', {}, parts);
