@@ -453,3 +453,33 @@ func TestConfig(t *testing.T) {
 	_, err = NewWithExporter(Config{}, nil, telemetry.Settings{})
 	assert.Error(t, err)
 }
+
+// A request span (kube-apiserver's span of an event's request, audit/apitrace) is exported
+// under its event span with kelemetry.span.kind=request and its service.
+func TestRequestSpanExported(t *testing.T) {
+	ctx := context.Background()
+	mem := keepExporter{tracetest.NewInMemoryExporter()}
+	s := newSink(t, Config{}, mem, nil)
+	require.NoError(t, s.Start(ctx))
+	ev := testSpans()[2]
+	req := &aggregator.Span{
+		TraceID: ev.TraceID, SpanID: aggregator.RequestSpanID(ev.TraceID, ev.SpanID, "00000000000000aa"), ParentID: ev.SpanID,
+		Kind: aggregator.KindRequest, Source: "apiserver", Name: "Call validating webhook", Object: ev.Object, Window: ev.Window,
+		Start: ev.Start.Add(200), End: ev.Start.Add(900), Attributes: aggregator.Attrs{{Key: "webhook", Value: "policy.example.com"}},
+	}
+	require.NoError(t, s.Export(ctx, []*aggregator.Span{ev, req}))
+	require.NoError(t, s.Stop(ctx))
+	got := mem.GetSpans()
+	require.Len(t, got, 2)
+	g := got[1]
+	assert.Equal(t, req.SpanID, g.SpanContext.SpanID())
+	assert.Equal(t, ev.SpanID, g.Parent.SpanID())
+	svc, _ := g.Resource.Set().Value(AttrServiceName)
+	assert.Equal(t, "apiserver", svc.AsString())
+	kinds := map[string]string{}
+	for _, kv := range g.Attributes {
+		kinds[string(kv.Key)] = kv.Value.String()
+	}
+	assert.Equal(t, "request", kinds[AttrSpanKind])
+	assert.Equal(t, "policy.example.com", kinds["webhook"])
+}
