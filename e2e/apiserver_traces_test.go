@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -294,7 +293,7 @@ func recordTraces(t *testing.T, e *cluster.Env, ns, dump, out string) {
 	}
 	ids := map[string]bool{}
 	var audit bytes.Buffer
-	forLines(t, e.Cluster.AuditLog, func(line []byte) {
+	forEachLine(t, e.Cluster.AuditLog, func(line []byte) {
 		var ev struct {
 			AuditID   string `json:"auditID"`
 			ObjectRef *struct {
@@ -309,7 +308,7 @@ func recordTraces(t *testing.T, e *cluster.Env, ns, dump, out string) {
 		audit.WriteByte('\n')
 	})
 	var spans bytes.Buffer
-	forLines(t, dump, func(line []byte) {
+	forEachLine(t, dump, func(line []byte) {
 		if kept := keepRequests(line, ids); kept != nil {
 			spans.Write(kept)
 			spans.WriteByte('\n')
@@ -322,23 +321,6 @@ func recordTraces(t *testing.T, e *cluster.Env, ns, dump, out string) {
 		t.Fatal(err)
 	}
 	t.Logf("recorded %d audit events and their request spans in %s", len(ids), out)
-}
-
-func forLines(t *testing.T, path string, f func(line []byte)) {
-	t.Helper()
-	fh, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	for sc.Scan() {
-		f(bytes.Clone(sc.Bytes()))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // keepRequests keeps, of one OTLP/JSON trace request, the spans of traces in which a span carries

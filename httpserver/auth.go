@@ -362,11 +362,6 @@ func uiPublic(r *http.Request) bool {
 	return p == "/" || p == "/search" || strings.HasPrefix(p, "/trace/") || strings.HasPrefix(p, "/static/")
 }
 
-// newAuditAuth builds the webhook's authenticator (nil when none is configured).
-func newAuditAuth(c AuditAuthConfig, interval time.Duration, rejected metric.Int64Counter, logger *slog.Logger) (*authenticator, error) {
-	return newSenderAuth("audit", c, interval, rejected, logger)
-}
-
 // newSenderAuth builds the authenticator of a listener that takes data from senders (client
 // certificates, bearer tokens): the audit and the OTLP listener. Nil when none is configured.
 func newSenderAuth(listener string, c AuditAuthConfig, interval time.Duration, rejected metric.Int64Counter, logger *slog.Logger) (*authenticator, error) {

@@ -318,55 +318,49 @@ func loopback(addr string) bool {
 
 // newAuditServer builds the audit listener with its TLS and authentication.
 func newAuditServer(cfg Config, opts options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*server, error) {
-	auth, err := newAuditAuth(cfg.AuditAuth, cfg.ReloadInterval, rejected, log)
-	if err != nil {
-		return nil, fmt.Errorf("audit listener: %w", err)
-	}
-	if auth != nil {
-		h = auth.wrap(h)
-	} else if !loopback(cfg.AuditAddr) {
-		log.Warn("the audit webhook accepts unauthenticated requests from the network: configure auditAuth (client certificates or tokens)", "addr", cfg.AuditAddr)
-	}
-	srv := newServer("audit", cfg.AuditAddr, h, opts, log)
-	if cfg.AuditTLS.Enabled() {
-		pool, err := caPool(cfg.AuditAuth.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("audit listener: %w", err)
-		}
-		tc, err := serverTLS(cfg.AuditTLS, pool, cfg.ReloadInterval, log.With("server", "audit"))
-		if err != nil {
-			return nil, fmt.Errorf("audit listener: %w", err)
-		}
-		srv.setTLS(tc)
-	}
-	return srv, nil
+	return newSenderServer("audit", cfg.AuditAddr, cfg.AuditTLS, cfg.AuditAuth, cfg.ReloadInterval, opts, h, rejected, log,
+		"the audit webhook accepts unauthenticated requests from the network: configure auditAuth (client certificates or tokens)")
 }
 
 // newOTLPServer builds the OTLP listener with its TLS and authentication. It speaks HTTP/1.1 and
 // HTTP/2 (with TLS, or in plaintext with prior knowledge, as gRPC clients without TLS do).
 func newOTLPServer(cfg Config, opts options, h http.Handler, rejected metric.Int64Counter, log *slog.Logger) (*server, error) {
-	auth, err := newSenderAuth("otlp", cfg.OTLPAuth, cfg.ReloadInterval, rejected, log)
+	srv, err := newSenderServer("otlp", cfg.OTLPAddr, cfg.OTLPTLS, cfg.OTLPAuth, cfg.ReloadInterval, opts, h, rejected, log,
+		"the OTLP receiver accepts unauthenticated requests from the network: configure otlpAuth (client certificates or tokens), or keep it on a network only the API servers reach")
 	if err != nil {
-		return nil, fmt.Errorf("otlp listener: %w", err)
+		return nil, err
 	}
-	if auth != nil {
-		h = auth.wrap(h)
-	} else if !loopback(cfg.OTLPAddr) {
-		log.Warn("the OTLP receiver accepts unauthenticated requests from the network: configure otlpAuth (client certificates or tokens), or keep it on a network only the API servers reach", "addr", cfg.OTLPAddr)
-	}
-	srv := newServer("otlp", cfg.OTLPAddr, h, opts, log)
 	srv.srv.Protocols = new(http.Protocols)
 	srv.srv.Protocols.SetHTTP1(true)
 	srv.srv.Protocols.SetHTTP2(true)
 	srv.srv.Protocols.SetUnencryptedHTTP2(true)
-	if cfg.OTLPTLS.Enabled() {
-		pool, err := caPool(cfg.OTLPAuth.ClientCAFile)
+	return srv, nil
+}
+
+// newSenderServer builds a listener that takes data from senders (the audit webhook, the OTLP
+// receiver): client certificates or bearer tokens, and TLS; open says what is logged when it is
+// open to the network without authentication.
+func newSenderServer(name, addr string, tlsCfg TLSConfig, authCfg AuditAuthConfig, reload time.Duration, opts options,
+	h http.Handler, rejected metric.Int64Counter, log *slog.Logger, open string,
+) (*server, error) {
+	auth, err := newSenderAuth(name, authCfg, reload, rejected, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	if auth != nil {
+		h = auth.wrap(h)
+	} else if !loopback(addr) {
+		log.Warn(open, "addr", addr)
+	}
+	srv := newServer(name, addr, h, opts, log)
+	if tlsCfg.Enabled() {
+		pool, err := caPool(authCfg.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("otlp listener: %w", err)
+			return nil, fmt.Errorf("%s listener: %w", name, err)
 		}
-		tc, err := serverTLS(cfg.OTLPTLS, pool, cfg.ReloadInterval, log.With("server", "otlp"))
+		tc, err := serverTLS(tlsCfg, pool, reload, log.With("server", name))
 		if err != nil {
-			return nil, fmt.Errorf("otlp listener: %w", err)
+			return nil, fmt.Errorf("%s listener: %w", name, err)
 		}
 		srv.setTLS(tc)
 	}

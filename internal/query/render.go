@@ -254,22 +254,23 @@ func objectTags(o *object, class string) []JaegerKeyValue {
 	return tags
 }
 
-// eventNode is an event span; its tags and logs are made by eventDetails when it is drawn as a
+// eventNode is an event span; its tags and logs are made by spanDetails when it is drawn as a
 // span (most modes fold it first).
 func eventNode(ev *aggregator.Span) *node {
 	return &node{kind: nodeEvent, id: ev.SpanID, ev: ev, service: ev.Source, operation: ev.Name, start: ev.Start, end: ev.End}
 }
 
-func eventDetails(n *node) {
-	ev := n.ev
-	n.tags = append(make([]JaegerKeyValue, 0, len(ev.Attributes)+2), str("kelemetry.span.kind", "event"))
-	for _, a := range ev.Attributes {
+// spanDetails makes the tags and logs of a node drawn from a stored span (an event, or a request
+// span under it): the span's kind, attributes and error, its logs as they are.
+func spanDetails(n *node, sp *aggregator.Span) {
+	n.tags = append(make([]JaegerKeyValue, 0, len(sp.Attributes)+2), str("kelemetry.span.kind", string(sp.Kind)))
+	for _, a := range sp.Attributes {
 		n.tags = append(n.tags, str(a.Key, a.Value))
 	}
-	if ev.Error {
+	if sp.Error {
 		n.tags = append(n.tags, JaegerKeyValue{Key: "error", Type: "bool", Value: true})
 	}
-	for _, l := range ev.Logs {
+	for _, l := range sp.Logs {
 		fields := append(make([]JaegerKeyValue, 0, 2+len(l.Attributes)), str("event", l.Type), str("message", l.Message))
 		for _, a := range l.Attributes {
 			fields = append(fields, str(a.Key, a.Value))
@@ -643,10 +644,10 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 			return
 		}
 		if n.kind == nodeEvent && n.tags == nil {
-			eventDetails(n)
+			spanDetails(n, n.ev)
 		}
 		if n.kind == nodeRequest && n.tags == nil {
-			requestDetails(n)
+			spanDetails(n, n.req)
 		}
 		js := JaegerSpan{
 			TraceID: tid, SpanID: n.sid, OperationName: n.operation, References: []JaegerReference{},

@@ -190,21 +190,3 @@ func addRequests(ev *node, spans []*aggregator.Span) {
 	}
 }
 
-// requestDetails makes a request node's tags and logs when it is drawn.
-func requestDetails(n *node) {
-	sp := n.req
-	n.tags = append(make([]JaegerKeyValue, 0, len(sp.Attributes)+2), str("kelemetry.span.kind", string(aggregator.KindRequest)))
-	for _, a := range sp.Attributes {
-		n.tags = append(n.tags, str(a.Key, a.Value))
-	}
-	if sp.Error {
-		n.tags = append(n.tags, JaegerKeyValue{Key: "error", Type: "bool", Value: true})
-	}
-	for _, l := range sp.Logs {
-		fields := append(make([]JaegerKeyValue, 0, 2+len(l.Attributes)), str("event", l.Type), str("message", l.Message))
-		for _, a := range l.Attributes {
-			fields = append(fields, str(a.Key, a.Value))
-		}
-		n.logs = append(n.logs, outLog{time: l.Time, fields: fields})
-	}
-}
