@@ -189,4 +189,3 @@ func addRequests(ev *node, spans []*aggregator.Span) {
 		}
 	}
 }
-
