@@ -105,14 +105,15 @@ func requestTrees(t *testing.T, apiAddr string) string {
 				code, body := get(t, "http://"+apiAddr+"/api/stored-traces/"+w.TraceID)
 				require.Equal(t, http.StatusOK, code)
 				var tr struct {
-					Data apiquery.JaegerTrace `json:"data"`
+					Data []apiquery.JaegerTrace `json:"data"`
 				}
 				require.NoError(t, json.Unmarshal([]byte(body), &tr))
+				require.Len(t, tr.Data, 1)
 				byID := map[string]apiquery.JaegerSpan{}
-				for _, sp := range tr.Data.Spans {
+				for _, sp := range tr.Data[0].Spans {
 					byID[sp.SpanID] = sp
 				}
-				for _, sp := range tr.Data.Spans {
+				for _, sp := range tr.Data[0].Spans {
 					if tag(sp, "kelemetry.span.kind") != "request" {
 						continue
 					}

@@ -97,6 +97,9 @@ samplingRatePerMillion: 1000000
 `, proc.HostPort(otlpPort))), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(dir, "webhook-tls"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	tlsFiles, err := cluster.WriteTLSFiles(filepath.Join(dir, "webhook-tls"))
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ const emitQueue = 1024
 const (
 	spansReceived = iota
 	spansJoined
-	spansRead
+	spansSkipped
 	spansExpired
 	spansUnmatched
 	spansDropped
@@ -94,6 +94,19 @@ type traceEntry struct {
 	unresolved map[[8]byte]*rspan
 	owner      map[[8]byte]string
 	deadline   time.Time
+	// only is the audit ID of every span resolved so far, while they have one (several: not).
+	only    string
+	several bool
+}
+
+// noteOwner records that a span of te belongs to request auditID.
+func (te *traceEntry) noteOwner(auditID string) {
+	switch {
+	case te.only == "":
+		te.only = auditID
+	case te.only != auditID:
+		te.several = true
+	}
 }
 
 // request is one audit ID while its spans and its audit event meet.
@@ -102,7 +115,7 @@ type request struct {
 	ev       *eventRef
 	spans    []*rspan // waiting for ev
 	matched  bool
-	read     bool
+	skip     bool
 	deadline time.Time
 }
 
@@ -125,8 +138,8 @@ func newJoiner(cfg Config, tel telemetry.Settings) *joiner {
 		emits: make(chan emitItem, emitQueue), stopped: make(chan struct{}),
 	}
 	j.spans = m.FixedCounter("kelemetry.apitrace.spans",
-		"Request spans received from kube-apiserver (or another OTLP sender), by what became of them: joined under an audit event, dropped as a read, expired waiting for their audit event, unmatched (no audit ID in their ancestry), dropped (the writer's queue was full or the sinks refused them), invalid.",
-		"{span}", instrument.Sets("result", "received", "joined", "read", "expired", "unmatched", "dropped", "invalid")...)
+		"Request spans received from kube-apiserver (or another OTLP sender), by what became of them: joined under an audit event, skipped (a read, or a write of a Kubernetes Event: no audit event span to join), expired waiting for their audit event, unmatched (no audit ID in their ancestry), dropped (the writer's queue was full or the sinks refused them), invalid.",
+		"{span}", instrument.Sets("result", "received", "joined", "skipped", "expired", "unmatched", "dropped", "invalid")...)
 	j.requests = m.FixedCounter("kelemetry.apitrace.requests",
 		"Requests (audit IDs) with spans, by outcome: matched to their audit event, expired without one, evicted (maxRequests).",
 		"{request}", instrument.Sets("result", "matched", "expired", "evicted")...)
@@ -159,7 +172,7 @@ func (j *joiner) Decorate(_ context.Context, sp *aggregator.Span) {
 	j.mu.Lock()
 	r := j.request(id)
 	var out []*aggregator.Span
-	if r.ev == nil && !r.read {
+	if r.ev == nil && !r.skip {
 		r.ev = ref
 		if len(r.spans) > 0 {
 			out = j.build(r, r.spans)
@@ -236,32 +249,47 @@ func (j *joiner) accept(ctx context.Context, spans []*rspan, invalid int) error 
 // and hands each resolved span to its request. j.mu is held.
 func (j *joiner) resolve(te *traceEntry) []*aggregator.Span {
 	var out []*aggregator.Span
-	for id, s := range te.unresolved {
-		owner := j.ownerOf(te, s)
-		if owner == "" {
-			continue
-		}
-		delete(te.unresolved, id)
-		te.owner[id] = owner
-		j.pending += ownerBytes - s.size
-		r := j.request(owner)
-		switch {
-		case r.read || s.read:
-			if !r.read {
-				r.read = true
-				for _, w := range r.spans {
-					j.pending -= w.size
-				}
-				j.spans.Add(spansRead, int64(len(r.spans)))
-				r.spans = nil
+	// Until nothing changes: a span resolved may be what another one waited for (a root
+	// without the audit ID takes its trace's only request).
+	for progress := true; progress; {
+		progress = false
+		for id, s := range te.unresolved {
+			owner := j.ownerOf(te, s)
+			if owner == "" {
+				continue
 			}
-			j.spans.Add(spansRead, 1)
-		case r.ev != nil:
-			out = append(out, j.build(r, []*rspan{s})...)
-		default:
-			r.spans = append(r.spans, s)
-			j.pending += s.size
+			progress = true
+			delete(te.unresolved, id)
+			out = append(out, j.deliver(te, id, s, owner)...)
 		}
+	}
+	return out
+}
+
+// deliver hands a span resolved to request owner: joined when the request's event is known,
+// skipped with a skipped request, kept waiting otherwise. j.mu is held.
+func (j *joiner) deliver(te *traceEntry, id [8]byte, s *rspan, owner string) []*aggregator.Span {
+	var out []*aggregator.Span
+	te.owner[id] = owner
+	te.noteOwner(owner)
+	j.pending += ownerBytes - s.size
+	r := j.request(owner)
+	switch {
+	case r.skip || s.skip:
+		if !r.skip {
+			r.skip = true
+			for _, w := range r.spans {
+				j.pending -= w.size
+			}
+			j.spans.Add(spansSkipped, int64(len(r.spans)))
+			r.spans = nil
+		}
+		j.spans.Add(spansSkipped, 1)
+	case r.ev != nil:
+		out = append(out, j.build(r, []*rspan{s})...)
+	default:
+		r.spans = append(r.spans, s)
+		j.pending += s.size
 	}
 	return out
 }
@@ -274,6 +302,11 @@ func (j *joiner) ownerOf(te *traceEntry, s *rspan) string {
 			return s.auditID
 		}
 		if s.parent == [8]byte{} {
+			// A root without the audit ID (kube-apiserver's authentication span, which runs
+			// before the span with the ID): its trace's request, when the trace has one.
+			if te.only != "" && !te.several {
+				return te.only
+			}
 			return ""
 		}
 		if o, ok := te.owner[s.parent]; ok {

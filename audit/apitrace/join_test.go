@@ -3,8 +3,11 @@ package apitrace
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -204,7 +207,7 @@ func TestJoinReadsAndStrangers(t *testing.T) {
 	h.accept(t, apiserverRequest(2, "lost-1", "POST", t0, time.Millisecond)...)
 	bytes, _ := h.j.pendingSize()
 	assert.Positive(t, bytes)
-	assert.Equal(t, int64(5), h.j.spans.Value(spansRead))
+	assert.Equal(t, int64(5), h.j.spans.Value(spansSkipped))
 
 	now = t0.Add(2 * time.Minute)
 	h.j.expire()
@@ -235,4 +238,53 @@ func TestJoinEvictsBeyondMaxRequests(t *testing.T) {
 	_, reqs := h.j.pendingSize()
 	assert.Equal(t, 2, reqs)
 	assert.Equal(t, int64(1), h.j.requests.Value(requestsEvicted))
+}
+
+// TestRecordedSpans: kube-apiserver's spans recorded by e2e TestAPIServerTraces (tracing every
+// request, Kubernetes v1.37) resolve to their requests: every span finds its audit ID through its
+// ancestry, the writes of Kubernetes Events are skipped (the consumer writes no event for them),
+// and the requests left waiting are exactly the other writes of the recorded audit log.
+func TestRecordedSpans(t *testing.T) {
+	h := newHarness(t, Config{})
+	n, err := replay(t.Context(), h.j, filepath.Join("..", "..", "testdata", "apiserver-traces", "apiserver-spans.jsonl"))
+	require.NoError(t, err)
+	assert.Equal(t, 272, n)
+
+	want := map[string]bool{}
+	events := 0
+	f, err := os.ReadFile(filepath.Join("..", "..", "testdata", "apiserver-traces", "audit.jsonl"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(f)), "\n") {
+		var ev struct {
+			AuditID   string `json:"auditID"`
+			ObjectRef struct {
+				Resource string `json:"resource"`
+			} `json:"objectRef"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &ev))
+		if ev.ObjectRef.Resource == "events" {
+			events++
+			continue
+		}
+		want[ev.AuditID] = true
+	}
+	h.j.mu.Lock()
+	waiting, skipped := map[string]bool{}, 0
+	for id, r := range h.j.reqs {
+		switch {
+		case r.skip:
+			skipped++
+		case len(r.spans) > 0:
+			waiting[id] = true
+		}
+	}
+	unresolved := 0
+	for _, te := range h.j.traces {
+		unresolved += len(te.unresolved)
+	}
+	h.j.mu.Unlock()
+	assert.Equal(t, want, waiting, "the writes the consumer records wait for their audit events")
+	assert.Equal(t, events, skipped, "the writes of Kubernetes Events are skipped")
+	assert.Zero(t, unresolved, "every span found its request")
+	assert.Positive(t, h.j.spans.Value(spansSkipped))
 }

@@ -31,9 +31,10 @@ type rspan struct {
 	// root marks the entry of a request: a server span with an audit ID, or a span without a
 	// parent. It goes right under the event span; every other span under its parent.
 	root bool
-	// read marks a span whose attributes say its request is a read (GET, LIST, WATCH), which
-	// the audit consumer writes no event for.
-	read       bool
+	// skip marks a span whose attributes say the audit consumer writes no event for its
+	// request: a read (GET, LIST, WATCH), or a write of a Kubernetes Event (those come through
+	// the Event source).
+	skip       bool
 	start, end time.Time
 	attrs      aggregator.Attrs
 	logs       []aggregator.Log
@@ -97,7 +98,11 @@ func convertSpan(sp *tracepb.Span, service string) (*rspan, bool) {
 		case "verb":
 			switch strings.ToUpper(v) {
 			case "GET", "LIST", "WATCH", "WATCHLIST":
-				s.read = true
+				s.skip = true
+			}
+		case "resource":
+			if v == "events" {
+				s.skip = true
 			}
 		case "http.method", "http.request.method":
 			method = v
@@ -112,7 +117,7 @@ func convertSpan(sp *tracepb.Span, service string) (*rspan, bool) {
 		s.size += int64(32 + len(k) + len(v))
 	}
 	if server && s.auditID != "" && strings.EqualFold(method, "GET") {
-		s.read = true
+		s.skip = true
 	}
 	s.root = s.parent == [8]byte{} || (server && s.auditID != "")
 	for _, ev := range sp.GetEvents() {

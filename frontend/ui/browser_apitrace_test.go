@@ -46,6 +46,8 @@ func ingestWithTraces(t testing.TB) *memory.Store {
 	require.NoError(t, join.Flush(ctx))
 	_, err = p.HandleFile(ctx, tracesAudit)
 	require.NoError(t, err)
+	// The consumer's workers send the events: once they stopped, every event span was seen.
+	require.NoError(t, p.Consumer.Stop(ctx))
 	require.NoError(t, join.Flush(ctx))
 	require.NoError(t, join.Stop(ctx))
 	require.NoError(t, p.Stop(ctx))
@@ -68,7 +70,7 @@ func TestBrowserAPIServerTraces(t *testing.T) {
 	spanID, index := "", -1
 	for _, sp := range tr.Spans {
 		for i, l := range sp.Logs {
-			if len(l.Fields) == 0 || !strings.HasSuffix(l.Fields[0].Key, "audit") || !strings.HasPrefix(l.Fields[0].Value.(string), "replicaset-controller create") {
+			if len(l.Fields) == 0 || !strings.HasSuffix(l.Fields[0].Key, "audit") || !strings.HasSuffix(l.Fields[0].Value.(string), "replicaset-controller create") {
 				continue
 			}
 			for _, f := range l.Fields {

@@ -102,6 +102,43 @@ export function partLabel(p) {
 }
 
 /**
+ * whole reports a part that counts whole as a part of a request: an admission webhook or etcd
+ * call (its HTTP client span belongs to it).
+ * @param {RequestPart} p
+ * @returns {boolean}
+ */
+function whole(p) { return p.name === 'Call validating webhook' || p.name === 'Call mutating webhook' || p.name.endsWith(' etcd3'); }
+
+/**
+ * slowPartIndex finds the part that held a request longest by itself, as the critical path
+ * names it: below the request's entry, each part's duration less its children's, where an
+ * admission webhook or etcd call counts whole. -1 without such a part.
+ * @param {RequestPart[]} parts depth first
+ * @returns {number}
+ */
+export function slowPartIndex(parts) {
+  /** @type {number[]} */
+  const parent = [];
+  /** @type {number[]} */
+  const stack = [];
+  parts.forEach((p, i) => {
+    while (stack.length > p.depth) stack.pop();
+    parent[i] = stack.length ? stack[stack.length - 1] : -1;
+    stack.push(i);
+  });
+  const covered = parts.map(() => 0);
+  parts.forEach((p, i) => { const q = parent[i]; if (q >= 0 && !whole(parts[q])) covered[q] += p.duration; });
+  const inWhole = (/** @type {number} */ i) => { for (let q = parent[i]; q >= 0; q = parent[q]) if (whole(parts[q])) return true; return false; };
+  let best = -1, bestSelf = -Infinity;
+  parts.forEach((p, i) => {
+    if (p.depth === 0 || inWhole(i)) return;
+    const self = whole(p) ? p.duration : p.duration - covered[i];
+    if (self > bestSelf) { best = i; bestSelf = self; }
+  });
+  return best;
+}
+
+/**
  * requestWaterfall draws kube-apiserver's own spans of a request (its handler, admission
  * webhooks, etcd calls) as a small waterfall; null without them.
  * @param {RequestPart[]} parts depth first
@@ -112,9 +149,7 @@ function requestWaterfall(parts) {
   const t0 = Math.min(...parts.map(p => p.start));
   const t1 = Math.max(...parts.map(p => p.start + p.duration));
   const span = Math.max(t1 - t0, 1);
-  // The part that held the request longest below its entry: drawn as the slow one.
-  let slow = -1;
-  parts.forEach((p, i) => { if (p.depth > 0 && (slow < 0 || p.duration > parts[slow].duration) && !/^HTTP /.test(p.name)) slow = i; });
+  const slow = slowPartIndex(parts);
   return [
     el('h3', { text: 'Inside the API server' }),
     el('div', { class: 'note-inline', text: `kube-apiserver's own spans of this request: ${parts.length}, ${fmtDur(span)} in all.` }),
