@@ -3,6 +3,8 @@ package apitrace
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,9 +21,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/httpservertest"
 )
 
 // serve runs the receiver of h on an OTLP listener and returns its address.
@@ -182,4 +186,34 @@ func oneSpan(auditID string) []sdktrace.ReadOnlySpan {
 	_, sp := tp.Tracer("t").Start(context.Background(), "x", trace.WithAttributes(attribute.String("audit-id", auditID)))
 	sp.End()
 	return rec.Ended()
+}
+
+// TestReceiverTLSClientCert: with otlpTLS and a client CA, OTLP/gRPC runs over TLS (HTTP/2 by
+// ALPN) and only a client certificate of that CA gets in.
+func TestReceiverTLSClientCert(t *testing.T) {
+	h := newHarness(t, Config{})
+	f, err := httpservertest.WriteFiles(t.TempDir(), "otlp", "kube-apiserver")
+	require.NoError(t, err)
+	addr := serve(t, h, httpserver.Config{
+		OTLPTLS:  httpserver.TLSConfig{CertFile: f.ServerCert, KeyFile: f.ServerKey},
+		OTLPAuth: httpserver.AuditAuthConfig{ClientCAFile: f.CA},
+	}, "")
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(f.CA)
+	require.NoError(t, err)
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	export := func(certs []tls.Certificate) error {
+		exp, err := otlptracegrpc.New(t.Context(), otlptracegrpc.WithEndpoint(addr),
+			otlptracegrpc.WithTLSCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12})),
+			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}))
+		require.NoError(t, err)
+		defer func() { _ = exp.Shutdown(context.Background()) }()
+		return exp.ExportSpans(t.Context(), oneSpan("f-1"))
+	}
+	err = export(nil)
+	require.Error(t, err, "no client certificate")
+	assert.Contains(t, err.Error(), "Unauthenticated")
+	cert, err := tls.LoadX509KeyPair(f.ClientCert, f.ClientKey)
+	require.NoError(t, err)
+	require.NoError(t, export([]tls.Certificate{cert}))
 }
