@@ -69,7 +69,8 @@ type Config struct {
 	// HTTPAuth authenticates the API's users: bearer tokens, or an authenticating proxy.
 	HTTPAuth httpserver.APIAuthConfig `yaml:"httpAuth"`
 	// OTLPAddr is the listen address of the OTLP receiver (OTLP/gRPC and OTLP/HTTP on one port;
-	// default 127.0.0.1:4317 when apiserverTraces is enabled, otherwise no listener).
+	// default 127.0.0.1:4317 when apiserverTraces or audit.otlpLogs is enabled, otherwise no
+	// listener).
 	OTLPAddr string `yaml:"otlpAddr"`
 	// OTLPTLS serves the OTLP receiver over TLS; OTLPAuth authenticates its senders (client
 	// certificates of a CA, bearer tokens).
@@ -151,7 +152,8 @@ type Config struct {
 const (
 	DefaultAuditAddr = httpserver.DefaultAuditAddr
 	DefaultHTTPAddr  = httpserver.DefaultAPIAddr
-	// DefaultOTLPAddr is the OTLP receiver's address when apiserverTraces is enabled.
+	// DefaultOTLPAddr is the OTLP receiver's address when apiserverTraces or audit.otlpLogs is
+	// enabled.
 	DefaultOTLPAddr  = "127.0.0.1:4317"
 	DefaultCluster   = "default"
 	DefaultKubeQPS   = kube.DefaultQPS
@@ -191,7 +193,7 @@ func (c Config) WithDefaults() Config {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = DefaultHTTPAddr
 	}
-	if c.OTLPAddr == "" && c.APIServerTraces.Enabled {
+	if c.OTLPAddr == "" && (c.APIServerTraces.Enabled || c.Audit.OTLPLogs.Enabled) {
 		c.OTLPAddr = DefaultOTLPAddr
 	}
 	if c.Audit.Cluster == "" {

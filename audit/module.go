@@ -8,6 +8,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/auditlog"
 	"github.com/kelemetry/kelemetry/audit/consumer"
+	"github.com/kelemetry/kelemetry/audit/otlplogs"
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/audit/webhook"
 	"github.com/kelemetry/kelemetry/health"
@@ -43,6 +44,10 @@ type Config struct {
 	Dump tap.DumpConfig `yaml:"dump"`
 	// Forward posts every batch the webhook accepted to other audit webhooks (see Forwarder).
 	Forward []tap.ForwardConfig `yaml:"forward"`
+	// OTLPLogs receives audit events as OTLP logs on the OTLP listener (an OpenTelemetry
+	// Collector forwarding a managed cluster's audit stream; see package otlplogs). Off by
+	// default.
+	OTLPLogs otlplogs.Config `yaml:"otlpLogs"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -57,7 +62,7 @@ func (c Config) Validate() error {
 	if q, w := c.Queue.WithDefaults(), c.Webhook.WithDefaults(); q.MaxBytes > 0 && q.MaxBytes < w.MaxBodyBytes {
 		fit = fmt.Errorf("audit: queue.maxBytes %d is below webhook.maxBodyBytes %d: a batch the webhook accepts could never be queued", q.MaxBytes, w.MaxBodyBytes)
 	}
-	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps())
+	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps(), c.OTLPLogs.Validate())
 }
 
 // Deps are what New needs besides its Config.
@@ -82,6 +87,9 @@ type Pipeline struct {
 	Consumer *consumer.Consumer
 	Webhook  *webhook.Webhook
 	Replayer *auditlog.Replayer
+	// OTLPLogs receives audit events as OTLP logs (nil unless Config.OTLPLogs.Enabled): serve it
+	// on the OTLP listener.
+	OTLPLogs *otlplogs.Receiver
 
 	parts []part // in the order they start
 }
@@ -136,6 +144,8 @@ type moduleResult struct {
 	Consumer *consumer.Consumer
 	Webhook  *webhook.Webhook
 	Replayer *auditlog.Replayer
+	// OTLP are the OTLP listener's handlers: the OTLP logs receiver when it is on.
+	OTLP []httpserver.Handler `group:"kelemetry.http.otlp,flatten"`
 }
 
 // Module provides the audit pipeline (New): webhook handler, queue, consumer, replay and follow
@@ -161,7 +171,11 @@ func newModule(p moduleParams) (moduleResult, error) {
 	for _, pt := range pl.parts {
 		p.Lifecycle.Append(fx.StartStopHook(pt.start, pt.stop))
 	}
-	return moduleResult{Queue: pl.Queue, Consumer: pl.Consumer, Webhook: pl.Webhook, Replayer: pl.Replayer}, nil
+	res := moduleResult{Queue: pl.Queue, Consumer: pl.Consumer, Webhook: pl.Webhook, Replayer: pl.Replayer}
+	if pl.OTLPLogs != nil {
+		res.OTLP = []httpserver.Handler{pl.OTLPLogs}
+	}
+	return res, nil
 }
 
 // commitSync is what a durable or NATS queue runs before it counts a batch as handled: the
@@ -228,6 +242,18 @@ func New(cfg Config, deps Deps) (*Pipeline, error) {
 	// Observers see every event; the queue only those the consumer does not filter.
 	pl.Webhook = webhook.New(wcfg, webhook.Deps{Queue: observe(consumer.Prefilter(eq, cons), deps.Observers...),
 		Health: health, Taps: taps, Telemetry: ts})
+	if cfg.OTLPLogs.Enabled {
+		ocfg := cfg.OTLPLogs
+		if ocfg.Cluster == "" {
+			ocfg.Cluster = cfg.Cluster
+		}
+		// As the webhook's: acknowledged once the queue (on disk, when durable) holds them.
+		pl.OTLPLogs, err = otlplogs.New(ocfg, otlplogs.Deps{Queue: observe(consumer.Prefilter(eq, cons), deps.Observers...),
+			Health: health, MaxFutureSkew: cfg.MaxFutureSkew, Telemetry: ts})
+		if err != nil {
+			return nil, err
+		}
+	}
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
 	replayQ := observe(consumer.Prefilter(eq.Direct(), cons), deps.Observers...)

@@ -3,7 +3,7 @@ package apitrace
 import (
 	"context"
 	"encoding/hex"
-	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -15,12 +15,13 @@ import (
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/instrument"
+	"github.com/kelemetry/kelemetry/internal/otlpin"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // errFull is returned by accept while the spans waiting for their audit events hold
 // Config.MaxPendingBytes: the sender should retry later (429, RESOURCE_EXHAUSTED).
-var errFull = errors.New("apitrace: the spans waiting for their audit events are at their limit")
+var errFull = fmt.Errorf("apitrace: the spans waiting for their audit events are at their limit: %w", otlpin.ErrFull)
 
 // emitQueue bounds the batches of joined spans waiting for the Exporter.
 const emitQueue = 1024

@@ -26,6 +26,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/httpserver"
 	"github.com/kelemetry/kelemetry/internal/httpservertest"
+	"github.com/kelemetry/kelemetry/internal/otlpin"
 )
 
 // serve runs the receiver of h on an OTLP listener and returns its address.
@@ -117,7 +118,7 @@ func TestReceiverHTTPAnswers(t *testing.T) {
 	code, _ = post(make([]byte, 5000), "application/x-protobuf")
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
 
-	body, err := marshalJSON(exportRequest(apiserverRequest(1, "c-1", "POST", t0, time.Millisecond)...))
+	body, err := otlpin.MarshalJSON(exportRequest(apiserverRequest(1, "c-1", "POST", t0, time.Millisecond)...))
 	require.NoError(t, err)
 	code, _ = post(body, "application/json")
 	assert.Equal(t, http.StatusOK, code)
@@ -136,7 +137,7 @@ func TestReceiverHTTPAnswers(t *testing.T) {
 func mustJSON(t *testing.T, b []byte) *coltracepb.ExportTraceServiceRequest {
 	t.Helper()
 	req := &coltracepb.ExportTraceServiceRequest{}
-	require.NoError(t, unmarshalJSON(b, req))
+	require.NoError(t, otlpin.UnmarshalJSON(b, req))
 	return req
 }
 

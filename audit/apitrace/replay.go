@@ -11,7 +11,8 @@ import (
 	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/kelemetry/kelemetry/internal/otlpin"
 )
 
 // maxReplayLine bounds one line of a replayed file.
@@ -46,7 +47,7 @@ func replayFile(ctx context.Context, j *joiner, file string) (int, error) {
 			continue
 		}
 		req := &coltracepb.ExportTraceServiceRequest{}
-		if err := unmarshalJSON(b, req); err != nil {
+		if err := otlpin.UnmarshalJSON(b, req); err != nil {
 			return total, fmt.Errorf("apitrace replay %s:%d: %w", file, line, err)
 		}
 		spans, bad := spansOf(req)
@@ -103,7 +104,7 @@ func (d *dumper) write(req *coltracepb.ExportTraceServiceRequest) {
 	if d == nil {
 		return
 	}
-	b, err := marshalJSON(req)
+	b, err := otlpin.MarshalJSON(req)
 	if err != nil {
 		return
 	}
@@ -135,13 +136,4 @@ func (d *dumper) close() error {
 	err := d.f.Close()
 	d.f = nil
 	return err
-}
-
-// marshalJSON encodes an OTLP trace request in OTLP/JSON (hex trace and span IDs), on one line.
-func marshalJSON(req *coltracepb.ExportTraceServiceRequest) ([]byte, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: false}.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	return rewriteIDs(b, base64ToHex)
 }
