@@ -114,6 +114,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 
 	cfg := kelemetry.Config{Cluster: "test", AuditAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", OTLPAddr: "127.0.0.1:0"}
 	cfg.APIServerTraces.Enabled = true
+	cfg.Audit.OTLPLogs.Enabled = true
 	cfg.Audit.Replay = []string{filepath.Join("testdata", "rollout", "audit.jsonl")}
 	var servers *httpserver.Servers
 	app := fx.New(kelemetry.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&servers), fx.NopLogger)

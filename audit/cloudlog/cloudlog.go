@@ -32,8 +32,8 @@ const (
 	FormatGKE Format = "gke"
 )
 
-// Formats lists the formats Decode knows.
-var Formats = []Format{FormatAuto, FormatJSON, FormatEKS, FormatAKS, FormatGKE}
+// formats lists the formats Decode knows.
+var formats = []Format{FormatAuto, FormatJSON, FormatEKS, FormatAKS, FormatGKE}
 
 // Valid reports whether f is a known format ("" means auto).
 func (f Format) Valid() bool {
@@ -91,7 +91,7 @@ func Decode(format Format, data []byte) (Record, error) {
 	case FormatGKE:
 		return decodeGKE(data)
 	}
-	return Record{}, fmt.Errorf("cloudlog: unknown format %q (one of %v)", format, Formats)
+	return Record{}, fmt.Errorf("cloudlog: unknown format %q (one of %v)", format, formats)
 }
 
 // probe is what detect reads of a record.
@@ -336,7 +336,7 @@ func gkeObject(method, resource string) (*auditv1.ObjectReference, string, error
 	ref := &auditv1.ObjectReference{}
 	segs := strings.Split(strings.Trim(resource, "/"), "/")
 	if len(segs) < 3 {
-		return nil, "", fmt.Errorf("cloudlog gke: resourceName %q is not <group>/<version>/...", resource)
+		return nil, "", fmt.Errorf("cloudlog gke: resourceName %q is not <group>/<version>/<resource>", resource)
 	}
 	ref.APIGroup, ref.APIVersion = segs[0], segs[1]
 	if ref.APIGroup == "core" {

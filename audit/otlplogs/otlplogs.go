@@ -52,8 +52,8 @@ type Config struct {
 	MaxRequestBytes int `yaml:"maxRequestBytes"`
 }
 
-// ClusterAttribute is the resource attribute that names a log's cluster.
-const ClusterAttribute = "k8s.cluster.name"
+// clusterAttribute is the resource attribute that names a log's cluster.
+const clusterAttribute = "k8s.cluster.name"
 
 const defaultMaxRequestBytes = 16 << 20
 
@@ -61,7 +61,7 @@ const defaultMaxRequestBytes = 16 << 20
 func (c Config) Validate() error {
 	var errs []error
 	if !c.Format.Valid() {
-		errs = append(errs, fmt.Errorf("otlpLogs.format %q: one of %v", c.Format, cloudlog.Formats))
+		errs = append(errs, fmt.Errorf("otlpLogs.format %q: one of auto, json, eks, aks, gke", c.Format))
 	}
 	if c.Cluster != "" {
 		if err := aggregator.ValidateClusterName(c.Cluster); err != nil {
@@ -173,7 +173,7 @@ func (r *Receiver) accept(ctx context.Context, req *collogspb.ExportLogsServiceR
 	for i, rl := range req.GetResourceLogs() {
 		resCluster := ""
 		for _, kv := range rl.GetResource().GetAttributes() {
-			if kv.GetKey() == ClusterAttribute {
+			if kv.GetKey() == clusterAttribute {
 				resCluster = kv.GetValue().GetStringValue()
 			}
 		}

@@ -73,7 +73,7 @@ func fixture(t *testing.T, name string) string {
 func logs(cluster string, bodies ...*commonpb.AnyValue) *logspb.ResourceLogs {
 	rl := &logspb.ResourceLogs{Resource: &resourcepb.Resource{}, ScopeLogs: []*logspb.ScopeLogs{{}}}
 	if cluster != "" {
-		rl.Resource.Attributes = []*commonpb.KeyValue{{Key: ClusterAttribute, Value: str(cluster)}}
+		rl.Resource.Attributes = []*commonpb.KeyValue{{Key: clusterAttribute, Value: str(cluster)}}
 	}
 	for _, b := range bodies {
 		rl.ScopeLogs[0].LogRecords = append(rl.ScopeLogs[0].LogRecords, &logspb.LogRecord{Body: b})
