@@ -8,6 +8,7 @@ import (
 
 	"github.com/kelemetry/kelemetry/audit/auditlog"
 	"github.com/kelemetry/kelemetry/audit/consumer"
+	"github.com/kelemetry/kelemetry/audit/kafka"
 	"github.com/kelemetry/kelemetry/audit/otlplogs"
 	"github.com/kelemetry/kelemetry/audit/tap"
 	"github.com/kelemetry/kelemetry/audit/webhook"
@@ -48,6 +49,9 @@ type Config struct {
 	// Collector forwarding a managed cluster's audit stream; see package otlplogs). Off by
 	// default.
 	OTLPLogs otlplogs.Config `yaml:"otlpLogs"`
+	// Kafka consumes audit events from Kafka topics (see package kafka); off while its brokers
+	// are empty.
+	Kafka kafka.Config `yaml:"kafka"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -62,7 +66,7 @@ func (c Config) Validate() error {
 	if q, w := c.Queue.WithDefaults(), c.Webhook.WithDefaults(); q.MaxBytes > 0 && q.MaxBytes < w.MaxBodyBytes {
 		fit = fmt.Errorf("audit: queue.maxBytes %d is below webhook.maxBodyBytes %d: a batch the webhook accepts could never be queued", q.MaxBytes, w.MaxBodyBytes)
 	}
-	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps(), c.OTLPLogs.Validate())
+	return errors.Join(cluster, c.Webhook.Validate(), c.Queue.Validate(), c.Consumer.Validate(), fit, c.validateTaps(), c.OTLPLogs.Validate(), c.Kafka.Validate())
 }
 
 // Deps are what New needs besides its Config.
@@ -253,6 +257,18 @@ func New(cfg Config, deps Deps) (*Pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Kafka.Enabled() {
+		kcfg := cfg.Kafka
+		if kcfg.Cluster == "" {
+			kcfg.Cluster = cfg.Cluster
+		}
+		// Offsets are committed once the queue (on disk, when durable) holds the events.
+		src, err := kafka.New(kcfg, observe(consumer.Prefilter(eq, cons), deps.Observers...), cfg.MaxFutureSkew, ts)
+		if err != nil {
+			return nil, err
+		}
+		pl.parts = append(pl.parts, part{src.Start, src.Stop})
 	}
 	// Log replay and follow read their files again after a crash: they need no second copy on
 	// local disk. Through NATS their events reach the replicas that own the partitions.
