@@ -187,7 +187,7 @@ func startError(logger *slog.Logger, err error) error {
 		}
 	}
 	if errors.Is(err, syscall.EADDRINUSE) {
-		msg += " (another process listens there: stop it, or choose another --audit-addr, --http-addr or --remote-storage-addr)"
+		msg += " (another process listens there: stop it, or choose another --audit-addr, --http-addr, --otlp-addr or --remote-storage-addr)"
 	}
 	return errors.New(msg)
 }
