@@ -142,7 +142,7 @@ func newJoiner(cfg Config, tel telemetry.Settings) *joiner {
 		"Request spans received from kube-apiserver (or another OTLP sender), by what became of them: joined under an audit event, skipped (a read, or a write of a Kubernetes Event: no audit event span to join), expired waiting for their audit event, unmatched (no audit ID in their ancestry), dropped (the writer's queue was full or the sinks refused them), invalid.",
 		"{span}", instrument.Sets("result", "received", "joined", "skipped", "expired", "unmatched", "dropped", "invalid")...)
 	j.requests = m.FixedCounter("kelemetry.apitrace.requests",
-		"Requests (audit IDs) with spans, by outcome: matched to their audit event, expired without one, evicted (maxRequests).",
+		"Requests (audit IDs) by outcome: matched to their audit event, expired (spans that waited in vain), evicted (forced out by maxRequests before the wait ended, spans or not).",
 		"{request}", instrument.Sets("result", "matched", "expired", "evicted")...)
 	j.webhooks = m.Histogram("kelemetry.apiserver.webhook.duration",
 		"Admission webhook calls as kube-apiserver's spans time them, by webhook and type (validating, mutating).",
@@ -397,13 +397,13 @@ func (j *joiner) expireFirst(evict bool) {
 		for _, s := range r.spans {
 			j.pending -= s.size
 		}
-		if len(r.spans) > 0 {
-			j.spans.Add(spansExpired, int64(len(r.spans)))
-			if evict {
-				j.requests.Add(requestsEvicted, 1)
-			} else {
-				j.requests.Add(requestsExpired, 1)
-			}
+		j.spans.Add(spansExpired, int64(len(r.spans)))
+		switch {
+		case evict:
+			// Forced out before its time, spans or not: a join it may have missed.
+			j.requests.Add(requestsEvicted, 1)
+		case len(r.spans) > 0:
+			j.requests.Add(requestsExpired, 1)
 		}
 		return
 	}

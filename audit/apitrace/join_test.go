@@ -288,3 +288,15 @@ func TestRecordedSpans(t *testing.T) {
 	assert.Zero(t, unresolved, "every span found its request")
 	assert.Positive(t, h.j.spans.Value(spansSkipped))
 }
+
+// Audit events remembered for spans that may still come are bounded too: the oldest is evicted
+// and counted.
+func TestJoinEvictsEventsBeyondMaxRequests(t *testing.T) {
+	h := newHarness(t, Config{MaxRequests: 2})
+	for i := range 3 {
+		require.NoError(t, h.e.Send(t.Context(), auditEvent(fmt.Sprintf("e-%d", i), fmt.Sprintf("web-%d", i), t0)))
+	}
+	_, reqs := h.j.pendingSize()
+	assert.Equal(t, 2, reqs)
+	assert.Equal(t, int64(1), h.j.requests.Value(requestsEvicted))
+}
