@@ -11,11 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/kelemetry/kelemetry"
-	"github.com/kelemetry/kelemetry/httpserver"
 )
 
 // The recorded rollout's audit log through a Kafka topic (kfake: the Kafka protocol, in process),
@@ -47,21 +44,12 @@ func TestKafkaEqualsWebhook(t *testing.T) {
 	cl.Close()
 	require.Positive(t, n)
 
-	start := func(configure func(*kelemetry.Config)) *httpserver.Servers {
-		cfg := localConfig("")
-		configure(&cfg)
-		var servers *httpserver.Servers
-		app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
-		app.RequireStart()
-		t.Cleanup(app.RequireStop)
-		return servers
-	}
-	viaWebhook := start(func(*kelemetry.Config) {})
+	viaWebhook := startInMemory(t, func(*kelemetry.Config) {})
 	postRollout(t, viaWebhook.AuditAddr())
 	waitCaughtUp(t, viaWebhook.APIAddr())
 	want := fullTree(t, viaWebhook.APIAddr())
 
-	viaKafka := start(func(c2 *kelemetry.Config) {
+	viaKafka := startInMemory(t, func(c2 *kelemetry.Config) {
 		c2.Audit.Kafka.Brokers = c.ListenAddrs()
 		c2.Audit.Kafka.Topics = []string{"audit"}
 	})

@@ -26,6 +26,19 @@ import (
 	apiquery "github.com/kelemetry/kelemetry/internal/query"
 )
 
+// startInMemory starts the all-in-one on the in-memory store, configured by configure, until
+// the test ends.
+func startInMemory(t *testing.T, configure func(*kelemetry.Config)) *httpserver.Servers {
+	t.Helper()
+	cfg := localConfig("")
+	configure(&cfg)
+	var servers *httpserver.Servers
+	app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	return servers
+}
+
 // fullTree is the rollout's Deployment tree as the Jaeger API draws it, spans sorted by ID, the
 // display trace ID left out.
 func fullTree(t *testing.T, apiAddr string) string {
@@ -51,20 +64,11 @@ func fullTree(t *testing.T, apiAddr string) string {
 // as a Collector's filelog receiver reads the audit log) gives the same tree as through the
 // webhook.
 func TestOTLPLogsEqualWebhook(t *testing.T) {
-	start := func(configure func(*kelemetry.Config)) *httpserver.Servers {
-		cfg := localConfig("")
-		configure(&cfg)
-		var servers *httpserver.Servers
-		app := fxtest.New(t, kelemetry.Module, fx.Supply(cfg, quietLogger()), fx.Populate(&servers), fx.NopLogger)
-		app.RequireStart()
-		t.Cleanup(app.RequireStop)
-		return servers
-	}
-	viaWebhook := start(func(*kelemetry.Config) {})
+	viaWebhook := startInMemory(t, func(*kelemetry.Config) {})
 	postRollout(t, viaWebhook.AuditAddr())
 	waitCaughtUp(t, viaWebhook.APIAddr())
 
-	viaOTLP := start(func(c *kelemetry.Config) {
+	viaOTLP := startInMemory(t, func(c *kelemetry.Config) {
 		c.OTLPAddr = "127.0.0.1:0"
 		c.Audit.OTLPLogs.Enabled = true
 	})
