@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/kelemetry/kelemetry/internal/tlsfiles"
 )
 
 // TLSConfig serves a listener over TLS (1.2 or newer). The certificate and key files are read
@@ -115,17 +117,7 @@ func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 }
 
 // loadCAPool reads a PEM bundle of CA certificates.
-func loadCAPool(file string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("read CA file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("CA file %s holds no PEM certificate", file)
-	}
-	return pool, nil
-}
+func loadCAPool(file string) (*x509.CertPool, error) { return tlsfiles.LoadCAPool(file) }
 
 // serverTLS builds the tls.Config of a listener: its reloaded certificate, TLS 1.2 at least, and,
 // when clientCAs is set, client certificates verified against it if the client presents one (the

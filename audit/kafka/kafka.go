@@ -9,7 +9,6 @@ package kafka
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +30,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/ratelog"
 	"github.com/kelemetry/kelemetry/internal/timecheck"
+	"github.com/kelemetry/kelemetry/internal/tlsfiles"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
@@ -190,13 +190,9 @@ func New(cfg Config, q queue.Target, maxFutureSkew time.Duration, tel telemetry.
 func tlsConfig(c TLSConfig) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
+		pool, err := tlsfiles.LoadCAPool(c.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("kafka tls: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka tls: no certificate in %s", c.CAFile)
 		}
 		tc.RootCAs = pool
 	}
