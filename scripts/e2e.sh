@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end tests: build the control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl from k8s.io/kubernetes; kwok), Jaeger v2, promtool and helm (e2e/tools/*) and
+# kube-scheduler, kubectl from k8s.io/kubernetes; kwok), Jaeger v2, promtool, helm and an
+# OpenTelemetry Collector (e2e/tools/*) and
 # cmd/kelemetry into the cache folder ($KELEMETRY_E2E_CACHE, default
 # ~/.cache/kelemetry-e2e/bin; each part reused when up to date), then run the scenarios in e2e/
 # against a real control plane and a real Jaeger. A cold build takes 20-35 minutes on 2 cores for
-# the control plane plus about 13 minutes (2.3 GB of memory) for Jaeger and 6 for promtool and helm; a cached one seconds.
+# the control plane plus about 13 minutes (2.3 GB of memory) for Jaeger, 6 for promtool and helm
+# and 3 for the Collector; a cached one seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,11 @@ status=0
 # a NATS node stopped during ingest, a replica killed with SIGKILL, everything restarted.
 KELEMETRY_E2E_REQUIRE=1 KELEMETRY_ALLINONE_BIN="$cache/kelemetry-allinone" go test -tags e2e -count=1 -timeout 20m -v \
 	./natsqueue/natse2e || status=$?
+# The managed-cluster path through a real OpenTelemetry Collector (the cached otelcol-kelemetry,
+# built by the Collector builder from e2e/tools/otelcol): its filelog and Kafka receivers, OTLP to
+# Kelemetry; the trees equal the webhook's, and a SIGKILL of the cached all-in-one loses nothing.
+KELEMETRY_E2E_REQUIRE=1 KELEMETRY_ALLINONE_BIN="$cache/kelemetry-allinone" KELEMETRY_OTELCOL_BIN="$cache/otelcol-kelemetry" \
+	go test -tags e2e -count=1 -timeout 10m -v -run '^TestCollector' . || status=$?
 t2=$(date +%s)
 echo "e2e: tests took $((t2 - t1))s (exit $status); total $((t2 - t0))s"
 

@@ -347,12 +347,12 @@ func (s *Source) queue(ctx context.Context, records []*kgo.Record) bool {
 	}
 	for _, c := range order {
 		for attempt := 0; ; attempt++ {
-			err := s.q.Enqueue(ctx, c, byCluster[c])
+			err := queue.EnqueueParts(ctx, s.q, c, byCluster[c])
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, queue.ErrFull) && !errors.Is(err, queue.ErrUnavailable) {
-				// Retrying cannot help (a batch larger than the queue): say so and go on.
+			if errors.Is(err, queue.ErrBatchTooLarge) || !errors.Is(err, queue.ErrFull) && !errors.Is(err, queue.ErrUnavailable) {
+				// Retrying cannot help (an event larger than the queue): say so and go on.
 				s.log.Error("kafka records not queued", "cluster", c, "events", len(byCluster[c]), "error", err)
 				break
 			}

@@ -27,6 +27,8 @@ type recordingQueue struct {
 	mu   sync.Mutex
 	got  map[string][]string
 	full bool
+	// maxBatch, when set, is the queue's whole capacity: a larger batch is refused as such.
+	maxBatch int
 }
 
 func (q *recordingQueue) Enqueue(_ context.Context, cluster string, events []*auditv1.Event) error {
@@ -34,6 +36,9 @@ func (q *recordingQueue) Enqueue(_ context.Context, cluster string, events []*au
 	defer q.mu.Unlock()
 	if q.full {
 		return queue.ErrFull
+	}
+	if q.maxBatch > 0 && len(events) > q.maxBatch {
+		return fmt.Errorf("%w: %w", queue.ErrFull, queue.ErrBatchTooLarge)
 	}
 	if q.got == nil {
 		q.got = map[string][]string{}
@@ -161,6 +166,25 @@ func TestFullQueueCommitsNothing(t *testing.T) {
 	s = start(t, Config{Brokers: c.ListenAddrs(), Topics: []string{"audit"}, Group: "g"}, q)
 	defer stop(t, s)
 	require.Eventually(t, func() bool { return len(q.ids("demo")) == len(lines) }, 20*time.Second, 20*time.Millisecond)
+}
+
+// A poll holding more events than the whole queue is queued in parts, in order, not retried for
+// ever.
+func TestPollLargerThanTheQueue(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "audit"))
+	require.NoError(t, err)
+	defer c.Close()
+	lines := rolloutEvents(t)
+	produce(t, c.ListenAddrs(), "audit", lines)
+	q := &recordingQueue{maxBatch: 3}
+	s := start(t, Config{Brokers: c.ListenAddrs(), Topics: []string{"audit"}}, q)
+	defer stop(t, s)
+	var want []string
+	for _, l := range lines {
+		want = append(want, auditID(t, l))
+	}
+	require.Eventually(t, func() bool { return len(q.ids("demo")) == len(want) }, 20*time.Second, 20*time.Millisecond)
+	assert.Equal(t, want, q.ids("demo"))
 }
 
 // Over SASL PLAIN, with records of several formats, a header naming the cluster, and a bad

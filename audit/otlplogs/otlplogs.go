@@ -216,7 +216,7 @@ func (r *Receiver) accept(ctx context.Context, req *collogspb.ExportLogsServiceR
 	}
 	slices.Sort(clusters)
 	for _, c := range clusters {
-		if err := r.d.Queue.Enqueue(ctx, c, byCluster[c]); err != nil {
+		if err := queue.EnqueueParts(ctx, r.d.Queue, c, byCluster[c]); err != nil {
 			return nil, r.refuse(ctx, len(byCluster[c]), err)
 		}
 		r.events.Add(ctx, int64(len(byCluster[c])))
@@ -236,10 +236,10 @@ func (r *Receiver) accept(ctx context.Context, req *collogspb.ExportLogsServiceR
 func (r *Receiver) refuse(ctx context.Context, n int, err error) error {
 	reason, kind := "unavailable", otlpin.ErrUnavailable
 	switch {
+	case errors.Is(err, queue.ErrBatchTooLarge): // first: it wraps ErrFull too
+		reason, kind = "too_large", otlpin.ErrTooLarge
 	case errors.Is(err, queue.ErrFull):
 		reason, kind = "full", otlpin.ErrFull
-	case errors.Is(err, queue.ErrBatchTooLarge):
-		reason, kind = "too_large", otlpin.ErrTooLarge
 	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, queue.ErrStopped):
 	default:
 		return fmt.Errorf("enqueue %d events: %w", n, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,6 +160,8 @@ func TestRefusals(t *testing.T) {
 		httpCode int
 	}{
 		{"full", queue.ErrFull, nil, codes.ResourceExhausted, http.StatusTooManyRequests},
+		// Not 429: a retry could never fit (the Collector drops it and logs the reason).
+		{"larger than the queue", fmt.Errorf("%w: %w", queue.ErrFull, queue.ErrBatchTooLarge), nil, codes.InvalidArgument, http.StatusRequestEntityTooLarge},
 		{"queue unavailable", queue.ErrUnavailable, nil, codes.Unavailable, http.StatusServiceUnavailable},
 		{"stopping", queue.ErrStopped, nil, codes.Unavailable, http.StatusServiceUnavailable},
 		{"sinks down", nil, errors.New("disk full"), codes.Unavailable, http.StatusServiceUnavailable},
@@ -181,7 +184,11 @@ func TestRefusals(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, tc.httpCode, resp.StatusCode)
-			assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+			if tc.httpCode == http.StatusRequestEntityTooLarge {
+				assert.Empty(t, resp.Header.Get("Retry-After"), "not to be retried")
+			} else {
+				assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+			}
 		})
 	}
 }

@@ -69,3 +69,21 @@ var (
 type WaitEnqueuer interface {
 	EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error
 }
+
+// EnqueueParts is q.Enqueue for a source that answers for a whole request (an OTLP export, a
+// Kafka poll): a batch the queue can never take whole (ErrBatchTooLarge) is split in halves,
+// enqueued in order, down to single events, instead of being refused for ever. It returns the
+// first other error, and ErrBatchTooLarge only for a single event larger than the queue. Parts
+// queued before a failure stay queued: the sender's retry of the whole request queues them
+// again, which makes no duplicate spans (their IDs are deterministic).
+func EnqueueParts(ctx context.Context, q Enqueuer, cluster string, events []*auditv1.Event) error {
+	err := q.Enqueue(ctx, cluster, events)
+	if len(events) < 2 || !errors.Is(err, ErrBatchTooLarge) {
+		return err
+	}
+	half := len(events) / 2
+	if err := EnqueueParts(ctx, q, cluster, events[:half]); err != nil {
+		return err
+	}
+	return EnqueueParts(ctx, q, cluster, events[half:])
+}

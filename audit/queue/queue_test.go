@@ -251,6 +251,40 @@ func TestQueueAllOrNothing(t *testing.T) {
 	assert.Equal(t, 0, q.Len())
 }
 
+// EnqueueParts splits a batch larger than the whole queue into parts the queue takes, in order,
+// and still refuses a batch that only does not fit now.
+func TestEnqueueParts(t *testing.T) {
+	var h handledLog
+	q, _ := newTestQueue(t, Config{Capacity: 4, Partitions: 1}, h.handle)
+	ctx := context.Background()
+	var evs []*auditv1.Event
+	for i := range 9 {
+		evs = append(evs, queueEvent("ns", "p", strconv.Itoa(i)))
+	}
+	require.NoError(t, q.Start(ctx))
+	var refusals int
+	for start := 0; start < len(evs); {
+		// A part at most the queue's size fits once the worker drained what came before.
+		err := EnqueueParts(ctx, q, "c", evs[start:])
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, ErrFull)
+		require.NotErrorIs(t, err, ErrBatchTooLarge, "a part that fits the queue is only full for now")
+		refusals++
+		require.NoError(t, q.Flush(ctx))
+		start = len(h.byName["p"])
+	}
+	require.NoError(t, q.Flush(ctx))
+	assert.Equal(t, []string{"0", "1", "2", "3", "4", "5", "6", "7", "8"}, h.byName["p"], "every event once, in order")
+	require.NoError(t, q.Stop(ctx))
+
+	// A single event larger than the queue (by bytes) is refused as such.
+	small, _ := newTestQueue(t, Config{Capacity: 4, MaxBytes: 100, Partitions: 1}, h.handle)
+	err := EnqueueParts(ctx, small, "c", evs[:2])
+	require.ErrorIs(t, err, ErrBatchTooLarge)
+}
+
 func TestQueueStopDrainsAndRejects(t *testing.T) {
 	var handled atomic.Int32
 	q, reader := newTestQueue(t, Config{Capacity: 100, Partitions: 2}, func(context.Context, string, *auditv1.Event) {

@@ -1,6 +1,7 @@
 // Package bins locates and builds the binaries the end-to-end tests run: the Kubernetes control
 // plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl), kwok, Jaeger v2,
-// promtool and helm (each from its nested tool module under tools/), this repository's cmd/kelemetry and cmd/kubectl-kelemetry, and nats-server
+// promtool and helm (each from its nested tool module under tools/), an OpenTelemetry Collector
+// (built by the Collector builder pinned in tools/otelcol), this repository's cmd/kelemetry and cmd/kubectl-kelemetry, and nats-server
 // (the version the repository's go.mod pins, for the scenarios through the NATS JetStream audit
 // queue). They live in one cache folder, $KELEMETRY_E2E_CACHE or $HOME/.cache/kelemetry-e2e/bin.
 package bins
@@ -34,18 +35,26 @@ const (
 	// Helm is the helm CLI (HelmPackage, pinned in e2e/tools/helm) that installs and upgrades the
 	// chart on the control plane.
 	Helm = "helm"
+	// OtelCol is an OpenTelemetry Collector built by the Collector builder (CollectorBuilderPackage,
+	// pinned in e2e/tools/otelcol) from e2e/tools/otelcol/builder-config.yaml: the filelog and
+	// Kafka receivers, the OTLP exporters, file storage. The audit path of a managed cluster is
+	// tested through it.
+	OtelCol = "otelcol-kelemetry"
 
 	// KwokStagesDir is the folder (under the cache folder) holding kwok's stage YAMLs.
 	KwokStagesDir = "kwok-stages"
 )
 
 // All lists every binary the end-to-end environment needs.
-var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, KubectlPlugin, Jaeger, NATSServer, Promtool, Helm}
+var All = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, AllInOne, KubectlPlugin, Jaeger, NATSServer, Promtool, Helm, OtelCol}
 
 // Main packages of the tools built from their tool modules.
 const (
 	PromtoolPackage = "github.com/prometheus/prometheus/cmd/promtool"
 	HelmPackage     = "helm.sh/helm/v4/cmd/helm"
+	// CollectorBuilderPackage is the OpenTelemetry Collector builder (ocb), which generates and
+	// builds the Collector distribution that builder-config.yaml describes.
+	CollectorBuilderPackage = "go.opentelemetry.io/collector/cmd/builder"
 )
 
 // NATSServerPackage is nats-server's main package.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,10 @@ type tool struct {
 	stamp   string
 	// cold says how long a cold build takes, for the log.
 	cold string
+	// builderConfig, when set, names a Collector builder configuration in the tool module's
+	// folder: pkg is then the builder, which generates the distribution that configuration
+	// describes and builds it (the configuration is part of the stamp).
+	builderConfig string
 }
 
 // tools are built from their tool modules. Jaeger's stamp key is the one caches made before the
@@ -51,6 +56,8 @@ var tools = []tool{
 		cold: "about 4 minutes on 2 cores"},
 	{name: Helm, dir: "helm", pkg: HelmPackage, ldflags: "-s -w", builder: "1", stamp: "helm.stamp",
 		cold: "about 2 minutes on 2 cores"},
+	{name: OtelCol, dir: "otelcol", pkg: CollectorBuilderPackage, ldflags: "-s -w", builder: "1", stamp: "otelcol.stamp",
+		builderConfig: "builder-config.yaml", cold: "about 4 minutes on 2 cores"},
 }
 
 // KubernetesVersion is the k8s.io/kubernetes release built (it must match e2e/go.mod).
@@ -258,7 +265,11 @@ func buildTool(ctx context.Context, opts BuildOptions, e2eDir string, t tool) (t
 	defer os.RemoveAll(tmp)
 	start := time.Now()
 	opts.Logger.Info("building "+t.name+" (a cold build takes "+t.cold+")", "package", t.pkg)
-	if err := goBuild(ctx, filepath.Join(e2eDir, "tools", t.dir), opts.Output, filepath.Join(tmp, t.name), t.ldflags, t.pkg); err != nil {
+	if t.builderConfig == "" {
+		if err := goBuild(ctx, filepath.Join(e2eDir, "tools", t.dir), opts.Output, filepath.Join(tmp, t.name), t.ldflags, t.pkg); err != nil {
+			return 0, err
+		}
+	} else if err := buildDistribution(ctx, opts, filepath.Join(e2eDir, "tools", t.dir), tmp, t); err != nil {
 		return 0, err
 	}
 	if err := os.Rename(filepath.Join(tmp, t.name), filepath.Join(opts.CacheDir, t.name)); err != nil {
@@ -267,6 +278,42 @@ func buildTool(ctx context.Context, opts BuildOptions, e2eDir string, t tool) (t
 	took := time.Since(start)
 	opts.Logger.Info(t.name+" built", "took", took.Round(time.Second))
 	return took, nil
+}
+
+// buildDistribution builds the Collector builder pinned by t's tool module, runs it on t's
+// builder configuration with the distribution's sources in tmp/src, and leaves the binary at
+// tmp/<t.name>. The builder resolves the components' modules through the Go module proxy.
+func buildDistribution(ctx context.Context, opts BuildOptions, toolDir, tmp string, t tool) error {
+	builder := filepath.Join(tmp, "builder")
+	if err := goBuild(ctx, toolDir, opts.Output, builder, "-s -w", t.pkg); err != nil {
+		return err
+	}
+	cfg, err := os.ReadFile(filepath.Join(toolDir, t.builderConfig))
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
+	src := filepath.Join(tmp, "src")
+	// The output folder is set here, not in the committed configuration.
+	withOutput := "\n" + string(cfg)
+	if !strings.Contains(withOutput, "\ndist:\n") {
+		return fmt.Errorf("%s: %s has no top-level dist section", t.name, t.builderConfig)
+	}
+	withOutput = strings.Replace(withOutput, "\ndist:\n", "\ndist:\n  output_path: "+strconv.Quote(src)+"\n", 1)
+	cfgPath := filepath.Join(tmp, "builder-config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(withOutput), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, builder, "--config", cfgPath, "--ldflags", t.ldflags)
+	cmd.Dir = tmp
+	cmd.Stdout, cmd.Stderr = opts.Output, opts.Output
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("collector builder (%s): %w", t.builderConfig, err)
+	}
+	// The configuration's dist.name is the tool's name.
+	if err := os.Rename(filepath.Join(src, t.name), filepath.Join(tmp, t.name)); err != nil {
+		return fmt.Errorf("%s: the builder made no %s (dist.name of %s must be that): %w", t.name, t.name, t.builderConfig, err)
+	}
+	return nil
 }
 
 func buildControlPlane(ctx context.Context, opts BuildOptions, e2eDir string, rep *BuildReport) error {
@@ -352,7 +399,11 @@ func stampKey(e2eDir, goVersion string) (string, error) {
 func toolStampKey(e2eDir, goVersion string, t tool) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "builder %s\ngo %s\nldflags %s\n", t.builder, goVersion, t.ldflags)
-	for _, rel := range []string{"tools/" + t.dir + "/go.mod", "tools/" + t.dir + "/go.sum"} {
+	inputs := []string{"tools/" + t.dir + "/go.mod", "tools/" + t.dir + "/go.sum"}
+	if t.builderConfig != "" {
+		inputs = append(inputs, "tools/"+t.dir+"/"+t.builderConfig)
+	}
+	for _, rel := range inputs {
 		data, err := os.ReadFile(filepath.Join(e2eDir, filepath.FromSlash(rel)))
 		if err != nil {
 			return "", fmt.Errorf("%s stamp: %w", t.name, err)

@@ -28,7 +28,7 @@ func fakeCache(t *testing.T, names ...string) string {
 var controlPlane = []string{KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok}
 
 func TestMissingListsJaeger(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, NATSServer, Promtool, Helm)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, NATSServer, Promtool, Helm, OtelCol)...)
 	if got := Missing(dir); !slices.Equal(got, []string{Jaeger}) {
 		t.Errorf("Missing = %v, want [%s]", got, Jaeger)
 	}
@@ -40,7 +40,7 @@ func TestMissingListsJaeger(t *testing.T) {
 // A cache built before nats-server was added lists it as missing, and the build adds it without
 // rebuilding the control plane or Jaeger (it is built with the all-in-one, every time).
 func TestPlanBuildsNATSServerWithTheAllInOne(t *testing.T) {
-	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, Jaeger, Promtool, Helm)...)
+	dir := fakeCache(t, append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, Jaeger, Promtool, Helm, OtelCol)...)
 	if got := Missing(dir); !slices.Equal(got, []string{NATSServer}) {
 		t.Errorf("Missing = %v, want [%s]", got, NATSServer)
 	}
@@ -53,7 +53,7 @@ func TestPlanBuildsNATSServerWithTheAllInOne(t *testing.T) {
 
 // toolKeys are the stamp keys of the tools in the plan tests.
 func toolKeys() map[string]string {
-	return map[string]string{Jaeger: "jaeger-key", Promtool: "promtool-key", Helm: "helm-key"}
+	return map[string]string{Jaeger: "jaeger-key", Promtool: "promtool-key", Helm: "helm-key", OtelCol: "otelcol-key"}
 }
 
 // writeToolStamps writes every tool's stamp with its key of toolKeys.
@@ -71,13 +71,13 @@ func TestPlanBuildsOnlyTheNewToolsIntoAnOlderCache(t *testing.T) {
 	writeStamp(t, dir, controlPlaneStamp, "cp-key")
 	writeStamp(t, dir, jaegerStamp, "jaeger-key")
 	p := plan(dir, "cp-key", toolKeys(), false)
-	if p.controlPlane || p.tools[Jaeger] || !p.tools[Promtool] || !p.tools[Helm] {
-		t.Errorf("plan = %+v, want the control plane and Jaeger reused, promtool and helm built", p)
+	if p.controlPlane || p.tools[Jaeger] || !p.tools[Promtool] || !p.tools[Helm] || !p.tools[OtelCol] {
+		t.Errorf("plan = %+v, want the control plane and Jaeger reused, promtool, helm and the Collector built", p)
 	}
 }
 
 func TestPlan(t *testing.T) {
-	all := append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, Jaeger, NATSServer, Promtool, Helm)
+	all := append(slices.Clone(controlPlane), AllInOne, KubectlPlugin, Jaeger, NATSServer, Promtool, Helm, OtelCol)
 	without := func(name string) []string {
 		return slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == name })
 	}
@@ -92,14 +92,15 @@ func TestPlan(t *testing.T) {
 	}{
 		{"everything cached", all, "cp-key", toolKeys(), false, false, nil},
 		{"all-in-one missing only", without(AllInOne), "cp-key", toolKeys(), false, false, nil},
-		{"jaeger stamp differs", all, "cp-key", map[string]string{Jaeger: "old", Promtool: "promtool-key", Helm: "helm-key"}, false, false, []string{Jaeger}},
-		{"helm stamp absent", all, "cp-key", map[string]string{Jaeger: "jaeger-key", Promtool: "promtool-key"}, false, false, []string{Helm}},
+		{"jaeger stamp differs", all, "cp-key", map[string]string{Jaeger: "old", Promtool: "promtool-key", Helm: "helm-key", OtelCol: "otelcol-key"}, false, false, []string{Jaeger}},
+		{"helm stamp absent", all, "cp-key", map[string]string{Jaeger: "jaeger-key", Promtool: "promtool-key", OtelCol: "otelcol-key"}, false, false, []string{Helm}},
+		{"collector missing", without(OtelCol), "cp-key", toolKeys(), false, false, []string{OtelCol}},
 		{"control plane stamp differs", all, "old", toolKeys(), false, true, nil},
 		{"kubectl missing", without(Kubectl), "cp-key", toolKeys(), false, true, nil},
 		{"jaeger missing", without(Jaeger), "cp-key", toolKeys(), false, false, []string{Jaeger}},
 		{"promtool missing", without(Promtool), "cp-key", toolKeys(), false, false, []string{Promtool}},
-		{"force", all, "cp-key", toolKeys(), true, true, []string{Jaeger, Promtool, Helm}},
-		{"empty cache", nil, "", nil, false, true, []string{Jaeger, Promtool, Helm}},
+		{"force", all, "cp-key", toolKeys(), true, true, []string{Jaeger, Promtool, Helm, OtelCol}},
+		{"empty cache", nil, "", nil, false, true, []string{Jaeger, Promtool, Helm, OtelCol}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := fakeCache(t, tc.files...)
@@ -156,6 +157,9 @@ func TestToolStampKeys(t *testing.T) {
 	for _, tl := range tools {
 		write("tools/"+tl.dir+"/go.mod", "module "+tl.dir+"\n")
 		write("tools/"+tl.dir+"/go.sum", "sum 1\n")
+		if tl.builderConfig != "" {
+			write("tools/"+tl.dir+"/"+tl.builderConfig, "dist:\n  name: "+tl.name+"\n")
+		}
 	}
 	key := func(name, goVersion string) string {
 		t.Helper()
@@ -194,6 +198,11 @@ func TestToolStampKeys(t *testing.T) {
 	write("tools/jaeger/go.sum", "sum 2\n")
 	if j3 := key(Jaeger, "go1.26.8"); j3 == j2 {
 		t.Error("the Jaeger stamp ignores tools/jaeger/go.sum")
+	}
+	o := key(OtelCol, "go1.26.8")
+	write("tools/otelcol/builder-config.yaml", "dist:\n  name: otelcol-kelemetry\nreceivers: []\n")
+	if key(OtelCol, "go1.26.8") == o {
+		t.Error("the Collector's stamp ignores its builder configuration")
 	}
 	if key(Jaeger, "go1.27.0") == key(Jaeger, "go1.26.8") {
 		t.Error("the Jaeger stamp ignores the Go version")
