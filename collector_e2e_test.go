@@ -10,9 +10,12 @@ package kelemetry_test
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,7 +33,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/kelemetry/kelemetry"
+	"github.com/kelemetry/kelemetry/audit/cloudlog"
+	"github.com/kelemetry/kelemetry/httpserver"
+	"github.com/kelemetry/kelemetry/internal/httpservertest"
 	"github.com/kelemetry/kelemetry/internal/natstest"
 	apiquery "github.com/kelemetry/kelemetry/internal/query"
 )
@@ -347,6 +355,131 @@ service:
 	t.Logf("after the restart: %v requests refused as full and retried by the Collector", refusedFull)
 	assert.Positive(t, refusedFull, "a 192 KiB queue log refuses part of 470 KB sent at once: the overload path ran")
 	k.signal(t, syscall.SIGTERM)
+}
+
+// Each Collector configuration of deploy/collector/ runs as written, to a Kelemetry that serves
+// TLS and wants the bearer token, but for its cloud receiver (and that receiver's extensions),
+// which cannot run without the cloud: a file of that cloud's records takes its place. The
+// exporter (TLS, the token header, the one-sender queue on file storage, the batch), the
+// processors and the other extensions are the file's own; the records' events must all arrive,
+// none rejected.
+func TestCollectorExampleConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		cloud string
+		// cloudReceiver is replaced by a filelog receiver reading fixtures (one record a line);
+		// cloudExtensions are dropped with it.
+		cloudReceiver   string
+		cloudExtensions []string
+		fixtures        []string
+		events          int
+	}{
+		{"eks", "awscloudwatch", nil, []string{"eks-message.json"}, 1},
+		{"gke", "googlecloudpubsub", []string{"text_encoding"},
+			[]string{"gke-pod-create.json", "gke-status-conflict.json", "gke-binding-create.json", "gke-cluster-api.json"}, 3},
+		{"aks", "azureeventhub", []string{"azureauth"}, []string{"aks-eventhubs.json"}, 2},
+	} {
+		t.Run(tc.cloud, func(t *testing.T) {
+			certs, err := httpservertest.WriteFiles(t.TempDir(), "kelemetry", "collector")
+			require.NoError(t, err)
+			tokenFile := filepath.Join(t.TempDir(), "tokens")
+			require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600))
+			k := startInMemory(t, func(c *kelemetry.Config) {
+				c.OTLPAddr = "127.0.0.1:0"
+				c.OTLPTLS = httpserver.TLSConfig{CertFile: certs.ServerCert, KeyFile: certs.ServerKey}
+				c.OTLPAuth = httpserver.AuditAuthConfig{TokenFiles: []string{tokenFile}}
+				c.Audit.OTLPLogs.Enabled = true
+				c.Audit.OTLPLogs.Format = cloudlog.Format(tc.cloud)
+			})
+
+			var records [][]byte
+			for _, f := range tc.fixtures {
+				raw, err := os.ReadFile(filepath.Join("audit", "cloudlog", "testdata", f))
+				require.NoError(t, err)
+				var compact bytes.Buffer
+				require.NoError(t, json.Compact(&compact, raw))
+				records = append(records, append(compact.Bytes(), '\n'))
+			}
+			input := filepath.Join(t.TempDir(), tc.cloud+".jsonl")
+			appendFile(t, input, records)
+
+			data, err := os.ReadFile(filepath.Join("deploy", "collector", tc.cloud+".yaml"))
+			require.NoError(t, err)
+			var values struct {
+				Config map[string]any `yaml:"config"`
+			}
+			require.NoError(t, yaml.Unmarshal(data, &values))
+			cfg := values.Config
+			section := func(name string) map[string]any {
+				m, _ := cfg[name].(map[string]any)
+				if m == nil {
+					m = map[string]any{}
+					cfg[name] = m
+				}
+				return m
+			}
+			// The chart's defaults the file removes (null) or relies on (health_check).
+			dropNulls(cfg)
+			receivers := section("receivers")
+			require.Contains(t, receivers, tc.cloudReceiver, "the cloud's receiver")
+			delete(receivers, tc.cloudReceiver)
+			receivers["filelog/"+tc.cloud] = map[string]any{"include": []any{input}, "start_at": "beginning", "max_log_size": "16MiB"}
+			exts := section("extensions")
+			for _, e := range tc.cloudExtensions {
+				require.Contains(t, exts, e)
+				delete(exts, e)
+			}
+			exts["health_check"] = map[string]any{"endpoint": "127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))}
+			if fs, ok := exts["file_storage"].(map[string]any); ok {
+				fs["directory"] = t.TempDir()
+			}
+			svc := section("service")
+			svc["extensions"] = slices.DeleteFunc(svc["extensions"].([]any), func(e any) bool { return slices.Contains(tc.cloudExtensions, e.(string)) })
+			svc["telemetry"] = map[string]any{"metrics": map[string]any{"level": "none"}}
+			logsPipeline := svc["pipelines"].(map[string]any)["logs"].(map[string]any)
+			require.Equal(t, []any{tc.cloudReceiver}, logsPipeline["receivers"])
+			logsPipeline["receivers"] = []any{"filelog/" + tc.cloud}
+			exp := section("exporters")["otlp/kelemetry"].(map[string]any)
+			_, port, err := net.SplitHostPort(k.OTLPAddr())
+			require.NoError(t, err)
+			exp["endpoint"] = "localhost:" + port // the test certificate's name
+			exp["tls"].(map[string]any)["ca_file"] = certs.CA
+			out, err := yaml.Marshal(cfg)
+			require.NoError(t, err)
+
+			t.Setenv("KELEMETRY_TOKEN", "s3cret-token")
+			startCollector(t, string(out))
+			require.Eventually(t, func() bool {
+				return metricSum(t, k.APIAddr(), "kelemetry_audit_otlp_events_total") >= float64(tc.events)
+			}, 60*time.Second, 100*time.Millisecond, "the records' audit events through the Collector")
+			time.Sleep(500 * time.Millisecond)
+			assert.Equal(t, float64(tc.events), metricSum(t, k.APIAddr(), "kelemetry_audit_otlp_events_total"))
+			assert.Zero(t, metricSum(t, k.APIAddr(), `kelemetry_audit_otlp_records_total{result="rejected"}`))
+			assert.Zero(t, metricSum(t, k.APIAddr(), "kelemetry_http_auth_rejected_total"), "the Collector's token was accepted")
+			// Not vacuous: the receiver refuses a sender without the token.
+			pool := x509.NewCertPool()
+			caPEM, err := os.ReadFile(certs.CA)
+			require.NoError(t, err)
+			require.True(t, pool.AppendCertsFromPEM(caPEM))
+			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			resp, err := client.Post("https://localhost:"+port+"/v1/logs", "application/json", strings.NewReader(`{"resourceLogs":[]}`))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		})
+	}
+}
+
+// dropNulls deletes the keys whose value is null, at every depth: the chart's way of removing a
+// default.
+func dropNulls(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			dropNulls(v)
+		}
+	}
 }
 
 // withoutDiffs drops the diffs and diff notes from the events of a tree drawn by fullTree.

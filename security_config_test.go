@@ -22,17 +22,17 @@ func withTestSecurityFiles(t *testing.T, c Config) Config {
 	require.NoError(t, err)
 	tokens := filepath.Join(dir, "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte("token\n"), 0o600))
-	for _, tc := range []*struct{ CertFile, KeyFile *string }{{&c.AuditTLS.CertFile, &c.AuditTLS.KeyFile}, {&c.HTTPTLS.CertFile, &c.HTTPTLS.KeyFile}} {
+	for _, tc := range []*struct{ CertFile, KeyFile *string }{{&c.AuditTLS.CertFile, &c.AuditTLS.KeyFile}, {&c.HTTPTLS.CertFile, &c.HTTPTLS.KeyFile}, {&c.OTLPTLS.CertFile, &c.OTLPTLS.KeyFile}} {
 		if *tc.CertFile != "" {
 			*tc.CertFile, *tc.KeyFile = f.ServerCert, f.ServerKey
 		}
 	}
-	for _, ca := range []*string{&c.AuditAuth.ClientCAFile, &c.HTTPAuth.Proxy.ClientCAFile} {
+	for _, ca := range []*string{&c.AuditAuth.ClientCAFile, &c.HTTPAuth.Proxy.ClientCAFile, &c.OTLPAuth.ClientCAFile} {
 		if *ca != "" {
 			*ca = f.CA
 		}
 	}
-	for _, files := range []*[]string{&c.AuditAuth.TokenFiles, &c.HTTPAuth.TokenFiles} {
+	for _, files := range []*[]string{&c.AuditAuth.TokenFiles, &c.HTTPAuth.TokenFiles, &c.OTLPAuth.TokenFiles} {
 		for i := range *files {
 			(*files)[i] = tokens
 		}

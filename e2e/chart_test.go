@@ -66,6 +66,8 @@ var chartReleases = []chartRelease{
 	{golden: "../deploy/tools/chart/testdata/golden/scaled.yaml", name: "kelemetry-scaled"},
 	// The managed-cluster mode: an audit collector container beside Kelemetry, a shared emptyDir.
 	{golden: "../deploy/tools/chart/testdata/golden/allinone-managed.yaml", name: "kelemetry-managed"},
+	// The managed-cluster mode over OTLP logs: the OTLP receiver with the webhook's TLS and token.
+	{golden: "../deploy/tools/chart/testdata/golden/allinone-managed-otlp.yaml", name: "kelemetry-otlp"},
 }
 
 // monitoringCRD is the smallest CRD serving the Prometheus operator's kind (ServiceMonitor,

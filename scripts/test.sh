@@ -23,8 +23,8 @@ echo "== go vet"
 go vet ./...
 go vet -tags e2e ./natsqueue/natse2e . # the multi-process tests scripts/e2e.sh runs
 
-echo "== exported API surface (scripts/api-surface.sh: at most 1248 names: half of 2,307 on 2026-12-04, plus the three stores' ChangeFeed, plus the 37 of kube-apiserver's request traces (package audit/apitrace, the OTLP listener, the request span kind), plus the 29 of audit events as OTLP logs (packages audit/cloudlog and audit/otlplogs), plus the 25 of the Kafka source (package audit/kafka), plus queue.EnqueueParts)"
-./scripts/api-surface.sh -max 1248
+echo "== exported API surface (scripts/api-surface.sh: at most 1250 names: half of 2,307 on 2026-12-04, plus the three stores' ChangeFeed, plus the 37 of kube-apiserver's request traces (package audit/apitrace, the OTLP listener, the request span kind), plus the 29 of audit events as OTLP logs (packages audit/cloudlog and audit/otlplogs), plus the 25 of the Kafka source (package audit/kafka), plus queue.EnqueueParts, plus cloudlog.EKSCluster and EKSAuditStream)"
+./scripts/api-surface.sh -max 1250
 
 echo "== golangci-lint (.golangci.yml)"
 ./scripts/lint.sh

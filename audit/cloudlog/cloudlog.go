@@ -150,10 +150,8 @@ func decodeEKS(data []byte) (Record, error) {
 	var rec Record
 	// The group is /aws/eks/<cluster>/cluster; its streams kube-apiserver-audit-* hold the
 	// audit log, the others (authenticator, scheduler, ...) are skipped.
-	if rest, ok := strings.CutPrefix(env.LogGroup, "/aws/eks/"); ok {
-		rec.Cluster, _, _ = strings.Cut(rest, "/")
-	}
-	if env.LogStream != "" && !strings.HasPrefix(env.LogStream, "kube-apiserver-audit") {
+	rec.Cluster = EKSCluster(env.LogGroup)
+	if env.LogStream != "" && !EKSAuditStream(env.LogStream) {
 		return Record{}, ErrNotAuditEvent
 	}
 	for i, le := range env.LogEvents {
@@ -386,4 +384,21 @@ func gkeStatus(st *struct {
 		code = 500
 	}
 	return &auditv1.Status{Status: "Failure", Code: code, Message: st.Message, Reason: "rpc code " + strconv.Itoa(st.Code)}
+}
+
+// EKSCluster returns the cluster named by an EKS control-plane log group,
+// /aws/eks/<cluster>/cluster, or "" for another group.
+func EKSCluster(logGroup string) string {
+	rest, ok := strings.CutPrefix(logGroup, "/aws/eks/")
+	if !ok {
+		return ""
+	}
+	cluster, _, _ := strings.Cut(rest, "/")
+	return cluster
+}
+
+// EKSAuditStream reports whether a stream of an EKS control-plane log group holds the audit log
+// (kube-apiserver-audit-*); the group's other streams (authenticator, scheduler, ...) do not.
+func EKSAuditStream(logStream string) bool {
+	return strings.HasPrefix(logStream, "kube-apiserver-audit")
 }

@@ -45,7 +45,9 @@ type Config struct {
 	BodyAttribute string `yaml:"bodyAttribute"`
 	// Cluster names the cluster of records that name none: the resource attribute
 	// k8s.cluster.name wins, then what the record names (EKS's log group, AKS's resource ID,
-	// GKE's cluster_name label), then this (default: the audit source's cluster).
+	// GKE's cluster_name label), then the resource attribute cloudwatch.log.group.name of an EKS
+	// group (the Collector's CloudWatch Logs receiver), then this (default: the audit source's
+	// cluster).
 	Cluster string `yaml:"cluster"`
 	// MaxRequestBytes bounds one request's body after decompression (default 16 MiB; 413
 	// beyond it).
@@ -171,14 +173,28 @@ func (r *Receiver) accept(ctx context.Context, req *collogspb.ExportLogsServiceR
 		}
 	}
 	for i, rl := range req.GetResourceLogs() {
-		resCluster := ""
+		// The cluster's name; the Collector's CloudWatch Logs receiver names the log group and
+		// stream, which name an EKS cluster and its audit streams.
+		resCluster, groupCluster, otherStream := "", "", false
 		for _, kv := range rl.GetResource().GetAttributes() {
-			if kv.GetKey() == clusterAttribute {
+			switch kv.GetKey() {
+			case clusterAttribute:
 				resCluster = kv.GetValue().GetStringValue()
+			case "cloudwatch.log.group.name":
+				groupCluster = cloudlog.EKSCluster(kv.GetValue().GetStringValue())
+			case "cloudwatch.log.stream":
+				otherStream = !cloudlog.EKSAuditStream(kv.GetValue().GetStringValue())
 			}
+		}
+		if groupCluster == "" {
+			otherStream = false // not an EKS control-plane group: the stream says nothing
 		}
 		for j, sl := range rl.GetScopeLogs() {
 			for k, lr := range sl.GetLogRecords() {
+				if otherStream {
+					skipped++
+					continue
+				}
 				where := "resourceLogs[" + strconv.Itoa(i) + "].scopeLogs[" + strconv.Itoa(j) + "].logRecords[" + strconv.Itoa(k) + "]"
 				data, err := r.recordData(lr.GetBody(), lr.GetAttributes())
 				if err != nil {
@@ -194,7 +210,7 @@ func (r *Receiver) accept(ctx context.Context, req *collogspb.ExportLogsServiceR
 					reject(where, err)
 					continue
 				}
-				cluster := cmpOr(resCluster, rec.Cluster, r.cfg.Cluster)
+				cluster := cmpOr(resCluster, rec.Cluster, groupCluster, r.cfg.Cluster)
 				if err := aggregator.ValidateClusterName(cluster); err != nil {
 					reject(where, fmt.Errorf("cluster %q: %w", cluster, err))
 					continue

@@ -83,6 +83,14 @@ func logs(cluster string, bodies ...*commonpb.AnyValue) *logspb.ResourceLogs {
 }
 
 // serve runs a receiver on an OTLP listener.
+// cloudwatch is what the Collector's CloudWatch Logs receiver sends for a stream of a group.
+func cloudwatch(group, stream string, bodies ...*commonpb.AnyValue) *logspb.ResourceLogs {
+	rl := logs("", bodies...)
+	rl.Resource.Attributes = []*commonpb.KeyValue{{Key: "aws.region", Value: str("eu-west-1")},
+		{Key: "cloudwatch.log.group.name", Value: str(group)}, {Key: "cloudwatch.log.stream", Value: str(stream)}}
+	return rl
+}
+
 func serve(t *testing.T, cfg Config, d Deps) string {
 	t.Helper()
 	cfg.Enabled = true
@@ -123,6 +131,10 @@ func TestClustersAndFormats(t *testing.T) {
 		logs("", kv),
 		// Not audit events: skipped, not rejected.
 		logs("", str(fixture(t, "eks-control-message.json")), str(fixture(t, "gke-cluster-api.json"))),
+		// The Collector's CloudWatch Logs receiver names the group and the stream: an EKS group
+		// names the cluster, and its other streams are skipped (their bodies are no JSON).
+		cloudwatch("/aws/eks/eks-2/cluster", "kube-apiserver-audit-0123", str(fixture(t, "eks-message.json"))),
+		cloudwatch("/aws/eks/eks-2/cluster", "authenticator-0123", str("time=... level=info msg=access granted")),
 	}})
 	require.NoError(t, err)
 	assert.Nil(t, resp.GetPartialSuccess())
@@ -132,6 +144,7 @@ func TestClustersAndFormats(t *testing.T) {
 		"aks-prod-1": {"c401f292-94bc-48e0-9728-6a2159c079bd", "8b18663a-fddf-4f65-8369-1048b9c35b1a"},
 		"gke-prod-1": {"2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e"},
 		"fallback":   {"kv-1"},
+		"eks-2":      {"c401f292-94bc-48e0-9728-6a2159c079bd"},
 	}, q.got)
 }
 

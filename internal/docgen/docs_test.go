@@ -234,7 +234,8 @@ func TestDocs(t *testing.T) {
 		NotKeys: map[string]string{
 			"aggregator.window":    "the key before it moved to the top-level window (upgrade notes)",
 			"linkRules.installCRD": "a value of the Helm chart",
-			"apiserverTraces.port": "a value of the Helm chart",
+			"otlp.port":            "a value of the Helm chart",
+			"otlpLogs.format":      "a value of the Helm chart",
 			"memory.max":           "cgroup v2's memory limit file",
 		},
 		FormerKeys: map[string]bool{"CHANGELOG.md": true},

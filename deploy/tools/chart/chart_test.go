@@ -3,6 +3,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -55,6 +56,9 @@ var cases = []renderCase{
 	// The managed-cluster recipe of docs/install/managed-clusters.md: a collector container writes
 	// the cloud's audit log into a folder shared with Kelemetry, which follows it.
 	{"allinone-managed", Release{Name: "kelemetry-managed", Namespace: "kelemetry-managed"}, managedVals},
+	// The same over OTLP logs: an OpenTelemetry Collector (deploy/collector/) sends the cloud's
+	// audit records to the OTLP receiver, with the webhook's TLS and token.
+	{"allinone-managed-otlp", Release{Name: "kelemetry-otlp", Namespace: "kelemetry-otlp"}, managedOTLPVals},
 	{"scaled", Release{Name: "kelemetry-scaled", Namespace: "kelemetry-scaled"}, map[string]any{
 		"mode":    "scaled",
 		"cluster": "prod-1",
@@ -216,6 +220,14 @@ var managedVals = map[string]any{
 		"args":      []any{"--log-group=/aws/eks/prod-1/cluster", "--out=/var/log/kelemetry-audit/audit.log", "--rotate-bytes=100Mi"},
 		"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}, "limits": map[string]any{"memory": "256Mi"}},
 	}},
+}
+
+// managedOTLPVals are the documented values for a managed cluster over OTLP logs.
+var managedOTLPVals = map[string]any{
+	"cluster":  "prod-1",
+	"otlpLogs": map[string]any{"enabled": true, "format": "eks"},
+	"networkPolicy": map[string]any{"enabled": true, "webhookFrom": []any{map[string]any{"namespaceSelector": map[string]any{
+		"matchLabels": map[string]any{"kubernetes.io/metadata.name": "opentelemetry"}}}}},
 }
 
 func caseNamed(t *testing.T, name string) renderCase {
@@ -580,6 +592,56 @@ func TestManagedRender(t *testing.T) {
 		pod := path(find(t, objs, "Deployment", "kelemetry-"+d), "spec", "template", "spec")
 		assert.Contains(t, path(pod, "volumes"), vol, d)
 		assert.Contains(t, path(pod, "containers", 0, "volumeMounts"), mount, d)
+	}
+}
+
+// The managed-cluster mode over OTLP logs: the OTLP receiver on the pods and the webhook Service,
+// with the webhook's TLS and token, the cloud format in the configuration, the port open to the
+// Collector's namespace, no hostPath, and install notes that give the Collector's exporter.
+// apiserverTraces cannot share the receiver.
+func TestManagedOTLPRender(t *testing.T) {
+	c := caseNamed(t, "allinone-managed-otlp")
+	r := render(t, c)
+	objs := docs(t, r.Manifest)
+	name := c.rel.Name
+	pod := path(find(t, objs, "StatefulSet", name), "spec", "template", "spec")
+	require.Len(t, path(pod, "containers").([]any), 1, "no collector container: the Collector runs on its own")
+	assert.Contains(t, fmt.Sprint(path(pod, "containers", 0, "ports")), "map[containerPort:4317 name:otlp protocol:TCP]")
+	for _, v := range path(pod, "volumes").([]any) {
+		assert.Nil(t, path(v, "hostPath"), "no hostPath: Pod Security restricted")
+	}
+	assert.Contains(t, fmt.Sprint(path(find(t, objs, "Service", name+"-webhook"), "spec", "ports")), "map[name:otlp port:4317 targetPort:otlp]")
+	assert.Contains(t, path(find(t, objs, "NetworkPolicy", name), "spec", "ingress", 0, "ports"), map[string]any{"port": "otlp", "protocol": "TCP"})
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(path(find(t, objs, "ConfigMap", name), "data", "all.yaml").(string)), &cfg))
+	assert.Equal(t, ":4317", cfg["otlpAddr"])
+	assert.Equal(t, map[string]any{"enabled": true, "format": "eks"}, path(cfg, "audit", "otlpLogs"))
+	require.NotNil(t, cfg["auditTLS"])
+	require.NotNil(t, cfg["auditAuth"])
+	assert.Equal(t, cfg["auditTLS"], cfg["otlpTLS"], "the webhook's certificate")
+	assert.Equal(t, cfg["auditAuth"], cfg["otlpAuth"], "the webhook's token")
+	assert.Nil(t, cfg["apiserverTraces"])
+	assert.Contains(t, r.Notes, "endpoint: kelemetry-otlp-webhook.kelemetry-otlp.svc:4317")
+	assert.Contains(t, r.Notes, "kelemetry-otlp-webhook-token")
+	assert.NotContains(t, r.Notes, "--audit-webhook-config-file", "no kube-apiserver flags on a managed cluster")
+
+	_, err := Render(context.Background(), chartDir, c.rel, map[string]any{"otlpLogs": map[string]any{"enabled": true}, "apiserverTraces": map[string]any{"enabled": true}})
+	require.ErrorContains(t, err, "share the OTLP receiver")
+	_, err = Render(context.Background(), chartDir, c.rel, map[string]any{"otlpLogs": map[string]any{"enabled": true, "format": "splunk"}})
+	require.Error(t, err, "the schema knows the formats")
+
+	// Scaled: the ingest Deployments receive, the query Deployment does not.
+	objs = docs(t, render(t, renderCase{rel: c.rel, vals: map[string]any{"mode": "scaled", "scaled": caseNamed(t, "scaled").vals["scaled"],
+		"otlpLogs": map[string]any{"enabled": true}}}).Manifest)
+	cm := find(t, objs, "ConfigMap", name)
+	for role, want := range map[string]bool{"ingest": true, "query": false} {
+		var rc map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(path(cm, "data", role+".yaml").(string)), &rc))
+		assert.Equal(t, want, rc["otlpAddr"] != nil, role)
+		if want {
+			assert.NotNil(t, path(rc, "audit", "queue", "nats"), "the NATS queue stays beside otlpLogs")
+			assert.Equal(t, true, path(rc, "audit", "otlpLogs", "enabled"))
+		}
 	}
 }
 

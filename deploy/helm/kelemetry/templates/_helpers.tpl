@@ -104,9 +104,17 @@ kelemetry.config renders Kelemetry's configuration file for one role ("all", "in
 {{- $_ := set $c "audit" (dict "queue" (dict "nats" $nats)) -}}
 {{- end -}}
 {{- end -}}
-{{- if and $v.apiserverTraces.enabled (ne $role "query") -}}
-{{- $_ := set $c "otlpAddr" (printf ":%d" (int $v.apiserverTraces.port)) -}}
+{{- $otlp := and (or $v.apiserverTraces.enabled $v.otlpLogs.enabled) (ne $role "query") -}}
+{{- if $otlp -}}
+{{- $_ := set $c "otlpAddr" (printf ":%d" (int $v.otlp.port)) -}}
+{{- end -}}
+{{- if and $otlp $v.apiserverTraces.enabled -}}
 {{- $_ := set $c "apiserverTraces" (dict "enabled" true) -}}
+{{- end -}}
+{{- if and $otlp $v.otlpLogs.enabled -}}
+{{- $audit := $c.audit | default dict -}}
+{{- $_ := set $audit "otlpLogs" (dict "enabled" true "format" $v.otlpLogs.format) -}}
+{{- $_ := set $c "audit" $audit -}}
 {{- end -}}
 {{- if $webhookTLS -}}
 {{- $_ := set $c "auditTLS" (dict "certFile" (printf "%s/tls/webhook/tls.crt" $dir) "keyFile" (printf "%s/tls/webhook/tls.key" $dir)) -}}
@@ -115,6 +123,11 @@ kelemetry.config renders Kelemetry's configuration file for one role ("all", "in
 {{- if $v.webhook.clientCASecret -}}{{- $_ := set $auditAuth "clientCAFile" (printf "%s/tls/webhook-client-ca/ca.crt" $dir) -}}{{- end -}}
 {{- if $webhookToken -}}{{- $_ := set $auditAuth "tokenFiles" (list (printf "%s/tokens/webhook/tokens" $dir)) -}}{{- end -}}
 {{- if $auditAuth -}}{{- $_ := set $c "auditAuth" $auditAuth -}}{{- end -}}
+{{- /* Audit events as OTLP logs come with the webhook's TLS and credentials. */ -}}
+{{- if and $otlp $v.otlpLogs.enabled -}}
+{{- if $c.auditTLS -}}{{- $_ := set $c "otlpTLS" $c.auditTLS -}}{{- end -}}
+{{- if $auditAuth -}}{{- $_ := set $c "otlpAuth" $auditAuth -}}{{- end -}}
+{{- end -}}
 {{- if $apiTLS -}}
 {{- $_ := set $c "httpTLS" (dict "certFile" (printf "%s/tls/api/tls.crt" $dir) "keyFile" (printf "%s/tls/api/tls.key" $dir)) -}}
 {{- end -}}
@@ -205,8 +218,8 @@ users:
   ports:
     {{- if ne .role "query" }}
     - {name: webhook, containerPort: {{ $v.webhook.port }}, protocol: TCP}
-    {{- if $v.apiserverTraces.enabled }}
-    - {name: otlp, containerPort: {{ $v.apiserverTraces.port }}, protocol: TCP}
+    {{- if or $v.apiserverTraces.enabled $v.otlpLogs.enabled }}
+    - {name: otlp, containerPort: {{ $v.otlp.port }}, protocol: TCP}
     {{- end }}
     {{- end }}
     - {name: http, containerPort: {{ $v.api.port }}, protocol: TCP}
