@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Measures the all-in-one process the way users run it and prints one Markdown table: the bulk
-# fixture posted N times (default 3) over the webhook by examples/auditload into a fresh process,
+# fixture made into N distinct copies (default 3; examples/auditload --distinct: namespaces, audit
+# IDs and UIDs renamed per copy, timestamps of the time of posting, as a cluster sends them) and
+# posted over the webhook into a fresh process,
 # in several setups, with the process's own CPU time and peak RSS from /proc, the events its
 # consumer took and the spans that reached the store or Jaeger; then the Go benchmarks the
 # docs/performance.md quotes. The setups with OTLP need the Jaeger binary the e2e tier builds
@@ -30,8 +32,10 @@ field() { grep -m1 "$2" "$1" | awk -v f="$3" '{print $f}' | tr -d ','; }
 
 go build -o "$work/kelemetry" ./cmd/kelemetry
 go build -o "$work/auditload" ./examples/auditload
-files=()
-for _ in $(seq "$n"); do files+=(testdata/bulk/webhook-batches.jsonl.gz); done
+# The headline load: distinct events. The row "repeated postings" posts the same fixture N times
+# instead (what a retried batch costs: the webhook answers a repeat without queueing it).
+load=(--distinct --repeat "$n" testdata/bulk/webhook-batches.jsonl.gz)
+repeated=(--repeat "$n" testdata/bulk/webhook-batches.jsonl.gz)
 
 jaeger=${KELEMETRY_JAEGER_BIN:-${KELEMETRY_E2E_CACHE:-$HOME/.cache/kelemetry-e2e/bin}/jaeger}
 otlp="" remote="" jmetrics=""
@@ -68,7 +72,13 @@ measure() {
 	local r i
 	for r in $(seq "$runs"); do
 		for i in "${!names[@]}"; do
-			eval "once ${argsets[$i]}"
+			loadargs=""
+			if [[ "${argsets[$i]}" == LOAD=repeated* ]]; then
+				loadargs=repeated
+				eval "once ${argsets[$i]#LOAD=repeated}"
+			else
+				eval "once ${argsets[$i]}"
+			fi
 			percpus[$i]="${percpus[$i]:-} $perCPU"
 			[ "$rss" -gt "${maxrss[$i]:-0}" ] && maxrss[$i]=$rss
 			lostev[$i]=$(( ${lostev[$i]:-0} + lostEvents ))
@@ -88,8 +98,9 @@ measure() {
 	done
 }
 
-# once ARGS...: one fresh all-in-one with ARGS, loaded with the fixture, then stopped; sets
-# accepted, perCPU, rss, tosinks, lostEvents and lostSpans (empty without Jaeger).
+# once ARGS...: one fresh all-in-one with ARGS, loaded with the fixture (the auditload arguments
+# of $loadargs, default the distinct load), then stopped; sets accepted, perCPU, rss, tosinks,
+# lostEvents and lostSpans (empty without Jaeger).
 once() {
 	local audit api dir
 	audit=$(port) api=$(port) dir="$work/data-$RANDOM"
@@ -99,8 +110,10 @@ once() {
 	until curl -sf "http://127.0.0.1:$api/healthz" >/dev/null; do sleep 0.2; done
 	local before=0
 	[ -n "$jmetrics" ] && curl -sf "http://127.0.0.1:$jmetrics/metrics" >"$work/j0.metrics" && before=$(metric "$work/j0.metrics" otelcol_receiver_accepted_spans)
+	local largs=("${load[@]}")
+	[ "${loadargs:-}" = repeated ] && largs=("${repeated[@]}")
 	"$work/auditload" --url "http://127.0.0.1:$audit/audit/bulk" --pid "$kpid" \
-		--metrics-url "http://127.0.0.1:$api/metrics" "${files[@]}" >"$work/load.txt"
+		--metrics-url "http://127.0.0.1:$api/metrics" "${largs[@]}" >"$work/load.txt"
 	curl -sf "http://127.0.0.1:$api/metrics" >"$work/k.metrics"
 	kill -TERM "$kpid"
 	wait "$kpid" || true
@@ -125,6 +138,7 @@ once() {
 }
 
 setup "embedded store, field diffs and linkers on (default)"
+setup "the default, the same fixture posted $n times (repeated postings: a retried batch)" LOAD=repeated
 setup "embedded store, field diffs off" --diff-disable
 setup "memory store" --data-dir ""
 if [ -n "$otlp" ]; then
@@ -155,7 +169,7 @@ rss10=$(./scripts/measure-rss.sh 10 | sed -n 's/.*peak_rss=\([0-9]*\)MiB.*/\1/p'
 echo
 echo "Measured $(date -u "+%Y-%m-%d %H:%M UTC") on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) (scripts/bench.sh $n; $runs rounds of the setups: median, range; machine speed: Compare20KB $speed0 us before, $speed1 us after; steal time during the setups $(steal "$stat0" "$stat1"))"
 echo
-echo "| setup (bulk fixture x$n over the webhook) | events accepted | events per CPU-second | peak RSS | spans to sinks | lost |"
+echo "| setup (bulk fixture, $n distinct copies over the webhook) | events accepted | distinct events per CPU-second | peak RSS | spans to sinks | lost |"
 echo "| --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo "| all-in-one replaying the fixture 10 times into the embedded store | | | $rss10 MiB | | |"
