@@ -151,7 +151,7 @@ fi
 # (93 us in a fast hour of the machine the figures of docs/performance.md come from, 215 us in a slow one);
 # the process's figures move by as much, though not always in step with it (the process
 # also waits on memory, the disk and the other cores), so the table states it as a rough gauge.
-go test -c -o "$work/diff.test" ./diff
+go test -c -o "$work/diff.test" ./internal/objdiff
 speed() { "$work/diff.test" -test.run '^$' -test.bench 'Compare20KB$' -test.benchtime 3000x -test.cpu 1 |
 	awk '/^BenchmarkCompare20KB/ {printf "%.0f", $3 / 1000}'; }
 # The hypervisor's steal time over a stretch, from /proc/stat: of the time the cores had work,
@@ -183,11 +183,11 @@ if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	echo
 	stat2=$(cpustat)
 	echo '```'
-	go test ./audit -run '^$' -bench 'DecodeEventList$' -benchmem -cpu 1 | grep Benchmark
+	go test ./audit/auditv1 -run '^$' -bench 'DecodeEventList$' -benchmem -cpu 1 | grep Benchmark
 	go test . -run '^$' -bench EndToEnd -benchmem -cpu 1 | grep Benchmark
 	go test ./internal/query -run '^$' -bench Deployment1000Pods -benchtime 10x -benchmem | grep Benchmark
 	go test ./internal/query -run '^$' -bench Deployment10000Pods -benchtime 3x -benchmem | grep Benchmark
-	go test ./diff -run '^$' -bench 'Compare20KB|Snapshot20KB' -benchmem -cpu 1 | grep Benchmark
+	go test ./internal/objdiff -run '^$' -bench 'Compare20KB|Snapshot20KB' -benchmem -cpu 1 | grep Benchmark
 	go test ./linkrule -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark
 	go test ./kelemetrix -run '^$' -bench . -benchmem -cpu 1 | grep Benchmark
 	echo '```'

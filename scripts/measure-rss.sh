@@ -13,7 +13,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 start=$(date +%s.%N)
 "$bin" --data-dir "$data" --audit-addr 127.0.0.1:0 --http-addr "127.0.0.1:$port" --log-level warn "${args[@]}" &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -rf "$data" "$(dirname "$bin")"' EXIT
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$(dirname "$bin")"' EXIT
 until curl -sf "http://127.0.0.1:$port/healthz" | grep -q '"done":true'; do
 	kill -0 $pid 2>/dev/null || { echo "measure-rss: the all-in-one exited before its replay was done" >&2; exit 1; }
 	sleep 0.2
@@ -21,7 +21,7 @@ done
 end=$(date +%s.%N)
 hwm=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
 cpu=$(awk '{print ($14+$15)/100}' /proc/$pid/stat)
-events=$(curl -sf "http://127.0.0.1:$port/healthz" | python3 -c 'import json,sys; print(sum(f["Events"] for f in json.load(sys.stdin)["replay"]["files"]))')
+events=$(curl -sf "http://127.0.0.1:$port/healthz" | python3 -c 'import json,sys; print(sum(f["events"] for f in json.load(sys.stdin)["replay"]["files"]))')
 kill -TERM $pid; wait $pid || true
 python3 - "$n" "$events" "$start" "$end" "$hwm" "$cpu" <<'PY'
 import sys
