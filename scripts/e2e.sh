@@ -6,7 +6,7 @@
 # ~/.cache/kelemetry-e2e/bin; each part reused when up to date), then run the scenarios in e2e/
 # against a real control plane and a real Jaeger. A cold build takes 20-35 minutes on 2 cores for
 # the control plane plus about 13 minutes (2.3 GB of memory) for Jaeger, 6 for promtool and helm
-# and 3 for the Collector; a cached one seconds.
+# and 1.5 for the Collector; a cached one seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
