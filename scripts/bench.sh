@@ -12,7 +12,10 @@
 # Usage: scripts/bench.sh [N]      (KELEMETRY_BENCH_SKIP_GO=1 leaves out the Go benchmarks;
 #                                  KELEMETRY_BENCH_RUNS=K runs each setup K times, default 5;
 #                                  KELEMETRY_BENCH_SKIP_INSTRUCTIONS=1 leaves out the instruction
-#                                  count, which needs valgrind)
+#                                  count, which needs valgrind;
+#                                  KELEMETRY_BENCH_SOAK=30m adds the soak: scripts/soak.sh at
+#                                  KELEMETRY_BENCH_SOAK_RATE distinct events/s, default 2000, for
+#                                  that long, with its flatness check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-3}
@@ -178,6 +181,14 @@ echo "| all-in-one replaying the fixture 10 times into the embedded store | | | 
 if [ "${KELEMETRY_BENCH_SKIP_INSTRUCTIONS:-}" = "" ] && command -v valgrind >/dev/null; then
 	echo
 	echo "User-space instructions of the default setup (scripts/instructions.sh $n): $(./scripts/instructions.sh "$n")"
+fi
+if [ -n "${KELEMETRY_BENCH_SOAK:-}" ]; then
+	echo
+	echo "Soak (scripts/soak.sh -d $KELEMETRY_BENCH_SOAK -r ${KELEMETRY_BENCH_SOAK_RATE:-2000}):"
+	echo '```'
+	./scripts/soak.sh -d "$KELEMETRY_BENCH_SOAK" -r "${KELEMETRY_BENCH_SOAK_RATE:-2000}" -o "$work/soak" 2>&1 |
+		grep -E '^(events accepted|server pid|RSS|Go heap after|store size|flatness|  (RSS|Go heap in use|goroutines|open files|webhook p99) |soak:)' || true
+	echo '```'
 fi
 if [ "${KELEMETRY_BENCH_SKIP_GO:-}" = "" ]; then
 	echo

@@ -556,6 +556,30 @@ func TestWebhookMetricAttributes(t *testing.T) {
 	t.Fatal("no requests metric")
 }
 
+// Every answer is timed, refusals too: the histogram's count is the number of requests.
+func TestWebhookDuration(t *testing.T) {
+	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
+	wt.post("/audit", strings.NewReader(testBatch), nil)
+	wt.post("/audit", strings.NewReader(`{"kind":"Foo"}`), nil)
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, wt.reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "kelemetry.audit.webhook.duration" {
+				continue
+			}
+			assert.Equal(t, "s", m.Unit)
+			dps := m.Data.(metricdata.Histogram[float64]).DataPoints
+			require.Len(t, dps, 1)
+			assert.Equal(t, uint64(2), dps[0].Count)
+			assert.Greater(t, dps[0].Sum, 0.0)
+			assert.Less(t, dps[0].Sum, 10.0)
+			return
+		}
+	}
+	t.Fatal("no duration metric")
+}
+
 func ExampleWebhook() {
 	var q queue.Enqueuer = &webhookFakeQueue{} // in a program: the audit Queue
 	mux := http.NewServeMux()
