@@ -15,7 +15,11 @@
 #                                  count, which needs valgrind;
 #                                  KELEMETRY_BENCH_SOAK=30m adds the soak: scripts/soak.sh at
 #                                  KELEMETRY_BENCH_SOAK_RATE distinct events/s, default 2000, for
-#                                  that long, with its flatness check)
+#                                  that long, with its flatness check;
+#                                  KELEMETRY_BENCH_CURVES=1 adds the cost curves: ingest and
+#                                  large-tree queries with 0 to 10 million spans stored
+#                                  (internal/tools/curves; about an hour), drawn into
+#                                  docs/images/performance-curves.svg)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-3}
@@ -181,6 +185,16 @@ echo "| all-in-one replaying the fixture 10 times into the embedded store | | | 
 if [ "${KELEMETRY_BENCH_SKIP_INSTRUCTIONS:-}" = "" ] && command -v valgrind >/dev/null; then
 	echo
 	echo "User-space instructions of the default setup (scripts/instructions.sh $n): $(./scripts/instructions.sh "$n")"
+fi
+if [ -n "${KELEMETRY_BENCH_CURVES:-}" ]; then
+	echo
+	go build -o "$work/curves" ./internal/tools/curves
+	jarg=()
+	[ -x "$jaeger" ] && jarg=(--jaeger "$jaeger")
+	echo "Cost curves (internal/tools/curves, $(date -u "+%Y-%m-%d %H:%M UTC"), picture docs/images/performance-curves.svg):"
+	echo
+	"$work/curves" --kelemetry "$work/kelemetry" --auditload "$work/auditload" --copies "$n" --work "$work/curves-data" \
+		"${jarg[@]}" --svg docs/images/performance-curves.svg testdata/bulk/webhook-batches.jsonl.gz
 fi
 if [ -n "${KELEMETRY_BENCH_SOAK:-}" ]; then
 	echo

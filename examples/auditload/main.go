@@ -85,13 +85,15 @@ type options struct {
 	rate         float64
 	duration     time.Duration
 	progress     time.Duration
+	clusters     int
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("auditload", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&o.url, "url", "", "webhook URL, e.g. http://127.0.0.1:8080/audit/<cluster> (required)")
+	fs.StringVar(&o.url, "url", "", "webhook URL, e.g. http://127.0.0.1:8080/audit/<cluster> (required); several, comma-separated, take the batches in turn (replicas behind no load balancer)")
+	fs.IntVar(&o.clusters, "clusters", 1, "simulated clusters: batch k is posted as cluster <cluster>-<k mod N> (the URL's last path segment suffixed), as N clusters' kube-apiservers share one Kelemetry")
 	fs.IntVar(&o.workers, "workers", 4, "batches posted at once")
 	fs.IntVar(&o.repeat, "repeat", 1, "times every file is posted")
 	fs.IntVar(&o.batch, "batch", 400, "events per batch when a file is an audit log (one Event per line)")
@@ -120,8 +122,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return o, errors.New("--url is required")
 	case len(o.files) == 0:
 		return o, errors.New("name at least one file of batches or audit events")
-	case o.workers < 1, o.repeat < 1, o.batch < 1:
-		return o, errors.New("--workers, --repeat and --batch must be at least 1")
+	case o.workers < 1, o.repeat < 1, o.batch < 1, o.clusters < 1:
+		return o, errors.New("--workers, --repeat, --batch and --clusters must be at least 1")
 	case (o.certFile == "") != (o.keyFile == ""):
 		return o, errors.New("--cert and --key go together")
 	case o.settleEvery <= 0:
@@ -228,14 +230,27 @@ type tally struct {
 // poster posts batches with retries.
 type poster struct {
 	client     *http.Client
-	url, token string
+	urls       []string // posted to in turn
+	clusters   int      // > 1: the URLs' last segment suffixed -<k mod clusters>
+	token      string
 	maxRetries int
 	t          *tally
+	next       atomic.Int64 // the index of the next batch
+}
+
+// target is the URL of the k-th batch: the URLs in turn, each batch as the next cluster.
+func (p *poster) target(k int64) string {
+	u := p.urls[k%int64(len(p.urls))]
+	if p.clusters > 1 {
+		u = strings.TrimRight(u, "/") + "-" + strconv.FormatInt(k%int64(p.clusters), 10)
+	}
+	return u
 }
 
 func (p *poster) post(ctx context.Context, b batch) error {
+	target := p.target(p.next.Add(1) - 1)
 	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(b.body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(b.body))
 		if err != nil {
 			return fmt.Errorf("request: %w", err)
 		}
@@ -406,7 +421,8 @@ func serverPID(o options) int {
 	if o.pid != 0 {
 		return o.pid
 	}
-	u, err := url.Parse(o.url)
+	first, _, _ := strings.Cut(o.url, ",")
+	u, err := url.Parse(first)
 	if err != nil {
 		return 0
 	}
@@ -659,7 +675,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	t := &tally{}
-	p := &poster{client: client, url: o.url, token: o.token, maxRetries: o.maxRetries, t: t}
+	p := &poster{client: client, urls: strings.Split(o.url, ","), clusters: o.clusters, token: o.token, maxRetries: o.maxRetries, t: t}
 	work := make(chan batch)
 	var wg sync.WaitGroup
 	var errMu sync.Mutex

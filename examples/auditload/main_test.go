@@ -297,3 +297,16 @@ func TestFlagErrors(t *testing.T) {
 		assert.Error(t, run(context.Background(), args, &out), "%v", args)
 	}
 }
+
+// Batches go to the URLs in turn, each as the next simulated cluster.
+func TestPosterTargets(t *testing.T) {
+	p := &poster{urls: []string{"http://a/audit/c", "http://b/audit/c/"}, clusters: 3}
+	var got []string
+	for k := range int64(6) {
+		got = append(got, p.target(k))
+	}
+	assert.Equal(t, []string{"http://a/audit/c-0", "http://b/audit/c-1", "http://a/audit/c-2",
+		"http://b/audit/c-0", "http://a/audit/c-1", "http://b/audit/c-2"}, got)
+	one := &poster{urls: []string{"http://a/audit/c"}, clusters: 1}
+	assert.Equal(t, "http://a/audit/c", one.target(5))
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/benchdata"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/otlpsink"
 	"github.com/kelemetry/kelemetry/store"
@@ -27,26 +28,9 @@ import (
 // deployment1000Pods is a Deployment with one ReplicaSet and 1,000 Pods over 4 windows.
 func deployment1000Pods() [][]*aggregator.Span { return deploymentPods(1000) }
 
-// deploymentPods is a Deployment with one ReplicaSet and n Pods over 4 windows.
-func deploymentPods(n int) [][]*aggregator.Span {
-	dep, rs := obj("deployments", "web"), obj("replicasets", "web-1")
-	var out [][]*aggregator.Span
-	for i := range 4 {
-		window := w0.Add(time.Duration(i) * win)
-		var w world
-		w.event(dep, window.Add(time.Minute), fmt.Sprintf("d%d", i))
-		w.event(rs, window.Add(time.Minute), fmt.Sprintf("r%d", i))
-		w.link(dep, rs, window, "children")
-		for p := range n {
-			pod := obj("pods", fmt.Sprintf("web-1-%04d", p))
-			w.link(rs, pod, window, "children")
-			w.event(pod, window.Add(2*time.Minute), fmt.Sprintf("a%d", i))
-			w.event(pod, window.Add(3*time.Minute), fmt.Sprintf("b%d", i))
-		}
-		out = append(out, w.spans)
-	}
-	return out
-}
+// deploymentPods is a Deployment (obj("deployments", "web")) with one ReplicaSet and n Pods over
+// 4 windows from w0.
+func deploymentPods(n int) [][]*aggregator.Span { return benchdata.Deployment("c", "ns", n, 4, w0) }
 
 // BenchmarkDeployment1000Pods is the target: find, follow, merge and draw (tracing, full
 // tree) a Deployment with one ReplicaSet and 1,000 Pods over 4 windows, from the embedded

@@ -2,17 +2,15 @@ package pebble
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
-	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/benchdata"
 	"github.com/kelemetry/kelemetry/internal/changefeed"
 )
 
@@ -27,49 +25,16 @@ func benchChangeSpans(b *testing.B) int {
 	return 200_000
 }
 
-// fillChangeStore writes n spans over 24 hours ending at end: writes of 20,000 Pods in 50
-// namespaces (each object's window starting with its object span), 1% of them a person's
-// patches, 2% failed conflicts; it returns the store.
+// fillChangeStore writes n spans over 24 hours ending at end (benchdata.Writes: writes of
+// 20,000 Pods in 50 namespaces, 1% of them a person's patches, 2% failed conflicts); it returns
+// the store.
 func fillChangeStore(b *testing.B, n int, end time.Time) *Store {
 	b.Helper()
 	ctx := context.Background()
 	p := openTestPebble(b, Config{}, nil)
-	start := end.Add(-24 * time.Hour)
-	step := 24 * time.Hour / time.Duration(n)
-	const objects = 20_000
-	seen := map[[2]int64]bool{}
-	batch := make([]*aggregator.Span, 0, 5000)
-	for i := range n {
-		at := start.Add(time.Duration(i) * step)
-		o := i * 7919 % objects
-		obj := aggregator.ObjectRef{Cluster: "prod", Version: "v1", Resource: "pods", Namespace: "ns-" + strconv.Itoa(o%50), Name: "pod-" + strconv.Itoa(o)}
-		w := aggregator.WindowStart(at, win)
-		tid := aggregator.TraceIDFor(obj.Key(), w)
-		if k := [2]int64{int64(o), w.UnixNano()}; !seen[k] {
-			seen[k] = true
-			batch = append(batch, objectSpan(obj, w))
-		}
-		user, agent, verb, code := "system:serviceaccount:kube-system:replicaset-controller", "kube-controller-manager/v1.37.2", "update", "200"
-		switch {
-		case i%100 == 0:
-			user, agent, verb = "alice", "kubectl/v1.37.2 (linux/amd64)", "patch"
-		case i%50 == 1:
-			code = "409"
-		}
-		var sid trace.SpanID
-		copy(sid[:], fmt.Sprintf("%08d", i%100_000_000))
-		batch = append(batch, &aggregator.Span{TraceID: tid, SpanID: sid, ParentID: trace.SpanID{1}, Kind: aggregator.KindEvent, Source: "audit",
-			Name: user + " " + verb, Object: obj, Window: w, Start: at, End: at.Add(5 * time.Millisecond), Error: code != "200",
-			Attributes: aggregator.Attrs{{Key: aggregator.AttrVerb, Value: verb}, {Key: aggregator.AttrUser, Value: user},
-				{Key: aggregator.AttrUserAgent, Value: agent}, {Key: aggregator.AttrStatusCode, Value: code}, {Key: aggregator.AttrAuditID, Value: strconv.Itoa(i)}},
-			Logs: []aggregator.Log{{Time: at, Type: aggregator.LogTypeDiff, Message: "status.phase Pending -> Running",
-				Attributes: aggregator.Attrs{{Key: diff.AttrPath, Value: "status.phase"}}}}})
-		if len(batch) >= 5000 {
-			require.NoError(b, p.Export(ctx, batch))
-			batch = batch[:0]
-		}
-	}
-	require.NoError(b, p.Export(ctx, batch))
+	require.NoError(b, benchdata.Writes(benchdata.WritesConfig{}, n, end.Add(-24*time.Hour), end, func(spans []*aggregator.Span) error {
+		return p.Export(ctx, spans)
+	}))
 	require.NoError(b, p.Sync(ctx))
 	return p
 }

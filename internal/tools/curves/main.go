@@ -1,0 +1,577 @@
+// Command curves measures how the all-in-one's costs grow with what its store holds, for
+// scripts/bench.sh (KELEMETRY_BENCH_CURVES=1) and docs/performance.md:
+//
+//   - ingest: the CPU time per distinct audit event (examples/auditload --distinct, the bulk
+//     fixture) of a process whose embedded store already holds 0, 1, 5 and 10 million spans;
+//   - queries: the time of GET /api/traces for a Deployment with 1,000 Pods and one with 10,000
+//     Pods (tracing, full tree, four windows), drawn whole, with the same stores;
+//   - the same queries through the Jaeger-backed reader (--store-backend jaeger over Jaeger on
+//     Badger, jaeger.storage.v2), with Jaeger holding the same spans.
+//
+// The stored spans are a busy cluster's writes over the last day (internal/benchdata.Writes:
+// 20,000 Pods, each write with its diff), written straight into the store between the
+// measurements (into Jaeger over OTLP). It prints Markdown tables and writes an SVG picture of the
+// curves (--svg).
+//
+//	go run ./internal/tools/curves --kelemetry BIN --auditload BIN [--jaeger BIN] [--svg FILE] FIXTURE
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/benchdata"
+	"github.com/kelemetry/kelemetry/otlpsink"
+	"github.com/kelemetry/kelemetry/store/jaeger"
+	"github.com/kelemetry/kelemetry/store/pebble"
+	"github.com/kelemetry/kelemetry/telemetry"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "curves:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	kelemetry, auditload, jaeger string
+	fixture, work, svg            string
+	copies, runs                  int
+	points, jaegerPoints          []int
+	trees                         []int
+}
+
+func parse(args []string, out io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("curves", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.kelemetry, "kelemetry", "", "the all-in-one binary (required)")
+	fs.StringVar(&o.auditload, "auditload", "", "the examples/auditload binary (required)")
+	fs.StringVar(&o.jaeger, "jaeger", "", "the Jaeger binary; without it the Jaeger curve is left out")
+	fs.StringVar(&o.work, "work", "", "folder for the stores (default: a new temporary folder, removed at the end)")
+	fs.StringVar(&o.svg, "svg", "", "write the picture of the curves to this file")
+	fs.IntVar(&o.copies, "copies", 3, "distinct copies of the fixture posted per ingest measurement")
+	fs.IntVar(&o.runs, "runs", 3, "ingest measurements per point (the median is kept)")
+	points := fs.String("points", "0,1000000,5000000,10000000", "spans stored at the embedded store's points")
+	jpoints := fs.String("jaeger-points", "0,1000000,10000000", "spans stored at Jaeger's points")
+	trees := fs.String("trees", "1000,10000", "Pods of the Deployment trees queried")
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("flags: %w", err)
+	}
+	if o.kelemetry == "" || o.auditload == "" || fs.NArg() != 1 {
+		return o, errors.New("need --kelemetry, --auditload and one fixture file")
+	}
+	o.fixture = fs.Arg(0)
+	var err error
+	if o.points, err = ints(*points); err != nil {
+		return o, fmt.Errorf("--points: %w", err)
+	}
+	if o.jaegerPoints, err = ints(*jpoints); err != nil {
+		return o, fmt.Errorf("--jaeger-points: %w", err)
+	}
+	if o.trees, err = ints(*trees); err != nil {
+		return o, fmt.Errorf("--trees: %w", err)
+	}
+	if o.copies < 1 || o.runs < 1 {
+		return o, errors.New("--copies and --runs must be at least 1")
+	}
+	return o, nil
+}
+
+// ints parses an increasing comma-separated list of counts.
+func ints(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("%q is not an increasing list of counts", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// point is what was measured with stored spans in the store.
+type point struct {
+	stored  int
+	evPerS  float64         // distinct events per CPU-second (median); 0: not measured
+	queries []time.Duration // per tree: the median query time
+	slowest []time.Duration // per tree: the slowest query
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	o, err := parse(args, out)
+	if err != nil {
+		return err
+	}
+	if o.work == "" {
+		if o.work, err = os.MkdirTemp("", "kelemetry-curves-"); err != nil {
+			return fmt.Errorf("work folder: %w", err)
+		}
+		defer os.RemoveAll(o.work)
+	}
+	conf := filepath.Join(o.work, "kelemetry.yaml")
+	// Room for the largest tree: every object of it, and the spans of four windows.
+	most := slices.Max(o.trees)
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "query:\n  perLevel: %d\n  total: %d\n  maxSpans: %d\n  maxMemoryBytes: -1\n", 2*most, 2*most, 100*most), 0o600); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	now := time.Now().UTC()
+	// The trees' four windows lie half a day back, among the day of stored writes.
+	w0 := aggregator.WindowStart(now.Add(-12*time.Hour), aggregator.DefaultWindow)
+	c := &curves{o: o, conf: conf, now: now, w0: w0, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+
+	embedded, err := c.embedded(ctx)
+	if err != nil {
+		return err
+	}
+	var jpoints []point
+	if o.jaeger != "" {
+		if jpoints, err = c.jaegerCurve(ctx); err != nil {
+			return err
+		}
+	}
+	c.report(out, embedded, jpoints)
+	if o.svg != "" {
+		if err := os.WriteFile(o.svg, []byte(drawSVG(o.trees, embedded, jpoints)), 0o644); err != nil {
+			return fmt.Errorf("svg: %w", err)
+		}
+	}
+	return nil
+}
+
+type curves struct {
+	o      options
+	conf   string
+	now    time.Time
+	w0     time.Time
+	logger *slog.Logger
+}
+
+// fill writes the unrelated spans [from, to) of the day's writes, and the trees when from is 0.
+func (c *curves) fill(ctx context.Context, from, to int, export func(context.Context, []*aggregator.Span) error) error {
+	if from == 0 {
+		for _, pods := range c.o.trees {
+			for _, spans := range benchdata.Deployment("prod", "curve-"+strconv.Itoa(pods), pods, 4, c.w0) {
+				for b := range slices.Chunk(spans, 5000) {
+					if err := export(ctx, b); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	start := time.Now()
+	err := benchdata.Writes(benchdata.WritesConfig{FirstIndex: from}, to-from, c.now.Add(-24*time.Hour), c.now.Add(-time.Minute),
+		func(spans []*aggregator.Span) error { return export(ctx, spans) })
+	if err != nil {
+		return fmt.Errorf("store %d spans: %w", to-from, err)
+	}
+	fmt.Fprintf(os.Stderr, "curves: stored spans %d to %d in %s\n", from, to, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// embedded measures the embedded store's points.
+func (c *curves) embedded(ctx context.Context) ([]point, error) {
+	dir := filepath.Join(c.o.work, "embedded")
+	tel := telemetry.Settings{Logger: c.logger}
+	var pts []point
+	stored := 0
+	for _, n := range c.o.points {
+		st, err := pebble.Open(ctx, pebble.Config{Dir: dir}, 0, tel)
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		err = c.fill(ctx, stored, n, st.Export)
+		if err == nil {
+			err = st.Sync(ctx)
+		}
+		if serr := st.Stop(ctx); err == nil && serr != nil {
+			err = serr
+		}
+		if err != nil {
+			return nil, err
+		}
+		stored = n
+		p, err := c.measure(ctx, n, true, "--data-dir", dir)
+		if err != nil {
+			return nil, fmt.Errorf("%d spans stored: %w", n, err)
+		}
+		pts = append(pts, p)
+	}
+	return pts, nil
+}
+
+// jaegerCurve measures the queries through the Jaeger-backed reader, Jaeger on Badger.
+func (c *curves) jaegerCurve(ctx context.Context) ([]point, error) {
+	ports := freePorts(4)
+	health, remote, otlp, metrics := ports[0], ports[1], ports[2], ports[3]
+	dir := filepath.Join(c.o.work, "badger")
+	conf := filepath.Join(c.o.work, "jaeger.yaml")
+	if err := os.WriteFile(conf, []byte(jaegerConfig(dir, health, remote, otlp, metrics)), 0o600); err != nil {
+		return nil, fmt.Errorf("jaeger config: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, c.o.jaeger, "--config=file:"+conf)
+	cmd.Env = append(os.Environ(), "OTEL_TRACES_SAMPLER=always_off")
+	logf, err := os.Create(filepath.Join(c.o.work, "jaeger.log"))
+	if err != nil {
+		return nil, fmt.Errorf("jaeger log: %w", err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start jaeger: %w", err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/status", health), time.Minute); err != nil {
+		return nil, fmt.Errorf("jaeger: %w", err)
+	}
+	tel := telemetry.Settings{Logger: c.logger}
+	w, err := jaeger.Open(ctx, jaeger.Config{Endpoint: addr(remote), OTLP: otlpsink.Config{Endpoint: addr(otlp)}}, 0, tel)
+	if err != nil {
+		return nil, fmt.Errorf("jaeger writer: %w", err)
+	}
+	if err := w.Start(ctx); err != nil {
+		return nil, fmt.Errorf("jaeger writer: %w", err)
+	}
+	defer func() { _ = w.Stop(context.Background()) }()
+	// The OTLP sink refuses a batch while its queue is full: wait and send it again.
+	export := func(ctx context.Context, spans []*aggregator.Span) error {
+		for {
+			err := w.Export(ctx, spans)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var pts []point
+	stored := 0
+	for _, n := range c.o.jaegerPoints {
+		if err := c.fill(ctx, stored, n, export); err != nil {
+			return nil, err
+		}
+		stored = n
+		// Wait until Jaeger took every span sent.
+		if err := waitAccepted(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics), c.o.trees, n); err != nil {
+			return nil, err
+		}
+		p, err := c.measure(ctx, n, false, "--role", "query", "--store-backend", "jaeger", "--jaeger-endpoint", addr(remote))
+		if err != nil {
+			return nil, fmt.Errorf("jaeger, %d spans stored: %w", n, err)
+		}
+		pts = append(pts, p)
+	}
+	return pts, nil
+}
+
+// measure starts the all-in-one with args, waits until it is idle, times the tree queries and,
+// with ingest, posts the distinct load runs times.
+func (c *curves) measure(ctx context.Context, stored int, ingest bool, args ...string) (point, error) {
+	p := point{stored: stored}
+	ports := freePorts(2)
+	audit, api := ports[0], ports[1]
+	logf, err := os.Create(filepath.Join(c.o.work, fmt.Sprintf("kelemetry-%d.log", stored)))
+	if err != nil {
+		return p, fmt.Errorf("log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, c.o.kelemetry, append([]string{"--config", c.conf, "--audit-addr", addr(audit),
+		"--http-addr", addr(api), "--log-level", "warn"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return p, fmt.Errorf("start: %w", err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", api)
+	if err := waitHTTP(ctx, base+"/healthz", 2*time.Minute); err != nil {
+		return p, err
+	}
+	// The store's compactions left from the filling are not what is measured.
+	waitIdle(ctx, cmd.Process.Pid, 5*time.Minute)
+	for _, pods := range c.o.trees {
+		med, slowest, err := c.timeTree(ctx, base, pods)
+		if err != nil {
+			return p, err
+		}
+		p.queries = append(p.queries, med)
+		p.slowest = append(p.slowest, slowest)
+	}
+	if !ingest {
+		return p, nil
+	}
+	var rates []float64
+	for range c.o.runs {
+		r, err := c.ingest(ctx, audit, api, cmd.Process.Pid)
+		if err != nil {
+			return p, err
+		}
+		rates = append(rates, r)
+		waitIdle(ctx, cmd.Process.Pid, 2*time.Minute)
+	}
+	slices.Sort(rates)
+	p.evPerS = rates[len(rates)/2]
+	return p, nil
+}
+
+// timeTree times the search that draws the Deployment of pods Pods whole: one query to warm up,
+// then 5 (3 for trees over 5,000 Pods); it returns the median and the slowest.
+func (c *curves) timeTree(ctx context.Context, base string, pods int) (time.Duration, time.Duration, error) {
+	tags, _ := json.Marshal(map[string]string{"resource": "deployments", "name": "web", "namespace": "curve-" + strconv.Itoa(pods)})
+	q := url.Values{"service": {"tracing [full tree]"}, "tags": {string(tags)}, "limit": {"1"},
+		"start": {strconv.FormatInt(c.w0.UnixMicro(), 10)},
+		"end":   {strconv.FormatInt(c.w0.Add(4*aggregator.DefaultWindow-time.Microsecond).UnixMicro(), 10)}}
+	u := base + "/api/traces?" + q.Encode()
+	n := 5
+	if pods > 5000 {
+		n = 3
+	}
+	var times []time.Duration
+	for i := range n + 1 {
+		start := time.Now()
+		spans, err := countSpans(ctx, u)
+		d := time.Since(start)
+		if err != nil {
+			return 0, 0, fmt.Errorf("tree of %d Pods: %w", pods, err)
+		}
+		if spans != pods+2 {
+			return 0, 0, fmt.Errorf("tree of %d Pods: %d spans drawn, want %d", pods, spans, pods+2)
+		}
+		if i > 0 {
+			times = append(times, d)
+		}
+	}
+	slices.Sort(times)
+	return times[len(times)/2], times[len(times)-1], nil
+}
+
+// countSpans gets a Jaeger search answer and counts the spans of its first trace.
+func countSpans(ctx context.Context, u string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, fmt.Errorf("request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("query: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return 0, fmt.Errorf("query: %s: %s", resp.Status, b)
+	}
+	var body struct {
+		Data []struct {
+			Spans []json.RawMessage `json:"spans"`
+		} `json:"data"`
+		Errors []struct {
+			Msg string `json:"msg"`
+		} `json:"errors"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return 0, fmt.Errorf("answer: %w", err)
+	}
+	if len(body.Errors) > 0 {
+		return 0, fmt.Errorf("answer: %s", body.Errors[0].Msg)
+	}
+	if len(body.Data) == 0 {
+		return 0, errors.New("no trace found")
+	}
+	return len(body.Data[0].Spans), nil
+}
+
+// ingest posts the distinct load and returns the distinct events per CPU-second auditload
+// measured.
+func (c *curves) ingest(ctx context.Context, audit, api, pid int) (float64, error) {
+	cmd := exec.CommandContext(ctx, c.o.auditload, "--url", fmt.Sprintf("http://127.0.0.1:%d/audit/curve", audit),
+		"--pid", strconv.Itoa(pid), "--metrics-url", fmt.Sprintf("http://127.0.0.1:%d/metrics", api),
+		"--distinct", "--repeat", strconv.Itoa(c.o.copies), c.o.fixture)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("auditload: %w: %s", err, b)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// server pid 123  1.23 CPU-seconds, 24000 events per CPU-second, peak RSS 200 MiB
+		if f := strings.Fields(line); len(f) > 6 && f[0] == "server" && f[1] == "pid" {
+			return strconv.ParseFloat(f[5], 64)
+		}
+	}
+	return 0, fmt.Errorf("auditload printed no server figures: %s", b)
+}
+
+// waitIdle waits until the process used under 5% of a core for 3 seconds running (or max).
+func waitIdle(ctx context.Context, pid int, max time.Duration) {
+	deadline := time.Now().Add(max)
+	quiet := 0
+	last := cpuTime(pid)
+	for quiet < 3 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Second)
+		now := cpuTime(pid)
+		if now-last < 50*time.Millisecond {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+	}
+}
+
+// cpuTime is the user and system time of pid (from /proc; 0 elsewhere).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// waitAccepted waits until Jaeger's OTLP receiver accepted at least the spans sent: the trees'
+// spans and n others (object spans make it a little more).
+func waitAccepted(ctx context.Context, metricsURL string, trees []int, n int) error {
+	want := n
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		got, err := metricSum(ctx, metricsURL, "otelcol_receiver_accepted_spans")
+		if err == nil && got >= float64(want) {
+			// Let the storage exporter write what it holds.
+			time.Sleep(2 * time.Second)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("jaeger accepted %.0f spans of %d after 10 minutes (%v)", got, want, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func metricSum(ctx context.Context, u, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, fmt.Errorf("request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	var sum float64
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(line, name) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum, nil
+}
+
+func waitHTTP(ctx context.Context, u string, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return fmt.Errorf("request: %w", err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not answering after %s", u, max)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// freePorts returns n ports free on 127.0.0.1 now.
+func freePorts(n int) []int {
+	var ls []net.Listener
+	var out []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return out
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// jaegerConfig is Jaeger v2 on Badger (kept on disk, for a day) served through remote_storage,
+// its OTLP receiver and metrics on loopback.
+func jaegerConfig(dir string, health, remote, otlp, metrics int) string {
+	return fmt.Sprintf(`service:
+  extensions: [jaeger_storage, remote_storage, healthcheckv2]
+  pipelines:
+    traces: {receivers: [otlp], exporters: [jaeger_storage_exporter]}
+  telemetry:
+    logs: {level: warn}
+    metrics:
+      level: basic
+      readers:
+        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}
+extensions:
+  healthcheckv2: {use_v2: true, http: {endpoint: "127.0.0.1:%d"}}
+  jaeger_storage:
+    backends:
+      badger:
+        badger:
+          directories: {keys: %q, values: %q}
+          ephemeral: false
+          ttl: {spans: 48h}
+  remote_storage: {endpoint: "127.0.0.1:%d", storage: badger}
+receivers:
+  otlp: {protocols: {grpc: {endpoint: "127.0.0.1:%d"}}}
+exporters:
+  jaeger_storage_exporter: {trace_storage: badger}
+`, metrics, health, filepath.Join(dir, "keys"), filepath.Join(dir, "values"), remote, otlp)
+}

@@ -1,0 +1,69 @@
+//go:build unix
+
+package pebble
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/benchdata"
+)
+
+// BenchmarkGrowingWindow writes $KELEMETRY_BENCH_WINDOW_SPANS spans (default 400,000) into one
+// window, as a steady ingest fills the current window: writes of 20,000 Pods in batches of 200,
+// each with a diff and a 1 KB snapshot (benchdata.Writes). It reports the process's CPU time per
+// span (the store's flushes and compactions included) over the first and the last fifth, and
+// their ratio: what the cost of a write does as the window grows.
+func BenchmarkGrowingWindow(b *testing.B) {
+	n := 400_000
+	if v := os.Getenv("KELEMETRY_BENCH_WINDOW_SPANS"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(b, err)
+	}
+	ctx := context.Background()
+	w := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		p := openTestPebble(b, Config{}, nil)
+		fifth := n / 5
+		var marks []time.Duration
+		written := 0
+		marks = append(marks, processCPU())
+		err := benchdata.Writes(benchdata.WritesConfig{Batch: 200, SnapshotBytes: 1024}, n, w, w.Add(29*time.Minute), func(spans []*aggregator.Span) error {
+			if err := p.Export(ctx, spans); err != nil {
+				return err
+			}
+			before := written / fifth
+			written += len(spans)
+			if written/fifth != before {
+				marks = append(marks, processCPU())
+			}
+			return nil
+		})
+		require.NoError(b, err)
+		require.NoError(b, p.Sync(ctx))
+		require.NoError(b, p.Stop(ctx))
+		marks = append(marks, processCPU())
+		first := float64(marks[1]-marks[0]) / float64(fifth) / 1e3
+		last := float64(marks[len(marks)-1]-marks[len(marks)-2]) / float64(fifth) / 1e3
+		b.ReportMetric(first, "first-cpu-us/span")
+		b.ReportMetric(last, "last-cpu-us/span")
+		b.ReportMetric(float64(marks[len(marks)-1]-marks[0])/float64(n)/1e3, "cpu-us/span")
+	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
