@@ -57,10 +57,10 @@ func main() {
 
 type options struct {
 	kelemetry, auditload, jaeger string
-	fixture, work, svg            string
-	copies, runs                  int
-	points, jaegerPoints          []int
-	trees                         []int
+	fixture, work, svg           string
+	copies, runs                 int
+	points, jaegerPoints         []int
+	trees                        []int
 }
 
 func parse(args []string, out io.Writer) (options, error) {
