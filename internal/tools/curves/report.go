@@ -24,7 +24,7 @@ func (c *curves) report(out io.Writer, embedded, jpoints []point) {
 		fmt.Fprintf(out, "| %s | %s | %.1f µs | %+.1f%% |\n", millions(p.stored), thousands(p.evPerS), 1e6/p.evPerS, (empty/p.evPerS-1)*100)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "Queries: a Deployment drawn whole (tracing, full tree, 4 windows) by GET /api/traces, median (slowest) of 5 queries, 3 for 10,000 Pods:\n\n")
+	fmt.Fprintf(out, "Queries: a Deployment drawn whole (tracing, full tree, 4 windows) by GET /api/traces, median (slowest) of 5 queries after one to warm up, 3 for 10,000 Pods; through Jaeger each query cold (after the reader's 10-second cache of traces expired):\n\n")
 	head := "| reader | spans stored |"
 	sep := "| --- | --- |"
 	for _, pods := range c.o.trees {
