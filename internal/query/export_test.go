@@ -31,4 +31,5 @@ var (
 	ObjectDiffBetween    = objectDiffBetween
 	ObjectHistoryBetween = objectHistoryBetween
 	ParseDisplayID       = parseDisplayID
+	AppendSpanJSON       = appendSpanJSON
 )

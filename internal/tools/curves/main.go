@@ -57,6 +57,7 @@ func main() {
 
 type options struct {
 	kelemetry, auditload, jaeger string
+	jaegerTemplate               string
 	fixture, work, svg           string
 	copies, runs                 int
 	points, jaegerPoints         []int
@@ -70,6 +71,7 @@ func parse(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.kelemetry, "kelemetry", "", "the all-in-one binary (required)")
 	fs.StringVar(&o.auditload, "auditload", "", "the examples/auditload binary (required)")
 	fs.StringVar(&o.jaeger, "jaeger", "", "the Jaeger binary; without it the Jaeger curve is left out")
+	fs.StringVar(&o.jaegerTemplate, "jaeger-config", "testdata/jaeger/badger-backend.yaml", "the template of Jaeger's configuration on Badger")
 	fs.StringVar(&o.work, "work", "", "folder for the stores (default: a new temporary folder, removed at the end)")
 	fs.StringVar(&o.svg, "svg", "", "write the picture of the curves to this file")
 	fs.IntVar(&o.copies, "copies", 3, "distinct copies of the fixture posted per ingest measurement")
@@ -232,7 +234,11 @@ func (c *curves) jaegerCurve(ctx context.Context) ([]point, error) {
 	health, remote, otlp, metrics := ports[0], ports[1], ports[2], ports[3]
 	dir := filepath.Join(c.o.work, "badger")
 	conf := filepath.Join(c.o.work, "jaeger.yaml")
-	if err := os.WriteFile(conf, []byte(jaegerConfig(dir, health, remote, otlp, metrics)), 0o600); err != nil {
+	text, err := jaegerConfig(c.o.jaegerTemplate, dir, health, remote, otlp, metrics)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return nil, fmt.Errorf("jaeger config: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, c.o.jaeger, "--config=file:"+conf)
@@ -556,32 +562,13 @@ func freePorts(n int) []int {
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-// jaegerConfig is Jaeger v2 on Badger (kept on disk, for a day) served through remote_storage,
-// its OTLP receiver and metrics on loopback.
-func jaegerConfig(dir string, health, remote, otlp, metrics int) string {
-	return fmt.Sprintf(`service:
-  extensions: [jaeger_storage, remote_storage, healthcheckv2]
-  pipelines:
-    traces: {receivers: [otlp], exporters: [jaeger_storage_exporter]}
-  telemetry:
-    logs: {level: warn}
-    metrics:
-      level: basic
-      readers:
-        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}
-extensions:
-  healthcheckv2: {use_v2: true, http: {endpoint: "127.0.0.1:%d"}}
-  jaeger_storage:
-    backends:
-      badger:
-        badger:
-          directories: {keys: %q, values: %q}
-          ephemeral: false
-          ttl: {spans: 48h}
-  remote_storage: {endpoint: "127.0.0.1:%d", storage: badger}
-receivers:
-  otlp: {protocols: {grpc: {endpoint: "127.0.0.1:%d"}}}
-exporters:
-  jaeger_storage_exporter: {trace_storage: badger}
-`, metrics, health, filepath.Join(dir, "keys"), filepath.Join(dir, "values"), remote, otlp)
+// jaegerConfig is the template of Jaeger on Badger (testdata/jaeger/badger-backend.yaml) with its
+// folder and ports.
+func jaegerConfig(template, dir string, health, remote, otlp, metrics int) (string, error) {
+	b, err := os.ReadFile(template)
+	if err != nil {
+		return "", fmt.Errorf("jaeger config: %w", err)
+	}
+	return strings.NewReplacer("{DIR}", dir, "{HEALTH}", strconv.Itoa(health), "{REMOTE}", strconv.Itoa(remote),
+		"{OTLP}", strconv.Itoa(otlp), "{METRICS}", strconv.Itoa(metrics)).Replace(string(b)), nil
 }
