@@ -40,8 +40,8 @@ func TestSpanJSONMatchesEncodingJSON(t *testing.T) {
 	for _, s := range odd {
 		sp := query.JaegerSpan{TraceID: s, SpanID: s, OperationName: s, ProcessID: s, Warnings: []string{s},
 			References: []query.JaegerReference{{RefType: s, TraceID: s, SpanID: s}},
-			Tags: []query.JaegerKeyValue{{Key: s, Type: "string", Value: s}},
-			Logs: []query.JaegerLog{{Timestamp: -5, Fields: []query.JaegerKeyValue{{Key: s, Type: "string", Value: s}}}}}
+			Tags:       []query.JaegerKeyValue{{Key: s, Type: "string", Value: s}},
+			Logs:       []query.JaegerLog{{Timestamp: -5, Fields: []query.JaegerKeyValue{{Key: s, Type: "string", Value: s}}}}}
 		want, err := json.Marshal(&sp)
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(query.AppendSpanJSON(nil, &sp)), "%q", s)
