@@ -15,7 +15,8 @@
 #                                  count, which needs valgrind;
 #                                  KELEMETRY_BENCH_SOAK=30m adds the soak: scripts/soak.sh at
 #                                  KELEMETRY_BENCH_SOAK_RATE distinct events/s, default 2000, for
-#                                  that long, with its flatness check;
+#                                  that long, with its flatness check and a peak RSS bound of
+#                                  KELEMETRY_BENCH_SOAK_MAX_RSS MiB, default 350;
 #                                  KELEMETRY_BENCH_CURVES=1 adds the cost curves: ingest and
 #                                  large-tree queries with 0 to 10 million spans stored
 #                                  (internal/tools/curves; about an hour), drawn into
@@ -200,7 +201,7 @@ if [ -n "${KELEMETRY_BENCH_SOAK:-}" ]; then
 	echo
 	echo "Soak (scripts/soak.sh -d $KELEMETRY_BENCH_SOAK -r ${KELEMETRY_BENCH_SOAK_RATE:-2000}):"
 	echo '```'
-	./scripts/soak.sh -d "$KELEMETRY_BENCH_SOAK" -r "${KELEMETRY_BENCH_SOAK_RATE:-2000}" -o "$work/soak" 2>&1 |
+	./scripts/soak.sh -d "$KELEMETRY_BENCH_SOAK" -r "${KELEMETRY_BENCH_SOAK_RATE:-2000}" -m "${KELEMETRY_BENCH_SOAK_MAX_RSS:-350}" -o "$work/soak" 2>&1 |
 		grep -E '^(events accepted|server pid|RSS|Go heap after|store size|flatness|  (RSS|Go heap in use|goroutines|open files|webhook p99) |soak:)' || true
 	echo '```'
 fi

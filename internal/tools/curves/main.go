@@ -143,9 +143,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("config: %w", err)
 	}
 	now := time.Now().UTC()
+	c := &curves{o: o, conf: conf, now: now, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	// A --work folder kept from an earlier run holds its stores: they are measured again (and
+	// filled further) with that run's times.
+	if b, err := os.ReadFile(filepath.Join(o.work, "stored.json")); err == nil {
+		if err := json.Unmarshal(b, &c.kept); err != nil {
+			return fmt.Errorf("stored.json: %w", err)
+		}
+		c.now = c.kept.Now
+	}
 	// The trees' four windows lie half a day back, among the day of stored writes.
-	w0 := aggregator.WindowStart(now.Add(-12*time.Hour), aggregator.DefaultWindow)
-	c := &curves{o: o, conf: conf, now: now, w0: w0, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	c.w0 = aggregator.WindowStart(c.now.Add(-12*time.Hour), aggregator.DefaultWindow)
 
 	embedded, err := c.embedded(ctx)
 	if err != nil {
@@ -172,10 +180,34 @@ type curves struct {
 	now    time.Time
 	w0     time.Time
 	logger *slog.Logger
+	kept   kept // what the work folder's stores hold
 }
 
-// fill writes the unrelated spans [from, to) of the day's writes, and the trees when from is 0.
+// kept is what the stores of the work folder hold (stored.json), so that a later run with the same
+// --work measures them again without filling them anew.
+type kept struct {
+	Now      time.Time `json:"now"`
+	Embedded int       `json:"embedded"`
+	Jaeger   int       `json:"jaeger"`
+}
+
+func (c *curves) saveKept() error {
+	b, err := json.Marshal(c.kept)
+	if err != nil {
+		return fmt.Errorf("stored.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.o.work, "stored.json"), b, 0o600); err != nil {
+		return fmt.Errorf("stored.json: %w", err)
+	}
+	return nil
+}
+
+// fill writes the unrelated spans [from, to) of the day's writes, and the trees when from is 0
+// (and to is not: a kept store at 0 spans holds the trees).
 func (c *curves) fill(ctx context.Context, from, to int, export func(context.Context, []*aggregator.Span) error) error {
+	if from == to && from > 0 {
+		return nil
+	}
 	if from == 0 {
 		for _, pods := range c.o.trees {
 			for _, spans := range benchdata.Deployment("prod", "curve-"+strconv.Itoa(pods), pods, 4, c.w0) {
@@ -202,8 +234,11 @@ func (c *curves) embedded(ctx context.Context) ([]point, error) {
 	dir := filepath.Join(c.o.work, "embedded")
 	tel := telemetry.Settings{Logger: c.logger}
 	var pts []point
-	stored := 0
+	stored := c.kept.Embedded
 	for _, n := range c.o.points {
+		if n < stored {
+			continue // this store holds more already
+		}
 		st, err := pebble.Open(ctx, pebble.Config{Dir: dir}, 0, tel)
 		if err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
@@ -219,6 +254,10 @@ func (c *curves) embedded(ctx context.Context) ([]point, error) {
 			return nil, err
 		}
 		stored = n
+		c.kept.Embedded = n
+		if err := c.saveKept(); err != nil {
+			return nil, err
+		}
 		p, err := c.measure(ctx, n, true, 0, "--data-dir", dir)
 		if err != nil {
 			return nil, fmt.Errorf("%d spans stored: %w", n, err)
@@ -276,12 +315,19 @@ func (c *curves) jaegerCurve(ctx context.Context) ([]point, error) {
 		}
 	}
 	var pts []point
-	stored := 0
+	stored := c.kept.Jaeger
 	for _, n := range c.o.jaegerPoints {
+		if n < stored {
+			continue
+		}
 		if err := c.fill(ctx, stored, n, export); err != nil {
 			return nil, err
 		}
 		stored = n
+		c.kept.Jaeger = n
+		if err := c.saveKept(); err != nil {
+			return nil, err
+		}
 		// Wait until Jaeger took every span sent.
 		if err := waitAccepted(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics), c.o.trees, n); err != nil {
 			return nil, err
