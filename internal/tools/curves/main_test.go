@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestInts(t *testing.T) {
+	got, err := ints("0, 1000000,5000000")
+	require.NoError(t, err)
+	assert.Equal(t, []int{0, 1_000_000, 5_000_000}, got)
+	for _, bad := range []string{"", "1,1", "5,2", "-1", "x"} {
+		_, err := ints(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestParseNeedsBinariesAndFixture(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parse([]string{"--kelemetry", "k"}, &out)
+	require.Error(t, err)
+	o, err := parse([]string{"--kelemetry", "k", "--auditload", "a", "--trees", "10,20", "f.gz"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, "f.gz", o.fixture)
+	assert.Equal(t, []int{10, 20}, o.trees)
+	assert.Equal(t, []int{0, 1_000_000, 5_000_000, 10_000_000}, o.points)
+}
+
+func TestFormats(t *testing.T) {
+	assert.Equal(t, "1,234,567", thousands(1234567))
+	assert.Equal(t, "999", thousands(999))
+	assert.Equal(t, "10 million", millions(10_000_000))
+	assert.Equal(t, "0", millions(0))
+	assert.Equal(t, "250,000", millions(250_000))
+	for v, want := range map[float64]float64{0.3: 0.5, 1: 1, 7: 10, 120: 200, 480: 500, 0: 1} {
+		assert.Equal(t, want, niceCeil(v), "%v", v)
+	}
+}
+
+// The report and the picture hold every point measured; the picture is well-formed SVG.
+func TestReportAndPicture(t *testing.T) {
+	emb := []point{
+		{stored: 0, evPerS: 40000, queries: []time.Duration{50 * time.Millisecond, 400 * time.Millisecond}, slowest: []time.Duration{60 * time.Millisecond, 450 * time.Millisecond}},
+		{stored: 10_000_000, evPerS: 36000, queries: []time.Duration{55 * time.Millisecond, 420 * time.Millisecond}, slowest: []time.Duration{70 * time.Millisecond, 480 * time.Millisecond}},
+	}
+	jae := []point{{stored: 1_000_000, queries: []time.Duration{80 * time.Millisecond, 900 * time.Millisecond}, slowest: []time.Duration{90 * time.Millisecond, time.Second}}}
+	c := &curves{o: options{copies: 3, runs: 3, trees: []int{1000, 10000}}}
+	var out bytes.Buffer
+	c.report(&out, emb, jae)
+	text := out.String()
+	assert.Contains(t, text, "| 10 million | 36,000 | 27.8 µs | +11.1% |")
+	assert.Contains(t, text, "| embedded store | 10 million | 55 ms (70 ms) | 420 ms (480 ms) |")
+	assert.Contains(t, text, "| Jaeger (Badger) through jaeger.storage.v2 | 1 million | 80 ms (90 ms) | 900 ms (1000 ms) |")
+
+	svg := drawSVG(c.o.trees, emb, jae)
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	polylines := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			polylines++
+		}
+	}
+	// Ingest; 1,000 and 10,000 Pods from each reader.
+	assert.Equal(t, 5, polylines)
+	assert.Contains(t, svg, "10,000 pods, Jaeger reader")
+	assert.Contains(t, svg, "100 ms")
+}
