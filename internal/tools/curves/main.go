@@ -374,6 +374,10 @@ func (c *curves) measure(ctx context.Context, stored int, ingest bool, pause tim
 		p.queries = append(p.queries, med)
 		p.slowest = append(p.slowest, slowest)
 	}
+	defer func() {
+		// Each point as it is measured, in case the run stops before its tables.
+		fmt.Fprintf(os.Stderr, "curves: %s stored: %.0f events per CPU-second, trees %v (slowest %v)\n", millions(stored), p.evPerS, p.queries, p.slowest)
+	}()
 	if !ingest {
 		return p, nil
 	}
