@@ -5,7 +5,9 @@
 #   1. the all-in-one on its defaults with a data folder (embedded store, durable queue);
 #   2. an ingest replica (--role ingest --store-backend jaeger) writing into Jaeger on Badger
 #      (testdata/jaeger/badger-backend.yaml; needs the Jaeger binary the e2e tier builds,
-#      $KELEMETRY_JAEGER_BIN or ~/.cache/kelemetry-e2e/bin/jaeger), and Jaeger itself.
+#      $KELEMETRY_JAEGER_BIN or ~/.cache/kelemetry-e2e/bin/jaeger), and Jaeger itself;
+#   3. a linker worker (examples/linkerworker: its VolumesLinker answers the all-in-one's link
+#      jobs over NATS, --remote-linker volumes; nats-server built from the Go module cache).
 # For each: the cores used (CPU-seconds over the wall time of the load and its drain) per 1,000
 # events/s, the peak RSS, and the bytes on disk per event (the data folder, or Badger's folders,
 # after the process stopped).
@@ -95,6 +97,36 @@ if [ -x "$jaeger" ]; then
 else
 	echo "no Jaeger binary at $jaeger: the Jaeger rows are left out" >&2
 fi
+
+# 3. A linker worker over NATS.
+go build -o "$work/linkerworker" ./examples/linkerworker
+go build -o "$work/nats-server" github.com/nats-io/nats-server/v2
+nport=$(port)
+"$work/nats-server" -a 127.0.0.1 -p "$nport" >"$work/nats.log" 2>&1 &
+npid=$!
+pids+=("$npid")
+until (echo >"/dev/tcp/127.0.0.1/$nport") 2>/dev/null; do sleep 0.2; done
+wm=$(port)
+"$work/linkerworker" --nats-url "nats://127.0.0.1:$nport" --metrics-addr "127.0.0.1:$wm" --log-level warn >"$work/worker.log" 2>&1 &
+wpid=$!
+pids+=("$wpid")
+until curl -sf "http://127.0.0.1:$wm/metrics" >/dev/null; do sleep 0.2; done
+audit=$(port) api=$(port)
+"$work/kelemetry" --data-dir "$work/data-linker" --remote-linker volumes --remote-linker-nats-url "nats://127.0.0.1:$nport" \
+	--audit-addr "127.0.0.1:$audit" --http-addr "127.0.0.1:$api" --log-level warn >"$work/allinone-linker.log" 2>&1 &
+kpid=$!
+pids+=("$kpid")
+until curl -sf "http://127.0.0.1:$api/healthz" >/dev/null; do sleep 0.2; done
+w0=$(cpu "$wpid")
+n0=$(cpu "$npid")
+load "$kpid" "$audit" "$api" linker
+wcores=$(awk -v a="$w0" -v b="$(cpu "$wpid")" -v w="$wall" 'BEGIN {printf "%.3f", (b - a) / w}')
+ncores=$(awk -v a="$n0" -v b="$(cpu "$npid")" -v w="$wall" 'BEGIN {printf "%.3f", (b - a) / w}')
+rows+=("| all-in-one with a remote linker (\`--remote-linker volumes\`) | $cores | **$(per1k "$cores")** | $(hwm "$kpid") MiB | |")
+curl -sf "http://127.0.0.1:$wm/metrics" >"$work/worker.metrics"
+jobs=$(awk '$1 ~ /^kelemetry_remotelinker_worker_jobs_total/ {s += $NF} END {printf "%.0f", s}' "$work/worker.metrics")
+rows+=("| linker worker (examples/linkerworker, VolumesLinker: $jobs link jobs) | $wcores | **$(per1k "$wcores")** | $(hwm "$wpid") MiB | |")
+rows+=("| nats-server carrying the link jobs | $ncores | **$(per1k "$ncores")** | $(hwm "$npid") MiB | |")
 
 echo
 echo "Measured $(date -u "+%Y-%m-%d %H:%M UTC") on $(nproc) cores (scripts/sizing.sh -r $rate -d $duration: $rate distinct events/s for $duration, batches of 400)"
