@@ -192,6 +192,7 @@ type kept struct {
 }
 
 func (c *curves) saveKept() error {
+	c.kept.Now = c.now
 	b, err := json.Marshal(c.kept)
 	if err != nil {
 		return fmt.Errorf("stored.json: %w", err)
