@@ -1069,7 +1069,18 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 				return nil, fmt.Errorf("object %s: %w", cur, err)
 			}
 			if !match.Object(ref.Key()) {
-				valid = it.SeekGE(skip())
+				// Over the next objects of the fields the query leaves open, not through them: a
+				// search by namespace and name reads one key per cluster and group, not one per
+				// object stored.
+				target, more := skipTo(seekBuf[:0], &match.Q, &ref)
+				if !more {
+					break
+				}
+				if target == nil || bytes.Compare(target, key) <= 0 {
+					target = skip()
+				}
+				seekBuf = target
+				valid = it.SeekGE(seekBuf)
 				continue
 			}
 			if match.HasFrom {
@@ -1107,6 +1118,53 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 		}
 	}
 	return out, nil
+}
+
+// skipTo returns, in dst, the first object key that can match q after the object ref, which does
+// not match (a skip scan over the fields q leaves open): where the first field q fixes that ref
+// differs in sorts before q's value, the key of that value after ref's earlier fields; where it
+// sorts after, the end of ref's earlier fields. more is false when no later key can match. It
+// returns nil for an exact query (its bounds fix every field).
+func skipTo(dst []byte, q *query.ObjectQuery, ref *aggregator.ObjectRef) (target []byte, more bool) {
+	if q.Exact {
+		return nil, true
+	}
+	have := [...]string{ref.Cluster, ref.Group, ref.Resource, ref.Namespace, ref.Name}
+	want := [...]string{q.Cluster, q.Group, q.Resource, q.Namespace, q.Name}
+	b := append(dst, prefixObject)
+	for i := range have {
+		sep := byte('/') // as appendObjectString separates the fields; the name ends with 0
+		if i == len(have)-1 {
+			sep = 0
+		}
+		if want[i] != "" && have[i] != want[i] {
+			if compareField(have[i], want[i], sep) < 0 {
+				return append(append(b, want[i]...), sep), true
+			}
+			if i == 0 {
+				return nil, false
+			}
+			return appendPrefixEnd(nil, b), true
+		}
+		b = append(append(b, have[i]...), sep)
+	}
+	return nil, true
+}
+
+// compareField compares a+sep with b+sep: the order of two keys that differ first in that field.
+func compareField(a, b string, sep byte) int {
+	n := min(len(a), len(b))
+	if c := strings.Compare(a[:n], b[:n]); c != 0 {
+		return c
+	}
+	switch {
+	case len(a) == len(b):
+		return 0
+	case len(a) < len(b):
+		return cmp.Compare(sep, b[n])
+	default:
+		return cmp.Compare(a[n], sep)
+	}
 }
 
 // scan calls fn for each key in [lower, upper) until fn returns false or an error.
