@@ -56,12 +56,12 @@ func main() {
 }
 
 type options struct {
-	kelemetry, auditload, jaeger string
-	jaegerTemplate               string
-	fixture, work, svg           string
-	copies, runs                 int
-	points, jaegerPoints         []int
-	trees                        []int
+	kelemetry, auditload, jaeger  string
+	jaegerTemplate, jaegerResults string
+	fixture, work, svg            string
+	copies, runs                  int
+	points, jaegerPoints          []int
+	trees                         []int
 }
 
 func parse(args []string, out io.Writer) (options, error) {
@@ -72,6 +72,7 @@ func parse(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.auditload, "auditload", "", "the examples/auditload binary (required)")
 	fs.StringVar(&o.jaeger, "jaeger", "", "the Jaeger binary; without it the Jaeger curve is left out")
 	fs.StringVar(&o.jaegerTemplate, "jaeger-config", "testdata/jaeger/badger-backend.yaml", "the template of Jaeger's configuration on Badger")
+	fs.StringVar(&o.jaegerResults, "jaeger-results", "", "draw the Jaeger curve from this file (a JSON list of points, as results.json's \"jaeger\") instead of measuring it")
 	fs.StringVar(&o.work, "work", "", "folder for the stores (default: a new temporary folder, removed at the end)")
 	fs.StringVar(&o.svg, "svg", "", "write the picture of the curves to this file")
 	fs.IntVar(&o.copies, "copies", 3, "distinct copies of the fixture posted per ingest measurement")
@@ -123,6 +124,41 @@ type point struct {
 	slowest []time.Duration // per tree: the slowest query
 }
 
+// pointJSON is a point in results files (--jaeger-results, and the work folder's results.json).
+type pointJSON struct {
+	Stored    int       `json:"stored"`
+	EvPerS    float64   `json:"eventsPerCPUSecond,omitempty"`
+	QueriesMS []float64 `json:"queriesMs"`
+	SlowestMS []float64 `json:"slowestMs"`
+}
+
+func toJSON(ps []point) []pointJSON {
+	out := make([]pointJSON, 0, len(ps))
+	for _, p := range ps {
+		j := pointJSON{Stored: p.stored, EvPerS: p.evPerS}
+		for i := range p.queries {
+			j.QueriesMS = append(j.QueriesMS, float64(p.queries[i])/float64(time.Millisecond))
+			j.SlowestMS = append(j.SlowestMS, float64(p.slowest[i])/float64(time.Millisecond))
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func fromJSON(js []pointJSON) []point {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	out := make([]point, 0, len(js))
+	for _, j := range js {
+		p := point{stored: j.Stored, evPerS: j.EvPerS}
+		for i := range j.QueriesMS {
+			p.queries = append(p.queries, ms(j.QueriesMS[i]))
+			p.slowest = append(p.slowest, ms(j.SlowestMS[i]))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 func run(ctx context.Context, args []string, out io.Writer) error {
 	o, err := parse(args, out)
 	if err != nil {
@@ -160,10 +196,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	var jpoints []point
-	if o.jaeger != "" {
+	if o.jaegerResults != "" {
+		// The Jaeger curve of an earlier run (its results.json "jaeger", or points written by hand
+		// from its log), drawn with this run's embedded curve.
+		b, err := os.ReadFile(o.jaegerResults)
+		if err != nil {
+			return fmt.Errorf("--jaeger-results: %w", err)
+		}
+		var js []pointJSON
+		if err := json.Unmarshal(b, &js); err != nil {
+			return fmt.Errorf("--jaeger-results: %w", err)
+		}
+		jpoints = fromJSON(js)
+	} else if o.jaeger != "" {
 		if jpoints, err = c.jaegerCurve(ctx); err != nil {
 			return err
 		}
+	}
+	if b, err := json.MarshalIndent(map[string][]pointJSON{"embedded": toJSON(embedded), "jaeger": toJSON(jpoints)}, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(o.work, "results.json"), b, 0o644)
 	}
 	c.report(out, embedded, jpoints)
 	if o.svg != "" {

@@ -75,3 +75,9 @@ func TestReportAndPicture(t *testing.T) {
 	assert.Contains(t, svg, "10,000 pods, Jaeger reader")
 	assert.Contains(t, svg, "100 ms")
 }
+
+// Results written by one run are read back as the same points (--jaeger-results).
+func TestResultsRoundTrip(t *testing.T) {
+	ps := []point{{stored: 1_000_000, evPerS: 1234, queries: []time.Duration{1500 * time.Microsecond, 2 * time.Second}, slowest: []time.Duration{3 * time.Millisecond, 4 * time.Second}}}
+	assert.Equal(t, ps, fromJSON(toJSON(ps)))
+}
