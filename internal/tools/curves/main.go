@@ -58,6 +58,7 @@ func main() {
 type options struct {
 	kelemetry, auditload, jaeger  string
 	jaegerTemplate, jaegerResults string
+	fromResults                   string
 	fixture, work, svg            string
 	copies, runs                  int
 	points, jaegerPoints          []int
@@ -73,6 +74,7 @@ func parse(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.jaeger, "jaeger", "", "the Jaeger binary; without it the Jaeger curve is left out")
 	fs.StringVar(&o.jaegerTemplate, "jaeger-config", "testdata/jaeger/badger-backend.yaml", "the template of Jaeger's configuration on Badger")
 	fs.StringVar(&o.jaegerResults, "jaeger-results", "", "draw the Jaeger curve from this file (a JSON list of points, as results.json's \"jaeger\") instead of measuring it")
+	fs.StringVar(&o.fromResults, "from-results", "", "measure nothing: print the tables and draw the picture of an earlier run's results.json")
 	fs.StringVar(&o.work, "work", "", "folder for the stores (default: a new temporary folder, removed at the end)")
 	fs.StringVar(&o.svg, "svg", "", "write the picture of the curves to this file")
 	fs.IntVar(&o.copies, "copies", 3, "distinct copies of the fixture posted per ingest measurement")
@@ -83,8 +85,8 @@ func parse(args []string, out io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("flags: %w", err)
 	}
-	if o.kelemetry == "" || o.auditload == "" || fs.NArg() != 1 {
-		return o, errors.New("need --kelemetry, --auditload and one fixture file")
+	if o.fromResults == "" && (o.kelemetry == "" || o.auditload == "" || fs.NArg() != 1) {
+		return o, errors.New("need --kelemetry, --auditload and one fixture file (or --from-results)")
 	}
 	o.fixture = fs.Arg(0)
 	var err error
@@ -101,6 +103,14 @@ func parse(args []string, out io.Writer) (options, error) {
 		return o, errors.New("--copies and --runs must be at least 1")
 	}
 	return o, nil
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
 }
 
 // ints parses an increasing comma-separated list of counts.
@@ -191,30 +201,39 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// The trees' four windows lie half a day back, among the day of stored writes.
 	c.w0 = aggregator.WindowStart(c.now.Add(-12*time.Hour), aggregator.DefaultWindow)
 
-	embedded, err := c.embedded(ctx)
-	if err != nil {
-		return err
-	}
-	var jpoints []point
-	if o.jaegerResults != "" {
-		// The Jaeger curve of an earlier run (its results.json "jaeger", or points written by hand
-		// from its log), drawn with this run's embedded curve.
-		b, err := os.ReadFile(o.jaegerResults)
-		if err != nil {
-			return fmt.Errorf("--jaeger-results: %w", err)
+	var embedded, jpoints []point
+	if o.fromResults != "" {
+		// Only the tables and the picture, of an earlier run's results.json.
+		var r map[string][]pointJSON
+		if err := readJSON(o.fromResults, &r); err != nil {
+			return fmt.Errorf("--from-results: %w", err)
 		}
-		var js []pointJSON
-		if err := json.Unmarshal(b, &js); err != nil {
-			return fmt.Errorf("--jaeger-results: %w", err)
-		}
-		jpoints = fromJSON(js)
-	} else if o.jaeger != "" {
-		if jpoints, err = c.jaegerCurve(ctx); err != nil {
+		embedded, jpoints = fromJSON(r["embedded"]), fromJSON(r["jaeger"])
+	} else {
+		if embedded, err = c.embedded(ctx); err != nil {
 			return err
 		}
-	}
-	if b, err := json.MarshalIndent(map[string][]pointJSON{"embedded": toJSON(embedded), "jaeger": toJSON(jpoints)}, "", "  "); err == nil {
-		_ = os.WriteFile(filepath.Join(o.work, "results.json"), b, 0o644)
+		switch {
+		case o.jaegerResults != "":
+			// The Jaeger curve of an earlier run (its results.json "jaeger", or points written by
+			// hand from its log), drawn with this run's embedded curve.
+			var js []pointJSON
+			if err := readJSON(o.jaegerResults, &js); err != nil {
+				return fmt.Errorf("--jaeger-results: %w", err)
+			}
+			jpoints = fromJSON(js)
+		case o.jaeger != "":
+			if jpoints, err = c.jaegerCurve(ctx); err != nil {
+				return err
+			}
+		}
+		b, err := json.MarshalIndent(map[string][]pointJSON{"embedded": toJSON(embedded), "jaeger": toJSON(jpoints)}, "", "  ")
+		if err != nil {
+			return fmt.Errorf("results: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(o.work, "results.json"), b, 0o644); err != nil {
+			return fmt.Errorf("results: %w", err)
+		}
 	}
 	c.report(out, embedded, jpoints)
 	if o.svg != "" {

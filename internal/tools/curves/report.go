@@ -113,14 +113,15 @@ func drawSVG(trees []int, embedded, jpoints []point) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="960" height="380" viewBox="0 0 960 380" font-family="sans-serif" font-size="12">`+"\n")
 	b.WriteString(`<rect width="960" height="380" fill="white"/>` + "\n")
-	chart(&b, 0, "Ingest: CPU per distinct event (µs)", []series{ingest}, nil)
-	chart(&b, 480, "Query: a Deployment tree drawn whole (ms)", queries, []float64{100, 500})
+	chart(&b, 0, "Ingest: CPU per distinct event (µs)", []series{ingest}, nil, false)
+	chart(&b, 480, "Query: a Deployment tree drawn whole (ms, log)", queries, []float64{100, 500}, true)
 	b.WriteString("</svg>\n")
 	return b.String()
 }
 
-// chart draws one chart at x offset left, 480 wide; guides are dotted horizontal lines (targets).
-func chart(b *strings.Builder, left float64, title string, ss []series, guides []float64) {
+// chart draws one chart at x offset left, 480 wide; guides are dotted horizontal lines (targets);
+// logY draws the y axis in powers of ten.
+func chart(b *strings.Builder, left float64, title string, ss []series, guides []float64, logY bool) {
 	const w, h, padL, padR, padT, padB = 480.0, 380.0, 60.0, 20.0, 40.0, 110.0
 	x0, x1, y0, y1 := left+padL, left+w-padR, padT, h-padB
 	maxX, maxY := 1.0, 1.0
@@ -136,13 +137,32 @@ func chart(b *strings.Builder, left float64, title string, ss []series, guides [
 	maxX = niceCeil(maxX)
 	px := func(v float64) float64 { return x0 + (x1-x0)*v/maxX }
 	py := func(v float64) float64 { return y1 - (y1-y0)*v/maxY }
+	yticks := []float64{0, maxY / 5, 2 * maxY / 5, 3 * maxY / 5, 4 * maxY / 5, maxY}
+	if logY {
+		minY := maxY
+		for _, s := range ss {
+			for _, v := range s.y {
+				minY = math.Min(minY, v)
+			}
+		}
+		lo := math.Pow(10, math.Floor(math.Log10(math.Max(minY, 1))))
+		hi := math.Pow(10, math.Ceil(math.Log10(maxY)))
+		py = func(v float64) float64 {
+			return y1 - (y1-y0)*(math.Log10(math.Max(v, lo))-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))
+		}
+		yticks = nil
+		for t := lo; t <= hi; t *= 10 {
+			yticks = append(yticks, t)
+		}
+	}
 	fmt.Fprintf(b, `<text x="%.0f" y="22" font-size="14" font-weight="bold">%s</text>`+"\n", x0, esc(title))
 	fmt.Fprintf(b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", x0, y1, x1, y1)
 	fmt.Fprintf(b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", x0, y0, x0, y1)
-	for i := 0; i <= 5; i++ {
-		v := maxY * float64(i) / 5
+	for _, v := range yticks {
 		fmt.Fprintf(b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#ddd"/><text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n",
 			x0, py(v), x1, py(v), x0-6, py(v)+4, trimFloat(v))
+	}
+	for i := 0; i <= 5; i++ {
 		xv := maxX * float64(i) / 5
 		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", px(xv), y1+16, trimFloat(xv))
 	}
