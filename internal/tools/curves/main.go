@@ -604,7 +604,10 @@ func waitAccepted(ctx context.Context, metricsURL string, trees []int, n int) er
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("jaeger accepted %.0f spans of %d after 10 minutes (%v)", got, want, err)
+			if err != nil {
+				return fmt.Errorf("jaeger's metrics after 10 minutes: %w", err)
+			}
+			return fmt.Errorf("jaeger accepted %.0f spans of %d after 10 minutes", got, want)
 		}
 		select {
 		case <-ctx.Done():

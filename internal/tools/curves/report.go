@@ -83,8 +83,7 @@ type series struct {
 // drawSVG draws two charts side by side: ingest CPU per event, and query time, against the
 // spans stored.
 func drawSVG(trees []int, embedded, jpoints []point) string {
-	var ingest series
-	ingest = series{name: "embedded store", color: "#1f77b4"}
+	ingest := series{name: "embedded store", color: "#1f77b4"}
 	for _, p := range embedded {
 		if p.evPerS > 0 {
 			ingest.x = append(ingest.x, float64(p.stored)/1e6)
