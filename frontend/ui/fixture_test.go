@@ -22,6 +22,7 @@ import (
 	"github.com/kelemetry/kelemetry/frontend"
 	"github.com/kelemetry/kelemetry/frontend/ui"
 	"github.com/kelemetry/kelemetry/internal/audittest"
+	"github.com/kelemetry/kelemetry/internal/benchdata"
 	"github.com/kelemetry/kelemetry/internal/frontendtest"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store"
@@ -130,32 +131,15 @@ func synthObj(resource, name string) aggregator.ObjectRef {
 type synth struct{ spans []*aggregator.Span }
 
 func (s *synth) object(o aggregator.ObjectRef) {
-	tid := aggregator.TraceIDFor(o.Key(), synthWindow)
-	s.spans = append(s.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindObject,
-		Source: "object", Name: o.Resource + "/" + o.Name, Object: o, Window: synthWindow, Start: synthWindow,
-		End: synthWindow.Add(aggregator.DefaultWindow)})
+	s.spans = append(s.spans, benchdata.ObjectSpan(o, synthWindow))
 }
 
 func (s *synth) event(o aggregator.ObjectRef, at time.Duration, id string) {
-	tid := aggregator.TraceIDFor(o.Key(), synthWindow)
-	start := synthWindow.Add(at)
-	s.spans = append(s.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.EventSpanID(tid, "audit", id),
-		ParentID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindEvent, Source: "audit", Name: "alice update " + id,
-		Object: o, Window: synthWindow, Start: start, End: start.Add(time.Millisecond),
-		Attributes: aggregator.Attrs{{Key: aggregator.AttrUser, Value: "alice"}}})
+	s.spans = append(s.spans, benchdata.EventSpan(o, synthWindow.Add(at), id))
 }
 
 func (s *synth) link(parent, child aggregator.ObjectRef) {
-	for _, side := range []struct {
-		holder, target aggregator.ObjectRef
-		role           aggregator.Role
-	}{{child, parent, aggregator.RoleParent}, {parent, child, aggregator.RoleChild}} {
-		tid := aggregator.TraceIDFor(side.holder.Key(), synthWindow)
-		s.spans = append(s.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.LinkSpanID(tid, side.target.Key(), side.role),
-			ParentID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindLink, Source: "link", Name: side.holder.Resource + "/" + side.holder.Name,
-			Object: side.holder, Window: synthWindow, Start: synthWindow, End: synthWindow,
-			Link: &aggregator.Link{Target: side.target, Role: side.role, Class: "children"}})
-	}
+	s.spans = append(s.spans, benchdata.LinkSpans(parent, child, synthWindow, "children")...)
 }
 
 // bigDeployment stores a Deployment, one ReplicaSet and pods Pods, each with two events.

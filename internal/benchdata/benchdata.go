@@ -133,26 +133,37 @@ func Deployment(cluster, ns string, pods, windows int, w0 time.Time) [][]*aggreg
 type tree struct{ spans []*aggregator.Span }
 
 func (w *tree) event(o aggregator.ObjectRef, at time.Time, id string) {
-	window := aggregator.WindowStart(at, aggregator.DefaultWindow)
-	tid := aggregator.TraceIDFor(o.Key(), window)
-	w.spans = append(w.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.EventSpanID(tid, "audit", id), ParentID: aggregator.ObjectSpanID(tid),
-		Kind: aggregator.KindEvent, Source: "audit", Name: "alice update " + id, Object: o, Window: window, Start: at, End: at.Add(time.Millisecond),
-		Attributes: aggregator.Attrs{{Key: aggregator.AttrUser, Value: "alice"}}})
+	w.spans = append(w.spans, EventSpan(o, at, id))
 }
 
-// link writes both link spans of parent -> child in window, and the object spans.
 func (w *tree) link(parent, child aggregator.ObjectRef, window time.Time, class string) {
+	w.spans = append(append(w.spans, LinkSpans(parent, child, window, class)...), ObjectSpan(parent, window), ObjectSpan(child, window))
+}
+
+// EventSpan is alice's write id of o at at, as the audit consumer's event span.
+func EventSpan(o aggregator.ObjectRef, at time.Time, id string) *aggregator.Span {
+	window := aggregator.WindowStart(at, aggregator.DefaultWindow)
+	tid := aggregator.TraceIDFor(o.Key(), window)
+	return &aggregator.Span{TraceID: tid, SpanID: aggregator.EventSpanID(tid, "audit", id), ParentID: aggregator.ObjectSpanID(tid),
+		Kind: aggregator.KindEvent, Source: "audit", Name: "alice update " + id, Object: o, Window: window, Start: at, End: at.Add(time.Millisecond),
+		Attributes: aggregator.Attrs{{Key: aggregator.AttrUser, Value: "alice"}}}
+}
+
+// LinkSpans are the two link spans of parent -> child (class) in the window starting at window:
+// the child's to its parent and the parent's to its child.
+func LinkSpans(parent, child aggregator.ObjectRef, window time.Time, class string) []*aggregator.Span {
+	out := make([]*aggregator.Span, 0, 2)
 	for _, side := range []struct {
 		holder, target aggregator.ObjectRef
 		role           aggregator.Role
 	}{{child, parent, aggregator.RoleParent}, {parent, child, aggregator.RoleChild}} {
 		tid := aggregator.TraceIDFor(side.holder.Key(), window)
-		w.spans = append(w.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.LinkSpanID(tid, side.target.Key(), side.role),
+		out = append(out, &aggregator.Span{TraceID: tid, SpanID: aggregator.LinkSpanID(tid, side.target.Key(), side.role),
 			ParentID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindLink, Source: "link", Name: side.holder.Resource + "/" + side.holder.Name,
 			Object: side.holder, Window: window, Start: window, End: window,
 			Link: &aggregator.Link{Target: side.target, Role: side.role, Class: class}})
 	}
-	w.spans = append(w.spans, ObjectSpan(parent, window), ObjectSpan(child, window))
+	return out
 }
 
 // snapshot is about n bytes of a Pod's JSON, its values depending on i.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/benchdata"
 	"github.com/kelemetry/kelemetry/internal/query"
 	"github.com/kelemetry/kelemetry/store"
 	"github.com/kelemetry/kelemetry/store/memory"
@@ -35,31 +36,18 @@ func obj(resource, name string) aggregator.ObjectRef {
 type world struct{ spans []*aggregator.Span }
 
 func (w *world) object(o aggregator.ObjectRef, window time.Time) {
-	tid := aggregator.TraceIDFor(o.Key(), window)
-	w.spans = append(w.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindObject,
-		Source: "object", Name: o.Resource + "/" + o.Name, Object: o, Window: window, Start: window, End: window.Add(win)})
+	w.spans = append(w.spans, benchdata.ObjectSpan(o, window))
 }
 
 func (w *world) event(o aggregator.ObjectRef, at time.Time, id string, attrs ...aggregator.Attr) {
-	window := aggregator.WindowStart(at, win)
-	tid := aggregator.TraceIDFor(o.Key(), window)
-	w.spans = append(w.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.EventSpanID(tid, "audit", id), ParentID: aggregator.ObjectSpanID(tid),
-		Kind: aggregator.KindEvent, Source: "audit", Name: "alice update " + id, Object: o, Window: window, Start: at, End: at.Add(time.Millisecond),
-		Attributes: append(aggregator.Attrs{{Key: aggregator.AttrUser, Value: "alice"}}, attrs...)})
+	sp := benchdata.EventSpan(o, at, id)
+	sp.Attributes = append(sp.Attributes, attrs...)
+	w.spans = append(w.spans, sp)
 }
 
 // link writes both link spans of parent -> child in window, and the object spans.
 func (w *world) link(parent, child aggregator.ObjectRef, window time.Time, class string) {
-	for _, side := range []struct {
-		holder, target aggregator.ObjectRef
-		role           aggregator.Role
-	}{{child, parent, aggregator.RoleParent}, {parent, child, aggregator.RoleChild}} {
-		tid := aggregator.TraceIDFor(side.holder.Key(), window)
-		w.spans = append(w.spans, &aggregator.Span{TraceID: tid, SpanID: aggregator.LinkSpanID(tid, side.target.Key(), side.role),
-			ParentID: aggregator.ObjectSpanID(tid), Kind: aggregator.KindLink, Source: "link", Name: side.holder.Resource + "/" + side.holder.Name,
-			Object: side.holder, Window: window, Start: window, End: window,
-			Link: &aggregator.Link{Target: side.target, Role: side.role, Class: class}})
-	}
+	w.spans = append(w.spans, benchdata.LinkSpans(parent, child, window, class)...)
 	w.object(parent, window)
 	w.object(child, window)
 }
