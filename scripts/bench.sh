@@ -19,7 +19,7 @@
 #                                  KELEMETRY_BENCH_SOAK_MAX_RSS MiB, default 350;
 #                                  KELEMETRY_BENCH_CURVES=1 adds the cost curves: ingest and
 #                                  large-tree queries with 0 to 10 million spans stored
-#                                  (internal/tools/curves; about an hour), drawn into
+#                                  (internal/tools/curves; about half an hour), drawn into
 #                                  docs/images/performance-curves.svg)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -191,7 +191,9 @@ if [ -n "${KELEMETRY_BENCH_CURVES:-}" ]; then
 	echo
 	go build -o "$work/curves" ./internal/tools/curves
 	jarg=()
-	[ -x "$jaeger" ] && jarg=(--jaeger "$jaeger")
+	# Jaeger on Badger takes spans at a few thousand per second: its curve stops at 1 million
+	# unless KELEMETRY_BENCH_CURVES_JAEGER_POINTS says more (0,1000000,10000000: an hour more).
+	[ -x "$jaeger" ] && jarg=(--jaeger "$jaeger" --jaeger-points "${KELEMETRY_BENCH_CURVES_JAEGER_POINTS:-0,1000000}")
 	echo "Cost curves (internal/tools/curves, $(date -u "+%Y-%m-%d %H:%M UTC"), picture docs/images/performance-curves.svg):"
 	echo
 	"$work/curves" --kelemetry "$work/kelemetry" --auditload "$work/auditload" --copies "$n" --work "$work/curves-data" \
