@@ -535,25 +535,31 @@ func TestWebhookReplaysRecordedBatches(t *testing.T) {
 func TestWebhookMetricAttributes(t *testing.T) {
 	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	wt.post("/audit", strings.NewReader(testBatch), nil)
+	m := wt.metric(t, "kelemetry.audit.webhook.requests")
+	// Every code the webhook answers is exported from the start, as an int attribute.
+	byCode := map[int64]int64{}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		v, ok := dp.Attributes.Value(attribute.Key("code"))
+		require.True(t, ok)
+		byCode[v.AsInt64()] = dp.Value
+	}
+	assert.Equal(t, map[int64]int64{200: 1, 400: 0, 413: 0, 429: 0, 500: 0, 503: 0}, byCode)
+}
+
+// metric is the webhook's metric name; the test fails without it.
+func (wt *webhookTest) metric(t *testing.T, name string) metricdata.Metrics {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, wt.reader.Collect(context.Background(), &rm))
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != "kelemetry.audit.webhook.requests" {
-				continue
+			if m.Name == name {
+				return m
 			}
-			// Every code the webhook answers is exported from the start, as an int attribute.
-			byCode := map[int64]int64{}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				v, ok := dp.Attributes.Value(attribute.Key("code"))
-				require.True(t, ok)
-				byCode[v.AsInt64()] = dp.Value
-			}
-			assert.Equal(t, map[int64]int64{200: 1, 400: 0, 413: 0, 429: 0, 500: 0, 503: 0}, byCode)
-			return
 		}
 	}
-	t.Fatal("no requests metric")
+	t.Fatalf("no metric %s", name)
+	return metricdata.Metrics{}
 }
 
 // Every answer is timed, refusals too: the histogram's count is the number of requests.
@@ -561,23 +567,13 @@ func TestWebhookDuration(t *testing.T) {
 	wt := newWebhookTest(t, Config{DefaultCluster: "c"})
 	wt.post("/audit", strings.NewReader(testBatch), nil)
 	wt.post("/audit", strings.NewReader(`{"kind":"Foo"}`), nil)
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, wt.reader.Collect(context.Background(), &rm))
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "kelemetry.audit.webhook.duration" {
-				continue
-			}
-			assert.Equal(t, "s", m.Unit)
-			dps := m.Data.(metricdata.Histogram[float64]).DataPoints
-			require.Len(t, dps, 1)
-			assert.Equal(t, uint64(2), dps[0].Count)
-			assert.Greater(t, dps[0].Sum, 0.0)
-			assert.Less(t, dps[0].Sum, 10.0)
-			return
-		}
-	}
-	t.Fatal("no duration metric")
+	m := wt.metric(t, "kelemetry.audit.webhook.duration")
+	assert.Equal(t, "s", m.Unit)
+	dps := m.Data.(metricdata.Histogram[float64]).DataPoints
+	require.Len(t, dps, 1)
+	assert.Equal(t, uint64(2), dps[0].Count)
+	assert.Greater(t, dps[0].Sum, 0.0)
+	assert.Less(t, dps[0].Sum, 10.0)
 }
 
 func ExampleWebhook() {
