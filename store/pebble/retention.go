@@ -285,7 +285,7 @@ func (p *Store) diskUsage(flush bool) (uint64, error) {
 	return usage - min(usage, p.leavingBytes()), nil
 }
 
-// leavingBytes is the size of the obsolete and zombie tables not yet deleted.
+// leavingBytes is the size of the obsolete and zombie tables and blob files not yet deleted.
 func (p *Store) leavingBytes() uint64 {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -293,7 +293,7 @@ func (p *Store) leavingBytes() uint64 {
 		return 0
 	}
 	m := p.db.Metrics()
-	return m.Table.ObsoleteSize + m.Table.ZombieSize
+	return m.Table.ObsoleteSize + m.Table.ZombieSize + m.BlobFiles.ObsoleteSize + m.BlobFiles.ZombieSize
 }
 
 // diskFlush flushes the memtable unless the disk cannot take it now.

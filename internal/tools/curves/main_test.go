@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/xml"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestFormats(t *testing.T) {
 func TestReportAndPicture(t *testing.T) {
 	emb := []point{
 		{stored: 0, evPerS: 40000, queries: []time.Duration{50 * time.Millisecond, 400 * time.Millisecond}, slowest: []time.Duration{60 * time.Millisecond, 450 * time.Millisecond}},
-		{stored: 10_000_000, evPerS: 36000, queries: []time.Duration{55 * time.Millisecond, 420 * time.Millisecond}, slowest: []time.Duration{70 * time.Millisecond, 480 * time.Millisecond}},
+		{stored: 10_000_000, evPerS: 36000, queries: []time.Duration{55 * time.Millisecond, 420 * time.Millisecond}, slowest: []time.Duration{70 * time.Millisecond, 480 * time.Millisecond}, queryRSS: 300 << 20},
 	}
 	jae := []point{{stored: 1_000_000, queries: []time.Duration{80 * time.Millisecond, 900 * time.Millisecond}, slowest: []time.Duration{90 * time.Millisecond, time.Second}}}
 	c := &curves{o: options{copies: 3, runs: 3, trees: []int{1000, 10000}}}
@@ -55,8 +56,8 @@ func TestReportAndPicture(t *testing.T) {
 	c.report(&out, emb, jae)
 	text := out.String()
 	assert.Contains(t, text, "| 10 million | 36,000 | 27.8 µs | +11.1% |")
-	assert.Contains(t, text, "| embedded store | 10 million | 55 ms (70 ms) | 420 ms (480 ms) |")
-	assert.Contains(t, text, "| Jaeger (Badger) through jaeger.storage.v2 | 1 million | 80 ms (90 ms) | 900 ms (1000 ms) |")
+	assert.Contains(t, text, "| embedded store | 10 million | 55 ms (70 ms) | 420 ms (480 ms) | 300 MiB |\n")
+	assert.Contains(t, text, "| Jaeger (Badger) through jaeger.storage.v2 | 1 million | 80 ms (90 ms) | 900 ms (1000 ms) | |\n")
 
 	svg := drawSVG(c.o.trees, emb, jae)
 	dec := xml.NewDecoder(strings.NewReader(svg))
@@ -78,6 +79,20 @@ func TestReportAndPicture(t *testing.T) {
 
 // Results written by one run are read back as the same points (--jaeger-results).
 func TestResultsRoundTrip(t *testing.T) {
-	ps := []point{{stored: 1_000_000, evPerS: 1234, queries: []time.Duration{1500 * time.Microsecond, 2 * time.Second}, slowest: []time.Duration{3 * time.Millisecond, 4 * time.Second}}}
+	ps := []point{{stored: 1_000_000, evPerS: 1234, queries: []time.Duration{1500 * time.Microsecond, 2 * time.Second}, slowest: []time.Duration{3 * time.Millisecond, 4 * time.Second}, queryRSS: 123 << 20}}
 	assert.Equal(t, ps, fromJSON(toJSON(ps)))
+}
+
+// peakRSS reads a live process's high-water mark: this test's own, at least the heap it holds.
+func TestPeakRSS(t *testing.T) {
+	hold := make([]byte, 64<<20)
+	for i := range hold {
+		hold[i] = byte(i)
+	}
+	rss, err := peakRSS(os.Getpid())
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, rss, int64(64<<20))
+	assert.Equal(t, byte(7), hold[7])
+	_, err = peakRSS(-1)
+	assert.Error(t, err)
 }

@@ -31,6 +31,9 @@ func (c *curves) report(out io.Writer, embedded, jpoints []point) {
 		head += fmt.Sprintf(" %s-pod tree |", thousands(float64(pods)))
 		sep += " --- |"
 	}
+	head += " peak RSS of the process that answered |"
+	sep += " --- |"
+
 	fmt.Fprintln(out, head)
 	fmt.Fprintln(out, sep)
 	for _, set := range []struct {
@@ -41,6 +44,11 @@ func (c *curves) report(out io.Writer, embedded, jpoints []point) {
 			row := fmt.Sprintf("| %s | %s |", set.name, millions(p.stored))
 			for i := range p.queries {
 				row += fmt.Sprintf(" %s (%s) |", ms(p.queries[i]), ms(p.slowest[i]))
+			}
+			if p.queryRSS > 0 {
+				row += fmt.Sprintf(" %d MiB |", p.queryRSS>>20)
+			} else {
+				row += " |"
 			}
 			fmt.Fprintln(out, row)
 		}
