@@ -10,15 +10,21 @@
 # its CPU time, and the whole set's distinct events per CPU-second; it does the same with one
 # replica for comparison. Everything listens on 127.0.0.1 and stops at the end.
 #
-# Usage: scripts/scale.sh [-c CLUSTERS] [-n COPIES] [-r REPLICAS]   (defaults 100, 6, 3)
+# -p RATE posts at RATE events per second in all (auditload --rate) rather than as fast as the
+# replicas take them: on a machine with fewer cores than the replicas and NATS servers need, the
+# unpaced run measures them competing for the cores; paced below what the machine can do, each
+# replica's CPU per event compares with one replica's at the same rate.
+#
+# Usage: scripts/scale.sh [-c CLUSTERS] [-n COPIES] [-r REPLICAS] [-p RATE]   (defaults 100, 6, 3, unpaced)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-clusters=100 copies=6 replicas=3
-while getopts "c:n:r:h" opt; do
+clusters=100 copies=6 replicas=3 rate=""
+while getopts "c:n:r:p:h" opt; do
 	case $opt in
 	c) clusters=$OPTARG ;;
 	n) copies=$OPTARG ;;
 	r) replicas=$OPTARG ;;
+	p) rate=$OPTARG ;;
 	*) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 	esac
 done
@@ -98,7 +104,9 @@ run() {
 	local cpu0=() ncpu0=0 p
 	for i in $(seq 0 $((r - 1))); do cpu0+=("$(cpu "${kpids[$i]}")"); done
 	for p in "${natspids[@]}"; do ncpu0=$(awk -v a="$ncpu0" -v b="$(cpu "$p")" 'BEGIN {print a + b}'); done
-	"$work/auditload" --url "${targets%,}" --clusters "$clusters" --distinct --repeat "$copies" --workers 6 \
+	local pace=()
+	[ -n "$rate" ] && pace=(--rate "$rate")
+	"$work/auditload" --url "${targets%,}" --clusters "$clusters" --distinct --repeat "$copies" --workers 6 "${pace[@]}" \
 		testdata/bulk/webhook-batches.jsonl.gz >"$work/load-$r.txt"
 	local accepted
 	accepted=$(grep -m1 "events accepted" "$work/load-$r.txt" | awk '{print $3}')
@@ -138,6 +146,6 @@ run() {
 	stopall
 }
 
-echo "scripts/scale.sh: $(date -u "+%Y-%m-%d %H:%M UTC"), $(nproc) cores; $copies distinct copies of the bulk fixture as $clusters clusters; NATS JetStream, 3 nodes, R3, 16 partitions"
+echo "scripts/scale.sh: $(date -u "+%Y-%m-%d %H:%M UTC"), $(nproc) cores; $copies distinct copies of the bulk fixture as $clusters clusters${rate:+, paced at $rate events/s}; NATS JetStream, 3 nodes, R3, 16 partitions"
 run "$replicas"
 run 1

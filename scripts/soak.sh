@@ -3,8 +3,9 @@
 # audit queue), fed distinct audit events (examples/auditload --distinct: every pass over the bulk
 # fixture renamed, with new audit IDs and UIDs and current timestamps, as a real cluster sends them)
 # at a fixed rate for a fixed time. Every few seconds it samples the process's RSS (VmRSS), Go heap
-# in use, goroutines, open files and the webhook's answer times (its
-# kelemetry_audit_webhook_duration_seconds histogram). At the end it prints the peak and final RSS,
+# in use, goroutines, open files, the webhook's answer times (its
+# kelemetry_audit_webhook_duration_seconds histogram) and the CPU time it has used (at a fixed
+# rate, the cores it uses over a stretch are its CPU per event). At the end it prints the peak and final RSS,
 # the Go heap after a forced GC with its largest holders (a heap profile from the process's
 # --pprof-addr, bound to 127.0.0.1), and the flatness check: after the warm-up, the mean of each
 # figure over the last stretch (and the webhook's p99 over it) against the first stretch after the
@@ -75,13 +76,16 @@ for _ in $(seq 300); do
 done
 
 # Samples, one line each: seconds since the start, VmRSS in KiB, Go heap in use in bytes,
-# goroutines, open files, then the webhook duration histogram's cumulative buckets (le=count,...).
+# goroutines, open files, the process's CPU time in seconds (user and system), then the webhook
+# duration histogram's cumulative buckets (le=count,...; absent until its first request).
+ticks=$(getconf CLK_TCK)
 (
 	t0=$(date +%s)
 	while kill -0 "$kpid" 2>/dev/null; do
 		rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$kpid/status" 2>/dev/null || true)
-		if [ -n "$rss" ] && curl -sf "http://127.0.0.1:$api/metrics" >"$work/sample.metrics" 2>/dev/null; then
-			awk -v t="$(($(date +%s) - t0))" -v rss="$rss" '
+		cpu=$(awk -v hz="$ticks" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$kpid/stat" 2>/dev/null || true)
+		if [ -n "$rss" ] && [ -n "$cpu" ] && curl -sf "http://127.0.0.1:$api/metrics" >"$work/sample.metrics" 2>/dev/null; then
+			awk -v t="$(($(date +%s) - t0))" -v rss="$rss" -v cpu="$cpu" '
 				$1 == "go_memstats_heap_inuse_bytes" {heap = $2}
 				$1 == "go_goroutines" {g = $2}
 				$1 == "process_open_fds" {fds = $2}
@@ -89,7 +93,7 @@ done
 					match($1, /le="[^"]*"/); le = substr($1, RSTART + 4, RLENGTH - 5); b[le] += $2; if (!(le in seen)) {seen[le] = 1; order[++n] = le}
 				}
 				END {
-					line = t " " rss " " heap " " g " " fds " "
+					line = t " " rss " " heap " " g " " fds " " cpu " "
 					for (i = 1; i <= n; i++) line = line (i > 1 ? "," : "") order[i] "=" b[order[i]]
 					print line
 				}' "$work/sample.metrics" >>"$out/samples.txt"
@@ -145,13 +149,13 @@ path, warm, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rows = []
 for line in open(path):
     f = line.split()
-    if len(f) < 6:
+    if len(f) < 7:
         continue
     buckets = []
-    for kv in f[5].split(","):
+    for kv in f[6].split(","):
         le, n = kv.split("=")
         buckets.append((float("inf") if le == "+Inf" else float(le), float(n)))
-    rows.append((int(f[0]), float(f[1]) / 1024, float(f[2]) / 1048576, float(f[3]), float(f[4]), sorted(buckets)))
+    rows.append((int(f[0]), float(f[1]) / 1024, float(f[2]) / 1048576, float(f[3]), float(f[4]), sorted(buckets), float(f[5])))
 rows = [r for r in rows if r[0] <= end]
 after = [r for r in rows if r[0] >= warm]
 if len(after) < 8:
@@ -181,6 +185,10 @@ def p99(rs):
         lo, below = le, n
     return lo * 1000
 
+def cores(rs):
+    # The cores used over a stretch: CPU time at its end minus at its start, over its length.
+    return (rs[-1][6] - rs[0][6]) / max(rs[-1][0] - rs[0][0], 1)
+
 span = lambda rs: f"{rs[0][0]}-{rs[-1][0]}s"
 print(f"flatness after a warm-up of {warm}s: the first stretch ({span(first)}) against the last ({span(last)}); bound +10%")
 bad = []
@@ -190,10 +198,11 @@ for name, a, b, unit in [
     ("goroutines", mean(first, 3), mean(last, 3), ""),
     ("open files", mean(first, 4), mean(last, 4), ""),
     ("webhook p99", p99(first), p99(last), "ms"),
+    ("CPU (cores)", cores(first), cores(last), ""),
 ]:
     growth = (b - a) / a * 100 if a > 0 else 0.0
     ok = growth <= 10
-    print(f"  {name:27s} {a:9.1f} -> {b:9.1f} {unit:3s} {growth:+6.1f}%  {'flat' if ok else 'GREW'}")
+    print(f"  {name:27s} {a:9.2f} -> {b:9.2f} {unit:3s} {growth:+6.1f}%  {'flat' if ok else 'GREW'}")
     if not ok:
         bad.append(name)
 if bad:
