@@ -258,7 +258,7 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 	// minutes and kept growing as the window filled (the all-in-one at 2,000 distinct events/s:
 	// 11.2 CPU-seconds in the first minute, 19.6 in the sixth). With the values in blob files they
 	// rewrite keys and references only: 9-11 CPU-seconds in each of the 6 minutes, 1.5 times
-	// fewer in all (docs/performance.md, "A steady ingest"). A compaction whose output would
+	// fewer in all (CHANGELOG.md). A compaction whose output would
 	// refer to more than 64 blob files copies its values into a new one instead (so a read
 	// visits at most that many); a window's blob files go when retention deletes its spans.
 	// Values are never overwritten in place (a span is written once, a duplicate rarely), so
