@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/internal/backoff"
+	"github.com/kelemetry/kelemetry/internal/clockcache"
 	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/telemetry"
@@ -36,7 +36,7 @@ type Engine struct {
 	// the window, which names the pair as exactly as the traces do (TraceIDFor): 16 bytes, where
 	// the object's key and window took about 100 and kept the event's strings alive (about 500
 	// bytes an entry in all, some 50 MB at the default SpanCacheSize, against 15 MB).
-	objects *lru.Cache[trace.TraceID, objectState]
+	objects *clockcache.Cache[trace.TraceID, objectState]
 	objMu   sync.Mutex // serialises the check-and-set on objects
 
 	jobsMu sync.RWMutex // guards closed and the send on the lanes' queues against close
@@ -136,7 +136,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err := e.initMetrics(deps.Telemetry); err != nil {
 		return nil, err
 	}
-	objects, err := lru.NewWithEvict(cfg.SpanCacheSize, func(trace.TraceID, objectState) {
+	objects, err := clockcache.New(cfg.SpanCacheSize, func(trace.TraceID, objectState) {
 		e.m.evictions.Add(context.Background(), 1)
 	})
 	if err != nil {

@@ -21,13 +21,14 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	lru "github.com/hashicorp/golang-lru/v2"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/internal/changefeed"
+	"github.com/kelemetry/kelemetry/internal/clockcache"
 	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
 	"github.com/kelemetry/kelemetry/store/internal/query"
@@ -63,8 +64,9 @@ type Store struct {
 	// index remembers the traces whose index entries were written, with the refHash of the
 	// object reference written: 8 bytes where the reference's seven strings took about 200 and
 	// kept the span's strings alive (about 480 bytes an entry in all against 160: 48 MB against
-	// 16 MB at the default IndexCacheSize).
-	index  *lru.Cache[indexKey, uint64]
+	// 16 MB at the default IndexCacheSize). Entries and index hold no pointers (clockcache), so
+	// the garbage collector does not scan them.
+	index  *clockcache.Cache[indexKey, uint64]
 	bufs   sync.Pool
 	now    func() time.Time
 	failed atomic.Pointer[string] // set when Pebble reports a fatal error
@@ -176,7 +178,7 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 	p := &Store{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
 	p.feed = changefeed.NewFeed(p.findChanges)
 	p.bufs.New = func() any { return &encoder{} }
-	index, err := lru.New[indexKey, uint64](max(cfg.IndexCacheSize, 1))
+	index, err := clockcache.New[indexKey, uint64](max(cfg.IndexCacheSize, 1), nil)
 	if err != nil {
 		return nil, fmt.Errorf("open store: index cache: %w", err)
 	}
