@@ -5,6 +5,7 @@ package pebble
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -54,7 +55,13 @@ func BenchmarkGrowingWindow(b *testing.B) {
 		// amplification that grows with the window). Bytes, unlike CPU time, repeat from run to
 		// run on a shared machine.
 		t := p.db.Metrics().Total()
+		tables, blobs, size := countFiles(b, p.cfg.Dir)
+		open := openFiles(b)
 		require.NoError(b, p.Stop(ctx))
+		b.ReportMetric(float64(tables), "tables")
+		b.ReportMetric(float64(blobs), "blob-files")
+		b.ReportMetric(float64(size)/float64(n), "disk-B/span")
+		b.ReportMetric(float64(open-openFiles(b)), "open-files")
 		b.ReportMetric(float64(t.TableBytesFlushed+t.BlobBytesFlushed)/float64(n), "flushed-B/span")
 		b.ReportMetric(float64(t.TableBytesCompacted+t.BlobBytesCompacted)/float64(n), "compacted-B/span")
 		marks = append(marks, processCPU())
@@ -73,4 +80,30 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// countFiles returns the numbers of tables and blob files in the store folder dir, and the bytes
+// of its files.
+func countFiles(tb testing.TB, dir string) (tables, blobs int, size int64) {
+	entries, err := os.ReadDir(dir)
+	require.NoError(tb, err)
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".sst":
+			tables++
+		case ".blob":
+			blobs++
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			size += info.Size()
+		}
+	}
+	return tables, blobs, size
+}
+
+// openFiles returns the number of file descriptors the process has open.
+func openFiles(tb testing.TB) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(tb, err)
+	return len(entries)
 }
