@@ -45,7 +45,12 @@ func New[K comparable, V any](size int, onEvict func(K, V)) (*Cache[K, V], error
 }
 
 // Get returns the value of key and marks it used.
-func (c *Cache[K, V]) Get(key K) (V, bool) {
+func (c *Cache[K, V]) Get(key K) (V, bool) { return c.lookup(key, true) }
+
+// Peek returns the value of key without marking it used.
+func (c *Cache[K, V]) Peek(key K) (V, bool) { return c.lookup(key, false) }
+
+func (c *Cache[K, V]) lookup(key K, mark bool) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.index[key]
@@ -54,20 +59,10 @@ func (c *Cache[K, V]) Get(key K) (V, bool) {
 		return zero, false
 	}
 	s := &c.slots[i]
-	s.ref = true
-	return s.val, true
-}
-
-// Peek returns the value of key without marking it used.
-func (c *Cache[K, V]) Peek(key K) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i, ok := c.index[key]
-	if !ok {
-		var zero V
-		return zero, false
+	if mark {
+		s.ref = true
 	}
-	return c.slots[i].val, true
+	return s.val, true
 }
 
 // Add sets the value of key and marks it used. When the cache is full and key is new, it evicts
