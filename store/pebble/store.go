@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -259,6 +260,12 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 	// and 237 files open; with these 129, 60, 535 bytes and 158.
 	o.TargetFileSizes[0] = max(2<<20, 2*int64(p.memSize))
 	o.TargetFileSizes[1] = max(4<<20, 2*int64(p.memSize))
+	// Pebble's fastest compression (MinLZ on amd64, Snappy on arm64, where MinLZ has no assembly)
+	// rather than Snappy everywhere: on amd64, BenchmarkGrowingWindow (a million spans, two runs
+	// each) took 16% less CPU per span and the store 13% fewer bytes on disk.
+	for i := range o.Levels {
+		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.FastestCompression }
+	}
 	// Span values (most of them 300 B to several KB) go to blob files, written once at the
 	// memtable's flush; the tables keep the keys and a reference to each value. A span key starts
 	// with its window and then the trace ID, so the keys of a steady ingest land all over the
