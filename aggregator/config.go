@@ -16,7 +16,7 @@ const (
 
 // Config configures the aggregator. The zero value means defaults.
 type Config struct {
-	// SpanCacheSize bounds the LRU of objects whose root span was emitted in a window.
+	// SpanCacheSize bounds the cache of objects whose root span was emitted in a window.
 	SpanCacheSize int `yaml:"spanCacheSize"`
 	// LinkQueueSize bounds the queue of pending link jobs, shared out evenly among the link
 	// workers; a job that does not fit is dropped (and counted) and retried on the object's next
