@@ -222,6 +222,7 @@ var freshFamilies = []string{
 	"kelemetry_listener_refused_connections_total",
 	"kelemetry_listener_tls_handshake_errors_total",
 	"kelemetry_ready",
+	"kelemetry_store_indexcache_evictions_total",
 	"kelemetry_store_retention_deleted_spans_total",
 	"kelemetry_store_retention_deleted_windows_total",
 	"kelemetry_store_retention_over_limit_total",
@@ -247,7 +248,7 @@ func TestCountersExportedFromStart(t *testing.T) {
 			families = append(families, "kelemetry_"+name)
 		}
 	}
-	assert.Len(t, families, 62)
+	assert.Len(t, families, 63)
 	assert.ElementsMatch(t, freshFamilies, families)
 	for _, series := range []string{
 		`kelemetry_audit_webhook_rejected_total{reason="queue_full"} 0`,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
 )
@@ -64,4 +65,28 @@ func TestIndexCacheHeapPerTrace(t *testing.T) {
 	ref, err := p.traceObject(w.UnixNano(), aggregator.TraceIDFor(recreated.Key(), w))
 	require.NoError(t, err)
 	assert.Equal(t, "uid-new", ref.UID)
+}
+
+// TestIndexCacheCountsEvictions: the cache is bounded by IndexCacheSize, counts the traces it
+// evicted, and a trace evicted and written again still has its index entries.
+func TestIndexCacheCountsEvictions(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	p := openTestPebble(t, Config{IndexCacheSize: 4}, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	obj := func(i int) aggregator.ObjectRef {
+		return aggregator.ObjectRef{Cluster: "c1", Version: "v1", Resource: "pods", Namespace: "ns", Name: "p" + strconv.Itoa(i)}
+	}
+	for i := range 10 {
+		require.NoError(t, p.Export(ctx, []*aggregator.Span{objectSpan(obj(i), t0)}))
+	}
+	require.NoError(t, p.Sync(ctx))
+	assert.Equal(t, 4, p.index.Len())
+	assert.Equal(t, int64(6), metricValue(t, reader, "kelemetry.store.indexcache.evictions", ""))
+	// The first trace was evicted: written again, its entry is read back from the store rather
+	// than written anew, and the object is still found.
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{objectSpan(obj(0), t0)}))
+	require.NoError(t, p.Sync(ctx))
+	ref, err := p.traceObject(t0.UnixNano(), aggregator.TraceIDFor(obj(0).Key(), t0))
+	require.NoError(t, err)
+	assert.Equal(t, "p0", ref.Name)
 }

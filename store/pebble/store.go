@@ -102,6 +102,7 @@ type Store struct {
 	deletedWindows metric.Int64Counter
 	deletedSpans   metric.Int64Counter
 	overLimit      metric.Int64Counter
+	indexEvictions metric.Int64Counter // traces evicted from index (set once, before any write)
 	sizeReg        metric.Registration
 	byAge, bySize  metric.MeasurementOption
 }
@@ -179,7 +180,11 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 	p := &Store{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
 	p.feed = changefeed.NewFeed(p.findChanges)
 	p.bufs.New = func() any { return &encoder{} }
-	index, err := clockcache.New[indexKey, uint64](max(cfg.IndexCacheSize, 1), nil)
+	index, err := clockcache.New(max(cfg.IndexCacheSize, 1), func(indexKey, uint64) {
+		if c := p.indexEvictions; c != nil {
+			c.Add(context.Background(), 1)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: index cache: %w", err)
 	}
@@ -336,6 +341,7 @@ func (p *Store) initMetrics(tel telemetry.Settings) error {
 	p.deletedWindows = m.Counter("kelemetry.store.retention.deleted.windows", "Windows deleted by retention, by reason (age, size).", "{window}", reasons...)
 	p.deletedSpans = m.Counter("kelemetry.store.retention.deleted.spans", "Spans deleted by retention, by reason (age, size).", "{span}", reasons...)
 	p.overLimit = m.Counter("kelemetry.store.retention.over_limit", "Retention checks that could not bring the store under maxBytes.", "{check}", *attribute.EmptySet())
+	p.indexEvictions = m.Counter("kelemetry.store.indexcache.evictions", "Traces evicted from the cache of traces whose index entries were written (the next span of such a trace looks its entry up in the store).", "{trace}", *attribute.EmptySet())
 	p.byAge = metric.WithAttributeSet(reasons[0])
 	p.bySize = metric.WithAttributeSet(reasons[1])
 	p.sizeReg = m.Gauge("kelemetry.store.size", "Disk space used by the store: every file in its folder, as du counts it.", "By", func() (int64, bool) {
