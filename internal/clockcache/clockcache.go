@@ -28,10 +28,9 @@ type Cache[K comparable, V any] struct {
 }
 
 type slot[K comparable, V any] struct {
-	key  K
-	val  V
-	used bool // holds an entry
-	ref  bool // read or written since the hand last passed it
+	key K
+	val V
+	ref bool // read or written since the hand last passed it
 }
 
 // New returns an empty cache of at most size entries (size > 0). onEvict, if not nil, is called
@@ -89,7 +88,7 @@ func (c *Cache[K, V]) Add(key K, val V) (evicted bool) {
 		old, evicted = c.slots[i], true
 		delete(c.index, old.key)
 	}
-	c.slots[i] = slot[K, V]{key: key, val: val, used: true, ref: true}
+	c.slots[i] = slot[K, V]{key: key, val: val, ref: true}
 	c.index[key] = i
 	c.mu.Unlock()
 	if evicted && c.onEvict != nil {
