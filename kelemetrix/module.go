@@ -34,6 +34,11 @@ func newModule(p moduleParams) (moduleResult, error) {
 		return moduleResult{}, err
 	}
 	p.Lifecycle.Append(fx.StartStopHook(proc.Start, proc.Stop))
+	if len(proc.metrics) == 0 {
+		// Nothing to observe: the pipeline's queue is then not wrapped (an observer may keep the
+		// events, so the webhook could no longer reuse a body once its events were handled).
+		return moduleResult{Processor: proc}, nil
+	}
 	return moduleResult{Processor: proc, Observer: proc}, nil
 }
 
@@ -55,8 +60,9 @@ func newCardinality(p cardinalityParams) cardinality {
 	return cardinality{Limit: p.Config.CardinalityLimit()}
 }
 
-// Module provides the Processor and attaches it to audit.Module's pipeline as an observer: every
-// batch the webhook, log replay and log follow enqueue is also turned into metric points. It
+// Module provides the Processor and, when its Config has metrics, attaches it to audit.Module's
+// pipeline as an observer: every batch the webhook, log replay and log follow enqueue is also
+// turned into metric points. It
 // needs a Config (optional: no metrics without one) and telemetry.Settings, and makes the
 // provider of telemetry.Module keep every series of the metrics (Config.CardinalityLimit).
 var Module = fx.Module("kelemetrix", fx.Provide(newModule, newCardinality))

@@ -6,6 +6,7 @@ import (
 	"github.com/kelemetry/kelemetry/audit/queue"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/internal/bodybuf"
 	"github.com/kelemetry/kelemetry/audit/internal/repeats"
 )
 
@@ -30,6 +31,24 @@ type prefilteredQueue struct {
 
 func (q *prefilteredQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
 	return q.enqueue(ctx, cluster, events, q.Target.Enqueue)
+}
+
+// EnqueueReleasing passes release on when the queue it wraps takes it
+// (bodybuf.ReleasingEnqueuer), and calls it at once when every event of the batch was left out.
+func (q *prefilteredQueue) EnqueueReleasing(ctx context.Context, cluster string, events []*auditv1.Event, release func()) error {
+	rq, ok := q.Target.(bodybuf.ReleasingEnqueuer)
+	if !ok {
+		return q.Enqueue(ctx, cluster, events)
+	}
+	queued := false
+	err := q.enqueue(ctx, cluster, events, func(ctx context.Context, cluster string, kept []*auditv1.Event) error {
+		queued = true
+		return rq.EnqueueReleasing(ctx, cluster, kept, release)
+	})
+	if err == nil && !queued {
+		release()
+	}
+	return err
 }
 
 func (q *prefilteredQueue) EnqueueWait(ctx context.Context, cluster string, events []*auditv1.Event) error {

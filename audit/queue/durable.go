@@ -154,6 +154,13 @@ func (d *durableQueue) Flush(ctx context.Context) error { return d.mem.Flush(ctx
 // full, the in-memory queue is full or the start-up replay is running, and ErrStopped once Stop
 // has begun. It blocks only for the disk.
 func (d *durableQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
+	return d.EnqueueReleasing(ctx, cluster, events, nil)
+}
+
+// EnqueueReleasing is Enqueue that calls release, when not nil, once every event of the batch
+// was handled (bodybuf.ReleasingEnqueuer): the log holds a copy of the batch, the memory stage
+// the events.
+func (d *durableQueue) EnqueueReleasing(ctx context.Context, cluster string, events []*auditv1.Event, release func()) error {
 	if d.replaying.Load() && len(events) > 0 {
 		select {
 		case <-d.replayDone:
@@ -162,7 +169,7 @@ func (d *durableQueue) Enqueue(ctx context.Context, cluster string, events []*au
 			return fmt.Errorf("%w: replaying the durable queue's log", ErrFull)
 		}
 	}
-	return d.enqueue(ctx, cluster, events, false)
+	return d.enqueue(ctx, cluster, events, false, release)
 }
 
 // EnqueueWait is Enqueue that waits, honouring ctx, for the start-up replay and for room in
@@ -173,10 +180,12 @@ func (d *durableQueue) EnqueueWait(ctx context.Context, cluster string, events [
 	case <-ctx.Done():
 		return fmt.Errorf("wait for the audit queue's replay: %w", ctx.Err())
 	}
-	return d.enqueue(ctx, cluster, events, true)
+	return d.enqueue(ctx, cluster, events, true, nil)
 }
 
-func (d *durableQueue) enqueue(ctx context.Context, cluster string, events []*auditv1.Event, wait bool) error {
+// enqueue is Enqueue, or EnqueueWait if wait is set; release, when not nil, is called once every
+// event was handled.
+func (d *durableQueue) enqueue(ctx context.Context, cluster string, events []*auditv1.Event, wait bool, release func()) error {
 	if len(events) == 0 {
 		return d.mem.Enqueue(ctx, cluster, nil)
 	}
@@ -202,7 +211,11 @@ func (d *durableQueue) enqueue(ctx context.Context, cluster string, events []*au
 	// The events are handled while the record is being synced: a crash before the sync only
 	// loses a batch that was not acknowledged (its sender retries it), and a batch handled
 	// twice stores nothing twice.
-	tr := newBatchTrack(len(events), func() { d.handled(id) })
+	done := func() { d.handled(id) }
+	if release != nil {
+		done = func() { d.handled(id); release() }
+	}
+	tr := newBatchTrack(len(events), done)
 	if err := d.mem.enqueueTracked(ctx, cluster, events, tr, wait); err != nil {
 		// The sender keeps the batch: do not replay it.
 		d.log.Ack(id)

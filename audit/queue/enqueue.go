@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/audit/internal/bodybuf"
 )
 
 // Enqueuer accepts decoded audit events for processing. Enqueue takes a whole batch or none of it:
@@ -63,6 +64,9 @@ var (
 	_ Queue = (*memQueue)(nil)
 	_ Queue = (*durableQueue)(nil)
 	_ Queue = (*natsQueue)(nil)
+
+	_ bodybuf.ReleasingEnqueuer = (*memQueue)(nil)
+	_ bodybuf.ReleasingEnqueuer = (*durableQueue)(nil)
 )
 
 // WaitEnqueuer takes batches of events, waiting for room instead of dropping. *Queue is one.

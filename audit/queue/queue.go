@@ -303,6 +303,18 @@ func (q *memQueue) Enqueue(ctx context.Context, cluster string, events []*auditv
 	return err
 }
 
+// EnqueueReleasing is Enqueue that calls release once every event of the batch was handled
+// (bodybuf.ReleasingEnqueuer), so that the webhook reuses the body they were decoded from.
+func (q *memQueue) EnqueueReleasing(ctx context.Context, cluster string, events []*auditv1.Event, release func()) error {
+	var tr *batchTrack
+	if release != nil {
+		tr = newBatchTrack(len(events), release)
+	}
+	err := q.tryEnqueue(cluster, events, tr)
+	q.record(ctx, len(events), err)
+	return err
+}
+
 // EnqueueWait is Enqueue that waits, honouring ctx, until the batch fits instead of rejecting it.
 // Use it where backpressure beats dropping, e.g. replaying a file. It still fails at once with
 // ErrBatchTooLarge or ErrStopped.

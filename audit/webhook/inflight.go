@@ -65,6 +65,9 @@ type reservation struct {
 	// release gives it back to its pool.
 	body  bodybuf.Buffer
 	reuse bool
+	// shared, when set, gives back the request's share of a body shared with the queue
+	// (bodybuf.Buffer.Share); body is empty then.
+	shared func()
 }
 
 // grow takes n more bytes if they fit.
@@ -89,5 +92,9 @@ func (r *reservation) release() {
 	r.shrink(r.held)
 	if r.reuse {
 		r.body.Recycle()
+	}
+	if r.shared != nil {
+		r.shared()
+		r.shared = nil
 	}
 }

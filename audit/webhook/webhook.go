@@ -351,7 +351,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	if len(queued) > 0 {
-		if err := w.q.Enqueue(ctx, cluster, queued); err != nil {
+		if err := w.enqueue(ctx, cluster, queued, res); err != nil {
 			switch {
 			case errors.Is(err, queue.ErrBatchTooLarge):
 				// Retrying cannot help: say so rather than asking for a retry.
@@ -396,6 +396,20 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.WriteHeader(http.StatusOK)
 	_, _ = io.WriteString(rw, "accepted "+strconv.Itoa(len(queued))+" events"+dropNote+"\n")
+}
+
+// enqueue queues the events of a body. When the queue says when it is done with their memory
+// (bodybuf.ReleasingEnqueuer) and no tap reads the body, the body's buffer is shared between the
+// request and the queue: it goes back to its pool once the request was answered and every event
+// was handled, rather than being left to the garbage collector.
+func (w *Webhook) enqueue(ctx context.Context, cluster string, events []*auditv1.Event, res *reservation) error {
+	rq, ok := w.q.(bodybuf.ReleasingEnqueuer)
+	if !ok || len(w.taps) > 0 {
+		return w.q.Enqueue(ctx, cluster, events)
+	}
+	release := res.body.Share(2) // the request's share is given back by res.release
+	res.shared = release
+	return rq.EnqueueReleasing(ctx, cluster, events, release)
 }
 
 // answerRepeats answers 200 for a batch whose every item was queued before.

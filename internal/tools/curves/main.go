@@ -187,9 +187,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("work folder: %w", err)
 	}
 	conf := filepath.Join(o.work, "kelemetry.yaml")
-	// Room for the largest tree: every object of it, and the spans of four windows.
+	// Room for the largest tree: every object of it, and the spans of four windows; and time for
+	// Jaeger's answer, which takes 24 s and more for the 10,000-pod tree, near the default 30 s.
 	most := slices.Max(o.trees)
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "query:\n  perLevel: %d\n  total: %d\n  maxSpans: %d\n  maxMemoryBytes: -1\n", 2*most, 2*most, 100*most), 0o600); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "query:\n  perLevel: %d\n  total: %d\n  maxSpans: %d\n  maxMemoryBytes: -1\n  timeout: 10m\n", 2*most, 2*most, 100*most), 0o600); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	now := time.Now().UTC()
