@@ -50,10 +50,48 @@ func NotSafe(w uint64) uint64 {
 	return ((q - lo) | (b - lo) | (w - lo*0x20)) &^ w & hi
 }
 
+// NotHTMLPlain flags the bytes of w, eight bytes read little endian, that encoding/json does not
+// copy as they are into a string it writes: those NotPlain flags, and '<', '>' and '&', which it
+// escapes for HTML. Like NotPlain's, its lowest flag is exact and it is zero only when no
+// byte is flagged: a subtraction borrows only out of a flagged byte, and the flags it leaves on
+// bytes of 0x80 and above are w's own.
+func NotHTMLPlain(w uint64) uint64 {
+	q := w ^ (lo * '"')
+	b := w ^ (lo * '\\')
+	lt := w ^ (lo * '<')
+	gt := w ^ (lo * '>')
+	amp := w ^ (lo * '&')
+	return ((q - lo) | (b - lo) | (lt - lo) | (gt - lo) | (amp - lo) | (w - lo*0x20) | w) & hi
+}
+
+// HTMLPlain reports whether encoding/json writes s as it is between quotes: every byte ASCII from
+// 0x20 on but '"', '\', '<', '>' and '&'. Eight bytes at a time.
+func HTMLPlain(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if NotHTMLPlain(w) != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if !htmlPlain[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
 // plain and safe are the byte classes as tables, for the last few bytes of an input.
 var (
-	plain = class(0x80)
-	safe  = class(0x100)
+	plain     = class(0x80)
+	safe      = class(0x100)
+	htmlPlain = func() [256]bool {
+		t := class(0x80)
+		t['<'], t['>'], t['&'] = false, false, false
+		return t
+	}()
 )
 
 // class marks the bytes from 0x20 up to (not including) end, but '"' and '\'.

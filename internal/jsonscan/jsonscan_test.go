@@ -66,10 +66,12 @@ func TestMasks(t *testing.T) {
 		require.Equal(t, refPlain(byte(c)), IsPlain(byte(c)), "IsPlain(%#x)", c)
 		require.Equal(t, refSafe(byte(c)), IsSafe(byte(c)), "IsSafe(%#x)", c)
 		require.Equal(t, refSpace(byte(c)), IsSpace(byte(c)), "IsSpace(%#x)", c)
+		require.Equal(t, refHTMLPlain(byte(c)), htmlPlain[c], "htmlPlain[%#x]", c)
 	}
 	check := func(w uint64) {
 		checkMask(t, "NotPlain", NotPlain, refPlain, w)
 		checkMask(t, "NotSafe", NotSafe, refSafe, w)
+		checkMask(t, "NotHTMLPlain", NotHTMLPlain, refHTMLPlain, w)
 	}
 	for pos := range 8 {
 		for c := range 256 {
@@ -226,4 +228,41 @@ func TestFaultString(t *testing.T) {
 		require.NotEmpty(t, f.String())
 	}
 	require.Equal(t, `invalid \u escape in string`, BadUnicode.String())
+}
+
+// TestHTMLPlain: HTMLPlain agrees with encoding/json (a string of ASCII it writes as it is; bytes
+// of 0x80 and above are left to it even when they are valid UTF-8 it would copy) on strings of
+// every length up to three words with each byte value at each place, and on random strings.
+func TestHTMLPlain(t *testing.T) {
+	ref := func(s string) bool {
+		for i := range len(s) {
+			if s[i] >= 0x80 {
+				return false
+			}
+		}
+		out, err := json.Marshal(s)
+		return err == nil && string(out) == `"`+s+`"`
+	}
+	base := "abcdefghijklmnopqrstuvwx"
+	for n := range len(base) + 1 {
+		require.True(t, HTMLPlain(base[:n]))
+		for pos := range n {
+			for c := range 256 {
+				b := []byte(base[:n])
+				b[pos] = byte(c)
+				require.Equal(t, ref(string(b)), HTMLPlain(string(b)), "%q", b)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		b := make([]byte, rng.UintN(40))
+		for k := range b {
+			b[k] = byte(' ' + rng.UintN(95))
+			if rng.UintN(64) == 0 {
+				b[k] = byte(rng.UintN(256))
+			}
+		}
+		require.Equal(t, ref(string(b)), HTMLPlain(string(b)), "%q", b)
+	}
 }

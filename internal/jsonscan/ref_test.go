@@ -1,5 +1,7 @@
 package jsonscan
 
+import "encoding/json"
+
 import "strings"
 
 // The byte-at-a-time references the word-at-a-time functions must agree with. They are written
@@ -8,6 +10,12 @@ import "strings"
 func refPlain(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
 
 func refSafe(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+
+// refHTMLPlain asks encoding/json itself: a byte it writes as it is in a string.
+func refHTMLPlain(c byte) bool {
+	out, err := json.Marshal(string([]byte{c}))
+	return err == nil && string(out) == `"`+string([]byte{c})+`"`
+}
 
 func refSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 

@@ -3,6 +3,8 @@ package query
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/kelemetry/kelemetry/internal/jsonscan"
 )
 
 // appendSpanJSON appends s encoded exactly as encoding/json encodes it (field order, nil slices as
@@ -118,14 +120,12 @@ func appendJSONValue(b []byte, v any) []byte {
 	return append(b, out...)
 }
 
-// appendJSONString appends s quoted: plain printable ASCII as it is, anything else (escapes,
-// HTML-sensitive characters, non-ASCII) by encoding/json.
+// appendJSONString appends s quoted: ASCII that needs no escape as it is (jsonscan.HTMLPlain),
+// anything else (escapes, HTML-sensitive characters, non-ASCII) by encoding/json.
 func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			out, _ := json.Marshal(s) // a string always encodes
-			return append(b, out...)
-		}
+	if !jsonscan.HTMLPlain(s) {
+		out, _ := json.Marshal(s) // a string always encodes
+		return append(b, out...)
 	}
 	b = append(b, '"')
 	b = append(b, s...)
