@@ -298,13 +298,12 @@ func (q *memQueue) Bytes() int64 { return q.bytes.Load() }
 // of the whole batch duplicates nothing. A batch larger than the whole capacity also wraps
 // ErrBatchTooLarge. Once Stop has begun, Enqueue returns ErrStopped. It never blocks.
 func (q *memQueue) Enqueue(ctx context.Context, cluster string, events []*auditv1.Event) error {
-	err := q.tryEnqueue(cluster, events, nil)
-	q.record(ctx, len(events), err)
-	return err
+	return q.EnqueueReleasing(ctx, cluster, events, nil)
 }
 
-// EnqueueReleasing is Enqueue that calls release once every event of the batch was handled
-// (bodybuf.ReleasingEnqueuer), so that the webhook reuses the body they were decoded from.
+// EnqueueReleasing is Enqueue that calls release, when not nil, once every event of the batch
+// was handled (bodybuf.ReleasingEnqueuer), so that the webhook reuses the body they were decoded
+// from.
 func (q *memQueue) EnqueueReleasing(ctx context.Context, cluster string, events []*auditv1.Event, release func()) error {
 	var tr *batchTrack
 	if release != nil {
