@@ -309,6 +309,10 @@ func TestMergeSharesRenderBudget(t *testing.T) {
 	assert.LessOrEqual(t, size, 2048+4096)
 	assert.Contains(t, env.Truncated, "result truncated: render budget of 2048 bytes reached; narrow the time range")
 	assert.Contains(t, ans.Header.Get("X-Kelemetry-Truncated"), "render budget")
+	require.Len(t, env.Data, 1)
+	for _, s := range env.Data[0].Spans {
+		assert.Equal(t, env.Data[0].TraceID, s.TraceID, "a member's span is written as merged, not as its member drew it")
+	}
 }
 
 // TestObjectHistoryRenderBudget: an object's history is bounded like a drawn trace, by the

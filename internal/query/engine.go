@@ -591,22 +591,28 @@ func (l *loader) read(ctx context.Context, batch []*object) error {
 			short = !l.mem.chargeRead(n)
 		}
 	}
-	for _, o := range batch {
+	// Which objects are read is decided in order (the span budget runs out at one of them); the
+	// objects are then filled in parallel, each from its own spans.
+	per := make([][][]*aggregator.Span, len(batch))
+	for i, o := range batch {
 		if o.Unread || l.truncated != "" {
 			o.Unread, o.Synthetic = true, false
-			l.fill(o, nil)
 			continue
 		}
-		per := spans[:len(o.Windows)]
+		per[i] = spans[:len(o.Windows):len(o.Windows)]
 		spans = spans[len(o.Windows):]
-		for _, w := range per {
+		for _, w := range per[i] {
 			l.spans += len(w)
 		}
-		l.fill(o, per)
 		if l.spans >= l.e.cfg.MaxSpans {
 			l.truncate(spanBudgetMsg(l.e.cfg.MaxSpans))
 		}
 	}
+	inParallel(len(batch), minParallelObjects, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			l.fill(batch[i], per[i])
+		}
+	})
 	if short {
 		l.truncate(l.mem.memoryMessage())
 	}
@@ -997,96 +1003,127 @@ func appendKey(dst []byte, k aggregator.ObjectKey) []byte {
 // parents per object) into a tree: each object keeps one parent (owner-class links first, then
 // by key), the others reference it. Objects only on cycles get the smallest of them as a root.
 func (g *Graph) buildTree() {
-	// Sized for the objects: growing these maps was a tenth of building a large tree.
-	n := len(g.Objects)
-	parents := make(map[aggregator.ObjectKey][]edge, n)
-	seenEdge := make(map[[2]aggregator.ObjectKey]bool, n)
-	for _, es := range g.Children {
-		for _, e := range es {
-			pair := [2]aggregator.ObjectKey{e.Parent, e.Child}
-			if seenEdge[pair] || g.Objects[e.Parent] == nil || g.Objects[e.Child] == nil {
-				continue
-			}
-			seenEdge[pair] = true
-			parents[e.Child] = append(parents[e.Child], e)
-		}
-	}
+	// The objects are numbered in key order, and the work is on their numbers: hashing an
+	// object key (five strings) in a map per step was a tenth of drawing a 10,000-pod tree.
 	keys := make([]aggregator.ObjectKey, 0, len(g.Objects))
-	for k := range g.Objects {
+	anyNil := false // an object key without its object: no edge to or from it is kept
+	for k, o := range g.Objects {
 		keys = append(keys, k)
+		anyNil = anyNil || o == nil
 	}
 	slices.SortFunc(keys, keyLess)
+	num := make(map[aggregator.ObjectKey]int32, len(keys))
+	for i, k := range keys {
+		num[k] = int32(i)
+	}
+	// parents[c]: the edges into object c, each pair of objects once (edges between objects
+	// of the group only).
+	parents := make([][]edge, len(keys))
+	seenEdge := make(map[[2]int32]bool, len(keys))
+	for _, es := range g.Children {
+		for _, e := range es {
+			p, okP := num[e.Parent]
+			c, okC := num[e.Child]
+			if !okP || !okC || (anyNil && (g.Objects[e.Parent] == nil || g.Objects[e.Child] == nil)) || seenEdge[[2]int32{p, c}] {
+				continue
+			}
+			seenEdge[[2]int32{p, c}] = true
+			parents[c] = append(parents[c], e)
+		}
+	}
 	// Children are taken in key order, so that each parent's list of children comes out in the
 	// order of their keys (sorting the lists after was 3% of a 1,000-pod tree).
-	children := map[aggregator.ObjectKey][]edge{}
-	refs := map[aggregator.ObjectKey][]edge{}
-	primary := make(map[aggregator.ObjectKey]edge, len(parents))
-	for _, child := range keys {
-		es, ok := parents[child]
-		if !ok {
+	children := make([][]edge, len(keys)) // by parent number
+	primary := make([]int32, len(keys))   // the parent kept, -1 for none
+	var refs map[aggregator.ObjectKey][]edge
+	for c, es := range parents {
+		primary[c] = -1
+		if len(es) == 0 {
 			continue
 		}
 		slices.SortFunc(es, func(a, b edge) int {
 			return cmp.Or(cmp.Compare(boolInt(a.Class == ""), boolInt(b.Class == "")), keyLess(a.Parent, b.Parent))
 		})
-		primary[child] = es[0]
-		children[es[0].Parent] = append(children[es[0].Parent], es[0])
+		p := num[es[0].Parent]
+		primary[c] = p
+		children[p] = append(children[p], es[0])
 		for _, e := range es[1:] {
+			if refs == nil {
+				refs = map[aggregator.ObjectKey][]edge{}
+			}
 			refs[e.Parent] = append(refs[e.Parent], e)
 		}
 	}
 	var roots []aggregator.ObjectKey
-	for _, k := range keys {
-		if _, ok := primary[k]; !ok {
+	for i, k := range keys {
+		if primary[i] < 0 {
 			roots = append(roots, k)
 		}
 	}
-	reached := make(map[aggregator.ObjectKey]bool, n)
-	var mark func(k aggregator.ObjectKey)
-	mark = func(k aggregator.ObjectKey) {
-		if reached[k] {
-			return
-		}
-		reached[k] = true
-		for _, e := range children[k] {
-			mark(e.Child)
+	reached := make([]bool, len(keys))
+	var stack []int32
+	mark := func(i int32) {
+		stack = append(stack[:0], i)
+		for len(stack) > 0 {
+			i := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if reached[i] {
+				continue
+			}
+			reached[i] = true
+			for _, e := range children[i] {
+				stack = append(stack, num[e.Child])
+			}
 		}
 	}
 	for _, r := range roots {
-		mark(r)
+		mark(num[r])
 	}
-	for _, k := range keys {
-		if reached[k] {
+	for i := range keys {
+		if reached[i] {
 			continue
 		}
-		// k is on or under a cycle of parents: walk up to the cycle, cut the parent edge of
-		// its smallest object and keep that edge as a reference.
-		pos := map[aggregator.ObjectKey]int{}
-		var path []aggregator.ObjectKey
-		cur := k
+		// Object i is on or under a cycle of parents: walk up to the cycle, cut the parent edge
+		// of its smallest object (the smallest number) and keep that edge as a reference.
+		pos := map[int32]int{}
+		var path []int32
+		cur := int32(i)
 		for {
 			if _, ok := pos[cur]; ok {
 				break
 			}
 			pos[cur] = len(path)
 			path = append(path, cur)
-			cur = primary[cur].Parent
+			cur = primary[cur]
 		}
-		cut := slices.MinFunc(path[pos[cur]:], keyLess)
-		e := primary[cut]
-		children[e.Parent] = slices.DeleteFunc(children[e.Parent], func(x edge) bool { return x == e })
+		cut := slices.Min(path[pos[cur]:])
+		p := primary[cut]
+		e := children[p][slices.IndexFunc(children[p], func(x edge) bool { return x.Child == keys[cut] })]
+		children[p] = slices.DeleteFunc(children[p], func(x edge) bool { return x == e })
+		if refs == nil {
+			refs = map[aggregator.ObjectKey][]edge{}
+		}
 		refs[e.Parent] = append(refs[e.Parent], e)
-		delete(primary, cut)
-		roots = append(roots, cut)
+		primary[cut] = -1
+		roots = append(roots, keys[cut])
 		mark(cut)
 	}
 	slices.SortFunc(roots, keyLess)
 	// Children lists are in order already (cutting a cycle above only deletes from them).
+	byParent := map[aggregator.ObjectKey][]edge{}
+	for p, es := range children {
+		if len(es) > 0 {
+			byParent[keys[p]] = es
+		}
+	}
+	if refs == nil {
+		refs = map[aggregator.ObjectKey][]edge{}
+	}
 	for _, es := range refs {
 		slices.SortFunc(es, func(a, b edge) int { return keyLess(a.Child, b.Child) })
 	}
 	slices.SortFunc(g.Seeds, keyLess)
-	g.Roots, g.Children, g.References = roots, children, refs
+	g.Roots, g.Children, g.References = roots, byParent, refs
 }
 
 func boolInt(b bool) int {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,4 +128,25 @@ func TestMemoryBudgetTruncatesSearch(t *testing.T) {
 	assert.Less(t, events(tr), events(whole), "fewer events read")
 	assert.Positive(t, events(tr), "what fit is shown")
 	assert.Len(t, tr.Spans, len(whole.Spans)-events(whole)+events(tr)+1, "every object named, and a marker span")
+}
+
+// A large tree is drawn in parallel (its objects' events folded, its spans encoded, on every
+// core): the answer is byte for byte the one drawn on one core.
+func TestLargeTreeDrawnInParallelAsOnOneCore(t *testing.T) {
+	st := wideWorld(t, 1500)
+	q := strings.Replace(fullTreeQuery, "start=0", "start="+strconv.FormatInt(w0.UnixMicro(), 10)+"&end="+strconv.FormatInt(w0.Add(time.Hour).UnixMicro(), 10), 1) + "&tags=resource%3Ddeployments"
+	srv := serveAll(t, st, query.Config{PerLevel: 5000, Total: 5000, MaxMemoryBytes: -1}, telemetry.Settings{})
+	get := func(procs int) string {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		resp, err := http.Get(srv.URL + q)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(body)
+	}
+	one := get(1)
+	require.Contains(t, one, "web-1-1499", "the whole tree")
+	assert.Equal(t, one, get(4))
 }

@@ -179,13 +179,10 @@ func (a *NativeAPI) storedTrace(w http.ResponseWriter, r *http.Request) {
 	}
 	tr := ToJaeger(id, spans)
 	b := newRenderBudget(r.Context(), a.cfg.MaxRenderBytes)
-	for i := range tr.Spans {
-		if !b.take(&tr.Spans[i], i == 0) {
-			clear(tr.Spans[i:])
-			tr.Spans = tr.Spans[:i]
-			t.add(b.message())
-			break
-		}
+	if k := b.takeSpans(tr.Spans, true); k < len(tr.Spans) {
+		clear(tr.Spans[k:])
+		tr.Spans = tr.Spans[:k]
+		t.add(b.message())
 	}
 	for _, m := range t.msgs {
 		markTruncated(&tr, m, false)

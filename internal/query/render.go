@@ -120,31 +120,25 @@ func (n *node) add(c *node) {
 // span (in the order of its events) instead of spans under it: the modes that fold them get them
 // without a node per event (8,000 of them in the 1,000-pod tree).
 func build(g *Graph, foldEvents bool) *node {
-	nodes := map[aggregator.ObjectKey]*node{}
+	nodes := make(map[aggregator.ObjectKey]*node, len(g.Objects))
 	var refs []*node
+	// The object nodes, whose tags (and folded events) are made once the tree is built, in
+	// parallel: each node's from its own object.
+	objects := make([]*node, 0, len(g.Objects))
 	var objectNode func(k aggregator.ObjectKey, class string) *node
 	objectNode = func(k aggregator.ObjectKey, class string) *node {
 		o := g.Objects[k]
 		n := &node{kind: nodeObject, id: hashID("object", k.String()), obj: o, class: class,
 			service: "object", operation: o.Ref.Resource + "/" + o.Ref.Name, start: o.Start, end: o.End}
 		nodes[k] = n
-		n.tags = objectTags(o, class)
+		objects = append(objects, n)
 		if o.Synthetic {
 			n.warnings = append(n.warnings, "the object span is not stored in this range: shown from links and events")
 		}
 		if o.Unread {
 			n.warnings = append(n.warnings, "not read: a budget of the request ran out first")
 		}
-		if foldEvents {
-			n.logs = make([]outLog, 0, len(o.Events))
-			for _, ev := range o.Events {
-				l := foldEvent(ev)
-				if rs := o.Requests[ev.SpanID]; len(rs) > 0 {
-					l.fields = append(l.fields, str(requestField, requestSummary(rs)))
-				}
-				n.logs = append(n.logs, l)
-			}
-		} else {
+		if !foldEvents {
 			for _, ev := range o.Events {
 				en := eventNode(ev)
 				addRequests(en, o.Requests[ev.SpanID])
@@ -198,8 +192,28 @@ func build(g *Graph, foldEvents bool) *node {
 	for _, r := range refs {
 		r.ref = nodes[r.ref.obj.Key]
 	}
+	inParallel(len(objects), minParallelObjects, func(lo, hi int) {
+		for _, n := range objects[lo:hi] {
+			o := n.obj
+			n.tags = objectTags(o, n.class)
+			if !foldEvents {
+				continue
+			}
+			n.logs = make([]outLog, 0, len(o.Events))
+			for _, ev := range o.Events {
+				l := foldEvent(ev)
+				if rs := o.Requests[ev.SpanID]; len(rs) > 0 {
+					l.fields = append(l.fields, str(requestField, requestSummary(rs)))
+				}
+				n.logs = append(n.logs, l)
+			}
+		}
+	})
 	return root
 }
+
+// minParallelObjects is the least number of objects per goroutine that build folds at once.
+const minParallelObjects = 256
 
 func spanOf(ns []*node) (start, end time.Time) {
 	for _, c := range ns {
@@ -639,8 +653,25 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 		n.sid = n.id.String()
 	})
 	out.Spans = make([]JaegerSpan, 0, count)
+	// The spans are measured by the budget a chunk at a time (encoded in parallel). A chunk is
+	// about what the budget has left, by the spans' mean size so far: a budget that runs out
+	// leaves at most minSpanChunk spans, or about the budget's rest, drawn in vain.
+	taken, full := 0, b != nil && b.exhausted // a budget spent by the traces drawn before: none of this one
+	chunk := minSpanChunk
+	take := func() {
+		k := b.takeSpans(out.Spans[taken:], taken == 0) // the root is always drawn
+		if taken+k < len(out.Spans) {
+			clear(out.Spans[taken+k:])
+			out.Spans, full = out.Spans[:taken+k], true
+		}
+		taken = len(out.Spans)
+		if b != nil && b.used > 0 && taken > 0 {
+			mean := max(b.used/int64(taken), 1)
+			chunk = int(min(max((b.limit-b.used)/mean, minSpanChunk), maxSpanChunk))
+		}
+	}
 	walkNodes(root, func(n *node) {
-		if b != nil && b.exhausted {
+		if full {
 			return
 		}
 		if n.kind == nodeEvent && n.tags == nil {
@@ -667,10 +698,18 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 			js.Logs = append(js.Logs, JaegerLog{Timestamp: l.time.UnixMicro(), Fields: l.fields})
 		}
 		out.Spans = append(out.Spans, js)
-		if !b.take(&out.Spans[len(out.Spans)-1], n == root) {
-			out.Spans[len(out.Spans)-1] = JaegerSpan{}
-			out.Spans = out.Spans[:len(out.Spans)-1]
+		if len(out.Spans)-taken >= chunk {
+			take()
 		}
 	})
+	if !full {
+		take()
+	}
 	return out
 }
+
+// toJaeger draws minSpanChunk to maxSpanChunk spans before the budget measures them.
+const (
+	minSpanChunk = 64
+	maxSpanChunk = 4096
+)

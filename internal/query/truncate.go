@@ -17,11 +17,11 @@ import (
 // admission (the drawn result is held until it is written; see renderFactorNum).
 type renderBudget struct {
 	limit, used int64
+	spans       int64 // the spans taken (takeSpans): used/spans sizes the buffers of the next
 	exhausted   bool
 	counter     byteCounter
 	enc         *json.Encoder
 	mem         *ticket
-	scratch     []byte // a span's JSON (appendSpanJSON), measured without encoding/json
 }
 
 type byteCounter struct{ n int64 }
@@ -35,7 +35,7 @@ func newRenderBudget(ctx context.Context, limit int64) *renderBudget {
 	return b
 }
 
-// take spends the size of v and reports true, or reports false (and marks the budget
+// take spends the size of v (spans: takeSpans) and reports true, or reports false (and marks the budget
 // exhausted) when v does not fit. force spends it anyway: the root of a trace is always drawn.
 func (b *renderBudget) take(v any, force bool) bool {
 	if b == nil {
@@ -45,11 +45,7 @@ func (b *renderBudget) take(v any, force bool) bool {
 		return false
 	}
 	b.counter.n = 0
-	if sp, ok := v.(*JaegerSpan); ok {
-		// What Encode would write: the JSON and a newline.
-		b.scratch = appendSpanJSON(b.scratch[:0], sp)
-		b.counter.n = int64(len(b.scratch)) + 1
-	} else if err := b.enc.Encode(v); err != nil {
+	if err := b.enc.Encode(v); err != nil {
 		return false
 	}
 	if !force && b.used+b.counter.n > b.limit {
@@ -65,6 +61,57 @@ func (b *renderBudget) take(v any, force bool) bool {
 	}
 	return true
 }
+
+// takeSpans spends the sizes of spans, the next ones drawn, in order, as take does each (the
+// first forced when force is set), and returns how many fit. It encodes them at once, in
+// parallel when there are many, and keeps each one's JSON (JaegerSpan.enc).
+func (b *renderBudget) takeSpans(spans []JaegerSpan, force bool) int {
+	if b == nil {
+		return len(spans)
+	}
+	if b.exhausted && !force {
+		return 0
+	}
+	mean := int64(1 << 10)
+	if b.spans > 0 {
+		mean = b.used/b.spans + 64
+	}
+	inParallel(len(spans), minParallelSpans, func(lo, hi int) {
+		// One buffer for the part, sliced once it is whole: the spans' slices share it.
+		buf := make([]byte, 0, int64(hi-lo)*mean)
+		ends := make([]int, hi-lo)
+		for i := lo; i < hi; i++ {
+			buf = appendSpanJSON(buf, &spans[i])
+			ends[i-lo] = len(buf)
+		}
+		start := 0
+		for i := lo; i < hi; i++ {
+			end := ends[i-lo]
+			spans[i].enc = buf[start:end:end]
+			start = end
+		}
+	})
+	for i := range spans {
+		n := int64(len(spans[i].enc)) + 1 // what Encode would write: the JSON and a newline
+		if !(force && i == 0) && (b.exhausted || b.used+n > b.limit) {
+			b.exhausted = true
+			for j := i; j < len(spans); j++ {
+				spans[j].enc = nil
+			}
+			return i
+		}
+		b.used += n
+		b.spans++
+		b.mem.chargeRender(n * renderFactorNum / renderFactorDen)
+		if b.used > b.limit {
+			b.exhausted = true
+		}
+	}
+	return len(spans)
+}
+
+// minParallelSpans is the least number of spans per goroutine that takeSpans encodes at once.
+const minParallelSpans = 256
 
 // message is the truncation message of an exhausted budget.
 func (b *renderBudget) message() string {
@@ -92,6 +139,7 @@ func markTruncated(tr *JaegerTrace, msg string, marker bool) {
 	}
 	root := &tr.Spans[0]
 	root.Warnings = append(root.Warnings, msg)
+	root.enc = nil
 	if !marker {
 		return
 	}
@@ -199,8 +247,12 @@ func writeTraces(w http.ResponseWriter, code int, resp jaegerResponse, traces []
 						ok = ok && raw(",")
 					}
 					if ok {
-						span = appendSpanJSON(span[:0], &tr.Spans[j])
-						_, err := bw.Write(span)
+						enc := tr.Spans[j].enc
+						if enc == nil {
+							span = appendSpanJSON(span[:0], &tr.Spans[j])
+							enc = span
+						}
+						_, err := bw.Write(enc)
 						ok = err == nil
 					}
 				}
