@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -745,6 +746,10 @@ const (
 	maxReadParts = 4
 )
 
+// readChunkBytes is the size the chunks of the values readTraces copies grow to (from 4 KiB,
+// doubling, or twice a trace's values when larger).
+const readChunkBytes = 1 << 20
+
 // readTraces reads the traces of keys[i] for i in order (ascending keys) into out[i], with one
 // iterator.
 func (p *Store) readTraces(ctx context.Context, keys [][]byte, order []int, out [][]*aggregator.Span) error {
@@ -756,8 +761,12 @@ func (p *Store) readTraces(ctx context.Context, keys [][]byte, order []int, out 
 	// The values of one trace are gathered into one buffer and decoded from one string, into one
 	// slice of spans, their attributes and logs into a slab or two: a handful of allocations per
 	// trace rather than several per span.
-	var vals, keyBuf, prev []byte
-	var ends, keyEnds []int
+	var prev []byte
+	var ends []int
+	// The values of a trace are copied once, into vals: a chunk that is never written again
+	// below what the traces read so far took, so each trace's spans decode from a string of it
+	// (their strings point into it) without a second copy.
+	var vals []byte
 	positioned := false
 	var ar spanArena
 	for n, i := range order {
@@ -767,7 +776,8 @@ func (p *Store) readTraces(ctx context.Context, keys [][]byte, order []int, out 
 			}
 		}
 		prefix := keys[i]
-		vals, keyBuf, ends, keyEnds = vals[:0], keyBuf[:0], ends[:0], keyEnds[:0]
+		ends = ends[:0]
+		base := len(vals)
 		// The windows come in key order, and a query mostly reads neighbouring traces: when the
 		// iterator, having passed the trace before, already stands at (or past) this trace's
 		// first key, it is not sought again (no key lies between the two). A window asked for
@@ -781,16 +791,24 @@ func (p *Store) readTraces(ctx context.Context, keys [][]byte, order []int, out 
 			if err != nil {
 				return fmt.Errorf("get traces: read %x: %w", it.Key(), err)
 			}
+			if len(v) > cap(vals)-len(vals) {
+				// A new chunk, this trace's values so far moved into it (the old chunk keeps
+				// the traces before).
+				chunk := make([]byte, len(vals)-base, max(min(2*cap(vals), readChunkBytes), 2*(len(vals)-base+len(v)), 4<<10))
+				copy(chunk, vals[base:])
+				vals, base = chunk, 0
+			}
 			vals = append(vals, v...)
-			ends = append(ends, len(vals))
-			keyBuf = append(keyBuf, it.Key()...)
-			keyEnds = append(keyEnds, len(keyBuf))
+			ends = append(ends, len(vals)-base)
 		}
 		positioned, prev = true, prefix
 		if len(ends) == 0 {
 			continue
 		}
-		all := string(vals)
+		all := ""
+		if len(vals) > base {
+			all = unsafe.String(&vals[base], len(vals)-base)
+		}
 		spans := make([]aggregator.Span, len(ends))
 		out[i] = make([]*aggregator.Span, len(ends))
 		ar.reset(len(ends))
@@ -802,13 +820,13 @@ func (p *Store) readTraces(ctx context.Context, keys [][]byte, order []int, out 
 			start = end
 		}
 		ar.setLinks(links)
-		start, keyStart := 0, 0
+		start = 0
 		for j, end := range ends {
 			if err := decodeSpanWith(&spans[j], all[start:end], &ar); err != nil {
-				return fmt.Errorf("get traces: key %x: %w", keyBuf[keyStart:keyEnds[j]], err)
+				return fmt.Errorf("get traces: trace %x, span %d of %d: %w", prefix, j+1, len(ends), err)
 			}
 			out[i][j] = &spans[j]
-			start, keyStart = end, keyEnds[j]
+			start = end
 		}
 		slices.SortFunc(out[i], query.SpanLess)
 	}
