@@ -653,11 +653,10 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 		n.sid = n.id.String()
 	})
 	out.Spans = make([]JaegerSpan, 0, count)
-	// The spans are measured by the budget a chunk at a time (encoded in parallel). A chunk is
-	// about what the budget has left, by the spans' mean size so far: a budget that runs out
-	// leaves at most minSpanChunk spans, or about the budget's rest, drawn in vain.
+	// The spans are measured by the budget a chunk at a time (renderBudget.takeSpans), drawn a
+	// chunk at a time too: a budget that runs out leaves at most a chunk drawn in vain.
 	taken, full := 0, b != nil && b.exhausted // a budget spent by the traces drawn before: none of this one
-	chunk := minSpanChunk
+	chunk := b.chunk()
 	take := func() {
 		k := b.takeSpans(out.Spans[taken:], taken == 0) // the root is always drawn
 		if taken+k < len(out.Spans) {
@@ -665,10 +664,7 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 			out.Spans, full = out.Spans[:taken+k], true
 		}
 		taken = len(out.Spans)
-		if b != nil && b.used > 0 && taken > 0 {
-			mean := max(b.used/int64(taken), 1)
-			chunk = int(min(max((b.limit-b.used)/mean, minSpanChunk), maxSpanChunk))
-		}
+		chunk = b.chunk()
 	}
 	walkNodes(root, func(n *node) {
 		if full {
@@ -707,9 +703,3 @@ func toJaeger(tid string, root *node, b *renderBudget) JaegerTrace {
 	}
 	return out
 }
-
-// toJaeger draws minSpanChunk to maxSpanChunk spans before the budget measures them.
-const (
-	minSpanChunk = 64
-	maxSpanChunk = 4096
-)

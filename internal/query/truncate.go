@@ -63,12 +63,43 @@ func (b *renderBudget) take(v any, force bool) bool {
 }
 
 // takeSpans spends the sizes of spans, the next ones drawn, in order, as take does each (the
-// first forced when force is set), and returns how many fit. It encodes them at once, in
-// parallel when there are many, and keeps each one's JSON (JaegerSpan.enc).
+// first forced when force is set), and returns how many fit. It encodes them a chunk at a time
+// (chunk: about what the budget has left), in parallel when there are many, and keeps each
+// one's JSON (JaegerSpan.enc): a budget that runs out leaves at most a chunk encoded in vain.
 func (b *renderBudget) takeSpans(spans []JaegerSpan, force bool) int {
 	if b == nil {
 		return len(spans)
 	}
+	taken := 0
+	for taken < len(spans) {
+		n := min(len(spans)-taken, b.chunk())
+		k := b.takeChunk(spans[taken:taken+n], force && taken == 0)
+		taken += k
+		if k < n {
+			break
+		}
+	}
+	return taken
+}
+
+// chunk is how many spans to encode before measuring them: about what the budget has left, by
+// the mean size of the spans taken so far, within [minSpanChunk, maxSpanChunk].
+func (b *renderBudget) chunk() int {
+	if b == nil || b.spans == 0 {
+		return minSpanChunk
+	}
+	mean := max(b.used/b.spans, 1)
+	return int(min(max((b.limit-b.used)/mean, minSpanChunk), maxSpanChunk))
+}
+
+// Chunks of spans takeSpans encodes at once.
+const (
+	minSpanChunk = 64
+	maxSpanChunk = 4096
+)
+
+// takeChunk is takeSpans for one chunk.
+func (b *renderBudget) takeChunk(spans []JaegerSpan, force bool) int {
 	if b.exhausted && !force {
 		return 0
 	}
