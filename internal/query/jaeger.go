@@ -56,11 +56,6 @@ type JaegerSpan struct {
 	Logs          []JaegerLog       `json:"logs"`
 	ProcessID     string            `json:"processID"`
 	Warnings      []string          `json:"warnings"`
-
-	// enc is the span's JSON (appendSpanJSON) as the render budget measured it, written as it is
-	// (writeTraces) rather than encoded again; nil when not measured, and set to nil by whatever
-	// changes the span after (markTruncated, mergeTraces).
-	enc []byte
 }
 
 // JaegerReference links a span to its parent.

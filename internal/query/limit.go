@@ -309,11 +309,10 @@ func ticketOf(ctx context.Context) *ticket {
 // Estimates of the heap a request holds, from what it read and rendered. Measured on the bulk
 // fixture (ten copies, the full-tree search of every Deployment): 191 MiB of spans read
 // (aggregator.Span.ApproxBytes) left 239 MiB of live heap in the merged graphs, and 64 MiB of
-// rendered JSON 73 MiB in the drawn traces; both are charged at 5/4, and the rendered JSON once
-// more for the spans' JSON the render budget keeps to write (JaegerSpan.enc).
+// rendered JSON 73 MiB in the drawn traces; both are charged at 5/4.
 const (
 	readFactorNum, readFactorDen     = 5, 4
-	renderFactorNum, renderFactorDen = 9, 4
+	renderFactorNum, renderFactorDen = 5, 4
 )
 
 // readBytes is the charge of spans read: their ApproxBytes (the strings and a fixed overhead per

@@ -39,30 +39,30 @@ func TestLimiterAdmitsByMemory(t *testing.T) {
 	// result (1.25 × 8 MiB of render budget).
 	l := newLimiter(4, 50*time.Millisecond, 400*mib, 8*mib)
 	require.Equal(t, 100*mib, l.estimate)
-	require.Equal(t, 18*mib, l.keep, "what drawing 8 MiB of JSON holds")
+	require.Equal(t, 10*mib, l.keep)
 
 	t1, err := l.acquire(ctx)
 	require.NoError(t, err)
 	assert.True(t, t1.chargeRead(250*mib), "alone, a request grows past its share into free memory")
-	assert.Equal(t, 268*mib, l.reservedBytes(), "what it read and what it keeps to draw")
+	assert.Equal(t, 260*mib, l.reservedBytes(), "what it read and what it keeps to draw")
 
 	t2, err := l.acquire(ctx)
 	require.NoError(t, err, "100 MiB of the 400 are free")
-	assert.Equal(t, 368*mib, l.reservedBytes())
+	assert.Equal(t, 360*mib, l.reservedBytes())
 
 	_, err = l.acquire(ctx)
-	require.ErrorIs(t, err, ErrBusy, "two requests run, but 32 MiB are free: less than an estimate")
+	require.ErrorIs(t, err, ErrBusy, "two requests run, but 40 MiB are free: less than an estimate")
 	require.ErrorIs(t, err, errMemoryBusy)
-	assert.Equal(t, "too many queries are running: the query memory budget is in use (368 MiB held of 400 MiB)", err.Error())
+	assert.Equal(t, "too many queries are running: the query memory budget is in use (360 MiB held of 400 MiB)", err.Error())
 	assert.Equal(t, "memory", BusyReason(err))
 
 	assert.False(t, t1.chargeRead(100*mib), "no room for another 100 MiB: the reads stop")
 	assert.True(t, t1.short)
-	assert.Equal(t, 468*mib, l.reservedBytes(), "what was read is counted anyway (it is in memory), and what it keeps to draw it")
+	assert.Equal(t, 460*mib, l.reservedBytes(), "what was read is counted anyway (it is in memory), and what it keeps to draw it")
 	assert.Equal(t, "result truncated: memory budget of 400 MiB reached (shared by the queries running at once); narrow the time range or try again later",
 		t1.memoryMessage())
 	t1.chargeRender(5 * mib)
-	assert.Equal(t, 468*mib, l.reservedBytes(), "drawing uses what the reads kept")
+	assert.Equal(t, 460*mib, l.reservedBytes(), "drawing uses what the reads kept")
 
 	l.wait = 5 * time.Second
 	next := acquireSoon(ctx, l)

@@ -127,7 +127,6 @@ func (a *JaegerAPI) mergeTrace(ctx context.Context, ids []trace.TraceID, b *rend
 		}
 		for _, s := range tr.Spans {
 			s.TraceID, s.SpanID, s.ProcessID = mid, rename[s.SpanID], "m"+strconv.Itoa(i+1)+s.ProcessID
-			s.enc = nil // the member's JSON, not the merged span's
 			refs := make([]JaegerReference, 0, len(s.References)+1)
 			for _, r := range s.References {
 				if nid, ok := rename[r.SpanID]; ok {

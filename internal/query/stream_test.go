@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,28 +42,37 @@ func TestWriteTracesMatchesWriteJSON(t *testing.T) {
 	}
 }
 
-// The spans the render budget measured are written from the JSON it kept, and a span changed
-// after (the root's truncation warning, the marker span added) is encoded again: the answer is
-// what encoding/json writes for the spans as they are.
-func TestWriteTracesWritesMeasuredSpans(t *testing.T) {
-	b := newRenderBudget(context.Background(), 1<<20)
+// A large trace's spans are measured and written in parallel chunks: the answer is byte for
+// byte what encoding/json writes, and the budget takes the spans that fit, in order, as if it
+// measured them one by one.
+func TestSpansMeasuredAndWrittenInParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	tr := JaegerTrace{TraceID: "ab", Processes: map[string]JaegerProcess{"p1": {ServiceName: "a", Tags: []JaegerKeyValue{}}}, Warnings: []string{}}
-	for i, name := range []string{"root", "child <1>", "child \u2028 2"} {
-		tr.Spans = append(tr.Spans, JaegerSpan{TraceID: "ab", SpanID: fmt.Sprintf("%02d", i), OperationName: name,
+	for i := range 5000 {
+		name := fmt.Sprintf("span <%d> \u2028 %s", i, strings.Repeat("x", i%300))
+		tr.Spans = append(tr.Spans, JaegerSpan{TraceID: "ab", SpanID: fmt.Sprintf("%04d", i), OperationName: name,
 			References: []JaegerReference{}, Tags: []JaegerKeyValue{str("k", name)}, Logs: []JaegerLog{}, ProcessID: "p1"})
 	}
-	require.Equal(t, len(tr.Spans), b.takeSpans(tr.Spans, true))
-	for i := range tr.Spans {
-		require.Equal(t, string(appendSpanJSON(nil, &tr.Spans[i])), string(tr.Spans[i].enc), "the JSON measured is kept")
-	}
-	markTruncated(&tr, "result truncated: x", true)
-	assert.Nil(t, tr.Spans[0].enc, "the root changed: its kept JSON is dropped")
-	assert.NotNil(t, tr.Spans[1].enc)
-
 	want := httptest.NewRecorder()
 	writeJSON(want, 200, jaegerResponse{Data: []JaegerTrace{tr}})
 	got := httptest.NewRecorder()
 	writeTraces(got, 200, jaegerResponse{}, []JaegerTrace{tr})
 	assert.Equal(t, want.Body.String(), got.Body.String())
-	assert.Contains(t, got.Body.String(), `"warnings":["result truncated: x"]`)
+
+	const limit = 1 << 20
+	fit, used := 0, int64(0)
+	for i := range tr.Spans {
+		n := int64(len(appendSpanJSON(nil, &tr.Spans[i]))) + 1
+		if i > 0 && used+n > limit {
+			break
+		}
+		used += n
+		fit++
+	}
+	require.Less(t, fit, len(tr.Spans), "the budget runs out")
+	b := newRenderBudget(context.Background(), limit)
+	assert.Equal(t, fit, b.takeSpans(tr.Spans, true))
+	assert.Equal(t, used, b.used)
+	assert.True(t, b.exhausted)
+	assert.Zero(t, b.takeSpans(tr.Spans[fit:], false), "nothing more once it ran out")
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
@@ -63,9 +64,8 @@ func (b *renderBudget) take(v any, force bool) bool {
 }
 
 // takeSpans spends the sizes of spans, the next ones drawn, in order, as take does each (the
-// first forced when force is set), and returns how many fit. It encodes them a chunk at a time
-// (chunk: about what the budget has left), in parallel when there are many, and keeps each
-// one's JSON (JaegerSpan.enc): a budget that runs out leaves at most a chunk encoded in vain.
+// first forced when force is set), and returns how many fit. It measures them a chunk at a time
+// (renderBudget.chunk), in parallel when there are many.
 func (b *renderBudget) takeSpans(spans []JaegerSpan, force bool) int {
 	if b == nil {
 		return len(spans)
@@ -82,20 +82,22 @@ func (b *renderBudget) takeSpans(spans []JaegerSpan, force bool) int {
 	return taken
 }
 
-// chunk is how many spans to encode before measuring them: about what the budget has left, by
-// the mean size of the spans taken so far, within [minSpanChunk, maxSpanChunk].
+// chunk is how many spans to draw and measure at once: about what the budget has left, by the
+// mean size of the spans taken so far, and about spanChunkBytes of JSON, within
+// [minSpanChunk, maxSpanChunk].
 func (b *renderBudget) chunk() int {
 	if b == nil || b.spans == 0 {
 		return minSpanChunk
 	}
 	mean := max(b.used/b.spans, 1)
-	return int(min(max((b.limit-b.used)/mean, minSpanChunk), maxSpanChunk))
+	return int(min(max(min(b.limit-b.used, spanChunkBytes)/mean, minSpanChunk), maxSpanChunk))
 }
 
-// Chunks of spans takeSpans encodes at once.
+// Chunks of spans measured (and written) at once.
 const (
-	minSpanChunk = 64
-	maxSpanChunk = 4096
+	minSpanChunk   = 64
+	maxSpanChunk   = 4096
+	spanChunkBytes = 4 << 20
 )
 
 // takeChunk is takeSpans for one chunk.
@@ -103,32 +105,17 @@ func (b *renderBudget) takeChunk(spans []JaegerSpan, force bool) int {
 	if b.exhausted && !force {
 		return 0
 	}
-	mean := int64(1 << 10)
-	if b.spans > 0 {
-		mean = b.used/b.spans + 64
-	}
+	sizes := make([]int64, len(spans))
 	inParallel(len(spans), minParallelSpans, func(lo, hi int) {
-		// One buffer for the part, sliced once it is whole: the spans' slices share it.
-		buf := make([]byte, 0, int64(hi-lo)*mean)
-		ends := make([]int, hi-lo)
+		var buf []byte
 		for i := lo; i < hi; i++ {
-			buf = appendSpanJSON(buf, &spans[i])
-			ends[i-lo] = len(buf)
-		}
-		start := 0
-		for i := lo; i < hi; i++ {
-			end := ends[i-lo]
-			spans[i].enc = buf[start:end:end]
-			start = end
+			buf = appendSpanJSON(buf[:0], &spans[i])
+			sizes[i] = int64(len(buf)) + 1 // what Encode would write: the JSON and a newline
 		}
 	})
-	for i := range spans {
-		n := int64(len(spans[i].enc)) + 1 // what Encode would write: the JSON and a newline
+	for i, n := range sizes {
 		if !(force && i == 0) && (b.exhausted || b.used+n > b.limit) {
 			b.exhausted = true
-			for j := i; j < len(spans); j++ {
-				spans[j].enc = nil
-			}
 			return i
 		}
 		b.used += n
@@ -170,7 +157,6 @@ func markTruncated(tr *JaegerTrace, msg string, marker bool) {
 	}
 	root := &tr.Spans[0]
 	root.Warnings = append(root.Warnings, msg)
-	root.enc = nil
 	if !marker {
 		return
 	}
@@ -257,7 +243,7 @@ func writeTraces(w http.ResponseWriter, code int, resp jaegerResponse, traces []
 		return err == nil
 	}
 	raw := func(s string) bool { _, err := bw.WriteString(s); return err == nil }
-	var span []byte // one span's JSON (appendSpanJSON: as put would write it, without reflection)
+	var parts [][]byte // the buffers of appendSpansJSON, kept from trace to trace
 	ok := raw(`{"data":`)
 	if traces == nil {
 		ok = ok && raw("null")
@@ -273,20 +259,13 @@ func writeTraces(w http.ResponseWriter, code int, resp jaegerResponse, traces []
 				ok = ok && raw("null")
 			} else {
 				ok = ok && raw("[")
-				for j := range tr.Spans {
-					if j > 0 {
-						ok = ok && raw(",")
-					}
+				parts = appendSpansJSON(tr.Spans, parts, func(b []byte) bool {
 					if ok {
-						enc := tr.Spans[j].enc
-						if enc == nil {
-							span = appendSpanJSON(span[:0], &tr.Spans[j])
-							enc = span
-						}
-						_, err := bw.Write(enc)
+						_, err := bw.Write(b)
 						ok = err == nil
 					}
-				}
+					return ok
+				})
 				ok = ok && raw("]")
 			}
 			ok = ok && raw(`,"processes":`) && put(tr.Processes) && raw(`,"warnings":`) && put(tr.Warnings) && raw("}")
@@ -302,4 +281,37 @@ func writeTraces(w http.ResponseWriter, code int, resp jaegerResponse, traces []
 	rest := bytes.TrimPrefix(buf.Bytes(), []byte(`{"data":null`))
 	_, _ = bw.Write(rest)
 	_ = bw.Flush()
+}
+
+// appendSpansJSON calls write with the JSON of spans joined by commas (appendSpanJSON: as
+// encoding/json would write them, without reflection), in pieces, and returns the buffers it
+// used for the next call. The spans are encoded a chunk of about spanChunkBytes at a time, the
+// chunk's parts in parallel when there are many; it stops at the first write that returns false.
+func appendSpansJSON(spans []JaegerSpan, bufs [][]byte, write func([]byte) bool) [][]byte {
+	chunk, done, written := minSpanChunk, 0, 0
+	for done < len(spans) {
+		n := min(chunk, len(spans)-done)
+		for len(bufs) < runtime.GOMAXPROCS(0) {
+			bufs = append(bufs, nil)
+		}
+		parts := inParts(n, minParallelSpans, func(k, lo, hi int) {
+			buf := bufs[k][:0]
+			for i := done + lo; i < done+hi; i++ {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf = appendSpanJSON(buf, &spans[i])
+			}
+			bufs[k] = buf
+		})
+		for _, buf := range bufs[:parts] {
+			written += len(buf)
+			if len(buf) > 0 && !write(buf) {
+				return bufs
+			}
+		}
+		done += n
+		chunk = min(max(spanChunkBytes/max(written/done, 1), minSpanChunk), maxSpanChunk)
+	}
+	return bufs
 }
