@@ -37,8 +37,17 @@ import (
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func localConfig(dataDir string) kelemetry.Config {
-	return kelemetry.Config{Cluster: "demo", AuditAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", DataDir: dataDir}
+	cfg := kelemetry.Config{Cluster: "demo", AuditAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", DataDir: dataDir}
+	if dataDir != "" {
+		// The fixtures were recorded on 2026-11-29: with the default maxAge of 7 days the
+		// store's retention deletes their windows when it starts (from 2026-12-06 17:30 UTC on).
+		cfg.Store.MaxAge = fixtureMaxAge
+	}
+	return cfg
 }
+
+// fixtureMaxAge keeps the fixtures' windows in the tests' embedded stores.
+const fixtureMaxAge = 100 * 365 * 24 * time.Hour
 
 // postRollout posts the recorded rollout's webhook batches.
 func postRollout(t *testing.T, auditAddr string) {
@@ -157,7 +166,7 @@ func TestQueryOnlyComposition(t *testing.T) {
 	var query *httpserver.Servers
 	app := fxtest.New(t,
 		telemetry.Module, httpserver.Module, store.Module, frontend.Module,
-		fx.Supply(quietLogger(), httpserver.Config{APIAddr: "127.0.0.1:0"}, store.Config{Embedded: pebble.Config{Dir: dir}}),
+		fx.Supply(quietLogger(), httpserver.Config{APIAddr: "127.0.0.1:0"}, store.Config{Embedded: pebble.Config{Dir: dir, MaxAge: fixtureMaxAge}}),
 		fx.Populate(&query), fx.NopLogger)
 	app.RequireStart()
 	defer app.RequireStop()

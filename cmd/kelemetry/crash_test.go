@@ -49,7 +49,7 @@ func startProcess(t *testing.T, bin, dataDir string, args ...string) *process {
 	t.Helper()
 	auditAddr, apiAddr := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"--cluster=crash", "--data-dir=" + dataDir,
-		"--audit-addr=" + auditAddr, "--http-addr=" + apiAddr, "--log-level=warn"}, args...)...)
+		"--audit-addr=" + auditAddr, "--http-addr=" + apiAddr, "--log-level=warn", keepFixtures}, args...)...)
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
 	p := &process{cmd: cmd, auditURL: "http://" + auditAddr + "/audit/crash", apiURL: "http://" + apiAddr,

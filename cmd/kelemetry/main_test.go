@@ -45,13 +45,24 @@ func TestMain(m *testing.M) {
 
 func testConfig(t *testing.T, dataDir string) kelemetry.Config {
 	t.Helper()
-	return kelemetry.Config{
+	cfg := kelemetry.Config{
 		Cluster:   "test",
 		AuditAddr: "127.0.0.1:0",
 		HTTPAddr:  "127.0.0.1:0",
 		DataDir:   dataDir,
 	}
+	if dataDir != "" {
+		cfg.Store.MaxAge = fixtureMaxAge
+	}
+	return cfg
 }
+
+// fixtureMaxAge is the embedded store's maxAge in the tests: the fixtures were recorded on
+// 2026-11-29, and with the default of 7 days the store's retention deletes their windows when
+// it starts (from 2026-12-06 17:30 UTC on). keepFixtures is the same as a flag.
+const fixtureMaxAge = 100 * 365 * 24 * time.Hour
+
+var keepFixtures = "--set=store.maxAge=" + fixtureMaxAge.String()
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))

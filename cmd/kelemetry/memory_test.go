@@ -122,7 +122,7 @@ func startBounded(t *testing.T, bin, data, cgroupProcs string, args ...string) *
 	t.Helper()
 	apiAddr, grpcAddr := freeAddr(t), freeAddr(t)
 	args = append([]string{"--cluster=crash", "--data-dir=" + data, "--audit-addr=127.0.0.1:0",
-		"--http-addr=" + apiAddr, "--remote-storage-addr=" + grpcAddr, "--log-level=info"}, args...)
+		"--http-addr=" + apiAddr, "--remote-storage-addr=" + grpcAddr, "--log-level=info", keepFixtures}, args...)
 	var cmd *exec.Cmd
 	if cgroupProcs == "" {
 		cmd = exec.Command(bin, args...)
