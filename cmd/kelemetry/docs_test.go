@@ -135,6 +135,9 @@ until every event of the files is in the store of the data folder, then exits; `
 the same folder then shows the traces. With ` + "`--to`" + ` it posts the events in batches to a running
 webhook, waiting out 429 and 503 answers. Lines that are not audit events are counted and skipped.
 Progress goes to stderr: a bar on a terminal, a line every ` + "`--progress-every`" + ` otherwise.
+The store keeps windows for ` + "`store.maxAge`" + ` (7 days by default) after they end: events older than
+that are deleted by the next retention check, when ` + "`kelemetry serve`" + ` starts on the folder. To look
+at an older log, raise it (` + "`--set store.maxAge=720h`" + `) for both commands.
 
 ` + "```sh" + `
 kelemetry replay --data-dir kelemetry-data audit.log audit-1.log.gz
