@@ -300,6 +300,9 @@ dataDir: %q
 audit:
   otlpLogs: {enabled: true}
   queue: {maxDiskBytes: 196608, segmentBytes: 65536}
+# The fixture was recorded on 2026-11-29: kept past the default 7 days, which the store's
+# retention would apply when the restarted process starts.
+store: {maxAge: 876000h}
 `, auditAddr, apiAddr, otlpAddr, dataDir)), 0o600))
 	startKelemetry := func() *proc {
 		p := startProc(t, "kelemetry", bin, "--config="+kelemetryCfg, "--log-level=warn")
