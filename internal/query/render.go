@@ -212,7 +212,8 @@ func build(g *Graph, foldEvents bool) *node {
 	return root
 }
 
-// minParallelObjects is the least number of objects per goroutine that build folds at once.
+// minParallelObjects is the least number of objects per goroutine when loader.read fills them,
+// or build makes their tags and folds their events, at once.
 const minParallelObjects = 256
 
 func spanOf(ns []*node) (start, end time.Time) {
