@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -92,6 +91,7 @@ func findMetadataPatch(path, ns, name string) (string, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	refused := 0 // patches answered with a Status: refused (a conflict, say), which the collector retries
 	for sc.Scan() {
 		var e struct {
 			Verb string `json:"verb"`
@@ -113,6 +113,10 @@ func findMetadataPatch(path, ns, name string) (string, error) {
 			e.ObjectRef.Resource != "deployments" || e.ObjectRef.Namespace != ns || e.ObjectRef.Name != name {
 			continue
 		}
+		if e.ResponseObject.Kind == "Status" {
+			refused++
+			continue
+		}
 		if e.ResponseObject.Kind != "PartialObjectMetadata" {
 			return "", fmt.Errorf("the garbage collector's patch was answered with a %q, not a PartialObjectMetadata", e.ResponseObject.Kind)
 		}
@@ -123,5 +127,5 @@ func findMetadataPatch(path, ns, name string) (string, error) {
 	if err := sc.Err(); err != nil {
 		return "", err
 	}
-	return "", errors.New("no such patch yet")
+	return "", fmt.Errorf("no such patch yet (%d refused with a Status)", refused)
 }
