@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/internal/parallel"
 )
 
 // renderBudget is what one request may still render, in bytes of JSON. It measures each
@@ -294,7 +296,7 @@ func appendSpansJSON(spans []JaegerSpan, bufs [][]byte, write func([]byte) bool)
 		for len(bufs) < runtime.GOMAXPROCS(0) {
 			bufs = append(bufs, nil)
 		}
-		parts := inParts(n, minParallelSpans, func(k, lo, hi int) {
+		parts := parallel.Parts(n, minParallelSpans, 0, func(k, lo, hi int) {
 			buf := bufs[k][:0]
 			for i := done + lo; i < done+hi; i++ {
 				if i > 0 {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +32,7 @@ import (
 	"github.com/kelemetry/kelemetry/internal/clockcache"
 	"github.com/kelemetry/kelemetry/internal/instrument"
 	"github.com/kelemetry/kelemetry/internal/loop"
+	"github.com/kelemetry/kelemetry/internal/parallel"
 	"github.com/kelemetry/kelemetry/store/internal/query"
 	"github.com/kelemetry/kelemetry/telemetry"
 )
@@ -726,17 +726,8 @@ type sortKey struct {
 // inParts calls fn on order, or at once on contiguous parts of it of at least minPart each when
 // it is long enough, one goroutine a part up to the cores there are (at most maxReadParts).
 func inParts(order []int, minPart int, fn func(part []int) error) error {
-	parts := min(runtime.GOMAXPROCS(0), maxReadParts, len(order)/minPart)
-	if parts <= 1 {
-		return fn(order)
-	}
-	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	for k := range parts {
-		part := order[k*len(order)/parts : (k+1)*len(order)/parts]
-		wg.Go(func() { errs[k] = fn(part) })
-	}
-	wg.Wait()
+	errs := make([]error, maxReadParts)
+	parallel.Parts(len(order), minPart, maxReadParts, func(k, lo, hi int) { errs[k] = fn(order[lo:hi]) })
 	return errors.Join(errs...)
 }
 
