@@ -1,0 +1,54 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/benchdata"
+)
+
+// Every table the store writes, at a flush or in a compaction, holds one kind of key, and span
+// and window-index keys of one window: the compactions of the current window's writes then leave
+// the change feed, the other indexes and earlier windows alone.
+func TestTablesEndWhereKeysOrWindowsEnd(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, Config{}, nil)
+	start := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	// Three windows of writes, each with its diff, object spans and change-feed entries.
+	require.NoError(t, benchdata.Writes(benchdata.WritesConfig{Batch: 500, Objects: 500}, 6000, start, start.Add(90*time.Minute),
+		func(spans []*aggregator.Span) error { return p.Export(ctx, spans) }))
+	require.NoError(t, p.Sync(ctx))
+	require.NoError(t, p.db.Flush())
+	check := func(stage string) {
+		levels, err := p.db.SSTables()
+		require.NoError(t, err)
+		kinds := map[byte]bool{}
+		tables := 0
+		for _, level := range levels {
+			for _, tb := range level {
+				tables++
+				lo, hi := tb.Smallest.UserKey, tb.Largest.UserKey
+				require.NotEmpty(t, lo, stage)
+				require.NotEmpty(t, hi, stage)
+				kinds[lo[0]] = true
+				assert.Equal(t, lo[0], hi[0], "%s: table %s holds keys of kinds %q to %q", stage, tb.FileNum, lo[0], hi[0])
+				if lo[0] == prefixSpan || lo[0] == prefixWindow {
+					assert.True(t, bytes.Equal(lo[:1+windowLen], hi[:1+windowLen]), "%s: table %s holds keys of two windows", stage, tb.FileNum)
+				}
+			}
+		}
+		// The data has every kind of key, in several tables: the check above saw them all.
+		for _, k := range []byte{prefixChange, prefixObject, prefixSpan, prefixTrace, prefixWindow} {
+			assert.True(t, kinds[k], "%s: no table of kind %q among %d", stage, k, tables)
+		}
+	}
+	check("after the flush")
+	require.NoError(t, p.db.Compact(ctx, []byte{0}, []byte{0xff}, false))
+	check("after a full compaction")
+}
