@@ -39,7 +39,9 @@ type Config struct {
 	// has no room left its reads stop and the result says it is truncated ("memory budget of N
 	// MiB reached"). 0 (the default): 50% of the Go runtime's memory limit
 	// (GOMEMLIMIT, which the all-in-one sets from the container's memory limit) when one is set
-	// when the engine is built, no memory bound otherwise; -1: no memory bound.
+	// when the engine is built, no memory bound otherwise; -1: no memory bound. While heavy
+	// requests run, the garbage collector may let the heap grow by their shares (256 MiB each
+	// without a bound) before it collects: the memory set aside for them is its headroom.
 	MaxMemoryBytes int64 `yaml:"maxMemoryBytes"`
 
 	// CausalRules replace the rules the critical path follows (GET /api/critical-path): unset

@@ -47,6 +47,9 @@ type limiter struct {
 	keep       int64 // what a request's reads leave of its reservation, to draw the result
 	growStep   int64 // the least a request's reservation grows by
 
+	// gc is lent the memory of the running requests as the collector's headroom (gcroom.go).
+	gc *gcLender
+
 	mu       sync.Mutex
 	running  int
 	reserved int64
@@ -63,7 +66,7 @@ type waiter struct {
 // renderBytes is what one request may render (Config.MaxRenderBytes).
 func newLimiter(maxRunning int, wait time.Duration, budget, renderBytes int64) *limiter {
 	maxRunning = max(maxRunning, 1)
-	l := &limiter{maxRunning: maxRunning, maxWaiting: 4 * maxRunning, wait: wait, budget: max(budget, 0)}
+	l := &limiter{maxRunning: maxRunning, maxWaiting: 4 * maxRunning, wait: wait, budget: max(budget, 0), gc: gcRoom}
 	if l.budget > 0 {
 		l.estimate = l.budget / int64(maxRunning)
 		l.keep = min(l.estimate/4, renderBytes*renderFactorNum/renderFactorDen)
@@ -89,7 +92,12 @@ func (l *limiter) fitsLocked() bool {
 func (l *limiter) admitLocked() *ticket {
 	l.running++
 	l.reserved += l.estimate
-	return &ticket{l: l, reserved: l.estimate}
+	t := &ticket{l: l, reserved: l.estimate, lent: l.estimate}
+	if l.budget == 0 {
+		t.lent = noBudgetRoom
+	}
+	l.gc.lend(t.lent)
+	return t
 }
 
 // grantLocked admits the waiters at the head of the queue while they fit.
@@ -146,7 +154,7 @@ func (l *limiter) acquire(ctx context.Context) (*ticket, error) {
 			return w.t, nil
 		}
 		w.t.released = true // nobody else has seen it
-		l.giveBackLocked(w.t.reserved)
+		l.giveBackLocked(w.t)
 		return nil, err
 	}
 	if i := slices.Index(l.queue, w); i >= 0 {
@@ -179,10 +187,12 @@ func (l *limiter) grow(need, want int64) (got int64, ok bool) {
 	return got, ok
 }
 
-// giveBackLocked ends a request that reserved n bytes and admits the waiters that now fit.
-func (l *limiter) giveBackLocked(n int64) {
+// giveBackLocked ends request t: its memory goes back to the budget (and the collector's
+// headroom), and the waiters that now fit are admitted.
+func (l *limiter) giveBackLocked(t *ticket) {
 	l.running--
-	l.reserved -= n
+	l.reserved -= t.reserved
+	l.gc.repay(t.lent)
 	l.grantLocked()
 }
 
@@ -203,6 +213,7 @@ type ticket struct {
 	l        *limiter
 	mu       sync.Mutex
 	reserved int64 // taken from the budget
+	lent     int64 // lent to the garbage collector while it runs (gcLender)
 	used     int64 // charged: read and rendered
 	short    bool  // a read did not fit the budget
 	released bool
@@ -271,7 +282,7 @@ func (t *ticket) release() {
 	t.released = true
 	t.l.mu.Lock()
 	defer t.l.mu.Unlock()
-	t.l.giveBackLocked(t.reserved)
+	t.l.giveBackLocked(t)
 }
 
 // memoryMessage is the truncation message of a request whose reads stopped for memory.
