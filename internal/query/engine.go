@@ -896,16 +896,19 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 	for _, w := range walks {
 		total += len(w.order)
 	}
-	owner := make(map[aggregator.ObjectKey]int, total)
-	for i, w := range walks {
-		for _, k := range w.order {
-			if j, ok := owner[k]; ok {
-				a, b := find(i), find(j)
-				if a != b {
-					parent[max(a, b)] = min(a, b)
+	// One walk is one group: no key needs hashing for that.
+	if len(walks) > 1 {
+		owner := make(map[aggregator.ObjectKey]int, total)
+		for i, w := range walks {
+			for _, k := range w.order {
+				if j, ok := owner[k]; ok {
+					a, b := find(i), find(j)
+					if a != b {
+						parent[max(a, b)] = min(a, b)
+					}
+				} else {
+					owner[k] = i
 				}
-			} else {
-				owner[k] = i
 			}
 		}
 	}
@@ -915,20 +918,29 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 	for i, w := range walks {
 		r := find(i)
 		g := byRoot[r]
-		if g == nil {
+		first := g == nil
+		if first {
 			g = &Graph{
 				AnchorObject: w.seed, Anchor: w.anchor, From: l.from, To: l.to,
 				Objects: make(map[aggregator.ObjectKey]*object, len(w.order)), Children: map[aggregator.ObjectKey][]edge{},
 				References: map[aggregator.ObjectKey][]edge{}, Omitted: map[aggregator.ObjectKey]int{},
 			}
 			byRoot[r] = g
-			edges[g] = make(map[[2]aggregator.ObjectKey]string, len(w.edges))
+			// The group's first walk lends it its edges (the walks end with this call): copying
+			// the 10,000 edges of a large tree hashed 20,000 object keys.
+			edges[g] = w.edges
 			out = append(out, g)
 		}
 		g.Seeds = append(g.Seeds, w.seed)
 		g.Seeds = append(g.Seeds, w.joined...)
 		for _, k := range w.order {
 			g.Objects[k] = l.objs[k]
+		}
+		if first {
+			continue
+		}
+		if edges[g] == nil {
+			edges[g] = make(map[[2]aggregator.ObjectKey]string, len(w.edges))
 		}
 		for pair, class := range w.edges {
 			// Walks of one group share most edges: keep each once, one with a class first.
@@ -939,8 +951,21 @@ func (l *loader) graphs(walks []*walk) []*Graph {
 		}
 	}
 	for _, g := range out {
+		// Most edges of a large group leave a few parents (a ReplicaSet's thousands of Pods):
+		// the list of the parent before is kept at hand rather than looked up per edge.
+		var parent aggregator.ObjectKey
+		var list []edge
 		for pair, class := range edges[g] {
-			g.Children[pair[0]] = append(g.Children[pair[0]], edge{Parent: pair[0], Child: pair[1], Class: class})
+			if list == nil || pair[0] != parent {
+				if list != nil {
+					g.Children[parent] = list
+				}
+				parent, list = pair[0], g.Children[pair[0]]
+			}
+			list = append(list, edge{Parent: pair[0], Child: pair[1], Class: class})
+		}
+		if list != nil {
+			g.Children[parent] = list
 		}
 		g.Truncated = l.truncated
 		// What one walk left out and another showed is not omitted.
@@ -1021,8 +1046,12 @@ func (g *Graph) buildTree() {
 	parents := make([][]edge, len(keys))
 	seenEdge := make(map[[2]int32]bool, len(keys))
 	for _, es := range g.Children {
-		for _, e := range es {
-			p, okP := num[e.Parent]
+		var p int32
+		var okP bool
+		for i, e := range es {
+			if i == 0 || e.Parent != es[i-1].Parent { // a list holds one parent's edges
+				p, okP = num[e.Parent]
+			}
 			c, okC := num[e.Child]
 			if !okP || !okC || (anyNil && (g.Objects[e.Parent] == nil || g.Objects[e.Child] == nil)) || seenEdge[[2]int32{p, c}] {
 				continue

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -329,14 +330,22 @@ const (
 // readBytes is the charge of spans read: their ApproxBytes (the strings and a fixed overhead per
 // span, attribute and log) times readFactor.
 func readBytes(traces [][]*aggregator.Span) int64 {
-	var n int64
-	for _, spans := range traces {
-		for _, sp := range spans {
-			n += sp.ApproxBytes()
+	// Summed in parallel: a large read's 200,000 spans took 10 ms on one core.
+	var n atomic.Int64
+	inParallel(len(traces), minParallelTraces, func(lo, hi int) {
+		var part int64
+		for _, spans := range traces[lo:hi] {
+			for _, sp := range spans {
+				part += sp.ApproxBytes()
+			}
 		}
-	}
-	return n * readFactorNum / readFactorDen
+		n.Add(part)
+	})
+	return n.Load() * readFactorNum / readFactorDen
 }
+
+// minParallelTraces is the least number of traces a goroutine sums the bytes of.
+const minParallelTraces = 512
 
 // chargeRead charges the spans ctx's request read (readBytes). It reports false when the memory
 // budget had no room: the request should stop reading.
