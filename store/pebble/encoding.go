@@ -529,8 +529,11 @@ func decodeRefValue(data []byte) (aggregator.ObjectRef, error) {
 // Keys. Windows are Unix nanoseconds with the sign bit flipped, big endian, so that byte order
 // is time order.
 //
-//	's' window(8) traceID(16) spanID(8)                 -> span
+//	's' window(8) segment(1) traceID(16) spanID(8)      -> span (windows from segFrom on)
+//	's' window(8) traceID(16) spanID(8)                 -> span (windows before segFrom)
 //	'o' cluster/group/resource/namespace/name 0x00 window(8) traceID(16) -> object reference
+//	'o' cluster/group/resource/namespace/name 0x00 window(8) traceID(16) segment(1) -> empty
+//	                                                     (the trace has spans in that segment)
 //	'w' window(8) traceID(16)                            -> cluster/group/resource/namespace/name
 //	't' traceID(16) window(8)                            -> empty
 //
@@ -573,11 +576,21 @@ func appendObjectString(b []byte, r *aggregator.ObjectRef) []byte {
 	return append(b, r.Name...)
 }
 
-func appendSpanKey(b []byte, window int64, tid trace.TraceID, sid trace.SpanID) []byte {
+// appendSpanKey appends the key of span sid of trace tid in window, in segment seg (from 0) or,
+// with seg -1, in the layout without segments.
+func appendSpanKey(b []byte, window int64, seg int, tid trace.TraceID, sid trace.SpanID) []byte {
+	return append(appendSpanPrefix(b, window, seg, tid), sid[:]...)
+}
+
+// appendSpanPrefix appends the prefix of the span keys of trace tid in window and segment seg
+// (-1: the layout without segments).
+func appendSpanPrefix(b []byte, window int64, seg int, tid trace.TraceID) []byte {
 	b = append(b, prefixSpan)
 	b = appendWindow(b, window)
-	b = append(b, tid[:]...)
-	return append(b, sid[:]...)
+	if seg >= 0 {
+		b = append(b, byte(seg))
+	}
+	return append(b, tid[:]...)
 }
 
 func appendObjectKey(b []byte, object []byte, window int64, tid trace.TraceID) []byte {

@@ -95,11 +95,12 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 	require.NoError(t, err)
 	writeV1 := func(dir string) {
 		p := openFaultPebble(t, Config{Dir: dir}, vfs.Default)
+		asBeforeSegments(t, p)
 		newer := *old
 		newer.SpanID = trace.SpanID{9, 9, 9, 9, 9, 9, 9, 9}
 		newer.Attributes = aggregator.Attrs{{Key: aggregator.AttrVerb, Value: "patch"}}
 		require.NoError(t, p.Export(ctx, []*aggregator.Span{&newer}))
-		require.NoError(t, p.db.Set(appendSpanKey(nil, w, tid, old.SpanID), v1, pebble.Sync))
+		require.NoError(t, p.db.Set(appendSpanKey(nil, w, -1, tid, old.SpanID), v1, pebble.Sync))
 		require.NoError(t, p.db.Set(versionKey, []byte(schemaVersionV1), pebble.Sync))
 		require.NoError(t, p.close())
 	}
@@ -146,9 +147,9 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 
 	dir = t.TempDir()
 	p = openFaultPebble(t, Config{Dir: dir}, vfs.Default)
-	require.NoError(t, p.db.Set(versionKey, []byte("3"), pebble.Sync))
+	require.NoError(t, p.db.Set(versionKey, []byte("4"), pebble.Sync))
 	require.NoError(t, p.close())
 	_, err = Open(ctx, Config{Dir: dir}, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `schema version "3"`)
+	assert.Contains(t, err.Error(), `schema version "4"`)
 }

@@ -382,6 +382,15 @@ func (p *Store) deleteOldestWindow(ctx context.Context, pick windowPick) (deleti
 		if err := b.Delete(key, nil); err != nil {
 			return deletion{}, fmt.Errorf("batch delete: %w", err)
 		}
+		if p.segmented(w) {
+			n := len(key)
+			for seg := range segments {
+				if err := b.Delete(append(key[:n], byte(seg)), nil); err != nil {
+					return deletion{}, fmt.Errorf("batch delete: %w", err)
+				}
+			}
+			key = key[:n]
+		}
 		key = appendTraceKey(key[:0], e.tid, w)
 		if err := b.Delete(key, nil); err != nil {
 			return deletion{}, fmt.Errorf("batch delete: %w", err)

@@ -63,8 +63,11 @@ type Store struct {
 	// mu).
 	deletedUpTo   atomic.Int64
 	deletedFuture map[int64]bool
+	// segFrom is the first window whose span keys have segments (segments.go).
+	segFrom atomic.Int64
 	// index remembers the traces whose index entries were written, with the refHash of the
-	// object reference written: 8 bytes where the reference's seven strings took about 200 and
+	// object reference written and the segments recorded (indexValue): 8 bytes where the
+	// reference's seven strings took about 200 and
 	// kept the span's strings alive (about 480 bytes an entry in all against 160: 48 MB against
 	// 16 MB at the default IndexCacheSize). Entries and index hold no pointers (clockcache), so
 	// the garbage collector does not scan them.
@@ -116,8 +119,15 @@ type indexKey struct {
 
 type pendingRef struct {
 	key indexKey
-	ref uint64 // refHash of the object reference written
+	ref uint64 // indexValue of the entries written
 }
+
+// indexValue is an index cache entry: the refHash of the object reference written, its low bits
+// the segments whose entries this process wrote.
+func indexValue(refHash uint64, segs uint8) uint64 { return refHash&^allSegments | uint64(segs) }
+
+// sameRef reports whether two index values name the same object reference.
+func sameRef(a, b uint64) bool { return a&^allSegments == b&^allSegments }
 
 // refSeed keys refHash: random per process.
 var refSeed = maphash.MakeSeed()
@@ -148,11 +158,13 @@ const (
 
 var versionKey = []byte("mversion")
 
-// schemaVersion is the store's layout: "2" since spans are written in encoding version 2. A
-// store of version "1" (written by an earlier Kelemetry) is read as it is and marked "2" once
-// opened writable; an earlier Kelemetry refuses a store marked "2" rather than misread it.
+// schemaVersion is the store's layout: "3" since span keys have segments (segments.go), "2"
+// since spans are written in encoding version 2. A store of version "1" or "2" (written by an
+// earlier Kelemetry) is read as it is and marked "3" once opened writable, its windows from then
+// on with segments; an earlier Kelemetry refuses a store marked "3" rather than misread it.
 const (
-	schemaVersion   = "2"
+	schemaVersion   = "3"
+	schemaVersionV2 = "2"
 	schemaVersionV1 = "1"
 )
 
@@ -179,6 +191,7 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 	explicitMaxBytes := cfg.MaxBytes != 0
 	cfg = cfg.withDefaults()
 	p := &Store{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
+	p.segFrom.Store(math.MaxInt64) // no segments until the store says (initSegments)
 	p.feed = changefeed.NewFeed(p.findChanges)
 	p.bufs.New = func() any { return &encoder{} }
 	index, err := clockcache.New(max(cfg.IndexCacheSize, 1), func(indexKey, uint64) {
@@ -229,11 +242,13 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 	return p, nil
 }
 
-// maxOpenFiles is Pebble's MaxOpenFiles: its file cache holds up to 118 tables and blob files
-// (Pebble counts 10 for its logs and manifest), about what a steady ingest of 2,000 events/s
-// opens in its first ten minutes, and more than a read of one window consults (a table refers to
-// at most 64 blob files).
-const maxOpenFiles = 128
+// maxOpenFiles is Pebble's MaxOpenFiles: its file cache holds up to 54 tables and blob files
+// (Pebble counts 10 for its logs and manifest). A steady ingest of 2,000 events/s opens that many
+// within its first five minutes, so the store's open files stay flat from then on (with 128 they
+// climbed from 88 to 117 between the tenth and the thirtieth minute); a file opened again costs a
+// read of its footer and index, most likely in the block cache, and BenchmarkTreeTraceRead and
+// BenchmarkGrowingWindow's reads took as long with 54 as with 118.
+const maxOpenFiles = 64
 
 // options are the Pebble options of the database, sized for MaxBytes. Open takes its own
 // reference to cache: unref it after Open.
@@ -251,11 +266,12 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 		// so it shrinks with MaxBytes.
 		MemTableSize:                p.memSize,
 		MemTableStopWritesThreshold: 3,
-		// Span keys start with their window, then the trace ID: every flushed file overlaps the
-		// whole current window, so each compaction out of L0 rewrites the window's data in the
-		// level below. Compacting once 8 files (sublevels) are in L0 instead of 4 does that half
-		// as often: 10-25% more distinct events per CPU-second under bench.sh's load (the
-		// compactions left after the drain counted), for up to 8 files a read may consult in L0.
+		// Span keys start with their window and segment, then the trace ID: every flushed file
+		// overlaps the current segment (segments.go), so each compaction out of L0 rewrites the
+		// segment's data in the level below. Compacting once 8 files (sublevels) are in L0
+		// instead of 4 does that half as often: 10-25% more distinct events per CPU-second under
+		// bench.sh's load (the compactions left after the drain counted), for up to 8 files a
+		// read may consult in L0.
 		L0CompactionThreshold: 8,
 		L0StopWritesThreshold: 24,
 		Logger:                pebbleLogger{logger: p.logger, failed: &p.failed},
@@ -275,10 +291,9 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 	// for a read) open until the file is deleted or its file cache of MaxOpenFiles (default 1,000)
 	// is full, so the store's open files grew with the data it held: under a steady ingest of
 	// 2,000 events/s, from 146 in the tenth minute to 267 in the thirtieth. maxOpenFiles bounds
-	// them once the store holds that many files; a file opened again costs a read of its footer
-	// and index (most likely in the block cache).
+	// them.
 	o.MaxOpenFiles = maxOpenFiles
-	o.Experimental.SpanPolicyFunc = tableBounds
+	o.Experimental.SpanPolicyFunc = p.tableBounds
 	o.TargetFileSizes[1] = max(4<<20, 2*int64(p.memSize))
 	// Pebble's fastest compression (MinLZ on amd64, Snappy on arm64, where MinLZ has no assembly)
 	// rather than Snappy everywhere: on amd64, BenchmarkGrowingWindow (a million spans, two runs
@@ -287,20 +302,27 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.FastestCompression }
 	}
 	// Span values (most of them 300 B to several KB) go to blob files, written once at the
-	// memtable's flush; the tables keep the keys and a reference to each value. A span key starts
-	// with its window and then the trace ID, so the keys of a steady ingest land all over the
-	// current window, and every compaction out of L0 rewrites the window's tables below it: with
+	// memtable's flush; the tables keep the keys and a reference to each value. Before segments
+	// (segments.go) a span key started with its window and then the trace ID, so the keys of a
+	// steady ingest landed all over the current window, and every compaction out of L0 rewrote
+	// the window's tables below it: with
 	// the values inside them, those compactions grew to a third of the process's CPU within
 	// minutes and kept growing as the window filled (the all-in-one at 2,000 distinct events/s:
 	// 11.2 CPU-seconds in the first minute, 19.6 in the sixth). With the values in blob files they
 	// rewrite keys and references only: 9-11 CPU-seconds in each of the 6 minutes, 1.5 times
 	// fewer in all (CHANGELOG.md). A compaction whose output would
-	// refer to more than 64 blob files copies its values into a new one instead (so a read
-	// visits at most that many); a window's blob files go when retention deletes its spans.
+	// refer to more than 256 blob files copies its values into new ones instead (so a read
+	// visits at most that many); a window's blob files go when retention deletes its spans. The
+	// bound is for segment 0, which holds the object and link spans of the whole window (most
+	// link spans are larger than MinimumSize): with segments, each flush refers to a blob file
+	// from segment 0, so with 64 a compaction copied segment 0's values every 64 flushes (every
+	// 8 minutes at 2,000 events/s, each copy larger: 2.8 CPU-seconds in the 13th minute of a
+	// window). 256 flushes are more than a 30-minute window holds at that rate; an event
+	// segment's flushes are fewer still.
 	// Values are never overwritten in place (a span is written once, a duplicate rarely), so
 	// blob files are never rewritten to reclaim garbage.
 	o.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
-		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 256, MaxBlobReferenceDepth: 64, RewriteMinimumAge: time.Hour, TargetGarbageRatio: 1}
+		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 256, MaxBlobReferenceDepth: 256, RewriteMinimumAge: time.Hour, TargetGarbageRatio: 1}
 	}
 	return o
 }
@@ -320,8 +342,11 @@ func (p *Store) checkVersion() error {
 	v, closer, err := p.db.Get(versionKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound) && p.readOnly != "":
-		return nil // written once writable
+		return p.initSegments(true, false) // written once writable
 	case errors.Is(err, pebble.ErrNotFound):
+		if err := p.initSegments(true, false); err != nil {
+			return err
+		}
 		if err := p.db.Set(versionKey, []byte(schemaVersion), pebble.Sync); err != nil {
 			return fmt.Errorf("write schema version: %w", err)
 		}
@@ -333,18 +358,23 @@ func (p *Store) checkVersion() error {
 	_ = closer.Close()
 	switch {
 	case got == schemaVersion:
-		return nil
-	case got == schemaVersionV1 && p.readOnly != "":
-		return nil // read as it is; marked once writable
-	case got == schemaVersionV1:
+		return p.initSegments(false, true)
+	case (got == schemaVersionV1 || got == schemaVersionV2) && p.readOnly != "":
+		return p.initSegments(false, false) // read as it is; marked once writable
+	case got == schemaVersionV1 || got == schemaVersionV2:
+		// The first window with segments is recorded before the version: a crash between the
+		// two leaves a store of the old version that knows its first window with segments.
+		if err := p.initSegments(false, false); err != nil {
+			return err
+		}
 		if err := p.db.Set(versionKey, []byte(schemaVersion), pebble.Sync); err != nil {
 			return fmt.Errorf("upgrade schema version %s to %s: %w", got, schemaVersion, err)
 		}
-		p.logger.Info("store upgraded: spans written from now on use the compact encoding; an earlier Kelemetry cannot open it any more",
-			"from", got, "to", schemaVersion)
+		p.logger.Info("store upgraded: span keys of the windows from segmentsFrom on are grouped by segment; an earlier Kelemetry cannot open it any more",
+			"from", got, "to", schemaVersion, "segmentsFrom", time.Unix(0, p.segFrom.Load()).UTC())
 		return nil
 	default:
-		return fmt.Errorf("schema version %q, want %q (or %q)", got, schemaVersion, schemaVersionV1)
+		return fmt.Errorf("schema version %q, want %q (or %q, %q)", got, schemaVersion, schemaVersionV2, schemaVersionV1)
 	}
 }
 
@@ -538,12 +568,13 @@ func (p *Store) write(spans []*aggregator.Span) error {
 	defer b.Close()
 	for _, sp := range spans {
 		w := query.WindowNanos(sp)
-		enc.key = appendSpanKey(enc.key[:0], w, sp.TraceID, sp.SpanID)
+		seg := p.segment(sp, w)
+		enc.key = appendSpanKey(enc.key[:0], w, seg, sp.TraceID, sp.SpanID)
 		enc.val = appendSpan(enc.val[:0], sp)
 		if err := b.Set(enc.key, enc.val, nil); err != nil {
 			return fmt.Errorf("batch span: %w", err)
 		}
-		if err := p.writeIndex(b, enc, sp, w); err != nil {
+		if err := p.writeIndex(b, enc, sp, w, seg); err != nil {
 			return err
 		}
 		if err := writeChange(b, enc, sp); err != nil {
@@ -562,8 +593,9 @@ func (p *Store) write(spans []*aggregator.Span) error {
 
 // writeIndex adds the index entries of sp's trace to b unless they were written before. The
 // object reference of a window is the one of its latest object span, or of its first span
-// until an object span arrives.
-func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64) error {
+// until an object span arrives. In a window with segments (seg >= 0) an entry also says that
+// the trace has spans in sp's segment.
+func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64, seg int) error {
 	ik := indexKey{tid: sp.TraceID, window: w}
 	isObject := sp.Kind == aggregator.KindObject
 	var h uint64
@@ -572,19 +604,12 @@ func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w
 	}
 	for i := range enc.pend {
 		if enc.pend[i].key == ik {
-			if !isObject || enc.pend[i].ref == h {
-				return nil
-			}
-			enc.pend[i].ref = h
-			return p.setObjectRef(b, enc, sp, w)
+			return p.updateIndex(b, enc, sp, w, seg, &enc.pend[i], h)
 		}
 	}
-	if ref, ok := p.index.Get(ik); ok {
-		if !isObject || ref == h {
-			return nil
-		}
-		enc.pend = append(enc.pend, pendingRef{key: ik, ref: h})
-		return p.setObjectRef(b, enc, sp, w)
+	if v, ok := p.index.Get(ik); ok {
+		enc.pend = append(enc.pend, pendingRef{key: ik, ref: v})
+		return p.updateIndex(b, enc, sp, w, seg, &enc.pend[len(enc.pend)-1], h)
 	}
 	if !isObject {
 		// Written by an earlier process, or evicted from the cache?
@@ -596,8 +621,9 @@ func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w
 			ref, derr := decodeRefValue(v)
 			_ = closer.Close()
 			if derr == nil {
-				enc.pend = append(enc.pend, pendingRef{key: ik, ref: refHash(&ref)})
-				return nil
+				// The segments it recorded are not known here: this process records its own.
+				enc.pend = append(enc.pend, pendingRef{key: ik, ref: indexValue(refHash(&ref), 0)})
+				return p.addSegment(b, enc, sp, w, seg, &enc.pend[len(enc.pend)-1])
 			}
 			// A corrupt entry is rewritten below.
 		case !errors.Is(err, pebble.ErrNotFound):
@@ -607,7 +633,7 @@ func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w
 	if !isObject {
 		h = refHash(&sp.Object)
 	}
-	enc.pend = append(enc.pend, pendingRef{key: ik, ref: h})
+	enc.pend = append(enc.pend, pendingRef{key: ik, ref: indexValue(h, 0)})
 	if err := p.setObjectRef(b, enc, sp, w); err != nil {
 		return err
 	}
@@ -618,6 +644,34 @@ func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w
 	enc.key = appendTraceKey(enc.key[:0], sp.TraceID, w)
 	if err := b.Set(enc.key, nil, nil); err != nil {
 		return fmt.Errorf("batch trace index: %w", err)
+	}
+	return p.addSegment(b, enc, sp, w, seg, &enc.pend[len(enc.pend)-1])
+}
+
+// updateIndex writes what the index entries of a trace written before lack for sp: the object
+// reference of an object span (h, its refHash) that differs, and sp's segment.
+func (p *Store) updateIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64, seg int, pr *pendingRef, h uint64) error {
+	if sp.Kind == aggregator.KindObject && !sameRef(pr.ref, h) {
+		pr.ref = indexValue(h, uint8(pr.ref&allSegments))
+		if err := p.setObjectRef(b, enc, sp, w); err != nil {
+			return err
+		}
+	}
+	return p.addSegment(b, enc, sp, w, seg, pr)
+}
+
+// addSegment writes the object index's segment entry of sp's trace for segment seg (none for -1)
+// unless this process wrote it before. It needs no read: the entry is empty, and the segments
+// of a trace are the entries there are.
+func (p *Store) addSegment(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w int64, seg int, pr *pendingRef) error {
+	if seg < 0 || pr.ref&(1<<seg) != 0 {
+		return nil
+	}
+	pr.ref |= 1 << seg
+	enc.obj = appendObjectString(enc.obj[:0], &sp.Object)
+	enc.key = append(appendObjectKey(enc.key[:0], enc.obj, w, sp.TraceID), byte(seg))
+	if err := b.Set(enc.key, nil, nil); err != nil {
+		return fmt.Errorf("batch object index segment: %w", err)
 	}
 	return nil
 }
@@ -652,9 +706,11 @@ func (p *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.S
 		return nil, fmt.Errorf("get trace %s: %w", id, err)
 	}
 	var spans []*aggregator.Span
+	var prefixes [][]byte
 	for _, w := range windows {
-		lower := appendWindowKey([]byte(nil), w, id)
-		lower[0] = prefixSpan
+		prefixes = p.spanPrefixes(prefixes, w, id, 0)
+	}
+	for _, lower := range prefixes {
 		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
 			v, err := it.ValueAndErr()
 			if err != nil {
@@ -690,37 +746,76 @@ func (p *Store) GetTraces(ctx context.Context, ws []query.ObjectWindow) ([][]*ag
 	if len(ws) == 0 {
 		return out, nil
 	}
-	keys := make([][]byte, len(ws))
-	keyBytes := make([]byte, 0, len(ws)*winKeyLen)
-	// The keys are sorted as three big-endian words each (window, trace ID): comparing words
-	// rather than bytes through the index made the sort of 4,000 keys about 3 times faster.
-	sorted := make([]sortKey, len(ws))
+	// The key prefixes to read: one per window without segments, one per segment of the
+	// trace's mask in a window with them. Owner is the window's index in ws.
+	keys := make([][]byte, 0, len(ws))
+	var owner []int
+	keyBytes := make([]byte, 0, len(ws)*(winKeyLen+1))
+	var one [][]byte
 	for i, w := range ws {
-		n := len(keyBytes)
-		keyBytes = appendWindowKey(keyBytes, w.Window.UnixNano(), w.TraceID)
-		k := keyBytes[n:len(keyBytes):len(keyBytes)]
-		k[0] = prefixSpan
-		keys[i] = k
-		sorted[i] = sortKey{binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[1+windowLen:]), binary.BigEndian.Uint64(k[1+windowLen+8:]), i}
+		one = p.spanPrefixes(one[:0], w.Window.UnixNano(), w.TraceID, w.Segments)
+		for _, k := range one {
+			n := len(keyBytes)
+			keyBytes = append(keyBytes, k...)
+			keys = append(keys, keyBytes[n:len(keyBytes):len(keyBytes)])
+			owner = append(owner, i)
+		}
+	}
+	// The keys are sorted as words (window, then the next 16 bytes, then the last: a window's
+	// keys all have one length): comparing words rather than bytes through the index made the
+	// sort of 4,000 keys about 3 times faster.
+	sorted := make([]sortKey, len(keys))
+	for i, k := range keys {
+		var last uint8
+		if len(k) > winKeyLen {
+			last = k[winKeyLen]
+		}
+		sorted[i] = sortKey{binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[1+windowLen:]), binary.BigEndian.Uint64(k[1+windowLen+8:]), last, i}
 	}
 	slices.SortFunc(sorted, func(a, b sortKey) int {
-		return cmp.Or(cmp.Compare(a.w, b.w), cmp.Compare(a.t1, b.t1), cmp.Compare(a.t2, b.t2))
+		return cmp.Or(cmp.Compare(a.w, b.w), cmp.Compare(a.t1, b.t1), cmp.Compare(a.t2, b.t2), cmp.Compare(a.t3, b.t3))
 	})
-	order := make([]int, len(ws))
+	order := make([]int, len(keys))
 	for n, k := range sorted {
 		order[n] = k.i
 	}
 	// A large read is cut into contiguous runs of keys, one iterator and goroutine each, up to
 	// the cores there are: the 1,000-pod Deployment tree reads 4,000 traces at once.
-	if err := inParts(order, minReadPart, func(part []int) error { return p.readTraces(ctx, keys, part, out) }); err != nil {
+	read := out
+	if len(keys) > len(ws) {
+		read = make([][]*aggregator.Span, len(keys))
+	}
+	if err := inParts(order, minReadPart, func(part []int) error { return p.readTraces(ctx, keys, part, read) }); err != nil {
 		return nil, err
+	}
+	if len(keys) > len(ws) {
+		// A trace read in several segments: its spans in one list, in order again.
+		several := make([]bool, len(ws))
+		for k, spans := range read {
+			i := owner[k]
+			switch {
+			case len(spans) == 0:
+			case out[i] == nil:
+				out[i] = spans
+			default:
+				several[i] = true
+				out[i] = append(out[i], spans...)
+			}
+		}
+		for i, ok := range several {
+			if ok {
+				slices.SortFunc(out[i], query.SpanLess)
+			}
+		}
 	}
 	return out, nil
 }
 
-// sortKey is a window key (prefix, window, trace ID) as words, and its index.
+// sortKey is the prefix of a trace's span keys (window; segment and trace ID, or trace ID) as
+// words, and its index.
 type sortKey struct {
 	w, t1, t2 uint64
+	t3        uint8
 	i         int
 }
 
@@ -854,7 +949,7 @@ func (p *Store) FindObjects(ctx context.Context, q query.ObjectQuery) ([]query.O
 		}
 		windows := ow.Windows[:0]
 		for _, w := range ow.Windows {
-			ok, err := p.windowHasEvent(ctx, w.Window.UnixNano(), w.TraceID, &match)
+			ok, err := p.windowHasEvent(ctx, w, &match)
 			if err != nil {
 				return nil, fmt.Errorf("find objects: %w", err)
 			}
@@ -871,23 +966,26 @@ func (p *Store) FindObjects(ctx context.Context, q query.ObjectQuery) ([]query.O
 }
 
 // windowHasEvent reports whether the trace tid of window w holds an event span match accepts.
-func (p *Store) windowHasEvent(ctx context.Context, w int64, tid trace.TraceID, match *query.Matcher) (bool, error) {
-	lower := appendWindowKey([]byte(nil), w, tid)
-	lower[0] = prefixSpan
+func (p *Store) windowHasEvent(ctx context.Context, ow query.ObjectWindow, match *query.Matcher) (bool, error) {
 	found := false
-	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return false, err
+	for _, lower := range p.spanPrefixes(nil, ow.Window.UnixNano(), ow.TraceID, ow.Segments) {
+		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return false, err
+			}
+			sp, err := decodeSpan(v)
+			if err != nil {
+				return false, fmt.Errorf("key %x: %w", it.Key(), err)
+			}
+			found = match.Event(sp)
+			return !found, nil
+		})
+		if err != nil || found {
+			return found, err
 		}
-		sp, err := decodeSpan(v)
-		if err != nil {
-			return false, fmt.Errorf("key %x: %w", it.Key(), err)
-		}
-		found = match.Event(sp)
-		return !found, nil
-	})
-	return found, err
+	}
+	return false, nil
 }
 
 // FindTraces implements store.Reader.
@@ -1047,7 +1145,7 @@ func (p *Store) FindExact(ctx context.Context, keys []aggregator.ObjectKey, from
 const minFindPart = 64
 
 // findScratch holds the buffers of findObjectsIn, kept from one call to the next by FindExact.
-type findScratch struct{ lower, upper, cur, lastVal, seekBuf []byte }
+type findScratch struct{ lower, upper, cur, lastVal, seekBuf, base []byte }
 
 // findObjectsIn is findObjects with the iterator it, whose bounds it sets, and the buffers of sc.
 func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher, sc *findScratch) ([]query.ObjectWindows, error) {
@@ -1078,9 +1176,10 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 		windows []query.ObjectWindow
 		lastVal = sc.lastVal // index value of its newest matching window
 		seekBuf = sc.seekBuf
+		base    = sc.base // the key of the entry read last
 		steps   int
 	)
-	defer func() { sc.cur, sc.lastVal, sc.seekBuf = cur[:0], lastVal[:0], seekBuf[:0] }()
+	defer func() { sc.cur, sc.lastVal, sc.seekBuf, sc.base = cur[:0], lastVal[:0], seekBuf[:0], base[:0] }()
 	if match.Q.Exact && match.HasFrom && match.HasTo && match.Length > 0 {
 		windows = make([]query.ObjectWindow, 0, min((match.To-match.From)/match.Length+2, 64))
 	}
@@ -1109,8 +1208,8 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 			}
 		}
 		key := it.Key()
-		if len(key) < 1+objSuffix {
-			valid = it.Next()
+		if len(key) < 1+objSuffix || key[len(key)-objSuffix] != 0 {
+			valid = it.Next() // not an entry (a segment entry whose entry is gone)
 			continue
 		}
 		obj := key[1 : len(key)-objSuffix]
@@ -1159,7 +1258,8 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 			valid = it.SeekGE(skip())
 			continue
 		}
-		if match.Window(w) {
+		matched := match.Window(w)
+		if matched {
 			v, err := it.ValueAndErr()
 			if err != nil {
 				return nil, fmt.Errorf("read %x: %w", key, err)
@@ -1169,7 +1269,15 @@ func findObjectsIn(ctx context.Context, it *pebble.Iterator, match query.Matcher
 			copy(tid[:], key[len(key)-traceIDLen:])
 			windows = append(windows, query.ObjectWindow{Window: query.UnixTime(w), TraceID: tid})
 		}
+		// The entry's segment entries follow it: its key and one byte.
+		base = append(base[:0], key...)
 		valid = it.Next()
+		for valid && len(it.Key()) == len(base)+1 && bytes.HasPrefix(it.Key(), base) {
+			if matched {
+				windows[len(windows)-1].Segments |= 1 << (it.Key()[len(base)] % segments)
+			}
+			valid = it.Next()
+		}
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("iterate: %w", err)
@@ -1327,13 +1435,18 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 // table of them overlaps none but the newest) and the span keys of earlier windows, again and
 // again. BenchmarkGrowingWindow: half the table bytes rewritten in compactions (154-164 bytes per
 // span against 318-338, a window of 1.5 million spans), reads of the window as fast.
-func tableBounds(start []byte) (pebble.SpanPolicy, []byte, error) {
+//
+// In a window with segments (segments.go), span tables also end where a segment ends.
+func (p *Store) tableBounds(start []byte) (pebble.SpanPolicy, []byte, error) {
 	if len(start) == 0 {
 		return pebble.SpanPolicy{}, nil, nil
 	}
 	n := 1
 	if (start[0] == prefixSpan || start[0] == prefixWindow) && len(start) >= 1+windowLen {
 		n = 1 + windowLen
+		if start[0] == prefixSpan && len(start) > 1+windowLen && p.segmented(readWindow(start[1:])) {
+			n++
+		}
 	}
 	return pebble.SpanPolicy{}, prefixEnd(start[:n]), nil
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/kelemetry/kelemetry/internal/benchdata"
 )
 
-// Every table the store writes, at a flush or in a compaction, holds one kind of key, and span
-// and window-index keys of one window: the compactions of the current window's writes then leave
+// Every table the store writes, at a flush or in a compaction, holds one kind of key, span
+// and window-index keys of one window, and span keys of one segment: the compactions of the current window's writes then leave
 // the change feed, the other indexes and earlier windows alone.
 func TestTablesEndWhereKeysOrWindowsEnd(t *testing.T) {
 	ctx := context.Background()
@@ -29,6 +29,7 @@ func TestTablesEndWhereKeysOrWindowsEnd(t *testing.T) {
 		levels, err := p.db.SSTables()
 		require.NoError(t, err)
 		kinds := map[byte]bool{}
+		segs := map[byte]bool{}
 		tables := 0
 		for _, level := range levels {
 			for _, tb := range level {
@@ -41,12 +42,17 @@ func TestTablesEndWhereKeysOrWindowsEnd(t *testing.T) {
 				if lo[0] == prefixSpan || lo[0] == prefixWindow {
 					assert.True(t, bytes.Equal(lo[:1+windowLen], hi[:1+windowLen]), "%s: table %s holds keys of two windows", stage, tb.FileNum)
 				}
+				if lo[0] == prefixSpan {
+					assert.Equal(t, lo[1+windowLen], hi[1+windowLen], "%s: table %s holds span keys of two segments", stage, tb.FileNum)
+					segs[lo[1+windowLen]] = true
+				}
 			}
 		}
 		// The data has every kind of key, in several tables: the check above saw them all.
 		for _, k := range []byte{prefixChange, prefixObject, prefixSpan, prefixTrace, prefixWindow} {
 			assert.True(t, kinds[k], "%s: no table of kind %q among %d", stage, k, tables)
 		}
+		assert.Len(t, segs, segments, "%s: span tables of every segment", stage)
 	}
 	check("after the flush")
 	require.NoError(t, p.db.Compact(ctx, []byte{0}, []byte{0xff}, false))

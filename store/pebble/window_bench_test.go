@@ -64,18 +64,26 @@ func BenchmarkGrowingWindow(b *testing.B) {
 		require.NoError(b, p.Stop(ctx))
 		marks = append(marks, processCPU())
 		openAfter := open - openFiles(b)
-		// Reading the window back: 2,000 of its Pods' traces in one call (as a tree's query
+		// Reading the window back: 2,000 of its Pods' windows and traces (as a tree's query
 		// does), from a store opened again (cold caches), then once more (warm).
 		cfg := p.cfg
 		require.NoError(b, p.close())
 		p = openTestPebble(b, Config{Dir: cfg.Dir}, nil)
-		ws := make([]query.ObjectWindow, 0, 2000)
+		keys := make([]aggregator.ObjectKey, 0, 2000)
 		for o := range 2000 {
 			obj := aggregator.ObjectRef{Cluster: "prod", Version: "v1", Resource: "pods", Namespace: "ns-" + strconv.Itoa(o%50), Name: "pod-" + strconv.Itoa(o)}
-			ws = append(ws, query.ObjectWindow{Window: w, TraceID: aggregator.TraceIDFor(obj.Key(), w)})
+			keys = append(keys, obj.Key())
 		}
 		for _, name := range []string{"cold", "warm"} {
 			c0, t0 := processCPU(), time.Now()
+			// The windows as a query finds them (FindExact), then their traces.
+			found, err := p.FindExact(ctx, keys, w, w)
+			require.NoError(b, err)
+			var ws []query.ObjectWindow
+			for _, f := range found {
+				ws = append(ws, f.Windows...)
+			}
+			require.Len(b, ws, len(keys))
 			traces, err := p.GetTraces(ctx, ws)
 			require.NoError(b, err)
 			got := 0

@@ -75,6 +75,10 @@ type TraceRef struct {
 type ObjectWindow struct {
 	Window  time.Time
 	TraceID trace.TraceID
+	// Segments is a hint of the embedded store, for its own reads: the parts of the window that
+	// hold the trace's spans (bit i: the i-th sixth), as its object index recorded them; 0 when
+	// not known (every part is read). Other stores leave it 0 and ignore it.
+	Segments uint8
 }
 
 // ObjectWindows is one object and its matching windows.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,10 +122,14 @@ func Run(t *testing.T, open func(t *testing.T) Store, lim Limits) {
 		res, err := s.FindObjects(ctx, query.ObjectQuery{Resource: "deployments", Cluster: "c1"})
 		require.NoError(t, err)
 		require.Len(t, res, 1)
+		got := slices.Clone(res[0].Windows)
+		for i := range got {
+			got[i].Segments = 0 // a hint of the store's own
+		}
 		assert.Equal(t, []query.ObjectWindow{
 			{Window: w0, TraceID: aggregator.TraceIDFor(deploy.Key(), w0)},
 			{Window: w1, TraceID: aggregator.TraceIDFor(deploy.Key(), w1)},
-		}, res[0].Windows)
+		}, got)
 		assert.Equal(t, deploy, res[0].Object)
 	})
 

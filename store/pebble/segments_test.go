@@ -1,0 +1,210 @@
+package pebble
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
+)
+
+// asBeforeSegments makes p, a store just opened, write without segments as a store of an
+// earlier Kelemetry did (schema version 2, no segFromKey).
+func asBeforeSegments(t *testing.T, p *Store) {
+	t.Helper()
+	require.NoError(t, p.db.Delete(segFromKey, nil))
+	require.NoError(t, p.db.Set(versionKey, []byte(schemaVersionV2), nil))
+	p.segFrom.Store(math.MaxInt64)
+}
+
+// segSpan is a span of obj's trace in window w, started at w+at.
+func segSpan(obj aggregator.ObjectRef, w time.Time, kind aggregator.SpanKind, id byte, at time.Duration, verb string) *aggregator.Span {
+	sp := &aggregator.Span{
+		TraceID: aggregator.TraceIDFor(obj.Key(), w), SpanID: trace.SpanID{id}, Kind: kind, Source: "audit",
+		Name: "x", Object: obj, Window: w, Start: w.Add(at), End: w.Add(at + time.Second),
+	}
+	if kind == aggregator.KindEvent {
+		sp.Attributes = aggregator.Attrs{{Key: aggregator.AttrVerb, Value: verb}}
+	}
+	if kind == aggregator.KindLink {
+		sp.Link = &aggregator.Link{Target: aggregator.ObjectRef{Cluster: "c", Resource: "nodes", Name: "n"}, Role: aggregator.RoleParent}
+	}
+	return sp
+}
+
+// spanKeySegments returns the segment byte of every stored span key, by span ID.
+func spanKeySegments(t *testing.T, p *Store) map[byte]int {
+	t.Helper()
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSpan}, UpperBound: []byte{prefixSpan + 1}})
+	require.NoError(t, err)
+	defer it.Close()
+	out := map[byte]int{}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		require.Len(t, k, spanKeyLen+1, "a key with its segment")
+		out[k[len(k)-spanIDLen]] = int(k[1+windowLen])
+	}
+	return out
+}
+
+// A window's span keys are grouped by the sixth of the window their span started in (object and
+// link spans in the first); the object index records which sixths hold the trace's spans, also
+// when the index cache forgot the trace, without losing the object reference of its object
+// span; and every read finds the spans of every segment.
+func TestSegmentsGroupSpanKeys(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, Config{}, nil)
+	w := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	obj := aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "web", UID: "u1"}
+	bare := obj
+	bare.Version, bare.UID = "", "" // what an event of a deletion, say, carries
+	spans := []*aggregator.Span{
+		segSpan(obj, w, aggregator.KindObject, 1, 0, ""),
+		segSpan(bare, w, aggregator.KindEvent, 2, time.Minute, "create"),
+		segSpan(bare, w, aggregator.KindEvent, 3, 12*time.Minute, "update"),
+		segSpan(bare, w, aggregator.KindLink, 4, 20*time.Minute, ""),
+		segSpan(bare, w, aggregator.KindEvent, 5, 29*time.Minute, "delete"),
+	}
+	require.NoError(t, p.Export(ctx, spans))
+	require.NoError(t, p.Sync(ctx))
+	assert.Equal(t, map[byte]int{1: 0, 2: 0, 3: 2, 4: 0, 5: 5}, spanKeySegments(t, p))
+
+	found := func() query.ObjectWindows {
+		t.Helper()
+		res, err := p.FindObjects(ctx, query.ObjectQuery{Resource: "deployments", Name: "web"})
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		require.Len(t, res[0].Windows, 1)
+		return res[0]
+	}
+	ow := found()
+	assert.Equal(t, uint8(0b100101), ow.Windows[0].Segments)
+	assert.Equal(t, obj, ow.Object, "the object span's reference")
+	ids := func(spans []*aggregator.Span) []byte {
+		var out []byte
+		for _, sp := range spans {
+			out = append(out, sp.SpanID[0])
+		}
+		return out
+	}
+	read := func(segs uint8) []byte {
+		t.Helper()
+		ws := ow.Windows[0]
+		ws.Segments = segs
+		got, err := p.GetTraces(ctx, []query.ObjectWindow{ws})
+		require.NoError(t, err)
+		return ids(got[0])
+	}
+	assert.Equal(t, []byte{1, 2, 3, 4, 5}, read(ow.Windows[0].Segments), "the segments of the mask, one list in span order")
+	assert.Equal(t, []byte{1, 2, 3, 4, 5}, read(0), "no mask: every segment")
+	assert.Equal(t, []byte{3}, read(0b100), "the mask is what is read")
+
+	// A new segment of a trace the cache forgot: the mask grows, the reference stays.
+	p.index.Purge()
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{segSpan(bare, w, aggregator.KindEvent, 6, 16*time.Minute, "patch")}))
+	require.NoError(t, p.Sync(ctx))
+	ow = found()
+	assert.Equal(t, uint8(0b101101), ow.Windows[0].Segments)
+	assert.Equal(t, obj, ow.Object)
+	// And one the cache knows, in a batch of its own.
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{segSpan(bare, w, aggregator.KindEvent, 7, 6*time.Minute, "patch")}))
+	require.NoError(t, p.Sync(ctx))
+	ow = found()
+	assert.Equal(t, uint8(0b101111), ow.Windows[0].Segments)
+	assert.Equal(t, obj, ow.Object)
+
+	all, err := p.GetTrace(ctx, spans[0].TraceID)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 2, 7, 3, 6, 4, 5}, ids(all))
+
+	// The event filter of a search reads the segments too.
+	res, err := p.FindObjects(ctx, query.ObjectQuery{Resource: "deployments", Attributes: aggregator.Attrs{{Key: aggregator.AttrVerb, Value: "delete"}}})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+}
+
+// A store written before segments (schema version 2) keeps its windows as they are: opened
+// writable it records the window after the current one and after the newest it holds as the
+// first with segments, reads and writes the windows before it without them, and every read sees
+// both layouts.
+func TestSegmentsFromTheWindowAfterAnUpgrade(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const win = 30 * time.Minute
+	now := time.Now().UTC()
+	past := now.Truncate(win).Add(-2 * win)
+	future := now.Truncate(win).Add(3 * win) // within the store's maxFutureSkew
+	obj := aggregator.ObjectRef{Cluster: "c", Resource: "pods", Namespace: "ns", Name: "p"}
+
+	p := openTestPebble(t, Config{Dir: dir}, nil)
+	asBeforeSegments(t, p)
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{
+		segSpan(obj, past, aggregator.KindEvent, 1, time.Minute, "create"),
+		segSpan(obj, past, aggregator.KindEvent, 2, 25*time.Minute, "update"),
+		segSpan(obj, future, aggregator.KindEvent, 3, time.Minute, "update"),
+	}))
+	require.NoError(t, p.close())
+
+	p = openTestPebble(t, Config{Dir: dir}, nil)
+	v, closer, err := p.db.Get(versionKey)
+	require.NoError(t, err)
+	assert.Equal(t, schemaVersion, string(v))
+	require.NoError(t, closer.Close())
+	assert.Equal(t, future.Add(win).UnixNano(), p.segFrom.Load(), "after the newest window stored")
+	assert.False(t, p.segmented(future.UnixNano()))
+	assert.True(t, p.segmented(future.Add(win).UnixNano()))
+
+	// Late writes to an old window stay without segments; a new window has them.
+	next := future.Add(win)
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{
+		segSpan(obj, past, aggregator.KindEvent, 4, 20*time.Minute, "patch"),
+		segSpan(obj, next, aggregator.KindEvent, 5, 20*time.Minute, "delete"),
+	}))
+	require.NoError(t, p.Sync(ctx))
+	lens := map[byte]int{}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSpan}, UpperBound: []byte{prefixSpan + 1}})
+	require.NoError(t, err)
+	for ok := it.First(); ok; ok = it.Next() {
+		lens[it.Key()[len(it.Key())-spanIDLen]] = len(it.Key())
+	}
+	require.NoError(t, it.Close())
+	assert.Equal(t, map[byte]int{1: spanKeyLen, 2: spanKeyLen, 3: spanKeyLen, 4: spanKeyLen, 5: spanKeyLen + 1}, lens)
+
+	check := func() {
+		t.Helper()
+		res, err := p.FindObjects(ctx, query.ObjectQuery{Resource: "pods"})
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		require.Len(t, res[0].Windows, 3)
+		got, err := p.GetTraces(ctx, res[0].Windows)
+		require.NoError(t, err)
+		var ids [][]byte
+		for _, spans := range got {
+			var w []byte
+			for _, sp := range spans {
+				w = append(w, sp.SpanID[0])
+			}
+			ids = append(ids, w)
+		}
+		assert.Equal(t, [][]byte{{1, 4, 2}, {3}, {5}}, ids)
+		for i, tid := range []trace.TraceID{res[0].Windows[0].TraceID, res[0].Windows[2].TraceID} {
+			spans, err := p.GetTrace(ctx, tid)
+			require.NoError(t, err)
+			assert.Len(t, spans, []int{3, 1}[i])
+		}
+	}
+	check()
+	require.NoError(t, p.close())
+
+	// Reopened, the first window with segments is the one recorded.
+	p = openTestPebble(t, Config{Dir: dir}, nil)
+	assert.Equal(t, next.UnixNano(), p.segFrom.Load())
+	check()
+}
