@@ -18,10 +18,8 @@
 #   -r  distinct events per second (default 600)
 #   -m  the peak RSS bound in MiB (default 300)
 #   -i  seconds between samples (default 5)
-#   -w  the warm-up left out of the flatness check (default half the duration; the stretches
-#       compared are each a quarter of what follows it). The process's bounded caches fill
-#       during it: at 2,000 events/s the field diffs' versions (audit.consumer.diff.maxBytes,
-#       32 MiB) reach their bound in about 15 minutes, and the Go heap grows until then
+#   -w  the warm-up left out of the flatness check (default a third of the duration; the stretches
+#       compared are each a quarter of what follows it)
 #   -o  folder for the samples, heap profile, metrics and logs (default: a new temporary folder,
 #       kept and printed)
 # Arguments after -- go to the all-in-one (e.g. --config FILE). GOGC and GOMEMLIMIT in the
@@ -142,7 +140,7 @@ echo "largest live heap holders (go tool pprof -sample_index=inuse_space -top $o
 go tool pprof -sample_index=inuse_space -top -nodecount=15 "$out/heap.pprof" 2>/dev/null | sed -n '/^Showing\|flat%/,$p' | head -18 | sed 's/^/  /'
 # The flatness check over the samples taken while posting (the drain at the end left out).
 secs=$(seconds "$duration")
-warm=$(seconds "${warmup:-$((secs / 2))s}")
+warm=$(seconds "${warmup:-$((secs / 3))s}")
 flat=0
 python3 - "$out/samples.txt" "$warm" "$secs" <<'PY' || flat=$?
 import sys
