@@ -710,22 +710,11 @@ func (p *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.S
 	for _, w := range windows {
 		prefixes = p.spanPrefixes(prefixes, w, id, 0)
 	}
-	for _, lower := range prefixes {
-		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
-			v, err := it.ValueAndErr()
-			if err != nil {
-				return false, err
-			}
-			sp, err := decodeSpan(v)
-			if err != nil {
-				return false, fmt.Errorf("key %x: %w", it.Key(), err)
-			}
-			spans = append(spans, sp)
-			return true, nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("get trace %s: %w", id, err)
-		}
+	if err := p.scanSpans(ctx, prefixes, func(sp *aggregator.Span) bool {
+		spans = append(spans, sp)
+		return true
+	}); err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", id, err)
 	}
 	if len(spans) == 0 {
 		return nil, fmt.Errorf("get trace %s: %w", id, query.ErrNotFound)
@@ -968,7 +957,21 @@ func (p *Store) FindObjects(ctx context.Context, q query.ObjectQuery) ([]query.O
 // windowHasEvent reports whether the trace tid of window w holds an event span match accepts.
 func (p *Store) windowHasEvent(ctx context.Context, ow query.ObjectWindow, match *query.Matcher) (bool, error) {
 	found := false
-	for _, lower := range p.spanPrefixes(nil, ow.Window.UnixNano(), ow.TraceID, ow.Segments) {
+	err := p.scanSpans(ctx, p.spanPrefixes(nil, ow.Window.UnixNano(), ow.TraceID, ow.Segments), func(sp *aggregator.Span) bool {
+		found = match.Event(sp)
+		return !found
+	})
+	return found, err
+}
+
+// scanSpans decodes the spans under each of prefixes in turn, passing each to fn until fn
+// returns false.
+func (p *Store) scanSpans(ctx context.Context, prefixes [][]byte, fn func(*aggregator.Span) bool) error {
+	more := true
+	for _, lower := range prefixes {
+		if !more {
+			return nil
+		}
 		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
 			v, err := it.ValueAndErr()
 			if err != nil {
@@ -978,14 +981,14 @@ func (p *Store) windowHasEvent(ctx context.Context, ow query.ObjectWindow, match
 			if err != nil {
 				return false, fmt.Errorf("key %x: %w", it.Key(), err)
 			}
-			found = match.Event(sp)
-			return !found, nil
+			more = fn(sp)
+			return more, nil
 		})
-		if err != nil || found {
-			return found, err
+		if err != nil {
+			return err
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // FindTraces implements store.Reader.
