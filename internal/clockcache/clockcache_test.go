@@ -2,6 +2,7 @@ package clockcache
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -129,4 +130,76 @@ func TestAddDoesNotAllocate(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 	assert.Equal(t, size, c.Len())
+}
+
+// churnKey is a key of the write path's shape: a 16-byte ID.
+func churnKey(n uint64) (k [16]byte) {
+	for i := range 8 {
+		k[i] = byte(n >> (8 * i))
+	}
+	k[12] = byte(n * 7919)
+	return k
+}
+
+// TestMemoryFlatUnderChurn: a full cache through which many times its size of keys pass (added,
+// a third of them removed again) holds no more memory than when it filled: its index never grows
+// past twice its size and keeps no marker of a deleted key.
+func TestMemoryFlatUnderChurn(t *testing.T) {
+	const size = 20_000
+	base := heapAlloc()
+	c, err := New[[16]byte, uint64](size, nil)
+	require.NoError(t, err)
+	n := uint64(0)
+	for range size {
+		n++
+		c.Add(churnKey(n), n)
+	}
+	full := heapAlloc() - base
+	for range 20 * size {
+		n++
+		c.Add(churnKey(n), n)
+		if n%3 == 0 {
+			require.True(t, c.Remove(churnKey(n)))
+		}
+	}
+	after := heapAlloc() - base
+	assert.Len(t, c.table, tableCap(size))
+	assert.LessOrEqual(t, float64(after), 1.02*float64(full), "heap of the cache: %d bytes full, %d after the churn", full, after)
+	// What is left is the last entries added, each with its value.
+	for k := n - 100; k <= n; k++ {
+		v, ok := c.Peek(churnKey(k))
+		if k%3 == 0 {
+			assert.False(t, ok, "removed key %d", k)
+			continue
+		}
+		require.True(t, ok, "key %d", k)
+		assert.Equal(t, k, v)
+	}
+	runtime.KeepAlive(c)
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkChurn: Add of a new key to a full cache of 100,000 (an eviction) and Get of a key
+// added shortly before, the write path's use.
+func BenchmarkChurn(b *testing.B) {
+	const size = 100_000
+	c, err := New[[16]byte, uint64](size, nil)
+	require.NoError(b, err)
+	n := uint64(0)
+	for range size {
+		n++
+		c.Add(churnKey(n), n)
+	}
+	b.ResetTimer()
+	for range b.N {
+		n++
+		c.Add(churnKey(n), n)
+		c.Get(churnKey(n - 5000))
+	}
 }
