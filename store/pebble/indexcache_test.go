@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,19 +51,10 @@ func TestIndexCacheHeapPerTrace(t *testing.T) {
 	write(0, n)
 	require.Equal(t, n, p.index.Len())
 	// Pebble's flushes and compactions after the writes hold heap of their own while they run.
-	quiet := func() {
-		for {
-			m := p.db.Metrics()
-			if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	quiet()
+	waitQuiet(p)
 	kept := liveHeap()
 	p.index.Purge()
-	quiet()
+	waitQuiet(p)
 	purged := liveHeap()
 	perTrace := (int64(kept) - int64(purged)) / n
 	t.Logf("%d bytes of heap per trace remembered", perTrace)
