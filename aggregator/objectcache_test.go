@@ -2,7 +2,6 @@ package aggregator_test
 
 import (
 	"context"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/heaptest"
 )
 
 // countingSink counts the object spans exported and keeps nothing.
@@ -24,13 +24,6 @@ func (s *countingSink) Export(_ context.Context, spans []*aggregator.Span) error
 		}
 	}
 	return nil
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // TestObjectCacheHeapPerObject: the engine remembers each object it saw in a window (so that
@@ -49,11 +42,11 @@ func TestObjectCacheHeapPerObject(t *testing.T) {
 			Namespace: "ns-" + strconv.Itoa(i%100), Name: long + strconv.Itoa(i)}
 	}
 	require.NoError(t, e.Send(ctx, event(obj(-1), "warm-up", base)))
-	before := liveHeap()
+	before := heaptest.Live()
 	for i := range n {
 		require.NoError(t, e.Send(ctx, event(obj(i), "a", base)))
 	}
-	after := liveHeap()
+	after := heaptest.Live()
 	perObject := (int64(after) - int64(before)) / n
 	t.Logf("%d bytes of heap per object remembered", perObject)
 	assert.Less(t, perObject, int64(250))

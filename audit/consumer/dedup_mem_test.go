@@ -13,6 +13,7 @@ import (
 	"github.com/kelemetry/kelemetry/aggregator"
 	"github.com/kelemetry/kelemetry/audit/auditv1"
 	"github.com/kelemetry/kelemetry/diff"
+	"github.com/kelemetry/kelemetry/internal/heaptest"
 )
 
 // sentCounter counts the events sent and keeps none of them.
@@ -21,13 +22,6 @@ type sentCounter struct{ n atomic.Int64 }
 func (a *sentCounter) Send(context.Context, *aggregator.Event) error {
 	a.n.Add(1)
 	return nil
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // TestConsumerDedupHeapPerEvent: the repeated-delivery check keeps a small fixed entry per event
@@ -46,11 +40,11 @@ func TestConsumerDedupHeapPerEvent(t *testing.T) {
 		events[i] = ev
 	}
 	c.Handle(ctx, "c", consumerEvent()) // warm up
-	before := liveHeap()
+	before := heaptest.Live()
 	for _, ev := range events {
 		c.Handle(ctx, "c", ev)
 	}
-	after := liveHeap()
+	after := heaptest.Live()
 	perEvent := (int64(after) - int64(before)) / n
 	t.Logf("%d bytes of heap per event remembered", perEvent)
 	assert.Less(t, perEvent, int64(60))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/internal/heaptest"
 )
 
 func TestNewRejectsBadSize(t *testing.T) {
@@ -146,7 +148,7 @@ func churnKey(n uint64) (k [16]byte) {
 // past twice its size and keeps no marker of a deleted key.
 func TestMemoryFlatUnderChurn(t *testing.T) {
 	const size = 20_000
-	base := heapAlloc()
+	base := heaptest.Live()
 	c, err := New[[16]byte, uint64](size, nil)
 	require.NoError(t, err)
 	n := uint64(0)
@@ -154,7 +156,7 @@ func TestMemoryFlatUnderChurn(t *testing.T) {
 		n++
 		c.Add(churnKey(n), n)
 	}
-	full := heapAlloc() - base
+	full := heaptest.Live() - base
 	for range 20 * size {
 		n++
 		c.Add(churnKey(n), n)
@@ -162,7 +164,7 @@ func TestMemoryFlatUnderChurn(t *testing.T) {
 			require.True(t, c.Remove(churnKey(n)))
 		}
 	}
-	after := heapAlloc() - base
+	after := heaptest.Live() - base
 	assert.Len(t, c.table, tableCap(size))
 	assert.LessOrEqual(t, float64(after), 1.02*float64(full), "heap of the cache: %d bytes full, %d after the churn", full, after)
 	// What is left is the last entries added, each with its value.
@@ -176,13 +178,6 @@ func TestMemoryFlatUnderChurn(t *testing.T) {
 		assert.Equal(t, k, v)
 	}
 	runtime.KeepAlive(c)
-}
-
-func heapAlloc() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // BenchmarkChurn: Add of a new key to a full cache of 100,000 (an eviction) and Get of a key

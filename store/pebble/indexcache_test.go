@@ -2,7 +2,6 @@ package pebble
 
 import (
 	"context"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,15 +11,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/internal/heaptest"
 )
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
 
 // TestIndexCacheHeapPerTrace: the cache of traces whose index entries were written holds a
 // small fixed-size entry per trace that keeps none of the span's strings alive: 20,000 traces of
@@ -52,10 +44,10 @@ func TestIndexCacheHeapPerTrace(t *testing.T) {
 	require.Equal(t, n, p.index.Len())
 	// Pebble's flushes and compactions after the writes hold heap of their own while they run.
 	waitQuiet(p)
-	kept := liveHeap()
+	kept := heaptest.Live()
 	p.index.Purge()
 	waitQuiet(p)
-	purged := liveHeap()
+	purged := heaptest.Live()
 	perTrace := (int64(kept) - int64(purged)) / n
 	t.Logf("%d bytes of heap per trace remembered", perTrace)
 	assert.Less(t, perTrace, int64(250))
