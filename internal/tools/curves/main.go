@@ -78,7 +78,7 @@ func parse(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.work, "work", "", "folder for the stores (default: a new temporary folder, removed at the end)")
 	fs.StringVar(&o.svg, "svg", "", "write the picture of the curves to this file")
 	fs.IntVar(&o.copies, "copies", 3, "distinct copies of the fixture posted per ingest measurement")
-	fs.IntVar(&o.runs, "runs", 3, "ingest measurements per point (the median is kept)")
+	fs.IntVar(&o.runs, "runs", 5, "rounds of the embedded store's measurements: each round measures every point once, in turn, on a fresh copy of its store (the medians are kept)")
 	points := fs.String("points", "0,1000000,5000000,10000000", "spans stored at the embedded store's points")
 	jpoints := fs.String("jaeger-points", "0,1000000,10000000", "spans stored at Jaeger's points")
 	trees := fs.String("trees", "1000,10000", "Pods of the Deployment trees queried")
@@ -305,15 +305,25 @@ func (c *curves) fill(ctx context.Context, from, to int, export func(context.Con
 	return nil
 }
 
-// embedded measures the embedded store's points.
+// embedded measures the embedded store's points. It fills the store point by point, keeping a
+// copy of it at each (hard links: the store's tables and blob files never change once written),
+// then measures in rounds: each round starts the all-in-one on a fresh copy of every point's
+// store in turn (each round beginning one point further on), so that a slow spell of the
+// machine falls on every point alike rather than on the last ones filled.
 func (c *curves) embedded(ctx context.Context) ([]point, error) {
 	dir := filepath.Join(c.o.work, "embedded")
 	tel := telemetry.Settings{Logger: c.logger}
-	var pts []point
+	var measured []int
 	stored := c.kept.Embedded
 	for _, n := range c.o.points {
+		snap := c.snapshotDir(n)
+		if _, err := os.Stat(snap); err == nil {
+			measured = append(measured, n)
+			continue
+		}
 		if n < stored {
-			continue // this store holds more already
+			fmt.Fprintf(os.Stderr, "curves: the store holds %d spans and has no copy at %d: that point is left out\n", stored, n)
+			continue
 		}
 		st, err := pebble.Open(ctx, pebble.Config{Dir: dir}, 0, tel)
 		if err != nil {
@@ -323,6 +333,8 @@ func (c *curves) embedded(ctx context.Context) ([]point, error) {
 		if err == nil {
 			err = st.Sync(ctx)
 		}
+		// The compactions the filling left run here, in this process, not in the measured one.
+		waitIdle(ctx, os.Getpid(), 10*time.Minute)
 		if serr := st.Stop(ctx); err == nil && serr != nil {
 			err = serr
 		}
@@ -334,13 +346,134 @@ func (c *curves) embedded(ctx context.Context) ([]point, error) {
 		if err := c.saveKept(); err != nil {
 			return nil, err
 		}
-		p, err := c.measure(ctx, n, true, 0, "--data-dir", dir)
-		if err != nil {
-			return nil, fmt.Errorf("%d spans stored: %w", n, err)
+		if err := linkTree(dir, snap); err != nil {
+			return nil, fmt.Errorf("copy of the store at %d spans: %w", n, err)
 		}
-		pts = append(pts, p)
+		measured = append(measured, n)
+	}
+	trials := make([][]trial, len(measured))
+	trialDir := filepath.Join(c.o.work, "trial")
+	for r := range c.o.runs {
+		for j := range measured {
+			// Each round starts one point further on, so that no point is always measured right
+			// after the same one.
+			i := (j + r) % len(measured)
+			n := measured[i]
+			_ = os.RemoveAll(trialDir)
+			if err := linkTree(c.snapshotDir(n), trialDir); err != nil {
+				return nil, fmt.Errorf("copy of the store at %d spans: %w", n, err)
+			}
+			t, err := c.measure(ctx, n, true, 0, "--data-dir", trialDir)
+			if err != nil {
+				return nil, fmt.Errorf("%d spans stored, round %d: %w", n, r+1, err)
+			}
+			trials[i] = append(trials[i], t)
+		}
+	}
+	_ = os.RemoveAll(trialDir)
+	pts := make([]point, len(measured))
+	for i, n := range measured {
+		pts[i] = summarize(n, trials[i])
+		fmt.Fprintf(os.Stderr, "curves: %s stored, %d rounds: %.0f events per CPU-second, trees %v (slowest %v), query process peak RSS %d MiB\n",
+			millions(n), len(trials[i]), pts[i].evPerS, pts[i].queries, pts[i].slowest, pts[i].queryRSS>>20)
 	}
 	return pts, nil
+}
+
+// snapshotDir is the folder of the copy of the embedded store holding n spans.
+func (c *curves) snapshotDir(n int) string {
+	return filepath.Join(c.o.work, "points", strconv.Itoa(n))
+}
+
+// linkTree makes dst a copy of the store folder src: its tables and blob files hard-linked
+// (Pebble never writes to one again, and deletes it by unlinking its name), every other file
+// copied (the manifest and the write-ahead logs are appended to). The lock file and the
+// all-in-one's audit queue are left out.
+func linkTree(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", src, err)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || name == "LOCK" {
+			continue
+		}
+		from, to := filepath.Join(src, name), filepath.Join(dst, name)
+		if strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob") {
+			if err := os.Link(from, to); err != nil {
+				return fmt.Errorf("link %s: %w", name, err)
+			}
+			continue
+		}
+		if err := copyFile(from, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("copy %s: %w", from, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("copy %s: %w", from, err)
+	}
+	return nil
+}
+
+// trial is what one start of the all-in-one measured.
+type trial struct {
+	times [][]time.Duration // per tree: the query times
+	rss   int64             // peak RSS after the queries; 0: not read
+	rate  float64           // distinct events per CPU-second; 0: not measured
+}
+
+// summarize makes the point of the trials with stored spans: per tree the median and the slowest
+// of every query timed, the median ingest rate and the highest query RSS.
+func summarize(stored int, trials []trial) point {
+	p := point{stored: stored}
+	var rates []float64
+	for ti, t := range trials {
+		for i, times := range t.times {
+			if ti == 0 {
+				p.queries = append(p.queries, 0)
+				p.slowest = append(p.slowest, 0)
+			}
+			p.slowest[i] = max(p.slowest[i], slices.Max(times))
+		}
+		p.queryRSS = max(p.queryRSS, t.rss)
+		if t.rate > 0 {
+			rates = append(rates, t.rate)
+		}
+	}
+	for i := range p.queries {
+		var all []time.Duration
+		for _, t := range trials {
+			all = append(all, t.times[i]...)
+		}
+		slices.Sort(all)
+		p.queries[i] = all[len(all)/2]
+	}
+	if len(rates) > 0 {
+		slices.Sort(rates)
+		p.evPerS = rates[len(rates)/2]
+	}
+	return p
 }
 
 // jaegerCurve measures the queries through the Jaeger-backed reader, Jaeger on Badger.
@@ -409,76 +542,64 @@ func (c *curves) jaegerCurve(ctx context.Context) ([]point, error) {
 			return nil, err
 		}
 		// Each query is timed cold: after the reader's cache of traces read (cacheTTL, 10s) expired.
-		p, err := c.measure(ctx, n, false, 11*time.Second, "--role", "query", "--store-backend", "jaeger", "--jaeger-endpoint", addr(remote))
+		t, err := c.measure(ctx, n, false, 11*time.Second, "--role", "query", "--store-backend", "jaeger", "--jaeger-endpoint", addr(remote))
 		if err != nil {
 			return nil, fmt.Errorf("jaeger, %d spans stored: %w", n, err)
 		}
+		p := summarize(n, []trial{t})
+		fmt.Fprintf(os.Stderr, "curves: Jaeger, %s stored: trees %v (slowest %v), query process peak RSS %d MiB\n", millions(n), p.queries, p.slowest, p.queryRSS>>20)
 		pts = append(pts, p)
 	}
 	return pts, nil
 }
 
 // measure starts the all-in-one with args, waits until it is idle, times the tree queries (pause
-// apart) and, with ingest, posts the distinct load runs times.
-func (c *curves) measure(ctx context.Context, stored int, ingest bool, pause time.Duration, args ...string) (point, error) {
-	p := point{stored: stored}
+// apart) and, with ingest, posts the distinct load once.
+func (c *curves) measure(ctx context.Context, stored int, ingest bool, pause time.Duration, args ...string) (trial, error) {
+	var t trial
 	ports := freePorts(2)
 	audit, api := ports[0], ports[1]
-	logf, err := os.Create(filepath.Join(c.o.work, fmt.Sprintf("kelemetry-%d.log", stored)))
+	logf, err := os.OpenFile(filepath.Join(c.o.work, fmt.Sprintf("kelemetry-%d.log", stored)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return p, fmt.Errorf("log: %w", err)
+		return t, fmt.Errorf("log: %w", err)
 	}
 	defer logf.Close()
 	cmd := exec.CommandContext(ctx, c.o.kelemetry, append([]string{"--config", c.conf, "--audit-addr", addr(audit),
 		"--http-addr", addr(api), "--log-level", "warn"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return p, fmt.Errorf("start: %w", err)
+		return t, fmt.Errorf("start: %w", err)
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 	base := fmt.Sprintf("http://127.0.0.1:%d", api)
 	if err := waitHTTP(ctx, base+"/healthz", 2*time.Minute); err != nil {
-		return p, err
+		return t, err
 	}
-	// The store's compactions left from the filling are not what is measured.
 	waitIdle(ctx, cmd.Process.Pid, 5*time.Minute)
 	for _, pods := range c.o.trees {
-		med, slowest, err := c.timeTree(ctx, base, pods, pause)
+		times, err := c.timeTree(ctx, base, pods, pause)
 		if err != nil {
-			return p, err
+			return t, err
 		}
-		p.queries = append(p.queries, med)
-		p.slowest = append(p.slowest, slowest)
+		t.times = append(t.times, times)
 	}
 	if rss, err := peakRSS(cmd.Process.Pid); err == nil {
-		p.queryRSS = rss
+		t.rss = rss
 	} else {
 		fmt.Fprintf(os.Stderr, "curves: the query process's peak RSS: %v\n", err)
 	}
-	defer func() {
-		// Each point as it is measured, in case the run stops before its tables.
-		fmt.Fprintf(os.Stderr, "curves: %s stored: %.0f events per CPU-second, trees %v (slowest %v), query process peak RSS %d MiB\n", millions(stored), p.evPerS, p.queries, p.slowest, p.queryRSS>>20)
-	}()
-	if !ingest {
-		return p, nil
-	}
-	var rates []float64
-	for range c.o.runs {
-		r, err := c.ingest(ctx, audit, api, cmd.Process.Pid)
-		if err != nil {
-			return p, err
+	if ingest {
+		if t.rate, err = c.ingest(ctx, audit, api, cmd.Process.Pid); err != nil {
+			return t, err
 		}
-		rates = append(rates, r)
-		waitIdle(ctx, cmd.Process.Pid, 2*time.Minute)
 	}
-	slices.Sort(rates)
-	p.evPerS = rates[len(rates)/2]
-	return p, nil
+	fmt.Fprintf(os.Stderr, "curves: %s stored: %.0f events per CPU-second, trees %v\n", millions(stored), t.rate, t.times)
+	return t, nil
 }
 
 // timeTree times the search that draws the Deployment of pods Pods whole: one query to warm up,
-// then 5 (3 for trees over 5,000 Pods), pause apart; it returns the median and the slowest.
-func (c *curves) timeTree(ctx context.Context, base string, pods int, pause time.Duration) (time.Duration, time.Duration, error) {
+// then 5 (3 for trees over 5,000 Pods), pause apart; it returns their times.
+func (c *curves) timeTree(ctx context.Context, base string, pods int, pause time.Duration) ([]time.Duration, error) {
 	tags, _ := json.Marshal(map[string]string{"resource": "deployments", "name": "web", "namespace": "curve-" + strconv.Itoa(pods)})
 	q := url.Values{"service": {"tracing [full tree]"}, "tags": {string(tags)}, "limit": {"1"},
 		"start": {strconv.FormatInt(c.w0.UnixMicro(), 10)},
@@ -493,7 +614,7 @@ func (c *curves) timeTree(ctx context.Context, base string, pods int, pause time
 		if i > 0 && pause > 0 {
 			select {
 			case <-ctx.Done():
-				return 0, 0, ctx.Err()
+				return nil, ctx.Err()
 			case <-time.After(pause):
 			}
 		}
@@ -501,17 +622,16 @@ func (c *curves) timeTree(ctx context.Context, base string, pods int, pause time
 		var d time.Duration
 		spans, err := countSpans(ctx, u, func() { d = time.Since(start) })
 		if err != nil {
-			return 0, 0, fmt.Errorf("tree of %d Pods: %w", pods, err)
+			return nil, fmt.Errorf("tree of %d Pods: %w", pods, err)
 		}
 		if spans != pods+2 {
-			return 0, 0, fmt.Errorf("tree of %d Pods: %d spans drawn, want %d", pods, spans, pods+2)
+			return nil, fmt.Errorf("tree of %d Pods: %d spans drawn, want %d", pods, spans, pods+2)
 		}
 		if i > 0 {
 			times = append(times, d)
 		}
 	}
-	slices.Sort(times)
-	return times[len(times)/2], times[len(times)-1], nil
+	return times, nil
 }
 
 // countSpans gets a Jaeger search answer and counts the spans of its first trace; it calls done

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,59 @@ func TestPeakRSS(t *testing.T) {
 	assert.Equal(t, byte(7), hold[7])
 	_, err = peakRSS(-1)
 	assert.Error(t, err)
+}
+
+// A point of several rounds: per tree the median and the slowest of every query of every round,
+// the median ingest, the highest RSS.
+func TestSummarize(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	p := summarize(5, []trial{
+		{times: [][]time.Duration{ms(50, 40), ms(400)}, rss: 300, rate: 20000},
+		{times: [][]time.Duration{ms(45, 90), ms(500)}, rss: 350, rate: 18000},
+		{times: [][]time.Duration{ms(41, 42), ms(450)}, rss: 320, rate: 25000},
+	})
+	assert.Equal(t, 5, p.stored)
+	assert.Equal(t, ms(45, 450), p.queries)
+	assert.Equal(t, ms(90, 500), p.slowest)
+	assert.Equal(t, 20000.0, p.evPerS)
+	assert.Equal(t, int64(350), p.queryRSS)
+}
+
+// The copy of a store folder shares its tables and blob files, copies the rest, and leaves the
+// lock file and the audit queue out: writing to the copy's log changes nothing in the original.
+func TestLinkTree(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "copy")
+	for name, body := range map[string]string{"000001.sst": "table", "000002.blob": "blob", "000003.log": "wal", "MANIFEST-000004": "m", "LOCK": ""} {
+		require.NoError(t, os.WriteFile(filepath.Join(src, name), []byte(body), 0o644))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(src, "audit-queue"), 0o755))
+	require.NoError(t, linkTree(src, dst))
+	entries, err := os.ReadDir(dst)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.ElementsMatch(t, []string{"000001.sst", "000002.blob", "000003.log", "MANIFEST-000004"}, names)
+	for name, shared := range map[string]bool{"000001.sst": true, "000002.blob": true, "000003.log": false, "MANIFEST-000004": false} {
+		a, err := os.Stat(filepath.Join(src, name))
+		require.NoError(t, err)
+		b, err := os.Stat(filepath.Join(dst, name))
+		require.NoError(t, err)
+		assert.Equal(t, shared, os.SameFile(a, b), name)
+	}
+	f, err := os.OpenFile(filepath.Join(dst, "000003.log"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("more")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	b, err := os.ReadFile(filepath.Join(src, "000003.log"))
+	require.NoError(t, err)
+	assert.Equal(t, "wal", string(b))
 }

@@ -10,7 +10,7 @@ import (
 
 // report prints the curves as Markdown tables.
 func (c *curves) report(out io.Writer, embedded, jpoints []point) {
-	fmt.Fprintf(out, "Ingest with spans already stored (embedded store, %d distinct copies of the fixture per run, median of %d runs):\n\n", c.o.copies, c.o.runs)
+	fmt.Fprintf(out, "Ingest with spans already stored (embedded store, %d distinct copies of the fixture per run, median of %d rounds: each round starts the all-in-one on a fresh copy of every point's store in turn):\n\n", c.o.copies, c.o.runs)
 	fmt.Fprintln(out, "| spans stored | distinct events per CPU-second | CPU per event | against the empty store |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- |")
 	var empty float64
@@ -24,7 +24,7 @@ func (c *curves) report(out io.Writer, embedded, jpoints []point) {
 		fmt.Fprintf(out, "| %s | %s | %.1f µs | %+.1f%% |\n", millions(p.stored), thousands(p.evPerS), 1e6/p.evPerS, (empty/p.evPerS-1)*100)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "Queries: a Deployment drawn whole (tracing, full tree, 4 windows) by GET /api/traces, median (slowest) of 5 queries after one to warm up, 3 for 10,000 Pods; through Jaeger each query cold (after the reader's 10-second cache of traces expired):\n\n")
+	fmt.Fprintf(out, "Queries: a Deployment drawn whole (tracing, full tree, 4 windows) by GET /api/traces, median (slowest) of 5 queries after one to warm up, 3 for 10,000 Pods, in each of the %d rounds (embedded store); through Jaeger each query cold (after the reader's 10-second cache of traces expired):\n\n", c.o.runs)
 	head := "| reader | spans stored |"
 	sep := "| --- | --- |"
 	for _, pods := range c.o.trees {
