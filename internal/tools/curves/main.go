@@ -346,7 +346,13 @@ func (c *curves) embedded(ctx context.Context) ([]point, error) {
 		if err := c.saveKept(); err != nil {
 			return nil, err
 		}
-		if err := linkTree(dir, snap); err != nil {
+		// Made aside and renamed, so that a copy cut short is never taken for a whole one.
+		part := snap + ".partial"
+		_ = os.RemoveAll(part)
+		if err := linkTree(dir, part); err != nil {
+			return nil, fmt.Errorf("copy of the store at %d spans: %w", n, err)
+		}
+		if err := os.Rename(part, snap); err != nil {
 			return nil, fmt.Errorf("copy of the store at %d spans: %w", n, err)
 		}
 		measured = append(measured, n)
