@@ -535,7 +535,8 @@ func decodeRefValue(data []byte) (aggregator.ObjectRef, error) {
 //	'o' cluster/group/resource/namespace/name 0x00 window(8) traceID(16) segment(1) -> empty
 //	                                                     (the trace has spans in that segment)
 //	'w' window(8) traceID(16)                            -> cluster/group/resource/namespace/name
-//	't' traceID(16) window(8)                            -> empty
+//	't' traceID(16) window(8)                            -> empty (windows before traceIdxTo:
+//	                                                     traceindex.go)
 //
 // The object part of 'o' keys is aggregator.ObjectKey.String, so key order is the order
 // FindObjects returns. The 0x00 separator sorts before every byte a name can hold.

@@ -147,9 +147,9 @@ func TestPebbleUpgradesVersion1Store(t *testing.T) {
 
 	dir = t.TempDir()
 	p = openFaultPebble(t, Config{Dir: dir}, vfs.Default)
-	require.NoError(t, p.db.Set(versionKey, []byte("4"), pebble.Sync))
+	require.NoError(t, p.db.Set(versionKey, []byte("5"), pebble.Sync))
 	require.NoError(t, p.close())
 	_, err = Open(ctx, Config{Dir: dir}, 0, telemetry.Settings{Logger: slog.New(slog.DiscardHandler)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `schema version "4"`)
+	assert.Contains(t, err.Error(), `schema version "5"`)
 }

@@ -391,9 +391,11 @@ func (p *Store) deleteOldestWindow(ctx context.Context, pick windowPick) (deleti
 			}
 			key = key[:n]
 		}
-		key = appendTraceKey(key[:0], e.tid, w)
-		if err := b.Delete(key, nil); err != nil {
-			return deletion{}, fmt.Errorf("batch delete: %w", err)
+		if p.traceIndexed(w) {
+			key = appendTraceKey(key[:0], e.tid, w)
+			if err := b.Delete(key, nil); err != nil {
+				return deletion{}, fmt.Errorf("batch delete: %w", err)
+			}
 		}
 	}
 	spansFrom := []byte{prefixSpan}

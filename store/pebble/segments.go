@@ -87,42 +87,54 @@ func (p *Store) spanPrefixes(dst [][]byte, w int64, tid trace.TraceID, mask uint
 // initSegments reads (or, for a store opened writable for the first time with segments, sets)
 // the first window with segments. A new store has segments in every window; one written before
 // them gets them from the window after both the current one and the newest it holds. A store of
-// schemaVersion (marked after the window was recorded) must have it.
+// schema version 3 or later (marked after the window was recorded) must have it.
 func (p *Store) initSegments(fresh, marked bool) error {
-	v, closer, err := p.db.Get(segFromKey)
+	from, err := p.initFromWindow(segFromKey, "segments", fresh, marked)
+	if err != nil {
+		return err
+	}
+	p.segFrom.Store(from)
+	return nil
+}
+
+// initFromWindow reads the window (Unix nanoseconds) from which a layout applies, kept under the
+// meta key key; what names the layout in errors. When the key is missing it sets it: the first
+// window of all for a new store (fresh), else the window after both the current one and the
+// newest the store holds, so that every window written before keeps its layout; a store opened
+// read-only gets the window it would set, and nothing is written. A store whose schema version
+// says the key was written (marked) must have it.
+func (p *Store) initFromWindow(key []byte, what string, fresh, marked bool) (int64, error) {
+	v, closer, err := p.db.Get(key)
 	if err == nil {
 		defer closer.Close()
 		if len(v) != 8 {
-			return fmt.Errorf("segments: %q holds %d bytes, want 8: %w", segFromKey, len(v), errCorrupt)
+			return 0, fmt.Errorf("%s: %q holds %d bytes, want 8: %w", what, key, len(v), errCorrupt)
 		}
-		p.segFrom.Store(int64(binary.BigEndian.Uint64(v)))
-		return nil
+		return int64(binary.BigEndian.Uint64(v)), nil
 	}
 	if !errors.Is(err, pebble.ErrNotFound) {
-		return fmt.Errorf("segments: read %q: %w", segFromKey, err)
+		return 0, fmt.Errorf("%s: read %q: %w", what, key, err)
 	}
 	if marked {
-		return fmt.Errorf("segments: schema version %s without %q: %w", schemaVersion, segFromKey, errCorrupt)
+		return 0, fmt.Errorf("%s: %q missing from a store whose schema version has it: %w", what, key, errCorrupt)
 	}
 	from := int64(math.MinInt64)
 	if !fresh {
 		newest, err := p.newestWindow()
 		if err != nil {
-			return fmt.Errorf("segments: %w", err)
+			return 0, fmt.Errorf("%s: %w", what, err)
 		}
 		now := p.now().UnixNano()
 		length := max(int64(p.window), 1)
 		from = max(now-now%length, newest) + length
 	}
 	if p.readOnly != "" {
-		p.segFrom.Store(from) // as it would be set; nothing of it is written yet
-		return nil
+		return from, nil // as it would be set; nothing of it is written yet
 	}
-	if err := p.db.Set(segFromKey, binary.BigEndian.AppendUint64(nil, uint64(from)), pebble.Sync); err != nil {
-		return fmt.Errorf("segments: write %q: %w", segFromKey, err)
+	if err := p.db.Set(key, binary.BigEndian.AppendUint64(nil, uint64(from)), pebble.Sync); err != nil {
+		return 0, fmt.Errorf("%s: write %q: %w", what, key, err)
 	}
-	p.segFrom.Store(from)
-	return nil
+	return from, nil
 }
 
 // newestWindow is the newest window the window index holds (math.MinInt64 when none).

@@ -65,6 +65,8 @@ type Store struct {
 	deletedFuture map[int64]bool
 	// segFrom is the first window whose span keys have segments (segments.go).
 	segFrom atomic.Int64
+	// traceIdxTo is the first window without trace index entries (traceindex.go).
+	traceIdxTo atomic.Int64
 	// index remembers the traces whose index entries were written, with the refHash of the
 	// object reference written and the segments recorded (indexValue): 8 bytes where the
 	// reference's seven strings took about 200 and
@@ -158,12 +160,14 @@ const (
 
 var versionKey = []byte("mversion")
 
-// schemaVersion is the store's layout: "3" since span keys have segments (segments.go), "2"
-// since spans are written in encoding version 2. A store of version "1" or "2" (written by an
-// earlier Kelemetry) is read as it is and marked "3" once opened writable, its windows from then
-// on with segments; an earlier Kelemetry refuses a store marked "3" rather than misread it.
+// schemaVersion is the store's layout: "4" since windows have no trace index entries
+// (traceindex.go), "3" since span keys have segments (segments.go), "2" since spans are written
+// in encoding version 2. A store of an earlier version (written by an earlier Kelemetry) is read
+// as it is and marked "4" once opened writable, its windows from then on in the current layout;
+// an earlier Kelemetry refuses a store marked "4" rather than misread it.
 const (
-	schemaVersion   = "3"
+	schemaVersion   = "4"
+	schemaVersionV3 = "3"
 	schemaVersionV2 = "2"
 	schemaVersionV1 = "1"
 )
@@ -250,6 +254,16 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 // BenchmarkGrowingWindow's reads took as long with 54 as with 118.
 const maxOpenFiles = 64
 
+// l0FileThreshold is Pebble's L0CompactionFileThreshold. Keys written in time order (the change
+// feed, the window index, span keys of past segments and windows) do not overlap from one flush
+// to the next, so they add no sublevel to L0 and set off no compaction by L0CompactionThreshold:
+// with Pebble's default of 500 files, L0 kept hundreds of them until a burst of overlapping writes
+// set off one compaction of them all. A store filled over a day (internal/tools/curves) was left
+// with 100-360 files in L0, and a burst of 30,000 events into it then cost 40-69% more CPU than
+// into an empty store, one compaction of 47 MB taking a second of it; with 64 files, 2-5% more.
+// The same bytes move down either way, a few flushes at a time rather than all at once.
+const l0FileThreshold = 64
+
 // options are the Pebble options of the database, sized for MaxBytes. Open takes its own
 // reference to cache: unref it after Open.
 func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
@@ -273,8 +287,10 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 		// bench.sh's load (the compactions left after the drain counted), for up to 8 files a
 		// read may consult in L0.
 		L0CompactionThreshold: 8,
-		L0StopWritesThreshold: 24,
-		Logger:                pebbleLogger{logger: p.logger, failed: &p.failed},
+		// See l0FileThreshold.
+		L0CompactionFileThreshold: l0FileThreshold,
+		L0StopWritesThreshold:     24,
+		Logger:                    pebbleLogger{logger: p.logger, failed: &p.failed},
 		EventListener: &pebble.EventListener{
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) { p.stallSince.CompareAndSwap(0, time.Now().UnixNano()) },
 			WriteStallEnd:   func() { p.stallSince.Store(0) },
@@ -342,9 +358,9 @@ func (p *Store) checkVersion() error {
 	v, closer, err := p.db.Get(versionKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound) && p.readOnly != "":
-		return p.initSegments(true, false) // written once writable
+		return p.initLayout(true, false, false) // written once writable
 	case errors.Is(err, pebble.ErrNotFound):
-		if err := p.initSegments(true, false); err != nil {
+		if err := p.initLayout(true, false, false); err != nil {
 			return err
 		}
 		if err := p.db.Set(versionKey, []byte(schemaVersion), pebble.Sync); err != nil {
@@ -356,26 +372,37 @@ func (p *Store) checkVersion() error {
 	}
 	got := string(v)
 	_ = closer.Close()
+	older := got == schemaVersionV1 || got == schemaVersionV2 || got == schemaVersionV3
 	switch {
 	case got == schemaVersion:
-		return p.initSegments(false, true)
-	case (got == schemaVersionV1 || got == schemaVersionV2) && p.readOnly != "":
-		return p.initSegments(false, false) // read as it is; marked once writable
-	case got == schemaVersionV1 || got == schemaVersionV2:
-		// The first window with segments is recorded before the version: a crash between the
-		// two leaves a store of the old version that knows its first window with segments.
-		if err := p.initSegments(false, false); err != nil {
+		return p.initLayout(false, true, true)
+	case older && p.readOnly != "":
+		return p.initLayout(false, got == schemaVersionV3, false) // read as it is; marked once writable
+	case older:
+		// The first windows of the new layouts are recorded before the version: a crash between
+		// them leaves a store of the old version that knows them.
+		if err := p.initLayout(false, got == schemaVersionV3, false); err != nil {
 			return err
 		}
 		if err := p.db.Set(versionKey, []byte(schemaVersion), pebble.Sync); err != nil {
 			return fmt.Errorf("upgrade schema version %s to %s: %w", got, schemaVersion, err)
 		}
-		p.logger.Info("store upgraded: span keys of the windows from segmentsFrom on are grouped by segment; an earlier Kelemetry cannot open it any more",
-			"from", got, "to", schemaVersion, "segmentsFrom", time.Unix(0, p.segFrom.Load()).UTC())
+		p.logger.Info("store upgraded: the windows from segmentsFrom on group span keys by segment, those from traceIndexTo on have no trace index entries; an earlier Kelemetry cannot open it any more",
+			"from", got, "to", schemaVersion, "segmentsFrom", time.Unix(0, p.segFrom.Load()).UTC(),
+			"traceIndexTo", time.Unix(0, p.traceIdxTo.Load()).UTC())
 		return nil
 	default:
-		return fmt.Errorf("schema version %q, want %q (or %q, %q)", got, schemaVersion, schemaVersionV2, schemaVersionV1)
+		return fmt.Errorf("schema version %q, want %q (or %q, %q, %q)", got, schemaVersion, schemaVersionV3, schemaVersionV2, schemaVersionV1)
 	}
+}
+
+// initLayout reads or sets the first windows of the layouts of schema versions 3 (segments) and
+// 4 (no trace index entries); segMarked and tidxMarked say the store's version has them.
+func (p *Store) initLayout(fresh, segMarked, tidxMarked bool) error {
+	if err := p.initSegments(fresh, segMarked); err != nil {
+		return err
+	}
+	return p.initTraceIndex(fresh, tidxMarked)
 }
 
 func (p *Store) initMetrics(tel telemetry.Settings) error {
@@ -641,9 +668,11 @@ func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w
 	if err := b.Set(enc.key, enc.obj, nil); err != nil {
 		return fmt.Errorf("batch window index: %w", err)
 	}
-	enc.key = appendTraceKey(enc.key[:0], sp.TraceID, w)
-	if err := b.Set(enc.key, nil, nil); err != nil {
-		return fmt.Errorf("batch trace index: %w", err)
+	if p.traceIndexed(w) {
+		enc.key = appendTraceKey(enc.key[:0], sp.TraceID, w)
+		if err := b.Set(enc.key, nil, nil); err != nil {
+			return fmt.Errorf("batch trace index: %w", err)
+		}
 	}
 	return p.addSegment(b, enc, sp, w, seg, &enc.pend[len(enc.pend)-1])
 }
@@ -695,12 +724,23 @@ func (p *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.S
 		return nil, fmt.Errorf("get trace %s: %w", id, err)
 	}
 	var windows []int64
-	lower := append([]byte{prefixTrace}, id[:]...)
-	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
-		if k := it.Key(); len(k) == traceKeyLen {
-			windows = append(windows, readWindow(k[1+traceIDLen:]))
+	// The windows before traceIdxTo through the trace index, the others through the window index.
+	tidxTo := p.traceIdxTo.Load()
+	if tidxTo > math.MinInt64 {
+		lower := append([]byte{prefixTrace}, id[:]...)
+		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+			if k := it.Key(); len(k) == traceKeyLen {
+				windows = append(windows, readWindow(k[1+traceIDLen:]))
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("get trace %s: %w", id, err)
 		}
-		return true, nil
+	}
+	err := p.traceWindows(ctx, id[:], tidxTo, math.MaxInt64, func(w int64, _ trace.TraceID) bool {
+		windows = append(windows, w)
+		return true
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", id, err)
@@ -1003,20 +1043,40 @@ func (p *Store) FindTraces(ctx context.Context, q query.TraceQuery) ([]query.Tra
 	}
 	match := query.NewMatcher(query.ObjectQuery{From: q.From, To: q.To}, p.window)
 	var out []query.TraceRef
-	lower := append([]byte{prefixTrace}, q.IDPrefix...)
-	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
-		k := it.Key()
-		if len(k) != traceKeyLen {
+	// The windows before traceIdxTo through the trace index, the others through the window index.
+	tidxTo := p.traceIdxTo.Load()
+	if tidxTo > math.MinInt64 {
+		lower := append([]byte{prefixTrace}, q.IDPrefix...)
+		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+			k := it.Key()
+			if len(k) != traceKeyLen {
+				return true, nil
+			}
+			w := readWindow(k[1+traceIDLen:])
+			if w >= tidxTo || !match.Window(w) {
+				return true, nil
+			}
+			var tid trace.TraceID
+			copy(tid[:], k[1:1+traceIDLen])
+			out = append(out, query.TraceRef{TraceID: tid, Window: query.UnixTime(w)})
 			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("find traces: %w", err)
 		}
-		w := readWindow(k[1+traceIDLen:])
-		if !match.Window(w) {
-			return true, nil
+	}
+	from, to := tidxTo, int64(math.MaxInt64)
+	if match.HasFrom && match.From-match.Length+1 > from {
+		from = match.From - match.Length + 1 // the first window that ends after From
+	}
+	if match.HasTo {
+		to = match.To
+	}
+	err := p.traceWindows(ctx, q.IDPrefix, from, to, func(w int64, tid trace.TraceID) bool {
+		if match.Window(w) {
+			out = append(out, query.TraceRef{TraceID: tid, Window: query.UnixTime(w)})
 		}
-		var tid trace.TraceID
-		copy(tid[:], k[1:1+traceIDLen])
-		out = append(out, query.TraceRef{TraceID: tid, Window: query.UnixTime(w)})
-		return true, nil
+		return true
 	})
 	if err != nil {
 		return nil, fmt.Errorf("find traces: %w", err)
