@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -84,26 +85,22 @@ func (p *Store) spanPrefixes(dst [][]byte, w int64, tid trace.TraceID, mask uint
 	return dst
 }
 
-// initSegments reads (or, for a store opened writable for the first time with segments, sets)
-// the first window with segments. A new store has segments in every window; one written before
-// them gets them from the window after both the current one and the newest it holds. A store of
-// schema version 3 or later (marked after the window was recorded) must have it.
-func (p *Store) initSegments(fresh, marked bool) error {
-	from, err := p.initFromWindow(segFromKey, "segments", fresh, marked)
+// initFromWindow sets dst to the window (Unix nanoseconds) from which a layout applies, kept
+// under the meta key key; what names the layout in errors. When the key is missing it sets it:
+// the first window of all for a new store (fresh), else the window after both the current one
+// and the newest the store holds, so that every window written before keeps its layout; a store
+// opened read-only gets the window it would set, and nothing is written. A store whose schema
+// version says the key was written (marked) must have it.
+func (p *Store) initFromWindow(dst *atomic.Int64, key []byte, what string, fresh, marked bool) error {
+	from, err := p.readFromWindow(key, what, fresh, marked)
 	if err != nil {
 		return err
 	}
-	p.segFrom.Store(from)
+	dst.Store(from)
 	return nil
 }
 
-// initFromWindow reads the window (Unix nanoseconds) from which a layout applies, kept under the
-// meta key key; what names the layout in errors. When the key is missing it sets it: the first
-// window of all for a new store (fresh), else the window after both the current one and the
-// newest the store holds, so that every window written before keeps its layout; a store opened
-// read-only gets the window it would set, and nothing is written. A store whose schema version
-// says the key was written (marked) must have it.
-func (p *Store) initFromWindow(key []byte, what string, fresh, marked bool) (int64, error) {
+func (p *Store) readFromWindow(key []byte, what string, fresh, marked bool) (int64, error) {
 	v, closer, err := p.db.Get(key)
 	if err == nil {
 		defer closer.Close()

@@ -3,6 +3,7 @@ package pebble
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,9 +20,17 @@ import (
 // earlier Kelemetry did (schema version 2, no segFromKey).
 func asBeforeSegments(t *testing.T, p *Store) {
 	t.Helper()
-	require.NoError(t, p.db.Delete(segFromKey, nil))
-	require.NoError(t, p.db.Set(versionKey, []byte(schemaVersionV2), nil))
-	p.segFrom.Store(math.MaxInt64)
+	asBeforeLayout(t, p, schemaVersionV2, segFromKey, &p.segFrom)
+}
+
+// asBeforeLayout makes p, a store just opened, a store of schema version version that does not
+// know the layout whose first window key records and from holds: it writes every window as
+// before that layout.
+func asBeforeLayout(t *testing.T, p *Store, version string, key []byte, from *atomic.Int64) {
+	t.Helper()
+	require.NoError(t, p.db.Delete(key, nil))
+	require.NoError(t, p.db.Set(versionKey, []byte(version), nil))
+	from.Store(math.MaxInt64)
 }
 
 // segSpan is a span of obj's trace in window w, started at w+at.

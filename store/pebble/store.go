@@ -195,7 +195,9 @@ func openPebble(ctx context.Context, cfg Config, w aggregator.Window, tel teleme
 	explicitMaxBytes := cfg.MaxBytes != 0
 	cfg = cfg.withDefaults()
 	p := &Store{cfg: cfg, window: w.Length(), logger: tel.Log().With("store", cfg.Dir), now: time.Now, wake: make(chan struct{}, 1)}
-	p.segFrom.Store(math.MaxInt64) // no segments until the store says (initSegments)
+	// The earlier layouts until the store says (initLayout).
+	p.segFrom.Store(math.MaxInt64)
+	p.traceIdxTo.Store(math.MaxInt64)
 	p.feed = changefeed.NewFeed(p.findChanges)
 	p.bufs.New = func() any { return &encoder{} }
 	index, err := clockcache.New(max(cfg.IndexCacheSize, 1), func(indexKey, uint64) {
@@ -396,13 +398,15 @@ func (p *Store) checkVersion() error {
 	}
 }
 
-// initLayout reads or sets the first windows of the layouts of schema versions 3 (segments) and
-// 4 (no trace index entries); segMarked and tidxMarked say the store's version has them.
+// initLayout reads or sets the first windows of the layouts of schema versions 3 (segments,
+// segments.go) and 4 (no trace index entries, traceindex.go): a new store (fresh) has them in
+// every window, an older one from the window after the newest it holds. segMarked and tidxMarked
+// say the store's version has them recorded.
 func (p *Store) initLayout(fresh, segMarked, tidxMarked bool) error {
-	if err := p.initSegments(fresh, segMarked); err != nil {
+	if err := p.initFromWindow(&p.segFrom, segFromKey, "segments", fresh, segMarked); err != nil {
 		return err
 	}
-	return p.initTraceIndex(fresh, tidxMarked)
+	return p.initFromWindow(&p.traceIdxTo, traceIndexToKey, "trace index", fresh, tidxMarked)
 }
 
 func (p *Store) initMetrics(tel telemetry.Settings) error {

@@ -36,19 +36,6 @@ var traceIndexToKey = []byte("mtidxto")
 // traceIndexed reports whether the traces of window w have trace index entries.
 func (p *Store) traceIndexed(w int64) bool { return w < p.traceIdxTo.Load() }
 
-// initTraceIndex reads (or, for a store opened writable for the first time without trace index
-// entries, sets) the first window without them: the first window of a new store, the window after
-// both the current one and the newest stored for an older store. A store of schemaVersion must
-// have it (marked).
-func (p *Store) initTraceIndex(fresh, marked bool) error {
-	from, err := p.initFromWindow(traceIndexToKey, "trace index", fresh, marked)
-	if err != nil {
-		return err
-	}
-	p.traceIdxTo.Store(from)
-	return nil
-}
-
 // traceWindows calls fn with the window and trace ID of each entry of the window index whose
 // trace ID starts with prefix (1 to 16 bytes), in windows from..to (inclusive), in key order: one
 // seek to each window the index holds, one to prefix in it. fn returns false to stop.

@@ -15,15 +15,6 @@ import (
 	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
-// asBeforeTraceIndexRemoval makes p, a store just opened, write trace index entries in every
-// window as a store of schema version 3 did (no traceIndexToKey).
-func asBeforeTraceIndexRemoval(t *testing.T, p *Store) {
-	t.Helper()
-	require.NoError(t, p.db.Delete(traceIndexToKey, nil))
-	require.NoError(t, p.db.Set(versionKey, []byte(schemaVersionV3), nil))
-	p.traceIdxTo.Store(math.MaxInt64)
-}
-
 // traceIndexWindows returns the windows of the stored trace index entries, by trace ID.
 func traceIndexWindows(t *testing.T, p *Store) map[trace.TraceID][]int64 {
 	t.Helper()
@@ -64,7 +55,7 @@ func TestTraceIndexOnlyBeforeTheWindowAfterAnUpgrade(t *testing.T) {
 	tForeign := trace.TraceID{0xee, 1, 2, 3}
 
 	p := openTestPebble(t, Config{Dir: dir}, nil)
-	asBeforeTraceIndexRemoval(t, p)
+	asBeforeLayout(t, p, schemaVersionV3, traceIndexToKey, &p.traceIdxTo) // trace index entries in every window
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{
 		segSpan(obj, past, aggregator.KindEvent, 1, time.Minute, "create"),
 		segSpan(obj, future, aggregator.KindEvent, 2, time.Minute, "update"),
