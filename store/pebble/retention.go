@@ -391,7 +391,7 @@ func (p *Store) deleteOldestWindow(ctx context.Context, pick windowPick) (deleti
 			}
 			key = key[:n]
 		}
-		if p.traceIndexed(w) {
+		if p.traceIndexed(w, e.tid) {
 			key = appendTraceKey(key[:0], e.tid, w)
 			if err := b.Delete(key, nil); err != nil {
 				return deletion{}, fmt.Errorf("batch delete: %w", err)

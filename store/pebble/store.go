@@ -672,7 +672,7 @@ func (p *Store) writeIndex(b *pebble.Batch, enc *encoder, sp *aggregator.Span, w
 	if err := b.Set(enc.key, enc.obj, nil); err != nil {
 		return fmt.Errorf("batch window index: %w", err)
 	}
-	if p.traceIndexed(w) {
+	if p.traceIndexed(w, sp.TraceID) {
 		enc.key = appendTraceKey(enc.key[:0], sp.TraceID, w)
 		if err := b.Set(enc.key, nil, nil); err != nil {
 			return fmt.Errorf("batch trace index: %w", err)
@@ -727,27 +727,20 @@ func (p *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.S
 	if err := p.readable(); err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", id, err)
 	}
+	// The windows the trace index lists, and the one the ID says (traceindex.go).
 	var windows []int64
-	// The windows before traceIdxTo through the trace index, the others through the window index.
-	tidxTo := p.traceIdxTo.Load()
-	if tidxTo > math.MinInt64 {
-		lower := append([]byte{prefixTrace}, id[:]...)
-		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
-			if k := it.Key(); len(k) == traceKeyLen {
-				windows = append(windows, readWindow(k[1+traceIDLen:]))
-			}
-			return true, nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("get trace %s: %w", id, err)
+	lower := append([]byte{prefixTrace}, id[:]...)
+	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+		if k := it.Key(); len(k) == traceKeyLen {
+			windows = append(windows, readWindow(k[1+traceIDLen:]))
 		}
-	}
-	err := p.traceWindows(ctx, id[:], tidxTo, math.MaxInt64, func(w int64, _ trace.TraceID) bool {
-		windows = append(windows, w)
-		return true
+		return true, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", id, err)
+	}
+	if _, win, ok := aggregator.ParseTraceID(id); ok && !p.traceIndexed(win.UnixNano(), id) {
+		windows = append(windows, win.UnixNano())
 	}
 	var spans []*aggregator.Span
 	var prefixes [][]byte
@@ -1047,37 +1040,35 @@ func (p *Store) FindTraces(ctx context.Context, q query.TraceQuery) ([]query.Tra
 	}
 	match := query.NewMatcher(query.ObjectQuery{From: q.From, To: q.To}, p.window)
 	var out []query.TraceRef
-	// The windows before traceIdxTo through the trace index, the others through the window index.
-	tidxTo := p.traceIdxTo.Load()
-	if tidxTo > math.MinInt64 {
-		lower := append([]byte{prefixTrace}, q.IDPrefix...)
-		err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
-			k := it.Key()
-			if len(k) != traceKeyLen {
-				return true, nil
-			}
-			w := readWindow(k[1+traceIDLen:])
-			if w >= tidxTo || !match.Window(w) {
-				return true, nil
-			}
-			var tid trace.TraceID
-			copy(tid[:], k[1:1+traceIDLen])
-			out = append(out, query.TraceRef{TraceID: tid, Window: query.UnixTime(w)})
+	// What the trace index lists, and the traces of the windows from traceIdxTo on whose ID says
+	// their window, through the window index (traceindex.go).
+	lower := append([]byte{prefixTrace}, q.IDPrefix...)
+	err := p.scan(ctx, lower, prefixEnd(lower), func(it *pebble.Iterator) (bool, error) {
+		k := it.Key()
+		if len(k) != traceKeyLen {
 			return true, nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("find traces: %w", err)
 		}
+		w := readWindow(k[1+traceIDLen:])
+		if !match.Window(w) {
+			return true, nil
+		}
+		var tid trace.TraceID
+		copy(tid[:], k[1:1+traceIDLen])
+		out = append(out, query.TraceRef{TraceID: tid, Window: query.UnixTime(w)})
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
 	}
-	from, to := tidxTo, int64(math.MaxInt64)
+	from, to := p.traceIdxTo.Load(), int64(math.MaxInt64)
 	if match.HasFrom && match.From-match.Length+1 > from {
 		from = match.From - match.Length + 1 // the first window that ends after From
 	}
 	if match.HasTo {
 		to = match.To
 	}
-	err := p.traceWindows(ctx, q.IDPrefix, from, to, func(w int64, tid trace.TraceID) bool {
-		if match.Window(w) {
+	err = p.traceWindows(ctx, q.IDPrefix, from, to, func(w int64, tid trace.TraceID) bool {
+		if match.Window(w) && !p.traceIndexed(w, tid) {
 			out = append(out, query.TraceRef{TraceID: tid, Window: query.UnixTime(w)})
 		}
 		return true

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kelemetry/kelemetry/aggregator"
 )
 
 // The trace index: the windows a trace ID has spans in.
@@ -20,21 +22,37 @@ import (
 // (internal/tools/curves), ingesting 10 distinct copies of the bulk fixture took 35-40% more CPU
 // than into an empty store, most of it that rewrite (without the 't' writes: 5-8% more).
 //
-// The window index ('w' window traceID, in time order) holds the same pairs. So from schema
-// version 4 a window has no 't' entries, and a trace ID's windows are found in the window index:
-// one seek to each window it holds, one to the ID (or its leading bytes) in it.
+// A trace ID made by aggregator.TraceIDFor says its window, and the window index ('w' window
+// traceID, in time order) holds every (window, trace) pair. So from schema version 4 only the
+// traces whose ID does not say their window (IDs of other origins, written through the Jaeger
+// storage API or OTLP; a span of an object's trace stored in another window) have 't' entries:
+// GetTrace reads the window its ID says and those the trace index lists, and FindTraces (an ID's
+// leading bytes) visits the window index, one seek to each window it holds and one to the ID in
+// it, beside the trace index.
 //
 // Stores written before keep their windows as they were: the meta key traceIndexToKey holds the
-// first window without 't' entries, set once when such a store is first opened writable (after
-// every window it holds); the windows before it keep their entries, and late writes into them
-// add more, so that those windows are read, and deleted by retention, as before.
+// first window without 't' entries for every trace, set once when such a store is first opened
+// writable (after every window it holds); the windows before it keep their entries, and late
+// writes into them add more, so that those windows are read, and deleted by retention, as
+// before.
 
 // traceIndexToKey holds the first window (Unix nanoseconds, big endian) without trace index
 // entries.
 var traceIndexToKey = []byte("mtidxto")
 
-// traceIndexed reports whether the traces of window w have trace index entries.
-func (p *Store) traceIndexed(w int64) bool { return w < p.traceIdxTo.Load() }
+// traceIndexed reports whether trace tid has a trace index entry for window w: in every window
+// before traceIdxTo, and from it on when its ID does not say w (an ID of another origin, or of
+// another window), so that GetTrace finds a trace's windows without visiting every window and
+// FindTraces, which visits them, leaves out what the trace index lists.
+func (p *Store) traceIndexed(w int64, tid trace.TraceID) bool {
+	return w < p.traceIdxTo.Load() || !idWindow(tid, w)
+}
+
+// idWindow reports whether tid is a trace ID made by aggregator.TraceIDFor for window w.
+func idWindow(tid trace.TraceID, w int64) bool {
+	_, win, ok := aggregator.ParseTraceID(tid)
+	return ok && win.UnixNano() == w
+}
 
 // traceWindows calls fn with the window and trace ID of each entry of the window index whose
 // trace ID starts with prefix (1 to 16 bytes), in windows from..to (inclusive), in key order: one

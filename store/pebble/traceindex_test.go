@@ -31,10 +31,10 @@ func traceIndexWindows(t *testing.T, p *Store) map[trace.TraceID][]int64 {
 }
 
 // A store of schema version 3 keeps the trace index entries of the windows it holds (late
-// writes into them add more) and writes none from the window after its newest on; every trace
-// is found by its ID and by its ID's leading bytes whichever window it is in, a trace ID of
-// another origin too, within a time range or not; retention deletes the entries of the windows
-// it deletes.
+// writes into them add more) and from the window after its newest on writes them only for trace
+// IDs that do not say their window (of another origin, or of another window); every trace is
+// found by its ID and by its ID's leading bytes whichever window it is in, within a time range or
+// not; retention deletes the entries of the windows it deletes.
 func TestTraceIndexOnlyBeforeTheWindowAfterAnUpgrade(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -69,25 +69,33 @@ func TestTraceIndexOnlyBeforeTheWindowAfterAnUpgrade(t *testing.T) {
 	assert.Equal(t, schemaVersion, string(v))
 	require.NoError(t, closer.Close())
 	assert.Equal(t, next.UnixNano(), p.traceIdxTo.Load(), "after the newest window stored")
-	assert.True(t, p.traceIndexed(future.UnixNano()))
-	assert.False(t, p.traceIndexed(next.UnixNano()))
+	assert.True(t, p.traceIndexed(future.UnixNano(), tFuture))
+	assert.False(t, p.traceIndexed(next.UnixNano(), tNext))
+	assert.True(t, p.traceIndexed(next.UnixNano(), tForeign))
+	assert.True(t, p.traceIndexed(next.Add(win).UnixNano(), tNext))
 
-	// Late writes to an old window add entries; a new window has none.
+	// Late writes to an old window add entries; a new window has none but for trace IDs that do
+	// not say it: of another origin, or of another window (a span of tNext stored by its start,
+	// in the window after).
+	later := segSpan(obj, next, aggregator.KindEvent, 7, win+time.Minute, "patch")
+	later.Window = time.Time{}
 	require.NoError(t, p.Export(ctx, []*aggregator.Span{
 		segSpan(obj, past, aggregator.KindEvent, 4, 20*time.Minute, "patch"),
 		segSpan(obj, next, aggregator.KindEvent, 5, 20*time.Minute, "delete"),
 		foreign(next, 6),
+		later,
 	}))
 	require.NoError(t, p.Sync(ctx))
 	assert.Equal(t, map[trace.TraceID][]int64{
 		tPast:    {past.UnixNano()},
 		tFuture:  {future.UnixNano()},
-		tForeign: {past.UnixNano()},
+		tNext:    {next.Add(win).UnixNano()},
+		tForeign: {past.UnixNano(), next.UnixNano()},
 	}, traceIndexWindows(t, p))
 
 	check := func(stage string) {
 		t.Helper()
-		for tid, want := range map[trace.TraceID][]byte{tPast: {1, 4}, tFuture: {2}, tNext: {5}, tForeign: {3, 6}} {
+		for tid, want := range map[trace.TraceID][]byte{tPast: {1, 4}, tFuture: {2}, tNext: {5, 7}, tForeign: {3, 6}} {
 			spans, err := p.GetTrace(ctx, tid)
 			require.NoError(t, err, "%s: %s", stage, tid)
 			var got []byte
@@ -96,7 +104,7 @@ func TestTraceIndexOnlyBeforeTheWindowAfterAnUpgrade(t *testing.T) {
 			}
 			assert.ElementsMatch(t, want, got, "%s: trace %s", stage, tid)
 		}
-		_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), next.Add(win)))
+		_, err := p.GetTrace(ctx, aggregator.TraceIDFor(obj.Key(), next.Add(2*win)))
 		require.ErrorIs(t, err, query.ErrNotFound, stage)
 
 		windows := func(q query.TraceQuery) []time.Time {
@@ -109,11 +117,11 @@ func TestTraceIndexOnlyBeforeTheWindowAfterAnUpgrade(t *testing.T) {
 			}
 			return out
 		}
-		assert.Equal(t, []time.Time{past, future, next}, windows(query.TraceQuery{IDPrefix: tPast[:8]}), "%s: the object's traces", stage)
+		assert.Equal(t, []time.Time{past, future, next, next.Add(win)}, windows(query.TraceQuery{IDPrefix: tPast[:8]}), "%s: the object's traces", stage)
 		assert.Equal(t, []time.Time{past, next}, windows(query.TraceQuery{IDPrefix: tForeign[:4]}), "%s: the foreign trace", stage)
 		assert.Equal(t, []time.Time{future, next}, windows(query.TraceQuery{IDPrefix: tPast[:8], From: future.Add(time.Minute), To: next}), stage)
-		assert.Equal(t, []time.Time{next}, windows(query.TraceQuery{IDPrefix: tNext[:], From: past}), stage)
-		assert.Empty(t, windows(query.TraceQuery{IDPrefix: tPast[:8], From: next.Add(win)}), stage)
+		assert.Equal(t, []time.Time{next, next.Add(win)}, windows(query.TraceQuery{IDPrefix: tNext[:], From: past}), stage)
+		assert.Empty(t, windows(query.TraceQuery{IDPrefix: tPast[:8], From: next.Add(2 * win)}), stage)
 		assert.Equal(t, []time.Time{past}, windows(query.TraceQuery{IDPrefix: tPast[:8], To: past.Add(win - 1)}), stage)
 	}
 	check("upgraded")
@@ -126,7 +134,7 @@ func TestTraceIndexOnlyBeforeTheWindowAfterAnUpgrade(t *testing.T) {
 
 	// Retention deletes the entries of the windows it deletes.
 	require.NoError(t, p.retainAge(ctx, future.UnixNano(), futureLimit(now, time.Hour*3)))
-	assert.Equal(t, map[trace.TraceID][]int64{tFuture: {future.UnixNano()}}, traceIndexWindows(t, p))
+	assert.Equal(t, map[trace.TraceID][]int64{tFuture: {future.UnixNano()}, tNext: {next.Add(win).UnixNano()}, tForeign: {next.UnixNano()}}, traceIndexWindows(t, p))
 	_, err = p.GetTrace(ctx, tPast)
 	require.ErrorIs(t, err, query.ErrNotFound)
 	spans, err := p.GetTrace(ctx, tForeign)
