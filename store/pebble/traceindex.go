@@ -37,7 +37,7 @@ import (
 // before.
 
 // traceIndexToKey holds the first window (Unix nanoseconds, big endian) without trace index
-// entries.
+// entries for the traces whose ID says their window.
 var traceIndexToKey = []byte("mtidxto")
 
 // traceIndexed reports whether trace tid has a trace index entry for window w: in every window
