@@ -60,3 +60,43 @@ func TestTablesEndWhereKeysOrWindowsEnd(t *testing.T) {
 	require.NoError(t, p.db.Compact(ctx, []byte{0}, []byte{0xff}, false))
 	check("after a full compaction")
 }
+
+// Writes in time order, flushed window after window as a store filled with a day of writes is,
+// leave L0 no more files than l0FileThreshold (and one flush's): Pebble moves them down rather
+// than keeping hundreds until a burst of overlapping writes compacts them all at once.
+func TestTimeOrderedFlushesLeaveFewFilesInL0(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, Config{MaxAge: 100 * 365 * 24 * time.Hour}, nil)
+	start := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	flushes, written := 0, 0
+	require.NoError(t, benchdata.Writes(benchdata.WritesConfig{Batch: 2000, Objects: 2000}, 120000, start, start.Add(24*time.Hour),
+		func(spans []*aggregator.Span) error {
+			if err := p.Export(ctx, spans); err != nil {
+				return err
+			}
+			if written += len(spans); written >= 4000 {
+				written = 0
+				flushes++
+				if err := p.Sync(ctx); err != nil {
+					return err
+				}
+				return p.db.Flush()
+			}
+			return nil
+		}))
+	require.GreaterOrEqual(t, flushes, 25)
+	const oneFlush = 16 // a flush's tables: each kind of key, and span keys by window and segment
+	var l0, all int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m := p.db.Metrics()
+		l0, all = m.Levels[0].TablesCount, 0
+		for _, l := range m.Levels {
+			all += l.TablesCount
+		}
+		if l0 <= l0FileThreshold+oneFlush || time.Now().After(deadline) {
+			break
+		}
+	}
+	assert.LessOrEqual(t, l0, int64(l0FileThreshold+oneFlush), "L0 holds %d tables of %d", l0, all)
+	assert.Greater(t, all, int64(2*l0FileThreshold), "the store holds more tables than L0 may keep")
+}
