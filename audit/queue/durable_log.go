@@ -32,7 +32,11 @@ import (
 // batch, which is harmless: event span IDs are deterministic and the stores upsert). Segments
 // are deleted oldest first once every batch in them is acknowledged; an active segment whose
 // batches are all acknowledged is closed and deleted once it holds handledRotateBytes, so handled
-// data does not linger on disk. After a crash the tail of the last segment may hold a torn record:
+// data does not linger on disk. No fsync and no deletion happens while the log's lock is held: a
+// slow disk delays the batches that wait for their own fsync, not the writes of the others (a
+// new segment's directory entry is synced with its first fsync, a rotated segment's tail by the
+// batches in it, and handled segments are deleted by the acknowledging goroutine after it lets
+// the lock go). After a crash the tail of the last segment may hold a torn record:
 // reading a segment stops at the first record that is short or fails its crc, and a reopened log
 // always writes into a new segment.
 //
@@ -87,6 +91,9 @@ type logSegment struct {
 	size int64   // bytes written whole (a failed write's torn part is not counted)
 	// synced is the bytes of the segment known to be on disk (or no longer needed).
 	synced int64
+	// dirSynced says the segment's directory entry is on disk: syncTo syncs the folder with the
+	// segment's first fsync.
+	dirSynced bool
 	// abandoned marks a segment given up after a failed write or sync: its records beyond synced
 	// are never synced, and no more are written to it.
 	abandoned bool
@@ -110,20 +117,25 @@ type diskLog struct {
 	logger       *slog.Logger
 
 	create func(path string) (segFile, error)
-	lock   io.Closer // the folder's lock, released by Close
+	remove func(path string) error // os.Remove (tests delay it)
+	lock   io.Closer               // the folder's lock, released by Close
 
 	mu       sync.Mutex
 	segs     []*logSegment // oldest first; the last is active
 	size     int64         // bytes of all segments
 	nextID   uint64
 	batchSeg map[uint64]*logSegment // unacknowledged batches
-	closed   bool
+	// doomed are handled segments taken off segs, oldest first, whose files removeDoomed deletes
+	// without holding mu (their bytes stay counted in size until then).
+	doomed []*logSegment
+	closed bool
 	// failed is the last write or sync error while the log refuses batches (nil when it takes
 	// them); failedAt is when it failed or was last probed.
 	failed   error
 	failedAt time.Time
 
-	syncMu sync.Mutex // one fsync of the active segment at a time; others wait and share it
+	syncMu   sync.Mutex // one fsync of the active segment at a time; others wait and share it
+	removeMu sync.Mutex // one removeDoomed at a time, so that segments go oldest first
 
 	syncs          atomic.Int64 // fsyncs of appends (for tests and metrics)
 	deletedSegs    atomic.Int64
@@ -148,7 +160,7 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 		return nil, nil, fmt.Errorf("audit queue dir: %w", err)
 	}
 	l := &diskLog{dir: dir, maxBytes: maxBytes, segmentBytes: segmentBytes, logger: logger,
-		create: createSegFile, lock: lock, batchSeg: map[uint64]*logSegment{}, nextID: 1}
+		create: createSegFile, remove: os.Remove, lock: lock, batchSeg: map[uint64]*logSegment{}, nextID: 1}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), segSuffix)
 		if !ok || !e.Type().IsRegular() {
@@ -205,6 +217,7 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 		return nil, nil, err
 	}
 	l.collect()
+	l.removeDoomed()
 	return l, pending, nil
 }
 
@@ -281,17 +294,13 @@ func readBatch(loc batchLoc) ([]byte, error) {
 	return buf[recHeader:], nil
 }
 
-// newSegment creates segment num and makes it the active one. l.mu is held (or l is not shared).
+// newSegment creates segment num and makes it the active one. Its directory entry is synced by
+// the first syncTo of a batch in it. l.mu is held (or l is not shared).
 func (l *diskLog) newSegment(num uint64) error {
 	path := filepath.Join(l.dir, fmt.Sprintf("%020d%s", num, segSuffix))
 	f, err := l.create(path)
 	if err != nil {
 		return fmt.Errorf("audit queue segment: %w", err)
-	}
-	if err := syncDir(l.dir); err != nil {
-		_ = f.Close()
-		_ = os.Remove(path)
-		return err
 	}
 	l.segs = append(l.segs, &logSegment{num: num, path: path, f: f})
 	return nil
@@ -454,7 +463,10 @@ func (l *diskLog) probe() error {
 	if err := n.f.Sync(); err != nil {
 		return fmt.Errorf("probe audit queue segment: sync: %w", err)
 	}
-	n.synced = n.size
+	if err := syncDir(l.dir); err != nil {
+		return fmt.Errorf("probe audit queue segment: %w", err)
+	}
+	n.synced, n.dirSynced = n.size, true
 	return nil
 }
 
@@ -481,20 +493,27 @@ func (l *diskLog) syncTo(seg *logSegment, end int64) error {
 		l.mu.Unlock()
 		return err
 	}
-	upTo, f := seg.size, seg.f
+	upTo, f, dirSynced := seg.size, seg.f, seg.dirSynced
 	l.mu.Unlock()
 	l.syncs.Add(1)
+	// The file first: on file systems with a journal its fsync commits the file's creation
+	// too, and the folder's fsync after it finds little left to write.
 	err := f.Sync()
+	if err == nil && !dirSynced {
+		err = syncDir(l.dir)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
 		if seg.synced >= end || seg.abandoned {
-			// Rotated (and synced) meanwhile, or given up by a probe: syncedTo says which.
+			// Handled meanwhile (its content no longer needed), or given up by a probe:
+			// syncedTo says which.
 			return l.syncedTo(seg, end)
 		}
 		return l.fail(fmt.Errorf("sync audit queue segment: %w", err))
 	}
 	seg.synced = max(seg.synced, upTo)
+	seg.dirSynced = true
 	return nil
 }
 
@@ -514,14 +533,11 @@ func (l *diskLog) syncedTo(seg *logSegment, end int64) error {
 	return nil
 }
 
-// rotate syncs the active segment and starts a new one. l.mu is held.
+// rotate starts a new segment. The batches written to the one before it sync it themselves
+// (syncTo), outside the lock; the acks at its end need no sync (a lost ack only replays a handled
+// batch). l.mu is held.
 func (l *diskLog) rotate() error {
-	a := l.active()
-	if err := a.f.Sync(); err != nil {
-		return fmt.Errorf("sync audit queue segment: %w", err)
-	}
-	a.synced = a.size
-	if err := l.newSegment(a.num + 1); err != nil {
+	if err := l.newSegment(l.active().num + 1); err != nil {
 		return err
 	}
 	l.collect()
@@ -533,10 +549,17 @@ func (l *diskLog) rotate() error {
 // nothing. While the log has failed the records are not written (the batches would only be
 // replayed after a restart).
 func (l *diskLog) Ack(ids ...uint64) {
+	if l.ack(ids) {
+		l.removeDoomed()
+	}
+}
+
+// ack is Ack under l.mu; it reports whether segments wait for removeDoomed.
+func (l *diskLog) ack(ids []uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return
+		return false
 	}
 	var one [recHeader]byte
 	recs := one[:0]
@@ -565,7 +588,7 @@ func (l *diskLog) Ack(ids ...uint64) {
 		}
 	}
 	if !collect {
-		return
+		return len(l.doomed) > 0
 	}
 	if a := l.active(); a.pending == 0 && a.size >= min(handledRotateBytes, l.segmentBytes) && l.failed == nil {
 		// Everything in the active segment is handled: start a new one so that it can go. Its
@@ -576,6 +599,7 @@ func (l *diskLog) Ack(ids ...uint64) {
 		}
 	}
 	l.collect()
+	return len(l.doomed) > 0
 }
 
 // appendAck appends the ack record of batch id to b.
@@ -588,9 +612,9 @@ func appendAck(b []byte, id uint64) []byte {
 	return append(b, rec[:]...)
 }
 
-// collect deletes the oldest segments while every batch in them is acknowledged (never the active
-// one). Deleting only from the front keeps the ack records of the batches still kept. l.mu is
-// held.
+// collect gives up the oldest segments while every batch in them is acknowledged (never the
+// active one), for removeDoomed to delete. Deleting only from the front keeps the ack records of
+// the batches still kept. l.mu is held.
 func (l *diskLog) collect() {
 	for len(l.segs) > 1 && l.segs[0].pending == 0 {
 		s := l.segs[0]
@@ -598,14 +622,35 @@ func (l *diskLog) collect() {
 			_ = s.f.Close()
 			s.f = nil
 		}
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			l.logger.Warn("delete handled audit queue segment", "path", s.path, "error", err)
-			return
-		}
-		l.size -= s.size
-		l.deletedSegs.Add(1)
+		s.synced = s.size // nothing in it is needed any more: a sync waiting on it is done
+		l.doomed = append(l.doomed, s)
 		l.segs[0] = nil
 		l.segs = l.segs[1:]
+	}
+}
+
+// removeDoomed deletes the files of the segments collect gave up, oldest first, without holding
+// l.mu while the file system works (deleting a large file can take a while on a busy disk). A
+// file that cannot be deleted stays doomed, and so do those after it: the next call tries again.
+func (l *diskLog) removeDoomed() {
+	l.removeMu.Lock()
+	defer l.removeMu.Unlock()
+	l.mu.Lock()
+	doomed := l.doomed
+	l.doomed = nil
+	l.mu.Unlock()
+	for i, s := range doomed {
+		if err := l.remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			l.logger.Warn("delete handled audit queue segment", "path", s.path, "error", err)
+			l.mu.Lock()
+			l.doomed = append(doomed[i:len(doomed):len(doomed)], l.doomed...)
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Lock()
+		l.size -= s.size
+		l.mu.Unlock()
+		l.deletedSegs.Add(1)
 	}
 }
 
@@ -616,25 +661,39 @@ func (l *diskLog) Size() int64 {
 	return l.size
 }
 
-// Close syncs the active segment (so that the acks written reach the disk), closes the files and
-// releases the folder's lock. Appends and acks afterwards are refused or ignored. It may be
-// called more than once.
+// Close syncs the segments still open (so that the batches and acks written reach the disk),
+// closes the files, deletes the handled ones and releases the folder's lock. Appends and acks
+// afterwards are refused or ignored. It may be called more than once.
 func (l *diskLog) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
 	var err error
-	if a := l.active(); l.failed == nil && a.f != nil {
-		if serr := a.f.Sync(); serr != nil {
-			err = fmt.Errorf("sync audit queue segment: %w", serr)
-		} else {
-			a.synced = a.size
+	if l.failed == nil {
+		dirSynced := true
+		for _, s := range l.segs {
+			if s.f == nil || s.abandoned {
+				continue
+			}
+			if serr := s.f.Sync(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("sync audit queue segment: %w", serr))
+				continue
+			}
+			s.synced = s.size
+			dirSynced = dirSynced && s.dirSynced
+		}
+		if !dirSynced {
+			if serr := syncDir(l.dir); serr != nil {
+				err = errors.Join(err, serr)
+			}
 		}
 	}
 	l.closeFiles()
+	l.mu.Unlock()
+	l.removeDoomed()
 	if lerr := l.lock.Close(); lerr != nil {
 		err = errors.Join(err, fmt.Errorf("unlock audit queue dir: %w", lerr))
 	}

@@ -1,0 +1,137 @@
+package queue
+
+import (
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kelemetry/kelemetry/audit/auditv1"
+)
+
+// within fails the test unless fn returns within a generous bound: it stands for "does not wait
+// for the blocked file operation", which would block it for good.
+func within(t *testing.T, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s waited for a blocked file operation", what)
+	}
+}
+
+// Deleting handled segments happens after the log's lock is let go: a slow deletion (a large
+// file on a busy disk) delays the acknowledging goroutine, not the webhook's writes.
+func TestDiskLogDeletesOutsideTheLock(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openTestLog(t, dir, 1<<20, 512)
+	ids := appendNumberedBatches(t, l, 40)
+	segs := len(segFiles(t, dir))
+	require.Greater(t, segs, 4)
+	full := l.Size()
+
+	started, release := make(chan string, segs+1), make(chan struct{})
+	l.mu.Lock()
+	l.remove = func(path string) error {
+		started <- path
+		<-release
+		return os.Remove(path)
+	}
+	l.mu.Unlock()
+	var acked sync.WaitGroup
+	acked.Go(func() { l.Ack(ids...) })
+	<-started // the first deletion has begun, and blocks
+
+	within(t, "an append while a handled segment is deleted", func() { appendTestBatch(t, l, "meanwhile") })
+	within(t, "the log's size while a handled segment is deleted", func() {
+		assert.Greater(t, l.Size(), full, "the files not deleted yet still count")
+	})
+	close(release)
+	acked.Wait()
+	assert.Len(t, segFiles(t, dir), 1, "handled segments are deleted, the active one stays")
+	assert.Equal(t, int64(segs), l.deletedSegs.Load())
+	assert.Less(t, l.Size(), full/4)
+	require.NoError(t, l.Close())
+
+	l2, pending := openTestLog(t, dir, 1<<20, 512)
+	assert.Equal(t, []string{"meanwhile"}, replayedNames(t, pending))
+	require.NoError(t, l2.Close())
+}
+
+// blockingSeg is a segment file whose Sync waits while block is open.
+type blockingSeg struct {
+	f       *os.File
+	syncing chan<- struct{}
+	block   <-chan struct{}
+}
+
+func (s blockingSeg) Write(p []byte) (int, error) { return s.f.Write(p) }
+func (s blockingSeg) Close() error                { return s.f.Close() }
+func (s blockingSeg) Sync() error {
+	select {
+	case s.syncing <- struct{}{}:
+	default:
+	}
+	<-s.block
+	return s.f.Sync()
+}
+
+// Starting a new segment does not sync the one before it under the lock: while one batch's fsync
+// is slow, other batches are still written and rotate segments, and each batch is on disk (and
+// replayed after a crash) once its own sync returns.
+func TestDiskLogRotatesWithoutWaitingForAnFsync(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openTestLog(t, dir, 1<<20, 512)
+	syncing, block := make(chan struct{}, 1), make(chan struct{})
+	l.mu.Lock()
+	l.create = func(path string) (segFile, error) {
+		f, err := createSegFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return blockingSeg{f: f.(*os.File), syncing: syncing, block: block}, nil
+	}
+	require.NoError(t, l.newSegment(l.active().num+1))
+	l.mu.Unlock()
+
+	var first sync.WaitGroup
+	first.Go(func() { appendTestBatch(t, l, "first") })
+	<-syncing // its fsync has begun, and blocks
+
+	type written struct {
+		seg *logSegment
+		end int64
+	}
+	var ws []written
+	within(t, "writes that rotate segments during an fsync", func() {
+		for i := range 20 {
+			rec := appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", strconv.Itoa(i), "id-"+strconv.Itoa(i))})
+			_, seg, end, err := l.write(rec)
+			require.NoError(t, err)
+			ws = append(ws, written{seg, end})
+		}
+	})
+	l.mu.Lock()
+	require.Greater(t, len(l.segs), 4, "the writes rotated segments")
+	l.mu.Unlock()
+	close(block)
+	first.Wait()
+	for _, w := range ws {
+		require.NoError(t, l.syncTo(w.seg, w.end))
+	}
+	crash(l)
+
+	l2, pending := openTestLog(t, dir, 1<<20, 512)
+	want := []string{"first"}
+	for i := range 20 {
+		want = append(want, strconv.Itoa(i))
+	}
+	assert.Equal(t, want, replayedNames(t, pending))
+	require.NoError(t, l2.Close())
+}
