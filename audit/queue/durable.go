@@ -98,6 +98,12 @@ func newDurable(cfg Config, deps Deps) (*durableQueue, error) {
 		"Audit events replayed from the durable queue's log at start-up (not handled before a crash or stop).", "{event}", *attribute.EmptySet())
 	d.syncFails = meter.Counter("kelemetry.audit.queue.sink_sync_failures",
 		"Failed syncs of the sinks before marking durable audit batches done (the batches stay in the log and are retried).", "{sync}", *attribute.EmptySet())
+	// The webhook's answer waits for the fsync of its batch: from a fast local disk's sub-millisecond
+	// to a shared or network disk's stalls of seconds.
+	syncTime := meter.Histogram("kelemetry.audit.queue.fsync.duration",
+		"Time each fsync of the durable audit queue's log by accepted batches took (the webhook's answers wait for it; one fsync serves the batches that arrived meanwhile).", "s",
+		0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+	l.onSync = func(took time.Duration) { syncTime.Record(context.Background(), took.Seconds()) }
 	d.corrupt = meter.Counter("kelemetry.audit.queue.corrupt_records",
 		"Records of the durable queue's log skipped because they were torn or did not decode (lost).", "{record}", *attribute.EmptySet())
 	if n := l.corruptRecords.Load(); n > 0 {

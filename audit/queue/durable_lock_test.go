@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"sync"
@@ -9,8 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kelemetry/kelemetry/audit/auditv1"
+	"github.com/kelemetry/kelemetry/telemetry"
 )
 
 // within fails the test unless fn returns within a generous bound: it stands for "does not wait
@@ -134,4 +138,36 @@ func TestDiskLogRotatesWithoutWaitingForAnFsync(t *testing.T) {
 	}
 	assert.Equal(t, want, replayedNames(t, pending))
 	require.NoError(t, l2.Close())
+}
+
+// Every fsync of accepted batches is timed: the histogram counts as many as the fsyncs gauge.
+func TestDurableQueueTimesItsFsyncs(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ts := telemetry.Settings{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+	ctx := context.Background()
+	d := newTestDurable(t, Config{Dir: t.TempDir()}, Deps{Handle: func(context.Context, string, *auditv1.Event) {}, Telemetry: ts})
+	require.NoError(t, d.Start(ctx))
+	for i := range 5 {
+		require.NoError(t, d.EnqueueWait(ctx, "c", []*auditv1.Event{queueEvent("ns", strconv.Itoa(i), "id-"+strconv.Itoa(i))}))
+	}
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	var count uint64
+	var sum float64
+	found := false
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "kelemetry.audit.queue.fsync.duration" {
+				found = true
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					count += dp.Count
+					sum += dp.Sum
+				}
+			}
+		}
+	}
+	require.True(t, found, "no fsync histogram")
+	assert.Equal(t, uint64(d.log.syncs.Load()), count)
+	assert.GreaterOrEqual(t, count, uint64(5), "each batch waited for an fsync (one at a time here)")
+	assert.Positive(t, sum)
 }

@@ -142,6 +142,9 @@ type diskLog struct {
 	corruptRecords atomic.Int64
 	failures       atomic.Int64 // writes or syncs that failed
 	recoveries     atomic.Int64 // probes that brought a failed log back
+
+	// onSync, when set (before the log is shared), is told how long each fsync of appends took.
+	onSync func(time.Duration)
 }
 
 // openDiskLog opens (creating it if needed) the log in dir and returns the batches that were
@@ -498,9 +501,13 @@ func (l *diskLog) syncTo(seg *logSegment, end int64) error {
 	l.syncs.Add(1)
 	// The file first: on file systems with a journal its fsync commits the file's creation
 	// too, and the folder's fsync after it finds little left to write.
+	began := time.Now()
 	err := f.Sync()
 	if err == nil && !dirSynced {
 		err = syncDir(l.dir)
+	}
+	if l.onSync != nil {
+		l.onSync(time.Since(began))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
