@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,14 +18,15 @@ import (
 	"github.com/kelemetry/kelemetry/telemetry"
 )
 
-// within fails the test unless fn returns within a generous bound: it stands for "does not wait
-// for the blocked file operation", which would block it for good.
-func within(t *testing.T, what string, fn func()) {
+// within fails the test unless fn returns within a generous bound (it stands for "does not wait
+// for the blocked file operation", which would block it for good), or returns an error.
+func within(t *testing.T, what string, fn func() error) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); fn() }()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
 	select {
-	case <-done:
+	case err := <-done:
+		require.NoError(t, err, what)
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%s waited for a blocked file operation", what)
 	}
@@ -52,10 +54,13 @@ func TestDiskLogDeletesOutsideTheLock(t *testing.T) {
 	acked.Go(func() { l.Ack(ids...) })
 	<-started // the first deletion has begun, and blocks
 
-	within(t, "an append while a handled segment is deleted", func() { appendTestBatch(t, l, "meanwhile") })
-	within(t, "the log's size while a handled segment is deleted", func() {
-		assert.Greater(t, l.Size(), full, "the files not deleted yet still count")
+	within(t, "an append while a handled segment is deleted", func() error {
+		_, err := l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "meanwhile", "id-meanwhile")}))
+		return err
 	})
+	var size int64
+	within(t, "the log's size while a handled segment is deleted", func() error { size = l.Size(); return nil })
+	assert.Greater(t, size, full, "the files not deleted yet still count")
 	close(release)
 	acked.Wait()
 	assert.Len(t, segFiles(t, dir), 1, "handled segments are deleted, the active one stays")
@@ -68,11 +73,17 @@ func TestDiskLogDeletesOutsideTheLock(t *testing.T) {
 	require.NoError(t, l2.Close())
 }
 
-// blockingSeg is a segment file whose Sync waits while block is open.
+// blockingSeg is a segment file whose Sync waits while block is open, and counts its syncs.
 type blockingSeg struct {
 	f       *os.File
 	syncing chan<- struct{}
 	block   <-chan struct{}
+	syncs   *syncCounts
+}
+
+type syncCounts struct {
+	mu     sync.Mutex
+	byPath map[string]int
 }
 
 func (s blockingSeg) Write(p []byte) (int, error) { return s.f.Write(p) }
@@ -83,6 +94,9 @@ func (s blockingSeg) Sync() error {
 	default:
 	}
 	<-s.block
+	s.syncs.mu.Lock()
+	s.syncs.byPath[s.f.Name()]++
+	s.syncs.mu.Unlock()
 	return s.f.Sync()
 }
 
@@ -93,13 +107,14 @@ func TestDiskLogRotatesWithoutWaitingForAnFsync(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openTestLog(t, dir, 1<<20, 512)
 	syncing, block := make(chan struct{}, 1), make(chan struct{})
+	counts := &syncCounts{byPath: map[string]int{}}
 	l.mu.Lock()
 	l.create = func(path string) (segFile, error) {
 		f, err := createSegFile(path)
 		if err != nil {
 			return nil, err
 		}
-		return blockingSeg{f: f.(*os.File), syncing: syncing, block: block}, nil
+		return blockingSeg{f: f.(*os.File), syncing: syncing, block: block, syncs: counts}, nil
 	}
 	require.NoError(t, l.newSegment(l.active().num+1))
 	l.mu.Unlock()
@@ -113,13 +128,16 @@ func TestDiskLogRotatesWithoutWaitingForAnFsync(t *testing.T) {
 		end int64
 	}
 	var ws []written
-	within(t, "writes that rotate segments during an fsync", func() {
+	within(t, "writes that rotate segments during an fsync", func() error {
 		for i := range 20 {
 			rec := appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", strconv.Itoa(i), "id-"+strconv.Itoa(i))})
 			_, seg, end, err := l.write(rec)
-			require.NoError(t, err)
+			if err != nil {
+				return err
+			}
 			ws = append(ws, written{seg, end})
 		}
+		return nil
 	})
 	l.mu.Lock()
 	require.Greater(t, len(l.segs), 4, "the writes rotated segments")
@@ -129,6 +147,12 @@ func TestDiskLogRotatesWithoutWaitingForAnFsync(t *testing.T) {
 	for _, w := range ws {
 		require.NoError(t, l.syncTo(w.seg, w.end))
 	}
+	// Each batch's segment was synced by a batch in it (the rotation synced none).
+	counts.mu.Lock()
+	for _, w := range ws {
+		assert.Positive(t, counts.byPath[w.seg.path], "segment %s holds a batch and was never synced", w.seg.path)
+	}
+	counts.mu.Unlock()
 	crash(l)
 
 	l2, pending := openTestLog(t, dir, 1<<20, 512)
@@ -170,4 +194,45 @@ func TestDurableQueueTimesItsFsyncs(t *testing.T) {
 	assert.Equal(t, uint64(d.log.syncs.Load()), count)
 	assert.GreaterOrEqual(t, count, uint64(5), "each batch waited for an fsync (one at a time here)")
 	assert.Positive(t, sum)
+}
+
+// A failed fsync of a segment that is no longer the active one gives it up: a batch written to it
+// before the failure is not acknowledged by a later fsync of the same file that succeeds (the
+// kernel reports a writeback error once), even after a probe brought the log back.
+func TestDiskLogFailedSyncOfAnOlderSegment(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openTestLog(t, dir, 1<<20, 512)
+	failWrites, failSyncs := new(atomic.Bool), new(atomic.Bool)
+	l.mu.Lock()
+	l.create = func(path string) (segFile, error) {
+		f, err := createSegFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return faultySeg{f: f.(*os.File), failWrites: failWrites, failSyncs: failSyncs}, nil
+	}
+	require.NoError(t, l.newSegment(l.active().num+1))
+	l.mu.Unlock()
+
+	write := func(name string) (*logSegment, int64) {
+		t.Helper()
+		_, seg, end, err := l.write(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", name, "id-"+name)}))
+		require.NoError(t, err)
+		return seg, end
+	}
+	segA, endA := write("a")
+	segC, endC := write("c") // written, its sync still to come
+	require.Same(t, segA, segC)
+	var segB *logSegment
+	for i := 0; segB == nil || segB == segA; i++ { // until a write rotates to a new segment
+		require.Less(t, i, 50)
+		segB, _ = write("b" + strconv.Itoa(i))
+	}
+	failSyncs.Store(true)
+	require.ErrorIs(t, l.syncTo(segA, endA), ErrUnavailable)
+	failSyncs.Store(false)
+	probeNow(l)
+	require.NoError(t, l.Health(), "a probe brings the log back")
+	require.ErrorIs(t, l.syncTo(segC, endC), ErrUnavailable, "the batch in the segment whose sync failed is never acknowledged")
+	require.NoError(t, l.Close())
 }

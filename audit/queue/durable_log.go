@@ -136,6 +136,8 @@ type diskLog struct {
 
 	syncMu   sync.Mutex // one fsync of the active segment at a time; others wait and share it
 	removeMu sync.Mutex // one removeDoomed at a time, so that segments go oldest first
+	// removeWarned is the last file whose deletion failed and was logged (removeMu).
+	removeWarned string
 
 	syncs          atomic.Int64 // fsyncs of appends (for tests and metrics)
 	deletedSegs    atomic.Int64
@@ -441,12 +443,12 @@ func (l *diskLog) usable(now time.Time) error {
 // no batch). l.mu is held.
 func (l *diskLog) probe() error {
 	a := l.active()
+	if a.f != nil { // also when a failed sync abandoned it: no more is written there
+		_ = a.f.Close()
+		a.f = nil
+	}
 	if !a.abandoned {
 		a.abandoned = true
-		if a.f != nil {
-			_ = a.f.Close()
-			a.f = nil
-		}
 		if a.size == 0 && a.pending == 0 && len(l.segs) > 1 {
 			// Nothing was written whole to it: it need not stay.
 			_ = os.Remove(a.path)
@@ -517,6 +519,10 @@ func (l *diskLog) syncTo(seg *logSegment, end int64) error {
 			// syncedTo says which.
 			return l.syncedTo(seg, end)
 		}
+		// What the failed fsync covered may never reach the disk, and a later fsync of the
+		// file would not say so (the kernel reports a writeback error once): no batch in the
+		// segment beyond what was synced is acknowledged, whichever segment is active.
+		seg.abandoned = true
 		return l.fail(fmt.Errorf("sync audit queue segment: %w", err))
 	}
 	seg.synced = max(seg.synced, upTo)
@@ -648,7 +654,10 @@ func (l *diskLog) removeDoomed() {
 	l.mu.Unlock()
 	for i, s := range doomed {
 		if err := l.remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			l.logger.Warn("delete handled audit queue segment", "path", s.path, "error", err)
+			if s.path != l.removeWarned { // once per file, not at every ack while it fails
+				l.removeWarned = s.path
+				l.logger.Warn("delete handled audit queue segment (tried again later)", "path", s.path, "error", err)
+			}
 			l.mu.Lock()
 			l.doomed = append(doomed[i:len(doomed):len(doomed)], l.doomed...)
 			l.mu.Unlock()
@@ -672,6 +681,9 @@ func (l *diskLog) Size() int64 {
 // closes the files, deletes the handled ones and releases the folder's lock. Appends and acks
 // afterwards are refused or ignored. It may be called more than once.
 func (l *diskLog) Close() error {
+	// syncMu first, as syncTo takes them: no fsync of a batch runs while Close syncs.
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -680,6 +692,7 @@ func (l *diskLog) Close() error {
 	l.closed = true
 	var err error
 	if l.failed == nil {
+		var synced []*logSegment
 		dirSynced := true
 		for _, s := range l.segs {
 			if s.f == nil || s.abandoned {
@@ -689,13 +702,17 @@ func (l *diskLog) Close() error {
 				err = errors.Join(err, fmt.Errorf("sync audit queue segment: %w", serr))
 				continue
 			}
-			s.synced = s.size
+			synced = append(synced, s)
 			dirSynced = dirSynced && s.dirSynced
 		}
 		if !dirSynced {
 			if serr := syncDir(l.dir); serr != nil {
 				err = errors.Join(err, serr)
+				synced = nil // their folder entries may not be on disk
 			}
+		}
+		for _, s := range synced {
+			s.synced, s.dirSynced = s.size, true
 		}
 	}
 	l.closeFiles()
