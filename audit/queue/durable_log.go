@@ -631,10 +631,6 @@ func appendAck(b []byte, id uint64) []byte {
 func (l *diskLog) collect() {
 	for len(l.segs) > 1 && l.segs[0].pending == 0 {
 		s := l.segs[0]
-		if s.f != nil {
-			_ = s.f.Close()
-			s.f = nil
-		}
 		s.synced = s.size // nothing in it is needed any more: a sync waiting on it is done
 		l.doomed = append(l.doomed, s)
 		l.segs[0] = nil
@@ -642,9 +638,10 @@ func (l *diskLog) collect() {
 	}
 }
 
-// removeDoomed deletes the files of the segments collect gave up, oldest first, without holding
-// l.mu while the file system works (deleting a large file can take a while on a busy disk). A
-// file that cannot be deleted stays doomed, and so do those after it: the next call tries again.
+// removeDoomed closes and deletes the files of the segments collect gave up, oldest first,
+// without holding l.mu while the file system works (deleting a large file can take a while on a
+// busy disk, and closing one on a network file system writes it out). A file that cannot be
+// deleted stays doomed, and so do those after it: the next call tries again.
 func (l *diskLog) removeDoomed() {
 	l.removeMu.Lock()
 	defer l.removeMu.Unlock()
@@ -653,6 +650,10 @@ func (l *diskLog) removeDoomed() {
 	l.doomed = nil
 	l.mu.Unlock()
 	for i, s := range doomed {
+		if s.f != nil { // only removeDoomed touches a doomed segment's f
+			_ = s.f.Close()
+			s.f = nil
+		}
 		if err := l.remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			if s.path != l.removeWarned { // once per file, not at every ack while it fails
 				l.removeWarned = s.path
