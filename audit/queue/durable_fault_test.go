@@ -43,11 +43,12 @@ func (s faultySeg) Sync() error {
 
 func (s faultySeg) Close() error { return s.f.Close() }
 
-// faultyLog opens a log in dir whose new segments fail while the flags are set.
-func faultyLog(t *testing.T, dir string) (l *diskLog, failWrites, failSyncs *atomic.Bool) {
+// faultyLog opens a log in dir, of segments of segBytes, whose new segments fail while the flags
+// are set.
+func faultyLog(t *testing.T, dir string, segBytes int64) (l *diskLog, failWrites, failSyncs *atomic.Bool) {
 	t.Helper()
 	failWrites, failSyncs = new(atomic.Bool), new(atomic.Bool)
-	l, pending := openTestLog(t, dir, 1<<20, 1<<20)
+	l, pending := openTestLog(t, dir, 1<<20, segBytes)
 	require.Empty(t, pending)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -76,7 +77,7 @@ func probeNow(l *diskLog) {
 // batch that failed is not (its sender was told).
 func TestDiskLogRecoversAfterWriteFailure(t *testing.T) {
 	dir := t.TempDir()
-	l, failWrites, _ := faultyLog(t, dir)
+	l, failWrites, _ := faultyLog(t, dir, 1<<20)
 	appendTestBatch(t, l, "a")
 
 	failWrites.Store(true)
@@ -114,7 +115,7 @@ func TestDiskLogRecoversAfterWriteFailure(t *testing.T) {
 // A batch written before an fsync failed is never acknowledged, even when a later fsync of a new
 // segment succeeds: the failed segment's unsynced records are given up.
 func TestDiskLogSyncFailureIsNotAcknowledgedLater(t *testing.T) {
-	l, _, failSyncs := faultyLog(t, t.TempDir())
+	l, _, failSyncs := faultyLog(t, t.TempDir(), 1<<20)
 	rec := appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "x", "id-x")})
 	_, seg, end, err := l.write(rec)
 	require.NoError(t, err)
@@ -134,7 +135,7 @@ func TestDiskLogSyncFailureIsNotAcknowledgedLater(t *testing.T) {
 // Repeated failed probes do not leave a file behind each.
 func TestDiskLogFailedProbesLeaveNoFiles(t *testing.T) {
 	dir := t.TempDir()
-	l, failWrites, _ := faultyLog(t, dir)
+	l, failWrites, _ := faultyLog(t, dir, 1<<20)
 	failWrites.Store(true)
 	_, err := l.Append(appendBatch(batchBuffer(0), "c", []*auditv1.Event{queueEvent("ns", "b", "id-b")}))
 	require.Error(t, err)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,19 +199,7 @@ func TestDurableQueueTimesItsFsyncs(t *testing.T) {
 // before the failure is not acknowledged by a later fsync of the same file that succeeds (the
 // kernel reports a writeback error once), even after a probe brought the log back.
 func TestDiskLogFailedSyncOfAnOlderSegment(t *testing.T) {
-	dir := t.TempDir()
-	l, _ := openTestLog(t, dir, 1<<20, 512)
-	failWrites, failSyncs := new(atomic.Bool), new(atomic.Bool)
-	l.mu.Lock()
-	l.create = func(path string) (segFile, error) {
-		f, err := createSegFile(path)
-		if err != nil {
-			return nil, err
-		}
-		return faultySeg{f: f.(*os.File), failWrites: failWrites, failSyncs: failSyncs}, nil
-	}
-	require.NoError(t, l.newSegment(l.active().num+1))
-	l.mu.Unlock()
+	l, _, failSyncs := faultyLog(t, t.TempDir(), 512)
 
 	write := func(name string) (*logSegment, int64) {
 		t.Helper()
