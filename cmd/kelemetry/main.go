@@ -44,11 +44,12 @@ import (
 
 // defaultGCPercent is the garbage collector's target (Go's GOGC) when the GOGC environment
 // variable is not set: Go's default of 100, the heap grows to twice what stays live before a
-// collection. The all-in-one ran at 200 until 2026-12: 200 takes about 14% fewer instructions per
-// event when the bulk fixture is posted at full speed (scripts/instructions.sh), but in a steady
-// ingest the caches (diff versions, objects and traces seen, repeat checks) keep 60-130 MB live,
-// and at 200 the heap grew to three times that: 493 MiB RSS after 15 minutes of 600 distinct
-// events/s (scripts/soak.sh), where the project aims at 300. GOGC and GOMEMLIMIT in the
+// collection. The all-in-one ran at 200 until 2026-12: 200 took 14% fewer instructions per
+// event then (6-8% on 2026-12-07) when the bulk fixture is posted at full speed
+// (scripts/instructions.sh), but in a steady ingest the caches (diff versions, objects and
+// traces seen, repeat checks) keep 60-130 MB live, and at 200 the heap grew to three times
+// that: 493 MiB RSS after 15 minutes of 600 distinct events/s (scripts/soak.sh), where the
+// project aims at 300. GOGC and GOMEMLIMIT in the
 // environment still apply as usual. The memory limit is set too, from the container's limit or
 // the memoryLimit key (kelemetry.Config.ApplyMemoryLimit): with no limit, the garbage of one round
 // of heavy queries was still held when the next round started, and the process was OOM-killed
