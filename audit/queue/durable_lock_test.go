@@ -35,11 +35,7 @@ func within(t *testing.T, what string, fn func() error) {
 // file on a busy disk) delays the acknowledging goroutine, not the webhook's writes.
 func TestDiskLogDeletesOutsideTheLock(t *testing.T) {
 	dir := t.TempDir()
-	l, _ := openTestLog(t, dir, 1<<20, 512)
-	ids := appendNumberedBatches(t, l, 40)
-	segs := len(segFiles(t, dir))
-	require.Greater(t, segs, 4)
-	full := l.Size()
+	l, ids, segs, full := severalSegments(t, dir)
 
 	started, release := make(chan string, segs+1), make(chan struct{})
 	l.mu.Lock()

@@ -210,13 +210,20 @@ func TestDiskLogSkipsTornTail(t *testing.T) {
 	require.NoError(t, l.Close())
 }
 
+// severalSegments opens a log in dir of small segments and fills more than 4 of them: it returns
+// the batches' IDs, the number of segment files and the log's size.
+func severalSegments(t *testing.T, dir string) (l *diskLog, ids []uint64, segs int, full int64) {
+	t.Helper()
+	l, _ = openTestLog(t, dir, 1<<20, 512)
+	ids = appendNumberedBatches(t, l, 40)
+	segs = len(segFiles(t, dir))
+	require.Greater(t, segs, 4)
+	return l, ids, segs, l.Size()
+}
+
 func TestDiskLogDeletesHandledSegments(t *testing.T) {
 	dir := t.TempDir()
-	l, _ := openTestLog(t, dir, 1<<20, 512)
-	ids := appendNumberedBatches(t, l, 40)
-	segs := len(segFiles(t, dir))
-	require.Greater(t, segs, 4)
-	full := l.Size()
+	l, ids, segs, full := severalSegments(t, dir)
 	// Handling out of order: the oldest segment holds everything back until its batches are done.
 	for _, id := range ids[1:] {
 		l.Ack(id)
