@@ -135,26 +135,6 @@ func anyString(v *commonv1.AnyValue) string {
 	}
 }
 
-// newer reports whether a is a newer version of the same span than b: it ends later, or holds
-// more (logs, attributes), or names a later object version. The same span arrives several times
-// when several replicas write it, or when a repeated Kubernetes Event updates it.
-func newer(a, b *aggregator.Span) bool {
-	if c := a.End.Compare(b.End); c != 0 {
-		return c > 0
-	}
-	if len(a.Logs) != len(b.Logs) {
-		return len(a.Logs) > len(b.Logs)
-	}
-	if len(a.Attributes) != len(b.Attributes) {
-		return len(a.Attributes) > len(b.Attributes)
-	}
-	av, bv := a.Object.Version, b.Object.Version
-	if len(av) != len(bv) {
-		return len(av) > len(bv)
-	}
-	return av > bv
-}
-
 // traceSpans collects the spans of traces as they stream in, one version per span ID.
 type traceSpans struct {
 	window time.Duration
@@ -183,7 +163,7 @@ func (t *traceSpans) add(td *tracev1.TracesData) {
 				}
 				if old, ok := spans[s.SpanID]; ok {
 					t.dups++
-					if newer(old, s) {
+					if query.Newer(old, s) {
 						continue // a later copy of an equal version wins, as in the other stores
 					}
 				}

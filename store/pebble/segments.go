@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kelemetry/kelemetry/aggregator"
+	"github.com/kelemetry/kelemetry/store/internal/query"
 )
 
 // Segments: span keys grouped by the time of their writes.
@@ -24,11 +25,22 @@ import (
 // into new blob files: under a steady 2,000 events/s the compactions grew from a fifth of the
 // process's CPU in the tenth minute of a window to a third in the twenty-fifth.
 //
-// So a window's span keys are grouped into segments, sixths of the window by the start of the
-// span (what a span's write follows): 's' window segment traceID spanID. A flush then overlaps
-// the current segment's keys only, compactions rewrite at most a segment's worth, and no table
-// refers to more than a segment's blob files. Object and link spans, which a window keeps
-// rewriting from its start (with the same start and ID each time), stay in segment 0.
+// So a window's span keys are grouped into segments, sixths of the window by the time of the
+// write: 's' window segment traceID spanID. An event span's segment is its start's (what its
+// write follows); an object or a link span's is the sixth the store's clock is in when it is
+// written. A flush then overlaps the current segment's keys only, compactions rewrite at most a
+// segment's worth, and no table refers to more than a segment's blob files.
+//
+// Object and link spans were kept in segment 0 until 2026-12: written all window long (an object
+// span with each object first seen, a link span with each link), segment 0 grew with the window,
+// every compaction out of L0 rewrote its tables (keys and blob references of the whole window
+// so far, 14 MB at a time 10 minutes into a window at 6,000 events/s), and once they referred to
+// more than MaxBlobReferenceDepth (256) blob files, one per flush, a compaction copied all of its
+// values into new blob files: 50 MB in 10.8 CPU-seconds, reading every blob file of the window,
+// which Pebble then kept open (scripts/soak.sh: the CPU per event 17% higher in the last stretch,
+// the open files from 34 to 54 and more). An object or link span written again in a later
+// segment leaves its earlier version where it was: a read of several segments keeps the newer
+// (dropRepeats), as a read of a Jaeger backend does.
 //
 // A read needs the segments a trace has spans in: beside its object index entry ('o' object
 // window trace), a trace has an empty entry for each segment it has spans in (the same key and
@@ -52,20 +64,60 @@ var segFromKey = []byte("msegfrom")
 // segmented reports whether the span keys of window w have segments.
 func (p *Store) segmented(w int64) bool { return w >= p.segFrom.Load() }
 
-// segment is the segment of window w that span sp's key is in: its start's sixth of the window
-// (clamped to the window), 0 for object and link spans; -1 when window w has no segments.
-func (p *Store) segment(sp *aggregator.Span, w int64) int {
+// segment is the segment of window w that span sp's key is in, -1 when window w has no
+// segments: an event span's is the sixth of the window its start is in; an object or a link
+// span's (which carry the window's start, or the time of the event that linked them) is the
+// sixth the time of the write, now (Unix nanoseconds), is in. Both are clamped to the window.
+func (p *Store) segment(sp *aggregator.Span, w, now int64) int {
 	if !p.segmented(w) {
 		return -1
 	}
-	if sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink || p.window <= 0 {
+	if p.window <= 0 {
 		return 0
 	}
-	d := sp.Start.UnixNano() - w
+	at := sp.Start.UnixNano()
+	if sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink {
+		at = now
+	}
+	d := at - w
 	if d <= 0 {
 		return 0
 	}
 	return int(min(d/int64(max(p.window/segments, time.Nanosecond)), segments-1))
+}
+
+// dropRepeats keeps one version of each object and link span of a trace read from several
+// segments or windows, in place: an object or link span written again (by a later process, or
+// once the engine forgot that it wrote it) is in the segment of that write. The newer version
+// (query.Newer) stays, the one read later (from a later segment) when they tie. An event span
+// has one key, in the segment of its start. The order of spans is not kept.
+func dropRepeats(spans []*aggregator.Span) []*aggregator.Span {
+	structural := 0
+	for _, sp := range spans {
+		if sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink {
+			structural++
+		}
+	}
+	if structural < 2 {
+		return spans
+	}
+	seen := make(map[trace.SpanID]int, structural)
+	n := 0
+	for _, sp := range spans {
+		if sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink {
+			if i, ok := seen[sp.SpanID]; ok {
+				if !query.Newer(spans[i], sp) {
+					spans[i] = sp
+				}
+				continue
+			}
+			seen[sp.SpanID] = n
+		}
+		spans[n] = sp
+		n++
+	}
+	clear(spans[n:])
+	return spans[:n]
 }
 
 // spanPrefixes appends to dst the prefixes of the span keys of trace tid in window w: one without

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"testing"
@@ -63,14 +64,23 @@ func spanKeySegments(t *testing.T, p *Store) map[byte]int {
 	return out
 }
 
-// A window's span keys are grouped by the sixth of the window their span started in (object and
-// link spans in the first); the object index records which sixths hold the trace's spans, also
-// when the index cache forgot the trace, without losing the object reference of its object
-// span; and every read finds the spans of every segment.
+// storeClock makes p's clock read at, until at changes.
+func storeClock(p *Store, at time.Time) *atomic.Int64 {
+	var clock atomic.Int64
+	clock.Store(at.UnixNano())
+	p.now = func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	return &clock
+}
+
+// A window's span keys are grouped by the sixth of the window their span started in, or for
+// object and link spans the sixth they were written in; the object index records which sixths
+// hold the trace's spans, also when the index cache forgot the trace, without losing the object
+// reference of its object span; and every read finds the spans of every segment.
 func TestSegmentsGroupSpanKeys(t *testing.T) {
 	ctx := context.Background()
 	p := openTestPebble(t, Config{}, nil)
 	w := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	clock := storeClock(p, w.Add(time.Minute))
 	obj := aggregator.ObjectRef{Cluster: "c", Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "web", UID: "u1"}
 	bare := obj
 	bare.Version, bare.UID = "", "" // what an event of a deletion, say, carries
@@ -81,9 +91,12 @@ func TestSegmentsGroupSpanKeys(t *testing.T) {
 		segSpan(bare, w, aggregator.KindLink, 4, 20*time.Minute, ""),
 		segSpan(bare, w, aggregator.KindEvent, 5, 29*time.Minute, "delete"),
 	}
-	require.NoError(t, p.Export(ctx, spans))
+	require.NoError(t, p.Export(ctx, spans[:3]))
+	require.NoError(t, p.Sync(ctx))                 // pending spans are written (and placed) when committed
+	clock.Store(w.Add(29 * time.Minute).UnixNano()) // the link is written with the last event
+	require.NoError(t, p.Export(ctx, spans[3:]))
 	require.NoError(t, p.Sync(ctx))
-	assert.Equal(t, map[byte]int{1: 0, 2: 0, 3: 2, 4: 0, 5: 5}, spanKeySegments(t, p))
+	assert.Equal(t, map[byte]int{1: 0, 2: 0, 3: 2, 4: 5, 5: 5}, spanKeySegments(t, p))
 
 	found := func() query.ObjectWindows {
 		t.Helper()
@@ -137,6 +150,67 @@ func TestSegmentsGroupSpanKeys(t *testing.T) {
 	res, err := p.FindObjects(ctx, query.ObjectQuery{Resource: "deployments", Attributes: aggregator.Attrs{{Key: aggregator.AttrVerb, Value: "delete"}}})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
+}
+
+// An object or link span written again later in its window (by a later process, or once the
+// engine forgot it) has a key in the segment of that write as well: every read returns one
+// version of it, the newer (the later written when they tie), as a Jaeger backend's reads do.
+func TestSegmentsKeepOneVersionOfARepeatedSpan(t *testing.T) {
+	ctx := context.Background()
+	p := openTestPebble(t, Config{}, nil)
+	w := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	clock := storeClock(p, w.Add(time.Minute))
+	first := aggregator.ObjectRef{Cluster: "c", Version: "v1", Resource: "pods", Namespace: "ns", Name: "p", UID: "u1"}
+	again := first
+	again.UID = "u2" // the same key, another version of the object
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{
+		segSpan(first, w, aggregator.KindObject, 1, 0, ""),
+		segSpan(first, w, aggregator.KindEvent, 2, time.Minute, "create"),
+		segSpan(first, w, aggregator.KindLink, 3, time.Minute, ""),
+	}))
+	require.NoError(t, p.Sync(ctx))
+	clock.Store(w.Add(16 * time.Minute).UnixNano())
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{
+		segSpan(again, w, aggregator.KindObject, 1, 0, ""),
+		segSpan(again, w, aggregator.KindLink, 3, 16*time.Minute, ""), // linked again, later
+		segSpan(again, w, aggregator.KindEvent, 4, 16*time.Minute, "update"),
+	}))
+	require.NoError(t, p.Sync(ctx))
+
+	keys := 0
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSpan}, UpperBound: []byte{prefixSpan + 1}})
+	require.NoError(t, err)
+	for ok := it.First(); ok; ok = it.Next() {
+		keys++
+	}
+	require.NoError(t, it.Close())
+	assert.Equal(t, 6, keys, "both versions are stored, in segments 0 and 3")
+
+	check := func(what string, spans []*aggregator.Span) {
+		t.Helper()
+		var got []string
+		for _, sp := range spans {
+			got = append(got, fmt.Sprintf("%d %s %s", sp.SpanID[0], sp.Object.UID, sp.Start.Sub(w)))
+		}
+		assert.Equal(t, []string{"1 u2 0s", "2 u1 1m0s", "3 u2 16m0s", "4 u2 16m0s"}, got, what)
+	}
+	res, err := p.FindObjects(ctx, query.ObjectQuery{Resource: "pods"})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.Len(t, res[0].Windows, 1)
+	assert.Equal(t, uint8(0b1001), res[0].Windows[0].Segments)
+	assert.Equal(t, again, res[0].Object, "the latest object span's reference")
+	got, err := p.GetTraces(ctx, res[0].Windows)
+	require.NoError(t, err)
+	check("GetTraces, the segments found", got[0])
+	whole := res[0].Windows[0]
+	whole.Segments = 0
+	got, err = p.GetTraces(ctx, []query.ObjectWindow{whole})
+	require.NoError(t, err)
+	check("GetTraces, every segment", got[0])
+	all, err := p.GetTrace(ctx, whole.TraceID)
+	require.NoError(t, err)
+	check("GetTrace", all)
 }
 
 // A store written before segments (schema version 2) keeps its windows as they are: opened

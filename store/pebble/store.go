@@ -333,13 +333,13 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 	// rewrite keys and references only: 9-11 CPU-seconds in each of the 6 minutes, 1.5 times
 	// fewer in all (CHANGELOG.md). A compaction whose output would
 	// refer to more than 256 blob files copies its values into new ones instead (so a read
-	// visits at most that many); a window's blob files go when retention deletes its spans. The
-	// bound is for segment 0, which holds the object and link spans of the whole window (most
-	// link spans are larger than MinimumSize): with segments, each flush refers to a blob file
-	// from segment 0, so with 64 a compaction copied segment 0's values every 64 flushes (every
-	// 8 minutes at 2,000 events/s, each copy larger: 2.8 CPU-seconds in the 13th minute of a
-	// window). 256 flushes are more than a 30-minute window holds at that rate; an event
-	// segment's flushes are fewer still.
+	// visits at most that many); a window's blob files go when retention deletes its spans. A
+	// segment's tables refer to the blob files of the flushes of a sixth of the window (one flush
+	// per 12,000 events or so: 55 at 2,000 events/s, 160 at 6,000), so that copy is for ingests
+	// above some 9,000 events/s, of one segment's values, and for late writes. With
+	// object and link spans in segment 0 (until 2026-12, segments.go), whose tables referred to a
+	// blob file of every flush of the window, it copied all of segment 0's values once a window
+	// at 2,000 events/s, more often above.
 	// Values are never overwritten in place (a span is written once, a duplicate rarely), so
 	// blob files are never rewritten to reclaim garbage.
 	o.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
@@ -600,9 +600,10 @@ func (p *Store) write(spans []*aggregator.Span) error {
 	}()
 	b := p.db.NewBatch()
 	defer b.Close()
+	now := p.now().UnixNano()
 	for _, sp := range spans {
 		w := query.WindowNanos(sp)
-		seg := p.segment(sp, w)
+		seg := p.segment(sp, w, now)
 		enc.key = appendSpanKey(enc.key[:0], w, seg, sp.TraceID, sp.SpanID)
 		enc.val = appendSpan(enc.val[:0], sp)
 		if err := b.Set(enc.key, enc.val, nil); err != nil {
@@ -759,6 +760,7 @@ func (p *Store) GetTrace(ctx context.Context, id trace.TraceID) ([]*aggregator.S
 	if len(spans) == 0 {
 		return nil, fmt.Errorf("get trace %s: %w", id, query.ErrNotFound)
 	}
+	spans = dropRepeats(spans)
 	slices.SortFunc(spans, query.SpanLess)
 	return spans, nil
 }
@@ -833,6 +835,7 @@ func (p *Store) GetTraces(ctx context.Context, ws []query.ObjectWindow) ([][]*ag
 		}
 		for i, ok := range several {
 			if ok {
+				out[i] = dropRepeats(out[i])
 				slices.SortFunc(out[i], query.SpanLess)
 			}
 		}

@@ -105,6 +105,27 @@ func SpanLess(a, b *aggregator.Span) int {
 	return bytes.Compare(a.SpanID[:], b.SpanID[:])
 }
 
+// Newer reports whether a is a newer version of the same span than b: it ends later, or holds
+// more (logs, attributes), or names a later object version. The same span arrives several times
+// when several replicas write it, when a repeated Kubernetes Event updates it, or when an object
+// or link span is written again in a later segment of the embedded store's window.
+func Newer(a, b *aggregator.Span) bool {
+	if c := a.End.Compare(b.End); c != 0 {
+		return c > 0
+	}
+	if len(a.Logs) != len(b.Logs) {
+		return len(a.Logs) > len(b.Logs)
+	}
+	if len(a.Attributes) != len(b.Attributes) {
+		return len(a.Attributes) > len(b.Attributes)
+	}
+	av, bv := a.Object.Version, b.Object.Version
+	if len(av) != len(bv) {
+		return len(av) > len(bv)
+	}
+	return av > bv
+}
+
 // WindowNanos is the window of a span in Unix nanoseconds. A span without a window (which the
 // aggregator never emits) is placed in the default-length window holding its start.
 func WindowNanos(sp *aggregator.Span) int64 {
