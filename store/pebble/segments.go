@@ -92,26 +92,44 @@ func (p *Store) segment(sp *aggregator.Span, w, now int64) int {
 // (query.Newer) stays, the one read later (from a later segment) when they tie. An event span
 // has one key, in the segment of its start. The order of spans is not kept.
 func dropRepeats(spans []*aggregator.Span) []*aggregator.Span {
-	structural := 0
-	for _, sp := range spans {
-		if sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink {
-			structural++
-		}
-	}
-	if structural < 2 {
-		return spans
-	}
-	seen := make(map[trace.SpanID]int, structural)
+	// The kept object and link spans' indexes: a trace has a handful, compared pairwise; a map
+	// past that.
+	var few [16]int
+	kept := few[:0]
+	var many map[trace.SpanID]int
 	n := 0
 	for _, sp := range spans {
 		if sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink {
-			if i, ok := seen[sp.SpanID]; ok {
+			i := -1
+			if many != nil {
+				if j, ok := many[sp.SpanID]; ok {
+					i = j
+				}
+			} else {
+				for _, j := range kept {
+					if spans[j].SpanID == sp.SpanID {
+						i = j
+						break
+					}
+				}
+			}
+			if i >= 0 {
 				if !query.Newer(spans[i], sp) {
 					spans[i] = sp
 				}
 				continue
 			}
-			seen[sp.SpanID] = n
+			if many == nil && len(kept) == len(few) {
+				many = make(map[trace.SpanID]int, 2*len(few))
+				for _, j := range kept {
+					many[spans[j].SpanID] = j
+				}
+			}
+			if many != nil {
+				many[sp.SpanID] = n
+			} else {
+				kept = append(kept, n)
+			}
 		}
 		spans[n] = sp
 		n++

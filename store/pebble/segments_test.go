@@ -291,3 +291,30 @@ func TestSegmentsFromTheWindowAfterAnUpgrade(t *testing.T) {
 	assert.Equal(t, next.UnixNano(), p.segFrom.Load())
 	check()
 }
+
+// dropRepeats keeps the newer of each repeated object or link span, however many a trace has
+// (compared pairwise up to 16, then in a map), and every event span.
+func TestDropRepeats(t *testing.T) {
+	w := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	obj := aggregator.ObjectRef{Cluster: "c", Resource: "nodes", Name: "n"}
+	for _, links := range []int{3, 40} {
+		var spans []*aggregator.Span
+		for pass := range 2 { // the second pass: each link again, a minute later (newer)
+			spans = append(spans, segSpan(obj, w, aggregator.KindObject, 0, 0, ""))
+			for l := range links {
+				spans = append(spans, segSpan(obj, w, aggregator.KindLink, byte(1+l), time.Duration(1+pass)*time.Minute, ""))
+			}
+			spans = append(spans, segSpan(obj, w, aggregator.KindEvent, byte(100+pass), time.Minute, "update"))
+		}
+		got := dropRepeats(spans)
+		require.Len(t, got, 1+links+2, links)
+		seen := map[byte]bool{}
+		for _, sp := range got {
+			assert.False(t, seen[sp.SpanID[0]], "span %d once", sp.SpanID[0])
+			seen[sp.SpanID[0]] = true
+			if sp.Kind == aggregator.KindLink {
+				assert.Equal(t, 2*time.Minute, sp.Start.Sub(w), "the newer version of link %d", sp.SpanID[0])
+			}
+		}
+	}
+}
