@@ -27,9 +27,10 @@ import (
 //
 // So a window's span keys are grouped into segments, sixths of the window by the time of the
 // write: 's' window segment traceID spanID. An event span's segment is its start's (what its
-// write follows); an object or a link span's is the sixth the store's clock is in when it is
-// written. A flush then overlaps the current segment's keys only, compactions rewrite at most a
-// segment's worth, and no table refers to more than a segment's blob files.
+// write follows); an object or a link span's, written while its window is the current one, is
+// the sixth the store's clock is in (written later, its start's). A flush then overlaps the
+// current segment's keys only, compactions rewrite at most a segment's worth, and no table
+// refers to more than a segment's blob files.
 //
 // Object and link spans were kept in segment 0 until 2026-12: written all window long (an object
 // span with each object first seen, a link span with each link), segment 0 grew with the window,
@@ -65,9 +66,11 @@ var segFromKey = []byte("msegfrom")
 func (p *Store) segmented(w int64) bool { return w >= p.segFrom.Load() }
 
 // segment is the segment of window w that span sp's key is in, -1 when window w has no
-// segments: an event span's is the sixth of the window its start is in; an object or a link
-// span's (which carry the window's start, or the time of the event that linked them) is the
-// sixth the time of the write, now (Unix nanoseconds), is in. Both are clamped to the window.
+// segments: the sixth of the window its start is in, but for an object or a link span written
+// while its window is the current one (now, Unix nanoseconds, within it), the sixth now is in.
+// Those carry the window's start, or the time of the event that linked them, and a live ingest
+// writes them all window long; a late write (a replay of an earlier window, say) keeps them with
+// their start, beside their events.
 func (p *Store) segment(sp *aggregator.Span, w, now int64) int {
 	if !p.segmented(w) {
 		return -1
@@ -76,7 +79,7 @@ func (p *Store) segment(sp *aggregator.Span, w, now int64) int {
 		return 0
 	}
 	at := sp.Start.UnixNano()
-	if sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink {
+	if (sp.Kind == aggregator.KindObject || sp.Kind == aggregator.KindLink) && now >= w && now-w < int64(p.window) {
 		at = now
 	}
 	d := at - w

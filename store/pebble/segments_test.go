@@ -96,7 +96,18 @@ func TestSegmentsGroupSpanKeys(t *testing.T) {
 	clock.Store(w.Add(29 * time.Minute).UnixNano()) // the link is written with the last event
 	require.NoError(t, p.Export(ctx, spans[3:]))
 	require.NoError(t, p.Sync(ctx))
-	assert.Equal(t, map[byte]int{1: 0, 2: 0, 3: 2, 4: 5, 5: 5}, spanKeySegments(t, p))
+	// Written after the window (a replay, say), object and link spans go with their start.
+	late := w.Add(-time.Hour)
+	lateObj := obj
+	lateObj.Name = "late"
+	clock.Store(w.Add(time.Hour).UnixNano())
+	require.NoError(t, p.Export(ctx, []*aggregator.Span{
+		segSpan(lateObj, late, aggregator.KindObject, 11, 0, ""),
+		segSpan(lateObj, late, aggregator.KindLink, 12, 20*time.Minute, ""),
+	}))
+	require.NoError(t, p.Sync(ctx))
+	clock.Store(w.Add(29 * time.Minute).UnixNano())
+	assert.Equal(t, map[byte]int{1: 0, 2: 0, 3: 2, 4: 5, 5: 5, 11: 0, 12: 4}, spanKeySegments(t, p))
 
 	found := func() query.ObjectWindows {
 		t.Helper()
