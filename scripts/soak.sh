@@ -79,6 +79,7 @@ done
 # goroutines, open files, the process's CPU time in seconds (user and system), then the webhook
 # duration histogram's cumulative buckets (le=count,...; absent until its first request).
 ticks=$(getconf CLK_TCK)
+: >"$out/samples.txt" # an -o folder used before holds an earlier run's samples
 (
 	t0=$(date +%s)
 	while kill -0 "$kpid" 2>/dev/null; do
