@@ -336,7 +336,7 @@ func (p *Store) options(readOnly bool, cache *pebble.Cache) *pebble.Options {
 	// visits at most that many); a window's blob files go when retention deletes its spans. A
 	// segment's tables refer to the blob files of the flushes of a sixth of the window (one flush
 	// per 12,000 events or so: 55 at 2,000 events/s, 160 at 6,000), so that copy is for ingests
-	// above some 9,000 events/s, of one segment's values, and for late writes. With
+	// above some 10,000 events/s, of one segment's values, and for late writes. With
 	// object and link spans in segment 0 (until 2026-12, segments.go), whose tables referred to a
 	// blob file of every flush of the window, it copied all of segment 0's values once a window
 	// at 2,000 events/s, more often above.
