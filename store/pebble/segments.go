@@ -35,8 +35,7 @@ import (
 // Object and link spans were kept in segment 0 until 2026-12: written all window long (an object
 // span with each object first seen, a link span with each link), segment 0 grew with the window,
 // every compaction out of L0 rewrote its tables (keys and blob references of the whole window
-// so far, 14 MB at a time 10 minutes into a window at 6,000 events/s), and once they referred to
-// more than MaxBlobReferenceDepth (256) blob files, one per flush, a compaction copied all of its
+// so far), and once they referred to more than MaxBlobReferenceDepth (256) blob files, one per flush, a compaction copied all of its
 // values into new blob files: 50 MB in 10.8 CPU-seconds, reading every blob file of the window,
 // which Pebble then kept open (scripts/soak.sh: the CPU per event 17% higher in the last stretch,
 // the open files from 34 to 54 and more). An object or link span written again in a later
