@@ -36,7 +36,7 @@ import (
 // span with each object first seen, a link span with each link), segment 0 grew with the window,
 // every compaction out of L0 rewrote its tables (keys and blob references of the whole window
 // so far), and once they referred to more than MaxBlobReferenceDepth (256) blob files, one per flush, a compaction copied all of its
-// values into new blob files: 50 MB in 10.8 CPU-seconds, reading every blob file of the window,
+// values into new blob files: 50 MB in 10.8 s, reading every blob file of the window,
 // which Pebble then kept open (scripts/soak.sh: the CPU per event 17% higher in the last stretch,
 // the open files from 34 to 54 and more). An object or link span written again in a later
 // segment leaves its earlier version where it was: a read of several segments keeps the newer
