@@ -33,6 +33,30 @@ func (l *limiter) waiters() int {
 	return len(l.queue)
 }
 
+// A request's room is what its reservation has left and, while others run, its share of the
+// free budget: requests that size their next reads at once cannot each plan on all of it.
+func TestTicketRoomSharesTheFreeBudget(t *testing.T) {
+	ctx := context.Background()
+	// 400 MiB for 4 requests: each is admitted with 100 MiB and keeps 10 MiB to draw its result.
+	l := newLimiter(4, 50*time.Millisecond, 400*mib, 8*mib)
+	t1, err := l.acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 90*mib+300*mib, t1.room(), "alone: its reservation less what it keeps, and all that is free")
+
+	t2, err := l.acquire(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 90*mib+100*mib, t1.room(), "two running: half of the 200 MiB free each")
+	assert.Equal(t, t1.room(), t2.room())
+	require.True(t, t2.chargeRead(150*mib))
+	assert.Equal(t, 90*mib+(400-100-160)*mib/2, t1.room(), "t2 grew into the free budget")
+	assert.Equal(t, (400-100-160)*mib/2, t2.room(), "t2's reservation is all used")
+
+	t2.release()
+	assert.Equal(t, 390*mib, t1.room(), "alone again")
+	t1.release()
+	assert.Equal(t, int64(-1), (*ticket)(nil).room(), "no admission: no bound")
+}
+
 func TestLimiterAdmitsByMemory(t *testing.T) {
 	ctx := context.Background()
 	// 400 MiB for 4 requests: each is admitted with 100 MiB, and keeps 10 MiB of it to draw its
