@@ -21,7 +21,7 @@ import (
 // faultySeg makes the log's segment files fail on demand, as a full disk or a failing device
 // would: a failing write writes half of its bytes first (a torn record).
 type faultySeg struct {
-	f          *os.File
+	f          dataSyncFile
 	failWrites *atomic.Bool
 	failSyncs  *atomic.Bool
 }
@@ -57,7 +57,7 @@ func faultyLog(t *testing.T, dir string, segBytes int64) (l *diskLog, failWrites
 		if err != nil {
 			return nil, err
 		}
-		return faultySeg{f: f.(*os.File), failWrites: failWrites, failSyncs: failSyncs}, nil
+		return faultySeg{f: f.(dataSyncFile), failWrites: failWrites, failSyncs: failSyncs}, nil
 	}
 	// Start a segment of the faulty kind.
 	require.NoError(t, l.newSegment(l.active().num+1))

@@ -70,7 +70,7 @@ func TestDiskLogDeletesOutsideTheLock(t *testing.T) {
 
 // blockingSeg is a segment file whose Sync waits while block is open, and counts its syncs.
 type blockingSeg struct {
-	f       *os.File
+	f       dataSyncFile
 	syncing chan<- struct{}
 	block   <-chan struct{}
 	syncs   *syncCounts
@@ -109,7 +109,7 @@ func TestDiskLogRotatesWithoutWaitingForAnFsync(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return blockingSeg{f: f.(*os.File), syncing: syncing, block: block, syncs: counts}, nil
+		return blockingSeg{f: f.(dataSyncFile), syncing: syncing, block: block, syncs: counts}, nil
 	}
 	require.NoError(t, l.newSegment(l.active().num+1))
 	l.mu.Unlock()

@@ -79,8 +79,18 @@ type segFile interface {
 }
 
 func createSegFile(path string) (segFile, error) {
-	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	return dataSyncFile{f}, nil
 }
+
+// dataSyncFile is a segment file whose Sync writes its data and size, not its times (syncData):
+// a batch is on disk once its bytes and the file's length are.
+type dataSyncFile struct{ *os.File }
+
+func (f dataSyncFile) Sync() error { return syncData(f.File) }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
