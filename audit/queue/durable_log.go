@@ -36,7 +36,10 @@ import (
 // slow disk delays the batches that wait for their own fsync, not the writes of the others (a
 // new segment's directory entry is synced with its first fsync, a rotated segment's tail by the
 // batches in it, and handled segments are deleted by the acknowledging goroutine after it lets
-// the lock go). After a crash the tail of the last segment may hold a torn record:
+// the lock go). Batches are synced with fdatasync where there is one (their bytes and the file's
+// size, not its times), and the next segment's file is made and its folder entry synced in the
+// background before the rotation that needs it, so that a batch's sync does not wait for a
+// commit of the file system's journal. After a crash the tail of the last segment may hold a torn record:
 // reading a segment stops at the first record that is short or fails its crc, and a reopened log
 // always writes into a new segment.
 //
