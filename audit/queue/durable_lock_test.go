@@ -2,8 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -105,7 +103,6 @@ func TestDiskLogRotatesWithoutWaitingForAnFsync(t *testing.T) {
 	l, _ := openTestLog(t, dir, 1<<20, 512)
 	syncing, block := make(chan struct{}, 1), make(chan struct{})
 	counts := &syncCounts{byPath: map[string]int{}}
-	l.stopPreparing() // the segments below are of the test's kind
 	l.mu.Lock()
 	l.create = func(path string) (segFile, error) {
 		f, err := createSegFile(path)
@@ -221,54 +218,4 @@ func TestDiskLogFailedSyncOfAnOlderSegment(t *testing.T) {
 	require.NoError(t, l.Health(), "a probe brings the log back")
 	require.ErrorIs(t, l.syncTo(segC, endC), ErrUnavailable, "the batch in the segment whose sync failed is never acknowledged")
 	require.NoError(t, l.Close())
-}
-
-// The next segment's file is made, and its folder entry synced, ahead of the rotation that needs
-// it: past the first segment, no batch waits for a folder's fsync (which commits the file
-// system's journal). A log killed with such a file reads it as an empty segment and deletes it
-// once the batches before it are handled.
-func TestDiskLogPreparesTheNextSegment(t *testing.T) {
-	for _, ahead := range []bool{true, false} {
-		t.Run(fmt.Sprintf("ahead=%v", ahead), func(t *testing.T) {
-			dir := t.TempDir()
-			l, _, err := openDiskLog(dir, 1<<20, 512, slog.New(slog.DiscardHandler))
-			require.NoError(t, err)
-			if !ahead {
-				l.stopPreparing()
-			}
-			var names []string
-			for i := range 20 {
-				l.prepWG.Wait() // the file of the next rotation is ready
-				names = append(names, strconv.Itoa(i))
-				appendTestBatch(t, l, names[i])
-			}
-			l.mu.Lock()
-			segs, next := len(l.segs), l.active().num+1
-			prepared := l.prepared
-			l.mu.Unlock()
-			require.Greater(t, segs, 4)
-			if ahead {
-				assert.Equal(t, int64(1), l.dirSyncs.Load(), "only the first segment's, made at open, waited for")
-				require.NotNil(t, prepared)
-				assert.Equal(t, next, prepared.num)
-				assert.True(t, prepared.dirSynced)
-				assert.FileExists(t, prepared.path)
-			} else {
-				assert.Equal(t, int64(segs), l.dirSyncs.Load(), "each segment's first batch synced the folder")
-				assert.Nil(t, prepared)
-			}
-			crash(l)
-
-			l2, pending := openTestLog(t, dir, 1<<20, 512)
-			assert.Equal(t, names, replayedNames(t, pending))
-			assert.Zero(t, l2.corruptRecords.Load())
-			var ids []uint64
-			for _, b := range pending {
-				ids = append(ids, b.id)
-			}
-			l2.Ack(ids...)
-			assert.Len(t, segFiles(t, dir), 1, "handled segments and the empty one made ahead are deleted")
-			require.NoError(t, l2.Close())
-		})
-	}
 }

@@ -37,9 +37,7 @@ import (
 // new segment's directory entry is synced with its first fsync, a rotated segment's tail by the
 // batches in it, and handled segments are deleted by the acknowledging goroutine after it lets
 // the lock go). Batches are synced with fdatasync where there is one (their bytes and the file's
-// size, not its times), and the next segment's file is made and its folder entry synced in the
-// background before the rotation that needs it, so that a batch's sync does not wait for a
-// commit of the file system's journal. After a crash the tail of the last segment may hold a torn record:
+// size, not its times). After a crash the tail of the last segment may hold a torn record:
 // reading a segment stops at the first record that is short or fails its crc, and a reopened log
 // always writes into a new segment.
 //
@@ -112,9 +110,6 @@ type logSegment struct {
 	abandoned bool
 	// pending counts its batches not yet acknowledged.
 	pending int
-	// ahead marks a segment made ahead (prepareNextLocked) and never used: deleting it deletes
-	// no segment of the log's.
-	ahead bool
 }
 
 // batchLoc is where a batch record waiting for replay lies.
@@ -150,24 +145,12 @@ type diskLog struct {
 	failed   error
 	failedAt time.Time
 
-	// The next segment's file is created and its folder entry synced ahead of the rotation that
-	// needs it (prepareNextLocked), so that no batch's fsync waits for the folder's: a folder's
-	// fsync commits the file system's journal with every file created and deleted meanwhile,
-	// and was most of the slow syncs under a steady ingest. prepared is that segment (nil while
-	// none is ready), preparing says one is being made (prepNum), prepWG waits for it.
-	prepareAhead bool
-	prepared     *logSegment
-	preparing    bool
-	prepNum      uint64
-	prepWG       sync.WaitGroup
-
 	syncMu   sync.Mutex // one fsync of the active segment at a time; others wait and share it
 	removeMu sync.Mutex // one removeDoomed at a time, so that segments go oldest first
 	// removeWarned is the last file whose deletion failed and was logged (removeMu).
 	removeWarned string
 
 	syncs          atomic.Int64 // fsyncs of appends (for tests and metrics)
-	dirSyncs       atomic.Int64 // fsyncs of the folder that appends waited for (tests)
 	deletedSegs    atomic.Int64
 	corruptRecords atomic.Int64
 	failures       atomic.Int64 // writes or syncs that failed
@@ -193,8 +176,7 @@ func openDiskLog(dir string, maxBytes, segmentBytes int64, logger *slog.Logger) 
 		return nil, nil, fmt.Errorf("audit queue dir: %w", err)
 	}
 	l := &diskLog{dir: dir, maxBytes: maxBytes, segmentBytes: segmentBytes, logger: logger,
-		create: createSegFile, remove: os.Remove, lock: lock, batchSeg: map[uint64]*logSegment{}, nextID: 1,
-		prepareAhead: true}
+		create: createSegFile, remove: os.Remove, lock: lock, batchSeg: map[uint64]*logSegment{}, nextID: 1}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), segSuffix)
 		if !ok || !e.Type().IsRegular() {
@@ -328,86 +310,16 @@ func readBatch(loc batchLoc) ([]byte, error) {
 	return buf[recHeader:], nil
 }
 
-// newSegment makes segment num the active one: the prepared one when it is num, else a file
-// created now, whose directory entry the first syncTo of a batch in it syncs (num+1 if segment
-// num is being prepared: numbers need only grow). Then it prepares the next. l.mu is held (or l
-// is not shared).
+// newSegment creates segment num and makes it the active one. Its directory entry is synced by
+// the first syncTo of a batch in it. l.mu is held (or l is not shared).
 func (l *diskLog) newSegment(num uint64) error {
-	if p := l.prepared; p != nil {
-		l.prepared = nil
-		if p.num == num {
-			p.ahead = false
-			l.segs = append(l.segs, p)
-			l.prepareNextLocked()
-			return nil
-		}
-		l.doomed = append(l.doomed, p) // passed over (a probe): removeDoomed deletes it
-	}
-	if l.preparing && l.prepNum == num {
-		num++
-	}
-	path := segPath(l.dir, num)
+	path := filepath.Join(l.dir, fmt.Sprintf("%020d%s", num, segSuffix))
 	f, err := l.create(path)
 	if err != nil {
 		return fmt.Errorf("audit queue segment: %w", err)
 	}
 	l.segs = append(l.segs, &logSegment{num: num, path: path, f: f})
-	l.prepareNextLocked()
 	return nil
-}
-
-func segPath(dir string, num uint64) string {
-	return filepath.Join(dir, fmt.Sprintf("%020d%s", num, segSuffix))
-}
-
-// prepareNextLocked creates the segment after the active one and syncs its folder entry in the
-// background, unless that is under way or l is closed or failed; the file becomes l.prepared.
-// A failure leaves it to newSegment to create the file when it is needed. l.mu is held.
-func (l *diskLog) prepareNextLocked() {
-	if !l.prepareAhead || l.preparing || l.closed || l.failed != nil {
-		return
-	}
-	num := l.active().num + 1
-	l.preparing, l.prepNum = true, num
-	create := l.create
-	l.prepWG.Go(func() {
-		path := segPath(l.dir, num)
-		f, err := create(path)
-		if err == nil {
-			err = syncDir(l.dir)
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.preparing = false
-		if err != nil {
-			l.logger.Debug("audit queue: prepare the next log segment", "error", err)
-		}
-		if f == nil {
-			return
-		}
-		seg := &logSegment{num: num, path: path, f: f, dirSynced: err == nil, ahead: true}
-		if err != nil || l.closed || !l.prepareAhead || len(l.segs) == 0 || l.active().num+1 != num {
-			l.doomed = append(l.doomed, seg) // not the next any more: removeDoomed deletes it
-			return
-		}
-		l.prepared = seg
-	})
-}
-
-// stopPreparing ends preparing segments ahead (tests that make their own segment files) and
-// waits for one being made. l.mu is not held.
-func (l *diskLog) stopPreparing() {
-	l.mu.Lock()
-	l.prepareAhead = false
-	l.mu.Unlock()
-	l.prepWG.Wait()
-	l.mu.Lock()
-	if l.prepared != nil {
-		l.doomed = append(l.doomed, l.prepared)
-		l.prepared = nil
-	}
-	l.mu.Unlock()
-	l.removeDoomed()
 }
 
 func syncDir(dir string) error {
@@ -605,7 +517,6 @@ func (l *diskLog) syncTo(seg *logSegment, end int64) error {
 	began := time.Now()
 	err := f.Sync()
 	if err == nil && !dirSynced {
-		l.dirSyncs.Add(1)
 		err = syncDir(l.dir)
 	}
 	if l.onSync != nil {
@@ -767,9 +678,7 @@ func (l *diskLog) removeDoomed() {
 		l.mu.Lock()
 		l.size -= s.size
 		l.mu.Unlock()
-		if !s.ahead {
-			l.deletedSegs.Add(1)
-		}
+		l.deletedSegs.Add(1)
 	}
 }
 
@@ -820,7 +729,7 @@ func (l *diskLog) Close() error {
 	}
 	l.closeFiles()
 	l.mu.Unlock()
-	l.stopPreparing()
+	l.removeDoomed()
 	if lerr := l.lock.Close(); lerr != nil {
 		err = errors.Join(err, fmt.Errorf("unlock audit queue dir: %w", lerr))
 	}
@@ -828,10 +737,6 @@ func (l *diskLog) Close() error {
 }
 
 func (l *diskLog) closeFiles() {
-	if p := l.prepared; p != nil && p.f != nil {
-		_ = p.f.Close()
-		p.f = nil
-	}
 	for _, s := range l.segs {
 		if s.f != nil {
 			_ = s.f.Close()

@@ -82,28 +82,15 @@ func openTestLog(t *testing.T, dir string, maxBytes, segBytes int64) (*diskLog, 
 	t.Helper()
 	l, pending, err := openDiskLog(dir, maxBytes, segBytes, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	// The tests of the log's files count them: without a segment made ahead at a moment of its
-	// own (TestDiskLogPreparesTheNextSegment tests that).
-	l.stopPreparing()
 	return l, pending
 }
 
 // crash drops the log as kill -9 would: no final sync, no more writes.
 func crash(l *diskLog) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.closed = true
 	l.closeFiles()
-	l.mu.Unlock()
-	// A segment being prepared is left on disk, as a process killed after creating it would.
-	l.prepWG.Wait()
-	l.mu.Lock()
-	for _, s := range l.doomed {
-		if s.f != nil {
-			_ = s.f.Close()
-			s.f = nil
-		}
-	}
-	l.mu.Unlock()
 	_ = l.lock.Close() // the kernel drops a dead process's locks
 }
 
