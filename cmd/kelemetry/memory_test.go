@@ -304,7 +304,7 @@ func TestHeavyQueriesStayUnderGOMEMLIMIT(t *testing.T) {
 	p := startBounded(t, bin, data, "", args...)
 	if !memoryUnbounded {
 		assert.Equal(t, 1, strings.Count(p.log.String(), `msg="memory limit: GOMEMLIMIT 512 MiB" gomemlimit=536870912 reason="memoryLimit 536870912"`), "said once, at start:\n%s", p.log.String())
-		assert.Contains(t, p.log.String(), `msg="query memory budget: 50% of the Go memory limit"`)
+		assert.Contains(t, p.log.String(), `msg="query memory budget: 40% of the Go memory limit"`)
 		assert.Equal(t, float64(limit), p.metric(t, "go_gc_gomemlimit_bytes"))
 	}
 	runHeavyRounds(t, p)

@@ -37,7 +37,7 @@ type Config struct {
 	// MaxConcurrent), is free: otherwise it waits like for a turn (QueueWait, then 503 with
 	// Retry-After). Running, it may use more while no other request holds it; when the budget
 	// has no room left its reads stop and the result says it is truncated ("memory budget of N
-	// MiB reached"). 0 (the default): 50% of the Go runtime's memory limit
+	// MiB reached"). 0 (the default): 40% of the Go runtime's memory limit
 	// (GOMEMLIMIT, which the all-in-one sets from the container's memory limit) when one is set
 	// when the engine is built, no memory bound otherwise; -1: no memory bound. While heavy
 	// requests run, the garbage collector may let the heap grow by their shares (256 MiB each
@@ -62,10 +62,16 @@ const (
 	defaultQueueWait      = 2 * time.Second
 	// defaultMemoryPercent is the share of the Go memory limit that MaxMemoryBytes defaults to.
 	// The rest is for what ingestion keeps (about 0.6 GiB at most with the defaults, see the
-	// memory page, docs/operations/memory.md) and for garbage not collected yet: with 60%, four
-	// heavy queries at once kept the collector running almost without pause under a 2 GiB
-	// container limit.
-	defaultMemoryPercent = 50
+	// memory page, docs/operations/memory.md) and for garbage not collected yet. The heap the
+	// queries hold is more than their charges: rounds of four heavy queries marked up to 1.35
+	// times the budget live (the spans' estimates, the results being drawn and what was
+	// allocated while the collector marked), so the collector runs almost without pause when the
+	// budget nears the limit. With 60%, under a 2 GiB container limit, it hardly paused; with
+	// 50%, under a 602 MiB one (GOMEMLIMIT 512 MiB), the heap overshot the Go memory limit by up
+	// to 40 MiB while the collector marked, and RSS reached 562-623 MiB in eleven runs of
+	// cmd/kelemetry's memory tests; with 40%, 531-581 MiB (some runs with two busy loops
+	// taking the cores).
+	defaultMemoryPercent = 40
 )
 
 // MemoryBudget is MaxMemoryBytes resolved against goMemLimit, the Go runtime's memory limit (0

@@ -177,9 +177,9 @@ func TestLimiterWaiterCanceled(t *testing.T) {
 	assert.Zero(t, l.running)
 }
 
-// The memory budget defaults to half of the Go memory limit when there is one.
+// The memory budget defaults to 40% of the Go memory limit when there is one.
 func TestMemoryBudget(t *testing.T) {
-	assert.Equal(t, int64(500<<20), Config{}.MemoryBudget(1000<<20))
+	assert.Equal(t, int64(400<<20), Config{}.MemoryBudget(1000<<20))
 	assert.Zero(t, Config{}.MemoryBudget(0), "no Go memory limit: no budget")
 	assert.Zero(t, Config{}.MemoryBudget(1<<63-1), "math.MaxInt64 is no limit")
 	assert.Equal(t, int64(300<<20), Config{MaxMemoryBytes: 300 << 20}.MemoryBudget(1000<<20))
