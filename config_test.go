@@ -143,7 +143,7 @@ func TestMemoryLimitConfig(t *testing.T) {
 	assert.Equal(t, "memory limit: GOMEMLIMIT 768 MiB", rec.Records()[0].Message)
 	// The query frontend's memory budget defaults to a share of it.
 	e := frontend.NewEngine(memory.New(memory.Config{}, 0), 0, frontend.Config{})
-	assert.Equal(t, int64(384<<20), e.MemoryBudget())
+	assert.Equal(t, int64(768<<20)*40/100, e.MemoryBudget())
 
 	got, err = Config{MemoryLimit: "off"}.ApplyMemoryLimit(slog.New(&logtest.Recorder{}))
 	require.NoError(t, err)

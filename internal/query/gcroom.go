@@ -1,10 +1,10 @@
 package query
 
 import (
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"time"
 )
 
 // The garbage collector's headroom during heavy requests.
@@ -19,20 +19,16 @@ import (
 // The limiter has already set the memory a heavy request may hold aside: its share of the memory
 // budget (Config.MaxMemoryBytes), or, with no budget, noBudgetRoom. While heavy requests run, that
 // memory is lent to the collector: the heap may grow by what they were admitted with before the
-// next collection (the target becomes max(GOGC, room / live heap)), retuned after every
-// collection so that it stays the live heap plus the room, never a multiple of a heap the request
-// grew. The Go memory limit (GOMEMLIMIT, set from the container's limit) still bounds the process
-// whatever the target. When the last heavy request ends, the operator's target comes back, and
+// next collection (the target becomes max(GOGC, room / live heap)), retuned as soon as each
+// collection ends so that it stays the live heap plus the room, never a multiple of a heap the
+// request grew. The Go memory limit (GOMEMLIMIT, set from the container's limit) still bounds
+// the process whatever the target. When the last heavy request ends, the operator's target comes back, and
 // the collector soon collects what the requests left. GOGC=off is left alone.
 
 // noBudgetRoom is what a heavy request lends the collector when there is no memory budget (no
 // Go memory limit and no Config.MaxMemoryBytes): about what drawing the 10,000-pod Deployment
 // tree allocates (260-270 MB), measured on the curves' store.
 const noBudgetRoom = 256 << 20
-
-// gcRoomTick is how often the target is retuned while heavy requests run: after a collection,
-// the heap grows for at most this long under the target that collection computed.
-const gcRoomTick = 5 * time.Millisecond
 
 // gcLender lends room to the garbage collector. There is one per process (the target is the
 // runtime's), shared by every limiter.
@@ -42,20 +38,19 @@ type gcLender struct {
 	base    int   // the target to restore (GOGC), read when the first request lent
 	percent int   // the target set now
 	stop    chan struct{}
-	done    chan struct{}
 
 	// The runtime's, replaced in tests.
-	setPercent func(int) int // debug.SetGCPercent
-	gogc       func() int    // the target now
-	liveHeap   func() int64  // the heap marked live by the last collection
-	tick       time.Duration
+	setPercent func(int) int                         // debug.SetGCPercent
+	gogc       func() int                            // the target now
+	liveHeap   func() int64                          // the heap marked live by the last collection
+	onGC       func(stop <-chan struct{}, fn func()) // afterEachGC
 }
 
 // gcRoom is the process's lender.
 var gcRoom = newGCLender()
 
 func newGCLender() *gcLender {
-	return &gcLender{setPercent: debug.SetGCPercent, gogc: runtimeGOGC, liveHeap: runtimeLiveHeap, tick: gcRoomTick}
+	return &gcLender{setPercent: debug.SetGCPercent, gogc: runtimeGOGC, liveHeap: runtimeLiveHeap, onGC: afterEachGC}
 }
 
 // lend adds n bytes of room while a request runs; repay(n) takes them back.
@@ -71,8 +66,8 @@ func (g *gcLender) lend(n int64) {
 			return // GOGC=off: the operator's choice, the memory limit does the work
 		}
 		g.percent = g.base
-		g.stop, g.done = make(chan struct{}), make(chan struct{})
-		go g.retuneEvery(g.stop, g.done)
+		g.stop = make(chan struct{})
+		g.onGC(g.stop, g.collected)
 	}
 	g.room += n
 	g.retuneLocked()
@@ -94,32 +89,21 @@ func (g *gcLender) repay(n int64) {
 		g.mu.Unlock()
 		return
 	}
-	stop, done := g.stop, g.done
-	g.stop, g.done = nil, nil
+	close(g.stop)
+	g.stop = nil
 	if g.percent != g.base {
 		g.setPercent(g.base)
 		g.percent = g.base
 	}
 	g.mu.Unlock()
-	close(stop)
-	<-done
 }
 
-func (g *gcLender) retuneEvery(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(g.tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			g.mu.Lock()
-			if g.room > 0 {
-				g.retuneLocked()
-			}
-			g.mu.Unlock()
-		}
+// collected retunes the target after a collection, while something is lent.
+func (g *gcLender) collected() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.room > 0 {
+		g.retuneLocked()
 	}
 }
 
@@ -139,6 +123,34 @@ func (g *gcLender) lent() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.room
+}
+
+// afterEachGC calls fn after each garbage collection from now on, until stop is closed: a
+// sentinel object that nothing refers to gets a finalizer, which the collection that finds it
+// unreachable queues as it ends; the finalizer calls fn and sets up the next sentinel. fn runs on
+// the runtime's finalizer goroutine: it must be quick. Before (a ticker of 5 ms), the heap grew
+// for up to 5 ms under the target of the live heap before the last collection: a request that
+// started just after a large heap was collected got a target far too low, and building 192 MiB
+// took 2-3 collections instead of at most one (TestGCRoomSparesCollections).
+func afterEachGC(stop <-chan struct{}, fn func()) {
+	runtime.SetFinalizer(&gcSentinel{stop: stop, fn: fn}, (*gcSentinel).collected)
+}
+
+// gcSentinel is afterEachGC's object; it holds pointers, so it is never in the tiny allocator's
+// blocks, whose finalizers may wait for the block's other objects.
+type gcSentinel struct {
+	stop <-chan struct{}
+	fn   func()
+}
+
+func (s *gcSentinel) collected() {
+	select {
+	case <-s.stop:
+		return
+	default:
+	}
+	s.fn()
+	afterEachGC(s.stop, s.fn)
 }
 
 func runtimeGOGC() int {

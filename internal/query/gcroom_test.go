@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,13 @@ type fakeRuntime struct {
 	percent int
 	live    int64
 	sets    []int
+	watches []gcWatch
+}
+
+// gcWatch is one call of the lender's onGC.
+type gcWatch struct {
+	stop <-chan struct{}
+	fn   func()
 }
 
 func (f *fakeRuntime) lender() *gcLender {
@@ -41,7 +49,11 @@ func (f *fakeRuntime) lender() *gcLender {
 			defer f.mu.Unlock()
 			return f.live
 		},
-		tick: time.Millisecond,
+		onGC: func(stop <-chan struct{}, fn func()) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.watches = append(f.watches, gcWatch{stop, fn})
+		},
 	}
 }
 
@@ -51,10 +63,22 @@ func (f *fakeRuntime) gcPercent() int {
 	return f.percent
 }
 
+// collected ends a collection that found live bytes live and calls the watchers not stopped.
 func (f *fakeRuntime) collected(live int64) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.live = live
+	var fns []func()
+	for _, w := range f.watches {
+		select {
+		case <-w.stop:
+		default:
+			fns = append(fns, w.fn)
+		}
+	}
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 func TestGCLenderTargets(t *testing.T) {
@@ -67,7 +91,7 @@ func TestGCLenderTargets(t *testing.T) {
 	// A collection during the request found 200 MiB live: the target follows, so the next
 	// collection comes 256 MiB later, not at 5 times 200 MiB.
 	f.collected(200 * mib)
-	require.Eventually(t, func() bool { return f.gcPercent() == 128 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 128, f.gcPercent(), "retuned as the collection ended")
 
 	g.lend(256 * mib) // a second request
 	assert.Equal(t, 256, f.gcPercent())
@@ -80,7 +104,6 @@ func TestGCLenderTargets(t *testing.T) {
 	// Once restored, collections do not change the target.
 	n := len(f.sets)
 	f.collected(10 * mib)
-	time.Sleep(20 * time.Millisecond)
 	assert.Len(t, f.sets, n, "no retuning while nothing is lent")
 }
 
@@ -185,4 +208,22 @@ func gcCycles() uint64 {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// afterEachGC calls its function as each real collection ends, and no more once stopped.
+func TestAfterEachGC(t *testing.T) {
+	stop := make(chan struct{})
+	var calls atomic.Int64
+	afterEachGC(stop, func() { calls.Add(1) })
+	for range 3 {
+		before := calls.Load()
+		runtime.GC()
+		require.Eventually(t, func() bool { return calls.Load() > before }, 5*time.Second, time.Millisecond, "called after the collection")
+	}
+	close(stop)
+	stopped := calls.Load()
+	runtime.GC()
+	runtime.GC()
+	time.Sleep(20 * time.Millisecond) // the finalizer goroutine's turn
+	assert.Equal(t, stopped, calls.Load(), "not called once stopped")
 }
