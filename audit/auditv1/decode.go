@@ -939,7 +939,9 @@ func (d *eventDecoder) scanNumber() error {
 // skipValue checks and skips the JSON value that comes next, of any type. This is the hot loop of
 // decoding (request and response bodies are most of the input): it works on local copies of the
 // buffer and position, and falls back to the general scanning functions only for errors, escapes
-// and numbers.
+// and numbers. Whitespace is looked for only where a byte that could follow it was not found:
+// kube-apiserver sends compact JSON, and testing each position for whitespace first cost about a
+// sixth of the loop's instructions.
 func (d *eventDecoder) skipValue() error {
 	data := d.data
 	i := d.pos
@@ -948,7 +950,7 @@ func (d *eventDecoder) skipValue() error {
 	defer func() { d.stack = stack[:0] }()
 	for {
 		// A value.
-		i = jsonscan.SkipSpace(data, i)
+	value:
 		if i >= len(data) {
 			d.pos = i
 			return d.syntaxErr("at start of value")
@@ -966,7 +968,9 @@ func (d *eventDecoder) skipValue() error {
 		case '{', '[':
 			open := i
 			i++
-			i = jsonscan.SkipSpace(data, i)
+			if i < len(data) && data[i] <= ' ' {
+				i = jsonscan.SkipSpace(data, i)
+			}
 			if i < len(data) && data[i] == c+2 { // '{'+2 == '}', '['+2 == ']'
 				i++
 				break // too short for the Layout
@@ -1011,6 +1015,9 @@ func (d *eventDecoder) skipValue() error {
 				return d.literal("null")
 			}
 			i += 4
+		case ' ', '\t', '\n', '\r':
+			i = jsonscan.SkipSpace(data, i+1)
+			goto value
 		default:
 			d.pos = i
 			if c != '-' && !isDigit(c) {
@@ -1028,7 +1035,6 @@ func (d *eventDecoder) skipValue() error {
 				d.pos = i
 				return nil
 			}
-			i = jsonscan.SkipSpace(data, i)
 			top := stack[len(stack)-1]
 			if i < len(data) {
 				switch data[i] {
@@ -1052,6 +1058,9 @@ func (d *eventDecoder) skipValue() error {
 					}
 					i++
 					stack = stack[:len(stack)-1]
+					continue
+				case ' ', '\t', '\n', '\r':
+					i = jsonscan.SkipSpace(data, i+1)
 					continue
 				default:
 					goto bad
