@@ -144,7 +144,7 @@ type Config struct {
 	// and those above it) when it has one, none otherwise; "N%" is another share of it; a size
 	// ("1700MiB", "2Gi", "1073741824") is that limit; "off" or "0" sets none. A GOMEMLIMIT
 	// environment variable always wins. Mains apply it with ApplyMemoryLimit before building the
-	// application; query.maxMemoryBytes defaults to half of the limit in effect.
+	// application; query.maxMemoryBytes defaults to 40% of the limit in effect.
 	MemoryLimit string `yaml:"memoryLimit"`
 }
 
