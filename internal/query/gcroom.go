@@ -22,8 +22,8 @@ import (
 // next collection (the target becomes max(GOGC, room / live heap)), retuned as soon as each
 // collection ends so that it stays the live heap plus the room, never a multiple of a heap the
 // request grew. The Go memory limit (GOMEMLIMIT, set from the container's limit) still bounds
-// the process whatever the target. When the last heavy request ends, the operator's target comes back, and
-// the collector soon collects what the requests left. GOGC=off is left alone.
+// the process whatever the target. When the last heavy request ends, the operator's target comes
+// back, and the collector soon collects what the requests left. GOGC=off is left alone.
 
 // noBudgetRoom is what a heavy request lends the collector when there is no memory budget (no
 // Go memory limit and no Config.MaxMemoryBytes): about what drawing the 10,000-pod Deployment
