@@ -5,6 +5,7 @@ package natstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -121,9 +122,31 @@ func StartJetStream(tb testing.TB) *Node {
 }
 
 // Cluster starts a JetStream cluster of size nodes (named n0, n1, ...) routed to each other on
-// loopback and waits until it has elected its JetStream meta leader.
+// loopback and waits until it has elected its JetStream meta leader. The ports are chosen free a
+// moment before the nodes listen on them, so another process may take one first (a node then
+// never becomes ready: with logging off, its listen error is not seen); the cluster is then
+// started again on other ports, at most clusterAttempts times.
 func Cluster(tb testing.TB, size int) []*Node {
 	tb.Helper()
+	var err error
+	for range clusterAttempts {
+		var nodes []*Node
+		if nodes, err = startCluster(tb, size); err == nil {
+			WaitJetStream(tb, nodes)
+			return nodes
+		}
+		tb.Logf("natstest: %v; starting the cluster again on other ports", err)
+	}
+	require.NoError(tb, err)
+	return nil
+}
+
+// clusterAttempts bounds the starts of Cluster.
+const clusterAttempts = 3
+
+// startCluster starts the nodes of a cluster on ports free now; on an error it stops those that
+// started.
+func startCluster(tb testing.TB, size int) ([]*Node, error) {
 	routes := make([]string, size)
 	ports := make([]int, size)
 	for i := range ports {
@@ -148,11 +171,13 @@ func Cluster(tb testing.TB, size int) []*Node {
 		wg.Go(func() { errs[i] = n.start() })
 	}
 	wg.Wait()
-	for _, err := range errs {
-		require.NoError(tb, err)
+	if err := errors.Join(errs...); err != nil {
+		for _, n := range nodes {
+			n.Stop()
+		}
+		return nil, err
 	}
-	WaitJetStream(tb, nodes)
-	return nodes
+	return nodes, nil
 }
 
 // URLs are the nodes' client URLs.
